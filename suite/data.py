@@ -1,0 +1,262 @@
+"""Datasets: the embedded ``digits`` default, torchvision's MNIST/CIFAR, and ImageNet folders.
+
+Every dataset is returned as an :class:`ImageData`: images scaled to [-1, 1] at the model's
+image size, integer labels, and a way to fetch batches by index. Small datasets are held in
+memory as one tensor; ImageNet is read lazily from its folder.
+
+A missing dataset raises :class:`DataError` naming the path that was searched and how to
+provide the files; nothing is downloaded unless ``download: true`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+DATASETS = ("digits", "mnist", "cifar10", "cifar100", "imagenet")
+CHANNELS = {"digits": 1, "mnist": 1, "cifar10": 3, "cifar100": 3, "imagenet": 3}
+SPLITS = ("train", "test")
+DIGITS_TEST_FRACTION = 0.2
+DIGITS_SPLIT_SEED = 0
+
+
+class DataError(RuntimeError):
+    """A dataset could not be loaded; the message says where we looked and what to do."""
+
+
+@dataclass
+class ImageData:
+    """Images in [-1, 1] with their labels.
+
+    Attributes
+    ----------
+    name, split:
+        Which dataset and split this is.
+    labels:
+        int64 array, one label per image, in the dataset's original numbering.
+    num_classes:
+        Number of classes of the whole dataset (10 for digits even when a subset is selected),
+        so that a conditional network's label input has the same meaning on every subset.
+    images:
+        float32 tensor (N, C, H, W) for in-memory datasets, else None.
+    """
+
+    name: str
+    split: str
+    labels: np.ndarray
+    num_classes: int
+    channels: int
+    image_size: int
+    images: torch.Tensor | None = None
+    folder: object | None = field(default=None, repr=False)  # torchvision ImageFolder for lazy sets
+    indices: np.ndarray | None = None  # rows of ``folder`` that this object exposes
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def classes(self) -> list[int]:
+        """The classes present, sorted."""
+        return sorted(int(c) for c in np.unique(self.labels))
+
+    def class_prior(self) -> dict[int, float]:
+        """Fraction of images in each present class: the p(y) of seed 000's factorisation."""
+        values, counts = np.unique(self.labels, return_counts=True)
+        return {int(v): float(c) / len(self.labels) for v, c in zip(values, counts)}
+
+    def fetch(self, indices: Sequence[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(images, labels)`` for the given row indices."""
+        idx = np.asarray(indices, dtype=np.int64)
+        labels = torch.from_numpy(self.labels[idx])
+        if self.images is not None:
+            return self.images[torch.from_numpy(idx)], labels
+        rows = self.indices[idx] if self.indices is not None else idx
+        return torch.stack([self.folder[int(r)][0] for r in rows]), labels
+
+    def batches(self, index_batches: Iterable[np.ndarray], workers: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield ``(images, labels)`` for each array of indices (loader processes for lazy sets)."""
+        if self.images is not None or workers == 0:
+            for idx in index_batches:
+                yield self.fetch(idx)
+            return
+        loader = torch.utils.data.DataLoader(
+            _Rows(self), batch_sampler=[list(map(int, b)) for b in index_batches], num_workers=workers
+        )
+        yield from loader
+
+    def subset(self, rows: np.ndarray) -> "ImageData":
+        """A view restricted to ``rows`` (used for class selection and per-class data)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return ImageData(
+            name=self.name,
+            split=self.split,
+            labels=self.labels[rows],
+            num_classes=self.num_classes,
+            channels=self.channels,
+            image_size=self.image_size,
+            images=None if self.images is None else self.images[torch.from_numpy(rows)],
+            folder=self.folder,
+            indices=None if self.images is not None else (self.indices[rows] if self.indices is not None else rows),
+        )
+
+    def select_classes(self, classes: Sequence[int] | None) -> "ImageData":
+        """Keep only the images of ``classes`` (all when None); labels keep their numbering."""
+        if classes is None:
+            return self
+        unknown = sorted(set(classes) - set(range(self.num_classes)))
+        if unknown:
+            raise DataError(
+                f"dataset.classes: {unknown} not in {self.name}, whose labels are 0..{self.num_classes - 1}"
+            )
+        return self.subset(np.flatnonzero(np.isin(self.labels, list(classes))))
+
+    def of_class(self, label: int) -> "ImageData":
+        """The images of one class."""
+        return self.subset(np.flatnonzero(self.labels == label))
+
+
+class _Rows(torch.utils.data.Dataset):
+    def __init__(self, data: ImageData):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int):
+        images, labels = self.data.fetch([i])
+        return images[0], labels[0]
+
+
+def _to_model_range(images_uint8_or_float: torch.Tensor, max_value: float, image_size: int) -> torch.Tensor:
+    """(N, C, H, W) pixel values in [0, max_value] -> float32 in [-1, 1] at ``image_size``."""
+    x = images_uint8_or_float.float() / max_value
+    if x.shape[-1] != image_size or x.shape[-2] != image_size:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True)
+    return (x.clamp(0, 1) * 2 - 1).contiguous()
+
+
+def default_root() -> Path:
+    """Where torchvision datasets are looked for when ``dataset.root`` is not set."""
+    return Path(os.environ.get("SUITE_DATA", Path.home() / ".cache" / "suite" / "data"))
+
+
+def _load_digits(split: str, image_size: int) -> ImageData:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    rows = np.arange(len(bunch.target))
+    train_rows, test_rows = train_test_split(
+        rows, test_size=DIGITS_TEST_FRACTION, random_state=DIGITS_SPLIT_SEED, stratify=bunch.target
+    )
+    rows = np.sort(train_rows if split == "train" else test_rows)
+    pixels = torch.from_numpy(bunch.images[rows]).unsqueeze(1)  # values 0..16
+    return ImageData(
+        name="digits",
+        split=split,
+        labels=bunch.target[rows].astype(np.int64),
+        num_classes=10,
+        channels=1,
+        image_size=image_size,
+        images=_to_model_range(pixels, 16.0, image_size),
+    )
+
+
+def _missing(name: str, root: Path, error: Exception) -> DataError:
+    return DataError(
+        f"dataset '{name}' was not found under {root} ({error}). Either place the torchvision files "
+        f"there, point dataset.root (or the SUITE_DATA environment variable) at the folder that holds "
+        f"them, or set dataset.download: true on a machine with internet access."
+    )
+
+
+def _load_torchvision(name: str, root: Path, split: str, image_size: int, download: bool) -> ImageData:
+    import torchvision
+
+    cls = {"mnist": torchvision.datasets.MNIST, "cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}[name]
+    try:
+        dataset = cls(str(root), train=split == "train", download=download)
+    except RuntimeError as error:  # torchvision: "Dataset not found or corrupted..."
+        raise _missing(name, root, error) from None
+    pixels = torch.as_tensor(np.asarray(dataset.data))
+    pixels = pixels.unsqueeze(1) if pixels.ndim == 3 else pixels.permute(0, 3, 1, 2)
+    return ImageData(
+        name=name,
+        split=split,
+        labels=np.asarray(dataset.targets, dtype=np.int64),
+        num_classes=len(dataset.classes),
+        channels=CHANNELS[name],
+        image_size=image_size,
+        images=_to_model_range(pixels, 255.0, image_size),
+    )
+
+
+def _load_imagenet(root: Path, split: str, image_size: int) -> ImageData:
+    import torchvision
+    from torchvision import transforms
+
+    folder = root / ("val" if split == "test" else "train")
+    if not folder.is_dir():
+        raise DataError(
+            f"dataset 'imagenet' was not found: expected an ImageFolder layout at {folder} "
+            f"(one sub-folder per class). Set dataset.root to the directory holding train/ and val/."
+        )
+    transform = transforms.Compose(
+        [
+            transforms.Resize(image_size),
+            transforms.CenterCrop(image_size),
+            transforms.ToTensor(),
+            transforms.Normalize([0.5] * 3, [0.5] * 3),
+        ]
+    )
+    dataset = torchvision.datasets.ImageFolder(str(folder), transform=transform)
+    return ImageData(
+        name="imagenet",
+        split=split,
+        labels=np.asarray(dataset.targets, dtype=np.int64),
+        num_classes=len(dataset.classes),
+        channels=3,
+        image_size=image_size,
+        folder=dataset,
+    )
+
+
+def load_dataset(
+    name: str,
+    image_size: int = 32,
+    split: str = "train",
+    root: str | os.PathLike | None = None,
+    classes: Sequence[int] | None = None,
+    download: bool = False,
+    limit: int | None = None,
+) -> ImageData:
+    """Load a dataset at ``image_size`` in [-1, 1], restricted to ``classes`` and ``limit`` images.
+
+    Raises
+    ------
+    DataError
+        The dataset is unknown, missing on disk, or the class selection is invalid.
+    """
+    if name not in DATASETS:
+        raise DataError(f"dataset.name: unknown dataset '{name}'; choose one of {', '.join(DATASETS)}")
+    if split not in SPLITS:
+        raise DataError(f"dataset.split: '{split}' is not one of {', '.join(SPLITS)}")
+    root_path = Path(root).expanduser() if root else default_root()
+    if name == "digits":
+        data = _load_digits(split, image_size)
+    elif name == "imagenet":
+        data = _load_imagenet(root_path, split, image_size)
+    else:
+        data = _load_torchvision(name, root_path, split, image_size, download)
+    data = data.select_classes(classes)
+    if limit is not None and limit < len(data):
+        data = data.subset(np.arange(limit))
+    if len(data) == 0:
+        raise DataError(f"dataset '{name}' ({split}) has no images for classes {classes}")
+    return data

@@ -1,0 +1,500 @@
+"""Scenario files: the schema, its validation, and the expansion into runs.
+
+A scenario is a YAML file with a handful of sections (each a small dataclass below, one
+docstring line per field) and a list of ``runs``. Validation happens here and only here:
+unknown fields, wrong types and impossible combinations are rejected with a
+:class:`ScenarioError` that names the field, e.g. ``smoke.yaml: train.epoch: unknown field``.
+
+:func:`expand` turns a scenario into concrete :class:`Run` objects, one per process count,
+grid and repeat. A run is self-contained: it is written to ``RUN_DIR/run.json`` and is all
+that a worker needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+STRATEGIES = ("data_parallel", "conditional", "label_partitioned", "cellular")
+ENGINES = ("horovod", "torch", "mpi", "deepspeed")
+LOSSES = ("bce", "wgan-gp", "mse", "heuristic", "mustangs")
+STRATEGY_LOSSES = {
+    "data_parallel": ("bce", "wgan-gp"),
+    "conditional": ("bce", "wgan-gp"),
+    "label_partitioned": ("bce", "wgan-gp"),
+    "cellular": ("bce", "mse", "heuristic", "mustangs"),
+}
+STRATEGY_ENGINES = {
+    "data_parallel": ("horovod", "torch", "mpi", "deepspeed"),
+    "conditional": ("horovod", "torch", "mpi", "deepspeed"),
+    "label_partitioned": ("horovod", "torch", "mpi"),
+    "cellular": ("mpi",),
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario is invalid; the message names the file and field."""
+
+
+@dataclass
+class DatasetConfig:
+    """What every run of the scenario trains on."""
+
+    name: Literal["digits", "mnist", "cifar10", "cifar100", "imagenet"] = "digits"
+    """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
+    image_size: int = 32
+    """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
+    root: str | None = None
+    """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
+    split: Literal["train", "test"] = "train"
+    """Which split trains the GANs (the metrics compare with the same split)."""
+    classes: list[int] | None = None
+    """Labels to keep (all when omitted)."""
+    download: bool = False
+    """Let torchvision download MNIST/CIFAR into ``root`` (needs internet)."""
+    limit: int | None = None
+    """Use only the first N images after class selection (quick trials)."""
+    workers: int = 0
+    """Loader processes per rank for datasets read from disk (ImageNet)."""
+
+
+@dataclass
+class ModelConfig:
+    """The networks of seed 000's tables; only these knobs are exposed."""
+
+    latent_dim: int = 100
+    """Size of the noise vector z."""
+    dropout: float = 0.25
+    """Dropout after each discriminator convolution."""
+    sync_batchnorm: bool = False
+    """Normalise over the whole data-parallel batch instead of each rank's shard."""
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings shared by all strategies."""
+
+    epochs: int = 2
+    """Passes over each GAN's training data."""
+    steps: int | None = None
+    """Stop each GAN after this many generator steps (overrides epochs when smaller)."""
+    batch_size: int = 64
+    """Global batch of one GAN (split over the ranks that train it); per rank under weak scaling."""
+    lr: float = 0.0002
+    """Adam learning rate (generator and discriminator)."""
+    betas: list[float] = field(default_factory=lambda: [0.5, 0.999])
+    """Adam betas."""
+    seed: int = 0
+    """Every random number of a run derives from this."""
+    warmup_steps: int = 2
+    """Steps left out of the timed window."""
+    threads: int | None = None
+    """CPU threads per rank (default: cores on the node / ranks on the node)."""
+
+
+@dataclass
+class WganGpConfig:
+    """Settings used when ``loss: wgan-gp`` (Gulrajani et al. defaults)."""
+
+    n_critic: int = 5
+    """Critic steps per generator step."""
+    gp_weight: float = 10.0
+    """Gradient-penalty coefficient lambda."""
+    lr: float = 0.0001
+    """Adam learning rate for critic and generator."""
+    betas: list[float] = field(default_factory=lambda: [0.0, 0.9])
+    """Adam betas for critic and generator."""
+
+
+@dataclass
+class CellularConfig:
+    """Lipizzaner / Mustangs coevolution settings (seed 003, Table 1)."""
+
+    population: int = 1
+    """Generators and discriminators per cell."""
+    neighbourhood: Literal["von_neumann", "moore"] = "von_neumann"
+    """Cell plus its 4 (von Neumann) or 8 (Moore) torus neighbours."""
+    tournament_size: int = 2
+    """Individuals drawn per tournament."""
+    mutation_probability: float = 0.5
+    """Probability that a learning rate is mutated each iteration."""
+    mutation_scale: float = 0.0001
+    """Standard deviation of the Gaussian learning-rate step."""
+    mixture_scale: float = 0.01
+    """Standard deviation of the (1+1)-ES step on mixture weights."""
+    mixture_samples: int = 200
+    """Samples used to score a mixture during training."""
+    batches_per_iteration: int = 1
+    """Training batches per cell per iteration (0: one full pass over the cell's data)."""
+    mustangs_choice: Literal["batch", "cell"] = "batch"
+    """Mustangs draws its loss per batch or once per cell."""
+
+
+@dataclass
+class MetricsConfig:
+    """Image-quality measurement after training."""
+
+    features: str = "auto"
+    """``auto``, ``inception`` or ``classifier`` (see the README)."""
+    samples: int = 1000
+    """Generated (and real) images scored."""
+    inception_weights: str | None = None
+    """Path to pytorch-fid's Inception weights (else ``$SUITE_INCEPTION_WEIGHTS`` or the torch hub cache)."""
+    enabled: bool = True
+    """Score the trained generators (off: timing-only runs)."""
+    curve_points: int = 3
+    """Generator snapshots kept during training and scored afterwards (FID over wall-clock time)."""
+
+
+@dataclass
+class DeepSpeedConfig:
+    """DeepSpeed engine settings."""
+
+    zero_stage: Literal[0, 1] = 0
+    """ZeRO stage (0: plain data parallel; 1: optimizer state partitioned)."""
+    config: dict | None = None
+    """Extra DeepSpeed config entries merged into the generated one."""
+
+
+@dataclass
+class RunSpec:
+    """One entry of ``runs``: a strategy on an engine, swept over process counts."""
+
+    strategy: Literal["data_parallel", "conditional", "label_partitioned", "cellular"]
+    """Training strategy."""
+    engine: Literal["horovod", "torch", "mpi", "deepspeed"] = "mpi"
+    """Communication engine."""
+    procs: list[int] = field(default_factory=lambda: [1])
+    """Process counts to run."""
+    loss: Literal["bce", "wgan-gp", "mse", "heuristic", "mustangs"] | None = None
+    """Loss (default: bce; mustangs for cellular)."""
+    grid: list[int] | None = None
+    """Cellular grid [rows, cols] for strong scaling."""
+    grids: list[list[int]] | None = None
+    """Cellular grids for weak scaling, one per procs entry (rows x cols == procs)."""
+    scaling: Literal["strong", "weak"] | None = None
+    """Overrides the scenario's scaling for this entry."""
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    """Settings of the deepspeed engine."""
+    label: str | None = None
+    """Name used in run ids and reports (needed when two entries would share an id)."""
+
+
+@dataclass
+class Scenario:
+    """A whole scenario file."""
+
+    name: str
+    """Used for the results and report folders."""
+    runs: list[RunSpec]
+    """What to run."""
+    description: str = ""
+    """Free text shown in the report."""
+    scaling: Literal["strong", "weak"] = "strong"
+    """What a sweep over procs means (see the README's definitions)."""
+    repeats: int = 1
+    """Repeat every run this many times (mean and std in the report)."""
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    wgan_gp: WganGpConfig = field(default_factory=WganGpConfig)
+    cellular: CellularConfig = field(default_factory=CellularConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+
+@dataclass
+class Run:
+    """One concrete run: everything a worker needs, written to ``run.json``."""
+
+    run_id: str
+    scenario: str
+    strategy: str
+    engine: str
+    loss: str
+    procs: int
+    scaling: str
+    repeat: int
+    dataset: DatasetConfig
+    model: ModelConfig
+    train: TrainConfig
+    wgan_gp: WganGpConfig
+    cellular: CellularConfig
+    metrics: MetricsConfig
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    grid: list[int] | None = None
+    label: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Run":
+        return _build(cls, data, "run")
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> "Run":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# --- generic validation of dataclasses from plain data ---------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if _is_optional(tp):
+        return _type_name(_strip_optional(tp)) + " or null"
+    if get_origin(tp) is list:
+        return f"a list of {_type_name(get_args(tp)[0])}"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a mapping"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _is_optional(tp: Any) -> bool:
+    return get_origin(tp) in (typing.Union, types.UnionType) and type(None) in get_args(tp)
+
+
+def _strip_optional(tp: Any) -> Any:
+    args = [a for a in get_args(tp) if a is not type(None)]
+    return args[0] if len(args) == 1 else typing.Union[tuple(args)]
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    if _is_optional(tp):
+        return None if value is None else _convert(_strip_optional(tp), value, path)
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
+        return _build(tp, value, path)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ScenarioError(f"{path}: {value!r} is not {_type_name(tp)}")
+        return value
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+        (item,) = get_args(tp)
+        return [_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{path}: expected a string, got {value!r}")
+        return value
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{path}: expected a mapping, got {value!r}")
+        return value
+    raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
+
+
+def _build(cls: type, data: dict[str, Any], path: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    prefix = f"{path}." if path else ""
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ScenarioError(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(fields)}")
+    values = {}
+    for name, f in fields.items():
+        if name in data:
+            values[name] = _convert(hints[name], data[name], f"{prefix}{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ScenarioError(f"{prefix}{name}: required field is missing")
+    return cls(**values)
+
+
+# --- scenario-level checks ------------------------------------------------------------------------
+
+
+def _check(scenario: Scenario) -> None:
+    from .models import check_image_size
+
+    def fail(path: str, message: str) -> None:
+        raise ScenarioError(f"{path}: {message}")
+
+    try:
+        check_image_size(scenario.dataset.image_size)
+    except ValueError as error:
+        fail("dataset.image_size", str(error))
+    positive = {
+        "train.epochs": scenario.train.epochs,
+        "train.batch_size": scenario.train.batch_size,
+        "model.latent_dim": scenario.model.latent_dim,
+        "repeats": scenario.repeats,
+        "wgan_gp.n_critic": scenario.wgan_gp.n_critic,
+        "cellular.population": scenario.cellular.population,
+        "cellular.tournament_size": scenario.cellular.tournament_size,
+        "cellular.mixture_samples": scenario.cellular.mixture_samples,
+        "metrics.samples": scenario.metrics.samples,
+    }
+    for path, value in positive.items():
+        if value < 1:
+            fail(path, f"must be at least 1, got {value}")
+    if scenario.train.steps is not None and scenario.train.steps < 1:
+        fail("train.steps", f"must be at least 1, got {scenario.train.steps}")
+    if scenario.train.warmup_steps < 0:
+        fail("train.warmup_steps", "must not be negative")
+    if scenario.train.lr <= 0 or scenario.wgan_gp.lr <= 0:
+        fail("train.lr" if scenario.train.lr <= 0 else "wgan_gp.lr", "must be positive")
+    for path, betas in (("train.betas", scenario.train.betas), ("wgan_gp.betas", scenario.wgan_gp.betas)):
+        if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
+            fail(path, f"expected two numbers in [0, 1), got {betas}")
+    if not 0 <= scenario.model.dropout < 1:
+        fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
+    if scenario.metrics.features not in ("auto", "inception", "classifier"):
+        fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
+    if scenario.cellular.batches_per_iteration < 0:
+        fail("cellular.batches_per_iteration", "must not be negative")
+    classes = scenario.dataset.classes
+    if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
+        fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
+    if not scenario.runs:
+        fail("runs", "at least one run is needed")
+    for i, spec in enumerate(scenario.runs):
+        _check_run_spec(spec, f"runs[{i}]", scenario, fail)
+
+
+def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
+    loss = spec.loss or default_loss(spec.strategy)
+    if loss not in STRATEGY_LOSSES[spec.strategy]:
+        fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}")
+    if spec.engine not in STRATEGY_ENGINES[spec.strategy]:
+        fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(STRATEGY_ENGINES[spec.strategy])}")
+    if not spec.procs or any(p < 1 for p in spec.procs):
+        fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
+    if len(set(spec.procs)) != len(spec.procs):
+        fail(f"{path}.procs", f"process counts repeat: {spec.procs}")
+    scaling = spec.scaling or scenario.scaling
+    if spec.strategy == "cellular":
+        if scaling == "strong":
+            if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
+                fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
+            cells = spec.grid[0] * spec.grid[1]
+            for p in spec.procs:
+                if cells % p:
+                    fail(f"{path}.procs", f"{p} processes cannot share a {spec.grid[0]}x{spec.grid[1]} grid evenly ({cells} cells); use a divisor of {cells}")
+        else:
+            if spec.grids is None or len(spec.grids) != len(spec.procs):
+                fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
+            for p, g in zip(spec.procs, spec.grids):
+                if len(g) != 2 or min(g) < 1 or g[0] * g[1] != p:
+                    fail(f"{path}.grids", f"grid {g} must have rows x cols == procs ({p}): one cell per rank")
+    elif spec.grid is not None or spec.grids is not None:
+        fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
+    if spec.strategy == "label_partitioned":
+        n_classes = len(scenario.dataset.classes) if scenario.dataset.classes else None
+        for p in spec.procs:
+            if scaling == "weak":
+                if n_classes is not None and p > n_classes:
+                    fail(f"{path}.procs", f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)")
+            elif n_classes is not None and p > n_classes and p % n_classes:
+                fail(f"{path}.procs", f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it")
+
+
+def default_loss(strategy: str) -> str:
+    """The loss used when a run entry names none."""
+    return "mustangs" if strategy == "cellular" else "bce"
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; raise :class:`ScenarioError` naming the file and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(f"{path}: no such scenario file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{path}: not valid YAML: {error}") from None
+    return parse_scenario(data, source=str(path))
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate already-parsed scenario data."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
+    try:
+        scenario = _build(Scenario, data, "")
+        _check(scenario)
+    except ScenarioError as error:
+        raise ScenarioError(f"{source}: {error}") from None
+    return scenario
+
+
+def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, grid: list[int] | None) -> str:
+    """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0``."""
+    stem = spec.label or f"{spec.strategy}-{loss}-{spec.engine}"
+    if spec.engine == "deepspeed" and not spec.label and spec.deepspeed.zero_stage:
+        stem += f"-zero{spec.deepspeed.zero_stage}"
+    parts = [stem, f"p{procs}"]
+    if grid:
+        parts.append(f"g{grid[0]}x{grid[1]}")
+    if scaling == "weak":
+        parts.append("weak")
+    parts.append(f"r{repeat}")
+    return "-".join(parts)
+
+
+def expand(scenario: Scenario) -> list[Run]:
+    """All runs of a scenario, in file order, each process count, then each repeat."""
+    runs: list[Run] = []
+    for i, spec in enumerate(scenario.runs):
+        loss = spec.loss or default_loss(spec.strategy)
+        scaling = spec.scaling or scenario.scaling
+        for j, procs in enumerate(spec.procs):
+            grid = None
+            if spec.strategy == "cellular":
+                grid = list(spec.grid) if scaling == "strong" else list(spec.grids[j])
+            dataset = dataclasses.replace(scenario.dataset)
+            if spec.strategy == "label_partitioned" and scaling == "weak":
+                dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])
+            for repeat in range(scenario.repeats):
+                runs.append(
+                    Run(
+                        run_id=run_id_for(spec, loss, procs, scaling, repeat, grid),
+                        scenario=scenario.name,
+                        strategy=spec.strategy,
+                        engine=spec.engine,
+                        loss=loss,
+                        procs=procs,
+                        scaling=scaling,
+                        repeat=repeat,
+                        dataset=dataset,
+                        model=scenario.model,
+                        train=scenario.train,
+                        wgan_gp=scenario.wgan_gp,
+                        cellular=scenario.cellular,
+                        metrics=scenario.metrics,
+                        deepspeed=spec.deepspeed,
+                        grid=grid,
+                        label=spec.label,
+                    )
+                )
+    seen: dict[str, int] = {}
+    for run in runs:
+        if run.run_id in seen:
+            raise ScenarioError(f"{scenario.name}: two runs share the id {run.run_id}; give one of the entries a label")
+        seen[run.run_id] = 1
+    return runs

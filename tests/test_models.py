@@ -1,0 +1,85 @@
+"""The networks follow seed 000's Tables 1-4 layer by layer."""
+
+import pytest
+import torch
+from torch import nn
+
+from suite.models import Discriminator, Generator, build_pair
+
+
+def layers(module):
+    return [m for m in module.modules() if not isinstance(m, (nn.Sequential, Generator, Discriminator))]
+
+
+def test_generator_matches_table_1_at_32px():
+    g = Generator(image_size=32, channels=1, latent_dim=100)
+    linear, relu = g.input
+    assert (linear.in_features, linear.out_features) == (100, 8192)  # Table 1: Input 100 -> 8192, ReLU
+    assert isinstance(relu, nn.ReLU)
+    kinds = [type(m).__name__ for m in g.blocks]
+    assert kinds == ["BatchNorm2d", "Upsample", "Conv2d", "BatchNorm2d", "LeakyReLU",
+                     "Upsample", "Conv2d", "BatchNorm2d", "LeakyReLU", "Conv2d", "Tanh"]
+    bn0, up1, conv1, bn1, act1, up2, conv2, bn2, act2, conv3, _ = g.blocks
+    assert (bn0.eps, bn0.momentum) == (1e-5, 0.1)
+    assert (bn1.eps, bn1.momentum) == (0.8, 0.1) and (bn2.eps, bn2.momentum) == (0.8, 0.1)
+    assert up1.scale_factor == 2 and up2.scale_factor == 2
+    for conv, (cin, cout) in ((conv1, (128, 128)), (conv2, (128, 64)), (conv3, (64, 1))):
+        assert (conv.in_channels, conv.out_channels) == (cin, cout)
+        assert conv.kernel_size == (3, 3) and conv.stride == (1, 1) and conv.padding == (1, 1)
+    assert act1.negative_slope == 0.2 and act2.negative_slope == 0.2
+    assert g(torch.randn(5, 100)).shape == (5, 1, 32, 32)
+
+
+def test_conditional_generator_matches_table_3():
+    g = Generator(image_size=32, channels=3, latent_dim=100, num_classes=10)
+    assert (g.input[0].in_features, g.input[0].out_features) == (110, 8192)  # Table 3: 110 -> 8192
+    out = g(torch.randn(4, 100), torch.tensor([0, 1, 2, 9]))
+    assert out.shape == (4, 3, 32, 32) and out.abs().max() <= 1
+    with pytest.raises(ValueError, match="labels"):
+        g(torch.randn(4, 100))
+
+
+def test_discriminator_matches_table_2():
+    d = Discriminator(image_size=32, channels=3)
+    convs = [m for m in d.features if isinstance(m, nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [(3, 16), (16, 32), (32, 64), (64, 128)]
+    assert all(c.kernel_size == (3, 3) and c.stride == (2, 2) and c.padding == (1, 1) for c in convs)
+    assert [m.p for m in d.features if isinstance(m, nn.Dropout)] == [0.25] * 4
+    assert [m.negative_slope for m in d.features if isinstance(m, nn.LeakyReLU)] == [0.2] * 4
+    norms = [m for m in d.features if isinstance(m, nn.BatchNorm2d)]
+    assert [(n.num_features, n.eps, n.momentum) for n in norms] == [(32, 0.8, 0.1), (64, 0.8, 0.1), (128, 0.8, 0.1)]
+    # the first block has no BatchNorm: conv, LeakyReLU, Dropout, then the second conv
+    assert [type(m).__name__ for m in list(d.features)[:4]] == ["Conv2d", "LeakyReLU", "Dropout", "Conv2d"]
+    assert d(torch.randn(6, 3, 32, 32)).shape == (6,)
+
+
+def test_discriminator_head_is_2048_for_64px_as_printed_in_the_tables():
+    assert Discriminator(image_size=64, channels=3).head.in_features == 2048  # 128 x 4 x 4
+    assert Discriminator(image_size=32, channels=1).head.in_features == 512  # 128 x 2 x 2
+    assert Discriminator(image_size=28, channels=1).head.in_features == 512  # 28 -> 14 -> 7 -> 4 -> 2
+
+
+def test_conditional_discriminator_uses_the_label():
+    torch.manual_seed(0)
+    d = Discriminator(image_size=16, channels=1, num_classes=10, dropout=0.0).eval()
+    nn.init.normal_(d.embed.weight)
+    x = torch.randn(2, 1, 16, 16)
+    assert not torch.allclose(d(x, torch.tensor([0, 0])), d(x, torch.tensor([3, 3])))
+
+
+def test_build_pair_is_determined_by_the_seed_alone():
+    g1, d1 = build_pair(16, 1, 100, seed=7)
+    torch.randn(1000)  # unrelated use of the global generator must not matter
+    g2, d2 = build_pair(16, 1, 100, seed=7)
+    g3, _ = build_pair(16, 1, 100, seed=8)
+    for a, b in zip(g1.state_dict().values(), g2.state_dict().values()):
+        assert torch.equal(a, b)
+    for a, b in zip(d1.state_dict().values(), d2.state_dict().values()):
+        assert torch.equal(a, b)
+    assert not torch.equal(g1.input[0].weight, g3.input[0].weight)
+
+
+@pytest.mark.parametrize("size", [6, 30])
+def test_unsupported_image_sizes_are_rejected(size):
+    with pytest.raises(ValueError, match="multiple of 4"):
+        Generator(image_size=size)

@@ -1,0 +1,115 @@
+"""Scenario validation names the field; expansion produces the runs a user expects."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from suite.scenario import Run, ScenarioError, expand, load_scenario, parse_scenario
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = {"name": "t", "runs": [{"strategy": "data_parallel", "engine": "horovod", "procs": [1, 2]}]}
+
+
+def with_(**changes):
+    data = yaml.safe_load(yaml.safe_dump(BASE))
+    for dotted, value in changes.items():
+        target = data
+        *path, last = dotted.split("__")
+        for key in path:
+            target = target.setdefault(key, {}) if not key.isdigit() else target[int(key)]
+        target[last] = value
+    return data
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_are_valid(path):
+    runs = expand(load_scenario(path))
+    assert runs and len({r.run_id for r in runs}) == len(runs)
+
+
+def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
+    runs = expand(load_scenario(REPO / "scenarios" / "smoke.yaml"))
+    dp = {(r.engine, r.procs) for r in runs if r.strategy == "data_parallel"}
+    assert {("horovod", 1), ("horovod", 2), ("torch", 1), ("torch", 2)} <= dp
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (with_(train__epoch=3), r"train.epoch: unknown field; expected one of epochs, steps"),
+        (with_(train__epochs="two"), r"train.epochs: expected an integer, got 'two'"),
+        (with_(train__epochs=0), r"train.epochs: must be at least 1"),
+        (with_(dataset__name="svhn"), r"dataset.name: 'svhn' is not one of 'digits'"),
+        (with_(dataset__image_size=30), r"dataset.image_size: .*multiple of 4"),
+        (with_(train__betas=[0.5]), r"train.betas: expected two numbers"),
+        (with_(runs__0__engine="nccl"), r"runs\[0\].engine: 'nccl' is not one of"),
+        (with_(runs__0__procs=[0]), r"runs\[0\].procs: expected process counts of at least 1"),
+        (with_(runs__0__loss="mustangs"), r"runs\[0\].loss: 'mustangs' is not available for data_parallel"),
+        (with_(runs__0__grid=[2, 2]), r"runs\[0\].grid: only the cellular strategy takes a grid"),
+        (with_(metrics__features="vgg"), r"metrics.features: 'vgg' is not one of"),
+        ({"runs": []}, r"name: required field is missing"),
+        ({"name": "x", "runs": []}, r"runs: at least one run is needed"),
+        (with_(model__dropout=1.5), r"model.dropout: must be in \[0, 1\)"),
+    ],
+)
+def test_errors_name_the_field(data, message):
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario(data, source="my.yaml")
+
+
+def test_error_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nruns: [{strategy: data_parallel, procs: [1]}]\ntrain: {lr: -1}\n")
+    with pytest.raises(ScenarioError, match=rf"{path}: train.lr: must be positive"):
+        load_scenario(path)
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        load_scenario(path)
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        load_scenario(tmp_path / "missing.yaml")
+
+
+def test_label_partitioned_process_counts():
+    spec = {"strategy": "label_partitioned", "engine": "mpi", "procs": [1, 2, 3, 4]}
+    ok = parse_scenario({"name": "t", "dataset": {"classes": [0, 1]}, "runs": [{**spec, "procs": [1, 2, 4]}]})
+    assert [r.procs for r in expand(ok)] == [1, 2, 4]
+    with pytest.raises(ScenarioError, match=r"3 processes for 2 classes.*multiple"):
+        parse_scenario({"name": "t", "dataset": {"classes": [0, 1]}, "runs": [spec]})
+
+
+def test_weak_scaling_gives_one_class_per_rank():
+    scenario = parse_scenario({"name": "w", "scaling": "weak",
+                               "runs": [{"strategy": "label_partitioned", "engine": "mpi", "procs": [1, 2, 4]}]})
+    assert [r.dataset.classes for r in expand(scenario)] == [[0], [0, 1], [0, 1, 2, 3]]
+
+
+def test_cellular_grids():
+    strong = {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1, 2, 4]}
+    assert [r.grid for r in expand(parse_scenario({"name": "c", "runs": [strong]}))] == [[2, 2]] * 3
+    with pytest.raises(ScenarioError, match=r"3 processes cannot share a 2x2 grid"):
+        parse_scenario({"name": "c", "runs": [{**strong, "procs": [3]}]})
+    weak = {"strategy": "cellular", "engine": "mpi", "scaling": "weak", "procs": [1, 4], "grids": [[1, 1], [2, 2]]}
+    assert [r.grid for r in expand(parse_scenario({"name": "c", "runs": [weak]}))] == [[1, 1], [2, 2]]
+    with pytest.raises(ScenarioError, match=r"rows x cols == procs"):
+        parse_scenario({"name": "c", "runs": [{**weak, "grids": [[1, 1], [1, 2]]}]})
+
+
+def test_expansion_ids_repeats_and_round_trip(tmp_path):
+    scenario = parse_scenario(with_(repeats=2))
+    runs = expand(scenario)
+    assert [r.run_id for r in runs] == [
+        "data_parallel-bce-horovod-p1-r0", "data_parallel-bce-horovod-p1-r1",
+        "data_parallel-bce-horovod-p2-r0", "data_parallel-bce-horovod-p2-r1",
+    ]
+    runs[0].save(tmp_path / "run.json")
+    assert Run.load(tmp_path / "run.json") == runs[0]
+
+
+def test_duplicate_run_ids_need_a_label():
+    data = with_()
+    data["runs"].append(dict(data["runs"][0]))
+    with pytest.raises(ScenarioError, match="share the id .*label"):
+        expand(parse_scenario(data))
+    data["runs"][1]["label"] = "again"
+    assert len(expand(parse_scenario(data))) == 4
