@@ -1,0 +1,173 @@
+"""The small interface every communication engine implements.
+
+A strategy sees an :class:`Engine` (who am I, how many are we, split us into groups, gather
+results) and, for each network trained data-parallel, a :class:`Replica` (forward, backward,
+step). Engines count the bytes they move and the seconds a rank waits on them in
+:attr:`Engine.comm`; object gathering after training is deliberately not counted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+
+@dataclass
+class CommStats:
+    """Communication done while training: payload bytes sent into collectives and seconds blocked."""
+
+    bytes: int = 0
+    seconds: float = 0.0
+    calls: int = 0
+
+    def add(self, nbytes: int, seconds: float) -> None:
+        self.bytes += int(nbytes)
+        self.seconds += float(seconds)
+        self.calls += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "seconds": self.seconds, "calls": self.calls}
+
+
+@dataclass
+class Group:
+    """A set of world ranks that trains one model together.
+
+    ``index`` numbers the groups of one split, ``rank`` is this process's position inside the
+    group, ``handle`` is the engine's own object (process set, process group, communicator).
+    """
+
+    index: int
+    ranks: list[int]
+    rank: int
+    handle: Any = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class Replica:
+    """One network and its optimizer, kept identical across the ranks of a group.
+
+    This base class is the single-rank replica: no communication. ``module`` is what the
+    training loop calls forward on (an engine may wrap the network), ``network`` the plain
+    ``nn.Module`` underneath.
+    """
+
+    def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer):
+        self.network = network
+        self.module: nn.Module = network
+        self.optimizer = optimizer
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> None:
+        self.optimizer.step()
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stop gradients into this network (used for D while G trains through it)."""
+        params = [p for p in self.network.parameters() if p.requires_grad]
+        for p in params:
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in params:
+                p.requires_grad_(True)
+
+
+class Engine(ABC):
+    """A communication engine: Horovod, torch.distributed, MPI or DeepSpeed."""
+
+    name: str = "base"
+
+    def __init__(self) -> None:
+        self.comm = CommStats()
+        self.rank = 0
+        self.size = 1
+        self.local_rank = 0
+        self.local_size = 1
+        self.device = torch.device("cpu")
+
+    # --- life cycle ---------------------------------------------------------------------------
+    @abstractmethod
+    def start(self) -> None:
+        """Initialise the communication library; sets rank, size, local rank and device."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Leave cleanly (every rank, even when groups finished at different times)."""
+
+    def pick_device(self) -> torch.device:
+        """The GPU of this rank's local rank when CUDA is available, else the CPU."""
+        if torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu":
+            torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    # --- groups and replicas ------------------------------------------------------------------
+    @abstractmethod
+    def split(self, groups: list[list[int]]) -> Group:
+        """Create one communicator per list of world ranks (collective); return this rank's."""
+
+    def world(self) -> Group:
+        """The group of all ranks."""
+        return self.split([list(range(self.size))])
+
+    def replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
+        """Keep ``network`` identical across ``group`` by averaging gradients every step."""
+        if group.size == 1:
+            return Replica(network, optimizer)
+        return self._replicate(network, optimizer, group, name)
+
+    @abstractmethod
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
+        ...
+
+    # --- tensor collectives (counted) ---------------------------------------------------------
+    def allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> torch.Tensor:
+        """Sum ``tensor`` over the group in place; counted in :attr:`comm`."""
+        if group.size == 1:
+            return tensor
+        start = time.perf_counter()
+        self._allreduce_sum_(tensor, group)
+        self.comm.add(tensor_bytes([tensor]), time.perf_counter() - start)
+        return tensor
+
+    @abstractmethod
+    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
+        ...
+
+    # --- objects (not counted: used to gather results after training) -------------------------
+    @abstractmethod
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
+        gathered = self.allgather_object(obj)
+        return gathered if self.rank == 0 else None
+
+    def barrier(self) -> None:
+        self.allgather_object(None)
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        return self.allgather_object(obj if self.rank == 0 else None)[0]

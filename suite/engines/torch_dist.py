@@ -1,0 +1,122 @@
+"""torch.distributed engine: DistributedDataParallel, ``new_group`` for sub-communicators.
+
+Backend: NCCL on GPUs, Gloo on CPUs. DDP overlaps its gradient allreduce with the backward
+pass; a communication hook counts the bucket bytes and the time between the last bucket being
+handed to the network and the last allreduce completing, which is the wait that computation
+did not hide.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from .base import Engine, Group, Replica
+
+
+class _HookState:
+    """State of :func:`_counting_allreduce`: bytes handed to the network and timestamps."""
+
+    def __init__(self, group: Group):
+        self.pg, self.size = group.handle, group.size
+        self.nbytes = 0
+        self.last_launch = 0.0
+        self.last_done = 0.0
+
+    def collect(self) -> tuple[int, float]:
+        """Bytes since the last call, and the wait from the last launch to the last completion."""
+        nbytes, wait = self.nbytes, max(0.0, self.last_done - self.last_launch)
+        self.nbytes = 0
+        return nbytes, wait
+
+
+def _counting_allreduce(state, bucket):  # no annotations: DDP checks them, and ours are postponed strings
+    """DDP communication hook: average the bucket like DDP's default hook, counting and timing it."""
+    buffer = bucket.buffer()
+    state.nbytes += buffer.numel() * buffer.element_size()
+    buffer.div_(state.size)
+    state.last_launch = time.perf_counter()
+    future = dist.all_reduce(buffer, group=state.pg, async_op=True).get_future()
+
+    def done(fut):
+        state.last_done = time.perf_counter()
+        return fut.value()[0]
+
+    return future.then(done)
+
+
+class DDPReplica(Replica):
+    def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer, engine: "TorchEngine", group: Group):
+        super().__init__(network, optimizer)
+        self.engine = engine
+        device_ids = [engine.device.index] if engine.device.type == "cuda" else None
+        # Buffers (BatchNorm statistics) stay per rank, as with Horovod's DistributedOptimizer.
+        self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False)
+        self.hook = _HookState(group)
+        self.module.register_comm_hook(self.hook, _counting_allreduce)
+
+    def step(self) -> None:
+        nbytes, wait = self.hook.collect()
+        if nbytes:
+            self.engine.comm.add(nbytes, wait)
+        self.optimizer.step()
+
+
+class TorchEngine(Engine):
+    """torch.distributed with DDP; started by torchrun (or any launcher, see suite.launchenv)."""
+
+    name = "torch"
+
+    def __init__(self, launch) -> None:
+        super().__init__()
+        self.launch = launch
+        self._groups: dict[tuple[tuple[int, ...], ...], Group] = {}
+
+    def start(self) -> None:
+        self.rank, self.size = self.launch.rank, self.launch.size
+        self.local_rank, self.local_size = self.launch.local_rank, self.launch.local_size
+        self.device = self.pick_device()
+        # torchrun sets these; other launchers (mpirun, srun, jsrun) rely on the run's own values.
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, rank=self.rank, world_size=self.size, timeout=timedelta(minutes=30))
+        # Objects travel over Gloo even when tensors use NCCL.
+        self.object_group = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.barrier(group=self.object_group)
+            dist.destroy_process_group()
+
+    def split(self, groups: list[list[int]]) -> Group:
+        key = tuple(tuple(r) for r in groups)
+        if key not in self._groups:
+            mine = None
+            for index, ranks in enumerate(groups):  # every rank creates every group, in order
+                if len(ranks) == 1:
+                    handle = None  # a group of one never communicates
+                else:
+                    handle = dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD
+                if self.rank in ranks:
+                    mine = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle)
+            self._groups[key] = mine
+        return self._groups[key]
+
+    def _replicate(self, network, optimizer, group, name) -> Replica:
+        return DDPReplica(network, optimizer, self, group)
+
+    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
+        dist.all_reduce(tensor, group=group.handle)
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.size
+        dist.all_gather_object(gathered, obj, group=self.object_group)
+        return gathered

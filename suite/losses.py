@@ -1,0 +1,108 @@
+"""GAN losses, defined once and shared by every strategy.
+
+Each loss is a small object with two methods taking raw discriminator scores (see
+:mod:`suite.models`): ``discriminator(real_scores, fake_scores)`` and ``generator(fake_scores)``.
+Losses that need more than scores (the gradient penalty) say so with ``needs_penalty``.
+
+* ``bce``: the non-saturating GAN loss of seed 000, eqs. (3) and (4); the sigmoid of the
+  tables is applied here, stably, through ``binary_cross_entropy_with_logits``.
+* ``wgan-gp``: Wasserstein loss with gradient penalty (seed 002's W-CGAN; Gulrajani et al.).
+* ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it.
+* ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss,
+  ``-1/2 log D(G(z))``, with the usual BCE discriminator loss (Lipizzaner / Mustangs).
+* ``mustangs``: one of ``bce``, ``mse``, ``heuristic`` drawn at random (seed 001/003's Mustangs).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A GAN loss on raw scores."""
+
+    name: str
+    needs_penalty: bool = False
+
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class BCELoss(Loss):
+    def discriminator(self, real, fake):
+        return 0.5 * (
+            F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
+            + F.binary_cross_entropy_with_logits(fake, torch.zeros_like(fake))
+        )
+
+    def generator(self, fake):
+        return F.binary_cross_entropy_with_logits(fake, torch.ones_like(fake))
+
+
+class HeuristicLoss(BCELoss):
+    def generator(self, fake):
+        # -1/2 E[log D(G(z))], with log D = logsigmoid(score) for stability.
+        return -0.5 * F.logsigmoid(fake).mean()
+
+
+class MSELoss(Loss):
+    def discriminator(self, real, fake):
+        return 0.5 * (F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake)))
+
+    def generator(self, fake):
+        return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))
+
+
+class WassersteinLoss(Loss):
+    def discriminator(self, real, fake):
+        return fake.mean() - real.mean()
+
+    def generator(self, fake):
+        return -fake.mean()
+
+
+LOSSES: dict[str, Loss] = {
+    "bce": BCELoss("bce"),
+    "heuristic": HeuristicLoss("heuristic"),
+    "mse": MSELoss("mse"),
+    "wgan-gp": WassersteinLoss("wgan-gp", needs_penalty=True),
+}
+MUSTANGS_CHOICES = ("bce", "mse", "heuristic")
+
+
+def get_loss(name: str) -> Loss:
+    """The loss called ``name`` (``mustangs`` is resolved per batch by :func:`mustangs_draw`)."""
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or mustangs")
+    return LOSSES[name]
+
+
+def mustangs_draw(rng: random.Random) -> Loss:
+    """Draw one of Mustangs' three losses uniformly."""
+    return LOSSES[rng.choice(MUSTANGS_CHOICES)]
+
+
+def gradient_penalty(
+    critic,
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """WGAN-GP penalty ``E[(||grad_x critic(x_hat)||_2 - 1)^2]`` on random interpolates.
+
+    ``x_hat = eps * real + (1 - eps) * fake`` with one ``eps ~ U[0, 1]`` per sample.
+    """
+    eps = torch.rand(real.shape[0], 1, 1, 1, generator=generator, device="cpu").to(real.device, real.dtype)
+    interpolates = (eps * real + (1 - eps) * fake.detach()).requires_grad_(True)
+    scores = critic(interpolates, labels) if labels is not None else critic(interpolates)
+    (grads,) = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)
+    return ((grads.flatten(1).norm(2, dim=1) - 1) ** 2).mean()

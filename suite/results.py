@@ -1,0 +1,156 @@
+"""Run records: ``RESULTS/<run_id>/result.json``, written atomically, loaded into pandas.
+
+A record is written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
+completed by ``suite run`` with the launcher's view (command, exit code, wall time). Writes go
+to a temporary file in the same folder and are renamed into place, so a reader never sees a
+half-written record, and a crash leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+RECORD_FILE = "result.json"
+RUN_FILE = "run.json"
+GENERATOR_FILE = "generator.pt"
+SAMPLES_FILE = "samples.png"
+SCHEMA_VERSION = 1
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN/inf; a missing number is reported as n/a
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+def write_record(run_dir: str | os.PathLike, record: dict[str, Any]) -> Path:
+    """Atomically write ``record`` as ``run_dir/result.json``."""
+    path = Path(run_dir) / RECORD_FILE
+    atomic_write_text(path, json.dumps(_jsonable({"schema": SCHEMA_VERSION, **record}), indent=2, sort_keys=False))
+    return path
+
+
+def read_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The record of ``run_dir``, or None when the run left none."""
+    path = Path(run_dir) / RECORD_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not a valid result record ({error}); delete it and rerun the run") from None
+
+
+def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into the record of ``run_dir`` (created if absent) and rewrite it."""
+    record = read_record(run_dir) or {}
+    record.update(fields)
+    write_record(run_dir, record)
+    return record
+
+
+def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
+    """Every record under ``results_dir`` (one level of run folders)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such results folder; run `suite run SCENARIO --out {root}` first")
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        record = read_record(run_dir)
+        if record is not None:
+            yield record
+
+
+def _get(record: dict, path: str) -> Any:
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+# column name -> path in the record
+FLAT_COLUMNS = {
+    "run_id": "run_id",
+    "status": "status",
+    "error": "error",
+    "strategy": "strategy",
+    "engine": "engine",
+    "loss": "loss",
+    "procs": "procs",
+    "scaling": "scaling",
+    "repeat": "repeat",
+    "label": "label",
+    "grid": "grid",
+    "dataset": "dataset.name",
+    "classes": "classes",
+    "epochs": "epochs",
+    "steps": "generator_steps",
+    "seed": "seed",
+    "global_batch": "global_batch",
+    "wall_s": "wall_s",
+    "train_s": "train_s",
+    "images_per_s": "images_per_s",
+    "images_per_s_per_rank": "images_per_s_per_rank",
+    "step_s": "telemetry.step_s",
+    "data_s": "telemetry.data_s",
+    "compute_s": "telemetry.compute_s",
+    "comm_wait_s": "telemetry.comm_s",
+    "comm_share": "telemetry.comm_share",
+    "comm_bytes": "comm.bytes",
+    "comm_s": "comm.seconds",
+    "timed_steps": "telemetry.timed_steps",
+    "cpu_util_mean": "telemetry.cpu_util_mean",
+    "host_mem_peak_mb": "telemetry.host_mem_peak_mb",
+    "gpu_util_mean": "telemetry.gpu_util_mean",
+    "gpu_util_p95": "telemetry.gpu_util_p95",
+    "gpu_mem_peak_mb": "telemetry.gpu_mem_peak_mb",
+    "device": "device",
+    "features": "quality.features",
+    "quality_n": "quality.n",
+    "is_mean": "quality.is_mean",
+    "is_std": "quality.is_std",
+    "fid": "quality.fid",
+    "tvd": "quality.tvd",
+    "label_acc": "quality.label_acc",
+}
+
+
+def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """All records under ``results_dir`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    rows = [{column: _get(record, path) for column, path in FLAT_COLUMNS.items()} for record in iter_records(results_dir)]
+    frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
+    frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
+    frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)
+    # label-partitioned runs record steps per class GAN: report their total
+    frame["steps"] = frame["steps"].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
+    return frame

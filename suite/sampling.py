@@ -1,0 +1,114 @@
+"""The trained model of a run, whatever the strategy, and how to sample it.
+
+A run saves a *generator bundle* (``generator.pt``): the generators' weights plus what is
+needed to rebuild and sample them. Three kinds cover the four strategies:
+
+* ``single``: one generator (``data_parallel``: unconditional; ``conditional``: labels are
+  drawn from the class prior and fed to it).
+* ``per_class``: one generator per class (``label_partitioned``); a sample draws a class ``y``
+  from the class prior p(y), then an image from that class's generator: seed 000's
+  factorisation p(x) = sum_y p(x|y) p(y).
+* ``mixture``: weighted generators (``cellular``); a sample draws a component by its mixture
+  weight, then an image from it. Labels are unknown (-1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .models import Generator
+from .seeding import derive_seed, torch_generator
+
+BUNDLE_FORMAT = 1
+UNCONDITIONAL_LABEL = -1
+
+
+@dataclass
+class GeneratorBundle:
+    """Everything needed to rebuild and sample a run's trained model."""
+
+    kind: str  # "single" | "per_class" | "mixture"
+    image_size: int
+    channels: int
+    latent_dim: int
+    num_classes: int  # classes of the dataset (label input size of a conditional generator)
+    conditional: bool
+    generators: dict[str, dict[str, torch.Tensor]]  # key -> state_dict
+    class_prior: dict[int, float]  # p(y) over the trained classes
+    weights: dict[str, float] | None = None  # mixture weights per key (cellular)
+    classes: dict[str, int] | None = None  # per_class: key -> class label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": BUNDLE_FORMAT, **self.__dict__}
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)  # written beside the target, then renamed: never half-written
+        tmp = path.with_suffix(".tmp")
+        torch.save(self.to_dict(), tmp)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "GeneratorBundle":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no generator saved here; is this a finished run folder?")
+        data = torch.load(path, map_location="cpu", weights_only=False)
+        if data.pop("format", None) != BUNDLE_FORMAT:
+            raise ValueError(f"{path}: not a generator bundle of format {BUNDLE_FORMAT}")
+        return cls(**data)
+
+
+class Sampler:
+    """Draws ``(images, labels)`` from a :class:`GeneratorBundle`, reproducibly from a seed."""
+
+    def __init__(self, bundle: GeneratorBundle, device: torch.device | str = "cpu"):
+        self.bundle, self.device = bundle, torch.device(device)
+        self.networks: dict[str, Generator] = {}
+        for key, state in bundle.generators.items():
+            net = Generator(bundle.image_size, bundle.channels, bundle.latent_dim, bundle.num_classes if bundle.conditional else 0)
+            net.load_state_dict(state)
+            self.networks[key] = net.to(self.device).eval()
+        self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
+        self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)
+        self.prior_probs /= self.prior_probs.sum()
+
+    def _components(self, n: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+        """Which generator makes each sample, and the label each sample is generated for."""
+        b = self.bundle
+        if b.kind == "single":
+            labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs) if b.conditional else np.full(n, UNCONDITIONAL_LABEL)
+            return ["all" if "all" in self.networks else next(iter(self.networks))] * n, labels
+        if b.kind == "per_class":
+            labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs)
+            by_class = {c: k for k, c in b.classes.items()}
+            return [by_class[int(y)] for y in labels], labels
+        if b.kind == "mixture":
+            keys = sorted(b.weights)
+            w = np.array([max(b.weights[k], 0.0) for k in keys], dtype=np.float64)
+            w = w / w.sum() if w.sum() > 0 else np.full(len(keys), 1.0 / len(keys))
+            chosen = rng.choice(len(keys), size=n, p=w)
+            return [keys[i] for i in chosen], np.full(n, UNCONDITIONAL_LABEL)
+        raise ValueError(f"unknown bundle kind {b.kind!r}")
+
+    @torch.no_grad()
+    def sample(self, n: int, seed: int = 0, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` images (float32, (N, C, H, W), [-1, 1]) and their labels (int64; -1 unconditional)."""
+        rng = np.random.default_rng(derive_seed(seed, "sample-components"))
+        keys, labels = self._components(n, rng)
+        z = torch.randn(n, self.bundle.latent_dim, generator=torch_generator(seed, "sample-noise"))
+        images = torch.empty(n, self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
+        label_tensor = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+        keys_array = np.array(keys)
+        for key in sorted(set(keys)):
+            rows = np.flatnonzero(keys_array == key)
+            for lo in range(0, len(rows), batch_size):
+                chunk = torch.from_numpy(rows[lo : lo + batch_size])
+                zz = z[chunk].to(self.device)
+                yy = label_tensor[chunk].to(self.device) if self.bundle.conditional else None
+                images[chunk] = self.networks[key](zz, yy).float().cpu()
+        return images, label_tensor

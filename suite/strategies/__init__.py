@@ -1,0 +1,21 @@
+"""Training strategies: each turns (run, engine, data) into a trained model and record fields."""
+
+from __future__ import annotations
+
+from .base import Outcome
+
+
+def train(run, engine, data, telemetry) -> Outcome:
+    """Train ``run`` with its strategy on ``engine``; every rank calls this."""
+    if run.strategy in ("data_parallel", "conditional"):
+        from .data_parallel import train as strategy
+    elif run.strategy == "label_partitioned":
+        from .label_partitioned import train as strategy
+    elif run.strategy == "cellular":
+        from .cellular import train as strategy
+    else:
+        raise ValueError(f"unknown strategy {run.strategy!r}")
+    return strategy(run, engine, data, telemetry)
+
+
+__all__ = ["Outcome", "train"]

@@ -1,0 +1,66 @@
+"""What every strategy returns, and helpers to package generators."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..data import ImageData
+from ..sampling import GeneratorBundle
+from ..scenario import Run
+
+
+@dataclass
+class Outcome:
+    """A strategy's result. ``bundle`` and ``curve`` are complete on rank 0 only.
+
+    ``curve`` holds (train-clock seconds, bundle) snapshots taken during training, scored after
+    training for the quality-over-time plot. ``fields`` are merged into the record.
+    """
+
+    bundle: GeneratorBundle | None
+    curve: list[tuple[float, GeneratorBundle]] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def cpu_state(module_or_state) -> dict[str, torch.Tensor]:
+    """A CPU copy of a state dict (what crosses processes and goes to disk)."""
+    state = module_or_state.state_dict() if hasattr(module_or_state, "state_dict") else module_or_state
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
+
+
+def make_bundle(
+    run: Run,
+    data: ImageData,
+    kind: str,
+    generators: dict[str, dict[str, torch.Tensor]],
+    conditional: bool = False,
+    weights: dict[str, float] | None = None,
+    classes: dict[str, int] | None = None,
+) -> GeneratorBundle:
+    """Package generators with what is needed to sample them."""
+    return GeneratorBundle(
+        kind=kind,
+        image_size=run.dataset.image_size,
+        channels=data.channels,
+        latent_dim=run.model.latent_dim,
+        num_classes=data.num_classes,
+        conditional=conditional,
+        generators=generators,
+        class_prior=data.class_prior(),
+        weights=weights,
+        classes=classes,
+    )
+
+
+def parameter_digest(*modules: torch.nn.Module) -> str:
+    """SHA-256 of the modules' parameters: equal digests mean bitwise-identical replicas."""
+    h = hashlib.sha256()
+    for module in modules:
+        for name, p in module.named_parameters():
+            h.update(name.encode())
+            h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

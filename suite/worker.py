@@ -1,0 +1,223 @@
+"""The per-rank entry point: ``python -m suite.worker RUN_DIR``.
+
+Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, or by ``suite prepare`` for
+hand launches), starts the engine, trains with the run's strategy, and hands its measurements
+to rank 0, which scores the trained model and writes ``RUN_DIR/result.json``.
+
+Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.worker results/x/RUN``,
+``mpirun -np 4 python -m suite.worker ...``, ``torchrun --nproc_per_node 4 -m suite.worker ...``,
+``jsrun -n 6 -a 1 -g 1 python -m suite.worker ...``.
+
+A failure on rank 0 is written into the record (status ``failed``, with the error); a failure
+elsewhere goes to ``RUN_DIR/error-rank<N>.txt``, which ``suite run`` folds into the record.
+The process exits non-zero so that the launcher stops the other ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .launchenv import LaunchInfo, detect
+from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
+from .scenario import Run
+
+log = logging.getLogger("suite.worker")
+
+
+class LaunchMismatch(RuntimeError):
+    """The launcher, the engine and the run disagree about the processes."""
+
+
+def threads_per_rank(run: Run, launch: LaunchInfo) -> int:
+    """CPU threads for this rank: ``train.threads``, else the node's cores shared by its ranks."""
+    if run.train.threads:
+        return run.train.threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // max(1, launch.local_size))
+
+
+def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
+    if launch.launcher != "none" and (engine.rank, engine.size) != (launch.rank, launch.size):
+        raise LaunchMismatch(
+            f"the {launch.launcher} launcher says rank {launch.rank} of {launch.size}, but the {engine.name} engine "
+            f"says rank {engine.rank} of {engine.size}; start the worker with a launcher that matches engine {engine.name}"
+        )
+    if engine.size != run.procs:
+        raise LaunchMismatch(
+            f"run {run.run_id} is defined for {run.procs} processes but was launched with {engine.size}; "
+            f"launch it with -np {run.procs} (or re-expand the scenario)"
+        )
+
+
+def _summaries(per_rank: list[dict]) -> dict:
+    """Record-level telemetry from the per-rank dictionaries."""
+    windows = [r["window"] for r in per_rank]
+    steps = [w["steps"] for w in windows]
+
+    def per_step(name: str) -> float | None:
+        values = [w[name] / w["steps"] for w in windows if w["steps"]]
+        return float(np.mean(values)) if values else None
+
+    step_s, comm_s = per_step("seconds"), per_step("comm")
+
+    def mean_of(key: str, field: str = "mean") -> float | None:
+        values = [r[key][field] for r in per_rank if r.get(key)]
+        return float(np.mean(values)) if values else None
+
+    gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
+    return {
+        "warmup_steps_per_rank": None,  # filled by the caller
+        "timed_steps": int(min(steps)) if steps else 0,
+        "step_s": step_s,
+        "data_s": per_step("data"),
+        "compute_s": per_step("compute"),
+        "comm_s": comm_s,
+        "comm_share": (comm_s / step_s) if step_s and comm_s is not None else None,
+        "steps": int(sum(r["steps"] for r in per_rank)),
+        "cpu_util_mean": mean_of("cpu_util"),
+        "host_mem_peak_mb": max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
+        "gpu_util_mean": mean_of("gpu_util"),
+        "gpu_util_p95": mean_of("gpu_util", "p95"),
+        "gpu_mem_peak_mb": max(gpu_peaks) / 2**20 if gpu_peaks else None,
+        "gpu_note": per_rank[0].get("gpu_note"),
+        "per_rank": per_rank,
+    }
+
+
+def _score(run: Run, outcome, device) -> tuple[dict | None, list[dict]]:
+    """Quality of the final model and of the snapshots along the way (rank 0)."""
+    from .metrics import Reference, evaluate_sampler
+    from .sampling import Sampler
+
+    ref = Reference(
+        dataset=run.dataset.name,
+        image_size=run.dataset.image_size,
+        root=run.dataset.root,
+        split=run.dataset.split,
+        classes=run.dataset.classes,
+        features=run.metrics.features,
+        n=run.metrics.samples,
+        inception_weights=run.metrics.inception_weights,
+        device=str(device),
+    )
+    networks = ref.networks()
+    quality = evaluate_sampler(Sampler(outcome.bundle, device), ref, seed=run.train.seed, networks=networks)
+    curve = []
+    for clock, bundle in outcome.curve:
+        q = evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
+        curve.append({"clock_s": clock, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"]})
+    return quality, curve
+
+
+def _save_sample_grid(bundle, path: Path, seed: int) -> None:
+    from .plots import save_image_grid
+    from .sampling import Sampler
+
+    images, _ = Sampler(bundle).sample(64, seed=seed)
+    save_image_grid(images, path)
+
+
+def execute(run_dir: Path) -> int:
+    """Run the worker for ``run_dir`` on this rank; returns the exit code."""
+    started = time.perf_counter()
+    run = Run.load(run_dir / RUN_FILE)
+    launch = detect()
+    import torch
+
+    torch.set_num_threads(threads_per_rank(run, launch))
+    from .engines import create_engine
+
+    rank = launch.rank
+    base = {
+        "run_id": run.run_id, "scenario": run.scenario, "strategy": run.strategy, "engine": run.engine,
+        "loss": run.loss, "procs": run.procs, "scaling": run.scaling, "repeat": run.repeat, "grid": run.grid,
+        "label": run.label, "epochs": run.train.epochs, "seed": run.train.seed,
+    }
+    try:
+        engine = create_engine(run.engine, launch)
+        engine.start()
+        rank = engine.rank
+        _check_agreement(engine, launch, run)
+        from . import strategies
+        from .data import load_dataset
+        from .env import versions
+        from .telemetry import Telemetry
+
+        data = load_dataset(
+            run.dataset.name, run.dataset.image_size, run.dataset.split, run.dataset.root,
+            run.dataset.classes, run.dataset.download, run.dataset.limit,
+        )
+        import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
+
+        telemetry = Telemetry(engine.device, engine.comm, run.train.warmup_steps)
+        telemetry.start()
+        outcome = strategies.train(run, engine, data, telemetry)
+        telemetry.stop()
+        mine = {**telemetry.as_dict(), "rank": engine.rank, "comm_bytes": engine.comm.bytes, "comm_s": engine.comm.seconds}
+        per_rank = engine.allgather_object(mine)  # after training: not counted as communication
+        if engine.rank == 0:
+            summary = _summaries(per_rank)
+            summary["warmup_steps_per_rank"] = run.train.warmup_steps
+            train_s = max(r["train_s"] for r in per_rank)
+            rates = [r["images_per_s"] for r in per_rank if r["images_per_s"]]
+            record = {
+                **base,
+                "status": "ok",
+                "error": None,
+                "dataset": {"name": data.name, "split": data.split, "image_size": run.dataset.image_size,
+                            "images": len(data), "classes": data.classes},
+                "launcher": launch.launcher,
+                "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
+                "threads_per_rank": torch.get_num_threads(),
+                "train_s": train_s,
+                "images_per_s": float(sum(rates)) if len(rates) == len(per_rank) else None,
+                "images_per_s_per_rank": float(np.mean(rates)) if len(rates) == len(per_rank) else None,
+                "comm": {"bytes": int(sum(r["comm_bytes"] for r in per_rank)),
+                         "seconds": float(np.mean([r["comm_s"] for r in per_rank])),
+                         "per_rank_bytes": [r["comm_bytes"] for r in per_rank],
+                         "per_rank_seconds": [r["comm_s"] for r in per_rank]},
+                "telemetry": summary,
+                "env": versions(),
+                **outcome.fields,
+            }
+            outcome.bundle.save(run_dir / GENERATOR_FILE)
+            _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
+            if run.metrics.enabled:
+                record["quality"], record["curve"] = _score(run, outcome, engine.device)
+            record["worker_s"] = time.perf_counter() - started
+            write_record(run_dir, record)
+            log.info("%s: ok, train %.1fs", run.run_id, train_s)
+        engine.shutdown()
+        return 0
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+        log.error("%s (rank %d) failed: %s", run.run_id, rank, message)
+        if rank == 0:
+            write_record(run_dir, {**base, "status": "failed", "error": message, "traceback": traceback.format_exc()})
+        else:
+            (run_dir / f"error-rank{rank}.txt").write_text(f"{message}\n\n{traceback.format_exc()}")
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suite.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="folder holding run.json (results/SCENARIO/RUN_ID)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
+    if not (args.run_dir / RUN_FILE).is_file():
+        print(f"error: {args.run_dir / RUN_FILE} not found; create run folders with `suite run SCENARIO --out DIR` "
+              f"(or `suite run ... --dry-run`)", file=sys.stderr)
+        return 2
+    return execute(args.run_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

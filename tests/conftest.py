@@ -1,0 +1,56 @@
+"""Shared fixtures: an isolated cache, and running small scenarios through the real `suite run`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Classifiers and real-data statistics go to a per-session cache (shared by launched ranks)."""
+    cache = tmp_path_factory.mktemp("suite-cache")
+    previous = os.environ.get("SUITE_CACHE")
+    os.environ["SUITE_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("SUITE_CACHE", None)
+    else:
+        os.environ["SUITE_CACHE"] = previous
+
+
+def tiny_scenario(name: str, runs: list[dict], **sections) -> dict:
+    """A scenario small enough for tests: 16x16 digits, a few steps, metrics off unless asked."""
+    scenario = {
+        "name": name,
+        "dataset": {"name": "digits", "image_size": 16},
+        "train": {"epochs": 1, "steps": 3, "batch_size": 32, "warmup_steps": 1},
+        "metrics": {"enabled": False},
+        "runs": runs,
+    }
+    for key, value in sections.items():
+        scenario[key] = {**scenario.get(key, {}), **value}
+    return scenario
+
+
+def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict[str, dict]]:
+    """Write ``scenario`` to YAML, run it with `suite run`, return (exit code, records by run id)."""
+    from suite.cli import main
+    from suite.results import iter_records
+
+    path = tmp_path / f"{scenario['name']}.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "results"
+    code = main(["run", str(path), "--out", str(out), "-q", "--timeout", "600", *extra])
+    records = {r["run_id"]: r for r in iter_records(out)} if out.is_dir() else {}
+    return code, records
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,66 @@
+"""The `suite` command: clear errors, dry runs, and failures recorded instead of lost."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import run_scenario, tiny_scenario
+from suite.cli import main
+
+
+def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", "train": {"epoch": 2}, "runs": [{"strategy": "data_parallel", "procs": [1]}]}))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {path}: train.epoch: unknown field; expected one of epochs, steps, batch_size, lr, betas, seed, warmup_steps, threads"
+
+
+def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("s", [
+        {"strategy": "data_parallel", "engine": "horovod", "procs": [2]},
+        {"strategy": "data_parallel", "engine": "torch", "procs": [2]},
+        {"strategy": "label_partitioned", "engine": "mpi", "procs": [1]},
+    ])))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    assert "horovodrun -np 2 --gloo -H localhost:2" in lines[0] and lines[0].endswith("data_parallel-bce-horovod-p2-r0")
+    assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 -m suite.worker" in lines[1]
+    assert "mpirun -np 1 --bind-to none" in lines[2] and "-m suite.worker" in lines[2]
+    # a dry run writes each run's settings, so the printed commands can be run by hand, and no result
+    assert sorted(p.name for p in (tmp_path / "r").glob("*/run.json")) == ["run.json"] * 3
+    assert not list((tmp_path / "r").glob("*/result.json"))
+
+
+@pytest.mark.multiproc
+def test_a_failing_run_is_recorded_and_the_others_still_run(tmp_path):
+    scenario = tiny_scenario("mixed", [
+        {"strategy": "data_parallel", "engine": "mpi", "procs": [1], "label": "needs-mnist"},
+        {"strategy": "data_parallel", "engine": "mpi", "procs": [1]},
+    ])
+    # the first entry trains on MNIST from an empty folder: a runtime error in the worker
+    code, _ = run_scenario(tmp_path, scenario, "--only", "data_parallel-bce-mpi-*")
+    assert code == 0
+    scenario["dataset"]["name"] = "mnist"
+    scenario["dataset"]["root"] = str(tmp_path / "no-mnist-here")
+    code, records = run_scenario(tmp_path, scenario, "--only", "needs-mnist-*", "--resume")
+    assert code == 1
+    failed = records["needs-mnist-p1-r0"]
+    assert failed["status"] == "failed" and failed["exit_code"] != 0
+    assert "mnist" in failed["error"] and str(tmp_path / "no-mnist-here") in failed["error"]
+    assert records["data_parallel-bce-mpi-p1-r0"]["status"] == "ok"  # earlier result kept
+    # the report still renders and lists the failure
+    assert main(["report", str(tmp_path / "results")]) == 0
+    report = (tmp_path / "results" / "report" / "report.md").read_text()
+    assert "needs-mnist-p1-r0 | failed" in report
+    runs = json.loads((tmp_path / "results" / "report" / "records.json").read_text())
+    assert {r["status"] for r in runs} == {"ok", "failed"}
+
+
+def test_report_of_an_empty_folder_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "no result.json found" in capsys.readouterr().err
