@@ -194,7 +194,11 @@ def build_pair(
     """Build a generator and a discriminator (conditional on ``num_classes`` labels if > 0).
 
     Both are initialised from ``seed`` (generator from ``seed``, discriminator from ``seed + 1``).
+    Building them leaves the global random state untouched: PyTorch's default initialisation,
+    which runs before ours, would otherwise shift later dropout masks depending on when and
+    how many networks a process happens to build.
     """
-    generator = init_weights(Generator(image_size, channels, latent_dim, num_classes), seed)
-    discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout), seed + 1)
+    with torch.random.fork_rng(devices=[]):
+        generator = init_weights(Generator(image_size, channels, latent_dim, num_classes), seed)
+        discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout), seed + 1)
     return generator, discriminator

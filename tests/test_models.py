@@ -72,6 +72,9 @@ def test_build_pair_is_determined_by_the_seed_alone():
     torch.randn(1000)  # unrelated use of the global generator must not matter
     g2, d2 = build_pair(16, 1, 100, seed=7)
     g3, _ = build_pair(16, 1, 100, seed=8)
+    state = torch.random.get_rng_state()
+    build_pair(16, 1, 100, seed=9)
+    assert torch.equal(torch.random.get_rng_state(), state)  # building draws nothing from the global generator
     for a, b in zip(g1.state_dict().values(), g2.state_dict().values()):
         assert torch.equal(a, b)
     for a, b in zip(d1.state_dict().values(), d2.state_dict().values()):
