@@ -10,6 +10,7 @@ import argparse
 import fnmatch
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -299,3 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; finished runs keep their results (rerun with --resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -404,9 +404,16 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
                     fail(f"{path}.grids", f"grid {g} must have rows x cols == procs ({p}): one cell per rank")
     elif spec.grid is not None or spec.grids is not None:
         fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
+    batch = scenario.train.batch_size
+    if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
+        for p in spec.procs:
+            if batch % p:
+                fail(f"{path}.procs", f"train.batch_size {batch} cannot be split evenly over {p} processes; use process counts that divide it, or weak scaling")
     if spec.strategy == "label_partitioned":
         n_classes = len(scenario.dataset.classes) if scenario.dataset.classes else None
         for p in spec.procs:
+            if n_classes and p > n_classes and p % n_classes == 0 and batch % (p // n_classes):
+                fail(f"{path}.procs", f"train.batch_size {batch} cannot be split over the {p // n_classes} ranks of each class group at {p} processes")
             if scaling == "weak":
                 if n_classes is not None and p > n_classes:
                     fail(f"{path}.procs", f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)")

@@ -92,8 +92,8 @@ def _summaries(per_rank: list[dict]) -> dict:
     }
 
 
-def _score(run: Run, outcome, device) -> tuple[dict | None, list[dict]]:
-    """Quality of the final model and of the snapshots along the way (rank 0)."""
+def _score(run: Run, outcome, device) -> tuple[dict, list[dict], dict[str, dict]]:
+    """Quality of the final model, of the snapshots along the way, and of extra models (rank 0)."""
     from .metrics import Reference, evaluate_sampler
     from .sampling import Sampler
 
@@ -113,8 +113,10 @@ def _score(run: Run, outcome, device) -> tuple[dict | None, list[dict]]:
     curve = []
     for clock, bundle in outcome.curve:
         q = evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
-        curve.append({"clock_s": clock, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"]})
-    return quality, curve
+        curve.append({"clock_s": clock, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"], "n": q["n"]})
+    extra = {name: evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
+             for name, bundle in outcome.extra_bundles.items()}
+    return quality, curve, extra
 
 
 def _save_sample_grid(bundle, path: Path, seed: int) -> None:
@@ -161,7 +163,8 @@ def execute(run_dir: Path) -> int:
         telemetry.start()
         outcome = strategies.train(run, engine, data, telemetry)
         telemetry.stop()
-        mine = {**telemetry.as_dict(), "rank": engine.rank, "comm_bytes": engine.comm.bytes, "comm_s": engine.comm.seconds}
+        mine = {**telemetry.as_dict(), "rank": engine.rank, "comm_bytes": engine.comm.bytes, "comm_s": engine.comm.seconds,
+                "comm_largest_group": engine.comm.largest_group}
         per_rank = engine.allgather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
             summary = _summaries(per_rank)
@@ -182,6 +185,7 @@ def execute(run_dir: Path) -> int:
                 "images_per_s_per_rank": float(np.mean(rates)) if len(rates) == len(per_rank) else None,
                 "comm": {"bytes": int(sum(r["comm_bytes"] for r in per_rank)),
                          "seconds": float(np.mean([r["comm_s"] for r in per_rank])),
+                         "largest_group": max(r["comm_largest_group"] for r in per_rank),
                          "per_rank_bytes": [r["comm_bytes"] for r in per_rank],
                          "per_rank_seconds": [r["comm_s"] for r in per_rank]},
                 "telemetry": summary,
@@ -189,9 +193,13 @@ def execute(run_dir: Path) -> int:
                 **outcome.fields,
             }
             outcome.bundle.save(run_dir / GENERATOR_FILE)
+            for name, bundle in outcome.extra_bundles.items():
+                bundle.save(run_dir / f"generator_{name}.pt")
             _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
             if run.metrics.enabled:
-                record["quality"], record["curve"] = _score(run, outcome, engine.device)
+                record["quality"], curve, extra = _score(run, outcome, engine.device)
+                record["curve"] = curve or record.get("curve", [])
+                record.update({f"quality_{name}": q for name, q in extra.items()})
             record["worker_s"] = time.perf_counter() - started
             write_record(run_dir, record)
             log.info("%s: ok, train %.1fs", run.run_id, train_s)

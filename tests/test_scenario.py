@@ -51,6 +51,7 @@ def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
         ({"runs": []}, r"name: required field is missing"),
         ({"name": "x", "runs": []}, r"runs: at least one run is needed"),
         (with_(model__dropout=1.5), r"model.dropout: must be in \[0, 1\)"),
+        (with_(runs__0__procs=[1, 3]), r"runs\[0\].procs: train.batch_size 64 cannot be split evenly over 3 processes"),
     ],
 )
 def test_errors_name_the_field(data, message):

@@ -26,14 +26,16 @@ class CommStats:
     bytes: int = 0
     seconds: float = 0.0
     calls: int = 0
+    largest_group: int = 0  # ranks in the largest communicator used: shows where traffic went
 
-    def add(self, nbytes: int, seconds: float) -> None:
+    def add(self, nbytes: int, seconds: float, group_size: int) -> None:
         self.bytes += int(nbytes)
         self.seconds += float(seconds)
         self.calls += 1
+        self.largest_group = max(self.largest_group, group_size)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "seconds": self.seconds, "calls": self.calls}
+        return {"bytes": self.bytes, "seconds": self.seconds, "calls": self.calls, "largest_group": self.largest_group}
 
 
 @dataclass
@@ -148,7 +150,7 @@ class Engine(ABC):
             return tensor
         start = time.perf_counter()
         self._allreduce_sum_(tensor, group)
-        self.comm.add(tensor_bytes([tensor]), time.perf_counter() - start)
+        self.comm.add(tensor_bytes([tensor]), time.perf_counter() - start, group.size)
         return tensor
 
     @abstractmethod

@@ -23,9 +23,12 @@ class HorovodReplica(Replica):
         import horovod.torch as hvd
 
         super().__init__(network, optimizer)
-        self.engine = engine
-        for key, tensor in network.state_dict().items():  # start from the group's first rank
+        self.engine, self.group_size = engine, group.size
+        start = time.perf_counter()
+        state = network.state_dict()
+        for key, tensor in state.items():  # start from the group's first rank
             hvd.broadcast_(tensor, root_rank=group.ranks[0], name=f"init.{name}.{key}", process_set=group.handle)
+        engine.comm.add(tensor_bytes(state.values()), time.perf_counter() - start, group.size)
         self.params = [p for p in network.parameters() if p.requires_grad]
         self.optimizer = hvd.DistributedOptimizer(
             optimizer,
@@ -40,7 +43,7 @@ class HorovodReplica(Replica):
     def step(self) -> None:
         start = time.perf_counter()
         self.optimizer.synchronize()
-        self.engine.comm.add(tensor_bytes(p.grad for p in self.params if p.grad is not None), time.perf_counter() - start)
+        self.engine.comm.add(tensor_bytes(p.grad for p in self.params if p.grad is not None), time.perf_counter() - start, self.group_size)
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
 

@@ -35,10 +35,12 @@ class MPIReplica(Replica):
         super().__init__(network, optimizer)
         self.engine, self.comm = engine, group.handle
         self.params = [p for p in network.parameters() if p.requires_grad]
+        start = time.perf_counter()
         with torch.no_grad():  # start from group rank 0's weights
             flat = _flat(self.params)
             self.comm.Bcast(flat, root=0)
             _unflat_(self.params, flat)
+        engine.comm.add(flat.nbytes, time.perf_counter() - start, group.size)
 
     def step(self) -> None:
         from mpi4py import MPI
@@ -52,7 +54,7 @@ class MPIReplica(Replica):
             if p.grad is None:
                 p.grad = g
         _unflat_([p.grad for p in self.params], flat)
-        self.engine.comm.add(tensor_bytes(grads), time.perf_counter() - start)
+        self.engine.comm.add(tensor_bytes(grads), time.perf_counter() - start, self.comm.Get_size())
         self.optimizer.step()
 
 

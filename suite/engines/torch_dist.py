@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .base import Engine, Group, Replica
+from .base import Engine, Group, Replica, tensor_bytes
 
 
 class _HookState:
@@ -57,15 +57,18 @@ class DDPReplica(Replica):
         super().__init__(network, optimizer)
         self.engine = engine
         device_ids = [engine.device.index] if engine.device.type == "cuda" else None
+        start = time.perf_counter()
         # Buffers (BatchNorm statistics) stay per rank, as with Horovod's DistributedOptimizer.
+        # DDP's constructor broadcasts the module's state from the group's first rank: counted here.
         self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False)
+        engine.comm.add(tensor_bytes(network.state_dict().values()), time.perf_counter() - start, group.size)
         self.hook = _HookState(group)
         self.module.register_comm_hook(self.hook, _counting_allreduce)
 
     def step(self) -> None:
         nbytes, wait = self.hook.collect()
         if nbytes:
-            self.engine.comm.add(nbytes, wait)
+            self.engine.comm.add(nbytes, wait, self.hook.size)
         self.optimizer.step()
 
 

@@ -18,12 +18,16 @@ class Outcome:
     """A strategy's result. ``bundle`` and ``curve`` are complete on rank 0 only.
 
     ``curve`` holds (train-clock seconds, bundle) snapshots taken during training, scored after
-    training for the quality-over-time plot. ``fields`` are merged into the record.
+    training for the quality-over-time plot (a strategy that scores during training puts its
+    points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
+    ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
+    ``quality_<name>`` in the record).
     """
 
     bundle: GeneratorBundle | None
     curve: list[tuple[float, GeneratorBundle]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
+    extra_bundles: dict[str, GeneratorBundle] = field(default_factory=dict)  # e.g. cellular's best cell
 
 
 def cpu_state(module_or_state) -> dict[str, torch.Tensor]:

@@ -1,0 +1,84 @@
+"""``label_partitioned``: one GAN per class, trained concurrently (seeds 000 and 002).
+
+With C classes on P ranks:
+
+* P <= C: each rank owns a contiguous, balanced share of the classes (sizes differ by at most
+  one) and trains one G/D pair per owned class, one after the other, with no communication.
+* P > C (P a multiple of C): ranks form C groups of P/C consecutive ranks; each group trains
+  its class's pair data-parallel inside its own communicator (Horovod process set, torch
+  ``new_group`` or MPI ``Comm.Split``). Nothing crosses a class boundary while training.
+
+Loss ``bce`` gives seed 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
+seed 002's W-CGAN. The generators are gathered on rank 0 after training (not counted as
+training communication) and sampled by class prior, see :mod:`suite.sampling`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..scenario import Run
+from ..training import GanTrainer, TrainingError
+from .base import Outcome, cpu_state, make_bundle, parameter_digest
+
+
+def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int]]]:
+    """``[(world ranks, classes)]``, one entry per communicator group.
+
+    >>> class_plan([0, 1, 2], 2)
+    [([0], [0, 1]), ([1], [2])]
+    >>> class_plan([0, 1], 4)
+    [([0, 1], [0]), ([2, 3], [1])]
+    """
+    n = len(classes)
+    if procs <= n:
+        shares = np.array_split(np.asarray(classes), procs)
+        return [([rank], [int(c) for c in share]) for rank, share in enumerate(shares)]
+    if procs % n:
+        raise TrainingError(
+            f"procs: {procs} processes cannot be split evenly over {n} classes; above the class count, "
+            f"use a multiple of {n} (or select classes with dataset.classes)"
+        )
+    k = procs // n
+    return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
+
+
+def train(run: Run, engine, data, telemetry) -> Outcome:
+    plan = class_plan(data.classes, engine.size)
+    group = engine.split([ranks for ranks, _ in plan])
+    my_classes = plan[group.index][1]
+    results, networks = [], []
+    for label in my_classes:
+        trainer = GanTrainer(run, engine, group, data.of_class(label), f"class{label}", False, run.train.batch_size, telemetry)
+        results.append((label, trainer.train(snapshot_points=run.metrics.curve_points)))
+        networks += [trainer.generator.network, trainer.discriminator.network]
+    digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
+
+    # After training: the first rank of each group sends its class generators to rank 0.
+    mine = []
+    if group.rank == 0:
+        mine = [
+            {"label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
+             "snapshots": [(s["clock_s"], cpu_state(s["state"])) for s in r.snapshots]}
+            for label, r in results
+        ]
+    gathered = engine.gather_object(mine)
+    fields = {
+        "classes": [int(c) for c in data.classes],
+        "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
+        "replicas_identical": all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
+        "global_batch": run.train.batch_size,
+    }
+    if engine.rank != 0:
+        return Outcome(None, fields=fields)
+    per_class = sorted((entry for part in gathered for entry in part), key=lambda e: e["label"])
+    keys = {f"class{e['label']}": e["label"] for e in per_class}
+    bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
+    fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}
+    fields["history"] = {str(e["label"]): e["history"] for e in per_class}
+    curve = []
+    for i in range(min(len(e["snapshots"]) for e in per_class)):
+        clock = max(e["snapshots"][i][0] for e in per_class)
+        states = {f"class{e['label']}": e["snapshots"][i][1] for e in per_class}
+        curve.append((clock, make_bundle(run, data, "per_class", states, classes=keys)))
+    return Outcome(bundle, curve, fields)
