@@ -117,6 +117,8 @@ class WganGpConfig:
 class CellularConfig:
     """Lipizzaner / Mustangs coevolution settings (seed 003, Table 1)."""
 
+    iterations: int | None = None
+    """Coevolution iterations (default: train.epochs; one telemetry step each)."""
     population: int = 1
     """Generators and discriminators per cell."""
     neighbourhood: Literal["von_neumann", "moore"] = "von_neumann"
@@ -366,6 +368,8 @@ def _check(scenario: Scenario) -> None:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
     if scenario.metrics.features not in ("auto", "inception", "classifier"):
         fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
+    if scenario.cellular.iterations is not None and scenario.cellular.iterations < 1:
+        fail("cellular.iterations", "must be at least 1")
     if scenario.cellular.batches_per_iteration < 0:
         fail("cellular.batches_per_iteration", "must not be negative")
     classes = scenario.dataset.classes
