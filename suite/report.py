@@ -133,26 +133,41 @@ def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
     return ok[["run_id", "procs", "device", "gpu_util_mean", "gpu_util_p95", "gpu_mem_peak_mb", "cpu_util_mean", "host_mem_peak_mb"]].copy()
 
 
+def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
+    rows = [{"run_id": r["run_id"], "procs": r["procs"], "grid": "x".join(map(str, r["grid"])), "cells_per_rank": r["cells_per_rank"],
+             **{phase: float(np.mean(values)) for phase, values in r["phases_s"].items()}}
+            for r in records if r.get("status") == "ok" and r.get("phases_s")]
+    return pd.DataFrame(rows)
+
+
+def _scored_models(records: list[dict]):
+    """(run id shown, record, quality) for every scored model: the run's, and cellular's best cell."""
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        if r.get("quality"):
+            yield r["run_id"] + (" (best mixture)" if r.get("quality_best_cell") else ""), r, r["quality"]
+        if r.get("quality_best_cell"):
+            yield r["run_id"] + " (best cell)", r, r["quality_best_cell"]
+
+
 def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per feature network: (scores table, per-class FID table). Networks are never mixed."""
-    by_net: dict[str, list[dict]] = {}
-    for r in records:
-        q = r.get("quality")
-        if r.get("status") == "ok" and q:
-            by_net.setdefault(q["features"], []).append(r)
+    by_net: dict[str, list[tuple[str, dict, dict]]] = {}
+    for name, r, q in _scored_models(records):
+        by_net.setdefault(q["features"], []).append((name, r, q))
     tables = {}
-    for net, rs in sorted(by_net.items()):
+    for net, models in sorted(by_net.items()):
         scores, per_class = [], []
-        for r in rs:
-            q = r["quality"]
+        for name, r, q in models:
             values = [v for v in q["fid_per_class"].values() if v is not None]
             scores.append({
-                "run_id": r["run_id"], "strategy": r["strategy"], "procs": r["procs"], "n": q["n"], "n_real": q["n_real"],
+                "run_id": name, "strategy": r["strategy"], "procs": r["procs"], "n": q["n"], "n_real": q["n_real"],
                 "is_mean": q["is_mean"], "is_std": q["is_std"], "fid": q["fid"],
                 "fid_per_class_mean": float(np.mean(values)) if values else None, "per_class_basis": q["per_class_basis"],
                 "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note"),
             })
-            per_class.append({"run_id": r["run_id"], "basis": q["per_class_basis"], **{f"class {k}": v for k, v in q["fid_per_class"].items()}})
+            per_class.append({"run_id": name, "basis": q["per_class_basis"], **{f"class {k}": v for k, v in q["fid_per_class"].items()}})
         tables[net] = (pd.DataFrame(scores), pd.DataFrame(per_class))
     return tables
 
@@ -224,7 +239,9 @@ def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
     for net, rs in sorted(by_net.items()):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for r in rs:
-            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]], marker="o", label=r["run_id"])
+            n = r["curve"][0].get("n")
+            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]], marker="o",
+                    label=f"{r['run_id']} (n={n})" if n else r["run_id"])
         ax.set_xlabel("training time (s)")
         ax.set_ylabel(f"FID ({net})")
         ax.set_title("FID against wall-clock training time")
@@ -320,6 +337,12 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     comm = communication_table(frame)
     comm.to_csv(out_dir / "communication.csv", index=False)
     lines.append(markdown_table(comm))
+    phases = cellular_phase_table(records)
+    if not phases.empty:
+        phases.to_csv(out_dir / "cellular_phases.csv", index=False)
+        lines.append("Cellular runs, seconds per rank in each phase of the iterations (mean over ranks; "
+                     "`exchange` is the neighbour exchange, the rest is computation):\n")
+        lines.append(markdown_table(phases))
 
     lines.append("## GPU utilization\n")
     util = utilization_table(frame)

@@ -15,8 +15,6 @@ import copy
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 import torch
 
@@ -184,7 +182,14 @@ class GanTrainer:
             g.step()
         return float(g_loss.detach())
 
-    def train(self, snapshot_points: int = 0, on_step: Callable[[], None] | None = None) -> GanResult:
+    def _progress(self, step: int) -> None:
+        """A log line at every tenth of training (in RUN_DIR/log.txt), from the group's first rank."""
+        if self.group.rank == 0 and (step % max(1, self.max_steps // 10) == 0 or step == self.max_steps):
+            elapsed = self.telemetry.clock()
+            eta = elapsed / step * (self.max_steps - step)
+            log.info("%s: step %d/%d, %.0fs elapsed, ETA %.0fs", self.key, step, self.max_steps, elapsed, eta)
+
+    def train(self, snapshot_points: int = 0) -> GanResult:
         """Train to ``train.epochs`` (or ``train.steps``); keep ``snapshot_points`` snapshots."""
         result = GanResult(self.key, self.generator.network)
         keep = snapshot_epochs(math.ceil(self.max_steps * self.n_critic / self.batches_per_epoch), snapshot_points)
@@ -208,8 +213,7 @@ class GanTrainer:
                 g_losses.append(self._generator_step(labels, (epoch, b)))
                 result.steps += 1
                 telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
-                if on_step is not None:
-                    on_step()
+                self._progress(result.steps)
                 if result.steps >= self.max_steps:
                     break
             result.history.append(

@@ -450,6 +450,8 @@ def train(run: Run, engine, data, telemetry) -> Outcome:
         before = strategy.images
         strategy.iteration(it)
         telemetry.end_step(images=strategy.images - before)
+        if engine.rank == 0:
+            log.info("iteration %d/%d, %.0fs elapsed", it + 1, strategy.iterations, telemetry.clock())
 
     # After training (not counted): every cell's generators and mixture go to rank 0.
     mine = {c: {"generators": [copy.deepcopy({k: v.cpu() for k, v in g.state_dict().items()}) for g in cell.generators],

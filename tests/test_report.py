@@ -1,0 +1,131 @@
+"""The report from synthetic records: known times give known speedups; missing numbers stay n/a."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from suite.report import markdown_table, scaling_table, write_report
+from suite.results import load_records, write_record
+
+
+def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=10.0, scaling="strong", repeat=0,
+           status="ok", quality=None, gpu=None, **extra):
+    r = {
+        "run_id": run_id, "status": status, "error": None if status == "ok" else "RuntimeError: boom",
+        "scenario": "synthetic", "strategy": strategy, "engine": engine, "loss": "bce", "procs": procs,
+        "scaling": scaling, "repeat": repeat, "grid": None, "label": None, "epochs": 1, "seed": 0,
+        "dataset": {"name": "digits", "classes": list(range(10))}, "train_s": train_s, "wall_s": train_s + 5,
+        "images_per_s": 1000.0 * procs / (train_s / 10), "images_per_s_per_rank": 1000.0 / (train_s / 10),
+        "global_batch": 64, "generator_steps": 20, "device": "cpu", "launcher": "openmpi", "threads_per_rank": 1,
+        "comm": {"bytes": 2**20 * (procs - 1), "seconds": 0.1 * (procs - 1)},
+        "telemetry": {"step_s": train_s / 20, "data_s": 0.001, "compute_s": train_s / 25, "comm_s": 0.01,
+                      "comm_share": 0.01 / (train_s / 20), "timed_steps": 18, "cpu_util_mean": 95.0,
+                      "host_mem_peak_mb": 900.0, "gpu_util_mean": gpu, "gpu_util_p95": gpu, "gpu_mem_peak_mb": 100.0 if gpu else None},
+        "env": {"python": "3.11.7", "torch": "2.13.0"},
+        **extra,
+    }
+    if quality:
+        r["quality"] = quality
+    return r
+
+
+def quality(features="classifier:digits", fid=50.0, is_mean=3.0):
+    return {"features": features, "features_detail": f"{features} detail", "n": 500, "n_real": 500,
+            "is_mean": is_mean, "is_std": 0.1 if is_mean is not None else None,
+            "is_note": None if is_mean is not None else "no logits", "fid": fid,
+            "fid_per_class": {"0": fid + 1, "1": None}, "per_class_basis": "predicted class", "per_class_n": {"0": 300, "1": 5},
+            "tvd": 0.2, "label_acc": None, "classifier_accuracy": 0.99}
+
+
+@pytest.fixture
+def results(tmp_path):
+    root = tmp_path / "results"
+    runs = [
+        # strong scaling with two repeats: T(1) = 101, T(2) = 51, T(4) = 30
+        record("dp-p1-r0", procs=1, train_s=100.0), record("dp-p1-r1", procs=1, train_s=102.0, repeat=1),
+        record("dp-p2-r0", procs=2, train_s=50.0), record("dp-p2-r1", procs=2, train_s=52.0, repeat=1),
+        record("dp-p4-r0", procs=4, train_s=30.0, quality=quality()),
+        # weak scaling: T(1) = 10, T(2) = 11, T(4) = 12.5
+        record("lp-p1", strategy="label_partitioned", engine="mpi", procs=1, train_s=10.0, scaling="weak"),
+        record("lp-p2", strategy="label_partitioned", engine="mpi", procs=2, train_s=11.0, scaling="weak"),
+        record("lp-p4", strategy="label_partitioned", engine="mpi", procs=4, train_s=12.5, scaling="weak",
+               quality=quality(features="inception(fid-trunk)", fid=80.0, is_mean=None)),
+        # a sweep without its P=1 run, and a failed run
+        record("t-p2", engine="torch", procs=2, train_s=20.0), record("t-p4", engine="torch", procs=4, train_s=12.0),
+        record("t-p8", engine="torch", procs=8, status="failed"),
+    ]
+    for r in runs:
+        write_record(root / r["run_id"], r)
+    return root
+
+
+def test_strong_scaling_speedup_and_efficiency_from_known_times(results):
+    table = scaling_table(load_records(results), "strong")
+    dp = table[table["config"] == "data_parallel / bce / horovod"].set_index("procs")
+    assert dp.loc[1, "train_s_mean"] == pytest.approx(101.0) and dp.loc[1, "runs"] == 2
+    assert dp.loc[2, "speedup"] == pytest.approx(101 / 51) and dp.loc[2, "efficiency"] == pytest.approx(101 / 51 / 2)
+    assert dp.loc[4, "speedup"] == pytest.approx(101 / 30) and dp.loc[4, "efficiency"] == pytest.approx(101 / 30 / 4)
+    assert dp.loc[1, "speedup"] == pytest.approx(1.0) and dp.loc[1, "efficiency"] == pytest.approx(1.0)
+    assert dp.loc[2, "train_s_std"] == pytest.approx(math.sqrt(2.0))  # sample std of 50 and 52
+    spread = pd.Series([101 / 50, 101 / 52]).std()
+    assert dp.loc[2, "speedup_std"] == pytest.approx(spread)
+
+
+def test_weak_scaling_efficiency_from_known_times(results):
+    table = scaling_table(load_records(results), "weak").set_index("procs")
+    assert table.loc[2, "efficiency"] == pytest.approx(10 / 11) and table.loc[4, "efficiency"] == pytest.approx(10 / 12.5)
+    assert table["speedup"].isna().all()  # speedup is not defined for weak scaling
+
+
+def test_a_sweep_without_p1_is_reported_as_such(results):
+    table = scaling_table(load_records(results), "strong")
+    torch_rows = table[table["config"] == "data_parallel / bce / torch"]
+    assert list(torch_rows["procs"]) == [2, 4]  # the failed P=8 run is not in the scaling table
+    assert torch_rows["speedup"].isna().all() and torch_rows["efficiency"].isna().all()
+    assert (torch_rows["note"] == "no P=1 run: speedup and efficiency not computed").all()
+
+
+def test_report_sections_csvs_and_plots(results, tmp_path):
+    out = tmp_path / "report"
+    text = write_report(results, out).read_text()
+    for section in ("## Environment", "## Runs", "## Strong scaling", "## Weak scaling", "## Speedup and efficiency",
+                    "## Communication share", "## GPU utilization", "## Image quality", "## Papers' numbers",
+                    "## Definitions"):
+        assert section in text, section
+    for name in ("runs", "strong_scaling", "weak_scaling", "speedup_efficiency", "communication", "gpu_utilization",
+                 "environment", "quality_classifier-digits", "quality_inception-fid-trunk"):
+        frame = pd.read_csv(out / f"{name}.csv")
+        assert not frame.empty, name
+    for name in ("strong_time.png", "strong_efficiency.png", "weak_time.png", "weak_efficiency.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the two feature networks get separate tables; the one without logits says why IS is missing
+    assert "### Network `classifier:digits`" in text and "### Network `inception(fid-trunk)`" in text
+    assert "IS n/a: no logits." in text
+    # the papers' numbers are printed as the paper's, in their own table
+    assert "Seed 000, Inception Score" in text and "| mnist | DC-GAN | 2.54 | 0.54 | Table 5 |" in text
+    assert "| t-p8 | failed |" in text
+    assert "no P=1 run" in text
+
+
+def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
+    out = tmp_path / "report"
+    text = write_report(results, out).read_text()
+    gpu = pd.read_csv(out / "gpu_utilization.csv")
+    assert gpu["gpu_util_mean"].isna().all() and gpu["gpu_mem_peak_mb"].isna().all()
+    assert "All runs ran on CPUs: GPU utilization and memory are n/a" in text
+    section = text.split("## GPU utilization")[1].split("##")[0]
+    assert "| dp-p1-r0 | 1 | cpu | n/a | n/a | n/a |" in section
+
+
+def test_gpu_numbers_are_reported_when_measured(tmp_path):
+    root = tmp_path / "results"
+    write_record(root / "g", record("g", gpu=71.5))
+    text = write_report(root, tmp_path / "report").read_text()
+    assert "| g | 1 | cpu | 71.5 | 71.5 | 100 |" in text and "All runs ran on CPUs" not in text
+
+
+def test_markdown_table_escapes_and_formats():
+    table = markdown_table(pd.DataFrame({"a": ["x|y", None], "b": [0.000012345, 1234.5678], "c": [True, 3]}))
+    assert table.splitlines()[0] == "| a | b | c |"
+    assert "x\\|y" in table and "1.23e-05" in table and "1235" in table and "n/a" in table and "yes" in table
