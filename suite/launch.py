@@ -80,11 +80,17 @@ def _tool(name: str, python: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
-def _per_node(run: Run, opts: LaunchOptions) -> int:
+def placement(run: Run, opts: LaunchOptions) -> tuple[int, int]:
+    """(nodes, ranks per node) for ``run``: ranks fill nodes of ``ranks_per_node`` in turn.
+
+    A run smaller than the allocation uses only the nodes it needs.
+    """
     k = opts.ranks_per_node or -(-run.procs // opts.nodes)
-    if k * opts.nodes < run.procs:
-        raise LaunchError(f"{run.procs} ranks do not fit on {opts.nodes} nodes x {k} ranks")
-    return k
+    per_node = min(k, run.procs)
+    nodes = -(-run.procs // per_node)
+    if nodes > opts.nodes:
+        raise LaunchError(f"{run.run_id}: {run.procs} ranks need {nodes} nodes of {per_node} ranks, more than --nodes {opts.nodes}")
+    return nodes, per_node
 
 
 def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
@@ -107,13 +113,21 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
                 cmd += ["-H", opts.hosts]
             if opts.ranks_per_node:
                 cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
-            cmd += ["--bind-to", "none", "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "PYTHONPATH"]
+            cmd += ["--bind-to", "none"]
+            for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
+                if os.environ.get(variable):
+                    cmd += ["-x", variable]
             if run.engine == "torch":
                 cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
         return cmd + opts.extra + _worker(opts, run_dir)
     if launcher == "horovodrun":
         cmd = [_tool("horovodrun", opts.python), "-np", str(p)]
-        cmd += ["--gloo", "-H", f"localhost:{p}"] if local else (["-H", opts.hosts] if opts.hosts else [])
+        if local:
+            cmd += ["--gloo", "-H", f"localhost:{p}"]
+        else:
+            # horovodrun's default "-bind-to none -map-by slot" is rejected by Open MPI 5; the
+            # double-dash spelling works with Open MPI 4 and 5 (ignored for MPICH / Intel MPI).
+            cmd += (["-H", opts.hosts] if opts.hosts else []) + ["--binding-args=--bind-to none --map-by slot"]
         return cmd + opts.extra + _worker(opts, run_dir)
     if launcher == "torchrun":
         cmd = [opts.python, "-m", "torch.distributed.run"]
@@ -121,12 +135,16 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
             cmd += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(p)]
         else:
             if not opts.master_addr:
-                raise LaunchError("torchrun on several nodes needs --master-addr HOST (the rendezvous endpoint)")
-            cmd += ["--nnodes", str(opts.nodes), "--nproc_per_node", str(_per_node(run, opts)),
+                raise LaunchError("torchrun needs --master-addr HOST (the rendezvous endpoint, e.g. the first node)")
+            nodes, per_node = placement(run, opts)
+            if nodes * per_node != p:
+                raise LaunchError(f"{run.run_id}: torchrun starts the same number of ranks on every node; {p} ranks are not a multiple of {per_node}")
+            cmd += ["--nnodes", str(nodes), "--nproc_per_node", str(per_node),
                     "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{opts.master_addr}:{opts.master_port}"]
         return cmd + opts.extra + ["-m", "suite.worker", str(run_dir)]
     if launcher == "deepspeed":
-        cmd = [_tool("deepspeed", opts.python), "--num_nodes", str(opts.nodes), "--num_gpus", str(_per_node(run, opts)),
+        nodes, per_node = placement(run, opts)
+        cmd = [_tool("deepspeed", opts.python), "--num_nodes", str(nodes), "--num_gpus", str(per_node),
                "--master_port", str(opts.master_port)]
         if opts.hosts:
             cmd += ["--hostfile", opts.hosts]
@@ -134,15 +152,15 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
             cmd += ["--master_addr", opts.master_addr]
         return cmd + opts.extra + ["--module", "suite.worker", str(run_dir)]
     if launcher == "jsrun":
+        # one resource set per rank: 1 task, its cores and its GPUs; -r resource sets per host
         cpus = opts.cpus_per_rank or 1
-        cmd = ["jsrun", "-n", str(p), "-a", "1", "-c", str(cpus), "-g", str(opts.gpus_per_rank), "--bind", f"packed:{cpus}"]
-        if opts.ranks_per_node:
-            cmd += ["-r", str(opts.ranks_per_node)]
+        _, per_node = placement(run, opts)
+        cmd = ["jsrun", "-n", str(p), "-r", str(per_node), "-a", "1", "-c", str(cpus), "-g", str(opts.gpus_per_rank),
+               "--bind", f"packed:{cpus}"]
         return cmd + opts.extra + _worker(opts, run_dir)
     # srun
-    cmd = ["srun", "-n", str(p), "--ntasks-per-node", str(_per_node(run, opts))]
-    if opts.nodes > 1:
-        cmd += ["-N", str(opts.nodes)]
+    nodes, per_node = placement(run, opts)
+    cmd = ["srun", "-N", str(nodes), "-n", str(p), "--ntasks-per-node", str(per_node)]
     if opts.gpus_per_rank:
         cmd += ["--gpus-per-task", str(opts.gpus_per_rank)]
     if opts.cpus_per_rank:
@@ -154,7 +172,7 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     """Environment of a local launch: threads per rank, MPI as root, the venv's tools on PATH."""
     env = dict(os.environ)
     cores = os.cpu_count() or 1
-    per_node = run.procs if opts.launcher == "local" else _per_node(run, opts)
+    per_node = run.procs if opts.launcher == "local" else placement(run, opts)[1]
     threads = run.train.threads or max(1, cores // per_node)
     env["OMP_NUM_THREADS"] = str(threads)
     env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"

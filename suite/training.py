@@ -140,8 +140,8 @@ class GanTrainer:
         opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)
         opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)
         return (
-            self.engine.replicate(g, opt_g, self.group, f"{self.key}.G"),
-            self.engine.replicate(d, opt_d, self.group, f"{self.key}.D"),
+            self.engine.replicate(g, opt_g, self.group, f"{self.key}.G", self.local_batch),
+            self.engine.replicate(d, opt_d, self.group, f"{self.key}.D", self.local_batch),
         )
 
     # --- the data and noise of one step --------------------------------------------------------

@@ -144,7 +144,7 @@ def execute(run_dir: Path) -> int:
         "label": run.label, "epochs": run.train.epochs, "seed": run.train.seed,
     }
     try:
-        engine = create_engine(run.engine, launch)
+        engine = create_engine(run.engine, launch, run.deepspeed)
         engine.start()
         rank = engine.rank
         _check_agreement(engine, launch, run)
@@ -218,6 +218,8 @@ def execute(run_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="folder holding run.json (results/SCENARIO/RUN_ID)")
+    # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
+    parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
     if not (args.run_dir / RUN_FILE).is_file():

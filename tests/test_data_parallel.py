@@ -10,7 +10,7 @@ import torch
 
 from conftest import run_scenario, tiny_scenario
 
-ENGINES = [("data_parallel", "horovod"), ("data_parallel", "torch"), ("conditional", "mpi")]
+ENGINES = [("data_parallel", "horovod"), ("data_parallel", "torch"), ("conditional", "mpi"), ("data_parallel", "deepspeed")]
 
 
 @pytest.fixture(scope="module")

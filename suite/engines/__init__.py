@@ -8,8 +8,11 @@ from .base import CommStats, Engine, Group, Replica
 ENGINE_NAMES = ("horovod", "torch", "mpi", "deepspeed")
 
 
-def create_engine(name: str, launch: LaunchInfo) -> Engine:
-    """The engine called ``name``; not started yet (call :meth:`Engine.start`)."""
+def create_engine(name: str, launch: LaunchInfo, deepspeed=None) -> Engine:
+    """The engine called ``name``; not started yet (call :meth:`Engine.start`).
+
+    ``deepspeed`` is the run's :class:`suite.scenario.DeepSpeedConfig` (ZeRO stage, extra config).
+    """
     if name == "horovod":
         from .horovod import HorovodEngine
 
@@ -25,7 +28,7 @@ def create_engine(name: str, launch: LaunchInfo) -> Engine:
     if name == "deepspeed":
         from .deepspeed import DeepSpeedEngine
 
-        return DeepSpeedEngine(launch)
+        return DeepSpeedEngine(launch, deepspeed.zero_stage if deepspeed else 0, deepspeed.config if deepspeed else None)
     raise ValueError(f"unknown engine '{name}'; choose one of {', '.join(ENGINE_NAMES)}")
 
 

@@ -133,8 +133,14 @@ class Engine(ABC):
         """The group of all ranks."""
         return self.split([list(range(self.size))])
 
-    def replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
-        """Keep ``network`` identical across ``group`` by averaging gradients every step."""
+    def replicate(
+        self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str, local_batch: int | None = None
+    ) -> Replica:
+        """Keep ``network`` identical across ``group`` by averaging gradients every step.
+
+        ``local_batch`` (images per rank per step) is only needed by engines that configure
+        themselves with it (DeepSpeed).
+        """
         if group.size == 1:
             return Replica(network, optimizer)
         return self._replicate(network, optimizer, group, name)

@@ -1,0 +1,132 @@
+"""DeepSpeed engine: one ``deepspeed.initialize`` engine per network, ZeRO stage 0 or 1.
+
+The generator and the discriminator each get their own DeepSpeed engine with the run's Adam
+as client optimizer and a config generated from the scenario (``deepspeed.config`` entries are
+merged on top). DeepSpeed reduces gradients inside ``backward``; its collectives go through
+``torch.distributed``, whose functions are wrapped while the engine runs so that payload bytes
+and blocking time are counted like every other engine's (object gathering after training is
+not counted). Gloo on CPUs (DeepSpeed's CPU accelerator), NCCL on GPUs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .base import Group, Replica
+from .torch_dist import TorchEngine
+
+COUNTED = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+           "reduce_scatter_tensor", "all_to_all_single")
+
+
+def _payload(args, kwargs) -> int:
+    """Bytes of the tensor(s) a collective was handed (the first tensor argument, or a list of them)."""
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    if torch.is_tensor(first):
+        return first.numel() * first.element_size()
+    if isinstance(first, (list, tuple)):
+        return sum(t.numel() * t.element_size() for t in first if torch.is_tensor(t))
+    return 0
+
+
+class DeepSpeedReplica(Replica):
+    def __init__(self, network, optimizer, engine: "DeepSpeedEngine", group: Group, name: str, local_batch: int):
+        import deepspeed
+
+        super().__init__(network, optimizer)
+        config = {
+            "train_micro_batch_size_per_gpu": local_batch,
+            "gradient_accumulation_steps": 1,
+            "train_batch_size": local_batch * group.size,
+            "steps_per_print": 10**9,
+            "zero_optimization": {"stage": engine.zero_stage},
+            "wall_clock_breakdown": False,
+            **(engine.extra_config or {}),
+        }
+        self.module, self.optimizer, _, _ = deepspeed.initialize(model=network, optimizer=optimizer, config=config)
+
+    def zero_grad(self) -> None:
+        self.module.zero_grad()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.module.backward(loss)  # gradients are reduced here, at the accumulation boundary
+
+    def step(self) -> None:
+        self.module.step()
+
+
+class DeepSpeedEngine(TorchEngine):
+    """DeepSpeed over torch.distributed (started by torchrun, deepspeed, mpirun, srun or jsrun)."""
+
+    name = "deepspeed"
+
+    def __init__(self, launch, zero_stage: int = 0, extra_config: dict | None = None) -> None:
+        super().__init__(launch)
+        self.zero_stage, self.extra_config = zero_stage, extra_config
+        self._counting = True
+
+    def start(self) -> None:
+        cuda = torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu"
+        os.environ.setdefault("DS_ACCELERATOR", "cuda" if cuda else "cpu")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        for key, value in (("RANK", self.launch.rank), ("WORLD_SIZE", self.launch.size), ("LOCAL_RANK", self.launch.local_rank)):
+            os.environ.setdefault(key, str(value))
+        import deepspeed
+
+        logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+        deepspeed.utils.logger.setLevel(logging.WARNING)
+        self.rank, self.size = self.launch.rank, self.launch.size
+        self.local_rank, self.local_size = self.launch.local_rank, self.launch.local_size
+        self.device = self.pick_device()
+        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo")
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.object_group = dist.new_group(backend="gloo") if self.device.type == "cuda" else dist.group.WORLD
+        for name in COUNTED:
+            if hasattr(dist, name):
+                setattr(dist, name, self._counted(getattr(dist, name)))
+
+    def _counted(self, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            if not self._counting or self.size == 1:  # one rank: nothing crosses a process boundary
+                return function(*args, **kwargs)
+            start = time.perf_counter()
+            result = function(*args, **kwargs)
+            self.comm.add(_payload(args, kwargs), time.perf_counter() - start, self.size)
+            return result
+
+        return wrapper
+
+    @contextmanager
+    def _uncounted(self):
+        self._counting = False
+        try:
+            yield
+        finally:
+            self._counting = True
+
+    def split(self, groups: list[list[int]]) -> Group:
+        if len(groups) != 1:
+            raise ValueError("the deepspeed engine trains one model over all ranks; it has no per-class groups")
+        return Group(index=0, ranks=list(groups[0]), rank=self.rank, handle=dist.group.WORLD)
+
+    def replicate(self, network, optimizer, group: Group, name: str, local_batch: int | None = None) -> Replica:
+        # Also for one rank: the DeepSpeed engine (and its optimizer wrapper) is what is being measured.
+        return DeepSpeedReplica(network, optimizer, self, group, name, local_batch or 1)
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        with self._uncounted():
+            return super().allgather_object(obj)
+
+    def shutdown(self) -> None:
+        with self._uncounted():
+            super().shutdown()

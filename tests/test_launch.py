@@ -1,0 +1,212 @@
+"""Launchers: the command line each one gets, the environment each one leaves, and real runs under them."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_scenario, tiny_scenario
+from suite.launch import LaunchError, LaunchOptions, command_for
+from suite.launchenv import LaunchInfo, detect
+from suite.scenario import expand, parse_scenario
+
+PY = "/env/bin/python"
+
+
+def a_run(engine="horovod", procs=2, strategy="data_parallel"):
+    scenario = parse_scenario(tiny_scenario("x", [{"strategy": strategy, "engine": engine, "procs": [procs]}],
+                                            train={"batch_size": 48}))
+    return expand(scenario)[0]
+
+
+def cmd(run, **options):
+    return command_for(run, Path("/r/RUN"), LaunchOptions(python=PY, **options))
+
+
+# --- command lines ------------------------------------------------------------------------------------------
+
+
+def test_local_launchers_per_engine():
+    assert cmd(a_run("horovod")) == ["horovodrun", "-np", "2", "--gloo", "-H", "localhost:2", PY, "-m", "suite.worker", "/r/RUN"]
+    assert cmd(a_run("torch")) == [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2", "-m", "suite.worker", "/r/RUN"]
+    assert cmd(a_run("deepspeed"))[:3] == [PY, "-m", "torch.distributed.run"]
+    local_mpi = cmd(a_run("mpi", procs=4))
+    assert local_mpi[:5] == ["mpirun", "-np", "4", "--bind-to", "none"]
+    assert ("--oversubscribe" in local_mpi) == (4 > (os.cpu_count() or 1))
+
+
+def test_mpirun_on_a_cluster(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/site")
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    line = cmd(a_run("torch", procs=8), launcher="mpirun", hosts="n1:4,n2:4", ranks_per_node=4, master_addr="n1")
+    assert line[:9] == ["mpirun", "-np", "8", "-H", "n1:4,n2:4", "--map-by", "ppr:4:node", "--bind-to", "none"]
+    assert "-x" in line and "PYTHONPATH" in line and "LD_LIBRARY_PATH" not in line
+    assert "MASTER_ADDR=n1" in line and line[-3:] == ["-m", "suite.worker", "/r/RUN"]
+
+
+def test_horovodrun_on_a_cluster():
+    line = cmd(a_run("horovod", procs=8), launcher="horovodrun", hosts="n1:4,n2:4")
+    assert line == ["horovodrun", "-np", "8", "-H", "n1:4,n2:4", "--binding-args=--bind-to none --map-by slot", PY, "-m", "suite.worker", "/r/RUN"]
+
+
+def test_torchrun_on_a_cluster():
+    line = cmd(a_run("torch", procs=8), launcher="torchrun", nodes=2, master_addr="n1", master_port=29600)
+    assert line == [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "4", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", "n1:29600", "-m", "suite.worker", "/r/RUN"]
+    with pytest.raises(LaunchError, match="--master-addr"):
+        cmd(a_run("torch", procs=8), launcher="torchrun", nodes=2)
+
+
+def test_deepspeed_launcher():
+    line = cmd(a_run("deepspeed", procs=8), launcher="deepspeed", nodes=2, hosts="hostfile", master_addr="n1")
+    assert line == ["deepspeed", "--num_nodes", "2", "--num_gpus", "4", "--master_port", "29500", "--hostfile", "hostfile",
+                    "--master_addr", "n1", "--module", "suite.worker", "/r/RUN"]
+
+
+def test_jsrun_one_resource_set_per_rank():
+    line = cmd(a_run("horovod", procs=12), launcher="jsrun", nodes=2, ranks_per_node=6, gpus_per_rank=1, cpus_per_rank=7)
+    assert line == ["jsrun", "-n", "12", "-r", "6", "-a", "1", "-c", "7", "-g", "1", "--bind", "packed:7", PY, "-m", "suite.worker", "/r/RUN"]
+
+
+def test_srun_uses_only_the_nodes_a_run_needs():
+    line = cmd(a_run("mpi", procs=6), launcher="srun", nodes=4, ranks_per_node=4, gpus_per_rank=1)
+    assert line[:9] == ["srun", "-N", "2", "-n", "6", "--ntasks-per-node", "4", "--gpus-per-task", "1"]
+    with pytest.raises(LaunchError, match="need 3 nodes of 4 ranks, more than --nodes 2"):
+        cmd(a_run("mpi", procs=12), launcher="srun", nodes=2, ranks_per_node=4)
+
+
+def test_launchers_refuse_engines_they_cannot_start():
+    with pytest.raises(LaunchError, match="horovodrun cannot start the torch engine"):
+        cmd(a_run("torch"), launcher="horovodrun")
+    with pytest.raises(LaunchError, match="torchrun cannot start the horovod engine"):
+        cmd(a_run("horovod"), launcher="torchrun", master_addr="n1")
+
+
+def test_dry_run_for_every_launcher(tmp_path, capsys):
+    from suite.cli import main
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml"
+    for launcher, extra in (("local", []), ("mpirun", []), ("jsrun", ["--nodes", "2"]), ("srun", ["--nodes", "2"])):
+        assert main(["run", str(scenario), "--out", str(tmp_path / launcher), "--dry-run", "--launcher", launcher, *extra]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert len(lines) == len(list((tmp_path / launcher).glob("*/run.json"))) > 10
+        assert all(line.endswith(f"-r0") for line in lines)
+    # engine-specific launchers: a clear error, before anything is written, for runs they cannot start
+    assert main(["run", str(scenario), "--out", str(tmp_path / "h"), "--dry-run", "--launcher", "horovodrun"]) == 2
+    assert "horovodrun cannot start the torch engine" in capsys.readouterr().err
+    assert not (tmp_path / "h").exists()
+
+
+# --- the environment each launcher leaves --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"},
+         LaunchInfo("torchrun", 3, 8, 1, 2)),
+        ({"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_SIZE": "4", "CROSS_RANK": "1"}, LaunchInfo("deepspeed", 5, 8, 1, 4)),
+        ({"HOROVOD_RANK": "2", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "2"}, LaunchInfo("horovod", 2, 4, 0, 2)),
+        ({"OMPI_COMM_WORLD_RANK": "6", "OMPI_COMM_WORLD_SIZE": "12", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+          "OMPI_COMM_WORLD_LOCAL_SIZE": "6"}, LaunchInfo("openmpi", 6, 12, 0, 6)),
+        ({"JSM_NAMESPACE_RANK": "7", "JSM_NAMESPACE_SIZE": "12", "JSM_NAMESPACE_LOCAL_RANK": "1", "JSM_NAMESPACE_LOCAL_SIZE": "6"},
+         LaunchInfo("jsrun", 7, 12, 1, 6)),
+        ({"PMIX_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, LaunchInfo("pmix", 3, 4, 1, 2)),
+        ({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, LaunchInfo("pmi", 1, 2, 1, 2)),
+        ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x4)"}, LaunchInfo("slurm", 9, 16, 1, 4)),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, LaunchInfo("slurm", 0, 2, 0, 2)),
+        ({}, LaunchInfo("none", 0, 1, 0, 1)),
+    ],
+)
+def test_environment_of_each_launcher(env, expected):
+    assert detect(env) == expected
+
+
+def test_launcher_priority_and_bad_values():
+    # under horovodrun --gloo or mpirun, torchrun variables win only when present; Open MPI beats Slurm
+    both = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    assert detect(both).launcher == "openmpi"
+    with pytest.raises(ValueError, match="OMPI_COMM_WORLD_SIZE"):
+        detect({"OMPI_COMM_WORLD_RANK": "1"})
+    with pytest.raises(ValueError, match="'x' is not an integer"):
+        detect({"RANK": "x", "WORLD_SIZE": "2"})
+    with pytest.raises(ValueError, match="rank 4 of 2"):
+        detect({"RANK": "4", "WORLD_SIZE": "2"})
+
+
+# --- job scripts -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheduler", ["lsf", "slurm"])
+def test_jobscript(tmp_path, scheduler):
+    from suite.cli import main
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"
+    out = tmp_path / "job.sh"
+    assert main(["jobscript", str(scenario), "--scheduler", scheduler, "--out", str(out), "--account", "ABC123",
+                 "--ranks-per-node", "6", "--walltime", "06:30"]) == 0
+    text = out.read_text()
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # valid shell
+    if scheduler == "lsf":
+        assert "#BSUB -nnodes 2" in text and "#BSUB -W 06:30" in text and "#BSUB -P ABC123" in text
+        assert "--launcher jsrun" in text and "LSB_DJOB_HOSTFILE" in text
+    else:
+        assert "#SBATCH --nodes=2" in text and "#SBATCH --time=06:30:00" in text and "#SBATCH --account=ABC123" in text
+        assert "--launcher srun" in text and "SLURM_JOB_NODELIST" in text
+    assert f"{sys.executable} -m suite run {scenario} --out results/mnist-weak --resume" in text
+    assert f"{sys.executable} -m suite report results/mnist-weak" in text
+
+
+# --- real runs under each launcher --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("launchers")
+    scenario = tiny_scenario("launchers", [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")])
+    results = {}
+    for launcher, patterns, extra in (
+        ("mpirun", ["*"], []),
+        ("horovodrun", ["*horovod*"], []),
+        ("torchrun", ["*torch*"], ["--master-addr", "127.0.0.1"]),
+        ("deepspeed", ["*deepspeed*"], []),
+    ):
+        (tmp / launcher).mkdir()
+        code, records = run_scenario(tmp / launcher, scenario, "--launcher", launcher, "--only", *patterns, *extra)
+        results[launcher] = (code, records)
+    return results
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("launcher, engine", [("mpirun", "horovod"), ("mpirun", "torch"), ("mpirun", "deepspeed"),
+                                              ("horovodrun", "horovod"), ("torchrun", "torch"), ("deepspeed", "deepspeed")])
+def test_real_two_process_runs_under_each_launcher(launched, launcher, engine):
+    code, records = launched[launcher]
+    r = records[f"data_parallel-bce-{engine}-p2-r0"]
+    assert r["status"] == "ok", r.get("error")
+    assert r["replicas_identical"] is True and r["comm"]["bytes"] > 0
+    expected = {"mpirun": "openmpi", "horovodrun": "openmpi", "torchrun": "torchrun", "deepspeed": "deepspeed"}[launcher]
+    assert r["launcher"] == expected  # the worker read its rank from this launcher's variables
+    assert code == 0
+
+
+@pytest.mark.multiproc
+def test_a_worker_launched_with_the_wrong_process_count_says_so(tmp_path):
+    from suite.cli import main
+    from suite.results import read_record
+
+    path = tmp_path / "s.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(tiny_scenario("s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}])))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    run_dir = tmp_path / "r" / "data_parallel-bce-mpi-p2-r0"
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    mpirun = str(Path(sys.executable).parent / "mpirun")
+    done = subprocess.run([mpirun, "-np", "1", sys.executable, "-m", "suite.worker", str(run_dir)], env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    record = read_record(run_dir)
+    assert record["status"] == "failed"
+    assert "defined for 2 processes but was launched with 1" in record["error"]
