@@ -46,12 +46,23 @@ FEATURE_CHANNELS = (16, 32, 64, 128)
 """Output channels of the four stride-2 convolutions of the discriminator."""
 
 
+MIN_IMAGE_SIZE = 20
+
+
 def check_image_size(image_size: int) -> None:
-    """Raise ``ValueError`` unless the generator can produce ``image_size`` pixels."""
-    if image_size < 8 or image_size % 4:
+    """Raise ``ValueError`` unless both networks work at ``image_size`` pixels.
+
+    The generator upsamples twice from image_size/4, so the size is a multiple of 4. Below 20
+    pixels the discriminator's four stride-2 convolutions end in a 1x1 map; its last BatchNorm
+    then normalises each batch's mean away, and since real and generated images go through the
+    discriminator in separate batches (as in the seed's code) it cannot tell them apart.
+    """
+    if image_size < MIN_IMAGE_SIZE or image_size % 4:
         raise ValueError(
-            f"image_size {image_size} is not supported: the generator upsamples twice from "
-            "image_size/4, so it must be a multiple of 4 and at least 8 (e.g. 28, 32, 64)"
+            f"image_size {image_size} is not supported: it must be a multiple of 4 (the generator upsamples "
+            f"twice from image_size/4) and at least {MIN_IMAGE_SIZE} (smaller images leave the discriminator a "
+            "1x1 feature map, whose BatchNorm erases the difference between real and fake batches); "
+            "e.g. 28, 32 (the papers'), 64"
         )
 
 

@@ -5,8 +5,9 @@ The group sees the data as *global* batches: every epoch is a permutation drawn 
 scenario seed and the GAN's name, cut into batches of ``global_batch`` images, and rank ``r``
 of a group of ``n`` takes slice ``r`` of each batch. The noise is drawn the same way, for the
 whole global batch, and sliced. Hence a GAN trained by 2 ranks sees exactly the batches and
-noise that 1 rank would, and (with synchronised BatchNorm and no dropout) ends at the same
-weights up to floating-point summation order.
+noise that 1 rank would, and (with synchronised BatchNorm and no dropout) makes the same first
+step up to float32 rounding; later steps drift apart only where Adam's per-weight scaling
+amplifies summation-order noise in near-zero gradients.
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ def isolated_cache(tmp_path_factory):
 
 
 def tiny_scenario(name: str, runs: list[dict], **sections) -> dict:
-    """A scenario small enough for tests: 16x16 digits, a few steps, metrics off unless asked."""
+    """A scenario small enough for tests: 20x20 digits, a few steps, metrics off unless asked."""
     scenario = {
         "name": name,
-        "dataset": {"name": "digits", "image_size": 16},
+        "dataset": {"name": "digits", "image_size": 20},
         "train": {"epochs": 1, "steps": 3, "batch_size": 32, "warmup_steps": 1},
         "metrics": {"enabled": False},
         "runs": runs,

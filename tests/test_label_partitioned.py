@@ -109,8 +109,8 @@ def test_losses_have_the_expected_signs():
 def test_per_class_bundle_samples_each_class_from_its_own_generator():
     from suite.models import build_pair
 
-    generators = {f"class{c}": build_pair(16, 1, 8, seed=c)[0].state_dict() for c in (3, 7)}
-    bundle = GeneratorBundle("per_class", 16, 1, 8, 10, False, generators, {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
+    generators = {f"class{c}": build_pair(20, 1, 8, seed=c)[0].state_dict() for c in (3, 7)}
+    bundle = GeneratorBundle("per_class", 20, 1, 8, 10, False, generators, {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
     images, labels = Sampler(bundle).sample(400, seed=1)
     assert set(labels.tolist()) == {3, 7} and 0.65 < (labels == 7).float().mean() < 0.85  # drawn from the prior
     again, again_labels = Sampler(bundle).sample(400, seed=1)
@@ -185,7 +185,7 @@ def test_per_class_generators_are_saved_scored_and_sampled(partitioned, tmp_path
     out = tmp_path / "s.npz"
     assert main(["sample", str(run_dir), "--n", "64", "--seed", "0", "--out", str(out)]) == 0
     with np.load(out) as npz:
-        assert npz["images"].shape == (64, 1, 16, 16) and npz["images"].dtype == np.float32
+        assert npz["images"].shape == (64, 1, 20, 20) and npz["images"].dtype == np.float32
         assert npz["labels"].dtype == np.int64 and set(npz["labels"].tolist()) <= {0, 1}
         assert -1 <= npz["images"].min() and npz["images"].max() <= 1
 

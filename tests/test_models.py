@@ -61,19 +61,19 @@ def test_discriminator_head_is_2048_for_64px_as_printed_in_the_tables():
 
 def test_conditional_discriminator_uses_the_label():
     torch.manual_seed(0)
-    d = Discriminator(image_size=16, channels=1, num_classes=10, dropout=0.0).eval()
+    d = Discriminator(image_size=20, channels=1, num_classes=10, dropout=0.0).eval()
     nn.init.normal_(d.embed.weight)
-    x = torch.randn(2, 1, 16, 16)
+    x = torch.randn(2, 1, 20, 20)
     assert not torch.allclose(d(x, torch.tensor([0, 0])), d(x, torch.tensor([3, 3])))
 
 
 def test_build_pair_is_determined_by_the_seed_alone():
-    g1, d1 = build_pair(16, 1, 100, seed=7)
+    g1, d1 = build_pair(20, 1, 100, seed=7)
     torch.randn(1000)  # unrelated use of the global generator must not matter
-    g2, d2 = build_pair(16, 1, 100, seed=7)
-    g3, _ = build_pair(16, 1, 100, seed=8)
+    g2, d2 = build_pair(20, 1, 100, seed=7)
+    g3, _ = build_pair(20, 1, 100, seed=8)
     state = torch.random.get_rng_state()
-    build_pair(16, 1, 100, seed=9)
+    build_pair(20, 1, 100, seed=9)
     assert torch.equal(torch.random.get_rng_state(), state)  # building draws nothing from the global generator
     for a, b in zip(g1.state_dict().values(), g2.state_dict().values()):
         assert torch.equal(a, b)
@@ -82,7 +82,14 @@ def test_build_pair_is_determined_by_the_seed_alone():
     assert not torch.equal(g1.input[0].weight, g3.input[0].weight)
 
 
-@pytest.mark.parametrize("size", [6, 30])
+@pytest.mark.parametrize("size", [6, 16, 30])
 def test_unsupported_image_sizes_are_rejected(size):
-    with pytest.raises(ValueError, match="multiple of 4"):
+    with pytest.raises(ValueError, match="multiple of 4 .* at least 20"):
         Generator(image_size=size)
+    with pytest.raises(ValueError, match="1x1 feature map"):
+        Discriminator(image_size=size)
+
+
+def test_the_smallest_discriminator_map_is_two_by_two():
+    # 20 -> 10 -> 5 -> 3 -> 2: real and fake batches keep per-position differences after BatchNorm
+    assert Discriminator(image_size=20).head.in_features == 128 * 2 * 2
