@@ -64,3 +64,28 @@ def test_report_of_an_empty_folder_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "no result.json found" in capsys.readouterr().err
+
+
+def test_records_are_written_atomically_and_readable_by_others(tmp_path):
+    import stat
+
+    from suite.results import read_record, update_record, write_record
+
+    write_record(tmp_path / "run", {"run_id": "x", "status": "ok", "value": float("nan")})
+    path = tmp_path / "run" / "result.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    assert read_record(tmp_path / "run")["value"] is None  # JSON has no NaN: n/a
+    update_record(tmp_path / "run", wall_s=1.5)
+    assert read_record(tmp_path / "run")["wall_s"] == 1.5 and read_record(tmp_path / "run")["status"] == "ok"
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["result.json"]  # no temporary files left
+    path.write_text("{broken")
+    with pytest.raises(ValueError, match="not a valid result record"):
+        read_record(tmp_path / "run")
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
