@@ -81,7 +81,7 @@ def _mpi() -> dict:
         "mpi4py": metadata.version("mpi4py"),
         "vendor": vendor,
         "vendor_version": ".".join(map(str, version)),
-        "library": MPI.Get_library_version().strip().splitlines()[0],
+        "library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
         "standard": ".".join(map(str, MPI.Get_version())),
     }
 

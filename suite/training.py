@@ -200,10 +200,12 @@ class GanTrainer:
         telemetry, epoch, critic_steps = self.telemetry, 0, 0
         while result.steps < self.max_steps:
             d_losses, g_losses = [], []
-            for b, indices in enumerate(self._epoch_batches(epoch)):
+            # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
+            batches = self.data.batches(self._epoch_batches(epoch), self.run.dataset.workers)
+            for b in range(self.batches_per_epoch):
                 telemetry.begin_step()
                 with telemetry.data():
-                    real, labels = self.data.fetch(indices)
+                    real, labels = next(batches)
                     real = real.to(self.engine.device, non_blocking=True)
                     labels = labels.to(self.engine.device) if self.conditional else None
                 d_losses.append(self._discriminator_step(real, labels, (epoch, b)))

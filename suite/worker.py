@@ -161,11 +161,11 @@ def execute(run_dir: Path) -> int:
 
         telemetry = Telemetry(engine.device, engine.comm, run.train.warmup_steps)
         telemetry.start()
-        outcome = strategies.train(run, engine, data, telemetry)
+        outcome = strategies.train(run, engine, data, telemetry, run_dir / "partial")
         telemetry.stop()
         mine = {**telemetry.as_dict(), "rank": engine.rank, "comm_bytes": engine.comm.bytes, "comm_s": engine.comm.seconds,
                 "comm_largest_group": engine.comm.largest_group}
-        per_rank = engine.allgather_object(mine)  # after training: not counted as communication
+        per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
             summary = _summaries(per_rank)
             summary["warmup_steps_per_rank"] = run.train.warmup_steps

@@ -176,6 +176,7 @@ def test_per_class_generators_are_saved_scored_and_sampled(partitioned, tmp_path
     code, records, results = partitioned
     assert code == 0
     run_dir = results / "label_partitioned-bce-mpi-p4-r0"
+    assert not (run_dir / "partial").exists()  # the group leaders' files went into the bundle
     bundle = GeneratorBundle.load(run_dir / "generator.pt")
     assert bundle.kind == "per_class" and bundle.classes == {"class0": 0, "class1": 1}
     q = records["label_partitioned-bce-mpi-p4-r0"]["quality"]

@@ -95,3 +95,6 @@ class MPIEngine(Engine):
 
     def allgather_object(self, obj: Any) -> list[Any]:
         return self.world_comm.allgather(obj)
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        return self.world_comm.gather(obj, root=0)  # only rank 0 receives (cellular's generators)

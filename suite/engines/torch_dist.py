@@ -123,3 +123,8 @@ class TorchEngine(Engine):
         gathered: list[Any] = [None] * self.size
         dist.all_gather_object(gathered, obj, group=self.object_group)
         return gathered
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        gathered: list[Any] | None = [None] * self.size if self.rank == 0 else None
+        dist.gather_object(obj, gathered, dst=0, group=self.object_group)
+        return gathered

@@ -9,13 +9,20 @@ With C classes on P ranks:
   ``new_group`` or MPI ``Comm.Split``). Nothing crosses a class boundary while training.
 
 Loss ``bce`` gives seed 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
-seed 002's W-CGAN. The generators are gathered on rank 0 after training (not counted as
-training communication) and sampled by class prior, see :mod:`suite.sampling`.
+seed 002's W-CGAN. After training, the first rank of each group writes its class generators
+into the run folder, all at once, and rank 0 assembles the model from those files: with a
+thousand classes the generators weigh gigabytes, which a collective would copy to every rank.
+The run folder must therefore be on a file system all ranks share (as results folders on
+clusters are). The model is sampled by class prior, see :mod:`suite.sampling`.
 """
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
+import torch
 
 from ..scenario import Run
 from ..training import GanTrainer, TrainingError
@@ -43,7 +50,23 @@ def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int
     return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
 
 
-def train(run: Run, engine, data, telemetry) -> Outcome:
+def _save(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)
+
+
+def _load_classes(scratch: Path, classes: list[int]) -> list[dict]:
+    missing = [c for c in classes if not (scratch / f"class{c}.pt").is_file()]
+    if missing:
+        raise TrainingError(
+            f"the generators of classes {missing} were not found in {scratch}: the run folder must be on a "
+            "file system that every rank (every node) can write, e.g. the cluster's shared project space"
+        )
+    return [torch.load(scratch / f"class{c}.pt", map_location="cpu", weights_only=False) for c in classes]
+
+
+def train(run: Run, engine, data, telemetry, scratch: Path) -> Outcome:
     plan = class_plan(data.classes, engine.size)
     group = engine.split([ranks for ranks, _ in plan])
     my_classes = plan[group.index][1]
@@ -54,15 +77,15 @@ def train(run: Run, engine, data, telemetry) -> Outcome:
         networks += [trainer.generator.network, trainer.discriminator.network]
     digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
 
-    # After training: the first rank of each group sends its class generators to rank 0.
-    mine = []
+    # The first rank of each group writes its classes' generators; rank 0 reads them all.
     if group.rank == 0:
-        mine = [
-            {"label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
-             "snapshots": [(s["clock_s"], cpu_state(s["state"])) for s in r.snapshots]}
-            for label, r in results
-        ]
-    gathered = engine.gather_object(mine)
+        scratch.mkdir(parents=True, exist_ok=True)
+        for label, r in results:
+            _save(scratch / f"class{label}.pt", {
+                "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
+                "snapshots": [(snap["clock_s"], cpu_state(snap["state"])) for snap in r.snapshots],
+            })
+    engine.barrier()
     fields = {
         "classes": [int(c) for c in data.classes],
         "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
@@ -71,7 +94,8 @@ def train(run: Run, engine, data, telemetry) -> Outcome:
     }
     if engine.rank != 0:
         return Outcome(None, fields=fields)
-    per_class = sorted((entry for part in gathered for entry in part), key=lambda e: e["label"])
+    per_class = _load_classes(scratch, data.classes)
+    shutil.rmtree(scratch)  # the bundle below holds them all
     keys = {f"class{e['label']}": e["label"] for e in per_class}
     bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
     fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}

@@ -1,0 +1,27 @@
+"""`suite env`: versions and capabilities as JSON, with unavailable pieces said, not hidden."""
+
+import json
+
+from suite.cli import main
+from suite.env import versions
+
+
+def test_versions_name_the_benchmark_relevant_packages():
+    found = versions()
+    for name in ("python", "torch", "torchvision", "horovod", "deepspeed", "mpi4py", "pandas", "pytorch-fid"):
+        assert name in found
+    assert found["torch"] and found["torch"].startswith("2.")
+
+
+def test_env_command_prints_capabilities_as_json(capsys):
+    assert main(["env"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert set(info) >= {"versions", "platform", "torch", "horovod", "mpi", "deepspeed", "nvml"}
+    assert info["torch"]["distributed"]["gloo"] is True
+    horovod = info["horovod"]
+    assert horovod["frameworks"]["pytorch"] is True
+    assert horovod["controllers"] == {"mpi": True, "gloo": True}  # what ci/build_horovod.sh builds
+    assert set(horovod["tensor_ops"]) == {"nccl", "ddl", "ccl", "cuda", "rocm"}
+    assert info["mpi"]["vendor"] and "\x00" not in info["mpi"]["library"]
+    # NVML: either devices, or a reason it is unavailable; never a silent gap
+    assert info["nvml"].get("available") is True or "error" in info["nvml"]
