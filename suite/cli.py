@@ -61,7 +61,7 @@ def cmd_run(args) -> int:
     check_tools(runs, opts)
     failures = 0
     progress = None
-    if not args.quiet:
+    if not args.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
 
         progress = tqdm(total=len(runs), unit="run", desc=scenario.name, dynamic_ncols=True)
@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a run is stopped and recorded as failed")
     p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result")
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
-    p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (CI)")
+    p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (automatic when not in a terminal)")
     _add_placement(p)
     p.set_defaults(func=cmd_run)
 

@@ -195,7 +195,12 @@ def _plt():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from cycler import cycler
 
+    # 20 distinct colours (the default cycle repeats after 10 lines), with changing markers
+    colours = plt.get_cmap("tab20").colors
+    markers = ["o", "s", "^", "D", "v"] * 4
+    plt.rcParams["axes.prop_cycle"] = cycler(color=colours) + cycler(marker=markers)
     return plt
 
 
@@ -213,7 +218,7 @@ def plot_scaling(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for config, part in data.groupby("config"):
             part = part.sort_values("procs")
-            ax.plot(part["procs"], part[column].astype(float), marker="o", label=config)
+            ax.plot(part["procs"], part[column].astype(float), label=config)
         if column == "efficiency":
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("processes")
@@ -240,7 +245,7 @@ def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for r in rs:
             n = r["curve"][0].get("n")
-            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]], marker="o",
+            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]],
                     label=f"{r['run_id']} (n={n})" if n else r["run_id"])
         ax.set_xlabel("training time (s)")
         ax.set_ylabel(f"FID ({net})")

