@@ -180,15 +180,7 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    if run.engine == "torch" and opts.launcher == "local":
-        env["MASTER_PORT"] = str(_free_port())
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -214,13 +206,7 @@ def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int 
         reason = f"the worker wrote its record but a rank exited with code {exit_code}; see log.txt"
     else:
         reason = f"exited with code {exit_code} before writing a result; last lines of log.txt:\n{_tail(run_dir / 'log.txt')}"
-    failed = {
-        **(record or {}),
-        "run_id": run.run_id, "scenario": run.scenario, "strategy": run.strategy, "engine": run.engine,
-        "loss": run.loss, "procs": run.procs, "scaling": run.scaling, "repeat": run.repeat, "grid": run.grid,
-        "label": run.label, "epochs": run.train.epochs, "seed": run.train.seed,
-        "status": "failed", "error": reason, **launch_fields,
-    }
+    failed = {**(record or {}), **run.identity(), "status": "failed", "error": reason, **launch_fields}
     write_record(run_dir, failed)
     return failed
 

@@ -233,6 +233,14 @@ class Run:
     grid: list[int] | None = None
     label: str | None = None
 
+    def identity(self) -> dict[str, Any]:
+        """The fields that name this run in its record (also in a failed record)."""
+        return {
+            "run_id": self.run_id, "scenario": self.scenario, "strategy": self.strategy, "engine": self.engine,
+            "loss": self.loss, "procs": self.procs, "scaling": self.scaling, "repeat": self.repeat, "grid": self.grid,
+            "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

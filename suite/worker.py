@@ -1,6 +1,6 @@
 """The per-rank entry point: ``python -m suite.worker RUN_DIR``.
 
-Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, or by ``suite prepare`` for
+Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
 hand launches), starts the engine, trains with the run's strategy, and hands its measurements
 to rank 0, which scores the trained model and writes ``RUN_DIR/result.json``.
 
@@ -57,7 +57,7 @@ def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
         )
 
 
-def _summaries(per_rank: list[dict]) -> dict:
+def _summaries(per_rank: list[dict], warmup_steps: int) -> dict:
     """Record-level telemetry from the per-rank dictionaries."""
     windows = [r["window"] for r in per_rank]
     steps = [w["steps"] for w in windows]
@@ -73,8 +73,9 @@ def _summaries(per_rank: list[dict]) -> dict:
         return float(np.mean(values)) if values else None
 
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
+    gpu_used = mean_of("gpu_mem_used_bytes")
     return {
-        "warmup_steps_per_rank": None,  # filled by the caller
+        "warmup_steps_per_rank": warmup_steps,
         "timed_steps": int(min(steps)) if steps else 0,
         "step_s": step_s,
         "data_s": per_step("data"),
@@ -86,6 +87,7 @@ def _summaries(per_rank: list[dict]) -> dict:
         "host_mem_peak_mb": max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
         "gpu_util_mean": mean_of("gpu_util"),
         "gpu_util_p95": mean_of("gpu_util", "p95"),
+        "gpu_mem_used_mb": gpu_used / 2**20 if gpu_used is not None else None,
         "gpu_mem_peak_mb": max(gpu_peaks) / 2**20 if gpu_peaks else None,
         "gpu_note": per_rank[0].get("gpu_note"),
         "per_rank": per_rank,
@@ -127,32 +129,68 @@ def _save_sample_grid(bundle, path: Path, seed: int) -> None:
     save_image_grid(images, path)
 
 
-def execute(run_dir: Path) -> int:
-    """Run the worker for ``run_dir`` on this rank; returns the exit code."""
+def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome) -> dict:
+    """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
+    import torch
+
+    from .env import versions
+
+    rates = [r["images_per_s"] for r in per_rank if r["images_per_s"]]
+    complete = len(rates) == len(per_rank)  # every rank has a timed window
+    return {
+        "status": "ok",
+        "error": None,
+        "dataset": {"name": data.name, "split": data.split, "image_size": run.dataset.image_size,
+                    "images": len(data), "classes": data.classes},
+        "launcher": launch.launcher,
+        "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
+        "threads_per_rank": torch.get_num_threads(),
+        "train_s": max(r["train_s"] for r in per_rank),
+        "images_per_s": float(sum(rates)) if complete else None,
+        "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
+        "comm": {"bytes": int(sum(r["comm_bytes"] for r in per_rank)),
+                 "seconds": float(np.mean([r["comm_s"] for r in per_rank])),
+                 "largest_group": max(r["comm_largest_group"] for r in per_rank),
+                 "per_rank_bytes": [r["comm_bytes"] for r in per_rank],
+                 "per_rank_seconds": [r["comm_s"] for r in per_rank]},
+        "telemetry": _summaries(per_rank, run.train.warmup_steps),
+        "env": versions(),
+        **outcome.fields,
+    }
+
+
+def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
+    """Rank 0: save the model and a sample grid, score them, and write the record."""
+    outcome.bundle.save(run_dir / GENERATOR_FILE)
+    for name, bundle in outcome.extra_bundles.items():
+        bundle.save(run_dir / f"generator_{name}.pt")
+    _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
+    if run.metrics.enabled:
+        record["quality"], curve, extra = _score(run, outcome, device)
+        if curve:  # strategies that score during training (cellular) bring their own curve
+            record["curve"] = curve
+        record.update({f"quality_{name}": q for name, q in extra.items()})
+
+
+def execute(run: Run, run_dir: Path) -> int:
+    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code."""
     started = time.perf_counter()
-    run = Run.load(run_dir / RUN_FILE)
     launch = detect()
     import torch
 
     torch.set_num_threads(threads_per_rank(run, launch))
-    from .engines import create_engine
-
     rank = launch.rank
-    base = {
-        "run_id": run.run_id, "scenario": run.scenario, "strategy": run.strategy, "engine": run.engine,
-        "loss": run.loss, "procs": run.procs, "scaling": run.scaling, "repeat": run.repeat, "grid": run.grid,
-        "label": run.label, "epochs": run.train.epochs, "seed": run.train.seed,
-    }
+    base = run.identity()
     try:
+        from . import strategies
+        from .data import load_dataset
+        from .engines import create_engine
+        from .telemetry import Telemetry
+
         engine = create_engine(run.engine, launch, run.deepspeed)
         engine.start()
         rank = engine.rank
         _check_agreement(engine, launch, run)
-        from . import strategies
-        from .data import load_dataset
-        from .env import versions
-        from .telemetry import Telemetry
-
         data = load_dataset(
             run.dataset.name, run.dataset.image_size, run.dataset.split, run.dataset.root,
             run.dataset.classes, run.dataset.download, run.dataset.limit,
@@ -167,42 +205,11 @@ def execute(run_dir: Path) -> int:
                 "comm_largest_group": engine.comm.largest_group}
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
-            summary = _summaries(per_rank)
-            summary["warmup_steps_per_rank"] = run.train.warmup_steps
-            train_s = max(r["train_s"] for r in per_rank)
-            rates = [r["images_per_s"] for r in per_rank if r["images_per_s"]]
-            record = {
-                **base,
-                "status": "ok",
-                "error": None,
-                "dataset": {"name": data.name, "split": data.split, "image_size": run.dataset.image_size,
-                            "images": len(data), "classes": data.classes},
-                "launcher": launch.launcher,
-                "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
-                "threads_per_rank": torch.get_num_threads(),
-                "train_s": train_s,
-                "images_per_s": float(sum(rates)) if len(rates) == len(per_rank) else None,
-                "images_per_s_per_rank": float(np.mean(rates)) if len(rates) == len(per_rank) else None,
-                "comm": {"bytes": int(sum(r["comm_bytes"] for r in per_rank)),
-                         "seconds": float(np.mean([r["comm_s"] for r in per_rank])),
-                         "largest_group": max(r["comm_largest_group"] for r in per_rank),
-                         "per_rank_bytes": [r["comm_bytes"] for r in per_rank],
-                         "per_rank_seconds": [r["comm_s"] for r in per_rank]},
-                "telemetry": summary,
-                "env": versions(),
-                **outcome.fields,
-            }
-            outcome.bundle.save(run_dir / GENERATOR_FILE)
-            for name, bundle in outcome.extra_bundles.items():
-                bundle.save(run_dir / f"generator_{name}.pt")
-            _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
-            if run.metrics.enabled:
-                record["quality"], curve, extra = _score(run, outcome, engine.device)
-                record["curve"] = curve or record.get("curve", [])
-                record.update({f"quality_{name}": q for name, q in extra.items()})
+            record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome)}
+            _finish(run, run_dir, record, outcome, engine.device)
             record["worker_s"] = time.perf_counter() - started
             write_record(run_dir, record)
-            log.info("%s: ok, train %.1fs", run.run_id, train_s)
+            log.info("%s: ok, train %.1fs", run.run_id, record["train_s"])
         engine.shutdown()
         return 0
     except Exception as error:
@@ -222,11 +229,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
-    if not (args.run_dir / RUN_FILE).is_file():
-        print(f"error: {args.run_dir / RUN_FILE} not found; create run folders with `suite run SCENARIO --out DIR` "
+    path = args.run_dir / RUN_FILE
+    if not path.is_file():
+        print(f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` "
               f"(or `suite run ... --dry-run`)", file=sys.stderr)
         return 2
-    return execute(args.run_dir)
+    try:
+        run = Run.load(path)
+    except (ValueError, KeyError) as error:  # ScenarioError and JSONDecodeError are ValueErrors
+        print(f"error: {path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", file=sys.stderr)
+        return 2
+    return execute(run, args.run_dir)
 
 
 if __name__ == "__main__":
