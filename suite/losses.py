@@ -96,12 +96,17 @@ def gradient_penalty(
     fake: torch.Tensor,
     labels: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    eps: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """WGAN-GP penalty ``E[(||grad_x critic(x_hat)||_2 - 1)^2]`` on random interpolates.
 
-    ``x_hat = eps * real + (1 - eps) * fake`` with one ``eps ~ U[0, 1]`` per sample.
+    ``x_hat = eps * real + (1 - eps) * fake`` with one ``eps ~ U[0, 1]`` per sample, drawn from
+    ``generator`` unless given (data-parallel training passes this rank's slice of the draws
+    for the whole global batch).
     """
-    eps = torch.rand(real.shape[0], 1, 1, 1, generator=generator, device="cpu").to(real.device, real.dtype)
+    if eps is None:
+        eps = torch.rand(real.shape[0], generator=generator)
+    eps = eps.reshape(-1, 1, 1, 1).to(real.device, real.dtype)
     interpolates = (eps * real + (1 - eps) * fake.detach()).requires_grad_(True)
     scores = critic(interpolates, labels) if labels is not None else critic(interpolates)
     (grads,) = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)

@@ -24,9 +24,9 @@ class _AllreduceSum(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        grad = grad.clone()
-        ctx.engine.allreduce_sum_(grad, ctx.group)
-        return grad, None, None
+        # The backward is the same allreduce, applied through this Function again so that it is
+        # itself differentiable: the WGAN-GP penalty differentiates through it a second time.
+        return _AllreduceSum.apply(grad, ctx.engine, ctx.group), None, None
 
 
 class SyncBatchNorm2d(nn.BatchNorm2d):

@@ -154,10 +154,14 @@ class GanTrainer:
         lo = self.group.rank * self.local_batch
         return batches[:, lo : lo + self.local_batch]
 
+    def _my_slice(self, draws: torch.Tensor) -> torch.Tensor:
+        """This rank's part of draws made for the whole global batch."""
+        lo = self.group.rank * self.local_batch
+        return draws[lo : lo + self.local_batch]
+
     def _noise(self, *name: object) -> torch.Tensor:
         z = torch.randn(self.global_batch, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", self.key, *name))
-        lo = self.group.rank * self.local_batch
-        return z[lo : lo + self.local_batch].to(self.engine.device)
+        return self._my_slice(z).to(self.engine.device)
 
     # --- training --------------------------------------------------------------------------------
     def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> float:
@@ -166,8 +170,8 @@ class GanTrainer:
             fake = g(self._noise(*name, "d"), labels)
         d_loss = self.loss.discriminator(d.module(real, labels), d.module(fake, labels))
         if self.loss.needs_penalty:
-            eps_generator = torch_generator(self.seed, "gp", self.key, *name)
-            d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps_generator)
+            eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
+            d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
         d.zero_grad()
         d.backward(d_loss)
         d.step()

@@ -23,8 +23,9 @@ def equivalence_runs(tmp_path_factory):
     scenario = tiny_scenario("equivalence", runs, model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 3})
     code, records = run_scenario(tmp, scenario)
     # the one-step comparison: the same runs stopped after the first step
-    one_step = tiny_scenario("one-step", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2]}],
-                             model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 1})
+    one_step = tiny_scenario("one-step", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2]},
+                                          {"strategy": "data_parallel", "engine": "mpi", "loss": "wgan-gp", "procs": [1, 2]}],
+                             model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 1}, wgan_gp={"n_critic": 1})
     (tmp / "one").mkdir()
     code_one, _ = run_scenario(tmp / "one", one_step)
     return code + code_one, records, tmp
@@ -36,11 +37,12 @@ def generator_weights(results, run_id):
 
 
 @pytest.mark.multiproc
-def test_after_one_step_two_ranks_equal_one_rank(equivalence_runs):
+@pytest.mark.parametrize("loss", ["bce", "wgan-gp"])  # wgan-gp: the penalty's interpolation draws are sliced too
+def test_after_one_step_two_ranks_equal_one_rank(equivalence_runs, loss):
     code, records, tmp = equivalence_runs
     results = tmp / "one" / "results"
-    a = generator_weights(results, "data_parallel-bce-mpi-p1-r0")
-    b = generator_weights(results, "data_parallel-bce-mpi-p2-r0")
+    a = generator_weights(results, f"data_parallel-{loss}-mpi-p1-r0")
+    b = generator_weights(results, f"data_parallel-{loss}-mpi-p2-r0")
     for key in a:
         torch.testing.assert_close(b[key].float(), a[key].float(), atol=1e-6, rtol=1e-5, msg=key)
     assert code == 0
