@@ -130,7 +130,8 @@ def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame["status"] == "ok"]
-    return ok[["run_id", "procs", "device", "gpu_util_mean", "gpu_util_p95", "gpu_mem_peak_mb", "cpu_util_mean", "host_mem_peak_mb"]].copy()
+    return ok[["run_id", "procs", "device", "gpu_util_mean", "gpu_util_p95", "gpu_mem_used_mb", "gpu_mem_peak_mb",
+               "cpu_util_mean", "host_mem_peak_mb"]].copy()
 
 
 def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
@@ -410,7 +411,8 @@ DEFINITIONS = """## Definitions
   comm_wait_s / step_s. `comm_mb` and `comm_s` count all collective payload bytes (summed over ranks) and
   blocked seconds (mean over ranks) while training; gathering results afterwards is not counted.
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
-  run, averaged over ranks); n/a on CPUs.
+  run, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
+  the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
 - **IS / FID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
   `inception(fid-trunk)`: the same network's FID trunk, no IS; `classifier:<dataset>`: the suite's CNN trained on
   the real data). `n` generated and `n_real` real images. Numbers from different networks are never compared.

@@ -136,6 +136,7 @@ FLAT_COLUMNS = {
     "host_mem_peak_mb": "telemetry.host_mem_peak_mb",
     "gpu_util_mean": "telemetry.gpu_util_mean",
     "gpu_util_p95": "telemetry.gpu_util_p95",
+    "gpu_mem_used_mb": "telemetry.gpu_mem_used_mb",
     "gpu_mem_peak_mb": "telemetry.gpu_mem_peak_mb",
     "device": "device",
     "features": "quality.features",

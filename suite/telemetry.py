@@ -11,9 +11,10 @@ What is measured, precisely:
 * The **timed window** starts after ``warmup_steps`` steps; throughput and per-step times come
   from the window only, and the record says how many steps it covers.
 * **images** counts images that went through a discriminator: real plus generated.
-* **GPU utilisation** is NVML's busy percentage of this rank's own device, sampled every
-  ``interval`` seconds in a background thread (mean and p95). On a CPU it is ``None``:
-  never estimated.
+* **GPU utilisation** is NVML's busy percentage of this rank's own device, and GPU memory
+  NVML's memory in use on it, sampled every ``interval`` seconds in a background thread (mean
+  and p95); the peak of this rank's tensors comes from PyTorch's allocator. On a CPU they are
+  ``None``: never estimated.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class ResourceSampler:
 
     def __init__(self, device: torch.device, interval: float = 0.2):
         self.device, self.interval = device, interval
-        self.gpu_util: list[float] = []
-        self.gpu_mem: list[float] = []
+        self.gpu_util: list[float] = []  # % of time a kernel was running (NVML utilization.gpu)
+        self.gpu_mem: list[float] = []  # device memory in use, bytes (NVML, as nvidia-smi shows)
         self.cpu_util: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -45,7 +46,7 @@ class ResourceSampler:
     def _sample_gpu(self) -> None:
         try:
             self.gpu_util.append(float(torch.cuda.utilization(self.device)))
-            self.gpu_mem.append(float(torch.cuda.memory_usage(self.device)))
+            self.gpu_mem.append(float(torch.cuda.device_memory_used(self.device)))
         except Exception as error:  # no NVML library, or no permission: report n/a, say why
             self.gpu_error = f"NVML unavailable: {error}"
             self.device = torch.device("cpu")
@@ -156,7 +157,7 @@ class Telemetry:
             "cpu_util": summary(self.sampler.cpu_util),
             "host_mem_peak_bytes": peak_rss_kib * 1024,
             "gpu_util": summary(self.sampler.gpu_util) if gpu else None,
-            "gpu_mem_util": summary(self.sampler.gpu_mem) if gpu else None,
-            "gpu_mem_peak_bytes": torch.cuda.max_memory_allocated(self.device) if gpu else None,
+            "gpu_mem_used_bytes": summary(self.sampler.gpu_mem) if gpu else None,  # NVML, whole device
+            "gpu_mem_peak_bytes": torch.cuda.max_memory_allocated(self.device) if gpu else None,  # this rank's tensors
             "gpu_note": self.sampler.gpu_error or (None if gpu else "CPU run: no GPU to measure"),
         }

@@ -1,5 +1,7 @@
 """Label-partitioned training: class ownership, per-class communicators, losses, per-class sampling."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -183,6 +185,10 @@ def test_per_class_generators_are_saved_scored_and_sampled(partitioned, tmp_path
     assert q["per_class_basis"] == "generated label" and set(q["fid_per_class"]) == {"0", "1"}
     assert q["features"].startswith("classifier:") and q["n"] == 200 and q["label_acc"] is not None
     assert len(records["label_partitioned-bce-mpi-p4-r0"]["curve"]) >= 1
+    capsys.readouterr()
+    assert main(["score", "--run", str(run_dir), "--n", "200", "--json"]) == 0  # dataset and classes from the record
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["fid"] == pytest.approx(q["fid"]) and scored["n"] == 200  # same samples (seed 0) as the record's
     out = tmp_path / "s.npz"
     assert main(["sample", str(run_dir), "--n", "64", "--seed", "0", "--out", str(out)]) == 0
     with np.load(out) as npz:

@@ -21,7 +21,8 @@ def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=
         "comm": {"bytes": 2**20 * (procs - 1), "seconds": 0.1 * (procs - 1)},
         "telemetry": {"step_s": train_s / 20, "data_s": 0.001, "compute_s": train_s / 25, "comm_s": 0.01,
                       "comm_share": 0.01 / (train_s / 20), "timed_steps": 18, "cpu_util_mean": 95.0,
-                      "host_mem_peak_mb": 900.0, "gpu_util_mean": gpu, "gpu_util_p95": gpu, "gpu_mem_peak_mb": 100.0 if gpu else None},
+                      "host_mem_peak_mb": 900.0, "gpu_util_mean": gpu, "gpu_util_p95": gpu,
+                      "gpu_mem_used_mb": 2000.0 if gpu else None, "gpu_mem_peak_mb": 100.0 if gpu else None},
         "env": {"python": "3.11.7", "torch": "2.13.0"},
         **extra,
     }
@@ -115,14 +116,14 @@ def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
     assert gpu["gpu_util_mean"].isna().all() and gpu["gpu_mem_peak_mb"].isna().all()
     assert "All runs ran on CPUs: GPU utilization and memory are n/a" in text
     section = text.split("## GPU utilization")[1].split("##")[0]
-    assert "| dp-p1-r0 | 1 | cpu | n/a | n/a | n/a |" in section
+    assert "| dp-p1-r0 | 1 | cpu | n/a | n/a | n/a | n/a |" in section
 
 
 def test_gpu_numbers_are_reported_when_measured(tmp_path):
     root = tmp_path / "results"
     write_record(root / "g", record("g", gpu=71.5))
     text = write_report(root, tmp_path / "report").read_text()
-    assert "| g | 1 | cpu | 71.5 | 71.5 | 100 |" in text and "All runs ran on CPUs" not in text
+    assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "All runs ran on CPUs" not in text
 
 
 def test_markdown_table_escapes_and_formats():
