@@ -189,14 +189,17 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int | None, wall_s: float, timed_out: bool) -> dict:
+def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int | None, wall_s: float,
+                    timed_out: bool = False, interrupted: bool = False) -> dict:
     """Complete the worker's record with the launch, or write a failed one if it left none."""
     launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
     errors = sorted(run_dir.glob("error-rank*.txt"))
     if record is not None and record.get("status") == "ok" and exit_code == 0:
         return update_record(run_dir, **launch_fields)
-    if timed_out:
+    if interrupted:
+        reason = f"interrupted after {wall_s:.0f} s; rerun with --resume to run it again"
+    elif timed_out:
         reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
     elif record is not None and record.get("status") == "failed":
         reason = record["error"]
@@ -245,9 +248,10 @@ def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None =
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 exit_code = process.wait()
-        except BaseException:  # Ctrl-C: stop the ranks too, keep what was written
+        except BaseException:  # Ctrl-C: stop the ranks too, and say so in the record
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            finalize_record(run, run_dir, command, None, time.perf_counter() - start, interrupted=True)
             raise
     return finalize_record(run, run_dir, command, exit_code, time.perf_counter() - start, timed_out)
 

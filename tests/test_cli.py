@@ -89,3 +89,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.multiproc
+def test_a_run_over_its_time_limit_is_stopped_and_recorded(tmp_path):
+    scenario = tiny_scenario("slow", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}], train={"steps": 1000})
+    code, records = run_scenario(tmp_path, scenario, "--timeout", "4")
+    record = records["data_parallel-bce-mpi-p2-r0"]
+    assert code == 1 and record["status"] == "failed"
+    assert record["error"].startswith("timed out after") and "--timeout" in record["error"]
+    assert record["wall_s"] < 60  # the ranks were stopped, not waited for
+
+
+def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
+    import subprocess
+
+    from suite.launch import LaunchOptions, launch, prepare
+    from suite.scenario import expand, parse_scenario
+
+    run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
+    run_dir = prepare(run, tmp_path)
+
+    class Interrupted(subprocess.Popen):
+        def wait(self, timeout=None):
+            if timeout == 1.0:
+                raise KeyboardInterrupt  # as if the user pressed Ctrl-C while the run was going
+            return super().wait(timeout)
+
+    monkeypatch.setattr("suite.launch.subprocess.Popen", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        launch(run, run_dir, LaunchOptions())
+    record = json.loads((run_dir / "result.json").read_text())
+    assert record["status"] == "failed" and record["error"].startswith("interrupted after")
+    assert record["run_id"] == run.run_id and record["exit_code"] is None
