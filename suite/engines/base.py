@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -107,6 +107,7 @@ class Engine(ABC):
         self.local_rank = 0
         self.local_size = 1
         self.device = torch.device("cpu")
+        self._splits: dict[tuple[tuple[int, ...], ...], Group] = {}
 
     # --- life cycle ---------------------------------------------------------------------------
     @abstractmethod
@@ -128,6 +129,21 @@ class Engine(ABC):
     @abstractmethod
     def split(self, groups: list[list[int]]) -> Group:
         """Create one communicator per list of world ranks (collective); return this rank's."""
+
+    def _split_with(self, groups: list[list[int]], new_handle: Callable[[list[int]], Any]) -> Group:
+        """:meth:`split` for engines where every rank creates every group's handle, in order.
+
+        ``new_handle(ranks)`` makes the engine's object for a group of two or more ranks; a group
+        of one never communicates and gets none. Creating handles is collective and done once
+        per split.
+        """
+        key = tuple(tuple(ranks) for ranks in groups)
+        if key not in self._splits:
+            for index, ranks in enumerate(groups):
+                handle = new_handle(list(ranks)) if len(ranks) > 1 else None
+                if self.rank in ranks:
+                    self._splits[key] = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle)
+        return self._splits[key]
 
     def world(self) -> Group:
         """The group of all ranks."""

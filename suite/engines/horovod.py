@@ -51,10 +51,6 @@ class HorovodReplica(Replica):
 class HorovodEngine(Engine):
     name = "horovod"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._groups: dict[tuple[tuple[int, ...], ...], Group] = {}
-
     def start(self) -> None:
         import horovod.torch as hvd
 
@@ -69,20 +65,12 @@ class HorovodEngine(Engine):
         self.hvd.shutdown()
 
     def split(self, groups: list[list[int]]) -> Group:
-        key = tuple(tuple(r) for r in groups)
-        if key not in self._groups:
-            mine = None
-            for index, ranks in enumerate(groups):
-                if len(ranks) == 1:
-                    handle = None  # a group of one never communicates
-                elif len(groups) == 1 and len(ranks) == self.size:
-                    handle = self.hvd.global_process_set
-                else:
-                    handle = self.hvd.add_process_set(list(ranks))
-                if self.rank in ranks:
-                    mine = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle)
-            self._groups[key] = mine
-        return self._groups[key]
+        def new_handle(ranks: list[int]):
+            if len(groups) == 1 and len(ranks) == self.size:
+                return self.hvd.global_process_set
+            return self.hvd.add_process_set(ranks)
+
+        return self._split_with(groups, new_handle)
 
     def _replicate(self, network, optimizer, group, name) -> Replica:
         return HorovodReplica(network, optimizer, self, group, name)

@@ -80,7 +80,6 @@ class TorchEngine(Engine):
     def __init__(self, launch) -> None:
         super().__init__()
         self.launch = launch
-        self._groups: dict[tuple[tuple[int, ...], ...], Group] = {}
 
     def start(self) -> None:
         self.rank, self.size = self.launch.rank, self.launch.size
@@ -100,18 +99,7 @@ class TorchEngine(Engine):
             dist.destroy_process_group()
 
     def split(self, groups: list[list[int]]) -> Group:
-        key = tuple(tuple(r) for r in groups)
-        if key not in self._groups:
-            mine = None
-            for index, ranks in enumerate(groups):  # every rank creates every group, in order
-                if len(ranks) == 1:
-                    handle = None  # a group of one never communicates
-                else:
-                    handle = dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD
-                if self.rank in ranks:
-                    mine = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle)
-            self._groups[key] = mine
-        return self._groups[key]
+        return self._split_with(groups, lambda ranks: dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD)
 
     def _replicate(self, network, optimizer, group, name) -> Replica:
         return DDPReplica(network, optimizer, self, group)
