@@ -70,8 +70,8 @@ class LaunchOptions:
     extra: list[str] = field(default_factory=list)  # appended to the launcher's own options
 
 
-def _worker(opts: LaunchOptions, run_dir: Path, module_flag: str = "-m") -> list[str]:
-    return [opts.python, module_flag, "suite.worker", str(run_dir)]
+def _worker(opts: LaunchOptions, run_dir: Path) -> list[str]:
+    return [opts.python, "-m", "suite.worker", str(run_dir)]
 
 
 def _tool(name: str, python: str) -> str:

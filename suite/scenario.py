@@ -22,9 +22,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-STRATEGIES = ("data_parallel", "conditional", "label_partitioned", "cellular")
-ENGINES = ("horovod", "torch", "mpi", "deepspeed")
-LOSSES = ("bce", "wgan-gp", "mse", "heuristic", "mustangs")
+# Which losses and engines each strategy takes (the Literal types of RunSpec list every name).
 STRATEGY_LOSSES = {
     "data_parallel": ("bce", "wgan-gp"),
     "conditional": ("bce", "wgan-gp"),
@@ -511,9 +509,9 @@ def expand(scenario: Scenario) -> list[Run]:
                         label=spec.label,
                     )
                 )
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     for run in runs:
         if run.run_id in seen:
             raise ScenarioError(f"{scenario.name}: two runs share the id {run.run_id}; give one of the entries a label")
-        seen[run.run_id] = 1
+        seen.add(run.run_id)
     return runs
