@@ -110,7 +110,7 @@ def cmd_report(args) -> int:
 def cmd_sample(args) -> int:
     import numpy as np
 
-    from .results import GENERATOR_FILE
+    from .results import GENERATOR_FILE, atomic_write
     from .sampling import GeneratorBundle, Sampler
 
     bundle = GeneratorBundle.load(Path(args.run_dir) / GENERATOR_FILE)
@@ -118,10 +118,8 @@ def cmd_sample(args) -> int:
         raise UsageError("--n: must be at least 1")
     images, labels = Sampler(bundle).sample(args.n, seed=args.seed)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.npz")
-    np.savez(tmp, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
-    tmp.replace(out)
+    with atomic_write(out) as tmp:
+        np.savez(tmp, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
     print(f"{args.n} samples written to {out} (images {tuple(images.shape)} in [-1, 1], labels {'-1: unconditional' if (labels < 0).all() else 'per sample'})")
     return 0
 

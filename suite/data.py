@@ -26,6 +26,12 @@ DIGITS_TEST_FRACTION = 0.2
 DIGITS_SPLIT_SEED = 0
 
 
+def class_prior(labels: np.ndarray) -> dict[int, float]:
+    """Fraction of ``labels`` in each class present."""
+    values, counts = np.unique(labels, return_counts=True)
+    return {int(v): float(c) / len(labels) for v, c in zip(values, counts)}
+
+
 class DataError(RuntimeError):
     """A dataset could not be loaded; the message says where we looked and what to do."""
 
@@ -67,8 +73,7 @@ class ImageData:
 
     def class_prior(self) -> dict[int, float]:
         """Fraction of images in each present class: the p(y) of seed 000's factorisation."""
-        values, counts = np.unique(self.labels, return_counts=True)
-        return {int(v): float(c) / len(self.labels) for v, c in zip(values, counts)}
+        return class_prior(self.labels)
 
     def fetch(self, indices: Sequence[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Return ``(images, labels)`` for the given row indices."""

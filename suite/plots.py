@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .results import atomic_write
+
 
 def image_grid(images: torch.Tensor, columns: int | None = None, pad: int = 2) -> np.ndarray:
     """(N, C, H, W) images in [-1, 1] -> one uint8 (rows*H, cols*W, C) array with padding."""
@@ -31,7 +33,5 @@ def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = 
     picture = Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid)
     if scale > 1:
         picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
-    path = Path(path)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    picture.save(tmp)
-    tmp.replace(path)
+    with atomic_write(path) as tmp:
+        picture.save(tmp)

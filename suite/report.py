@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .results import SAMPLES_FILE, iter_records, load_records
+from .results import SAMPLES_FILE, atomic_write_text, iter_records, load_records
 
 log = logging.getLogger(__name__)
 DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -317,8 +317,9 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines.append(markdown_table(runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))))
 
     plots: list[str] = []
+    scaling_tables = {scaling: scaling_table(frame, scaling) for scaling in ("strong", "weak")}
     for scaling, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
-        table = scaling_table(frame, scaling)
+        table = scaling_tables[scaling]
         table.to_csv(out_dir / f"{scaling}_scaling.csv", index=False)
         lines.append(f"## {title}\n")
         if table.empty:
@@ -331,7 +332,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
         plots += plot_scaling(table, scaling, out_dir)
 
     lines.append("## Speedup and efficiency\n")
-    both = pd.concat([scaling_table(frame, "strong").assign(scaling="strong"), scaling_table(frame, "weak").assign(scaling="weak")], ignore_index=True)
+    both = pd.concat([table.assign(scaling=scaling) for scaling, table in scaling_tables.items()], ignore_index=True)
     both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
     if both.empty:
         lines.append("_No successful runs._\n")
@@ -390,8 +391,8 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines.append("\n")
     lines.append(DEFINITIONS)
     path = out_dir / "report.md"
-    path.write_text("\n".join(lines))
-    (out_dir / "records.json").write_text(json.dumps(records, indent=1))
+    atomic_write_text(path, "\n".join(lines))
+    atomic_write_text(out_dir / "records.json", json.dumps(records, indent=1))
     return path
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .models import Generator
+from .results import atomic_write
 from .seeding import derive_seed, torch_generator
 
 BUNDLE_FORMAT = 1
@@ -47,10 +48,8 @@ class GeneratorBundle:
         return {"format": BUNDLE_FORMAT, **self.__dict__}
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)  # written beside the target, then renamed: never half-written
-        tmp = path.with_suffix(".tmp")
-        torch.save(self.to_dict(), tmp)
-        tmp.replace(path)
+        with atomic_write(path) as tmp:
+            torch.save(self.to_dict(), tmp)
 
     @classmethod
     def load(cls, path: str | Path) -> "GeneratorBundle":

@@ -99,17 +99,7 @@ def _score(run: Run, outcome, device) -> tuple[dict, list[dict], dict[str, dict]
     from .metrics import Reference, evaluate_sampler
     from .sampling import Sampler
 
-    ref = Reference(
-        dataset=run.dataset.name,
-        image_size=run.dataset.image_size,
-        root=run.dataset.root,
-        split=run.dataset.split,
-        classes=run.dataset.classes,
-        features=run.metrics.features,
-        n=run.metrics.samples,
-        inception_weights=run.metrics.inception_weights,
-        device=str(device),
-    )
+    ref = Reference.for_run(run, device)
     networks = ref.networks()
     quality = evaluate_sampler(Sampler(outcome.bundle, device), ref, seed=run.train.seed, networks=networks)
     curve = []

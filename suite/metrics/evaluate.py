@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data import load_dataset
+from ..data import class_prior, load_dataset
+from ..results import atomic_write
 from .features import ClassifierNet, ClassifierSpec, FeatureNet, cache_dir, feature_net
-from .scores import frechet_distance, inception_score, statistics, total_variation
+from .scores import fid, frechet_distance, inception_score, statistics, total_variation
 
 log = logging.getLogger(__name__)
 MIN_PER_CLASS = 10  # per-class FID is not reported from fewer samples than this
@@ -41,6 +42,13 @@ class Reference:
     inception_weights: str | None = None
     device: str = "cpu"
 
+    @classmethod
+    def for_run(cls, run, device) -> "Reference":
+        """The real data of ``run`` (a :class:`suite.scenario.Run`), scored as its metrics settings say."""
+        return cls(dataset=run.dataset.name, image_size=run.dataset.image_size, root=run.dataset.root,
+                   split=run.dataset.split, classes=run.dataset.classes, features=run.metrics.features,
+                   n=run.metrics.samples, inception_weights=run.metrics.inception_weights, device=str(device))
+
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
         """(feature network for IS/FID, suite classifier for class predictions)."""
         net = feature_net(self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device)
@@ -50,7 +58,7 @@ class Reference:
         return net, classifier
 
 
-def _real_statistics(ref: Reference, net: FeatureNet) -> dict:
+def real_statistics(ref: Reference, net: FeatureNet) -> dict:
     """Real-data mean/covariance, overall and per class, cached per dataset/split/network/n."""
     key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n])
     path = cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.npz"
@@ -63,16 +71,9 @@ def _real_statistics(ref: Reference, net: FeatureNet) -> dict:
     features, _ = net(images)
     mu, sigma = statistics(features)
     stats = {"mu": mu, "sigma": sigma, "n": np.array(len(rows)), "labels": labels.numpy(), "features": features}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, **stats)
-    tmp.replace(path)
+    with atomic_write(path) as tmp:
+        np.savez(tmp, **stats)
     return stats
-
-
-def _prior(labels: np.ndarray) -> dict[int, float]:
-    values, counts = np.unique(labels, return_counts=True)
-    return {int(v): float(c) / len(labels) for v, c in zip(values, counts)}
 
 
 def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref: Reference, networks=None) -> dict:
@@ -81,7 +82,7 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
     if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
         raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
     net, classifier = networks or ref.networks()
-    real = _real_statistics(ref, net)
+    real = real_statistics(ref, net)
     features, probs = net(images)
     quality: dict = {"features": net.name, "features_detail": net.detail, "n": int(len(images)), "n_real": int(real["n"])}
     if probs is not None:
@@ -96,7 +97,7 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
     predicted = class_probs.argmax(axis=1)
     known = labels >= 0
     real_labels = real["labels"]
-    quality["tvd"] = total_variation(predicted, _prior(real_labels))
+    quality["tvd"] = total_variation(predicted, class_prior(real_labels))
     quality["label_acc"] = float(np.mean(predicted[known] == labels[known])) if known.all() else None
     quality["classifier_accuracy"] = classifier.info["heldout_accuracy"]
 
@@ -107,7 +108,7 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
         mine, theirs = features[groups == c], real["features"][real_labels == c]
         per_class_n[str(c)] = int(len(mine))
         if len(mine) >= MIN_PER_CLASS and len(theirs) >= MIN_PER_CLASS:
-            per_class[str(c)] = frechet_distance(*statistics(mine), *statistics(theirs))
+            per_class[str(c)] = fid(mine, theirs)
         else:
             per_class[str(c)] = None
     quality["fid_per_class"] = per_class

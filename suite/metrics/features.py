@@ -31,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..data import ImageData, load_dataset
-from ..results import atomic_write_text
+from ..results import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -256,10 +256,8 @@ def load_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]
         return net.to(device).eval(), json.loads(meta.read_text())
     log.info("training the %s feature classifier (cached in %s)", spec.key, folder)
     net, info = train_classifier(spec, device)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = weights.with_suffix(".tmp")
-    torch.save({k: v.cpu() for k, v in net.state_dict().items()}, tmp)
-    tmp.replace(weights)
+    with atomic_write(weights) as tmp:
+        torch.save({k: v.cpu() for k, v in net.state_dict().items()}, tmp)
     atomic_write_text(meta, json.dumps(info, indent=2))
     return net, info
 

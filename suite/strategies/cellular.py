@@ -40,11 +40,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..losses import MUSTANGS_CHOICES, get_loss
+from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
-from .base import Outcome, make_bundle
+from .base import Outcome, cpu_state, make_bundle
 from .grid import OFFSETS, cells, es_step, mutate_learning_rate, neighbourhood, owner, process_grid, propose_weights, tournament
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class CellState:
     lr_d: list[float]
     mixture: np.ndarray  # weights over the neighbourhood's generators
     mixture_score: float = float("inf")
-    loss_name: str | None = None  # Mustangs per cell: drawn once
+    fixed_loss: Loss | None = None  # Mustangs per cell: drawn once
     history: list[dict] = field(default_factory=list)
 
     @property
@@ -246,14 +246,14 @@ class Cellular:
         width = len(neighbourhood(c, self.grid, self.cfg.neighbourhood)) * self.cfg.population
         cell = CellState(c, gs, ds, og, od, [lr] * self.cfg.population, [lr] * self.cfg.population, np.full(width, 1.0 / width))
         if self.run.loss == "mustangs" and self.cfg.mustangs_choice == "cell":
-            cell.loss_name = random.Random(derive_seed(self.seed, "mustangs", c)).choice(MUSTANGS_CHOICES)
+            cell.fixed_loss = mustangs_draw(random.Random(derive_seed(self.seed, "mustangs", c)))
         return cell
 
     # --- helpers ---------------------------------------------------------------------------------------------
-    def _loss(self, cell: CellState, rng: random.Random):
+    def _loss(self, cell: CellState, rng: random.Random) -> Loss:
         if self.run.loss != "mustangs":
             return get_loss(self.run.loss)
-        return get_loss(cell.loss_name or rng.choice(MUSTANGS_CHOICES))
+        return cell.fixed_loss or mustangs_draw(rng)
 
     def _batch(self, *name) -> torch.Tensor:
         rng = np.random.default_rng(derive_seed(self.seed, "batch", *name))
@@ -356,18 +356,17 @@ class Cellular:
         real, z = self._batch("replace", cell.coords, it), self._noise("replace", cell.coords, it)
         g_fit, _ = self._fitness(cand_g, discs, real, z, loss)
         _, d_fit = self._fitness(gens, cand_d, real, z, loss)
+        cand_lr_g = list(cell.lr_g) + [o[2] for o in old]
+        cand_lr_d = list(cell.lr_d) + [o[3] for o in old]
         keep_g = sorted(range(2 * p), key=lambda i: (g_fit[i], i))[:p]
         keep_d = sorted(range(2 * p), key=lambda i: (d_fit[i], i))[:p]
-        new_g = [cand_g[i].state_dict() if i < p else old[i - p][0].state_dict() for i in keep_g]
-        new_d = [cand_d[i].state_dict() if i < p else old[i - p][1].state_dict() for i in keep_d]
-        lr_g = [cell.lr_g[i] if i < p else old[i - p][2] for i in keep_g]
-        lr_d = [cell.lr_d[i] if i < p else old[i - p][3] for i in keep_d]
-        new_g = [{k: v.clone() for k, v in sd.items()} for sd in new_g]
-        new_d = [{k: v.clone() for k, v in sd.items()} for sd in new_d]
+        # copies first: a kept network may be one of the cell's own, about to be overwritten
+        new_g = [{k: v.clone() for k, v in cand_g[i].state_dict().items()} for i in keep_g]
+        new_d = [{k: v.clone() for k, v in cand_d[i].state_dict().items()} for i in keep_d]
         for s in range(p):
             cell.generators[s].load_state_dict(new_g[s])
             cell.discriminators[s].load_state_dict(new_d[s])
-        cell.lr_g, cell.lr_d = lr_g, lr_d
+        cell.lr_g, cell.lr_d = [cand_lr_g[i] for i in keep_g], [cand_lr_d[i] for i in keep_d]
 
     def mixture_members(self, cell: CellState, hood, states) -> list[tuple[str, nn.Module]]:
         """(key, generator) of the cell's mixture: its own current generators and its neighbours'."""
@@ -400,11 +399,11 @@ class MixtureScorer:
     """FID of a weighted mixture of generators on ``n`` samples, with the run's feature network."""
 
     def __init__(self, run: Run, device, networks, reference):
-        from ..metrics.evaluate import _real_statistics
+        from ..metrics.evaluate import real_statistics
 
         self.n, self.device, self.latent = run.cellular.mixture_samples, device, run.model.latent_dim
         self.net = networks[0]
-        self.real = _real_statistics(reference, self.net)
+        self.real = real_statistics(reference, self.net)
         self.name = self.net.name
 
     @torch.no_grad()
@@ -424,27 +423,18 @@ class MixtureScorer:
         return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])
 
 
-def _reference(run: Run, device):
-    from ..metrics import Reference
-
-    return Reference(dataset=run.dataset.name, image_size=run.dataset.image_size, root=run.dataset.root,
-                     split=run.dataset.split, classes=run.dataset.classes, features=run.metrics.features,
-                     n=run.metrics.samples, inception_weights=run.metrics.inception_weights, device=str(device))
-
-
 def train(run: Run, engine, data, telemetry) -> Outcome:
-    import copy
+    from ..metrics import Reference
 
     if not hasattr(engine, "world_comm"):
         raise ValueError(f"the cellular strategy runs on the mpi engine, not {engine.name}")
-    reference = _reference(run, engine.device)
-    # The feature network and real statistics are prepared once, by rank 0, before the clock matters.
-    if engine.rank == 0:
-        networks = reference.networks()
-        MixtureScorer(run, engine.device, networks, reference)
+    reference = Reference.for_run(run, engine.device)
+    # Rank 0 prepares (and caches) the feature network and real statistics first; the others
+    # then read them from the cache instead of all computing them at once.
+    scorer = MixtureScorer(run, engine.device, reference.networks(), reference) if engine.rank == 0 else None
     engine.barrier()
-    networks = reference.networks() if engine.rank else networks
-    scorer = MixtureScorer(run, engine.device, networks, reference)
+    if scorer is None:
+        scorer = MixtureScorer(run, engine.device, reference.networks(), reference)
     strategy = Cellular(run, engine, data, telemetry, scorer)
 
     for it in range(strategy.iterations):
@@ -456,7 +446,7 @@ def train(run: Run, engine, data, telemetry) -> Outcome:
             log.info("iteration %d/%d, %.0fs elapsed", it + 1, strategy.iterations, telemetry.clock())
 
     # After training (not counted): every cell's generators and mixture go to rank 0.
-    mine = {c: {"generators": [copy.deepcopy({k: v.cpu() for k, v in g.state_dict().items()}) for g in cell.generators],
+    mine = {c: {"generators": [cpu_state(g) for g in cell.generators],
                 "mixture": cell.mixture.tolist(), "score": cell.mixture_score, "history": cell.history,
                 "lr_g": cell.lr_g, "lr_d": cell.lr_d}
             for c, cell in strategy.cells.items()}

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..results import atomic_write
 from ..scenario import Run
 from ..training import GanTrainer, TrainingError
 from .base import Outcome, cpu_state, make_bundle, parameter_digest
@@ -50,12 +51,6 @@ def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int
     return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
 
 
-def _save(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
-
-
 def _load_classes(scratch: Path, classes: list[int]) -> list[dict]:
     missing = [c for c in classes if not (scratch / f"class{c}.pt").is_file()]
     if missing:
@@ -79,12 +74,12 @@ def train(run: Run, engine, data, telemetry, scratch: Path) -> Outcome:
 
     # The first rank of each group writes its classes' generators; rank 0 reads them all.
     if group.rank == 0:
-        scratch.mkdir(parents=True, exist_ok=True)
         for label, r in results:
-            _save(scratch / f"class{label}.pt", {
-                "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
-                "snapshots": [(snap["clock_s"], cpu_state(snap["state"])) for snap in r.snapshots],
-            })
+            with atomic_write(scratch / f"class{label}.pt") as tmp:
+                torch.save({
+                    "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
+                    "snapshots": [(snap["clock_s"], cpu_state(snap["state"])) for snap in r.snapshots],
+                }, tmp)
     engine.barrier()
     fields = {
         "classes": [int(c) for c in data.classes],
