@@ -53,7 +53,7 @@ def cmd_run(args) -> int:
         command_for(run, out / run.run_id, opts)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(Path(args.scenario).read_text())
-    run_dirs = [prepare(run, out) for run in runs]  # run.json: all a worker needs, also for hand launches
+    run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
     if args.dry_run:
         for run, run_dir in zip(runs, run_dirs):
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .launchenv import node_cores, threads_per_rank
 from .results import RUN_FILE, read_record, update_record, write_record
 from .scenario import Run
 
@@ -80,17 +81,26 @@ def _tool(name: str, python: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
-def placement(run: Run, opts: LaunchOptions) -> tuple[int, int]:
-    """(nodes, ranks per node) for ``run``: ranks fill nodes of ``ranks_per_node`` in turn.
+def placement(run: Run, opts: LaunchOptions, procs: int | None = None) -> tuple[int, int]:
+    """(nodes, ranks per node) for ``run`` (or ``procs`` ranks of it): ranks fill nodes of
+    ``ranks_per_node`` in turn; local launches put every rank on this machine.
 
     A run smaller than the allocation uses only the nodes it needs.
     """
-    k = opts.ranks_per_node or -(-run.procs // opts.nodes)
-    per_node = min(k, run.procs)
-    nodes = -(-run.procs // per_node)
+    procs = procs or run.procs
+    if opts.launcher == "local":
+        return 1, procs
+    k = opts.ranks_per_node or -(-procs // opts.nodes)
+    per_node = min(k, procs)
+    nodes = -(-procs // per_node)
     if nodes > opts.nodes:
-        raise LaunchError(f"{run.run_id}: {run.procs} ranks need {nodes} nodes of {per_node} ranks, more than --nodes {opts.nodes}")
+        raise LaunchError(f"{run.run_id}: {procs} ranks need {nodes} nodes of {per_node} ranks, more than --nodes {opts.nodes}")
     return nodes, per_node
+
+
+def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
+    """Ranks per node of the largest run of ``run``'s sweep: what threads per rank are based on."""
+    return placement(run, opts, max(run.sweep_procs or [run.procs]))[1]
 
 
 def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
@@ -169,11 +179,14 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
 
 
 def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
-    """Environment of a local launch: threads per rank, MPI as root, the venv's tools on PATH."""
+    """Environment of a launch: threads per rank, MPI as root, the venv's tools on PATH.
+
+    ``OMP_NUM_THREADS`` follows the worker's own rule (:func:`suite.launchenv.threads_per_rank`)
+    for this machine's cores; on a cluster each worker applies the rule to its node again.
+    """
     env = dict(os.environ)
-    cores = os.cpu_count() or 1
-    per_node = run.procs if opts.launcher == "local" else placement(run, opts)[1]
-    threads = run.train.threads or max(1, cores // per_node)
+    cores, _ = node_cores()
+    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or placement(run, opts)[1], cores)
     env["OMP_NUM_THREADS"] = str(threads)
     env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -256,8 +269,13 @@ def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None =
     return finalize_record(run, run_dir, command, exit_code, time.perf_counter() - start, timed_out)
 
 
-def prepare(run: Run, results_dir: Path) -> Path:
-    """Create ``results_dir/RUN_ID`` with its ``run.json``; return the folder."""
+def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
+    """Create ``results_dir/RUN_ID`` with its ``run.json``; return the folder.
+
+    The run's sweep placement (ranks per node of its largest run) is recorded here, so that a
+    worker started by hand from ``run.json`` picks the same threads per rank as ``suite run``.
+    """
+    run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
     run_dir = results_dir / run.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     run.save(run_dir / RUN_FILE)

@@ -24,9 +24,6 @@ class LaunchInfo:
     local_rank: int
     local_size: int
 
-    def as_dict(self) -> dict:
-        return dict(launcher=self.launcher, rank=self.rank, size=self.size, local_rank=self.local_rank, local_size=self.local_size)
-
 
 def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
     for name in names:
@@ -75,3 +72,26 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
             raise ValueError(f"inconsistent {launcher} environment: rank {rank} of {size}, local rank {local_rank} of {local_size}")
         return LaunchInfo(launcher, rank, size, local_rank, local_size)
     return LaunchInfo("none", 0, 1, 0, 1)
+
+
+def node_cores() -> tuple[int, int]:
+    """(cores of this node, cores this process may run on)."""
+    cores = os.cpu_count() or 1
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    return cores, allowed
+
+
+def threads_per_rank(requested: int | None, sweep_ranks_per_node: int, cores: int, allowed: int | None = None) -> int:
+    """CPU threads for one rank of a run: the one rule the launcher and the worker share.
+
+    ``train.threads`` (``requested``) wins. A rank that its launcher bound to fewer cores than
+    the node has (``jsrun -c``, ``srun --cpus-per-task``, ``mpirun --bind-to``) uses those
+    ``allowed`` cores. Otherwise the node's cores are shared by the *sweep's* largest number of
+    ranks per node, so every process count of a sweep runs with the same threads per rank and
+    P=1 and P=2 differ only in processes.
+    """
+    if requested:
+        return requested
+    if allowed is not None and allowed < cores:
+        return max(1, allowed)
+    return max(1, cores // max(1, sweep_ranks_per_node))

@@ -92,9 +92,9 @@ class TrainConfig:
     seed: int = 0
     """Every random number of a run derives from this."""
     warmup_steps: int = 2
-    """Steps left out of the timed window."""
+    """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
     threads: int | None = None
-    """CPU threads per rank (default: cores on the node / ranks on the node)."""
+    """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node)."""
 
 
 @dataclass
@@ -178,7 +178,7 @@ class RunSpec:
     grid: list[int] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
     grids: list[list[int]] | None = None
-    """Cellular grids for weak scaling, one per procs entry (rows x cols == procs)."""
+    """Cellular grids for weak scaling, one per procs entry, with the same cells per rank in each."""
     scaling: Literal["strong", "weak"] | None = None
     """Overrides the scenario's scaling for this entry."""
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
@@ -230,6 +230,10 @@ class Run:
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     grid: list[int] | None = None
     label: str | None = None
+    sweep_procs: list[int] | None = None
+    """Process counts of this run's sweep (its ``runs`` entry)."""
+    sweep_ranks_per_node: int | None = None
+    """Ranks per node of the sweep's largest run (set by ``suite run``): threads per rank follow it."""
 
     def identity(self) -> dict[str, Any]:
         """The fields that name this run in its record (also in a failed record)."""
@@ -409,9 +413,14 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
         else:
             if spec.grids is None or len(spec.grids) != len(spec.procs):
                 fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
+            blocks = set()
             for p, g in zip(spec.procs, spec.grids):
-                if len(g) != 2 or min(g) < 1 or g[0] * g[1] != p:
-                    fail(f"{path}.grids", f"grid {g} must have rows x cols == procs ({p}): one cell per rank")
+                if len(g) != 2 or min(g) < 1 or (g[0] * g[1]) % p:
+                    fail(f"{path}.grids", f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells")
+                blocks.add(g[0] * g[1] // p)
+            if len(blocks) > 1:
+                fail(f"{path}.grids", f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
+                                      "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)")
     elif spec.grid is not None or spec.grids is not None:
         fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
     batch = scenario.train.batch_size
@@ -507,6 +516,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         deepspeed=spec.deepspeed,
                         grid=grid,
                         label=spec.label,
+                        sweep_procs=list(spec.procs),
                     )
                 )
     seen: set[str] = set()

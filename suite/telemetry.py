@@ -1,16 +1,25 @@
-"""Per-rank measurements: step time split into data, compute and communication wait;
-throughput; CPU and host memory; GPU utilisation and memory from NVML.
+"""Per-rank measurements: the training window, step times split into data, compute and
+communication wait, their spread, throughput, FLOPs, CPU and host memory, GPU utilisation.
 
 What is measured, precisely:
 
-* A **step** is one generator update and the discriminator updates before it.
-* **data** is time spent fetching and moving a batch; **comm** is time the rank was blocked in
-  communication (see each engine for how that is observed); **compute** is the rest of the
-  step's wall time. On CUDA each step ends with a device synchronisation so that the times
-  belong to the step that caused them.
-* The **timed window** starts after ``warmup_steps`` steps; throughput and per-step times come
-  from the window only, and the record says how many steps it covers.
+* The **training window** opens at a barrier after all set-up and warm-up steps
+  (:meth:`Telemetry.open_window`) and closes at a barrier after the last training step
+  (:meth:`Telemetry.close_window`). Only steps inside it count towards throughput and step times.
+* A **step** is one generator update and the discriminator updates before it (a cellular
+  iteration for the cellular strategy).
+* **data** is time spent fetching a batch and handing it to the device; **comm** is time the
+  rank was blocked on communication that computation did not hide (each engine marks where);
+  **compute** is the rest of the step.
+* Times are read from a :class:`HostTimeline` (the host clock) on CPUs and from a
+  :class:`CudaTimeline` (CUDA events on the current stream) on GPUs. CUDA events are read
+  lazily, at progress points and when the window closes, so the training loop never waits for
+  the device to report a step; and because they time the device's own stream, a collective
+  that NCCL completes asynchronously is timed where the stream actually waits for it.
 * **images** counts images that went through a discriminator: real plus generated.
+* Step-time spread: every step's seconds go into a bounded reservoir (a uniform sample of the
+  window's steps) for the median and 95th percentile; the mean and its 95 % confidence
+  interval come from exact running sums (steps treated as independent draws).
 * **GPU utilisation** is NVML's busy percentage of this rank's own device, and GPU memory
   NVML's memory in use on it, sampled every ``interval`` seconds in a background thread (mean
   and p95); the peak of this rank's tensors comes from PyTorch's allocator. On a CPU they are
@@ -19,15 +28,135 @@ What is measured, precisely:
 
 from __future__ import annotations
 
+import math
+import random
 import resource
 import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import numpy as np
 import psutil
 import torch
+
+RESERVOIR_SIZE = 4096
+"""Step times kept per rank for percentiles (a uniform sample once a window has more steps)."""
+MAX_PENDING_STEPS = 256
+"""Steps whose device timings may wait unread; reading them then costs one device sync."""
+
+
+# --- timelines: where a phase starts and ends ----------------------------------------------------
+
+
+class HostTimeline:
+    """Marks are readings of the host clock (CPU runs; every operation is synchronous there)."""
+
+    on_device = False
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+    def wait(self, mark: float) -> None:
+        """Block the host until the device has reached ``mark`` (nothing to wait for on a CPU)."""
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the device (nothing on a CPU)."""
+
+
+class CudaTimeline:
+    """Marks are CUDA events recorded on the current stream; elapsed times come from the device.
+
+    An event completes when the stream reaches it, so the time between two marks is what the
+    stream spent between them, including waiting for a collective on another stream. Reading
+    an elapsed time needs the later event to have completed (:meth:`wait`).
+    """
+
+    on_device = True
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def mark(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return start.elapsed_time(end) / 1000.0
+
+    def wait(self, mark: Any) -> None:
+        mark.synchronize()
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+
+def timeline_for(device: torch.device) -> HostTimeline | CudaTimeline:
+    """The timeline that times work on ``device``."""
+    return CudaTimeline(device) if device.type == "cuda" else HostTimeline()
+
+
+# --- step-time statistics ------------------------------------------------------------------------
+
+
+class StepTimes:
+    """Exact count, mean and variance of step times, plus a bounded uniform sample of them."""
+
+    def __init__(self, size: int = RESERVOIR_SIZE, seed: int = 0):
+        self.size = size
+        self.sample: list[float] = []
+        self.count = 0
+        self.mean = 0.0
+        self._m2 = 0.0
+        self._rng = random.Random(seed)
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        delta = seconds - self.mean
+        self.mean += delta / self.count
+        self._m2 += delta * (seconds - self.mean)
+        if len(self.sample) < self.size:
+            self.sample.append(seconds)
+        else:  # reservoir sampling: every step has the same chance to be kept
+            j = self._rng.randrange(self.count)
+            if j < self.size:
+                self.sample[j] = seconds
+
+    @property
+    def std(self) -> float | None:
+        return math.sqrt(self._m2 / (self.count - 1)) if self.count > 1 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "mean": self.mean if self.count else None, "std": self.std, "sample": list(self.sample)}
+
+
+def spread(step_dicts: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Median, 95th percentile, mean and 95 % confidence half-width of pooled step times.
+
+    ``step_dicts`` are :meth:`StepTimes.as_dict` results (one per rank). The mean and its
+    interval use the exact per-rank counts and moments; the percentiles use the samples.
+    """
+    from scipy import stats
+
+    parts = [d for d in step_dicts if d["count"]]
+    n = sum(d["count"] for d in parts)
+    if n == 0:
+        return {"p50": None, "p95": None, "mean": None, "ci95": None, "n": 0}
+    mean = sum(d["count"] * d["mean"] for d in parts) / n
+    # pooled variance: within-rank sums of squares plus between-rank spread of the means
+    ss = sum((d["count"] - 1) * (d["std"] or 0.0) ** 2 + d["count"] * (d["mean"] - mean) ** 2 for d in parts)
+    half = float(stats.t.ppf(0.975, n - 1) * math.sqrt(ss / (n - 1)) / math.sqrt(n)) if n > 1 else None
+    pooled = np.concatenate([np.asarray(d["sample"], dtype=float) for d in parts])
+    return {"p50": float(np.percentile(pooled, 50)), "p95": float(np.percentile(pooled, 95)),
+            "mean": mean, "ci95": half, "n": n}
+
+
+# --- resource sampling ------------------------------------------------------------------------------
 
 
 class ResourceSampler:
@@ -58,12 +187,11 @@ class ResourceSampler:
             if self.device.type == "cuda":
                 self._sample_gpu()
 
-    def __enter__(self) -> "ResourceSampler":
+    def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="suite-telemetry", daemon=True)
         self._thread.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -76,84 +204,193 @@ def summary(values: list[float]) -> dict[str, float] | None:
     return {"mean": float(np.mean(values)), "p95": float(np.percentile(values, 95))}
 
 
-class Telemetry:
-    """Step timers and counters of one rank."""
+# --- the telemetry of one rank --------------------------------------------------------------------
 
-    def __init__(self, device: torch.device, comm, warmup_steps: int):
-        self.device, self.comm, self.warmup_steps = device, comm, warmup_steps
-        self.steps = 0
+
+@dataclass
+class _Step:
+    """One step's marks, read when the step's device work is known to be done."""
+
+    begin: Any
+    end: Any
+    data: list[tuple[Any, Any]]
+    comm: list[tuple[Any, Any]]
+    images: int
+
+
+@dataclass
+class WindowTotals:
+    """What this rank did inside the training window."""
+
+    steps: int = 0
+    images: int = 0
+    step_seconds: float = 0.0  # sum of step times (the window minus time between steps)
+    data: float = 0.0
+    comm: float = 0.0
+    compute: float = 0.0
+    seconds: float = 0.0  # the window itself, barrier to barrier
+    busy_seconds: float = 0.0  # from the window's start to this rank's last step
+    comm_bytes: int = 0
+
+
+@dataclass
+class CommStats:
+    """Communication: payload bytes handed to collectives, and the waits they caused.
+
+    Engines call :meth:`add` with the bytes of a collective, the size of the group it ran in,
+    and, where the rank was blocked, a ``(start, end)`` pair of timeline marks around the
+    wait. The telemetry reads the waits into the step during which they happened.
+    """
+
+    bytes: int = 0
+    largest_group: int = 0  # ranks in the largest communicator used: shows where traffic went
+    waits: list[tuple[Any, Any]] = field(default_factory=list)
+
+    def add(self, nbytes: int, group_size: int, wait: tuple[Any, Any] | None = None) -> None:
+        self.bytes += int(nbytes)
+        self.largest_group = max(self.largest_group, group_size)
+        if wait is not None:
+            self.waits.append(wait)
+
+    def take_waits(self) -> list[tuple[Any, Any]]:
+        waits, self.waits = self.waits, []
+        return waits
+
+
+class Telemetry:
+    """Step timers, the training window and counters of one rank."""
+
+    def __init__(self, device: torch.device, comm: CommStats, timeline: HostTimeline | CudaTimeline | None = None):
+        self.device, self.comm = device, comm
+        self.timeline = timeline or timeline_for(device)
+        self.steps = 0  # all steps, warm-up included
         self.images = 0
-        self.phase = {"data": 0.0, "compute": 0.0, "comm": 0.0}
-        self.window = {"steps": 0, "images": 0, "seconds": 0.0, "data": 0.0, "compute": 0.0, "comm": 0.0}
-        self.comm_bytes_window = 0
-        self.train_start: float | None = None
-        self.train_seconds = 0.0
-        self.in_step = False
-        self._step_start = 0.0
-        self._step_data = 0.0
-        self._step_comm0 = (0.0, 0)
+        self.warmup = {"steps": 0, "images": 0, "seconds": 0.0}
+        self.window = WindowTotals()
+        self.step_times = StepTimes()
+        self.flops_per_step: int | None = None
+        self.in_window = False
+        self._window_start: float | None = None
+        self._warmup_start: float | None = None
+        self._window_bytes0 = 0
+        self._pending: list[_Step] = []
+        self._step: _Step | None = None
         self.sampler = ResourceSampler(device)
 
+    # --- phases ------------------------------------------------------------------------------------
+    def start_warmup(self) -> None:
+        """Set-up is over: warm-up steps follow (they train, but are not timed)."""
+        self._warmup_start = time.perf_counter()
+
+    def open_window(self) -> None:
+        """Start the training window (call right after a barrier that follows set-up and warm-up)."""
+        self.flush()
+        self.comm.take_waits()  # waits of set-up (initial broadcasts) belong to no step
+        if self._warmup_start is not None:
+            self.warmup["seconds"] = time.perf_counter() - self._warmup_start
+        self._window_bytes0 = self.comm.bytes
+        self.in_window = True
+        self.sampler.start()
+        self._window_start = time.perf_counter()
+
+    def training_done(self) -> None:
+        """This rank made its last training step (before the barrier that closes the window)."""
+        self.timeline.synchronize()
+        self.window.busy_seconds = self.clock()
+
+    def close_window(self) -> None:
+        """End the training window (call right after the barrier that follows the last step)."""
+        self.window.seconds = self.clock()
+        self.in_window = False
+        self.sampler.stop()
+        self.flush()
+        self.window.comm_bytes = self.comm.bytes - self._window_bytes0
+
     def clock(self) -> float:
-        """Seconds of training so far on this rank (the x-axis of quality-over-time curves)."""
-        return 0.0 if self.train_start is None else time.perf_counter() - self.train_start
+        """Seconds since the window opened, on the host (the x-axis of quality-over-time curves)."""
+        return 0.0 if self._window_start is None else time.perf_counter() - self._window_start
 
-    def start(self) -> None:
-        self.train_start = time.perf_counter()
-        self.sampler.__enter__()
-
-    def stop(self) -> None:
-        self.train_seconds = self.clock()
-        self.sampler.__exit__(None, None, None)
-
+    # --- steps ---------------------------------------------------------------------------------------
     def begin_step(self) -> None:
         """Start timing a step (no-op when one is already running)."""
-        if self.in_step:
-            return
-        self.in_step = True
-        self._step_start = time.perf_counter()
-        self._step_data = 0.0
-        self._step_comm0 = (self.comm.seconds, self.comm.bytes)
+        if self._step is None:
+            self._step = _Step(self.timeline.mark(), None, [], [], 0)
 
     @contextmanager
     def data(self) -> Iterator[None]:
-        start = time.perf_counter()
+        """Time fetching a batch and handing it to the device."""
+        start = self.timeline.mark()
         yield
-        self._step_data += time.perf_counter() - start
+        if self._step is not None:
+            self._step.data.append((start, self.timeline.mark()))
 
     def end_step(self, images: int) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.in_step = False
-        seconds = time.perf_counter() - self._step_start
-        comm = self.comm.seconds - self._step_comm0[0]
-        compute = max(0.0, seconds - self._step_data - comm)
-        for name, value in (("data", self._step_data), ("comm", comm), ("compute", compute)):
-            self.phase[name] += value
+        step, self._step = self._step, None
+        if step is None:
+            raise RuntimeError("end_step without begin_step")
+        step.end, step.images = self.timeline.mark(), images
+        step.comm = self.comm.take_waits()
         self.steps += 1
         self.images += images
-        if self.steps > self.warmup_steps:
-            w = self.window
-            w["steps"] += 1
-            w["images"] += images
-            w["seconds"] += seconds
-            w["data"] += self._step_data
-            w["comm"] += comm
-            w["compute"] += compute
-            self.comm_bytes_window += self.comm.bytes - self._step_comm0[1]
+        if not self.in_window:
+            self.warmup["steps"] += 1
+            self.warmup["images"] += images
+            return
+        self._pending.append(step)
+        if len(self._pending) >= MAX_PENDING_STEPS:
+            self.flush()
 
-    def as_dict(self) -> dict:
+    def flush(self) -> None:
+        """Read the pending steps' times (on a GPU: one wait for the last of them)."""
+        if not self._pending:
+            return
+        self.timeline.wait(self._pending[-1].end)
+        seconds = self.timeline.seconds
+        w = self.window
+        for step in self._pending:
+            total = seconds(step.begin, step.end)
+            data = sum(seconds(a, b) for a, b in step.data)
+            comm = sum(seconds(a, b) for a, b in step.comm)
+            w.steps += 1
+            w.images += step.images
+            w.step_seconds += total
+            w.data += data
+            w.comm += comm
+            w.compute += max(0.0, total - data - comm)
+            self.step_times.add(total)
+        self._pending.clear()
+
+    @contextmanager
+    def counting_flops(self) -> Iterator[None]:
+        """Count the floating-point operations of the enclosed step, once per rank.
+
+        Meant for the first warm-up step (counting slows the step down); later calls do nothing.
+        """
+        if self.flops_per_step is not None or self.in_window:
+            with nullcontext():
+                yield
+            return
+        from .flops import flop_counter
+
+        counter = flop_counter()
+        with counter:
+            yield
+        self.flops_per_step = int(counter.get_total_flops())
+
+    # --- the rank's measurements ---------------------------------------------------------------------
+    def as_dict(self) -> dict[str, Any]:
         """This rank's measurements (rank 0 merges all ranks' into the record)."""
         gpu = self.device.type == "cuda" and self.sampler.device.type == "cuda"
         peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        w = self.window
         return {
-            "train_s": self.train_seconds,
             "steps": self.steps,
             "images": self.images,
-            "phase_s": dict(self.phase),
-            "window": dict(self.window),
-            "comm_bytes_window": self.comm_bytes_window,
-            "images_per_s": self.window["images"] / self.window["seconds"] if self.window["seconds"] > 0 else None,
+            "warmup": dict(self.warmup),
+            "window": {**w.__dict__},
+            "step_times": self.step_times.as_dict(),
+            "images_per_s": w.images / w.seconds if w.seconds > 0 and w.steps else None,
+            "flops_per_step": self.flops_per_step,
             "cpu_util": summary(self.sampler.cpu_util),
             "host_mem_peak_bytes": peak_rss_kib * 1024,
             "gpu_util": summary(self.sampler.gpu_util) if gpu else None,

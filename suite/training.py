@@ -1,4 +1,4 @@
-"""Training of one GAN by the ranks of one group: the loop shared by the data-parallel,
+"""Training of one GAN by the ranks of one group: the steps shared by the data-parallel,
 conditional and label-partitioned strategies.
 
 The group sees the data as *global* batches: every epoch is a permutation drawn from the
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -29,6 +30,7 @@ from .syncbn import convert_sync_batchnorm
 from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+PROGRESS_POINTS = 10
 
 
 class TrainingError(RuntimeError):
@@ -42,7 +44,7 @@ class GanResult:
     key: str
     generator: torch.nn.Module
     steps: int = 0
-    history: list[dict] = field(default_factory=list)  # per epoch: losses and train clock
+    history: list[dict] = field(default_factory=list)  # at progress points: mean losses, step, clock
     snapshots: list[dict] = field(default_factory=list)  # generator weights along the way
 
 
@@ -53,15 +55,31 @@ def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     return run.train.lr, tuple(run.train.betas)
 
 
-def snapshot_epochs(epochs: int, points: int) -> set[int]:
-    """Epoch indices (0-based) after which to keep a generator snapshot; the last is always kept."""
-    if points <= 1:
-        return {epochs - 1}
-    return {int(round(x)) for x in np.linspace(0, epochs - 1, min(points, epochs))}
+def generator_steps(run: Run, images: int, global_batch: int) -> int:
+    """Generator steps of one GAN: ``train.epochs`` passes (capped by ``train.steps``).
+
+    A pass over ``images`` makes ``images // global_batch`` discriminator steps; WGAN-GP makes
+    ``n_critic`` of them per generator step.
+    """
+    n_critic = run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
+    steps = run.train.epochs * (images // global_batch) // n_critic
+    return min(steps, run.train.steps) if run.train.steps else steps
+
+
+def evenly_spaced_steps(total: int, points: int) -> list[int]:
+    """``points`` step counts spread evenly over ``total`` steps, ending at ``total``.
+
+    >>> evenly_spaced_steps(10, 3)
+    [3, 7, 10]
+    """
+    points = min(points, total)
+    if points < 1:
+        return []
+    return sorted({max(1, int(round(total * (i + 1) / points))) for i in range(points)})
 
 
 class GanTrainer:
-    """Builds one G/D pair for a group of ranks and trains it.
+    """Builds one G/D pair for a group of ranks and trains it step by step.
 
     Parameters
     ----------
@@ -78,9 +96,11 @@ class GanTrainer:
         Build the label-conditioned pair (Tables 3 and 4).
     global_batch:
         Images per step over the whole group.
-    generator_steps:
+    max_steps:
         Train exactly this many generator steps, however many epochs that takes (weak
-        scaling keeps the one-rank run's step count); default: ``train.epochs`` / ``train.steps``.
+        scaling keeps the one-rank run's step count); default: :func:`generator_steps`.
+    snapshot_points:
+        Keep this many generator snapshots at evenly spaced steps (the last at the end).
     """
 
     def __init__(
@@ -93,7 +113,8 @@ class GanTrainer:
         conditional: bool,
         global_batch: int,
         telemetry: Telemetry,
-        generator_steps: int | None = None,
+        max_steps: int | None = None,
+        snapshot_points: int = 0,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
@@ -112,16 +133,23 @@ class GanTrainer:
         self.local_batch = global_batch // group.size
         self.batches_per_epoch = len(data) // global_batch
         self.n_critic = run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
-        epoch_steps = run.train.epochs * self.batches_per_epoch // self.n_critic
-        self.max_steps = min(epoch_steps, run.train.steps) if run.train.steps else epoch_steps
-        if generator_steps is not None:
-            self.max_steps = generator_steps
+        self.max_steps = max_steps if max_steps is not None else generator_steps(run, len(data), global_batch)
         if self.max_steps < 1:
             raise TrainingError(
                 f"train.epochs: GAN '{key}' would make no generator step ({self.batches_per_epoch} batches per "
                 f"epoch, {self.n_critic} critic steps per generator step); train longer or use smaller batches"
             )
         self.generator, self.discriminator = self._build()
+        self.result = GanResult(key, self.generator.network)
+        self.snapshot_steps = set(evenly_spaced_steps(self.max_steps, snapshot_points))
+        self.progress_steps = set(evenly_spaced_steps(self.max_steps, PROGRESS_POINTS))
+        self.warmup_steps = 0
+        self._window_clock0 = 0.0
+        self._epoch, self._batch = 0, 0  # the next batch
+        self._batches: Any = None
+        # losses summed on the device since the last progress point, and how many were summed
+        self._loss_sums = torch.zeros(2, device=engine.device)
+        self._loss_steps = [0, 0]
 
     def _build(self) -> tuple[Replica, Replica]:
         run, device = self.run, self.engine.device
@@ -137,6 +165,8 @@ class GanTrainer:
             g = convert_sync_batchnorm(g, self.engine, self.group)
             d = convert_sync_batchnorm(d, self.engine, self.group)
         g, d = g.to(device), d.to(device)
+        g.train()
+        d.train()
         lr, betas = optimizer_settings(run)
         opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)
         opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)
@@ -144,6 +174,10 @@ class GanTrainer:
             self.engine.replicate(g, opt_g, self.group, f"{self.key}.G", self.local_batch),
             self.engine.replicate(d, opt_d, self.group, f"{self.key}.D", self.local_batch),
         )
+
+    @property
+    def done(self) -> bool:
+        return self.result.steps >= self.max_steps
 
     # --- the data and noise of one step --------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> np.ndarray:
@@ -154,6 +188,21 @@ class GanTrainer:
         lo = self.group.rank * self.local_batch
         return batches[:, lo : lo + self.local_batch]
 
+    def _next_batch(self) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor | None]:
+        """The name (epoch, batch) and the data of the next batch of this rank."""
+        if self._batches is None:
+            # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
+            self._batches = self.data.batches(self._epoch_batches(self._epoch), self.run.dataset.workers)
+        name = (self._epoch, self._batch)
+        with self.telemetry.data():
+            real, labels = next(self._batches)
+            real = real.to(self.engine.device, non_blocking=True)
+            labels = labels.to(self.engine.device, non_blocking=True) if self.conditional else None
+        self._batch += 1
+        if self._batch == self.batches_per_epoch:
+            self._epoch, self._batch, self._batches = self._epoch + 1, 0, None
+        return name, real, labels
+
     def _my_slice(self, draws: torch.Tensor) -> torch.Tensor:
         """This rank's part of draws made for the whole global batch."""
         lo = self.group.rank * self.local_batch
@@ -161,10 +210,10 @@ class GanTrainer:
 
     def _noise(self, *name: object) -> torch.Tensor:
         z = torch.randn(self.global_batch, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", self.key, *name))
-        return self._my_slice(z).to(self.engine.device)
+        return self._my_slice(z).to(self.engine.device, non_blocking=True)
 
     # --- training --------------------------------------------------------------------------------
-    def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> float:
+    def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
         g, d = self.generator.network, self.discriminator
         with torch.no_grad():
             fake = g(self._noise(*name, "d"), labels)
@@ -175,9 +224,9 @@ class GanTrainer:
         d.zero_grad()
         d.backward(d_loss)
         d.step()
-        return float(d_loss.detach())
+        return d_loss.detach()
 
-    def _generator_step(self, labels: torch.Tensor | None, name: tuple) -> float:
+    def _generator_step(self, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
         g, d = self.generator, self.discriminator
         with d.frozen():
             fake = g.module(self._noise(*name, "g"), labels)
@@ -185,48 +234,62 @@ class GanTrainer:
             g.zero_grad()
             g.backward(g_loss)
             g.step()
-        return float(g_loss.detach())
+        return g_loss.detach()
 
-    def _progress(self, step: int) -> None:
-        """A log line at every tenth of training (in RUN_DIR/log.txt), from the group's first rank."""
-        if self.group.rank == 0 and (step % max(1, self.max_steps // 10) == 0 or step == self.max_steps):
-            elapsed = self.telemetry.clock()
-            eta = elapsed / step * (self.max_steps - step)
-            log.info("%s: step %d/%d, %.0fs elapsed, ETA %.0fs", self.key, step, self.max_steps, elapsed, eta)
+    def step(self) -> None:
+        """One generator step: ``n_critic`` discriminator steps on the next batches, then G."""
+        telemetry = self.telemetry
+        with telemetry.counting_flops():
+            telemetry.begin_step()
+            for _ in range(self.n_critic):
+                name, real, labels = self._next_batch()
+                # dropout masks come from the global generator: seed it by the batch's name
+                torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
+                self._loss_sums[0] += self._discriminator_step(real, labels, name)
+            self._loss_sums[1] += self._generator_step(labels, name)
+            self.result.steps += 1
+            telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
+        self._loss_steps[0] += self.n_critic
+        self._loss_steps[1] += 1
+        steps = self.result.steps
+        if steps in self.snapshot_steps:
+            self.take_snapshot(scheduled=True)
+        if steps in self.progress_steps and self.group.rank == 0:
+            self._progress()
 
-    def train(self, snapshot_points: int = 0) -> GanResult:
-        """Train to ``train.epochs`` (or ``train.steps``); keep ``snapshot_points`` snapshots."""
-        result = GanResult(self.key, self.generator.network)
-        keep = snapshot_epochs(math.ceil(self.max_steps * self.n_critic / self.batches_per_epoch), snapshot_points)
-        torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank))
-        self.generator.network.train()
-        self.discriminator.network.train()
-        telemetry, epoch, critic_steps = self.telemetry, 0, 0
-        while result.steps < self.max_steps:
-            d_losses, g_losses = [], []
-            # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
-            batches = self.data.batches(self._epoch_batches(epoch), self.run.dataset.workers)
-            for b in range(self.batches_per_epoch):
-                telemetry.begin_step()
-                with telemetry.data():
-                    real, labels = next(batches)
-                    real = real.to(self.engine.device, non_blocking=True)
-                    labels = labels.to(self.engine.device) if self.conditional else None
-                d_losses.append(self._discriminator_step(real, labels, (epoch, b)))
-                critic_steps += 1
-                if critic_steps < self.n_critic:  # WGAN-GP: n_critic critic steps per generator step
-                    continue
-                critic_steps = 0
-                g_losses.append(self._generator_step(labels, (epoch, b)))
-                result.steps += 1
-                telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
-                self._progress(result.steps)
-                if result.steps >= self.max_steps:
-                    break
-            result.history.append(
-                {"epoch": epoch, "clock_s": telemetry.clock(), "d_loss": float(np.mean(d_losses)) if d_losses else None, "g_loss": float(np.mean(g_losses)) if g_losses else None}
-            )
-            if epoch in keep or result.steps >= self.max_steps:
-                result.snapshots.append({"epoch": epoch, "clock_s": telemetry.clock(), "state": copy.deepcopy(self.generator.network.state_dict())})
-            epoch += 1
-        return result
+    def take_snapshot(self, scheduled: bool = False) -> None:
+        """Keep the generator's current weights (on the device) with the step and window clock.
+
+        ``scheduled`` marks the snapshots at the evenly spaced steps of ``snapshot_points``.
+        """
+        state = copy.deepcopy(self.generator.network.state_dict())
+        self.result.snapshots.append({"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state,
+                                      "scheduled": scheduled})
+
+    def _progress(self) -> None:
+        """Mean losses since the last progress point (the only device reads of the loop) and a log line."""
+        d_sum, g_sum = self._loss_sums.tolist()
+        steps, clock = self.result.steps, self.telemetry.clock()
+        self.result.history.append({"step": steps, "epoch": self._epoch, "clock_s": clock,
+                                    "d_loss": d_sum / max(1, self._loss_steps[0]), "g_loss": g_sum / max(1, self._loss_steps[1])})
+        self._loss_sums.zero_()
+        self._loss_steps = [0, 0]
+        if self.telemetry.in_window and steps < self.max_steps:
+            mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
+            eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
+            log.info("%s: step %d/%d, %.0fs in the training window, ETA %.0fs", self.key, steps, self.max_steps, clock, eta)
+        else:
+            log.info("%s: step %d/%d", self.key, steps, self.max_steps)
+
+    def warm_up(self, steps: int) -> None:
+        """The first ``steps`` generator steps (they train; the window has not opened yet)."""
+        for _ in range(min(steps, self.max_steps - self.result.steps)):
+            self.step()
+            self.warmup_steps += 1
+
+    def train(self) -> GanResult:
+        """The remaining steps to ``max_steps``."""
+        self._window_clock0 = self.telemetry.clock()
+        while not self.done:
+            self.step()
+        return self.result

@@ -1,8 +1,9 @@
 """The per-rank entry point: ``python -m suite.worker RUN_DIR``.
 
 Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
-hand launches), starts the engine, trains with the run's strategy, and hands its measurements
-to rank 0, which scores the trained model and writes ``RUN_DIR/result.json``.
+hand launches), starts the engine, sets up the run's strategy, warms it up, trains inside the
+training window (between two barriers), and hands its measurements to rank 0, which
+packages and scores the trained model and writes ``RUN_DIR/result.json``.
 
 Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.worker results/x/RUN``,
 ``mpirun -np 4 python -m suite.worker ...``, ``torchrun --nproc_per_node 4 -m suite.worker ...``,
@@ -25,23 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .launchenv import LaunchInfo, detect
+from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
 from .scenario import Run
+from .telemetry import spread as telemetry_spread
 
 log = logging.getLogger("suite.worker")
 
 
 class LaunchMismatch(RuntimeError):
     """The launcher, the engine and the run disagree about the processes."""
-
-
-def threads_per_rank(run: Run, launch: LaunchInfo) -> int:
-    """CPU threads for this rank: ``train.threads``, else the node's cores shared by its ranks."""
-    if run.train.threads:
-        return run.train.threads
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // max(1, launch.local_size))
 
 
 def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
@@ -57,36 +51,56 @@ def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
         )
 
 
-def _summaries(per_rank: list[dict], warmup_steps: int) -> dict:
-    """Record-level telemetry from the per-rank dictionaries."""
+def _per_step(windows: list[dict], name: str) -> float | None:
+    """Mean over ranks of this rank's seconds of ``name`` per window step."""
+    values = [w[name] / w["steps"] for w in windows if w["steps"]]
+    return float(np.mean(values)) if values else None
+
+
+def _mean_of(per_rank: list[dict], key: str, field: str = "mean") -> float | None:
+    values = [r[key][field] for r in per_rank if r.get(key)]
+    return float(np.mean(values)) if values else None
+
+
+def _summaries(per_rank: list[dict]) -> dict:
+    """Record-level telemetry from the per-rank dictionaries (see :mod:`suite.telemetry`)."""
     windows = [r["window"] for r in per_rank]
     steps = [w["steps"] for w in windows]
-
-    def per_step(name: str) -> float | None:
-        values = [w[name] / w["steps"] for w in windows if w["steps"]]
-        return float(np.mean(values)) if values else None
-
-    step_s, comm_s = per_step("seconds"), per_step("comm")
-
-    def mean_of(key: str, field: str = "mean") -> float | None:
-        values = [r[key][field] for r in per_rank if r.get(key)]
-        return float(np.mean(values)) if values else None
-
+    step_s, comm_s = _per_step(windows, "step_seconds"), _per_step(windows, "comm")
+    spread = telemetry_spread([r["step_times"] for r in per_rank])
+    flops = [r["flops_per_step"] for r in per_rank]
+    achieved = [f * w["steps"] / w["step_seconds"] if f is not None and w["steps"] and w["step_seconds"] > 0 else None
+                for f, w in zip(flops, windows)]
+    peaks = [r["peak"]["flops"] for r in per_rank]
+    fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
-    gpu_used = mean_of("gpu_mem_used_bytes")
+    gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
     return {
-        "warmup_steps_per_rank": warmup_steps,
+        "warmup_steps_per_rank": [r["warmup"]["steps"] for r in per_rank],
         "timed_steps": int(min(steps)) if steps else 0,
         "step_s": step_s,
-        "data_s": per_step("data"),
-        "compute_s": per_step("compute"),
-        "comm_s": comm_s,
+        "step_p50": spread["p50"],
+        "step_p95": spread["p95"],
+        "step_mean": spread["mean"],
+        "step_ci95": spread["ci95"],
+        "data_s": _per_step(windows, "data"),
+        "compute_s": _per_step(windows, "compute"),
+        "comm_wait_s": comm_s,
         "comm_share": (comm_s / step_s) if step_s and comm_s is not None else None,
         "steps": int(sum(r["steps"] for r in per_rank)),
-        "cpu_util_mean": mean_of("cpu_util"),
+        "work_images_per_rank": [w["images"] for w in windows],
+        "work_steps_per_rank": steps,
+        "busy_s_per_rank": [w["busy_seconds"] for w in windows],
+        "flops_per_step": flops[0] if len(set(flops)) == 1 else None,
+        "flops_per_step_per_rank": flops,
+        "achieved_flops_per_rank": float(np.mean([a for a in achieved if a is not None])) if any(a is not None for a in achieved) else None,
+        "peak_flops_per_rank": float(np.mean(peaks)),
+        "peak_source": per_rank[0]["peak"]["source"],
+        "fraction_of_peak": float(np.mean(fractions)) if fractions else None,
+        "cpu_util_mean": _mean_of(per_rank, "cpu_util"),
         "host_mem_peak_mb": max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
-        "gpu_util_mean": mean_of("gpu_util"),
-        "gpu_util_p95": mean_of("gpu_util", "p95"),
+        "gpu_util_mean": _mean_of(per_rank, "gpu_util"),
+        "gpu_util_p95": _mean_of(per_rank, "gpu_util", "p95"),
         "gpu_mem_used_mb": gpu_used / 2**20 if gpu_used is not None else None,
         "gpu_mem_peak_mb": max(gpu_peaks) / 2**20 if gpu_peaks else None,
         "gpu_note": per_rank[0].get("gpu_note"),
@@ -103,9 +117,9 @@ def _score(run: Run, outcome, device) -> tuple[dict, list[dict], dict[str, dict]
     networks = ref.networks()
     quality = evaluate_sampler(Sampler(outcome.bundle, device), ref, seed=run.train.seed, networks=networks)
     curve = []
-    for clock, bundle in outcome.curve:
+    for clock, step, bundle in outcome.curve:
         q = evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
-        curve.append({"clock_s": clock, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"], "n": q["n"]})
+        curve.append({"clock_s": clock, "step": step, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"], "n": q["n"]})
     extra = {name: evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
              for name, bundle in outcome.extra_bundles.items()}
     return quality, curve, extra
@@ -119,14 +133,21 @@ def _save_sample_grid(bundle, path: Path, seed: int) -> None:
     save_image_grid(images, path)
 
 
-def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome) -> dict:
+def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome, placement: dict) -> dict:
     """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
     import torch
 
     from .env import versions
 
-    rates = [r["images_per_s"] for r in per_rank if r["images_per_s"]]
-    complete = len(rates) == len(per_rank)  # every rank has a timed window
+    telemetry = _summaries(per_rank)
+    rates = [r["images_per_s"] for r in per_rank]
+    complete = all(rate is not None for rate in rates)  # every rank has a timed window
+    images_per_s = float(sum(rates)) if complete else None
+    ci = None
+    if images_per_s and telemetry["step_ci95"] is not None and telemetry["step_mean"]:
+        relative = telemetry["step_ci95"] / telemetry["step_mean"]
+        ci = [images_per_s / (1 + relative), images_per_s / (1 - relative) if relative < 1 else None]
+    windows = [r["window"] for r in per_rank]
     return {
         "status": "ok",
         "error": None,
@@ -134,26 +155,27 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
                     "images": len(data), "classes": data.classes},
         "launcher": launch.launcher,
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
-        "threads_per_rank": torch.get_num_threads(),
-        "train_s": max(r["train_s"] for r in per_rank),
-        "images_per_s": float(sum(rates)) if complete else None,
+        **placement,
+        "setup_s": max(r["setup_s"] for r in per_rank),
+        "warmup_s": max(r["warmup"]["seconds"] for r in per_rank),
+        "train_s": max(w["seconds"] for w in windows),
+        "images_per_s": images_per_s,
+        "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
-        "comm": {"bytes": int(sum(r["comm_bytes"] for r in per_rank)),
-                 "seconds": float(np.mean([r["comm_s"] for r in per_rank])),
+        "comm": {"bytes": int(sum(w["comm_bytes"] for w in windows)),
+                 "bytes_outside_window": int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
+                 "seconds": float(np.mean([w["comm"] for w in windows])),
                  "largest_group": max(r["comm_largest_group"] for r in per_rank),
-                 "per_rank_bytes": [r["comm_bytes"] for r in per_rank],
-                 "per_rank_seconds": [r["comm_s"] for r in per_rank]},
-        "telemetry": _summaries(per_rank, run.train.warmup_steps),
+                 "per_rank_bytes": [w["comm_bytes"] for w in windows],
+                 "per_rank_seconds": [w["comm"] for w in windows]},
+        "telemetry": telemetry,
         "env": versions(),
         **outcome.fields,
     }
 
 
 def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
-    """Rank 0: save the model and a sample grid, score them, and write the record."""
-    outcome.bundle.save(run_dir / GENERATOR_FILE)
-    for name, bundle in outcome.extra_bundles.items():
-        bundle.save(run_dir / f"generator_{name}.pt")
+    """Rank 0: score the model and its snapshots, and save a sample grid."""
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     if run.metrics.enabled:
         record["quality"], curve, extra = _score(run, outcome, device)
@@ -162,19 +184,34 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
         record.update({f"quality_{name}": q for name, q in extra.items()})
 
 
+def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
+    """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
+    cores, allowed = node_cores()
+    return {"threads_per_rank": threads, "cores_per_node": cores, "cores_allowed": allowed,
+            "ranks_per_node": launch.local_size, "oversubscribed": launch.local_size * threads > cores}
+
+
 def execute(run: Run, run_dir: Path) -> int:
-    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code."""
+    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
+
+    The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak),
+    warm-up, the training window (between two barriers), finalize (gathers, hand-offs,
+    saving) and scoring. Only the window goes into speedup and efficiency.
+    """
     started = time.perf_counter()
     launch = detect()
     import torch
 
-    torch.set_num_threads(threads_per_rank(run, launch))
+    cores, allowed = node_cores()
+    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or launch.local_size, cores, allowed)
+    torch.set_num_threads(threads)
     rank = launch.rank
     base = run.identity()
     try:
         from . import strategies
         from .data import load_dataset
         from .engines import create_engine
+        from .flops import device_peak
         from .telemetry import Telemetry
 
         engine = create_engine(run.engine, launch, run.deepspeed)
@@ -187,19 +224,38 @@ def execute(run: Run, run_dir: Path) -> int:
         )
         import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
 
-        telemetry = Telemetry(engine.device, engine.comm, run.train.warmup_steps)
-        telemetry.start()
-        outcome = strategies.train(run, engine, data, telemetry, run_dir / "partial")
-        telemetry.stop()
-        mine = {**telemetry.as_dict(), "rank": engine.rank, "comm_bytes": engine.comm.bytes, "comm_s": engine.comm.seconds,
-                "comm_largest_group": engine.comm.largest_group}
+        telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
+        strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
+        strategy.setup()
+        engine.barrier()  # every rank measures its share of the machine at the same time
+        peak = device_peak(engine.device)
+        setup_s = time.perf_counter() - started
+        telemetry.start_warmup()
+        strategy.warm_up()
+        engine.timeline.synchronize()
+        engine.barrier()
+        telemetry.open_window()
+        strategy.train()
+        telemetry.training_done()
+        engine.barrier()
+        telemetry.close_window()
+        finalize_start = time.perf_counter()
+        outcome = strategy.finalize()
+        mine = {**telemetry.as_dict(), "rank": engine.rank, "setup_s": setup_s, "peak": peak,
+                "comm_bytes": engine.comm.bytes, "comm_largest_group": engine.comm.largest_group}
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
-            record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome)}
+            record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
+            outcome.bundle.save(run_dir / GENERATOR_FILE)
+            for name, bundle in outcome.extra_bundles.items():
+                bundle.save(run_dir / f"generator_{name}.pt")
+            record["finalize_s"] = time.perf_counter() - finalize_start
+            score_start = time.perf_counter()
             _finish(run, run_dir, record, outcome, engine.device)
+            record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
             write_record(run_dir, record)
-            log.info("%s: ok, train %.1fs", run.run_id, record["train_s"])
+            log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
         engine.shutdown()
         return 0
     except Exception as error:

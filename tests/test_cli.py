@@ -108,7 +108,7 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     from suite.scenario import expand, parse_scenario
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
-    run_dir = prepare(run, tmp_path)
+    run_dir = prepare(run, tmp_path, LaunchOptions())
 
     class Interrupted(subprocess.Popen):
         def wait(self, timeout=None):

@@ -92,8 +92,13 @@ def test_cellular_grids():
         parse_scenario({"name": "c", "runs": [{**strong, "procs": [3]}]})
     weak = {"strategy": "cellular", "engine": "mpi", "scaling": "weak", "procs": [1, 4], "grids": [[1, 1], [2, 2]]}
     assert [r.grid for r in expand(parse_scenario({"name": "c", "runs": [weak]}))] == [[1, 1], [2, 2]]
-    with pytest.raises(ScenarioError, match=r"rows x cols == procs"):
+    with pytest.raises(ScenarioError, match=r"grid \[1, 2\] cannot be shared evenly by 4 processes"):
         parse_scenario({"name": "c", "runs": [{**weak, "grids": [[1, 1], [1, 2]]}]})
+    # a fixed block of cells per rank: 9 cells per rank at every process count
+    block = {**weak, "procs": [1, 2, 4], "grids": [[3, 3], [3, 6], [6, 6]]}
+    assert [r.grid for r in expand(parse_scenario({"name": "c", "runs": [block]}))] == [[3, 3], [3, 6], [6, 6]]
+    with pytest.raises(ScenarioError, match=r"keeps the cells per rank fixed, but these grids give \[1, 9\] cells per rank"):
+        parse_scenario({"name": "c", "runs": [{**weak, "grids": [[1, 1], [6, 6]]}]})
 
 
 def test_expansion_ids_repeats_and_round_trip(tmp_path):

@@ -1,61 +1,142 @@
-"""Telemetry: warm-up excluded from the timed window, phases add up, GPU numbers only when measured."""
+"""Telemetry: the training window, phases that add up, step-time spread, lazy device timing,
+a training loop that never reads a loss from the device between progress points, and FLOPs."""
 
+import math
 import time
 
+import numpy as np
 import pytest
 import torch
 
-from suite.engines.base import CommStats
-from suite.telemetry import Telemetry, summary
+from suite.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
 from suite.worker import _summaries
 
 
-def test_steps_phases_and_window():
+def test_window_excludes_warmup_and_phases_add_up():
     comm = CommStats()
-    t = Telemetry(torch.device("cpu"), comm, warmup_steps=2)
-    t.start()
-    for step in range(5):
+    t = Telemetry(torch.device("cpu"), comm)
+    t.start_warmup()
+    for _ in range(2):  # warm-up steps train but are not timed
+        t.begin_step()
+        time.sleep(0.01)
+        t.end_step(images=64)
+    t.open_window()
+    for _ in range(3):
         t.begin_step()
         with t.data():
             time.sleep(0.01)
-        comm.add(1000, 0.02, 2)  # what an engine records while the step waits on communication
+        start = t.timeline.mark()
+        time.sleep(0.02)  # an engine blocked on communication
+        comm.add(1000, 2, (start, t.timeline.mark()))
         time.sleep(0.03)
         t.end_step(images=64)
-    t.stop()
+    t.training_done()
+    t.close_window()
     d = t.as_dict()
     assert d["steps"] == 5 and d["images"] == 320
-    window = d["window"]
-    assert window["steps"] == 3 and window["images"] == 192  # the 2 warm-up steps are left out
-    assert d["comm_bytes_window"] == 3000
-    assert window["comm"] == pytest.approx(0.06)
-    assert window["data"] >= 0.03 and window["compute"] > 0
-    assert window["seconds"] == pytest.approx(window["data"] + window["comm"] + window["compute"])
-    assert d["images_per_s"] == pytest.approx(192 / window["seconds"])
-    assert d["train_s"] >= window["seconds"]
+    assert d["warmup"]["steps"] == 2 and d["warmup"]["images"] == 128 and d["warmup"]["seconds"] >= 0.02
+    w = d["window"]
+    assert w["steps"] == 3 and w["images"] == 192 and w["comm_bytes"] == 3000
+    assert w["comm"] == pytest.approx(0.06, abs=0.015) and w["data"] >= 0.03 and w["compute"] > 0
+    assert w["step_seconds"] == pytest.approx(w["data"] + w["comm"] + w["compute"])
+    assert w["seconds"] >= w["busy_seconds"] >= w["step_seconds"]
+    assert d["images_per_s"] == pytest.approx(192 / w["seconds"])
+    assert d["step_times"]["count"] == 3
     # on a CPU nothing about GPUs is reported, and the record says why
     assert d["gpu_util"] is None and d["gpu_mem_used_bytes"] is None and d["gpu_mem_peak_bytes"] is None
     assert d["gpu_note"] == "CPU run: no GPU to measure"
     assert d["host_mem_peak_bytes"] > 0
 
 
+def test_waits_outside_steps_belong_to_no_step():
+    comm = CommStats()
+    t = Telemetry(torch.device("cpu"), comm)
+    comm.add(10, 2, (0.0, 5.0))  # e.g. the initial broadcast of the weights, during set-up
+    t.open_window()
+    t.begin_step()
+    t.end_step(images=1)
+    t.close_window()
+    assert t.window.comm < 1.0 and t.window.comm_bytes == 0
+
+
 def test_begin_step_is_idempotent_within_a_step():
-    t = Telemetry(torch.device("cpu"), CommStats(), warmup_steps=0)
-    t.start()
+    t = Telemetry(torch.device("cpu"), CommStats())
+    t.open_window()
     t.begin_step()
     time.sleep(0.02)
     t.begin_step()  # e.g. a critic batch that ends no generator step
     t.end_step(images=1)
-    t.stop()
-    assert t.window["seconds"] >= 0.02
+    t.close_window()
+    assert t.window.step_seconds >= 0.02
 
 
-def test_no_timed_window_means_no_throughput():
-    t = Telemetry(torch.device("cpu"), CommStats(), warmup_steps=5)
-    t.start()
+def test_no_timed_step_means_no_throughput():
+    t = Telemetry(torch.device("cpu"), CommStats())
     t.begin_step()
-    t.end_step(images=10)
-    t.stop()
+    t.end_step(images=10)  # a warm-up step
+    t.open_window()
+    t.close_window()
     assert t.as_dict()["images_per_s"] is None
+
+
+class FakeDeviceTimeline(HostTimeline):
+    """Marks are events with device times that can only be read after a wait, like CUDA events."""
+
+    on_device = True
+
+    def __init__(self, step_device_seconds: float):
+        self.now, self.step, self.waits, self.done = 0.0, step_device_seconds, 0, 0.0
+
+    def mark(self):
+        self.now += self.step / 2  # the device runs half a step between two marks
+        return self.now
+
+    def seconds(self, start, end):
+        assert end <= self.done, "read an event the host has not waited for"
+        return end - start
+
+    def wait(self, mark):
+        self.waits += 1
+        self.done = max(self.done, mark)
+
+
+def test_device_times_are_read_lazily_in_bounded_batches():
+    timeline = FakeDeviceTimeline(0.5)
+    t = Telemetry(torch.device("cpu"), CommStats(), timeline)
+    t.open_window()
+    steps = MAX_PENDING_STEPS + 10
+    for _ in range(steps):
+        t.begin_step()
+        t.end_step(images=8)
+    assert timeline.waits == 1  # one wait after MAX_PENDING_STEPS steps, none per step
+    t.close_window()
+    assert timeline.waits == 2
+    assert t.window.steps == steps and t.window.step_seconds == pytest.approx(0.25 * steps)
+
+
+def test_step_time_spread_and_interval():
+    rng = np.random.default_rng(0)
+    a, b = StepTimes(), StepTimes()
+    values_a, values_b = rng.normal(1.0, 0.1, 300), rng.normal(1.2, 0.1, 200)
+    for v in values_a:
+        a.add(float(v))
+    for v in values_b:
+        b.add(float(v))
+    s = spread([a.as_dict(), b.as_dict()])
+    pooled = np.concatenate([values_a, values_b])
+    assert s["n"] == 500 and s["mean"] == pytest.approx(pooled.mean())
+    assert s["p50"] == pytest.approx(np.percentile(pooled, 50)) and s["p95"] == pytest.approx(np.percentile(pooled, 95))
+    assert s["ci95"] == pytest.approx(1.9647 * pooled.std(ddof=1) / math.sqrt(500), rel=1e-3)
+    assert spread([StepTimes().as_dict()])["mean"] is None
+
+
+def test_step_times_keep_a_bounded_uniform_sample():
+    times = StepTimes(size=100, seed=1)
+    for v in range(10_000):
+        times.add(float(v))
+    assert len(times.sample) == 100 and times.count == 10_000
+    assert times.mean == pytest.approx(4999.5)
+    assert 3000 < np.median(times.sample) < 7000  # a uniform sample, not the first 100 steps
 
 
 def test_summary_of_samples():
@@ -65,8 +146,14 @@ def test_summary_of_samples():
 
 
 def _rank(gpu: bool) -> dict:
+    times = StepTimes()
+    for v in (0.4, 0.5, 0.5, 0.6):
+        times.add(v)
     return {
-        "window": {"steps": 4, "seconds": 2.0, "data": 0.2, "comm": 0.4, "compute": 1.4, "images": 256},
+        "window": {"steps": 4, "seconds": 2.2, "busy_seconds": 2.1, "step_seconds": 2.0, "data": 0.2, "comm": 0.4,
+                   "compute": 1.4, "images": 256, "comm_bytes": 100},
+        "warmup": {"steps": 2, "images": 128, "seconds": 1.0}, "step_times": times.as_dict(),
+        "flops_per_step": 10**9, "peak": {"flops": 10**10, "source": "measured"},
         "steps": 6, "cpu_util": {"mean": 90.0, "p95": 99.0}, "host_mem_peak_bytes": 2**30,
         "gpu_util": {"mean": 70.0, "p95": 90.0} if gpu else None,
         "gpu_mem_used_bytes": {"mean": 2.0 * 2**30, "p95": 2.5 * 2**30} if gpu else None,
@@ -75,11 +162,15 @@ def _rank(gpu: bool) -> dict:
 
 
 def test_record_summaries_of_gpu_and_cpu_ranks():
-    s = _summaries([_rank(True), _rank(True)], warmup_steps=2)
-    assert s["step_s"] == pytest.approx(0.5) and s["comm_s"] == pytest.approx(0.1) and s["comm_share"] == pytest.approx(0.2)
-    assert s["timed_steps"] == 4 and s["steps"] == 12 and s["warmup_steps_per_rank"] == 2
+    s = _summaries([_rank(True), _rank(True)])
+    assert s["step_s"] == pytest.approx(0.5) and s["comm_wait_s"] == pytest.approx(0.1) and s["comm_share"] == pytest.approx(0.2)
+    assert s["step_p50"] == pytest.approx(0.5) and s["step_mean"] == pytest.approx(0.5) and s["step_ci95"] > 0
+    assert s["timed_steps"] == 4 and s["steps"] == 12 and s["warmup_steps_per_rank"] == [2, 2]
+    assert s["work_images_per_rank"] == [256, 256] and s["busy_s_per_rank"] == [2.1, 2.1]
+    assert s["flops_per_step"] == 10**9 and s["achieved_flops_per_rank"] == pytest.approx(2e9)  # 4 steps in 2 s
+    assert s["fraction_of_peak"] == pytest.approx(0.2) and s["peak_source"] == "measured"
     assert s["gpu_util_mean"] == 70.0 and s["gpu_util_p95"] == 90.0
     assert s["gpu_mem_used_mb"] == 2048.0 and s["gpu_mem_peak_mb"] == 512.0 and s["host_mem_peak_mb"] == 1024.0
-    cpu = _summaries([_rank(False)], warmup_steps=2)
+    cpu = _summaries([_rank(False)])
     assert cpu["gpu_util_mean"] is None and cpu["gpu_mem_used_mb"] is None and cpu["gpu_mem_peak_mb"] is None
     assert cpu["gpu_note"] == "CPU run: no GPU to measure"

@@ -2,14 +2,14 @@
 
 A strategy sees an :class:`Engine` (who am I, how many are we, split us into groups, gather
 results) and, for each network trained data-parallel, a :class:`Replica` (forward, backward,
-step). Engines count the bytes they move and the seconds a rank waits on them in
-:attr:`Engine.comm`; object gathering after training is deliberately not counted.
+step). Engines count the bytes they move in :attr:`Engine.comm` and mark, on their
+:attr:`Engine.timeline`, where a rank waits for communication that computation did not hide;
+object gathering after training is deliberately not counted.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,24 +18,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-
-@dataclass
-class CommStats:
-    """Communication done while training: payload bytes sent into collectives and seconds blocked."""
-
-    bytes: int = 0
-    seconds: float = 0.0
-    calls: int = 0
-    largest_group: int = 0  # ranks in the largest communicator used: shows where traffic went
-
-    def add(self, nbytes: int, seconds: float, group_size: int) -> None:
-        self.bytes += int(nbytes)
-        self.seconds += float(seconds)
-        self.calls += 1
-        self.largest_group = max(self.largest_group, group_size)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "seconds": self.seconds, "calls": self.calls, "largest_group": self.largest_group}
+from ..telemetry import CommStats, HostTimeline, timeline_for
 
 
 @dataclass
@@ -107,6 +90,7 @@ class Engine(ABC):
         self.local_rank = 0
         self.local_size = 1
         self.device = torch.device("cpu")
+        self.timeline = HostTimeline()
         self._splits: dict[tuple[tuple[int, ...], ...], Group] = {}
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -122,8 +106,11 @@ class Engine(ABC):
         """The GPU of this rank's local rank when CUDA is available, else the CPU."""
         if torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu":
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
+            device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            device = torch.device("cpu")
+        self.timeline = timeline_for(device)
+        return device
 
     # --- groups and replicas ------------------------------------------------------------------
     @abstractmethod
@@ -170,9 +157,9 @@ class Engine(ABC):
         """Sum ``tensor`` over the group in place; counted in :attr:`comm`."""
         if group.size == 1:
             return tensor
-        start = time.perf_counter()
+        start = self.timeline.mark()
         self._allreduce_sum_(tensor, group)
-        self.comm.add(tensor_bytes([tensor]), time.perf_counter() - start, group.size)
+        self.comm.add(tensor_bytes([tensor]), group.size, (start, self.timeline.mark()))
         return tensor
 
     @abstractmethod
@@ -190,8 +177,5 @@ class Engine(ABC):
         return gathered if self.rank == 0 else None
 
     def barrier(self) -> None:
+        """Wait until every rank gets here (not counted as communication)."""
         self.allgather_object(None)
-
-    def broadcast_object(self, obj: Any) -> Any:
-        """Rank 0's ``obj`` on every rank."""
-        return self.allgather_object(obj if self.rank == 0 else None)[0]

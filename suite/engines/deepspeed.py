@@ -4,8 +4,11 @@ The generator and the discriminator each get their own DeepSpeed engine with the
 as client optimizer and a config generated from the scenario (``deepspeed.config`` entries are
 merged on top). DeepSpeed reduces gradients inside ``backward``; its collectives go through
 ``torch.distributed``, whose functions are wrapped while the engine runs so that payload bytes
-and blocking time are counted like every other engine's (object gathering after training is
-not counted). Gloo on CPUs (DeepSpeed's CPU accelerator), NCCL on GPUs.
+and waits are counted like every other engine's (object gathering after training is not
+counted). A synchronous collective's wait is marked around the call: on a GPU those marks are
+CUDA events on the current stream, which NCCL makes wait for the collective, so the interval
+is the stream's real wait. Collectives started with ``async_op=True`` are counted in bytes
+only; their waits fall into compute. Gloo on CPUs (DeepSpeed's CPU accelerator), NCCL on GPUs.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import time
 from contextlib import contextmanager
 from typing import Any
 
@@ -99,9 +101,10 @@ class DeepSpeedEngine(TorchEngine):
         def wrapper(*args, **kwargs):
             if not self._counting or self.size == 1:  # one rank: nothing crosses a process boundary
                 return function(*args, **kwargs)
-            start = time.perf_counter()
+            start = self.timeline.mark()
             result = function(*args, **kwargs)
-            self.comm.add(_payload(args, kwargs), time.perf_counter() - start, self.size)
+            wait = None if kwargs.get("async_op") else (start, self.timeline.mark())
+            self.comm.add(_payload(args, kwargs), self.size, wait)
             return result
 
         return wrapper

@@ -2,14 +2,15 @@
 
 Gradients are allreduced by Horovod's background thread as they become ready during the
 backward pass; the time a rank then spends in ``optimizer.synchronize()`` is the
-communication it waits for. Groups are dynamic process sets, registered by every rank in the
+communication it waits for. On a GPU the host first waits for the backward pass to finish on
+the device (Horovod's ``synchronize()`` blocks the host anyway), so the wait timed is
+communication only, not backward kernels still running. Groups are dynamic process sets, registered by every rank in the
 same order. Every rank calls ``hvd.join()`` before shutting down, so a group that finishes
 early does not shut Horovod down under a group still training.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -24,11 +25,11 @@ class HorovodReplica(Replica):
 
         super().__init__(network, optimizer)
         self.engine, self.group_size = engine, group.size
-        start = time.perf_counter()
+        start = engine.timeline.mark()
         state = network.state_dict()
         for key, tensor in state.items():  # start from the group's first rank
             hvd.broadcast_(tensor, root_rank=group.ranks[0], name=f"init.{name}.{key}", process_set=group.handle)
-        engine.comm.add(tensor_bytes(state.values()), time.perf_counter() - start, group.size)
+        engine.comm.add(tensor_bytes(state.values()), group.size, (start, engine.timeline.mark()))
         self.params = [p for p in network.parameters() if p.requires_grad]
         self.optimizer = hvd.DistributedOptimizer(
             optimizer,
@@ -41,9 +42,12 @@ class HorovodReplica(Replica):
         self.optimizer.zero_grad()  # Horovod's wrapper takes no set_to_none (it sets None itself)
 
     def step(self) -> None:
-        start = time.perf_counter()
+        timeline = self.engine.timeline
+        backward_done = timeline.mark()
+        timeline.wait(backward_done)
         self.optimizer.synchronize()
-        self.engine.comm.add(tensor_bytes(p.grad for p in self.params if p.grad is not None), time.perf_counter() - start, self.group_size)
+        grads = tensor_bytes(p.grad for p in self.params if p.grad is not None)
+        self.engine.comm.add(grads, self.group_size, (backward_done, timeline.mark()))
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
 

@@ -1,15 +1,17 @@
 """torch.distributed engine: DistributedDataParallel, ``new_group`` for sub-communicators.
 
 Backend: NCCL on GPUs, Gloo on CPUs. DDP overlaps its gradient allreduce with the backward
-pass; a communication hook counts the bucket bytes and the time between the last bucket being
-handed to the network and the last allreduce completing, which is the wait that computation
-did not hide.
+pass; a communication hook counts the bucket bytes and marks the time between the last bucket
+being handed to the network and the last allreduce completing, which is the wait that
+computation did not hide. On a GPU both marks are CUDA events: the first on the stream that
+ran the backward pass, the second on the stream that DDP's completion callback runs on, which
+waits for NCCL, so the interval is read on the device's clock (host timestamps around an
+asynchronous NCCL call would read near zero).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -22,18 +24,20 @@ from .base import Engine, Group, Replica, tensor_bytes
 
 
 class _HookState:
-    """State of :func:`_counting_allreduce`: bytes handed to the network and timestamps."""
+    """State of :func:`_counting_allreduce`: bytes handed to the network and timeline marks."""
 
-    def __init__(self, group: Group):
-        self.pg, self.size = group.handle, group.size
+    def __init__(self, group: Group, timeline):
+        self.pg, self.size, self.timeline = group.handle, group.size, timeline
         self.nbytes = 0
-        self.last_launch = 0.0
-        self.last_done = 0.0
+        self.last_launch = None
+        self.last_done = None
 
-    def collect(self) -> tuple[int, float]:
+    def collect(self) -> tuple[int, tuple | None]:
         """Bytes since the last call, and the wait from the last launch to the last completion."""
-        nbytes, wait = self.nbytes, max(0.0, self.last_done - self.last_launch)
-        self.nbytes = 0
+        nbytes, wait = self.nbytes, None
+        if self.last_launch is not None and self.last_done is not None:
+            wait = (self.last_launch, self.last_done)
+        self.nbytes, self.last_launch, self.last_done = 0, None, None
         return nbytes, wait
 
 
@@ -42,11 +46,11 @@ def _counting_allreduce(state, bucket):  # no annotations: DDP checks them, and 
     buffer = bucket.buffer()
     state.nbytes += buffer.numel() * buffer.element_size()
     buffer.div_(state.size)
-    state.last_launch = time.perf_counter()
+    state.last_launch = state.timeline.mark()
     future = dist.all_reduce(buffer, group=state.pg, async_op=True).get_future()
 
     def done(fut):
-        state.last_done = time.perf_counter()
+        state.last_done = state.timeline.mark()
         return fut.value()[0]
 
     return future.then(done)
@@ -57,18 +61,18 @@ class DDPReplica(Replica):
         super().__init__(network, optimizer)
         self.engine = engine
         device_ids = [engine.device.index] if engine.device.type == "cuda" else None
-        start = time.perf_counter()
+        start = engine.timeline.mark()
         # Buffers (BatchNorm statistics) stay per rank, as with Horovod's DistributedOptimizer.
         # DDP's constructor broadcasts the module's state from the group's first rank: counted here.
         self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False)
-        engine.comm.add(tensor_bytes(network.state_dict().values()), time.perf_counter() - start, group.size)
-        self.hook = _HookState(group)
+        engine.comm.add(tensor_bytes(network.state_dict().values()), group.size, (start, engine.timeline.mark()))
+        self.hook = _HookState(group, engine.timeline)
         self.module.register_comm_hook(self.hook, _counting_allreduce)
 
     def step(self) -> None:
         nbytes, wait = self.hook.collect()
         if nbytes:
-            self.engine.comm.add(nbytes, wait, self.hook.size)
+            self.engine.comm.add(nbytes, self.hook.size, wait)
         self.optimizer.step()
 
 

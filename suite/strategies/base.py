@@ -1,9 +1,11 @@
-"""What every strategy returns, and helpers to package generators."""
+"""What every strategy is and returns, and helpers to package generators."""
 
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,17 +19,40 @@ from ..scenario import Run
 class Outcome:
     """A strategy's result. ``bundle`` and ``curve`` are complete on rank 0 only.
 
-    ``curve`` holds (train-clock seconds, bundle) snapshots taken during training, scored after
-    training for the quality-over-time plot (a strategy that scores during training puts its
-    points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
+    ``curve`` holds (training-window seconds, generator step, bundle) snapshots taken during
+    training, scored after training for the quality-over-time plot (a strategy that scores
+    during training puts its points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
     ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
     ``quality_<name>`` in the record).
     """
 
     bundle: GeneratorBundle | None
-    curve: list[tuple[float, GeneratorBundle]] = field(default_factory=list)
+    curve: list[tuple[float, int, GeneratorBundle]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     extra_bundles: dict[str, GeneratorBundle] = field(default_factory=dict)  # e.g. cellular's best cell
+
+
+class Strategy(ABC):
+    """One rank's part of a training strategy, in the phases the worker times apart."""
+
+    def __init__(self, run: Run, engine, data: ImageData, telemetry, scratch: Path):
+        self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Build everything training needs: groups, networks, engine wrappers, feature networks."""
+
+    @abstractmethod
+    def warm_up(self) -> None:
+        """The first ``train.warmup_steps`` steps of every GAN (they train; they are not timed)."""
+
+    @abstractmethod
+    def train(self) -> None:
+        """The remaining steps: everything inside the training window."""
+
+    @abstractmethod
+    def finalize(self) -> Outcome:
+        """Gather, hand off and package the trained model (complete on rank 0)."""
 
 
 def cpu_state(module_or_state) -> dict[str, torch.Tensor]:

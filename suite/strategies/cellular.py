@@ -44,7 +44,7 @@ from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
-from .base import Outcome, cpu_state, make_bundle
+from .base import Outcome, Strategy, cpu_state, make_bundle
 from .grid import OFFSETS, cells, es_step, mutate_learning_rate, neighbourhood, owner, process_grid, propose_weights, tournament
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class Exchange:
         """Send my boundary cells, receive my neighbours' cells; returns all needed cell vectors."""
         if not self.send and not self.recv:  # every neighbour lives on this rank
             return dict(states)
-        start = time.perf_counter()
+        start = self.engine.timeline.mark()
         requests, buffers, sent = [], {}, 0
         for rank, cs in self.recv.items():
             buffers[rank] = np.empty(len(cs) * cell_size, dtype=np.float32)
@@ -204,7 +204,7 @@ class Exchange:
             for k, c in enumerate(cs):
                 received[c] = torch.from_numpy(buffers[rank][k * cell_size : (k + 1) * cell_size].copy())
         partners = len(set(self.recv) | set(self.send)) + 1
-        self.engine.comm.add(sent, time.perf_counter() - start, partners)
+        self.engine.comm.add(sent, partners, (start, self.engine.timeline.mark()))
         return received
 
 
@@ -423,45 +423,64 @@ class MixtureScorer:
         return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])
 
 
-def train(run: Run, engine, data, telemetry) -> Outcome:
-    from ..metrics import Reference
+class CellularStrategy(Strategy):
+    """The cellular strategy's phases on one rank; one telemetry step per coevolution iteration."""
 
-    if not hasattr(engine, "world_comm"):
-        raise ValueError(f"the cellular strategy runs on the mpi engine, not {engine.name}")
-    reference = Reference.for_run(run, engine.device)
-    # Rank 0 prepares (and caches) the feature network and real statistics first; the others
-    # then read them from the cache instead of all computing them at once.
-    scorer = MixtureScorer(run, engine.device, reference.networks(), reference) if engine.rank == 0 else None
-    engine.barrier()
-    if scorer is None:
-        scorer = MixtureScorer(run, engine.device, reference.networks(), reference)
-    strategy = Cellular(run, engine, data, telemetry, scorer)
+    def setup(self) -> None:
+        from ..metrics import Reference
 
-    for it in range(strategy.iterations):
-        telemetry.begin_step()
-        before = strategy.images
-        strategy.iteration(it)
-        telemetry.end_step(images=strategy.images - before)
-        if engine.rank == 0:
-            log.info("iteration %d/%d, %.0fs elapsed", it + 1, strategy.iterations, telemetry.clock())
+        run, engine = self.run, self.engine
+        if not hasattr(engine, "world_comm"):
+            raise ValueError(f"the cellular strategy runs on the mpi engine, not {engine.name}")
+        reference = Reference.for_run(run, engine.device)
+        # Rank 0 prepares (and caches) the feature network and real statistics first; the others
+        # then read them from the cache instead of all computing them at once.
+        scorer = MixtureScorer(run, engine.device, reference.networks(), reference) if engine.rank == 0 else None
+        engine.barrier()
+        self.scorer = scorer or MixtureScorer(run, engine.device, reference.networks(), reference)
+        self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
+        self.next_iteration = 0
 
-    # After training (not counted): every cell's generators and mixture go to rank 0.
-    mine = {c: {"generators": [cpu_state(g) for g in cell.generators],
-                "mixture": cell.mixture.tolist(), "score": cell.mixture_score, "history": cell.history,
-                "lr_g": cell.lr_g, "lr_d": cell.lr_d}
-            for c, cell in strategy.cells.items()}
-    gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s})
-    fields = {"grid": list(strategy.grid), "process_grid": list(strategy.exchange.pgrid),
-              "cells_per_rank": len(strategy.cells), "neighbourhood": run.cellular.neighbourhood,
-              "population": run.cellular.population, "iterations": strategy.iterations,
-              "batches_per_iteration": strategy.batches, "global_batch": strategy.batch,
-              # generator updates of the whole grid
-              "generator_steps": strategy.iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid))}
-    if engine.rank != 0:
-        return Outcome(None, fields=fields)
-    all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
-    fields["phases_s"] = {name: [part["phases"][name] for part in gathered] for name in PHASES}
-    return _results(run, data, strategy, scorer, all_cells, fields)
+    def _iterate(self, until: int) -> None:
+        strategy, telemetry = self.cellular, self.telemetry
+        while self.next_iteration < until:
+            it = self.next_iteration
+            with telemetry.counting_flops():
+                telemetry.begin_step()
+                before = strategy.images
+                strategy.iteration(it)
+                telemetry.end_step(images=strategy.images - before)
+            self.next_iteration += 1
+            if self.engine.rank == 0:
+                log.info("iteration %d/%d, %.0fs in the training window", it + 1, strategy.iterations, telemetry.clock())
+
+    def warm_up(self) -> None:
+        self._iterate(min(self.run.train.warmup_steps, self.cellular.iterations))
+
+    def train(self) -> None:
+        self.cellular.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
+        self._iterate(self.cellular.iterations)
+
+    def finalize(self) -> Outcome:
+        run, engine, strategy = self.run, self.engine, self.cellular
+        # After training (not counted): every cell's generators and mixture go to rank 0.
+        mine = {c: {"generators": [cpu_state(g) for g in cell.generators],
+                    "mixture": cell.mixture.tolist(), "score": cell.mixture_score, "history": cell.history,
+                    "lr_g": cell.lr_g, "lr_d": cell.lr_d}
+                for c, cell in strategy.cells.items()}
+        gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s})
+        fields = {"grid": list(strategy.grid), "process_grid": list(strategy.exchange.pgrid),
+                  "cells_per_rank": len(strategy.cells), "neighbourhood": run.cellular.neighbourhood,
+                  "neighbourhood_size": max(len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)),
+                  "population": run.cellular.population, "iterations": strategy.iterations,
+                  "batches_per_iteration": strategy.batches, "global_batch": strategy.batch,
+                  # generator updates of the whole grid
+                  "generator_steps": strategy.iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid))}
+        if engine.rank != 0:
+            return Outcome(None, fields=fields)
+        all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
+        fields["phases_s"] = {name: [part["phases"][name] for part in gathered] for name in PHASES}
+        return _results(run, self.data, strategy, self.scorer, all_cells, fields)
 
 
 def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: dict) -> Outcome:

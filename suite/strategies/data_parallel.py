@@ -8,36 +8,39 @@ number of steps of the one-rank run.
 
 from __future__ import annotations
 
-from ..scenario import Run
-from ..training import GanTrainer
-from .base import Outcome, cpu_state, make_bundle, parameter_digest
+from ..training import GanTrainer, generator_steps
+from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
 
 
-def train(run: Run, engine, data, telemetry) -> Outcome:
-    group = engine.world()
-    conditional = run.strategy == "conditional"
-    weak = run.scaling == "weak"
-    global_batch = run.train.batch_size * (group.size if weak else 1)
-    one_rank_steps = None
-    if weak:  # the one-rank run's number of generator steps
-        one_rank_steps = run.train.epochs * (len(data) // run.train.batch_size) // (run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1)
-        if run.train.steps:
-            one_rank_steps = min(one_rank_steps, run.train.steps)
-    trainer = GanTrainer(run, engine, group, data, "all", conditional, global_batch, telemetry, generator_steps=one_rank_steps)
-    result = trainer.train(snapshot_points=run.metrics.curve_points)
-    digests = engine.allgather_object(parameter_digest(trainer.generator.network, trainer.discriminator.network))
-    fields = {
-        "global_batch": global_batch,
-        "generator_steps": result.steps,
-        "history": result.history,
-        "replica_digests": digests,
-        "replicas_identical": len(set(digests)) == 1,
-    }
-    if engine.rank != 0:
-        return Outcome(None, fields=fields)
-    bundle = make_bundle(run, data, "single", {"all": cpu_state(result.generator)}, conditional=conditional)
-    curve = [
-        (snap["clock_s"], make_bundle(run, data, "single", {"all": cpu_state(snap["state"])}, conditional=conditional))
-        for snap in result.snapshots
-    ]
-    return Outcome(bundle, curve, fields)
+class DataParallel(Strategy):
+    def setup(self) -> None:
+        run, group = self.run, self.engine.world()
+        self.conditional = run.strategy == "conditional"
+        weak = run.scaling == "weak"
+        self.global_batch = run.train.batch_size * (group.size if weak else 1)
+        # weak scaling: the one-rank run's number of generator steps
+        steps = generator_steps(run, len(self.data), run.train.batch_size) if weak else None
+        self.trainer = GanTrainer(run, self.engine, group, self.data, "all", self.conditional, self.global_batch,
+                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points)
+
+    def warm_up(self) -> None:
+        self.trainer.warm_up(self.run.train.warmup_steps)
+
+    def train(self) -> None:
+        self.trainer.train()
+
+    def finalize(self) -> Outcome:
+        run, data, result = self.run, self.data, self.trainer.result
+        digests = self.engine.allgather_object(parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network))
+        fields = {
+            "global_batch": self.global_batch,
+            "generator_steps": result.steps,
+            "history": result.history,
+            "replica_digests": digests,
+            "replicas_identical": len(set(digests)) == 1,
+        }
+        if self.engine.rank != 0:
+            return Outcome(None, fields=fields)
+        single = lambda state: make_bundle(run, data, "single", {"all": cpu_state(state)}, conditional=self.conditional)  # noqa: E731
+        curve = [(snap["clock_s"], snap["step"], single(snap["state"])) for snap in result.snapshots]
+        return Outcome(single(result.generator), curve, fields)

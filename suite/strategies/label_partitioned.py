@@ -3,7 +3,8 @@
 With C classes on P ranks:
 
 * P <= C: each rank owns a contiguous, balanced share of the classes (sizes differ by at most
-  one) and trains one G/D pair per owned class, one after the other, with no communication.
+  one) and trains one G/D pair per owned class, one after the other (after warming each up),
+  with no communication.
 * P > C (P a multiple of C): ranks form C groups of P/C consecutive ranks; each group trains
   its class's pair data-parallel inside its own communicator (Horovod process set, torch
   ``new_group`` or MPI ``Comm.Split``). Nothing crosses a class boundary while training.
@@ -25,9 +26,8 @@ import numpy as np
 import torch
 
 from ..results import atomic_write
-from ..scenario import Run
 from ..training import GanTrainer, TrainingError
-from .base import Outcome, cpu_state, make_bundle, parameter_digest
+from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
 
 
 def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int]]]:
@@ -61,43 +61,73 @@ def _load_classes(scratch: Path, classes: list[int]) -> list[dict]:
     return [torch.load(scratch / f"class{c}.pt", map_location="cpu", weights_only=False) for c in classes]
 
 
-def train(run: Run, engine, data, telemetry, scratch: Path) -> Outcome:
-    plan = class_plan(data.classes, engine.size)
-    group = engine.split([ranks for ranks, _ in plan])
-    my_classes = plan[group.index][1]
-    results, networks = [], []
-    for label in my_classes:
-        trainer = GanTrainer(run, engine, group, data.of_class(label), f"class{label}", False, run.train.batch_size, telemetry)
-        results.append((label, trainer.train(snapshot_points=run.metrics.curve_points)))
-        networks += [trainer.generator.network, trainer.discriminator.network]
-    digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
+class LabelPartitioned(Strategy):
+    """Every rank builds the GANs of its classes, warms each up, then trains them one by one."""
 
-    # The first rank of each group writes its classes' generators; rank 0 reads them all.
-    if group.rank == 0:
-        for label, r in results:
-            with atomic_write(scratch / f"class{label}.pt") as tmp:
-                torch.save({
-                    "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
-                    "snapshots": [(snap["clock_s"], cpu_state(snap["state"])) for snap in r.snapshots],
-                }, tmp)
-    engine.barrier()
-    fields = {
-        "classes": [int(c) for c in data.classes],
-        "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
-        "replicas_identical": all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
-        "global_batch": run.train.batch_size,
-    }
-    if engine.rank != 0:
-        return Outcome(None, fields=fields)
-    per_class = _load_classes(scratch, data.classes)
-    shutil.rmtree(scratch)  # the bundle below holds them all
-    keys = {f"class{e['label']}": e["label"] for e in per_class}
-    bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
-    fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}
-    fields["history"] = {str(e["label"]): e["history"] for e in per_class}
+    def setup(self) -> None:
+        run, engine = self.run, self.engine
+        self.plan = class_plan(self.data.classes, engine.size)
+        self.group = engine.split([ranks for ranks, _ in self.plan])
+        self.trainers = [
+            GanTrainer(run, engine, self.group, self.data.of_class(label), f"class{label}", False, run.train.batch_size,
+                       self.telemetry, snapshot_points=run.metrics.curve_points)
+            for label in self.plan[self.group.index][1]
+        ]
+
+    def warm_up(self) -> None:
+        for trainer in self.trainers:
+            trainer.warm_up(self.run.train.warmup_steps)
+
+    def train(self) -> None:
+        for trainer in self.trainers:  # what each class's generator is while the others train first
+            trainer.take_snapshot()
+        for trainer in self.trainers:
+            trainer.train()
+
+    def finalize(self) -> Outcome:
+        run, engine, data, scratch, plan = self.run, self.engine, self.data, self.scratch, self.plan
+        networks = [net for t in self.trainers for net in (t.generator.network, t.discriminator.network)]
+        digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
+        # The first rank of each group writes its classes' generators; rank 0 reads them all.
+        if self.group.rank == 0:
+            for label, t in zip(plan[self.group.index][1], self.trainers):
+                r = t.result
+                with atomic_write(scratch / f"class{label}.pt") as tmp:
+                    torch.save({
+                        "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
+                        "snapshots": [(snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"])
+                                      for snap in r.snapshots],
+                    }, tmp)
+        engine.barrier()
+        fields = {
+            "classes": [int(c) for c in data.classes],
+            "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
+            "replicas_identical": all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
+            "global_batch": run.train.batch_size,
+        }
+        if engine.rank != 0:
+            return Outcome(None, fields=fields)
+        per_class = _load_classes(scratch, data.classes)
+        shutil.rmtree(scratch)  # the bundle below holds them all
+        keys = {f"class{e['label']}": e["label"] for e in per_class}
+        bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
+        fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}
+        fields["history"] = {str(e["label"]): e["history"] for e in per_class}
+        return Outcome(bundle, _curve(run, data, per_class, keys), fields)
+
+
+def _curve(run, data, per_class: list[dict], keys: dict[str, int]) -> list:
+    """The model as it was at the times the class GANs' snapshots were taken.
+
+    At each time, every class contributes its latest snapshot taken by then: on a rank that
+    trains its classes one after another, the later classes are still as the window found them.
+    """
     curve = []
-    for i in range(min(len(e["snapshots"]) for e in per_class)):
-        clock = max(e["snapshots"][i][0] for e in per_class)
-        states = {f"class{e['label']}": e["snapshots"][i][1] for e in per_class}
-        curve.append((clock, make_bundle(run, data, "per_class", states, classes=keys)))
-    return Outcome(bundle, curve, fields)
+    at_steps = [[s for s in e["snapshots"] if s[3]] for e in per_class]  # the evenly spaced ones
+    for i in range(min(len(snaps) for snaps in at_steps)):
+        clock = max(snaps[i][0] for snaps in at_steps)
+        latest = [max((s for s in e["snapshots"] if s[0] <= clock), key=lambda s: (s[0], s[1])) for e in per_class]
+        states = {f"class{e['label']}": snap[2] for e, snap in zip(per_class, latest)}
+        steps = sum(snap[1] for snap in latest)
+        curve.append((clock, steps, make_bundle(run, data, "per_class", states, classes=keys)))
+    return curve

@@ -1,0 +1,140 @@
+"""The step-wise GAN trainer: warm-up outside the window, no device reads between progress
+points, the same model whatever the warm-up split, FLOPs counted once, evenly spaced snapshots."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from suite.data import load_dataset
+from suite.engines.base import Engine, Group
+from suite.scenario import expand, parse_scenario
+from suite.telemetry import CommStats, Telemetry
+from suite.training import PROGRESS_POINTS, GanTrainer, evenly_spaced_steps, generator_steps
+
+
+class SoloEngine(Engine):
+    """One process, no communication."""
+
+    name = "solo"
+
+    def start(self):
+        pass
+
+    def shutdown(self):
+        pass
+
+    def split(self, groups):
+        return Group(index=0, ranks=[0], rank=0)
+
+    def _replicate(self, network, optimizer, group, name):
+        raise AssertionError("a group of one rank needs no replication")
+
+    def _allreduce_sum_(self, tensor, group):
+        pass
+
+    def allgather_object(self, obj):
+        return [obj]
+
+
+def make_trainer(steps: int, loss: str = "bce", points: int = 0, warmup: int = 2):
+    scenario = parse_scenario({
+        "name": "t", "dataset": {"name": "digits", "image_size": 20},
+        "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup},
+        "wgan_gp": {"n_critic": 2}, "metrics": {"enabled": False},
+        "runs": [{"strategy": "data_parallel", "engine": "mpi", "loss": loss}],
+    })
+    run = expand(scenario)[0]
+    engine = SoloEngine()
+    telemetry = Telemetry(engine.device, CommStats())
+    data = load_dataset("digits", 20)
+    trainer = GanTrainer(run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points)
+    return trainer, telemetry
+
+
+READS = ("item", "tolist", "__float__", "__int__", "__bool__", "numpy", "cpu")
+
+
+def count_reads(monkeypatch):
+    """Count calls, from the suite's own code, of tensor methods that copy a value to the host.
+
+    (PyTorch's Adam reads its step counter with ``item()``; that counter lives on the host even
+    when training on a GPU, so reads from inside PyTorch are not counted.)
+    """
+    counts = {"reads": 0}
+    for name in READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            if f"{os.sep}suite{os.sep}" in sys._getframe(1).f_code.co_filename:
+                counts["reads"] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return counts
+
+
+def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
+    trainer, telemetry = make_trainer(steps=40)
+    trainer.warm_up(2)
+    telemetry.open_window()
+    counts = count_reads(monkeypatch)
+    between = sorted(set(range(3, 41)) - trainer.progress_steps)  # steps that end at no progress point
+    for _ in range(38):
+        before = counts["reads"]
+        trainer.step()
+        if trainer.result.steps in between:
+            assert counts["reads"] == before, f"step {trainer.result.steps} read a value from the device"
+    assert trainer.done
+    # losses were read only at the progress points, and recorded there
+    assert [h["step"] for h in trainer.result.history] == evenly_spaced_steps(40, PROGRESS_POINTS)
+    assert all(h["d_loss"] > 0 and h["g_loss"] > 0 for h in trainer.result.history)
+
+
+@pytest.mark.parametrize("loss", ["bce", "wgan-gp"])
+def test_the_warmup_split_does_not_change_the_model(loss):
+    a, _ = make_trainer(steps=5, loss=loss)
+    a.warm_up(0)
+    a.train()
+    b, tb = make_trainer(steps=5, loss=loss)
+    b.warm_up(3)
+    tb.open_window()
+    b.train()
+    assert a.result.steps == b.result.steps == 5 and b.warmup_steps == 3
+    for (name, x), y in zip(a.generator.network.state_dict().items(), b.generator.network.state_dict().values()):
+        assert torch.equal(x, y), name
+
+
+def test_flops_are_counted_once_in_the_first_step():
+    trainer, telemetry = make_trainer(steps=4)
+    trainer.warm_up(1)
+    first = telemetry.flops_per_step
+    # a 20x20 generator step: the generator's convolutions dominate; 2 x MACs of a 32-image forward
+    # pass through G alone is a lower bound
+    g = trainer.generator.network
+    macs = 32 * (10 * 10 * 128 * 128 * 9 + 20 * 20 * 128 * 64 * 9)
+    assert first > 2 * macs
+    trainer.warm_up(1)
+    assert telemetry.flops_per_step == first  # counted once
+    wgan, t2 = make_trainer(steps=4, loss="wgan-gp")
+    wgan.warm_up(1)
+    assert t2.flops_per_step > first  # n_critic=2 critic steps and the penalty's double backward
+    assert g is trainer.generator.network
+
+
+def test_snapshots_at_evenly_spaced_steps():
+    trainer, telemetry = make_trainer(steps=9, points=3, warmup=1)
+    trainer.warm_up(1)
+    telemetry.open_window()
+    trainer.train()
+    assert [s["step"] for s in trainer.result.snapshots] == [3, 6, 9]
+    assert all(s["scheduled"] for s in trainer.result.snapshots)
+    assert evenly_spaced_steps(10, 3) == [3, 7, 10] and evenly_spaced_steps(2, 5) == [1, 2]
+
+
+def test_one_step_count_rule():
+    run = make_trainer(steps=1000)[0].run
+    assert generator_steps(run, 1437, 32) == 5 * (1437 // 32)
+    run.train.steps = 7
+    assert generator_steps(run, 1437, 32) == 7
