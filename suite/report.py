@@ -65,39 +65,58 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows]) + "\n"
 
 
-def _config(frame: pd.DataFrame, with_grid: bool) -> pd.Series:
-    """A label naming what a scaling curve holds fixed: strategy / loss / engine [/ label] [/ grid]."""
+def _config(frame: pd.DataFrame, scaling: str) -> pd.Series:
+    """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] [grid or block]."""
     parts = frame["strategy"] + " / " + frame["loss"] + " / " + frame["engine"]
     if "label" in frame:
         parts = parts + frame["label"].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
-    if with_grid:
+    if scaling == "strong":
         parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
+    else:
+        parts = parts + frame["cells_per_rank"].map(lambda k: f" / {int(k)} cell{'s' if k > 1 else ''} per rank" if pd.notna(k) else "")
     return parts
+
+
+def _mean_of_lists(values) -> float | None:
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return float(np.mean(numbers)) if numbers else None
+
+
+def _threads(values) -> str:
+    distinct = sorted({int(v) for v in values if pd.notna(v)})
+    return ",".join(map(str, distinct)) if distinct else NA
 
 
 # --- tables ---------------------------------------------------------------------------------------------
 
 
 def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
-    """Time, throughput, speedup and efficiency per configuration and process count.
+    """Time, throughput, work, speedup and efficiency per configuration and process count.
 
-    Strong scaling: S(P) = T(1)/T(P), E = S/P. Weak scaling: E = T(1)/T(P) (S is not defined).
-    T is ``train_s`` (the slowest rank's training time), averaged over repeats. Without an ok
-    P=1 run, S and E are n/a and the ``note`` column says so.
+    Strong scaling: S(P) = T(1)/T(P), E = S/P. Weak scaling: E = T(1)/T(P) (S is not defined)
+    and, because the work per rank may differ between process counts (unequal classes, growing
+    neighbourhoods), the work-normalised ``efficiency_work``: images/s per rank at P over P=1's.
+    T is ``train_s`` (the training window of the slowest rank), averaged over repeats. Without
+    an ok P=1 run, S and E are n/a and the ``note`` column says so.
     """
     ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
-    columns = ["config", "procs", "runs", "train_s_mean", "train_s_std", "images_per_s_mean", "images_per_s_std",
-               "images_per_s_per_rank", "speedup", "speedup_std", "efficiency", "note"]
+    columns = ["config", "procs", "runs", "threads_per_rank", "oversubscribed", "train_s_mean", "train_s_std",
+               "images_per_s_mean", "images_per_s_std", "images_per_s_per_rank", "work_images_per_rank",
+               "speedup", "speedup_std", "efficiency", "efficiency_work", "note"]
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    ok["config"] = _config(ok, with_grid=scaling == "strong")
+    ok["config"] = _config(ok, scaling)
+    ok["work_images"] = ok["work_images_per_rank"].map(lambda v: _mean_of_lists(v) if isinstance(v, list) else None)
     grouped = ok.groupby(["config", "procs"], sort=True).agg(
         runs=("run_id", "count"),
+        threads_per_rank=("threads_per_rank", _threads),
+        oversubscribed=("oversubscribed", lambda v: bool(v.fillna(False).astype(bool).any())),
         train_s_mean=("train_s", "mean"),
         train_s_std=("train_s", "std"),
         images_per_s_mean=("images_per_s", "mean"),
         images_per_s_std=("images_per_s", "std"),
         images_per_s_per_rank=("images_per_s_per_rank", "mean"),
+        work_images_per_rank=("work_images", "mean"),
     ).reset_index()
     rows = []
     for config, part in grouped.groupby("config", sort=True):
@@ -105,8 +124,9 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         repeats = ok[(ok["config"] == config)]
         for _, row in part.iterrows():
             out = row.to_dict()
+            out.update(speedup=None, speedup_std=None, efficiency=None, efficiency_work=None, note="")
             if base.empty:
-                out.update(speedup=None, speedup_std=None, efficiency=None, note="no P=1 run: speedup and efficiency not computed")
+                out["note"] = "no P=1 run: speedup and efficiency not computed"
             else:
                 t1 = float(base["train_s_mean"].iloc[0])
                 ratio = t1 / row["train_s_mean"]
@@ -114,11 +134,47 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
                 times = repeats[repeats["procs"] == row["procs"]]["train_s"].to_numpy(dtype=float)
                 spread = float(np.std(t1 / times, ddof=1)) if len(times) > 1 else None
                 if scaling == "strong":
-                    out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"], note="")
+                    out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"])
                 else:
-                    out.update(speedup=None, speedup_std=None, efficiency=ratio, note="")
+                    rate1 = base["images_per_s_per_rank"].iloc[0]
+                    work = rate1 and row["images_per_s_per_rank"] and row["images_per_s_per_rank"] / rate1
+                    out.update(efficiency=ratio, efficiency_work=work or None)
             rows.append(out)
     return pd.DataFrame(rows, columns=columns)
+
+
+def sweep_warnings(frame: pd.DataFrame) -> list[str]:
+    """What makes a sweep's points not comparable: mixed threads, oversubscription, unequal work."""
+    ok = frame[frame["status"] == "ok"]
+    warnings = []
+    for scaling in ("strong", "weak"):
+        part = ok[ok["scaling"] == scaling]
+        if part.empty:
+            continue
+        part = part.assign(config=_config(part, scaling))
+        for config, runs in part.groupby("config", sort=True):
+            threads = sorted({int(t) for t in runs["threads_per_rank"] if pd.notna(t)})
+            if len(threads) > 1:
+                warnings.append(f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
+                                "its speedups mix more processes with fewer threads. Set `train.threads` or let the suite hold "
+                                "threads fixed (the default).")
+            over = runs[runs["oversubscribed"].fillna(False).astype(bool)]
+            for _, r in over.sort_values("procs").drop_duplicates("procs").iterrows():
+                warnings.append(f"{config} ({scaling}) at P={r['procs']}: {int(r['ranks_per_node'])} ranks x "
+                                f"{int(r['threads_per_rank'])} threads on {int(r['cores_per_node'])} cores is oversubscribed: "
+                                "its time measures contention, not scaling.")
+            if scaling == "weak":
+                work = runs.groupby("procs")["work_images_per_rank"].agg(lambda v: _mean_of_lists(
+                    [x for lst in v if isinstance(lst, list) for x in lst]))
+                if work.notna().all() and len(work) > 1 and work.max() > 1.01 * work.min():
+                    warnings.append(f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
+                                    "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`.")
+                hoods = sorted({int(h) for h in runs["neighbourhood_size"] if pd.notna(h)})
+                if len(hoods) > 1:
+                    warnings.append(f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
+                                    "so fitness and mixture work per cell grow too; for fixed work per rank use a block of cells "
+                                    "per rank on grids of at least 3x3 (README, weak scaling).")
+    return warnings
 
 
 def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -126,6 +182,25 @@ def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = ok[["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]].copy()
     table["comm_mb"] = table.pop("comm_bytes") / 2**20
     return table[["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]]
+
+
+def step_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
+    ok = frame[frame["status"] == "ok"]
+    rows = []
+    for _, r in ok.iterrows():
+        ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
+        rows.append({
+            "run_id": r["run_id"], "procs": r["procs"], "threads_per_rank": r["threads_per_rank"],
+            "timed_steps": r["timed_steps"], "step_p50": r["step_p50"], "step_p95": r["step_p95"],
+            "step_mean": r["step_s"], "step_ci95": r["step_ci95"], "images_per_s": r["images_per_s"],
+            "images_per_s_lo": ci[0], "images_per_s_hi": ci[1],
+            "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
+            "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
+            "fraction_of_peak": r["fraction_of_peak"], "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
+            "peak_source": r["peak_source"],
+        })
+    return pd.DataFrame(rows)
 
 
 def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -312,10 +387,16 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 
     lines.append("## Runs\n")
     runs = frame[["run_id", "status", "strategy", "engine", "loss", "procs", "scaling", "grid", "dataset", "steps",
-                  "global_batch", "wall_s", "train_s", "images_per_s", "error"]]
+                  "global_batch", "threads_per_rank", "wall_s", "setup_s", "warmup_s", "train_s", "finalize_s", "score_s",
+                  "images_per_s", "error"]]
     runs.to_csv(out_dir / "runs.csv", index=False)
     lines.append(markdown_table(runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))))
 
+    warnings = sweep_warnings(frame)
+    if warnings:
+        lines.append("**Warnings about the scaling sweeps:**\n")
+        lines.extend(f"- {w}" for w in warnings)
+        lines.append("")
     plots: list[str] = []
     scaling_tables = {scaling: scaling_table(frame, scaling) for scaling in ("strong", "weak")}
     for scaling, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
@@ -327,7 +408,8 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
             continue
         shown = table.assign(train_s=[_pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
                              images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])])
-        columns = ["config", "procs", "runs", "train_s", "images_per_s", "images_per_s_per_rank"]
+        columns = ["config", "procs", "runs", "threads_per_rank", "train_s", "images_per_s", "images_per_s_per_rank",
+                   "work_images_per_rank"]
         lines.append(markdown_table(shown[columns]))
         plots += plot_scaling(table, scaling, out_dir)
 
@@ -338,7 +420,15 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
         lines.append("_No successful runs._\n")
     else:
         shown = both.assign(speedup=[_pm(m, s) if m is not None else NA for m, s in zip(both["speedup"], both["speedup_std"])])
-        lines.append(markdown_table(shown[["scaling", "config", "procs", "speedup", "efficiency", "note"]]))
+        lines.append(markdown_table(shown[["scaling", "config", "procs", "threads_per_rank", "speedup", "efficiency",
+                                           "efficiency_work", "note"]]))
+
+    lines.append("## Step time, throughput and FLOP/s\n")
+    steps = step_table(frame)
+    steps.to_csv(out_dir / "step_time.csv", index=False)
+    lines.append(markdown_table(steps.drop(columns=["peak_source"])))
+    for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}):
+        lines.append(f"Peak: {source}.\n")
 
     lines.append("## Communication share\n")
     comm = communication_table(frame)
@@ -398,21 +488,39 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 
 DEFINITIONS = """## Definitions
 
-- **train_s**: training time of the run, the slowest rank's, from the first step to the last (process start-up,
-  data loading before training and scoring after it are excluded; `wall_s` in runs.csv includes them).
+- **training window**: from a barrier after all set-up and warm-up steps to a barrier after every rank's last training
+  step. **train_s** is its length (the slowest rank's). Set-up (engine, data, networks, broadcasts, engine wrappers,
+  feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
+  cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
+  enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
+  the window (it is part of the algorithm).
 - **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
   number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P.
-- **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / one cell per
-  rank). Efficiency E = T(1)/T(P); 1.0 is ideal.
+- **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / a block of cells
+  per rank). Efficiency E = T(1)/T(P); 1.0 is ideal. Where the work per rank differs (classes of unequal size, a
+  cellular neighbourhood that grows with the grid) a warning says so and **efficiency_work** = per-rank images/s at P
+  over P=1's compares the rate of work instead.
+- **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
+  and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
 - **mean ± std**: over `repeats` of the same run. Without a P=1 run a speedup is not computed (n/a).
-- **images_per_s**: images that went through a discriminator (real plus generated) per second over the timed
-  window (after the warm-up steps), summed over ranks; `images_per_s_per_rank` is the mean per rank.
-- **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the timed window: fetching
-  data, computing, and blocked waiting on communication that computation did not hide. `comm_share` =
-  comm_wait_s / step_s. `comm_mb` and `comm_s` count all collective payload bytes (summed over ranks) and
-  blocked seconds (mean over ranks) while training; gathering results afterwards is not counted.
+- **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
+  summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
+  interval of the mean step time.
+- **step_p50 / step_p95 / step_mean ± step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
+  percentile (from a uniform sample of at most 4,096 steps per rank), mean and the half-width of its 95 % confidence
+  interval (Student t, steps treated as independent).
+- **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the window: fetching data,
+  computing, and blocked waiting on communication that computation did not hide. `comm_share` =
+  comm_wait_s / step_s. On GPUs these are read from CUDA events on the device's stream, lazily, so an asynchronous
+  NCCL collective is counted where the stream waits for it. `comm_mb` and `comm_s` count all collective payload
+  bytes (summed over ranks) and blocked seconds (mean over ranks) in the window; gathering results afterwards is not
+  counted.
+- **FLOP/s**: `gflop_per_step` is one step of one rank counted once (first warm-up step) by
+  `torch.utils.flop_counter` (matrix products and convolutions, forward and backward); `achieved_gflops` is that times
+  the rank's window steps over their step time; `fraction_of_peak` divides by the peak named under the table (a
+  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads).
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
-  run, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
+  window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
 - **IS / FID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
   `inception(fid-trunk)`: the same network's FID trunk, no IS; `classifier:<dataset>`: the suite's CNN trained on

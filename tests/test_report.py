@@ -18,8 +18,14 @@ def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=
         "dataset": {"name": "digits", "classes": list(range(10))}, "train_s": train_s, "wall_s": train_s + 5,
         "images_per_s": 1000.0 * procs / (train_s / 10), "images_per_s_per_rank": 1000.0 / (train_s / 10),
         "global_batch": 64, "generator_steps": 20, "device": "cpu", "launcher": "openmpi", "threads_per_rank": 1,
+        "cores_per_node": 8, "ranks_per_node": procs, "oversubscribed": procs > 8,
+        "setup_s": 3.0, "warmup_s": 1.0, "finalize_s": 0.5, "score_s": 2.0,
         "comm": {"bytes": 2**20 * (procs - 1), "seconds": 0.1 * (procs - 1)},
-        "telemetry": {"step_s": train_s / 20, "data_s": 0.001, "compute_s": train_s / 25, "comm_s": 0.01,
+        "telemetry": {"step_s": train_s / 20, "data_s": 0.001, "compute_s": train_s / 25, "comm_wait_s": 0.01,
+                      "step_p50": train_s / 20, "step_p95": train_s / 18, "step_ci95": train_s / 200,
+                      "work_images_per_rank": [1920] * procs, "work_steps_per_rank": [18] * procs,
+                      "flops_per_step": 10**10, "achieved_flops_per_rank": 5e10, "peak_flops_per_rank": 1e11,
+                      "peak_source": "measured", "fraction_of_peak": 0.5,
                       "comm_share": 0.01 / (train_s / 20), "timed_steps": 18, "cpu_util_mean": 95.0,
                       "host_mem_peak_mb": 900.0, "gpu_util_mean": gpu, "gpu_util_p95": gpu,
                       "gpu_mem_used_mb": 2000.0 if gpu else None, "gpu_mem_peak_mb": 100.0 if gpu else None},
@@ -124,6 +130,38 @@ def test_gpu_numbers_are_reported_when_measured(tmp_path):
     write_record(root / "g", record("g", gpu=71.5))
     text = write_report(root, tmp_path / "report").read_text()
     assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "All runs ran on CPUs" not in text
+
+
+def test_weak_scaling_reports_work_normalised_efficiency(results):
+    table = scaling_table(load_records(results), "weak").set_index("procs")
+    # per-rank throughput of the synthetic records is 1000 / (T / 10): E_work = T(1) / T(P) as well here
+    assert table.loc[2, "efficiency_work"] == pytest.approx(10 / 11)
+    assert table.loc[1, "work_images_per_rank"] == 1920 and table.loc[2, "threads_per_rank"] == "1"
+
+
+def test_sweep_warnings(tmp_path):
+    root = tmp_path / "results"
+    runs = [
+        record("a-p1", procs=1, threads_per_rank=2), record("a-p2", procs=2),  # threads differ across the sweep
+        record("b-p1", engine="mpi", procs=1), record("b-p16", engine="mpi", procs=16, ranks_per_node=16),
+        record("c-p1", strategy="label_partitioned", engine="mpi", procs=1, scaling="weak"),
+        record("c-p2", strategy="label_partitioned", engine="mpi", procs=2, scaling="weak"),
+        record("d-p1", strategy="cellular", engine="mpi", procs=1, scaling="weak", cells_per_rank=1, neighbourhood_size=1),
+        record("d-p2", strategy="cellular", engine="mpi", procs=2, scaling="weak", cells_per_rank=1, neighbourhood_size=2),
+        record("e-p1", strategy="cellular", engine="torch", procs=1, scaling="weak", cells_per_rank=9, neighbourhood_size=5),
+        record("e-p2", strategy="cellular", engine="torch", procs=2, scaling="weak", cells_per_rank=9, neighbourhood_size=5),
+    ]
+    runs[5]["telemetry"]["work_images_per_rank"] = [1800, 2100]  # unequal class sizes
+    for r in runs:
+        write_record(root / r["run_id"], r)
+    text = write_report(root, tmp_path / "report").read_text()
+    warnings = text.split("**Warnings about the scaling sweeps:**")[1].split("##")[0]
+    assert "data_parallel / bce / horovod (strong): threads per rank differ across the sweep (1, 2)" in warnings
+    assert "data_parallel / bce / mpi (strong) at P=16: 16 ranks x 1 threads on 8 cores is oversubscribed" in warnings
+    assert "label_partitioned / bce / mpi (weak): the work per rank is not fixed (P=1: 1920, P=2: 1950" in warnings
+    assert "cellular / bce / mpi / 1 cell per rank (weak): the neighbourhood grows with the grid (1 -> 2 cells)" in warnings
+    assert "9 cells per rank" not in warnings  # a fixed 3x3 block per rank: nothing to warn about
+    assert "threads per rank differ" not in warnings.split("data_parallel / bce / horovod")[0]
 
 
 def test_markdown_table_escapes_and_formats():
