@@ -27,7 +27,7 @@ STRATEGY_LOSSES = {
     "data_parallel": ("bce", "wgan-gp"),
     "conditional": ("bce", "wgan-gp"),
     "label_partitioned": ("bce", "wgan-gp"),
-    "cellular": ("bce", "mse", "heuristic", "mustangs"),
+    "cellular": ("bce", "minimax", "mse", "heuristic", "mustangs"),
 }
 STRATEGY_ENGINES = {
     "data_parallel": ("horovod", "torch", "mpi", "deepspeed"),
@@ -173,8 +173,8 @@ class RunSpec:
     """Communication engine."""
     procs: list[int] = field(default_factory=lambda: [1])
     """Process counts to run."""
-    loss: Literal["bce", "wgan-gp", "mse", "heuristic", "mustangs"] | None = None
-    """Loss (default: bce; mustangs for cellular)."""
+    loss: Literal["bce", "wgan-gp", "minimax", "mse", "heuristic", "mustangs"] | None = None
+    """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
     grid: list[int] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
     grids: list[list[int]] | None = None

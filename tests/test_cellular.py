@@ -1,12 +1,15 @@
 """Cellular coevolution: torus neighbourhoods, placement, evolutionary operators, and placement invariance."""
 
+import itertools
 import random
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from conftest import run_scenario, tiny_scenario
+from suite.losses import MUSTANGS_CHOICES, get_loss
 from suite.strategies.grid import (
     cells, es_step, mutate_learning_rate, neighbourhood, owner, process_grid, propose_weights, tournament,
 )
@@ -113,6 +116,47 @@ def test_one_plus_one_es():
     p = propose_weights(w, 0.5, np.random.default_rng(0))
     assert (p >= 0).all() and p.sum() == pytest.approx(1.0) and not np.allclose(p, w)
     assert np.allclose(propose_weights(w, 0.0, np.random.default_rng(0)), w)
+
+
+# --- Mustangs' losses -------------------------------------------------------------------------------------------
+
+
+def test_mustangs_draws_three_different_generator_updates():
+    """minimax, mse and heuristic move a generator in three directions; bce is heuristic doubled.
+
+    Adam ignores a constant factor (its first step is lr * sign(gradient)), so losses count as
+    different only when their normalised gradients differ. They do where D is confident on some
+    samples and not on others, so the toy discriminator here spreads its scores over [-7, 7].
+    """
+    gen = torch.Generator().manual_seed(0)
+    g, d = nn.Linear(4, 16), nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
+    with torch.no_grad():
+        for p in [*g.parameters(), *d.parameters()]:
+            p.copy_(torch.randn(p.shape, generator=gen))
+    z = torch.randn(256, 4, generator=gen)
+    assert d(g(z)).std() > 1
+
+    def direction(name):
+        g.zero_grad()
+        get_loss(name).generator(d(g(z)).squeeze(1)).backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in g.parameters()])
+        return grad / grad.norm()
+
+    directions = {name: direction(name) for name in ("bce", *MUSTANGS_CHOICES)}
+    assert set(MUSTANGS_CHOICES) == {"minimax", "mse", "heuristic"}
+    assert float(directions["bce"] @ directions["heuristic"]) == pytest.approx(1.0, abs=1e-6)
+    assert torch.equal(torch.sign(directions["bce"]), torch.sign(directions["heuristic"]))
+    for a, b in itertools.combinations(MUSTANGS_CHOICES, 2):
+        assert float(directions[a] @ directions[b]) < 0.95, (a, b)
+        assert (torch.sign(directions[a]) != torch.sign(directions[b])).float().mean() > 0.1, (a, b)
+
+
+def test_minimax_is_the_original_objective():
+    scores = torch.tensor([-3.0, 0.0, 2.0])
+    d_of_g = torch.sigmoid(scores)
+    assert float(get_loss("minimax").generator(scores)) == pytest.approx(float(0.5 * torch.log(1 - d_of_g).mean()), rel=1e-6)
+    assert float(get_loss("heuristic").generator(scores)) == pytest.approx(float(-0.5 * torch.log(d_of_g).mean()), rel=1e-6)
+    assert float(get_loss("mse").generator(scores)) == pytest.approx(float(((d_of_g - 1) ** 2).mean()), rel=1e-6)
 
 
 # --- real runs: one grid, three placements -------------------------------------------------------------------
