@@ -397,13 +397,13 @@ def _check(scenario: Scenario) -> None:
 
 
 # Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).
-DATASET_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
+_DATASET_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
 
 
-def mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
+def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
     """Dimension (None where unknown before loading the data) and name of the mixture FID space."""
     if cellular.mixture_features == "logits":
-        return DATASET_CLASSES.get(dataset.name), f"class-logit space of the {dataset.name} classifier"
+        return _DATASET_CLASSES.get(dataset.name), f"class-logit space of the {dataset.name} classifier"
     if metrics.features == "classifier":
         from .metrics.features import SmallCNN
 
@@ -423,7 +423,7 @@ def _check_cellular(scenario: Scenario, fail) -> None:
         fail("cellular.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
     if cellular.n_replacements > cellular.population:
         fail("cellular.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
-    dim, space = mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
+    dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
     if dim is not None and cellular.mixture_samples <= dim:
         fail("cellular.mixture_samples", f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
              f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)")
