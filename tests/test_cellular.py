@@ -333,7 +333,7 @@ def placements(tmp_path_factory):
         "cellular",
         [{"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1, 2, 4]}],
         train={"batch_size": 16, "threads": 1},
-        cellular={"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40, "fitness_samples": 48},
+        cellular={"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40, "fitness_samples": 40},  # fitness in batches of 16, 16, 8
         metrics={"enabled": True, "samples": 100, "features": "classifier"},
     )
     code, records = run_scenario(tmp, scenario)
