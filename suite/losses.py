@@ -3,14 +3,23 @@
 Each loss is a small object with two methods taking raw discriminator scores (see
 :mod:`suite.models`): ``discriminator(real_scores, fake_scores)`` and ``generator(fake_scores)``.
 Losses that need more than scores (the gradient penalty) say so with ``needs_penalty``.
+Every generator loss is written with ``D(G(z)) = sigmoid(score)``.
 
-* ``bce``: the non-saturating GAN loss of seed 000, eqs. (3) and (4); the sigmoid of the
-  tables is applied here, stably, through ``binary_cross_entropy_with_logits``.
+* ``bce``: the non-saturating GAN loss of seed 000, eqs. (3) and (4): the generator minimises
+  ``-E log D(G(z))``; the sigmoid of the tables is applied here, stably, through
+  ``binary_cross_entropy_with_logits``. It is also Lipizzaner's ``bceloss`` (its generator
+  computes ``BCELoss(D(G(z)), 1)``).
 * ``wgan-gp``: Wasserstein loss with gradient penalty (seed 002's W-CGAN; Gulrajani et al.).
-* ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it.
-* ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss,
-  ``-1/2 log D(G(z))``, with the usual BCE discriminator loss (Lipizzaner / Mustangs).
-* ``mustangs``: one of ``bce``, ``mse``, ``heuristic`` drawn at random (seed 001/003's Mustangs).
+* ``minimax``: Goodfellow's original objective, the generator minimising ``1/2 E log(1 - D(G(z)))``
+  (E-GAN's minimax mutation: the BCE loss of the Mustangs paper); BCE discriminator loss.
+* ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it: the
+  generator minimises ``E (D(G(z)) - 1)^2``.
+* ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss ``-1/2 E log D(G(z))``
+  (E-GAN's heuristic mutation), with the BCE discriminator loss. It is ``bce`` scaled by 1/2,
+  which Adam's update ignores; that is why Mustangs' set here has ``minimax`` and not ``bce``
+  (Lipizzaner's code draws ``BCELoss(D(G(z)), 1)``, i.e. ``bce``: see the README's deviations).
+* ``mustangs``: one of ``minimax``, ``mse``, ``heuristic`` drawn at random (Mustangs: "from among
+  the three E-GAN uses"), per batch or per cell (``cellular.mustangs_choice``).
 """
 
 from __future__ import annotations
@@ -47,6 +56,12 @@ class BCELoss(Loss):
         return F.binary_cross_entropy_with_logits(fake, torch.ones_like(fake))
 
 
+class MinimaxLoss(BCELoss):
+    def generator(self, fake):
+        # 1/2 E[log(1 - D(G(z)))], with log(1 - sigmoid(s)) = logsigmoid(-s) for stability.
+        return 0.5 * F.logsigmoid(-fake).mean()
+
+
 class HeuristicLoss(BCELoss):
     def generator(self, fake):
         # -1/2 E[log D(G(z))], with log D = logsigmoid(score) for stability.
@@ -71,11 +86,12 @@ class WassersteinLoss(Loss):
 
 LOSSES: dict[str, Loss] = {
     "bce": BCELoss("bce"),
+    "minimax": MinimaxLoss("minimax"),
     "heuristic": HeuristicLoss("heuristic"),
     "mse": MSELoss("mse"),
     "wgan-gp": WassersteinLoss("wgan-gp", needs_penalty=True),
 }
-MUSTANGS_CHOICES = ("bce", "mse", "heuristic")
+MUSTANGS_CHOICES = ("minimax", "mse", "heuristic")
 
 
 def get_loss(name: str) -> Loss:

@@ -27,7 +27,7 @@ STRATEGY_LOSSES = {
     "data_parallel": ("bce", "wgan-gp"),
     "conditional": ("bce", "wgan-gp"),
     "label_partitioned": ("bce", "wgan-gp"),
-    "cellular": ("bce", "mse", "heuristic", "mustangs"),
+    "cellular": ("bce", "minimax", "mse", "heuristic", "mustangs"),
 }
 STRATEGY_ENGINES = {
     "data_parallel": ("horovod", "torch", "mpi", "deepspeed"),
@@ -113,26 +113,36 @@ class WganGpConfig:
 
 @dataclass
 class CellularConfig:
-    """Lipizzaner / Mustangs coevolution settings (seed 003, Table 1)."""
+    """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (seed 003, Table 1)."""
 
     iterations: int | None = None
-    """Coevolution iterations (default: train.epochs; one telemetry step each)."""
+    """Coevolution iterations (default: train.epochs; 200 in the paper; one telemetry step each)."""
     population: int = 1
     """Generators and discriminators per cell."""
     neighbourhood: Literal["von_neumann", "moore"] = "von_neumann"
     """Cell plus its 4 (von Neumann) or 8 (Moore) torus neighbours."""
     tournament_size: int = 2
     """Individuals drawn per tournament."""
+    n_replacements: int = 1
+    """Trained individuals that may replace the cell's worst ones each iteration (at most population)."""
     mutation_probability: float = 0.5
-    """Probability that a learning rate is mutated each iteration."""
-    mutation_scale: float = 0.0001
-    """Standard deviation of the Gaussian learning-rate step."""
+    """Probability that a learning rate is mutated before each training step."""
+    mutation_rate: float = 0.0001
+    """Lipizzaner's alpha: a mutated learning rate moves by mutation_rate * N(-train.lr / 10, train.lr)."""
+    fitness_samples: int = 1000
+    """Real images (and as many generated) per fitness evaluation, run in batches of train.batch_size."""
+    batches_per_iteration: int = 0
+    """Training batches per cell per iteration, without replacement (0 or more than a pass: one full pass)."""
+    discriminator_skip: int = 1
+    """Discriminators train on every (discriminator_skip + 1)-th batch only (0: on every batch)."""
     mixture_scale: float = 0.01
     """Standard deviation of the (1+1)-ES step on mixture weights."""
-    mixture_samples: int = 200
-    """Samples used to score a mixture during training."""
-    batches_per_iteration: int = 1
-    """Training batches per cell per iteration (0: one full pass over the cell's data)."""
+    mixture_samples: int = 1000
+    """Generated (and real) images that score a mixture; more than the feature dimension."""
+    mixture_features: Literal["logits", "metrics"] = "logits"
+    """Mixture FID space: the suite classifier's class logits (10-d on digits, mnist, cifar10) or metrics.features."""
+    mixture_sampling: Literal["exact_proportion", "independent_probability"] = "exact_proportion"
+    """How a mixture's samples pick their generator: exact shares of the weights, or each independently."""
     mustangs_choice: Literal["batch", "cell"] = "batch"
     """Mustangs draws its loss per batch or once per cell."""
 
@@ -173,8 +183,8 @@ class RunSpec:
     """Communication engine."""
     procs: list[int] = field(default_factory=lambda: [1])
     """Process counts to run."""
-    loss: Literal["bce", "wgan-gp", "mse", "heuristic", "mustangs"] | None = None
-    """Loss (default: bce; mustangs for cellular)."""
+    loss: Literal["bce", "wgan-gp", "minimax", "mse", "heuristic", "mustangs"] | None = None
+    """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
     grid: list[int] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
     grids: list[list[int]] | None = None
@@ -359,6 +369,8 @@ def _check(scenario: Scenario) -> None:
         "wgan_gp.n_critic": scenario.wgan_gp.n_critic,
         "cellular.population": scenario.cellular.population,
         "cellular.tournament_size": scenario.cellular.tournament_size,
+        "cellular.n_replacements": scenario.cellular.n_replacements,
+        "cellular.fitness_samples": scenario.cellular.fitness_samples,
         "cellular.mixture_samples": scenario.cellular.mixture_samples,
         "metrics.samples": scenario.metrics.samples,
     }
@@ -378,10 +390,7 @@ def _check(scenario: Scenario) -> None:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
     if scenario.metrics.features not in ("auto", "inception", "classifier"):
         fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
-    if scenario.cellular.iterations is not None and scenario.cellular.iterations < 1:
-        fail("cellular.iterations", "must be at least 1")
-    if scenario.cellular.batches_per_iteration < 0:
-        fail("cellular.batches_per_iteration", "must not be negative")
+    _check_cellular(scenario, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
@@ -389,6 +398,39 @@ def _check(scenario: Scenario) -> None:
         fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
         _check_run_spec(spec, f"runs[{i}]", scenario, fail)
+
+
+# Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).
+_DATASET_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
+
+
+def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
+    """Dimension (None where unknown before loading the data) and name of the mixture FID space."""
+    if cellular.mixture_features == "logits":
+        return _DATASET_CLASSES.get(dataset.name), f"class-logit space of the {dataset.name} classifier"
+    if metrics.features == "classifier":
+        from .metrics.features import SmallCNN
+
+        return SmallCNN.feature_dim, "classifier feature space (metrics.features)"
+    # auto picks Inception wherever its weights are cached, so a scenario must be valid with it
+    return 2048, f"Inception pool space (metrics.features: {metrics.features})"
+
+
+def _check_cellular(scenario: Scenario, fail) -> None:
+    cellular = scenario.cellular
+    if cellular.iterations is not None and cellular.iterations < 1:
+        fail("cellular.iterations", "must be at least 1")
+    for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
+        if getattr(cellular, name) < 0:
+            fail(f"cellular.{name}", "must not be negative")
+    if not 0 <= cellular.mutation_probability <= 1:
+        fail("cellular.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
+    if cellular.n_replacements > cellular.population:
+        fail("cellular.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
+    dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
+    if dim is not None and cellular.mixture_samples <= dim:
+        fail("cellular.mixture_samples", f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
+             f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)")
 
 
 def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:

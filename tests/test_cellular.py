@@ -1,14 +1,22 @@
-"""Cellular coevolution: torus neighbourhoods, placement, evolutionary operators, and placement invariance."""
+"""Cellular coevolution: torus neighbourhoods, placement, Lipizzaner's operators, the state exchange,
+Mustangs' losses, and placement invariance."""
 
+import itertools
 import random
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from conftest import run_scenario, tiny_scenario
+from suite.losses import MUSTANGS_CHOICES, get_loss
+from suite.models import build_pair
+from suite.scenario import ScenarioError, parse_scenario
+from suite.strategies.cellular import CellState, Genomes, Layout, module_vector
 from suite.strategies.grid import (
-    cells, es_step, mutate_learning_rate, neighbourhood, owner, process_grid, propose_weights, tournament,
+    cells, discriminator_trains, es_step, mixture_assignment, mutate_learning_rates, neighbourhood, owner, process_grid,
+    propose_weights, replacement, tournament,
 )
 
 GRIDS = [(1, 1), (1, 3), (2, 2), (3, 3), (3, 4)]
@@ -93,15 +101,56 @@ def test_tournament_picks_the_fittest_of_the_drawn():
     assert tournament([7.0], 2, random.Random(0)) == 0  # fewer individuals than the tournament
 
 
-def test_learning_rate_mutation():
-    rng = random.Random(0)
-    assert mutate_learning_rate(0.0002, 0.0, 1.0, rng) == 0.0002
-    mutated = [mutate_learning_rate(0.0002, 1.0, 0.0001, random.Random(s)) for s in range(200)]
-    assert all(m != 0.0002 for m in mutated) and min(mutated) >= 1e-8
-    # steps below zero are held at the floor (a learning rate stays positive): about 2% at 2 sigma
-    assert 0 < sum(m == 1e-8 for m in mutated) < 15
-    assert np.std(mutated) == pytest.approx(0.0001, rel=0.3)
+def test_learning_rate_mutation_is_lipizzaners():
+    lr0, alpha, p = 2e-4, 1e-4, 0.5
+    # the reference formula (mutate_hyperparams), on the same random stream
+    rng = np.random.default_rng(1)
+    deltas = rng.normal(loc=-(lr0 / 10), scale=lr0, size=5)
+    deltas[rng.random(5) < 1 - p] = 0
+    expected = [max(0, lr + d * alpha) for lr, d in zip([lr0, 1e-4, 3e-4, lr0, 0.0], deltas)]
+    assert mutate_learning_rates([lr0, 1e-4, 3e-4, lr0, 0.0], lr0, alpha, p, np.random.default_rng(1)) == expected
 
+    # the distribution of a step: alpha * N(-lr0/10, lr0) with probability p, else 0
+    steps = np.array(mutate_learning_rates([lr0] * 400_000, lr0, alpha, p, np.random.default_rng(0))) - lr0
+    moved = steps[steps != 0]
+    assert len(moved) / len(steps) == pytest.approx(p, abs=0.005)
+    assert moved.mean() == pytest.approx(-alpha * lr0 / 10, rel=0.1)  # a slow downward drift
+    assert moved.std() == pytest.approx(alpha * lr0, rel=0.02)  # 2e-8: 5,000 times below N(0, 1e-4)
+
+    # clipped at 0, not at a positive floor
+    tiny = np.array(mutate_learning_rates([1e-12] * 10_000, lr0, alpha, 1.0, np.random.default_rng(0)))
+    assert tiny.min() == 0.0 and 0.45 < np.mean(tiny == 0.0) < 0.6  # P(delta < 0) = Phi(0.1) = 0.54
+    assert mutate_learning_rates([lr0], lr0, alpha, 0.0, np.random.default_rng(0)) == [lr0]
+
+
+def test_discriminator_skip_is_lipizzaners():
+    # lipizzaner_gan_trainer.py: D trains when skip == 0 or batch % (skip + 1) == 0
+    assert [discriminator_trains(b, 1) for b in range(5)] == [True, False, True, False, True]
+    assert [discriminator_trains(b, 2) for b in range(4)] == [True, False, False, True]
+    assert all(discriminator_trains(b, 0) for b in range(4))
+
+
+def test_replacement_is_lipizzaners():
+    # the best new individual replaces the worst old one where strictly fitter; best first
+    assert replacement([3.0, 1.0], [0.5, 4.0], 1) == [("new", 0), ("old", 1)]
+    assert replacement([3.0, 1.0], [3.5, 0.5], 1) == [("new", 1), ("old", 1)]
+    assert replacement([1.0], [1.0], 1) == [("old", 0)]  # a tie keeps the old one
+    assert replacement([1.0], [0.9], 1) == [("new", 0)]
+    # n = 2, pairwise: the best new against the 2nd worst old (here the best), the 2nd best new
+    # against the worst; keeping the best 2 of all 4 would keep old 0 instead of old 1
+    assert replacement([1.0, 2.0], [0.5, 2.5], 2) == [("new", 0), ("old", 1)]
+
+
+def test_mixture_assignment():
+    w = np.array([0.5, 0.25, 0.25])
+    exact = mixture_assignment(w, 8, "exact_proportion", np.random.default_rng(0))
+    assert sorted(exact.tolist()) == [0, 0, 0, 0, 1, 1, 2, 2]
+    # ceil(n * w) copies, shuffled, cut to n: never more than ceil(n * w) of a member
+    odd = mixture_assignment(np.array([0.5, 0.3, 0.2]), 7, "exact_proportion", np.random.default_rng(3))
+    assert len(odd) == 7 and all(np.sum(odd == k) <= np.ceil(7 * wk) for k, wk in enumerate([0.5, 0.3, 0.2]))
+    draws = mixture_assignment(w, 20_000, "independent_probability", np.random.default_rng(0))
+    assert np.bincount(draws) / len(draws) == pytest.approx(w, abs=0.02)
+    assert not np.any(mixture_assignment(np.array([0.0, 1.0]), 50, "exact_proportion", np.random.default_rng(0)) == 0)
 
 def test_one_plus_one_es():
     w = np.array([0.5, 0.25, 0.25])
@@ -115,6 +164,165 @@ def test_one_plus_one_es():
     assert np.allclose(propose_weights(w, 0.0, np.random.default_rng(0)), w)
 
 
+# --- individuals travel with their Adam state ---------------------------------------------------------------
+
+
+def make_pair(seed):
+    return build_pair(20, 1, 8, dropout=0.0, seed=seed)
+
+
+def new_cell(seed: int, population: int = 2) -> CellState:
+    pairs = [make_pair(seed + 10 * s) for s in range(population)]
+    gs, ds = [g for g, _ in pairs], [d for _, d in pairs]
+    adam = [torch.optim.Adam(m.parameters(), lr=2e-4, betas=(0.5, 0.999)) for m in gs + ds]
+    return CellState((0, 0), gs, ds, adam[:population], adam[population:], [2e-4] * population, [2e-4] * population, np.ones(1))
+
+
+def train_steps(g, d, opt_g, opt_d, steps: int, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    loss = get_loss("bce")
+    for _ in range(steps):
+        z, real = torch.randn(8, 8, generator=gen), torch.rand(8, 1, 20, 20, generator=gen) * 2 - 1
+        if opt_d is not None:
+            opt_d.zero_grad()
+            loss.discriminator(d(real), d(g(z).detach())).backward()
+            opt_d.step()
+        opt_g.zero_grad()
+        loss.generator(d(g(z))).backward()
+        opt_g.step()
+
+
+def assert_same_individual(a_net, a_opt, b_net, b_opt):
+    for (name, x), y in zip(a_net.state_dict().items(), b_net.state_dict().values()):
+        assert torch.equal(x, y), name  # weights and buffers (BatchNorm statistics and counters)
+    for p, q in zip(a_opt.param_groups[0]["params"], b_opt.param_groups[0]["params"]):
+        sa, sb = a_opt.state.get(p, {}), b_opt.state.get(q, {})
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            assert torch.equal(sa[key], sb[key]), key  # exp_avg, exp_avg_sq, step
+
+
+def test_an_individual_round_trips_with_its_adam_state():
+    g, d = make_pair(0)
+    opt_g = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    train_steps(g, d, opt_g, opt_d, 3, seed=0)
+    layout = Layout(g)
+    vector = layout.pack(g, opt_g, 1.2345e-4)
+    assert vector.dtype == torch.float32 and vector.numel() == layout.size
+
+    g2, _ = make_pair(99)
+    opt_g2 = torch.optim.Adam(g2.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    assert layout.load(vector, g2, opt_g2) == float(np.float32(1.2345e-4))
+    assert opt_g2.param_groups[0]["lr"] == float(np.float32(1.2345e-4))
+    assert_same_individual(g, opt_g, g2, opt_g2)
+    assert float(opt_g2.state[next(g2.parameters())]["step"]) == 3
+    # and training goes on identically: the moments were not reset
+    opt_g.param_groups[0]["lr"] = opt_g2.param_groups[0]["lr"]
+    train_steps(g, d, opt_g, None, 2, seed=1)
+    train_steps(g2, d, opt_g2, None, 2, seed=1)
+    assert_same_individual(g, opt_g, g2, opt_g2)
+
+
+def test_a_cell_vector_restores_every_individual_exactly():
+    cell = new_cell(0)
+    train_steps(cell.generators[0], cell.discriminators[0], cell.opt_g[0], cell.opt_d[0], 2, seed=0)
+    train_steps(cell.generators[1], cell.discriminators[0], cell.opt_g[1], None, 1, seed=1)  # slot 1's D never trained
+    cell.lr_g, cell.lr_d = [1.5e-4, 2.5e-4], [3.5e-4, 0.0]
+    genomes = Genomes(make_pair, 2)
+    vector = genomes.pack(cell)
+    assert vector.numel() == genomes.cell_size
+
+    other = new_cell(7)
+    for kind in ("g", "d"):
+        nets, opts, lrs = other.side(kind)
+        for s in range(2):
+            lrs[s] = genomes.layouts[kind].load(genomes.part(vector, s, kind), nets[s], opts[s])
+    for kind in ("g", "d"):
+        for s in range(2):
+            assert_same_individual(cell.side(kind)[0][s], cell.side(kind)[1][s], other.side(kind)[0][s], other.side(kind)[1][s])
+    assert other.lr_g == [float(np.float32(v)) for v in cell.lr_g] and other.lr_d == [float(np.float32(v)) for v in cell.lr_d]
+    assert not other.opt_d[1].state  # an untrained individual arrives with a fresh Adam state
+    assert torch.equal(genomes.pack(other), vector)
+    g, _ = genomes.networks(0, vector, 1)  # evaluation copies: the networks only
+    assert torch.equal(module_vector(g), module_vector(cell.generators[1]))
+
+
+# --- Mustangs' losses -------------------------------------------------------------------------------------------
+
+
+def test_mustangs_draws_three_different_generator_updates():
+    """minimax, mse and heuristic move a generator in three directions; bce is heuristic doubled.
+
+    Adam ignores a constant factor (its first step is lr * sign(gradient)), so losses count as
+    different only when their normalised gradients differ. They do where D is confident on some
+    samples and not on others, so the toy discriminator here spreads its scores over [-7, 7].
+    """
+    gen = torch.Generator().manual_seed(0)
+    g, d = nn.Linear(4, 16), nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
+    with torch.no_grad():
+        for p in [*g.parameters(), *d.parameters()]:
+            p.copy_(torch.randn(p.shape, generator=gen))
+    z = torch.randn(256, 4, generator=gen)
+    assert d(g(z)).std() > 1
+
+    def direction(name):
+        g.zero_grad()
+        get_loss(name).generator(d(g(z)).squeeze(1)).backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in g.parameters()])
+        return grad / grad.norm()
+
+    directions = {name: direction(name) for name in ("bce", *MUSTANGS_CHOICES)}
+    assert set(MUSTANGS_CHOICES) == {"minimax", "mse", "heuristic"}
+    assert float(directions["bce"] @ directions["heuristic"]) == pytest.approx(1.0, abs=1e-6)
+    assert torch.equal(torch.sign(directions["bce"]), torch.sign(directions["heuristic"]))
+    for a, b in itertools.combinations(MUSTANGS_CHOICES, 2):
+        assert float(directions[a] @ directions[b]) < 0.95, (a, b)
+        assert (torch.sign(directions[a]) != torch.sign(directions[b])).float().mean() > 0.1, (a, b)
+
+
+def test_minimax_is_the_original_objective():
+    scores = torch.tensor([-3.0, 0.0, 2.0])
+    d_of_g = torch.sigmoid(scores)
+    assert float(get_loss("minimax").generator(scores)) == pytest.approx(float(0.5 * torch.log(1 - d_of_g).mean()), rel=1e-6)
+    assert float(get_loss("heuristic").generator(scores)) == pytest.approx(float(-0.5 * torch.log(d_of_g).mean()), rel=1e-6)
+    assert float(get_loss("mse").generator(scores)) == pytest.approx(float(((d_of_g - 1) ** 2).mean()), rel=1e-6)
+
+
+# --- settings ------------------------------------------------------------------------------------------------
+
+
+def cellular_scenario(**cellular) -> dict:
+    return tiny_scenario("cellular", [{"strategy": "cellular", "engine": "mpi", "grid": [2, 2]}], cellular=cellular)
+
+
+@pytest.mark.parametrize("cellular, metrics, error", [
+    ({"mixture_samples": 10}, {}, r"cellular\.mixture_samples: 10 samples give a rank-deficient covariance in the 10-d class-logit"),
+    ({"mixture_samples": 100, "mixture_features": "metrics"}, {"features": "classifier"}, r"cellular\.mixture_samples: .* 128-d classifier"),
+    ({"mixture_samples": 1000, "mixture_features": "metrics"}, {"features": "auto"}, r"cellular\.mixture_samples: .* 2048-d Inception"),
+    ({"n_replacements": 2}, {}, r"cellular\.n_replacements: 2 is more than the population \(1\)"),
+    ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be in \[0, 1\]"),
+    ({"discriminator_skip": -1}, {}, r"cellular\.discriminator_skip: must not be negative"),
+    ({"mutation_scale": 0.1}, {}, r"cellular\.mutation_scale: unknown field"),
+])
+def test_cellular_settings_are_validated(cellular, metrics, error):
+    scenario = cellular_scenario(**cellular)
+    scenario["metrics"].update(metrics)
+    with pytest.raises(ScenarioError, match=error):
+        parse_scenario(scenario)
+
+
+def test_cellular_defaults_are_lipizzaners_mnist_settings():
+    cfg = parse_scenario(cellular_scenario()).cellular
+    # lipizzaner-gan/mnist.yml: population_size, tournament_size, n_replacements, alpha, mutation_probability,
+    # discriminator_skip_each_nth_step, mixture_sigma, score_sample_size, fitness_sample_size, n_batches,
+    # mixture_generator_samples_mode
+    assert (cfg.population, cfg.tournament_size, cfg.n_replacements, cfg.mutation_rate, cfg.mutation_probability,
+            cfg.discriminator_skip, cfg.mixture_scale, cfg.mixture_samples, cfg.fitness_samples, cfg.batches_per_iteration,
+            cfg.mixture_sampling) == (1, 2, 1, 0.0001, 0.5, 1, 0.01, 1000, 1000, 0, "exact_proportion")
+    assert cfg.mixture_features == "logits"
+
+
 # --- real runs: one grid, three placements -------------------------------------------------------------------
 
 
@@ -125,7 +333,7 @@ def placements(tmp_path_factory):
         "cellular",
         [{"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1, 2, 4]}],
         train={"batch_size": 16, "threads": 1},
-        cellular={"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40},
+        cellular={"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40, "fitness_samples": 40},  # fitness in batches of 16, 16, 8
         metrics={"enabled": True, "samples": 100, "features": "classifier"},
     )
     code, records = run_scenario(tmp, scenario)
@@ -162,6 +370,13 @@ def test_cellular_record(placements):
     assert all(len(v) == 4 for v in four["phases_s"].values())
     assert one["quality"]["features"] == "classifier:digits" and one["quality_best_cell"]["fid"] > 0
     assert len(one["curve"]) == 2 and one["curve"][0]["n"] == 40
+    # the mixtures were scored in the classifier's 10 class logits, on 40 generated and 40 real images
+    assert one["mixture_score"] == {"features": "classifier:digits/logits", "dim": 10, "n": 40, "n_real": 40,
+                                    "sampling": "exact_proportion"}
+    assert one["ranking"]["features"] == "classifier:digits/logits" and one["ranking"]["n"] == 40
+    # learning rates mutate by alpha * N(-lr/10, lr) per step: they move, by about 1e-8 a step
+    lrs = [lr for r in (one, two, four) for h in r["history"].values() for e in h for lr in e["lr_g"] + e["lr_d"]]
+    assert len(set(lrs)) > 1 and all(abs(lr - 2e-4) < 1e-6 for lr in lrs)
     bundle = torch.load(results / one["run_id"] / "generator.pt", weights_only=False)
     assert bundle["kind"] == "mixture" and len(bundle["generators"]) == 3  # a 2x2 torus: self + 2 distinct neighbours
     assert sum(bundle["weights"].values()) == pytest.approx(1.0)

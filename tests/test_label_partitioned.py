@@ -94,13 +94,13 @@ def test_gradient_penalty_is_differentiable_for_the_critic():
 
 def test_losses_have_the_expected_signs():
     good, bad = torch.full((8,), 5.0), torch.full((8,), -5.0)
-    for name in ("bce", "mse", "heuristic"):
+    for name in ("bce", "minimax", "mse", "heuristic"):
         loss = get_loss(name)
         assert loss.discriminator(good, bad) < loss.discriminator(bad, good), name
         assert loss.generator(good) < loss.generator(bad), name
     wgan = get_loss("wgan-gp")
     assert wgan.needs_penalty and wgan.discriminator(good, bad).item() == -10.0 and wgan.generator(good).item() == -5.0
-    assert set(LOSSES) == {"bce", "heuristic", "mse", "wgan-gp"}
+    assert set(LOSSES) == {"bce", "heuristic", "minimax", "mse", "wgan-gp"}
     with pytest.raises(ValueError, match="unknown loss"):
         get_loss("hinge")
 

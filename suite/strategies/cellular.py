@@ -1,36 +1,43 @@
 """``cellular``: Lipizzaner / Mustangs coevolution on a toroidal grid, over MPI (seeds 001, 003).
 
-Each cell of an R x C torus holds ``population`` generators and discriminators. One iteration
-(``cellular.iterations`` iterations, default ``train.epochs``) does, for every cell, synchronously:
+Each cell of an R x C torus holds ``population`` generators and discriminators. Each is an
+*individual*: network weights, its own Adam state and its own learning rate, which travel
+together. One iteration (``cellular.iterations``, default ``train.epochs``) does for every cell,
+synchronously, what one iteration of Lipizzaner's ``LipizzanerGANTrainer.train`` does:
 
 1. **exchange**: receive the neighbourhood's individuals as they were at the end of the last
    iteration (the cell plus 4 von Neumann or 8 Moore neighbours);
-2. **fitness**: every generator against every discriminator of the neighbourhood on one batch;
-   a generator's fitness is its mean generator loss, a discriminator's its mean discriminator
-   loss (lower is better);
+2. **fitness**: every generator against every discriminator of the neighbourhood on
+   ``fitness_samples`` real images (and as many generated), in batches; a generator's fitness
+   is its mean generator loss, a discriminator's its mean discriminator loss (lower is better);
 3. **selection**: tournaments (``tournament_size``) pick the cell's generators and
-   discriminators from the neighbourhood; they are copied into the cell's networks, whose Adam
-   optimisers the cell keeps;
-4. **mutation**: each selected learning rate takes a Gaussian step with ``mutation_probability``;
-5. **training**: the selected pairs train on ``batches_per_iteration`` batches of the data (0:
-   a full pass) with the loss (``mustangs``: bce, mse or heuristic drawn per batch or per cell);
-6. **replacement**: the trained individuals and the cell's previous ones are scored against the
-   neighbourhood again and the best ``population`` of each kind stay;
-7. **mixture**: the cell's mixture weights over its neighbourhood's generators take a (1+1)-ES
-   step, kept only when the mixture's FID (``mixture_samples`` samples, the run's feature
-   network) improves.
+   discriminators from the neighbourhood, each with its Adam state and learning rate;
+4. **training**: ``batches_per_iteration`` batches of a fresh shuffle of the data (0: a full
+   pass). On each batch the generators take one step against a discriminator drawn from the
+   cell's, then (on every ``discriminator_skip + 1``-th batch) the discriminators against a
+   drawn generator. Before every step the learning rates mutate (``mutation_rate``,
+   ``mutation_probability``). The loss is the run's (``mustangs``: minimax, mse or heuristic,
+   drawn per batch or per cell);
+5. **replacement**: trained individuals replace the cell's worst previous ones where fitter on
+   the same fitness sample (``n_replacements``); a cell keeps its individuals best first;
+6. **mixture**: the cell's weights over its neighbourhood's best generators take one (1+1)-ES
+   step, kept only when the mixture's FID improves (``mixture_samples`` samples, by default in
+   the suite classifier's class-logit space, as Lipizzaner scores MNIST in its CNN's 10 outputs).
 
 Distribution: ranks form a periodic Cartesian communicator; each owns an equal rectangular
 block of cells. Once per iteration every rank sends the states of its boundary cells to the
 neighbouring ranks that need them, as flat float32 arrays with non-blocking point-to-point
 messages (no servers, no pickles). Every random draw is seeded by the scenario seed, the
-cell's coordinates and the iteration, so a grid gives the same generators on any number of
-ranks (with one thread per rank, so that floating-point reductions agree).
+cell's coordinates and the iteration, and a cell reads even its own individuals back from its
+flat vector, so a grid gives the same generators on any number of ranks (with one thread per
+rank, so that floating-point reductions agree). The README lists where this differs from the
+papers and from Lipizzaner's code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -45,7 +52,10 @@ from ..models import build_pair
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
 from .base import Outcome, Strategy, cpu_state, make_bundle
-from .grid import OFFSETS, cells, es_step, mutate_learning_rate, neighbourhood, owner, process_grid, propose_weights, tournament
+from .grid import (
+    cells, discriminator_trains, es_step, mixture_assignment, mutate_learning_rates, neighbourhood, owner, process_grid,
+    propose_weights, replacement, tournament,
+)
 
 log = logging.getLogger(__name__)
 PHASES = ("exchange", "fitness", "train", "mixture")
@@ -67,6 +77,55 @@ def load_module_vector(module: nn.Module, vector: torch.Tensor) -> None:
             n = tensor.numel()
             tensor.copy_(vector[offset : offset + n].view_as(tensor).to(tensor.dtype))
             offset += n
+
+
+class Layout:
+    """Where the parts of one individual lie in its flat float32 vector.
+
+    In order: the network's parameters and buffers (:func:`module_vector`), Adam's ``exp_avg``
+    and ``exp_avg_sq`` of every parameter, Adam's step count of every parameter, the learning
+    rate. float32 holds all of them exactly: Adam keeps its moments and step in float32, and
+    counters stay far below 2**24.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.module_size = module_vector(module).numel()
+        self.param_sizes = [p.numel() for p in module.parameters()]
+        self.moments_size = sum(self.param_sizes)
+        self.size = self.module_size + 2 * self.moments_size + len(self.param_sizes) + 1
+
+    def pack(self, module: nn.Module, optimizer: torch.optim.Adam, lr: float) -> torch.Tensor:
+        """The individual: ``module``, the state of the Adam optimiser that trains it, and ``lr``."""
+        params = optimizer.param_groups[0]["params"]
+        states = [optimizer.state.get(p) or {} for p in params]
+
+        def moments(name):
+            return [(s[name] if s else torch.zeros_like(p)).detach().reshape(-1).float().cpu() for p, s in zip(params, states)]
+
+        steps = torch.tensor([float(s["step"]) if s else 0.0 for s in states], dtype=torch.float32)
+        return torch.cat([module_vector(module), *moments("exp_avg"), *moments("exp_avg_sq"), steps,
+                          torch.tensor([lr], dtype=torch.float32)])
+
+    def load_network(self, vector: torch.Tensor, module: nn.Module) -> None:
+        """Load only the network of a packed individual (to evaluate it)."""
+        load_module_vector(module, vector[: self.module_size])
+
+    def load(self, vector: torch.Tensor, module: nn.Module, optimizer: torch.optim.Adam) -> float:
+        """Load a packed individual into ``module`` and its ``optimizer``; return its learning rate."""
+        self.load_network(vector, module)
+        avg_at, sq_at = self.module_size, self.module_size + self.moments_size
+        steps = vector[sq_at + self.moments_size : -1].tolist()
+        for p, n, step in zip(optimizer.param_groups[0]["params"], self.param_sizes, steps):
+            if step == 0:  # never trained: a fresh Adam state
+                optimizer.state.pop(p, None)
+            else:
+                optimizer.state[p] = {"step": torch.tensor(step, dtype=torch.float32),
+                                      "exp_avg": vector[avg_at : avg_at + n].view_as(p).to(p.device, copy=True),
+                                      "exp_avg_sq": vector[sq_at : sq_at + n].view_as(p).to(p.device, copy=True)}
+            avg_at, sq_at = avg_at + n, sq_at + n
+        lr = float(vector[-1])
+        optimizer.param_groups[0]["lr"] = lr
+        return lr
 
 
 @contextlib.contextmanager
@@ -96,12 +155,25 @@ def batchnorm_stats_kept(modules):
             m.num_batches_tracked.copy_(count)
 
 
+@contextlib.contextmanager
+def frozen(module: nn.Module):
+    """No gradients for ``module``'s parameters (the discriminator while a generator trains)."""
+    params = list(module.parameters())
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 # --- one cell -------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class CellState:
-    """The individuals of one cell, their optimisers and learning rates, and its mixture."""
+    """The individuals of one cell (best first), their optimisers and learning rates, and its mixture."""
 
     coords: tuple[int, int]
     generators: list[nn.Module]
@@ -110,47 +182,61 @@ class CellState:
     opt_d: list[torch.optim.Optimizer]
     lr_g: list[float]
     lr_d: list[float]
-    mixture: np.ndarray  # weights over the neighbourhood's generators
+    mixture: np.ndarray  # weights over the neighbourhood's cells
     mixture_score: float = float("inf")
     fixed_loss: Loss | None = None  # Mustangs per cell: drawn once
     history: list[dict] = field(default_factory=list)
 
-    @property
-    def key(self) -> str:
-        return f"cell{self.coords[0]}_{self.coords[1]}"
-
-    def vector(self) -> torch.Tensor:
-        parts = []
-        for s in range(len(self.generators)):
-            parts += [module_vector(self.generators[s]), module_vector(self.discriminators[s]),
-                      torch.tensor([self.lr_g[s], self.lr_d[s]], dtype=torch.float32)]
-        return torch.cat(parts)
+    def side(self, kind: str) -> tuple[list[nn.Module], list[torch.optim.Optimizer], list[float]]:
+        """(networks, optimisers, learning rates) of the generators (``"g"``) or discriminators (``"d"``)."""
+        return (self.generators, self.opt_g, self.lr_g) if kind == "g" else (self.discriminators, self.opt_d, self.lr_d)
 
 
-class Individuals:
-    """Template networks into which received state vectors are loaded for evaluation."""
+class Genomes:
+    """The layout of a cell's vector, and template networks to evaluate received individuals.
+
+    A cell vector holds ``population`` slots, each a generator individual then a discriminator
+    individual (see :class:`Layout`).
+    """
 
     def __init__(self, make_pair, population: int):
         g, d = make_pair(0)
         self.make_pair, self.population = make_pair, population
-        self.g_size, self.d_size = module_vector(g).numel(), module_vector(d).numel()
-        self.slot_size = self.g_size + self.d_size + 2
+        self.layouts = {"g": Layout(g), "d": Layout(d)}
+        self.slot_size = self.layouts["g"].size + self.layouts["d"].size
         self.pool: list[tuple[nn.Module, nn.Module]] = []
 
     @property
     def cell_size(self) -> int:
         return self.population * self.slot_size
 
-    def load(self, index: int, vector: torch.Tensor, slot: int) -> tuple[nn.Module, nn.Module, float, float]:
-        """Load slot ``slot`` of a cell vector into pool entry ``index``; return (G, D, lr_g, lr_d)."""
+    def part(self, vector: torch.Tensor, slot: int, kind: str) -> torch.Tensor:
+        """The generator (``kind`` ``"g"``) or discriminator (``"d"``) individual of ``slot`` in a cell vector."""
+        start = slot * self.slot_size + (0 if kind == "g" else self.layouts["g"].size)
+        return vector[start : start + self.layouts[kind].size]
+
+    def pack(self, cell: CellState) -> torch.Tensor:
+        """A cell's individuals, Adam states and learning rates as one flat float32 vector."""
+        parts = []
+        for s in range(self.population):
+            for kind in ("g", "d"):
+                nets, opts, lrs = cell.side(kind)
+                parts.append(self.layouts[kind].pack(nets[s], opts[s], lrs[s]))
+        return torch.cat(parts)
+
+    def networks(self, index: int, vector: torch.Tensor, slot: int) -> tuple[nn.Module, nn.Module]:
+        """Load the networks of ``slot`` of a cell vector into pool entry ``index``; return (G, D)."""
         while len(self.pool) <= index:
             self.pool.append(self.make_pair(0))
         g, d = self.pool[index]
-        base = slot * self.slot_size
-        load_module_vector(g, vector[base : base + self.g_size])
-        load_module_vector(d, vector[base + self.g_size : base + self.g_size + self.d_size])
-        lr_g, lr_d = vector[base + self.g_size + self.d_size : base + self.slot_size].tolist()
-        return g, d, lr_g, lr_d
+        self.layouts["g"].load_network(self.part(vector, slot, "g"), g)
+        self.layouts["d"].load_network(self.part(vector, slot, "d"), d)
+        return g, d
+
+
+def cell_key(cell) -> str:
+    """The name of a cell's generator in a mixture."""
+    return f"cell{cell[0]}_{cell[1]}"
 
 
 # --- the exchange ---------------------------------------------------------------------------------------------
@@ -219,11 +305,14 @@ class Cellular:
         self.cfg, self.seed, self.grid = run.cellular, run.train.seed, tuple(run.grid)
         self.device = engine.device
         self.exchange = Exchange(engine, self.grid, self.cfg.neighbourhood)
-        self.individuals = Individuals(self._pair, self.cfg.population)
+        self.genomes = Genomes(self._pair, self.cfg.population)
         self.batch = run.train.batch_size
         if len(data) < self.batch:
             raise ValueError(f"train.batch_size {self.batch} is larger than the {len(data)} training images")
-        self.batches = self.cfg.batches_per_iteration or len(data) // self.batch
+        if len(data) < self.cfg.fitness_samples:
+            raise ValueError(f"cellular.fitness_samples {self.cfg.fitness_samples} is larger than the {len(data)} training images")
+        per_pass = len(data) // self.batch
+        self.batches = min(self.cfg.batches_per_iteration, per_pass) if self.cfg.batches_per_iteration else per_pass
         self.iterations = self.cfg.iterations or run.train.epochs
         self.cells = {c: self._new_cell(c) for c in self.exchange.mine}
         self.phase_s = dict.fromkeys(PHASES, 0.0)
@@ -243,7 +332,7 @@ class Cellular:
             ds.append(d)
             og.append(torch.optim.Adam(g.parameters(), lr=lr, betas=betas))
             od.append(torch.optim.Adam(d.parameters(), lr=lr, betas=betas))
-        width = len(neighbourhood(c, self.grid, self.cfg.neighbourhood)) * self.cfg.population
+        width = len(neighbourhood(c, self.grid, self.cfg.neighbourhood))
         cell = CellState(c, gs, ds, og, od, [lr] * self.cfg.population, [lr] * self.cfg.population, np.full(width, 1.0 / width))
         if self.run.loss == "mustangs" and self.cfg.mustangs_choice == "cell":
             cell.fixed_loss = mustangs_draw(random.Random(derive_seed(self.seed, "mustangs", c)))
@@ -255,83 +344,71 @@ class Cellular:
             return get_loss(self.run.loss)
         return cell.fixed_loss or mustangs_draw(rng)
 
-    def _batch(self, *name) -> torch.Tensor:
-        rng = np.random.default_rng(derive_seed(self.seed, "batch", *name))
+    def _fetch(self, rows) -> torch.Tensor:
         with self.telemetry.data():
-            images, _ = self.data.fetch(rng.choice(len(self.data), size=self.batch, replace=False))
+            images, _ = self.data.fetch(rows)
             return images.to(self.device)
 
-    def _noise(self, *name) -> torch.Tensor:
-        return torch.randn(self.batch, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", *name)).to(self.device)
+    def _noise(self, n: int, *name) -> torch.Tensor:
+        return torch.randn(n, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", *name)).to(self.device)
+
+    def _training_batches(self, coords, it: int):
+        """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice)."""
+        order = np.random.default_rng(derive_seed(self.seed, "order", coords, it)).permutation(len(self.data))
+        for b in range(self.batches):
+            yield self._fetch(order[b * self.batch : (b + 1) * self.batch])
+
+    def _fitness_sample(self, coords, it: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The iteration's fitness images (``fitness_samples`` distinct real ones) and generator noise."""
+        rng = np.random.default_rng(derive_seed(self.seed, "fitness", coords, it))
+        real = self._fetch(rng.choice(len(self.data), size=self.cfg.fitness_samples, replace=False))
+        return real, self._noise(len(real), "fitness", coords, it)
 
     @torch.no_grad()
-    def _fitness(self, gens, discs, real, z, loss) -> tuple[list[float], list[float]]:
-        """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs."""
-        with batchnorm_stats_kept(gens + discs):
-            fakes = [g(z) for g in gens]
-            g_fit = [0.0] * len(gens)
-            d_fit = [0.0] * len(discs)
-            for j, d in enumerate(discs):
-                real_scores = d(real)
-                for k, fake in enumerate(fakes):
-                    fake_scores = d(fake)
-                    g_fit[k] += float(loss.generator(fake_scores)) / len(discs)
-                    d_fit[j] += float(loss.discriminator(real_scores, fake_scores)) / len(gens)
-        self.images += len(real) * len(discs) * (1 + len(gens))
-        return g_fit, d_fit
+    def _fitness(self, gens, discs, sample, loss) -> tuple[list[float], list[float]]:
+        """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs.
 
-    def _train(self, cell: CellState, it: int, rng: random.Random) -> None:
-        for b in range(self.batches):
-            loss = self._loss(cell, rng)
-            real = self._batch("train", cell.coords, it, b)
-            for s, (g, d) in enumerate(zip(cell.generators, cell.discriminators)):
-                with torch.no_grad():
-                    fake = g(self._noise("d", cell.coords, it, b, s))
-                d_loss = loss.discriminator(d(real), d(fake))
-                cell.opt_d[s].zero_grad(set_to_none=True)
-                d_loss.backward()
-                cell.opt_d[s].step()
-                for p in d.parameters():
-                    p.requires_grad_(False)
-                g_loss = loss.generator(d(g(self._noise("g", cell.coords, it, b, s))))
-                cell.opt_g[s].zero_grad(set_to_none=True)
-                g_loss.backward()
-                cell.opt_g[s].step()
-                for p in d.parameters():
-                    p.requires_grad_(True)
-                self.images += 3 * len(real)
+        Over the whole sample, in batches of ``train.batch_size``; every pairing sees the same
+        images and noise.
+        """
+        real, z = sample
+        g_fit, d_fit = [0.0] * len(gens), [0.0] * len(discs)
+        with batchnorm_stats_kept(gens + discs):
+            for lo in range(0, len(real), self.batch):
+                images = real[lo : lo + self.batch]
+                share = len(images) / len(real)
+                fakes = [g(z[lo : lo + self.batch]) for g in gens]
+                for j, d in enumerate(discs):
+                    real_scores = d(images)
+                    for k, fake in enumerate(fakes):
+                        fake_scores = d(fake)
+                        g_fit[k] += share * float(loss.generator(fake_scores)) / len(discs)
+                        d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(gens)
+                self.images += len(images) * len(discs) * (1 + len(gens))
+        return g_fit, d_fit
 
     # --- one iteration ---------------------------------------------------------------------------------------
     def iteration(self, it: int) -> None:
         t = time.perf_counter()
-        own = {c: cell.vector() for c, cell in self.cells.items()}
-        states = self.exchange.run(own, self.individuals.cell_size, tag=it)
+        own = {c: self.genomes.pack(cell) for c, cell in self.cells.items()}
+        states = self.exchange.run(own, self.genomes.cell_size, tag=it)
         self.phase_s["exchange"] += time.perf_counter() - t
         for c in sorted(self.cells):
             self._evolve(self.cells[c], states, it)
 
     def _evolve(self, cell: CellState, states: dict, it: int) -> None:
-        cfg, p = self.cfg, self.cfg.population
+        p = self.cfg.population
         rng = random.Random(derive_seed(self.seed, "cell", cell.coords, it))
         torch.manual_seed(derive_seed(self.seed, "dropout", cell.coords, it))
-        hood = neighbourhood(cell.coords, self.grid, cfg.neighbourhood)
+        hood = neighbourhood(cell.coords, self.grid, self.cfg.neighbourhood)
 
         t = time.perf_counter()
-        loaded = [self.individuals.load(k * p + s, states[n], s) for k, n in enumerate(hood) for s in range(p)]
-        gens, discs = [x[0] for x in loaded], [x[1] for x in loaded]
+        pool = [self.genomes.networks(k * p + s, states[n], s) for k, n in enumerate(hood) for s in range(p)]
+        gens, discs = [x[0] for x in pool], [x[1] for x in pool]
         loss = self._loss(cell, rng)
-        g_fit, d_fit = self._fitness(gens, discs, self._batch("fitness", cell.coords, it), self._noise("fit", cell.coords, it), loss)
-        previous = states[cell.coords].clone()
-        for s in range(p):  # selection and mutation into the cell's own networks (its Adam stays)
-            gi, di = tournament(g_fit, cfg.tournament_size, rng), tournament(d_fit, cfg.tournament_size, rng)
-            cell.generators[s].load_state_dict(gens[gi].state_dict())
-            cell.discriminators[s].load_state_dict(discs[di].state_dict())
-            cell.lr_g[s] = mutate_learning_rate(loaded[gi][2], cfg.mutation_probability, cfg.mutation_scale, rng)
-            cell.lr_d[s] = mutate_learning_rate(loaded[di][3], cfg.mutation_probability, cfg.mutation_scale, rng)
-            for group in cell.opt_g[s].param_groups:
-                group["lr"] = cell.lr_g[s]
-            for group in cell.opt_d[s].param_groups:
-                group["lr"] = cell.lr_d[s]
+        sample = self._fitness_sample(cell.coords, it)
+        g_fit, d_fit = self._fitness(gens, discs, sample, loss)
+        self._select(cell, states, hood, {"g": g_fit, "d": d_fit}, rng)
         self.phase_s["fitness"] += time.perf_counter() - t
 
         t = time.perf_counter()
@@ -339,86 +416,149 @@ class Cellular:
         self.phase_s["train"] += time.perf_counter() - t
 
         t = time.perf_counter()
-        self._replace(cell, previous, gens, discs, loss, it)
+        # Trained individuals meet the same opponents on the same sample as the cell's previous
+        # ones, which are the neighbourhood's first p (hood[0] is the cell).
+        new_g, _ = self._fitness(cell.generators, discs, sample, loss)
+        _, new_d = self._fitness(gens, cell.discriminators, sample, loss)
+        self._replace(cell, states[cell.coords], {"g": (g_fit[:p], new_g), "d": (d_fit[:p], new_d)})
         self.phase_s["fitness"] += time.perf_counter() - t
 
         t = time.perf_counter()
         self._mixture_step(cell, hood, states, it)
         self.phase_s["mixture"] += time.perf_counter() - t
 
-    def _replace(self, cell: CellState, previous: torch.Tensor, gens, discs, loss, it: int) -> None:
-        """Keep the best ``population`` of the trained and the previous individuals of the cell."""
+    def _select(self, cell: CellState, states: dict, hood, fitness: dict, rng: random.Random) -> None:
+        """Tournaments copy neighbourhood individuals (weights, Adam state, learning rate) into the cell."""
         p = self.cfg.population
-        spare = len(OFFSETS[self.cfg.neighbourhood]) * p  # pool entries past any neighbourhood's
-        old = [self.individuals.load(spare + s, previous, s) for s in range(p)]
-        cand_g = list(cell.generators) + [o[0] for o in old]
-        cand_d = list(cell.discriminators) + [o[1] for o in old]
-        real, z = self._batch("replace", cell.coords, it), self._noise("replace", cell.coords, it)
-        g_fit, _ = self._fitness(cand_g, discs, real, z, loss)
-        _, d_fit = self._fitness(gens, cand_d, real, z, loss)
-        cand_lr_g = list(cell.lr_g) + [o[2] for o in old]
-        cand_lr_d = list(cell.lr_d) + [o[3] for o in old]
-        keep_g = sorted(range(2 * p), key=lambda i: (g_fit[i], i))[:p]
-        keep_d = sorted(range(2 * p), key=lambda i: (d_fit[i], i))[:p]
-        # copies first: a kept network may be one of the cell's own, about to be overwritten
-        new_g = [{k: v.clone() for k, v in cand_g[i].state_dict().items()} for i in keep_g]
-        new_d = [{k: v.clone() for k, v in cand_d[i].state_dict().items()} for i in keep_d]
-        for s in range(p):
-            cell.generators[s].load_state_dict(new_g[s])
-            cell.discriminators[s].load_state_dict(new_d[s])
-        cell.lr_g, cell.lr_d = [cand_lr_g[i] for i in keep_g], [cand_lr_d[i] for i in keep_d]
+        for kind in ("g", "d"):  # all generators first, as Lipizzaner
+            nets, opts, lrs = cell.side(kind)
+            for s in range(p):
+                k, slot = divmod(tournament(fitness[kind], self.cfg.tournament_size, rng), p)
+                lrs[s] = self.genomes.layouts[kind].load(self.genomes.part(states[hood[k]], slot, kind), nets[s], opts[s])
+
+    def _train(self, cell: CellState, it: int, rng: random.Random) -> None:
+        mutation = np.random.default_rng(derive_seed(self.seed, "mutation", cell.coords, it))
+        for b, real in enumerate(self._training_batches(cell.coords, it)):
+            loss = self._loss(cell, rng)
+            self._step(cell, "g", real, loss, rng, mutation, (cell.coords, it, b))
+            if discriminator_trains(b, self.cfg.discriminator_skip):
+                self._step(cell, "d", real, loss, rng, mutation, (cell.coords, it, b))
+
+    def _step(self, cell: CellState, kind: str, real: torch.Tensor, loss: Loss, rng: random.Random,
+              mutation: np.random.Generator, name: tuple) -> None:
+        """One step of the cell's generators (``kind`` "g") or discriminators ("d").
+
+        As Lipizzaner's ``step``: the learning rates mutate, then every individual trains against
+        one opponent drawn from the cell's other side.
+        """
+        nets, opts, lrs = cell.side(kind)
+        lrs[:] = mutate_learning_rates(lrs, self.run.train.lr, self.cfg.mutation_rate, self.cfg.mutation_probability, mutation)
+        opponents = cell.side("d" if kind == "g" else "g")[0]
+        opponent = opponents[rng.randrange(len(opponents))]
+        for s, (net, opt) in enumerate(zip(nets, opts)):
+            z = self._noise(len(real), kind, *name, s)
+            opt.param_groups[0]["lr"] = lrs[s]
+            opt.zero_grad(set_to_none=True)
+            if kind == "g":
+                with frozen(opponent):
+                    loss.generator(opponent(net(z))).backward()
+                self.images += len(real)
+            else:
+                with torch.no_grad():
+                    fake = opponent(z)
+                loss.discriminator(net(real), net(fake)).backward()
+                self.images += 2 * len(real)
+            opt.step()
+
+    def _replace(self, cell: CellState, previous: torch.Tensor, fitness: dict) -> None:
+        """Lipizzaner's replacement (:func:`replacement`) of the cell's previous individuals by trained ones."""
+        for kind, (old, new) in fitness.items():
+            nets, opts, lrs = cell.side(kind)
+            layout = self.genomes.layouts[kind]
+            # pack first: a trained individual may move to a slot that is about to be overwritten
+            parts = [self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i])
+                     for source, i in replacement(old, new, self.cfg.n_replacements)]
+            for s, part in enumerate(parts):
+                lrs[s] = layout.load(part, nets[s], opts[s])
 
     def mixture_members(self, cell: CellState, hood, states) -> list[tuple[str, nn.Module]]:
-        """(key, generator) of the cell's mixture: its own current generators and its neighbours'."""
+        """(key, generator) of the cell's mixture: the best generator of each neighbourhood cell, its own included."""
         members = []
         for k, n in enumerate(hood):
-            for s in range(self.cfg.population):
-                if n == cell.coords:
-                    g = cell.generators[s]
-                else:
-                    g = self.individuals.load(k * self.cfg.population + s, states[n], s)[0]
-                members.append((f"cell{n[0]}_{n[1]}_s{s}", g))
+            g = cell.generators[0] if n == cell.coords else self.genomes.networks(k * self.cfg.population, states[n], 0)[0]
+            members.append((cell_key(n), g))
         return members
 
     def _mixture_step(self, cell: CellState, hood, states, it: int) -> None:
-        members = self.mixture_members(cell, hood, states)
-        nets = [g for _, g in members]
+        nets = [g for _, g in self.mixture_members(cell, hood, states)]
+        # before and after the proposal the same noise and draws: only the weights differ
         sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
-        score = self.scorer(nets, cell.mixture, sample_seed)
-        proposal = propose_weights(cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it)))
-        proposal_score = self.scorer(nets, proposal, sample_seed)
-        cell.mixture, cell.mixture_score, accepted = es_step(cell.mixture, score, proposal, proposal_score)
-        cell.history.append({"iteration": it, "clock_s": self.telemetry.clock(), "mixture_fid": cell.mixture_score, "accepted": accepted,
+        score, accepted = self.scorer(nets, cell.mixture, sample_seed), False
+        if len(nets) > 1:  # a one-cell mixture has nothing to evolve (Lipizzaner on a 1x1 grid)
+            proposal = propose_weights(cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it)))
+            cell.mixture, score, accepted = es_step(cell.mixture, score, proposal, self.scorer(nets, proposal, sample_seed))
+        cell.mixture_score = score
+        cell.history.append({"iteration": it, "clock_s": self.telemetry.clock(), "mixture_fid": score, "accepted": accepted,
                              "lr_g": list(cell.lr_g), "lr_d": list(cell.lr_d)})
 
 
 # --- mixture scoring during training -------------------------------------------------------------------------------
 
 
+class ClassLogits:
+    """The suite classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs)."""
+
+    def __init__(self, classifier):
+        self.classifier = classifier
+        self.name = f"{classifier.name}/logits"
+        self.detail = f"class logits of the {classifier.detail}"
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
+        """``(logits (N, classes) float64, None)``, as a feature network returns ``(features, probabilities)``."""
+        step, device = self.classifier.batch_size, self.classifier.device
+        logits = [self.classifier.net(images[lo : lo + step].to(device))[1].double().cpu() for lo in range(0, len(images), step)]
+        return torch.cat(logits).numpy(), None
+
+
 class MixtureScorer:
-    """FID of a weighted mixture of generators on ``n`` samples, with the run's feature network."""
+    """FID of a weighted mixture of generators: Lipizzaner's ``FIDCalculator`` on a ``MixedGeneratorDataset``.
 
-    def __init__(self, run: Run, device, networks, reference):
+    ``cellular.mixture_samples`` generated images, each generator's share drawn as
+    ``cellular.mixture_sampling`` says, against as many real training images, in the space of
+    ``cellular.mixture_features``: the suite classifier's class logits, or the run's metrics network.
+    """
+
+    def __init__(self, run: Run, device, reference):
         from ..metrics.evaluate import real_statistics
+        from ..metrics.features import ClassifierNet, ClassifierSpec
 
-        self.n, self.device, self.latent = run.cellular.mixture_samples, device, run.model.latent_dim
-        self.net = networks[0]
-        self.real = real_statistics(reference, self.net)
+        cfg = run.cellular
+        self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
+        if cfg.mixture_features == "logits":
+            spec = ClassifierSpec(reference.dataset, reference.image_size, reference.root, reference.split)
+            self.net = ClassLogits(ClassifierNet(spec, reference.device))
+        else:
+            self.net = reference.networks()[0]
         self.name = self.net.name
+        self.real = real_statistics(dataclasses.replace(reference, n=self.n), self.net)
+        self.dim = len(self.real["mu"])
+        if self.n <= self.dim:
+            raise ValueError(f"cellular.mixture_samples: {self.n} samples give a rank-deficient covariance in the "
+                             f"{self.dim}-d space of {self.name}; use more than {self.dim}")
+
+    def record(self) -> dict:
+        """What the record says about the mixture scores: network, dimension, sample counts, sampling."""
+        return {"features": self.name, "dim": self.dim, "n": self.n, "n_real": int(self.real["n"]), "sampling": self.sampling}
 
     @torch.no_grad()
     def __call__(self, generators, weights, seed: int) -> float:
         from ..metrics.scores import frechet_distance, statistics
 
-        rng = np.random.default_rng(seed)
-        counts = rng.multinomial(self.n, np.asarray(weights, dtype=np.float64) / np.sum(weights))
+        members = mixture_assignment(weights, self.n, self.sampling, np.random.default_rng(seed))
         z = torch.randn(self.n, self.latent, generator=torch.Generator().manual_seed(seed))
-        images, offset = [], 0
         with eval_mode(generators):
-            for g, count in zip(generators, counts):
-                if count:
-                    images.append(g(z[offset : offset + count].to(self.device)).cpu())
-                    offset += count
+            images = [g(z[members == k].to(self.device)).cpu() for k, g in enumerate(generators) if (members == k).any()]
         features, _ = self.net(torch.cat(images))
         return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])
 
@@ -435,9 +575,9 @@ class CellularStrategy(Strategy):
         reference = Reference.for_run(run, engine.device)
         # Rank 0 prepares (and caches) the feature network and real statistics first; the others
         # then read them from the cache instead of all computing them at once.
-        scorer = MixtureScorer(run, engine.device, reference.networks(), reference) if engine.rank == 0 else None
+        scorer = MixtureScorer(run, engine.device, reference) if engine.rank == 0 else None
         engine.barrier()
-        self.scorer = scorer or MixtureScorer(run, engine.device, reference.networks(), reference)
+        self.scorer = scorer or MixtureScorer(run, engine.device, reference)
         self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
         self.next_iteration = 0
 
@@ -485,31 +625,29 @@ class CellularStrategy(Strategy):
 
 def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: dict) -> Outcome:
     """Rank 0: rank the cells and the mixtures, and package the best mixture as the model."""
-    p, grid, kind = run.cellular.population, strategy.grid, run.cellular.neighbourhood
+    grid, kind = strategy.grid, run.cellular.neighbourhood
 
-    def generator(c, s):
+    def best_generator(c):  # a cell keeps its individuals best first
         g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0)[0]
-        g.load_state_dict(all_cells[c]["generators"][s])
+        g.load_state_dict(all_cells[c]["generators"][0])
         return g.to(strategy.device)
 
     final_seed = derive_seed(run.train.seed, "final-ranking")
-    cell_scores = {c: scorer([generator(c, 0)], np.ones(1), final_seed) for c in sorted(all_cells)}
+    cell_scores = {c: scorer([best_generator(c)], np.ones(1), final_seed) for c in sorted(all_cells)}
     mixture_scores = {}
     for c in sorted(all_cells):
-        hood = neighbourhood(c, grid, kind)
-        nets = [generator(n, s) for n in hood for s in range(p)]
+        nets = [best_generator(n) for n in neighbourhood(c, grid, kind)]
         mixture_scores[c] = scorer(nets, np.asarray(all_cells[c]["mixture"]), final_seed)
     best_cell = min(cell_scores, key=lambda c: (cell_scores[c], c))
     best_mix = min(mixture_scores, key=lambda c: (mixture_scores[c], c))
     hood = neighbourhood(best_mix, grid, kind)
-    keys = [f"cell{n[0]}_{n[1]}_s{s}" for n in hood for s in range(p)]
-    weights = dict(zip(keys, all_cells[best_mix]["mixture"]))
-    generators = {f"cell{n[0]}_{n[1]}_s{s}": all_cells[n]["generators"][s] for n in hood for s in range(p)}
+    weights = dict(zip([cell_key(n) for n in hood], all_cells[best_mix]["mixture"]))
+    generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
     bundle = make_bundle(run, data, "mixture", generators, weights=weights)
     best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
     fields.update({
         "best_cell": list(best_cell), "best_mixture_cell": list(best_mix),
-        "mixture_weights": weights,
+        "mixture_weights": weights, "mixture_score": scorer.record(),
         "ranking": {"features": scorer.name, "n": scorer.n,
                     "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
                     "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()}},
