@@ -24,12 +24,12 @@ def image_grid(images: torch.Tensor, columns: int | None = None, pad: int = 2) -
     return grid
 
 
-def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = None) -> None:
+def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = None, columns: int | None = None) -> None:
     """Save a grid of ``images`` as a PNG, upscaled (default: to about 64 pixels per image)."""
     from PIL import Image
 
     scale = scale or max(1, 64 // images.shape[-1])
-    grid = image_grid(images)
+    grid = image_grid(images, columns)
     picture = Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid)
     if scale > 1:
         picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)

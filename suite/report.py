@@ -122,23 +122,30 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     for config, part in grouped.groupby("config", sort=True):
         base = part[part["procs"] == 1]
         repeats = ok[(ok["config"] == config)]
+        budgeted = repeats["budget_s"].notna().any()
         for _, row in part.iterrows():
             out = row.to_dict()
             out.update(speedup=None, speedup_std=None, efficiency=None, efficiency_work=None, note="")
             if base.empty:
                 out["note"] = "no P=1 run: speedup and efficiency not computed"
+            elif budgeted:  # every run trained for the same time: compare the work done in it
+                ratio = row["images_per_s_mean"] / base["images_per_s_mean"].iloc[0]
+                rates = repeats[repeats["procs"] == row["procs"]]["images_per_s"].to_numpy(dtype=float)
+                spread = float(np.std(rates / base["images_per_s_mean"].iloc[0], ddof=1)) if len(rates) > 1 else None
+                out["note"] = "time-budgeted runs: ratio of images/s"
             else:
                 t1 = float(base["train_s_mean"].iloc[0])
                 ratio = t1 / row["train_s_mean"]
                 # spread of T(1)/T(P) over the P-run repeats (T(1) taken as its mean)
                 times = repeats[repeats["procs"] == row["procs"]]["train_s"].to_numpy(dtype=float)
                 spread = float(np.std(t1 / times, ddof=1)) if len(times) > 1 else None
+            if not base.empty:
                 if scaling == "strong":
                     out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"])
                 else:
                     rate1 = base["images_per_s_per_rank"].iloc[0]
                     work = rate1 and row["images_per_s_per_rank"] and row["images_per_s_per_rank"] / rate1
-                    out.update(efficiency=ratio, efficiency_work=work or None)
+                    out.update(efficiency=ratio / row["procs"] if budgeted else ratio, efficiency_work=work or None)
             rows.append(out)
     return pd.DataFrame(rows, columns=columns)
 

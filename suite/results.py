@@ -132,6 +132,7 @@ FLAT_COLUMNS = {
     "epochs": "epochs",
     "steps": "generator_steps",
     "seed": "seed",
+    "budget_s": "budget_s",
     "global_batch": "global_batch",
     "wall_s": "wall_s",
     "setup_s": "setup_s",

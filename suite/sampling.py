@@ -14,6 +14,7 @@ needed to rebuild and sample them. Three kinds cover the four strategies:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,22 @@ class GeneratorBundle:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": BUNDLE_FORMAT, **self.__dict__}
+
+    @property
+    def labelled(self) -> bool:
+        """Whether every sample is generated for a known class (conditional and per-class models)."""
+        return self.kind == "per_class" or (self.kind == "single" and self.conditional)
+
+    def digest(self) -> str:
+        """SHA-256 of the generators' tensors and the mixture weights: equal digests, identical models."""
+        h = hashlib.sha256()
+        for key in sorted(self.generators):
+            h.update(key.encode())
+            for name, tensor in self.generators[key].items():
+                h.update(name.encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        h.update(repr(sorted((self.weights or {}).items())).encode())
+        return h.hexdigest()
 
     def save(self, path: str | Path) -> None:
         with atomic_write(path) as tmp:
@@ -93,6 +110,24 @@ class Sampler:
             chosen = rng.choice(len(keys), size=n, p=w)
             return [keys[i] for i in chosen], np.full(n, UNCONDITIONAL_LABEL)
         raise ValueError(f"unknown bundle kind {b.kind!r}")
+
+    @torch.no_grad()
+    def sample_by_class(self, per_class: int, seed: int = 0) -> torch.Tensor:
+        """``per_class`` images of every class, in class order (a labelled model only)."""
+        if not self.bundle.labelled:
+            raise ValueError("only conditional and per-class models generate for a given class")
+        labels = np.repeat(self.prior_labels, per_class)
+        z = torch.randn(len(labels), self.bundle.latent_dim, generator=torch_generator(seed, "sample-by-class"))
+        by_class = {c: k for k, c in (self.bundle.classes or {}).items()}
+        images = torch.empty(len(labels), self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
+        for c in self.prior_labels:
+            rows = torch.from_numpy(np.flatnonzero(labels == c))
+            y = torch.full((len(rows),), int(c), dtype=torch.int64, device=self.device)
+            if self.bundle.kind == "per_class":
+                images[rows] = self.networks[by_class[int(c)]](z[rows].to(self.device)).float().cpu()
+            else:
+                images[rows] = self.networks["all"](z[rows].to(self.device), y).float().cpu()
+        return images
 
     @torch.no_grad()
     def sample(self, n: int, seed: int = 0, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:

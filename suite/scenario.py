@@ -95,6 +95,10 @@ class TrainConfig:
     """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
     threads: int | None = None
     """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node)."""
+    budget_s: float | None = None
+    """Training-window seconds of every run, instead of epochs (still capped by ``steps``): equal-time comparisons."""
+    stop_at_target: bool = False
+    """End training when the generator first meets ``metrics.target`` (data_parallel, conditional)."""
 
 
 @dataclass
@@ -148,6 +152,25 @@ class CellularConfig:
 
 
 @dataclass
+class QualityTarget:
+    """A quality to reach, under the run's feature network (``metrics.features``): one of the two."""
+
+    fid: float | None = None
+    """Reached when FID is at most this."""
+    kid: float | None = None
+    """Reached when KID (mean) is at most this."""
+
+    @property
+    def metric(self) -> str:
+        """``fid`` or ``kid``."""
+        return "fid" if self.fid is not None else "kid"
+
+    @property
+    def value(self) -> float:
+        return self.fid if self.fid is not None else self.kid
+
+
+@dataclass
 class MetricsConfig:
     """Image-quality measurement after training."""
 
@@ -160,7 +183,9 @@ class MetricsConfig:
     enabled: bool = True
     """Score the trained generators (off: timing-only runs)."""
     curve_points: int = 3
-    """Generator snapshots kept during training and scored afterwards (FID over wall-clock time)."""
+    """Generator snapshots at evenly spaced steps (or times, with a budget), scored for quality over time."""
+    target: QualityTarget | None = None
+    """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
 
 
 @dataclass
@@ -250,7 +275,7 @@ class Run:
         return {
             "run_id": self.run_id, "scenario": self.scenario, "strategy": self.strategy, "engine": self.engine,
             "loss": self.loss, "procs": self.procs, "scaling": self.scaling, "repeat": self.repeat, "grid": self.grid,
-            "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed,
+            "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed, "budget_s": self.train.budget_s,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -390,6 +415,7 @@ def _check(scenario: Scenario) -> None:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
     if scenario.metrics.features not in ("auto", "inception", "classifier"):
         fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
+    _check_budget_and_target(scenario, fail)
     _check_cellular(scenario, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
@@ -398,6 +424,28 @@ def _check(scenario: Scenario) -> None:
         fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
         _check_run_spec(spec, f"runs[{i}]", scenario, fail)
+
+
+def _check_budget_and_target(scenario: Scenario, fail) -> None:
+    train, target = scenario.train, scenario.metrics.target
+    if train.budget_s is not None and train.budget_s <= 0:
+        fail("train.budget_s", f"must be positive, got {train.budget_s}")
+    if target is not None:
+        if (target.fid is None) == (target.kid is None):
+            fail("metrics.target", "give exactly one of fid or kid, e.g. {fid: 30}")
+        if target.value < 0:
+            fail(f"metrics.target.{target.metric}", f"must not be negative, got {target.value}")
+        if scenario.metrics.features == "auto":
+            fail("metrics.target", "a target holds under one named feature network: set metrics.features to classifier or inception")
+        if not scenario.metrics.enabled or scenario.metrics.curve_points < 1:
+            fail("metrics.target", "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1")
+    if train.stop_at_target:
+        if target is None:
+            fail("train.stop_at_target", "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
+        others = sorted({spec.strategy for spec in scenario.runs} - {"data_parallel", "conditional"})
+        if others:
+            fail("train.stop_at_target", f"stops one model trained by all ranks (data_parallel, conditional), not {', '.join(others)}: "
+                                         "their time to target is read from the quality curve instead")
 
 
 # Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).

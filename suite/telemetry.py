@@ -270,6 +270,7 @@ class Telemetry:
         self.step_times = StepTimes()
         self.flops_per_step: int | None = None
         self.in_window = False
+        self.paused_s = 0.0
         self._window_start: float | None = None
         self._warmup_start: float | None = None
         self._window_bytes0 = 0
@@ -307,8 +308,20 @@ class Telemetry:
         self.window.comm_bytes = self.comm.bytes - self._window_bytes0
 
     def clock(self) -> float:
-        """Seconds since the window opened, on the host (the x-axis of quality-over-time curves)."""
-        return 0.0 if self._window_start is None else time.perf_counter() - self._window_start
+        """Seconds of training since the window opened, on the host, pauses excluded (the x-axis
+        of quality-over-time curves)."""
+        if self._window_start is None:
+            return 0.0
+        return time.perf_counter() - self._window_start - self.paused_s
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop the window's clock (evaluating a snapshot during training is not training)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.paused_s += time.perf_counter() - start
 
     # --- steps ---------------------------------------------------------------------------------------
     def begin_step(self) -> None:
@@ -387,6 +400,7 @@ class Telemetry:
             "steps": self.steps,
             "images": self.images,
             "warmup": dict(self.warmup),
+            "paused_s": self.paused_s,
             "window": {**w.__dict__},
             "step_times": self.step_times.as_dict(),
             "images_per_s": w.images / w.seconds if w.seconds > 0 and w.steps else None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 PROGRESS_POINTS = 10
+UNLIMITED = 2**62  # steps of a GAN that trains to a time budget without train.steps
 
 
 class TrainingError(RuntimeError):
@@ -98,9 +99,13 @@ class GanTrainer:
         Images per step over the whole group.
     max_steps:
         Train exactly this many generator steps, however many epochs that takes (weak
-        scaling keeps the one-rank run's step count); default: :func:`generator_steps`.
+        scaling keeps the one-rank run's step count); default: :func:`generator_steps`, or
+        ``train.steps`` (else no limit) when the run trains to a time budget.
     snapshot_points:
-        Keep this many generator snapshots at evenly spaced steps (the last at the end).
+        Keep this many generator snapshots, at evenly spaced steps (or times, with a budget).
+    evaluate:
+        Called at every snapshot with the trainer when training should stop at a quality
+        target; returns whether the target is met (only the group's first rank needs to know).
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class GanTrainer:
         telemetry: Telemetry,
         max_steps: int | None = None,
         snapshot_points: int = 0,
+        evaluate: Callable[["GanTrainer"], bool] | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
@@ -133,7 +139,10 @@ class GanTrainer:
         self.local_batch = global_batch // group.size
         self.batches_per_epoch = len(data) // global_batch
         self.n_critic = run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
-        self.max_steps = max_steps if max_steps is not None else generator_steps(run, len(data), global_batch)
+        if max_steps is None:
+            budgeted = run.train.budget_s is not None
+            max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, len(data), global_batch)
+        self.max_steps = max_steps
         if self.max_steps < 1:
             raise TrainingError(
                 f"train.epochs: GAN '{key}' would make no generator step ({self.batches_per_epoch} batches per "
@@ -141,9 +150,10 @@ class GanTrainer:
             )
         self.generator, self.discriminator = self._build()
         self.result = GanResult(key, self.generator.network)
-        self.snapshot_steps = set(evenly_spaced_steps(self.max_steps, snapshot_points))
-        self.progress_steps = set(evenly_spaced_steps(self.max_steps, PROGRESS_POINTS))
+        self.snapshot_points, self.evaluate = snapshot_points, evaluate
         self.warmup_steps = 0
+        self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
+        self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
         self._window_clock0 = 0.0
         self._epoch, self._batch = 0, 0  # the next batch
         self._batches: Any = None
@@ -174,10 +184,6 @@ class GanTrainer:
             self.engine.replicate(g, opt_g, self.group, f"{self.key}.G", self.local_batch),
             self.engine.replicate(d, opt_d, self.group, f"{self.key}.D", self.local_batch),
         )
-
-    @property
-    def done(self) -> bool:
-        return self.result.steps >= self.max_steps
 
     # --- the data and noise of one step --------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> np.ndarray:
@@ -212,7 +218,7 @@ class GanTrainer:
         z = torch.randn(self.global_batch, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", self.key, *name))
         return self._my_slice(z).to(self.engine.device, non_blocking=True)
 
-    # --- training --------------------------------------------------------------------------------
+    # --- one step ----------------------------------------------------------------------------------
     def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
         g, d = self.generator.network, self.discriminator
         with torch.no_grad():
@@ -251,20 +257,49 @@ class GanTrainer:
             telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
         self._loss_steps[0] += self.n_critic
         self._loss_steps[1] += 1
-        steps = self.result.steps
-        if steps in self.snapshot_steps:
-            self.take_snapshot(scheduled=True)
-        if steps in self.progress_steps and self.group.rank == 0:
-            self._progress()
 
+    # --- what happens between steps ----------------------------------------------------------------
     def take_snapshot(self, scheduled: bool = False) -> None:
         """Keep the generator's current weights (on the device) with the step and window clock.
 
-        ``scheduled`` marks the snapshots at the evenly spaced steps of ``snapshot_points``.
+        ``scheduled`` marks the snapshots of ``snapshot_points`` (evenly spaced steps or times).
         """
         state = copy.deepcopy(self.generator.network.state_dict())
         self.result.snapshots.append({"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state,
                                       "scheduled": scheduled})
+
+    def _due(self, name: str, clock: float) -> bool:
+        """Whether a budgeted GAN passed its next time for ``name`` (dropping every time passed)."""
+        times = self._times[name]
+        passed = bool(times) and clock >= times[0]
+        while times and clock >= times[0]:
+            times.pop(0)
+        return passed
+
+    def _between_steps(self) -> bool:
+        """Snapshots, evaluation and progress after a window step; True when training should stop.
+
+        Steps decide by their count; a budgeted GAN decides by the window clock, agreed over
+        its group so that every rank stops after the same step.
+        """
+        steps, clock = self.result.steps, self.telemetry.clock()
+        if self.deadline is None:
+            snapshot, progress = steps in self._snapshot_steps, steps in self._progress_steps
+            stop = steps >= self.max_steps
+        else:
+            snapshot, progress, out_of_time = self.engine.any_rank(
+                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline], self.group)
+            stop = out_of_time or steps >= self.max_steps
+            snapshot = snapshot or stop  # the model as the budget ends is always among the snapshots
+        if snapshot and self.snapshot_points:
+            self.take_snapshot(scheduled=True)
+            if self.evaluate is not None:
+                with self.telemetry.paused():  # scoring is not training: the window's clock stops
+                    reached = self.evaluate(self) if self.group.rank == 0 else False
+                    stop = self.engine.any_rank([reached], self.group)[0] or stop
+        if (progress or stop) and self.group.rank == 0:
+            self._progress()
+        return stop
 
     def _progress(self) -> None:
         """Mean losses since the last progress point (the only device reads of the loop) and a log line."""
@@ -274,22 +309,39 @@ class GanTrainer:
                                     "d_loss": d_sum / max(1, self._loss_steps[0]), "g_loss": g_sum / max(1, self._loss_steps[1])})
         self._loss_sums.zero_()
         self._loss_steps = [0, 0]
-        if self.telemetry.in_window and steps < self.max_steps:
+        if self.deadline is not None:
+            log.info("%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock))
+        elif steps < self.max_steps:
             mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
             eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
             log.info("%s: step %d/%d, %.0fs in the training window, ETA %.0fs", self.key, steps, self.max_steps, clock, eta)
         else:
-            log.info("%s: step %d/%d", self.key, steps, self.max_steps)
+            log.info("%s: step %d/%d, %.0fs in the training window", self.key, steps, self.max_steps, clock)
 
+    # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:
         """The first ``steps`` generator steps (they train; the window has not opened yet)."""
         for _ in range(min(steps, self.max_steps - self.result.steps)):
             self.step()
             self.warmup_steps += 1
 
-    def train(self) -> GanResult:
-        """The remaining steps to ``max_steps``."""
-        self._window_clock0 = self.telemetry.clock()
-        while not self.done:
+    def train(self, deadline: float | None = None) -> GanResult:
+        """The remaining steps: to ``max_steps``, or until the window clock reaches ``deadline``.
+
+        Snapshots (and progress lines) fall on evenly spaced steps of the window, or evenly
+        spaced times up to the deadline.
+        """
+        self._window_clock0 = start = self.telemetry.clock()
+        self.deadline = deadline
+        window_steps = self.max_steps - self.result.steps
+        self._snapshot_steps = {self.result.steps + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
+        self._progress_steps = {self.result.steps + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
+        if deadline is not None:
+            span = deadline - start
+            self._times = {"snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
+                           "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)]}
+        while self.result.steps < self.max_steps:
             self.step()
+            if self._between_steps():
+                break
         return self.result

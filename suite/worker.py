@@ -108,29 +108,44 @@ def _summaries(per_rank: list[dict]) -> dict:
     }
 
 
-def _score(run: Run, outcome, device) -> tuple[dict, list[dict], dict[str, dict]]:
-    """Quality of the final model, of the snapshots along the way, and of extra models (rank 0)."""
+def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
+    """Record fields of quality: the final model's, its curve along the window, time to target,
+    extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
     from .metrics import Reference, evaluate_sampler
+    from .metrics.curve import curve_point, time_to_target
+    from .metrics.signals import untrained_baseline
     from .sampling import Sampler
 
     ref = Reference.for_run(run, device)
     networks = ref.networks()
-    quality = evaluate_sampler(Sampler(outcome.bundle, device), ref, seed=run.train.seed, networks=networks)
-    curve = []
-    for clock, step, bundle in outcome.curve:
-        q = evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
-        curve.append({"clock_s": clock, "step": step, "fid": q["fid"], "is_mean": q["is_mean"], "features": q["features"], "n": q["n"]})
-    extra = {name: evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
-             for name, bundle in outcome.extra_bundles.items()}
-    return quality, curve, extra
+
+    def score(bundle) -> dict:
+        return evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
+
+    quality = score(outcome.bundle)
+    untrained = untrained_baseline(ref, networks, run.model.latent_dim)
+    quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
+    # a strategy that scored while training (stop_at_target) brings its curve in its fields
+    curve = outcome.fields.get("curve") or [curve_point(score(bundle), clock, step) for clock, step, bundle in outcome.curve]
+    if not curve or curve[-1]["step"] != steps:
+        curve.append(curve_point(quality, train_s, steps))  # the final model, as the window ends
+    fields = {"quality": quality, "curve": curve,
+              **{f"quality_{name}": score(bundle) for name, bundle in outcome.extra_bundles.items()}}
+    if run.metrics.target is not None:
+        fields["time_to_target"] = time_to_target(curve, run.metrics.target, quality["features"])
+    return fields
 
 
 def _save_sample_grid(bundle, path: Path, seed: int) -> None:
+    """64 samples, or 8 per class in rows of one class each for models that generate by class."""
     from .plots import save_image_grid
     from .sampling import Sampler
 
-    images, _ = Sampler(bundle).sample(64, seed=seed)
-    save_image_grid(images, path)
+    sampler = Sampler(bundle)
+    if bundle.labelled:
+        save_image_grid(sampler.sample_by_class(8, seed=seed), path, columns=8)
+    else:
+        save_image_grid(sampler.sample(64, seed=seed)[0], path)
 
 
 def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome, placement: dict) -> dict:
@@ -159,6 +174,7 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
         "setup_s": max(r["setup_s"] for r in per_rank),
         "warmup_s": max(r["warmup"]["seconds"] for r in per_rank),
         "train_s": max(w["seconds"] for w in windows),
+        "eval_s": max(r["paused_s"] for r in per_rank),
         "images_per_s": images_per_s,
         "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
@@ -178,10 +194,9 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
     """Rank 0: score the model and its snapshots, and save a sample grid."""
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     if run.metrics.enabled:
-        record["quality"], curve, extra = _score(run, outcome, device)
-        if curve:  # strategies that score during training (cellular) bring their own curve
-            record["curve"] = curve
-        record.update({f"quality_{name}": q for name, q in extra.items()})
+        steps = record["generator_steps"]
+        total = sum(steps.values()) if isinstance(steps, dict) else steps
+        record.update(_score(run, outcome, device, record["train_s"], total))
 
 
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
@@ -246,6 +261,7 @@ def execute(run: Run, run_dir: Path) -> int:
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
             record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
+            record["model_digest"] = outcome.bundle.digest()
             outcome.bundle.save(run_dir / GENERATOR_FILE)
             for name, bundle in outcome.extra_bundles.items():
                 bundle.save(run_dir / f"generator_{name}.pt")

@@ -3,6 +3,7 @@ points, the same model whatever the warm-up split, FLOPs counted once, evenly sp
 
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -34,14 +35,17 @@ class SoloEngine(Engine):
     def _allreduce_sum_(self, tensor, group):
         pass
 
+    def _max_(self, votes, group):
+        pass
+
     def allgather_object(self, obj):
         return [obj]
 
 
-def make_trainer(steps: int, loss: str = "bce", points: int = 0, warmup: int = 2):
+def make_trainer(steps: int | None, loss: str = "bce", points: int = 0, warmup: int = 2, budget_s=None, evaluate=None):
     scenario = parse_scenario({
         "name": "t", "dataset": {"name": "digits", "image_size": 20},
-        "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup},
+        "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup, "budget_s": budget_s},
         "wgan_gp": {"n_critic": 2}, "metrics": {"enabled": False},
         "runs": [{"strategy": "data_parallel", "engine": "mpi", "loss": loss}],
     })
@@ -49,46 +53,43 @@ def make_trainer(steps: int, loss: str = "bce", points: int = 0, warmup: int = 2
     engine = SoloEngine()
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20)
-    trainer = GanTrainer(run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points)
+    trainer = GanTrainer(run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points, evaluate=evaluate)
     return trainer, telemetry
 
 
 READS = ("item", "tolist", "__float__", "__int__", "__bool__", "numpy", "cpu")
 
 
-def count_reads(monkeypatch):
-    """Count calls, from the suite's own code, of tensor methods that copy a value to the host.
+def record_reads(monkeypatch, trainer):
+    """The generator step at which the suite's own code copied a tensor value to the host.
 
     (PyTorch's Adam reads its step counter with ``item()``; that counter lives on the host even
     when training on a GPU, so reads from inside PyTorch are not counted.)
     """
-    counts = {"reads": 0}
+    steps = []
     for name in READS:
         original = getattr(torch.Tensor, name)
 
         def counted(self, *args, _original=original, **kwargs):
             if f"{os.sep}suite{os.sep}" in sys._getframe(1).f_code.co_filename:
-                counts["reads"] += 1
+                steps.append(trainer.result.steps)
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
-    return counts
+    return steps
 
 
 def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
     trainer, telemetry = make_trainer(steps=40)
     trainer.warm_up(2)
     telemetry.open_window()
-    counts = count_reads(monkeypatch)
-    between = sorted(set(range(3, 41)) - trainer.progress_steps)  # steps that end at no progress point
-    for _ in range(38):
-        before = counts["reads"]
-        trainer.step()
-        if trainer.result.steps in between:
-            assert counts["reads"] == before, f"step {trainer.result.steps} read a value from the device"
-    assert trainer.done
-    # losses were read only at the progress points, and recorded there
-    assert [h["step"] for h in trainer.result.history] == evenly_spaced_steps(40, PROGRESS_POINTS)
+    reads = record_reads(monkeypatch, trainer)
+    trainer.train()
+    assert trainer.result.steps == 40
+    progress = {2 + k for k in evenly_spaced_steps(38, PROGRESS_POINTS)}
+    assert reads and set(reads) <= progress, f"device reads after steps {sorted(set(reads) - progress)}"
+    assert len(reads) == len(progress)  # one read (both losses at once) per progress point
+    assert [h["step"] for h in trainer.result.history] == sorted(progress)
     assert all(h["d_loss"] > 0 and h["g_loss"] > 0 for h in trainer.result.history)
 
 
@@ -128,7 +129,7 @@ def test_snapshots_at_evenly_spaced_steps():
     trainer.warm_up(1)
     telemetry.open_window()
     trainer.train()
-    assert [s["step"] for s in trainer.result.snapshots] == [3, 6, 9]
+    assert [s["step"] for s in trainer.result.snapshots] == [4, 6, 9]  # evenly spaced over the window's 8 steps
     assert all(s["scheduled"] for s in trainer.result.snapshots)
     assert evenly_spaced_steps(10, 3) == [3, 7, 10] and evenly_spaced_steps(2, 5) == [1, 2]
 
@@ -138,3 +139,38 @@ def test_one_step_count_rule():
     assert generator_steps(run, 1437, 32) == 5 * (1437 // 32)
     run.train.steps = 7
     assert generator_steps(run, 1437, 32) == 7
+
+
+def test_a_budget_stops_training_by_the_window_clock():
+    trainer, telemetry = make_trainer(steps=None, points=3, budget_s=1.0)
+    assert trainer.max_steps > 10**9  # no step limit: the budget decides
+    trainer.warm_up(1)
+    telemetry.open_window()
+    started = time.perf_counter()
+    trainer.train(deadline=1.0)
+    elapsed = time.perf_counter() - started
+    step_s = telemetry.window.step_seconds / max(1, telemetry.window.steps)
+    assert 1.0 <= telemetry.clock() and elapsed < 1.0 + 2 * step_s + 0.5  # stops after the step that crossed it
+    snaps = trainer.result.snapshots
+    assert len(snaps) <= 3 and snaps[-1]["step"] == trainer.result.steps  # the model as the budget ends
+    assert all(a["clock_s"] < b["clock_s"] for a, b in zip(snaps, snaps[1:]))
+    capped, t2 = make_trainer(steps=4, budget_s=100.0)
+    t2.open_window()
+    capped.train(deadline=100.0)
+    assert capped.result.steps == 4  # train.steps still caps a budgeted GAN
+
+
+def test_stop_at_target_stops_at_the_first_snapshot_that_meets_it_and_pauses_the_clock():
+    calls = []
+
+    def evaluate(trainer):
+        calls.append(trainer.result.steps)
+        time.sleep(0.3)  # scoring takes time that is not training
+        return len(calls) == 2
+
+    trainer, telemetry = make_trainer(steps=12, points=4, warmup=0, evaluate=evaluate)
+    telemetry.open_window()
+    started = time.perf_counter()
+    trainer.train()
+    assert calls == [3, 6] and trainer.result.steps == 6
+    assert telemetry.paused_s >= 0.6 and telemetry.clock() <= time.perf_counter() - started - 0.6

@@ -33,6 +33,7 @@ class Group:
     ranks: list[int]
     rank: int
     handle: Any = field(default=None, repr=False)
+    host_handle: Any = field(default=None, repr=False)  # for host-side agreement where ``handle`` is device-only (NCCL)
 
     @property
     def size(self) -> int:
@@ -117,19 +118,23 @@ class Engine(ABC):
     def split(self, groups: list[list[int]]) -> Group:
         """Create one communicator per list of world ranks (collective); return this rank's."""
 
-    def _split_with(self, groups: list[list[int]], new_handle: Callable[[list[int]], Any]) -> Group:
+    def _split_with(self, groups: list[list[int]], new_handle: Callable[[list[int]], Any],
+                    new_host_handle: Callable[[list[int]], Any] | None = None) -> Group:
         """:meth:`split` for engines where every rank creates every group's handle, in order.
 
-        ``new_handle(ranks)`` makes the engine's object for a group of two or more ranks; a group
-        of one never communicates and gets none. Creating handles is collective and done once
-        per split.
+        ``new_handle(ranks)`` makes the engine's object for a group of two or more ranks (and
+        ``new_host_handle(ranks)`` one for host-side agreement, where ``handle`` cannot do it); a
+        group of one never communicates and gets none. Creating handles is collective and done
+        once per split.
         """
         key = tuple(tuple(ranks) for ranks in groups)
         if key not in self._splits:
             for index, ranks in enumerate(groups):
                 handle = new_handle(list(ranks)) if len(ranks) > 1 else None
+                host = new_host_handle(list(ranks)) if new_host_handle and len(ranks) > 1 else handle
                 if self.rank in ranks:
-                    self._splits[key] = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle)
+                    self._splits[key] = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle,
+                                              host_handle=host)
         return self._splits[key]
 
     def world(self) -> Group:
@@ -165,6 +170,24 @@ class Engine(ABC):
     @abstractmethod
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
         ...
+
+    # --- control (not counted: the benchmark's own decisions, not the method's traffic) ---------
+    def any_rank(self, flags: list[bool], group: Group) -> list[bool]:
+        """For each flag, whether it is true on any rank of ``group``, on every rank of it (collective).
+
+        A tiny host-side exchange used to agree on when to stop, snapshot or evaluate by the
+        clock (time budgets, quality targets), so that the ranks of a data-parallel group never
+        disagree about which step is the last.
+        """
+        if group.size == 1:
+            return [bool(f) for f in flags]
+        votes = torch.tensor([int(bool(f)) for f in flags], dtype=torch.int32)
+        self._max_(votes, group)
+        return [bool(v) for v in votes.tolist()]
+
+    @abstractmethod
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        """Element-wise maximum of a small host tensor over ``group``, in place (not counted)."""
 
     # --- objects (not counted: used to gather results after training) -------------------------
     @abstractmethod

@@ -120,7 +120,11 @@ class DeepSpeedEngine(TorchEngine):
     def split(self, groups: list[list[int]]) -> Group:
         if len(groups) != 1:
             raise ValueError("the deepspeed engine trains one model over all ranks; it has no per-class groups")
-        return Group(index=0, ranks=list(groups[0]), rank=self.rank, handle=dist.group.WORLD)
+        return Group(index=0, ranks=list(groups[0]), rank=self.rank, handle=dist.group.WORLD, host_handle=self.object_group)
+
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        with self._uncounted():
+            super()._max_(votes, group)
 
     def replicate(self, network, optimizer, group: Group, name: str, local_batch: int | None = None) -> Replica:
         # Also for one rank: the DeepSpeed engine (and its optimizer wrapper) is what is being measured.

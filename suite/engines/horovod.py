@@ -82,5 +82,9 @@ class HorovodEngine(Engine):
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
         self.hvd.allreduce_(tensor, op=self.hvd.Sum, process_set=group.handle)
 
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        # a host tensor: Horovod runs it on its CPU path even where gradients go through NCCL
+        self.hvd.allreduce_(votes, op=self.hvd.Max, process_set=group.handle)
+
     def allgather_object(self, obj: Any) -> list[Any]:
         return self.hvd.allgather_object(obj)

@@ -95,6 +95,11 @@ class MPIEngine(Engine):
         with torch.no_grad():
             _unflat_([tensor], flat)
 
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        from mpi4py import MPI
+
+        group.handle.Allreduce(MPI.IN_PLACE, votes.numpy(), op=MPI.MAX)
+
     def allgather_object(self, obj: Any) -> list[Any]:
         return self.world_comm.allgather(obj)
 

@@ -103,7 +103,16 @@ class TorchEngine(Engine):
             dist.destroy_process_group()
 
     def split(self, groups: list[list[int]]) -> Group:
-        return self._split_with(groups, lambda ranks: dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD)
+        def new_handle(ranks: list[int]):
+            return dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD
+
+        def new_host_handle(ranks: list[int]):  # NCCL groups take device tensors only: agree over Gloo
+            return dist.new_group(ranks, backend="gloo") if len(groups) > 1 else self.object_group
+
+        return self._split_with(groups, new_handle, new_host_handle if dist.get_backend() == "nccl" else None)
+
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        dist.all_reduce(votes, op=dist.ReduceOp.MAX, group=group.host_handle)
 
     def _replicate(self, network, optimizer, group, name) -> Replica:
         return DDPReplica(network, optimizer, self, group)

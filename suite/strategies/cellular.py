@@ -51,6 +51,7 @@ from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
+from ..training import UNLIMITED, evenly_spaced_steps
 from .base import Outcome, Strategy, cpu_state, make_bundle
 from .grid import (
     cells, discriminator_trains, es_step, mixture_assignment, mutate_learning_rates, neighbourhood, owner, process_grid,
@@ -580,26 +581,60 @@ class CellularStrategy(Strategy):
         self.scorer = scorer or MixtureScorer(run, engine.device, reference)
         self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
         self.next_iteration = 0
+        self.snapshots: list[dict] = []
 
-    def _iterate(self, until: int) -> None:
-        strategy, telemetry = self.cellular, self.telemetry
-        while self.next_iteration < until:
-            it = self.next_iteration
-            with telemetry.counting_flops():
-                telemetry.begin_step()
-                before = strategy.images
-                strategy.iteration(it)
-                telemetry.end_step(images=strategy.images - before)
-            self.next_iteration += 1
-            if self.engine.rank == 0:
-                log.info("iteration %d/%d, %.0fs in the training window", it + 1, strategy.iterations, telemetry.clock())
+    def _iterate(self) -> None:
+        """One coevolution iteration as one telemetry step."""
+        strategy, telemetry, it = self.cellular, self.telemetry, self.next_iteration
+        with telemetry.counting_flops():
+            telemetry.begin_step()
+            before = strategy.images
+            strategy.iteration(it)
+            telemetry.end_step(images=strategy.images - before)
+        self.next_iteration += 1
+        if self.engine.rank == 0:
+            log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
 
     def warm_up(self) -> None:
-        self._iterate(min(self.run.train.warmup_steps, self.cellular.iterations))
+        while self.next_iteration < min(self.run.train.warmup_steps, self.cellular.iterations):
+            self._iterate()
 
     def train(self) -> None:
-        self.cellular.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
-        self._iterate(self.cellular.iterations)
+        """Iterations to ``cellular.iterations`` or, with ``train.budget_s``, until the budget is spent.
+
+        Snapshots of every cell (its best generator and its mixture) are kept at evenly spaced
+        iterations (or times), so that the best mixture can be scored afterwards like any other
+        strategy's model.
+        """
+        run, strategy, telemetry = self.run, self.cellular, self.telemetry
+        strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
+        budget, points = run.train.budget_s, run.metrics.curve_points
+        first = self.next_iteration
+        if budget is None:
+            due = {first + k for k in evenly_spaced_steps(strategy.iterations - first, points)}
+            last = strategy.iterations
+        else:
+            times = [budget * (k + 1) / max(1, points) for k in range(points)]
+            last = run.cellular.iterations or UNLIMITED
+        while self.next_iteration < last:
+            self._iterate()
+            if budget is None:
+                snapshot, stop = self.next_iteration in due, self.next_iteration >= last
+            else:
+                clock = telemetry.clock()
+                snapshot, stop = self.engine.any_rank([bool(times) and clock >= times[0], clock >= budget], self.engine.world())
+                while times and clock >= times[0]:
+                    times.pop(0)
+                snapshot = snapshot or stop
+            if snapshot and points:
+                self._take_snapshot()
+            if stop:
+                break
+
+    def _take_snapshot(self) -> None:
+        self.snapshots.append({"iteration": self.next_iteration, "clock_s": self.telemetry.clock(),
+                               "cells": {c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(),
+                                             "score": cell.mixture_score} for c, cell in self.cellular.cells.items()}})
 
     def finalize(self) -> Outcome:
         run, engine, strategy = self.run, self.engine, self.cellular
@@ -608,19 +643,40 @@ class CellularStrategy(Strategy):
                     "mixture": cell.mixture.tolist(), "score": cell.mixture_score, "history": cell.history,
                     "lr_g": cell.lr_g, "lr_d": cell.lr_d}
                 for c, cell in strategy.cells.items()}
-        gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s})
+        gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
+        iterations = self.next_iteration
         fields = {"grid": list(strategy.grid), "process_grid": list(strategy.exchange.pgrid),
                   "cells_per_rank": len(strategy.cells), "neighbourhood": run.cellular.neighbourhood,
                   "neighbourhood_size": max(len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)),
-                  "population": run.cellular.population, "iterations": strategy.iterations,
+                  "population": run.cellular.population, "iterations": iterations,
                   "batches_per_iteration": strategy.batches, "global_batch": strategy.batch,
                   # generator updates of the whole grid
-                  "generator_steps": strategy.iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid))}
+                  "generator_steps": iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid))}
         if engine.rank != 0:
             return Outcome(None, fields=fields)
         all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
         fields["phases_s"] = {name: [part["phases"][name] for part in gathered] for name in PHASES}
-        return _results(run, self.data, strategy, self.scorer, all_cells, fields)
+        outcome = _results(run, self.data, strategy, self.scorer, all_cells, fields)
+        outcome.curve = _snapshot_curve(run, self.data, strategy, [part["snapshots"] for part in gathered])
+        return outcome
+
+
+def _snapshot_curve(run: Run, data, strategy: Cellular, per_rank: list[list[dict]]) -> list:
+    """(clock, generator steps, bundle) of the best mixture at each snapshot, for scoring after training.
+
+    The best mixture of a snapshot is the one whose own score during training was lowest then,
+    as the final model is chosen at the end.
+    """
+    grid, kind, steps_per_iteration = strategy.grid, run.cellular.neighbourhood, strategy.batches * run.cellular.population * len(cells(strategy.grid))
+    curve = []
+    for snaps in zip(*per_rank):  # the i-th snapshot of every rank
+        states = {c: v for snap in snaps for c, v in snap["cells"].items()}
+        best = min(states, key=lambda c: (states[c]["score"], c))
+        hood = neighbourhood(best, grid, kind)
+        bundle = make_bundle(run, data, "mixture", {cell_key(n): states[n]["generator"] for n in hood},
+                             weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])))
+        curve.append((max(snap["clock_s"] for snap in snaps), snaps[0]["iteration"] * steps_per_iteration, bundle))
+    return curve
 
 
 def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: dict) -> Outcome:
@@ -653,11 +709,11 @@ def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cell
                     "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()}},
         "history": {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())},
     })
-    # quality over time: the best mixture score of each iteration (scored during training)
-    curve = []
-    for it in range(strategy.iterations):
+    # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
+    mixture_curve = []
+    for it in range(fields["iterations"]):
         points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
-        curve.append({"clock_s": max(h["clock_s"] for h in points), "fid": min(h["mixture_fid"] for h in points),
-                      "is_mean": None, "features": scorer.name, "n": scorer.n})
-    fields["curve"] = curve
+        mixture_curve.append({"iteration": it, "clock_s": max(h["clock_s"] for h in points),
+                              "fid": min(h["mixture_fid"] for h in points), "features": scorer.name, "n": scorer.n})
+    fields["mixture_curve"] = mixture_curve
     return Outcome(bundle, [], fields, extra_bundles={"best_cell": best_cell_bundle})

@@ -3,7 +3,9 @@
 
 Strong scaling keeps the global batch (``train.batch_size``) and the number of steps; weak
 scaling keeps the per-rank batch, so the global batch grows with the ranks, and keeps the
-number of steps of the one-rank run.
+number of steps of the one-rank run. With ``train.stop_at_target`` rank 0 scores every
+snapshot during training (the window's clock stops meanwhile) and all ranks stop together
+when the target is met.
 """
 
 from __future__ import annotations
@@ -19,18 +21,42 @@ class DataParallel(Strategy):
         weak = run.scaling == "weak"
         self.global_batch = run.train.batch_size * (group.size if weak else 1)
         # weak scaling: the one-rank run's number of generator steps
-        steps = generator_steps(run, len(self.data), run.train.batch_size) if weak else None
+        steps = generator_steps(run, len(self.data), run.train.batch_size) if weak and run.train.budget_s is None else None
+        self.scored_curve: list[dict] = []
+        evaluate = None
+        if run.train.stop_at_target:
+            evaluate = self._reaches_target
+            if self.engine.rank == 0:
+                from ..metrics import Reference
+
+                self.reference = Reference.for_run(run, self.engine.device)
+                self.networks = self.reference.networks()  # built (and cached) before the window opens
         self.trainer = GanTrainer(run, self.engine, group, self.data, "all", self.conditional, self.global_batch,
-                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points)
+                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points, evaluate=evaluate)
+
+    def _bundle(self, state):
+        return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
+
+    def _reaches_target(self, trainer: GanTrainer) -> bool:
+        """Rank 0: score the latest snapshot; whether it meets ``metrics.target``."""
+        from ..metrics import evaluate_sampler
+        from ..metrics.curve import curve_point, meets
+        from ..sampling import Sampler
+
+        snap = trainer.result.snapshots[-1]
+        quality = evaluate_sampler(Sampler(self._bundle(snap["state"]), self.engine.device), self.reference,
+                                   seed=self.run.train.seed, networks=self.networks)
+        self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"]))
+        return meets(self.scored_curve[-1], self.run.metrics.target)
 
     def warm_up(self) -> None:
         self.trainer.warm_up(self.run.train.warmup_steps)
 
     def train(self) -> None:
-        self.trainer.train()
+        self.trainer.train(deadline=self.run.train.budget_s)
 
     def finalize(self) -> Outcome:
-        run, data, result = self.run, self.data, self.trainer.result
+        result = self.trainer.result
         digests = self.engine.allgather_object(parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network))
         fields = {
             "global_batch": self.global_batch,
@@ -41,6 +67,8 @@ class DataParallel(Strategy):
         }
         if self.engine.rank != 0:
             return Outcome(None, fields=fields)
-        single = lambda state: make_bundle(run, data, "single", {"all": cpu_state(state)}, conditional=self.conditional)  # noqa: E731
-        curve = [(snap["clock_s"], snap["step"], single(snap["state"])) for snap in result.snapshots]
-        return Outcome(single(result.generator), curve, fields)
+        if self.scored_curve:  # scored while training (stop_at_target)
+            fields["curve"] = self.scored_curve
+            return Outcome(self._bundle(result.generator), [], fields)
+        curve = [(snap["clock_s"], snap["step"], self._bundle(snap["state"])) for snap in result.snapshots]
+        return Outcome(self._bundle(result.generator), curve, fields)

@@ -81,8 +81,9 @@ class LabelPartitioned(Strategy):
     def train(self) -> None:
         for trainer in self.trainers:  # what each class's generator is while the others train first
             trainer.take_snapshot()
-        for trainer in self.trainers:
-            trainer.train()
+        budget = self.run.train.budget_s
+        for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
+            trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
 
     def finalize(self) -> Outcome:
         run, engine, data, scratch, plan = self.run, self.engine, self.data, self.scratch, self.plan
