@@ -157,6 +157,8 @@ FLAT_COLUMNS = {
     "is_mean": "quality.is_mean",
     "is_std": "quality.is_std",
     "fid": "quality.fid",
+    "kid_mean": "quality.kid_mean",
+    "kid_std": "quality.kid_std",
     "tvd": "quality.tvd",
     "label_acc": "quality.label_acc",
 }
