@@ -148,8 +148,8 @@ def _load_samples(path: Path):
 
 
 def cmd_score(args) -> int:
-    from .metrics import PER_CLASS_BASES, Reference, evaluate_images, per_class_summary
-    from .results import GENERATOR_FILE, read_record
+    from .metrics import Reference, evaluate_images
+    from .results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
     from .sampling import GeneratorBundle, Sampler
 
     if args.run:

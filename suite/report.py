@@ -22,8 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .metrics.evaluate import KID_FIELDS, PER_CLASS_BASES, per_class_summary
-from .results import SAMPLES_FILE, atomic_write_text, iter_records, load_records
+from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
 
 log = logging.getLogger(__name__)
 DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -204,7 +203,7 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
     """Per feature network: (scores table, {per-class field: per-class table}). Networks are never mixed.
 
     Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
-    basis (:data:`suite.metrics.PER_CLASS_BASES`), never merged into one column.
+    basis (:data:`suite.results.PER_CLASS_BASES`), never merged into one column.
     """
     by_net: dict[str, list[tuple[str, dict, dict]]] = {}
     for name, r, q in _scored_models(records):

@@ -34,20 +34,14 @@ import numpy as np
 import torch
 
 from ..data import class_prior, load_dataset
-from ..results import atomic_write
+from ..results import KID_FIELDS, PER_CLASS_BASES, atomic_write
 from .features import ClassifierNet, ClassifierSpec, FeatureNet, cache_dir, feature_net
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 
 log = logging.getLogger(__name__)
 MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
 IS_SPLITS = 10  # IS is the mean and std over this many splits of the samples
-KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")
 REAL_CHUNK = 2000  # real images featurised at a time for the per-class cache
-PER_CLASS_BASES = {
-    "per_class_label": "generated label",
-    "per_class_predicted": "predicted class (biased low)",
-}
-"""The two per-class fields (grouped by the label a sample was generated for / the classifier's prediction)."""
 
 
 @dataclass
@@ -168,20 +162,6 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
             entry.update(metric="kid" if note else "fid", fid=None if note else fid(mine, theirs), **_kid(mine, theirs), note=note)
         scores[str(c)] = entry
     return scores
-
-
-def per_class_summary(scores: dict | None) -> dict | None:
-    """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID.
-
-    ``kid_mean`` is the mean per-class KID over the scored classes (None when none was scored).
-    """
-    if not scores:
-        return None
-    scored = [e for e in scores.values() if e["metric"]]
-    counts = [e["n"] for e in scores.values()]
-    return {"classes": len(scores), "scored": len(scored), "fid_classes": sum(e["metric"] == "fid" for e in scored),
-            "n_min": min(counts), "n_max": max(counts),
-            "kid_mean": float(np.mean([e["kid_mean"] for e in scored])) if scored else None}
 
 
 def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref: Reference, networks=None) -> dict:
