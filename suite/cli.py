@@ -149,7 +149,7 @@ def _load_samples(path: Path):
 
 def cmd_score(args) -> int:
     from .metrics import Reference, evaluate_images
-    from .results import GENERATOR_FILE, read_record
+    from .results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
     from .sampling import GeneratorBundle, Sampler
 
     if args.run:
@@ -169,18 +169,26 @@ def cmd_score(args) -> int:
         raise UsageError("--dataset: name the dataset to compare with (digits, mnist, cifar10, cifar100, imagenet)")
     ref = Reference(dataset=dataset, image_size=image_size, root=args.root, split=args.split, classes=classes,
                     features=args.features, n=len(images), inception_weights=args.inception_weights)
-    quality = evaluate_images(images, labels, ref)
+    q = evaluate_images(images, labels, ref)
     if args.json:
-        print(json.dumps(quality, indent=2))
+        print(json.dumps(q, indent=2))
     else:
-        is_text = f"{quality['is_mean']:.3f} ± {quality['is_std']:.3f}" if quality["is_mean"] is not None else f"n/a ({quality['is_note']})"
-        print(f"features   {quality['features']}  ({quality['features_detail']})")
-        print(f"samples    {quality['n']} generated, {quality['n_real']} real ({dataset}/{args.split})")
+        is_text = (f"{q['is_mean']:.3f} ± {q['is_std']:.3f}  ({q['is_splits']} splits of {q['is_split_n']})"
+                   if q["is_mean"] is not None else f"n/a ({q['is_note']})")
+        print(f"features   {q['features']}  ({q['features_detail']}; {q['feature_dim']} dimensions)")
+        print(f"samples    {q['n']} generated, {q['n_real']} real ({dataset}/{args.split}, {len(q['classes'])} of {q['num_classes']} classes)")
         print(f"IS         {is_text}")
-        print(f"FID        {quality['fid']:.3f}")
-        print(f"TVD        {quality['tvd']:.4f}")
-        if quality["label_acc"] is not None:
-            print(f"label acc  {quality['label_acc']:.4f}")
+        print(f"FID        {q['fid']:.3f}" if q["fid"] is not None else f"FID        n/a ({q['fid_note']})")
+        print(f"KID        {q['kid_mean']:.3g} ± {q['kid_std']:.3g}  ({q['kid_subsets']} subsets of {q['kid_subset_size']})")
+        for field, basis in PER_CLASS_BASES.items():
+            summary = per_class_summary(q[field])
+            if summary and summary["kid_mean"] is not None:
+                print(f"per class  by {basis}: mean KID {summary['kid_mean']:.3g} over {summary['scored']} of "
+                      f"{summary['classes']} classes, n {summary['n_min']}-{summary['n_max']} per class, "
+                      f"FID sound for {summary['fid_classes']} (--json for each class)")
+        print(f"TVD        {q['tvd']:.4f}")
+        if q["label_acc"] is not None:
+            print(f"label acc  {q['label_acc']:.4f}")
     return 0
 
 
@@ -250,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output .npz (arrays: images, labels)")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("score", help="IS / FID / per-class FID / TVD of a run or of samples")
+    p = sub.add_parser("score", help="IS / FID / KID / per-class FID or KID / TVD of a run or of samples")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", help="a run folder: sample its model and score it")
     src.add_argument("--samples", help=".npz with images (N, C, H, W) in [-1, 1] and optional labels")

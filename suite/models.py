@@ -32,6 +32,14 @@ Two choices the tables leave open, made once here:
 * The conditional discriminator (Table 4) is conditioned by projection (Miyato & Koyama,
   seed 000 reference [24]): ``D(x, y) = w.h(x) + b + <embed(y), h(x)>``. This keeps every
   layer of the table at its printed size, which concatenating label maps to the input would not.
+
+One option the tables do not have: the discriminator's normalisation (``critic_norm``, one of
+:data:`CRITIC_NORMS`). ``batch`` is the tables' BatchNorm. A Wasserstein critic trained with a
+gradient penalty needs ``||grad_x D(x)||`` of each sample, which is only defined when ``D(x)``
+depends on ``x`` alone; under batch statistics it depends on the whole batch, so Gulrajani et
+al. (sec. 4) drop BatchNorm from the critic and suggest layer normalisation instead: ``layer``
+is GroupNorm(1, C), a LayerNorm over each sample's C x H x W with a per-channel scale and
+shift, in the same places; ``none`` leaves the three layers out. The layer sizes stay.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ from torch.nn import functional as F
 
 FEATURE_CHANNELS = (16, 32, 64, 128)
 """Output channels of the four stride-2 convolutions of the discriminator."""
+
+CRITIC_NORMS = ("batch", "layer", "none")
+"""Normalisation after the last three discriminator convolutions (see the module docstring)."""
 
 
 MIN_IMAGE_SIZE = 20
@@ -116,14 +127,16 @@ class Generator(nn.Module):
         return self.blocks(h)
 
 
-def _discriminator_block(in_channels: int, out_channels: int, dropout: float, batchnorm: bool) -> list[nn.Module]:
+def _discriminator_block(in_channels: int, out_channels: int, dropout: float, norm: str) -> list[nn.Module]:
     layers: list[nn.Module] = [
         nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1),
         nn.LeakyReLU(0.2, inplace=True),
         nn.Dropout(dropout),
     ]
-    if batchnorm:
+    if norm == "batch":
         layers.append(nn.BatchNorm2d(out_channels, eps=0.8, momentum=0.1))
+    elif norm == "layer":
+        layers.append(nn.GroupNorm(1, out_channels))
     return layers
 
 
@@ -141,16 +154,22 @@ class Discriminator(nn.Module):
         0 for unconditional; otherwise the label is projected onto the features.
     dropout:
         Dropout probability after each convolution (0.25 in the tables).
+    norm:
+        Normalisation after the last three convolutions, one of :data:`CRITIC_NORMS`: ``batch``
+        (the tables), ``layer`` or ``none`` (per-sample critics for the gradient penalty).
     """
 
-    def __init__(self, image_size: int = 32, channels: int = 1, num_classes: int = 0, dropout: float = 0.25):
+    def __init__(self, image_size: int = 32, channels: int = 1, num_classes: int = 0, dropout: float = 0.25,
+                 norm: str = "batch"):
         super().__init__()
         check_image_size(image_size)
-        self.image_size, self.channels, self.num_classes = image_size, channels, num_classes
+        if norm not in CRITIC_NORMS:
+            raise ValueError(f"discriminator norm {norm!r} is not one of {', '.join(CRITIC_NORMS)}")
+        self.image_size, self.channels, self.num_classes, self.norm = image_size, channels, num_classes, norm
         layers: list[nn.Module] = []
         in_channels = channels
         for i, out_channels in enumerate(FEATURE_CHANNELS):
-            layers += _discriminator_block(in_channels, out_channels, dropout, batchnorm=i > 0)
+            layers += _discriminator_block(in_channels, out_channels, dropout, norm if i > 0 else "none")
             in_channels = out_channels
         self.features = nn.Sequential(*layers)
         side = image_size
@@ -177,14 +196,14 @@ class Discriminator(nn.Module):
 def init_weights(module: nn.Module, seed: int) -> nn.Module:
     """DC-GAN initialisation (Radford et al., seed 000 reference [2]) drawn from ``seed`` alone.
 
-    All weights ~ N(0, 0.02), BatchNorm scales ~ N(1, 0.02), biases 0. Drawing from a private
+    All weights ~ N(0, 0.02), BatchNorm (and the critic's GroupNorm) scales ~ N(1, 0.02), biases 0. Drawing from a private
     generator makes a network depend on its seed only, not on what else the process built
     before it, which is what makes results independent of how work is placed on ranks.
     """
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for layer in module.modules():
-            if isinstance(layer, nn.BatchNorm2d):
+            if isinstance(layer, (nn.BatchNorm2d, nn.GroupNorm)):
                 layer.weight.copy_(torch.normal(1.0, 0.02, layer.weight.shape, generator=generator))
                 layer.bias.zero_()
             elif isinstance(layer, (nn.Conv2d, nn.Linear, nn.Embedding)):
@@ -201,8 +220,12 @@ def build_pair(
     num_classes: int = 0,
     dropout: float = 0.25,
     seed: int = 0,
+    critic_norm: str = "batch",
 ) -> tuple[Generator, Discriminator]:
     """Build a generator and a discriminator (conditional on ``num_classes`` labels if > 0).
+
+    ``critic_norm`` is the discriminator's normalisation (:data:`CRITIC_NORMS`; the tables' ``batch``
+    unless given).
 
     Both are initialised from ``seed`` (generator from ``seed``, discriminator from ``seed + 1``).
     Building them leaves the global random state untouched: PyTorch's default initialisation,
@@ -211,5 +234,5 @@ def build_pair(
     """
     with torch.random.fork_rng(devices=[]):
         generator = init_weights(Generator(image_size, channels, latent_dim, num_classes), seed)
-        discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout), seed + 1)
+        discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout, critic_norm), seed + 1)
     return generator, discriminator

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .results import SAMPLES_FILE, atomic_write_text, iter_records, load_records
+from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
 
 log = logging.getLogger(__name__)
 DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -234,24 +234,79 @@ def _scored_models(records: list[dict]):
             yield r["run_id"] + " (best cell)", r, r["quality_best_cell"]
 
 
-def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
-    """Per feature network: (scores table, per-class FID table). Networks are never mixed."""
+def _class_set(q: dict) -> str | None:
+    """The real classes a model was scored against, e.g. ``0-9 of 10`` or ``0,3 of 10``."""
+    classes = q.get("classes")
+    if not classes:
+        return None
+    contiguous = classes == list(range(classes[0], classes[-1] + 1))
+    shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
+    return f"{shown} of {q['num_classes']}"
+
+
+def _given(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _significant(value) -> str:
+    """Three significant digits without an exponent (KID ranges from 1e-4 to 1e3 across networks)."""
+    return np.format_float_positional(float(value), precision=3, fractional=False, trim="-")
+
+
+def _spread(mean, std, count=None, size=None) -> str:
+    """``mean ± std (count×size)``: a score with the splits or subsets it is over."""
+    if not _given(mean):
+        return NA
+    text = _significant(mean) + (f" ± {_significant(std)}" if _given(std) else "")
+    return text + (f" ({_fmt(count)}×{_fmt(size)})" if _given(count) else "")
+
+
+def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
+    """The markdown columns of a scores table: IS and KID with their spread and counts, per-class KID by basis."""
+    shown = pd.DataFrame({"run_id": scores["run_id"], "procs": scores["procs"], "classes": scores["classes"],
+                          "n": scores["n"], "n_real": scores["n_real"]})
+    shown["IS (splits×n)"] = [_spread(*v) for v in zip(scores["is_mean"], scores["is_std"], scores["is_splits"], scores["is_split_n"])]
+    shown["fid"] = scores["fid"]
+    shown["KID (subsets×n)"] = [_spread(*v) for v in zip(scores["kid_mean"], scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])]
+    for field, basis in PER_CLASS_BASES.items():
+        shown[f"per-class KID by {basis}"] = [
+            f"{_significant(m)} ({k} classes, n {n})" if _given(m) else NA
+            for m, k, n in zip(scores[f"{field}_kid_mean"], scores[f"{field}_scored"], scores[f"{field}_n"])]
+    shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
+    return shown
+
+
+def _per_class_rows(name: str, scores: dict) -> list[dict]:
+    return [{"run_id": name, "class": c, "n": e["n"], "n_real": e["n_real"], "metric": e["metric"], "fid": e["fid"],
+             **{k: e[k] for k in KID_FIELDS}, "note": e["note"]} for c, e in scores.items()]
+
+
+def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
+    """Per feature network: (scores table, {per-class field: per-class table}). Networks are never mixed.
+
+    Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
+    basis (:data:`suite.results.PER_CLASS_BASES`), never merged into one column.
+    """
     by_net: dict[str, list[tuple[str, dict, dict]]] = {}
     for name, r, q in _scored_models(records):
         by_net.setdefault(q["features"], []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
-        scores, per_class = [], []
+        scores, per_class = [], {field: [] for field in PER_CLASS_BASES}
         for name, r, q in models:
-            values = [v for v in q["fid_per_class"].values() if v is not None]
-            scores.append({
-                "run_id": name, "strategy": r["strategy"], "procs": r["procs"], "n": q["n"], "n_real": q["n_real"],
-                "is_mean": q["is_mean"], "is_std": q["is_std"], "fid": q["fid"],
-                "fid_per_class_mean": float(np.mean(values)) if values else None, "per_class_basis": q["per_class_basis"],
-                "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note"),
-            })
-            per_class.append({"run_id": name, "basis": q["per_class_basis"], **{f"class {k}": v for k, v in q["fid_per_class"].items()}})
-        tables[net] = (pd.DataFrame(scores), pd.DataFrame(per_class))
+            row = {"run_id": name, "strategy": r["strategy"], "procs": r["procs"], "classes": _class_set(q),
+                   "n": q["n"], "n_real": q["n_real"], "feature_dim": q.get("feature_dim"),
+                   "is_mean": q["is_mean"], "is_std": q["is_std"], "is_splits": q.get("is_splits"),
+                   "is_split_n": q.get("is_split_n"), "fid": q["fid"], "fid_note": q.get("fid_note"),
+                   **{k: q.get(k) for k in KID_FIELDS}}
+            for field in PER_CLASS_BASES:
+                summary = per_class_summary(q.get(field)) or {}
+                row[f"{field}_kid_mean"] = summary.get("kid_mean")
+                row[f"{field}_scored"] = f"{summary['scored']}/{summary['classes']}" if summary else None
+                row[f"{field}_n"] = f"{summary['n_min']}-{summary['n_max']}" if summary else None
+                per_class[field] += _per_class_rows(name, q.get(field) or {})
+            scores.append({**row, "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note")})
+        tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})
     return tables
 
 
@@ -349,6 +404,33 @@ def _slug(text: str) -> str:
 # --- the report ---------------------------------------------------------------------------------------------
 
 
+PAPER_MODELS = {("data_parallel", "bce"): "DC-GAN", ("conditional", "bce"): "DC-CGAN",
+                ("label_partitioned", "bce"): "Distributed DC-CGAN"}
+"""Seed 000's model for each (strategy, loss) of the suite that reproduces one."""
+PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
+PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
+
+
+def _protocol_differences(r: dict, q: dict) -> str:
+    """Where a run's IS differs from seed 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
+    notes = []
+    if q["features"] != "inception":
+        notes.append(f"network {q['features']}, not Inception: not comparable")
+    if q["is_mean"] is None:
+        notes.append(f"no IS ({q.get('is_note')})")
+    classes = q.get("classes")
+    if classes and len(classes) < q["num_classes"]:
+        notes.append(f"{len(classes)} of {q['num_classes']} classes (paper: all): IS grows with the classes sampled, not comparable")
+    if q["n"] < PAPER_MIN_IS_SAMPLES:
+        split = f" in {q['is_splits']} splits of {q['is_split_n']}" if q.get("is_splits") else ""
+        notes.append(f"n={q['n']}{split} (paper: thousands): small splits bias IS low")
+    if r.get("epochs") != PAPER_EPOCHS:
+        notes.append(f"epochs {r.get('epochs')} (paper: {PAPER_EPOCHS})")
+    if r.get("critic_norm", "batch") != "batch":
+        notes.append(f"discriminator norm {r['critic_norm']} (tables: batch)")
+    return "; ".join(notes) or "same protocol"
+
+
 def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
     lines.append("## Papers' numbers (not measured here)\n")
     lines.append("Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
@@ -362,8 +444,24 @@ def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) ->
         shown = paper if shown.empty else shown
         lines.append(f"**Seed 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
         lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
-        lines.append("DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, distributed DC-CGAN to "
-                     "`label_partitioned` with loss `bce`. Only IS measured with the `inception` network is comparable.\n")
+        lines.append("Seed 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
+                     f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
+                     "distributed DC-CGAN to `label_partitioned` with loss `bce`. Each of our rows below says where its "
+                     "protocol differs from the paper's; only a row without such a difference is comparable.\n")
+        ours = []
+        for name, r, q in _scored_models(records):
+            model = PAPER_MODELS.get((r["strategy"], r["loss"]))
+            dataset = (r.get("dataset") or {}).get("name")
+            row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
+            if model is None or row.empty:
+                continue
+            ours.append({"run_id": name, "model": model, "IS (ours)": _spread(q["is_mean"], q["is_std"], q.get("is_splits"), q.get("is_split_n")),
+                         "IS (paper)": _pm(float(row["is_mean"].iloc[0]), float(row["is_std"].iloc[0])),
+                         "network": q["features"], "n": q["n"], "classes": _class_set(q),
+                         "differences from the paper's protocol": _protocol_differences(r, q)})
+        if ours:
+            lines.append("**Our runs beside them**\n")
+            lines.append(markdown_table(pd.DataFrame(ours)))
     speedups = baselines / "seed001_cellular_speedups.csv"
     if speedups.is_file() and any(r.get("strategy") == "cellular" for r in records):
         lines.append("**Seed 001, cellular training speedups on MNIST (paper's summary table)**\n")
@@ -462,15 +560,23 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     for net, (scores, per_class) in quality.items():
         slug = _slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
-        per_class.to_csv(out_dir / f"fid_per_class_{slug}.csv", index=False)
         detail = next(r["quality"]["features_detail"] for r in records if r.get("quality", {}) and r["quality"]["features"] == net)
-        lines.append(f"### Network `{net}`\n\n{detail}.\n")
-        shown = scores.assign(IS=[_pm(m, s) for m, s in zip(scores["is_mean"], scores["is_std"])])
-        lines.append(markdown_table(shown[["run_id", "procs", "n", "n_real", "IS", "fid", "fid_per_class_mean", "per_class_basis", "tvd", "label_acc"]]))
-        notes = sorted({n for n in scores["is_note"] if isinstance(n, str)})
-        for note in notes:
+        dims = scores["feature_dim"].dropna()
+        lines.append(f"### Network `{net}`\n\n{detail}" + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "") + ".\n")
+        lines.append(markdown_table(_quality_display(scores)))
+        for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
             lines.append(f"IS n/a: {note}.\n")
-        lines.append("<details><summary>Per-class FID</summary>\n\n" + markdown_table(per_class) + "\n</details>\n")
+        for run_id, note in zip(scores["run_id"], scores["fid_note"]):
+            if isinstance(note, str):
+                lines.append(f"FID n/a for {run_id}: {note}.\n")
+        for field, basis in PER_CLASS_BASES.items():
+            table = per_class[field]
+            if table.empty:
+                continue
+            table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
+            table = table.assign(KID=[_spread(m, s) for m, s in zip(table["kid_mean"], table["kid_std"])])
+            lines.append(f"<details><summary>Per-class scores by {basis}</summary>\n\n"
+                         + markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]]) + "\n</details>\n")
     plots += plot_quality_curves(records, out_dir)
 
     _baseline_section(baselines, records, lines)
@@ -529,12 +635,21 @@ DEFINITIONS = """## Definitions
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
   window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
-- **IS / FID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
+- **IS / FID / KID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
   `inception(fid-trunk)`: the same network's FID trunk, no IS; `classifier:<dataset>`: the suite's CNN trained on
-  the real data). `n` generated and `n_real` real images. Numbers from different networks are never compared.
-- **per-class FID**: FID between the samples of one class and the real images of that class; the class of a
-  sample is the label it was generated for (conditional, label-partitioned) or, for unconditional generators, the
-  class the suite classifier predicts (`per_class_basis`). Classes with fewer than 10 samples are n/a.
+  the real data) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
+  training split). Numbers from different networks are never compared. IS is the mean ± std over `splits×n` (10
+  splits of n/10 samples; small splits bias IS low). FID is given only where `n` and `n_real` both exceed the
+  network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
+  with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel
+  k(x, y) = (x·y/d + 1)³, mean ± std over `subsets×n` random subsets (100 subsets of half the smaller sample, at
+  most 1000); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
+- **per-class scores**: the samples of one class against every real image of that class in the split (`n` and
+  `n_real` per class), FID where both exceed the feature dimensions (`metric: fid`), KID otherwise (`metric: kid`),
+  nothing below 10 samples. Two bases, in separate tables and columns: *by generated label* (conditional,
+  label-partitioned and per-class models: the label each sample was generated for) and *by predicted class*
+  (unconditional models: the class the suite classifier predicts). The second is biased low: the classifier
+  picks the samples that look like a class, so it is never compared with the first.
 - **TVD**: total variation distance between the classifier's predicted-class histogram of the samples and the
   real class distribution (0: every class covered in proportion; mode coverage as in Lipizzaner).
 - **label_acc**: fraction of label-conditioned samples that the classifier assigns to their label.

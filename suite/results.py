@@ -179,9 +179,35 @@ FLAT_COLUMNS = {
     "is_mean": "quality.is_mean",
     "is_std": "quality.is_std",
     "fid": "quality.fid",
+    "kid_mean": "quality.kid_mean",
+    "kid_std": "quality.kid_std",
     "tvd": "quality.tvd",
     "label_acc": "quality.label_acc",
 }
+
+
+KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")
+"""KID's fields in a record's ``quality`` block and in each of its per-class entries."""
+PER_CLASS_BASES = {
+    "per_class_label": "generated label",
+    "per_class_predicted": "predicted class (biased low)",
+}
+"""The two per-class fields of ``quality``: samples grouped by the label they were generated for, or
+by the class the suite classifier predicts (see :mod:`suite.metrics.evaluate`)."""
+
+
+def per_class_summary(scores: dict | None) -> dict | None:
+    """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID.
+
+    ``kid_mean`` is the mean per-class KID over the scored classes (None when none was scored).
+    """
+    if not scores:
+        return None
+    scored = [e for e in scores.values() if e["metric"]]
+    counts = [e["n"] for e in scores.values()]
+    return {"classes": len(scores), "scored": len(scored), "fid_classes": sum(e["metric"] == "fid" for e in scored),
+            "n_min": min(counts), "n_max": max(counts),
+            "kid_mean": sum(e["kid_mean"] for e in scored) / len(scored) if scored else None}
 
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:

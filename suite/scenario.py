@@ -73,6 +73,8 @@ class ModelConfig:
     """Dropout after each discriminator convolution."""
     sync_batchnorm: bool = False
     """Normalise over the whole data-parallel batch instead of each rank's shard."""
+    critic_norm: Literal["auto", "batch", "layer", "none"] = "auto"
+    """Discriminator normalisation: batch (the tables), layer, none; auto: layer for wgan-gp, else batch."""
 
 
 @dataclass
@@ -276,7 +278,15 @@ class Run:
             "run_id": self.run_id, "scenario": self.scenario, "strategy": self.strategy, "engine": self.engine,
             "loss": self.loss, "procs": self.procs, "scaling": self.scaling, "repeat": self.repeat, "grid": self.grid,
             "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed, "budget_s": self.train.budget_s,
+            "critic_norm": self.critic_norm,
         }
+
+    @property
+    def critic_norm(self) -> str:
+        """``model.critic_norm`` with ``auto`` resolved for this run's loss (``layer`` for wgan-gp)."""
+        if self.model.critic_norm != "auto":
+            return self.model.critic_norm
+        return "layer" if self.loss == "wgan-gp" else "batch"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -513,6 +523,9 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
                                       "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)")
     elif spec.grid is not None or spec.grids is not None:
         fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
+    if spec.strategy == "cellular" and scenario.model.critic_norm not in ("auto", "batch"):
+        fail("model.critic_norm", f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
+             "which keeps the tables' BatchNorm discriminator; use auto or batch")
     batch = scenario.train.batch_size
     if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
         for p in spec.procs:

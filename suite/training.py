@@ -170,6 +170,7 @@ class GanTrainer:
             num_classes=self.data.num_classes if self.conditional else 0,
             dropout=run.model.dropout,
             seed=derive_seed(self.seed, "init", self.key),
+            critic_norm=run.critic_norm,
         )
         if run.model.sync_batchnorm:
             g = convert_sync_batchnorm(g, self.engine, self.group)

@@ -43,8 +43,14 @@ def test_after_one_step_two_ranks_equal_one_rank(equivalence_runs, loss):
     results = tmp / "one" / "results"
     a = generator_weights(results, f"data_parallel-{loss}-mpi-p1-r0")
     b = generator_weights(results, f"data_parallel-{loss}-mpi-p2-r0")
-    for key in a:
-        torch.testing.assert_close(b[key].float(), a[key].float(), atol=1e-6, rtol=1e-5, msg=key)
+    assert a.keys() == b.keys()
+    gap = torch.cat([(a[k].float() - b[k].float()).abs().flatten() for k in a])
+    # Float32 rounding everywhere but in a handful of weights whose gradient is zero or nearly so (with the
+    # wgan-gp default LayerNorm critic: the conv biases before the generator's BatchNorm). There Adam's first
+    # step, lr * g / (|g| + eps), turns rounding noise into up to one learning rate either way; one rank with 1
+    # or 2 threads differs in the same weights. A sharding, noise or averaging bug would move nearly every weight.
+    assert (gap > 1e-6).float().mean() < 1e-3
+    assert gap.max() <= 2 * 2e-4  # two opposite first Adam steps of the largest learning rate
     assert code == 0
 
 

@@ -182,7 +182,7 @@ def test_per_class_generators_are_saved_scored_and_sampled(partitioned, tmp_path
     bundle = GeneratorBundle.load(run_dir / "generator.pt")
     assert bundle.kind == "per_class" and bundle.classes == {"class0": 0, "class1": 1}
     q = records["label_partitioned-bce-mpi-p4-r0"]["quality"]
-    assert q["per_class_basis"] == "generated label" and set(q["fid_per_class"]) == {"0", "1"}
+    assert q["per_class_predicted"] is None and set(q["per_class_label"]) == {"0", "1"}
     assert q["features"].startswith("classifier:") and q["n"] == 200 and q["label_acc"] is not None
     assert len(records["label_partitioned-bce-mpi-p4-r0"]["curve"]) >= 1
     capsys.readouterr()

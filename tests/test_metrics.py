@@ -1,4 +1,4 @@
-"""IS, FID and TVD: closed-form checks, real-vs-noise on digits, and offline feature networks."""
+"""IS, FID, KID and TVD: closed-form checks, real-vs-noise on digits, and offline feature networks."""
 
 import json
 
@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from suite.data import load_dataset
-from suite.metrics import Reference, evaluate_images, frechet_distance, inception_score, statistics, total_variation
+from suite.metrics import (
+    Reference, evaluate_images, frechet_distance, inception_score, kernel_inception_distance, mmd2_unbiased, statistics,
+    total_variation,
+)
+from suite.metrics import scores as scores_module
+from suite.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
 from suite.metrics.features import (
     ClassifierNet, ClassifierSpec, FeatureUnavailable, InceptionNet, InceptionTrunkNet, feature_net, find_fid_trunk,
 )
@@ -53,6 +58,70 @@ def test_is_of_identical_predictions_is_one():
     assert inception_score(np.tile([0.2, 0.3, 0.5], (50, 1)))[0] == pytest.approx(1.0)
 
 
+def brute_force_mmd2(a, b):
+    """The unbiased MMD^2 of Binkowski et al., one kernel evaluation at a time."""
+    def k(x, y):
+        return (np.dot(x, y) / len(x) + 1) ** 3
+
+    m = len(a)
+    within = sum(k(a[i], a[j]) + k(b[i], b[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    return within - 2 * sum(k(a[i], b[j]) for i in range(m) for j in range(m)) / m**2
+
+
+def test_mmd2_estimator_matches_a_direct_computation():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(6, 4)), rng.normal(1, 2, size=(6, 4))
+    assert mmd2_unbiased(a, b) == pytest.approx(brute_force_mmd2(a, b), rel=1e-12)
+    assert mmd2_unbiased(a, a[::-1]) == pytest.approx(brute_force_mmd2(a, a[::-1]), abs=1e-12)
+    with pytest.raises(ValueError, match="m >= 2"):
+        mmd2_unbiased(a[:1], b[:1])
+
+
+def test_kid_subsets_are_the_unbiased_estimator_on_random_halves(monkeypatch):
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(40, 3)), rng.normal(0.5, 1, size=(30, 3))
+    mean, std, size = kernel_inception_distance(a, b, subsets=7, seed=5)
+    assert size == 15  # half the smaller set: subsets differ, so the std means something
+    draw = np.random.default_rng(5)
+    picks = [(draw.choice(40, 15, replace=False), draw.choice(30, 15, replace=False)) for _ in range(7)]
+    direct = [brute_force_mmd2(a[i], b[j]) for i, j in picks]
+    assert mean == pytest.approx(np.mean(direct), rel=1e-10) and std == pytest.approx(np.std(direct), rel=1e-8)
+    monkeypatch.setattr(scores_module, "KID_ONE_KERNEL_ROWS", 0)  # the per-subset path for large sets agrees
+    assert kernel_inception_distance(a, b, subsets=7, seed=5) == pytest.approx((mean, std, size), rel=1e-10)
+    assert scores_module.kid_subset_size(50000, 60000) == 1000
+
+
+def test_kid_of_bernoulli_features_in_closed_form():
+    # 1-d (repeated d times), k(x, y) = (xy + 1)^3 = 1 + 3xy + 3x^2y^2 + x^3y^3, and x^k = x for x in {0, 1}:
+    # MMD^2 = 3(Ex - Ey)^2 + 3(Ex^2 - Ey^2)^2 + (Ex^3 - Ey^3)^2 = 7 (p - q)^2
+    rng = np.random.default_rng(6)
+    a = np.repeat((rng.random((2000, 1)) < 0.5).astype(float), 3, axis=1)
+    b = np.repeat((rng.random((2000, 1)) < 0.2).astype(float), 3, axis=1)
+    mean, std, _ = kernel_inception_distance(a, b)
+    assert abs(mean - 7 * 0.3**2) < 2 * std and std < 0.1
+    same, same_std, _ = kernel_inception_distance(a, np.repeat((rng.random((2000, 1)) < 0.5).astype(float), 3, axis=1))
+    assert abs(same) < 2 * same_std
+
+
+def test_per_class_fid_only_above_the_feature_dimension_kid_otherwise():
+    rng = np.random.default_rng(7)
+    d = 16
+    groups = np.array([0] * 40 + [1] * 12 + [2] * 3)  # n > d, MIN_PER_CLASS <= n <= d, n < MIN_PER_CLASS
+    features = rng.normal(size=(len(groups), d))
+    real_labels = np.repeat([0, 1, 2], 50)
+    real = rng.normal(size=(150, d))
+    scores = per_class_scores(features, groups, real, real_labels)
+    assert scores["0"]["metric"] == "fid" and scores["0"]["fid"] > 0 and scores["0"]["note"] is None
+    assert scores["0"]["kid_mean"] is not None  # KID beside every FID
+    one = scores["1"]
+    assert one["metric"] == "kid" and one["fid"] is None and "FID withheld" in one["note"] and f"{d} feature" in one["note"]
+    assert one["kid_mean"] is not None and one["kid_std"] > 0 and one["kid_subset_size"] == 6
+    assert (one["n"], one["n_real"]) == (12, 50)
+    two = scores["2"]
+    assert two["metric"] is None and two["fid"] is None and two["kid_mean"] is None
+    assert f"fewer than {MIN_PER_CLASS}" in two["note"] and two["n"] == 3
+
+
 def test_tvd():
     prior = {0: 0.5, 1: 0.5}
     assert total_variation(np.array([0, 1, 0, 1]), prior) == pytest.approx(0)
@@ -78,22 +147,46 @@ def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_ca
     assert np.allclose(again(x)[0], digits_classifier(x)[0])
 
 
+def disjoint_real_half(real, n):
+    """``n`` real images that are not among the ``n`` of the reference draw (the other half)."""
+    rest = np.setdiff1d(np.arange(len(real)), reference_rows(len(real), n))
+    return real.fetch(rest[:n])
+
+
 def test_real_digits_score_far_better_than_noise(digits_classifier):
     real = load_dataset("digits", 32, "train")
-    order = np.random.default_rng(0).permutation(len(real))
-    half = real.fetch(order[:700])
-    ref = Reference("digits", 32, features="classifier", n=700)
+    n = len(real) // 2
+    half = disjoint_real_half(real, n)
+    ref = Reference("digits", 32, features="classifier", n=n)
     networks = (digits_classifier, digits_classifier)
     real_q = evaluate_images(half[0], half[1], ref, networks)
-    noise = torch.rand(700, 1, 32, 32) * 2 - 1
-    noise_q = evaluate_images(noise, -np.ones(700, dtype=np.int64), ref, networks)
+    noise = torch.rand(n, 1, 32, 32) * 2 - 1
+    noise_q = evaluate_images(noise, -np.ones(n, dtype=np.int64), ref, networks)
     assert real_q["fid"] * 10 < noise_q["fid"]
+    # KID of two disjoint halves of the real data: 0 within its spread; of noise: far from 0
+    assert abs(real_q["kid_mean"]) < 2 * real_q["kid_std"]
+    assert noise_q["kid_mean"] > 10 * noise_q["kid_std"] and noise_q["kid_mean"] > 100 * abs(real_q["kid_mean"])
+    assert real_q["kid_subset_size"] == n // 2 and real_q["kid_subsets"] == 100
     assert real_q["is_mean"] > 5 and noise_q["is_mean"] < real_q["is_mean"]
-    assert real_q["label_acc"] > 0.9 and real_q["per_class_basis"] == "generated label"
-    assert real_q["tvd"] < 0.1
-    assert noise_q["label_acc"] is None and noise_q["per_class_basis"] == "predicted class"
-    assert real_q["features"] == "classifier:digits" and real_q["n"] == 700
-    assert all(v is not None and v < noise_q["fid"] for v in real_q["fid_per_class"].values())
+    assert (real_q["is_splits"], real_q["is_split_n"]) == (10, n // 10)
+    assert real_q["label_acc"] > 0.9 and real_q["tvd"] < 0.1
+    assert noise_q["label_acc"] is None
+    assert real_q["features"] == "classifier:digits" and real_q["n"] == n and real_q["feature_dim"] == 128
+    assert real_q["classes"] == list(range(10)) and real_q["num_classes"] == 10
+    # the two grouping bases in their own fields: generated labels for the labelled half, predictions for noise
+    assert real_q["per_class_predicted"] is None and noise_q["per_class_label"] is None
+    by_label = real_q["per_class_label"]
+    assert set(by_label) == {str(c) for c in range(10)}
+    for c, entry in by_label.items():
+        # every real image of the class, not only those in the reference draw
+        assert entry["n_real"] == int((real.labels == int(c)).sum()) > n / 10
+        assert entry["n"] == int((half[1] == int(c)).sum())
+        # ~70 samples per class in 128 dimensions: FID withheld, KID given
+        assert entry["metric"] == "kid" and entry["fid"] is None and "128 feature dimensions" in entry["note"]
+        assert entry["kid_mean"] < noise_q["kid_mean"]
+    by_prediction = noise_q["per_class_predicted"]
+    assert set(by_prediction) == set(by_label)
+    assert sum(e["n"] for e in by_prediction.values()) <= n
 
 
 # --- Inception, offline --------------------------------------------------------------------------------
@@ -151,20 +244,44 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
 # --- the score command -----------------------------------------------------------------------------------
 
 
-def test_score_command_on_real_digits_and_noise(tmp_path, capsys, digits_classifier):
+def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_classifier):
     from suite.cli import main
 
-    real = load_dataset("digits", 32, "test")
-    np.savez(tmp_path / "real.npz", images=real.images.numpy(), labels=real.labels)
-    np.savez(tmp_path / "noise.npz", images=np.random.default_rng(0).uniform(-1, 1, size=(360, 1, 32, 32)).astype(np.float32))
+    real = load_dataset("digits", 32, "train")
+    n = len(real) // 2
+    images, labels = disjoint_real_half(real, n)  # the CLI compares with the same-size reference draw
+    np.savez(tmp_path / "real.npz", images=images.numpy(), labels=labels.numpy())
+    np.savez(tmp_path / "noise.npz", images=np.random.default_rng(0).uniform(-1, 1, size=(n, 1, 32, 32)).astype(np.float32))
     scores = {}
     for name in ("real", "noise"):
         assert main(["score", "--samples", str(tmp_path / f"{name}.npz"), "--dataset", "digits", "--json"]) == 0
         scores[name] = json.loads(capsys.readouterr().out)
-    assert scores["real"]["fid"] * 10 < scores["noise"]["fid"]
-    assert scores["real"]["is_mean"] > 5
-    assert scores["real"]["features"] == scores["noise"]["features"] == "classifier:digits"
-    assert set(scores["real"]) >= {"features", "n", "is_mean", "is_std", "fid", "fid_per_class", "tvd", "label_acc"}
+    real_q, noise_q = scores["real"], scores["noise"]
+    assert real_q["fid"] * 10 < noise_q["fid"]
+    assert abs(real_q["kid_mean"]) < 2 * real_q["kid_std"] and noise_q["kid_mean"] > 10 * noise_q["kid_std"]
+    assert real_q["is_mean"] > 5
+    assert real_q["features"] == noise_q["features"] == "classifier:digits"
+    assert set(real_q) >= {"features", "n", "is_mean", "is_std", "is_splits", "is_split_n", "fid", "kid_mean", "kid_std",
+                           "kid_subset_size", "kid_subsets", "per_class_label", "per_class_predicted", "tvd", "label_acc"}
+    assert main(["score", "--samples", str(tmp_path / "real.npz"), "--dataset", "digits"]) == 0
+    text = capsys.readouterr().out
+    kid_line = next(line for line in text.splitlines() if line.startswith("KID"))
+    assert f"{real_q['kid_mean']:.3g} ± {real_q['kid_std']:.3g}" in kid_line and f"100 subsets of {n // 2}" in kid_line
+    assert f"(10 splits of {n // 10})" in text and "per class  by generated label: mean KID" in text
+    assert "FID sound for 0" in text  # ~70 samples per class in 128 dimensions
+
+
+def test_score_command_withholds_fid_below_the_feature_dimension(tmp_path, capsys, digits_classifier):
+    from suite.cli import main
+
+    real = load_dataset("digits", 32, "test")
+    np.savez(tmp_path / "few.npz", images=real.images[:100].numpy(), labels=real.labels[:100])
+    assert main(["score", "--samples", str(tmp_path / "few.npz"), "--dataset", "digits", "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)
+    assert q["n"] == 100 and q["feature_dim"] == 128 and q["fid"] is None and "128 feature dimensions" in q["fid_note"]
+    assert q["kid_mean"] is not None and q["kid_subset_size"] == 50
+    assert main(["score", "--samples", str(tmp_path / "few.npz"), "--dataset", "digits"]) == 0
+    assert "FID        n/a (FID withheld: 100 generated and 100 real samples" in capsys.readouterr().out
 
 
 def test_score_command_rejects_bad_samples(tmp_path, capsys):

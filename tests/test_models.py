@@ -93,3 +93,57 @@ def test_unsupported_image_sizes_are_rejected(size):
 def test_the_smallest_discriminator_map_is_two_by_two():
     # 20 -> 10 -> 5 -> 3 -> 2: real and fake batches keep per-position differences after BatchNorm
     assert Discriminator(image_size=20).head.in_features == 128 * 2 * 2
+
+
+# --- the critic's normalisation (model.critic_norm) -------------------------------------------------------
+
+
+def test_critic_norm_builds_the_right_layers():
+    table = [type(m).__name__ for m in Discriminator(image_size=32, channels=3).features]
+    batch = Discriminator(image_size=32, channels=3, norm="batch")
+    assert [type(m).__name__ for m in batch.features] == table  # the tables' network, as checked above
+    none = Discriminator(image_size=32, channels=3, norm="none")
+    assert not any(isinstance(m, (nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)) for m in none.modules())
+    layer = Discriminator(image_size=32, channels=3, norm="layer")
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in layer.modules())
+    groups = [m for m in layer.features if isinstance(m, nn.GroupNorm)]
+    assert [(g.num_groups, g.num_channels) for g in groups] == [(1, 32), (1, 64), (1, 128)]
+    # the same places as the tables' BatchNorm, the same layer sizes
+    assert [type(m).__name__ for m in layer.features] == [k.replace("BatchNorm2d", "GroupNorm") for k in table]
+    assert layer.head.in_features == batch.head.in_features == none.head.in_features == 512
+    with pytest.raises(ValueError, match="not one of batch, layer, none"):
+        Discriminator(norm="instance")
+
+
+def test_build_pair_passes_the_critic_norm_and_initialises_its_scales():
+    _, d = build_pair(20, 1, 100, seed=3, critic_norm="layer")
+    scales = torch.cat([m.weight for m in d.modules() if isinstance(m, nn.GroupNorm)])
+    assert d.norm == "layer" and 0.9 < scales.min() < 1 < scales.max() < 1.1  # N(1, 0.02), from the seed
+    assert build_pair(20, 1, 100, seed=3)[1].norm == "batch"
+
+
+def per_sample_gradient_norms(critic, x, seed=0):
+    """||grad_x critic(x)_i|| for every sample i, with the dropout masks drawn from ``seed``."""
+    torch.manual_seed(seed)
+    x = x.clone().requires_grad_(True)
+    (grads,) = torch.autograd.grad(critic(x).sum(), x)
+    return grads.flatten(1).norm(dim=1)
+
+
+@pytest.mark.parametrize("norm, independent", [("layer", True), ("none", True), ("batch", False)])
+def test_the_gradient_penalty_of_a_per_sample_critic_ignores_the_rest_of_the_batch(norm, independent):
+    from suite.losses import gradient_penalty
+
+    _, critic = build_pair(20, 1, 100, seed=0, critic_norm=norm)
+    critic.train()  # as in training: batch statistics, dropout on
+    x = torch.randn(4, 1, 20, 20, generator=torch.Generator().manual_seed(1))
+    changed = x.clone()
+    changed[1] = 3 * torch.randn(1, 20, 20, generator=torch.Generator().manual_seed(2))
+    before, after = per_sample_gradient_norms(critic, x), per_sample_gradient_norms(critic, changed)
+    # the penalty is the mean of (||grad_i|| - 1)^2 over these norms: same dropout draws, same value
+    torch.manual_seed(0)
+    penalty = gradient_penalty(critic, x, x, eps=torch.ones(4))
+    assert penalty.item() == pytest.approx(((before - 1) ** 2).mean().item(), rel=1e-5)
+    same = torch.allclose(before[[0, 2, 3]], after[[0, 2, 3]], rtol=1e-5, atol=1e-7)
+    assert same is independent  # under BatchNorm, sample 0's gradient moves with sample 1
+    assert not torch.isclose(before[1], after[1])

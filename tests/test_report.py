@@ -37,12 +37,25 @@ def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=
     return r
 
 
-def quality(features="classifier:digits", fid=50.0, is_mean=3.0):
-    return {"features": features, "features_detail": f"{features} detail", "n": 500, "n_real": 500,
+def class_entry(n, metric, fid=None, kid=0.02, n_real=180):
+    kid_fields = {"kid_mean": kid, "kid_std": kid / 4, "kid_subset_size": n // 2, "kid_subsets": 100} if metric else \
+        {"kid_mean": None, "kid_std": None, "kid_subset_size": None, "kid_subsets": None}
+    note = {"fid": None, "kid": "FID withheld: ...; KID given instead", None: "not scored: fewer than 10 samples"}[metric]
+    return {"n": n, "n_real": n_real, "metric": metric, "fid": fid, **kid_fields, "note": note}
+
+
+def quality(features="classifier:digits", fid=50.0, is_mean=3.0, labelled=False, n=500, classes=None, num_classes=10):
+    per_class = {"0": class_entry(300, "fid", fid=51.0, kid=0.05), "1": class_entry(60, "kid", kid=0.03),
+                 "2": class_entry(5, None)}
+    return {"features": features, "features_detail": f"{features} detail", "feature_dim": 128, "n": n, "n_real": n,
+            "classes": classes or list(range(num_classes)), "num_classes": num_classes,
             "is_mean": is_mean, "is_std": 0.1 if is_mean is not None else None,
-            "is_note": None if is_mean is not None else "no logits", "fid": fid,
-            "fid_per_class": {"0": fid + 1, "1": None}, "per_class_basis": "predicted class", "per_class_n": {"0": 300, "1": 5},
-            "tvd": 0.2, "label_acc": None, "classifier_accuracy": 0.99}
+            "is_splits": 10 if is_mean is not None else None, "is_split_n": n // 10 if is_mean is not None else None,
+            "is_note": None if is_mean is not None else "no logits",
+            "fid": fid, "fid_note": None if fid is not None else "FID withheld: 500 generated and 500 real samples are not both above the 2048 feature dimensions",
+            "kid_mean": 0.04, "kid_std": 0.002, "kid_subset_size": n // 2, "kid_subsets": 100,
+            "per_class_label": per_class if labelled else None, "per_class_predicted": None if labelled else per_class,
+            "tvd": 0.2, "label_acc": 0.9 if labelled else None, "classifier_accuracy": 0.99}
 
 
 @pytest.fixture
@@ -57,9 +70,10 @@ def results(tmp_path):
         record("lp-p1", strategy="label_partitioned", engine="mpi", procs=1, train_s=10.0, scaling="weak"),
         record("lp-p2", strategy="label_partitioned", engine="mpi", procs=2, train_s=11.0, scaling="weak"),
         record("lp-p4", strategy="label_partitioned", engine="mpi", procs=4, train_s=12.5, scaling="weak",
-               quality=quality(features="inception(fid-trunk)", fid=80.0, is_mean=None)),
+               quality=quality(fid=60.0, labelled=True)),
         # a sweep without its P=1 run, and a failed run
-        record("t-p2", engine="torch", procs=2, train_s=20.0), record("t-p4", engine="torch", procs=4, train_s=12.0),
+        record("t-p2", engine="torch", procs=2, train_s=20.0),
+        record("t-p4", engine="torch", procs=4, train_s=12.0, quality=quality(features="inception(fid-trunk)", fid=None, is_mean=None)),
         record("t-p8", engine="torch", procs=8, status="failed"),
     ]
     for r in runs:
@@ -109,6 +123,7 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
     # the two feature networks get separate tables; the one without logits says why IS is missing
     assert "### Network `classifier:digits`" in text and "### Network `inception(fid-trunk)`" in text
     assert "IS n/a: no logits." in text
+    assert "FID n/a for t-p4: FID withheld: 500 generated and 500 real samples are not both above the 2048" in text
     # the papers' numbers are printed as the paper's, in their own table
     assert "Seed 000, Inception Score" in text and "| mnist | DC-GAN | 2.54 | 0.54 | Table 5 |" in text
     assert "| t-p8 | failed |" in text
@@ -168,3 +183,50 @@ def test_markdown_table_escapes_and_formats():
     table = markdown_table(pd.DataFrame({"a": ["x|y", None], "b": [0.000012345, 1234.5678], "c": [True, 3]}))
     assert table.splitlines()[0] == "| a | b | c |"
     assert "x\\|y" in table and "1.23e-05" in table and "1235" in table and "n/a" in table and "yes" in table
+
+
+def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(results, tmp_path):
+    out = tmp_path / "report"
+    text = write_report(results, out).read_text()
+    section = text.split("## Image quality")[1].split("## Papers")[0]
+    header = next(line for line in section.splitlines() if line.startswith("| run_id"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[columns.index("fid") - 3: columns.index("fid") + 2] == ["n", "n_real", "IS (splits×n)", "fid", "KID (subsets×n)"]
+    assert "per-class KID by generated label" in columns and "per-class KID by predicted class (biased low)" in columns
+    # the unconditional run's per-class KID is under "predicted", the label-partitioned run's under "generated label"
+    assert "| dp-p4-r0 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |" in section
+    assert "| lp-p4 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |" in section
+    scores = pd.read_csv(out / "quality_classifier-digits.csv")
+    assert {"n", "n_real", "fid", "kid_mean", "kid_std", "kid_subset_size", "kid_subsets", "is_splits", "is_split_n"} <= set(scores)
+    # one table (and CSV) per basis, each holding only its own runs
+    by_label = pd.read_csv(out / "per_class_label_classifier-digits.csv")
+    by_prediction = pd.read_csv(out / "per_class_predicted_classifier-digits.csv")
+    assert set(by_label["run_id"]) == {"lp-p4"} and set(by_prediction["run_id"]) == {"dp-p4-r0"}
+    assert "<summary>Per-class scores by generated label</summary>" in section
+    assert "<summary>Per-class scores by predicted class (biased low)</summary>" in section
+    # per class: the sound metric named, with its n and n_real
+    assert list(by_label["metric"].fillna("none")) == ["fid", "kid", "none"] and list(by_label["n"]) == [300, 60, 5]
+    assert by_label["fid"].isna().tolist() == [False, True, True] and by_label["kid_mean"].notna().tolist() == [True, True, False]
+    assert "| lp-p4 | 1 | 60 | 180 | kid | n/a | 0.03 ± 0.0075 | FID withheld: ...; KID given instead |" in section
+
+
+def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
+    root = tmp_path / "results"
+    mnist = {"name": "mnist", "classes": list(range(10))}
+    weak = quality(features="classifier:mnist", labelled=True, classes=[0, 1])
+    paper_like = quality(features="inception", n=10000)
+    write_record(root / "lp-p2", record("lp-p2", strategy="label_partitioned", procs=2, scaling="weak", quality=weak,
+                                        dataset={"name": "mnist", "classes": [0, 1]}))
+    write_record(root / "dp-p8", record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch"))
+    write_record(root / "cell", record("cell", strategy="cellular", quality=quality(), dataset=mnist))  # no paper row
+    text = write_report(root, tmp_path / "report").read_text()
+    section = text.split("**Our runs beside them**")[1].split("**Seed 001")[0]
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}
+    assert set(rows) == {"lp-p2", "dp-p8"}
+    lp = rows["lp-p2"]
+    assert "| Distributed DC-CGAN | 3 ± 0.1 (10×50) | 2.71 ± 0.04 | classifier:mnist | 500 | 0,1 of 10 |" in lp
+    assert "network classifier:mnist, not Inception: not comparable" in lp
+    assert "2 of 10 classes (paper: all)" in lp and "n=500 in 10 splits of 50 (paper: thousands)" in lp
+    assert "epochs 1 (paper: 1000)" in lp
+    assert rows["dp-p8"].rstrip().endswith("| same protocol |") and "| DC-GAN | 3 ± 0.1 (10×1000) | 2.54 ± 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
+    assert "Only IS measured with the `inception` network is comparable" not in text  # per row now, not one caveat

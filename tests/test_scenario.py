@@ -51,6 +51,9 @@ def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
         ({"runs": []}, r"name: required field is missing"),
         ({"name": "x", "runs": []}, r"runs: at least one run is needed"),
         (with_(model__dropout=1.5), r"model.dropout: must be in \[0, 1\)"),
+        (with_(model__critic_norm="instance"), r"model.critic_norm: 'instance' is not one of 'auto', 'batch'"),
+        (with_(model__critic_norm="layer", runs__0__strategy="cellular", runs__0__engine="mpi", runs__0__procs=[1],
+               runs__0__grid=[1, 1]), r"model.critic_norm: 'layer' is not available to the cellular strategy"),
         (with_(runs__0__procs=[1, 3]), r"runs\[0\].procs: train.batch_size 64 cannot be split evenly over 3 processes"),
     ],
 )
@@ -119,3 +122,19 @@ def test_duplicate_run_ids_need_a_label():
         expand(parse_scenario(data))
     data["runs"][1]["label"] = "again"
     assert len(expand(parse_scenario(data))) == 4
+
+
+def test_critic_norm_auto_is_layer_norm_for_wgan_gp_only_and_is_recorded():
+    from typing import get_args, get_type_hints
+
+    from suite.models import CRITIC_NORMS
+    from suite.scenario import ModelConfig
+
+    assert get_args(get_type_hints(ModelConfig)["critic_norm"]) == ("auto", *CRITIC_NORMS)
+    data = with_(runs=[{"strategy": "label_partitioned", "loss": "bce"}, {"strategy": "label_partitioned", "loss": "wgan-gp"}])
+    bce, wgan = expand(parse_scenario(data))
+    assert (bce.critic_norm, wgan.critic_norm) == ("batch", "layer")
+    assert bce.identity()["critic_norm"] == "batch" and wgan.identity()["critic_norm"] == "layer"
+    assert wgan.to_dict()["model"]["critic_norm"] == "auto"  # run.json keeps the setting as written
+    bce, wgan = expand(parse_scenario({**data, "model": {"critic_norm": "batch"}}))
+    assert (bce.critic_norm, wgan.critic_norm) == ("batch", "batch")  # the tables' critic, restored

@@ -1,12 +1,25 @@
 """Score generated images against the real data: the ``quality`` block of every record.
 
-``quality`` holds: ``features`` (the network's name) and ``features_detail``; ``n`` generated and
-``n_real`` real images; ``is_mean``/``is_std`` (or ``is_note`` saying why IS is absent);
-``fid``; ``fid_per_class`` with ``per_class_basis`` (``generated label`` when the sampler knows
-each sample's class, else ``predicted class`` from the suite classifier) and ``per_class_n``;
-``tvd`` of the classifier's predicted-class histogram against the real class prior (mode
-coverage); ``label_acc``, the fraction of labelled samples the classifier assigns to their label;
-``classifier_accuracy``, that classifier's held-out accuracy.
+``quality`` holds, every number with the network and the sample count it was computed at:
+
+* ``features`` (the network's name), ``features_detail`` and ``feature_dim`` (d, the feature size);
+* ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`);
+  ``classes``, the real classes compared with, of the dataset's ``num_classes``;
+* ``is_mean``/``is_std`` over ``is_splits`` splits of ``is_split_n`` images each (the first
+  ``n mod is_splits`` splits hold one more), or ``is_note`` saying why IS is absent;
+* ``fid`` where ``n`` and ``n_real`` both exceed d, else null with ``fid_note`` saying why
+  (with fewer samples than dimensions the covariances are singular and FID is biased);
+* ``kid_mean``/``kid_std`` over ``kid_subsets`` subsets of ``kid_subset_size`` (always);
+* per-class scores in two fields, never mixed: ``per_class_label`` groups the samples by the
+  label they were generated for (conditional, label-partitioned and per-class models; null for
+  unconditional ones), ``per_class_predicted`` by the class the suite classifier predicts
+  (unconditional models only; null otherwise; biased low, since the classifier picks the
+  class-like samples). Each maps a class to ``n`` samples of that class, ``n_real`` (every real
+  image of the class in the split), ``metric`` (``fid`` where both exceed d, else ``kid``; null
+  below :data:`MIN_PER_CLASS` samples), ``fid`` (or null), the four ``kid_*`` fields and ``note``;
+* ``tvd`` of the classifier's predicted-class histogram against the real class prior (mode
+  coverage); ``label_acc``, the fraction of labelled samples the classifier assigns to their
+  label; ``classifier_accuracy``, that classifier's held-out accuracy.
 """
 
 from __future__ import annotations
@@ -15,17 +28,21 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..data import class_prior, load_dataset
-from ..results import atomic_write
+from ..results import KID_FIELDS, PER_CLASS_BASES, atomic_write
 from .features import ClassifierNet, ClassifierSpec, FeatureNet, cache_dir, feature_net
-from .scores import fid, frechet_distance, inception_score, statistics, total_variation
+from .signals import pixel_std
+from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 
 log = logging.getLogger(__name__)
-MIN_PER_CLASS = 10  # per-class FID is not reported from fewer samples than this
+MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
+IS_SPLITS = 10  # IS is the mean and std over this many splits of the samples
+REAL_CHUNK = 2000  # real images featurised at a time for the per-class cache
 
 
 @dataclass
@@ -50,7 +67,7 @@ class Reference:
                    n=run.metrics.samples, inception_weights=run.metrics.inception_weights, device=str(device))
 
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
-        """(feature network for IS/FID, suite classifier for class predictions)."""
+        """(feature network for IS/FID/KID, suite classifier for class predictions)."""
         net = feature_net(self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device)
         classifier = net if isinstance(net, ClassifierNet) else ClassifierNet(
             ClassifierSpec(self.dataset, self.image_size, self.root, self.split), self.device
@@ -58,22 +75,94 @@ class Reference:
         return net, classifier
 
 
-def real_statistics(ref: Reference, net: FeatureNet) -> dict:
-    """Real-data mean/covariance, overall and per class, cached per dataset/split/network/n."""
-    key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n])
-    path = cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.npz"
+def _cache_path(ref: Reference, net: FeatureNet, *key: object) -> Path:
+    digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, *key]).encode())
+    return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
+
+
+def _cached(path: Path, compute) -> dict:
     if path.is_file():
         stored = np.load(path, allow_pickle=False)
         return {k: stored[k] for k in stored.files}
-    data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
-    rows = np.sort(np.random.default_rng(0).permutation(len(data))[: ref.n])
-    images, labels = data.fetch(rows)
-    features, _ = net(images)
-    mu, sigma = statistics(features)
-    stats = {"mu": mu, "sigma": sigma, "n": np.array(len(rows)), "labels": labels.numpy(), "features": features}
+    values = compute()
     with atomic_write(path) as tmp:
-        np.savez(tmp, **stats)
-    return stats
+        np.savez(tmp, **values)
+    return values
+
+
+def reference_rows(size: int, n: int) -> np.ndarray:
+    """The rows of a ``size``-image split that make up the ``n``-image real reference draw.
+
+    The first ``n`` of a permutation drawn from seed 0, sorted: the same rows for every run.
+    """
+    return np.sort(np.random.default_rng(0).permutation(size)[:n])
+
+
+def real_statistics(ref: Reference, net: FeatureNet) -> dict:
+    """Real-data mean/covariance and features of the ``ref.n`` reference draw, cached per dataset/split/network/n."""
+    def compute():
+        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        images, _ = data.fetch(reference_rows(len(data), ref.n))
+        features, _ = net(images)
+        mu, sigma = statistics(features)
+        return {"mu": mu, "sigma": sigma, "n": np.array(len(features)), "features": features}
+
+    return _cached(_cache_path(ref, net, ref.n), compute)
+
+
+def real_class_features(ref: Reference, net: FeatureNet) -> dict:
+    """Features (float32) and labels of every real image of the split's selected classes.
+
+    Per-class scores compare with all real images of a class, not only those in the reference
+    draw. Computed in chunks and cached per dataset/split/image size/classes/network: one pass
+    over the split, once.
+    """
+    def compute():
+        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        features = []
+        for lo in range(0, len(data), REAL_CHUNK):
+            images, _ = data.fetch(np.arange(lo, min(lo + REAL_CHUNK, len(data))))
+            features.append(net(images)[0].astype(np.float32))
+        return {"features": np.concatenate(features), "labels": data.labels, "num_classes": np.array(data.num_classes)}
+
+    return _cached(_cache_path(ref, net, "all images"), compute)
+
+
+def _kid(features_a: np.ndarray, features_b: np.ndarray) -> dict:
+    """The ``kid_*`` fields of ``features_a`` against ``features_b``."""
+    mean, std, size = kernel_inception_distance(features_a, features_b)
+    return dict(zip(KID_FIELDS, (mean, std, size, KID_SUBSETS)))
+
+
+def fid_withheld(n: int, n_real: int, dim: int) -> str | None:
+    """Why FID is not sound for ``n`` generated and ``n_real`` real samples in ``dim`` dimensions, or None if it is.
+
+    FID needs both covariances estimated from more samples than dimensions.
+    """
+    if n > dim and n_real > dim:
+        return None
+    return f"FID withheld: {n} generated and {n_real} real samples are not both above the {dim} feature dimensions; KID instead"
+
+
+def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np.ndarray, real_labels: np.ndarray) -> dict:
+    """Per real class ``c``: the samples with ``groups == c`` against every real image of class ``c``.
+
+    Returns ``{str(c): entry}`` with the fields listed in the module docstring: FID only where
+    both sides have more samples than feature dimensions (``metric: fid``), KID always
+    (``metric: kid`` where FID is withheld), nothing below :data:`MIN_PER_CLASS` samples.
+    """
+    scores = {}
+    for c in sorted(int(v) for v in np.unique(real_labels)):
+        mine, theirs = features[groups == c], real_features[real_labels == c]
+        entry: dict = {"n": int(len(mine)), "n_real": int(len(theirs))}
+        if min(len(mine), len(theirs)) < MIN_PER_CLASS:
+            entry.update(metric=None, fid=None, **dict.fromkeys(KID_FIELDS),
+                         note=f"not scored: fewer than {MIN_PER_CLASS} samples")
+        else:
+            note = fid_withheld(len(mine), len(theirs), features.shape[1])
+            entry.update(metric="kid" if note else "fid", fid=None if note else fid(mine, theirs), **_kid(mine, theirs), note=note)
+        scores[str(c)] = entry
+    return scores
 
 
 def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref: Reference, networks=None) -> dict:
@@ -83,36 +172,31 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
         raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
     net, classifier = networks or ref.networks()
     real = real_statistics(ref, net)
+    every = real_class_features(ref, net)
     features, probs = net(images)
-    quality: dict = {"features": net.name, "features_detail": net.detail, "n": int(len(images)), "n_real": int(real["n"])}
+    quality: dict = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]),
+                     "n": int(len(images)), "n_real": int(real["n"]),
+                     "classes": sorted(int(c) for c in np.unique(every["labels"])), "num_classes": int(every["num_classes"]),
+                     "pixel_std": pixel_std(images)}
     if probs is not None:
-        quality["is_mean"], quality["is_std"] = inception_score(probs)
-        quality["is_note"] = None
+        quality["is_mean"], quality["is_std"] = inception_score(probs, IS_SPLITS)
+        quality["is_splits"], quality["is_split_n"], quality["is_note"] = IS_SPLITS, len(probs) // IS_SPLITS, None
     else:
-        quality["is_mean"] = quality["is_std"] = None
-        quality["is_note"] = net.is_unavailable
-    quality["fid"] = frechet_distance(*statistics(features), real["mu"], real["sigma"])
+        quality.update(is_mean=None, is_std=None, is_splits=None, is_split_n=None, is_note=net.is_unavailable)
+    note = fid_withheld(len(features), int(real["n"]), features.shape[1])
+    quality["fid"] = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
+    quality["fid_note"] = note
+    quality.update(_kid(features, real["features"]))
 
     _, class_probs = classifier(images) if classifier is not net else (None, probs)
     predicted = class_probs.argmax(axis=1)
     known = labels >= 0
-    real_labels = real["labels"]
-    quality["tvd"] = total_variation(predicted, class_prior(real_labels))
+    quality["tvd"] = total_variation(predicted, class_prior(every["labels"]))
     quality["label_acc"] = float(np.mean(predicted[known] == labels[known])) if known.all() else None
     quality["classifier_accuracy"] = classifier.info["heldout_accuracy"]
-
-    groups = labels if known.all() else predicted
-    quality["per_class_basis"] = "generated label" if known.all() else "predicted class"
-    per_class, per_class_n = {}, {}
-    for c in sorted(set(int(v) for v in np.unique(real_labels))):
-        mine, theirs = features[groups == c], real["features"][real_labels == c]
-        per_class_n[str(c)] = int(len(mine))
-        if len(mine) >= MIN_PER_CLASS and len(theirs) >= MIN_PER_CLASS:
-            per_class[str(c)] = fid(mine, theirs)
-        else:
-            per_class[str(c)] = None
-    quality["fid_per_class"] = per_class
-    quality["per_class_n"] = per_class_n
+    real_features = every["features"].astype(np.float64)
+    by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
+    quality.update(zip(PER_CLASS_BASES, (by, None) if known.all() else (None, by)))
     return quality
 
 
