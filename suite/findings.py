@@ -39,7 +39,7 @@ def _get(record: dict, *path: str) -> Any:
     return value
 
 
-def _main_runs(runs: list[dict]) -> tuple[list[dict], int]:
+def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
     """The runs a headline row reports: the strong sweep's largest P (else the weak sweep's)."""
     strong = [r for r in runs if r["scaling"] == "strong"] or runs
     top = max(r["procs"] for r in strong)
@@ -86,7 +86,7 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             by_config[config_name(r)].append(r)
     rows = []
     for name, runs in sorted(by_config.items()):
-        main, top = _main_runs(runs)
+        main, top = main_runs(runs)
         row: dict[str, Any] = {
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),

@@ -310,19 +310,33 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
     return tables
 
 
-def environment_table(records: list[dict]) -> pd.DataFrame:
-    """Versions and placement as recorded by the runs (one row per distinct environment)."""
+def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The environment once: (fields every run shares as item/value, the fields that differ per run)."""
     rows = []
     for r in records:
         if r.get("status") != "ok":
             continue
         env = r.get("env") or {}
-        rows.append({"device": r.get("device"), "launcher": r.get("launcher"), "threads_per_rank": r.get("threads_per_rank"),
-                     **{k: v for k, v in env.items() if v}})
+        rows.append({"run_id": r["run_id"], "device": r.get("device"), "launcher": r.get("launcher"),
+                     "cores_per_node": r.get("cores_per_node"), "ranks_per_node": r.get("ranks_per_node"),
+                     "threads_per_rank": r.get("threads_per_rank"), **{k: v for k, v in env.items() if v}})
     if not rows:
-        return pd.DataFrame()
-    frame = pd.DataFrame(rows).drop_duplicates()
-    return frame.T.reset_index().set_axis(["item", "value"], axis=1) if len(frame) == 1 else frame
+        return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
+    frame = pd.DataFrame(rows).set_index("run_id")
+    varying = [c for c in frame.columns if frame[c].astype(str).nunique() > 1]
+    common = frame.drop(columns=varying).iloc[0]
+    return (pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
+            frame[varying].reset_index() if varying else pd.DataFrame())
+
+
+def time_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where each run's wall time went: set-up, warm-up, the window, evaluation pauses, finalize, scoring."""
+    ok = frame[frame["status"] == "ok"]
+    table = ok[["run_id", "wall_s", "setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].copy()
+    parts = table[["setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].fillna(0).sum(axis=1)
+    table["other_s"] = (table["wall_s"] - parts).clip(lower=0)  # process start-up, imports, launcher
+    table["train_share"] = table["train_s"] / table["wall_s"]
+    return table
 
 
 # --- plots --------------------------------------------------------------------------------------------------
@@ -372,29 +386,44 @@ def plot_scaling(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
 
 
 def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
-    """FID against training wall-clock time, one figure per feature network."""
+    """Quality against training-window time: one line per configuration at its largest P.
+
+    Only curves scored with the same feature network and sample count share the figure (the
+    target's, else the most common); the target, if any, is a horizontal line.
+    """
+    from .findings import config_name, main_runs
+
+    curves = [r for r in records if r.get("status") == "ok" and r.get("curve")]
+    if not curves:
+        return []
+    target = next((r["time_to_target"] for r in curves if r.get("time_to_target")), None)
+    kinds = [(p["features"], p["n"]) for r in curves for p in r["curve"]]
+    kind = (target["features"], target["n"]) if target and target["n"] else max(set(kinds), key=kinds.count)
+    field = "kid_mean" if target and target["metric"] == "kid" else "fid"
+    by_config: dict[str, list[dict]] = {}
+    for r in curves:
+        by_config.setdefault(config_name(r), []).append(r)
     plt = _plt()
-    by_net: dict[str, list[dict]] = {}
-    for r in records:
-        if r.get("status") == "ok" and r.get("curve"):
-            by_net.setdefault(r["curve"][0]["features"], []).append(r)
-    written = []
-    for net, rs in sorted(by_net.items()):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for r in rs:
-            n = r["curve"][0].get("n")
-            ax.plot([p["clock_s"] for p in r["curve"]], [p["fid"] for p in r["curve"]],
-                    label=f"{r['run_id']} (n={n})" if n else r["run_id"])
-        ax.set_xlabel("training time (s)")
-        ax.set_ylabel(f"FID ({net})")
-        ax.set_title("FID against wall-clock training time")
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        name = f"fid_vs_time_{_slug(net)}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        written.append(name)
-    return written
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name, runs in sorted(by_config.items()):
+        main, top = main_runs(runs)
+        r = min(main, key=lambda x: x.get("repeat", 0))
+        points = [p for p in r["curve"] if (p["features"], p["n"]) == kind and p.get(field) is not None]
+        if points:
+            ax.plot([p["clock_s"] for p in points], [p[field] for p in points], label=f"{name}, P={top}")
+    if target:
+        ax.axhline(target["target"], color="grey", lw=1, ls="--", label=f"target {target['metric'].upper()} {target['target']:g}")
+    label = "KID" if field == "kid_mean" else "FID"
+    ax.set_xlabel("training-window time (s)")
+    ax.set_ylabel(f"{label} ({kind[0]}, n={kind[1]})")
+    ax.set_yscale("log")
+    ax.set_title(f"{label} against training time, each strategy at its largest P")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = f"quality_vs_time_{_slug(kind[0])}.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return [name]
 
 
 def _slug(text: str) -> str:
@@ -468,95 +497,122 @@ def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) ->
         lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
 
 
-def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
-    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path."""
-    records = list(iter_records(results_dir))
-    if not records:
-        raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
-    frame = load_records(results_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    baselines = baselines or DEFAULT_BASELINES
-    scenario_file = results_dir / "scenario.yaml"
-    ok_count = int((frame["status"] == "ok").sum())
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"
 
-    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
-    lines.append(f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
-                 f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n")
-    if scenario_file.is_file():
-        lines.append("<details><summary>Scenario</summary>\n\n```yaml\n" + scenario_file.read_text().strip() + "\n```\n</details>\n")
 
-    lines.append("## Environment\n")
-    env = environment_table(records)
-    env.to_csv(out_dir / "environment.csv", index=False)
-    lines.append(markdown_table(env))
+def _headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str, pd.DataFrame]) -> list[str]:
+    """The first screen: one row per strategy, what the numbers support, and what to distrust."""
+    from .findings import findings, headline, not_learned_warnings
 
-    lines.append("## Runs\n")
-    runs = frame[["run_id", "status", "strategy", "engine", "loss", "procs", "scaling", "grid", "dataset", "steps",
-                  "global_batch", "threads_per_rank", "wall_s", "setup_s", "warmup_s", "train_s", "finalize_s", "score_s",
-                  "images_per_s", "error"]]
-    runs.to_csv(out_dir / "runs.csv", index=False)
-    lines.append(markdown_table(runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))))
-
-    warnings = sweep_warnings(frame)
+    table = headline(records, scaling)
+    lines = ["## Headline\n"]
+    if table.empty:
+        return lines + ["_No run finished: nothing to compare (see Runs below)._\n"]
+    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
+    lines.append("One row per strategy (and engine), at the largest process count it ran (`P` lists them); speedup and "
+                 "efficiency from its strong-scaling sweep, `weak_efficiency` from its weak one (work-normalised where "
+                 "the work per rank differs); quality of the final model with the network and sample count in `quality`; "
+                 "`checks`: the equivalences verified on these runs.\n")
+    lines.append(markdown_table(shown))
+    for sentence in findings(table, records, scaling):
+        lines.append(f"- {sentence}")
+    lines.append("")
+    warnings = not_learned_warnings(records) + sweep_warnings(frame)
     if warnings:
-        lines.append("**Warnings about the scaling sweeps:**\n")
+        lines.append("**Warnings:**\n")
         lines.extend(f"- {w}" for w in warnings)
         lines.append("")
-    plots: list[str] = []
-    scaling_tables = {scaling: scaling_table(frame, scaling) for scaling in ("strong", "weak")}
-    for scaling, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
-        table = scaling_tables[scaling]
-        table.to_csv(out_dir / f"{scaling}_scaling.csv", index=False)
-        lines.append(f"## {title}\n")
+    return lines
+
+
+def _quality_over_time_section(records: list[dict], out_dir: Path) -> list[str]:
+    timed = [r for r in records if r.get("status") == "ok" and r.get("time_to_target")]
+    plots = plot_quality_curves(records, out_dir)
+    if not plots and not timed:
+        return []
+    lines = ["## Quality over training time\n"]
+    lines += [f"![quality against time]({name})\n" for name in plots]
+    if timed:
+        t = timed[0]["time_to_target"]
+        rows = [{"run_id": r["run_id"], "procs": r["procs"], "reached": r["time_to_target"]["reached"],
+                 "time_to_target_s": r["time_to_target"]["clock_s"], "step": r["time_to_target"]["step"],
+                 "best": r["time_to_target"]["best"], "points": r["time_to_target"]["points"]} for r in timed]
+        table = pd.DataFrame(rows)
+        table.to_csv(out_dir / "time_to_target.csv", index=False)
+        lines.append(f"Time to {t['metric'].upper()} <= {t['target']:g} ({t['features']}, n={t['n']}): training-window "
+                     "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
+                     "pauses are not counted).\n")
+        lines.append(_details("Time to target, every run", markdown_table(table)))
+    return lines
+
+
+def _scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
+    lines = ["## Scaling\n"]
+    for kind, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
+        table = scaling[kind]
+        table.to_csv(out_dir / f"{kind}_scaling.csv", index=False)
+        lines.append(f"### {title}\n")
         if table.empty:
-            lines.append(f"_No {scaling}-scaling runs in these results._\n")
+            lines.append(f"_No {kind}-scaling runs in these results._\n")
             continue
         shown = table.assign(train_s=[_pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
-                             images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])])
+                             images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
+                             speedup=[_pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])])
         columns = ["config", "procs", "runs", "threads_per_rank", "train_s", "images_per_s", "images_per_s_per_rank",
-                   "work_images_per_rank"]
+                   "work_images_per_rank", "speedup", "efficiency"] + (["efficiency_work"] if kind == "weak" else []) + ["note"]
         lines.append(markdown_table(shown[columns]))
-        plots += plot_scaling(table, scaling, out_dir)
-
-    lines.append("## Speedup and efficiency\n")
-    both = pd.concat([table.assign(scaling=scaling) for scaling, table in scaling_tables.items()], ignore_index=True)
+        lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
+    both = pd.concat([table.assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True)
     both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
-    if both.empty:
-        lines.append("_No successful runs._\n")
-    else:
-        shown = both.assign(speedup=[_pm(m, s) if m is not None else NA for m, s in zip(both["speedup"], both["speedup_std"])])
-        lines.append(markdown_table(shown[["scaling", "config", "procs", "threads_per_rank", "speedup", "efficiency",
-                                           "efficiency_work", "note"]]))
+    return lines
 
-    lines.append("## Step time, throughput and FLOP/s\n")
+
+def _time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:
+    """Where the time goes: outside the window, inside a step, on communication, on the GPU."""
+    lines = ["## Where the time goes\n"]
+    times = time_table(frame)
+    times.to_csv(out_dir / "time.csv", index=False)
+    if not times.empty:
+        total = times["wall_s"].sum()
+        sums = {c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")}
+        lines.append(f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
+                     f"({sums['train_s'] / total:.0%}) were inside training windows; set-up {sums['setup_s']:.0f} s, "
+                     f"warm-up {sums['warmup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
+                     f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
+                     f"{sums['other_s']:.0f} s.\n")
+        lines.append(_details("Time per run, by phase", markdown_table(times)))
     steps = step_table(frame)
     steps.to_csv(out_dir / "step_time.csv", index=False)
-    lines.append(markdown_table(steps.drop(columns=["peak_source"])))
-    for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}):
-        lines.append(f"Peak: {source}.\n")
-
-    lines.append("## Communication share\n")
+    peaks = "".join(f"Peak: {source}.\n" for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}))
+    if not steps.empty:
+        lines.append(_details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks))
     comm = communication_table(frame)
     comm.to_csv(out_dir / "communication.csv", index=False)
-    lines.append(markdown_table(comm))
+    body = markdown_table(comm)
     phases = cellular_phase_table(records)
     if not phases.empty:
         phases.to_csv(out_dir / "cellular_phases.csv", index=False)
-        lines.append("Cellular runs, seconds per rank in each phase of the iterations (mean over ranks; "
-                     "`exchange` is the neighbour exchange, the rest is computation):\n")
-        lines.append(markdown_table(phases))
-
-    lines.append("## GPU utilization\n")
+        body += ("\nCellular runs, seconds per rank in each phase of the window's iterations (mean over ranks; `exchange` is "
+                 "the neighbour exchange, the rest is computation; mixture scoring is part of the algorithm):\n\n"
+                 + markdown_table(phases))
+    lines.append(_details("Communication share", body))
     util = utilization_table(frame)
     util.to_csv(out_dir / "gpu_utilization.csv", index=False)
     if not util.empty and util["gpu_util_mean"].isna().all():
-        lines.append("All runs ran on CPUs: GPU utilization and memory are n/a (not measured, not estimated).\n")
-    lines.append(markdown_table(util))
+        devices = ", ".join(sorted({str(d) for d in util["device"]}))
+        lines.append(f"**GPU utilization:** all runs ran on CPUs ({devices}): n/a, not measured and not estimated.\n")
+    else:
+        lines.append("### GPU utilization\n")
+        lines.append(markdown_table(util))
+    return lines
 
-    lines.append("## Image quality\n")
+
+def _quality_section(records: list[dict], out_dir: Path) -> list[str]:
+    lines = ["## Image quality\n"]
     quality = quality_tables(records)
     if not quality:
-        lines.append("_No run recorded image quality (metrics disabled or all runs failed)._\n")
+        return lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"]
     for net, (scores, per_class) in quality.items():
         slug = _slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
@@ -575,23 +631,87 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
                 continue
             table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
             table = table.assign(KID=[_spread(m, s) for m, s in zip(table["kid_mean"], table["kid_std"])])
-            lines.append(f"<details><summary>Per-class scores by {basis}</summary>\n\n"
-                         + markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]]) + "\n</details>\n")
-    plots += plot_quality_curves(records, out_dir)
+            lines.append(_details(f"Per-class scores by {basis}",
+                                  markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]])))
+    return lines
 
-    _baseline_section(baselines, records, lines)
 
-    lines.append("## Plots and samples\n")
-    for name in plots:
-        lines.append(f"![{name}]({name})\n")
+def _samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> list[str]:
+    """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded."""
+    from .findings import config_name, main_runs
+
     samples_dir = out_dir / "samples"
+    shown, folded = [], []
+    by_config: dict[str, list[dict]] = {}
     for r in records:
-        source = results_dir / r["run_id"] / SAMPLES_FILE
-        if r.get("status") == "ok" and source.is_file():
+        if r.get("status") == "ok" and (results_dir / r["run_id"] / SAMPLES_FILE).is_file():
+            by_config.setdefault(config_name(r), []).append(r)
             samples_dir.mkdir(exist_ok=True)
-            shutil.copyfile(source, samples_dir / f"{r['run_id']}.png")
-            lines.append(f"<img src=\"samples/{r['run_id']}.png\" width=\"160\" title=\"{r['run_id']}\"> ")
-    lines.append("\n")
+            shutil.copyfile(results_dir / r["run_id"] / SAMPLES_FILE, samples_dir / f"{r['run_id']}.png")
+    for name, runs in sorted(by_config.items()):
+        main, _ = main_runs(runs)
+        first = min(main, key=lambda r: r.get("repeat", 0))
+        shown.append(f"| {name} | <img src=\"samples/{first['run_id']}.png\" width=\"200\" title=\"{first['run_id']}\"> |")
+        folded += [f"<img src=\"samples/{r['run_id']}.png\" width=\"120\" title=\"{r['run_id']}\">" for r in runs if r is not first]
+    if not shown:
+        return []
+    lines = ["## Samples\n", "Each strategy at its largest P; conditional and label-partitioned models show one row per class.\n",
+             "| strategy | samples |", "|---|---|", *shown, ""]
+    if folded:
+        lines.append(_details("Samples of every other run", " ".join(folded)))
+    return lines
+
+
+def _environment_section(records: list[dict], out_dir: Path) -> list[str]:
+    common, varying = environment_tables(records)
+    common.to_csv(out_dir / "environment.csv", index=False)
+    lines = ["## Environment\n", "Shared by every run:\n", markdown_table(common)]
+    if not varying.empty:
+        varying.to_csv(out_dir / "environment_per_run.csv", index=False)
+        lines.append(_details("What differs between runs", markdown_table(varying)))
+    return lines
+
+
+def _runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
+    runs = frame[["run_id", "status", "strategy", "engine", "loss", "procs", "scaling", "grid", "dataset", "steps",
+                  "global_batch", "threads_per_rank", "wall_s", "train_s", "images_per_s", "error"]]
+    runs.to_csv(out_dir / "runs.csv", index=False)
+    failed = runs[runs["status"] != "ok"]
+    shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
+    lines = ["## Runs\n"]
+    if not failed.empty:
+        lines.append(f"**{len(failed)} run(s) failed:** " + "; ".join(
+            f"{rid}: {str(err).splitlines()[0][:160]}" for rid, err in zip(failed["run_id"], failed["error"])) + "\n")
+    lines.append(_details(f"All {len(runs)} runs", markdown_table(shown)))
+    return lines
+
+
+def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
+    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path."""
+    records = list(iter_records(results_dir))
+    if not records:
+        raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
+    frame = load_records(results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    baselines = baselines or DEFAULT_BASELINES
+    scenario_file = results_dir / "scenario.yaml"
+    ok_count = int((frame["status"] == "ok").sum())
+    scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
+
+    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
+    lines.append(f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
+                 f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n")
+    if scenario_file.is_file():
+        lines.append(_details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
+    lines += _headline_section(records, frame, scaling)
+    lines += _quality_over_time_section(records, out_dir)
+    lines += _scaling_section(frame, scaling, out_dir)
+    lines += _time_section(frame, records, out_dir)
+    lines += _quality_section(records, out_dir)
+    _baseline_section(baselines, records, lines)
+    lines += _samples_section(records, results_dir, out_dir)
+    lines += _environment_section(records, out_dir)
+    lines += _runs_section(frame, out_dir)
     lines.append(DEFINITIONS)
     path = out_dir / "report.md"
     atomic_write_text(path, "\n".join(lines))

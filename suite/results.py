@@ -138,6 +138,7 @@ FLAT_COLUMNS = {
     "setup_s": "setup_s",
     "warmup_s": "warmup_s",
     "train_s": "train_s",
+    "eval_s": "eval_s",
     "finalize_s": "finalize_s",
     "score_s": "score_s",
     "threads_per_rank": "threads_per_rank",

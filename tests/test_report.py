@@ -110,10 +110,12 @@ def test_a_sweep_without_p1_is_reported_as_such(results):
 def test_report_sections_csvs_and_plots(results, tmp_path):
     out = tmp_path / "report"
     text = write_report(results, out).read_text()
-    for section in ("## Environment", "## Runs", "## Strong scaling", "## Weak scaling", "## Speedup and efficiency",
-                    "## Communication share", "## GPU utilization", "## Image quality", "## Papers' numbers",
-                    "## Definitions"):
-        assert section in text, section
+    sections = ["## Headline", "## Scaling", "### Strong scaling", "### Weak scaling", "## Where the time goes",
+                "<summary>Communication share</summary>", "**GPU utilization:**", "## Image quality", "## Papers' numbers",
+                "## Environment", "## Runs", "## Definitions"]
+    positions = [text.index(section) for section in sections]
+    assert positions == sorted(positions)  # in this order, the headline first
+    assert text.index("![strong_time.png](strong_time.png)") < text.index("## Where the time goes")  # plots inline
     for name in ("runs", "strong_scaling", "weak_scaling", "speedup_efficiency", "communication", "gpu_utilization",
                  "environment", "quality_classifier-digits", "quality_inception-fid-trunk"):
         frame = pd.read_csv(out / f"{name}.csv")
@@ -126,8 +128,9 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
     assert "FID n/a for t-p4: FID withheld: 500 generated and 500 real samples are not both above the 2048" in text
     # the papers' numbers are printed as the paper's, in their own table
     assert "Seed 000, Inception Score" in text and "| mnist | DC-GAN | 2.54 | 0.54 | Table 5 |" in text
-    assert "| t-p8 | failed |" in text
+    assert "| t-p8 | failed |" in text and "**1 run(s) failed:** t-p8: RuntimeError: boom" in text
     assert "no P=1 run" in text
+    assert "<details><summary>All 11 runs</summary>" in text  # per-run tables are folded
 
 
 def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
@@ -135,16 +138,15 @@ def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
     text = write_report(results, out).read_text()
     gpu = pd.read_csv(out / "gpu_utilization.csv")
     assert gpu["gpu_util_mean"].isna().all() and gpu["gpu_mem_peak_mb"].isna().all()
-    assert "All runs ran on CPUs: GPU utilization and memory are n/a" in text
-    section = text.split("## GPU utilization")[1].split("##")[0]
-    assert "| dp-p1-r0 | 1 | cpu | n/a | n/a | n/a | n/a |" in section
+    assert "**GPU utilization:** all runs ran on CPUs (cpu): n/a, not measured and not estimated." in text
+    assert "### GPU utilization" not in text  # one line, no table of n/a
 
 
 def test_gpu_numbers_are_reported_when_measured(tmp_path):
     root = tmp_path / "results"
     write_record(root / "g", record("g", gpu=71.5))
     text = write_report(root, tmp_path / "report").read_text()
-    assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "All runs ran on CPUs" not in text
+    assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "all runs ran on CPUs" not in text
 
 
 def test_weak_scaling_reports_work_normalised_efficiency(results):
@@ -170,7 +172,7 @@ def test_sweep_warnings(tmp_path):
     for r in runs:
         write_record(root / r["run_id"], r)
     text = write_report(root, tmp_path / "report").read_text()
-    warnings = text.split("**Warnings about the scaling sweeps:**")[1].split("##")[0]
+    warnings = text.split("**Warnings:**")[1].split("##")[0]
     assert "data_parallel / bce / horovod (strong): threads per rank differ across the sweep (1, 2)" in warnings
     assert "data_parallel / bce / mpi (strong) at P=16: 16 ranks x 1 threads on 8 cores is oversubscribed" in warnings
     assert "label_partitioned / bce / mpi (weak): the work per rank is not fixed (P=1: 1920, P=2: 1950" in warnings
@@ -230,3 +232,18 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     assert "epochs 1 (paper: 1000)" in lp
     assert rows["dp-p8"].rstrip().endswith("| same protocol |") and "| DC-GAN | 3 ± 0.1 (10×1000) | 2.54 ± 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
     assert "Only IS measured with the `inception` network is comparable" not in text  # per row now, not one caveat
+
+
+def test_environment_is_printed_once_with_what_differs(results, tmp_path):
+    text = write_report(results, tmp_path / "report").read_text()
+    env = text.split("## Environment")[1].split("## Runs")[0]
+    assert "| torch | 2.13.0 |" in env and env.count("2.13.0") == 1
+    assert "<summary>What differs between runs</summary>" in env and "| dp-p4-r0 | 4 |" in env  # ranks per node differ
+
+
+def test_time_outside_training_is_reported(results, tmp_path):
+    text = write_report(results, tmp_path / "report").read_text()
+    # 10 ok runs: wall = train + 5, set-up 3, warm-up 1, finalize 0.5, scoring 2 (the rest, start-up, clipped at 0)
+    assert "were inside training windows; set-up 30 s, warm-up 10 s, evaluation during training 0 s, finalize 5 s, scoring 20 s" in text
+    times = pd.read_csv(tmp_path / "report" / "time.csv").set_index("run_id")
+    assert times.loc["dp-p1-r0", "train_share"] == pytest.approx(100 / 105)
