@@ -467,6 +467,8 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     plots += plot_quality_curves(records, out_dir)
 
     _baseline_section(baselines, records, lines)
+    from .projection import report_section
+    lines += report_section(records, results_dir, out_dir, baselines)
 
     lines.append("## Plots and samples\n")
     for name in plots:
