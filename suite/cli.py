@@ -216,7 +216,8 @@ def _int_list(option: str, text: str) -> list[int]:
     return sorted(set(values))
 
 
-def _target_network(args):
+def _target_network(args, out: Path):
+    """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
     import dataclasses
 
     from .network import resolve, with_link
@@ -230,7 +231,7 @@ def _target_network(args):
             raise UsageError("--alpha/--beta: latency (s) and seconds per byte must not be negative")
         net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
     else:
-        net = resolve(args.network or "summit", Path(args.results))
+        net = resolve(args.network or "summit", out)
     if args.ranks_per_node is not None:
         if args.ranks_per_node < 1:
             raise UsageError("--ranks-per-node: must be at least 1")
@@ -249,14 +250,14 @@ def cmd_project(args) -> int:
         raise UsageError("--compute-scale: must be positive (0.01: a device 100 times faster than the measured one)")
     results = Path(args.results)
     records = list(iter_records(results))
-    net = _target_network(args)
+    out = Path(args.out) if args.out else results / "projection"
+    net = _target_network(args, out)
     result = run_projection(records, net, local_network(results, args.probe), ranks,
                             Path(args.baselines) if args.baselines else DEFAULT_BASELINES, fit_procs, args.allreduce,
                             args.compute_scale)
     if result is None:
         raise UsageError(f"{results}: no run to fit: a fit needs an ok run with per-rank window times that is not "
                          "oversubscribed (ranks x threads within the node's cores)")
-    out = Path(args.out) if args.out else results / "projection"
     lines = write_projection(result, out)
     path = out / "projection.md"
     atomic_write_text(path, "\n".join([f"Results: `{results}` ({len(records)} runs).\n", *lines]))

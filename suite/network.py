@@ -31,13 +31,15 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 ALGORITHMS = ("best", "ring", "tree", "rhd")
 GB = 1e9
+ONE_NODE = 1 << 20
+"""Ranks per node of a network that is one machine (the ``shm`` preset)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,11 @@ class Network:
             return f"alpha {l.alpha * 1e6:.3g} us, {1 / l.beta / GB:.3g} GB/s" if l.beta > 0 else f"alpha {l.alpha * 1e6:.3g} us"
 
         return (f"`{self.name}`: inside a node {link(self.intra)}; between nodes {link(self.inter)}; "
-                f"{placement or f'{self.ranks_per_node} ranks per node'} ({self.source})")
+                f"{placement or self._placement()} ({self.source})")
+
+    def _placement(self) -> str:
+        k = self.ranks_per_node
+        return "all ranks on one node" if k >= ONE_NODE else f"{k} rank{'s' if k != 1 else ''} per node"
 
 
 def _preset(name: str, intra: tuple[float, float], inter: tuple[float, float], ranks_per_node: int, source: str) -> Network:
@@ -93,7 +99,7 @@ PRESETS = {
                       "8 ranks per node over shared memory (10 GB/s), 100 Gb/s Ethernet between nodes"),
     "10gbe": _preset("10gbe", (1.0, 10.0), (30.0, 1.25), 8,
                      "8 ranks per node over shared memory (10 GB/s), 10 Gb/s Ethernet (TCP) between nodes"),
-    "shm": _preset("shm", (1.0, 5.0), (1.0, 5.0), 1 << 20,
+    "shm": _preset("shm", (1.0, 5.0), (1.0, 5.0), ONE_NODE,
                    "one machine, MPI over shared memory (5 GB/s); a stand-in until `suite probe` measures it"),
 }
 """Named networks. Bandwidths are nominal per-direction datasheet figures; latencies typical."""
@@ -190,11 +196,12 @@ def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None,
 
 
 def resolve(spec: str, probe_dir: str | os.PathLike | None = None) -> Network:
-    """A preset name, a probe JSON file, or ``measure`` (run the probe now) as a :class:`Network`."""
+    """A preset name, a probe JSON file, or ``measure`` (run the probe now, into ``probe_dir``) as a :class:`Network`."""
     if spec in PRESETS:
         return PRESETS[spec]
     if spec == "measure":
         folder = Path(probe_dir) if probe_dir else Path(tempfile.mkdtemp(prefix="suite-probe-"))
+        folder.mkdir(parents=True, exist_ok=True)
         return probe_network(run_probe(folder / "probe.json"))
     if Path(spec).is_file():
         return probe_network(spec)
@@ -202,12 +209,8 @@ def resolve(spec: str, probe_dir: str | os.PathLike | None = None) -> Network:
                      "a probe file written by `suite probe`, or 'measure'")
 
 
-def with_link(name: str, alpha: float, beta: float, ranks_per_node: int = 1) -> Network:
-    """A network with one link everywhere (``--alpha`` / ``--beta``)."""
+def with_link(name: str, alpha: float, beta: float) -> Network:
+    """One link everywhere (``--alpha`` / ``--beta``): every allreduce is one flat allreduce over all ranks."""
     link = Link(alpha, beta)
-    return Network(name, link, link, ranks_per_node, "given on the command line")
+    return Network(name, link, link, 1, "given on the command line")
 
-
-def as_dict(net: Network) -> dict:
-    """A JSON-ready description of ``net``."""
-    return asdict(net)

@@ -56,6 +56,8 @@ REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""
 PAPER_POINTS = "scaling_points.csv"
 SEED001_SPEEDUPS = "seed001_cellular_speedups.csv"
+BUSY_SHARE = 0.8
+"""A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 PAPER_MARKERS = ["*", "P", "X", "D", "v", "^", "<", ">", "h", "8"] * 3
 
 
@@ -367,6 +369,18 @@ def _oversubscribed(record: dict) -> str:
             f"{record['cores_per_node']} cores): measures contention; not fitted, not validated")
 
 
+def cpu_share(record: dict) -> float | None:
+    """Of the cores its threads could use, the share a CPU run's ranks got (mean over ranks); None on GPUs.
+
+    Well below 1 outside oversubscription, other processes were using the machine: the run's time
+    measures them too, which no model of the strategy predicts.
+    """
+    util = (record.get("telemetry") or {}).get("cpu_util_mean")
+    if record.get("device") != "cpu" or util is None or not record.get("threads_per_rank"):
+        return None
+    return util / 100 / record["threads_per_rank"]
+
+
 def validate(records: list[dict], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
     """Predicted against measured training windows, one row per ok run.
 
@@ -389,7 +403,8 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
 
         for r in runs:
             row = {"config": config_name(key), "run_id": r["run_id"], "procs": r["procs"], "scaling": r["scaling"],
-                   "measured_s": r["train_s"], "predicted_s": None, "error": None, "role": "", "fitted_on": ""}
+                   "measured_s": r["train_s"], "predicted_s": None, "error": None, "cpu_share": cpu_share(r),
+                   "role": "", "fitted_on": ""}
             if not usable(r):
                 chosen, model = model_without(None)
                 row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"
@@ -409,7 +424,7 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                     row["role"] += f"; {outcome.note}"
             rows.append(row)
     return pd.DataFrame(rows, columns=["config", "run_id", "procs", "scaling", "measured_s", "predicted_s", "error",
-                                       "role", "fitted_on"])
+                                       "cpu_share", "role", "fitted_on"])
 
 
 # --- projection ----------------------------------------------------------------------------------------------
@@ -561,7 +576,7 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
     from .report import _plt
 
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 7))
     for ax, scaling, column in ((axes[0], "strong", "speedup"), (axes[1], "weak", "efficiency")):
         data = table[(table["scaling"] == scaling)].dropna(subset=[column])
         for config, part in data.groupby("config"):
@@ -580,7 +595,7 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
         ax.set_xlabel("ranks")
         ax.set_ylabel(column)
         ax.set_title(f"{scaling} scaling, projected")
-        ax.legend(fontsize=5)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     name = "projection.png"
@@ -667,6 +682,11 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
         worst = held.loc[held["error"].abs().idxmax()]
         lines.append(f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
                      f"{worst['error']:+.1%} ({worst['run_id']}).\n")
+    starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < BUSY_SHARE)]
+    if not starved.empty:
+        lines.append(f"{len(starved)} runs got less than {BUSY_SHARE:.0%} of their cores (`cpu_share`, down to "
+                     f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
+                     "machine, and their errors measure that too. Re-run them on a quiet machine.\n")
     for scaling, column in (("strong", "speedup"), ("weak", "efficiency")):
         lines.append(f"{sub} {scaling.capitalize()} scaling, projected {column}\n")
         lines.append(markdown_table(_pivot(result.table, scaling, column)))

@@ -311,6 +311,18 @@ def test_nothing_to_fit_is_a_clear_error(tmp_path, capsys):
     assert "no run to fit" in capsys.readouterr().err
 
 
+@pytest.mark.multiproc
+def test_probe_measures_this_machine(tmp_path, capsys):
+    path = tmp_path / "probe.json"
+    assert main(["probe", "--out", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert data["procs"] == 2 and len(data["pingpong_s"]) == len(data["sizes"]) == len(data["allreduce_s"])
+    assert data["link"]["alpha"] >= 0 and data["link"]["beta"] >= 0 and min(data["pingpong_s"]) > 0
+    net = resolve(str(path))
+    assert "intra-node only" in net.source and net.inter == net.intra
+    assert "one-way" in capsys.readouterr().out
+
+
 def test_report_has_a_projection_section_only_when_runs_can_be_fitted(results, tmp_path):
     report = write_report(results, tmp_path / "report").read_text()
     assert "## Projection" in report and "### Predicted against measured" in report
