@@ -302,6 +302,12 @@ def test_bad_options_are_one_clear_line(results, capsys, argv, message):
     assert capsys.readouterr().err.strip() == message
 
 
+def test_a_missing_probe_file_is_a_clear_error(results, capsys):
+    assert main(["project", str(results), "--probe", str(results / "nope.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {results / 'nope.json'}: not a probe file written by `suite probe`") and "\n" not in err
+
+
 def test_nothing_to_fit_is_a_clear_error(tmp_path, capsys):
     root = tmp_path / "crowded"
     r = gan_record("dp-p4", 4, 32)
