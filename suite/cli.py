@@ -1,4 +1,4 @@
-"""The ``suite`` command: run | report | score | sample | env | jobscript.
+"""The ``suite`` command: run | report | score | sample | env | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1.
@@ -211,6 +211,87 @@ def cmd_jobscript(args) -> int:
     return 0
 
 
+# --- suite project / probe ---------------------------------------------------------------------------
+
+
+def _int_list(option: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise UsageError(f"{option}: expected comma-separated positive integers such as 1,2,4,1024, got '{text}'")
+    return sorted(set(values))
+
+
+def _target_network(args, out: Path):
+    """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
+    import dataclasses
+
+    from .network import resolve, with_link
+
+    if (args.alpha is None) != (args.beta is None):
+        raise UsageError(f"--{'beta' if args.beta is None else 'alpha'}: give --alpha and --beta together")
+    if args.alpha is not None:
+        if args.network:
+            raise UsageError("--network: give either --network or --alpha and --beta, not both")
+        if args.alpha < 0 or args.beta < 0:
+            raise UsageError("--alpha/--beta: latency (s) and seconds per byte must not be negative")
+        net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
+    else:
+        net = resolve(args.network or "summit", out)
+    if args.ranks_per_node is not None:
+        if args.ranks_per_node < 1:
+            raise UsageError("--ranks-per-node: must be at least 1")
+        net = dataclasses.replace(net, ranks_per_node=args.ranks_per_node)
+    return net
+
+
+def cmd_project(args) -> int:
+    from .projection import local_network, percent, run_projection, write_projection
+    from .report import DEFAULT_BASELINES, markdown_table
+    from .results import atomic_write_text, iter_records
+
+    ranks = _int_list("--ranks", args.ranks)
+    fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
+    if args.compute_scale <= 0:
+        raise UsageError("--compute-scale: must be positive (0.01: a device 100 times faster than the measured one)")
+    results = Path(args.results)
+    records = list(iter_records(results))
+    out = Path(args.out) if args.out else results / "projection"
+    net = _target_network(args, out)
+    result = run_projection(records, net, local_network(results, args.probe), ranks,
+                            Path(args.baselines) if args.baselines else DEFAULT_BASELINES, fit_procs, args.allreduce,
+                            args.compute_scale)
+    if result is None:
+        raise UsageError(f"{results}: no run to fit: a fit needs an ok run with per-rank window times that is not "
+                         "oversubscribed (ranks x threads within the node's cores)")
+    lines = write_projection(result, out)
+    path = out / "projection.md"
+    atomic_write_text(path, "\n".join([f"Results: `{results}` ({len(records)} runs).\n", *lines]))
+    shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
+    print(markdown_table(shown.assign(error=shown["error"].map(percent))))
+    print(f"projection on {net.describe()}\nwritten to {path}")
+    return 0
+
+
+def cmd_probe(args) -> int:
+    import json
+
+    from .network import probe_network, run_probe
+
+    if args.np < 2:
+        raise UsageError("--np: the probe needs at least 2 processes")
+    path = run_probe(Path(args.out), args.np)
+    net = probe_network(path)
+    data = json.loads(path.read_text())
+    print(f"{net.describe()}")
+    for n, pp, ar, model in zip(data["sizes"], data["pingpong_s"], data["allreduce_s"], data["allreduce_model_s"]):
+        print(f"{n:>10} B  one-way {pp * 1e6:10.1f} us  allreduce over {data['procs']}: measured {ar * 1e6:10.1f} us, model {model * 1e6:10.1f} us")
+    print(f"written to {path}")
+    return 0
+
+
 # --- argument parsing ------------------------------------------------------------------------------
 
 
@@ -285,6 +366,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", help="queue (LSF) or partition (Slurm)")
     _add_placement(p)
     p.set_defaults(func=cmd_jobscript)
+
+    from .network import ALGORITHMS, PRESETS
+    from .projection import DEFAULT_RANKS
+
+    p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
+    p.add_argument("results", help="results folder written by suite run")
+    p.add_argument("--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)")
+    p.add_argument("--network", help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default summit)")
+    p.add_argument("--alpha", type=float, help="latency in seconds of one link everywhere (with --beta)")
+    p.add_argument("--beta", type=float, help="seconds per byte of that link (with --alpha)")
+    p.add_argument("--ranks-per-node", type=int, help="ranks per node of the projected network (default: the preset's)")
+    p.add_argument("--probe", help="probe file of the machine the runs were measured on (default RESULTS/probe.json, else the shm preset)")
+    p.add_argument("--fit-procs", help="fit on these process counts and predict the others (default: hold each out in turn)")
+    p.add_argument("--allreduce", choices=ALGORITHMS, default="best", help="allreduce algorithm of the model (default: the cheapest)")
+    p.add_argument("--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)")
+    p.add_argument("--out", help="output folder (default RESULTS/projection)")
+    p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
+    p.set_defaults(func=cmd_project)
+
+    p = sub.add_parser("probe", help="measure this machine's latency and bandwidth (MPI ping-pong and allreduce)")
+    p.add_argument("--out", default="probe.json", help="JSON file to write (default probe.json; RESULTS/probe.json is read by suite project)")
+    p.add_argument("--np", type=int, default=2, help="processes (default 2)")
+    p.set_defaults(func=cmd_probe)
     return parser
 
 

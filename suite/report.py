@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .projection import report_section
 from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
 
 log = logging.getLogger(__name__)
@@ -706,6 +707,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines += _headline_section(records, frame, scaling)
     lines += _quality_over_time_section(records, out_dir)
     lines += _scaling_section(frame, scaling, out_dir)
+    lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine
     lines += _time_section(frame, records, out_dir)
     lines += _quality_section(records, out_dir)
     _baseline_section(baselines, records, lines)
