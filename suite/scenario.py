@@ -222,6 +222,8 @@ class RunSpec:
     """Settings of the deepspeed engine."""
     label: str | None = None
     """Name used in run ids and reports (needed when two entries would share an id)."""
+    train: dict | None = None
+    """Fields of ``train`` that differ for this entry, e.g. ``{epochs: 60}`` (per-class GANs see fewer batches per epoch)."""
 
 
 @dataclass
@@ -397,8 +399,6 @@ def _check(scenario: Scenario) -> None:
     except ValueError as error:
         fail("dataset.image_size", str(error))
     positive = {
-        "train.epochs": scenario.train.epochs,
-        "train.batch_size": scenario.train.batch_size,
         "model.latent_dim": scenario.model.latent_dim,
         "repeats": scenario.repeats,
         "wgan_gp.n_critic": scenario.wgan_gp.n_critic,
@@ -412,15 +412,10 @@ def _check(scenario: Scenario) -> None:
     for path, value in positive.items():
         if value < 1:
             fail(path, f"must be at least 1, got {value}")
-    if scenario.train.steps is not None and scenario.train.steps < 1:
-        fail("train.steps", f"must be at least 1, got {scenario.train.steps}")
-    if scenario.train.warmup_steps < 0:
-        fail("train.warmup_steps", "must not be negative")
-    if scenario.train.lr <= 0 or scenario.wgan_gp.lr <= 0:
-        fail("train.lr" if scenario.train.lr <= 0 else "wgan_gp.lr", "must be positive")
-    for path, betas in (("train.betas", scenario.train.betas), ("wgan_gp.betas", scenario.wgan_gp.betas)):
-        if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-            fail(path, f"expected two numbers in [0, 1), got {betas}")
+    _check_train(scenario.train, "train", fail)
+    if scenario.wgan_gp.lr <= 0:
+        fail("wgan_gp.lr", "must be positive")
+    _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
     if not 0 <= scenario.model.dropout < 1:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
     if scenario.metrics.features not in ("auto", "inception", "classifier"):
@@ -433,13 +428,34 @@ def _check(scenario: Scenario) -> None:
     if not scenario.runs:
         fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
-        _check_run_spec(spec, f"runs[{i}]", scenario, fail)
+        path = f"runs[{i}]"
+        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
+        _check_run_spec(spec, path, scenario, fail)
+
+
+def _check_betas(betas: list[float], path: str, fail) -> None:
+    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
+        fail(path, f"expected two numbers in [0, 1), got {betas}")
+
+
+def _check_train(train: TrainConfig, path: str, fail) -> None:
+    """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
+    for name in ("epochs", "batch_size"):
+        if getattr(train, name) < 1:
+            fail(f"{path}.{name}", f"must be at least 1, got {getattr(train, name)}")
+    if train.steps is not None and train.steps < 1:
+        fail(f"{path}.steps", f"must be at least 1, got {train.steps}")
+    if train.warmup_steps < 0:
+        fail(f"{path}.warmup_steps", "must not be negative")
+    if train.lr <= 0:
+        fail(f"{path}.lr", "must be positive")
+    _check_betas(train.betas, f"{path}.betas", fail)
+    if train.budget_s is not None and train.budget_s <= 0:
+        fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
 
 
 def _check_budget_and_target(scenario: Scenario, fail) -> None:
-    train, target = scenario.train, scenario.metrics.target
-    if train.budget_s is not None and train.budget_s <= 0:
-        fail("train.budget_s", f"must be positive, got {train.budget_s}")
+    target = scenario.metrics.target
     if target is not None:
         if (target.fid is None) == (target.kid is None):
             fail("metrics.target", "give exactly one of fid or kid, e.g. {fid: 30}")
@@ -449,13 +465,15 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
             fail("metrics.target", "a target holds under one named feature network: set metrics.features to classifier or inception")
         if not scenario.metrics.enabled or scenario.metrics.curve_points < 1:
             fail("metrics.target", "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1")
-    if train.stop_at_target:
+    for i, spec in enumerate(scenario.runs):
+        if not run_train(scenario, spec, f"runs[{i}].train").stop_at_target:
+            continue
+        path = "train.stop_at_target" if not (spec.train or {}).get("stop_at_target") else f"runs[{i}].train.stop_at_target"
         if target is None:
-            fail("train.stop_at_target", "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
-        others = sorted({spec.strategy for spec in scenario.runs} - {"data_parallel", "conditional"})
-        if others:
-            fail("train.stop_at_target", f"stops one model trained by all ranks (data_parallel, conditional), not {', '.join(others)}: "
-                                         "their time to target is read from the quality curve instead")
+            fail(path, "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
+        if spec.strategy not in ("data_parallel", "conditional"):
+            fail(path, f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
+                       "its time to target is read from the quality curve instead")
 
 
 # Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).
@@ -526,7 +544,7 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
     if spec.strategy == "cellular" and scenario.model.critic_norm not in ("auto", "batch"):
         fail("model.critic_norm", f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
              "which keeps the tables' BatchNorm discriminator; use auto or batch")
-    batch = scenario.train.batch_size
+    batch = run_train(scenario, spec, f"{path}.train").batch_size
     if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
         for p in spec.procs:
             if batch % p:
@@ -541,6 +559,13 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
                     fail(f"{path}.procs", f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)")
             elif n_classes is not None and p > n_classes and p % n_classes:
                 fail(f"{path}.procs", f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it")
+
+
+def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
+    """The ``train`` section of one entry: the scenario's, with the entry's own fields on top."""
+    if not spec.train:
+        return scenario.train
+    return _build(TrainConfig, {**dataclasses.asdict(scenario.train), **spec.train}, path)
 
 
 def default_loss(strategy: str) -> str:
@@ -612,7 +637,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         repeat=repeat,
                         dataset=dataset,
                         model=scenario.model,
-                        train=scenario.train,
+                        train=run_train(scenario, spec, f"runs[{i}].train"),
                         wgan_gp=scenario.wgan_gp,
                         cellular=scenario.cellular,
                         metrics=scenario.metrics,

@@ -138,3 +138,35 @@ def test_critic_norm_auto_is_layer_norm_for_wgan_gp_only_and_is_recorded():
     assert wgan.to_dict()["model"]["critic_norm"] == "auto"  # run.json keeps the setting as written
     bce, wgan = expand(parse_scenario({**data, "model": {"critic_norm": "batch"}}))
     assert (bce.critic_norm, wgan.critic_norm) == ("batch", "batch")  # the tables' critic, restored
+
+
+def test_an_entry_can_train_longer_than_the_others():
+    scenario = parse_scenario({"name": "o", "train": {"epochs": 3, "batch_size": 32},
+                               "runs": [{"strategy": "data_parallel"}, {"strategy": "label_partitioned", "train": {"epochs": 30}}]})
+    dp, lp = expand(scenario)
+    assert (dp.train.epochs, lp.train.epochs) == (3, 30) and lp.train.batch_size == 32  # the rest is the scenario's
+    with pytest.raises(ScenarioError, match=r"runs\[0\].train.epoch: unknown field"):
+        parse_scenario({"name": "o", "runs": [{"strategy": "data_parallel", "train": {"epoch": 3}}]})
+    with pytest.raises(ScenarioError, match=r"runs\[0\].train.batch_size: must be at least 1"):
+        parse_scenario({"name": "o", "runs": [{"strategy": "data_parallel", "train": {"batch_size": 0}}]})
+    with pytest.raises(ScenarioError, match=r"runs\[0\].procs: train.batch_size 30 cannot be split evenly over 4"):
+        parse_scenario({"name": "o", "runs": [{"strategy": "data_parallel", "procs": [4], "train": {"batch_size": 30}}]})
+
+
+def test_targets_budgets_and_stopping_are_validated():
+    target = {"features": "classifier", "target": {"fid": 40}}
+    scenario = parse_scenario({"name": "t", "train": {"budget_s": 60, "stop_at_target": True}, "metrics": target,
+                               "runs": [{"strategy": "conditional"}]})
+    run = expand(scenario)[0]
+    assert run.train.budget_s == 60.0 and run.metrics.target.metric == "fid" and run.metrics.target.value == 40.0
+    cases = [
+        ({"metrics": {"target": {"fid": 40}}}, r"metrics.target: a target holds under one named feature network"),
+        ({"metrics": {"features": "classifier", "target": {"fid": 40, "kid": 0.1}}}, r"metrics.target: give exactly one of fid or kid"),
+        ({"train": {"budget_s": 0}}, r"train.budget_s: must be positive"),
+        ({"train": {"stop_at_target": True}}, r"train.stop_at_target: needs metrics.target"),
+        ({"train": {"stop_at_target": True}, "metrics": target, "runs": [{"strategy": "label_partitioned"}]},
+         r"train.stop_at_target: stops one model trained by all ranks .* not label_partitioned"),
+    ]
+    for data, message in cases:
+        with pytest.raises(ScenarioError, match=message):
+            parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}], **data})
