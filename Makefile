@@ -1,17 +1,22 @@
-# The two commands of the README: `make smoke` and `make test`. Both set everything up first.
+# The two commands of the README: `make digits` (the main job) and `make test`. Both set everything up first.
 VENV ?= .venv
 BIN := $(VENV)/bin
-RESULTS ?= results/smoke
+RESULTS ?= results/digits
 
-.PHONY: setup smoke test bench report lock clean
+.PHONY: setup digits smoke test bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
 
-# The main job: the smoke scenario on local processes, then its report.
+# The main job: every strategy learns the embedded digits on local processes, then its report.
+digits: setup
+	$(BIN)/suite run scenarios/digits.yaml --out results/digits
+	$(BIN)/suite report results/digits
+
+# A quick pipeline check: every strategy and engine for a few steps (nothing learns).
 smoke: setup
-	$(BIN)/suite run scenarios/smoke.yaml --out $(RESULTS)
-	$(BIN)/suite report $(RESULTS)
+	$(BIN)/suite run scenarios/smoke.yaml --out results/smoke
+	$(BIN)/suite report results/smoke
 
 # The test suite (unit tests and real 1-4 process runs on CPU).
 test: setup

@@ -723,12 +723,26 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 
 DEFINITIONS = """## Definitions
 
+- **headline**: one row per configuration (strategy / loss / engine) at the largest process count it ran (`P` lists
+  them all), averaged over repeats. `checks` states the equivalences verified on these very runs: *replicas
+  identical* (the ranks of every data-parallel group ended with bitwise-equal weights), *same model on P=...* (the
+  saved generator is bitwise the same on every process count: expected of label-partitioned training at P <= C and of
+  cellular training, whose results do not depend on placement), *same model as ENGINE* (another engine produced the
+  bitwise-same generator). A check that fails is in capitals.
+- **time to target**: training-window seconds at which the generator first met `metrics.target` under the named
+  network and n, read at the scored snapshots (`metrics.curve_points` evenly spaced over the window, plus the end), so
+  the curve's spacing is its resolution; with `train.stop_at_target` training ends there and scoring pauses the clock
+  (`eval_s`). "not reached" gives the best value the curve got to.
+- **has not learned**: IS within 5 % of 1, or a pixel standard deviation across samples below 0.05 (all samples
+  alike), or FID above 0.9 times the untrained generator's (the suite's generator at its seeded initialisation, scored
+  once per dataset, network and n and cached as `untrained_fid`).
 - **training window**: from a barrier after all set-up and warm-up steps to a barrier after every rank's last training
   step. **train_s** is its length (the slowest rank's). Set-up (engine, data, networks, broadcasts, engine wrappers,
   feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
   cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
   enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
-  the window (it is part of the algorithm).
+  the window (it is part of the algorithm). With `train.budget_s` every run's window is that long and speedups
+  compare images/s.
 - **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
   number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P.
 - **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / a block of cells
