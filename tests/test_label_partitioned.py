@@ -126,6 +126,29 @@ def test_per_class_bundle_samples_each_class_from_its_own_generator():
             assert torch.allclose(images[rows], sampler.networks[f"class{c}"](z[rows]), atol=1e-6)
 
 
+def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
+    from suite.models import build_pair
+
+    generators = {f"class{c}": build_pair(20, 1, 8, seed=c)[0].state_dict() for c in (3, 7)}
+    bundle = GeneratorBundle("per_class", 20, 1, 8, 10, False, generators, {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
+    sampler = Sampler(bundle)
+    images = sampler.sample_by_class(4, seed=0)
+    assert images.shape == (8, 1, 20, 20)
+    z = torch.randn(8, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(0, "sample-by-class"))
+    with torch.no_grad():  # rows of class 3 first, then class 7, each from its own generator
+        assert torch.allclose(images[:4], sampler.networks["class3"](z[:4]), atol=1e-6)
+        assert torch.allclose(images[4:], sampler.networks["class7"](z[4:]), atol=1e-6)
+    same = GeneratorBundle("per_class", 20, 1, 8, 10, False, {k: {n: t.clone() for n, t in v.items()} for k, v in generators.items()},
+                           {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
+    assert bundle.digest() == same.digest()
+    same.generators["class7"]["input.0.bias"] += 1e-7
+    assert bundle.digest() != same.digest()
+    unconditional = GeneratorBundle("single", 20, 1, 8, 10, False, {"all": generators["class3"]}, {3: 1.0})
+    assert not unconditional.labelled and bundle.labelled
+    with pytest.raises(ValueError, match="only conditional and per-class models"):
+        Sampler(unconditional).sample_by_class(2)
+
+
 # --- real runs ------------------------------------------------------------------------------------------------
 
 
