@@ -122,7 +122,7 @@ def gradient_penalty(
     """
     if eps is None:
         eps = torch.rand(real.shape[0], generator=generator)
-    eps = eps.reshape(-1, 1, 1, 1).to(real.device, real.dtype)
+    eps = eps.reshape(-1, 1, 1, 1).to(real.device, real.dtype, non_blocking=True)  # no host sync on a GPU
     interpolates = (eps * real + (1 - eps) * fake.detach()).requires_grad_(True)
     scores = critic(interpolates, labels) if labels is not None else critic(interpolates)
     (grads,) = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)

@@ -371,7 +371,11 @@ def test_cellular_record(placements):
     assert one["quality"]["features"] == "classifier:digits"
     best = one["quality_best_cell"]  # 100 samples in 128 dimensions: FID withheld, KID given
     assert best["fid"] is None and "128 feature dimensions" in best["fid_note"] and best["kid_mean"] > 0
-    assert len(one["curve"]) == 2 and one["curve"][0]["n"] == 40
+    # what the ES saw, each iteration: mixture scores on 40 samples; the quality curve: the best mixture of each
+    # snapshot scored like the final model (100 samples), ending with the model at the end of the window
+    assert len(one["mixture_curve"]) == 2 and one["mixture_curve"][0]["n"] == 40
+    assert one["curve"][-1]["n"] == 100 and one["curve"][-1]["step"] == 8 and one["curve"][-1]["kid_mean"] is not None
+    assert one["model_digest"] == two["model_digest"] == four["model_digest"]  # the same model on 1, 2 and 4 ranks
     # the mixtures were scored in the classifier's 10 class logits, on 40 generated and 40 real images
     assert one["mixture_score"] == {"features": "classifier:digits/logits", "dim": 10, "n": 40, "n_real": 40,
                                     "sampling": "exact_proportion"}
