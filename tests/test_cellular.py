@@ -202,6 +202,7 @@ def assert_same_individual(a_net, a_opt, b_net, b_opt):
             assert torch.equal(sa[key], sb[key]), key  # exp_avg, exp_avg_sq, step
 
 
+@pytest.mark.slow
 def test_an_individual_round_trips_with_its_adam_state():
     g, d = make_pair(0)
     opt_g = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))

@@ -68,6 +68,7 @@ def digits_classifier():
     return ClassifierNet(ClassifierSpec("digits", 32))
 
 
+@pytest.mark.slow
 def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_cache):
     assert digits_classifier.info["heldout_accuracy"] >= 0.95
     assert digits_classifier.name == "classifier:digits"
@@ -78,6 +79,7 @@ def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_ca
     assert np.allclose(again(x)[0], digits_classifier(x)[0])
 
 
+@pytest.mark.slow
 def test_real_digits_score_far_better_than_noise(digits_classifier):
     real = load_dataset("digits", 32, "train")
     order = np.random.default_rng(0).permutation(len(real))
@@ -151,6 +153,7 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
 # --- the score command -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_score_command_on_real_digits_and_noise(tmp_path, capsys, digits_classifier):
     from suite.cli import main
 
