@@ -123,6 +123,7 @@ class Config:
 
     @property
     def name(self) -> str:
+        """How the comparison names it: ``data_parallel / bce / horovod / P=2``, `` (weak)`` added for weak scaling."""
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
@@ -153,6 +154,7 @@ class Measure:
 
     @property
     def relative_half_width(self) -> float:
+        """Half the interval's width over the value's magnitude."""
         return (self.hi - self.lo) / 2 / abs(self.value) if self.value else math.inf
 
 
@@ -273,6 +275,7 @@ class Row:
         return "pt" if METRICS[self.metric].absolute else "%"
 
     def as_dict(self) -> dict[str, Any]:
+        """The row for ``--json``: both sides as {value, lo, hi}, infinite ends as null."""
         return {
             "config": self.config,
             "metric": self.metric,
@@ -394,7 +397,7 @@ def environment_differences(base: list[dict], new: list[dict], matched: dict[tup
 
 @dataclass
 class Comparison:
-    """The result of :func:`compare`; ``exit_code`` is 1 with a regression, else 0."""
+    """The result of :func:`compare`: environment differences, rows, and what was not compared."""
 
     new_path: str
     baseline_path: str
@@ -406,13 +409,16 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Row]:
+        """The rows whose verdict is a regression."""
         return [r for r in self.rows if r.verdict == REGRESSION]
 
     @property
     def exit_code(self) -> int:
+        """1 with a regression, else 0 (inputs that cannot be compared raise :class:`CompareError` instead)."""
         return 1 if self.regressions else 0
 
     def as_dict(self) -> dict[str, Any]:
+        """The whole comparison for ``--json``."""
         return {
             "new": self.new_path,
             "baseline": self.baseline_path,
