@@ -101,6 +101,7 @@ def test_real_digits_score_far_better_than_noise(digits_classifier):
 # --- Inception, offline --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_auto_falls_back_to_the_classifier_without_inception_weights(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty hub cache
     monkeypatch.delenv("SUITE_INCEPTION_WEIGHTS", raising=False)
