@@ -178,7 +178,7 @@ def _step_p50(record: dict) -> tuple[float, float, float] | None:
     if p50 is None:
         return None
     relative = half / mean if half is not None and mean else 0.0
-    return p50, p50 * (1 - relative), p50 * (1 + relative)
+    return p50, p50 * max(0.0, 1 - relative), p50 * (1 + relative)  # a step takes no negative time
 
 
 def _point(path: str) -> Callable[[dict], tuple[float, float, float] | None]:
