@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke test bench report lock clean
+.PHONY: setup digits smoke test test-fast lint format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -21,6 +21,24 @@ smoke: setup
 # The test suite (unit tests and real 1-4 process runs on CPU).
 test: setup
 	$(BIN)/python -m pytest
+
+# The developer loop: unit tests without multi-process runs or slow training (under a minute on 2 cores).
+test-fast: setup
+	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
+
+# Lint (pyflakes, pycodestyle, bugbear, import order, complexity) and the formatter's check; .ci/run runs it first.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# Apply the formatter and the import order.
+format: setup
+	$(BIN)/ruff check --select I --fix .
+	$(BIN)/ruff format .
+
+# The CI regression gate: the regression scenario against this machine's committed baseline.
+regression: setup
+	bash ci/regression.sh
 
 # Speed benchmarks (pytest-benchmark); not part of `make test`.
 bench: setup

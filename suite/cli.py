@@ -1,4 +1,4 @@
-"""The ``suite`` command: run | report | score | sample | env | jobscript | project | probe.
+"""The ``suite`` command: run | report | compare | score | sample | env | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1.
@@ -102,6 +102,18 @@ def cmd_report(args) -> int:
     path = write_report(Path(args.results), out, baselines=Path(args.baselines) if args.baselines else None)
     print(f"report written to {path}")
     return 0
+
+
+# --- suite compare ------------------------------------------------------------------------------
+
+
+def cmd_compare(args) -> int:
+    from .compare import compare, parse_tolerances, to_markdown
+
+    result = compare(Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance),
+                     allow_different_device=args.allow_different_device)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else to_markdown(result))
+    return result.exit_code
 
 
 # --- suite sample / score ----------------------------------------------------------------------
@@ -331,6 +343,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default RESULTS/report)")
     p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
+    p.add_argument("new", help="results folder (or records JSON) to check")
+    p.add_argument("baseline", help="baseline: a results folder, a records JSON list, or a folder holding records.json")
+    p.add_argument("--tolerance", action="append", metavar="METRIC=PCT",
+                   help="accepted worsening of a metric in %% of the baseline (comm_share: percentage points); repeatable; "
+                        "the defaults are in the README and in the tolerance column of the output")
+    p.add_argument("--allow-different-device", action="store_true", help="compare results from different devices anyway")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of markdown")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("sample", help="draw samples from a trained run into an .npz file")
     p.add_argument("run_dir", help="a run folder (holding generator.pt)")

@@ -105,7 +105,8 @@ def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
             yield record
 
 
-def _get(record: dict, path: str) -> Any:
+def record_field(record: dict, path: str) -> Any:
+    """The value at a dotted ``path`` of ``record`` (``"telemetry.step_p50"``), or None where absent."""
     value: Any = record
     for part in path.split("."):
         if not isinstance(value, dict):
@@ -213,7 +214,12 @@ def per_class_summary(scores: dict | None) -> dict | None:
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
     """All records under ``results_dir`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
-    rows = [{column: _get(record, path) for column, path in FLAT_COLUMNS.items()} for record in iter_records(results_dir)]
+    return records_frame(iter_records(results_dir))
+
+
+def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """``records`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    rows = [{column: record_field(record, path) for column, path in FLAT_COLUMNS.items()} for record in records]
     frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
     frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
     frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)

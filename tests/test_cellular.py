@@ -202,6 +202,7 @@ def assert_same_individual(a_net, a_opt, b_net, b_opt):
             assert torch.equal(sa[key], sb[key]), key  # exp_avg, exp_avg_sq, step
 
 
+@pytest.mark.slow
 def test_an_individual_round_trips_with_its_adam_state():
     g, d = make_pair(0)
     opt_g = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
@@ -224,6 +225,7 @@ def test_an_individual_round_trips_with_its_adam_state():
     assert_same_individual(g, opt_g, g2, opt_g2)
 
 
+@pytest.mark.slow
 def test_a_cell_vector_restores_every_individual_exactly():
     cell = new_cell(0)
     train_steps(cell.generators[0], cell.discriminators[0], cell.opt_g[0], cell.opt_d[0], 2, seed=0)

@@ -137,6 +137,7 @@ def digits_classifier():
     return ClassifierNet(ClassifierSpec("digits", 32))
 
 
+@pytest.mark.slow
 def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_cache):
     assert digits_classifier.info["heldout_accuracy"] >= 0.95
     assert digits_classifier.name == "classifier:digits"
@@ -153,6 +154,7 @@ def disjoint_real_half(real, n):
     return real.fetch(rest[:n])
 
 
+@pytest.mark.slow
 def test_real_digits_score_far_better_than_noise(digits_classifier):
     real = load_dataset("digits", 32, "train")
     n = len(real) // 2
@@ -192,6 +194,7 @@ def test_real_digits_score_far_better_than_noise(digits_classifier):
 # --- Inception, offline --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_auto_falls_back_to_the_classifier_without_inception_weights(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty hub cache
     monkeypatch.delenv("SUITE_INCEPTION_WEIGHTS", raising=False)
@@ -244,6 +247,7 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
 # --- the score command -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_classifier):
     from suite.cli import main
 

@@ -79,6 +79,7 @@ def record_reads(monkeypatch, trainer):
     return steps
 
 
+@pytest.mark.slow
 def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
     trainer, telemetry = make_trainer(steps=40)
     trainer.warm_up(2)
@@ -93,6 +94,7 @@ def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
     assert all(h["d_loss"] > 0 and h["g_loss"] > 0 for h in trainer.result.history)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["bce", "wgan-gp"])
 def test_the_warmup_split_does_not_change_the_model(loss):
     a, _ = make_trainer(steps=5, loss=loss)
@@ -107,6 +109,7 @@ def test_the_warmup_split_does_not_change_the_model(loss):
         assert torch.equal(x, y), name
 
 
+@pytest.mark.slow
 def test_flops_are_counted_once_in_the_first_step():
     trainer, telemetry = make_trainer(steps=4)
     trainer.warm_up(1)
@@ -124,6 +127,7 @@ def test_flops_are_counted_once_in_the_first_step():
     assert g is trainer.generator.network
 
 
+@pytest.mark.slow
 def test_snapshots_at_evenly_spaced_steps():
     trainer, telemetry = make_trainer(steps=9, points=3, warmup=1)
     trainer.warm_up(1)
