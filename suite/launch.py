@@ -302,9 +302,12 @@ class _Launched:
         """Terminate the launcher's process group and every known process; kill what is left after ``wait``
         seconds. Returns the launcher's exit code."""
         self.refresh()
+        procs = self.alive()
+        if procs and self.process.poll() is not None:
+            log.warning("%s: %d processes outlived the launcher (pids %s); stopping them", self.run_dir.name, len(procs),
+                        ", ".join(str(p.pid) for p in procs))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
-        procs = self.alive()
         for p in procs:
             with contextlib.suppress(psutil.Error):
                 p.terminate()
