@@ -124,5 +124,6 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         launch(run, run_dir, LaunchOptions())
     record = json.loads((run_dir / "result.json").read_text())
-    assert record["status"] == "failed" and record["error"].startswith("interrupted after")
-    assert record["run_id"] == run.run_id and record["exit_code"] is None
+    assert record["status"] == "interrupted" and record["error"].startswith("interrupted by SIGINT after")
+    assert "no checkpoint yet: --resume starts it again from step 0" in record["error"]
+    assert record["run_id"] == run.run_id and record["exit_code"] != 0  # the launcher was stopped
