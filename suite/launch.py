@@ -264,9 +264,9 @@ def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int 
 class _Launched:
     """A launcher's process and every process it started, as seen while the run went on.
 
-    The list is refreshed about once a second (the launcher's descendants, and the ranks that
-    wrote status files on this host), so that processes the launcher moved to sessions of their
-    own, or that outlived their parents, can still be stopped.
+    The launcher's descendants are listed about once a second, so that processes it moved to
+    sessions of their own (Horovod's) can still be stopped after their parents are gone; when
+    stopping, the ranks that wrote status files on this host are added.
     """
 
     def __init__(self, process: subprocess.Popen, run_dir: Path):
@@ -275,19 +275,20 @@ class _Launched:
         self.known: dict[int, psutil.Process] = {}
 
     def refresh(self) -> None:
-        """Add the processes started since the last look."""
-        found = []
+        """Add the launcher's descendants started since the last look."""
         with contextlib.suppress(psutil.Error):
-            found = psutil.Process(self.process.pid).children(recursive=True)
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                self.known.setdefault(child.pid, child)
+
+    def _add_ranks(self) -> None:
+        """Add the ranks of this launch that run on this host, by their status files."""
         host = socket.gethostname()
         for status in read_statuses(self.run_dir).values():
             if status.get("host") == host and status["pid"] not in self.known:
                 with contextlib.suppress(psutil.Error):
                     rank = psutil.Process(status["pid"])
                     if rank.create_time() >= self.started - 1 and str(self.run_dir) in " ".join(rank.cmdline()):
-                        found.append(rank)
-        for child in found:
-            self.known.setdefault(child.pid, child)
+                        self.known[rank.pid] = rank
 
     def alive(self) -> list[psutil.Process]:
         """The known processes still running (the launcher itself aside)."""
@@ -302,6 +303,7 @@ class _Launched:
         """Terminate the launcher's process group and every known process; kill what is left after ``wait``
         seconds. Returns the launcher's exit code."""
         self.refresh()
+        self._add_ranks()
         procs = self.alive()
         if procs and self.process.poll() is not None:
             log.warning("%s: %d processes outlived the launcher (pids %s); stopping them", self.run_dir.name, len(procs),
@@ -333,16 +335,20 @@ def _remove_temporaries(run_dir: Path) -> None:
                     path.unlink(missing_ok=True)
 
 
-def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, grace: float, hurry) -> int | None:
+def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry) -> int | None:
     """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
-    when they are not done within ``grace`` seconds or ``hurry()`` turns true."""
+    when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
+    training already (its last checkpoint is written; nothing more to save)."""
     (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
     (run_dir / CHECKPOINT_DIR / STOP_FILE).write_text(f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
     log.warning("%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and not hurry():
+        statuses = read_statuses(run_dir)
+        if len(statuses) == procs and all(s["status"] == "trained" for s in statuses.values()):
+            return None
         with contextlib.suppress(subprocess.TimeoutExpired):
-            return process.wait(timeout=0.2)
+            return process.wait(timeout=1.0)
     return None
 
 
@@ -414,7 +420,7 @@ def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None =
         except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
             interrupted = error
             if run.train.checkpoint_every and grace > 0:
-                exit_code = _stop_at_checkpoint(process, run_dir, grace, lambda: guard is not None and guard.hurry)
+                exit_code = _stop_at_checkpoint(process, run_dir, run.procs, grace, lambda: guard is not None and guard.hurry)
         if exit_code is None:
             exit_code = launched.stop(wait=30 if timed_out else 10)
         else:

@@ -401,7 +401,7 @@ class GanTrainer:
             with torch.no_grad():  # this rank's own normalisation statistics
                 for key, buffer in replica.network.named_buffers():
                     buffer.copy_(state["buffers"][name][key])
-            opt = shared["optimizers"].get(name) if replica.shared_optimizer else state["optimizers"][name]
+            opt = shared["optimizers"][name] if replica.shared_optimizer else state["optimizers"][name]
             replica.load_optimizer_state(opt)
         position = state["position"]
         self._epoch, self._batch, self._batches = position["epoch"], position["batch"], None
