@@ -1,7 +1,10 @@
 """The ``suite`` command: run | report | compare | score | sample | env | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
-run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1.
+run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1. ``suite run``
+holds its results folder's lock (:mod:`suite.lock`) while it works there; SIGTERM or SIGINT
+stops it after stopping the current run's ranks and recording the run as interrupted, with
+exit code 143 or 130.
 """
 
 from __future__ import annotations
@@ -35,10 +38,18 @@ def _launch_options(args) -> "LaunchOptions":
 
 
 def cmd_run(args) -> int:
-    import shlex
+    from .launch import command_for
+    from .lock import ResultsLock
 
-    from .launch import check_tools, command_for, launch, prepare
-    from .results import read_record
+    scenario, runs, out = _selected_runs(args)
+    opts = _launch_options(args)
+    for run in runs:  # build every command first: a launcher problem shows before anything is written
+        command_for(run, out / run.run_id, opts)
+    with ResultsLock(out):
+        return _run_sweep(args, scenario, runs, out, opts)
+
+
+def _selected_runs(args):
     from .scenario import expand, load_scenario
 
     scenario = load_scenario(args.scenario)
@@ -47,11 +58,19 @@ def cmd_run(args) -> int:
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:
             raise UsageError(f"--only {' '.join(args.only)} matches no run of {scenario.name}")
-    out = Path(args.out or Path("results") / scenario.name)
-    opts = _launch_options(args)
-    for run in runs:  # build every command first: a launcher problem shows before anything runs
-        command_for(run, out / run.run_id, opts)
-    out.mkdir(parents=True, exist_ok=True)
+    if args.grace < 0:
+        raise UsageError("--grace: must not be negative")
+    return scenario, runs, Path(args.out or Path("results") / scenario.name)
+
+
+def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
+    """``suite run`` inside its results folder's lock."""
+    import shlex
+
+    from .launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
+    from .lock import check_room
+    from .results import read_record
+
     (out / "scenario.yaml").write_text(Path(args.scenario).read_text())
     run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
     if args.dry_run:
@@ -59,33 +78,47 @@ def cmd_run(args) -> int:
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))
         return 0
     check_tools(runs, opts)
+    kept = {run.run_id for run, run_dir in zip(runs, run_dirs)
+            if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")}
+    check_room(out, [run for run in runs if run.run_id not in kept])
     failures = 0
     progress = None
     if not args.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
 
         progress = tqdm(total=len(runs), unit="run", desc=scenario.name, dynamic_ncols=True)
-    for i, (run, run_dir) in enumerate(zip(runs, run_dirs)):
-        previous = read_record(run_dir) if args.resume else None
-        if previous and previous.get("status") == "ok":
-            log.info("[%d/%d] %s: kept (--resume)", i + 1, len(runs), run.run_id)
-            progress and progress.update(1)
-            continue
-        if progress:
-            progress.set_postfix_str(f"{run.run_id} 0s")
-            tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
-        else:
-            log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
-            tick = None
-        record = launch(run, run_dir, opts, timeout=args.timeout, tick=tick)
-        ok = record["status"] == "ok"
-        failures += not ok
-        line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + ("" if ok else f": {record['error'].splitlines()[0]}")
-        if progress:
-            progress.write(line)
-            progress.update(1)
-        else:
-            log.info(line)
+    current = None  # the run being launched
+    with SignalGuard() as guard:
+        try:
+            for i, (run, run_dir) in enumerate(zip(runs, run_dirs)):
+                if run.run_id in kept:
+                    log.info("[%d/%d] %s: kept (--resume)", i + 1, len(runs), run.run_id)
+                    progress and progress.update(1)
+                    continue
+                if progress:
+                    progress.set_postfix_str(f"{run.run_id} 0s")
+                    tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
+                else:
+                    log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
+                    tick = None
+                current = run, run_dir
+                record = launch(run, run_dir, opts, timeout=args.timeout, tick=tick, grace=args.grace, guard=guard)
+                current = None
+                ok = record["status"] == "ok"
+                failures += not ok
+                line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + ("" if ok else f": {record['error'].splitlines()[0]}")
+                if progress:
+                    progress.write(line)
+                    progress.update(1)
+                else:
+                    log.info(line)
+        except Stop as stop:
+            progress and progress.close()
+            record = (read_record(current[1]) or {}) if current else {}
+            where = f"{current[0].run_id}: {record['error']}" if record.get("status") == "interrupted" else "no run was going"
+            print(f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
+                  file=sys.stderr)
+            return 128 + stop.signum
     if progress:
         progress.close()
     print(f"results in {out}; {len(runs) - failures} ok, {failures} failed. Next: suite report {out}")
@@ -332,7 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="results folder (default results/<scenario name>)")
     p.add_argument("--dry-run", action="store_true", help="write the run folders (run.json) and print the launch commands, without running them")
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a run is stopped and recorded as failed")
-    p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result")
+    p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint")
+    p.add_argument("--grace", type=float, default=60, help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)")
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
     p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (automatic when not in a terminal)")
     _add_placement(p)

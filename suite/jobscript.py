@@ -3,7 +3,12 @@
 The script asks for enough nodes for the largest run, then calls ``suite run`` with
 ``--launcher jsrun`` (LSF, as on Summit) or ``--launcher srun`` (Slurm), so every run of the
 sweep is started by the site's own launcher inside the same allocation, and finishes with
-``suite report``. ``--resume`` makes a resubmitted job continue where the last one stopped.
+``suite report``. ``--resume`` makes a resubmitted job continue where the last one stopped:
+finished runs are kept and an unfinished one continues from its last checkpoint.
+
+Before the walltime the scheduler warns the job with SIGTERM (Slurm ``--signal=B:TERM@120``,
+LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current run checkpoints
+(``--grace``), its ranks stop, and it is recorded as interrupted; the report is skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ def _walltime(text: str) -> tuple[int, int]:
     return hours, minutes
 
 
+WARNING_S = 120
+"""Seconds before the walltime at which the scheduler sends SIGTERM; ``--grace`` fits inside them."""
+
+
 def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: str | None = None,
            walltime: str = "02:00", account: str | None = None, queue: str | None = None) -> str:
     """The batch script for ``scenario_path`` (validated first; errors name the field)."""
@@ -36,14 +45,16 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
     out = results or f"results/{scenario.name}"
     launcher = "jsrun" if scheduler == "lsf" else "srun"
     suite = [opts.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
-    run_args = [*suite, "run", str(scenario_path), "--out", out, "--resume", "--quiet", "--launcher", launcher,
-                "--nodes", str(nodes), "--ranks-per-node", str(per_node), "--gpus-per-rank", str(opts.gpus_per_rank)]
+    run_args = [*suite, "run", str(scenario_path), "--out", out, "--resume", "--quiet", "--grace", str(WARNING_S // 2),
+                "--launcher", launcher, "--nodes", str(nodes), "--ranks-per-node", str(per_node),
+                "--gpus-per-rank", str(opts.gpus_per_rank)]
     if opts.cpus_per_rank:
         run_args += ["--cpus-per-rank", str(opts.cpus_per_rank)]
     name = scenario.name
     if scheduler == "lsf":
         header = [f"#BSUB -J {name}", f"#BSUB -nnodes {nodes}", f"#BSUB -W {hours:02d}:{minutes:02d}",
-                  f"#BSUB -o {name}.%J.out", f"#BSUB -e {name}.%J.err"]
+                  f"#BSUB -o {name}.%J.out", f"#BSUB -e {name}.%J.err",
+                  f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime"]
         if account:
             header.append(f"#BSUB -P {account}")
         if queue:
@@ -54,7 +65,8 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
                   "  # torch/deepspeed rendezvous")
     else:
         header = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={per_node}",
-                  f"#SBATCH --time={hours:02d}:{minutes:02d}:00", f"#SBATCH --output={name}.%j.out"]
+                  f"#SBATCH --time={hours:02d}:{minutes:02d}:00", f"#SBATCH --output={name}.%j.out",
+                  f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime"]
         if opts.gpus_per_rank:
             header.append(f"#SBATCH --gpus-per-task={opts.gpus_per_rank}")
         if opts.cpus_per_rank:
@@ -73,9 +85,19 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
         f"cd {shlex.quote(str(Path.cwd()))}",
         master,
         "export MASTER_PORT=${MASTER_PORT:-29500}",
-        shlex.join(run_args) + " || status=$?",
+        "# suite run in the background, so that the scheduler's SIGTERM reaches it at once",
+        "trap 'kill -TERM \"$runner\" 2>/dev/null' TERM INT",
+        shlex.join(run_args) + " &",
+        "runner=$!",
+        "status=0",
+        "wait \"$runner\" || status=$?",
+        "while kill -0 \"$runner\" 2>/dev/null; do wait \"$runner\" || status=$?; done  # a trapped signal ends the first wait early",
+        "if [ \"$status\" -eq 143 ] || [ \"$status\" -eq 130 ]; then",
+        "  echo \"stopped before the walltime; submit this script again to continue\" >&2",
+        "  exit \"$status\"",
+        "fi",
         shlex.join([*suite, "report", out]),
-        "exit ${status:-0}",
+        "exit \"$status\"",
         "",
     ]
     return "\n".join(lines)

@@ -4,7 +4,17 @@
 launcher and, unless ``--dry-run``, runs the commands one after another, each under a time
 limit, with its output in ``RUN_DIR/log.txt``. Whatever happens to the processes, the run ends
 with a ``result.json``: the worker's own, completed with the launcher's view (command, exit
-code, wall time), or a ``failed`` record built from the error files and the log.
+code, wall time), or a ``failed`` record whose error starts with one line naming the rank that
+failed first, its host and its exit code or signal (:mod:`suite.failures`), or an
+``interrupted`` one when ``suite run`` was stopped. Either names the checkpoint that
+``--resume`` continues from.
+
+When a launch ends (finished, failed, timed out or stopped) no process of it is left: the
+runner keeps a list of every process the launcher started (and of the ranks' own status
+files), and terminates, then kills, whatever outlives the launcher; it then removes the
+temporaries of writes that a killed rank left unfinished. Told to stop (a signal to ``suite
+run``), it first asks a run that checkpoints to save a checkpoint (``checkpoints/STOP``) and
+waits up to ``grace`` seconds for its ranks to exit.
 
 Launchers and what they start:
 
@@ -24,6 +34,7 @@ srun        ``srun -n P --ntasks-per-node K --gpus-per-task G ...``     all
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -35,9 +46,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import psutil
+
+from .checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, last_checkpoint
+from .failures import RANKS_DIR, first_failure, read_statuses, signal_name
 from .launchenv import node_cores, threads_per_rank
-from .results import RUN_FILE, read_record, update_record, write_record
+from .results import RECORD_FILE, RUN_FILE, read_record, update_record, write_record
 from .scenario import Run
 
 log = logging.getLogger(__name__)
@@ -175,6 +191,7 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
         cmd += ["--gpus-per-task", str(opts.gpus_per_rank)]
     if opts.cpus_per_rank:
         cmd += ["--cpus-per-task", str(opts.cpus_per_rank)]
+    cmd += ["--kill-on-bad-exit=1"]  # a rank that fails ends the step, as mpirun, horovodrun and torchrun do
     return cmd + opts.extra + _worker(opts, run_dir)
 
 
@@ -203,70 +220,219 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 
 def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int | None, wall_s: float,
-                    timed_out: bool = False, interrupted: bool = False) -> dict:
-    """Complete the worker's record with the launch, or write a failed one if it left none."""
+                    timed_out: bool = False, interrupted: str | None = None) -> dict:
+    """Complete the worker's record with the launch, or write a failed (or interrupted) one.
+
+    The error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``,
+    ``interrupted by SIGTERM after 12 s``, ...); the next say where the launcher's output is and
+    where ``--resume`` continues; ``checkpoint`` names that checkpoint (None: from step 0).
+    """
     launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
-    errors = sorted(run_dir.glob("error-rank*.txt"))
     if record is not None and record.get("status") == "ok" and exit_code == 0:
+        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
         return update_record(run_dir, **launch_fields)
+    log_path = run_dir / "log.txt"
+    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    statuses = read_statuses(run_dir)
+    failure, status, details = None, "failed", [f"launcher output: {log_path}"]
     if interrupted:
-        reason = f"interrupted after {wall_s:.0f} s; rerun with --resume to run it again"
+        status, reason = "interrupted", f"interrupted by {interrupted} after {wall_s:.0f} s"
     elif timed_out:
         reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
+    elif statuses and all(s["status"] in ("stopped", "trained") for s in statuses.values()) and \
+            any(s["status"] == "stopped" for s in statuses.values()):
+        status, reason = "interrupted", f"stopped on request ({CHECKPOINT_DIR}/{STOP_FILE}) after {wall_s:.0f} s"
+    elif (failure := first_failure(run_dir, log_text)) is not None:
+        reason = failure.line()
     elif record is not None and record.get("status") == "failed":
         reason = record["error"]
-    elif errors:
-        reason = errors[0].read_text().splitlines()[0]
     elif record is not None and exit_code not in (0, None):
-        reason = f"the worker wrote its record but a rank exited with code {exit_code}; see log.txt"
+        reason = f"the worker wrote its record but a rank exited with code {exit_code}"
     else:
-        reason = f"exited with code {exit_code} before writing a result; last lines of log.txt:\n{_tail(run_dir / 'log.txt')}"
-    failed = {**(record or {}), **run.identity(), "status": "failed", "error": reason, **launch_fields}
-    write_record(run_dir, failed)
-    return failed
+        reason = f"exited with code {exit_code} before writing a result"
+        details.append(f"last lines of log.txt:\n{_tail(log_path)}")
+    checkpoint = last_checkpoint(run_dir, run)
+    error = "\n".join([reason, describe(checkpoint), *details])
+    fields = {**(record or {}), **run.identity(), "status": status, "error": error, "checkpoint": checkpoint, **launch_fields}
+    if failure is not None:
+        fields["failure"] = failure.as_dict()
+    write_record(run_dir, fields)
+    return fields
 
 
-def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None = None, tick=None) -> dict:
+class _Launched:
+    """A launcher's process and every process it started, as seen while the run went on.
+
+    The launcher's descendants are listed about once a second, so that processes it moved to
+    sessions of their own (Horovod's) can still be stopped after their parents are gone; when
+    stopping, the ranks that wrote status files on this host are added.
+    """
+
+    def __init__(self, process: subprocess.Popen, run_dir: Path):
+        self.process, self.run_dir = process, run_dir
+        self.started = time.time()
+        self.known: dict[int, psutil.Process] = {}
+
+    def refresh(self) -> None:
+        """Add the launcher's descendants started since the last look."""
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                self.known.setdefault(child.pid, child)
+
+    def _add_ranks(self) -> None:
+        """Add the ranks of this launch that run on this host, by their status files."""
+        host = socket.gethostname()
+        for status in read_statuses(self.run_dir).values():
+            if status.get("host") == host and status["pid"] not in self.known:
+                with contextlib.suppress(psutil.Error):
+                    rank = psutil.Process(status["pid"])
+                    if rank.create_time() >= self.started - 1 and str(self.run_dir) in " ".join(rank.cmdline()):
+                        self.known[rank.pid] = rank
+
+    def alive(self) -> list[psutil.Process]:
+        """The known processes still running (the launcher itself aside)."""
+        running = []
+        for p in self.known.values():
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    running.append(p)
+        return running
+
+    def stop(self, wait: float = 10.0) -> int:
+        """Terminate the launcher's process group and every known process; kill what is left after ``wait``
+        seconds. Returns the launcher's exit code."""
+        self.refresh()
+        self._add_ranks()
+        procs = self.alive()
+        if procs and self.process.poll() is not None:
+            log.warning("%s: %d processes outlived the launcher (pids %s); stopping them", self.run_dir.name, len(procs),
+                        ", ".join(str(p.pid) for p in procs))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=wait)
+        _, left = psutil.wait_procs(procs, timeout=max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(left, timeout=5)
+        return self.process.wait()
+
+
+def _remove_temporaries(run_dir: Path) -> None:
+    """Remove what writers that were killed left half-written (``atomic_write``'s hidden temporaries)."""
+    for folder in (run_dir, run_dir / RANKS_DIR, run_dir / CHECKPOINT_DIR, run_dir / "partial"):
+        if folder.is_dir():
+            for path in folder.glob(".*"):
+                if path.is_file():
+                    path.unlink(missing_ok=True)
+
+
+def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry) -> int | None:
+    """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
+    when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
+    training already (its last checkpoint is written; nothing more to save)."""
+    (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
+    (run_dir / CHECKPOINT_DIR / STOP_FILE).write_text(f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
+    log.warning("%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not hurry():
+        statuses = read_statuses(run_dir)
+        if len(statuses) == procs and all(s["status"] == "trained" for s in statuses.values()):
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(timeout=1.0)
+    return None
+
+
+class Stop(BaseException):
+    """``suite run`` received a signal that stops it (SIGTERM, SIGINT)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+class SignalGuard:
+    """Within it, the first SIGTERM or SIGINT raises :class:`Stop` in the main thread; later ones only
+    cut a checkpoint's grace short (``hurry``), so that stopping the ranks is never interrupted."""
+
+    def __init__(self) -> None:
+        self.hurry = False
+        self._received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame) -> None:
+        if self._received is None:
+            self._received = signum
+            raise Stop(signum)
+        self.hurry = True
+
+    def __enter__(self) -> "SignalGuard":
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None = None, tick=None,
+           grace: float = 0.0, guard: SignalGuard | None = None) -> dict:
     """Run ``run`` to completion (or timeout) and return its final record.
 
-    ``tick(elapsed_seconds)`` is called about once a second while the run is going.
+    ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the
+    wait is interrupted (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace``
+    seconds to checkpoint and exit; then every process of the launch is stopped, the run is
+    recorded as ``interrupted``, and the exception goes on.
     """
     command = command_for(run, run_dir, opts)
-    for stale in [run_dir / "result.json", *run_dir.glob("error-rank*.txt")]:
+    for stale in (run_dir / RECORD_FILE, run_dir / CHECKPOINT_DIR / STOP_FILE):
         stale.unlink(missing_ok=True)
+    shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
     env = child_environment(run, opts)
     start = time.perf_counter()
-    timed_out = False
+    timed_out, interrupted = False, None
     with open(run_dir / "log.txt", "w") as logfile:
         logfile.write(f"$ {shlex.join(command)}\n")
         logfile.flush()
         process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        launched = _Launched(process, run_dir)
+        exit_code = None
         try:
-            exit_code = None
-            while exit_code is None:
+            while exit_code is None and not timed_out:
                 elapsed = time.perf_counter() - start
-                if timeout is not None and elapsed > timeout:
-                    raise subprocess.TimeoutExpired(command, timeout)
+                timed_out = timeout is not None and elapsed > timeout
                 try:
                     exit_code = process.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
+                    launched.refresh()
                     if tick is not None:
                         tick(elapsed)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                exit_code = process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                exit_code = process.wait()
-        except BaseException:  # Ctrl-C: stop the ranks too, and say so in the record
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            finalize_record(run, run_dir, command, None, time.perf_counter() - start, interrupted=True)
-            raise
-    return finalize_record(run, run_dir, command, exit_code, time.perf_counter() - start, timed_out)
+        except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
+            interrupted = error
+            if run.train.checkpoint_every and grace > 0:
+                exit_code = _stop_at_checkpoint(process, run_dir, run.procs, grace, lambda: guard is not None and guard.hurry)
+        if exit_code is None:
+            exit_code = launched.stop(wait=30 if timed_out else 10)
+        else:
+            launched.stop(wait=5)  # whatever outlived the launcher
+    _remove_temporaries(run_dir)
+    (run_dir / CHECKPOINT_DIR / STOP_FILE).unlink(missing_ok=True)
+    wall_s = time.perf_counter() - start
+    if interrupted is not None:
+        name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"
+        finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name)
+        raise interrupted
+    return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out)
 
 
 def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:

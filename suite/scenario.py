@@ -78,6 +78,16 @@ class ModelConfig:
 
 
 @dataclass
+class CheckpointEvery:
+    """How often a run saves its training state: one of the two."""
+
+    steps: int | None = None
+    """Every this many generator steps of each GAN (cellular: iterations)."""
+    minutes: float | None = None
+    """Every this many minutes of the training window, agreed by the ranks that train together."""
+
+
+@dataclass
 class TrainConfig:
     """Optimisation settings shared by all strategies."""
 
@@ -101,6 +111,9 @@ class TrainConfig:
     """Training-window seconds of every run, instead of epochs (still capped by ``steps``): equal-time comparisons."""
     stop_at_target: bool = False
     """End training when the generator first meets ``metrics.target`` (data_parallel, conditional)."""
+    checkpoint_every: CheckpointEvery | None = None
+    """Save every rank's training state this often, e.g. ``{minutes: 30}`` or ``{steps: 500}`` (off when omitted);
+    ``suite run --resume`` continues an unfinished run from its last checkpoint."""
 
 
 @dataclass
@@ -421,6 +434,7 @@ def _check(scenario: Scenario) -> None:
     if scenario.metrics.features not in ("auto", "inception", "classifier"):
         fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
     _check_budget_and_target(scenario, fail)
+    _check_checkpoints(scenario.train.checkpoint_every, fail)
     _check_cellular(scenario, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
@@ -474,6 +488,17 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
         if spec.strategy not in ("data_parallel", "conditional"):
             fail(path, f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
                        "its time to target is read from the quality curve instead")
+
+
+def _check_checkpoints(every: CheckpointEvery | None, fail) -> None:
+    if every is None:
+        return
+    if (every.steps is None) == (every.minutes is None):
+        fail("train.checkpoint_every", "give exactly one of steps or minutes, e.g. {minutes: 30} or {steps: 500}")
+    if every.steps is not None and every.steps < 1:
+        fail("train.checkpoint_every.steps", f"must be at least 1, got {every.steps}")
+    if every.minutes is not None and every.minutes <= 0:
+        fail("train.checkpoint_every.minutes", f"must be positive, got {every.minutes}")
 
 
 # Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).

@@ -17,6 +17,11 @@ What is measured, precisely:
   the device to report a step; and because they time the device's own stream, a collective
   that NCCL completes asynchronously is timed where the stream actually waits for it.
 * **images** counts images that went through a discriminator: real plus generated.
+* Time spent saving checkpoints is not training: the window's clock stops meanwhile and it is
+  counted apart (``checkpoint_s``). A run resumed from a checkpoint continues the clock, the
+  window's totals and the step-time statistics where the checkpoint left them, so its window is
+  the sum of the windows of its segments (time after the last checkpoint of an interrupted
+  segment is lost and not counted).
 * Step-time spread: every step's seconds go into a bounded reservoir (a uniform sample of the
   window's steps) for the median and 95th percentile; the mean and its 95 % confidence
   interval come from exact running sums (steps treated as independent draws).
@@ -133,6 +138,15 @@ class StepTimes:
 
     def as_dict(self) -> dict[str, Any]:
         return {"count": self.count, "mean": self.mean if self.count else None, "std": self.std, "sample": list(self.sample)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue these statistics exactly (sums, sample, the sampler's state)."""
+        return {"count": self.count, "mean": self.mean, "m2": self._m2, "sample": list(self.sample), "rng": self._rng.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`."""
+        self.count, self.mean, self._m2, self.sample = state["count"], state["mean"], state["m2"], list(state["sample"])
+        self._rng.setstate(state["rng"])
 
 
 def spread(step_dicts: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -271,6 +285,8 @@ class Telemetry:
         self.flops_per_step: int | None = None
         self.in_window = False
         self.paused_s = 0.0
+        self.checkpoint_s = 0.0
+        self._resumed: dict[str, Any] | None = None  # the checkpoint's clock and window traffic, until the window opens
         self._window_start: float | None = None
         self._warmup_start: float | None = None
         self._window_bytes0 = 0
@@ -288,11 +304,14 @@ class Telemetry:
         self.flush()
         self.comm.take_waits()  # waits of set-up (initial broadcasts) belong to no step
         if self._warmup_start is not None:
-            self.warmup["seconds"] = time.perf_counter() - self._warmup_start
-        self._window_bytes0 = self.comm.bytes
+            self.warmup["seconds"] += time.perf_counter() - self._warmup_start
+        resumed = self._resumed or {"clock_s": 0.0, "window_comm_bytes": 0}
+        self._window_bytes0 = self.comm.bytes - resumed["window_comm_bytes"]
         self.in_window = True
         self.sampler.start()
-        self._window_start = time.perf_counter()
+        # a resumed window's clock goes on from the checkpoint's
+        self._window_start = time.perf_counter() - resumed["clock_s"] - self.paused_s - self.checkpoint_s
+        self._resumed = None
 
     def training_done(self) -> None:
         """This rank made its last training step (before the barrier that closes the window)."""
@@ -312,7 +331,7 @@ class Telemetry:
         of quality-over-time curves)."""
         if self._window_start is None:
             return 0.0
-        return time.perf_counter() - self._window_start - self.paused_s
+        return time.perf_counter() - self._window_start - self.paused_s - self.checkpoint_s
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -322,6 +341,33 @@ class Telemetry:
             yield
         finally:
             self.paused_s += time.perf_counter() - start
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """Stop the window's clock while a checkpoint is saved, and count that time apart."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.checkpoint_s += time.perf_counter() - start
+
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's measurements so far, for a checkpoint (taken between window steps)."""
+        self.flush()
+        return {"clock_s": self.clock(), "steps": self.steps, "images": self.images, "warmup": dict(self.warmup),
+                "window": dict(self.window.__dict__), "step_times": self.step_times.state_dict(),
+                "flops_per_step": self.flops_per_step, "paused_s": self.paused_s, "checkpoint_s": self.checkpoint_s,
+                "comm_bytes": self.comm.bytes, "window_comm_bytes": self.comm.bytes - self._window_bytes0}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint's measurements (before the window opens): the window's clock,
+        totals, step times and traffic go on from where the checkpoint left them."""
+        self.steps, self.images, self.warmup = state["steps"], state["images"], dict(state["warmup"])
+        self.window = WindowTotals(**state["window"])
+        self.step_times.load_state_dict(state["step_times"])
+        self.flops_per_step, self.paused_s, self.checkpoint_s = state["flops_per_step"], state["paused_s"], state["checkpoint_s"]
+        self.comm.bytes += state["comm_bytes"]  # traffic of the earlier segments, on top of this one's set-up
+        self._resumed = {"clock_s": state["clock_s"], "window_comm_bytes": state["window_comm_bytes"]}
 
     # --- steps ---------------------------------------------------------------------------------------
     def begin_step(self) -> None:
@@ -401,6 +447,7 @@ class Telemetry:
             "images": self.images,
             "warmup": dict(self.warmup),
             "paused_s": self.paused_s,
+            "checkpoint_s": self.checkpoint_s,
             "window": {**w.__dict__},
             "step_times": self.step_times.as_dict(),
             "images_per_s": w.images / w.seconds if w.seconds > 0 and w.steps else None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -26,8 +26,12 @@ from .losses import gradient_penalty, get_loss
 from .models import build_pair
 from .scenario import Run
 from .seeding import derive_seed, torch_generator
+from .strategies.base import cpu_state
 from .syncbn import convert_sync_batchnorm
 from .telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpointer
 
 log = logging.getLogger(__name__)
 PROGRESS_POINTS = 10
@@ -106,6 +110,8 @@ class GanTrainer:
     evaluate:
         Called at every snapshot with the trainer when training should stop at a quality
         target; returns whether the target is met (only the group's first rank needs to know).
+    checkpointer:
+        Offered every step boundary of the window (see :mod:`suite.checkpoint`); None: no checkpoints.
     """
 
     def __init__(
@@ -121,8 +127,10 @@ class GanTrainer:
         max_steps: int | None = None,
         snapshot_points: int = 0,
         evaluate: Callable[["GanTrainer"], bool] | None = None,
+        checkpointer: Checkpointer | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
+        self.checkpointer = checkpointer
         self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
         self.loss = get_loss(run.loss)
         self.seed = run.train.seed
@@ -155,6 +163,8 @@ class GanTrainer:
         self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
         self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
         self._window_clock0 = 0.0
+        self._window_first_step: int | None = None  # the step at which this GAN's window opened
+        self.finished = False  # train() is over for this GAN
         self._epoch, self._batch = 0, 0  # the next batch
         self._batches: Any = None
         # losses summed on the device since the last progress point, and how many were summed
@@ -199,7 +209,8 @@ class GanTrainer:
         """The name (epoch, batch) and the data of the next batch of this rank."""
         if self._batches is None:
             # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
-            self._batches = self.data.batches(self._epoch_batches(self._epoch), self.run.dataset.workers)
+            # from the next batch of the epoch (not the first where a checkpoint resumed it)
+            self._batches = self.data.batches(self._epoch_batches(self._epoch)[self._batch :], self.run.dataset.workers)
         name = (self._epoch, self._batch)
         with self.telemetry.data():
             real, labels = next(self._batches)
@@ -300,6 +311,8 @@ class GanTrainer:
                     stop = self.engine.any_rank([reached], self.group)[0] or stop
         if (progress or stop) and self.group.rank == 0:
             self._progress()
+        if not stop and self.checkpointer is not None:
+            self.checkpointer.at_boundary(steps)
         return stop
 
     def _progress(self) -> None:
@@ -332,17 +345,72 @@ class GanTrainer:
         Snapshots (and progress lines) fall on evenly spaced steps of the window, or evenly
         spaced times up to the deadline.
         """
-        self._window_clock0 = start = self.telemetry.clock()
+        if self.finished:  # resumed after this GAN's training was over
+            return self.result
         self.deadline = deadline
-        window_steps = self.max_steps - self.result.steps
-        self._snapshot_steps = {self.result.steps + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
-        self._progress_steps = {self.result.steps + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
-        if deadline is not None:
-            span = deadline - start
-            self._times = {"snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
-                           "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)]}
+        if self._window_first_step is None:  # the window opens (a resumed GAN keeps the schedule it had)
+            self._window_first_step, self._window_clock0 = self.result.steps, self.telemetry.clock()
+            if deadline is not None:
+                start, span = self._window_clock0, deadline - self._window_clock0
+                self._times = {"snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
+                               "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)]}
+        first = self._window_first_step
+        window_steps = self.max_steps - first
+        self._snapshot_steps = {first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
+        self._progress_steps = {first + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
         while self.result.steps < self.max_steps:
             self.step()
             if self._between_steps():
                 break
+        self.finished = True
         return self.result
+
+    # --- checkpoints -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's part of the GAN's training state, for a checkpoint (CPU tensors).
+
+        The ranks of a group hold the same weights and optimizer states, so only the group's first
+        rank keeps them, under ``"shared"``, with the history and snapshots that only it records.
+        Every rank keeps its position in the data, its loss sums and its BatchNorm statistics
+        (buffers are per rank: each normalises its own shard), and its optimizer states where the
+        engine partitions them.
+        """
+        g, d = self.generator, self.discriminator
+        state: dict[str, Any] = {
+            "position": {"epoch": self._epoch, "batch": self._batch, "steps": self.result.steps,
+                         "warmup_steps": self.warmup_steps, "window_first_step": self._window_first_step,
+                         "window_clock0": self._window_clock0, "times": copy.deepcopy(self._times), "finished": self.finished},
+            "loss_sums": self._loss_sums.cpu().clone(), "loss_steps": list(self._loss_steps),
+            "buffers": {name: cpu_state(dict(r.network.named_buffers())) for name, r in (("G", g), ("D", d))},
+            "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if not r.shared_optimizer},
+        }
+        if self.group.rank == 0:
+            state["shared"] = {
+                "networks": {"G": cpu_state(g.network), "D": cpu_state(d.network)},
+                "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if r.shared_optimizer},
+                "history": copy.deepcopy(self.result.history),
+                "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in self.result.snapshots],
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], shared: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`: this rank's ``state`` and its group's first rank's ``shared`` part."""
+        device = self.engine.device
+        for name, replica in (("G", self.generator), ("D", self.discriminator)):
+            replica.network.load_state_dict(shared["networks"][name])
+            with torch.no_grad():  # this rank's own normalisation statistics
+                for key, buffer in replica.network.named_buffers():
+                    buffer.copy_(state["buffers"][name][key])
+            opt = shared["optimizers"][name] if replica.shared_optimizer else state["optimizers"][name]
+            replica.load_optimizer_state(opt)
+        position = state["position"]
+        self._epoch, self._batch, self._batches = position["epoch"], position["batch"], None
+        self.result.steps, self.warmup_steps = position["steps"], position["warmup_steps"]
+        self._window_first_step, self._window_clock0 = position["window_first_step"], position["window_clock0"]
+        self._times, self.finished = copy.deepcopy(position["times"]), position["finished"]
+        self._loss_sums = state["loss_sums"].to(device)
+        self._loss_steps = list(state["loss_steps"])
+        if self.group.rank == 0:
+            self.result.history = copy.deepcopy(shared["history"])
+            self.result.snapshots = [{**snap, "state": {k: v.to(device) for k, v in snap["state"].items()}}
+                                     for snap in shared["snapshots"]]

@@ -9,9 +9,17 @@ Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.worker res
 ``mpirun -np 4 python -m suite.worker ...``, ``torchrun --nproc_per_node 4 -m suite.worker ...``,
 ``jsrun -n 6 -a 1 -g 1 python -m suite.worker ...``.
 
-A failure on rank 0 is written into the record (status ``failed``, with the error); a failure
-elsewhere goes to ``RUN_DIR/error-rank<N>.txt``, which ``suite run`` folds into the record.
-The process exits non-zero so that the launcher stops the other ranks.
+Every rank keeps its status in ``RUN_DIR/ranks/rank<N>.json`` (host, pid; see
+:mod:`suite.failures`). A rank that raises writes its error and traceback there (rank 0 also
+into a ``failed`` record) and then aborts (:meth:`Engine.abort`: MPI_Abort on the MPI engine,
+an immediate exit elsewhere), so that the launcher stops the other ranks at once instead of
+leaving them blocked in a collective. With ``train.checkpoint_every`` the worker resumes from
+the run's latest checkpoint after set-up and saves checkpoints while training (see
+:mod:`suite.checkpoint`).
+
+Test hook: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
+after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
+itself SIGKILL. The tests use it to fail a rank at a known step; nothing else sets it.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import socket
 import sys
 import time
 import traceback
@@ -26,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from .failures import Failure, read_statuses, write_status
 from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
 from .scenario import Run
@@ -206,6 +218,48 @@ def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
             "ranks_per_node": launch.local_size, "oversubscribed": launch.local_size * threads > cores}
 
 
+def _fail_at_step(telemetry, rank: int) -> None:
+    """The test hook of the module docstring: make this rank fail after a given step."""
+    at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    end_step = telemetry.end_step
+
+    def failing_end_step(images: int) -> None:
+        end_step(images)
+        if telemetry.steps == int(at):
+            if os.environ.get("SUITE_TEST_FAIL_HOW") == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
+
+    telemetry.end_step = failing_end_step
+
+
+def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
+    """Write a failed rank's status (and rank 0's failed record); never raises (the disk may be full)."""
+    message = f"{type(error).__name__}: {error}"
+    log.error("%s (rank %d) failed: %s", base["run_id"], rank, message)
+    failure = Failure(rank, socket.gethostname(), 1, message=message)
+    try:
+        write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
+        if rank == 0:
+            write_record(run_dir, {**base, "status": "failed", "error": failure.line(), "failure": failure.as_dict(),
+                                   "traceback": traceback.format_exc()})
+    except OSError as write_error:
+        log.error("%s (rank %d): could not record the failure: %s", base["run_id"], rank, write_error)
+
+
+def _wait_for_stopped(run_dir: Path, procs: int, timeout: float = 30.0) -> None:
+    """After a stop checkpoint: wait (up to ``timeout``) until every rank stopped or finished training,
+    so that no rank's exit makes the launcher kill another in the middle of its checkpoint."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        statuses = read_statuses(run_dir)
+        if len(statuses) >= procs and all(s["status"] in ("stopped", "trained", "failed") for s in statuses.values()):
+            return
+        time.sleep(0.5)
+
+
 def execute(run: Run, run_dir: Path) -> int:
     """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
 
@@ -222,7 +276,9 @@ def execute(run: Run, run_dir: Path) -> int:
     torch.set_num_threads(threads)
     rank = launch.rank
     base = run.identity()
+    engine = None
     try:
+        write_status(run_dir, rank, "running")
         from . import strategies
         from .data import load_dataset
         from .engines import create_engine
@@ -240,17 +296,26 @@ def execute(run: Run, run_dir: Path) -> int:
         import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
 
         telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
+        _fail_at_step(telemetry, rank)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
+        checkpointer = strategy.checkpointer = Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
         strategy.setup()
+        resumed = None
+        if checkpointer is not None:
+            checkpointer.attach(strategy)
+            resumed = checkpointer.restore()
         engine.barrier()  # every rank measures its share of the machine at the same time
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
         telemetry.start_warmup()
-        strategy.warm_up()
+        if resumed is None:  # a resumed run is past its warm-up
+            strategy.warm_up()
         engine.timeline.synchronize()
         engine.barrier()
         telemetry.open_window()
         strategy.train()
+        if checkpointer is not None:
+            checkpointer.finish()
         telemetry.training_done()
         engine.barrier()
         telemetry.close_window()
@@ -261,6 +326,8 @@ def execute(run: Run, run_dir: Path) -> int:
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
             record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
+            if checkpointer is not None:
+                record.update(checkpointer.fields(per_rank))
             record["model_digest"] = outcome.bundle.digest()
             outcome.bundle.save(run_dir / GENERATOR_FILE)
             for name, bundle in outcome.extra_bundles.items():
@@ -271,16 +338,23 @@ def execute(run: Run, run_dir: Path) -> int:
             record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
             write_record(run_dir, record)
+            if checkpointer is not None:
+                checkpointer.clear()
             log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
         engine.shutdown()
         return 0
+    except StopRequested as stop:
+        log.info("%s (rank %d): %s", run.run_id, rank, stop)
+        write_status(run_dir, rank, "stopped", error=str(stop))
+        if engine.size > 1:
+            _wait_for_stopped(run_dir, run.procs)
+            engine.abort(STOPPED_EXIT_CODE)
+        return STOPPED_EXIT_CODE
     except Exception as error:
-        message = f"{type(error).__name__}: {error}"
-        log.error("%s (rank %d) failed: %s", run.run_id, rank, message)
-        if rank == 0:
-            write_record(run_dir, {**base, "status": "failed", "error": message, "traceback": traceback.format_exc()})
-        else:
-            (run_dir / f"error-rank{rank}.txt").write_text(f"{message}\n\n{traceback.format_exc()}")
+        _report_failure(run_dir, rank, base, error)
+        if engine is not None and engine.size > 1:  # the others may wait for this rank in a collective
+            logging.shutdown()
+            engine.abort(1)
         return 1
 
 

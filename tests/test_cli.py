@@ -1,5 +1,6 @@
 """The `suite` command: clear errors, dry runs, and failures recorded instead of lost."""
 
+import dataclasses
 import json
 
 import pytest
@@ -7,6 +8,7 @@ import yaml
 
 from conftest import run_scenario, tiny_scenario
 from suite.cli import main
+from suite.scenario import TrainConfig
 
 
 def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
@@ -14,7 +16,9 @@ def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
     path.write_text(yaml.safe_dump({"name": "bad", "train": {"epoch": 2}, "runs": [{"strategy": "data_parallel", "procs": [1]}]}))
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == f"error: {path}: train.epoch: unknown field; expected one of epochs, steps, batch_size, lr, betas, seed, warmup_steps, threads"
+    fields = ", ".join(f.name for f in dataclasses.fields(TrainConfig))
+    assert err.strip() == f"error: {path}: train.epoch: unknown field; expected one of {fields}"
+    assert fields.startswith("epochs, steps, batch_size")
 
 
 def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
@@ -120,5 +124,6 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         launch(run, run_dir, LaunchOptions())
     record = json.loads((run_dir / "result.json").read_text())
-    assert record["status"] == "failed" and record["error"].startswith("interrupted after")
-    assert record["run_id"] == run.run_id and record["exit_code"] is None
+    assert record["status"] == "interrupted" and record["error"].startswith("interrupted by SIGINT after")
+    assert "no checkpoint yet: --resume starts it again from step 0" in record["error"]
+    assert record["run_id"] == run.run_id and record["exit_code"] != 0  # the launcher was stopped

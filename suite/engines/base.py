@@ -57,6 +57,17 @@ class Replica:
         self.module: nn.Module = network
         self.optimizer = optimizer
 
+    shared_optimizer = True
+    """Whether the optimizer's state is the same on every rank of the group (not so where it is partitioned)."""
+
+    def optimizer_state(self) -> dict:
+        """The optimizer's state, for a checkpoint."""
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: dict) -> None:
+        """Restore :meth:`optimizer_state` (after the network's weights)."""
+        self.optimizer.load_state_dict(state)
+
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -202,3 +213,11 @@ class Engine(ABC):
     def barrier(self) -> None:
         """Wait until every rank gets here (not counted as communication)."""
         self.allgather_object(None)
+
+    def abort(self, code: int = 1) -> None:
+        """End this process at once after a failure, skipping clean-up that would wait for the other ranks.
+
+        The launcher sees the exit and stops the other ranks; engines whose library can end the
+        whole job itself (MPI) do so.
+        """
+        os._exit(code)

@@ -54,6 +54,16 @@ class DeepSpeedReplica(Replica):
             **(engine.extra_config or {}),
         }
         self.module, self.optimizer, _, _ = deepspeed.initialize(model=network, optimizer=optimizer, config=config)
+        self.rank, self.zero_stage = group.rank, engine.zero_stage
+        self.shared_optimizer = engine.zero_stage == 0  # ZeRO partitions the optimizer state over the ranks
+
+    def load_optimizer_state(self, state: dict) -> None:
+        if self.zero_stage == 0:  # the run's own Adam
+            return super().load_optimizer_state(state)
+        # ZeRO: this rank's partition, and its fp32 master weights exactly as saved
+        partitions = [None] * (self.rank + 1)
+        partitions[self.rank] = state
+        self.optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
 
     def zero_grad(self) -> None:
         self.module.zero_grad()

@@ -87,4 +87,6 @@ class HorovodEngine(Engine):
         self.hvd.allreduce_(votes, op=self.hvd.Max, process_set=group.handle)
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        return self.hvd.allgather_object(obj)
+        # one name on every rank: Horovod names it by the object's type otherwise, and ranks handing
+        # different types (a plan on rank 0, None elsewhere) would wait for each other for ever
+        return self.hvd.allgather_object(obj, name="suite.object")

@@ -78,6 +78,10 @@ class MPIEngine(Engine):
     def shutdown(self) -> None:
         self.world_comm.Barrier()
 
+    def abort(self, code: int = 1) -> None:
+        # MPI: MPI_Abort ends every rank of the job, under any launcher (mpirun, srun, jsrun)
+        self.world_comm.Abort(code)
+
     def split(self, groups: list[list[int]]) -> Group:
         index = next(i for i, ranks in enumerate(groups) if self.rank in ranks)
         ranks = groups[index]

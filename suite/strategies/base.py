@@ -6,7 +6,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -33,7 +33,14 @@ class Outcome:
 
 
 class Strategy(ABC):
-    """One rank's part of a training strategy, in the phases the worker times apart."""
+    """One rank's part of a training strategy, in the phases the worker times apart.
+
+    Between window steps a strategy offers its :attr:`checkpointer` (set by the worker before
+    :meth:`setup` when the run checkpoints) a boundary; :meth:`checkpoint` and :meth:`restore`
+    are this rank's training state and its return from a checkpoint.
+    """
+
+    checkpointer = None  # a suite.checkpoint.Checkpointer, or None: no checkpoints
 
     def __init__(self, run: Run, engine, data: ImageData, telemetry, scratch: Path):
         self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
@@ -53,6 +60,19 @@ class Strategy(ABC):
     @abstractmethod
     def finalize(self) -> Outcome:
         """Gather, hand off and package the trained model (complete on rank 0)."""
+
+    def peers(self):
+        """The group of ranks that communicate with this one while training: they resume from the same checkpoint."""
+        return self.engine.world()
+
+    @abstractmethod
+    def checkpoint(self) -> dict[str, Any]:
+        """This rank's training state between two window steps (CPU tensors), with ``"steps"``:
+        the generator steps (cellular: iterations) made so far."""
+
+    @abstractmethod
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
+        """Continue from a checkpoint, after :meth:`setup`; ``load(rank)`` is any rank's :meth:`checkpoint` of it."""
 
 
 def cpu_state(module_or_state) -> dict[str, torch.Tensor]:

@@ -37,6 +37,7 @@ papers and from Lipizzaner's code.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 import random
@@ -224,6 +225,13 @@ class Genomes:
                 nets, opts, lrs = cell.side(kind)
                 parts.append(self.layouts[kind].pack(nets[s], opts[s], lrs[s]))
         return torch.cat(parts)
+
+    def unpack(self, vector: torch.Tensor, cell: CellState) -> None:
+        """Load a cell vector (:meth:`pack`) into the cell's networks, optimisers and learning rates."""
+        for s in range(self.population):
+            for kind in ("g", "d"):
+                nets, opts, lrs = cell.side(kind)
+                lrs[s] = self.layouts[kind].load(self.part(vector, s, kind), nets[s], opts[s])
 
     def networks(self, index: int, vector: torch.Tensor, slot: int) -> tuple[nn.Module, nn.Module]:
         """Load the networks of ``slot`` of a cell vector into pool entry ``index``; return (G, D)."""
@@ -582,6 +590,7 @@ class CellularStrategy(Strategy):
         self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
         self.next_iteration = 0
         self.snapshots: list[dict] = []
+        self.window: dict | None = None  # the window's first iteration and the snapshot times still to come
 
     def _iterate(self) -> None:
         """One coevolution iteration as one telemetry step."""
@@ -607,14 +616,18 @@ class CellularStrategy(Strategy):
         strategy's model.
         """
         run, strategy, telemetry = self.run, self.cellular, self.telemetry
-        strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
         budget, points = run.train.budget_s, run.metrics.curve_points
-        first = self.next_iteration
+        if self.window is None:  # the window opens (a resumed run continues the saved one)
+            strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
+            times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget else []
+            self.window = {"first": self.next_iteration, "times": times, "finished": False}
+        if self.window["finished"]:  # resumed after training was over
+            return
+        first, times = self.window["first"], self.window["times"]
         if budget is None:
             due = {first + k for k in evenly_spaced_steps(strategy.iterations - first, points)}
             last = strategy.iterations
         else:
-            times = [budget * (k + 1) / max(1, points) for k in range(points)]
             last = run.cellular.iterations or UNLIMITED
         while self.next_iteration < last:
             self._iterate()
@@ -630,11 +643,33 @@ class CellularStrategy(Strategy):
                 self._take_snapshot()
             if stop:
                 break
+            if self.checkpointer is not None:
+                self.checkpointer.at_boundary(self.next_iteration)
+        self.window["finished"] = True
 
     def _take_snapshot(self) -> None:
         self.snapshots.append({"iteration": self.next_iteration, "clock_s": self.telemetry.clock(),
                                "cells": {c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(),
                                              "score": cell.mixture_score} for c, cell in self.cellular.cells.items()}})
+
+    def checkpoint(self) -> dict:
+        """This rank's cells (individuals with Adam states and learning rates, mixtures, histories),
+        the iteration to come, the window's schedule, phase times and snapshots. Every draw of an
+        iteration is named by (seed, cell, iteration): no random state needs keeping."""
+        strategy = self.cellular
+        return {"steps": self.next_iteration, "next_iteration": self.next_iteration, "window": copy.deepcopy(self.window),
+                "phase_s": dict(strategy.phase_s), "snapshots": self.snapshots,
+                "cells": {c: {"vector": strategy.genomes.pack(cell), "mixture": cell.mixture.copy(), "mixture_score": cell.mixture_score,
+                              "history": copy.deepcopy(cell.history)} for c, cell in strategy.cells.items()}}
+
+    def restore(self, load) -> None:
+        state, strategy = load(self.engine.rank), self.cellular
+        for c, saved in state["cells"].items():
+            cell = strategy.cells[c]
+            strategy.genomes.unpack(saved["vector"], cell)
+            cell.mixture, cell.mixture_score, cell.history = saved["mixture"].copy(), saved["mixture_score"], copy.deepcopy(saved["history"])
+        self.next_iteration, self.window = state["next_iteration"], copy.deepcopy(state["window"])
+        strategy.phase_s, self.snapshots = dict(state["phase_s"]), state["snapshots"]
 
     def finalize(self) -> Outcome:
         run, engine, strategy = self.run, self.engine, self.cellular

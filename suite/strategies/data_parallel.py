@@ -32,7 +32,8 @@ class DataParallel(Strategy):
                 self.reference = Reference.for_run(run, self.engine.device)
                 self.networks = self.reference.networks()  # built (and cached) before the window opens
         self.trainer = GanTrainer(run, self.engine, group, self.data, "all", self.conditional, self.global_batch,
-                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points, evaluate=evaluate)
+                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points, evaluate=evaluate,
+                                  checkpointer=self.checkpointer)
 
     def _bundle(self, state):
         return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
@@ -51,6 +52,14 @@ class DataParallel(Strategy):
 
     def warm_up(self) -> None:
         self.trainer.warm_up(self.run.train.warmup_steps)
+
+    def checkpoint(self) -> dict:
+        return {"steps": self.trainer.result.steps, "trainer": self.trainer.state_dict(), "scored_curve": list(self.scored_curve)}
+
+    def restore(self, load) -> None:
+        mine = load(self.engine.rank)
+        self.trainer.load_state_dict(mine["trainer"], load(0)["trainer"]["shared"])
+        self.scored_curve = list(mine["scored_curve"])
 
     def train(self) -> None:
         self.trainer.train(deadline=self.run.train.budget_s)

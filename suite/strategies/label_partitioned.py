@@ -70,20 +70,36 @@ class LabelPartitioned(Strategy):
         self.group = engine.split([ranks for ranks, _ in self.plan])
         self.trainers = [
             GanTrainer(run, engine, self.group, self.data.of_class(label), f"class{label}", False, run.train.batch_size,
-                       self.telemetry, snapshot_points=run.metrics.curve_points)
+                       self.telemetry, snapshot_points=run.metrics.curve_points, checkpointer=self.checkpointer)
             for label in self.plan[self.group.index][1]
         ]
+        self.window_opened = False
 
     def warm_up(self) -> None:
         for trainer in self.trainers:
             trainer.warm_up(self.run.train.warmup_steps)
 
     def train(self) -> None:
-        for trainer in self.trainers:  # what each class's generator is while the others train first
-            trainer.take_snapshot()
+        if not self.window_opened:  # what each class's generator is while the others train first
+            for trainer in self.trainers:
+                trainer.take_snapshot()
+            self.window_opened = True
         budget = self.run.train.budget_s
         for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
             trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
+
+    def peers(self):
+        return self.group  # class groups train independently: each resumes on its own
+
+    def checkpoint(self) -> dict:
+        return {"steps": sum(t.result.steps for t in self.trainers), "window_opened": self.window_opened,
+                "trainers": [t.state_dict() for t in self.trainers]}
+
+    def restore(self, load) -> None:
+        mine, first = load(self.engine.rank), load(self.group.ranks[0])
+        for trainer, state, leader in zip(self.trainers, mine["trainers"], first["trainers"]):
+            trainer.load_state_dict(state, leader["shared"])
+        self.window_opened = mine["window_opened"]
 
     def finalize(self) -> Outcome:
         run, engine, data, scratch, plan = self.run, self.engine, self.data, self.scratch, self.plan

@@ -1,0 +1,414 @@
+"""Runs that survive what clusters do to them: checkpoints and resume, dead and raising ranks,
+signals to `suite run`, and the results folder's lock and room.
+
+The real runs fail a rank at a known step with the worker's test hook (``SUITE_TEST_FAIL_AT_STEP``,
+``SUITE_TEST_FAIL_RANK``, ``SUITE_TEST_FAIL_HOW=kill``: the rank sends itself SIGKILL) and run
+`suite run` as a subprocess, as a user or a scheduler would.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+
+from conftest import REPO, run_scenario, tiny_scenario
+from suite.checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, fingerprint, remove_stale, resume_plan
+from suite.cli import main
+from suite.failures import Failure, first_failure, launcher_failure, write_status
+from suite.lock import LOCK_FILE, ResultsLock
+from suite.results import read_record
+from suite.scenario import ScenarioError, expand, parse_scenario
+from suite.telemetry import CommStats, Telemetry
+
+HOST = socket.gethostname()
+
+
+# --- the schema -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("every, error", [
+    ({}, "train.checkpoint_every: give exactly one of steps or minutes"),
+    ({"steps": 5, "minutes": 1}, "train.checkpoint_every: give exactly one of steps or minutes"),
+    ({"steps": 0}, "train.checkpoint_every.steps: must be at least 1, got 0"),
+    ({"minutes": -1}, "train.checkpoint_every.minutes: must be positive, got -1.0"),
+    ({"hours": 1}, "train.checkpoint_every.hours: unknown field; expected one of steps, minutes"),
+])
+def test_checkpoint_every_is_validated(every, error):
+    with pytest.raises(ScenarioError, match=error.replace(".", r"\.")):
+        parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "procs": [1]}], train={"checkpoint_every": every}))
+
+
+# --- checkpoint state, in one process ---------------------------------------------------------------------------
+
+
+class Interrupt(Exception):
+    pass
+
+
+class Capture:
+    """A checkpointer that keeps the trainer's and the telemetry's state at one step and stops training there."""
+
+    def __init__(self, trainer, telemetry, at: int):
+        self.trainer, self.telemetry, self.at, self.state = trainer, telemetry, at, None
+
+    def at_boundary(self, steps):
+        if steps == self.at:
+            self.state = (self.trainer.state_dict(), self.telemetry.state_dict())
+            raise Interrupt
+
+
+def generator_tensors(trainer):
+    return {k: v.clone() for k, v in trainer.generator.network.state_dict().items()}
+
+
+def test_a_trainer_resumed_from_its_state_makes_the_same_steps():
+    from test_training import make_trainer
+
+    whole, telemetry = make_trainer(steps=7, points=3, warmup=1)
+    whole.warm_up(1)
+    telemetry.open_window()
+    whole.train()
+
+    first, telemetry = make_trainer(steps=7, points=3, warmup=1)
+    first.checkpointer = Capture(first, telemetry, at=4)
+    first.warm_up(1)
+    telemetry.open_window()
+    with pytest.raises(Interrupt):
+        first.train()
+    state, measured = first.checkpointer.state
+
+    resumed, telemetry = make_trainer(steps=7, points=3, warmup=1)
+    resumed.load_state_dict(state, state["shared"])
+    telemetry.load_state_dict(measured)
+    telemetry.open_window()
+    assert telemetry.clock() >= measured["clock_s"]  # the window's clock goes on
+    resumed.train()
+    a, b = generator_tensors(whole), generator_tensors(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # bitwise
+    assert [h["g_loss"] for h in whole.result.history] == [h["g_loss"] for h in resumed.result.history]
+    assert [s["step"] for s in whole.result.snapshots] == [s["step"] for s in resumed.result.snapshots] == [3, 5, 7]
+    assert telemetry.steps == 7 and resumed.finished
+
+
+def test_telemetry_continues_its_window_and_traffic():
+    comm = CommStats()
+    first = Telemetry(torch.device("cpu"), comm)
+    comm.add(100, 2)  # set-up traffic
+    first.open_window()
+    for _ in range(3):
+        first.begin_step()
+        comm.add(10, 2)
+        first.end_step(images=4)
+    state = first.state_dict()
+    comm2 = CommStats()
+    second = Telemetry(torch.device("cpu"), comm2)
+    comm2.add(100, 2)  # the resumed segment's own set-up
+    second.load_state_dict(state)
+    second.open_window()
+    second.begin_step()
+    comm2.add(10, 2)
+    second.end_step(images=4)
+    second.training_done()
+    second.close_window()
+    assert second.window.steps == 4 and second.window.images == 16 and second.step_times.count == 4
+    assert second.window.comm_bytes == 40  # the window's traffic over both segments
+    assert comm2.bytes - second.window.comm_bytes == 200  # both set-ups, outside the window
+    assert second.window.seconds >= state["clock_s"]
+
+
+# --- which checkpoint a run resumes from ------------------------------------------------------------------------
+
+
+def _mark(folder: Path, run, rank: int, index: int, group: list[int], fp: str | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{index:06d}-rank{rank}.pt").write_bytes(b"state")
+    meta = {"index": index, "rank": rank, "group": group, "steps": 2 * index, "clock_s": 1.5 * index, "done": False,
+            "fingerprint": fp or fingerprint(run)}
+    (folder / f"{index:06d}-rank{rank}.json").write_text(json.dumps(meta))
+
+
+def test_each_group_resumes_from_the_latest_checkpoint_all_its_ranks_wrote(tmp_path):
+    run = expand(parse_scenario(tiny_scenario("s", [{"strategy": "label_partitioned", "engine": "mpi", "procs": [4]}])))[0]
+    folder = tmp_path / CHECKPOINT_DIR
+    for index in (1, 2):  # ranks 0 and 1 train together; rank 1 died before writing its third checkpoint
+        _mark(folder, run, 0, index, [0, 1])
+        _mark(folder, run, 1, index, [0, 1])
+    _mark(folder, run, 0, 3, [0, 1])
+    (folder / "000003-rank1.pt").write_bytes(b"no description: never finished")
+    _mark(folder, run, 2, 5, [2])  # rank 2 trains alone, further on
+    _mark(folder, run, 3, 1, [3], fp="other settings")
+    (folder / ".000004-rank2.pt.abc.pt").write_bytes(b"half written")
+    (folder / STOP_FILE).write_text("stop")
+    plan = resume_plan(tmp_path, run)
+    assert plan == {0: 2, 1: 2, 2: 5, 3: None}
+    remove_stale(tmp_path, plan)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [f"00000{i}-rank{r}.{s}" for i in (1, 2) for r in (0, 1) for s in ("pt", "json")] + ["000005-rank2.pt", "000005-rank2.json"])
+    assert describe(None) == "no checkpoint yet: --resume starts it again from step 0"
+
+
+# --- what ended a run, in one line ------------------------------------------------------------------------------
+
+LAUNCHER_OUTPUT = {
+    "openmpi-signal": ("prterun noticed that process rank 1 with PID 8662 on node node3 exited on\nsignal 9 (Killed).",
+                       "rank 1 on node3 was killed by SIGKILL"),
+    "openmpi-exit": ("thus causing the job to be terminated. The first process to do so was:\n\n   Process name: [prterun-vm-14697@1,1]\n"
+                     "   Exit code:    1\n", "rank 1 exited with code 1"),
+    "openmpi-abort": ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\n  Proc: [[6469,1],2]\n  Errorcode: 1\n",
+                      "rank 2 exited with code 1"),
+    "horovodrun": ("[1]<stderr>:Killed\nProcess 1 exit with status code 137.\nTerminating remaining workers after failure of Process 1.\n"
+                   "Process 0 exit with status code 1.", "rank 1 was killed by SIGKILL"),
+    "torchrun": ("Failures:\n[1]:\n  time      : 2026-11-22_02:54:38\n  host      : localhost\n  rank      : 0 (local_rank: 0)\n"
+                 "  exitcode  : -15 (pid: 8603)\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-11-22_02:54:38\n"
+                 "  host      : node2\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 8604)  (SIGKILL)\n",
+                 "rank 1 on node2 was killed by SIGKILL"),
+    "srun": ("srun: error: nid0007: task 3: Segmentation fault\nsrun: error: nid0007: task 2: Exited with exit code 1",
+             "rank 3 on nid0007 was killed by SIGSEGV"),
+}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHER_OUTPUT)
+def test_the_first_failed_rank_is_read_from_each_launchers_output(launcher):
+    text, line = LAUNCHER_OUTPUT[launcher]
+    assert launcher_failure(text).line() == line
+
+
+def test_status_files_name_the_host_and_the_exception(tmp_path):
+    write_status(tmp_path, 1, "failed", error="ValueError: bad batch", traceback="...")
+    write_status(tmp_path, 0, "running")
+    torchrun = LAUNCHER_OUTPUT["torchrun"][0].replace("-9 (pid: 8604)  (SIGKILL)", "1 (pid: 8604)").replace("node2", "localhost")
+    assert first_failure(tmp_path, torchrun).line() == f"rank 1 on {HOST} exited with code 1: ValueError: bad batch"
+    assert first_failure(tmp_path, "").line() == f"rank 1 on {HOST} exited with code 1: ValueError: bad batch"
+    assert Failure(None, None, None, 6).line() == "a rank was killed by SIGABRT"
+
+
+# --- the results folder -----------------------------------------------------------------------------------------
+
+
+def _scenario_file(tmp_path) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))
+    return path
+
+
+def test_a_second_suite_run_on_a_locked_folder_is_refused(tmp_path, capsys):
+    path, out = _scenario_file(tmp_path), tmp_path / "results"
+    with ResultsLock(out):
+        assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert f"{out} is in use by suite run (pid {os.getpid()} on {HOST}, since " in err and "choose another --out" in err
+        assert not list(out.glob("*/run.json"))  # nothing written
+    assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 0  # released
+    assert (out / LOCK_FILE).read_text() == ""  # an unlocked lock file names no holder
+
+
+def test_a_stale_lock_is_taken_over(tmp_path, caplog):
+    path, out = _scenario_file(tmp_path), tmp_path / "results"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    out.mkdir()
+    (out / LOCK_FILE).write_text(json.dumps({"host": HOST, "pid": gone.pid, "started": "yesterday", "command": "suite run s.yaml"}))
+    assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 0
+    assert f"taking over the lock of suite run (pid {gone.pid} on {HOST}, since yesterday" in caplog.text
+
+
+def test_a_full_or_unwritable_folder_is_refused_before_the_first_run(tmp_path, capsys, monkeypatch):
+    import collections
+    import errno
+
+    path, out = _scenario_file(tmp_path), tmp_path / "results"
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr("suite.lock.shutil.disk_usage", lambda folder: usage(2**30, 2**30 - 50 * 2**20, 50 * 2**20))
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} has 50 MB free, but these 1 runs need about" in err and "MB of checkpoints" in err
+    assert not list(out.glob("*/log.txt"))  # nothing was launched
+
+    def read_only(**kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr("suite.lock.tempfile.NamedTemporaryFile", read_only)
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    assert f"{out} is not writable (Read-only file system)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scheduler, warning", [("slurm", "#SBATCH --signal=B:TERM@120"), ("lsf", "#BSUB -wa TERM -wt 2")])
+def test_job_scripts_resume_and_pass_the_walltime_warning_to_suite_run(tmp_path, scheduler, warning):
+    out = tmp_path / "job.sh"
+    assert main(["jobscript", str(REPO / "scenarios" / "mnist-weak.yaml"), "--scheduler", scheduler, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert warning in text and "--resume" in text and "--grace 60" in text
+    assert "trap 'kill -TERM \"$runner\" 2>/dev/null' TERM INT" in text
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+
+
+# --- real runs: a rank dies, a rank raises, the run resumes -------------------------------------------------------
+
+RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "mpi", "deepspeed")] + [
+    {"strategy": "label_partitioned", "engine": "mpi", "procs": [2]},
+    {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [2]},
+]
+# 6 generator steps (cellular: 4 iterations), the first a warm-up step, a checkpoint every 2
+SCENARIO = tiny_scenario("reliability", RUNS, dataset={"classes": [0, 1, 2]},
+                         train={"steps": 6, "epochs": 2, "batch_size": 16, "threads": 1, "checkpoint_every": {"steps": 2}},
+                         cellular={"iterations": 4, "batches_per_iteration": 1, "fitness_samples": 40, "mixture_samples": 40})
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Every run of SCENARIO without interruption: the generators a resumed run must reproduce."""
+    code, records = run_scenario(tmp_path_factory.mktemp("uninterrupted"), SCENARIO)
+    assert code == 0, {k: r.get("error") for k, r in records.items()}
+    return records
+
+
+def survivors(run_dir: Path) -> list[int]:
+    """Processes whose command line names the run folder."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if str(run_dir) in " ".join(p.info["cmdline"] or []):
+            found.append(p.pid)
+    return found
+
+
+def suite_run(tmp_path: Path, scenario: dict, *extra: str, **env: str) -> subprocess.Popen:
+    """`suite run` on ``scenario`` as a subprocess (into tmp_path/results), with ``env`` added."""
+    path = tmp_path / f"{scenario['name']}.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
+    return subprocess.Popen([sys.executable, "-m", "suite", "run", str(path), "--out", str(tmp_path / "results"), "-q",
+                             "--timeout", "600", *extra], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _ended(status: dict) -> float | None:
+    """When a rank ended: its failure's time, or now if its process is gone."""
+    if status["status"] == "failed":
+        return status["time"]
+    try:
+        if psutil.Process(status["pid"]).status() != psutil.STATUS_ZOMBIE:
+            return None
+    except psutil.NoSuchProcess:
+        pass
+    return time.time()
+
+
+def watched(proc: subprocess.Popen, run_dir: Path, rank: int = 1) -> tuple[int, dict, float | None]:
+    """Wait for `suite run`: (exit code, the run's record, seconds from ``rank``'s end to the record)."""
+    from suite.failures import read_statuses
+
+    ended = None
+    while proc.poll() is None:
+        status = read_statuses(run_dir).get(rank)
+        if ended is None and status is not None:
+            ended = _ended(status)
+        time.sleep(0.2)
+    output = proc.stdout.read()
+    record = read_record(run_dir)
+    assert record is not None, output
+    return proc.returncode, record, ((run_dir / "result.json").stat().st_mtime - ended) if ended else None
+
+
+def assert_same_model(record: dict, reference: dict) -> None:
+    assert record["status"] == "ok", record.get("error")
+    assert record["model_digest"] == reference["model_digest"]  # bitwise the same generators (and mixture weights)
+    assert record["telemetry"]["timed_steps"] == reference["telemetry"]["timed_steps"]  # the window's steps of all segments
+    assert record["checkpoint_s"] > 0
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("engine", ["horovod", "torch", "mpi"])
+def test_a_killed_rank_and_a_raising_rank_end_the_run_and_resuming_gives_the_same_generator(uninterrupted, tmp_path, engine):
+    run_id = f"data_parallel-bce-{engine}-p2-r0"
+    run_dir = tmp_path / "results" / run_id
+    # rank 1 is killed after step 3, a step after the first checkpoint
+    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3",
+                                              SUITE_TEST_FAIL_HOW="kill"), run_dir)
+    lines = record["error"].splitlines()
+    assert code == 1 and record["status"] == "failed"
+    assert lines[0] == f"rank 1 on {HOST} was killed by SIGKILL"
+    assert lines[1].startswith("--resume continues from checkpoint 1 (step 2, ") and lines[2] == f"launcher output: {run_dir / 'log.txt'}"
+    assert record["failure"] == {"rank": 1, "host": HOST, "exit_code": None, "signal": "SIGKILL", "message": None}
+    assert seconds is not None and seconds < 30
+    assert not survivors(run_dir)
+    # resumed; rank 1 raises after step 5, a step after the resumed run's checkpoint
+    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume", SUITE_TEST_FAIL_AT_STEP="5"), run_dir)
+    assert code == 1 and record["error"].splitlines()[0] == (
+        f"rank 1 on {HOST} exited with code 1: RuntimeError: injected failure after step 5 (SUITE_TEST_FAIL_AT_STEP)")
+    assert record["checkpoint"]["index"] == 2 and record["checkpoint"]["steps"] == 4
+    assert seconds is not None and seconds < 30
+    assert not survivors(run_dir)
+    # resumed again, to the end: the uninterrupted run's generator, bit for bit
+    code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume"), run_dir)
+    reference = uninterrupted[run_id]
+    assert code == 0
+    assert_same_model(record, reference)
+    assert [h["g_loss"] for h in record["history"]] == [h["g_loss"] for h in reference["history"]]
+    assert record["resumed_from"]["step"] == 4 and [s["from_step"] for s in record["segments"]] == [0, 2, 4]
+    assert 0 < record["train_s"] and not (run_dir / CHECKPOINT_DIR).exists() and not (run_dir / "ranks").exists()
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("run_id, how", [("data_parallel-bce-deepspeed-p2-r0", "raise"), ("label_partitioned-bce-mpi-p2-r0", "raise"),
+                                         ("cellular-mustangs-mpi-p2-g2x2-r0", "kill")])
+def test_deepspeed_label_partitioned_and_cellular_runs_resume_to_the_same_generator(uninterrupted, tmp_path, run_id, how):
+    run_dir = tmp_path / "results" / run_id
+    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3",
+                                              SUITE_TEST_FAIL_HOW=how), run_dir)
+    expected = "was killed by SIGKILL" if how == "kill" else "exited with code 1: RuntimeError: injected failure after step 3"
+    assert code == 1 and record["error"].splitlines()[0].startswith(f"rank 1 on {HOST} {expected}")
+    assert record["checkpoint"] is not None and seconds is not None and seconds < 30
+    assert not survivors(run_dir)
+    code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume"), run_dir)
+    assert code == 0 and len(record["segments"]) == 2
+    assert_same_model(record, uninterrupted[run_id])
+
+
+# --- real runs: signals to suite run -------------------------------------------------------------------------------
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize("engine, signum, checkpoints", [("horovod", signal.SIGTERM, True), ("torch", signal.SIGINT, False)])
+def test_a_signal_to_suite_run_stops_every_process_and_records_the_run(tmp_path, engine, signum, checkpoints):
+    train = {"steps": 30, "checkpoint_every": {"steps": 5}} if checkpoints else {"steps": 1000}
+    scenario = tiny_scenario("signals", [{"strategy": "data_parallel", "engine": engine, "procs": [2]}], train=train)
+    run_dir = tmp_path / "results" / f"data_parallel-bce-{engine}-p2-r0"
+    proc = suite_run(tmp_path, scenario, "--grace", "30")
+    if checkpoints:  # training: the first checkpoint is written
+        _wait_for(lambda: list((run_dir / CHECKPOINT_DIR).glob("*.json")), proc)
+    else:  # both ranks started
+        _wait_for(lambda: len(list((run_dir / "ranks").glob("rank*.json"))) == 2, proc)
+    assert survivors(run_dir)
+    proc.send_signal(signum)
+    code = proc.wait(timeout=120)
+    record = read_record(run_dir)
+    assert code == 128 + signum
+    assert not survivors(run_dir)  # no rank, launcher or helper outlives the runner
+    assert record["status"] == "interrupted" and record["error"].startswith(f"interrupted by {signal.Signals(signum).name} after ")
+    assert not [p for p in run_dir.rglob(".*")]  # no temporaries of unfinished writes
+    assert (tmp_path / "results" / LOCK_FILE).read_text() == ""
+    if not checkpoints:
+        assert record["checkpoint"] is None and "no checkpoint yet: --resume starts it again from step 0" in record["error"]
+        return
+    stopped = record["checkpoint"]  # the checkpoint the ranks saved when asked to stop, after the periodic ones
+    assert stopped["index"] >= 2 and f"--resume continues from checkpoint {stopped['index']}" in record["error"]
+    code, records = run_scenario(tmp_path, scenario, "--resume")
+    resumed = records[run_dir.name]
+    assert code == 0 and resumed["status"] == "ok" and resumed["resumed_from"]["step"] == stopped["steps"]
+    assert resumed["telemetry"]["timed_steps"] == 29  # 30 steps, the first a warm-up step
