@@ -47,6 +47,9 @@ def cmd_run(args) -> int:
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:
             raise UsageError(f"--only {' '.join(args.only)} matches no run of {scenario.name}")
+    if args.trace:  # the run.json files carry it, so hand launches from them trace too
+        for run in runs:
+            run.trace = True
     out = Path(args.out or Path("results") / scenario.name)
     opts = _launch_options(args)
     for run in runs:  # build every command first: a launcher problem shows before anything runs
@@ -233,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a run is stopped and recorded as failed")
     p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result")
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument("--trace", action="store_true", help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)")
     p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (automatic when not in a terminal)")
     _add_placement(p)
     p.set_defaults(func=cmd_run)
