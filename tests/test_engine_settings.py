@@ -1,5 +1,5 @@
 """Engine settings: validated in the scenario, reaching the engine (Horovod's environment, DDP's
-constructor, DeepSpeed's config), and read back for the record."""
+constructor, DeepSpeed's config), read back for the record, and compared in the report."""
 
 import socket
 import sys
@@ -163,3 +163,41 @@ def test_deepspeed_config_turns_on_the_comms_logger_only_when_traced(tmp_path):
     traced = DeepSpeedEngine(launch, 0, None, comms_log_dir=tmp_path).config_for(16, 2)
     assert traced["comms_logger"]["enabled"] and traced["comms_logger"]["prof_all"] and traced["train_batch_size"] == 32
 
+
+# --- the report's engine comparison --------------------------------------------------------------------------
+
+
+def record(run_id, engine, images_per_s, digest="d1", label=None, repeat=0, procs=2, strategy="data_parallel", **extra):
+    return {"run_id": run_id, "status": "ok", "strategy": strategy, "loss": "bce", "procs": procs, "scaling": "strong",
+            "dataset": {"name": "digits"}, "engine": engine, "label": label, "repeat": repeat, "threads_per_rank": 1,
+            "images_per_s": images_per_s, "telemetry": {"step_s": 192 / images_per_s, "comm_share": 0.1},
+            "replica_digests": [digest, digest], "replicas_identical": True, "engine_settings": {"cycle_time_ms": 10.0}, **extra}
+
+
+def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
+    from suite.report import engine_comparison_table
+
+    records = [
+        record("ddp-r0", "torch", 300.0), record("ddp-r1", "torch", 280.0, repeat=1),
+        record("hvd-r0", "horovod", 290.0, engine_settings={"cycle_time_ms": 10.0, "timeline": "/r/horovod-timeline.json"}),
+        record("hvd1-r0", "horovod", 200.0, label="cycle1", engine_settings={"cycle_time_ms": 1.0}),
+        record("mpi-r0", "mpi", 145.0, digest="d2", engine_settings={}, replicas_identical=False),
+        record("alone-p4", "horovod", 500.0, procs=4),  # no other engine at 4 processes: not compared
+        record("failed", "torch", 1.0, status="failed"),
+    ]
+    table = engine_comparison_table(records).set_index(["engine", "label"], drop=False)
+    assert list(table["engine"]) == ["horovod", "horovod", "mpi", "torch"]  # the Horovod baseline first
+    assert set(table["procs"]) == {2}
+    hvd, hvd1, mpi, ddp = (table.iloc[i] for i in range(4))
+    assert hvd["vs_baseline"] == 1.0 and hvd1["vs_baseline"] == pytest.approx(200 / 290)
+    assert ddp["runs"] == 2 and ddp["images_per_s"] == 290.0 and ddp["images_per_s_std"] == pytest.approx(14.142, abs=1e-3)
+    assert ddp["vs_baseline"] == pytest.approx(1.0) and ddp["step_s"] == pytest.approx((192 / 300 + 192 / 280) / 2)
+    assert (hvd["same_model"], ddp["same_model"], mpi["same_model"]) == (True, True, False)
+    assert (ddp["replicas_identical"], mpi["replicas_identical"]) == (True, False)
+    assert hvd["settings"] == "cycle_time_ms=10.0, timeline=horovod-timeline.json" and mpi["settings"] == "none"
+
+
+def test_no_comparison_without_two_engines():
+    from suite.report import engine_comparison_table
+
+    assert engine_comparison_table([record("a", "torch", 1.0), record("b", "torch", 2.0, label="x")]).empty

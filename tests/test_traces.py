@@ -1,7 +1,8 @@
 """``suite run --trace`` on real 2-process runs: the traces are valid Chrome-trace JSON, the DeepSpeed
-communication log is written, and the records say what ran."""
+communication log is written, the records say what ran, and the report links the files."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,19 @@ def test_deepspeed_writes_its_communication_log(traced):
     assert "all_reduce" in (run_dir / "deepspeed-comms.txt").read_text()
     assert records[run_dir.name]["engine_settings"]["config"]["comms_logger"]["enabled"] is True
 
+
+@pytest.mark.multiproc
+def test_the_report_links_the_traces_and_compares_the_engines(traced):
+    from suite.report import write_report
+
+    _, _, results = traced
+    report = write_report(results, results.parent / "report")
+    text = report.read_text()
+    links = re.findall(r"\[([\w.-]+)\]\(([^)]+\.(?:json|txt))\)", text)
+    assert all((report.parent / target).is_file() and Path(target).name == name for name, target in links)
+    linked = [name for name, _ in links]
+    assert linked.count("trace-rank0.json") == linked.count("trace-rank1.json") == len(ENGINES)
+    assert {"horovod-timeline.json", "deepspeed-comms.json", "deepspeed-comms.txt"} <= set(linked)
+    assert "### Engine comparison" in text and "include the tracing overhead" in text
+    comparison = text.split("### Engine comparison")[1]
+    assert all(f"| {engine} |" in comparison for engine in ENGINES)
