@@ -58,6 +58,9 @@ def _selected_runs(args):
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:
             raise UsageError(f"--only {' '.join(args.only)} matches no run of {scenario.name}")
+    if args.trace:  # the run.json files carry it, so hand launches from them trace too
+        for run in runs:
+            run.trace = True
     if args.grace < 0:
         raise UsageError("--grace: must not be negative")
     return scenario, runs, Path(args.out or Path("results") / scenario.name)
@@ -368,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint")
     p.add_argument("--grace", type=float, default=60, help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)")
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument("--trace", action="store_true", help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)")
     p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (automatic when not in a terminal)")
     _add_placement(p)
     p.set_defaults(func=cmd_run)

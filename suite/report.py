@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import logging
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -461,6 +462,108 @@ def _protocol_differences(r: dict, q: dict) -> str:
     return "; ".join(notes) or "same protocol"
 
 
+def settings_text(settings: dict | None) -> str:
+    """An engine's settings as ``name=value`` pairs (mappings and lists as compact JSON; paths by file name)."""
+    if settings is None:
+        return NA
+    parts = []
+    for name, value in settings.items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, separators=(",", ":"))
+        elif name == "timeline" and value:
+            value = Path(value).name
+        parts.append(f"{name}={value}")
+    return ", ".join(parts) or "none"
+
+
+def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
+    """Configurations of one strategy (same loss, processes, scaling, dataset) on several engines, side by side.
+
+    One row per engine and label, averaged over repeats: step time, communication share and
+    images/s, images/s over the baseline's (``vs_baseline``: Horovod's first configuration where
+    one ran, else the first engine by name), whether every run's replicas were identical, and
+    whether the model is bitwise the baseline's (``same_model``: the first replica digests of
+    the first repeats agree; n/a for strategies that record none).
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r.get("status") == "ok":
+            key = (r["strategy"], r["loss"], r["procs"], r["scaling"], (r.get("dataset") or {}).get("name"))
+            groups.setdefault(key, []).append(r)
+    rows = []
+    for (strategy, loss, procs, scaling, dataset), runs in sorted(groups.items(), key=lambda item: str(item[0])):
+        if len({r["engine"] for r in runs}) < 2:
+            continue
+        configs: dict[tuple, list[dict]] = {}
+        for r in sorted(runs, key=lambda r: (r["engine"] != "horovod", r["engine"], r.get("label") or "", r["repeat"])):
+            configs.setdefault((r["engine"], r.get("label")), []).append(r)
+        baseline = next(iter(configs.values()))
+        base_rate = _mean_of_lists(r.get("images_per_s") for r in baseline)
+        base_digest = (baseline[0].get("replica_digests") or [None])[0]
+        for (engine, label), rs in configs.items():
+            rates = [r["images_per_s"] for r in rs if r.get("images_per_s") is not None]
+            digest = (rs[0].get("replica_digests") or [None])[0]
+            identical = [r.get("replicas_identical") for r in rs if r.get("replicas_identical") is not None]
+            rows.append({
+                "strategy": strategy, "loss": loss, "procs": procs, "scaling": scaling, "dataset": dataset,
+                "engine": engine, "label": label, "runs": len(rs),
+                "threads_per_rank": _threads(r.get("threads_per_rank") for r in rs),
+                "traced": any(r.get("traced") for r in rs),
+                "step_s": _mean_of_lists((r.get("telemetry") or {}).get("step_s") for r in rs),
+                "comm_share": _mean_of_lists((r.get("telemetry") or {}).get("comm_share") for r in rs),
+                "images_per_s": float(np.mean(rates)) if rates else None,
+                "images_per_s_std": float(np.std(rates, ddof=1)) if len(rates) > 1 else None,
+                "vs_baseline": float(np.mean(rates)) / base_rate if rates and base_rate else None,
+                "replicas_identical": all(identical) if identical else None,
+                "same_model": digest == base_digest if digest and base_digest else None,
+                "settings": settings_text(rs[0].get("engine_settings")),
+            })
+    return pd.DataFrame(rows)
+
+
+def trace_table(records: list[dict], results_dir: Path, out_dir: Path) -> pd.DataFrame:
+    """Per run with traces or engine logs in its folder: the files, as links relative to ``out_dir``."""
+    from .tracing import trace_files
+
+    rows = []
+    for r in records:
+        files = trace_files(results_dir / r["run_id"])
+        if files:
+            links = ", ".join(f"[{f.name}]({os.path.relpath(f, out_dir)})" for f in files)
+            rows.append({"run_id": r["run_id"], "engine": r.get("engine"), "traced": bool(r.get("traced")), "files": links})
+    return pd.DataFrame(rows, columns=["run_id", "engine", "traced", "files"])
+
+
+def _engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
+    """Engine settings of every run, the engine comparison, and links to traces."""
+    lines.append("## Engines\n")
+    settings = pd.DataFrame([{"run_id": r["run_id"], "engine": r["engine"], "traced": bool(r.get("traced")),
+                              "settings": settings_text(r.get("engine_settings"))} for r in records if r.get("status") == "ok"],
+                            columns=["run_id", "engine", "traced", "settings"])
+    settings.to_csv(out_dir / "engine_settings.csv", index=False)
+    lines.append("Settings each run's engine ran with (README, \"Engine settings\").\n")
+    lines.append(markdown_table(settings))
+    comparison = engine_comparison_table(records)
+    comparison.to_csv(out_dir / "engine_comparison.csv", index=False)
+    if not comparison.empty:
+        lines.append("### Engine comparison\n")
+        lines.append("One strategy on several engines (same loss, processes, scaling and dataset), averaged over repeats. "
+                     "`vs_baseline` is images/s over the first row of its group (Horovod where it ran); `same_model`: "
+                     "the trained weights are bitwise the baseline's (expected at 2 ranks, where every engine sums the "
+                     "same two numbers; with more ranks the summation order differs between engines).\n")
+        lines.append(markdown_table(comparison))
+    traces = trace_table(records, results_dir, out_dir)
+    traces.to_csv(out_dir / "traces.csv", index=False)
+    if not traces.empty:
+        lines.append("### Traces\n")
+        lines.append("`trace-rank<N>.json`: torch.profiler, a few steady window steps of rank N; `horovod-timeline.json`: "
+                     "Horovod's timeline (rank 0); both Chrome-trace JSON for https://ui.perfetto.dev, chrome://tracing or "
+                     "Holistic Trace Analysis. `deepspeed-comms.*`: DeepSpeed's communication log; `horovod-autotune.csv`: "
+                     "the autotuner's samples. **Timings of traced runs include the tracing overhead**: compare engines "
+                     "on untraced runs.\n")
+        lines.append(markdown_table(traces))
+
+
 def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
     lines.append("## Papers' numbers (not measured here)\n")
     lines.append("Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
@@ -709,6 +812,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines += _scaling_section(frame, scaling, out_dir)
     lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine
     lines += _time_section(frame, records, out_dir)
+    _engine_section(records, results_dir, out_dir, lines)
     lines += _quality_section(records, out_dir)
     _baseline_section(baselines, records, lines)
     lines += _samples_section(records, results_dir, out_dir)

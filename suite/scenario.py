@@ -214,6 +214,46 @@ class DeepSpeedConfig:
 
 
 @dataclass
+class HorovodConfig:
+    """Horovod engine settings: the environment variables Horovod reads at ``hvd.init()``.
+
+    A field left null is not set by the scenario: the launch environment's value is kept where
+    it has one (``horovodrun --cycle-time-ms 5`` sets ``HOROVOD_CYCLE_TIME``), else the suite's
+    default applies (README, "Engine settings"). With ``autotune`` the null fields are tuned
+    and the others held fixed.
+    """
+
+    cycle_time_ms: float | None = None
+    """HOROVOD_CYCLE_TIME: milliseconds between the background thread's cycles (default: 10 on CPUs, Horovod's 1 on GPUs)."""
+    fusion_threshold_mb: int | None = None
+    """HOROVOD_FUSION_THRESHOLD in MiB: the largest fused allreduce buffer, 0 disables fusion (default: Horovod's 128)."""
+    cache_capacity: int | None = None
+    """HOROVOD_CACHE_CAPACITY: tensors in the response cache, 0 disables it (default: Horovod's 1024)."""
+    hierarchical_allreduce: bool | None = None
+    """HOROVOD_HIERARCHICAL_ALLREDUCE: reduce inside each node, then across nodes (NCCL builds, several nodes; default off)."""
+    hierarchical_allgather: bool | None = None
+    """HOROVOD_HIERARCHICAL_ALLGATHER: the same for allgather (default off)."""
+    groups: int | None = None
+    """DistributedOptimizer groups: reduce each network's gradients in this many groups, each once complete (default: none)."""
+    autotune: bool | None = None
+    """HOROVOD_AUTOTUNE: tune the null settings while training, logged to RUN_DIR/horovod-autotune.csv (default off)."""
+    timeline_mark_cycles: bool | None = None
+    """HOROVOD_TIMELINE_MARK_CYCLES: mark every background cycle on a traced run's timeline (default off)."""
+
+
+@dataclass
+class DDPConfig:
+    """torch engine settings: arguments of ``DistributedDataParallel`` (null: the suite's default)."""
+
+    bucket_cap_mb: float | None = None
+    """Gradient bucket size in MiB (default: DDP's 25)."""
+    gradient_as_bucket_view: bool | None = None
+    """Gradients are views into the allreduce buckets: no copy, less memory (default: true)."""
+    static_graph: bool | None = None
+    """Promise DDP that every step uses the same parameters the same way (default: false)."""
+
+
+@dataclass
 class RunSpec:
     """One entry of ``runs``: a strategy on an engine, swept over process counts."""
 
@@ -233,6 +273,12 @@ class RunSpec:
     """Overrides the scenario's scaling for this entry."""
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     """Settings of the deepspeed engine."""
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    """Settings of the horovod engine (over the scenario's ``horovod``, field by field)."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    """Settings of the torch engine (over the scenario's ``ddp``, field by field)."""
+    trace: bool = False
+    """Write traces: torch profiler, Horovod timeline, DeepSpeed communication log (also ``suite run --trace``)."""
     label: str | None = None
     """Name used in run ids and reports (needed when two entries would share an id)."""
     train: dict | None = None
@@ -259,6 +305,10 @@ class Scenario:
     wgan_gp: WganGpConfig = field(default_factory=WganGpConfig)
     cellular: CellularConfig = field(default_factory=CellularConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    """Settings of every horovod run (a run's own ``horovod`` entries override them)."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    """Settings of every torch run (a run's own ``ddp`` entries override them)."""
 
 
 @dataclass
@@ -280,6 +330,10 @@ class Run:
     cellular: CellularConfig
     metrics: MetricsConfig
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    trace: bool = False
+    """Write traces into the run folder (their timings include the tracing overhead)."""
     grid: list[int] | None = None
     label: str | None = None
     sweep_procs: list[int] | None = None
@@ -293,7 +347,7 @@ class Run:
             "run_id": self.run_id, "scenario": self.scenario, "strategy": self.strategy, "engine": self.engine,
             "loss": self.loss, "procs": self.procs, "scaling": self.scaling, "repeat": self.repeat, "grid": self.grid,
             "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed, "budget_s": self.train.budget_s,
-            "critic_norm": self.critic_norm,
+            "critic_norm": self.critic_norm, "traced": self.trace,
         }
 
     @property
@@ -439,6 +493,7 @@ def _check(scenario: Scenario) -> None:
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
+    _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)
     if not scenario.runs:
         fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
@@ -534,7 +589,22 @@ def _check_cellular(scenario: Scenario, fail) -> None:
              f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)")
 
 
+def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail) -> None:
+    for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
+        value = getattr(horovod, name)
+        if value is not None and value < 0:
+            fail(f"{prefix}horovod.{name}", f"must not be negative, got {value}")
+    if horovod.groups is not None and horovod.groups < 1:
+        fail(f"{prefix}horovod.groups", f"must be at least 1, got {horovod.groups}")
+    if ddp.bucket_cap_mb is not None and ddp.bucket_cap_mb <= 0:
+        fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
+
+
 def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
+    _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
+    for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
+        if getattr(spec, section) != default and spec.engine != engine:
+            fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
     loss = spec.loss or default_loss(spec.strategy)
     if loss not in STRATEGY_LOSSES[spec.strategy]:
         fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}")
@@ -636,6 +706,12 @@ def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, 
     return "-".join(parts)
 
 
+def _overlay(base, override):
+    """``base`` with the fields that ``override`` sets (not null) replaced."""
+    return dataclasses.replace(base, **{f.name: getattr(override, f.name) for f in dataclasses.fields(override)
+                                        if getattr(override, f.name) is not None})
+
+
 def expand(scenario: Scenario) -> list[Run]:
     """All runs of a scenario, in file order, each process count, then each repeat."""
     runs: list[Run] = []
@@ -667,6 +743,9 @@ def expand(scenario: Scenario) -> list[Run]:
                         cellular=scenario.cellular,
                         metrics=scenario.metrics,
                         deepspeed=spec.deepspeed,
+                        horovod=_overlay(scenario.horovod, spec.horovod),
+                        ddp=_overlay(scenario.ddp, spec.ddp),
+                        trace=spec.trace,
                         grid=grid,
                         label=spec.label,
                         sweep_procs=list(spec.procs),

@@ -181,6 +181,7 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
         "dataset": {"name": data.name, "split": data.split, "image_size": run.dataset.image_size,
                     "images": len(data), "classes": data.classes},
         "launcher": launch.launcher,
+        "engine_settings": engine.settings(),
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
         **placement,
         "setup_s": max(r["setup_s"] for r in per_rank),
@@ -284,8 +285,9 @@ def execute(run: Run, run_dir: Path) -> int:
         from .engines import create_engine
         from .flops import device_peak
         from .telemetry import Telemetry
+        from .tracing import profiled_steps
 
-        engine = create_engine(run.engine, launch, run.deepspeed)
+        engine = create_engine(run, launch, run_dir)
         engine.start()
         rank = engine.rank
         _check_agreement(engine, launch, run)
@@ -313,7 +315,8 @@ def execute(run: Run, run_dir: Path) -> int:
         engine.timeline.synchronize()
         engine.barrier()
         telemetry.open_window()
-        strategy.train()
+        with profiled_steps(run.trace, run_dir, engine, telemetry):
+            strategy.train()
         if checkpointer is not None:
             checkpointer.finish()
         telemetry.training_done()

@@ -40,6 +40,11 @@ class Group:
         return len(self.ranks)
 
 
+def uses_cuda() -> bool:
+    """Whether this process will train on a GPU (CUDA present, not forced off by ``SUITE_DEVICE=cpu``)."""
+    return torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu"
+
+
 def tensor_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -114,9 +119,13 @@ class Engine(ABC):
     def shutdown(self) -> None:
         """Leave cleanly (every rank, even when groups finished at different times)."""
 
+    def settings(self) -> dict[str, Any]:
+        """The engine's settings in effect (for the run's record); engines without any return {}."""
+        return {}
+
     def pick_device(self) -> torch.device:
         """The GPU of this rank's local rank when CUDA is available, else the CPU."""
-        if torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu":
+        if uses_cuda():
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
             device = torch.device("cuda", torch.cuda.current_device())
         else:

@@ -9,20 +9,29 @@ counted). A synchronous collective's wait is marked around the call: on a GPU th
 CUDA events on the current stream, which NCCL makes wait for the collective, so the interval
 is the stream's real wait. Collectives started with ``async_op=True`` are counted in bytes
 only; their waits fall into compute. Gloo on CPUs (DeepSpeed's CPU accelerator), NCCL on GPUs.
+
+A traced run turns on DeepSpeed's communication logger (``comms_logger``: every collective
+timed, after a device synchronisation) and, at shutdown, writes its summary into the run
+folder: :data:`suite.tracing.COMMS_LOG` (``deepspeed.comm.log_summary``'s dictionary) and its
+printed table.
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import json
 import logging
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .base import Group, Replica
+from ..tracing import COMMS_LOG
+from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine
 
 COUNTED = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -44,15 +53,7 @@ class DeepSpeedReplica(Replica):
         import deepspeed
 
         super().__init__(network, optimizer)
-        config = {
-            "train_micro_batch_size_per_gpu": local_batch,
-            "gradient_accumulation_steps": 1,
-            "train_batch_size": local_batch * group.size,
-            "steps_per_print": 10**9,
-            "zero_optimization": {"stage": engine.zero_stage},
-            "wall_clock_breakdown": False,
-            **(engine.extra_config or {}),
-        }
+        config = engine.config_for(local_batch, group.size)
         self.module, self.optimizer, _, _ = deepspeed.initialize(model=network, optimizer=optimizer, config=config)
         self.rank, self.zero_stage = group.rank, engine.zero_stage
         self.shared_optimizer = engine.zero_stage == 0  # ZeRO partitions the optimizer state over the ranks
@@ -80,14 +81,32 @@ class DeepSpeedEngine(TorchEngine):
 
     name = "deepspeed"
 
-    def __init__(self, launch, zero_stage: int = 0, extra_config: dict | None = None) -> None:
+    def __init__(self, launch, zero_stage: int = 0, extra_config: dict | None = None, comms_log_dir: Path | None = None) -> None:
         super().__init__(launch)
-        self.zero_stage, self.extra_config = zero_stage, extra_config
+        self.zero_stage, self.extra_config, self.comms_log_dir = zero_stage, extra_config, comms_log_dir
+        self.config: dict[str, Any] | None = None  # the last config handed to deepspeed.initialize
         self._counting = True
 
+    def config_for(self, local_batch: int, group_size: int) -> dict[str, Any]:
+        """The DeepSpeed config of one network: generated, with the run's ``deepspeed.config`` on top."""
+        self.config = {
+            "train_micro_batch_size_per_gpu": local_batch,
+            "gradient_accumulation_steps": 1,
+            "train_batch_size": local_batch * group_size,
+            "steps_per_print": 10**9,
+            "zero_optimization": {"stage": self.zero_stage},
+            "wall_clock_breakdown": False,
+            **({"comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}} if self.comms_log_dir else {}),
+            **(self.extra_config or {}),
+        }
+        return self.config
+
+    def settings(self) -> dict[str, Any]:
+        """The backend, the ZeRO stage and the config handed to ``deepspeed.initialize``."""
+        return {"backend": dist.get_backend(), "zero_stage": self.zero_stage, "config": self.config}
+
     def start(self) -> None:
-        cuda = torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu"
-        os.environ.setdefault("DS_ACCELERATOR", "cuda" if cuda else "cpu")
+        os.environ.setdefault("DS_ACCELERATOR", "cuda" if uses_cuda() else "cpu")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
         for key, value in (("RANK", self.launch.rank), ("WORLD_SIZE", self.launch.size), ("LOCAL_RANK", self.launch.local_rank)):
@@ -144,6 +163,20 @@ class DeepSpeedEngine(TorchEngine):
         with self._uncounted():
             return super().allgather_object(obj)
 
+    def _write_comms_log(self) -> None:
+        """All ranks summarise DeepSpeed's communication log (collective); rank 0 writes it."""
+        import deepspeed.comm
+
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            summary = deepspeed.comm.log_summary(return_dict=True)
+        if self.rank == 0:
+            path = self.comms_log_dir / COMMS_LOG
+            path.write_text(json.dumps(summary, indent=1, default=str))
+            path.with_suffix(".txt").write_text(printed.getvalue())
+
     def shutdown(self) -> None:
         with self._uncounted():
+            if self.comms_log_dir and dist.is_initialized():
+                self._write_comms_log()
             super().shutdown()

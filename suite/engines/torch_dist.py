@@ -7,6 +7,9 @@ computation did not hide. On a GPU both marks are CUDA events: the first on the 
 ran the backward pass, the second on the stream that DDP's completion callback runs on, which
 waits for NCCL, so the interval is read on the device's clock (host timestamps around an
 asynchronous NCCL call would read near zero).
+
+DDP's settings come from the run's ``ddp`` section (:func:`ddp_arguments`); a null field
+takes the suite's default, :data:`DDP_DEFAULTS`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ..scenario import DDPConfig
 from .base import Engine, Group, Replica, tensor_bytes
+
+DDP_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": True, "static_graph": False}
+"""The suite's DDP settings where a run sets none: DDP's own buckets, gradients as bucket views (README)."""
+DDP_BUCKET_CAP_MB = 25.0
+"""DDP's bucket size when none is given (its first bucket is smaller; a size given applies to every bucket)."""
+
+
+def ddp_arguments(config: DDPConfig) -> dict[str, Any]:
+    """Keyword arguments of ``DistributedDataParallel`` for ``config`` (null fields: :data:`DDP_DEFAULTS`)."""
+    return {name: default if getattr(config, name) is None else getattr(config, name) for name, default in DDP_DEFAULTS.items()}
 
 
 class _HookState:
@@ -64,7 +78,8 @@ class DDPReplica(Replica):
         start = engine.timeline.mark()
         # Buffers (BatchNorm statistics) stay per rank, as with Horovod's DistributedOptimizer.
         # DDP's constructor broadcasts the module's state from the group's first rank: counted here.
-        self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False)
+        self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False,
+                                              **ddp_arguments(engine.ddp))
         engine.comm.add(tensor_bytes(network.state_dict().values()), group.size, (start, engine.timeline.mark()))
         self.hook = _HookState(group, engine.timeline)
         self.module.register_comm_hook(self.hook, _counting_allreduce)
@@ -81,9 +96,9 @@ class TorchEngine(Engine):
 
     name = "torch"
 
-    def __init__(self, launch) -> None:
+    def __init__(self, launch, ddp: DDPConfig | None = None) -> None:
         super().__init__()
-        self.launch = launch
+        self.launch, self.ddp = launch, ddp or DDPConfig()
 
     def start(self) -> None:
         self.rank, self.size = self.launch.rank, self.launch.size
@@ -96,6 +111,13 @@ class TorchEngine(Engine):
         dist.init_process_group(backend, rank=self.rank, world_size=self.size, timeout=timedelta(minutes=30))
         # Objects travel over Gloo even when tensors use NCCL.
         self.object_group = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+
+    def settings(self) -> dict[str, Any]:
+        """The backend, DDP's arguments (:func:`ddp_arguments`) and the bucket sizes they give."""
+        arguments = ddp_arguments(self.ddp)
+        cap = arguments["bucket_cap_mb"]
+        return {"backend": dist.get_backend(), **arguments, "bucket_cap_mb": cap or DDP_BUCKET_CAP_MB,
+                "first_bucket_mb": dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20 if cap is None else cap}
 
     def shutdown(self) -> None:
         if dist.is_initialized():
