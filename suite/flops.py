@@ -98,5 +98,7 @@ def device_peak(device: torch.device) -> dict:
             return {"flops": known[0], "source": known[1]}
         return {"flops": measured_ceiling(device), "source": f"measured FP32 {CEILING_SIZE}x{CEILING_SIZE} matmul on {name}"}
     threads = torch.get_num_threads()
-    return {"flops": measured_ceiling(device),
-            "source": f"measured FP32 {CEILING_SIZE}x{CEILING_SIZE} matmul, {threads} thread{'s' if threads > 1 else ''} per rank"}
+    return {
+        "flops": measured_ceiling(device),
+        "source": f"measured FP32 {CEILING_SIZE}x{CEILING_SIZE} matmul, {threads} thread{'s' if threads > 1 else ''} per rank",
+    }

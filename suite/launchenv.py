@@ -40,9 +40,21 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
 _FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
     ("torchrun", ("RANK",), ("WORLD_SIZE",), ("LOCAL_RANK",), ("LOCAL_WORLD_SIZE", "LOCAL_SIZE")),
     ("horovod", ("HOROVOD_RANK",), ("HOROVOD_SIZE",), ("HOROVOD_LOCAL_RANK",), ("HOROVOD_LOCAL_SIZE",)),
-    ("openmpi", ("OMPI_COMM_WORLD_RANK",), ("OMPI_COMM_WORLD_SIZE",), ("OMPI_COMM_WORLD_LOCAL_RANK",), ("OMPI_COMM_WORLD_LOCAL_SIZE",)),
+    (
+        "openmpi",
+        ("OMPI_COMM_WORLD_RANK",),
+        ("OMPI_COMM_WORLD_SIZE",),
+        ("OMPI_COMM_WORLD_LOCAL_RANK",),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE",),
+    ),
     ("jsrun", ("JSM_NAMESPACE_RANK",), ("JSM_NAMESPACE_SIZE",), ("JSM_NAMESPACE_LOCAL_RANK",), ("JSM_NAMESPACE_LOCAL_SIZE",)),
-    ("pmix", ("PMIX_RANK",), ("PMIX_SIZE", "PMI_SIZE"), ("PMIX_LOCAL_RANK", "MPI_LOCALRANKID"), ("PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS")),
+    (
+        "pmix",
+        ("PMIX_RANK",),
+        ("PMIX_SIZE", "PMI_SIZE"),
+        ("PMIX_LOCAL_RANK", "MPI_LOCALRANKID"),
+        ("PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS"),
+    ),
     ("pmi", ("PMI_RANK",), ("PMI_SIZE",), ("MPI_LOCALRANKID", "PMI_LOCAL_RANK"), ("MPI_LOCALNRANKS", "PMI_LOCAL_SIZE")),
     ("slurm", ("SLURM_PROCID",), ("SLURM_NTASKS",), ("SLURM_LOCALID",), ("SLURM_NTASKS_PER_NODE",)),
 )
@@ -69,7 +81,9 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
         if local_size is None:
             local_size = size
         if not (0 <= rank < size and 0 <= local_rank < max(local_size, 1)):
-            raise ValueError(f"inconsistent {launcher} environment: rank {rank} of {size}, local rank {local_rank} of {local_size}")
+            raise ValueError(
+                f"inconsistent {launcher} environment: rank {rank} of {size}, local rank {local_rank} of {local_size}"
+            )
         return LaunchInfo(launcher, rank, size, local_rank, local_size)
     return LaunchInfo("none", 0, 1, 0, 1)
 

@@ -40,8 +40,7 @@ class ResultsFolderError(ValueError):
 
 
 def _holder_text(holder: dict) -> str:
-    return (f"suite run (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}: "
-            f"{holder.get('command')})")
+    return f"suite run (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}: {holder.get('command')})"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -78,8 +77,9 @@ class ResultsLock:
         except BlockingIOError:
             holder = self._read()
             self._release(unlock=False)
-            raise ResultsFolderError(f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end or "
-                                     f"choose another --out") from None
+            raise ResultsFolderError(
+                f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end or choose another --out"
+            ) from None
         except OSError as error:  # no flock here: the file's contents decide
             log.warning("%s: no file lock on this file system (%s); relying on the pid in %s", self.folder, error, LOCK_FILE)
             locked = False
@@ -88,11 +88,17 @@ class ResultsLock:
             here = holder.get("host") == socket.gethostname()
             if not locked and (not here or _pid_alive(int(holder.get("pid", 0)))):
                 self._release(unlock=False)
-                raise ResultsFolderError(f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end, choose "
-                                         f"another --out, or remove {self.path} if that run is gone")
+                raise ResultsFolderError(
+                    f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end, choose "
+                    f"another --out, or remove {self.path} if that run is gone"
+                )
             log.warning("%s: taking over the lock of %s, which ended without releasing it", self.folder, _holder_text(holder))
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "command": " ".join(["suite", *sys.argv[1:]])}
+        me = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(["suite", *sys.argv[1:]]),
+        }
         self._handle.seek(0)
         self._handle.truncate()
         self._handle.write(json.dumps(me))
@@ -122,8 +128,9 @@ def check_room(folder: Path, runs: list[Run]) -> None:
             probe.flush()
             os.fsync(probe.fileno())
     except OSError as error:
-        raise ResultsFolderError(f"{folder} is not writable ({error.strerror}); choose another --out or fix its "
-                                 "permissions") from None
+        raise ResultsFolderError(
+            f"{folder} is not writable ({error.strerror}); choose another --out or fix its permissions"
+        ) from None
     sizes = [footprint(run) for run in runs]
     outputs = sum(files for _, files in sizes)
     checkpoints = 3 * max((ckpt for run, (ckpt, _) in zip(runs, sizes) if run.train.checkpoint_every), default=0)
@@ -132,4 +139,5 @@ def check_room(folder: Path, runs: list[Run]) -> None:
         raise ResultsFolderError(
             f"{folder} has {free / 2**20:,.0f} MB free, but these {len(runs)} runs need about {need / 2**20:,.0f} MB "
             f"({outputs / 2**20:,.0f} MB of models and records, {checkpoints / 2**20:,.0f} MB of checkpoints, "
-            f"{MARGIN // 2**20} MB margin); free some space or choose another --out")
+            f"{MARGIN // 2**20} MB margin); free some space or choose another --out"
+        )

@@ -70,7 +70,9 @@ class HeuristicLoss(BCELoss):
 
 class MSELoss(Loss):
     def discriminator(self, real, fake):
-        return 0.5 * (F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake)))
+        return 0.5 * (
+            F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake))
+        )
 
     def generator(self, fake):
         return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))

@@ -159,8 +159,7 @@ class Discriminator(nn.Module):
         (the tables), ``layer`` or ``none`` (per-sample critics for the gradient penalty).
     """
 
-    def __init__(self, image_size: int = 32, channels: int = 1, num_classes: int = 0, dropout: float = 0.25,
-                 norm: str = "batch"):
+    def __init__(self, image_size: int = 32, channels: int = 1, num_classes: int = 0, dropout: float = 0.25, norm: str = "batch"):
         super().__init__()
         check_image_size(image_size)
         if norm not in CRITIC_NORMS:

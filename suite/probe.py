@@ -82,9 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         link = fit_link(SIZES, pingpong)
         net = Network("probe", link, link, comm.Get_size(), "probe")
         result = {
-            "link": asdict(link), "host": socket.gethostname(), "procs": comm.Get_size(), "engine": "mpi (mpi4py)",
-            "mpi": MPI.Get_library_version().splitlines()[0].strip(), "ranks_per_node": os.cpu_count(),
-            "sizes": list(SIZES), "pingpong_s": pingpong, "allreduce_s": allreduce,
+            "link": asdict(link),
+            "host": socket.gethostname(),
+            "procs": comm.Get_size(),
+            "engine": "mpi (mpi4py)",
+            "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+            "ranks_per_node": os.cpu_count(),
+            "sizes": list(SIZES),
+            "pingpong_s": pingpong,
+            "allreduce_s": allreduce,
             "allreduce_model_s": [allreduce_seconds(n, comm.Get_size(), net) for n in SIZES],
             "note": "one machine: intra-node link only",
         }

@@ -66,8 +66,15 @@ PAPER_MARKERS = ["*", "P", "X", "D", "v", "^", "<", ">", "h", "8"] * 3
 
 def config_key(record: dict) -> tuple:
     """Runs sharing a key share one cost model: strategy, engine, loss, data, threads, device."""
-    return (record["strategy"], record["engine"], record["loss"], (record.get("dataset") or {}).get("name"),
-            (record.get("dataset") or {}).get("image_size"), record.get("threads_per_rank"), record.get("device"))
+    return (
+        record["strategy"],
+        record["engine"],
+        record["loss"],
+        (record.get("dataset") or {}).get("name"),
+        (record.get("dataset") or {}).get("image_size"),
+        record.get("threads_per_rank"),
+        record.get("device"),
+    )
 
 
 def config_name(key: tuple) -> str:
@@ -85,8 +92,12 @@ def _pair_key(record: dict) -> tuple:
 def usable(record: dict) -> bool:
     """An ok run with per-rank window times, not oversubscribed: one the model may be fitted on."""
     telemetry = record.get("telemetry") or {}
-    return (record.get("status") == "ok" and not record.get("oversubscribed")
-            and bool(telemetry.get("busy_s_per_rank")) and bool(telemetry.get("timed_steps")))
+    return (
+        record.get("status") == "ok"
+        and not record.get("oversubscribed")
+        and bool(telemetry.get("busy_s_per_rank"))
+        and bool(telemetry.get("timed_steps"))
+    )
 
 
 def _ranks(record: dict):
@@ -97,8 +108,11 @@ def _ranks(record: dict):
 
 def _counted(record: dict) -> bool:
     """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do)."""
-    return (record.get("status") == "ok" and "per_rank_bytes" in (record.get("comm") or {})
-            and "work_steps_per_rank" in (record.get("telemetry") or {}))
+    return (
+        record.get("status") == "ok"
+        and "per_rank_bytes" in (record.get("comm") or {})
+        and "work_steps_per_rank" in (record.get("telemetry") or {})
+    )
 
 
 def _class_steps(record: dict) -> dict[int, int]:
@@ -160,8 +174,11 @@ class StepCost:
         if x.max() > 1.05 * x.min():
             (c0, c1), _ = nnls(np.column_stack([np.ones_like(x), x]), y)
             return cls(float(c0), float(c1))
-        return cls(0.0, float(x @ y / (x @ x)),
-                   f"one batch size ({x.mean():.0f} images per step) among the fit points: time taken proportional to the images")
+        return cls(
+            0.0,
+            float(x @ y / (x @ x)),
+            f"one batch size ({x.mean():.0f} images per step) among the fit points: time taken proportional to the images",
+        )
 
 
 @dataclass
@@ -194,11 +211,15 @@ class CellularModel:
 
 
 def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
-    points = [(images / steps, (busy - blocked) / steps)
-              for r in records for steps, images, busy, blocked in _ranks(r) if steps]
+    points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
     pair = _pair_key(records[0])
-    per_step = [nbytes / steps for r in all_records if _counted(r) and _pair_key(r) == pair
-                for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"]) if steps and nbytes]
+    per_step = [
+        nbytes / steps
+        for r in all_records
+        if _counted(r) and _pair_key(r) == pair
+        for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"])
+        if steps and nbytes
+    ]
     return GanModel(StepCost.fit(points), float(np.mean(per_step)) if per_step else None)
 
 
@@ -217,15 +238,23 @@ def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel
         if _counted(r) and r["strategy"] == "cellular" and config_key(r)[:5] == config_key(records[0])[:5] and r["procs"] > 1:
             sent = exchange_plan(r["grid"], r["process_grid"], r["neighbourhood"])
             steps, nbytes = r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"]
-            per_cell += [nbytes[i] / steps[i] / sum(sent[i].values()) for i in range(r["procs"]) if steps[i] and nbytes[i] and sent[i]]
+            per_cell += [
+                nbytes[i] / steps[i] / sum(sent[i].values()) for i in range(r["procs"]) if steps[i] and nbytes[i] and sent[i]
+            ]
 
     def through_origin(pairs) -> float:
         u, v = np.array(pairs, dtype=float).T
         return float(u @ v / (u @ u))
 
     first = records[0]
-    return CellularModel(float(np.mean(rest)), through_origin(fitness), through_origin(mixture),
-                         float(np.mean(per_cell)) if per_cell else None, first["population"], first["neighbourhood"])
+    return CellularModel(
+        float(np.mean(rest)),
+        through_origin(fitness),
+        through_origin(mixture),
+        float(np.mean(per_cell)) if per_cell else None,
+        first["population"],
+        first["neighbourhood"],
+    )
 
 
 def fit(records: list[dict], all_records: list[dict]) -> GanModel | CellularModel:
@@ -341,8 +370,9 @@ def _cellular_time(model: CellularModel, problem: Problem, procs: int, net: Netw
     return Outcome(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
 
 
-def predict(model, problem: Problem, procs: int, net: Network, algorithm: str = "best", weak: bool = False,
-            block=None) -> Outcome:
+def predict(
+    model, problem: Problem, procs: int, net: Network, algorithm: str = "best", weak: bool = False, block=None
+) -> Outcome:
     """The training window of ``problem`` on ``procs`` ranks of ``net`` (strong scaling unless ``weak``).
 
     Weak scaling keeps the per-rank work of ``problem``: the per-rank batch (``problem.batch``),
@@ -365,8 +395,10 @@ def _local(net: Network, record: dict) -> Network:
 
 def _oversubscribed(record: dict) -> str:
     threads = record["threads_per_rank"]
-    return (f"oversubscribed ({record['ranks_per_node']} ranks x {threads} thread{'s' if threads != 1 else ''} on "
-            f"{record['cores_per_node']} cores): measures contention; not fitted, not validated")
+    return (
+        f"oversubscribed ({record['ranks_per_node']} ranks x {threads} thread{'s' if threads != 1 else ''} on "
+        f"{record['cores_per_node']} cores): measures contention; not fitted, not validated"
+    )
 
 
 def cpu_share(record: dict) -> float | None:
@@ -395,16 +427,27 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
         fittable = [r for r in runs if usable(r)]
         models: dict[tuple, Any] = {}
 
-        def model_without(procs: int | None):
-            chosen = tuple(sorted({r["procs"] for r in fittable if (r["procs"] in fit_procs if fit_procs else r["procs"] != procs)}))
+        def model_without(procs: int | None, fittable=fittable, models=models):
+            chosen = tuple(
+                sorted({r["procs"] for r in fittable if (r["procs"] in fit_procs if fit_procs else r["procs"] != procs)})
+            )
             if chosen and chosen not in models:
                 models[chosen] = fit([r for r in fittable if r["procs"] in chosen], records)
             return chosen, models.get(chosen)
 
         for r in runs:
-            row = {"config": config_name(key), "run_id": r["run_id"], "procs": r["procs"], "scaling": r["scaling"],
-                   "measured_s": r["train_s"], "predicted_s": None, "error": None, "cpu_share": cpu_share(r),
-                   "role": "", "fitted_on": ""}
+            row = {
+                "config": config_name(key),
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "scaling": r["scaling"],
+                "measured_s": r["train_s"],
+                "predicted_s": None,
+                "error": None,
+                "cpu_share": cpu_share(r),
+                "role": "",
+                "fitted_on": "",
+            }
             if not usable(r):
                 chosen, model = model_without(None)
                 row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"
@@ -423,8 +466,10 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 elif outcome.note:
                     row["role"] += f"; {outcome.note}"
             rows.append(row)
-    return pd.DataFrame(rows, columns=["config", "run_id", "procs", "scaling", "measured_s", "predicted_s", "error",
-                                       "cpu_share", "role", "fitted_on"])
+    return pd.DataFrame(
+        rows,
+        columns=["config", "run_id", "procs", "scaling", "measured_s", "predicted_s", "error", "cpu_share", "role", "fitted_on"],
+    )
 
 
 # --- projection ----------------------------------------------------------------------------------------------
@@ -450,15 +495,19 @@ def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fit
     """
     fitted = []
     for key in sorted({config_key(r) for r in records if usable(r)}, key=str):
-        runs = sorted((r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r["procs"] in fit_procs)),
-                      key=lambda r: (r["procs"], r["scaling"] != "strong"))
+        runs = sorted(
+            (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r["procs"] in fit_procs)),
+            key=lambda r: (r["procs"], r["scaling"] != "strong"),
+        )
         if not runs:
             continue
         base = runs[0]
         problem = problem_of(base)
         if key[0] == "cellular":
             strong_runs = [r for r in runs if r["scaling"] == "strong"]
-            grid = tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
+            grid = (
+                tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
+            )
             block = (base["grid"][0] // base["process_grid"][0], base["grid"][1] // base["process_grid"][1])
             fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block))
         elif key[0] == "label_partitioned":
@@ -478,13 +527,16 @@ def _scaled(model, compute_scale: float):
     if compute_scale == 1:
         return model
     if isinstance(model, CellularModel):
-        return dataclasses.replace(model, rest=model.rest * compute_scale, fitness=model.fitness * compute_scale,
-                                   mixture=model.mixture * compute_scale)
+        return dataclasses.replace(
+            model, rest=model.rest * compute_scale, fitness=model.fitness * compute_scale, mixture=model.mixture * compute_scale
+        )
     step = StepCost(model.step.per_step * compute_scale, model.step.per_image * compute_scale, model.step.note)
     return dataclasses.replace(model, step=step)
 
 
-def project(fitted: list[Fitted], net: Network, ranks: list[int], algorithm: str = "best", compute_scale: float = 1.0) -> pd.DataFrame:
+def project(
+    fitted: list[Fitted], net: Network, ranks: list[int], algorithm: str = "best", compute_scale: float = 1.0
+) -> pd.DataFrame:
     """Strong- and weak-scaling time, speedup and efficiency of every configuration at ``ranks``.
 
     Speedup and efficiency are against the model's own P = 1 time of the same problem.
@@ -497,15 +549,39 @@ def project(fitted: list[Fitted], net: Network, ranks: list[int], algorithm: str
             one = predict(model, problem, 1, net, algorithm, weak, f.block)
             for p in ranks:
                 out = predict(model, problem, p, net, algorithm, weak, f.block)
-                row = {"config": config_name(f.key), "strategy": f.key[0], "scaling": scaling, "procs": p,
-                       "nodes": net.nodes(p), "time_s": out.time, "compute_s": out.compute, "comm_s": out.comm,
-                       "speedup": None, "efficiency": None, "note": out.note}
+                row = {
+                    "config": config_name(f.key),
+                    "strategy": f.key[0],
+                    "scaling": scaling,
+                    "procs": p,
+                    "nodes": net.nodes(p),
+                    "time_s": out.time,
+                    "compute_s": out.compute,
+                    "comm_s": out.comm,
+                    "speedup": None,
+                    "efficiency": None,
+                    "note": out.note,
+                }
                 if out.time and one.time:
                     ratio = one.time / out.time
                     row.update(speedup=ratio if not weak else None, efficiency=ratio / p if not weak else ratio)
                 rows.append(row)
-    return pd.DataFrame(rows, columns=["config", "strategy", "scaling", "procs", "nodes", "time_s", "compute_s", "comm_s",
-                                       "speedup", "efficiency", "note"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "config",
+            "strategy",
+            "scaling",
+            "procs",
+            "nodes",
+            "time_s",
+            "compute_s",
+            "comm_s",
+            "speedup",
+            "efficiency",
+            "note",
+        ],
+    )
 
 
 def model_table(fitted: list[Fitted]) -> pd.DataFrame:
@@ -515,10 +591,15 @@ def model_table(fitted: list[Fitted]) -> pd.DataFrame:
         m = f.model
         row = {"config": config_name(f.key)}
         if isinstance(m, CellularModel):
-            row.update(parameters=(f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s per cell-iteration; "
-                                   f"genome {m.cell_bytes / 2**20:.3g} MiB per cell" if m.cell_bytes else
-                                   f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s; genome bytes not counted"),
-                       note="")
+            row.update(
+                parameters=(
+                    f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s per cell-iteration; "
+                    f"genome {m.cell_bytes / 2**20:.3g} MiB per cell"
+                    if m.cell_bytes
+                    else f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s; genome bytes not counted"
+                ),
+                note="",
+            )
         else:
             mib = f"{m.grad_bytes / 2**20:.3g} MiB allreduced per step" if m.grad_bytes else "allreduce bytes not counted"
             row.update(parameters=f"c0 {m.step.per_step:.4g} s/step, c1 {m.step.per_image:.4g} s/image; {mib}", note=m.step.note)
@@ -539,15 +620,27 @@ def paper_points(baselines: Path) -> pd.DataFrame:
     if speedups.is_file():
         s = pd.read_csv(speedups)
         cells = s["grid"].map(lambda g: math.prod(int(v) for v in g.split("x")))
-        frames.append(pd.DataFrame({"source": "seed 001 (Perez et al.), MNIST, grid " + s["grid"], "strategy": "cellular",
-                                    "scaling": "strong", "procs": cells, "metric": "speedup", "value": s["speedup"],
-                                    "kind": "reported", "grid": s["grid"],
-                                    "note": "one process per cell; single core vs distributed wall time"}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "source": "seed 001 (Perez et al.), MNIST, grid " + s["grid"],
+                    "strategy": "cellular",
+                    "scaling": "strong",
+                    "procs": cells,
+                    "metric": "speedup",
+                    "value": s["speedup"],
+                    "kind": "reported",
+                    "grid": s["grid"],
+                    "note": "one process per cell; single core vs distributed wall time",
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def compare_papers(fitted: list[Fitted], papers: pd.DataFrame, net: Network, algorithm: str = "best",
-                   compute_scale: float = 1.0) -> pd.DataFrame:
+def compare_papers(
+    fitted: list[Fitted], papers: pd.DataFrame, net: Network, algorithm: str = "best", compute_scale: float = 1.0
+) -> pd.DataFrame:
     """Each published point beside the model's projection of the same strategy, scaling and P."""
     rows = []
     for _, point in papers.iterrows():
@@ -561,11 +654,23 @@ def compare_papers(fitted: list[Fitted], papers: pd.DataFrame, net: Network, alg
             value = None
             if one.time and at.time:
                 value = one.time / at.time if (weak or point["metric"] == "speedup") else one.time / at.time / p
-            rows.append({"source": point["source"], "strategy": point["strategy"], "scaling": point["scaling"], "procs": p,
-                         "metric": point["metric"], "paper": point["value"], "kind": point["kind"],
-                         "config": config_name(f.key), "projected": value, "note": at.note or ""})
-    return pd.DataFrame(rows, columns=["source", "strategy", "scaling", "procs", "metric", "paper", "kind", "config",
-                                       "projected", "note"])
+            rows.append(
+                {
+                    "source": point["source"],
+                    "strategy": point["strategy"],
+                    "scaling": point["scaling"],
+                    "procs": p,
+                    "metric": point["metric"],
+                    "paper": point["value"],
+                    "kind": point["kind"],
+                    "config": config_name(f.key),
+                    "projected": value,
+                    "note": at.note or "",
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["source", "strategy", "scaling", "procs", "metric", "paper", "kind", "config", "projected", "note"]
+    )
 
 
 # --- output ----------------------------------------------------------------------------------------------------
@@ -584,8 +689,15 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
         if not papers.empty:
             shown = papers[papers["scaling"] == scaling]
             for marker, ((source, kind), part) in zip(PAPER_MARKERS, shown.groupby(["source", "kind"])):
-                ax.plot(part["procs"], part["value"], linestyle="none", marker=marker, markersize=9,
-                        color="black" if kind == "reported" else "grey", label=f"{source} ({kind})")
+                ax.plot(
+                    part["procs"],
+                    part["value"],
+                    linestyle="none",
+                    marker=marker,
+                    markersize=9,
+                    color="black" if kind == "reported" else "grey",
+                    label=f"{source} ({kind})",
+                )
         if scaling == "strong" and not data.empty:
             top = int(data["procs"].max())
             ax.plot([1, top], [1, top], color="lightgrey", linestyle="--", marker="", label="ideal")
@@ -646,16 +758,31 @@ class Projection:
     compute_scale: float = 1.0
 
 
-def run_projection(records: list[dict], net: Network, local: Network, ranks: list[int], baselines: Path,
-                   fit_procs: list[int] | None = None, algorithm: str = "best", compute_scale: float = 1.0) -> Projection | None:
+def run_projection(
+    records: list[dict],
+    net: Network,
+    local: Network,
+    ranks: list[int],
+    baselines: Path,
+    fit_procs: list[int] | None = None,
+    algorithm: str = "best",
+    compute_scale: float = 1.0,
+) -> Projection | None:
     """Fit, validate and project; None when no run can be fitted."""
     fitted = fit_all(records, fit_procs)
     if not fitted:
         return None
     papers = paper_points(baselines)
-    return Projection(fitted, validate(records, local, fit_procs, algorithm), project(fitted, net, ranks, algorithm, compute_scale),
-                      papers, compare_papers(fitted, papers, net, algorithm, compute_scale) if not papers.empty else pd.DataFrame(),
-                      net, local, compute_scale)
+    return Projection(
+        fitted,
+        validate(records, local, fit_procs, algorithm),
+        project(fitted, net, ranks, algorithm, compute_scale),
+        papers,
+        compare_papers(fitted, papers, net, algorithm, compute_scale) if not papers.empty else pd.DataFrame(),
+        net,
+        local,
+        compute_scale,
+    )
 
 
 def write_projection(result: Projection, out: Path, heading: str = "#") -> list[str]:
@@ -667,26 +794,34 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
     result.table.to_csv(out / "projection.csv", index=False)
     result.comparison.to_csv(out / "projection_papers.csv", index=False)
     sub = heading + "#"
-    lines = [f"{heading} Projection\n",
-             "A cost model per strategy fitted on these runs (README, Projection), checked against the runs it was not "
-             "fitted on, then projected to more ranks. A model, not a measurement.\n",
-             f"- Projected on {result.net.describe()}.",
-             f"- Validated on {result.local.describe('each run on its own ranks per node')}.",
-             *([f"- Computation times x {result.compute_scale:g} (`--compute-scale`)."] if result.compute_scale != 1 else []),
-             "", f"{sub} Fitted model\n", markdown_table(model_table(result.fitted)),
-             f"{sub} Predicted against measured\n"]
+    lines = [
+        f"{heading} Projection\n",
+        "A cost model per strategy fitted on these runs (README, Projection), checked against the runs it was not "
+        "fitted on, then projected to more ranks. A model, not a measurement.\n",
+        f"- Projected on {result.net.describe()}.",
+        f"- Validated on {result.local.describe('each run on its own ranks per node')}.",
+        *([f"- Computation times x {result.compute_scale:g} (`--compute-scale`)."] if result.compute_scale != 1 else []),
+        "",
+        f"{sub} Fitted model\n",
+        markdown_table(model_table(result.fitted)),
+        f"{sub} Predicted against measured\n",
+    ]
     v = result.validation
     held = v[v["role"] == "held out"].dropna(subset=["error"])
     lines.append(markdown_table(v.assign(error=v["error"].map(percent))))
     if not held.empty:
         worst = held.loc[held["error"].abs().idxmax()]
-        lines.append(f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
-                     f"{worst['error']:+.1%} ({worst['run_id']}).\n")
+        lines.append(
+            f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
+            f"{worst['error']:+.1%} ({worst['run_id']}).\n"
+        )
     starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < BUSY_SHARE)]
     if not starved.empty:
-        lines.append(f"{len(starved)} runs got less than {BUSY_SHARE:.0%} of their cores (`cpu_share`, down to "
-                     f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
-                     "machine, and their errors measure that too. Re-run them on a quiet machine.\n")
+        lines.append(
+            f"{len(starved)} runs got less than {BUSY_SHARE:.0%} of their cores (`cpu_share`, down to "
+            f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
+            "machine, and their errors measure that too. Re-run them on a quiet machine.\n"
+        )
     for scaling, column in (("strong", "speedup"), ("weak", "efficiency")):
         lines.append(f"{sub} {scaling.capitalize()} scaling, projected {column}\n")
         lines.append(markdown_table(_pivot(result.table, scaling, column)))
@@ -694,8 +829,10 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
     lines.append("")
     if not result.comparison.empty:
         lines.append(f"{sub} Papers' points beside the projection\n")
-        lines.append("The papers ran other hardware, networks and budgets; a `claimed` point is a statement of the "
-                     "text without a printed number (`baselines/scaling_points.csv` says which).\n")
+        lines.append(
+            "The papers ran other hardware, networks and budgets; a `claimed` point is a statement of the "
+            "text without a printed number (`baselines/scaling_points.csv` says which).\n"
+        )
         lines.append(markdown_table(result.comparison))
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
     lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")
@@ -717,4 +854,3 @@ def report_section(records: list[dict], results_dir: Path, out_dir: Path, baseli
     """The report's "Projection" section (on ``summit``, to 1,024 ranks), or nothing when no run can be fitted."""
     result = run_projection(records, PRESETS["summit"], local_network(results_dir), REPORT_RANKS, baselines)
     return write_projection(result, out_dir, "##") if result else []
-

@@ -43,7 +43,7 @@ def _fmt(value, digits: int = 3) -> str:
         return str(int(value))
     if isinstance(value, (float, np.floating)):
         magnitude = abs(float(value))
-        if magnitude != 0 and magnitude < 10 ** -(digits):
+        if magnitude != 0 and magnitude < 10**-(digits):
             return f"{float(value):.{digits - 1}e}"
         if magnitude >= 1000:
             return f"{float(value):.0f}"
@@ -63,7 +63,10 @@ def markdown_table(frame: pd.DataFrame) -> str:
         return "_(none)_\n"
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |" for row in frame.itertuples(index=False)]
+    rows = [
+        "| " + " | ".join(_fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
+        for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
@@ -75,7 +78,9 @@ def _config(frame: pd.DataFrame, scaling: str) -> pd.Series:
     if scaling == "strong":
         parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
     else:
-        parts = parts + frame["cells_per_rank"].map(lambda k: f" / {int(k)} cell{'s' if k > 1 else ''} per rank" if pd.notna(k) else "")
+        parts = parts + frame["cells_per_rank"].map(
+            lambda k: f" / {int(k)} cell{'s' if k > 1 else ''} per rank" if pd.notna(k) else ""
+        )
     return parts
 
 
@@ -102,24 +107,43 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     an ok P=1 run, S and E are n/a and the ``note`` column says so.
     """
     ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
-    columns = ["config", "procs", "runs", "threads_per_rank", "oversubscribed", "train_s_mean", "train_s_std",
-               "images_per_s_mean", "images_per_s_std", "images_per_s_per_rank", "work_images_per_rank",
-               "speedup", "speedup_std", "efficiency", "efficiency_work", "note"]
+    columns = [
+        "config",
+        "procs",
+        "runs",
+        "threads_per_rank",
+        "oversubscribed",
+        "train_s_mean",
+        "train_s_std",
+        "images_per_s_mean",
+        "images_per_s_std",
+        "images_per_s_per_rank",
+        "work_images_per_rank",
+        "speedup",
+        "speedup_std",
+        "efficiency",
+        "efficiency_work",
+        "note",
+    ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
     ok["config"] = _config(ok, scaling)
     ok["work_images"] = ok["work_images_per_rank"].map(lambda v: _mean_of_lists(v) if isinstance(v, list) else None)
-    grouped = ok.groupby(["config", "procs"], sort=True).agg(
-        runs=("run_id", "count"),
-        threads_per_rank=("threads_per_rank", _threads),
-        oversubscribed=("oversubscribed", lambda v: bool(v.fillna(False).astype(bool).any())),
-        train_s_mean=("train_s", "mean"),
-        train_s_std=("train_s", "std"),
-        images_per_s_mean=("images_per_s", "mean"),
-        images_per_s_std=("images_per_s", "std"),
-        images_per_s_per_rank=("images_per_s_per_rank", "mean"),
-        work_images_per_rank=("work_images", "mean"),
-    ).reset_index()
+    grouped = (
+        ok.groupby(["config", "procs"], sort=True)
+        .agg(
+            runs=("run_id", "count"),
+            threads_per_rank=("threads_per_rank", _threads),
+            oversubscribed=("oversubscribed", lambda v: bool(v.fillna(False).astype(bool).any())),
+            train_s_mean=("train_s", "mean"),
+            train_s_std=("train_s", "std"),
+            images_per_s_mean=("images_per_s", "mean"),
+            images_per_s_std=("images_per_s", "std"),
+            images_per_s_per_rank=("images_per_s_per_rank", "mean"),
+            work_images_per_rank=("work_images", "mean"),
+        )
+        .reset_index()
+    )
     rows = []
     for config, part in grouped.groupby("config", sort=True):
         base = part[part["procs"] == 1]
@@ -164,33 +188,46 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
         for config, runs in part.groupby("config", sort=True):
             threads = sorted({int(t) for t in runs["threads_per_rank"] if pd.notna(t)})
             if len(threads) > 1:
-                warnings.append(f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
-                                "its speedups mix more processes with fewer threads. Set `train.threads` or let the suite hold "
-                                "threads fixed (the default).")
+                warnings.append(
+                    f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
+                    "its speedups mix more processes with fewer threads. Set `train.threads` or let the suite hold "
+                    "threads fixed (the default)."
+                )
             over = runs[runs["oversubscribed"].fillna(False).astype(bool)]
             for _, r in over.sort_values("procs").drop_duplicates("procs").iterrows():
-                warnings.append(f"{config} ({scaling}) at P={r['procs']}: {int(r['ranks_per_node'])} ranks x "
-                                f"{int(r['threads_per_rank'])} threads on {int(r['cores_per_node'])} cores is oversubscribed: "
-                                "its time measures contention, not scaling.")
+                warnings.append(
+                    f"{config} ({scaling}) at P={r['procs']}: {int(r['ranks_per_node'])} ranks x "
+                    f"{int(r['threads_per_rank'])} threads on {int(r['cores_per_node'])} cores is oversubscribed: "
+                    "its time measures contention, not scaling."
+                )
             if scaling == "weak":
-                work = runs.groupby("procs")["work_images_per_rank"].agg(lambda v: _mean_of_lists(
-                    [x for lst in v if isinstance(lst, list) for x in lst]))
+                work = runs.groupby("procs")["work_images_per_rank"].agg(
+                    lambda v: _mean_of_lists([x for lst in v if isinstance(lst, list) for x in lst])
+                )
                 if work.notna().all() and len(work) > 1 and work.max() > 1.01 * work.min():
-                    warnings.append(f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
-                                    "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`.")
+                    warnings.append(
+                        f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
+                        "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`."
+                    )
                 hoods = sorted({int(h) for h in runs["neighbourhood_size"] if pd.notna(h)})
                 if len(hoods) > 1:
-                    warnings.append(f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
-                                    "so fitness and mixture work per cell grow too; for fixed work per rank use a block of cells "
-                                    "per rank on grids of at least 3x3 (README, weak scaling).")
+                    warnings.append(
+                        f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
+                        "so fitness and mixture work per cell grow too; for fixed work per rank use a block of cells "
+                        "per rank on grids of at least 3x3 (README, weak scaling)."
+                    )
     return warnings
 
 
 def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame["status"] == "ok"]
-    table = ok[["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]].copy()
+    table = ok[
+        ["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+    ].copy()
     table["comm_mb"] = table.pop("comm_bytes") / 2**20
-    return table[["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]]
+    return table[
+        ["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+    ]
 
 
 def step_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -199,29 +236,58 @@ def step_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in ok.iterrows():
         ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
-        rows.append({
-            "run_id": r["run_id"], "procs": r["procs"], "threads_per_rank": r["threads_per_rank"],
-            "timed_steps": r["timed_steps"], "step_p50": r["step_p50"], "step_p95": r["step_p95"],
-            "step_mean": r["step_s"], "step_ci95": r["step_ci95"], "images_per_s": r["images_per_s"],
-            "images_per_s_lo": ci[0], "images_per_s_hi": ci[1],
-            "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
-            "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
-            "fraction_of_peak": r["fraction_of_peak"], "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
-            "peak_source": r["peak_source"],
-        })
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "threads_per_rank": r["threads_per_rank"],
+                "timed_steps": r["timed_steps"],
+                "step_p50": r["step_p50"],
+                "step_p95": r["step_p95"],
+                "step_mean": r["step_s"],
+                "step_ci95": r["step_ci95"],
+                "images_per_s": r["images_per_s"],
+                "images_per_s_lo": ci[0],
+                "images_per_s_hi": ci[1],
+                "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
+                "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
+                "fraction_of_peak": r["fraction_of_peak"],
+                "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
+                "peak_source": r["peak_source"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame["status"] == "ok"]
-    return ok[["run_id", "procs", "device", "gpu_util_mean", "gpu_util_p95", "gpu_mem_used_mb", "gpu_mem_peak_mb",
-               "cpu_util_mean", "host_mem_peak_mb"]].copy()
+    return ok[
+        [
+            "run_id",
+            "procs",
+            "device",
+            "gpu_util_mean",
+            "gpu_util_p95",
+            "gpu_mem_used_mb",
+            "gpu_mem_peak_mb",
+            "cpu_util_mean",
+            "host_mem_peak_mb",
+        ]
+    ].copy()
 
 
 def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
-    rows = [{"run_id": r["run_id"], "procs": r["procs"], "grid": "x".join(map(str, r["grid"])), "cells_per_rank": r["cells_per_rank"],
-             **{phase: float(np.mean(values)) for phase, values in r["phases_s"].items()}}
-            for r in records if r.get("status") == "ok" and r.get("phases_s")]
+    rows = [
+        {
+            "run_id": r["run_id"],
+            "procs": r["procs"],
+            "grid": "x".join(map(str, r["grid"])),
+            "cells_per_rank": r["cells_per_rank"],
+            **{phase: float(np.mean(values)) for phase, values in r["phases_s"].items()},
+        }
+        for r in records
+        if r.get("status") == "ok" and r.get("phases_s")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -265,22 +331,45 @@ def _spread(mean, std, count=None, size=None) -> str:
 
 def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
     """The markdown columns of a scores table: IS and KID with their spread and counts, per-class KID by basis."""
-    shown = pd.DataFrame({"run_id": scores["run_id"], "procs": scores["procs"], "classes": scores["classes"],
-                          "n": scores["n"], "n_real": scores["n_real"]})
-    shown["IS (splits×n)"] = [_spread(*v) for v in zip(scores["is_mean"], scores["is_std"], scores["is_splits"], scores["is_split_n"])]
+    shown = pd.DataFrame(
+        {
+            "run_id": scores["run_id"],
+            "procs": scores["procs"],
+            "classes": scores["classes"],
+            "n": scores["n"],
+            "n_real": scores["n_real"],
+        }
+    )
+    shown["IS (splits×n)"] = [
+        _spread(*v) for v in zip(scores["is_mean"], scores["is_std"], scores["is_splits"], scores["is_split_n"])
+    ]
     shown["fid"] = scores["fid"]
-    shown["KID (subsets×n)"] = [_spread(*v) for v in zip(scores["kid_mean"], scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])]
+    shown["KID (subsets×n)"] = [
+        _spread(*v) for v in zip(scores["kid_mean"], scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])
+    ]
     for field, basis in PER_CLASS_BASES.items():
         shown[f"per-class KID by {basis}"] = [
             f"{_significant(m)} ({k} classes, n {n})" if _given(m) else NA
-            for m, k, n in zip(scores[f"{field}_kid_mean"], scores[f"{field}_scored"], scores[f"{field}_n"])]
+            for m, k, n in zip(scores[f"{field}_kid_mean"], scores[f"{field}_scored"], scores[f"{field}_n"])
+        ]
     shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
     return shown
 
 
 def _per_class_rows(name: str, scores: dict) -> list[dict]:
-    return [{"run_id": name, "class": c, "n": e["n"], "n_real": e["n_real"], "metric": e["metric"], "fid": e["fid"],
-             **{k: e[k] for k in KID_FIELDS}, "note": e["note"]} for c, e in scores.items()]
+    return [
+        {
+            "run_id": name,
+            "class": c,
+            "n": e["n"],
+            "n_real": e["n_real"],
+            "metric": e["metric"],
+            "fid": e["fid"],
+            **{k: e[k] for k in KID_FIELDS},
+            "note": e["note"],
+        }
+        for c, e in scores.items()
+    ]
 
 
 def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
@@ -296,11 +385,22 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
     for net, models in sorted(by_net.items()):
         scores, per_class = [], {field: [] for field in PER_CLASS_BASES}
         for name, r, q in models:
-            row = {"run_id": name, "strategy": r["strategy"], "procs": r["procs"], "classes": _class_set(q),
-                   "n": q["n"], "n_real": q["n_real"], "feature_dim": q.get("feature_dim"),
-                   "is_mean": q["is_mean"], "is_std": q["is_std"], "is_splits": q.get("is_splits"),
-                   "is_split_n": q.get("is_split_n"), "fid": q["fid"], "fid_note": q.get("fid_note"),
-                   **{k: q.get(k) for k in KID_FIELDS}}
+            row = {
+                "run_id": name,
+                "strategy": r["strategy"],
+                "procs": r["procs"],
+                "classes": _class_set(q),
+                "n": q["n"],
+                "n_real": q["n_real"],
+                "feature_dim": q.get("feature_dim"),
+                "is_mean": q["is_mean"],
+                "is_std": q["is_std"],
+                "is_splits": q.get("is_splits"),
+                "is_split_n": q.get("is_split_n"),
+                "fid": q["fid"],
+                "fid_note": q.get("fid_note"),
+                **{k: q.get(k) for k in KID_FIELDS},
+            }
             for field in PER_CLASS_BASES:
                 summary = per_class_summary(q.get(field)) or {}
                 row[f"{field}_kid_mean"] = summary.get("kid_mean")
@@ -319,16 +419,26 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
         if r.get("status") != "ok":
             continue
         env = r.get("env") or {}
-        rows.append({"run_id": r["run_id"], "device": r.get("device"), "launcher": r.get("launcher"),
-                     "cores_per_node": r.get("cores_per_node"), "ranks_per_node": r.get("ranks_per_node"),
-                     "threads_per_rank": r.get("threads_per_rank"), **{k: v for k, v in env.items() if v}})
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "device": r.get("device"),
+                "launcher": r.get("launcher"),
+                "cores_per_node": r.get("cores_per_node"),
+                "ranks_per_node": r.get("ranks_per_node"),
+                "threads_per_rank": r.get("threads_per_rank"),
+                **{k: v for k, v in env.items() if v},
+            }
+        )
     if not rows:
         return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
     frame = pd.DataFrame(rows).set_index("run_id")
     varying = [c for c in frame.columns if frame[c].astype(str).nunique() > 1]
     common = frame.drop(columns=varying).iloc[0]
-    return (pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
-            frame[varying].reset_index() if varying else pd.DataFrame())
+    return (
+        pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
+        frame[varying].reset_index() if varying else pd.DataFrame(),
+    )
 
 
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -364,8 +474,10 @@ def plot_scaling(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
         return []
     plt = _plt()
     written = []
-    for column, ylabel, name in (("train_s_mean", "training time (s)", f"{scaling}_time.png"),
-                                 ("efficiency", "efficiency", f"{scaling}_efficiency.png")):
+    for column, ylabel, name in (
+        ("train_s_mean", "training time (s)", f"{scaling}_time.png"),
+        ("efficiency", "efficiency", f"{scaling}_efficiency.png"),
+    ):
         data = table.dropna(subset=[column])
         if data.empty:
             continue
@@ -435,8 +547,11 @@ def _slug(text: str) -> str:
 # --- the report ---------------------------------------------------------------------------------------------
 
 
-PAPER_MODELS = {("data_parallel", "bce"): "DC-GAN", ("conditional", "bce"): "DC-CGAN",
-                ("label_partitioned", "bce"): "Distributed DC-CGAN"}
+PAPER_MODELS = {
+    ("data_parallel", "bce"): "DC-GAN",
+    ("conditional", "bce"): "DC-CGAN",
+    ("label_partitioned", "bce"): "Distributed DC-CGAN",
+}
 """Seed 000's model for each (strategy, loss) of the suite that reproduces one."""
 PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
 PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
@@ -451,7 +566,9 @@ def _protocol_differences(r: dict, q: dict) -> str:
         notes.append(f"no IS ({q.get('is_note')})")
     classes = q.get("classes")
     if classes and len(classes) < q["num_classes"]:
-        notes.append(f"{len(classes)} of {q['num_classes']} classes (paper: all): IS grows with the classes sampled, not comparable")
+        notes.append(
+            f"{len(classes)} of {q['num_classes']} classes (paper: all): IS grows with the classes sampled, not comparable"
+        )
     if q["n"] < PAPER_MIN_IS_SAMPLES:
         split = f" in {q['is_splits']} splits of {q['is_split_n']}" if q.get("is_splits") else ""
         notes.append(f"n={q['n']}{split} (paper: thousands): small splits bias IS low")
@@ -504,20 +621,28 @@ def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
             rates = [r["images_per_s"] for r in rs if r.get("images_per_s") is not None]
             digest = (rs[0].get("replica_digests") or [None])[0]
             identical = [r.get("replicas_identical") for r in rs if r.get("replicas_identical") is not None]
-            rows.append({
-                "strategy": strategy, "loss": loss, "procs": procs, "scaling": scaling, "dataset": dataset,
-                "engine": engine, "label": label, "runs": len(rs),
-                "threads_per_rank": _threads(r.get("threads_per_rank") for r in rs),
-                "traced": any(r.get("traced") for r in rs),
-                "step_s": _mean_of_lists((r.get("telemetry") or {}).get("step_s") for r in rs),
-                "comm_share": _mean_of_lists((r.get("telemetry") or {}).get("comm_share") for r in rs),
-                "images_per_s": float(np.mean(rates)) if rates else None,
-                "images_per_s_std": float(np.std(rates, ddof=1)) if len(rates) > 1 else None,
-                "vs_baseline": float(np.mean(rates)) / base_rate if rates and base_rate else None,
-                "replicas_identical": all(identical) if identical else None,
-                "same_model": digest == base_digest if digest and base_digest else None,
-                "settings": settings_text(rs[0].get("engine_settings")),
-            })
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "loss": loss,
+                    "procs": procs,
+                    "scaling": scaling,
+                    "dataset": dataset,
+                    "engine": engine,
+                    "label": label,
+                    "runs": len(rs),
+                    "threads_per_rank": _threads(r.get("threads_per_rank") for r in rs),
+                    "traced": any(r.get("traced") for r in rs),
+                    "step_s": _mean_of_lists((r.get("telemetry") or {}).get("step_s") for r in rs),
+                    "comm_share": _mean_of_lists((r.get("telemetry") or {}).get("comm_share") for r in rs),
+                    "images_per_s": float(np.mean(rates)) if rates else None,
+                    "images_per_s_std": float(np.std(rates, ddof=1)) if len(rates) > 1 else None,
+                    "vs_baseline": float(np.mean(rates)) / base_rate if rates and base_rate else None,
+                    "replicas_identical": all(identical) if identical else None,
+                    "same_model": digest == base_digest if digest and base_digest else None,
+                    "settings": settings_text(rs[0].get("engine_settings")),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -537,50 +662,72 @@ def trace_table(records: list[dict], results_dir: Path, out_dir: Path) -> pd.Dat
 def _engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
     """Engine settings of every run, the engine comparison, and links to traces."""
     lines.append("## Engines\n")
-    settings = pd.DataFrame([{"run_id": r["run_id"], "engine": r["engine"], "traced": bool(r.get("traced")),
-                              "settings": settings_text(r.get("engine_settings"))} for r in records if r.get("status") == "ok"],
-                            columns=["run_id", "engine", "traced", "settings"])
+    settings = pd.DataFrame(
+        [
+            {
+                "run_id": r["run_id"],
+                "engine": r["engine"],
+                "traced": bool(r.get("traced")),
+                "settings": settings_text(r.get("engine_settings")),
+            }
+            for r in records
+            if r.get("status") == "ok"
+        ],
+        columns=["run_id", "engine", "traced", "settings"],
+    )
     settings.to_csv(out_dir / "engine_settings.csv", index=False)
-    lines.append("Settings each run's engine ran with (README, \"Engine settings\").\n")
+    lines.append('Settings each run\'s engine ran with (README, "Engine settings").\n')
     lines.append(markdown_table(settings))
     comparison = engine_comparison_table(records)
     comparison.to_csv(out_dir / "engine_comparison.csv", index=False)
     if not comparison.empty:
         lines.append("### Engine comparison\n")
-        lines.append("One strategy on several engines (same loss, processes, scaling and dataset), averaged over repeats. "
-                     "`vs_baseline` is images/s over the first row of its group (Horovod where it ran); `same_model`: "
-                     "the trained weights are bitwise the baseline's (expected at 2 ranks, where every engine sums the "
-                     "same two numbers; with more ranks the summation order differs between engines).\n")
+        lines.append(
+            "One strategy on several engines (same loss, processes, scaling and dataset), averaged over repeats. "
+            "`vs_baseline` is images/s over the first row of its group (Horovod where it ran); `same_model`: "
+            "the trained weights are bitwise the baseline's (expected at 2 ranks, where every engine sums the "
+            "same two numbers; with more ranks the summation order differs between engines).\n"
+        )
         lines.append(markdown_table(comparison))
     traces = trace_table(records, results_dir, out_dir)
     traces.to_csv(out_dir / "traces.csv", index=False)
     if not traces.empty:
         lines.append("### Traces\n")
-        lines.append("`trace-rank<N>.json`: torch.profiler, a few steady window steps of rank N; `horovod-timeline.json`: "
-                     "Horovod's timeline (rank 0); both Chrome-trace JSON for https://ui.perfetto.dev, chrome://tracing or "
-                     "Holistic Trace Analysis. `deepspeed-comms.*`: DeepSpeed's communication log; `horovod-autotune.csv`: "
-                     "the autotuner's samples. **Timings of traced runs include the tracing overhead**: compare engines "
-                     "on untraced runs.\n")
+        lines.append(
+            "`trace-rank<N>.json`: torch.profiler, a few steady window steps of rank N; `horovod-timeline.json`: "
+            "Horovod's timeline (rank 0); both Chrome-trace JSON for https://ui.perfetto.dev, chrome://tracing or "
+            "Holistic Trace Analysis. `deepspeed-comms.*`: DeepSpeed's communication log; `horovod-autotune.csv`: "
+            "the autotuner's samples. **Timings of traced runs include the tracing overhead**: compare engines "
+            "on untraced runs.\n"
+        )
         lines.append(markdown_table(traces))
 
 
 def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
     lines.append("## Papers' numbers (not measured here)\n")
-    lines.append("Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
-                 "networks and training budgets; they are never mixed into the measured columns above.\n")
+    lines.append(
+        "Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
+        "networks and training budgets; they are never mixed into the measured columns above.\n"
+    )
     inception = baselines / "seed000_inception_scores.csv"
     if inception.is_file():
         paper = pd.read_csv(inception)
         datasets = {(r.get("dataset") or {}).get("name") for r in records if r.get("status") == "ok"}
         shown = paper[paper["dataset"].isin(datasets)]
-        note = "" if not shown.empty else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
+        note = (
+            ""
+            if not shown.empty
+            else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
+        )
         shown = paper if shown.empty else shown
         lines.append(f"**Seed 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
         lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
-        lines.append("Seed 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
-                     f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
-                     "distributed DC-CGAN to `label_partitioned` with loss `bce`. Each of our rows below says where its "
-                     "protocol differs from the paper's; only a row without such a difference is comparable.\n")
+        lines.append(
+            "Seed 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
+            f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
+            "distributed DC-CGAN to `label_partitioned` with loss `bce`. Each of our rows below says where its "
+            "protocol differs from the paper's; only a row without such a difference is comparable.\n"
+        )
         ours = []
         for name, r, q in _scored_models(records):
             model = PAPER_MODELS.get((r["strategy"], r["loss"]))
@@ -588,10 +735,18 @@ def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) ->
             row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
             if model is None or row.empty:
                 continue
-            ours.append({"run_id": name, "model": model, "IS (ours)": _spread(q["is_mean"], q["is_std"], q.get("is_splits"), q.get("is_split_n")),
-                         "IS (paper)": _pm(float(row["is_mean"].iloc[0]), float(row["is_std"].iloc[0])),
-                         "network": q["features"], "n": q["n"], "classes": _class_set(q),
-                         "differences from the paper's protocol": _protocol_differences(r, q)})
+            ours.append(
+                {
+                    "run_id": name,
+                    "model": model,
+                    "IS (ours)": _spread(q["is_mean"], q["is_std"], q.get("is_splits"), q.get("is_split_n")),
+                    "IS (paper)": _pm(float(row["is_mean"].iloc[0]), float(row["is_std"].iloc[0])),
+                    "network": q["features"],
+                    "n": q["n"],
+                    "classes": _class_set(q),
+                    "differences from the paper's protocol": _protocol_differences(r, q),
+                }
+            )
         if ours:
             lines.append("**Our runs beside them**\n")
             lines.append(markdown_table(pd.DataFrame(ours)))
@@ -614,10 +769,12 @@ def _headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[st
     if table.empty:
         return lines + ["_No run finished: nothing to compare (see Runs below)._\n"]
     shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
-    lines.append("One row per strategy (and engine), at the largest process count it ran (`P` lists them); speedup and "
-                 "efficiency from its strong-scaling sweep, `weak_efficiency` from its weak one (work-normalised where "
-                 "the work per rank differs); quality of the final model with the network and sample count in `quality`; "
-                 "`checks`: the equivalences verified on these runs.\n")
+    lines.append(
+        "One row per strategy (and engine), at the largest process count it ran (`P` lists them); speedup and "
+        "efficiency from its strong-scaling sweep, `weak_efficiency` from its weak one (work-normalised where "
+        "the work per rank differs); quality of the final model with the network and sample count in `quality`; "
+        "`checks`: the equivalences verified on these runs.\n"
+    )
     lines.append(markdown_table(shown))
     for sentence in findings(table, records, scaling):
         lines.append(f"- {sentence}")
@@ -639,14 +796,25 @@ def _quality_over_time_section(records: list[dict], out_dir: Path) -> list[str]:
     lines += [f"![quality against time]({name})\n" for name in plots]
     if timed:
         t = timed[0]["time_to_target"]
-        rows = [{"run_id": r["run_id"], "procs": r["procs"], "reached": r["time_to_target"]["reached"],
-                 "time_to_target_s": r["time_to_target"]["clock_s"], "step": r["time_to_target"]["step"],
-                 "best": r["time_to_target"]["best"], "points": r["time_to_target"]["points"]} for r in timed]
+        rows = [
+            {
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "reached": r["time_to_target"]["reached"],
+                "time_to_target_s": r["time_to_target"]["clock_s"],
+                "step": r["time_to_target"]["step"],
+                "best": r["time_to_target"]["best"],
+                "points": r["time_to_target"]["points"],
+            }
+            for r in timed
+        ]
         table = pd.DataFrame(rows)
         table.to_csv(out_dir / "time_to_target.csv", index=False)
-        lines.append(f"Time to {t['metric'].upper()} <= {t['target']:g} ({t['features']}, n={t['n']}): training-window "
-                     "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
-                     "pauses are not counted).\n")
+        lines.append(
+            f"Time to {t['metric'].upper()} <= {t['target']:g} ({t['features']}, n={t['n']}): training-window "
+            "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
+            "pauses are not counted).\n"
+        )
         lines.append(_details("Time to target, every run", markdown_table(table)))
     return lines
 
@@ -660,11 +828,27 @@ def _scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_
         if table.empty:
             lines.append(f"_No {kind}-scaling runs in these results._\n")
             continue
-        shown = table.assign(train_s=[_pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
-                             images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
-                             speedup=[_pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])])
-        columns = ["config", "procs", "runs", "threads_per_rank", "train_s", "images_per_s", "images_per_s_per_rank",
-                   "work_images_per_rank", "speedup", "efficiency"] + (["efficiency_work"] if kind == "weak" else []) + ["note"]
+        shown = table.assign(
+            train_s=[_pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
+            images_per_s=[_pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
+            speedup=[_pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])],
+        )
+        columns = (
+            [
+                "config",
+                "procs",
+                "runs",
+                "threads_per_rank",
+                "train_s",
+                "images_per_s",
+                "images_per_s_per_rank",
+                "work_images_per_rank",
+                "speedup",
+                "efficiency",
+            ]
+            + (["efficiency_work"] if kind == "weak" else [])
+            + ["note"]
+        )
         lines.append(markdown_table(shown[columns]))
         lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
     both = pd.concat([table.assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True)
@@ -679,27 +863,35 @@ def _time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> li
     times.to_csv(out_dir / "time.csv", index=False)
     if not times.empty:
         total = times["wall_s"].sum()
-        sums = {c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")}
-        lines.append(f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
-                     f"({sums['train_s'] / total:.0%}) were inside training windows; set-up {sums['setup_s']:.0f} s, "
-                     f"warm-up {sums['warmup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
-                     f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
-                     f"{sums['other_s']:.0f} s.\n")
+        sums = {
+            c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")
+        }
+        lines.append(
+            f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
+            f"({sums['train_s'] / total:.0%}) were inside training windows; set-up {sums['setup_s']:.0f} s, "
+            f"warm-up {sums['warmup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
+            f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
+            f"{sums['other_s']:.0f} s.\n"
+        )
         lines.append(_details("Time per run, by phase", markdown_table(times)))
     steps = step_table(frame)
     steps.to_csv(out_dir / "step_time.csv", index=False)
     peaks = "".join(f"Peak: {source}.\n" for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}))
     if not steps.empty:
-        lines.append(_details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks))
+        lines.append(
+            _details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)
+        )
     comm = communication_table(frame)
     comm.to_csv(out_dir / "communication.csv", index=False)
     body = markdown_table(comm)
     phases = cellular_phase_table(records)
     if not phases.empty:
         phases.to_csv(out_dir / "cellular_phases.csv", index=False)
-        body += ("\nCellular runs, seconds per rank in each phase of the window's iterations (mean over ranks; `exchange` is "
-                 "the neighbour exchange, the rest is computation; mixture scoring is part of the algorithm):\n\n"
-                 + markdown_table(phases))
+        body += (
+            "\nCellular runs, seconds per rank in each phase of the window's iterations (mean over ranks; `exchange` is "
+            "the neighbour exchange, the rest is computation; mixture scoring is part of the algorithm):\n\n"
+            + markdown_table(phases)
+        )
     lines.append(_details("Communication share", body))
     util = utilization_table(frame)
     util.to_csv(out_dir / "gpu_utilization.csv", index=False)
@@ -720,9 +912,13 @@ def _quality_section(records: list[dict], out_dir: Path) -> list[str]:
     for net, (scores, per_class) in quality.items():
         slug = _slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
-        detail = next(r["quality"]["features_detail"] for r in records if r.get("quality", {}) and r["quality"]["features"] == net)
+        detail = next(
+            r["quality"]["features_detail"] for r in records if r.get("quality", {}) and r["quality"]["features"] == net
+        )
         dims = scores["feature_dim"].dropna()
-        lines.append(f"### Network `{net}`\n\n{detail}" + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "") + ".\n")
+        lines.append(
+            f"### Network `{net}`\n\n{detail}" + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "") + ".\n"
+        )
         lines.append(markdown_table(_quality_display(scores)))
         for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
             lines.append(f"IS n/a: {note}.\n")
@@ -735,8 +931,12 @@ def _quality_section(records: list[dict], out_dir: Path) -> list[str]:
                 continue
             table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
             table = table.assign(KID=[_spread(m, s) for m, s in zip(table["kid_mean"], table["kid_std"])])
-            lines.append(_details(f"Per-class scores by {basis}",
-                                  markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]])))
+            lines.append(
+                _details(
+                    f"Per-class scores by {basis}",
+                    markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]]),
+                )
+            )
     return lines
 
 
@@ -755,12 +955,18 @@ def _samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> l
     for name, runs in sorted(by_config.items()):
         main, _ = main_runs(runs)
         first = min(main, key=lambda r: r.get("repeat", 0))
-        shown.append(f"| {name} | <img src=\"samples/{first['run_id']}.png\" width=\"200\" title=\"{first['run_id']}\"> |")
-        folded += [f"<img src=\"samples/{r['run_id']}.png\" width=\"120\" title=\"{r['run_id']}\">" for r in runs if r is not first]
+        shown.append(f'| {name} | <img src="samples/{first["run_id"]}.png" width="200" title="{first["run_id"]}"> |')
+        folded += [f'<img src="samples/{r["run_id"]}.png" width="120" title="{r["run_id"]}">' for r in runs if r is not first]
     if not shown:
         return []
-    lines = ["## Samples\n", "Each strategy at its largest P; conditional and label-partitioned models show one row per class.\n",
-             "| strategy | samples |", "|---|---|", *shown, ""]
+    lines = [
+        "## Samples\n",
+        "Each strategy at its largest P; conditional and label-partitioned models show one row per class.\n",
+        "| strategy | samples |",
+        "|---|---|",
+        *shown,
+        "",
+    ]
     if folded:
         lines.append(_details("Samples of every other run", " ".join(folded)))
     return lines
@@ -777,15 +983,36 @@ def _environment_section(records: list[dict], out_dir: Path) -> list[str]:
 
 
 def _runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
-    runs = frame[["run_id", "status", "strategy", "engine", "loss", "procs", "scaling", "grid", "dataset", "steps",
-                  "global_batch", "threads_per_rank", "wall_s", "train_s", "images_per_s", "error"]]
+    runs = frame[
+        [
+            "run_id",
+            "status",
+            "strategy",
+            "engine",
+            "loss",
+            "procs",
+            "scaling",
+            "grid",
+            "dataset",
+            "steps",
+            "global_batch",
+            "threads_per_rank",
+            "wall_s",
+            "train_s",
+            "images_per_s",
+            "error",
+        ]
+    ]
     runs.to_csv(out_dir / "runs.csv", index=False)
     failed = runs[runs["status"] != "ok"]
     shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
     lines = ["## Runs\n"]
     if not failed.empty:
-        lines.append(f"**{len(failed)} run(s) failed:** " + "; ".join(
-            f"{rid}: {str(err).splitlines()[0][:160]}" for rid, err in zip(failed["run_id"], failed["error"])) + "\n")
+        lines.append(
+            f"**{len(failed)} run(s) failed:** "
+            + "; ".join(f"{rid}: {str(err).splitlines()[0][:160]}" for rid, err in zip(failed["run_id"], failed["error"]))
+            + "\n"
+        )
     lines.append(_details(f"All {len(runs)} runs", markdown_table(shown)))
     return lines
 
@@ -803,8 +1030,10 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
 
     lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
-    lines.append(f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
-                 f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n")
+    lines.append(
+        f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
+        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n"
+    )
     if scenario_file.is_file():
         lines.append(_details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
     lines += _headline_section(records, frame, scaling)

@@ -207,9 +207,14 @@ def per_class_summary(scores: dict | None) -> dict | None:
         return None
     scored = [e for e in scores.values() if e["metric"]]
     counts = [e["n"] for e in scores.values()]
-    return {"classes": len(scores), "scored": len(scored), "fid_classes": sum(e["metric"] == "fid" for e in scored),
-            "n_min": min(counts), "n_max": max(counts),
-            "kid_mean": sum(e["kid_mean"] for e in scored) / len(scored) if scored else None}
+    return {
+        "classes": len(scores),
+        "scored": len(scored),
+        "fid_classes": sum(e["metric"] == "fid" for e in scored),
+        "n_min": min(counts),
+        "n_max": max(counts),
+        "kid_mean": sum(e["kid_mean"] for e in scored) / len(scored) if scored else None,
+    }
 
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:

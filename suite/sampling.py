@@ -86,7 +86,9 @@ class Sampler:
         self.bundle, self.device = bundle, torch.device(device)
         self.networks: dict[str, Generator] = {}
         for key, state in bundle.generators.items():
-            net = Generator(bundle.image_size, bundle.channels, bundle.latent_dim, bundle.num_classes if bundle.conditional else 0)
+            net = Generator(
+                bundle.image_size, bundle.channels, bundle.latent_dim, bundle.num_classes if bundle.conditional else 0
+            )
             net.load_state_dict(state)
             self.networks[key] = net.to(self.device).eval()
         self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
@@ -97,7 +99,9 @@ class Sampler:
         """Which generator makes each sample, and the label each sample is generated for."""
         b = self.bundle
         if b.kind == "single":
-            labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs) if b.conditional else np.full(n, UNCONDITIONAL_LABEL)
+            labels = (
+                rng.choice(self.prior_labels, size=n, p=self.prior_probs) if b.conditional else np.full(n, UNCONDITIONAL_LABEL)
+            )
             return ["all" if "all" in self.networks else next(iter(self.networks))] * n, labels
         if b.kind == "per_class":
             labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs)

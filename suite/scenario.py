@@ -344,10 +344,21 @@ class Run:
     def identity(self) -> dict[str, Any]:
         """The fields that name this run in its record (also in a failed record)."""
         return {
-            "run_id": self.run_id, "scenario": self.scenario, "strategy": self.strategy, "engine": self.engine,
-            "loss": self.loss, "procs": self.procs, "scaling": self.scaling, "repeat": self.repeat, "grid": self.grid,
-            "label": self.label, "epochs": self.train.epochs, "seed": self.train.seed, "budget_s": self.train.budget_s,
-            "critic_norm": self.critic_norm, "traced": self.trace,
+            "run_id": self.run_id,
+            "scenario": self.scenario,
+            "strategy": self.strategy,
+            "engine": self.engine,
+            "loss": self.loss,
+            "procs": self.procs,
+            "scaling": self.scaling,
+            "repeat": self.repeat,
+            "grid": self.grid,
+            "label": self.label,
+            "epochs": self.train.epochs,
+            "seed": self.train.seed,
+            "budget_s": self.train.budget_s,
+            "critic_norm": self.critic_norm,
+            "traced": self.trace,
         }
 
     @property
@@ -396,6 +407,16 @@ def _strip_optional(tp: Any) -> Any:
     return args[0] if len(args) == 1 else typing.Union[tuple(args)]
 
 
+_SCALARS: dict[Any, tuple[Any, str]] = {
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+    dict: (lambda v: isinstance(v, dict), "a mapping"),
+}
+"""The plain types a scenario field may have: what a value must be, and how the error names it."""
+
+
 def _convert(tp: Any, value: Any, path: str) -> Any:
     if _is_optional(tp):
         return None if value is None else _convert(_strip_optional(tp), value, path)
@@ -413,26 +434,11 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             raise ScenarioError(f"{path}: expected {_type_name(tp)}, got {value!r}")
         (item,) = get_args(tp)
         return [_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ScenarioError(f"{path}: expected true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ScenarioError(f"{path}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(f"{path}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ScenarioError(f"{path}: expected a string, got {value!r}")
-        return value
-    if tp is dict:
-        if not isinstance(value, dict):
-            raise ScenarioError(f"{path}: expected a mapping, got {value!r}")
-        return value
+    if tp in _SCALARS:
+        accepts, expected = _SCALARS[tp]
+        if not accepts(value):
+            raise ScenarioError(f"{path}: expected {expected}, got {value!r}")
+        return float(value) if tp is float else value
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
 
 
@@ -531,9 +537,15 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
         if target.value < 0:
             fail(f"metrics.target.{target.metric}", f"must not be negative, got {target.value}")
         if scenario.metrics.features == "auto":
-            fail("metrics.target", "a target holds under one named feature network: set metrics.features to classifier or inception")
+            fail(
+                "metrics.target",
+                "a target holds under one named feature network: set metrics.features to classifier or inception",
+            )
         if not scenario.metrics.enabled or scenario.metrics.curve_points < 1:
-            fail("metrics.target", "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1")
+            fail(
+                "metrics.target",
+                "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1",
+            )
     for i, spec in enumerate(scenario.runs):
         if not run_train(scenario, spec, f"runs[{i}].train").stop_at_target:
             continue
@@ -541,8 +553,11 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
         if target is None:
             fail(path, "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
         if spec.strategy not in ("data_parallel", "conditional"):
-            fail(path, f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
-                       "its time to target is read from the quality curve instead")
+            fail(
+                path,
+                f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
+                "its time to target is read from the quality curve instead",
+            )
 
 
 def _check_checkpoints(every: CheckpointEvery | None, fail) -> None:
@@ -585,8 +600,11 @@ def _check_cellular(scenario: Scenario, fail) -> None:
         fail("cellular.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
     dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
     if dim is not None and cellular.mixture_samples <= dim:
-        fail("cellular.mixture_samples", f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
-             f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)")
+        fail(
+            "cellular.mixture_samples",
+            f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
+            f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)",
+        )
 
 
 def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail) -> None:
@@ -607,53 +625,93 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
             fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
     loss = spec.loss or default_loss(spec.strategy)
     if loss not in STRATEGY_LOSSES[spec.strategy]:
-        fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}")
+        fail(
+            f"{path}.loss",
+            f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}",
+        )
     if spec.engine not in STRATEGY_ENGINES[spec.strategy]:
-        fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(STRATEGY_ENGINES[spec.strategy])}")
+        fail(
+            f"{path}.engine",
+            f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(STRATEGY_ENGINES[spec.strategy])}",
+        )
     if not spec.procs or any(p < 1 for p in spec.procs):
         fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
     if len(set(spec.procs)) != len(spec.procs):
         fail(f"{path}.procs", f"process counts repeat: {spec.procs}")
     scaling = spec.scaling or scenario.scaling
     if spec.strategy == "cellular":
-        if scaling == "strong":
-            if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
-                fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
-            cells = spec.grid[0] * spec.grid[1]
-            for p in spec.procs:
-                if cells % p:
-                    fail(f"{path}.procs", f"{p} processes cannot share a {spec.grid[0]}x{spec.grid[1]} grid evenly ({cells} cells); use a divisor of {cells}")
-        else:
-            if spec.grids is None or len(spec.grids) != len(spec.procs):
-                fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
-            blocks = set()
-            for p, g in zip(spec.procs, spec.grids):
-                if len(g) != 2 or min(g) < 1 or (g[0] * g[1]) % p:
-                    fail(f"{path}.grids", f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells")
-                blocks.add(g[0] * g[1] // p)
-            if len(blocks) > 1:
-                fail(f"{path}.grids", f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
-                                      "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)")
+        _check_cellular_spec(spec, path, scaling, fail)
     elif spec.grid is not None or spec.grids is not None:
         fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
     if spec.strategy == "cellular" and scenario.model.critic_norm not in ("auto", "batch"):
-        fail("model.critic_norm", f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
-             "which keeps the tables' BatchNorm discriminator; use auto or batch")
+        fail(
+            "model.critic_norm",
+            f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
+            "which keeps the tables' BatchNorm discriminator; use auto or batch",
+        )
+    _check_batch_split(spec, path, scaling, scenario, fail)
+
+
+def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
+    """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    if scaling == "strong":
+        if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
+            fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
+        cells = spec.grid[0] * spec.grid[1]
+        for p in spec.procs:
+            if cells % p:
+                fail(
+                    f"{path}.procs",
+                    f"{p} processes cannot share a {spec.grid[0]}x{spec.grid[1]} grid evenly ({cells} cells); use a divisor of {cells}",
+                )
+    else:
+        if spec.grids is None or len(spec.grids) != len(spec.procs):
+            fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
+        blocks = set()
+        for p, g in zip(spec.procs, spec.grids):
+            if len(g) != 2 or min(g) < 1 or (g[0] * g[1]) % p:
+                fail(
+                    f"{path}.grids",
+                    f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells",
+                )
+            blocks.add(g[0] * g[1] // p)
+        if len(blocks) > 1:
+            fail(
+                f"{path}.grids",
+                f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
+                "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)",
+            )
+
+
+def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail) -> None:
+    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes."""
     batch = run_train(scenario, spec, f"{path}.train").batch_size
     if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
         for p in spec.procs:
             if batch % p:
-                fail(f"{path}.procs", f"train.batch_size {batch} cannot be split evenly over {p} processes; use process counts that divide it, or weak scaling")
+                fail(
+                    f"{path}.procs",
+                    f"train.batch_size {batch} cannot be split evenly over {p} processes; use process counts that divide it, or weak scaling",
+                )
     if spec.strategy == "label_partitioned":
         n_classes = len(scenario.dataset.classes) if scenario.dataset.classes else None
         for p in spec.procs:
             if n_classes and p > n_classes and p % n_classes == 0 and batch % (p // n_classes):
-                fail(f"{path}.procs", f"train.batch_size {batch} cannot be split over the {p // n_classes} ranks of each class group at {p} processes")
+                fail(
+                    f"{path}.procs",
+                    f"train.batch_size {batch} cannot be split over the {p // n_classes} ranks of each class group at {p} processes",
+                )
             if scaling == "weak":
                 if n_classes is not None and p > n_classes:
-                    fail(f"{path}.procs", f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)")
+                    fail(
+                        f"{path}.procs",
+                        f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)",
+                    )
             elif n_classes is not None and p > n_classes and p % n_classes:
-                fail(f"{path}.procs", f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it")
+                fail(
+                    f"{path}.procs",
+                    f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it",
+                )
 
 
 def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
@@ -708,8 +766,9 @@ def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, 
 
 def _overlay(base, override):
     """``base`` with the fields that ``override`` sets (not null) replaced."""
-    return dataclasses.replace(base, **{f.name: getattr(override, f.name) for f in dataclasses.fields(override)
-                                        if getattr(override, f.name) is not None})
+    return dataclasses.replace(
+        base, **{f.name: getattr(override, f.name) for f in dataclasses.fields(override) if getattr(override, f.name) is not None}
+    )
 
 
 def expand(scenario: Scenario) -> list[Run]:

@@ -166,8 +166,7 @@ def spread(step_dicts: list[dict[str, Any]]) -> dict[str, float | None]:
     ss = sum((d["count"] - 1) * (d["std"] or 0.0) ** 2 + d["count"] * (d["mean"] - mean) ** 2 for d in parts)
     half = float(stats.t.ppf(0.975, n - 1) * math.sqrt(ss / (n - 1)) / math.sqrt(n)) if n > 1 else None
     pooled = np.concatenate([np.asarray(d["sample"], dtype=float) for d in parts])
-    return {"p50": float(np.percentile(pooled, 50)), "p95": float(np.percentile(pooled, 95)),
-            "mean": mean, "ci95": half, "n": n}
+    return {"p50": float(np.percentile(pooled, 50)), "p95": float(np.percentile(pooled, 95)), "mean": mean, "ci95": half, "n": n}
 
 
 # --- resource sampling ------------------------------------------------------------------------------
@@ -354,10 +353,19 @@ class Telemetry:
     def state_dict(self) -> dict[str, Any]:
         """This rank's measurements so far, for a checkpoint (taken between window steps)."""
         self.flush()
-        return {"clock_s": self.clock(), "steps": self.steps, "images": self.images, "warmup": dict(self.warmup),
-                "window": dict(self.window.__dict__), "step_times": self.step_times.state_dict(),
-                "flops_per_step": self.flops_per_step, "paused_s": self.paused_s, "checkpoint_s": self.checkpoint_s,
-                "comm_bytes": self.comm.bytes, "window_comm_bytes": self.comm.bytes - self._window_bytes0}
+        return {
+            "clock_s": self.clock(),
+            "steps": self.steps,
+            "images": self.images,
+            "warmup": dict(self.warmup),
+            "window": dict(self.window.__dict__),
+            "step_times": self.step_times.state_dict(),
+            "flops_per_step": self.flops_per_step,
+            "paused_s": self.paused_s,
+            "checkpoint_s": self.checkpoint_s,
+            "comm_bytes": self.comm.bytes,
+            "window_comm_bytes": self.comm.bytes - self._window_bytes0,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's measurements (before the window opens): the window's clock,

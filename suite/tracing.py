@@ -64,11 +64,15 @@ def profiled_steps(trace: bool, run_dir: Path, engine, telemetry) -> Iterator[No
 
     path = Path(run_dir) / PROFILER_TRACE.format(rank=engine.rank)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if engine.device.type == "cuda" else [])
-    profiler = profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=PROFILED_STEPS, repeat=1),
-                       on_trace_ready=lambda p: p.export_chrome_trace(str(path)))
+    profiler = profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=1, active=PROFILED_STEPS, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    )
     if not torch.distributed.is_initialized():  # torch.distributed engines get theirs from the profiler itself
-        profiler.preset_metadata_json("distributedInfo", json.dumps(
-            {"backend": engine.name, "rank": engine.rank, "world_size": engine.size}))
+        profiler.preset_metadata_json(
+            "distributedInfo", json.dumps({"backend": engine.name, "rank": engine.rank, "world_size": engine.size})
+        )
     end_step = telemetry.end_step
 
     def end_step_and_advance(images: int) -> None:

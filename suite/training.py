@@ -22,7 +22,7 @@ import torch
 
 from .data import ImageData
 from .engines.base import Engine, Group, Replica
-from .losses import gradient_penalty, get_loss
+from .losses import get_loss, gradient_penalty
 from .models import build_pair
 from .scenario import Run
 from .seeding import derive_seed, torch_generator
@@ -277,8 +277,9 @@ class GanTrainer:
         ``scheduled`` marks the snapshots of ``snapshot_points`` (evenly spaced steps or times).
         """
         state = copy.deepcopy(self.generator.network.state_dict())
-        self.result.snapshots.append({"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state,
-                                      "scheduled": scheduled})
+        self.result.snapshots.append(
+            {"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state, "scheduled": scheduled}
+        )
 
     def _due(self, name: str, clock: float) -> bool:
         """Whether a budgeted GAN passed its next time for ``name`` (dropping every time passed)."""
@@ -300,7 +301,8 @@ class GanTrainer:
             stop = steps >= self.max_steps
         else:
             snapshot, progress, out_of_time = self.engine.any_rank(
-                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline], self.group)
+                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline], self.group
+            )
             stop = out_of_time or steps >= self.max_steps
             snapshot = snapshot or stop  # the model as the budget ends is always among the snapshots
         if snapshot and self.snapshot_points:
@@ -319,12 +321,21 @@ class GanTrainer:
         """Mean losses since the last progress point (the only device reads of the loop) and a log line."""
         d_sum, g_sum = self._loss_sums.tolist()
         steps, clock = self.result.steps, self.telemetry.clock()
-        self.result.history.append({"step": steps, "epoch": self._epoch, "clock_s": clock,
-                                    "d_loss": d_sum / max(1, self._loss_steps[0]), "g_loss": g_sum / max(1, self._loss_steps[1])})
+        self.result.history.append(
+            {
+                "step": steps,
+                "epoch": self._epoch,
+                "clock_s": clock,
+                "d_loss": d_sum / max(1, self._loss_steps[0]),
+                "g_loss": g_sum / max(1, self._loss_steps[1]),
+            }
+        )
         self._loss_sums.zero_()
         self._loss_steps = [0, 0]
         if self.deadline is not None:
-            log.info("%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock))
+            log.info(
+                "%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock)
+            )
         elif steps < self.max_steps:
             mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
             eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
@@ -352,8 +363,10 @@ class GanTrainer:
             self._window_first_step, self._window_clock0 = self.result.steps, self.telemetry.clock()
             if deadline is not None:
                 start, span = self._window_clock0, deadline - self._window_clock0
-                self._times = {"snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
-                               "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)]}
+                self._times = {
+                    "snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
+                    "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)],
+                }
         first = self._window_first_step
         window_steps = self.max_steps - first
         self._snapshot_steps = {first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
@@ -377,10 +390,18 @@ class GanTrainer:
         """
         g, d = self.generator, self.discriminator
         state: dict[str, Any] = {
-            "position": {"epoch": self._epoch, "batch": self._batch, "steps": self.result.steps,
-                         "warmup_steps": self.warmup_steps, "window_first_step": self._window_first_step,
-                         "window_clock0": self._window_clock0, "times": copy.deepcopy(self._times), "finished": self.finished},
-            "loss_sums": self._loss_sums.cpu().clone(), "loss_steps": list(self._loss_steps),
+            "position": {
+                "epoch": self._epoch,
+                "batch": self._batch,
+                "steps": self.result.steps,
+                "warmup_steps": self.warmup_steps,
+                "window_first_step": self._window_first_step,
+                "window_clock0": self._window_clock0,
+                "times": copy.deepcopy(self._times),
+                "finished": self.finished,
+            },
+            "loss_sums": self._loss_sums.cpu().clone(),
+            "loss_steps": list(self._loss_steps),
             "buffers": {name: cpu_state(dict(r.network.named_buffers())) for name, r in (("G", g), ("D", d))},
             "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if not r.shared_optimizer},
         }
@@ -412,5 +433,6 @@ class GanTrainer:
         self._loss_steps = list(state["loss_steps"])
         if self.group.rank == 0:
             self.result.history = copy.deepcopy(shared["history"])
-            self.result.snapshots = [{**snap, "state": {k: v.to(device) for k, v in snap["state"].items()}}
-                                     for snap in shared["snapshots"]]
+            self.result.snapshots = [
+                {**snap, "state": {k: v.to(device) for k, v in snap["state"].items()}} for snap in shared["snapshots"]
+            ]

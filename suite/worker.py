@@ -81,8 +81,10 @@ def _summaries(per_rank: list[dict]) -> dict:
     step_s, comm_s = _per_step(windows, "step_seconds"), _per_step(windows, "comm")
     spread = telemetry_spread([r["step_times"] for r in per_rank])
     flops = [r["flops_per_step"] for r in per_rank]
-    achieved = [f * w["steps"] / w["step_seconds"] if f is not None and w["steps"] and w["step_seconds"] > 0 else None
-                for f, w in zip(flops, windows)]
+    achieved = [
+        f * w["steps"] / w["step_seconds"] if f is not None and w["steps"] and w["step_seconds"] > 0 else None
+        for f, w in zip(flops, windows)
+    ]
     peaks = [r["peak"]["flops"] for r in per_rank]
     fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
@@ -105,7 +107,9 @@ def _summaries(per_rank: list[dict]) -> dict:
         "busy_s_per_rank": [w["busy_seconds"] for w in windows],
         "flops_per_step": flops[0] if len(set(flops)) == 1 else None,
         "flops_per_step_per_rank": flops,
-        "achieved_flops_per_rank": float(np.mean([a for a in achieved if a is not None])) if any(a is not None for a in achieved) else None,
+        "achieved_flops_per_rank": float(np.mean([a for a in achieved if a is not None]))
+        if any(a is not None for a in achieved)
+        else None,
         "peak_flops_per_rank": float(np.mean(peaks)),
         "peak_source": per_rank[0]["peak"]["source"],
         "fraction_of_peak": float(np.mean(fractions)) if fractions else None,
@@ -141,8 +145,11 @@ def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
     curve = outcome.fields.get("curve") or [curve_point(score(bundle), clock, step) for clock, step, bundle in outcome.curve]
     if not curve or curve[-1]["step"] != steps:
         curve.append(curve_point(quality, train_s, steps))  # the final model, as the window ends
-    fields = {"quality": quality, "curve": curve,
-              **{f"quality_{name}": score(bundle) for name, bundle in outcome.extra_bundles.items()}}
+    fields = {
+        "quality": quality,
+        "curve": curve,
+        **{f"quality_{name}": score(bundle) for name, bundle in outcome.extra_bundles.items()},
+    }
     if run.metrics.target is not None:
         fields["time_to_target"] = time_to_target(curve, run.metrics.target, quality["features"])
     return fields
@@ -178,8 +185,13 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
     return {
         "status": "ok",
         "error": None,
-        "dataset": {"name": data.name, "split": data.split, "image_size": run.dataset.image_size,
-                    "images": len(data), "classes": data.classes},
+        "dataset": {
+            "name": data.name,
+            "split": data.split,
+            "image_size": run.dataset.image_size,
+            "images": len(data),
+            "classes": data.classes,
+        },
         "launcher": launch.launcher,
         "engine_settings": engine.settings(),
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
@@ -191,12 +203,14 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
         "images_per_s": images_per_s,
         "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
-        "comm": {"bytes": int(sum(w["comm_bytes"] for w in windows)),
-                 "bytes_outside_window": int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
-                 "seconds": float(np.mean([w["comm"] for w in windows])),
-                 "largest_group": max(r["comm_largest_group"] for r in per_rank),
-                 "per_rank_bytes": [w["comm_bytes"] for w in windows],
-                 "per_rank_seconds": [w["comm"] for w in windows]},
+        "comm": {
+            "bytes": int(sum(w["comm_bytes"] for w in windows)),
+            "bytes_outside_window": int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
+            "seconds": float(np.mean([w["comm"] for w in windows])),
+            "largest_group": max(r["comm_largest_group"] for r in per_rank),
+            "per_rank_bytes": [w["comm_bytes"] for w in windows],
+            "per_rank_seconds": [w["comm"] for w in windows],
+        },
         "telemetry": telemetry,
         "env": versions(),
         **outcome.fields,
@@ -215,8 +229,13 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
     """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
     cores, allowed = node_cores()
-    return {"threads_per_rank": threads, "cores_per_node": cores, "cores_allowed": allowed,
-            "ranks_per_node": launch.local_size, "oversubscribed": launch.local_size * threads > cores}
+    return {
+        "threads_per_rank": threads,
+        "cores_per_node": cores,
+        "cores_allowed": allowed,
+        "ranks_per_node": launch.local_size,
+        "oversubscribed": launch.local_size * threads > cores,
+    }
 
 
 def _fail_at_step(telemetry, rank: int) -> None:
@@ -244,8 +263,16 @@ def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> N
     try:
         write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
         if rank == 0:
-            write_record(run_dir, {**base, "status": "failed", "error": failure.line(), "failure": failure.as_dict(),
-                                   "traceback": traceback.format_exc()})
+            write_record(
+                run_dir,
+                {
+                    **base,
+                    "status": "failed",
+                    "error": failure.line(),
+                    "failure": failure.as_dict(),
+                    "traceback": traceback.format_exc(),
+                },
+            )
     except OSError as write_error:
         log.error("%s (rank %d): could not record the failure: %s", base["run_id"], rank, write_error)
 
@@ -292,15 +319,22 @@ def execute(run: Run, run_dir: Path) -> int:
         rank = engine.rank
         _check_agreement(engine, launch, run)
         data = load_dataset(
-            run.dataset.name, run.dataset.image_size, run.dataset.split, run.dataset.root,
-            run.dataset.classes, run.dataset.download, run.dataset.limit,
+            run.dataset.name,
+            run.dataset.image_size,
+            run.dataset.split,
+            run.dataset.root,
+            run.dataset.classes,
+            run.dataset.download,
+            run.dataset.limit,
         )
         import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
 
         telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
         _fail_at_step(telemetry, rank)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
-        checkpointer = strategy.checkpointer = Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
+        checkpointer = strategy.checkpointer = (
+            Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
+        )
         strategy.setup()
         resumed = None
         if checkpointer is not None:
@@ -324,8 +358,14 @@ def execute(run: Run, run_dir: Path) -> int:
         telemetry.close_window()
         finalize_start = time.perf_counter()
         outcome = strategy.finalize()
-        mine = {**telemetry.as_dict(), "rank": engine.rank, "setup_s": setup_s, "peak": peak,
-                "comm_bytes": engine.comm.bytes, "comm_largest_group": engine.comm.largest_group}
+        mine = {
+            **telemetry.as_dict(),
+            "rank": engine.rank,
+            "setup_s": setup_s,
+            "peak": peak,
+            "comm_bytes": engine.comm.bytes,
+            "comm_largest_group": engine.comm.largest_group,
+        }
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if engine.rank == 0:
             record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
@@ -370,8 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
     path = args.run_dir / RUN_FILE
     if not path.is_file():
-        print(f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` "
-              f"(or `suite run ... --dry-run`)", file=sys.stderr)
+        print(
+            f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` (or `suite run ... --dry-run`)",
+            file=sys.stderr,
+        )
         return 2
     try:
         run = Run.load(path)

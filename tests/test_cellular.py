@@ -15,8 +15,17 @@ from suite.models import build_pair
 from suite.scenario import ScenarioError, parse_scenario
 from suite.strategies.cellular import CellState, Genomes, Layout, module_vector
 from suite.strategies.grid import (
-    cells, discriminator_trains, es_step, mixture_assignment, mutate_learning_rates, neighbourhood, owner, process_grid,
-    propose_weights, replacement, tournament,
+    cells,
+    discriminator_trains,
+    es_step,
+    mixture_assignment,
+    mutate_learning_rates,
+    neighbourhood,
+    owner,
+    process_grid,
+    propose_weights,
+    replacement,
+    tournament,
 )
 
 GRIDS = [(1, 1), (1, 3), (2, 2), (3, 3), (3, 4)]
@@ -57,8 +66,15 @@ def test_neighbourhood_sizes_on_a_large_grid():
 
 @pytest.mark.parametrize(
     "grid, procs, expected",
-    [((2, 2), 1, (1, 1)), ((2, 2), 2, (1, 2)), ((2, 2), 4, (2, 2)), ((3, 4), 2, (1, 2)), ((3, 4), 4, (1, 4)),
-     ((3, 4), 6, (3, 2)), ((4, 4), 8, (2, 4))],
+    [
+        ((2, 2), 1, (1, 1)),
+        ((2, 2), 2, (1, 2)),
+        ((2, 2), 4, (2, 2)),
+        ((3, 4), 2, (1, 2)),
+        ((3, 4), 4, (1, 4)),
+        ((3, 4), 6, (3, 2)),
+        ((4, 4), 8, (2, 4)),
+    ],
 )
 def test_process_grid_cuts_equal_blocks(grid, procs, expected):
     pgrid = process_grid(grid, procs)
@@ -151,6 +167,7 @@ def test_mixture_assignment():
     draws = mixture_assignment(w, 20_000, "independent_probability", np.random.default_rng(0))
     assert np.bincount(draws) / len(draws) == pytest.approx(w, abs=0.02)
     assert not np.any(mixture_assignment(np.array([0.0, 1.0]), 50, "exact_proportion", np.random.default_rng(0)) == 0)
+
 
 def test_one_plus_one_es():
     w = np.array([0.5, 0.25, 0.25])
@@ -298,15 +315,30 @@ def cellular_scenario(**cellular) -> dict:
     return tiny_scenario("cellular", [{"strategy": "cellular", "engine": "mpi", "grid": [2, 2]}], cellular=cellular)
 
 
-@pytest.mark.parametrize("cellular, metrics, error", [
-    ({"mixture_samples": 10}, {}, r"cellular\.mixture_samples: 10 samples give a rank-deficient covariance in the 10-d class-logit"),
-    ({"mixture_samples": 100, "mixture_features": "metrics"}, {"features": "classifier"}, r"cellular\.mixture_samples: .* 128-d classifier"),
-    ({"mixture_samples": 1000, "mixture_features": "metrics"}, {"features": "auto"}, r"cellular\.mixture_samples: .* 2048-d Inception"),
-    ({"n_replacements": 2}, {}, r"cellular\.n_replacements: 2 is more than the population \(1\)"),
-    ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be in \[0, 1\]"),
-    ({"discriminator_skip": -1}, {}, r"cellular\.discriminator_skip: must not be negative"),
-    ({"mutation_scale": 0.1}, {}, r"cellular\.mutation_scale: unknown field"),
-])
+@pytest.mark.parametrize(
+    "cellular, metrics, error",
+    [
+        (
+            {"mixture_samples": 10},
+            {},
+            r"cellular\.mixture_samples: 10 samples give a rank-deficient covariance in the 10-d class-logit",
+        ),
+        (
+            {"mixture_samples": 100, "mixture_features": "metrics"},
+            {"features": "classifier"},
+            r"cellular\.mixture_samples: .* 128-d classifier",
+        ),
+        (
+            {"mixture_samples": 1000, "mixture_features": "metrics"},
+            {"features": "auto"},
+            r"cellular\.mixture_samples: .* 2048-d Inception",
+        ),
+        ({"n_replacements": 2}, {}, r"cellular\.n_replacements: 2 is more than the population \(1\)"),
+        ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be in \[0, 1\]"),
+        ({"discriminator_skip": -1}, {}, r"cellular\.discriminator_skip: must not be negative"),
+        ({"mutation_scale": 0.1}, {}, r"cellular\.mutation_scale: unknown field"),
+    ],
+)
 def test_cellular_settings_are_validated(cellular, metrics, error):
     scenario = cellular_scenario(**cellular)
     scenario["metrics"].update(metrics)
@@ -319,9 +351,19 @@ def test_cellular_defaults_are_lipizzaners_mnist_settings():
     # lipizzaner-gan/mnist.yml: population_size, tournament_size, n_replacements, alpha, mutation_probability,
     # discriminator_skip_each_nth_step, mixture_sigma, score_sample_size, fitness_sample_size, n_batches,
     # mixture_generator_samples_mode
-    assert (cfg.population, cfg.tournament_size, cfg.n_replacements, cfg.mutation_rate, cfg.mutation_probability,
-            cfg.discriminator_skip, cfg.mixture_scale, cfg.mixture_samples, cfg.fitness_samples, cfg.batches_per_iteration,
-            cfg.mixture_sampling) == (1, 2, 1, 0.0001, 0.5, 1, 0.01, 1000, 1000, 0, "exact_proportion")
+    assert (
+        cfg.population,
+        cfg.tournament_size,
+        cfg.n_replacements,
+        cfg.mutation_rate,
+        cfg.mutation_probability,
+        cfg.discriminator_skip,
+        cfg.mixture_scale,
+        cfg.mixture_samples,
+        cfg.fitness_samples,
+        cfg.batches_per_iteration,
+        cfg.mixture_sampling,
+    ) == (1, 2, 1, 0.0001, 0.5, 1, 0.01, 1000, 1000, 0, "exact_proportion")
     assert cfg.mixture_features == "logits"
 
 
@@ -335,7 +377,12 @@ def placements(tmp_path_factory):
         "cellular",
         [{"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1, 2, 4]}],
         train={"batch_size": 16, "threads": 1},
-        cellular={"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40, "fitness_samples": 40},  # fitness in batches of 16, 16, 8
+        cellular={
+            "iterations": 2,
+            "batches_per_iteration": 1,
+            "mixture_samples": 40,
+            "fitness_samples": 40,
+        },  # fitness in batches of 16, 16, 8
         metrics={"enabled": True, "samples": 100, "features": "classifier"},
     )
     code, records = run_scenario(tmp, scenario)
@@ -379,8 +426,13 @@ def test_cellular_record(placements):
     assert one["curve"][-1]["n"] == 100 and one["curve"][-1]["step"] == 8 and one["curve"][-1]["kid_mean"] is not None
     assert one["model_digest"] == two["model_digest"] == four["model_digest"]  # the same model on 1, 2 and 4 ranks
     # the mixtures were scored in the classifier's 10 class logits, on 40 generated and 40 real images
-    assert one["mixture_score"] == {"features": "classifier:digits/logits", "dim": 10, "n": 40, "n_real": 40,
-                                    "sampling": "exact_proportion"}
+    assert one["mixture_score"] == {
+        "features": "classifier:digits/logits",
+        "dim": 10,
+        "n": 40,
+        "n_real": 40,
+        "sampling": "exact_proportion",
+    }
     assert one["ranking"]["features"] == "classifier:digits/logits" and one["ranking"]["n"] == 40
     # learning rates mutate by alpha * N(-lr/10, lr) per step: they move, by about 1e-8 a step
     lrs = [lr for r in (one, two, four) for h in r["history"].values() for e in h for lr in e["lr_g"] + e["lr_d"]]

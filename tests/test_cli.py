@@ -23,11 +23,18 @@ def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
 
 def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(tiny_scenario("s", [
-        {"strategy": "data_parallel", "engine": "horovod", "procs": [2]},
-        {"strategy": "data_parallel", "engine": "torch", "procs": [2]},
-        {"strategy": "label_partitioned", "engine": "mpi", "procs": [1]},
-    ])))
+    path.write_text(
+        yaml.safe_dump(
+            tiny_scenario(
+                "s",
+                [
+                    {"strategy": "data_parallel", "engine": "horovod", "procs": [2]},
+                    {"strategy": "data_parallel", "engine": "torch", "procs": [2]},
+                    {"strategy": "label_partitioned", "engine": "mpi", "procs": [1]},
+                ],
+            )
+        )
+    )
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3
@@ -41,10 +48,13 @@ def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
 
 @pytest.mark.multiproc
 def test_a_failing_run_is_recorded_and_the_others_still_run(tmp_path):
-    scenario = tiny_scenario("mixed", [
-        {"strategy": "data_parallel", "engine": "mpi", "procs": [1], "label": "needs-mnist"},
-        {"strategy": "data_parallel", "engine": "mpi", "procs": [1]},
-    ])
+    scenario = tiny_scenario(
+        "mixed",
+        [
+            {"strategy": "data_parallel", "engine": "mpi", "procs": [1], "label": "needs-mnist"},
+            {"strategy": "data_parallel", "engine": "mpi", "procs": [1]},
+        ],
+    )
     # the first entry trains on MNIST from an empty folder: a runtime error in the worker
     code, _ = run_scenario(tmp_path, scenario, "--only", "data_parallel-bce-mpi-*")
     assert code == 0

@@ -23,9 +23,16 @@ def equivalence_runs(tmp_path_factory):
     scenario = tiny_scenario("equivalence", runs, model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 3})
     code, records = run_scenario(tmp, scenario)
     # the one-step comparison: the same runs stopped after the first step
-    one_step = tiny_scenario("one-step", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2]},
-                                          {"strategy": "data_parallel", "engine": "mpi", "loss": "wgan-gp", "procs": [1, 2]}],
-                             model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 1}, wgan_gp={"n_critic": 1})
+    one_step = tiny_scenario(
+        "one-step",
+        [
+            {"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2]},
+            {"strategy": "data_parallel", "engine": "mpi", "loss": "wgan-gp", "procs": [1, 2]},
+        ],
+        model={"dropout": 0.0, "sync_batchnorm": True},
+        train={"steps": 1},
+        wgan_gp={"n_critic": 1},
+    )
     (tmp / "one").mkdir()
     code_one, _ = run_scenario(tmp / "one", one_step)
     return code + code_one, records, tmp

@@ -27,27 +27,42 @@ def scenario(*runs, **sections):
 
 
 def test_scenario_settings_apply_to_their_engine_and_runs_override_them_field_by_field():
-    runs = expand(scenario({"strategy": "data_parallel", "engine": "horovod", "procs": [2], "horovod": {"fusion_threshold_mb": 32}},
-                           {"strategy": "data_parallel", "engine": "horovod", "procs": [2], "label": "own",
-                            "horovod": {"cycle_time_ms": 2}},
-                           {"strategy": "data_parallel", "engine": "torch", "procs": [2], "ddp": {"static_graph": True}},
-                           horovod={"cycle_time_ms": 5}, ddp={"bucket_cap_mb": 10}))
+    runs = expand(
+        scenario(
+            {"strategy": "data_parallel", "engine": "horovod", "procs": [2], "horovod": {"fusion_threshold_mb": 32}},
+            {"strategy": "data_parallel", "engine": "horovod", "procs": [2], "label": "own", "horovod": {"cycle_time_ms": 2}},
+            {"strategy": "data_parallel", "engine": "torch", "procs": [2], "ddp": {"static_graph": True}},
+            horovod={"cycle_time_ms": 5},
+            ddp={"bucket_cap_mb": 10},
+        )
+    )
     assert runs[0].horovod == HorovodConfig(cycle_time_ms=5, fusion_threshold_mb=32)
     assert runs[1].horovod == HorovodConfig(cycle_time_ms=2)
     assert runs[2].ddp == DDPConfig(bucket_cap_mb=10, static_graph=True)
     assert not any(r.trace for r in runs)
 
 
-@pytest.mark.parametrize("run, sections, message", [
-    ({"engine": "torch", "horovod": {"cycle_time_ms": 5}}, {}, r"runs\[0\].horovod: only the horovod engine takes horovod settings, not torch"),
-    ({"engine": "horovod", "ddp": {"static_graph": True}}, {}, r"runs\[0\].ddp: only the torch engine takes ddp settings"),
-    ({"engine": "horovod", "horovod": {"cycle_time_ms": -1}}, {}, r"runs\[0\].horovod.cycle_time_ms: must not be negative"),
-    ({"engine": "horovod", "horovod": {"fusion_threshold_mb": 1.5}}, {}, r"runs\[0\].horovod.fusion_threshold_mb: expected an integer"),
-    ({"engine": "horovod", "horovod": {"cycle": 5}}, {}, r"runs\[0\].horovod.cycle: unknown field"),
-    ({"engine": "horovod", "horovod": {"groups": 0}}, {}, r"runs\[0\].horovod.groups: must be at least 1"),
-    ({"engine": "torch"}, {"ddp": {"bucket_cap_mb": 0}}, r"s.yaml: ddp.bucket_cap_mb: must be positive"),
-    ({"engine": "torch", "trace": "yes"}, {}, r"runs\[0\].trace: expected true or false"),
-])
+@pytest.mark.parametrize(
+    "run, sections, message",
+    [
+        (
+            {"engine": "torch", "horovod": {"cycle_time_ms": 5}},
+            {},
+            r"runs\[0\].horovod: only the horovod engine takes horovod settings, not torch",
+        ),
+        ({"engine": "horovod", "ddp": {"static_graph": True}}, {}, r"runs\[0\].ddp: only the torch engine takes ddp settings"),
+        ({"engine": "horovod", "horovod": {"cycle_time_ms": -1}}, {}, r"runs\[0\].horovod.cycle_time_ms: must not be negative"),
+        (
+            {"engine": "horovod", "horovod": {"fusion_threshold_mb": 1.5}},
+            {},
+            r"runs\[0\].horovod.fusion_threshold_mb: expected an integer",
+        ),
+        ({"engine": "horovod", "horovod": {"cycle": 5}}, {}, r"runs\[0\].horovod.cycle: unknown field"),
+        ({"engine": "horovod", "horovod": {"groups": 0}}, {}, r"runs\[0\].horovod.groups: must be at least 1"),
+        ({"engine": "torch"}, {"ddp": {"bucket_cap_mb": 0}}, r"s.yaml: ddp.bucket_cap_mb: must be positive"),
+        ({"engine": "torch", "trace": "yes"}, {}, r"runs\[0\].trace: expected true or false"),
+    ],
+)
 def test_bad_engine_settings_name_the_field(run, sections, message):
     with pytest.raises(ScenarioError, match=message):
         scenario({"strategy": "data_parallel", "procs": [2], **run}, **sections)
@@ -59,9 +74,16 @@ def test_bad_engine_settings_name_the_field(run, sections, message):
 def test_horovod_on_a_cpu_gets_the_suite_cycle_time_and_horovods_other_defaults():
     env = horovod_environment(HorovodConfig(), {}, on_gpu=False, run_dir=RUN_DIR, trace=False)
     assert env == {"HOROVOD_CYCLE_TIME": str(CPU_CYCLE_TIME_MS)}
-    assert horovod_settings(env) == {"cycle_time_ms": CPU_CYCLE_TIME_MS, "fusion_threshold_mb": 128.0, "cache_capacity": 1024,
-                                     "hierarchical_allreduce": False, "hierarchical_allgather": False, "autotune": False,
-                                     "timeline_mark_cycles": False, "timeline": None}
+    assert horovod_settings(env) == {
+        "cycle_time_ms": CPU_CYCLE_TIME_MS,
+        "fusion_threshold_mb": 128.0,
+        "cache_capacity": 1024,
+        "hierarchical_allreduce": False,
+        "hierarchical_allgather": False,
+        "autotune": False,
+        "timeline_mark_cycles": False,
+        "timeline": None,
+    }
 
 
 def test_horovod_on_a_gpu_keeps_horovods_own_cycle_time():
@@ -73,22 +95,35 @@ def test_scenario_values_win_and_null_fields_keep_the_launch_environment():
     config = HorovodConfig(fusion_threshold_mb=32, cache_capacity=0, hierarchical_allreduce=True)
     launch = {"HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_FUSION_THRESHOLD": str(64 * 2**20)}  # e.g. from horovodrun flags
     env = horovod_environment(config, launch, on_gpu=False, run_dir=RUN_DIR, trace=False)
-    assert env == {"HOROVOD_FUSION_THRESHOLD": str(32 * 2**20), "HOROVOD_CACHE_CAPACITY": "0", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"}
+    assert env == {
+        "HOROVOD_FUSION_THRESHOLD": str(32 * 2**20),
+        "HOROVOD_CACHE_CAPACITY": "0",
+        "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+    }
     settings = horovod_settings({**launch, **env})
     assert (settings["cycle_time_ms"], settings["fusion_threshold_mb"], settings["cache_capacity"]) == (3.5, 32.0, 0)
     assert settings["hierarchical_allreduce"] is True
 
 
 def test_trace_puts_horovods_timeline_in_the_run_folder():
-    env = horovod_environment(HorovodConfig(cycle_time_ms=2, timeline_mark_cycles=True), {}, on_gpu=False, run_dir=RUN_DIR, trace=True)
-    assert env == {"HOROVOD_CYCLE_TIME": "2", "HOROVOD_TIMELINE_MARK_CYCLES": "1",
-                   "HOROVOD_TIMELINE": str(RUN_DIR / "horovod-timeline.json")}
+    env = horovod_environment(
+        HorovodConfig(cycle_time_ms=2, timeline_mark_cycles=True), {}, on_gpu=False, run_dir=RUN_DIR, trace=True
+    )
+    assert env == {
+        "HOROVOD_CYCLE_TIME": "2",
+        "HOROVOD_TIMELINE_MARK_CYCLES": "1",
+        "HOROVOD_TIMELINE": str(RUN_DIR / "horovod-timeline.json"),
+    }
 
 
 def test_autotune_tunes_what_is_not_set_and_logs_in_the_run_folder(tmp_path):
     env = horovod_environment(HorovodConfig(autotune=True, cache_capacity=1024), {}, on_gpu=False, run_dir=tmp_path, trace=False)
     # no suite cycle time: a value set in the environment would hold it fixed
-    assert env == {"HOROVOD_AUTOTUNE": "1", "HOROVOD_CACHE_CAPACITY": "1024", "HOROVOD_AUTOTUNE_LOG": str(tmp_path / "horovod-autotune.csv")}
+    assert env == {
+        "HOROVOD_AUTOTUNE": "1",
+        "HOROVOD_CACHE_CAPACITY": "1024",
+        "HOROVOD_AUTOTUNE_LOG": str(tmp_path / "horovod-autotune.csv"),
+    }
     settings = horovod_settings(env)
     assert settings["autotuned"] == ["cycle_time_ms", "fusion_threshold_mb", "hierarchical_allreduce", "hierarchical_allgather"]
     assert settings["cycle_time_ms"] is None and settings["cache_capacity"] == 1024
@@ -96,14 +131,25 @@ def test_autotune_tunes_what_is_not_set_and_logs_in_the_run_folder(tmp_path):
     # Horovod's format (parameter_manager.cc): note the ", " after torus_allreduce; the best row comes last
     (tmp_path / "horovod-autotune.csv").write_text(
         "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,cycle_time_ms,tensor_fusion_threshold,score\n"
-        "0,0,0, 1,5,4,120.5\n0,0,0, 1,50,32,310.25\n0,0,0, 0,25,16,90\n0,0,0, 1,50,32,310.25\n")
-    assert horovod_settings(env)["autotune_log"] == {"samples": 4, "best": {
-        "cycle_time_ms": 50.0, "fusion_threshold_mb": 32.0, "cache_enabled": True, "hierarchical_allreduce": False,
-        "hierarchical_allgather": False, "score_bytes_per_us": 310.25}}
+        "0,0,0, 1,5,4,120.5\n0,0,0, 1,50,32,310.25\n0,0,0, 0,25,16,90\n0,0,0, 1,50,32,310.25\n"
+    )
+    assert horovod_settings(env)["autotune_log"] == {
+        "samples": 4,
+        "best": {
+            "cycle_time_ms": 50.0,
+            "fusion_threshold_mb": 32.0,
+            "cache_enabled": True,
+            "hierarchical_allreduce": False,
+            "hierarchical_allgather": False,
+            "score_bytes_per_us": 310.25,
+        },
+    }
 
 
 def test_environment_values_are_read_as_horovod_reads_them():
-    settings = horovod_settings({"HOROVOD_CYCLE_TIME": "2.5ms", "HOROVOD_HIERARCHICAL_ALLGATHER": "true", "HOROVOD_AUTOTUNE": "0"})
+    settings = horovod_settings(
+        {"HOROVOD_CYCLE_TIME": "2.5ms", "HOROVOD_HIERARCHICAL_ALLGATHER": "true", "HOROVOD_AUTOTUNE": "0"}
+    )
     assert settings["cycle_time_ms"] == 2.5 and settings["hierarchical_allgather"] is False and settings["autotune"] is False
 
 
@@ -112,8 +158,11 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     from suite.engines.horovod import HorovodEngine, HorovodReplica
 
     made = {}
-    fake = types.SimpleNamespace(Average="average", broadcast_=lambda *a, **k: None,
-                                 DistributedOptimizer=lambda optimizer, **kwargs: made.update(kwargs) or optimizer)
+    fake = types.SimpleNamespace(
+        Average="average",
+        broadcast_=lambda *a, **k: None,
+        DistributedOptimizer=lambda optimizer, **kwargs: made.update(kwargs) or optimizer,
+    )
     import horovod
 
     monkeypatch.setitem(sys.modules, "horovod.torch", fake)
@@ -138,10 +187,13 @@ def solo_gloo_group():
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("config, bucket_mb, first_mb, as_view, static", [
-    (DDPConfig(), 25, 1, True, False),  # DDP's own buckets: 25 MiB, a first one of 1 MiB
-    (DDPConfig(bucket_cap_mb=1.5, gradient_as_bucket_view=False, static_graph=True), 1.5, 1.5, False, True),
-])
+@pytest.mark.parametrize(
+    "config, bucket_mb, first_mb, as_view, static",
+    [
+        (DDPConfig(), 25, 1, True, False),  # DDP's own buckets: 25 MiB, a first one of 1 MiB
+        (DDPConfig(bucket_cap_mb=1.5, gradient_as_bucket_view=False, static_graph=True), 1.5, 1.5, False, True),
+    ],
+)
 def test_ddp_gets_the_runs_settings(solo_gloo_group, config, bucket_mb, first_mb, as_view, static):
     from suite.engines.torch_dist import DDPReplica, TorchEngine
 
@@ -150,8 +202,13 @@ def test_ddp_gets_the_runs_settings(solo_gloo_group, config, bucket_mb, first_mb
     replica = DDPReplica(net, torch.optim.SGD(net.parameters(), lr=0.1), engine, solo_gloo_group)
     ddp = replica.module
     assert (ddp.bucket_bytes_cap, ddp.gradient_as_bucket_view, ddp.static_graph) == (int(bucket_mb * 2**20), as_view, static)
-    assert engine.settings() == {"backend": "gloo", "bucket_cap_mb": bucket_mb, "first_bucket_mb": first_mb,
-                                 "gradient_as_bucket_view": as_view, "static_graph": static}
+    assert engine.settings() == {
+        "backend": "gloo",
+        "bucket_cap_mb": bucket_mb,
+        "first_bucket_mb": first_mb,
+        "gradient_as_bucket_view": as_view,
+        "static_graph": static,
+    }
 
 
 def test_deepspeed_config_turns_on_the_comms_logger_only_when_traced(tmp_path):
@@ -168,17 +225,33 @@ def test_deepspeed_config_turns_on_the_comms_logger_only_when_traced(tmp_path):
 
 
 def record(run_id, engine, images_per_s, digest="d1", label=None, repeat=0, procs=2, strategy="data_parallel", **extra):
-    return {"run_id": run_id, "status": "ok", "strategy": strategy, "loss": "bce", "procs": procs, "scaling": "strong",
-            "dataset": {"name": "digits"}, "engine": engine, "label": label, "repeat": repeat, "threads_per_rank": 1,
-            "images_per_s": images_per_s, "telemetry": {"step_s": 192 / images_per_s, "comm_share": 0.1},
-            "replica_digests": [digest, digest], "replicas_identical": True, "engine_settings": {"cycle_time_ms": 10.0}, **extra}
+    return {
+        "run_id": run_id,
+        "status": "ok",
+        "strategy": strategy,
+        "loss": "bce",
+        "procs": procs,
+        "scaling": "strong",
+        "dataset": {"name": "digits"},
+        "engine": engine,
+        "label": label,
+        "repeat": repeat,
+        "threads_per_rank": 1,
+        "images_per_s": images_per_s,
+        "telemetry": {"step_s": 192 / images_per_s, "comm_share": 0.1},
+        "replica_digests": [digest, digest],
+        "replicas_identical": True,
+        "engine_settings": {"cycle_time_ms": 10.0},
+        **extra,
+    }
 
 
 def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
     from suite.report import engine_comparison_table
 
     records = [
-        record("ddp-r0", "torch", 300.0), record("ddp-r1", "torch", 280.0, repeat=1),
+        record("ddp-r0", "torch", 300.0),
+        record("ddp-r1", "torch", 280.0, repeat=1),
         record("hvd-r0", "horovod", 290.0, engine_settings={"cycle_time_ms": 10.0, "timeline": "/r/horovod-timeline.json"}),
         record("hvd1-r0", "horovod", 200.0, label="cycle1", engine_settings={"cycle_time_ms": 1.0}),
         record("mpi-r0", "mpi", 145.0, digest="d2", engine_settings={}, replicas_identical=False),

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from conftest import run_scenario, tiny_scenario
-from suite.losses import LOSSES, gradient_penalty, get_loss
+from suite.losses import LOSSES, get_loss, gradient_penalty
 from suite.sampling import GeneratorBundle, Sampler
 from suite.strategies.label_partitioned import class_plan
 from suite.training import TrainingError
@@ -118,7 +118,9 @@ def test_per_class_bundle_samples_each_class_from_its_own_generator():
     again, again_labels = Sampler(bundle).sample(400, seed=1)
     assert torch.equal(images, again) and torch.equal(labels, again_labels)
     # each image is its class generator's output for that sample's noise
-    z = torch.randn(400, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(1, "sample-noise"))
+    z = torch.randn(
+        400, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(1, "sample-noise")
+    )
     sampler = Sampler(bundle)
     with torch.no_grad():
         for c in (3, 7):
@@ -134,12 +136,23 @@ def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
     sampler = Sampler(bundle)
     images = sampler.sample_by_class(4, seed=0)
     assert images.shape == (8, 1, 20, 20)
-    z = torch.randn(8, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(0, "sample-by-class"))
+    z = torch.randn(
+        8, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(0, "sample-by-class")
+    )
     with torch.no_grad():  # rows of class 3 first, then class 7, each from its own generator
         assert torch.allclose(images[:4], sampler.networks["class3"](z[:4]), atol=1e-6)
         assert torch.allclose(images[4:], sampler.networks["class7"](z[4:]), atol=1e-6)
-    same = GeneratorBundle("per_class", 20, 1, 8, 10, False, {k: {n: t.clone() for n, t in v.items()} for k, v in generators.items()},
-                           {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
+    same = GeneratorBundle(
+        "per_class",
+        20,
+        1,
+        8,
+        10,
+        False,
+        {k: {n: t.clone() for n, t in v.items()} for k, v in generators.items()},
+        {3: 0.25, 7: 0.75},
+        classes={"class3": 3, "class7": 7},
+    )
     assert bundle.digest() == same.digest()
     same.generators["class7"]["input.0.bias"] += 1e-7
     assert bundle.digest() != same.digest()
@@ -161,8 +174,13 @@ def partitioned(tmp_path_factory):
         {"strategy": "label_partitioned", "engine": "horovod", "loss": "wgan-gp", "procs": [2, 4]},
         {"strategy": "label_partitioned", "engine": "torch", "loss": "bce", "procs": [4]},
     ]
-    scenario = tiny_scenario("partitioned", runs, dataset={"classes": [0, 1]}, wgan_gp={"n_critic": 2},
-                             metrics={"enabled": True, "samples": 200, "curve_points": 2})
+    scenario = tiny_scenario(
+        "partitioned",
+        runs,
+        dataset={"classes": [0, 1]},
+        wgan_gp={"n_critic": 2},
+        metrics={"enabled": True, "samples": 200, "curve_points": 2},
+    )
     code, records = run_scenario(tmp, scenario)
     return code, records, tmp / "results"
 
@@ -179,8 +197,9 @@ def test_as_many_ranks_as_classes_communicate_nothing(partitioned, run_id):
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("run_id", ["label_partitioned-bce-mpi-p4-r0", "label_partitioned-wgan-gp-horovod-p4-r0",
-                                    "label_partitioned-bce-torch-p4-r0"])
+@pytest.mark.parametrize(
+    "run_id", ["label_partitioned-bce-mpi-p4-r0", "label_partitioned-wgan-gp-horovod-p4-r0", "label_partitioned-bce-torch-p4-r0"]
+)
 def test_more_ranks_than_classes_train_in_class_groups(partitioned, run_id):
     _, records, _ = partitioned
     r = records[run_id]
@@ -223,8 +242,9 @@ def test_per_class_generators_are_saved_scored_and_sampled(partitioned, tmp_path
 @pytest.mark.multiproc
 def test_uneven_class_shares_finish_cleanly_with_horovod(tmp_path):
     # 3 classes on 2 ranks: rank 0 trains two GANs, rank 1 one, so rank 1 waits for rank 0 to finish.
-    scenario = tiny_scenario("uneven", [{"strategy": "label_partitioned", "engine": "horovod", "procs": [2]}],
-                             dataset={"classes": [0, 1, 2]})
+    scenario = tiny_scenario(
+        "uneven", [{"strategy": "label_partitioned", "engine": "horovod", "procs": [2]}], dataset={"classes": [0, 1, 2]}
+    )
     code, records = run_scenario(tmp_path, scenario)
     r = records["label_partitioned-bce-horovod-p2-r0"]
     assert code == 0 and r["status"] == "ok", r.get("error")

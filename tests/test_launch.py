@@ -16,8 +16,9 @@ PY = "/env/bin/python"
 
 
 def a_run(engine="horovod", procs=2, strategy="data_parallel"):
-    scenario = parse_scenario(tiny_scenario("x", [{"strategy": strategy, "engine": engine, "procs": [procs]}],
-                                            train={"batch_size": 48}))
+    scenario = parse_scenario(
+        tiny_scenario("x", [{"strategy": strategy, "engine": engine, "procs": [procs]}], train={"batch_size": 48})
+    )
     return expand(scenario)[0]
 
 
@@ -30,7 +31,19 @@ def cmd(run, **options):
 
 def test_local_launchers_per_engine():
     assert cmd(a_run("horovod")) == ["horovodrun", "-np", "2", "--gloo", "-H", "localhost:2", PY, "-m", "suite.worker", "/r/RUN"]
-    assert cmd(a_run("torch")) == [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2", "-m", "suite.worker", "/r/RUN"]
+    assert cmd(a_run("torch")) == [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "suite.worker",
+        "/r/RUN",
+    ]
     assert cmd(a_run("deepspeed"))[:3] == [PY, "-m", "torch.distributed.run"]
     local_mpi = cmd(a_run("mpi", procs=4))
     assert local_mpi[:5] == ["mpirun", "-np", "4", "--bind-to", "none"]
@@ -48,26 +61,83 @@ def test_mpirun_on_a_cluster(monkeypatch):
 
 def test_horovodrun_on_a_cluster():
     line = cmd(a_run("horovod", procs=8), launcher="horovodrun", hosts="n1:4,n2:4")
-    assert line == ["horovodrun", "-np", "8", "-H", "n1:4,n2:4", "--binding-args=--bind-to none --map-by slot", PY, "-m", "suite.worker", "/r/RUN"]
+    assert line == [
+        "horovodrun",
+        "-np",
+        "8",
+        "-H",
+        "n1:4,n2:4",
+        "--binding-args=--bind-to none --map-by slot",
+        PY,
+        "-m",
+        "suite.worker",
+        "/r/RUN",
+    ]
 
 
 def test_torchrun_on_a_cluster():
     line = cmd(a_run("torch", procs=8), launcher="torchrun", nodes=2, master_addr="n1", master_port=29600)
-    assert line == [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "4", "--rdzv_backend", "c10d",
-                    "--rdzv_endpoint", "n1:29600", "-m", "suite.worker", "/r/RUN"]
+    assert line == [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "4",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "n1:29600",
+        "-m",
+        "suite.worker",
+        "/r/RUN",
+    ]
     with pytest.raises(LaunchError, match="--master-addr"):
         cmd(a_run("torch", procs=8), launcher="torchrun", nodes=2)
 
 
 def test_deepspeed_launcher():
     line = cmd(a_run("deepspeed", procs=8), launcher="deepspeed", nodes=2, hosts="hostfile", master_addr="n1")
-    assert line == ["deepspeed", "--num_nodes", "2", "--num_gpus", "4", "--master_port", "29500", "--hostfile", "hostfile",
-                    "--master_addr", "n1", "--module", "suite.worker", "/r/RUN"]
+    assert line == [
+        "deepspeed",
+        "--num_nodes",
+        "2",
+        "--num_gpus",
+        "4",
+        "--master_port",
+        "29500",
+        "--hostfile",
+        "hostfile",
+        "--master_addr",
+        "n1",
+        "--module",
+        "suite.worker",
+        "/r/RUN",
+    ]
 
 
 def test_jsrun_one_resource_set_per_rank():
     line = cmd(a_run("horovod", procs=12), launcher="jsrun", nodes=2, ranks_per_node=6, gpus_per_rank=1, cpus_per_rank=7)
-    assert line == ["jsrun", "-n", "12", "-r", "6", "-a", "1", "-c", "7", "-g", "1", "--bind", "packed:7", PY, "-m", "suite.worker", "/r/RUN"]
+    assert line == [
+        "jsrun",
+        "-n",
+        "12",
+        "-r",
+        "6",
+        "-a",
+        "1",
+        "-c",
+        "7",
+        "-g",
+        "1",
+        "--bind",
+        "packed:7",
+        PY,
+        "-m",
+        "suite.worker",
+        "/r/RUN",
+    ]
 
 
 def test_srun_uses_only_the_nodes_a_run_needs():
@@ -92,7 +162,7 @@ def test_dry_run_for_every_launcher(tmp_path, capsys):
         assert main(["run", str(scenario), "--out", str(tmp_path / launcher), "--dry-run", "--launcher", launcher, *extra]) == 0
         lines = capsys.readouterr().out.strip().splitlines()
         assert len(lines) == len(list((tmp_path / launcher).glob("*/run.json"))) > 10
-        assert all(line.endswith(f"-r0") for line in lines)
+        assert all(line.endswith("-r0") for line in lines)
     # engine-specific launchers: a clear error, before anything is written, for runs they cannot start
     assert main(["run", str(scenario), "--out", str(tmp_path / "h"), "--dry-run", "--launcher", "horovodrun"]) == 2
     assert "horovodrun cannot start the torch engine" in capsys.readouterr().err
@@ -105,17 +175,42 @@ def test_dry_run_for_every_launcher(tmp_path, capsys):
 @pytest.mark.parametrize(
     "env, expected",
     [
-        ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"},
-         LaunchInfo("torchrun", 3, 8, 1, 2)),
-        ({"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_SIZE": "4", "CROSS_RANK": "1"}, LaunchInfo("deepspeed", 5, 8, 1, 4)),
-        ({"HOROVOD_RANK": "2", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "2"}, LaunchInfo("horovod", 2, 4, 0, 2)),
-        ({"OMPI_COMM_WORLD_RANK": "6", "OMPI_COMM_WORLD_SIZE": "12", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-          "OMPI_COMM_WORLD_LOCAL_SIZE": "6"}, LaunchInfo("openmpi", 6, 12, 0, 6)),
-        ({"JSM_NAMESPACE_RANK": "7", "JSM_NAMESPACE_SIZE": "12", "JSM_NAMESPACE_LOCAL_RANK": "1", "JSM_NAMESPACE_LOCAL_SIZE": "6"},
-         LaunchInfo("jsrun", 7, 12, 1, 6)),
+        (
+            {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x"},
+            LaunchInfo("torchrun", 3, 8, 1, 2),
+        ),
+        (
+            {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_SIZE": "4", "CROSS_RANK": "1"},
+            LaunchInfo("deepspeed", 5, 8, 1, 4),
+        ),
+        (
+            {"HOROVOD_RANK": "2", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "2"},
+            LaunchInfo("horovod", 2, 4, 0, 2),
+        ),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "6",
+                "OMPI_COMM_WORLD_SIZE": "12",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "6",
+            },
+            LaunchInfo("openmpi", 6, 12, 0, 6),
+        ),
+        (
+            {
+                "JSM_NAMESPACE_RANK": "7",
+                "JSM_NAMESPACE_SIZE": "12",
+                "JSM_NAMESPACE_LOCAL_RANK": "1",
+                "JSM_NAMESPACE_LOCAL_SIZE": "6",
+            },
+            LaunchInfo("jsrun", 7, 12, 1, 6),
+        ),
         ({"PMIX_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, LaunchInfo("pmix", 3, 4, 1, 2)),
         ({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, LaunchInfo("pmi", 1, 2, 1, 2)),
-        ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x4)"}, LaunchInfo("slurm", 9, 16, 1, 4)),
+        (
+            {"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x4)"},
+            LaunchInfo("slurm", 9, 16, 1, 4),
+        ),
         ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, LaunchInfo("slurm", 0, 2, 0, 2)),
         ({}, LaunchInfo("none", 0, 1, 0, 1)),
     ],
@@ -145,8 +240,25 @@ def test_jobscript(tmp_path, scheduler):
 
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"
     out = tmp_path / "job.sh"
-    assert main(["jobscript", str(scenario), "--scheduler", scheduler, "--out", str(out), "--account", "ABC123",
-                 "--ranks-per-node", "6", "--walltime", "06:30"]) == 0
+    assert (
+        main(
+            [
+                "jobscript",
+                str(scenario),
+                "--scheduler",
+                scheduler,
+                "--out",
+                str(out),
+                "--account",
+                "ABC123",
+                "--ranks-per-node",
+                "6",
+                "--walltime",
+                "06:30",
+            ]
+        )
+        == 0
+    )
     text = out.read_text()
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # valid shell
     if scheduler == "lsf":
@@ -165,7 +277,9 @@ def test_jobscript(tmp_path, scheduler):
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("launchers")
-    scenario = tiny_scenario("launchers", [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")])
+    scenario = tiny_scenario(
+        "launchers", [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")]
+    )
     results = {}
     for launcher, patterns, extra in (
         ("mpirun", ["*"], []),
@@ -180,8 +294,17 @@ def launched(tmp_path_factory):
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("launcher, engine", [("mpirun", "horovod"), ("mpirun", "torch"), ("mpirun", "deepspeed"),
-                                              ("horovodrun", "horovod"), ("torchrun", "torch"), ("deepspeed", "deepspeed")])
+@pytest.mark.parametrize(
+    "launcher, engine",
+    [
+        ("mpirun", "horovod"),
+        ("mpirun", "torch"),
+        ("mpirun", "deepspeed"),
+        ("horovodrun", "horovod"),
+        ("torchrun", "torch"),
+        ("deepspeed", "deepspeed"),
+    ],
+)
 def test_real_two_process_runs_under_each_launcher(launched, launcher, engine):
     code, records = launched[launcher]
     r = records[f"data_parallel-bce-{engine}-p2-r0"]
@@ -205,7 +328,9 @@ def test_a_worker_launched_with_the_wrong_process_count_says_so(tmp_path):
     run_dir = tmp_path / "r" / "data_parallel-bce-mpi-p2-r0"
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     mpirun = str(Path(sys.executable).parent / "mpirun")
-    done = subprocess.run([mpirun, "-np", "1", sys.executable, "-m", "suite.worker", str(run_dir)], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [mpirun, "-np", "1", sys.executable, "-m", "suite.worker", str(run_dir)], env=env, capture_output=True, text=True
+    )
     assert done.returncode != 0
     record = read_record(run_dir)
     assert record["status"] == "failed"

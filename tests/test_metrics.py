@@ -8,15 +8,26 @@ import torch
 
 from suite.data import load_dataset
 from suite.metrics import (
-    Reference, evaluate_images, frechet_distance, inception_score, kernel_inception_distance, mmd2_unbiased, statistics,
+    Reference,
+    evaluate_images,
+    frechet_distance,
+    inception_score,
+    kernel_inception_distance,
+    mmd2_unbiased,
+    statistics,
     total_variation,
 )
 from suite.metrics import scores as scores_module
 from suite.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
 from suite.metrics.features import (
-    ClassifierNet, ClassifierSpec, FeatureUnavailable, InceptionNet, InceptionTrunkNet, feature_net, find_fid_trunk,
+    ClassifierNet,
+    ClassifierSpec,
+    FeatureUnavailable,
+    InceptionNet,
+    InceptionTrunkNet,
+    feature_net,
+    find_fid_trunk,
 )
-
 
 # --- closed forms -----------------------------------------------------------------------------------------
 
@@ -60,6 +71,7 @@ def test_is_of_identical_predictions_is_one():
 
 def brute_force_mmd2(a, b):
     """The unbiased MMD^2 of Binkowski et al., one kernel evaluation at a time."""
+
     def k(x, y):
         return (np.dot(x, y) / len(x) + 1) ** 3
 
@@ -231,8 +243,10 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
 
     from pytorch_fid import inception as pfi
 
-    with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: None), \
-            mock.patch("torchvision.models.inception.Inception3.load_state_dict", lambda self, state: None):
+    with (
+        mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: None),
+        mock.patch("torchvision.models.inception.Inception3.load_state_dict", lambda self, state: None),
+    ):
         reference = pfi.fid_inception_v3()
     path = tmp_path / "pt_inception-2015-12-05-6726825d.pth"
     torch.save(reference.state_dict(), path)
@@ -265,8 +279,23 @@ def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_clas
     assert abs(real_q["kid_mean"]) < 2 * real_q["kid_std"] and noise_q["kid_mean"] > 10 * noise_q["kid_std"]
     assert real_q["is_mean"] > 5
     assert real_q["features"] == noise_q["features"] == "classifier:digits"
-    assert set(real_q) >= {"features", "n", "is_mean", "is_std", "is_splits", "is_split_n", "fid", "kid_mean", "kid_std",
-                           "kid_subset_size", "kid_subsets", "per_class_label", "per_class_predicted", "tvd", "label_acc"}
+    assert set(real_q) >= {
+        "features",
+        "n",
+        "is_mean",
+        "is_std",
+        "is_splits",
+        "is_split_n",
+        "fid",
+        "kid_mean",
+        "kid_std",
+        "kid_subset_size",
+        "kid_subsets",
+        "per_class_label",
+        "per_class_predicted",
+        "tvd",
+        "label_acc",
+    }
     assert main(["score", "--samples", str(tmp_path / "real.npz"), "--dataset", "digits"]) == 0
     text = capsys.readouterr().out
     kid_line = next(line for line in text.splitlines() if line.startswith("KID"))

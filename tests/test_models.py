@@ -17,8 +17,19 @@ def test_generator_matches_table_1_at_32px():
     assert (linear.in_features, linear.out_features) == (100, 8192)  # Table 1: Input 100 -> 8192, ReLU
     assert isinstance(relu, nn.ReLU)
     kinds = [type(m).__name__ for m in g.blocks]
-    assert kinds == ["BatchNorm2d", "Upsample", "Conv2d", "BatchNorm2d", "LeakyReLU",
-                     "Upsample", "Conv2d", "BatchNorm2d", "LeakyReLU", "Conv2d", "Tanh"]
+    assert kinds == [
+        "BatchNorm2d",
+        "Upsample",
+        "Conv2d",
+        "BatchNorm2d",
+        "LeakyReLU",
+        "Upsample",
+        "Conv2d",
+        "BatchNorm2d",
+        "LeakyReLU",
+        "Conv2d",
+        "Tanh",
+    ]
     bn0, up1, conv1, bn1, act1, up2, conv2, bn2, act2, conv3, _ = g.blocks
     assert (bn0.eps, bn0.momentum) == (1e-5, 0.1)
     assert (bn1.eps, bn1.momentum) == (0.8, 0.1) and (bn2.eps, bn2.momentum) == (0.8, 0.1)

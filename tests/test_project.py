@@ -10,7 +10,17 @@ import pytest
 from suite.cli import main
 from suite.network import PRESETS, Link, Network, allreduce_seconds, fit_link, resolve
 from suite.projection import (
-    CellularModel, GanModel, Problem, compare_papers, exchange_plan, fit, fit_all, paper_points, predict, project, validate,
+    CellularModel,
+    GanModel,
+    Problem,
+    compare_papers,
+    exchange_plan,
+    fit,
+    fit_all,
+    paper_points,
+    predict,
+    project,
+    validate,
 )
 from suite.report import DEFAULT_BASELINES, write_report
 from suite.results import write_record
@@ -22,10 +32,23 @@ C0, C1, GRAD = 0.05, 0.002, 4e6  # seconds per step, per image; allreduced bytes
 
 def base(run_id, strategy, procs, train_s, scaling="strong", **extra):
     return {
-        "run_id": run_id, "status": "ok", "error": None, "strategy": strategy, "engine": "mpi",
-        "loss": "mustangs" if strategy == "cellular" else "bce", "procs": procs, "scaling": scaling, "repeat": 0,
-        "dataset": {"name": "digits", "image_size": 20, "classes": [0, 1, 2, 3]}, "device": "cpu", "threads_per_rank": 1,
-        "cores_per_node": 8, "ranks_per_node": procs, "oversubscribed": False, "train_s": train_s, **extra,
+        "run_id": run_id,
+        "status": "ok",
+        "error": None,
+        "strategy": strategy,
+        "engine": "mpi",
+        "loss": "mustangs" if strategy == "cellular" else "bce",
+        "procs": procs,
+        "scaling": scaling,
+        "repeat": 0,
+        "dataset": {"name": "digits", "image_size": 20, "classes": [0, 1, 2, 3]},
+        "device": "cpu",
+        "threads_per_rank": 1,
+        "cores_per_node": 8,
+        "ranks_per_node": procs,
+        "oversubscribed": False,
+        "train_s": train_s,
+        **extra,
     }
 
 
@@ -36,11 +59,23 @@ def gan_record(run_id, procs, batch, steps=20, strategy="data_parallel", scaling
     allreduce = {1: 0.0, 2: 2 * ALPHA + GRAD * BETA, 4: 4 * ALPHA + 1.5 * GRAD * BETA}[procs]  # ring/rhd on one node
     blocked = steps * allreduce
     busy = steps * (C0 + C1 * x) + blocked
-    return base(run_id, strategy, procs, busy + 0.01, scaling, global_batch=batch * (procs if scaling == "weak" else 1),
-                telemetry={"timed_steps": steps, "work_steps_per_rank": [steps] * procs, "work_images_per_rank": [steps * x] * procs,
-                           "busy_s_per_rank": [busy] * procs, "warmup_steps_per_rank": [1] * procs},
-                comm={"per_rank_seconds": [blocked] * procs, "per_rank_bytes": [int(steps * GRAD) if procs > 1 else 0] * procs},
-                **extra)
+    return base(
+        run_id,
+        strategy,
+        procs,
+        busy + 0.01,
+        scaling,
+        global_batch=batch * (procs if scaling == "weak" else 1),
+        telemetry={
+            "timed_steps": steps,
+            "work_steps_per_rank": [steps] * procs,
+            "work_images_per_rank": [steps * x] * procs,
+            "busy_s_per_rank": [busy] * procs,
+            "warmup_steps_per_rank": [1] * procs,
+        },
+        comm={"per_rank_seconds": [blocked] * procs, "per_rank_bytes": [int(steps * GRAD) if procs > 1 else 0] * procs},
+        **extra,
+    )
 
 
 CLASS_STEPS = {0: 10, 1: 12, 2: 9, 3: 11}
@@ -49,7 +84,7 @@ CLASS_STEPS = {0: 10, 1: 12, 2: 9, 3: 11}
 def lp_record(run_id, procs, classes, batch=16, scaling="strong"):
     """Label-partitioned: P <= C ranks share the classes in order; above C, groups of P/C ranks per class."""
     if procs <= len(classes):
-        shares = [classes[i * len(classes) // procs:(i + 1) * len(classes) // procs] for i in range(procs)]
+        shares = [classes[i * len(classes) // procs : (i + 1) * len(classes) // procs] for i in range(procs)]
         groups = [{"ranks": [r], "classes": share} for r, share in enumerate(shares)]
     else:
         g = procs // len(classes)
@@ -64,11 +99,24 @@ def lp_record(run_id, procs, classes, batch=16, scaling="strong"):
             blocked[r] = steps[r] * allreduce
             busy[r] = steps[r] * (C0 + C1 * x) + blocked[r]
             warm[r] = len(group["classes"])
-    return base(run_id, "label_partitioned", procs, max(busy) + 0.01, scaling, global_batch=batch, groups=groups,
-                generator_steps={str(c): CLASS_STEPS[c] + 1 for c in classes},
-                telemetry={"timed_steps": min(steps), "work_steps_per_rank": steps, "work_images_per_rank": [s * x for s in steps],
-                           "busy_s_per_rank": busy, "warmup_steps_per_rank": warm},
-                comm={"per_rank_seconds": blocked, "per_rank_bytes": [int(s * GRAD) if g > 1 else 0 for s in steps]})
+    return base(
+        run_id,
+        "label_partitioned",
+        procs,
+        max(busy) + 0.01,
+        scaling,
+        global_batch=batch,
+        groups=groups,
+        generator_steps={str(c): CLASS_STEPS[c] + 1 for c in classes},
+        telemetry={
+            "timed_steps": min(steps),
+            "work_steps_per_rank": steps,
+            "work_images_per_rank": [s * x for s in steps],
+            "busy_s_per_rank": busy,
+            "warmup_steps_per_rank": warm,
+        },
+        comm={"per_rank_seconds": blocked, "per_rank_bytes": [int(s * GRAD) if g > 1 else 0 for s in steps]},
+    )
 
 
 TAU, PHI, MU, CELL = 0.2, 0.01, 0.05, 2e6  # per cell-iteration; genome bytes of a cell
@@ -80,23 +128,48 @@ def cellular_record(run_id, procs, grid, pgrid, h, sent_cells, iterations=5, sca
     fitness, mixture = iterations * k * PHI * (2 * h + 1), iterations * k * MU * (1 if h == 1 else 2)
     blocked = iterations * (ALPHA + sent_cells * CELL * BETA) if procs > 1 else 0.0
     busy = iterations * k * TAU + fitness + mixture + blocked
-    return base(run_id, "cellular", procs, busy + 0.01, scaling, grid=list(grid), process_grid=list(pgrid),
-                cells_per_rank=k, neighbourhood_size=h, population=1, neighbourhood="von_neumann",
-                phases_s={"exchange": [blocked] * procs, "fitness": [fitness] * procs, "train": [iterations * k * TAU] * procs,
-                          "mixture": [mixture] * procs},
-                telemetry={"timed_steps": iterations, "work_steps_per_rank": [iterations] * procs,
-                           "work_images_per_rank": [100] * procs, "busy_s_per_rank": [busy] * procs},
-                comm={"per_rank_seconds": [blocked] * procs, "per_rank_bytes": [int(iterations * sent_cells * CELL)] * procs})
+    return base(
+        run_id,
+        "cellular",
+        procs,
+        busy + 0.01,
+        scaling,
+        grid=list(grid),
+        process_grid=list(pgrid),
+        cells_per_rank=k,
+        neighbourhood_size=h,
+        population=1,
+        neighbourhood="von_neumann",
+        phases_s={
+            "exchange": [blocked] * procs,
+            "fitness": [fitness] * procs,
+            "train": [iterations * k * TAU] * procs,
+            "mixture": [mixture] * procs,
+        },
+        telemetry={
+            "timed_steps": iterations,
+            "work_steps_per_rank": [iterations] * procs,
+            "work_images_per_rank": [100] * procs,
+            "busy_s_per_rank": [busy] * procs,
+        },
+        comm={"per_rank_seconds": [blocked] * procs, "per_rank_bytes": [int(iterations * sent_cells * CELL)] * procs},
+    )
 
 
 def synthetic_records():
     return [
-        gan_record("dp-p1", 1, 32), gan_record("dp-p2", 2, 32), gan_record("dp-p4", 4, 32),
-        gan_record("dpw-p1", 1, 16, scaling="weak"), gan_record("dpw-p2", 2, 16, scaling="weak"),
-        lp_record("lp-p1", 1, [0, 1, 2, 3]), lp_record("lp-p2", 2, [0, 1, 2, 3]),
-        lp_record("lpw-p1", 1, [0], scaling="weak"), lp_record("lpw-p2", 2, [0, 1], scaling="weak"),
+        gan_record("dp-p1", 1, 32),
+        gan_record("dp-p2", 2, 32),
+        gan_record("dp-p4", 4, 32),
+        gan_record("dpw-p1", 1, 16, scaling="weak"),
+        gan_record("dpw-p2", 2, 16, scaling="weak"),
+        lp_record("lp-p1", 1, [0, 1, 2, 3]),
+        lp_record("lp-p2", 2, [0, 1, 2, 3]),
+        lp_record("lpw-p1", 1, [0], scaling="weak"),
+        lp_record("lpw-p2", 2, [0, 1], scaling="weak"),
         lp_record("lp-p8", 8, [0, 1, 2, 3]),
-        cellular_record("cw-p1", 1, (1, 1), (1, 1), 1, 0), cellular_record("cw-p2", 2, (1, 2), (1, 2), 2, 1),
+        cellular_record("cw-p1", 1, (1, 1), (1, 1), 1, 0),
+        cellular_record("cw-p2", 2, (1, 2), (1, 2), 2, 1),
         cellular_record("cs-p2", 2, (2, 2), (1, 2), 3, 2, scaling="strong"),
     ]
 
@@ -287,16 +360,28 @@ def test_alpha_beta_on_the_command_line(results, tmp_path):
     assert comm == pytest.approx(20 * (6e-6 + 1.75 * GRAD * 1e-10))  # one rank per node: halving/doubling over 8
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--ranks", "1,x"], "error: --ranks: expected comma-separated positive integers such as 1,2,4,1024, got '1,x'"),
-    (["--ranks", "0,2"], "error: --ranks: expected comma-separated positive integers such as 1,2,4,1024, got '0,2'"),
-    (["--alpha", "1e-6"], "error: --beta: give --alpha and --beta together"),
-    (["--network", "summit", "--alpha", "1e-6", "--beta", "1e-9"], "error: --network: give either --network or --alpha and --beta, not both"),
-    (["--network", "nope"], "error: --network: unknown network 'nope'; use a preset (summit, nvlink-node, hdr-cluster, "
-                            "edr-cluster, 100gbe, 10gbe, shm), a probe file written by `suite probe`, or 'measure'"),
-    (["--compute-scale", "0"], "error: --compute-scale: must be positive (0.01: a device 100 times faster than the measured one)"),
-    (["--fit-procs", "two"], "error: --fit-procs: expected comma-separated positive integers such as 1,2,4,1024, got 'two'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--ranks", "1,x"], "error: --ranks: expected comma-separated positive integers such as 1,2,4,1024, got '1,x'"),
+        (["--ranks", "0,2"], "error: --ranks: expected comma-separated positive integers such as 1,2,4,1024, got '0,2'"),
+        (["--alpha", "1e-6"], "error: --beta: give --alpha and --beta together"),
+        (
+            ["--network", "summit", "--alpha", "1e-6", "--beta", "1e-9"],
+            "error: --network: give either --network or --alpha and --beta, not both",
+        ),
+        (
+            ["--network", "nope"],
+            "error: --network: unknown network 'nope'; use a preset (summit, nvlink-node, hdr-cluster, "
+            "edr-cluster, 100gbe, 10gbe, shm), a probe file written by `suite probe`, or 'measure'",
+        ),
+        (
+            ["--compute-scale", "0"],
+            "error: --compute-scale: must be positive (0.01: a device 100 times faster than the measured one)",
+        ),
+        (["--fit-procs", "two"], "error: --fit-procs: expected comma-separated positive integers such as 1,2,4,1024, got 'two'"),
+    ],
+)
 def test_bad_options_are_one_clear_line(results, capsys, argv, message):
     assert main(["project", str(results), *argv]) == 2
     assert capsys.readouterr().err.strip() == message
@@ -342,7 +427,10 @@ def test_report_has_a_projection_section_only_when_runs_can_be_fitted(results, t
 
 def test_compute_scale_speeds_up_computation_only(results, tmp_path):
     out = tmp_path / "fast"
-    assert main(["project", str(results), "--network", "summit", "--ranks", "1,64", "--compute-scale", "0.01", "--out", str(out)]) == 0
+    assert (
+        main(["project", str(results), "--network", "summit", "--ranks", "1,64", "--compute-scale", "0.01", "--out", str(out)])
+        == 0
+    )
     slow = tmp_path / "slow"
     assert main(["project", str(results), "--network", "summit", "--ranks", "1,64", "--out", str(slow)]) == 0
     fast_t, slow_t = (pd.read_csv(d / "projection.csv").set_index(["strategy", "scaling", "procs"]) for d in (out, slow))

@@ -35,13 +35,16 @@ HOST = socket.gethostname()
 # --- the schema -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("every, error", [
-    ({}, "train.checkpoint_every: give exactly one of steps or minutes"),
-    ({"steps": 5, "minutes": 1}, "train.checkpoint_every: give exactly one of steps or minutes"),
-    ({"steps": 0}, "train.checkpoint_every.steps: must be at least 1, got 0"),
-    ({"minutes": -1}, "train.checkpoint_every.minutes: must be positive, got -1.0"),
-    ({"hours": 1}, "train.checkpoint_every.hours: unknown field; expected one of steps, minutes"),
-])
+@pytest.mark.parametrize(
+    "every, error",
+    [
+        ({}, "train.checkpoint_every: give exactly one of steps or minutes"),
+        ({"steps": 5, "minutes": 1}, "train.checkpoint_every: give exactly one of steps or minutes"),
+        ({"steps": 0}, "train.checkpoint_every.steps: must be at least 1, got 0"),
+        ({"minutes": -1}, "train.checkpoint_every.minutes: must be positive, got -1.0"),
+        ({"hours": 1}, "train.checkpoint_every.hours: unknown field; expected one of steps, minutes"),
+    ],
+)
 def test_checkpoint_every_is_validated(every, error):
     with pytest.raises(ScenarioError, match=error.replace(".", r"\.")):
         parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "procs": [1]}], train={"checkpoint_every": every}))
@@ -131,8 +134,15 @@ def test_telemetry_continues_its_window_and_traffic():
 def _mark(folder: Path, run, rank: int, index: int, group: list[int], fp: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{index:06d}-rank{rank}.pt").write_bytes(b"state")
-    meta = {"index": index, "rank": rank, "group": group, "steps": 2 * index, "clock_s": 1.5 * index, "done": False,
-            "fingerprint": fp or fingerprint(run)}
+    meta = {
+        "index": index,
+        "rank": rank,
+        "group": group,
+        "steps": 2 * index,
+        "clock_s": 1.5 * index,
+        "done": False,
+        "fingerprint": fp or fingerprint(run),
+    }
     (folder / f"{index:06d}-rank{rank}.json").write_text(json.dumps(meta))
 
 
@@ -152,27 +162,43 @@ def test_each_group_resumes_from_the_latest_checkpoint_all_its_ranks_wrote(tmp_p
     assert plan == {0: 2, 1: 2, 2: 5, 3: None}
     remove_stale(tmp_path, plan)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [f"00000{i}-rank{r}.{s}" for i in (1, 2) for r in (0, 1) for s in ("pt", "json")] + ["000005-rank2.pt", "000005-rank2.json"])
+        [f"00000{i}-rank{r}.{s}" for i in (1, 2) for r in (0, 1) for s in ("pt", "json")]
+        + ["000005-rank2.pt", "000005-rank2.json"]
+    )
     assert describe(None) == "no checkpoint yet: --resume starts it again from step 0"
 
 
 # --- what ended a run, in one line ------------------------------------------------------------------------------
 
 LAUNCHER_OUTPUT = {
-    "openmpi-signal": ("prterun noticed that process rank 1 with PID 8662 on node node3 exited on\nsignal 9 (Killed).",
-                       "rank 1 on node3 was killed by SIGKILL"),
-    "openmpi-exit": ("thus causing the job to be terminated. The first process to do so was:\n\n   Process name: [prterun-vm-14697@1,1]\n"
-                     "   Exit code:    1\n", "rank 1 exited with code 1"),
-    "openmpi-abort": ("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\n  Proc: [[6469,1],2]\n  Errorcode: 1\n",
-                      "rank 2 exited with code 1"),
-    "horovodrun": ("[1]<stderr>:Killed\nProcess 1 exit with status code 137.\nTerminating remaining workers after failure of Process 1.\n"
-                   "Process 0 exit with status code 1.", "rank 1 was killed by SIGKILL"),
-    "torchrun": ("Failures:\n[1]:\n  time      : 2026-11-22_02:54:38\n  host      : localhost\n  rank      : 0 (local_rank: 0)\n"
-                 "  exitcode  : -15 (pid: 8603)\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-11-22_02:54:38\n"
-                 "  host      : node2\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 8604)  (SIGKILL)\n",
-                 "rank 1 on node2 was killed by SIGKILL"),
-    "srun": ("srun: error: nid0007: task 3: Segmentation fault\nsrun: error: nid0007: task 2: Exited with exit code 1",
-             "rank 3 on nid0007 was killed by SIGSEGV"),
+    "openmpi-signal": (
+        "prterun noticed that process rank 1 with PID 8662 on node node3 exited on\nsignal 9 (Killed).",
+        "rank 1 on node3 was killed by SIGKILL",
+    ),
+    "openmpi-exit": (
+        "thus causing the job to be terminated. The first process to do so was:\n\n   Process name: [prterun-vm-14697@1,1]\n"
+        "   Exit code:    1\n",
+        "rank 1 exited with code 1",
+    ),
+    "openmpi-abort": (
+        "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\n  Proc: [[6469,1],2]\n  Errorcode: 1\n",
+        "rank 2 exited with code 1",
+    ),
+    "horovodrun": (
+        "[1]<stderr>:Killed\nProcess 1 exit with status code 137.\nTerminating remaining workers after failure of Process 1.\n"
+        "Process 0 exit with status code 1.",
+        "rank 1 was killed by SIGKILL",
+    ),
+    "torchrun": (
+        "Failures:\n[1]:\n  time      : 2026-11-22_02:54:38\n  host      : localhost\n  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : -15 (pid: 8603)\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-11-22_02:54:38\n"
+        "  host      : node2\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 8604)  (SIGKILL)\n",
+        "rank 1 on node2 was killed by SIGKILL",
+    ),
+    "srun": (
+        "srun: error: nid0007: task 3: Segmentation fault\nsrun: error: nid0007: task 2: Exited with exit code 1",
+        "rank 3 on nid0007 was killed by SIGSEGV",
+    ),
 }
 
 
@@ -216,7 +242,9 @@ def test_a_stale_lock_is_taken_over(tmp_path, caplog):
     gone = subprocess.Popen(["true"])
     gone.wait()
     out.mkdir()
-    (out / LOCK_FILE).write_text(json.dumps({"host": HOST, "pid": gone.pid, "started": "yesterday", "command": "suite run s.yaml"}))
+    (out / LOCK_FILE).write_text(
+        json.dumps({"host": HOST, "pid": gone.pid, "started": "yesterday", "command": "suite run s.yaml"})
+    )
     assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 0
     assert f"taking over the lock of suite run (pid {gone.pid} on {HOST}, since yesterday" in caplog.text
 
@@ -258,9 +286,13 @@ RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horo
     {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [2]},
 ]
 # 6 generator steps (cellular: 4 iterations), the first a warm-up step, a checkpoint every 2
-SCENARIO = tiny_scenario("reliability", RUNS, dataset={"classes": [0, 1, 2]},
-                         train={"steps": 6, "epochs": 2, "batch_size": 16, "threads": 1, "checkpoint_every": {"steps": 2}},
-                         cellular={"iterations": 4, "batches_per_iteration": 1, "fitness_samples": 40, "mixture_samples": 40})
+SCENARIO = tiny_scenario(
+    "reliability",
+    RUNS,
+    dataset={"classes": [0, 1, 2]},
+    train={"steps": 6, "epochs": 2, "batch_size": 16, "threads": 1, "checkpoint_every": {"steps": 2}},
+    cellular={"iterations": 4, "batches_per_iteration": 1, "fitness_samples": 40, "mixture_samples": 40},
+)
 
 
 @pytest.fixture(scope="module")
@@ -284,9 +316,19 @@ def suite_run(tmp_path: Path, scenario: dict, *extra: str, **env: str) -> subpro
     """`suite run` on ``scenario`` as a subprocess (into tmp_path/results), with ``env`` added."""
     path = tmp_path / f"{scenario['name']}.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    environment = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
-    return subprocess.Popen([sys.executable, "-m", "suite", "run", str(path), "--out", str(tmp_path / "results"), "-q",
-                             "--timeout", "600", *extra], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **env,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "suite", "run", str(path), "--out", str(tmp_path / "results"), "-q", "--timeout", "600", *extra],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _ended(status: dict) -> float | None:
@@ -330,19 +372,26 @@ def test_a_killed_rank_and_a_raising_rank_end_the_run_and_resuming_gives_the_sam
     run_id = f"data_parallel-bce-{engine}-p2-r0"
     run_dir = tmp_path / "results" / run_id
     # rank 1 is killed after step 3, a step after the first checkpoint
-    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3",
-                                              SUITE_TEST_FAIL_HOW="kill"), run_dir)
+    code, record, seconds = watched(
+        suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3", SUITE_TEST_FAIL_HOW="kill"), run_dir
+    )
     lines = record["error"].splitlines()
     assert code == 1 and record["status"] == "failed"
     assert lines[0] == f"rank 1 on {HOST} was killed by SIGKILL"
-    assert lines[1].startswith("--resume continues from checkpoint 1 (step 2, ") and lines[2] == f"launcher output: {run_dir / 'log.txt'}"
+    assert (
+        lines[1].startswith("--resume continues from checkpoint 1 (step 2, ")
+        and lines[2] == f"launcher output: {run_dir / 'log.txt'}"
+    )
     assert record["failure"] == {"rank": 1, "host": HOST, "exit_code": None, "signal": "SIGKILL", "message": None}
     assert seconds is not None and seconds < 30
     assert not survivors(run_dir)
     # resumed; rank 1 raises after step 5, a step after the resumed run's checkpoint
-    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume", SUITE_TEST_FAIL_AT_STEP="5"), run_dir)
+    code, record, seconds = watched(
+        suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume", SUITE_TEST_FAIL_AT_STEP="5"), run_dir
+    )
     assert code == 1 and record["error"].splitlines()[0] == (
-        f"rank 1 on {HOST} exited with code 1: RuntimeError: injected failure after step 5 (SUITE_TEST_FAIL_AT_STEP)")
+        f"rank 1 on {HOST} exited with code 1: RuntimeError: injected failure after step 5 (SUITE_TEST_FAIL_AT_STEP)"
+    )
     assert record["checkpoint"]["index"] == 2 and record["checkpoint"]["steps"] == 4
     assert seconds is not None and seconds < 30
     assert not survivors(run_dir)
@@ -357,12 +406,19 @@ def test_a_killed_rank_and_a_raising_rank_end_the_run_and_resuming_gives_the_sam
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("run_id, how", [("data_parallel-bce-deepspeed-p2-r0", "raise"), ("label_partitioned-bce-mpi-p2-r0", "raise"),
-                                         ("cellular-mustangs-mpi-p2-g2x2-r0", "kill")])
+@pytest.mark.parametrize(
+    "run_id, how",
+    [
+        ("data_parallel-bce-deepspeed-p2-r0", "raise"),
+        ("label_partitioned-bce-mpi-p2-r0", "raise"),
+        ("cellular-mustangs-mpi-p2-g2x2-r0", "kill"),
+    ],
+)
 def test_deepspeed_label_partitioned_and_cellular_runs_resume_to_the_same_generator(uninterrupted, tmp_path, run_id, how):
     run_dir = tmp_path / "results" / run_id
-    code, record, seconds = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3",
-                                              SUITE_TEST_FAIL_HOW=how), run_dir)
+    code, record, seconds = watched(
+        suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3", SUITE_TEST_FAIL_HOW=how), run_dir
+    )
     expected = "was killed by SIGKILL" if how == "kill" else "exited with code 1: RuntimeError: injected failure after step 3"
     assert code == 1 and record["error"].splitlines()[0].startswith(f"rank 1 on {HOST} {expected}")
     assert record["checkpoint"] is not None and seconds is not None and seconds < 30
@@ -400,7 +456,9 @@ def test_a_signal_to_suite_run_stops_every_process_and_records_the_run(tmp_path,
     record = read_record(run_dir)
     assert code == 128 + signum
     assert not survivors(run_dir)  # no rank, launcher or helper outlives the runner
-    assert record["status"] == "interrupted" and record["error"].startswith(f"interrupted by {signal.Signals(signum).name} after ")
+    assert record["status"] == "interrupted" and record["error"].startswith(
+        f"interrupted by {signal.Signals(signum).name} after "
+    )
     assert not [p for p in run_dir.rglob(".*")]  # no temporaries of unfinished writes
     assert (tmp_path / "results" / LOCK_FILE).read_text() == ""
     if not checkpoints:

@@ -9,26 +9,76 @@ from suite.report import markdown_table, scaling_table, write_report
 from suite.results import load_records, write_record
 
 
-def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=10.0, scaling="strong", repeat=0,
-           status="ok", quality=None, gpu=None, **extra):
+def record(
+    run_id,
+    strategy="data_parallel",
+    engine="horovod",
+    procs=1,
+    train_s=10.0,
+    scaling="strong",
+    repeat=0,
+    status="ok",
+    quality=None,
+    gpu=None,
+    **extra,
+):
     r = {
-        "run_id": run_id, "status": status, "error": None if status == "ok" else "RuntimeError: boom",
-        "scenario": "synthetic", "strategy": strategy, "engine": engine, "loss": "bce", "procs": procs,
-        "scaling": scaling, "repeat": repeat, "grid": None, "label": None, "epochs": 1, "seed": 0,
-        "dataset": {"name": "digits", "classes": list(range(10))}, "train_s": train_s, "wall_s": train_s + 5,
-        "images_per_s": 1000.0 * procs / (train_s / 10), "images_per_s_per_rank": 1000.0 / (train_s / 10),
-        "global_batch": 64, "generator_steps": 20, "device": "cpu", "launcher": "openmpi", "threads_per_rank": 1,
-        "cores_per_node": 8, "ranks_per_node": procs, "oversubscribed": procs > 8,
-        "setup_s": 3.0, "warmup_s": 1.0, "finalize_s": 0.5, "score_s": 2.0,
+        "run_id": run_id,
+        "status": status,
+        "error": None if status == "ok" else "RuntimeError: boom",
+        "scenario": "synthetic",
+        "strategy": strategy,
+        "engine": engine,
+        "loss": "bce",
+        "procs": procs,
+        "scaling": scaling,
+        "repeat": repeat,
+        "grid": None,
+        "label": None,
+        "epochs": 1,
+        "seed": 0,
+        "dataset": {"name": "digits", "classes": list(range(10))},
+        "train_s": train_s,
+        "wall_s": train_s + 5,
+        "images_per_s": 1000.0 * procs / (train_s / 10),
+        "images_per_s_per_rank": 1000.0 / (train_s / 10),
+        "global_batch": 64,
+        "generator_steps": 20,
+        "device": "cpu",
+        "launcher": "openmpi",
+        "threads_per_rank": 1,
+        "cores_per_node": 8,
+        "ranks_per_node": procs,
+        "oversubscribed": procs > 8,
+        "setup_s": 3.0,
+        "warmup_s": 1.0,
+        "finalize_s": 0.5,
+        "score_s": 2.0,
         "comm": {"bytes": 2**20 * (procs - 1), "seconds": 0.1 * (procs - 1)},
-        "telemetry": {"step_s": train_s / 20, "data_s": 0.001, "compute_s": train_s / 25, "comm_wait_s": 0.01,
-                      "step_p50": train_s / 20, "step_p95": train_s / 18, "step_ci95": train_s / 200,
-                      "work_images_per_rank": [1920] * procs, "work_steps_per_rank": [18] * procs,
-                      "flops_per_step": 10**10, "achieved_flops_per_rank": 5e10, "peak_flops_per_rank": 1e11,
-                      "peak_source": "measured", "fraction_of_peak": 0.5,
-                      "comm_share": 0.01 / (train_s / 20), "timed_steps": 18, "cpu_util_mean": 95.0,
-                      "host_mem_peak_mb": 900.0, "gpu_util_mean": gpu, "gpu_util_p95": gpu,
-                      "gpu_mem_used_mb": 2000.0 if gpu else None, "gpu_mem_peak_mb": 100.0 if gpu else None},
+        "telemetry": {
+            "step_s": train_s / 20,
+            "data_s": 0.001,
+            "compute_s": train_s / 25,
+            "comm_wait_s": 0.01,
+            "step_p50": train_s / 20,
+            "step_p95": train_s / 18,
+            "step_ci95": train_s / 200,
+            "work_images_per_rank": [1920] * procs,
+            "work_steps_per_rank": [18] * procs,
+            "flops_per_step": 10**10,
+            "achieved_flops_per_rank": 5e10,
+            "peak_flops_per_rank": 1e11,
+            "peak_source": "measured",
+            "fraction_of_peak": 0.5,
+            "comm_share": 0.01 / (train_s / 20),
+            "timed_steps": 18,
+            "cpu_util_mean": 95.0,
+            "host_mem_peak_mb": 900.0,
+            "gpu_util_mean": gpu,
+            "gpu_util_p95": gpu,
+            "gpu_mem_used_mb": 2000.0 if gpu else None,
+            "gpu_mem_peak_mb": 100.0 if gpu else None,
+        },
         "env": {"python": "3.11.7", "torch": "2.13.0"},
         **extra,
     }
@@ -38,24 +88,48 @@ def record(run_id, strategy="data_parallel", engine="horovod", procs=1, train_s=
 
 
 def class_entry(n, metric, fid=None, kid=0.02, n_real=180):
-    kid_fields = {"kid_mean": kid, "kid_std": kid / 4, "kid_subset_size": n // 2, "kid_subsets": 100} if metric else \
-        {"kid_mean": None, "kid_std": None, "kid_subset_size": None, "kid_subsets": None}
+    kid_fields = (
+        {"kid_mean": kid, "kid_std": kid / 4, "kid_subset_size": n // 2, "kid_subsets": 100}
+        if metric
+        else {"kid_mean": None, "kid_std": None, "kid_subset_size": None, "kid_subsets": None}
+    )
     note = {"fid": None, "kid": "FID withheld: ...; KID given instead", None: "not scored: fewer than 10 samples"}[metric]
     return {"n": n, "n_real": n_real, "metric": metric, "fid": fid, **kid_fields, "note": note}
 
 
 def quality(features="classifier:digits", fid=50.0, is_mean=3.0, labelled=False, n=500, classes=None, num_classes=10):
-    per_class = {"0": class_entry(300, "fid", fid=51.0, kid=0.05), "1": class_entry(60, "kid", kid=0.03),
-                 "2": class_entry(5, None)}
-    return {"features": features, "features_detail": f"{features} detail", "feature_dim": 128, "n": n, "n_real": n,
-            "classes": classes or list(range(num_classes)), "num_classes": num_classes,
-            "is_mean": is_mean, "is_std": 0.1 if is_mean is not None else None,
-            "is_splits": 10 if is_mean is not None else None, "is_split_n": n // 10 if is_mean is not None else None,
-            "is_note": None if is_mean is not None else "no logits",
-            "fid": fid, "fid_note": None if fid is not None else "FID withheld: 500 generated and 500 real samples are not both above the 2048 feature dimensions",
-            "kid_mean": 0.04, "kid_std": 0.002, "kid_subset_size": n // 2, "kid_subsets": 100,
-            "per_class_label": per_class if labelled else None, "per_class_predicted": None if labelled else per_class,
-            "tvd": 0.2, "label_acc": 0.9 if labelled else None, "classifier_accuracy": 0.99}
+    per_class = {
+        "0": class_entry(300, "fid", fid=51.0, kid=0.05),
+        "1": class_entry(60, "kid", kid=0.03),
+        "2": class_entry(5, None),
+    }
+    return {
+        "features": features,
+        "features_detail": f"{features} detail",
+        "feature_dim": 128,
+        "n": n,
+        "n_real": n,
+        "classes": classes or list(range(num_classes)),
+        "num_classes": num_classes,
+        "is_mean": is_mean,
+        "is_std": 0.1 if is_mean is not None else None,
+        "is_splits": 10 if is_mean is not None else None,
+        "is_split_n": n // 10 if is_mean is not None else None,
+        "is_note": None if is_mean is not None else "no logits",
+        "fid": fid,
+        "fid_note": None
+        if fid is not None
+        else "FID withheld: 500 generated and 500 real samples are not both above the 2048 feature dimensions",
+        "kid_mean": 0.04,
+        "kid_std": 0.002,
+        "kid_subset_size": n // 2,
+        "kid_subsets": 100,
+        "per_class_label": per_class if labelled else None,
+        "per_class_predicted": None if labelled else per_class,
+        "tvd": 0.2,
+        "label_acc": 0.9 if labelled else None,
+        "classifier_accuracy": 0.99,
+    }
 
 
 @pytest.fixture
@@ -63,17 +137,32 @@ def results(tmp_path):
     root = tmp_path / "results"
     runs = [
         # strong scaling with two repeats: T(1) = 101, T(2) = 51, T(4) = 30
-        record("dp-p1-r0", procs=1, train_s=100.0), record("dp-p1-r1", procs=1, train_s=102.0, repeat=1),
-        record("dp-p2-r0", procs=2, train_s=50.0), record("dp-p2-r1", procs=2, train_s=52.0, repeat=1),
+        record("dp-p1-r0", procs=1, train_s=100.0),
+        record("dp-p1-r1", procs=1, train_s=102.0, repeat=1),
+        record("dp-p2-r0", procs=2, train_s=50.0),
+        record("dp-p2-r1", procs=2, train_s=52.0, repeat=1),
         record("dp-p4-r0", procs=4, train_s=30.0, quality=quality()),
         # weak scaling: T(1) = 10, T(2) = 11, T(4) = 12.5
         record("lp-p1", strategy="label_partitioned", engine="mpi", procs=1, train_s=10.0, scaling="weak"),
         record("lp-p2", strategy="label_partitioned", engine="mpi", procs=2, train_s=11.0, scaling="weak"),
-        record("lp-p4", strategy="label_partitioned", engine="mpi", procs=4, train_s=12.5, scaling="weak",
-               quality=quality(fid=60.0, labelled=True)),
+        record(
+            "lp-p4",
+            strategy="label_partitioned",
+            engine="mpi",
+            procs=4,
+            train_s=12.5,
+            scaling="weak",
+            quality=quality(fid=60.0, labelled=True),
+        ),
         # a sweep without its P=1 run, and a failed run
         record("t-p2", engine="torch", procs=2, train_s=20.0),
-        record("t-p4", engine="torch", procs=4, train_s=12.0, quality=quality(features="inception(fid-trunk)", fid=None, is_mean=None)),
+        record(
+            "t-p4",
+            engine="torch",
+            procs=4,
+            train_s=12.0,
+            quality=quality(features="inception(fid-trunk)", fid=None, is_mean=None),
+        ),
         record("t-p8", engine="torch", procs=8, status="failed"),
     ]
     for r in runs:
@@ -110,14 +199,34 @@ def test_a_sweep_without_p1_is_reported_as_such(results):
 def test_report_sections_csvs_and_plots(results, tmp_path):
     out = tmp_path / "report"
     text = write_report(results, out).read_text()
-    sections = ["## Headline", "## Scaling", "### Strong scaling", "### Weak scaling", "## Where the time goes",
-                "<summary>Communication share</summary>", "**GPU utilization:**", "## Image quality", "## Papers' numbers",
-                "## Environment", "## Runs", "## Definitions"]
+    sections = [
+        "## Headline",
+        "## Scaling",
+        "### Strong scaling",
+        "### Weak scaling",
+        "## Where the time goes",
+        "<summary>Communication share</summary>",
+        "**GPU utilization:**",
+        "## Image quality",
+        "## Papers' numbers",
+        "## Environment",
+        "## Runs",
+        "## Definitions",
+    ]
     positions = [text.index(section) for section in sections]
     assert positions == sorted(positions)  # in this order, the headline first
     assert text.index("![strong_time.png](strong_time.png)") < text.index("## Where the time goes")  # plots inline
-    for name in ("runs", "strong_scaling", "weak_scaling", "speedup_efficiency", "communication", "gpu_utilization",
-                 "environment", "quality_classifier-digits", "quality_inception-fid-trunk"):
+    for name in (
+        "runs",
+        "strong_scaling",
+        "weak_scaling",
+        "speedup_efficiency",
+        "communication",
+        "gpu_utilization",
+        "environment",
+        "quality_classifier-digits",
+        "quality_inception-fid-trunk",
+    ):
         frame = pd.read_csv(out / f"{name}.csv")
         assert not frame.empty, name
     for name in ("strong_time.png", "strong_efficiency.png", "weak_time.png", "weak_efficiency.png"):
@@ -159,8 +268,10 @@ def test_weak_scaling_reports_work_normalised_efficiency(results):
 def test_sweep_warnings(tmp_path):
     root = tmp_path / "results"
     runs = [
-        record("a-p1", procs=1, threads_per_rank=2), record("a-p2", procs=2),  # threads differ across the sweep
-        record("b-p1", engine="mpi", procs=1), record("b-p16", engine="mpi", procs=16, ranks_per_node=16),
+        record("a-p1", procs=1, threads_per_rank=2),
+        record("a-p2", procs=2),  # threads differ across the sweep
+        record("b-p1", engine="mpi", procs=1),
+        record("b-p16", engine="mpi", procs=16, ranks_per_node=16),
         record("c-p1", strategy="label_partitioned", engine="mpi", procs=1, scaling="weak"),
         record("c-p2", strategy="label_partitioned", engine="mpi", procs=2, scaling="weak"),
         record("d-p1", strategy="cellular", engine="mpi", procs=1, scaling="weak", cells_per_rank=1, neighbourhood_size=1),
@@ -193,13 +304,27 @@ def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(
     section = text.split("## Image quality")[1].split("## Papers")[0]
     header = next(line for line in section.splitlines() if line.startswith("| run_id"))
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[columns.index("fid") - 3: columns.index("fid") + 2] == ["n", "n_real", "IS (splits×n)", "fid", "KID (subsets×n)"]
+    assert columns[columns.index("fid") - 3 : columns.index("fid") + 2] == [
+        "n",
+        "n_real",
+        "IS (splits×n)",
+        "fid",
+        "KID (subsets×n)",
+    ]
     assert "per-class KID by generated label" in columns and "per-class KID by predicted class (biased low)" in columns
     # the unconditional run's per-class KID is under "predicted", the label-partitioned run's under "generated label"
-    assert "| dp-p4-r0 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |" in section
-    assert "| lp-p4 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |" in section
+    assert (
+        "| dp-p4-r0 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |"
+        in section
+    )
+    assert (
+        "| lp-p4 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |"
+        in section
+    )
     scores = pd.read_csv(out / "quality_classifier-digits.csv")
-    assert {"n", "n_real", "fid", "kid_mean", "kid_std", "kid_subset_size", "kid_subsets", "is_splits", "is_split_n"} <= set(scores)
+    assert {"n", "n_real", "fid", "kid_mean", "kid_std", "kid_subset_size", "kid_subsets", "is_splits", "is_split_n"} <= set(
+        scores
+    )
     # one table (and CSV) per basis, each holding only its own runs
     by_label = pd.read_csv(out / "per_class_label_classifier-digits.csv")
     by_prediction = pd.read_csv(out / "per_class_predicted_classifier-digits.csv")
@@ -217,8 +342,17 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     mnist = {"name": "mnist", "classes": list(range(10))}
     weak = quality(features="classifier:mnist", labelled=True, classes=[0, 1])
     paper_like = quality(features="inception", n=10000)
-    write_record(root / "lp-p2", record("lp-p2", strategy="label_partitioned", procs=2, scaling="weak", quality=weak,
-                                        dataset={"name": "mnist", "classes": [0, 1]}))
+    write_record(
+        root / "lp-p2",
+        record(
+            "lp-p2",
+            strategy="label_partitioned",
+            procs=2,
+            scaling="weak",
+            quality=weak,
+            dataset={"name": "mnist", "classes": [0, 1]},
+        ),
+    )
     write_record(root / "dp-p8", record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch"))
     write_record(root / "cell", record("cell", strategy="cellular", quality=quality(), dataset=mnist))  # no paper row
     text = write_report(root, tmp_path / "report").read_text()
@@ -230,7 +364,10 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     assert "network classifier:mnist, not Inception: not comparable" in lp
     assert "2 of 10 classes (paper: all)" in lp and "n=500 in 10 splits of 50 (paper: thousands)" in lp
     assert "epochs 1 (paper: 1000)" in lp
-    assert rows["dp-p8"].rstrip().endswith("| same protocol |") and "| DC-GAN | 3 ± 0.1 (10×1000) | 2.54 ± 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
+    assert (
+        rows["dp-p8"].rstrip().endswith("| same protocol |")
+        and "| DC-GAN | 3 ± 0.1 (10×1000) | 2.54 ± 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
+    )
     assert "Only IS measured with the `inception` network is comparable" not in text  # per row now, not one caveat
 
 
@@ -244,6 +381,9 @@ def test_environment_is_printed_once_with_what_differs(results, tmp_path):
 def test_time_outside_training_is_reported(results, tmp_path):
     text = write_report(results, tmp_path / "report").read_text()
     # 10 ok runs: wall = train + 5, set-up 3, warm-up 1, finalize 0.5, scoring 2 (the rest, start-up, clipped at 0)
-    assert "were inside training windows; set-up 30 s, warm-up 10 s, evaluation during training 0 s, finalize 5 s, scoring 20 s" in text
+    assert (
+        "were inside training windows; set-up 30 s, warm-up 10 s, evaluation during training 0 s, finalize 5 s, scoring 20 s"
+        in text
+    )
     times = pd.read_csv(tmp_path / "report" / "time.csv").set_index("run_id")
     assert times.loc["dp-p1-r0", "train_share"] == pytest.approx(100 / 105)

@@ -52,8 +52,16 @@ def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
         ({"name": "x", "runs": []}, r"runs: at least one run is needed"),
         (with_(model__dropout=1.5), r"model.dropout: must be in \[0, 1\)"),
         (with_(model__critic_norm="instance"), r"model.critic_norm: 'instance' is not one of 'auto', 'batch'"),
-        (with_(model__critic_norm="layer", runs__0__strategy="cellular", runs__0__engine="mpi", runs__0__procs=[1],
-               runs__0__grid=[1, 1]), r"model.critic_norm: 'layer' is not available to the cellular strategy"),
+        (
+            with_(
+                model__critic_norm="layer",
+                runs__0__strategy="cellular",
+                runs__0__engine="mpi",
+                runs__0__procs=[1],
+                runs__0__grid=[1, 1],
+            ),
+            r"model.critic_norm: 'layer' is not available to the cellular strategy",
+        ),
         (with_(runs__0__procs=[1, 3]), r"runs\[0\].procs: train.batch_size 64 cannot be split evenly over 3 processes"),
     ],
 )
@@ -83,8 +91,9 @@ def test_label_partitioned_process_counts():
 
 
 def test_weak_scaling_gives_one_class_per_rank():
-    scenario = parse_scenario({"name": "w", "scaling": "weak",
-                               "runs": [{"strategy": "label_partitioned", "engine": "mpi", "procs": [1, 2, 4]}]})
+    scenario = parse_scenario(
+        {"name": "w", "scaling": "weak", "runs": [{"strategy": "label_partitioned", "engine": "mpi", "procs": [1, 2, 4]}]}
+    )
     assert [r.dataset.classes for r in expand(scenario)] == [[0], [0, 1], [0, 1, 2, 3]]
 
 
@@ -108,8 +117,10 @@ def test_expansion_ids_repeats_and_round_trip(tmp_path):
     scenario = parse_scenario(with_(repeats=2))
     runs = expand(scenario)
     assert [r.run_id for r in runs] == [
-        "data_parallel-bce-horovod-p1-r0", "data_parallel-bce-horovod-p1-r1",
-        "data_parallel-bce-horovod-p2-r0", "data_parallel-bce-horovod-p2-r1",
+        "data_parallel-bce-horovod-p1-r0",
+        "data_parallel-bce-horovod-p1-r1",
+        "data_parallel-bce-horovod-p2-r0",
+        "data_parallel-bce-horovod-p2-r1",
     ]
     runs[0].save(tmp_path / "run.json")
     assert Run.load(tmp_path / "run.json") == runs[0]
@@ -141,8 +152,13 @@ def test_critic_norm_auto_is_layer_norm_for_wgan_gp_only_and_is_recorded():
 
 
 def test_an_entry_can_train_longer_than_the_others():
-    scenario = parse_scenario({"name": "o", "train": {"epochs": 3, "batch_size": 32},
-                               "runs": [{"strategy": "data_parallel"}, {"strategy": "label_partitioned", "train": {"epochs": 30}}]})
+    scenario = parse_scenario(
+        {
+            "name": "o",
+            "train": {"epochs": 3, "batch_size": 32},
+            "runs": [{"strategy": "data_parallel"}, {"strategy": "label_partitioned", "train": {"epochs": 30}}],
+        }
+    )
     dp, lp = expand(scenario)
     assert (dp.train.epochs, lp.train.epochs) == (3, 30) and lp.train.batch_size == 32  # the rest is the scenario's
     with pytest.raises(ScenarioError, match=r"runs\[0\].train.epoch: unknown field"):
@@ -155,17 +171,23 @@ def test_an_entry_can_train_longer_than_the_others():
 
 def test_targets_budgets_and_stopping_are_validated():
     target = {"features": "classifier", "target": {"fid": 40}}
-    scenario = parse_scenario({"name": "t", "train": {"budget_s": 60, "stop_at_target": True}, "metrics": target,
-                               "runs": [{"strategy": "conditional"}]})
+    scenario = parse_scenario(
+        {"name": "t", "train": {"budget_s": 60, "stop_at_target": True}, "metrics": target, "runs": [{"strategy": "conditional"}]}
+    )
     run = expand(scenario)[0]
     assert run.train.budget_s == 60.0 and run.metrics.target.metric == "fid" and run.metrics.target.value == 40.0
     cases = [
         ({"metrics": {"target": {"fid": 40}}}, r"metrics.target: a target holds under one named feature network"),
-        ({"metrics": {"features": "classifier", "target": {"fid": 40, "kid": 0.1}}}, r"metrics.target: give exactly one of fid or kid"),
+        (
+            {"metrics": {"features": "classifier", "target": {"fid": 40, "kid": 0.1}}},
+            r"metrics.target: give exactly one of fid or kid",
+        ),
         ({"train": {"budget_s": 0}}, r"train.budget_s: must be positive"),
         ({"train": {"stop_at_target": True}}, r"train.stop_at_target: needs metrics.target"),
-        ({"train": {"stop_at_target": True}, "metrics": target, "runs": [{"strategy": "label_partitioned"}]},
-         r"train.stop_at_target: stops one model trained by all ranks .* not label_partitioned"),
+        (
+            {"train": {"stop_at_target": True}, "metrics": target, "runs": [{"strategy": "label_partitioned"}]},
+            r"train.stop_at_target: stops one model trained by all ranks .* not label_partitioned",
+        ),
     ]
     for data, message in cases:
         with pytest.raises(ScenarioError, match=message):

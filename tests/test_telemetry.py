@@ -150,14 +150,28 @@ def _rank(gpu: bool) -> dict:
     for v in (0.4, 0.5, 0.5, 0.6):
         times.add(v)
     return {
-        "window": {"steps": 4, "seconds": 2.2, "busy_seconds": 2.1, "step_seconds": 2.0, "data": 0.2, "comm": 0.4,
-                   "compute": 1.4, "images": 256, "comm_bytes": 100},
-        "warmup": {"steps": 2, "images": 128, "seconds": 1.0}, "step_times": times.as_dict(),
-        "flops_per_step": 10**9, "peak": {"flops": 10**10, "source": "measured"},
-        "steps": 6, "cpu_util": {"mean": 90.0, "p95": 99.0}, "host_mem_peak_bytes": 2**30,
+        "window": {
+            "steps": 4,
+            "seconds": 2.2,
+            "busy_seconds": 2.1,
+            "step_seconds": 2.0,
+            "data": 0.2,
+            "comm": 0.4,
+            "compute": 1.4,
+            "images": 256,
+            "comm_bytes": 100,
+        },
+        "warmup": {"steps": 2, "images": 128, "seconds": 1.0},
+        "step_times": times.as_dict(),
+        "flops_per_step": 10**9,
+        "peak": {"flops": 10**10, "source": "measured"},
+        "steps": 6,
+        "cpu_util": {"mean": 90.0, "p95": 99.0},
+        "host_mem_peak_bytes": 2**30,
         "gpu_util": {"mean": 70.0, "p95": 90.0} if gpu else None,
         "gpu_mem_used_bytes": {"mean": 2.0 * 2**30, "p95": 2.5 * 2**30} if gpu else None,
-        "gpu_mem_peak_bytes": 2**29 if gpu else None, "gpu_note": None if gpu else "CPU run: no GPU to measure",
+        "gpu_mem_peak_bytes": 2**29 if gpu else None,
+        "gpu_note": None if gpu else "CPU run: no GPU to measure",
     }
 
 

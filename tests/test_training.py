@@ -43,17 +43,23 @@ class SoloEngine(Engine):
 
 
 def make_trainer(steps: int | None, loss: str = "bce", points: int = 0, warmup: int = 2, budget_s=None, evaluate=None):
-    scenario = parse_scenario({
-        "name": "t", "dataset": {"name": "digits", "image_size": 20},
-        "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup, "budget_s": budget_s},
-        "wgan_gp": {"n_critic": 2}, "metrics": {"enabled": False},
-        "runs": [{"strategy": "data_parallel", "engine": "mpi", "loss": loss}],
-    })
+    scenario = parse_scenario(
+        {
+            "name": "t",
+            "dataset": {"name": "digits", "image_size": 20},
+            "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup, "budget_s": budget_s},
+            "wgan_gp": {"n_critic": 2},
+            "metrics": {"enabled": False},
+            "runs": [{"strategy": "data_parallel", "engine": "mpi", "loss": loss}],
+        }
+    )
     run = expand(scenario)[0]
     engine = SoloEngine()
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20)
-    trainer = GanTrainer(run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points, evaluate=evaluate)
+    trainer = GanTrainer(
+        run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points, evaluate=evaluate
+    )
     return trainer, telemetry
 
 

@@ -138,8 +138,12 @@ class Engine(ABC):
     def split(self, groups: list[list[int]]) -> Group:
         """Create one communicator per list of world ranks (collective); return this rank's."""
 
-    def _split_with(self, groups: list[list[int]], new_handle: Callable[[list[int]], Any],
-                    new_host_handle: Callable[[list[int]], Any] | None = None) -> Group:
+    def _split_with(
+        self,
+        groups: list[list[int]],
+        new_handle: Callable[[list[int]], Any],
+        new_host_handle: Callable[[list[int]], Any] | None = None,
+    ) -> Group:
         """:meth:`split` for engines where every rank creates every group's handle, in order.
 
         ``new_handle(ranks)`` makes the engine's object for a group of two or more ranks (and
@@ -153,8 +157,9 @@ class Engine(ABC):
                 handle = new_handle(list(ranks)) if len(ranks) > 1 else None
                 host = new_host_handle(list(ranks)) if new_host_handle and len(ranks) > 1 else handle
                 if self.rank in ranks:
-                    self._splits[key] = Group(index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle,
-                                              host_handle=host)
+                    self._splits[key] = Group(
+                        index=index, ranks=list(ranks), rank=ranks.index(self.rank), handle=handle, host_handle=host
+                    )
         return self._splits[key]
 
     def world(self) -> Group:
@@ -174,8 +179,7 @@ class Engine(ABC):
         return self._replicate(network, optimizer, group, name)
 
     @abstractmethod
-    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
-        ...
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica: ...
 
     # --- tensor collectives (counted) ---------------------------------------------------------
     def allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> torch.Tensor:
@@ -188,8 +192,7 @@ class Engine(ABC):
         return tensor
 
     @abstractmethod
-    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
-        ...
+    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None: ...
 
     # --- control (not counted: the benchmark's own decisions, not the method's traffic) ---------
     def any_rank(self, flags: list[bool], group: Group) -> list[bool]:

@@ -34,8 +34,16 @@ from ..tracing import COMMS_LOG
 from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine
 
-COUNTED = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-           "reduce_scatter_tensor", "all_to_all_single")
+COUNTED = (
+    "all_reduce",
+    "reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+)
 
 
 def _payload(args, kwargs) -> int:
@@ -96,7 +104,11 @@ class DeepSpeedEngine(TorchEngine):
             "steps_per_print": 10**9,
             "zero_optimization": {"stage": self.zero_stage},
             "wall_clock_breakdown": False,
-            **({"comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}} if self.comms_log_dir else {}),
+            **(
+                {"comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}}
+                if self.comms_log_dir
+                else {}
+            ),
             **(self.extra_config or {}),
         }
         return self.config

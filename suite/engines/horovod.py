@@ -58,8 +58,9 @@ TUNABLE = ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity", "hierarchic
 """Settings Horovod's autotuner tunes unless they are set."""
 
 
-def horovod_environment(config: HorovodConfig, environ: Mapping[str, str], on_gpu: bool, run_dir: Path,
-                        trace: bool) -> dict[str, str]:
+def horovod_environment(
+    config: HorovodConfig, environ: Mapping[str, str], on_gpu: bool, run_dir: Path, trace: bool
+) -> dict[str, str]:
     """The ``HOROVOD_*`` variables to set before ``hvd.init()``.
 
     A field of ``config`` that is set wins over the launch environment ``environ``; a null field
@@ -92,10 +93,17 @@ def _autotune_log(path: Path) -> dict[str, Any] | None:
     if not rows:
         return {"samples": 0, "best": None}
     best = max(rows, key=lambda row: float(row["score"]))
-    return {"samples": len(rows), "best": {
-        "cycle_time_ms": float(best["cycle_time_ms"]), "fusion_threshold_mb": float(best["tensor_fusion_threshold"]),
-        "cache_enabled": best["cache_enabled"] == "1", "hierarchical_allreduce": best["hierarchical_allreduce"] == "1",
-        "hierarchical_allgather": best["hierarchical_allgather"] == "1", "score_bytes_per_us": float(best["score"])}}
+    return {
+        "samples": len(rows),
+        "best": {
+            "cycle_time_ms": float(best["cycle_time_ms"]),
+            "fusion_threshold_mb": float(best["tensor_fusion_threshold"]),
+            "cache_enabled": best["cache_enabled"] == "1",
+            "hierarchical_allreduce": best["hierarchical_allreduce"] == "1",
+            "hierarchical_allgather": best["hierarchical_allgather"] == "1",
+            "score_bytes_per_us": float(best["score"]),
+        },
+    }
 
 
 def horovod_settings(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -104,12 +112,16 @@ def horovod_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     Under autotune the settings it tunes are null, listed in ``autotuned``, and ``autotune_log``
     holds the log's sample count and best settings so far.
     """
-    settings: dict[str, Any] = {name: decode(environ[variable]) if variable in environ else default
-                                for name, (variable, default, _, decode) in _VARIABLES.items()}
+    settings: dict[str, Any] = {
+        name: decode(environ[variable]) if variable in environ else default
+        for name, (variable, default, _, decode) in _VARIABLES.items()
+    }
     if settings["autotune"]:
         settings["autotuned"] = [name for name in TUNABLE if _VARIABLES[name][0] not in environ]
         settings.update({name: None for name in settings["autotuned"]})
-        settings["autotune_log"] = _autotune_log(Path(environ["HOROVOD_AUTOTUNE_LOG"])) if "HOROVOD_AUTOTUNE_LOG" in environ else None
+        settings["autotune_log"] = (
+            _autotune_log(Path(environ["HOROVOD_AUTOTUNE_LOG"])) if "HOROVOD_AUTOTUNE_LOG" in environ else None
+        )
     settings["timeline"] = environ.get("HOROVOD_TIMELINE")
     return settings
 
@@ -169,8 +181,12 @@ class HorovodEngine(Engine):
 
     def settings(self) -> dict[str, Any]:
         """Horovod's settings in effect (:func:`horovod_settings`), the optimizer's groups, controller and process sets."""
-        return {**horovod_settings(os.environ), "groups": self.config.groups, "controller": "mpi" if self.hvd.mpi_enabled() else "gloo",
-                "process_sets": "dynamic" if _flag(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS", "0")) else "global"}
+        return {
+            **horovod_settings(os.environ),
+            "groups": self.config.groups,
+            "controller": "mpi" if self.hvd.mpi_enabled() else "gloo",
+            "process_sets": "dynamic" if _flag(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS", "0")) else "global",
+        }
 
     def shutdown(self) -> None:
         self.hvd.join()

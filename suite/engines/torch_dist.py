@@ -78,8 +78,9 @@ class DDPReplica(Replica):
         start = engine.timeline.mark()
         # Buffers (BatchNorm statistics) stay per rank, as with Horovod's DistributedOptimizer.
         # DDP's constructor broadcasts the module's state from the group's first rank: counted here.
-        self.module = DistributedDataParallel(network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False,
-                                              **ddp_arguments(engine.ddp))
+        self.module = DistributedDataParallel(
+            network, device_ids=device_ids, process_group=group.handle, broadcast_buffers=False, **ddp_arguments(engine.ddp)
+        )
         engine.comm.add(tensor_bytes(network.state_dict().values()), group.size, (start, engine.timeline.mark()))
         self.hook = _HookState(group, engine.timeline)
         self.module.register_comm_hook(self.hook, _counting_allreduce)
@@ -116,8 +117,12 @@ class TorchEngine(Engine):
         """The backend, DDP's arguments (:func:`ddp_arguments`) and the bucket sizes they give."""
         arguments = ddp_arguments(self.ddp)
         cap = arguments["bucket_cap_mb"]
-        return {"backend": dist.get_backend(), **arguments, "bucket_cap_mb": cap or DDP_BUCKET_CAP_MB,
-                "first_bucket_mb": dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20 if cap is None else cap}
+        return {
+            "backend": dist.get_backend(),
+            **arguments,
+            "bucket_cap_mb": cap or DDP_BUCKET_CAP_MB,
+            "first_bucket_mb": dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20 if cap is None else cap,
+        }
 
     def shutdown(self) -> None:
         if dist.is_initialized():

@@ -5,6 +5,15 @@ from .features import FeatureUnavailable, feature_net
 from .scores import frechet_distance, inception_score, kernel_inception_distance, mmd2_unbiased, statistics, total_variation
 
 __all__ = [
-    "Reference", "evaluate_images", "evaluate_sampler", "FeatureUnavailable", "feature_net",
-    "frechet_distance", "inception_score", "kernel_inception_distance", "mmd2_unbiased", "statistics", "total_variation",
+    "Reference",
+    "evaluate_images",
+    "evaluate_sampler",
+    "FeatureUnavailable",
+    "feature_net",
+    "frechet_distance",
+    "inception_score",
+    "kernel_inception_distance",
+    "mmd2_unbiased",
+    "statistics",
+    "total_variation",
 ]

@@ -17,9 +17,16 @@ METRIC_FIELDS = {"fid": "fid", "kid": "kid_mean"}
 
 def curve_point(quality: dict[str, Any], clock_s: float, step: int) -> dict[str, Any]:
     """One point of a quality curve from a quality block (see :mod:`suite.metrics.evaluate`)."""
-    return {"clock_s": clock_s, "step": step, "fid": quality.get("fid"), "kid_mean": quality.get("kid_mean"),
-            "kid_std": quality.get("kid_std"), "is_mean": quality.get("is_mean"), "features": quality["features"],
-            "n": quality["n"]}
+    return {
+        "clock_s": clock_s,
+        "step": step,
+        "fid": quality.get("fid"),
+        "kid_mean": quality.get("kid_mean"),
+        "kid_std": quality.get("kid_std"),
+        "is_mean": quality.get("is_mean"),
+        "features": quality["features"],
+        "n": quality["n"],
+    }
 
 
 def meets(point: dict[str, Any], target) -> bool:
@@ -37,6 +44,14 @@ def time_to_target(curve: list[dict[str, Any]], target, features: str) -> dict[s
     points = sorted((p for p in curve if p.get("features") == features and p.get(field) is not None), key=lambda p: p["clock_s"])
     first = next((p for p in points if meets(p, target)), None)
     best = min((p[field] for p in points), default=None)
-    return {"metric": target.metric, "target": target.value, "features": features, "n": points[0]["n"] if points else None,
-            "reached": first is not None, "clock_s": first["clock_s"] if first else None,
-            "step": first["step"] if first else None, "best": best, "points": len(points)}
+    return {
+        "metric": target.metric,
+        "target": target.value,
+        "features": features,
+        "n": points[0]["n"] if points else None,
+        "reached": first is not None,
+        "clock_s": first["clock_s"] if first else None,
+        "step": first["step"] if first else None,
+        "best": best,
+        "points": len(points),
+    }

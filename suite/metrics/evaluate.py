@@ -36,8 +36,8 @@ import torch
 from ..data import class_prior, load_dataset
 from ..results import KID_FIELDS, PER_CLASS_BASES, atomic_write
 from .features import ClassifierNet, ClassifierSpec, FeatureNet, cache_dir, feature_net
-from .signals import pixel_std
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
+from .signals import pixel_std
 
 log = logging.getLogger(__name__)
 MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
@@ -62,15 +62,27 @@ class Reference:
     @classmethod
     def for_run(cls, run, device) -> "Reference":
         """The real data of ``run`` (a :class:`suite.scenario.Run`), scored as its metrics settings say."""
-        return cls(dataset=run.dataset.name, image_size=run.dataset.image_size, root=run.dataset.root,
-                   split=run.dataset.split, classes=run.dataset.classes, features=run.metrics.features,
-                   n=run.metrics.samples, inception_weights=run.metrics.inception_weights, device=str(device))
+        return cls(
+            dataset=run.dataset.name,
+            image_size=run.dataset.image_size,
+            root=run.dataset.root,
+            split=run.dataset.split,
+            classes=run.dataset.classes,
+            features=run.metrics.features,
+            n=run.metrics.samples,
+            inception_weights=run.metrics.inception_weights,
+            device=str(device),
+        )
 
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
         """(feature network for IS/FID/KID, suite classifier for class predictions)."""
-        net = feature_net(self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device)
-        classifier = net if isinstance(net, ClassifierNet) else ClassifierNet(
-            ClassifierSpec(self.dataset, self.image_size, self.root, self.split), self.device
+        net = feature_net(
+            self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device
+        )
+        classifier = (
+            net
+            if isinstance(net, ClassifierNet)
+            else ClassifierNet(ClassifierSpec(self.dataset, self.image_size, self.root, self.split), self.device)
         )
         return net, classifier
 
@@ -100,6 +112,7 @@ def reference_rows(size: int, n: int) -> np.ndarray:
 
 def real_statistics(ref: Reference, net: FeatureNet) -> dict:
     """Real-data mean/covariance and features of the ``ref.n`` reference draw, cached per dataset/split/network/n."""
+
     def compute():
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         images, _ = data.fetch(reference_rows(len(data), ref.n))
@@ -117,6 +130,7 @@ def real_class_features(ref: Reference, net: FeatureNet) -> dict:
     draw. Computed in chunks and cached per dataset/split/image size/classes/network: one pass
     over the split, once.
     """
+
     def compute():
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         features = []
@@ -156,11 +170,14 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
         mine, theirs = features[groups == c], real_features[real_labels == c]
         entry: dict = {"n": int(len(mine)), "n_real": int(len(theirs))}
         if min(len(mine), len(theirs)) < MIN_PER_CLASS:
-            entry.update(metric=None, fid=None, **dict.fromkeys(KID_FIELDS),
-                         note=f"not scored: fewer than {MIN_PER_CLASS} samples")
+            entry.update(
+                metric=None, fid=None, **dict.fromkeys(KID_FIELDS), note=f"not scored: fewer than {MIN_PER_CLASS} samples"
+            )
         else:
             note = fid_withheld(len(mine), len(theirs), features.shape[1])
-            entry.update(metric="kid" if note else "fid", fid=None if note else fid(mine, theirs), **_kid(mine, theirs), note=note)
+            entry.update(
+                metric="kid" if note else "fid", fid=None if note else fid(mine, theirs), **_kid(mine, theirs), note=note
+            )
         scores[str(c)] = entry
     return scores
 
@@ -174,10 +191,16 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
     real = real_statistics(ref, net)
     every = real_class_features(ref, net)
     features, probs = net(images)
-    quality: dict = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]),
-                     "n": int(len(images)), "n_real": int(real["n"]),
-                     "classes": sorted(int(c) for c in np.unique(every["labels"])), "num_classes": int(every["num_classes"]),
-                     "pixel_std": pixel_std(images)}
+    quality: dict = {
+        "features": net.name,
+        "features_detail": net.detail,
+        "feature_dim": int(features.shape[1]),
+        "n": int(len(images)),
+        "n_real": int(real["n"]),
+        "classes": sorted(int(c) for c in np.unique(every["labels"])),
+        "num_classes": int(every["num_classes"]),
+        "pixel_std": pixel_std(images),
+    }
     if probs is not None:
         quality["is_mean"], quality["is_std"] = inception_score(probs, IS_SPLITS)
         quality["is_splits"], quality["is_split_n"], quality["is_note"] = IS_SPLITS, len(probs) // IS_SPLITS, None

@@ -177,10 +177,18 @@ class SmallCNN(nn.Module):
     def __init__(self, channels: int, num_classes: int):
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(channels, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
-            nn.Flatten(), nn.Linear(128 * 16, self.feature_dim), nn.ReLU(),
+            nn.Conv2d(channels, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(),
+            nn.Linear(128 * 16, self.feature_dim),
+            nn.ReLU(),
         )
         self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(self.feature_dim, num_classes))
 
@@ -231,8 +239,14 @@ def train_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict
                 optimizer.step()
     net.eval()
     accuracy = evaluate_accuracy(net, heldout, device)
-    info = {"key": spec.key, "epochs": epochs, "train_images": len(train), "heldout_split": heldout.split,
-            "heldout_images": len(heldout), "heldout_accuracy": accuracy}
+    info = {
+        "key": spec.key,
+        "epochs": epochs,
+        "train_images": len(train),
+        "heldout_split": heldout.split,
+        "heldout_images": len(heldout),
+        "heldout_accuracy": accuracy,
+    }
     return net, info
 
 
@@ -308,6 +322,16 @@ def feature_net(
 
 
 __all__ = [
-    "FeatureNet", "FeatureUnavailable", "InceptionNet", "InceptionTrunkNet", "ClassifierNet", "ClassifierSpec",
-    "SmallCNN", "feature_net", "load_classifier", "find_inception_weights", "find_fid_trunk", "cache_dir",
+    "FeatureNet",
+    "FeatureUnavailable",
+    "InceptionNet",
+    "InceptionTrunkNet",
+    "ClassifierNet",
+    "ClassifierSpec",
+    "SmallCNN",
+    "feature_net",
+    "load_classifier",
+    "find_inception_weights",
+    "find_fid_trunk",
+    "cache_dir",
 ]

@@ -55,8 +55,17 @@ from ..seeding import derive_seed, torch_generator
 from ..training import UNLIMITED, evenly_spaced_steps
 from .base import Outcome, Strategy, cpu_state, make_bundle
 from .grid import (
-    cells, discriminator_trains, es_step, mixture_assignment, mutate_learning_rates, neighbourhood, owner, process_grid,
-    propose_weights, replacement, tournament,
+    cells,
+    discriminator_trains,
+    es_step,
+    mixture_assignment,
+    mutate_learning_rates,
+    neighbourhood,
+    owner,
+    process_grid,
+    propose_weights,
+    replacement,
+    tournament,
 )
 
 log = logging.getLogger(__name__)
@@ -105,8 +114,9 @@ class Layout:
             return [(s[name] if s else torch.zeros_like(p)).detach().reshape(-1).float().cpu() for p, s in zip(params, states)]
 
         steps = torch.tensor([float(s["step"]) if s else 0.0 for s in states], dtype=torch.float32)
-        return torch.cat([module_vector(module), *moments("exp_avg"), *moments("exp_avg_sq"), steps,
-                          torch.tensor([lr], dtype=torch.float32)])
+        return torch.cat(
+            [module_vector(module), *moments("exp_avg"), *moments("exp_avg_sq"), steps, torch.tensor([lr], dtype=torch.float32)]
+        )
 
     def load_network(self, vector: torch.Tensor, module: nn.Module) -> None:
         """Load only the network of a packed individual (to evaluate it)."""
@@ -121,9 +131,11 @@ class Layout:
             if step == 0:  # never trained: a fresh Adam state
                 optimizer.state.pop(p, None)
             else:
-                optimizer.state[p] = {"step": torch.tensor(step, dtype=torch.float32),
-                                      "exp_avg": vector[avg_at : avg_at + n].view_as(p).to(p.device, copy=True),
-                                      "exp_avg_sq": vector[sq_at : sq_at + n].view_as(p).to(p.device, copy=True)}
+                optimizer.state[p] = {
+                    "step": torch.tensor(step, dtype=torch.float32),
+                    "exp_avg": vector[avg_at : avg_at + n].view_as(p).to(p.device, copy=True),
+                    "exp_avg_sq": vector[sq_at : sq_at + n].view_as(p).to(p.device, copy=True),
+                }
             avg_at, sq_at = avg_at + n, sq_at + n
         lr = float(vector[-1])
         optimizer.param_groups[0]["lr"] = lr
@@ -146,8 +158,12 @@ def eval_mode(modules):
 @contextlib.contextmanager
 def batchnorm_stats_kept(modules):
     """Run forward passes in training mode without changing BatchNorm running statistics."""
-    saved = [(m, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
-             for module in modules for m in module.modules() if isinstance(m, nn.BatchNorm2d)]
+    saved = [
+        (m, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+        for module in modules
+        for m in module.modules()
+        if isinstance(m, nn.BatchNorm2d)
+    ]
     try:
         yield
     finally:
@@ -319,7 +335,9 @@ class Cellular:
         if len(data) < self.batch:
             raise ValueError(f"train.batch_size {self.batch} is larger than the {len(data)} training images")
         if len(data) < self.cfg.fitness_samples:
-            raise ValueError(f"cellular.fitness_samples {self.cfg.fitness_samples} is larger than the {len(data)} training images")
+            raise ValueError(
+                f"cellular.fitness_samples {self.cfg.fitness_samples} is larger than the {len(data)} training images"
+            )
         per_pass = len(data) // self.batch
         self.batches = min(self.cfg.batches_per_iteration, per_pass) if self.cfg.batches_per_iteration else per_pass
         self.iterations = self.cfg.iterations or run.train.epochs
@@ -328,8 +346,9 @@ class Cellular:
         self.images = 0
 
     def _pair(self, seed: int):
-        g, d = build_pair(self.run.dataset.image_size, self.data.channels, self.run.model.latent_dim,
-                          dropout=self.run.model.dropout, seed=seed)
+        g, d = build_pair(
+            self.run.dataset.image_size, self.data.channels, self.run.model.latent_dim, dropout=self.run.model.dropout, seed=seed
+        )
         return g.to(self.device), d.to(self.device)
 
     def _new_cell(self, c) -> CellState:
@@ -453,8 +472,16 @@ class Cellular:
             if discriminator_trains(b, self.cfg.discriminator_skip):
                 self._step(cell, "d", real, loss, rng, mutation, (cell.coords, it, b))
 
-    def _step(self, cell: CellState, kind: str, real: torch.Tensor, loss: Loss, rng: random.Random,
-              mutation: np.random.Generator, name: tuple) -> None:
+    def _step(
+        self,
+        cell: CellState,
+        kind: str,
+        real: torch.Tensor,
+        loss: Loss,
+        rng: random.Random,
+        mutation: np.random.Generator,
+        name: tuple,
+    ) -> None:
         """One step of the cell's generators (``kind`` "g") or discriminators ("d").
 
         As Lipizzaner's ``step``: the learning rates mutate, then every individual trains against
@@ -485,8 +512,10 @@ class Cellular:
             nets, opts, lrs = cell.side(kind)
             layout = self.genomes.layouts[kind]
             # pack first: a trained individual may move to a slot that is about to be overwritten
-            parts = [self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i])
-                     for source, i in replacement(old, new, self.cfg.n_replacements)]
+            parts = [
+                self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i])
+                for source, i in replacement(old, new, self.cfg.n_replacements)
+            ]
             for s, part in enumerate(parts):
                 lrs[s] = layout.load(part, nets[s], opts[s])
 
@@ -504,11 +533,21 @@ class Cellular:
         sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
         score, accepted = self.scorer(nets, cell.mixture, sample_seed), False
         if len(nets) > 1:  # a one-cell mixture has nothing to evolve (Lipizzaner on a 1x1 grid)
-            proposal = propose_weights(cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it)))
+            proposal = propose_weights(
+                cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it))
+            )
             cell.mixture, score, accepted = es_step(cell.mixture, score, proposal, self.scorer(nets, proposal, sample_seed))
         cell.mixture_score = score
-        cell.history.append({"iteration": it, "clock_s": self.telemetry.clock(), "mixture_fid": score, "accepted": accepted,
-                             "lr_g": list(cell.lr_g), "lr_d": list(cell.lr_d)})
+        cell.history.append(
+            {
+                "iteration": it,
+                "clock_s": self.telemetry.clock(),
+                "mixture_fid": score,
+                "accepted": accepted,
+                "lr_g": list(cell.lr_g),
+                "lr_d": list(cell.lr_d),
+            }
+        )
 
 
 # --- mixture scoring during training -------------------------------------------------------------------------------
@@ -553,8 +592,10 @@ class MixtureScorer:
         self.real = real_statistics(dataclasses.replace(reference, n=self.n), self.net)
         self.dim = len(self.real["mu"])
         if self.n <= self.dim:
-            raise ValueError(f"cellular.mixture_samples: {self.n} samples give a rank-deficient covariance in the "
-                             f"{self.dim}-d space of {self.name}; use more than {self.dim}")
+            raise ValueError(
+                f"cellular.mixture_samples: {self.n} samples give a rank-deficient covariance in the "
+                f"{self.dim}-d space of {self.name}; use more than {self.dim}"
+            )
 
     def record(self) -> dict:
         """What the record says about the mixture scores: network, dimension, sample counts, sampling."""
@@ -648,45 +689,83 @@ class CellularStrategy(Strategy):
         self.window["finished"] = True
 
     def _take_snapshot(self) -> None:
-        self.snapshots.append({"iteration": self.next_iteration, "clock_s": self.telemetry.clock(),
-                               "cells": {c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(),
-                                             "score": cell.mixture_score} for c, cell in self.cellular.cells.items()}})
+        self.snapshots.append(
+            {
+                "iteration": self.next_iteration,
+                "clock_s": self.telemetry.clock(),
+                "cells": {
+                    c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(), "score": cell.mixture_score}
+                    for c, cell in self.cellular.cells.items()
+                },
+            }
+        )
 
     def checkpoint(self) -> dict:
         """This rank's cells (individuals with Adam states and learning rates, mixtures, histories),
         the iteration to come, the window's schedule, phase times and snapshots. Every draw of an
         iteration is named by (seed, cell, iteration): no random state needs keeping."""
         strategy = self.cellular
-        return {"steps": self.next_iteration, "next_iteration": self.next_iteration, "window": copy.deepcopy(self.window),
-                "phase_s": dict(strategy.phase_s), "snapshots": self.snapshots,
-                "cells": {c: {"vector": strategy.genomes.pack(cell), "mixture": cell.mixture.copy(), "mixture_score": cell.mixture_score,
-                              "history": copy.deepcopy(cell.history)} for c, cell in strategy.cells.items()}}
+        return {
+            "steps": self.next_iteration,
+            "next_iteration": self.next_iteration,
+            "window": copy.deepcopy(self.window),
+            "phase_s": dict(strategy.phase_s),
+            "snapshots": self.snapshots,
+            "cells": {
+                c: {
+                    "vector": strategy.genomes.pack(cell),
+                    "mixture": cell.mixture.copy(),
+                    "mixture_score": cell.mixture_score,
+                    "history": copy.deepcopy(cell.history),
+                }
+                for c, cell in strategy.cells.items()
+            },
+        }
 
     def restore(self, load) -> None:
         state, strategy = load(self.engine.rank), self.cellular
         for c, saved in state["cells"].items():
             cell = strategy.cells[c]
             strategy.genomes.unpack(saved["vector"], cell)
-            cell.mixture, cell.mixture_score, cell.history = saved["mixture"].copy(), saved["mixture_score"], copy.deepcopy(saved["history"])
+            cell.mixture, cell.mixture_score, cell.history = (
+                saved["mixture"].copy(),
+                saved["mixture_score"],
+                copy.deepcopy(saved["history"]),
+            )
         self.next_iteration, self.window = state["next_iteration"], copy.deepcopy(state["window"])
         strategy.phase_s, self.snapshots = dict(state["phase_s"]), state["snapshots"]
 
     def finalize(self) -> Outcome:
         run, engine, strategy = self.run, self.engine, self.cellular
         # After training (not counted): every cell's generators and mixture go to rank 0.
-        mine = {c: {"generators": [cpu_state(g) for g in cell.generators],
-                    "mixture": cell.mixture.tolist(), "score": cell.mixture_score, "history": cell.history,
-                    "lr_g": cell.lr_g, "lr_d": cell.lr_d}
-                for c, cell in strategy.cells.items()}
+        mine = {
+            c: {
+                "generators": [cpu_state(g) for g in cell.generators],
+                "mixture": cell.mixture.tolist(),
+                "score": cell.mixture_score,
+                "history": cell.history,
+                "lr_g": cell.lr_g,
+                "lr_d": cell.lr_d,
+            }
+            for c, cell in strategy.cells.items()
+        }
         gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
         iterations = self.next_iteration
-        fields = {"grid": list(strategy.grid), "process_grid": list(strategy.exchange.pgrid),
-                  "cells_per_rank": len(strategy.cells), "neighbourhood": run.cellular.neighbourhood,
-                  "neighbourhood_size": max(len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)),
-                  "population": run.cellular.population, "iterations": iterations,
-                  "batches_per_iteration": strategy.batches, "global_batch": strategy.batch,
-                  # generator updates of the whole grid
-                  "generator_steps": iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid))}
+        fields = {
+            "grid": list(strategy.grid),
+            "process_grid": list(strategy.exchange.pgrid),
+            "cells_per_rank": len(strategy.cells),
+            "neighbourhood": run.cellular.neighbourhood,
+            "neighbourhood_size": max(
+                len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)
+            ),
+            "population": run.cellular.population,
+            "iterations": iterations,
+            "batches_per_iteration": strategy.batches,
+            "global_batch": strategy.batch,
+            # generator updates of the whole grid
+            "generator_steps": iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+        }
         if engine.rank != 0:
             return Outcome(None, fields=fields)
         all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
@@ -702,14 +781,23 @@ def _snapshot_curve(run: Run, data, strategy: Cellular, per_rank: list[list[dict
     The best mixture of a snapshot is the one whose own score during training was lowest then,
     as the final model is chosen at the end.
     """
-    grid, kind, steps_per_iteration = strategy.grid, run.cellular.neighbourhood, strategy.batches * run.cellular.population * len(cells(strategy.grid))
+    grid, kind, steps_per_iteration = (
+        strategy.grid,
+        run.cellular.neighbourhood,
+        strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+    )
     curve = []
     for snaps in zip(*per_rank):  # the i-th snapshot of every rank
         states = {c: v for snap in snaps for c, v in snap["cells"].items()}
         best = min(states, key=lambda c: (states[c]["score"], c))
         hood = neighbourhood(best, grid, kind)
-        bundle = make_bundle(run, data, "mixture", {cell_key(n): states[n]["generator"] for n in hood},
-                             weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])))
+        bundle = make_bundle(
+            run,
+            data,
+            "mixture",
+            {cell_key(n): states[n]["generator"] for n in hood},
+            weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])),
+        )
         curve.append((max(snap["clock_s"] for snap in snaps), snaps[0]["iteration"] * steps_per_iteration, bundle))
     return curve
 
@@ -736,19 +824,33 @@ def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cell
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
     bundle = make_bundle(run, data, "mixture", generators, weights=weights)
     best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
-    fields.update({
-        "best_cell": list(best_cell), "best_mixture_cell": list(best_mix),
-        "mixture_weights": weights, "mixture_score": scorer.record(),
-        "ranking": {"features": scorer.name, "n": scorer.n,
-                    "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
-                    "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()}},
-        "history": {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())},
-    })
+    fields.update(
+        {
+            "best_cell": list(best_cell),
+            "best_mixture_cell": list(best_mix),
+            "mixture_weights": weights,
+            "mixture_score": scorer.record(),
+            "ranking": {
+                "features": scorer.name,
+                "n": scorer.n,
+                "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
+                "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
+            },
+            "history": {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())},
+        }
+    )
     # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
     mixture_curve = []
     for it in range(fields["iterations"]):
         points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
-        mixture_curve.append({"iteration": it, "clock_s": max(h["clock_s"] for h in points),
-                              "fid": min(h["mixture_fid"] for h in points), "features": scorer.name, "n": scorer.n})
+        mixture_curve.append(
+            {
+                "iteration": it,
+                "clock_s": max(h["clock_s"] for h in points),
+                "fid": min(h["mixture_fid"] for h in points),
+                "features": scorer.name,
+                "n": scorer.n,
+            }
+        )
     fields["mixture_curve"] = mixture_curve
     return Outcome(bundle, [], fields, extra_bundles={"best_cell": best_cell_bundle})

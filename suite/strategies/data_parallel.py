@@ -31,9 +31,20 @@ class DataParallel(Strategy):
 
                 self.reference = Reference.for_run(run, self.engine.device)
                 self.networks = self.reference.networks()  # built (and cached) before the window opens
-        self.trainer = GanTrainer(run, self.engine, group, self.data, "all", self.conditional, self.global_batch,
-                                  self.telemetry, max_steps=steps, snapshot_points=run.metrics.curve_points, evaluate=evaluate,
-                                  checkpointer=self.checkpointer)
+        self.trainer = GanTrainer(
+            run,
+            self.engine,
+            group,
+            self.data,
+            "all",
+            self.conditional,
+            self.global_batch,
+            self.telemetry,
+            max_steps=steps,
+            snapshot_points=run.metrics.curve_points,
+            evaluate=evaluate,
+            checkpointer=self.checkpointer,
+        )
 
     def _bundle(self, state):
         return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
@@ -45,8 +56,12 @@ class DataParallel(Strategy):
         from ..sampling import Sampler
 
         snap = trainer.result.snapshots[-1]
-        quality = evaluate_sampler(Sampler(self._bundle(snap["state"]), self.engine.device), self.reference,
-                                   seed=self.run.train.seed, networks=self.networks)
+        quality = evaluate_sampler(
+            Sampler(self._bundle(snap["state"]), self.engine.device),
+            self.reference,
+            seed=self.run.train.seed,
+            networks=self.networks,
+        )
         self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"]))
         return meets(self.scored_curve[-1], self.run.metrics.target)
 
@@ -66,7 +81,9 @@ class DataParallel(Strategy):
 
     def finalize(self) -> Outcome:
         result = self.trainer.result
-        digests = self.engine.allgather_object(parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network))
+        digests = self.engine.allgather_object(
+            parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network)
+        )
         fields = {
             "global_batch": self.global_batch,
             "generator_steps": result.steps,

@@ -53,8 +53,12 @@ def process_grid(grid: Sequence[int], procs: int) -> tuple[int, int]:
     """
     rows, cols = grid
     if (rows * cols) % procs:
-        raise ValueError(f"{procs} processes cannot share a {rows}x{cols} grid evenly ({rows * cols} cells); use a divisor of {rows * cols}")
-    options = [(pr, procs // pr) for pr in range(1, procs + 1) if procs % pr == 0 and rows % pr == 0 and cols % (procs // pr) == 0]
+        raise ValueError(
+            f"{procs} processes cannot share a {rows}x{cols} grid evenly ({rows * cols} cells); use a divisor of {rows * cols}"
+        )
+    options = [
+        (pr, procs // pr) for pr in range(1, procs + 1) if procs % pr == 0 and rows % pr == 0 and cols % (procs // pr) == 0
+    ]
     # the most square blocks exchange the least model state
     return min(options, key=lambda o: (abs(rows / o[0] - cols / o[1]), o[0]))
 
@@ -75,8 +79,9 @@ def tournament(fitness: Sequence[float], size: int, rng: random.Random) -> int:
     return min(drawn, key=lambda i: (fitness[i], drawn.index(i)))
 
 
-def mutate_learning_rates(lrs: Sequence[float], initial: float, rate: float, probability: float,
-                          rng: np.random.Generator) -> list[float]:
+def mutate_learning_rates(
+    lrs: Sequence[float], initial: float, rate: float, probability: float, rng: np.random.Generator
+) -> list[float]:
     """Lipizzaner's learning-rate mutation, applied before every training step of a population.
 
     Each rate takes the step ``rate * delta`` with ``delta ~ N(-initial / 10, initial)`` (so a

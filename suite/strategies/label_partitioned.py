@@ -69,8 +69,18 @@ class LabelPartitioned(Strategy):
         self.plan = class_plan(self.data.classes, engine.size)
         self.group = engine.split([ranks for ranks, _ in self.plan])
         self.trainers = [
-            GanTrainer(run, engine, self.group, self.data.of_class(label), f"class{label}", False, run.train.batch_size,
-                       self.telemetry, snapshot_points=run.metrics.curve_points, checkpointer=self.checkpointer)
+            GanTrainer(
+                run,
+                engine,
+                self.group,
+                self.data.of_class(label),
+                f"class{label}",
+                False,
+                run.train.batch_size,
+                self.telemetry,
+                snapshot_points=run.metrics.curve_points,
+                checkpointer=self.checkpointer,
+            )
             for label in self.plan[self.group.index][1]
         ]
         self.window_opened = False
@@ -92,8 +102,11 @@ class LabelPartitioned(Strategy):
         return self.group  # class groups train independently: each resumes on its own
 
     def checkpoint(self) -> dict:
-        return {"steps": sum(t.result.steps for t in self.trainers), "window_opened": self.window_opened,
-                "trainers": [t.state_dict() for t in self.trainers]}
+        return {
+            "steps": sum(t.result.steps for t in self.trainers),
+            "window_opened": self.window_opened,
+            "trainers": [t.state_dict() for t in self.trainers],
+        }
 
     def restore(self, load) -> None:
         mine, first = load(self.engine.rank), load(self.group.ranks[0])
@@ -110,11 +123,19 @@ class LabelPartitioned(Strategy):
             for label, t in zip(plan[self.group.index][1], self.trainers):
                 r = t.result
                 with atomic_write(scratch / f"class{label}.pt") as tmp:
-                    torch.save({
-                        "label": label, "state": cpu_state(r.generator), "steps": r.steps, "history": r.history,
-                        "snapshots": [(snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"])
-                                      for snap in r.snapshots],
-                    }, tmp)
+                    torch.save(
+                        {
+                            "label": label,
+                            "state": cpu_state(r.generator),
+                            "steps": r.steps,
+                            "history": r.history,
+                            "snapshots": [
+                                (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"])
+                                for snap in r.snapshots
+                            ],
+                        },
+                        tmp,
+                    )
         engine.barrier()
         fields = {
             "classes": [int(c) for c in data.classes],

@@ -16,7 +16,7 @@ import torch
 
 from suite.data import load_dataset
 from suite.engines.base import Replica
-from suite.losses import gradient_penalty, get_loss
+from suite.losses import get_loss, gradient_penalty
 from suite.metrics.scores import frechet_distance, statistics
 from suite.models import build_pair
 from suite.sampling import GeneratorBundle, Sampler
@@ -71,8 +71,9 @@ def test_bench_gan_step(benchmark, digits, image_size, loss_name, conditional):
 def test_bench_sampling(benchmark):
     """1,000 samples from a per-class generator bundle (10 generators, 32x32)."""
     generators = {f"class{c}": build_pair(32, 1, 100, seed=c)[0].state_dict() for c in range(10)}
-    bundle = GeneratorBundle("per_class", 32, 1, 100, 10, False, generators, {c: 0.1 for c in range(10)},
-                             classes={f"class{c}": c for c in range(10)})
+    bundle = GeneratorBundle(
+        "per_class", 32, 1, 100, 10, False, generators, {c: 0.1 for c in range(10)}, classes={f"class{c}": c for c in range(10)}
+    )
     sampler = Sampler(bundle, DEVICE)
     benchmark(sampler.sample, 1000, 0)
 
