@@ -9,11 +9,15 @@ and the launcher's output (``log.txt``) and starts the record's ``error`` with o
     rank 1 on node3 was killed by SIGKILL
     rank 1 on node3 exited with code 1: RuntimeError: CUDA out of memory ...
 
-The launcher names the first rank it saw end (Open MPI's ``prterun noticed that process rank
+The launchers name the ranks they saw end (Open MPI's ``prterun noticed that process rank
 1 ... exited on signal 9``, horovodrun's ``Process 1 exit with status code 137``, torchrun's
-``Root Cause (first observed failure)``, deepspeed's and srun's lines); the status files add
-the host and, for a rank that raised, its exception. Without a launcher's word, the rank that
-failed first by its own status file is named.
+failure entries, deepspeed's and srun's lines); the status files add the host and, for a rank
+that raised, its exception. When one rank fails, the others soon fail too, of the lost peer
+("Connection reset by peer" from Gloo, NCCL's remote errors), and a launcher may see one of
+those first. The rank named is therefore, in this order: the first rank that raised an error of
+its own (by its status file's time); a rank a launcher saw killed by a signal it did not send to
+stop the others (not SIGTERM, SIGINT or SIGHUP); the first rank the launcher names; the first
+rank that failed by its status file.
 """
 
 from __future__ import annotations
@@ -133,6 +137,11 @@ def _srun(m: re.Match) -> Failure:
     return Failure(int(m["rank"]), m["host"], None, _SIGNAL_WORDS.get(how.lower()))
 
 
+_TORCHRUN_ENTRY = (
+    r"\[\d+\]:\s+time\s*:[^\n]*\n\s+host\s*:\s*(?P<host>\S+)\s+"
+    r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s+exitcode\s*:\s*(?P<code>-?\d+)"
+)
+
 # (pattern, reader): each finds the first failed rank in that launcher's own words
 _LAUNCHER_MESSAGES = [
     (
@@ -154,13 +163,8 @@ _LAUNCHER_MESSAGES = [
         _openmpi_abort,
     ),
     (re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>\d+)\."), _horovodrun),
-    (
-        re.compile(
-            r"Root Cause \(first observed failure\):\s+\[\d+\]:\s+time\s*:[^\n]*\n\s+host\s*:\s*(?P<host>\S+)\s+"
-            r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s+exitcode\s*:\s*(?P<code>-?\d+)"
-        ),
-        _torchrun,
-    ),
+    (re.compile(r"Root Cause \(first observed failure\):\s+" + _TORCHRUN_ENTRY), _torchrun),
+    (re.compile(_TORCHRUN_ENTRY), _torchrun),  # the other failures it lists
     (re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<how>[^\n]+)"), _srun),
     # the deepspeed launcher names the return code only
     (
@@ -170,24 +174,48 @@ _LAUNCHER_MESSAGES = [
 ]
 
 
+# a rank's error that says a peer went away: the consequence of another rank's failure, not its cause
+_LOST_PEER = re.compile(
+    r"connection (reset|closed|refused)|broken pipe|remote (worker|process|peer)|peer (closed|disconnected)"
+    r"|horovod (has been )?shut ?down|HorovodInternalError|ncclRemoteError|timed out|MPI_ERR_PROC_FAILED",
+    re.IGNORECASE,
+)
+# signals a launcher sends to stop the other ranks once one has failed
+_STOPPING_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def launcher_failures(log_text: str) -> list[Failure]:
+    """Every failed rank that the launcher's output names: torchrun's root cause first, then in the order named."""
+    found = []
+    for order, (pattern, reader) in enumerate(_LAUNCHER_MESSAGES):
+        root_cause = "Root Cause" in pattern.pattern
+        found += [(not root_cause, match.start(), order, reader(match)) for match in pattern.finditer(log_text)]
+    return [failure for *_, failure in sorted(found, key=lambda f: f[:3])]
+
+
 def launcher_failure(log_text: str) -> Failure | None:
     """The first failed rank that the launcher's output names, or None."""
-    found = []
-    for pattern, reader in _LAUNCHER_MESSAGES:
-        match = pattern.search(log_text)
-        if match:
-            found.append((match.start(), reader(match)))
-    return min(found, key=lambda f: f[0])[1] if found else None
+    failures = launcher_failures(log_text)
+    return failures[0] if failures else None
 
 
 def first_failure(run_dir: Path, log_text: str) -> Failure | None:
-    """The rank that ended the run, from the launcher's output and the ranks' status files."""
+    """The rank that ended the run, from the launcher's output and the ranks' status files (see the module)."""
     statuses = read_statuses(run_dir)
     failed = sorted((s for s in statuses.values() if s.get("status") == "failed"), key=lambda s: s["time"])
-    failure = launcher_failure(log_text)
-    if failure is None and failed:
+    own_errors = [s for s in failed if not _LOST_PEER.search(s.get("error") or "")]
+    named = launcher_failures(log_text)
+    killed = [f for f in named if f.signal is not None and f.signal not in _STOPPING_SIGNALS]
+    if own_errors:
+        first = own_errors[0]["rank"]
+        failure = next((f for f in named if f.rank == first and f.signal is None), Failure(first, exit_code=1))
+    elif killed:
+        failure = killed[0]
+    elif named:
+        failure = named[0]
+    elif failed:
         failure = Failure(failed[0]["rank"], exit_code=1)
-    if failure is None:
+    else:
         return None
     status = statuses.get(failure.rank, {})
     if status.get("host") and failure.host in (None, "localhost"):  # torchrun says localhost; the rank knows better

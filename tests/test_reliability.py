@@ -217,6 +217,28 @@ def test_status_files_name_the_host_and_the_exception(tmp_path):
     assert Failure(None, None, None, 6).line() == "a rank was killed by SIGABRT"
 
 
+LOST_PEER = "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:10147: Connection reset by peer."
+TORCHRUN_ROOT_RANK0 = (
+    "Failures:\n[1]:\n  time      : 2026-11-22_04:40:01\n  host      : localhost\n  rank      : 1 (local_rank: 1)\n"
+    "  exitcode  : -9 (pid: 8604)\nRoot Cause (first observed failure):\n[0]:\n  time      : 2026-11-22_04:40:01\n"
+    "  host      : localhost\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 8603)\n"
+)
+
+
+def test_a_rank_that_lost_its_peer_is_not_named_as_the_cause(tmp_path):
+    # rank 1 was killed; rank 0 then failed of the lost connection, and torchrun saw rank 0 first
+    write_status(tmp_path, 1, "running")
+    write_status(tmp_path, 0, "failed", error=LOST_PEER, traceback="...")
+    assert first_failure(tmp_path, TORCHRUN_ROOT_RANK0).line() == f"rank 1 on {HOST} was killed by SIGKILL"
+    # rank 1 raised first: its own error names the cause, whatever the launcher saw first
+    write_status(tmp_path, 1, "failed", error="RuntimeError: injected failure", traceback="...", time=1.0)
+    launcher = TORCHRUN_ROOT_RANK0.replace("-9 (pid: 8604)", "1 (pid: 8604)")
+    assert first_failure(tmp_path, launcher).line() == f"rank 1 on {HOST} exited with code 1: RuntimeError: injected failure"
+    # only lost peers and no launcher word: the first to fail is still named
+    write_status(tmp_path, 1, "failed", error=LOST_PEER, traceback="...", time=2.0)
+    assert first_failure(tmp_path, "").rank == 1
+
+
 # --- the results folder -----------------------------------------------------------------------------------------
 
 
