@@ -62,9 +62,9 @@ def test_results_compared_with_themselves_pass(results, capsys):
     code, report = compare_json(capsys, results, results)
     assert code == 0 and report["regressions"] == 0 and report["environment"] == []
     compared = {(r["config"], r["metric"]) for r in report["rows"]}
-    assert compared == {(c, m) for c in (P1, P2) for m in ("images_per_s", "step_p50", "comm_share", "comm_bytes", "fid")} | {
-        (P2, "speedup")
-    }  # no KID recorded: no KID row; no speedup at P=1
+    assert compared == {
+        (c, m) for c in (P1, P2) for m in ("images_per_s", "step_p50", "comm_share", "comm_bytes", "fid", "kid")
+    } | {(P2, "speedup")}  # no speedup at P=1
     assert {r["verdict"] for r in report["rows"]} == {OK} and all(r["change"] == 0 for r in report["rows"])
     fid = row(report, P1, "fid")["baseline"]
     assert fid["lo"] == fid["hi"] == fid["value"] > 0  # the two repeats score the same generator: no FID noise
@@ -222,7 +222,7 @@ def test_a_stored_baseline_file_or_its_folder(results, tmp_path, capsys):
     stored.write_text(json.dumps(list(iter_records(results)), indent=1))
     for baseline in (stored, stored.parent):
         code, report = compare_json(capsys, results, baseline)
-        assert code == 0 and report["baseline"] == str(baseline) and len(report["rows"]) == 11
+        assert code == 0 and report["baseline"] == str(baseline) and len(report["rows"]) == 13
 
 
 # --- without runs ------------------------------------------------------------------------------
