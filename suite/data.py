@@ -10,6 +10,7 @@ provide the files; nothing is downloaded unless ``download: true`` is set.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,21 +150,48 @@ def default_root() -> Path:
     return Path(os.environ.get("SUITE_DATA", Path.home() / ".cache" / "suite" / "data"))
 
 
-def _load_digits(split: str, image_size: int) -> ImageData:
-    from sklearn.datasets import load_digits
+def _digits_file() -> Path:
+    """The digits as scikit-learn's wheel ships them (found without importing scikit-learn, which takes seconds)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("dataset 'digits' comes with scikit-learn, which is not installed: pip install scikit-learn")
+    return Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+
+
+def _digits_split_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
+    """The fixed stratified train/test rows, computed once by scikit-learn and cached beside the other caches."""
+    cache = Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
+    path = cache / f"digits-split-{DIGITS_SPLIT_SEED}-{DIGITS_TEST_FRACTION}-{len(labels)}.npz"
+    try:
+        with np.load(path) as stored:
+            return {"train": stored["train"], "test": stored["test"]}
+    except (OSError, ValueError, KeyError):  # not cached yet (or unreadable): compute and store it
+        pass
     from sklearn.model_selection import train_test_split
 
-    bunch = load_digits()
-    rows = np.arange(len(bunch.target))
     train_rows, test_rows = train_test_split(
-        rows, test_size=DIGITS_TEST_FRACTION, random_state=DIGITS_SPLIT_SEED, stratify=bunch.target
+        np.arange(len(labels)), test_size=DIGITS_TEST_FRACTION, random_state=DIGITS_SPLIT_SEED, stratify=labels
     )
-    rows = np.sort(train_rows if split == "train" else test_rows)
-    pixels = torch.from_numpy(bunch.images[rows]).unsqueeze(1)  # values 0..16
+    rows = {"train": np.sort(train_rows), "test": np.sort(test_rows)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+        np.savez(partial, **rows)
+        os.replace(partial, path)  # atomic: ranks starting together may both write it
+    except OSError:  # a read-only home: compute it each time
+        pass
+    return rows
+
+
+def _load_digits(split: str, image_size: int) -> ImageData:
+    table = np.loadtxt(_digits_file(), delimiter=",")  # 64 pixels (0..16) and the label per row
+    labels = table[:, -1].astype(np.int64)
+    rows = _digits_split_rows(labels)[split]
+    pixels = torch.from_numpy(table[rows, :-1].reshape(-1, 8, 8)).unsqueeze(1)
     return ImageData(
         name="digits",
         split=split,
-        labels=bunch.target[rows].astype(np.int64),
+        labels=labels[rows],
         num_classes=10,
         channels=1,
         image_size=image_size,

@@ -28,6 +28,20 @@ def test_digits_splits_are_disjoint_and_fixed():
     assert np.array_equal(load_dataset("digits", 8, "train").labels, a.labels)
 
 
+def test_digits_read_without_scikit_learn_are_its_digits_and_split(tmp_path, monkeypatch):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    train, _ = train_test_split(np.arange(1797), test_size=0.2, random_state=0, stratify=bunch.target)
+    for cache in ("computed", "cached"):  # the split computed into an empty cache, then read back from it
+        monkeypatch.setenv("SUITE_CACHE", str(tmp_path))
+        data = load_dataset("digits", 8, "train")
+        assert np.array_equal(data.labels, bunch.target[np.sort(train)]), cache
+        assert np.allclose((data.images.numpy()[:, 0] + 1) * 8, bunch.images[np.sort(train)], atol=1e-5), cache
+    assert len(list(tmp_path.glob("digits-split-*.npz"))) == 1
+
+
 def test_class_selection_keeps_labels_and_prior():
     data = load_dataset("digits", 16, classes=[3, 7])
     assert data.classes == [3, 7] and data.num_classes == 10
