@@ -42,12 +42,14 @@ class SoloEngine(Engine):
         return [obj]
 
 
-def make_trainer(steps: int | None, loss: str = "bce", points: int = 0, warmup: int = 2, budget_s=None, evaluate=None):
+def make_trainer(
+    steps: int | None, loss: str = "bce", points: int = 0, warmup: int = 2, budget_s=None, evaluate=None, batch: int = 32
+):
     scenario = parse_scenario(
         {
             "name": "t",
             "dataset": {"name": "digits", "image_size": 20},
-            "train": {"epochs": 5, "steps": steps, "batch_size": 32, "warmup_steps": warmup, "budget_s": budget_s},
+            "train": {"epochs": 5, "steps": steps, "batch_size": batch, "warmup_steps": warmup, "budget_s": budget_s},
             "wgan_gp": {"n_critic": 2},
             "metrics": {"enabled": False},
             "runs": [{"strategy": "data_parallel", "engine": "mpi", "loss": loss}],
@@ -58,7 +60,7 @@ def make_trainer(steps: int | None, loss: str = "bce", points: int = 0, warmup: 
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20)
     trainer = GanTrainer(
-        run, engine, engine.world(), data, "all", False, 32, telemetry, snapshot_points=points, evaluate=evaluate
+        run, engine, engine.world(), data, "all", False, batch, telemetry, snapshot_points=points, evaluate=evaluate
     )
     return trainer, telemetry
 
@@ -87,7 +89,7 @@ def record_reads(monkeypatch, trainer):
 
 @pytest.mark.slow
 def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
-    trainer, telemetry = make_trainer(steps=40)
+    trainer, telemetry = make_trainer(steps=40, batch=4)  # small batches: the reads are the point, not the maths
     trainer.warm_up(2)
     telemetry.open_window()
     reads = record_reads(monkeypatch, trainer)
