@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .registry import FEATURES
+
 if TYPE_CHECKING:
     from .launch import LaunchOptions
 
@@ -488,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="real data to compare with (default: the run's)")
     p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
     p.add_argument("--split", default="train", choices=("train", "test"))
-    p.add_argument("--features", default="auto", choices=("auto", "inception", "classifier"))
+    p.add_argument("--features", default="auto", choices=FEATURES.names())
     p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
     p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
     p.add_argument("--seed", type=int, default=0)

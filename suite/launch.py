@@ -53,18 +53,13 @@ import psutil
 from .checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, last_checkpoint
 from .failures import RANKS_DIR, first_failure, read_statuses, signal_name
 from .launchenv import node_cores, threads_per_rank
+from .registry import ENGINES, launcher_engines
 from .results import RECORD_FILE, RUN_FILE, read_record, update_record, write_record
 from .scenario import Run
 
 log = logging.getLogger(__name__)
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
-LAUNCHER_ENGINES = {
-    "horovodrun": ("horovod",),
-    "torchrun": ("torch", "deepspeed"),
-    "deepspeed": ("deepspeed", "torch"),
-}
-LOCAL_LAUNCHER = {"horovod": "horovodrun", "torch": "torchrun", "mpi": "mpirun", "deepspeed": "torchrun"}
 
 
 class LaunchError(ValueError):
@@ -121,13 +116,13 @@ def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
 
 def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
     """The command that starts ``run``'s ranks under ``opts.launcher``."""
-    launcher = LOCAL_LAUNCHER[run.engine] if opts.launcher == "local" else opts.launcher
+    launcher = ENGINES[run.engine].local_launcher if opts.launcher == "local" else opts.launcher
     if launcher not in LAUNCHERS:
         raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
-    allowed = LAUNCHER_ENGINES.get(launcher)
-    if allowed and run.engine not in allowed:
+    starts = launcher_engines()
+    if launcher in starts and run.engine not in starts[launcher]:
         raise LaunchError(
-            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(k for k, v in LAUNCHER_ENGINES.items() if run.engine in v)}"
+            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(ENGINES[run.engine].launchers)}"
         )
     return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
 

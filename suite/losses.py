@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
+from .registry import LOSSES as LOSS_ENTRIES
+
 
 @dataclass(frozen=True)
 class Loss:
@@ -78,7 +80,10 @@ class MSELoss(Loss):
         return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))
 
 
+@dataclass(frozen=True)
 class WassersteinLoss(Loss):
+    needs_penalty: bool = True
+
     def discriminator(self, real, fake):
         return fake.mean() - real.mean()
 
@@ -86,20 +91,16 @@ class WassersteinLoss(Loss):
         return -fake.mean()
 
 
-LOSSES: dict[str, Loss] = {
-    "bce": BCELoss("bce"),
-    "minimax": MinimaxLoss("minimax"),
-    "heuristic": HeuristicLoss("heuristic"),
-    "mse": MSELoss("mse"),
-    "wgan-gp": WassersteinLoss("wgan-gp", needs_penalty=True),
-}
-MUSTANGS_CHOICES = ("minimax", "mse", "heuristic")
+LOSSES: dict[str, Loss] = {entry.name: entry.load()(entry.name) for entry in LOSS_ENTRIES if entry.target is not None}
+"""Every registered loss of its own (not the random draws such as ``mustangs``), by name."""
+MUSTANGS_CHOICES = LOSS_ENTRIES["mustangs"].draws
 
 
 def get_loss(name: str) -> Loss:
     """The loss called ``name`` (``mustangs`` is resolved per batch by :func:`mustangs_draw`)."""
     if name not in LOSSES:
-        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or mustangs")
+        drawn = ", ".join(e.name for e in LOSS_ENTRIES if e.draws)
+        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or {drawn}")
     return LOSSES[name]
 
 

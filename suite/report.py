@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import __version__
 from .projection import report_section
+from .registry import STRATEGIES
 from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
 
 log = logging.getLogger(__name__)
@@ -547,12 +548,6 @@ def _slug(text: str) -> str:
 # --- the report ---------------------------------------------------------------------------------------------
 
 
-PAPER_MODELS = {
-    ("data_parallel", "bce"): "DC-GAN",
-    ("conditional", "bce"): "DC-CGAN",
-    ("label_partitioned", "bce"): "Distributed DC-CGAN",
-}
-"""Seed 000's model for each (strategy, loss) of the suite that reproduces one."""
 PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
 PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
 
@@ -730,7 +725,7 @@ def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) ->
         )
         ours = []
         for name, r, q in _scored_models(records):
-            model = PAPER_MODELS.get((r["strategy"], r["loss"]))
+            model = STRATEGIES[r["strategy"]].paper_models.get(r["loss"]) if r["strategy"] in STRATEGIES else None
             dataset = (r.get("dataset") or {}).get("name")
             row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
             if model is None or row.empty:

@@ -18,23 +18,17 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 
-# Which losses and engines each strategy takes (the Literal types of RunSpec list every name).
-STRATEGY_LOSSES = {
-    "data_parallel": ("bce", "wgan-gp"),
-    "conditional": ("bce", "wgan-gp"),
-    "label_partitioned": ("bce", "wgan-gp"),
-    "cellular": ("bce", "minimax", "mse", "heuristic", "mustangs"),
-}
-STRATEGY_ENGINES = {
-    "data_parallel": ("horovod", "torch", "mpi", "deepspeed"),
-    "conditional": ("horovod", "torch", "mpi", "deepspeed"),
-    "label_partitioned": ("horovod", "torch", "mpi"),
-    "cellular": ("mpi",),
-}
+from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, Registry, engines_for
+
+# Fields whose value must be a registered name (the converter checks them against the registry).
+StrategyName = Annotated[str, STRATEGIES]
+EngineName = Annotated[str, ENGINES]
+LossName = Annotated[str, LOSSES]
+FeatureName = Annotated[str, FEATURES]
 
 
 class ScenarioError(ValueError):
@@ -189,7 +183,7 @@ class QualityTarget:
 class MetricsConfig:
     """Image-quality measurement after training."""
 
-    features: str = "auto"
+    features: FeatureName = "auto"
     """``auto``, ``inception`` or ``classifier`` (see the README)."""
     samples: int = 1000
     """Generated (and real) images scored."""
@@ -257,13 +251,13 @@ class DDPConfig:
 class RunSpec:
     """One entry of ``runs``: a strategy on an engine, swept over process counts."""
 
-    strategy: Literal["data_parallel", "conditional", "label_partitioned", "cellular"]
+    strategy: StrategyName
     """Training strategy."""
-    engine: Literal["horovod", "torch", "mpi", "deepspeed"] = "mpi"
+    engine: EngineName = "mpi"
     """Communication engine."""
     procs: list[int] = field(default_factory=lambda: [1])
     """Process counts to run."""
-    loss: Literal["bce", "wgan-gp", "minimax", "mse", "heuristic", "mustangs"] | None = None
+    loss: LossName | None = None
     """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
     grid: list[int] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
@@ -386,9 +380,20 @@ class Run:
 # --- generic validation of dataclasses from plain data ---------------------------------------
 
 
-def _type_name(tp: Any) -> str:
+def _choices(tp: Any) -> tuple[Any, ...] | None:
+    """The values a ``Literal`` or a registry-backed ``Annotated`` type allows (None for other types)."""
     if get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+        return get_args(tp)
+    if get_origin(tp) is Annotated:
+        registry = next((m for m in tp.__metadata__ if isinstance(m, Registry)), None)
+        return registry.names() if registry is not None else None
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    choices = _choices(tp)
+    if choices is not None:
+        return "one of " + ", ".join(repr(a) for a in choices)
     if _is_optional(tp):
         return _type_name(_strip_optional(tp)) + " or null"
     if get_origin(tp) is list:
@@ -425,8 +430,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ScenarioError(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
         return _build(tp, value, path)
-    if origin is Literal:
-        if value not in get_args(tp):
+    choices = _choices(tp)
+    if choices is not None:
+        if value not in choices:
             raise ScenarioError(f"{path}: {value!r} is not {_type_name(tp)}")
         return value
     if origin is list:
@@ -443,7 +449,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
 
 
 def _build(cls: type, data: dict[str, Any], path: str) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{path}." if path else ""
     unknown = sorted(set(data) - set(fields))
@@ -491,8 +497,6 @@ def _check(scenario: Scenario) -> None:
     _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
     if not 0 <= scenario.model.dropout < 1:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
-    if scenario.metrics.features not in ("auto", "inception", "classifier"):
-        fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
     _check_budget_and_target(scenario, fail)
     _check_checkpoints(scenario.train.checkpoint_every, fail)
     _check_cellular(scenario, fail)
@@ -552,10 +556,11 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
         path = "train.stop_at_target" if not (spec.train or {}).get("stop_at_target") else f"runs[{i}].train.stop_at_target"
         if target is None:
             fail(path, "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
-        if spec.strategy not in ("data_parallel", "conditional"):
+        if not STRATEGIES[spec.strategy].data_parallel:
+            together = ", ".join(e.name for e in STRATEGIES if e.data_parallel)
             fail(
                 path,
-                f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
+                f"stops one model trained by all ranks ({together}), not {spec.strategy}: "
                 "its time to target is read from the quality curve instead",
             )
 
@@ -623,17 +628,11 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
     for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
         if getattr(spec, section) != default and spec.engine != engine:
             fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
-    loss = spec.loss or default_loss(spec.strategy)
-    if loss not in STRATEGY_LOSSES[spec.strategy]:
-        fail(
-            f"{path}.loss",
-            f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}",
-        )
-    if spec.engine not in STRATEGY_ENGINES[spec.strategy]:
-        fail(
-            f"{path}.engine",
-            f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(STRATEGY_ENGINES[spec.strategy])}",
-        )
+    loss, losses, engines = spec.loss or default_loss(spec.strategy), STRATEGIES[spec.strategy].losses, engines_for(spec.strategy)
+    if loss not in losses:
+        fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(losses)}")
+    if spec.engine not in engines:
+        fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(engines)}")
     if not spec.procs or any(p < 1 for p in spec.procs):
         fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
     if len(set(spec.procs)) != len(spec.procs):
@@ -686,7 +685,7 @@ def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
 def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail) -> None:
     """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes."""
     batch = run_train(scenario, spec, f"{path}.train").batch_size
-    if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
+    if STRATEGIES[spec.strategy].data_parallel and scaling == "strong":
         for p in spec.procs:
             if batch % p:
                 fail(
@@ -723,7 +722,7 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
 
 def default_loss(strategy: str) -> str:
     """The loss used when a run entry names none."""
-    return "mustangs" if strategy == "cellular" else "bce"
+    return STRATEGIES[strategy].default_loss
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -13,12 +13,17 @@ import os
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from ..telemetry import CommStats, HostTimeline, timeline_for
+
+if TYPE_CHECKING:
+    from ..launchenv import LaunchInfo
+    from ..scenario import Run
 
 
 @dataclass
@@ -109,6 +114,14 @@ class Engine(ABC):
         self.device = torch.device("cpu")
         self.timeline = HostTimeline()
         self._splits: dict[tuple[tuple[int, ...], ...], Group] = {}
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> Engine:
+        """The engine with ``run``'s settings, not started yet; engines without settings take none.
+
+        ``run_dir`` receives what the engine writes itself (traces, logs).
+        """
+        return cls()
 
     # --- life cycle ---------------------------------------------------------------------------
     @abstractmethod
@@ -211,6 +224,21 @@ class Engine(ABC):
     @abstractmethod
     def _max_(self, votes: torch.Tensor, group: Group) -> None:
         """Element-wise maximum of a small host tensor over ``group``, in place (not counted)."""
+
+    # --- capabilities (see suite.registry) -------------------------------------------------------
+    def capabilities(self) -> frozenset[str]:
+        """What this engine offers beyond the common interface, as registered in :mod:`suite.registry`."""
+        from ..registry import ENGINES
+
+        return ENGINES[self.name].capabilities if self.name in ENGINES else frozenset()
+
+    def cartesian(self, dims: Sequence[int]) -> Any:
+        """A periodic Cartesian communicator of shape ``dims`` over all ranks (engines with the ``cartesian`` capability).
+
+        Ranks keep their world rank (no reordering); the communicator offers point-to-point
+        sends between grid neighbours (mpi4py's ``Cartcomm``).
+        """
+        raise NotImplementedError(f"the {self.name} engine has no Cartesian communicator")
 
     # --- objects (not counted: used to gather results after training) -------------------------
     @abstractmethod

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..launchenv import LaunchInfo
+from ..scenario import Run
 from ..tracing import COMMS_LOG
 from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine
@@ -94,6 +96,10 @@ class DeepSpeedEngine(TorchEngine):
         self.zero_stage, self.extra_config, self.comms_log_dir = zero_stage, extra_config, comms_log_dir
         self.config: dict[str, Any] | None = None  # the last config handed to deepspeed.initialize
         self._counting = True
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> DeepSpeedEngine:
+        return cls(launch, run.deepspeed.zero_stage, run.deepspeed.config, run_dir if run.trace else None)
 
     def config_for(self, local_batch: int, group_size: int) -> dict[str, Any]:
         """The DeepSpeed config of one network: generated, with the run's ``deepspeed.config`` on top."""

@@ -26,7 +26,9 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from ..scenario import HorovodConfig
+from ..launchenv import LaunchInfo
+from ..registry import STRATEGIES
+from ..scenario import HorovodConfig, Run
 from ..tracing import AUTOTUNE_LOG, TIMELINE_FILE
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
 
@@ -167,6 +169,10 @@ class HorovodEngine(Engine):
         """``groups``: the run splits its ranks into groups (dynamic process sets)."""
         super().__init__()
         self.config, self.run_dir, self.trace, self.groups = config, Path(run_dir), trace, groups
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> HorovodEngine:
+        return cls(run.horovod, run_dir, run.trace, groups=STRATEGIES[run.strategy].splits)
 
     def start(self) -> None:
         import horovod.torch as hvd

@@ -8,7 +8,7 @@ waits for the backward pass on the device, so the wait timed is the copy and the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -81,6 +81,9 @@ class MPIEngine(Engine):
     def abort(self, code: int = 1) -> None:
         # MPI: MPI_Abort ends every rank of the job, under any launcher (mpirun, srun, jsrun)
         self.world_comm.Abort(code)
+
+    def cartesian(self, dims: Sequence[int]) -> Any:
+        return self.world_comm.Create_cart(dims=list(dims), periods=[True] * len(dims), reorder=False)
 
     def split(self, groups: list[list[int]]) -> Group:
         index = next(i for i, ranks in enumerate(groups) if self.rank in ranks)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,7 +24,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..scenario import DDPConfig
+from ..launchenv import LaunchInfo
+from ..scenario import DDPConfig, Run
 from .base import Engine, Group, Replica, tensor_bytes
 
 DDP_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": True, "static_graph": False}
@@ -100,6 +102,10 @@ class TorchEngine(Engine):
     def __init__(self, launch, ddp: DDPConfig | None = None) -> None:
         super().__init__()
         self.launch, self.ddp = launch, ddp or DDPConfig()
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> TorchEngine:
+        return cls(launch, run.ddp)
 
     def start(self) -> None:
         self.rank, self.size = self.launch.rank, self.launch.size

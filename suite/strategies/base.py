@@ -6,13 +6,17 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from ..data import ImageData
 from ..sampling import GeneratorBundle
 from ..scenario import Run
+
+if TYPE_CHECKING:
+    from ..engines.base import Engine
+    from ..telemetry import Telemetry
 
 
 @dataclass
@@ -42,7 +46,8 @@ class Strategy(ABC):
 
     checkpointer = None  # a suite.checkpoint.Checkpointer, or None: no checkpoints
 
-    def __init__(self, run: Run, engine, data: ImageData, telemetry, scratch: Path):
+    def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
+        """The entry point of every strategy (see :func:`suite.strategies.create`)."""
         self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
 
     @abstractmethod

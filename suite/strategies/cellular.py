@@ -50,6 +50,7 @@ from torch import nn
 
 from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
+from ..registry import CARTESIAN, engines_for
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
 from ..training import UNLIMITED, evenly_spaced_steps
@@ -275,7 +276,7 @@ class Exchange:
 
         self.MPI, self.engine, self.grid = MPI, engine, grid
         self.pgrid = process_grid(grid, engine.size)
-        self.cart = engine.world_comm.Create_cart(dims=list(self.pgrid), periods=[True, True], reorder=False)
+        self.cart = engine.cartesian(self.pgrid)
         self.rank = self.cart.Get_rank()
         me = tuple(self.cart.Get_coords(self.rank))
         self.owner_rank = {c: self.cart.Get_cart_rank(list(owner(c, grid, self.pgrid))) for c in cells(grid)}
@@ -620,8 +621,10 @@ class CellularStrategy(Strategy):
         from ..metrics import Reference
 
         run, engine = self.run, self.engine
-        if not hasattr(engine, "world_comm"):
-            raise ValueError(f"the cellular strategy runs on the mpi engine, not {engine.name}")
+        if CARTESIAN not in engine.capabilities():
+            raise ValueError(
+                f"the cellular strategy needs an engine with a Cartesian communicator ({', '.join(engines_for('cellular'))}), not {engine.name}"
+            )
         reference = Reference.for_run(run, engine.device)
         # Rank 0 prepares (and caches) the feature network and real statistics first; the others
         # then read them from the cache instead of all computing them at once.
