@@ -164,29 +164,18 @@ LOSSES.register(LossEntry("heuristic", "suite.losses:HeuristicLoss"))
 LOSSES.register(LossEntry("mustangs", draws=("minimax", "mse", "heuristic")))
 
 _GAN_LOSSES = ("bce", "wgan-gp")
+_DATA_PARALLEL = "suite.strategies.data_parallel:DataParallel"  # one class, conditional or not
 STRATEGIES.register(
-    StrategyEntry(
-        "data_parallel",
-        "suite.strategies.data_parallel:DataParallel",
-        losses=_GAN_LOSSES,
-        data_parallel=True,
-        paper_models={"bce": "DC-GAN"},
-    )
+    StrategyEntry("data_parallel", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-GAN"})
 )
 STRATEGIES.register(
-    StrategyEntry(
-        "conditional",
-        "suite.strategies.data_parallel:DataParallel",
-        losses=_GAN_LOSSES,
-        data_parallel=True,
-        paper_models={"bce": "DC-CGAN"},
-    )
+    StrategyEntry("conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-CGAN"})
 )
 STRATEGIES.register(
     StrategyEntry(
         "label_partitioned",
         "suite.strategies.label_partitioned:LabelPartitioned",
-        losses=_GAN_LOSSES,
+        _GAN_LOSSES,
         engines=("horovod", "torch", "mpi"),
         splits=True,
         paper_models={"bce": "Distributed DC-CGAN"},
@@ -196,7 +185,7 @@ STRATEGIES.register(
     StrategyEntry(
         "cellular",
         "suite.strategies.cellular:CellularStrategy",
-        losses=("bce", "minimax", "mse", "heuristic", "mustangs"),
+        ("bce", "minimax", "mse", "heuristic", "mustangs"),
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
     )

@@ -177,6 +177,11 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _distinct(column: pd.Series) -> list[int]:
+    """The distinct integer values of a column, sorted, missing ones left out."""
+    return sorted({int(v) for v in column if pd.notna(v)})
+
+
 def sweep_warnings(frame: pd.DataFrame) -> list[str]:
     """What makes a sweep's points not comparable: mixed threads, oversubscription, unequal work."""
     ok = frame[frame["status"] == "ok"]
@@ -187,7 +192,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
             continue
         part = part.assign(config=_config(part, scaling))
         for config, runs in part.groupby("config", sort=True):
-            threads = sorted({int(t) for t in runs["threads_per_rank"] if pd.notna(t)})
+            threads = _distinct(runs["threads_per_rank"])
             if len(threads) > 1:
                 warnings.append(
                     f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
@@ -210,7 +215,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
                         f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
                         "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`."
                     )
-                hoods = sorted({int(h) for h in runs["neighbourhood_size"] if pd.notna(h)})
+                hoods = _distinct(runs["neighbourhood_size"])
                 if len(hoods) > 1:
                     warnings.append(
                         f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "

@@ -653,22 +653,26 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
 
 def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
     """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    from .strategies.grid import process_grid
+
     if scaling == "strong":
         if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
             fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
-        cells = spec.grid[0] * spec.grid[1]
         for p in spec.procs:
-            if cells % p:
-                fail(
-                    f"{path}.procs",
-                    f"{p} processes cannot share a {spec.grid[0]}x{spec.grid[1]} grid evenly ({cells} cells); use a divisor of {cells}",
-                )
+            try:
+                process_grid(spec.grid, p)
+            except ValueError as error:
+                fail(f"{path}.procs", str(error))
     else:
         if spec.grids is None or len(spec.grids) != len(spec.procs):
             fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
         blocks = set()
         for p, g in zip(spec.procs, spec.grids):
-            if len(g) != 2 or min(g) < 1 or (g[0] * g[1]) % p:
+            try:
+                if len(g) != 2 or min(g) < 1:
+                    raise ValueError(f"{g} is not [rows, cols]")
+                process_grid(g, p)
+            except ValueError:
                 fail(
                     f"{path}.grids",
                     f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells",
@@ -683,33 +687,39 @@ def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
 
 
 def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail) -> None:
-    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes."""
+    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes.
+
+    The rules are the runtime's own (:func:`suite.training.local_batch`,
+    :func:`suite.strategies.label_partitioned.class_plan`); their errors are re-raised under the entry's field.
+    """
+    from .training import TrainingError, local_batch
+
     batch = run_train(scenario, spec, f"{path}.train").batch_size
     if STRATEGIES[spec.strategy].data_parallel and scaling == "strong":
         for p in spec.procs:
-            if batch % p:
-                fail(
-                    f"{path}.procs",
-                    f"train.batch_size {batch} cannot be split evenly over {p} processes; use process counts that divide it, or weak scaling",
-                )
-    if spec.strategy == "label_partitioned":
-        n_classes = len(scenario.dataset.classes) if scenario.dataset.classes else None
+            try:
+                local_batch(batch, p)
+            except TrainingError as error:
+                fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
+    classes = scenario.dataset.classes
+    if spec.strategy == "label_partitioned" and classes:
+        from .strategies.label_partitioned import class_plan
+
         for p in spec.procs:
-            if n_classes and p > n_classes and p % n_classes == 0 and batch % (p // n_classes):
+            if scaling == "weak" and p > len(classes):
                 fail(
                     f"{path}.procs",
-                    f"train.batch_size {batch} cannot be split over the {p // n_classes} ranks of each class group at {p} processes",
+                    f"weak scaling trains one class per rank, but only {len(classes)} classes are selected ({p} processes)",
                 )
-            if scaling == "weak":
-                if n_classes is not None and p > n_classes:
-                    fail(
-                        f"{path}.procs",
-                        f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)",
-                    )
-            elif n_classes is not None and p > n_classes and p % n_classes:
+            try:
+                for ranks, _ in class_plan(classes, p):
+                    local_batch(batch, len(ranks))
+            except TrainingError as error:  # the class plan names its field (procs); the batch split does not
                 fail(
                     f"{path}.procs",
-                    f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it",
+                    f"{p} processes for {len(classes)} classes: {error.reason}"
+                    if error.field
+                    else f"{error} (each class group at {p} processes)",
                 )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -54,6 +54,19 @@ def tensor_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+@contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """No gradients into ``module``'s trainable parameters while inside (D while G trains through it)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 class Replica:
     """One network and its optimizer, kept identical across the ranks of a group.
 
@@ -87,17 +100,9 @@ class Replica:
     def step(self) -> None:
         self.optimizer.step()
 
-    @contextmanager
-    def frozen(self) -> Iterator[None]:
+    def frozen(self) -> AbstractContextManager[None]:
         """Stop gradients into this network (used for D while G trains through it)."""
-        params = [p for p in self.network.parameters() if p.requires_grad]
-        for p in params:
-            p.requires_grad_(False)
-        try:
-            yield
-        finally:
-            for p in params:
-                p.requires_grad_(True)
+        return frozen(self.network)
 
 
 class Engine(ABC):

@@ -14,20 +14,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..flat import flatten, unflatten_
 from .base import Engine, Group, Replica, tensor_bytes
 
 
 def _flat(tensors: list[torch.Tensor]) -> np.ndarray:
-    return torch.cat([t.detach().reshape(-1).cpu() for t in tensors]).numpy()
+    """A new host buffer holding the tensors (MPI reads and writes it in place)."""
+    return flatten(tensors).numpy()
 
 
 def _unflat_(tensors: list[torch.Tensor], flat: np.ndarray) -> None:
-    offset = 0
-    source = torch.from_numpy(flat)
-    for t in tensors:
-        n = t.numel()
-        t.copy_(source[offset : offset + n].view_as(t))
-        offset += n
+    unflatten_(tensors, torch.from_numpy(flat))
 
 
 class MPIReplica(Replica):

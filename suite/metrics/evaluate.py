@@ -77,7 +77,13 @@ class Reference:
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
         """(feature network for IS/FID/KID, suite classifier for class predictions)."""
         net = feature_net(
-            self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device
+            self.features,
+            self.dataset,
+            self.image_size,
+            root=self.root,
+            split=self.split,
+            inception_weights=self.inception_weights,
+            device=self.device,
         )
         classifier = (
             net

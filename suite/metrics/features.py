@@ -23,7 +23,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 from unittest import mock
 
 import numpy as np
@@ -294,43 +294,42 @@ class ClassifierNet(FeatureNet):
         return self.net(images)
 
 
-FeatureBuilder = Callable[[str, int, "str | None", str, "str | None", "torch.device | str"], FeatureNet]
-"""What a registered feature network's builder is: (dataset, image_size, root, split, inception_weights, device)."""
+@dataclass(frozen=True)
+class FeatureRequest:
+    """What a feature network's builder is given: the run's dataset and where to find weights."""
+
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    inception_weights: str | None = None
+    device: torch.device | str = "cpu"
 
 
-def feature_net(
-    features: str,
-    dataset: str,
-    image_size: int,
-    root: str | None = None,
-    split: str = "train",
-    inception_weights: str | None = None,
-    device="cpu",
-) -> FeatureNet:
-    """The feature network named by ``features`` (a name registered in :data:`suite.registry.FEATURES`)."""
+def feature_net(features: str, dataset: str, image_size: int, **options: Any) -> FeatureNet:
+    """The feature network named by ``features``: the builder registered under that name in :data:`suite.registry.FEATURES`.
+
+    ``options`` are the other fields of :class:`FeatureRequest` (root, split, inception_weights, device).
+    """
     if features not in FEATURES:
         raise FeatureUnavailable(f"metrics.features: {features!r} is not one of {', '.join(FEATURES.names())}")
-    build: FeatureBuilder = FEATURES[features].load()
-    return build(dataset, image_size, root, split, inception_weights, device)
+    build: Callable[[FeatureRequest], FeatureNet] = FEATURES[features].load()
+    return build(FeatureRequest(dataset, image_size, **options))
 
 
-def classifier_net(
-    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
-) -> FeatureNet:
+def classifier_net(request: FeatureRequest) -> FeatureNet:
     """``classifier``: the suite's classifier trained on the real data."""
-    return ClassifierNet(ClassifierSpec(dataset, image_size, root, split), device)
+    return ClassifierNet(ClassifierSpec(request.dataset, request.image_size, request.root, request.split), request.device)
 
 
-def inception_net(
-    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
-) -> FeatureNet:
+def inception_net(request: FeatureRequest) -> FeatureNet:
     """``inception``: pytorch-fid's Inception, else the FID-only trunk, else a clear error."""
-    weights = find_inception_weights(inception_weights)
+    weights = find_inception_weights(request.inception_weights)
     if weights is not None:
-        return InceptionNet(weights, device)
+        return InceptionNet(weights, request.device)
     trunk = find_fid_trunk()
     if trunk is not None:
-        return InceptionTrunkNet(trunk, device)
+        return InceptionTrunkNet(trunk, request.device)
     raise FeatureUnavailable(
         "metrics.features: inception was asked for, but no Inception weights are available offline: "
         f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
@@ -339,14 +338,12 @@ def inception_net(
     )
 
 
-def auto_net(
-    dataset: str, image_size: int, root: str | None, split: str, inception_weights: str | None, device: torch.device | str
-) -> FeatureNet:
+def auto_net(request: FeatureRequest) -> FeatureNet:
     """``auto``: Inception where its full weights are present (IS and FID from one network), else the classifier."""
-    weights = find_inception_weights(inception_weights)
+    weights = find_inception_weights(request.inception_weights)
     if weights is not None:
-        return InceptionNet(weights, device)
-    return classifier_net(dataset, image_size, root, split, inception_weights, device)
+        return InceptionNet(weights, request.device)
+    return classifier_net(request)
 
 
 __all__ = [

@@ -48,6 +48,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..engines.base import frozen
+from ..flat import flatten, unflatten_
 from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
 from ..registry import CARTESIAN, engines_for
@@ -78,17 +80,12 @@ PHASES = ("exchange", "fitness", "train", "mixture")
 
 def module_vector(module: nn.Module) -> torch.Tensor:
     """Parameters and buffers of ``module`` as one float32 vector (BatchNorm counters included)."""
-    return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
+    return flatten(module.state_dict().values(), torch.float32)
 
 
 def load_module_vector(module: nn.Module, vector: torch.Tensor) -> None:
     """Inverse of :func:`module_vector` (same architecture)."""
-    offset = 0
-    with torch.no_grad():
-        for tensor in module.state_dict().values():
-            n = tensor.numel()
-            tensor.copy_(vector[offset : offset + n].view_as(tensor).to(tensor.dtype))
-            offset += n
+    unflatten_(module.state_dict().values(), vector)
 
 
 class Layout:
@@ -172,19 +169,6 @@ def batchnorm_stats_kept(modules):
             m.running_mean.copy_(mean)
             m.running_var.copy_(var)
             m.num_batches_tracked.copy_(count)
-
-
-@contextlib.contextmanager
-def frozen(module: nn.Module):
-    """No gradients for ``module``'s parameters (the discriminator while a generator trains)."""
-    params = list(module.parameters())
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
 
 
 # --- one cell -------------------------------------------------------------------------------------------------

@@ -44,8 +44,9 @@ def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int
         return [([rank], [int(c) for c in share]) for rank, share in enumerate(shares)]
     if procs % n:
         raise TrainingError(
-            f"procs: {procs} processes cannot be split evenly over {n} classes; above the class count, "
-            f"use a multiple of {n} (or select classes with dataset.classes)"
+            f"{procs} processes cannot be split evenly over {n} classes; above the class count, "
+            f"use a multiple of {n} (or select classes with dataset.classes)",
+            "procs",
         )
     k = procs // n
     return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
