@@ -244,9 +244,10 @@ def scaling_measures(configs: dict[tuple, Config]) -> dict[tuple, Measure]:
             key, base = (scaling, row.config, int(row.procs)), (scaling, row.config, 1)
             value = _number(getattr(row, metric))
             rates = [measure(configs[k], "images_per_s") for k in (key, base) if k in configs]
-            if row.procs == 1 or value is None or len(rates) < 2 or None in rates:
+            known = [m for m in rates if m is not None]
+            if row.procs == 1 or value is None or len(known) < 2:
                 continue
-            half = value * math.hypot(*(m.relative_half_width for m in rates))
+            half = value * math.hypot(*(m.relative_half_width for m in known))
             out[key, metric] = Measure(value, value - half, value + half)
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ def config_name(record: dict) -> str:
     return name + (f" [{record['label']}]" if record.get("label") else "")
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[Any]) -> float | None:
     numbers = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return float(np.mean(numbers)) if numbers else None
 

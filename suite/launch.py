@@ -46,7 +46,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -410,7 +410,9 @@ def _remove_temporaries(run_dir: Path) -> None:
                     path.unlink(missing_ok=True)
 
 
-def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry) -> int | None:
+def _stop_at_checkpoint(
+    process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry: Callable[[], bool]
+) -> int | None:
     """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
     when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
     training already (its last checkpoint is written; nothing more to save)."""
@@ -446,7 +448,7 @@ class SignalGuard:
         self._received: int | None = None
         self._previous: dict[int, Any] = {}
 
-    def _handle(self, signum: int, frame) -> None:
+    def _handle(self, signum: int, frame: object) -> None:
         if self._received is None:
             self._received = signum
             raise Stop(signum)
@@ -457,7 +459,7 @@ class SignalGuard:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
@@ -467,7 +469,7 @@ def launch(
     run_dir: Path,
     opts: LaunchOptions,
     timeout: float | None = None,
-    tick=None,
+    tick: Callable[[float], None] | None = None,
     grace: float = 0.0,
     guard: SignalGuard | None = None,
 ) -> dict:

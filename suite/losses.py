@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch.nn import functional as F
@@ -48,35 +49,35 @@ class Loss:
 
 
 class BCELoss(Loss):
-    def discriminator(self, real, fake):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return 0.5 * (
             F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
             + F.binary_cross_entropy_with_logits(fake, torch.zeros_like(fake))
         )
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(fake, torch.ones_like(fake))
 
 
 class MinimaxLoss(BCELoss):
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         # 1/2 E[log(1 - D(G(z)))], with log(1 - sigmoid(s)) = logsigmoid(-s) for stability.
         return 0.5 * F.logsigmoid(-fake).mean()
 
 
 class HeuristicLoss(BCELoss):
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         # -1/2 E[log D(G(z))], with log D = logsigmoid(score) for stability.
         return -0.5 * F.logsigmoid(fake).mean()
 
 
 class MSELoss(Loss):
-    def discriminator(self, real, fake):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return 0.5 * (
             F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake))
         )
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))
 
 
@@ -84,10 +85,10 @@ class MSELoss(Loss):
 class WassersteinLoss(Loss):
     needs_penalty: bool = True
 
-    def discriminator(self, real, fake):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return fake.mean() - real.mean()
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return -fake.mean()
 
 
@@ -110,7 +111,7 @@ def mustangs_draw(rng: random.Random) -> Loss:
 
 
 def gradient_penalty(
-    critic,
+    critic: Callable[..., torch.Tensor],
     real: torch.Tensor,
     fake: torch.Tensor,
     labels: torch.Tensor | None = None,

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ NA = "n/a"
 # --- small formatting helpers -----------------------------------------------------------------------
 
 
-def _fmt(value, digits: int = 3) -> str:
+def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NA
     if isinstance(value, (bool, np.bool_)):
@@ -52,7 +53,7 @@ def _fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def _pm(mean, std) -> str:
+def _pm(mean: Any, std: Any) -> str:
     if mean is None or (isinstance(mean, float) and not math.isfinite(mean)):
         return NA
     return _fmt(mean) if std is None or not math.isfinite(std) or std == 0 else f"{_fmt(mean)} ± {_fmt(std)}"
@@ -85,12 +86,13 @@ def _config(frame: pd.DataFrame, scaling: str) -> pd.Series:
     return parts
 
 
-def _mean_of_lists(values) -> float | None:
+def _mean_of_lists(values: Iterable[Any]) -> float | None:
+    """The mean of the numbers among ``values`` (None when there are none)."""
     numbers = [v for v in values if isinstance(v, (int, float))]
     return float(np.mean(numbers)) if numbers else None
 
 
-def _threads(values) -> str:
+def _threads(values: Iterable[Any]) -> str:
     distinct = sorted({int(v) for v in values if pd.notna(v)})
     return ",".join(map(str, distinct)) if distinct else NA
 
@@ -297,7 +299,7 @@ def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _scored_models(records: list[dict]):
+def _scored_models(records: list[dict]) -> Iterator[tuple[str, dict, dict]]:
     """(run id shown, record, quality) for every scored model: the run's, and cellular's best cell."""
     for r in records:
         if r.get("status") != "ok":
@@ -318,16 +320,16 @@ def _class_set(q: dict) -> str | None:
     return f"{shown} of {q['num_classes']}"
 
 
-def _given(value) -> bool:
+def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _significant(value) -> str:
+def _significant(value: float) -> str:
     """Three significant digits without an exponent (KID ranges from 1e-4 to 1e3 across networks)."""
     return np.format_float_positional(float(value), precision=3, fractional=False, trim="-")
 
 
-def _spread(mean, std, count=None, size=None) -> str:
+def _spread(mean: Any, std: Any, count: Any = None, size: Any = None) -> str:
     """``mean ± std (count×size)``: a score with the splits or subsets it is over."""
     if not _given(mean):
         return NA
@@ -389,7 +391,8 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
         by_net.setdefault(q["features"], []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
-        scores, per_class = [], {field: [] for field in PER_CLASS_BASES}
+        scores: list[dict] = []
+        per_class: dict[str, list[dict]] = {field: [] for field in PER_CLASS_BASES}
         for name, r, q in models:
             row = {
                 "run_id": name,
@@ -460,7 +463,7 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
 # --- plots --------------------------------------------------------------------------------------------------
 
 
-def _plt():
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -468,7 +471,7 @@ def _plt():
     from cycler import cycler
 
     # 20 distinct colours (the default cycle repeats after 10 lines), with changing markers
-    colours = plt.get_cmap("tab20").colors
+    colours = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]  # tab20 is a ListedColormap
     markers = ["o", "s", "^", "D", "v"] * 4
     plt.rcParams["axes.prop_cycle"] = cycler(color=colours) + cycler(marker=markers)
     return plt

@@ -18,9 +18,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, NoReturn, TypeVar, get_args, get_origin
 
 import yaml
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, Registry, engines_for
 
@@ -33,6 +36,10 @@ FeatureName = Annotated[str, FEATURES]
 
 class ScenarioError(ValueError):
     """A scenario is invalid; the message names the file and field."""
+
+
+Fail = Callable[[str, str], NoReturn]
+"""How the checks report a broken rule: ``fail(field path, message)`` raises a :class:`ScenarioError`."""
 
 
 @dataclass
@@ -176,7 +183,10 @@ class QualityTarget:
 
     @property
     def value(self) -> float:
-        return self.fid if self.fid is not None else self.kid
+        """The target's number (validation ensures exactly one of fid, kid is given)."""
+        value = self.fid if self.fid is not None else self.kid
+        assert value is not None, "a target gives fid or kid"
+        return value
 
 
 @dataclass
@@ -426,7 +436,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if _is_optional(tp):
         return None if value is None else _convert(_strip_optional(tp), value, path)
     origin = get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ScenarioError(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
         return _build(tp, value, path)
@@ -470,7 +480,7 @@ def _build(cls: type, data: dict[str, Any], path: str) -> Any:
 def _check(scenario: Scenario) -> None:
     from .models import check_image_size
 
-    def fail(path: str, message: str) -> None:
+    def fail(path: str, message: str) -> NoReturn:
         raise ScenarioError(f"{path}: {message}")
 
     try:
@@ -512,12 +522,12 @@ def _check(scenario: Scenario) -> None:
         _check_run_spec(spec, path, scenario, fail)
 
 
-def _check_betas(betas: list[float], path: str, fail) -> None:
+def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
     if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
         fail(path, f"expected two numbers in [0, 1), got {betas}")
 
 
-def _check_train(train: TrainConfig, path: str, fail) -> None:
+def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
     for name in ("epochs", "batch_size"):
         if getattr(train, name) < 1:
@@ -533,7 +543,7 @@ def _check_train(train: TrainConfig, path: str, fail) -> None:
         fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
 
 
-def _check_budget_and_target(scenario: Scenario, fail) -> None:
+def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
     target = scenario.metrics.target
     if target is not None:
         if (target.fid is None) == (target.kid is None):
@@ -565,7 +575,7 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
             )
 
 
-def _check_checkpoints(every: CheckpointEvery | None, fail) -> None:
+def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
     if every is None:
         return
     if (every.steps is None) == (every.minutes is None):
@@ -592,7 +602,7 @@ def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, met
     return 2048, f"Inception pool space (metrics.features: {metrics.features})"
 
 
-def _check_cellular(scenario: Scenario, fail) -> None:
+def _check_cellular(scenario: Scenario, fail: Fail) -> None:
     cellular = scenario.cellular
     if cellular.iterations is not None and cellular.iterations < 1:
         fail("cellular.iterations", "must be at least 1")
@@ -612,7 +622,7 @@ def _check_cellular(scenario: Scenario, fail) -> None:
         )
 
 
-def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail) -> None:
+def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail: Fail) -> None:
     for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
         value = getattr(horovod, name)
         if value is not None and value < 0:
@@ -623,7 +633,7 @@ def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, 
         fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
 
 
-def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
+def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
     for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
         if getattr(spec, section) != default and spec.engine != engine:
@@ -651,16 +661,17 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
     _check_batch_split(spec, path, scaling, scenario, fail)
 
 
-def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
+def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
     """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
     from .strategies.grid import process_grid
 
     if scaling == "strong":
-        if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
+        grid = spec.grid
+        if grid is None or len(grid) != 2 or min(grid) < 1:
             fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
         for p in spec.procs:
             try:
-                process_grid(spec.grid, p)
+                process_grid(grid, p)
             except ValueError as error:
                 fail(f"{path}.procs", str(error))
     else:
@@ -686,7 +697,7 @@ def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
             )
 
 
-def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail) -> None:
+def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
     """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes.
 
     The rules are the runtime's own (:func:`suite.training.local_batch`,
@@ -773,7 +784,10 @@ def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, 
     return "-".join(parts)
 
 
-def _overlay(base, override):
+T = TypeVar("T", bound="DataclassInstance")
+
+
+def _overlay(base: T, override: T) -> T:
     """``base`` with the fields that ``override`` sets (not null) replaced."""
     return dataclasses.replace(
         base, **{f.name: getattr(override, f.name) for f in dataclasses.fields(override) if getattr(override, f.name) is not None}
@@ -788,8 +802,8 @@ def expand(scenario: Scenario) -> list[Run]:
         scaling = spec.scaling or scenario.scaling
         for j, procs in enumerate(spec.procs):
             grid = None
-            if spec.strategy == "cellular":
-                grid = list(spec.grid) if scaling == "strong" else list(spec.grids[j])
+            if spec.strategy == "cellular":  # validated: a grid, or one grid per process count
+                grid = list(spec.grid or []) if scaling == "strong" else list((spec.grids or [])[j])
             dataset = dataclasses.replace(scenario.dataset)
             if spec.strategy == "label_partitioned" and scaling == "weak":
                 dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])

@@ -63,9 +63,8 @@ class GanResult:
 
 def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     """Adam learning rate and betas for this run's loss."""
-    if run.loss == "wgan-gp":
-        return run.wgan_gp.lr, tuple(run.wgan_gp.betas)
-    return run.train.lr, tuple(run.train.betas)
+    lr, (beta1, beta2) = (run.wgan_gp.lr, run.wgan_gp.betas) if run.loss == "wgan-gp" else (run.train.lr, run.train.betas)
+    return lr, (beta1, beta2)
 
 
 def critic_steps(run: Run) -> int:

@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +44,16 @@ from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
 from .scenario import Run
 from .telemetry import spread as telemetry_spread
 
+if TYPE_CHECKING:
+    import torch
+
+    from .data import ImageData
+    from .engines.base import Engine
+    from .sampling import GeneratorBundle
+    from .strategies.base import Outcome
+    from .telemetry import Telemetry
+
+
 log = logging.getLogger("suite.worker")
 
 
@@ -50,7 +61,7 @@ class LaunchMismatch(RuntimeError):
     """The launcher, the engine and the run disagree about the processes."""
 
 
-def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
+def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
     if launch.launcher != "none" and (engine.rank, engine.size) != (launch.rank, launch.size):
         raise LaunchMismatch(
             f"the {launch.launcher} launcher says rank {launch.rank} of {launch.size}, but the {engine.name} engine "
@@ -124,7 +135,7 @@ def _summaries(per_rank: list[dict]) -> dict:
     }
 
 
-def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
+def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int) -> dict:
     """Record fields of quality: the final model's, its curve along the window, time to target,
     extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
     from .metrics import Reference, evaluate_sampler
@@ -135,9 +146,10 @@ def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
     ref = Reference.for_run(run, device)
     networks = ref.networks()
 
-    def score(bundle) -> dict:
+    def score(bundle: GeneratorBundle) -> dict:
         return evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
 
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     quality = score(outcome.bundle)
     untrained = untrained_baseline(ref, networks, run.model.latent_dim)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
@@ -155,7 +167,7 @@ def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
     return fields
 
 
-def _save_sample_grid(bundle, path: Path, seed: int) -> None:
+def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
     """64 samples, or 8 per class in rows of one class each for models that generate by class."""
     from .plots import save_image_grid
     from .sampling import Sampler
@@ -167,7 +179,9 @@ def _save_sample_grid(bundle, path: Path, seed: int) -> None:
         save_image_grid(sampler.sample(64, seed=seed)[0], path)
 
 
-def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome, placement: dict) -> dict:
+def _ok_record(
+    run: Run, launch: LaunchInfo, engine: Engine, data: ImageData, per_rank: list[dict], outcome: Outcome, placement: dict
+) -> dict:
     """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
     import torch
 
@@ -217,8 +231,9 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
     }
 
 
-def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
+def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
     """Rank 0: score the model and its snapshots, and save a sample grid."""
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     if run.metrics.enabled:
         steps = record["generator_steps"]
@@ -238,7 +253,7 @@ def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
     }
 
 
-def _fail_at_step(telemetry, rank: int) -> None:
+def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
     """The test hook of the module docstring: make this rank fail after a given step."""
     at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
     if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
@@ -252,7 +267,7 @@ def _fail_at_step(telemetry, rank: int) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
 
-    telemetry.end_step = failing_end_step
+    telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
 
 
 def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
@@ -367,7 +382,8 @@ def execute(run: Run, run_dir: Path) -> int:
             "comm_largest_group": engine.comm.largest_group,
         }
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
-        if engine.rank == 0:
+        if per_rank is not None:  # rank 0
+            assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
             record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
             if checkpointer is not None:
                 record.update(checkpointer.fields(per_rank))
@@ -389,7 +405,7 @@ def execute(run: Run, run_dir: Path) -> int:
     except StopRequested as stop:
         log.info("%s (rank %d): %s", run.run_id, rank, stop)
         write_status(run_dir, rank, "stopped", error=str(stop))
-        if engine.size > 1:
+        if engine is not None and engine.size > 1:  # a stop comes from a checkpoint: the engine runs
             _wait_for_stopped(run_dir, run.procs)
             engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE

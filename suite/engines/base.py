@@ -14,12 +14,12 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from ..telemetry import CommStats, HostTimeline, timeline_for
+from ..telemetry import CommStats, CudaTimeline, HostTimeline, timeline_for
 
 if TYPE_CHECKING:
     from ..launchenv import LaunchInfo
@@ -50,7 +50,8 @@ def uses_cuda() -> bool:
     return torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu"
 
 
-def tensor_bytes(tensors) -> int:
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes the tensors hold."""
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -117,7 +118,7 @@ class Engine(ABC):
         self.local_rank = 0
         self.local_size = 1
         self.device = torch.device("cpu")
-        self.timeline = HostTimeline()
+        self.timeline: HostTimeline | CudaTimeline = HostTimeline()
         self._splits: dict[tuple[tuple[int, ...], ...], Group] = {}
 
     @classmethod

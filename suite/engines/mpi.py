@@ -18,12 +18,12 @@ from ..flat import flatten, unflatten_
 from .base import Engine, Group, Replica, tensor_bytes
 
 
-def _flat(tensors: list[torch.Tensor]) -> np.ndarray:
+def _flat(tensors: Sequence[torch.Tensor]) -> np.ndarray:
     """A new host buffer holding the tensors (MPI reads and writes it in place)."""
     return flatten(tensors).numpy()
 
 
-def _unflat_(tensors: list[torch.Tensor], flat: np.ndarray) -> None:
+def _unflat_(tensors: Sequence[torch.Tensor], flat: np.ndarray) -> None:
     unflatten_(tensors, torch.from_numpy(flat))
 
 
@@ -52,7 +52,7 @@ class MPIReplica(Replica):
         for p, g in zip(self.params, grads):
             if p.grad is None:
                 p.grad = g
-        _unflat_([p.grad for p in self.params], flat)
+        _unflat_(grads, flat)  # each p.grad is its entry of grads
         self.engine.comm.add(tensor_bytes(grads), self.comm.Get_size(), (start, timeline.mark()))
         self.optimizer.step()
 
@@ -88,7 +88,7 @@ class MPIEngine(Engine):
         comm = self.world_comm.Split(color=index, key=ranks.index(self.rank))
         return Group(index=index, ranks=ranks, rank=comm.Get_rank(), handle=comm)
 
-    def _replicate(self, network, optimizer, group, name) -> Replica:
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return MPIReplica(network, optimizer, self, group)
 
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -28,6 +29,11 @@ import torch
 from ..results import atomic_write
 from ..training import GanTrainer, TrainingError
 from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
+
+if TYPE_CHECKING:
+    from ..data import ImageData
+    from ..engines.base import Group
+    from ..scenario import Run
 
 
 def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int]]]:
@@ -99,7 +105,7 @@ class LabelPartitioned(Strategy):
         for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
             trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
 
-    def peers(self):
+    def peers(self) -> Group:
         return self.group  # class groups train independently: each resumes on its own
 
     def checkpoint(self) -> dict:
@@ -109,7 +115,7 @@ class LabelPartitioned(Strategy):
             "trainers": [t.state_dict() for t in self.trainers],
         }
 
-    def restore(self, load) -> None:
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
         mine, first = load(self.engine.rank), load(self.group.ranks[0])
         for trainer, state, leader in zip(self.trainers, mine["trainers"], first["trainers"]):
             trainer.load_state_dict(state, leader["shared"])
@@ -155,7 +161,7 @@ class LabelPartitioned(Strategy):
         return Outcome(bundle, _curve(run, data, per_class, keys), fields)
 
 
-def _curve(run, data, per_class: list[dict], keys: dict[str, int]) -> list:
+def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int]) -> list:
     """The model as it was at the times the class GANs' snapshots were taken.
 
     At each time, every class contributes its latest snapshot taken by then: on a rank that
