@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, NoReturn, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 import yaml
 
+from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, engines_for
+from .schema import SchemaError, build
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
-
-from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, Registry, engines_for
 
 # Fields whose value must be a registered name (the converter checks them against the registry).
 StrategyName = Annotated[str, STRATEGIES]
@@ -34,8 +33,16 @@ LossName = Annotated[str, LOSSES]
 FeatureName = Annotated[str, FEATURES]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SchemaError):
     """A scenario is invalid; the message names the file and field."""
+
+
+B = TypeVar("B")
+
+
+def _build(cls: type[B], data: dict[str, Any], path: str) -> B:
+    """A scenario section from plain data (see :func:`suite.schema.build`), errors as :class:`ScenarioError`."""
+    return build(cls, data, path, ScenarioError)
 
 
 Fail = Callable[[str, str], NoReturn]
@@ -385,93 +392,6 @@ class Run:
     @classmethod
     def load(cls, path: Path) -> "Run":
         return cls.from_dict(json.loads(Path(path).read_text()))
-
-
-# --- generic validation of dataclasses from plain data ---------------------------------------
-
-
-def _choices(tp: Any) -> tuple[Any, ...] | None:
-    """The values a ``Literal`` or a registry-backed ``Annotated`` type allows (None for other types)."""
-    if get_origin(tp) is Literal:
-        return get_args(tp)
-    if get_origin(tp) is Annotated:
-        registry = next((m for m in tp.__metadata__ if isinstance(m, Registry)), None)
-        return registry.names() if registry is not None else None
-    return None
-
-
-def _type_name(tp: Any) -> str:
-    choices = _choices(tp)
-    if choices is not None:
-        return "one of " + ", ".join(repr(a) for a in choices)
-    if _is_optional(tp):
-        return _type_name(_strip_optional(tp)) + " or null"
-    if get_origin(tp) is list:
-        return f"a list of {_type_name(get_args(tp)[0])}"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a mapping"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
-
-
-def _is_optional(tp: Any) -> bool:
-    return get_origin(tp) in (typing.Union, types.UnionType) and type(None) in get_args(tp)
-
-
-def _strip_optional(tp: Any) -> Any:
-    args = [a for a in get_args(tp) if a is not type(None)]
-    return args[0] if len(args) == 1 else typing.Union[tuple(args)]
-
-
-_SCALARS: dict[Any, tuple[Any, str]] = {
-    bool: (lambda v: isinstance(v, bool), "true or false"),
-    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
-    str: (lambda v: isinstance(v, str), "a string"),
-    dict: (lambda v: isinstance(v, dict), "a mapping"),
-}
-"""The plain types a scenario field may have: what a value must be, and how the error names it."""
-
-
-def _convert(tp: Any, value: Any, path: str) -> Any:
-    if _is_optional(tp):
-        return None if value is None else _convert(_strip_optional(tp), value, path)
-    origin = get_origin(tp)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ScenarioError(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
-        return _build(tp, value, path)
-    choices = _choices(tp)
-    if choices is not None:
-        if value not in choices:
-            raise ScenarioError(f"{path}: {value!r} is not {_type_name(tp)}")
-        return value
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{path}: expected {_type_name(tp)}, got {value!r}")
-        (item,) = get_args(tp)
-        return [_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if tp in _SCALARS:
-        accepts, expected = _SCALARS[tp]
-        if not accepts(value):
-            raise ScenarioError(f"{path}: expected {expected}, got {value!r}")
-        return float(value) if tp is float else value
-    raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
-
-
-def _build(cls: type, data: dict[str, Any], path: str) -> Any:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    prefix = f"{path}." if path else ""
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ScenarioError(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(fields)}")
-    values = {}
-    for name, f in fields.items():
-        if name in data:
-            values[name] = _convert(hints[name], data[name], f"{prefix}{name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ScenarioError(f"{prefix}{name}: required field is missing")
-    return cls(**values)
 
 
 # --- scenario-level checks ------------------------------------------------------------------------
