@@ -41,6 +41,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -54,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .failures import write_status
+from .record import CheckpointInfo
 from .results import atomic_write, atomic_write_text
 from .scenario import CheckpointEvery, Run
 
@@ -342,10 +344,11 @@ class Checkpointer:
 
     def fields(self, per_rank: list[dict]) -> dict[str, Any]:
         """Record fields: the schedule, time spent saving, where this segment started, the segments."""
-        return {
-            "checkpoint_every": {k: v for k, v in vars(self.every).items() if v is not None},
-            "checkpoint_s": max(r["checkpoint_s"] for r in per_rank),
-            "checkpoints_written": self.written,
-            "resumed_from": self.resumed_from,
-            "segments": self.segments,
-        }
+        info = CheckpointInfo(
+            checkpoint_every={k: v for k, v in vars(self.every).items() if v is not None},
+            checkpoint_s=max(r["checkpoint_s"] for r in per_rank),
+            checkpoints_written=self.written,
+            resumed_from=self.resumed_from,
+            segments=self.segments,
+        )
+        return dataclasses.asdict(info)

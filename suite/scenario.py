@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, NoReturn, T
 
 import yaml
 
+from .record import RunSettings
 from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, engines_for
 from .schema import SchemaError, build
 
@@ -354,23 +355,10 @@ class Run:
 
     def identity(self) -> dict[str, Any]:
         """The fields that name this run in its record (also in a failed record)."""
-        return {
-            "run_id": self.run_id,
-            "scenario": self.scenario,
-            "strategy": self.strategy,
-            "engine": self.engine,
-            "loss": self.loss,
-            "procs": self.procs,
-            "scaling": self.scaling,
-            "repeat": self.repeat,
-            "grid": self.grid,
-            "label": self.label,
-            "epochs": self.train.epochs,
-            "seed": self.train.seed,
-            "budget_s": self.train.budget_s,
-            "critic_norm": self.critic_norm,
-            "traced": self.trace,
-        }
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings) if hasattr(self, f.name)}
+        train = self.train
+        settings = RunSettings(**shared, epochs=train.epochs, seed=train.seed, budget_s=train.budget_s, traced=self.trace)
+        return dataclasses.asdict(settings)
 
     @property
     def critic_norm(self) -> str:

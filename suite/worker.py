@@ -32,6 +32,7 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ import numpy as np
 from .checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from .failures import Failure, read_statuses, write_status
 from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
+from .record import Communication, DatasetInfo, Placement, TelemetrySummary
 from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
 from .scenario import Run
 from .telemetry import spread as telemetry_spread
@@ -100,39 +102,40 @@ def _summaries(per_rank: list[dict]) -> dict:
     fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
     gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
-    return {
-        "warmup_steps_per_rank": [r["warmup"]["steps"] for r in per_rank],
-        "timed_steps": int(min(steps)) if steps else 0,
-        "step_s": step_s,
-        "step_p50": spread["p50"],
-        "step_p95": spread["p95"],
-        "step_mean": spread["mean"],
-        "step_ci95": spread["ci95"],
-        "data_s": _per_step(windows, "data"),
-        "compute_s": _per_step(windows, "compute"),
-        "comm_wait_s": comm_s,
-        "comm_share": (comm_s / step_s) if step_s and comm_s is not None else None,
-        "steps": int(sum(r["steps"] for r in per_rank)),
-        "work_images_per_rank": [w["images"] for w in windows],
-        "work_steps_per_rank": steps,
-        "busy_s_per_rank": [w["busy_seconds"] for w in windows],
-        "flops_per_step": flops[0] if len(set(flops)) == 1 else None,
-        "flops_per_step_per_rank": flops,
-        "achieved_flops_per_rank": float(np.mean([a for a in achieved if a is not None]))
+    summary = TelemetrySummary(
+        warmup_steps_per_rank=[r["warmup"]["steps"] for r in per_rank],
+        timed_steps=int(min(steps)) if steps else 0,
+        step_s=step_s,
+        step_p50=spread["p50"],
+        step_p95=spread["p95"],
+        step_mean=spread["mean"],
+        step_ci95=spread["ci95"],
+        data_s=_per_step(windows, "data"),
+        compute_s=_per_step(windows, "compute"),
+        comm_wait_s=comm_s,
+        comm_share=(comm_s / step_s) if step_s and comm_s is not None else None,
+        steps=int(sum(r["steps"] for r in per_rank)),
+        work_images_per_rank=[w["images"] for w in windows],
+        work_steps_per_rank=steps,
+        busy_s_per_rank=[w["busy_seconds"] for w in windows],
+        flops_per_step=flops[0] if len(set(flops)) == 1 else None,
+        flops_per_step_per_rank=flops,
+        achieved_flops_per_rank=float(np.mean([a for a in achieved if a is not None]))
         if any(a is not None for a in achieved)
         else None,
-        "peak_flops_per_rank": float(np.mean(peaks)),
-        "peak_source": per_rank[0]["peak"]["source"],
-        "fraction_of_peak": float(np.mean(fractions)) if fractions else None,
-        "cpu_util_mean": _mean_of(per_rank, "cpu_util"),
-        "host_mem_peak_mb": max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
-        "gpu_util_mean": _mean_of(per_rank, "gpu_util"),
-        "gpu_util_p95": _mean_of(per_rank, "gpu_util", "p95"),
-        "gpu_mem_used_mb": gpu_used / 2**20 if gpu_used is not None else None,
-        "gpu_mem_peak_mb": max(gpu_peaks) / 2**20 if gpu_peaks else None,
-        "gpu_note": per_rank[0].get("gpu_note"),
-        "per_rank": per_rank,
-    }
+        peak_flops_per_rank=float(np.mean(peaks)),
+        peak_source=per_rank[0]["peak"]["source"],
+        fraction_of_peak=float(np.mean(fractions)) if fractions else None,
+        cpu_util_mean=_mean_of(per_rank, "cpu_util"),
+        host_mem_peak_mb=max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
+        gpu_util_mean=_mean_of(per_rank, "gpu_util"),
+        gpu_util_p95=_mean_of(per_rank, "gpu_util", "p95"),
+        gpu_mem_used_mb=gpu_used / 2**20 if gpu_used is not None else None,
+        gpu_mem_peak_mb=max(gpu_peaks) / 2**20 if gpu_peaks else None,
+        gpu_note=per_rank[0].get("gpu_note"),
+        per_rank=per_rank,
+    )
+    return asdict(summary)
 
 
 def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int) -> dict:
@@ -199,13 +202,11 @@ def _ok_record(
     return {
         "status": "ok",
         "error": None,
-        "dataset": {
-            "name": data.name,
-            "split": data.split,
-            "image_size": run.dataset.image_size,
-            "images": len(data),
-            "classes": data.classes,
-        },
+        "dataset": asdict(
+            DatasetInfo(
+                name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
+            )
+        ),
         "launcher": launch.launcher,
         "engine_settings": engine.settings(),
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
@@ -217,14 +218,16 @@ def _ok_record(
         "images_per_s": images_per_s,
         "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
-        "comm": {
-            "bytes": int(sum(w["comm_bytes"] for w in windows)),
-            "bytes_outside_window": int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
-            "seconds": float(np.mean([w["comm"] for w in windows])),
-            "largest_group": max(r["comm_largest_group"] for r in per_rank),
-            "per_rank_bytes": [w["comm_bytes"] for w in windows],
-            "per_rank_seconds": [w["comm"] for w in windows],
-        },
+        "comm": asdict(
+            Communication(
+                bytes=int(sum(w["comm_bytes"] for w in windows)),
+                bytes_outside_window=int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
+                seconds=float(np.mean([w["comm"] for w in windows])),
+                largest_group=max(r["comm_largest_group"] for r in per_rank),
+                per_rank_bytes=[w["comm_bytes"] for w in windows],
+                per_rank_seconds=[w["comm"] for w in windows],
+            )
+        ),
         "telemetry": telemetry,
         "env": versions(),
         **outcome.fields,
@@ -244,13 +247,14 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: tor
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
     """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
     cores, allowed = node_cores()
-    return {
-        "threads_per_rank": threads,
-        "cores_per_node": cores,
-        "cores_allowed": allowed,
-        "ranks_per_node": launch.local_size,
-        "oversubscribed": launch.local_size * threads > cores,
-    }
+    placement = Placement(
+        threads_per_rank=threads,
+        cores_per_node=cores,
+        cores_allowed=allowed,
+        ranks_per_node=launch.local_size,
+        oversubscribed=launch.local_size * threads > cores,
+    )
+    return asdict(placement)
 
 
 def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
