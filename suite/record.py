@@ -199,20 +199,39 @@ class Throughput:
 
 
 @dataclass
-class StrategyExtras:
-    """A strategy's own fields (``Outcome.fields``), each written by the strategies named."""
+class StrategyFields:
+    """What every strategy adds to the record (its ``Outcome.fields``, built from a subclass below)."""
 
     global_batch: int | None = column()
     generator_steps: Any = column("steps")
     """Generator steps: a number, or per class GAN (label_partitioned)."""
     history: Any = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
+
+
+@dataclass
+class DataParallelFields(StrategyFields):
+    """data_parallel and conditional: one model replicated on every rank."""
+
     replica_digests: list[str] | None = None
     replicas_identical: bool | None = None
+
+
+@dataclass
+class LabelPartitionedFields(StrategyFields):
+    """label_partitioned: one GAN per class, trained by its group of ranks."""
+
     classes: list[int] | None = column()
-    """label_partitioned: the classes trained."""
     groups: list[dict] | None = None
-    """label_partitioned: each communicator group's ranks, classes and replica digests."""
+    """Each communicator group's ranks, classes and replica digests."""
+    replicas_identical: bool | None = None
+
+
+@dataclass
+class CellularFields(StrategyFields):
+    """cellular: the grid, its coevolution, and the ranking of its cells and mixtures."""
+
+    grid: list[int] | None = column()
     process_grid: list[int] | None = None
     cells_per_rank: int | None = column()
     neighbourhood: str | None = None
@@ -276,7 +295,18 @@ class RunOutcome:
 
 
 @dataclass
-class Record(RunOutcome, LaunchResult, CheckpointInfo, StrategyExtras, Throughput, Timing, Placement, RunSettings):
+class Record(
+    RunOutcome,
+    LaunchResult,
+    CheckpointInfo,
+    CellularFields,
+    LabelPartitionedFields,
+    DataParallelFields,
+    Throughput,
+    Timing,
+    Placement,
+    RunSettings,
+):
     """A whole run record: the union of its parts (every field may be missing: a failed run has few)."""
 
 

@@ -53,6 +53,7 @@ from ..engines.base import frozen
 from ..flat import flatten, unflatten_
 from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
+from ..record import CellularFields
 from ..registry import CARTESIAN, engines_for
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
@@ -756,25 +757,25 @@ class CellularStrategy(Strategy):
         }
         gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
         iterations = self.next_iteration
-        fields = {
-            "grid": list(strategy.grid),
-            "process_grid": list(strategy.exchange.pgrid),
-            "cells_per_rank": len(strategy.cells),
-            "neighbourhood": run.cellular.neighbourhood,
-            "neighbourhood_size": max(
+        fields = CellularFields(
+            grid=list(strategy.grid),
+            process_grid=list(strategy.exchange.pgrid),
+            cells_per_rank=len(strategy.cells),
+            neighbourhood=run.cellular.neighbourhood,
+            neighbourhood_size=max(
                 len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)
             ),
-            "population": run.cellular.population,
-            "iterations": iterations,
-            "batches_per_iteration": strategy.batches,
-            "global_batch": strategy.batch,
+            population=run.cellular.population,
+            iterations=iterations,
+            batches_per_iteration=strategy.batches,
+            global_batch=strategy.batch,
             # generator updates of the whole grid
-            "generator_steps": iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
-        }
+            generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+        )
         if gathered is None:  # not rank 0
-            return Outcome(None, fields=fields)
+            return Outcome(None, fields=dataclasses.asdict(fields))
         all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
-        fields["phases_s"] = {name: [part["phases"][name] for part in gathered] for name in PHASES}
+        fields.phases_s = {name: [part["phases"][name] for part in gathered] for name in PHASES}
         outcome = _results(run, self.data, strategy, self.scorer, all_cells, fields)
         outcome.curve = _snapshot_curve(run, self.data, strategy, [part["snapshots"] for part in gathered])
         return outcome
@@ -807,9 +808,11 @@ def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: lis
     return curve
 
 
-def _results(run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: dict) -> Outcome:
+def _results(
+    run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: CellularFields
+) -> Outcome:
     """Rank 0: rank the cells and the mixtures, and package the best mixture as the model."""
-    grid, kind = strategy.grid, run.cellular.neighbourhood
+    grid, kind, iterations = strategy.grid, run.cellular.neighbourhood, fields.iterations or 0
 
     def best_generator(c: Cell) -> nn.Module:  # a cell keeps its individuals best first
         g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0)[0]
@@ -829,24 +832,18 @@ def _results(run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScore
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
     bundle = make_bundle(run, data, "mixture", generators, weights=weights)
     best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
-    fields.update(
-        {
-            "best_cell": list(best_cell),
-            "best_mixture_cell": list(best_mix),
-            "mixture_weights": weights,
-            "mixture_score": scorer.record(),
-            "ranking": {
-                "features": scorer.name,
-                "n": scorer.n,
-                "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
-                "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
-            },
-            "history": {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())},
-        }
-    )
+    fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
+    fields.mixture_weights, fields.mixture_score = weights, scorer.record()
+    fields.ranking = {
+        "features": scorer.name,
+        "n": scorer.n,
+        "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
+        "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
+    }
+    fields.history = {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())}
     # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
     mixture_curve = []
-    for it in range(fields["iterations"]):
+    for it in range(iterations):
         points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
         mixture_curve.append(
             {
@@ -857,5 +854,5 @@ def _results(run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScore
                 "n": scorer.n,
             }
         )
-    fields["mixture_curve"] = mixture_curve
-    return Outcome(bundle, [], fields, extra_bundles={"best_cell": best_cell_bundle})
+    fields.mixture_curve = mixture_curve
+    return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle})

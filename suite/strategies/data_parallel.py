@@ -10,8 +10,10 @@ when the target is met.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..record import DataParallelFields
 from ..training import GanTrainer, generator_steps
 from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
 
@@ -92,13 +94,15 @@ class DataParallel(Strategy):
         digests = self.engine.allgather_object(
             parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network)
         )
-        fields = {
-            "global_batch": self.global_batch,
-            "generator_steps": result.steps,
-            "history": result.history,
-            "replica_digests": digests,
-            "replicas_identical": len(set(digests)) == 1,
-        }
+        fields = asdict(
+            DataParallelFields(
+                global_batch=self.global_batch,
+                generator_steps=result.steps,
+                history=result.history,
+                replica_digests=digests,
+                replicas_identical=len(set(digests)) == 1,
+            )
+        )
         if self.engine.rank != 0:
             return Outcome(None, fields=fields)
         if self.scored_curve:  # scored while training (stop_at_target)

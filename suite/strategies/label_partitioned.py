@@ -20,12 +20,14 @@ clusters are). The model is sampled by class prior, see :mod:`suite.sampling`.
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
+from ..record import LabelPartitionedFields
 from ..results import atomic_write
 from ..training import GanTrainer, TrainingError
 from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
@@ -144,21 +146,21 @@ class LabelPartitioned(Strategy):
                         tmp,
                     )
         engine.barrier()
-        fields = {
-            "classes": [int(c) for c in data.classes],
-            "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
-            "replicas_identical": all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
-            "global_batch": run.train.batch_size,
-        }
+        fields = LabelPartitionedFields(
+            classes=[int(c) for c in data.classes],
+            groups=[{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
+            replicas_identical=all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
+            global_batch=run.train.batch_size,
+        )
         if engine.rank != 0:
-            return Outcome(None, fields=fields)
+            return Outcome(None, fields=asdict(fields))
         per_class = _load_classes(scratch, data.classes)
         shutil.rmtree(scratch)  # the bundle below holds them all
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
-        fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}
-        fields["history"] = {str(e["label"]): e["history"] for e in per_class}
-        return Outcome(bundle, _curve(run, data, per_class, keys), fields)
+        fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
+        fields.history = {str(e["label"]): e["history"] for e in per_class}
+        return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields))
 
 
 def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int]) -> list:
