@@ -26,10 +26,11 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
 
-# Lint (pyflakes, pycodestyle, bugbear, import order, complexity) and the formatter's check; .ci/run runs it first.
+# Lint (pyflakes, pycodestyle, bugbear, import order, complexity), the formatter's check and the type check; .ci/run runs it first.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy suite
 
 # Apply the formatter and the import order.
 format: setup

@@ -41,6 +41,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -49,13 +50,19 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .failures import write_status
+from .record import CheckpointInfo
 from .results import atomic_write, atomic_write_text
-from .scenario import Run
+from .scenario import CheckpointEvery, Run
+
+if TYPE_CHECKING:
+    from .engines.base import Engine, Group
+    from .strategies.base import Strategy
+    from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +125,10 @@ def resume_plan(run_dir: Path, run: Run) -> dict[int, int | None]:
 def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
     """The checkpoint a resumed run starts from, as its record names it (rank 0's), or None."""
     plan = resume_plan(run_dir, run)
-    if plan.get(0) is None:
+    first = plan.get(0)
+    if first is None:
         return None
-    meta = read_marks(run_dir)[0][plan[0]]
+    meta = read_marks(run_dir)[0][first]
     return {
         "index": meta["index"],
         "steps": meta["steps"],
@@ -149,7 +157,8 @@ def remove_stale(run_dir: Path, plan: dict[int, int | None]) -> None:
         match = _FILE.match(path.name)
         if match:
             index, rank = int(match[1]), int(match[2])
-            keep = plan.get(rank) is not None and index <= plan[rank]
+            planned = plan.get(rank)
+            keep = planned is not None and index <= planned
         else:
             keep = False  # ".<name>.<random>" temporaries, STOP
         if not keep:
@@ -180,7 +189,7 @@ def footprint(run: Run) -> tuple[int, int]:
     generator = 4 * sum(t.numel() for t in g.state_dict().values())
     buffers = 4 * sum(b.numel() for net in (g, d) for b in net.buffers())
     points = run.metrics.curve_points + 1
-    if run.strategy == "cellular":
+    if run.grid is not None:  # cellular
         cells = run.grid[0] * run.grid[1]
         hood = 9 if run.cellular.neighbourhood == "moore" else 5
         return cells * (run.cellular.population * gan + points * generator), (hood + 1) * generator + 2**20
@@ -196,9 +205,10 @@ class Checkpointer:
     :meth:`attach` es the set-up strategy; the strategy calls :meth:`at_boundary` between window steps.
     """
 
-    def __init__(self, run: Run, run_dir: Path, engine, telemetry):
+    def __init__(self, run: Run, run_dir: Path, engine: Engine, telemetry: Telemetry):
+        assert run.train.checkpoint_every is not None, "a run without train.checkpoint_every has no checkpointer"
         self.run, self.engine, self.telemetry = run, engine, telemetry
-        self.every = run.train.checkpoint_every
+        self.every: CheckpointEvery = run.train.checkpoint_every
         self.run_dir, self.folder = Path(run_dir), Path(run_dir) / CHECKPOINT_DIR
         self.rank, self.fingerprint = engine.rank, fingerprint(run)
         self.index = 0  # of the last checkpoint written or resumed from
@@ -206,12 +216,24 @@ class Checkpointer:
         self.last_clock = 0.0  # window clock of the last checkpoint
         self.segments = [{"from_step": 0, "from_train_s": 0.0}]  # the launches that trained this model
         self.resumed_from: dict | None = None
-        self.strategy = self.group = None
+        self._attached: tuple[Strategy, Group] | None = None
         self._next_poll = 0.0
 
-    def attach(self, strategy) -> None:
+    def attach(self, strategy: Strategy) -> None:
         """The set-up strategy whose state is saved; its peers are the group that checkpoints together."""
-        self.strategy, self.group = strategy, strategy.peers()
+        self._attached = strategy, strategy.peers()
+
+    @property
+    def strategy(self) -> Strategy:
+        """The attached strategy."""
+        assert self._attached is not None, "attach() the strategy first"
+        return self._attached[0]
+
+    @property
+    def group(self) -> Group:
+        """The ranks that checkpoint and resume together (the strategy's peers)."""
+        assert self._attached is not None, "attach() the strategy first"
+        return self._attached[1]
 
     # --- resuming ---------------------------------------------------------------------------------
     def restore(self) -> dict | None:
@@ -322,10 +344,11 @@ class Checkpointer:
 
     def fields(self, per_rank: list[dict]) -> dict[str, Any]:
         """Record fields: the schedule, time spent saving, where this segment started, the segments."""
-        return {
-            "checkpoint_every": {k: v for k, v in vars(self.every).items() if v is not None},
-            "checkpoint_s": max(r["checkpoint_s"] for r in per_rank),
-            "checkpoints_written": self.written,
-            "resumed_from": self.resumed_from,
-            "segments": self.segments,
-        }
+        info = CheckpointInfo(
+            checkpoint_every={k: v for k, v in vars(self.every).items() if v is not None},
+            checkpoint_s=max(r["checkpoint_s"] for r in per_rank),
+            checkpoints_written=self.written,
+            resumed_from=self.resumed_from,
+            segments=self.segments,
+        )
+        return dataclasses.asdict(info)

@@ -18,8 +18,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .registry import FEATURES
+
 if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
     from .launch import LaunchOptions
+    from .network import Network
+    from .scenario import Run, Scenario
 
 log = logging.getLogger("suite")
 
@@ -31,7 +38,7 @@ class UsageError(Exception):
 # --- suite run -------------------------------------------------------------------------------
 
 
-def _launch_options(args) -> LaunchOptions:
+def _launch_options(args: argparse.Namespace) -> LaunchOptions:
     from .launch import LaunchOptions
 
     return LaunchOptions(
@@ -47,7 +54,7 @@ def _launch_options(args) -> LaunchOptions:
     )
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from .launch import command_for
     from .lock import ResultsLock
 
@@ -59,7 +66,7 @@ def cmd_run(args) -> int:
         return _run_sweep(args, scenario, runs, out, opts)
 
 
-def _selected_runs(args):
+def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]:
     from .scenario import expand, load_scenario
 
     scenario = load_scenario(args.scenario)
@@ -76,7 +83,7 @@ def _selected_runs(args):
     return scenario, runs, Path(args.out or Path("results") / scenario.name)
 
 
-def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
+def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], out: Path, opts: LaunchOptions) -> int:
     """``suite run`` inside its results folder's lock."""
     import shlex
 
@@ -131,7 +138,11 @@ def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
         except Stop as stop:
             progress and progress.close()
             record = (read_record(current[1]) or {}) if current else {}
-            where = f"{current[0].run_id}: {record['error']}" if record.get("status") == "interrupted" else "no run was going"
+            where = (
+                f"{current[0].run_id}: {record['error']}"
+                if current and record.get("status") == "interrupted"
+                else "no run was going"
+            )
             print(
                 f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
                 file=sys.stderr,
@@ -146,7 +157,7 @@ def _run_sweep(args, scenario, runs, out: Path, opts) -> int:
 # --- suite report ------------------------------------------------------------------------------
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
     out = Path(args.out) if args.out else Path(args.results) / "report"
@@ -158,7 +169,7 @@ def cmd_report(args) -> int:
 # --- suite compare ------------------------------------------------------------------------------
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare, parse_tolerances, to_markdown
 
     result = compare(
@@ -171,7 +182,7 @@ def cmd_compare(args) -> int:
 # --- suite sample / score ----------------------------------------------------------------------
 
 
-def cmd_sample(args) -> int:
+def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .results import GENERATOR_FILE, atomic_write
@@ -190,7 +201,7 @@ def cmd_sample(args) -> int:
     return 0
 
 
-def _load_samples(path: Path):
+def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
     import numpy as np
     import torch
 
@@ -217,7 +228,7 @@ def _load_samples(path: Path):
     return images, labels
 
 
-def cmd_score(args) -> int:
+def cmd_score(args: argparse.Namespace) -> int:
     from .metrics import Reference, evaluate_images
     from .results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
     from .sampling import GeneratorBundle, Sampler
@@ -226,6 +237,7 @@ def cmd_score(args) -> int:
         bundle = GeneratorBundle.load(Path(args.run) / GENERATOR_FILE)
         record = read_record(args.run) or {}
         n = args.n or 1000
+        labels: torch.Tensor | np.ndarray
         images, labels = Sampler(bundle).sample(n, seed=args.seed)
         dataset = args.dataset or (record.get("dataset") or {}).get("name")
         classes = (record.get("dataset") or {}).get("classes")
@@ -280,14 +292,14 @@ def cmd_score(args) -> int:
 # --- suite env / jobscript -----------------------------------------------------------------------
 
 
-def cmd_env(args) -> int:
+def cmd_env(args: argparse.Namespace) -> int:
     from .env import capabilities
 
     print(json.dumps(capabilities(), indent=2))
     return 0
 
 
-def cmd_jobscript(args) -> int:
+def cmd_jobscript(args: argparse.Namespace) -> int:
     from .jobscript import write_jobscript
 
     path = write_jobscript(
@@ -317,7 +329,7 @@ def _int_list(option: str, text: str) -> list[int]:
     return sorted(set(values))
 
 
-def _target_network(args, out: Path):
+def _target_network(args: argparse.Namespace, out: Path) -> Network:
     """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
     import dataclasses
 
@@ -340,7 +352,7 @@ def _target_network(args, out: Path):
     return net
 
 
-def cmd_project(args) -> int:
+def cmd_project(args: argparse.Namespace) -> int:
     from .projection import local_network, percent, run_projection, write_projection
     from .report import DEFAULT_BASELINES, markdown_table
     from .results import atomic_write_text, iter_records
@@ -377,7 +389,7 @@ def cmd_project(args) -> int:
     return 0
 
 
-def cmd_probe(args) -> int:
+def cmd_probe(args: argparse.Namespace) -> int:
     import json
 
     from .network import probe_network, run_probe
@@ -488,7 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="real data to compare with (default: the run's)")
     p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
     p.add_argument("--split", default="train", choices=("train", "test"))
-    p.add_argument("--features", default="auto", choices=("auto", "inception", "classifier"))
+    p.add_argument("--features", default="auto", choices=FEATURES.names())
     p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
     p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
     p.add_argument("--seed", type=int, default=0)

@@ -26,9 +26,10 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from .record import RecordError, check_record, record_field
 from .report import _config as sweep_label  # the configuration label the report's scaling tables group by
 from .report import markdown_table, scaling_table
-from .results import RECORD_FILE, iter_records, record_field, records_frame
+from .results import RECORD_FILE, iter_records, records_frame
 
 BASELINE_FILE = "records.json"
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
@@ -106,7 +107,10 @@ def load_side(path: Path) -> list[dict]:
         raise CompareError(f"{path}: not a JSON list of result records ({error})") from None
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) and "run_id" in r for r in records):
         raise CompareError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
-    return records
+    try:
+        return [check_record(r, f"{path}: record {i} ({r['run_id']})") for i, r in enumerate(records)]
+    except RecordError as error:
+        raise CompareError(str(error)) from None
 
 
 # --- configurations and their measurements ---------------------------------------------------------
@@ -244,9 +248,10 @@ def scaling_measures(configs: dict[tuple, Config]) -> dict[tuple, Measure]:
             key, base = (scaling, row.config, int(row.procs)), (scaling, row.config, 1)
             value = _number(getattr(row, metric))
             rates = [measure(configs[k], "images_per_s") for k in (key, base) if k in configs]
-            if row.procs == 1 or value is None or len(rates) < 2 or None in rates:
+            known = [m for m in rates if m is not None]
+            if row.procs == 1 or value is None or len(known) < 2:
                 continue
-            half = value * math.hypot(*(m.relative_half_width for m in rates))
+            half = value * math.hypot(*(m.relative_half_width for m in known))
             out[key, metric] = Measure(value, value - half, value + half)
     return out
 

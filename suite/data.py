@@ -14,7 +14,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -61,7 +61,7 @@ class ImageData:
     channels: int
     image_size: int
     images: torch.Tensor | None = None
-    folder: object | None = field(default=None, repr=False)  # torchvision ImageFolder for lazy sets
+    folder: Any = field(default=None, repr=False)  # torchvision ImageFolder for lazy sets
     indices: np.ndarray | None = None  # rows of ``folder`` that this object exposes
 
     def __len__(self) -> int:
@@ -132,7 +132,7 @@ class _Rows(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         images, labels = self.data.fetch([i])
         return images[0], labels[0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
 PACKAGES = (
     "gan-scaling-suite",
@@ -37,7 +37,7 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def _guard(probe) -> Any:
+def _guard(probe: Callable[[], Any]) -> Any:
     try:
         return probe()
     except Exception as error:  # a capability that cannot be probed is reported, not fatal

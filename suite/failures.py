@@ -30,12 +30,13 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .results import atomic_write_text
 
 RANKS_DIR = "ranks"
 # what shells and launchers say for a signal (strsignal: "Killed", "Terminated", "Segmentation fault", ...)
-_SIGNAL_WORDS = {signal.strsignal(s).lower(): int(s) for s in signal.Signals if signal.strsignal(s)}
+_SIGNAL_WORDS = {word.lower(): int(s) for s in signal.Signals if (word := signal.strsignal(s))}
 
 
 def status_path(run_dir: Path, rank: int) -> Path:
@@ -43,7 +44,7 @@ def status_path(run_dir: Path, rank: int) -> Path:
     return Path(run_dir) / RANKS_DIR / f"rank{rank}.json"
 
 
-def write_status(run_dir: Path, rank: int, status: str, **fields) -> None:
+def write_status(run_dir: Path, rank: int, status: str, **fields: Any) -> None:
     """Record this process as ``rank`` of the run with ``status`` (atomically; host and pid added)."""
     entry = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(), "status": status, "time": time.time(), **fields}
     atomic_write_text(status_path(run_dir, rank), json.dumps(entry))
@@ -217,7 +218,7 @@ def first_failure(run_dir: Path, log_text: str) -> Failure | None:
         failure = Failure(failed[0]["rank"], exit_code=1)
     else:
         return None
-    status = statuses.get(failure.rank, {})
+    status = statuses.get(failure.rank, {}) if failure.rank is not None else {}
     if status.get("host") and failure.host in (None, "localhost"):  # torchrun says localhost; the rank knows better
         failure.host = status["host"]
     if status.get("status") == "failed" and failure.signal is None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
 from .metrics.signals import not_learned
+from .record import record_field
 
 PLACEMENT_INVARIANT = {"cellular"}
 """Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
@@ -27,16 +28,9 @@ def config_name(record: dict) -> str:
     return name + (f" [{record['label']}]" if record.get("label") else "")
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[Any]) -> float | None:
     numbers = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return float(np.mean(numbers)) if numbers else None
-
-
-def _get(record: dict, *path: str) -> Any:
-    value: Any = record
-    for part in path:
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
@@ -99,7 +93,7 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             "speedup": None,
             "efficiency": None,
             "weak_efficiency": None,
-            "comm_share": _mean(_get(r, "telemetry", "comm_share") for r in main),
+            "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
             "images_per_s": _mean(r.get("images_per_s") for r in main),
             "time_to_target": None,
             "fid": None,

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.utils.flop_counter import FlopCounterMode
+
 
 CEILING_SIZE = 1024
 
@@ -51,16 +56,16 @@ class _TotalsOnly:
     def __enter__(self) -> "_TotalsOnly":
         return self
 
-    def __exit__(self, *exc) -> bool:
-        return False
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
-def flop_counter():
+def flop_counter() -> FlopCounterMode:
     """A ``torch.utils.flop_counter.FlopCounterMode`` that counts totals and prints nothing."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    counter.mod_tracker = _TotalsOnly()
+    counter.mod_tracker = _TotalsOnly()  # type: ignore[assignment]  # the tracker's duck-typed stand-in
     return counter
 
 

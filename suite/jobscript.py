@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import shlex
 from pathlib import Path
+from typing import Any
 
 from .launch import LaunchOptions
 from .scenario import expand, load_scenario
@@ -138,7 +139,7 @@ def render(
     return "\n".join(lines)
 
 
-def write_jobscript(scenario_path: Path, scheduler: str, out: Path | None, opts: LaunchOptions, **kwargs) -> Path:
+def write_jobscript(scenario_path: Path, scheduler: str, out: Path | None, opts: LaunchOptions, **kwargs: Any) -> Path:
     """Render and write the batch script; returns its path."""
     text = render(scenario_path, scheduler, opts, **kwargs)
     name = load_scenario(scenario_path).name

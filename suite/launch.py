@@ -46,25 +46,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
 from .checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, last_checkpoint
 from .failures import RANKS_DIR, first_failure, read_statuses, signal_name
 from .launchenv import node_cores, threads_per_rank
+from .registry import ENGINES, launcher_engines
 from .results import RECORD_FILE, RUN_FILE, read_record, update_record, write_record
 from .scenario import Run
 
 log = logging.getLogger(__name__)
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
-LAUNCHER_ENGINES = {
-    "horovodrun": ("horovod",),
-    "torchrun": ("torch", "deepspeed"),
-    "deepspeed": ("deepspeed", "torch"),
-}
-LOCAL_LAUNCHER = {"horovod": "horovodrun", "torch": "torchrun", "mpi": "mpirun", "deepspeed": "torchrun"}
 
 
 class LaunchError(ValueError):
@@ -121,13 +116,13 @@ def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
 
 def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
     """The command that starts ``run``'s ranks under ``opts.launcher``."""
-    launcher = LOCAL_LAUNCHER[run.engine] if opts.launcher == "local" else opts.launcher
+    launcher = ENGINES[run.engine].local_launcher if opts.launcher == "local" else opts.launcher
     if launcher not in LAUNCHERS:
         raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
-    allowed = LAUNCHER_ENGINES.get(launcher)
-    if allowed and run.engine not in allowed:
+    starts = launcher_engines()
+    if launcher in starts and run.engine not in starts[launcher]:
         raise LaunchError(
-            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(k for k, v in LAUNCHER_ENGINES.items() if run.engine in v)}"
+            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(ENGINES[run.engine].launchers)}"
         )
     return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
 
@@ -415,7 +410,9 @@ def _remove_temporaries(run_dir: Path) -> None:
                     path.unlink(missing_ok=True)
 
 
-def _stop_at_checkpoint(process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry) -> int | None:
+def _stop_at_checkpoint(
+    process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry: Callable[[], bool]
+) -> int | None:
     """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
     when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
     training already (its last checkpoint is written; nothing more to save)."""
@@ -451,7 +448,7 @@ class SignalGuard:
         self._received: int | None = None
         self._previous: dict[int, Any] = {}
 
-    def _handle(self, signum: int, frame) -> None:
+    def _handle(self, signum: int, frame: object) -> None:
         if self._received is None:
             self._received = signum
             raise Stop(signum)
@@ -462,7 +459,7 @@ class SignalGuard:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
@@ -472,7 +469,7 @@ def launch(
     run_dir: Path,
     opts: LaunchOptions,
     timeout: float | None = None,
-    tick=None,
+    tick: Callable[[float], None] | None = None,
     grace: float = 0.0,
     guard: SignalGuard | None = None,
 ) -> dict:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from .checkpoint import footprint
 from .scenario import Run
@@ -58,7 +59,13 @@ class ResultsLock:
 
     def __init__(self, folder: Path):
         self.folder, self.path = Path(folder), Path(folder) / LOCK_FILE
-        self._handle = None
+        self._file: TextIO | None = None
+
+    @property
+    def _handle(self) -> TextIO:
+        """The open lock file (between ``__enter__`` and the release)."""
+        assert self._file is not None, "the lock file is not open"
+        return self._file
 
     def _read(self) -> dict:
         self._handle.seek(0)
@@ -70,7 +77,7 @@ class ResultsLock:
 
     def __enter__(self) -> "ResultsLock":
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.path, "a+")  # not truncated: the holder's name stays readable
+        self._file = open(self.path, "a+")  # not truncated: the holder's name stays readable
         try:
             fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             locked = True
@@ -113,9 +120,9 @@ class ResultsLock:
             self._handle.flush()
             fcntl.flock(self._handle, fcntl.LOCK_UN)
         self._handle.close()
-        self._handle = None
+        self._file = None
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._release(unlock=True)
 
 

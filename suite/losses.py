@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch.nn import functional as F
+
+from .registry import LOSSES as LOSS_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -46,60 +49,59 @@ class Loss:
 
 
 class BCELoss(Loss):
-    def discriminator(self, real, fake):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return 0.5 * (
             F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
             + F.binary_cross_entropy_with_logits(fake, torch.zeros_like(fake))
         )
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(fake, torch.ones_like(fake))
 
 
 class MinimaxLoss(BCELoss):
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         # 1/2 E[log(1 - D(G(z)))], with log(1 - sigmoid(s)) = logsigmoid(-s) for stability.
         return 0.5 * F.logsigmoid(-fake).mean()
 
 
 class HeuristicLoss(BCELoss):
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         # -1/2 E[log D(G(z))], with log D = logsigmoid(score) for stability.
         return -0.5 * F.logsigmoid(fake).mean()
 
 
 class MSELoss(Loss):
-    def discriminator(self, real, fake):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return 0.5 * (
             F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake))
         )
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))
 
 
+@dataclass(frozen=True)
 class WassersteinLoss(Loss):
-    def discriminator(self, real, fake):
+    needs_penalty: bool = True
+
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
         return fake.mean() - real.mean()
 
-    def generator(self, fake):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
         return -fake.mean()
 
 
-LOSSES: dict[str, Loss] = {
-    "bce": BCELoss("bce"),
-    "minimax": MinimaxLoss("minimax"),
-    "heuristic": HeuristicLoss("heuristic"),
-    "mse": MSELoss("mse"),
-    "wgan-gp": WassersteinLoss("wgan-gp", needs_penalty=True),
-}
-MUSTANGS_CHOICES = ("minimax", "mse", "heuristic")
+LOSSES: dict[str, Loss] = {entry.name: entry.load()(entry.name) for entry in LOSS_ENTRIES if entry.target is not None}
+"""Every registered loss of its own (not the random draws such as ``mustangs``), by name."""
+MUSTANGS_CHOICES = LOSS_ENTRIES["mustangs"].draws
 
 
 def get_loss(name: str) -> Loss:
     """The loss called ``name`` (``mustangs`` is resolved per batch by :func:`mustangs_draw`)."""
     if name not in LOSSES:
-        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or mustangs")
+        drawn = ", ".join(e.name for e in LOSS_ENTRIES if e.draws)
+        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or {drawn}")
     return LOSSES[name]
 
 
@@ -109,7 +111,7 @@ def mustangs_draw(rng: random.Random) -> Loss:
 
 
 def gradient_penalty(
-    critic,
+    critic: Callable[..., torch.Tensor],
     real: torch.Tensor,
     fake: torch.Tensor,
     labels: torch.Tensor | None = None,

@@ -45,10 +45,13 @@ shift, in the same places; ``none`` leaves the three layers out. The layer sizes
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+M = TypeVar("M", bound=nn.Module)
 
 FEATURE_CHANNELS = (16, 32, 64, 128)
 """Output channels of the four stride-2 convolutions of the discriminator."""
@@ -192,7 +195,7 @@ class Discriminator(nn.Module):
         return score
 
 
-def init_weights(module: nn.Module, seed: int) -> nn.Module:
+def init_weights(module: M, seed: int) -> M:
     """DC-GAN initialisation (Radford et al., seed 000 reference [2]) drawn from ``seed`` alone.
 
     All weights ~ N(0, 0.02), BatchNorm (and the critic's GroupNorm) scales ~ N(1, 0.02), biases 0. Drawing from a private
@@ -207,8 +210,9 @@ def init_weights(module: nn.Module, seed: int) -> nn.Module:
                 layer.bias.zero_()
             elif isinstance(layer, (nn.Conv2d, nn.Linear, nn.Embedding)):
                 layer.weight.copy_(torch.normal(0.0, 0.02, layer.weight.shape, generator=generator))
-                if getattr(layer, "bias", None) is not None:
-                    layer.bias.zero_()
+                bias = getattr(layer, "bias", None)
+                if bias is not None:
+                    bias.zero_()
     return module
 
 

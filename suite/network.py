@@ -33,6 +33,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -167,7 +168,7 @@ def allreduce_seconds(nbytes: float, procs: int, net: Network, algorithm: str = 
         return 0.0
     k, nodes = min(procs, net.ranks_per_node), net.nodes(procs)
 
-    def cost(f) -> float:
+    def cost(f: Callable[[int, float, Link], float]) -> float:
         return (f(k, nbytes, net.intra) if k > 1 else 0.0) + (f(nodes, nbytes, net.inter) if nodes > 1 else 0.0)
 
     if algorithm == "best":
@@ -178,7 +179,7 @@ def allreduce_seconds(nbytes: float, procs: int, net: Network, algorithm: str = 
 # --- measuring this machine --------------------------------------------------------------------------
 
 
-def fit_link(sizes, seconds) -> Link:
+def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> Link:
     """Least-squares alpha and beta (both >= 0) of one-way message times, in relative error.
 
     Relative error weighs every size alike, so the small messages fix alpha and the large ones beta.

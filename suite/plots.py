@@ -32,6 +32,6 @@ def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = 
     grid = image_grid(images, columns)
     picture = Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid)
     if scale > 1:
-        picture = picture.resize((picture.width * scale, picture.height * scale), Image.NEAREST)
+        picture = picture.resize((picture.width * scale, picture.height * scale), Image.Resampling.NEAREST)
     with atomic_write(path) as tmp:
         picture.save(tmp)

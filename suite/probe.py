@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def _repeats(nbytes: int) -> int:
     return 50 if nbytes <= 1 << 14 else 20 if nbytes <= 1 << 20 else 5
 
 
-def _pingpong(comm, buffer: np.ndarray, repeats: int) -> float:
+def _pingpong(comm: Any, buffer: np.ndarray, repeats: int) -> float:
     """Fastest one-way seconds between ranks 0 and 1 (other ranks wait)."""
     rank, times = comm.Get_rank(), []
     for i in range(repeats + 2):  # two unmeasured round trips first
@@ -47,7 +48,7 @@ def _pingpong(comm, buffer: np.ndarray, repeats: int) -> float:
     return min(times)
 
 
-def _allreduce(comm, buffer: np.ndarray, repeats: int) -> float:
+def _allreduce(comm: Any, buffer: np.ndarray, repeats: int) -> float:
     """Fastest seconds of an in-place float32 sum over all ranks (the slowest rank's)."""
     from mpi4py import MPI
 

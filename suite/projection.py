@@ -43,7 +43,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ def usable(record: dict) -> bool:
     )
 
 
-def _ranks(record: dict):
+def _ranks(record: dict) -> Iterator[tuple[int, int, float, float]]:
     """(window steps, images, busy seconds, blocked seconds) of each rank."""
     t = record["telemetry"]
     return zip(t["work_steps_per_rank"], t["work_images_per_rank"], t["busy_s_per_rank"], record["comm"]["per_rank_seconds"])
@@ -129,11 +129,11 @@ def _class_steps(record: dict) -> dict[int, int]:
 # --- cellular geometry -------------------------------------------------------------------------------------
 
 
-def exchange_plan(grid, pgrid, kind: str) -> list[dict[int, int]]:
+def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
     """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
     from .strategies.grid import cells, neighbourhood, owner
 
-    def rank(c) -> int:
+    def rank(c: tuple[int, int]) -> int:
         i, j = owner(c, grid, pgrid)
         return i * pgrid[1] + j
 
@@ -242,7 +242,7 @@ def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel
                 nbytes[i] / steps[i] / sum(sent[i].values()) for i in range(r["procs"]) if steps[i] and nbytes[i] and sent[i]
             ]
 
-    def through_origin(pairs) -> float:
+    def through_origin(pairs: Sequence[tuple[float, float]]) -> float:
         u, v = np.array(pairs, dtype=float).T
         return float(u @ v / (u @ u))
 
@@ -344,13 +344,17 @@ def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, a
     return Outcome(slowest * (compute + comm), slowest * compute, slowest * comm)
 
 
-def _cellular_time(model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block=None) -> Outcome:
+def _cellular_time(
+    model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
+) -> Outcome:
     from .strategies.grid import neighbourhood, process_grid
 
     grid = problem.grid
     if weak:
+        assert block is not None, "weak scaling keeps a block of cells per rank"
         rows, cols = _square_split(procs)
         grid = (rows * block[0], cols * block[1])
+    assert grid is not None, "a cellular problem has a grid"
     try:
         pgrid = process_grid(grid, procs)
     except ValueError:
@@ -358,12 +362,13 @@ def _cellular_time(model: CellularModel, problem: Problem, procs: int, net: Netw
     plan = exchange_plan(grid, pgrid, model.kind)
     if any(plan) and model.cell_bytes is None:
         return Outcome(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
+    cell_bytes = model.cell_bytes or 0
     k = grid[0] * grid[1] // procs
     compute = k * model.cell_seconds(len(neighbourhood((0, 0), grid, model.kind)))
 
     def exchange(rank: int) -> float:
         same_node = lambda dest: dest // net.ranks_per_node == rank // net.ranks_per_node  # noqa: E731
-        return sum((net.intra if same_node(dest) else net.inter).seconds(n * model.cell_bytes) for dest, n in plan[rank].items())
+        return sum((net.intra if same_node(dest) else net.inter).seconds(n * cell_bytes) for dest, n in plan[rank].items())
 
     comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
     note = f"grid {grid[0]}x{grid[1]}" if weak else ""
@@ -371,7 +376,13 @@ def _cellular_time(model: CellularModel, problem: Problem, procs: int, net: Netw
 
 
 def predict(
-    model, problem: Problem, procs: int, net: Network, algorithm: str = "best", weak: bool = False, block=None
+    model: Any,
+    problem: Problem,
+    procs: int,
+    net: Network,
+    algorithm: str = "best",
+    weak: bool = False,
+    block: tuple[int, int] | None = None,
 ) -> Outcome:
     """The training window of ``problem`` on ``procs`` ranks of ``net`` (strong scaling unless ``weak``).
 
@@ -427,7 +438,9 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
         fittable = [r for r in runs if usable(r)]
         models: dict[tuple, Any] = {}
 
-        def model_without(procs: int | None, fittable=fittable, models=models):
+        def model_without(
+            procs: int | None, fittable: list[dict] = fittable, models: dict[tuple, Any] = models
+        ) -> tuple[tuple, Any]:
             chosen = tuple(
                 sorted({r["procs"] for r in fittable if (r["procs"] in fit_procs if fit_procs else r["procs"] != procs)})
             )
@@ -453,7 +466,7 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"
             else:
                 chosen, model = model_without(r["procs"])
-                in_fit = bool(fit_procs) and r["procs"] in fit_procs
+                in_fit = r["procs"] in (fit_procs or [])
                 row["role"] = "fitted (in-sample)" if in_fit else "held out"
             if model is None:
                 row["role"] = (row["role"] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
@@ -522,7 +535,7 @@ def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fit
     return fitted
 
 
-def _scaled(model, compute_scale: float):
+def _scaled(model: Any, compute_scale: float) -> Any:
     """``model`` with its computation times multiplied by ``compute_scale`` (a faster or slower device)."""
     if compute_scale == 1:
         return model
@@ -648,7 +661,8 @@ def compare_papers(
             model, weak = _scaled(f.model, compute_scale), point["scaling"] == "weak"
             problem = f.weak if weak else f.strong
             if point["strategy"] == "cellular" and not weak and isinstance(point.get("grid"), str):
-                problem = dataclasses.replace(problem, grid=tuple(int(v) for v in point["grid"].split("x")))
+                grid_rows, grid_cols = (int(v) for v in point["grid"].split("x"))
+                problem = dataclasses.replace(problem, grid=(grid_rows, grid_cols))
             p = int(point["procs"])
             one, at = (predict(model, problem, n, net, algorithm, weak, f.block) for n in (1, p))
             value = None
@@ -716,7 +730,7 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
     return name
 
 
-def percent(value) -> str | None:
+def percent(value: float | None) -> str | None:
     """A relative error as a signed percentage (None for n/a)."""
     return f"{value:+.1%}" if pd.notna(value) else None
 

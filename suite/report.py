@@ -18,12 +18,14 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from . import __version__
 from .projection import report_section
+from .registry import STRATEGIES
 from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,7 @@ NA = "n/a"
 # --- small formatting helpers -----------------------------------------------------------------------
 
 
-def _fmt(value, digits: int = 3) -> str:
+def _fmt(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NA
     if isinstance(value, (bool, np.bool_)):
@@ -51,7 +53,7 @@ def _fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def _pm(mean, std) -> str:
+def _pm(mean: Any, std: Any) -> str:
     if mean is None or (isinstance(mean, float) and not math.isfinite(mean)):
         return NA
     return _fmt(mean) if std is None or not math.isfinite(std) or std == 0 else f"{_fmt(mean)} ± {_fmt(std)}"
@@ -84,12 +86,13 @@ def _config(frame: pd.DataFrame, scaling: str) -> pd.Series:
     return parts
 
 
-def _mean_of_lists(values) -> float | None:
+def _mean_of_lists(values: Iterable[Any]) -> float | None:
+    """The mean of the numbers among ``values`` (None when there are none)."""
     numbers = [v for v in values if isinstance(v, (int, float))]
     return float(np.mean(numbers)) if numbers else None
 
 
-def _threads(values) -> str:
+def _threads(values: Iterable[Any]) -> str:
     distinct = sorted({int(v) for v in values if pd.notna(v)})
     return ",".join(map(str, distinct)) if distinct else NA
 
@@ -176,6 +179,11 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _distinct(column: pd.Series) -> list[int]:
+    """The distinct integer values of a column, sorted, missing ones left out."""
+    return sorted({int(v) for v in column if pd.notna(v)})
+
+
 def sweep_warnings(frame: pd.DataFrame) -> list[str]:
     """What makes a sweep's points not comparable: mixed threads, oversubscription, unequal work."""
     ok = frame[frame["status"] == "ok"]
@@ -186,7 +194,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
             continue
         part = part.assign(config=_config(part, scaling))
         for config, runs in part.groupby("config", sort=True):
-            threads = sorted({int(t) for t in runs["threads_per_rank"] if pd.notna(t)})
+            threads = _distinct(runs["threads_per_rank"])
             if len(threads) > 1:
                 warnings.append(
                     f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
@@ -209,7 +217,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
                         f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
                         "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`."
                     )
-                hoods = sorted({int(h) for h in runs["neighbourhood_size"] if pd.notna(h)})
+                hoods = _distinct(runs["neighbourhood_size"])
                 if len(hoods) > 1:
                     warnings.append(
                         f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
@@ -291,7 +299,7 @@ def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _scored_models(records: list[dict]):
+def _scored_models(records: list[dict]) -> Iterator[tuple[str, dict, dict]]:
     """(run id shown, record, quality) for every scored model: the run's, and cellular's best cell."""
     for r in records:
         if r.get("status") != "ok":
@@ -312,16 +320,16 @@ def _class_set(q: dict) -> str | None:
     return f"{shown} of {q['num_classes']}"
 
 
-def _given(value) -> bool:
+def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _significant(value) -> str:
+def _significant(value: float) -> str:
     """Three significant digits without an exponent (KID ranges from 1e-4 to 1e3 across networks)."""
     return np.format_float_positional(float(value), precision=3, fractional=False, trim="-")
 
 
-def _spread(mean, std, count=None, size=None) -> str:
+def _spread(mean: Any, std: Any, count: Any = None, size: Any = None) -> str:
     """``mean ± std (count×size)``: a score with the splits or subsets it is over."""
     if not _given(mean):
         return NA
@@ -383,7 +391,8 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
         by_net.setdefault(q["features"], []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
-        scores, per_class = [], {field: [] for field in PER_CLASS_BASES}
+        scores: list[dict] = []
+        per_class: dict[str, list[dict]] = {field: [] for field in PER_CLASS_BASES}
         for name, r, q in models:
             row = {
                 "run_id": name,
@@ -454,7 +463,7 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
 # --- plots --------------------------------------------------------------------------------------------------
 
 
-def _plt():
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -462,7 +471,7 @@ def _plt():
     from cycler import cycler
 
     # 20 distinct colours (the default cycle repeats after 10 lines), with changing markers
-    colours = plt.get_cmap("tab20").colors
+    colours = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]  # tab20 is a ListedColormap
     markers = ["o", "s", "^", "D", "v"] * 4
     plt.rcParams["axes.prop_cycle"] = cycler(color=colours) + cycler(marker=markers)
     return plt
@@ -547,12 +556,6 @@ def _slug(text: str) -> str:
 # --- the report ---------------------------------------------------------------------------------------------
 
 
-PAPER_MODELS = {
-    ("data_parallel", "bce"): "DC-GAN",
-    ("conditional", "bce"): "DC-CGAN",
-    ("label_partitioned", "bce"): "Distributed DC-CGAN",
-}
-"""Seed 000's model for each (strategy, loss) of the suite that reproduces one."""
 PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
 PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
 
@@ -730,7 +733,7 @@ def _baseline_section(baselines: Path, records: list[dict], lines: list[str]) ->
         )
         ours = []
         for name, r, q in _scored_models(records):
-            model = PAPER_MODELS.get((r["strategy"], r["loss"]))
+            model = STRATEGIES[r["strategy"]].paper_models.get(r["loss"]) if r["strategy"] in STRATEGIES else None
             dataset = (r.get("dataset") or {}).get("name")
             row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
             if model is None or row.empty:

@@ -1,6 +1,7 @@
 """Run records: ``RESULTS/<run_id>/result.json``, written atomically, loaded into pandas.
 
-A record is written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
+Its schema is :mod:`suite.record`; records are checked against it when read. A record is
+written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
 completed by ``suite run`` with the launcher's view (command, exit code, wall time). Writes go
 to a temporary file in the same folder and are renamed into place, so a reader never sees a
 half-written record, and a crash leaves the previous version intact.
@@ -18,11 +19,12 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
+
 RECORD_FILE = "result.json"
 RUN_FILE = "run.json"
 GENERATOR_FILE = "generator.pt"
 SAMPLES_FILE = "samples.png"
-SCHEMA_VERSION = 1
 
 
 @contextlib.contextmanager
@@ -81,9 +83,10 @@ def read_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a valid result record ({error}); delete it and rerun the run") from None
+    return check_record(data, str(path))
 
 
 def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
@@ -103,89 +106,6 @@ def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
         record = read_record(run_dir)
         if record is not None:
             yield record
-
-
-def record_field(record: dict, path: str) -> Any:
-    """The value at a dotted ``path`` of ``record`` (``"telemetry.step_p50"``), or None where absent."""
-    value: Any = record
-    for part in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-# column name -> path in the record
-FLAT_COLUMNS = {
-    "run_id": "run_id",
-    "status": "status",
-    "error": "error",
-    "strategy": "strategy",
-    "engine": "engine",
-    "loss": "loss",
-    "procs": "procs",
-    "scaling": "scaling",
-    "repeat": "repeat",
-    "label": "label",
-    "grid": "grid",
-    "dataset": "dataset.name",
-    "classes": "classes",
-    "epochs": "epochs",
-    "steps": "generator_steps",
-    "seed": "seed",
-    "budget_s": "budget_s",
-    "global_batch": "global_batch",
-    "wall_s": "wall_s",
-    "setup_s": "setup_s",
-    "warmup_s": "warmup_s",
-    "train_s": "train_s",
-    "eval_s": "eval_s",
-    "finalize_s": "finalize_s",
-    "score_s": "score_s",
-    "threads_per_rank": "threads_per_rank",
-    "cores_per_node": "cores_per_node",
-    "ranks_per_node": "ranks_per_node",
-    "oversubscribed": "oversubscribed",
-    "images_per_s": "images_per_s",
-    "images_per_s_ci95": "images_per_s_ci95",
-    "images_per_s_per_rank": "images_per_s_per_rank",
-    "step_s": "telemetry.step_s",
-    "step_p50": "telemetry.step_p50",
-    "step_p95": "telemetry.step_p95",
-    "step_ci95": "telemetry.step_ci95",
-    "data_s": "telemetry.data_s",
-    "compute_s": "telemetry.compute_s",
-    "comm_wait_s": "telemetry.comm_wait_s",
-    "comm_share": "telemetry.comm_share",
-    "work_images_per_rank": "telemetry.work_images_per_rank",
-    "work_steps_per_rank": "telemetry.work_steps_per_rank",
-    "flops_per_step": "telemetry.flops_per_step",
-    "achieved_flops": "telemetry.achieved_flops_per_rank",
-    "peak_flops": "telemetry.peak_flops_per_rank",
-    "peak_source": "telemetry.peak_source",
-    "fraction_of_peak": "telemetry.fraction_of_peak",
-    "cells_per_rank": "cells_per_rank",
-    "neighbourhood_size": "neighbourhood_size",
-    "comm_bytes": "comm.bytes",
-    "comm_s": "comm.seconds",
-    "timed_steps": "telemetry.timed_steps",
-    "cpu_util_mean": "telemetry.cpu_util_mean",
-    "host_mem_peak_mb": "telemetry.host_mem_peak_mb",
-    "gpu_util_mean": "telemetry.gpu_util_mean",
-    "gpu_util_p95": "telemetry.gpu_util_p95",
-    "gpu_mem_used_mb": "telemetry.gpu_mem_used_mb",
-    "gpu_mem_peak_mb": "telemetry.gpu_mem_peak_mb",
-    "device": "device",
-    "features": "quality.features",
-    "quality_n": "quality.n",
-    "is_mean": "quality.is_mean",
-    "is_std": "quality.is_std",
-    "fid": "quality.fid",
-    "kid_mean": "quality.kid_mean",
-    "kid_std": "quality.kid_std",
-    "tvd": "quality.tvd",
-    "label_acc": "quality.label_acc",
-}
 
 
 KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")

@@ -104,10 +104,12 @@ class Sampler:
             )
             return ["all" if "all" in self.networks else next(iter(self.networks))] * n, labels
         if b.kind == "per_class":
+            assert b.classes is not None, "a per-class bundle names the class of each generator"
             labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs)
             by_class = {c: k for k, c in b.classes.items()}
             return [by_class[int(y)] for y in labels], labels
         if b.kind == "mixture":
+            assert b.weights is not None, "a mixture bundle has weights"
             keys = sorted(b.weights)
             w = np.array([max(b.weights[k], 0.0) for k in keys], dtype=np.float64)
             w = w / w.sum() if w.sum() > 0 else np.full(len(keys), 1.0 / len(keys))

@@ -14,31 +14,40 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 import yaml
 
-# Which losses and engines each strategy takes (the Literal types of RunSpec list every name).
-STRATEGY_LOSSES = {
-    "data_parallel": ("bce", "wgan-gp"),
-    "conditional": ("bce", "wgan-gp"),
-    "label_partitioned": ("bce", "wgan-gp"),
-    "cellular": ("bce", "minimax", "mse", "heuristic", "mustangs"),
-}
-STRATEGY_ENGINES = {
-    "data_parallel": ("horovod", "torch", "mpi", "deepspeed"),
-    "conditional": ("horovod", "torch", "mpi", "deepspeed"),
-    "label_partitioned": ("horovod", "torch", "mpi"),
-    "cellular": ("mpi",),
-}
+from .record import RunSettings
+from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES, engines_for
+from .schema import SchemaError, build
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# Fields whose value must be a registered name (the converter checks them against the registry).
+StrategyName = Annotated[str, STRATEGIES]
+EngineName = Annotated[str, ENGINES]
+LossName = Annotated[str, LOSSES]
+FeatureName = Annotated[str, FEATURES]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SchemaError):
     """A scenario is invalid; the message names the file and field."""
+
+
+B = TypeVar("B")
+
+
+def _build(cls: type[B], data: dict[str, Any], path: str) -> B:
+    """A scenario section from plain data (see :func:`suite.schema.build`), errors as :class:`ScenarioError`."""
+    return build(cls, data, path, ScenarioError)
+
+
+Fail = Callable[[str, str], NoReturn]
+"""How the checks report a broken rule: ``fail(field path, message)`` raises a :class:`ScenarioError`."""
 
 
 @dataclass
@@ -182,14 +191,17 @@ class QualityTarget:
 
     @property
     def value(self) -> float:
-        return self.fid if self.fid is not None else self.kid
+        """The target's number (validation ensures exactly one of fid, kid is given)."""
+        value = self.fid if self.fid is not None else self.kid
+        assert value is not None, "a target gives fid or kid"
+        return value
 
 
 @dataclass
 class MetricsConfig:
     """Image-quality measurement after training."""
 
-    features: str = "auto"
+    features: FeatureName = "auto"
     """``auto``, ``inception`` or ``classifier`` (see the README)."""
     samples: int = 1000
     """Generated (and real) images scored."""
@@ -257,13 +269,13 @@ class DDPConfig:
 class RunSpec:
     """One entry of ``runs``: a strategy on an engine, swept over process counts."""
 
-    strategy: Literal["data_parallel", "conditional", "label_partitioned", "cellular"]
+    strategy: StrategyName
     """Training strategy."""
-    engine: Literal["horovod", "torch", "mpi", "deepspeed"] = "mpi"
+    engine: EngineName = "mpi"
     """Communication engine."""
     procs: list[int] = field(default_factory=lambda: [1])
     """Process counts to run."""
-    loss: Literal["bce", "wgan-gp", "minimax", "mse", "heuristic", "mustangs"] | None = None
+    loss: LossName | None = None
     """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
     grid: list[int] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
@@ -343,23 +355,10 @@ class Run:
 
     def identity(self) -> dict[str, Any]:
         """The fields that name this run in its record (also in a failed record)."""
-        return {
-            "run_id": self.run_id,
-            "scenario": self.scenario,
-            "strategy": self.strategy,
-            "engine": self.engine,
-            "loss": self.loss,
-            "procs": self.procs,
-            "scaling": self.scaling,
-            "repeat": self.repeat,
-            "grid": self.grid,
-            "label": self.label,
-            "epochs": self.train.epochs,
-            "seed": self.train.seed,
-            "budget_s": self.train.budget_s,
-            "critic_norm": self.critic_norm,
-            "traced": self.trace,
-        }
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings) if hasattr(self, f.name)}
+        train = self.train
+        settings = RunSettings(**shared, epochs=train.epochs, seed=train.seed, budget_s=train.budget_s, traced=self.trace)
+        return dataclasses.asdict(settings)
 
     @property
     def critic_norm(self) -> str:
@@ -383,88 +382,13 @@ class Run:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-# --- generic validation of dataclasses from plain data ---------------------------------------
-
-
-def _type_name(tp: Any) -> str:
-    if get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if _is_optional(tp):
-        return _type_name(_strip_optional(tp)) + " or null"
-    if get_origin(tp) is list:
-        return f"a list of {_type_name(get_args(tp)[0])}"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a mapping"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
-
-
-def _is_optional(tp: Any) -> bool:
-    return get_origin(tp) in (typing.Union, types.UnionType) and type(None) in get_args(tp)
-
-
-def _strip_optional(tp: Any) -> Any:
-    args = [a for a in get_args(tp) if a is not type(None)]
-    return args[0] if len(args) == 1 else typing.Union[tuple(args)]
-
-
-_SCALARS: dict[Any, tuple[Any, str]] = {
-    bool: (lambda v: isinstance(v, bool), "true or false"),
-    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
-    str: (lambda v: isinstance(v, str), "a string"),
-    dict: (lambda v: isinstance(v, dict), "a mapping"),
-}
-"""The plain types a scenario field may have: what a value must be, and how the error names it."""
-
-
-def _convert(tp: Any, value: Any, path: str) -> Any:
-    if _is_optional(tp):
-        return None if value is None else _convert(_strip_optional(tp), value, path)
-    origin = get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ScenarioError(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
-        return _build(tp, value, path)
-    if origin is Literal:
-        if value not in get_args(tp):
-            raise ScenarioError(f"{path}: {value!r} is not {_type_name(tp)}")
-        return value
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"{path}: expected {_type_name(tp)}, got {value!r}")
-        (item,) = get_args(tp)
-        return [_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if tp in _SCALARS:
-        accepts, expected = _SCALARS[tp]
-        if not accepts(value):
-            raise ScenarioError(f"{path}: expected {expected}, got {value!r}")
-        return float(value) if tp is float else value
-    raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
-
-
-def _build(cls: type, data: dict[str, Any], path: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    prefix = f"{path}." if path else ""
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ScenarioError(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(fields)}")
-    values = {}
-    for name, f in fields.items():
-        if name in data:
-            values[name] = _convert(hints[name], data[name], f"{prefix}{name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ScenarioError(f"{prefix}{name}: required field is missing")
-    return cls(**values)
-
-
 # --- scenario-level checks ------------------------------------------------------------------------
 
 
 def _check(scenario: Scenario) -> None:
     from .models import check_image_size
 
-    def fail(path: str, message: str) -> None:
+    def fail(path: str, message: str) -> NoReturn:
         raise ScenarioError(f"{path}: {message}")
 
     try:
@@ -491,8 +415,6 @@ def _check(scenario: Scenario) -> None:
     _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
     if not 0 <= scenario.model.dropout < 1:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
-    if scenario.metrics.features not in ("auto", "inception", "classifier"):
-        fail("metrics.features", f"{scenario.metrics.features!r} is not one of 'auto', 'inception', 'classifier'")
     _check_budget_and_target(scenario, fail)
     _check_checkpoints(scenario.train.checkpoint_every, fail)
     _check_cellular(scenario, fail)
@@ -508,12 +430,12 @@ def _check(scenario: Scenario) -> None:
         _check_run_spec(spec, path, scenario, fail)
 
 
-def _check_betas(betas: list[float], path: str, fail) -> None:
+def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
     if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
         fail(path, f"expected two numbers in [0, 1), got {betas}")
 
 
-def _check_train(train: TrainConfig, path: str, fail) -> None:
+def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
     for name in ("epochs", "batch_size"):
         if getattr(train, name) < 1:
@@ -529,7 +451,7 @@ def _check_train(train: TrainConfig, path: str, fail) -> None:
         fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
 
 
-def _check_budget_and_target(scenario: Scenario, fail) -> None:
+def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
     target = scenario.metrics.target
     if target is not None:
         if (target.fid is None) == (target.kid is None):
@@ -552,15 +474,16 @@ def _check_budget_and_target(scenario: Scenario, fail) -> None:
         path = "train.stop_at_target" if not (spec.train or {}).get("stop_at_target") else f"runs[{i}].train.stop_at_target"
         if target is None:
             fail(path, "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
-        if spec.strategy not in ("data_parallel", "conditional"):
+        if not STRATEGIES[spec.strategy].data_parallel:
+            together = ", ".join(e.name for e in STRATEGIES if e.data_parallel)
             fail(
                 path,
-                f"stops one model trained by all ranks (data_parallel, conditional), not {spec.strategy}: "
+                f"stops one model trained by all ranks ({together}), not {spec.strategy}: "
                 "its time to target is read from the quality curve instead",
             )
 
 
-def _check_checkpoints(every: CheckpointEvery | None, fail) -> None:
+def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
     if every is None:
         return
     if (every.steps is None) == (every.minutes is None):
@@ -587,7 +510,7 @@ def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, met
     return 2048, f"Inception pool space (metrics.features: {metrics.features})"
 
 
-def _check_cellular(scenario: Scenario, fail) -> None:
+def _check_cellular(scenario: Scenario, fail: Fail) -> None:
     cellular = scenario.cellular
     if cellular.iterations is not None and cellular.iterations < 1:
         fail("cellular.iterations", "must be at least 1")
@@ -607,7 +530,7 @@ def _check_cellular(scenario: Scenario, fail) -> None:
         )
 
 
-def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail) -> None:
+def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail: Fail) -> None:
     for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
         value = getattr(horovod, name)
         if value is not None and value < 0:
@@ -618,22 +541,16 @@ def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, 
         fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
 
 
-def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
+def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
     for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
         if getattr(spec, section) != default and spec.engine != engine:
             fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
-    loss = spec.loss or default_loss(spec.strategy)
-    if loss not in STRATEGY_LOSSES[spec.strategy]:
-        fail(
-            f"{path}.loss",
-            f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(STRATEGY_LOSSES[spec.strategy])}",
-        )
-    if spec.engine not in STRATEGY_ENGINES[spec.strategy]:
-        fail(
-            f"{path}.engine",
-            f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(STRATEGY_ENGINES[spec.strategy])}",
-        )
+    loss, losses, engines = spec.loss or default_loss(spec.strategy), STRATEGIES[spec.strategy].losses, engines_for(spec.strategy)
+    if loss not in losses:
+        fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(losses)}")
+    if spec.engine not in engines:
+        fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(engines)}")
     if not spec.procs or any(p < 1 for p in spec.procs):
         fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
     if len(set(spec.procs)) != len(spec.procs):
@@ -652,24 +569,29 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail) -> None:
     _check_batch_split(spec, path, scaling, scenario, fail)
 
 
-def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
+def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
     """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    from .strategies.grid import process_grid
+
     if scaling == "strong":
-        if spec.grid is None or len(spec.grid) != 2 or min(spec.grid) < 1:
+        grid = spec.grid
+        if grid is None or len(grid) != 2 or min(grid) < 1:
             fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
-        cells = spec.grid[0] * spec.grid[1]
         for p in spec.procs:
-            if cells % p:
-                fail(
-                    f"{path}.procs",
-                    f"{p} processes cannot share a {spec.grid[0]}x{spec.grid[1]} grid evenly ({cells} cells); use a divisor of {cells}",
-                )
+            try:
+                process_grid(grid, p)
+            except ValueError as error:
+                fail(f"{path}.procs", str(error))
     else:
         if spec.grids is None or len(spec.grids) != len(spec.procs):
             fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
         blocks = set()
         for p, g in zip(spec.procs, spec.grids):
-            if len(g) != 2 or min(g) < 1 or (g[0] * g[1]) % p:
+            try:
+                if len(g) != 2 or min(g) < 1:
+                    raise ValueError(f"{g} is not [rows, cols]")
+                process_grid(g, p)
+            except ValueError:
                 fail(
                     f"{path}.grids",
                     f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells",
@@ -683,34 +605,40 @@ def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail) -> None:
             )
 
 
-def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail) -> None:
-    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes."""
+def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
+    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes.
+
+    The rules are the runtime's own (:func:`suite.training.local_batch`,
+    :func:`suite.strategies.label_partitioned.class_plan`); their errors are re-raised under the entry's field.
+    """
+    from .training import TrainingError, local_batch
+
     batch = run_train(scenario, spec, f"{path}.train").batch_size
-    if spec.strategy in ("data_parallel", "conditional") and scaling == "strong":
+    if STRATEGIES[spec.strategy].data_parallel and scaling == "strong":
         for p in spec.procs:
-            if batch % p:
-                fail(
-                    f"{path}.procs",
-                    f"train.batch_size {batch} cannot be split evenly over {p} processes; use process counts that divide it, or weak scaling",
-                )
-    if spec.strategy == "label_partitioned":
-        n_classes = len(scenario.dataset.classes) if scenario.dataset.classes else None
+            try:
+                local_batch(batch, p)
+            except TrainingError as error:
+                fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
+    classes = scenario.dataset.classes
+    if spec.strategy == "label_partitioned" and classes:
+        from .strategies.label_partitioned import class_plan
+
         for p in spec.procs:
-            if n_classes and p > n_classes and p % n_classes == 0 and batch % (p // n_classes):
+            if scaling == "weak" and p > len(classes):
                 fail(
                     f"{path}.procs",
-                    f"train.batch_size {batch} cannot be split over the {p // n_classes} ranks of each class group at {p} processes",
+                    f"weak scaling trains one class per rank, but only {len(classes)} classes are selected ({p} processes)",
                 )
-            if scaling == "weak":
-                if n_classes is not None and p > n_classes:
-                    fail(
-                        f"{path}.procs",
-                        f"weak scaling trains one class per rank, but only {n_classes} classes are selected ({p} processes)",
-                    )
-            elif n_classes is not None and p > n_classes and p % n_classes:
+            try:
+                for ranks, _ in class_plan(classes, p):
+                    local_batch(batch, len(ranks))
+            except TrainingError as error:  # the class plan names its field (procs); the batch split does not
                 fail(
                     f"{path}.procs",
-                    f"{p} processes for {n_classes} classes: above the class count, processes must be a multiple of it",
+                    f"{p} processes for {len(classes)} classes: {error.reason}"
+                    if error.field
+                    else f"{error} (each class group at {p} processes)",
                 )
 
 
@@ -723,7 +651,7 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
 
 def default_loss(strategy: str) -> str:
     """The loss used when a run entry names none."""
-    return "mustangs" if strategy == "cellular" else "bce"
+    return STRATEGIES[strategy].default_loss
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -764,7 +692,10 @@ def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, 
     return "-".join(parts)
 
 
-def _overlay(base, override):
+T = TypeVar("T", bound="DataclassInstance")
+
+
+def _overlay(base: T, override: T) -> T:
     """``base`` with the fields that ``override`` sets (not null) replaced."""
     return dataclasses.replace(
         base, **{f.name: getattr(override, f.name) for f in dataclasses.fields(override) if getattr(override, f.name) is not None}
@@ -779,8 +710,8 @@ def expand(scenario: Scenario) -> list[Run]:
         scaling = spec.scaling or scenario.scaling
         for j, procs in enumerate(spec.procs):
             grid = None
-            if spec.strategy == "cellular":
-                grid = list(spec.grid) if scaling == "strong" else list(spec.grids[j])
+            if spec.strategy == "cellular":  # validated: a grid, or one grid per process count
+                grid = list(spec.grid or []) if scaling == "strong" else list((spec.grids or [])[j])
             dataset = dataclasses.replace(scenario.dataset)
             if spec.strategy == "label_partitioned" and scaling == "weak":
                 dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])

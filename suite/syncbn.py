@@ -10,20 +10,27 @@ share this code. On a group of one rank it computes exactly what BatchNorm2d com
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from .engines.base import Engine, Group
+
+M = TypeVar("M", bound=nn.Module)
 
 
 class _AllreduceSum(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, engine, group):
+    def forward(ctx: Any, tensor: torch.Tensor, engine: Engine, group: Group) -> torch.Tensor:
         ctx.engine, ctx.group = engine, group
         out = tensor.clone()
         engine.allreduce_sum_(out, group)
         return out
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         # The backward is the same allreduce, applied through this Function again so that it is
         # itself differentiable: the WGAN-GP penalty differentiates through it a second time.
         return _AllreduceSum.apply(grad, ctx.engine, ctx.group), None, None
@@ -32,7 +39,7 @@ class _AllreduceSum(torch.autograd.Function):
 class SyncBatchNorm2d(nn.BatchNorm2d):
     """BatchNorm2d whose batch statistics cover every rank of ``group``."""
 
-    def __init__(self, source: nn.BatchNorm2d, engine, group):
+    def __init__(self, source: nn.BatchNorm2d, engine: Engine, group: Group):
         super().__init__(source.num_features, source.eps, source.momentum, source.affine, source.track_running_stats)
         self.load_state_dict(source.state_dict())
         self.engine, self.group = engine, group
@@ -48,6 +55,8 @@ class SyncBatchNorm2d(nn.BatchNorm2d):
         mean = total[:c] / n
         var = (total[c : 2 * c] / n - mean * mean).clamp_min(0)
         if self.track_running_stats:
+            assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
+            assert self.momentum is not None  # BatchNorm2d's cumulative average (momentum None) is not supported
             with torch.no_grad():
                 self.num_batches_tracked += 1
                 unbiased = var * n / (n - 1).clamp_min(1)
@@ -59,7 +68,7 @@ class SyncBatchNorm2d(nn.BatchNorm2d):
         return y
 
 
-def convert_sync_batchnorm(module: nn.Module, engine, group) -> nn.Module:
+def convert_sync_batchnorm(module: M, engine: Engine, group: Group) -> M:
     """Replace every BatchNorm2d in ``module`` by :class:`SyncBatchNorm2d` over ``group``."""
     for name, child in module.named_children():
         if isinstance(child, nn.BatchNorm2d) and not isinstance(child, SyncBatchNorm2d):

@@ -38,7 +38,7 @@ import random
 import resource
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -333,22 +333,21 @@ class Telemetry:
         return time.perf_counter() - self._window_start - self.paused_s - self.checkpoint_s
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
-        """Stop the window's clock (evaluating a snapshot during training is not training)."""
+    def _stopped(self, counter: str) -> Iterator[None]:
+        """Stop the window's clock while inside, adding the time to the attribute ``counter``."""
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.paused_s += time.perf_counter() - start
+            setattr(self, counter, getattr(self, counter) + time.perf_counter() - start)
 
-    @contextmanager
-    def checkpointing(self) -> Iterator[None]:
+    def paused(self) -> AbstractContextManager[None]:
+        """Stop the window's clock (evaluating a snapshot during training is not training)."""
+        return self._stopped("paused_s")
+
+    def checkpointing(self) -> AbstractContextManager[None]:
         """Stop the window's clock while a checkpoint is saved, and count that time apart."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.checkpoint_s += time.perf_counter() - start
+        return self._stopped("checkpoint_s")
 
     def state_dict(self) -> dict[str, Any]:
         """This rank's measurements so far, for a checkpoint (taken between window steps)."""

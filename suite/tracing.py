@@ -25,7 +25,12 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from .engines.base import Engine
+    from .telemetry import Telemetry
+
 
 PROFILED_STEPS = 3
 """Window steps recorded by the profiler, after one warm-up step of the profiler itself."""
@@ -50,7 +55,7 @@ def trace_files(run_dir: Path) -> list[Path]:
 
 
 @contextmanager
-def profiled_steps(trace: bool, run_dir: Path, engine, telemetry) -> Iterator[None]:
+def profiled_steps(trace: bool, run_dir: Path, engine: Engine, telemetry: Telemetry) -> Iterator[None]:
     """Profile the enclosed steps of ``engine``'s rank when ``trace`` is set (else do nothing).
 
     Steps are counted by ``telemetry.end_step``; the trace is written to ``run_dir`` when the
@@ -79,7 +84,7 @@ def profiled_steps(trace: bool, run_dir: Path, engine, telemetry) -> Iterator[No
         end_step(images)
         profiler.step()
 
-    telemetry.end_step = end_step_and_advance  # this object only; removed below
+    telemetry.end_step = end_step_and_advance  # type: ignore[method-assign]  # this object only; removed below
     try:
         with profiler:
             yield

@@ -39,7 +39,15 @@ UNLIMITED = 2**62  # steps of a GAN that trains to a time budget without train.s
 
 
 class TrainingError(RuntimeError):
-    """The run's settings cannot train this GAN (e.g. fewer images than one batch)."""
+    """The run's settings cannot train this GAN (e.g. fewer images than one batch).
+
+    ``field`` names the setting at fault when there is one; the message then starts with it, and
+    scenario validation re-raises ``reason`` under the field's full path.
+    """
+
+    def __init__(self, reason: str, field: str | None = None):
+        super().__init__(f"{field}: {reason}" if field else reason)
+        self.reason, self.field = reason, field
 
 
 @dataclass
@@ -55,9 +63,20 @@ class GanResult:
 
 def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     """Adam learning rate and betas for this run's loss."""
-    if run.loss == "wgan-gp":
-        return run.wgan_gp.lr, tuple(run.wgan_gp.betas)
-    return run.train.lr, tuple(run.train.betas)
+    lr, (beta1, beta2) = (run.wgan_gp.lr, run.wgan_gp.betas) if run.loss == "wgan-gp" else (run.train.lr, run.train.betas)
+    return lr, (beta1, beta2)
+
+
+def critic_steps(run: Run) -> int:
+    """Discriminator steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
+    return run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
+
+
+def local_batch(global_batch: int, ranks: int) -> int:
+    """Images per rank of a global batch shared by ``ranks`` ranks; :class:`TrainingError` unless it splits evenly."""
+    if global_batch % ranks:
+        raise TrainingError(f"train.batch_size {global_batch} cannot be split evenly over {ranks} processes")
+    return global_batch // ranks
 
 
 def generator_steps(run: Run, images: int, global_batch: int) -> int:
@@ -66,8 +85,7 @@ def generator_steps(run: Run, images: int, global_batch: int) -> int:
     A pass over ``images`` makes ``images // global_batch`` discriminator steps; WGAN-GP makes
     ``n_critic`` of them per generator step.
     """
-    n_critic = run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
-    steps = run.train.epochs * (images // global_batch) // n_critic
+    steps = run.train.epochs * (images // global_batch) // critic_steps(run)
     return min(steps, run.train.steps) if run.train.steps else steps
 
 
@@ -134,19 +152,14 @@ class GanTrainer:
         self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
         self.loss = get_loss(run.loss)
         self.seed = run.train.seed
-        if global_batch % group.size:
-            raise TrainingError(
-                f"train.batch_size: a global batch of {global_batch} images cannot be split evenly over "
-                f"{group.size} ranks; use a multiple of {group.size}"
-            )
+        self.local_batch = local_batch(global_batch, group.size)
         if len(data) < global_batch:
             raise TrainingError(
                 f"train.batch_size: GAN '{key}' has {len(data)} training images, fewer than one batch of "
                 f"{global_batch}; lower train.batch_size or select more data"
             )
-        self.local_batch = global_batch // group.size
         self.batches_per_epoch = len(data) // global_batch
-        self.n_critic = run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
+        self.n_critic = critic_steps(run)
         if max_steps is None:
             budgeted = run.train.budget_s is not None
             max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, len(data), global_batch)

@@ -32,16 +32,29 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from .failures import Failure, read_statuses, write_status
 from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
+from .record import Communication, DatasetInfo, Placement, TelemetrySummary
 from .results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
 from .scenario import Run
 from .telemetry import spread as telemetry_spread
+
+if TYPE_CHECKING:
+    import torch
+
+    from .data import ImageData
+    from .engines.base import Engine
+    from .sampling import GeneratorBundle
+    from .strategies.base import Outcome
+    from .telemetry import Telemetry
+
 
 log = logging.getLogger("suite.worker")
 
@@ -50,7 +63,7 @@ class LaunchMismatch(RuntimeError):
     """The launcher, the engine and the run disagree about the processes."""
 
 
-def _check_agreement(engine, launch: LaunchInfo, run: Run) -> None:
+def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
     if launch.launcher != "none" and (engine.rank, engine.size) != (launch.rank, launch.size):
         raise LaunchMismatch(
             f"the {launch.launcher} launcher says rank {launch.rank} of {launch.size}, but the {engine.name} engine "
@@ -89,42 +102,43 @@ def _summaries(per_rank: list[dict]) -> dict:
     fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
     gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
-    return {
-        "warmup_steps_per_rank": [r["warmup"]["steps"] for r in per_rank],
-        "timed_steps": int(min(steps)) if steps else 0,
-        "step_s": step_s,
-        "step_p50": spread["p50"],
-        "step_p95": spread["p95"],
-        "step_mean": spread["mean"],
-        "step_ci95": spread["ci95"],
-        "data_s": _per_step(windows, "data"),
-        "compute_s": _per_step(windows, "compute"),
-        "comm_wait_s": comm_s,
-        "comm_share": (comm_s / step_s) if step_s and comm_s is not None else None,
-        "steps": int(sum(r["steps"] for r in per_rank)),
-        "work_images_per_rank": [w["images"] for w in windows],
-        "work_steps_per_rank": steps,
-        "busy_s_per_rank": [w["busy_seconds"] for w in windows],
-        "flops_per_step": flops[0] if len(set(flops)) == 1 else None,
-        "flops_per_step_per_rank": flops,
-        "achieved_flops_per_rank": float(np.mean([a for a in achieved if a is not None]))
+    summary = TelemetrySummary(
+        warmup_steps_per_rank=[r["warmup"]["steps"] for r in per_rank],
+        timed_steps=int(min(steps)) if steps else 0,
+        step_s=step_s,
+        step_p50=spread["p50"],
+        step_p95=spread["p95"],
+        step_mean=spread["mean"],
+        step_ci95=spread["ci95"],
+        data_s=_per_step(windows, "data"),
+        compute_s=_per_step(windows, "compute"),
+        comm_wait_s=comm_s,
+        comm_share=(comm_s / step_s) if step_s and comm_s is not None else None,
+        steps=int(sum(r["steps"] for r in per_rank)),
+        work_images_per_rank=[w["images"] for w in windows],
+        work_steps_per_rank=steps,
+        busy_s_per_rank=[w["busy_seconds"] for w in windows],
+        flops_per_step=flops[0] if len(set(flops)) == 1 else None,
+        flops_per_step_per_rank=flops,
+        achieved_flops_per_rank=float(np.mean([a for a in achieved if a is not None]))
         if any(a is not None for a in achieved)
         else None,
-        "peak_flops_per_rank": float(np.mean(peaks)),
-        "peak_source": per_rank[0]["peak"]["source"],
-        "fraction_of_peak": float(np.mean(fractions)) if fractions else None,
-        "cpu_util_mean": _mean_of(per_rank, "cpu_util"),
-        "host_mem_peak_mb": max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
-        "gpu_util_mean": _mean_of(per_rank, "gpu_util"),
-        "gpu_util_p95": _mean_of(per_rank, "gpu_util", "p95"),
-        "gpu_mem_used_mb": gpu_used / 2**20 if gpu_used is not None else None,
-        "gpu_mem_peak_mb": max(gpu_peaks) / 2**20 if gpu_peaks else None,
-        "gpu_note": per_rank[0].get("gpu_note"),
-        "per_rank": per_rank,
-    }
+        peak_flops_per_rank=float(np.mean(peaks)),
+        peak_source=per_rank[0]["peak"]["source"],
+        fraction_of_peak=float(np.mean(fractions)) if fractions else None,
+        cpu_util_mean=_mean_of(per_rank, "cpu_util"),
+        host_mem_peak_mb=max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
+        gpu_util_mean=_mean_of(per_rank, "gpu_util"),
+        gpu_util_p95=_mean_of(per_rank, "gpu_util", "p95"),
+        gpu_mem_used_mb=gpu_used / 2**20 if gpu_used is not None else None,
+        gpu_mem_peak_mb=max(gpu_peaks) / 2**20 if gpu_peaks else None,
+        gpu_note=per_rank[0].get("gpu_note"),
+        per_rank=per_rank,
+    )
+    return asdict(summary)
 
 
-def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
+def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int) -> dict:
     """Record fields of quality: the final model's, its curve along the window, time to target,
     extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
     from .metrics import Reference, evaluate_sampler
@@ -135,9 +149,10 @@ def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
     ref = Reference.for_run(run, device)
     networks = ref.networks()
 
-    def score(bundle) -> dict:
+    def score(bundle: GeneratorBundle) -> dict:
         return evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
 
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     quality = score(outcome.bundle)
     untrained = untrained_baseline(ref, networks, run.model.latent_dim)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
@@ -155,7 +170,7 @@ def _score(run: Run, outcome, device, train_s: float, steps: int) -> dict:
     return fields
 
 
-def _save_sample_grid(bundle, path: Path, seed: int) -> None:
+def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
     """64 samples, or 8 per class in rows of one class each for models that generate by class."""
     from .plots import save_image_grid
     from .sampling import Sampler
@@ -167,7 +182,9 @@ def _save_sample_grid(bundle, path: Path, seed: int) -> None:
         save_image_grid(sampler.sample(64, seed=seed)[0], path)
 
 
-def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict], outcome, placement: dict) -> dict:
+def _ok_record(
+    run: Run, launch: LaunchInfo, engine: Engine, data: ImageData, per_rank: list[dict], outcome: Outcome, placement: dict
+) -> dict:
     """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
     import torch
 
@@ -185,13 +202,11 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
     return {
         "status": "ok",
         "error": None,
-        "dataset": {
-            "name": data.name,
-            "split": data.split,
-            "image_size": run.dataset.image_size,
-            "images": len(data),
-            "classes": data.classes,
-        },
+        "dataset": asdict(
+            DatasetInfo(
+                name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
+            )
+        ),
         "launcher": launch.launcher,
         "engine_settings": engine.settings(),
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
@@ -203,22 +218,25 @@ def _ok_record(run: Run, launch: LaunchInfo, engine, data, per_rank: list[dict],
         "images_per_s": images_per_s,
         "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
-        "comm": {
-            "bytes": int(sum(w["comm_bytes"] for w in windows)),
-            "bytes_outside_window": int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
-            "seconds": float(np.mean([w["comm"] for w in windows])),
-            "largest_group": max(r["comm_largest_group"] for r in per_rank),
-            "per_rank_bytes": [w["comm_bytes"] for w in windows],
-            "per_rank_seconds": [w["comm"] for w in windows],
-        },
+        "comm": asdict(
+            Communication(
+                bytes=int(sum(w["comm_bytes"] for w in windows)),
+                bytes_outside_window=int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
+                seconds=float(np.mean([w["comm"] for w in windows])),
+                largest_group=max(r["comm_largest_group"] for r in per_rank),
+                per_rank_bytes=[w["comm_bytes"] for w in windows],
+                per_rank_seconds=[w["comm"] for w in windows],
+            )
+        ),
         "telemetry": telemetry,
         "env": versions(),
         **outcome.fields,
     }
 
 
-def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
+def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
     """Rank 0: score the model and its snapshots, and save a sample grid."""
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     if run.metrics.enabled:
         steps = record["generator_steps"]
@@ -229,16 +247,17 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome, device) -> None:
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
     """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
     cores, allowed = node_cores()
-    return {
-        "threads_per_rank": threads,
-        "cores_per_node": cores,
-        "cores_allowed": allowed,
-        "ranks_per_node": launch.local_size,
-        "oversubscribed": launch.local_size * threads > cores,
-    }
+    placement = Placement(
+        threads_per_rank=threads,
+        cores_per_node=cores,
+        cores_allowed=allowed,
+        ranks_per_node=launch.local_size,
+        oversubscribed=launch.local_size * threads > cores,
+    )
+    return asdict(placement)
 
 
-def _fail_at_step(telemetry, rank: int) -> None:
+def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
     """The test hook of the module docstring: make this rank fail after a given step."""
     at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
     if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
@@ -252,7 +271,7 @@ def _fail_at_step(telemetry, rank: int) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
 
-    telemetry.end_step = failing_end_step
+    telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
 
 
 def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
@@ -367,7 +386,8 @@ def execute(run: Run, run_dir: Path) -> int:
             "comm_largest_group": engine.comm.largest_group,
         }
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
-        if engine.rank == 0:
+        if per_rank is not None:  # rank 0
+            assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
             record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
             if checkpointer is not None:
                 record.update(checkpointer.fields(per_rank))
@@ -389,7 +409,7 @@ def execute(run: Run, run_dir: Path) -> int:
     except StopRequested as stop:
         log.info("%s (rank %d): %s", run.run_id, rank, stop)
         write_status(run_dir, rank, "stopped", error=str(stop))
-        if engine.size > 1:
+        if engine is not None and engine.size > 1:  # a stop comes from a checkpoint: the engine runs
             _wait_for_stopped(run_dir, run.procs)
             engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE

@@ -85,10 +85,10 @@ def test_records_are_written_atomically_and_readable_by_others(tmp_path):
 
     from suite.results import read_record, update_record, write_record
 
-    write_record(tmp_path / "run", {"run_id": "x", "status": "ok", "value": float("nan")})
+    write_record(tmp_path / "run", {"run_id": "x", "status": "ok", "train_s": float("nan")})  # a field of the record schema
     path = tmp_path / "run" / "result.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
-    assert read_record(tmp_path / "run")["value"] is None  # JSON has no NaN: n/a
+    assert read_record(tmp_path / "run")["train_s"] is None  # JSON has no NaN: n/a
     update_record(tmp_path / "run", wall_s=1.5)
     assert read_record(tmp_path / "run")["wall_s"] == 1.5 and read_record(tmp_path / "run")["status"] == "ok"
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["result.json"]  # no temporary files left

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from ..telemetry import CommStats, HostTimeline, timeline_for
+from ..telemetry import CommStats, CudaTimeline, HostTimeline, timeline_for
+
+if TYPE_CHECKING:
+    from ..launchenv import LaunchInfo
+    from ..scenario import Run
 
 
 @dataclass
@@ -45,8 +50,22 @@ def uses_cuda() -> bool:
     return torch.cuda.is_available() and os.environ.get("SUITE_DEVICE", "auto") != "cpu"
 
 
-def tensor_bytes(tensors) -> int:
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes the tensors hold."""
     return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """No gradients into ``module``'s trainable parameters while inside (D while G trains through it)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 class Replica:
@@ -82,17 +101,9 @@ class Replica:
     def step(self) -> None:
         self.optimizer.step()
 
-    @contextmanager
-    def frozen(self) -> Iterator[None]:
+    def frozen(self) -> AbstractContextManager[None]:
         """Stop gradients into this network (used for D while G trains through it)."""
-        params = [p for p in self.network.parameters() if p.requires_grad]
-        for p in params:
-            p.requires_grad_(False)
-        try:
-            yield
-        finally:
-            for p in params:
-                p.requires_grad_(True)
+        return frozen(self.network)
 
 
 class Engine(ABC):
@@ -107,8 +118,16 @@ class Engine(ABC):
         self.local_rank = 0
         self.local_size = 1
         self.device = torch.device("cpu")
-        self.timeline = HostTimeline()
+        self.timeline: HostTimeline | CudaTimeline = HostTimeline()
         self._splits: dict[tuple[tuple[int, ...], ...], Group] = {}
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> Engine:
+        """The engine with ``run``'s settings, not started yet; engines without settings take none.
+
+        ``run_dir`` receives what the engine writes itself (traces, logs).
+        """
+        return cls()
 
     # --- life cycle ---------------------------------------------------------------------------
     @abstractmethod
@@ -211,6 +230,21 @@ class Engine(ABC):
     @abstractmethod
     def _max_(self, votes: torch.Tensor, group: Group) -> None:
         """Element-wise maximum of a small host tensor over ``group``, in place (not counted)."""
+
+    # --- capabilities (see suite.registry) -------------------------------------------------------
+    def capabilities(self) -> frozenset[str]:
+        """What this engine offers beyond the common interface, as registered in :mod:`suite.registry`."""
+        from ..registry import ENGINES
+
+        return ENGINES[self.name].capabilities if self.name in ENGINES else frozenset()
+
+    def cartesian(self, dims: Sequence[int]) -> Any:
+        """A periodic Cartesian communicator of shape ``dims`` over all ranks (engines with the ``cartesian`` capability).
+
+        Ranks keep their world rank (no reordering); the communicator offers point-to-point
+        sends between grid neighbours (mpi4py's ``Cartcomm``).
+        """
+        raise NotImplementedError(f"the {self.name} engine has no Cartesian communicator")
 
     # --- objects (not counted: used to gather results after training) -------------------------
     @abstractmethod

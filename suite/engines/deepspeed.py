@@ -25,14 +25,20 @@ import logging
 import os
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
 
+from ..launchenv import LaunchInfo
+from ..scenario import Run
 from ..tracing import COMMS_LOG
 from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine
+
+if TYPE_CHECKING:
+    from torch import nn
+
 
 COUNTED = (
     "all_reduce",
@@ -46,7 +52,7 @@ COUNTED = (
 )
 
 
-def _payload(args, kwargs) -> int:
+def _payload(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """Bytes of the tensor(s) a collective was handed (the first tensor argument, or a list of them)."""
     first = args[0] if args else next(iter(kwargs.values()), None)
     if torch.is_tensor(first):
@@ -57,11 +63,21 @@ def _payload(args, kwargs) -> int:
 
 
 class DeepSpeedReplica(Replica):
-    def __init__(self, network, optimizer, engine: "DeepSpeedEngine", group: Group, name: str, local_batch: int):
+    def __init__(
+        self,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        engine: DeepSpeedEngine,
+        group: Group,
+        name: str,
+        local_batch: int,
+    ):
         import deepspeed
 
         super().__init__(network, optimizer)
         config = engine.config_for(local_batch, group.size)
+        self.module: Any  # DeepSpeed's engine: backward() and step() of its own
+        self.optimizer: Any
         self.module, self.optimizer, _, _ = deepspeed.initialize(model=network, optimizer=optimizer, config=config)
         self.rank, self.zero_stage = group.rank, engine.zero_stage
         self.shared_optimizer = engine.zero_stage == 0  # ZeRO partitions the optimizer state over the ranks
@@ -70,7 +86,7 @@ class DeepSpeedReplica(Replica):
         if self.zero_stage == 0:  # the run's own Adam
             return super().load_optimizer_state(state)
         # ZeRO: this rank's partition, and its fp32 master weights exactly as saved
-        partitions = [None] * (self.rank + 1)
+        partitions: list[dict | None] = [None] * (self.rank + 1)
         partitions[self.rank] = state
         self.optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
 
@@ -89,11 +105,17 @@ class DeepSpeedEngine(TorchEngine):
 
     name = "deepspeed"
 
-    def __init__(self, launch, zero_stage: int = 0, extra_config: dict | None = None, comms_log_dir: Path | None = None) -> None:
+    def __init__(
+        self, launch: LaunchInfo, zero_stage: int = 0, extra_config: dict | None = None, comms_log_dir: Path | None = None
+    ) -> None:
         super().__init__(launch)
         self.zero_stage, self.extra_config, self.comms_log_dir = zero_stage, extra_config, comms_log_dir
         self.config: dict[str, Any] | None = None  # the last config handed to deepspeed.initialize
         self._counting = True
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> DeepSpeedEngine:
+        return cls(launch, run.deepspeed.zero_stage, run.deepspeed.config, run_dir if run.trace else None)
 
     def config_for(self, local_batch: int, group_size: int) -> dict[str, Any]:
         """The DeepSpeed config of one network: generated, with the run's ``deepspeed.config`` on top."""
@@ -137,9 +159,9 @@ class DeepSpeedEngine(TorchEngine):
             if hasattr(dist, name):
                 setattr(dist, name, self._counted(getattr(dist, name)))
 
-    def _counted(self, function):
+    def _counted(self, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not self._counting or self.size == 1:  # one rank: nothing crosses a process boundary
                 return function(*args, **kwargs)
             start = self.timeline.mark()
@@ -151,7 +173,7 @@ class DeepSpeedEngine(TorchEngine):
         return wrapper
 
     @contextmanager
-    def _uncounted(self):
+    def _uncounted(self) -> Iterator[None]:
         self._counting = False
         try:
             yield
@@ -167,7 +189,9 @@ class DeepSpeedEngine(TorchEngine):
         with self._uncounted():
             super()._max_(votes, group)
 
-    def replicate(self, network, optimizer, group: Group, name: str, local_batch: int | None = None) -> Replica:
+    def replicate(
+        self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str, local_batch: int | None = None
+    ) -> Replica:
         # Also for one rank: the DeepSpeed engine (and its optimizer wrapper) is what is being measured.
         return DeepSpeedReplica(network, optimizer, self, group, name, local_batch or 1)
 
@@ -182,7 +206,7 @@ class DeepSpeedEngine(TorchEngine):
         printed = io.StringIO()
         with redirect_stdout(printed):
             summary = deepspeed.comm.log_summary(return_dict=True)
-        if self.rank == 0:
+        if self.rank == 0 and self.comms_log_dir is not None:
             path = self.comms_log_dir / COMMS_LOG
             path.write_text(json.dumps(summary, indent=1, default=str))
             path.with_suffix(".txt").write_text(printed.getvalue())

@@ -21,12 +21,14 @@ import csv
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
 
-from ..scenario import HorovodConfig
+from ..launchenv import LaunchInfo
+from ..registry import STRATEGIES
+from ..scenario import HorovodConfig, Run
 from ..tracing import AUTOTUNE_LOG, TIMELINE_FILE
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
 
@@ -45,7 +47,7 @@ def _flag(value: str) -> bool:
 
 
 # setting -> (environment variable, Horovod 0.28.1's default (operations.cc), value -> text, text -> value)
-_VARIABLES = {
+_VARIABLES: dict[str, tuple[str, Any, Callable[[Any], str], Callable[[str], Any]]] = {
     "cycle_time_ms": ("HOROVOD_CYCLE_TIME", 1.0, str, _number),
     "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", 128.0, lambda mb: str(mb * 2**20), lambda v: int(_number(v)) / 2**20),
     "cache_capacity": ("HOROVOD_CACHE_CAPACITY", 1024, str, lambda v: int(_number(v))),
@@ -138,7 +140,7 @@ class HorovodReplica(Replica):
             hvd.broadcast_(tensor, root_rank=group.ranks[0], name=f"init.{name}.{key}", process_set=group.handle)
         engine.comm.add(tensor_bytes(state.values()), group.size, (start, engine.timeline.mark()))
         self.params = [p for p in network.parameters() if p.requires_grad]
-        self.optimizer = hvd.DistributedOptimizer(
+        self.optimizer: Any = hvd.DistributedOptimizer(  # Horovod's wrapper: synchronize(), skip_synchronize()
             optimizer,
             named_parameters=[(f"{name}.{n}", p) for n, p in network.named_parameters()],
             op=hvd.Average,
@@ -168,6 +170,10 @@ class HorovodEngine(Engine):
         super().__init__()
         self.config, self.run_dir, self.trace, self.groups = config, Path(run_dir), trace, groups
 
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> HorovodEngine:
+        return cls(run.horovod, run_dir, run.trace, groups=STRATEGIES[run.strategy].splits)
+
     def start(self) -> None:
         import horovod.torch as hvd
 
@@ -193,7 +199,7 @@ class HorovodEngine(Engine):
         self.hvd.shutdown()
 
     def split(self, groups: list[list[int]]) -> Group:
-        def new_handle(ranks: list[int]):
+        def new_handle(ranks: list[int]) -> Any:
             if len(groups) == 1 and len(ranks) == self.size:
                 return self.hvd.global_process_set
             if not self.groups:
@@ -202,7 +208,7 @@ class HorovodEngine(Engine):
 
         return self._split_with(groups, new_handle)
 
-    def _replicate(self, network, optimizer, group, name) -> Replica:
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return HorovodReplica(network, optimizer, self, group, name)
 
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:

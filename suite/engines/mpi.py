@@ -8,26 +8,23 @@ waits for the backward pass on the device, so the wait timed is the copy and the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..flat import flatten, unflatten_
 from .base import Engine, Group, Replica, tensor_bytes
 
 
-def _flat(tensors: list[torch.Tensor]) -> np.ndarray:
-    return torch.cat([t.detach().reshape(-1).cpu() for t in tensors]).numpy()
+def _flat(tensors: Sequence[torch.Tensor]) -> np.ndarray:
+    """A new host buffer holding the tensors (MPI reads and writes it in place)."""
+    return flatten(tensors).numpy()
 
 
-def _unflat_(tensors: list[torch.Tensor], flat: np.ndarray) -> None:
-    offset = 0
-    source = torch.from_numpy(flat)
-    for t in tensors:
-        n = t.numel()
-        t.copy_(source[offset : offset + n].view_as(t))
-        offset += n
+def _unflat_(tensors: Sequence[torch.Tensor], flat: np.ndarray) -> None:
+    unflatten_(tensors, torch.from_numpy(flat))
 
 
 class MPIReplica(Replica):
@@ -55,7 +52,7 @@ class MPIReplica(Replica):
         for p, g in zip(self.params, grads):
             if p.grad is None:
                 p.grad = g
-        _unflat_([p.grad for p in self.params], flat)
+        _unflat_(grads, flat)  # each p.grad is its entry of grads
         self.engine.comm.add(tensor_bytes(grads), self.comm.Get_size(), (start, timeline.mark()))
         self.optimizer.step()
 
@@ -82,13 +79,16 @@ class MPIEngine(Engine):
         # MPI: MPI_Abort ends every rank of the job, under any launcher (mpirun, srun, jsrun)
         self.world_comm.Abort(code)
 
+    def cartesian(self, dims: Sequence[int]) -> Any:
+        return self.world_comm.Create_cart(dims=list(dims), periods=[True] * len(dims), reorder=False)
+
     def split(self, groups: list[list[int]]) -> Group:
         index = next(i for i, ranks in enumerate(groups) if self.rank in ranks)
         ranks = groups[index]
         comm = self.world_comm.Split(color=index, key=ranks.index(self.rank))
         return Group(index=index, ranks=ranks, rank=comm.Get_rank(), handle=comm)
 
-    def _replicate(self, network, optimizer, group, name) -> Replica:
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return MPIReplica(network, optimizer, self, group)
 
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..scenario import DDPConfig
+from ..launchenv import LaunchInfo
+from ..scenario import DDPConfig, Run
 from .base import Engine, Group, Replica, tensor_bytes
+
+if TYPE_CHECKING:
+    from ..telemetry import CudaTimeline, HostTimeline
+
 
 DDP_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": True, "static_graph": False}
 """The suite's DDP settings where a run sets none: DDP's own buckets, gradients as bucket views (README)."""
@@ -40,7 +46,7 @@ def ddp_arguments(config: DDPConfig) -> dict[str, Any]:
 class _HookState:
     """State of :func:`_counting_allreduce`: bytes handed to the network and timeline marks."""
 
-    def __init__(self, group: Group, timeline):
+    def __init__(self, group: Group, timeline: HostTimeline | CudaTimeline):
         self.pg, self.size, self.timeline = group.handle, group.size, timeline
         self.nbytes = 0
         self.last_launch = None
@@ -55,7 +61,7 @@ class _HookState:
         return nbytes, wait
 
 
-def _counting_allreduce(state, bucket):  # no annotations: DDP checks them, and ours are postponed strings
+def _counting_allreduce(state, bucket):  # type: ignore[no-untyped-def]  # no annotations: DDP checks them, and ours are postponed strings
     """DDP communication hook: average the bucket like DDP's default hook, counting and timing it."""
     buffer = bucket.buffer()
     state.nbytes += buffer.numel() * buffer.element_size()
@@ -63,7 +69,7 @@ def _counting_allreduce(state, bucket):  # no annotations: DDP checks them, and 
     state.last_launch = state.timeline.mark()
     future = dist.all_reduce(buffer, group=state.pg, async_op=True).get_future()
 
-    def done(fut):
+    def done(fut: Any) -> Any:
         state.last_done = state.timeline.mark()
         return fut.value()[0]
 
@@ -97,9 +103,13 @@ class TorchEngine(Engine):
 
     name = "torch"
 
-    def __init__(self, launch, ddp: DDPConfig | None = None) -> None:
+    def __init__(self, launch: LaunchInfo, ddp: DDPConfig | None = None) -> None:
         super().__init__()
         self.launch, self.ddp = launch, ddp or DDPConfig()
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> TorchEngine:
+        return cls(launch, run.ddp)
 
     def start(self) -> None:
         self.rank, self.size = self.launch.rank, self.launch.size
@@ -130,10 +140,10 @@ class TorchEngine(Engine):
             dist.destroy_process_group()
 
     def split(self, groups: list[list[int]]) -> Group:
-        def new_handle(ranks: list[int]):
+        def new_handle(ranks: list[int]) -> Any:
             return dist.new_group(ranks) if len(groups) > 1 else dist.group.WORLD
 
-        def new_host_handle(ranks: list[int]):  # NCCL groups take device tensors only: agree over Gloo
+        def new_host_handle(ranks: list[int]) -> Any:  # NCCL groups take device tensors only: agree over Gloo
             return dist.new_group(ranks, backend="gloo") if len(groups) > 1 else self.object_group
 
         return self._split_with(groups, new_handle, new_host_handle if dist.get_backend() == "nccl" else None)
@@ -141,7 +151,7 @@ class TorchEngine(Engine):
     def _max_(self, votes: torch.Tensor, group: Group) -> None:
         dist.all_reduce(votes, op=dist.ReduceOp.MAX, group=group.host_handle)
 
-    def _replicate(self, network, optimizer, group, name) -> Replica:
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return DDPReplica(network, optimizer, self, group)
 
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:

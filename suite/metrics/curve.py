@@ -9,7 +9,11 @@ train, at the resolution of the curve's spacing).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..scenario import QualityTarget
+
 
 METRIC_FIELDS = {"fid": "fid", "kid": "kid_mean"}
 """Target metric name -> field of a quality block / curve point."""
@@ -29,13 +33,13 @@ def curve_point(quality: dict[str, Any], clock_s: float, step: int) -> dict[str,
     }
 
 
-def meets(point: dict[str, Any], target) -> bool:
+def meets(point: dict[str, Any], target: QualityTarget) -> bool:
     """Whether a curve point meets ``target`` (a :class:`suite.scenario.QualityTarget`)."""
     value = point.get(METRIC_FIELDS[target.metric])
     return value is not None and value <= target.value
 
 
-def time_to_target(curve: list[dict[str, Any]], target, features: str) -> dict[str, Any]:
+def time_to_target(curve: list[dict[str, Any]], target: QualityTarget, features: str) -> dict[str, Any]:
     """When ``curve`` first met ``target``, or that it did not, with the best value reached.
 
     Only points scored with ``features`` count (a target holds under one network).

@@ -29,15 +29,21 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 
 from ..data import class_prior, load_dataset
 from ..results import KID_FIELDS, PER_CLASS_BASES, atomic_write
-from .features import ClassifierNet, ClassifierSpec, FeatureNet, cache_dir, feature_net
+from .features import ClassifierNet, ClassifierSpec, FeatureNet, Features, cache_dir, feature_net
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 from .signals import pixel_std
+
+if TYPE_CHECKING:
+    from ..sampling import Sampler
+    from ..scenario import Run
+
 
 log = logging.getLogger(__name__)
 MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
@@ -60,7 +66,7 @@ class Reference:
     device: str = "cpu"
 
     @classmethod
-    def for_run(cls, run, device) -> "Reference":
+    def for_run(cls, run: Run, device: torch.device | str) -> Reference:
         """The real data of ``run`` (a :class:`suite.scenario.Run`), scored as its metrics settings say."""
         return cls(
             dataset=run.dataset.name,
@@ -77,7 +83,13 @@ class Reference:
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
         """(feature network for IS/FID/KID, suite classifier for class predictions)."""
         net = feature_net(
-            self.features, self.dataset, self.image_size, self.root, self.split, self.inception_weights, self.device
+            self.features,
+            self.dataset,
+            self.image_size,
+            root=self.root,
+            split=self.split,
+            inception_weights=self.inception_weights,
+            device=self.device,
         )
         classifier = (
             net
@@ -87,12 +99,12 @@ class Reference:
         return net, classifier
 
 
-def _cache_path(ref: Reference, net: FeatureNet, *key: object) -> Path:
+def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
     digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, *key]).encode())
     return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
 
 
-def _cached(path: Path, compute) -> dict:
+def _cached(path: Path, compute: Callable[[], dict]) -> dict:
     if path.is_file():
         stored = np.load(path, allow_pickle=False)
         return {k: stored[k] for k in stored.files}
@@ -110,10 +122,10 @@ def reference_rows(size: int, n: int) -> np.ndarray:
     return np.sort(np.random.default_rng(0).permutation(size)[:n])
 
 
-def real_statistics(ref: Reference, net: FeatureNet) -> dict:
+def real_statistics(ref: Reference, net: Features) -> dict:
     """Real-data mean/covariance and features of the ``ref.n`` reference draw, cached per dataset/split/network/n."""
 
-    def compute():
+    def compute() -> dict:
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         images, _ = data.fetch(reference_rows(len(data), ref.n))
         features, _ = net(images)
@@ -131,7 +143,7 @@ def real_class_features(ref: Reference, net: FeatureNet) -> dict:
     over the split, once.
     """
 
-    def compute():
+    def compute() -> dict:
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         features = []
         for lo in range(0, len(data), REAL_CHUNK):
@@ -182,7 +194,12 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
     return scores
 
 
-def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref: Reference, networks=None) -> dict:
+def evaluate_images(
+    images: torch.Tensor,
+    labels: torch.Tensor | np.ndarray,
+    ref: Reference,
+    networks: tuple[FeatureNet, ClassifierNet] | None = None,
+) -> dict:
     """Quality of ``images`` (N, C, H, W) in [-1, 1]; ``labels`` are -1 where unknown."""
     labels = np.asarray(labels, dtype=np.int64)
     if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
@@ -212,6 +229,7 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
     quality.update(_kid(features, real["features"]))
 
     _, class_probs = classifier(images) if classifier is not net else (None, probs)
+    assert class_probs is not None, "the classifier predicts classes"
     predicted = class_probs.argmax(axis=1)
     known = labels >= 0
     quality["tvd"] = total_variation(predicted, class_prior(every["labels"]))
@@ -223,7 +241,9 @@ def evaluate_images(images: torch.Tensor, labels: torch.Tensor | np.ndarray, ref
     return quality
 
 
-def evaluate_sampler(sampler, ref: Reference, seed: int = 0, networks=None) -> dict:
+def evaluate_sampler(
+    sampler: Sampler, ref: Reference, seed: int = 0, networks: tuple[FeatureNet, ClassifierNet] | None = None
+) -> dict:
     """Draw ``ref.n`` samples from ``sampler`` (a :class:`suite.sampling.Sampler`) and score them."""
     images, labels = sampler.sample(ref.n, seed=seed)
     return evaluate_images(images, labels, ref, networks)

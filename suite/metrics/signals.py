@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from .evaluate import Reference
+    from .features import ClassifierNet, FeatureNet
+
 
 IS_FLOOR = 1.05
 """IS below this (within 5 % of 1) means the feature network sees no variety of classes."""
@@ -32,7 +38,7 @@ def pixel_std(images: torch.Tensor) -> float:
     return float(images.float().std(dim=0).mean())
 
 
-def untrained_baseline(ref, networks, latent_dim: int = 100) -> dict:
+def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet], latent_dim: int = 100) -> dict:
     """FID (and KID, when available) of the suite's untrained generator against ``ref``'s real data.
 
     ``ref`` is a :class:`suite.metrics.evaluate.Reference`; the result is cached beside the

@@ -6,13 +6,18 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from ..data import ImageData
 from ..sampling import GeneratorBundle
 from ..scenario import Run
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpointer
+    from ..engines.base import Engine, Group
+    from ..telemetry import Telemetry
 
 
 @dataclass
@@ -40,9 +45,10 @@ class Strategy(ABC):
     are this rank's training state and its return from a checkpoint.
     """
 
-    checkpointer = None  # a suite.checkpoint.Checkpointer, or None: no checkpoints
+    checkpointer: Checkpointer | None = None  # None: no checkpoints
 
-    def __init__(self, run: Run, engine, data: ImageData, telemetry, scratch: Path):
+    def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
+        """The entry point of every strategy (see :func:`suite.strategies.create`)."""
         self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
 
     @abstractmethod
@@ -61,7 +67,7 @@ class Strategy(ABC):
     def finalize(self) -> Outcome:
         """Gather, hand off and package the trained model (complete on rank 0)."""
 
-    def peers(self):
+    def peers(self) -> Group:
         """The group of ranks that communicate with this one while training: they resume from the same checkpoint."""
         return self.engine.world()
 
@@ -75,7 +81,7 @@ class Strategy(ABC):
         """Continue from a checkpoint, after :meth:`setup`; ``load(rank)`` is any rank's :meth:`checkpoint` of it."""
 
 
-def cpu_state(module_or_state) -> dict[str, torch.Tensor]:
+def cpu_state(module_or_state: torch.nn.Module | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A CPU copy of a state dict (what crosses processes and goes to disk)."""
     state = module_or_state.state_dict() if hasattr(module_or_state, "state_dict") else module_or_state
     return {k: v.detach().cpu().clone() for k, v in state.items()}

@@ -43,18 +43,24 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..engines.base import frozen
+from ..flat import flatten, unflatten_
 from ..losses import Loss, get_loss, mustangs_draw
 from ..models import build_pair
+from ..record import CellularFields
+from ..registry import CARTESIAN, engines_for
 from ..scenario import Run
 from ..seeding import derive_seed, torch_generator
 from ..training import UNLIMITED, evenly_spaced_steps
 from .base import Outcome, Strategy, cpu_state, make_bundle
 from .grid import (
+    Cell,
     cells,
     discriminator_trains,
     es_step,
@@ -68,6 +74,14 @@ from .grid import (
     tournament,
 )
 
+if TYPE_CHECKING:
+    from ..data import ImageData
+    from ..engines.base import Engine
+    from ..metrics.evaluate import Reference
+    from ..metrics.features import ClassifierNet, Features
+    from ..telemetry import Telemetry
+
+
 log = logging.getLogger(__name__)
 PHASES = ("exchange", "fitness", "train", "mixture")
 
@@ -77,17 +91,12 @@ PHASES = ("exchange", "fitness", "train", "mixture")
 
 def module_vector(module: nn.Module) -> torch.Tensor:
     """Parameters and buffers of ``module`` as one float32 vector (BatchNorm counters included)."""
-    return torch.cat([t.detach().reshape(-1).float().cpu() for t in module.state_dict().values()])
+    return flatten(module.state_dict().values(), torch.float32)
 
 
 def load_module_vector(module: nn.Module, vector: torch.Tensor) -> None:
     """Inverse of :func:`module_vector` (same architecture)."""
-    offset = 0
-    with torch.no_grad():
-        for tensor in module.state_dict().values():
-            n = tensor.numel()
-            tensor.copy_(vector[offset : offset + n].view_as(tensor).to(tensor.dtype))
-            offset += n
+    unflatten_(module.state_dict().values(), vector)
 
 
 class Layout:
@@ -105,12 +114,12 @@ class Layout:
         self.moments_size = sum(self.param_sizes)
         self.size = self.module_size + 2 * self.moments_size + len(self.param_sizes) + 1
 
-    def pack(self, module: nn.Module, optimizer: torch.optim.Adam, lr: float) -> torch.Tensor:
+    def pack(self, module: nn.Module, optimizer: torch.optim.Optimizer, lr: float) -> torch.Tensor:
         """The individual: ``module``, the state of the Adam optimiser that trains it, and ``lr``."""
         params = optimizer.param_groups[0]["params"]
         states = [optimizer.state.get(p) or {} for p in params]
 
-        def moments(name):
+        def moments(name: str) -> list[torch.Tensor]:
             return [(s[name] if s else torch.zeros_like(p)).detach().reshape(-1).float().cpu() for p, s in zip(params, states)]
 
         steps = torch.tensor([float(s["step"]) if s else 0.0 for s in states], dtype=torch.float32)
@@ -122,7 +131,7 @@ class Layout:
         """Load only the network of a packed individual (to evaluate it)."""
         load_module_vector(module, vector[: self.module_size])
 
-    def load(self, vector: torch.Tensor, module: nn.Module, optimizer: torch.optim.Adam) -> float:
+    def load(self, vector: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer) -> float:
         """Load a packed individual into ``module`` and its ``optimizer``; return its learning rate."""
         self.load_network(vector, module)
         avg_at, sq_at = self.module_size, self.module_size + self.moments_size
@@ -143,7 +152,7 @@ class Layout:
 
 
 @contextlib.contextmanager
-def eval_mode(modules):
+def eval_mode(modules: Sequence[nn.Module]) -> Iterator[None]:
     """Evaluate ``modules`` as the final sampler does (BatchNorm running statistics, no dropout)."""
     modes = [m.training for m in modules]
     for m in modules:
@@ -156,10 +165,10 @@ def eval_mode(modules):
 
 
 @contextlib.contextmanager
-def batchnorm_stats_kept(modules):
+def batchnorm_stats_kept(modules: Sequence[nn.Module]) -> Iterator[None]:
     """Run forward passes in training mode without changing BatchNorm running statistics."""
     saved = [
-        (m, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+        (m, [b.clone() for b in m.buffers(recurse=False)])  # running mean, variance and count
         for module in modules
         for m in module.modules()
         if isinstance(m, nn.BatchNorm2d)
@@ -167,23 +176,9 @@ def batchnorm_stats_kept(modules):
     try:
         yield
     finally:
-        for m, mean, var, count in saved:
-            m.running_mean.copy_(mean)
-            m.running_var.copy_(var)
-            m.num_batches_tracked.copy_(count)
-
-
-@contextlib.contextmanager
-def frozen(module: nn.Module):
-    """No gradients for ``module``'s parameters (the discriminator while a generator trains)."""
-    params = list(module.parameters())
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
+        for m, copies in saved:
+            for buffer, copy in zip(m.buffers(recurse=False), copies):
+                buffer.copy_(copy)
 
 
 # --- one cell -------------------------------------------------------------------------------------------------
@@ -217,7 +212,7 @@ class Genomes:
     individual (see :class:`Layout`).
     """
 
-    def __init__(self, make_pair, population: int):
+    def __init__(self, make_pair: Callable[[int], tuple[nn.Module, nn.Module]], population: int):
         g, d = make_pair(0)
         self.make_pair, self.population = make_pair, population
         self.layouts = {"g": Layout(g), "d": Layout(d)}
@@ -259,7 +254,7 @@ class Genomes:
         return g, d
 
 
-def cell_key(cell) -> str:
+def cell_key(cell: Cell) -> str:
     """The name of a cell's generator in a mixture."""
     return f"cell{cell[0]}_{cell[1]}"
 
@@ -270,22 +265,22 @@ def cell_key(cell) -> str:
 class Exchange:
     """Who sends which cells to whom, fixed for the run; one call moves one iteration's states."""
 
-    def __init__(self, engine, grid, kind: str):
+    def __init__(self, engine: Engine, grid: tuple[int, int], kind: str):
         from mpi4py import MPI
 
         self.MPI, self.engine, self.grid = MPI, engine, grid
         self.pgrid = process_grid(grid, engine.size)
-        self.cart = engine.world_comm.Create_cart(dims=list(self.pgrid), periods=[True, True], reorder=False)
+        self.cart = engine.cartesian(self.pgrid)
         self.rank = self.cart.Get_rank()
         me = tuple(self.cart.Get_coords(self.rank))
         self.owner_rank = {c: self.cart.Get_cart_rank(list(owner(c, grid, self.pgrid))) for c in cells(grid)}
         self.mine = [c for c in cells(grid) if self.owner_rank[c] == self.rank]
         assert all(tuple(owner(c, grid, self.pgrid)) == me for c in self.mine)
         needed = {c for cell in self.mine for c in neighbourhood(cell, grid, kind)}
-        self.recv = {}  # rank -> cells it sends me
+        self.recv: dict[int, list[Cell]] = {}  # rank -> cells it sends me
         for c in sorted(needed - set(self.mine)):
             self.recv.setdefault(self.owner_rank[c], []).append(c)
-        self.send = {}  # rank -> my cells it needs
+        self.send: dict[int, list[Cell]] = {}  # rank -> my cells it needs
         for c in cells(grid):
             if self.owner_rank[c] == self.rank:
                 continue
@@ -300,7 +295,8 @@ class Exchange:
         if not self.send and not self.recv:  # every neighbour lives on this rank
             return dict(states)
         start = self.engine.timeline.mark()
-        requests, buffers, sent = [], {}, 0
+        requests, sent = [], 0
+        buffers: dict[Any, np.ndarray] = {}  # received per rank, and what is sent (kept alive until Waitall)
         for rank, cs in self.recv.items():
             buffers[rank] = np.empty(len(cs) * cell_size, dtype=np.float32)
             requests.append(self.cart.Irecv(buffers[rank], source=rank, tag=tag))
@@ -325,9 +321,11 @@ class Exchange:
 class Cellular:
     """State and steps of the cellular strategy on one rank."""
 
-    def __init__(self, run: Run, engine, data, telemetry, scorer):
+    def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scorer: MixtureScorer):
         self.run, self.engine, self.data, self.telemetry, self.scorer = run, engine, data, telemetry, scorer
-        self.cfg, self.seed, self.grid = run.cellular, run.train.seed, tuple(run.grid)
+        assert run.grid is not None, "a cellular run has a grid"
+        rows, cols = run.grid
+        self.cfg, self.seed, self.grid = run.cellular, run.train.seed, (rows, cols)
         self.device = engine.device
         self.exchange = Exchange(engine, self.grid, self.cfg.neighbourhood)
         self.genomes = Genomes(self._pair, self.cfg.population)
@@ -345,15 +343,18 @@ class Cellular:
         self.phase_s = dict.fromkeys(PHASES, 0.0)
         self.images = 0
 
-    def _pair(self, seed: int):
+    def _pair(self, seed: int) -> tuple[nn.Module, nn.Module]:
         g, d = build_pair(
             self.run.dataset.image_size, self.data.channels, self.run.model.latent_dim, dropout=self.run.model.dropout, seed=seed
         )
         return g.to(self.device), d.to(self.device)
 
-    def _new_cell(self, c) -> CellState:
-        gs, ds, og, od = [], [], [], []
-        lr, betas = self.run.train.lr, tuple(self.run.train.betas)
+    def _new_cell(self, c: Cell) -> CellState:
+        gs, ds = [], []
+        og: list[torch.optim.Optimizer] = []
+        od: list[torch.optim.Optimizer] = []
+        lr, (beta1, beta2) = self.run.train.lr, self.run.train.betas
+        betas = (beta1, beta2)
         for s in range(self.cfg.population):
             g, d = self._pair(derive_seed(self.seed, "init", "cell", c, s))
             gs.append(g)
@@ -372,28 +373,30 @@ class Cellular:
             return get_loss(self.run.loss)
         return cell.fixed_loss or mustangs_draw(rng)
 
-    def _fetch(self, rows) -> torch.Tensor:
+    def _fetch(self, rows: np.ndarray) -> torch.Tensor:
         with self.telemetry.data():
             images, _ = self.data.fetch(rows)
             return images.to(self.device)
 
-    def _noise(self, n: int, *name) -> torch.Tensor:
+    def _noise(self, n: int, *name: object) -> torch.Tensor:
         return torch.randn(n, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", *name)).to(self.device)
 
-    def _training_batches(self, coords, it: int):
+    def _training_batches(self, coords: Cell, it: int) -> Iterator[torch.Tensor]:
         """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice)."""
         order = np.random.default_rng(derive_seed(self.seed, "order", coords, it)).permutation(len(self.data))
         for b in range(self.batches):
             yield self._fetch(order[b * self.batch : (b + 1) * self.batch])
 
-    def _fitness_sample(self, coords, it: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _fitness_sample(self, coords: Cell, it: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The iteration's fitness images (``fitness_samples`` distinct real ones) and generator noise."""
         rng = np.random.default_rng(derive_seed(self.seed, "fitness", coords, it))
         real = self._fetch(rng.choice(len(self.data), size=self.cfg.fitness_samples, replace=False))
         return real, self._noise(len(real), "fitness", coords, it)
 
     @torch.no_grad()
-    def _fitness(self, gens, discs, sample, loss) -> tuple[list[float], list[float]]:
+    def _fitness(
+        self, gens: list[nn.Module], discs: list[nn.Module], sample: tuple[torch.Tensor, torch.Tensor], loss: Loss
+    ) -> tuple[list[float], list[float]]:
         """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs.
 
         Over the whole sample, in batches of ``train.batch_size``; every pairing sees the same
@@ -455,7 +458,7 @@ class Cellular:
         self._mixture_step(cell, hood, states, it)
         self.phase_s["mixture"] += time.perf_counter() - t
 
-    def _select(self, cell: CellState, states: dict, hood, fitness: dict, rng: random.Random) -> None:
+    def _select(self, cell: CellState, states: dict, hood: list[Cell], fitness: dict, rng: random.Random) -> None:
         """Tournaments copy neighbourhood individuals (weights, Adam state, learning rate) into the cell."""
         p = self.cfg.population
         for kind in ("g", "d"):  # all generators first, as Lipizzaner
@@ -519,7 +522,7 @@ class Cellular:
             for s, part in enumerate(parts):
                 lrs[s] = layout.load(part, nets[s], opts[s])
 
-    def mixture_members(self, cell: CellState, hood, states) -> list[tuple[str, nn.Module]]:
+    def mixture_members(self, cell: CellState, hood: list[Cell], states: dict) -> list[tuple[str, nn.Module]]:
         """(key, generator) of the cell's mixture: the best generator of each neighbourhood cell, its own included."""
         members = []
         for k, n in enumerate(hood):
@@ -527,7 +530,7 @@ class Cellular:
             members.append((cell_key(n), g))
         return members
 
-    def _mixture_step(self, cell: CellState, hood, states, it: int) -> None:
+    def _mixture_step(self, cell: CellState, hood: list[Cell], states: dict, it: int) -> None:
         nets = [g for _, g in self.mixture_members(cell, hood, states)]
         # before and after the proposal the same noise and draws: only the weights differ
         sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
@@ -556,7 +559,7 @@ class Cellular:
 class ClassLogits:
     """The suite classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs)."""
 
-    def __init__(self, classifier):
+    def __init__(self, classifier: ClassifierNet):
         self.classifier = classifier
         self.name = f"{classifier.name}/logits"
         self.detail = f"class logits of the {classifier.detail}"
@@ -577,12 +580,13 @@ class MixtureScorer:
     ``cellular.mixture_features``: the suite classifier's class logits, or the run's metrics network.
     """
 
-    def __init__(self, run: Run, device, reference):
+    def __init__(self, run: Run, device: torch.device, reference: Reference):
         from ..metrics.evaluate import real_statistics
         from ..metrics.features import ClassifierNet, ClassifierSpec
 
         cfg = run.cellular
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
+        self.net: Features
         if cfg.mixture_features == "logits":
             spec = ClassifierSpec(reference.dataset, reference.image_size, reference.root, reference.split)
             self.net = ClassLogits(ClassifierNet(spec, reference.device))
@@ -602,7 +606,7 @@ class MixtureScorer:
         return {"features": self.name, "dim": self.dim, "n": self.n, "n_real": int(self.real["n"]), "sampling": self.sampling}
 
     @torch.no_grad()
-    def __call__(self, generators, weights, seed: int) -> float:
+    def __call__(self, generators: list[nn.Module], weights: np.ndarray, seed: int) -> float:
         from ..metrics.scores import frechet_distance, statistics
 
         members = mixture_assignment(weights, self.n, self.sampling, np.random.default_rng(seed))
@@ -620,8 +624,10 @@ class CellularStrategy(Strategy):
         from ..metrics import Reference
 
         run, engine = self.run, self.engine
-        if not hasattr(engine, "world_comm"):
-            raise ValueError(f"the cellular strategy runs on the mpi engine, not {engine.name}")
+        if CARTESIAN not in engine.capabilities():
+            raise ValueError(
+                f"the cellular strategy needs an engine with a Cartesian communicator ({', '.join(engines_for('cellular'))}), not {engine.name}"
+            )
         reference = Reference.for_run(run, engine.device)
         # Rank 0 prepares (and caches) the feature network and real statistics first; the others
         # then read them from the cache instead of all computing them at once.
@@ -722,7 +728,7 @@ class CellularStrategy(Strategy):
             },
         }
 
-    def restore(self, load) -> None:
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
         state, strategy = load(self.engine.rank), self.cellular
         for c, saved in state["cells"].items():
             cell = strategy.cells[c]
@@ -751,31 +757,31 @@ class CellularStrategy(Strategy):
         }
         gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
         iterations = self.next_iteration
-        fields = {
-            "grid": list(strategy.grid),
-            "process_grid": list(strategy.exchange.pgrid),
-            "cells_per_rank": len(strategy.cells),
-            "neighbourhood": run.cellular.neighbourhood,
-            "neighbourhood_size": max(
+        fields = CellularFields(
+            grid=list(strategy.grid),
+            process_grid=list(strategy.exchange.pgrid),
+            cells_per_rank=len(strategy.cells),
+            neighbourhood=run.cellular.neighbourhood,
+            neighbourhood_size=max(
                 len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)
             ),
-            "population": run.cellular.population,
-            "iterations": iterations,
-            "batches_per_iteration": strategy.batches,
-            "global_batch": strategy.batch,
+            population=run.cellular.population,
+            iterations=iterations,
+            batches_per_iteration=strategy.batches,
+            global_batch=strategy.batch,
             # generator updates of the whole grid
-            "generator_steps": iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
-        }
-        if engine.rank != 0:
-            return Outcome(None, fields=fields)
+            generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+        )
+        if gathered is None:  # not rank 0
+            return Outcome(None, fields=dataclasses.asdict(fields))
         all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
-        fields["phases_s"] = {name: [part["phases"][name] for part in gathered] for name in PHASES}
+        fields.phases_s = {name: [part["phases"][name] for part in gathered] for name in PHASES}
         outcome = _results(run, self.data, strategy, self.scorer, all_cells, fields)
         outcome.curve = _snapshot_curve(run, self.data, strategy, [part["snapshots"] for part in gathered])
         return outcome
 
 
-def _snapshot_curve(run: Run, data, strategy: Cellular, per_rank: list[list[dict]]) -> list:
+def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: list[list[dict]]) -> list:
     """(clock, generator steps, bundle) of the best mixture at each snapshot, for scoring after training.
 
     The best mixture of a snapshot is the one whose own score during training was lowest then,
@@ -802,11 +808,13 @@ def _snapshot_curve(run: Run, data, strategy: Cellular, per_rank: list[list[dict
     return curve
 
 
-def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: dict) -> Outcome:
+def _results(
+    run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: CellularFields
+) -> Outcome:
     """Rank 0: rank the cells and the mixtures, and package the best mixture as the model."""
-    grid, kind = strategy.grid, run.cellular.neighbourhood
+    grid, kind, iterations = strategy.grid, run.cellular.neighbourhood, fields.iterations or 0
 
-    def best_generator(c):  # a cell keeps its individuals best first
+    def best_generator(c: Cell) -> nn.Module:  # a cell keeps its individuals best first
         g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0)[0]
         g.load_state_dict(all_cells[c]["generators"][0])
         return g.to(strategy.device)
@@ -824,24 +832,18 @@ def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cell
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
     bundle = make_bundle(run, data, "mixture", generators, weights=weights)
     best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
-    fields.update(
-        {
-            "best_cell": list(best_cell),
-            "best_mixture_cell": list(best_mix),
-            "mixture_weights": weights,
-            "mixture_score": scorer.record(),
-            "ranking": {
-                "features": scorer.name,
-                "n": scorer.n,
-                "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
-                "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
-            },
-            "history": {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())},
-        }
-    )
+    fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
+    fields.mixture_weights, fields.mixture_score = weights, scorer.record()
+    fields.ranking = {
+        "features": scorer.name,
+        "n": scorer.n,
+        "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
+        "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
+    }
+    fields.history = {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())}
     # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
     mixture_curve = []
-    for it in range(fields["iterations"]):
+    for it in range(iterations):
         points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
         mixture_curve.append(
             {
@@ -852,5 +854,5 @@ def _results(run: Run, data, strategy: Cellular, scorer: MixtureScorer, all_cell
                 "n": scorer.n,
             }
         )
-    fields["mixture_curve"] = mixture_curve
-    return Outcome(bundle, [], fields, extra_bundles={"best_cell": best_cell_bundle})
+    fields.mixture_curve = mixture_curve
+    return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle})

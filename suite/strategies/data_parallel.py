@@ -10,8 +10,17 @@ when the target is met.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..record import DataParallelFields
 from ..training import GanTrainer, generator_steps
 from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..sampling import GeneratorBundle
 
 
 class DataParallel(Strategy):
@@ -46,7 +55,7 @@ class DataParallel(Strategy):
             checkpointer=self.checkpointer,
         )
 
-    def _bundle(self, state):
+    def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
         return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
 
     def _reaches_target(self, trainer: GanTrainer) -> bool:
@@ -63,6 +72,7 @@ class DataParallel(Strategy):
             networks=self.networks,
         )
         self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"]))
+        assert self.run.metrics.target is not None, "stop_at_target is validated to come with metrics.target"
         return meets(self.scored_curve[-1], self.run.metrics.target)
 
     def warm_up(self) -> None:
@@ -71,7 +81,7 @@ class DataParallel(Strategy):
     def checkpoint(self) -> dict:
         return {"steps": self.trainer.result.steps, "trainer": self.trainer.state_dict(), "scored_curve": list(self.scored_curve)}
 
-    def restore(self, load) -> None:
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
         mine = load(self.engine.rank)
         self.trainer.load_state_dict(mine["trainer"], load(0)["trainer"]["shared"])
         self.scored_curve = list(mine["scored_curve"])
@@ -84,13 +94,15 @@ class DataParallel(Strategy):
         digests = self.engine.allgather_object(
             parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network)
         )
-        fields = {
-            "global_batch": self.global_batch,
-            "generator_steps": result.steps,
-            "history": result.history,
-            "replica_digests": digests,
-            "replicas_identical": len(set(digests)) == 1,
-        }
+        fields = asdict(
+            DataParallelFields(
+                global_batch=self.global_batch,
+                generator_steps=result.steps,
+                history=result.history,
+                replica_digests=digests,
+                replicas_identical=len(set(digests)) == 1,
+            )
+        )
         if self.engine.rank != 0:
             return Outcome(None, fields=fields)
         if self.scored_curve:  # scored while training (stop_at_target)

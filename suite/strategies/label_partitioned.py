@@ -20,14 +20,22 @@ clusters are). The model is sampled by class prior, see :mod:`suite.sampling`.
 from __future__ import annotations
 
 import shutil
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
+from ..record import LabelPartitionedFields
 from ..results import atomic_write
 from ..training import GanTrainer, TrainingError
 from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
+
+if TYPE_CHECKING:
+    from ..data import ImageData
+    from ..engines.base import Group
+    from ..scenario import Run
 
 
 def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int]]]:
@@ -44,8 +52,9 @@ def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int
         return [([rank], [int(c) for c in share]) for rank, share in enumerate(shares)]
     if procs % n:
         raise TrainingError(
-            f"procs: {procs} processes cannot be split evenly over {n} classes; above the class count, "
-            f"use a multiple of {n} (or select classes with dataset.classes)"
+            f"{procs} processes cannot be split evenly over {n} classes; above the class count, "
+            f"use a multiple of {n} (or select classes with dataset.classes)",
+            "procs",
         )
     k = procs // n
     return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
@@ -98,7 +107,7 @@ class LabelPartitioned(Strategy):
         for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
             trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
 
-    def peers(self):
+    def peers(self) -> Group:
         return self.group  # class groups train independently: each resumes on its own
 
     def checkpoint(self) -> dict:
@@ -108,7 +117,7 @@ class LabelPartitioned(Strategy):
             "trainers": [t.state_dict() for t in self.trainers],
         }
 
-    def restore(self, load) -> None:
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
         mine, first = load(self.engine.rank), load(self.group.ranks[0])
         for trainer, state, leader in zip(self.trainers, mine["trainers"], first["trainers"]):
             trainer.load_state_dict(state, leader["shared"])
@@ -137,24 +146,24 @@ class LabelPartitioned(Strategy):
                         tmp,
                     )
         engine.barrier()
-        fields = {
-            "classes": [int(c) for c in data.classes],
-            "groups": [{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
-            "replicas_identical": all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
-            "global_batch": run.train.batch_size,
-        }
+        fields = LabelPartitionedFields(
+            classes=[int(c) for c in data.classes],
+            groups=[{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
+            replicas_identical=all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
+            global_batch=run.train.batch_size,
+        )
         if engine.rank != 0:
-            return Outcome(None, fields=fields)
+            return Outcome(None, fields=asdict(fields))
         per_class = _load_classes(scratch, data.classes)
         shutil.rmtree(scratch)  # the bundle below holds them all
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
-        fields["generator_steps"] = {str(e["label"]): e["steps"] for e in per_class}
-        fields["history"] = {str(e["label"]): e["history"] for e in per_class}
-        return Outcome(bundle, _curve(run, data, per_class, keys), fields)
+        fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
+        fields.history = {str(e["label"]): e["history"] for e in per_class}
+        return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields))
 
 
-def _curve(run, data, per_class: list[dict], keys: dict[str, int]) -> list:
+def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int]) -> list:
     """The model as it was at the times the class GANs' snapshots were taken.
 
     At each time, every class contributes its latest snapshot taken by then: on a rank that
