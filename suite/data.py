@@ -176,7 +176,7 @@ def _digits_split_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-        np.savez(partial, **rows)
+        np.savez(partial, train=rows["train"], test=rows["test"])
         os.replace(partial, path)  # atomic: ranks starting together may both write it
     except OSError:  # a read-only home: compute it each time
         pass
