@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 import yaml
+
+from suite.engines.base import Group
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,3 +58,14 @@ def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict
 
 def load_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+@pytest.fixture
+def solo_gloo_group():
+    """A torch.distributed Gloo group of this process alone, as the torch engine sees its world."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield Group(0, [0], 0, dist.group.WORLD)
+    dist.destroy_process_group()

@@ -1,14 +1,12 @@
 """Engine settings: validated in the scenario, reaching the engine (Horovod's environment, DDP's
 constructor, DeepSpeed's config), read back for the record, and compared in the report."""
 
-import socket
 import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from suite.engines.base import Group
@@ -175,16 +173,6 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
 
 
 # --- DDP and DeepSpeed --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def solo_gloo_group():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield Group(0, [0], 0, dist.group.WORLD)
-    dist.destroy_process_group()
 
 
 @pytest.mark.parametrize(

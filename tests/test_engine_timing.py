@@ -6,11 +6,7 @@ tests check the GPU code paths' logic on a CPU: what is waited for before a bloc
 and which interval is recorded as the wait.
 """
 
-import socket
-
-import pytest
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from suite.engines.base import Group
@@ -96,16 +92,6 @@ def test_horovod_waits_for_the_backward_pass_before_synchronize():
     replica.step()
     assert log == ["mark1", "wait1", "synchronize", "mark2", "step"]
     assert Engine.comm.waits == [(1, 2)]
-
-
-@pytest.fixture
-def solo_gloo_group():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    yield Group(0, [0], 0, dist.group.WORLD)
-    dist.destroy_process_group()
 
 
 def test_ddp_hook_marks_the_last_launch_and_the_last_completion(solo_gloo_group):
