@@ -158,10 +158,15 @@ def _digits_file() -> Path:
     return Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
 
 
+def cache_dir() -> Path:
+    """Where the suite caches what it computes once: the digits split, classifiers, real-data statistics
+    (``$SUITE_CACHE``, default ~/.cache/suite)."""
+    return Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
+
+
 def _digits_split_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
     """The fixed stratified train/test rows, computed once by scikit-learn and cached beside the other caches."""
-    cache = Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
-    path = cache / f"digits-split-{DIGITS_SPLIT_SEED}-{DIGITS_TEST_FRACTION}-{len(labels)}.npz"
+    path = cache_dir() / f"digits-split-{DIGITS_SPLIT_SEED}-{DIGITS_TEST_FRACTION}-{len(labels)}.npz"
     try:
         with np.load(path) as stored:
             return {"train": stored["train"], "test": stored["test"]}

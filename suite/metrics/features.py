@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..data import ImageData, load_dataset
+from ..data import ImageData, cache_dir, load_dataset
 from ..registry import FEATURES
 from ..results import atomic_write, atomic_write_text
 
@@ -43,11 +43,6 @@ INCEPTION_SIZE = 299
 
 class FeatureUnavailable(RuntimeError):
     """The requested feature network cannot be built here; the message says why and what to do."""
-
-
-def cache_dir() -> Path:
-    """Where classifiers and real-data statistics are cached (``$SUITE_CACHE``, default ~/.cache/suite)."""
-    return Path(os.environ.get("SUITE_CACHE", Path.home() / ".cache" / "suite"))
 
 
 class Features(Protocol):
