@@ -703,7 +703,11 @@ def _overlay(base: T, override: T) -> T:
 
 
 def expand(scenario: Scenario) -> list[Run]:
-    """All runs of a scenario, in file order, each process count, then each repeat."""
+    """All runs of a scenario: every run's first repeat (in file order, each process count), then every second.
+
+    Interleaving repeats spreads a machine's drift over time (clock boost after idle, a neighbour
+    starting work) over every configuration, instead of biasing the ones that run last.
+    """
     runs: list[Run] = []
     for i, spec in enumerate(scenario.runs):
         loss = spec.loss or default_loss(spec.strategy)
@@ -741,6 +745,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         sweep_procs=list(spec.procs),
                     )
                 )
+    runs.sort(key=lambda run: run.repeat)  # stable: file order within each repeat
     seen: set[str] = set()
     for run in runs:
         if run.run_id in seen:

@@ -117,9 +117,9 @@ def test_expansion_ids_repeats_and_round_trip(tmp_path):
     scenario = parse_scenario(with_(repeats=2))
     runs = expand(scenario)
     assert [r.run_id for r in runs] == [
-        "data_parallel-bce-horovod-p1-r0",
-        "data_parallel-bce-horovod-p1-r1",
+        "data_parallel-bce-horovod-p1-r0",  # repeats interleaved: drift over time hits every configuration alike
         "data_parallel-bce-horovod-p2-r0",
+        "data_parallel-bce-horovod-p1-r1",
         "data_parallel-bce-horovod-p2-r1",
     ]
     runs[0].save(tmp_path / "run.json")
