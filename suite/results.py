@@ -15,11 +15,12 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
+
+if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
+    import pandas as pd
 
 RECORD_FILE = "result.json"
 RUN_FILE = "run.json"
@@ -144,6 +145,8 @@ def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
 
 def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """``records`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    import pandas as pd
+
     rows = [{column: record_field(record, path) for column, path in FLAT_COLUMNS.items()} for record in records]
     frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
     frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)

@@ -11,6 +11,7 @@ and ``dict[str, X]``, ``list[X]``, ``X | None``, ``Literal[...]``, ``Annotated[s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
@@ -103,8 +104,13 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)  # evaluates every annotation: once per class
+
+
 def _values(cls: type, data: dict[str, Any], path: str, error: type[SchemaError], partial: bool) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{path}." if path else ""
     unknown = sorted(set(data) - set(fields))
