@@ -108,6 +108,10 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     neighbourhoods), the work-normalised ``efficiency_work``: images/s per rank at P over P=1's.
     T is ``train_s`` (the training window of the slowest rank), averaged over repeats. Without
     an ok P=1 run, S and E are n/a and the ``note`` column says so.
+
+    Where efficiency went: ``comm_share`` (the window's share blocked on communication) and
+    ``compute_slowdown``, a rank's computation time per image at P over P=1's (above 1: smaller
+    per-rank batches, or ranks slowing each other through shared cores, caches or memory).
     """
     ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
     columns = [
@@ -126,12 +130,17 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         "speedup_std",
         "efficiency",
         "efficiency_work",
+        "comm_share",
+        "compute_slowdown",
         "note",
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
     ok["config"] = _config(ok, scaling)
     ok["work_images"] = ok["work_images_per_rank"].map(lambda v: _mean_of_lists(v) if isinstance(v, list) else None)
+    ok["compute_per_image"] = [
+        _compute_per_image(*args) for args in zip(ok["compute_s"], ok["work_images_per_rank"], ok["work_steps_per_rank"])
+    ]
     grouped = (
         ok.groupby(["config", "procs"], sort=True)
         .agg(
@@ -144,6 +153,8 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
             images_per_s_std=("images_per_s", "std"),
             images_per_s_per_rank=("images_per_s_per_rank", "mean"),
             work_images_per_rank=("work_images", "mean"),
+            comm_share=("comm_share", "mean"),
+            compute_per_image=("compute_per_image", "mean"),
         )
         .reset_index()
     )
@@ -155,6 +166,9 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         for _, row in part.iterrows():
             out = row.to_dict()
             out.update(speedup=None, speedup_std=None, efficiency=None, efficiency_work=None, note="")
+            per_image = out.pop("compute_per_image")
+            base_per_image = None if base.empty else base["compute_per_image"].iloc[0]
+            out["compute_slowdown"] = per_image / base_per_image if per_image and base_per_image else None
             if base.empty:
                 out["note"] = "no P=1 run: speedup and efficiency not computed"
             elif budgeted:  # every run trained for the same time: compare the work done in it
@@ -177,6 +191,13 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
                     out.update(efficiency=ratio / row["procs"] if budgeted else ratio, efficiency_work=work or None)
             rows.append(out)
     return pd.DataFrame(rows, columns=columns)
+
+
+def _compute_per_image(compute_s: Any, images: Any, steps: Any) -> float | None:
+    """Seconds of computation per image a rank put through in a window step (None when unknown)."""
+    if not isinstance(images, list) or not isinstance(steps, list) or not sum(steps) or pd.isna(compute_s):
+        return None
+    return float(compute_s) / (sum(images) / sum(steps)) if sum(images) else None
 
 
 def _distinct(column: pd.Series) -> list[int]:
@@ -850,7 +871,7 @@ def _scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_
                 "efficiency",
             ]
             + (["efficiency_work"] if kind == "weak" else [])
-            + ["note"]
+            + ["comm_share", "compute_slowdown", "note"]
         )
         lines.append(markdown_table(shown[columns]))
         lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
@@ -1085,6 +1106,11 @@ DEFINITIONS = """## Definitions
   per rank). Efficiency E = T(1)/T(P); 1.0 is ideal. Where the work per rank differs (classes of unequal size, a
   cellular neighbourhood that grows with the grid) a warning says so and **efficiency_work** = per-rank images/s at P
   over P=1's compares the rate of work instead.
+- **where efficiency went** (both scaling tables): **comm_share**, the window's share blocked on communication, and
+  **compute_slowdown**, a rank's computation seconds per image at P over P=1's. Above 1 the ranks compute slower than
+  one rank alone: smaller per-rank batches (strong scaling), or ranks slowing each other through shared cores,
+  caches, memory bandwidth or clock boost. Runs that move no bytes (label-partitioned at P <= C) lose efficiency
+  only this way.
 - **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
   and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
 - **mean ± std**: over `repeats` of the same run. Without a P=1 run a speedup is not computed (n/a).

@@ -186,6 +186,22 @@ def test_weak_scaling_efficiency_from_known_times(results):
     table = scaling_table(load_records(results), "weak").set_index("procs")
     assert table.loc[2, "efficiency"] == pytest.approx(10 / 11) and table.loc[4, "efficiency"] == pytest.approx(10 / 12.5)
     assert table["speedup"].isna().all()  # speedup is not defined for weak scaling
+    # where the efficiency went: computation per image grew with the window (compute_s = train_s / 25), the
+    # same images per step; the communication share is each point's own
+    assert table.loc[1, "compute_slowdown"] == pytest.approx(1.0)
+    assert table.loc[2, "compute_slowdown"] == pytest.approx(1.1) and table.loc[4, "compute_slowdown"] == pytest.approx(1.25)
+    assert table.loc[4, "comm_share"] == pytest.approx(0.01 / (12.5 / 20))
+
+
+def test_compute_slowdown_counts_the_images_of_a_step(results, tmp_path):
+    """Strong scaling halves each rank's images per step: equal compute seconds per step are twice the time per image."""
+    root = tmp_path / "halved"
+    for procs in (1, 2):
+        r = record(f"dp-p{procs}", procs=procs, train_s=100.0 / procs)
+        r["telemetry"].update(compute_s=1.0, work_images_per_rank=[960 // procs] * procs, work_steps_per_rank=[10] * procs)
+        write_record(root / r["run_id"], r)
+    table = scaling_table(load_records(root), "strong").set_index("procs")
+    assert table.loc[2, "compute_slowdown"] == pytest.approx(2.0) and table.loc[2, "efficiency"] == pytest.approx(1.0)
 
 
 def test_a_sweep_without_p1_is_reported_as_such(results):
