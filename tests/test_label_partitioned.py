@@ -167,10 +167,10 @@ def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
 
 @pytest.fixture(scope="module")
 def partitioned(tmp_path_factory):
-    """Classes 0 and 1 of digits on 2 and 4 processes, both losses, three engines."""
+    """Classes 0 and 1 of digits on 2 (Horovod) and 4 processes (three engines), both losses."""
     tmp = tmp_path_factory.mktemp("partitioned")
     runs = [
-        {"strategy": "label_partitioned", "engine": "mpi", "loss": "bce", "procs": [2, 4]},
+        {"strategy": "label_partitioned", "engine": "mpi", "loss": "bce", "procs": [4]},
         {"strategy": "label_partitioned", "engine": "horovod", "loss": "wgan-gp", "procs": [2, 4]},
         {"strategy": "label_partitioned", "engine": "torch", "loss": "bce", "procs": [4]},
     ]
@@ -186,10 +186,9 @@ def partitioned(tmp_path_factory):
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("run_id", ["label_partitioned-bce-mpi-p2-r0", "label_partitioned-wgan-gp-horovod-p2-r0"])
-def test_as_many_ranks_as_classes_communicate_nothing(partitioned, run_id):
+def test_as_many_ranks_as_classes_communicate_nothing(partitioned):
     _, records, _ = partitioned
-    r = records[run_id]
+    r = records["label_partitioned-wgan-gp-horovod-p2-r0"]
     assert r["status"] == "ok", r.get("error")
     assert [g["ranks"] for g in r["groups"]] == [[0], [1]] and [g["classes"] for g in r["groups"]] == [[0], [1]]
     assert r["comm"]["bytes"] == 0 and r["comm"]["per_rank_bytes"] == [0, 0] and r["comm"]["largest_group"] == 0
