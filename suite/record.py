@@ -17,13 +17,12 @@ Records of schema 1 (before this module) have the same layout; they load uncheck
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import SchemaError, check
+from .schema import SchemaError, check, type_hints
 
 SCHEMA_VERSION = 2
 """Version of the record layout written now; 2: checked against :class:`Record` when read."""
@@ -335,14 +334,9 @@ def check_record(data: Any, source: str = "record") -> dict[str, Any]:
     return data
 
 
-@functools.cache
-def _type_hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)  # evaluates every annotation of the class: once per class, not per field
-
-
 def _field_type(cls: type, name: str) -> Any:
     """The type of field ``name`` of dataclass ``cls`` with None stripped (Any where it is free-form)."""
-    tp = _type_hints(cls)[name]
+    tp = type_hints(cls)[name]
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     return args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 else tp
 

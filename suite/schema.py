@@ -105,12 +105,13 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)  # evaluates every annotation: once per class
+def type_hints(cls: type) -> dict[str, Any]:
+    """The field types of dataclass ``cls``, ``Annotated`` kept; evaluated once per class (it costs milliseconds)."""
+    return typing.get_type_hints(cls, include_extras=True)
 
 
 def _values(cls: type, data: dict[str, Any], path: str, error: type[SchemaError], partial: bool) -> dict[str, Any]:
-    hints = _hints(cls)
+    hints = type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{path}." if path else ""
     unknown = sorted(set(data) - set(fields))
