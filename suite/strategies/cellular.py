@@ -394,28 +394,36 @@ class Cellular:
         return real, self._noise(len(real), "fitness", coords, it)
 
     @torch.no_grad()
+    def _fakes(self, gens: list[nn.Module], z: torch.Tensor) -> list[list[torch.Tensor]]:
+        """Each generator's images for the fitness noise, in batches of ``train.batch_size``.
+
+        Made once per generator and iteration: the neighbourhood's generators meet the cell's
+        discriminators before and after training on the same noise, and do not change in between.
+        """
+        with batchnorm_stats_kept(gens):
+            return [[g(z[lo : lo + self.batch]) for lo in range(0, len(z), self.batch)] for g in gens]
+
+    @torch.no_grad()
     def _fitness(
-        self, gens: list[nn.Module], discs: list[nn.Module], sample: tuple[torch.Tensor, torch.Tensor], loss: Loss
+        self, fakes: list[list[torch.Tensor]], discs: list[nn.Module], real: torch.Tensor, loss: Loss
     ) -> tuple[list[float], list[float]]:
         """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs.
 
-        Over the whole sample, in batches of ``train.batch_size``; every pairing sees the same
-        images and noise.
+        ``fakes`` holds each G's images (:meth:`_fakes`); over the whole sample, in batches of
+        ``train.batch_size``, every pairing sees the same images and noise.
         """
-        real, z = sample
-        g_fit, d_fit = [0.0] * len(gens), [0.0] * len(discs)
-        with batchnorm_stats_kept(gens + discs):
-            for lo in range(0, len(real), self.batch):
+        g_fit, d_fit = [0.0] * len(fakes), [0.0] * len(discs)
+        with batchnorm_stats_kept(discs):
+            for b, lo in enumerate(range(0, len(real), self.batch)):
                 images = real[lo : lo + self.batch]
                 share = len(images) / len(real)
-                fakes = [g(z[lo : lo + self.batch]) for g in gens]
                 for j, d in enumerate(discs):
                     real_scores = d(images)
                     for k, fake in enumerate(fakes):
-                        fake_scores = d(fake)
+                        fake_scores = d(fake[b])
                         g_fit[k] += share * float(loss.generator(fake_scores)) / len(discs)
-                        d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(gens)
-                self.images += len(images) * len(discs) * (1 + len(gens))
+                        d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(fakes)
+                self.images += len(images) * len(discs) * (1 + len(fakes))
         return g_fit, d_fit
 
     # --- one iteration ---------------------------------------------------------------------------------------
@@ -437,8 +445,9 @@ class Cellular:
         pool = [self.genomes.networks(k * p + s, states[n], s) for k, n in enumerate(hood) for s in range(p)]
         gens, discs = [x[0] for x in pool], [x[1] for x in pool]
         loss = self._loss(cell, rng)
-        sample = self._fitness_sample(cell.coords, it)
-        g_fit, d_fit = self._fitness(gens, discs, sample, loss)
+        real, z = self._fitness_sample(cell.coords, it)
+        pool_fakes = self._fakes(gens, z)
+        g_fit, d_fit = self._fitness(pool_fakes, discs, real, loss)
         self._select(cell, states, hood, {"g": g_fit, "d": d_fit}, rng)
         self.phase_s["fitness"] += time.perf_counter() - t
 
@@ -449,8 +458,8 @@ class Cellular:
         t = time.perf_counter()
         # Trained individuals meet the same opponents on the same sample as the cell's previous
         # ones, which are the neighbourhood's first p (hood[0] is the cell).
-        new_g, _ = self._fitness(cell.generators, discs, sample, loss)
-        _, new_d = self._fitness(gens, cell.discriminators, sample, loss)
+        new_g, _ = self._fitness(self._fakes(cell.generators, z), discs, real, loss)
+        _, new_d = self._fitness(pool_fakes, cell.discriminators, real, loss)
         self._replace(cell, states[cell.coords], {"g": (g_fit[:p], new_g), "d": (d_fit[:p], new_d)})
         self.phase_s["fitness"] += time.perf_counter() - t
 
