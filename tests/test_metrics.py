@@ -146,17 +146,17 @@ def test_tvd():
 
 @pytest.fixture(scope="module")
 def digits_classifier():
-    return ClassifierNet(ClassifierSpec("digits", 32))
+    return ClassifierNet(ClassifierSpec("digits", 20))
 
 
 @pytest.mark.slow
 def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_cache):
     assert digits_classifier.info["heldout_accuracy"] >= 0.95
     assert digits_classifier.name == "classifier:digits"
-    cached = json.loads((isolated_cache / "classifiers" / "digits-train-32px-seed0.json").read_text())
+    cached = json.loads((isolated_cache / "classifiers" / "digits-train-20px-seed0.json").read_text())
     assert cached["heldout_accuracy"] == digits_classifier.info["heldout_accuracy"]
-    again = ClassifierNet(ClassifierSpec("digits", 32))  # from the cache: same weights
-    x = load_dataset("digits", 32, "test").images[:8]
+    again = ClassifierNet(ClassifierSpec("digits", 20))  # from the cache: same weights
+    x = load_dataset("digits", 20, "test").images[:8]
     assert np.allclose(again(x)[0], digits_classifier(x)[0])
 
 
@@ -168,13 +168,13 @@ def disjoint_real_half(real, n):
 
 @pytest.mark.slow
 def test_real_digits_score_far_better_than_noise(digits_classifier):
-    real = load_dataset("digits", 32, "train")
+    real = load_dataset("digits", 20, "train")
     n = len(real) // 2
     half = disjoint_real_half(real, n)
-    ref = Reference("digits", 32, features="classifier", n=n)
+    ref = Reference("digits", 20, features="classifier", n=n)
     networks = (digits_classifier, digits_classifier)
     real_q = evaluate_images(half[0], half[1], ref, networks)
-    noise = torch.rand(n, 1, 32, 32) * 2 - 1
+    noise = torch.rand(n, 1, 20, 20) * 2 - 1
     noise_q = evaluate_images(noise, -np.ones(n, dtype=np.int64), ref, networks)
     assert real_q["fid"] * 10 < noise_q["fid"]
     # KID of two disjoint halves of the real data: 0 within its spread; of noise: far from 0
@@ -210,7 +210,7 @@ def test_real_digits_score_far_better_than_noise(digits_classifier):
 def test_auto_falls_back_to_the_classifier_without_inception_weights(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty hub cache
     monkeypatch.delenv("SUITE_INCEPTION_WEIGHTS", raising=False)
-    assert isinstance(feature_net("auto", "digits", 32), ClassifierNet)
+    assert isinstance(feature_net("auto", "digits", 20), ClassifierNet)
 
 
 def test_missing_weights_file_is_a_clear_error(tmp_path):
@@ -265,11 +265,11 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
 def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_classifier):
     from suite.cli import main
 
-    real = load_dataset("digits", 32, "train")
+    real = load_dataset("digits", 20, "train")
     n = len(real) // 2
     images, labels = disjoint_real_half(real, n)  # the CLI compares with the same-size reference draw
     np.savez(tmp_path / "real.npz", images=images.numpy(), labels=labels.numpy())
-    np.savez(tmp_path / "noise.npz", images=np.random.default_rng(0).uniform(-1, 1, size=(n, 1, 32, 32)).astype(np.float32))
+    np.savez(tmp_path / "noise.npz", images=np.random.default_rng(0).uniform(-1, 1, size=(n, 1, 20, 20)).astype(np.float32))
     scores = {}
     for name in ("real", "noise"):
         assert main(["score", "--samples", str(tmp_path / f"{name}.npz"), "--dataset", "digits", "--json"]) == 0
@@ -307,7 +307,7 @@ def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_clas
 def test_score_command_withholds_fid_below_the_feature_dimension(tmp_path, capsys, digits_classifier):
     from suite.cli import main
 
-    real = load_dataset("digits", 32, "test")
+    real = load_dataset("digits", 20, "test")
     np.savez(tmp_path / "few.npz", images=real.images[:100].numpy(), labels=real.labels[:100])
     assert main(["score", "--samples", str(tmp_path / "few.npz"), "--dataset", "digits", "--json"]) == 0
     q = json.loads(capsys.readouterr().out)

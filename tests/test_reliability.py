@@ -390,8 +390,8 @@ def assert_same_model(record: dict, reference: dict) -> None:
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("engine", ["horovod", "torch"])  # a raising rank under torchrun: the DeepSpeed run below
-def test_a_killed_rank_and_a_raising_rank_end_the_run_and_resuming_gives_the_same_generator(uninterrupted, tmp_path, engine):
+@pytest.mark.parametrize("engine", ["horovod", "torch"])  # raising ranks: the DeepSpeed (torchrun) and MPI runs below
+def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninterrupted, tmp_path, engine):
     run_id = f"data_parallel-bce-{engine}-p2-r0"
     run_dir = tmp_path / "results" / run_id
     # rank 1 is killed after step 3, a step after the first checkpoint
@@ -409,18 +409,7 @@ def test_a_killed_rank_and_a_raising_rank_end_the_run_and_resuming_gives_the_sam
     assert seconds is not None and seconds < 30
     assert not survivors(run_dir)
     segments = [0, 2]
-    if engine == "horovod":  # resumed; rank 1 raises after step 5, a step after the resumed run's checkpoint
-        code, record, seconds = watched(
-            suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume", SUITE_TEST_FAIL_AT_STEP="5"), run_dir
-        )
-        assert code == 1 and record["error"].splitlines()[0] == (
-            f"rank 1 on {HOST} exited with code 1: RuntimeError: injected failure after step 5 (SUITE_TEST_FAIL_AT_STEP)"
-        )
-        assert record["checkpoint"]["index"] == 2 and record["checkpoint"]["steps"] == 4
-        assert seconds is not None and seconds < 30
-        assert not survivors(run_dir)
-        segments.append(4)
-    # resumed (again), to the end: the uninterrupted run's generator, bit for bit
+    # resumed, to the end: the uninterrupted run's generator, bit for bit
     code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume"), run_dir)
     reference = uninterrupted[run_id]
     assert code == 0
