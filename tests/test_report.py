@@ -193,7 +193,7 @@ def test_weak_scaling_efficiency_from_known_times(results):
     assert table.loc[4, "comm_share"] == pytest.approx(0.01 / (12.5 / 20))
 
 
-def test_compute_slowdown_counts_the_images_of_a_step(results, tmp_path):
+def test_compute_slowdown_counts_the_images_of_a_step(tmp_path):
     """Strong scaling halves each rank's images per step: equal compute seconds per step are twice the time per image."""
     root = tmp_path / "halved"
     for procs in (1, 2):
