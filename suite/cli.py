@@ -355,14 +355,15 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
 def cmd_project(args: argparse.Namespace) -> int:
     from .projection import local_network, percent, run_projection, write_projection
     from .report import DEFAULT_BASELINES, markdown_table
-    from .results import atomic_write_text, iter_records
+    from .results import atomic_write_text, read_records
 
     ranks = _int_list("--ranks", args.ranks)
     fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
     if args.compute_scale <= 0:
         raise UsageError("--compute-scale: must be positive (0.01: a device 100 times faster than the measured one)")
-    results = Path(args.results)
-    records = list(iter_records(results))
+    source = Path(args.results)
+    records = read_records(source)  # a results folder, a report folder (its records.json) or a records file
+    results = source if source.is_dir() else source.parent  # where probe.json is looked for; the default --out
     out = Path(args.out) if args.out else results / "projection"
     net = _target_network(args, out)
     result = run_projection(
@@ -377,12 +378,12 @@ def cmd_project(args: argparse.Namespace) -> int:
     )
     if result is None:
         raise UsageError(
-            f"{results}: no run to fit: a fit needs an ok run with per-rank window times that is not "
+            f"{source}: no run to fit: a fit needs an ok run with per-rank window times that is not "
             "oversubscribed (ranks x threads within the node's cores)"
         )
     lines = write_projection(result, out)
     path = out / "projection.md"
-    atomic_write_text(path, "\n".join([f"Results: `{results}` ({len(records)} runs).\n", *lines]))
+    atomic_write_text(path, "\n".join([f"Results: `{source}` ({len(records)} runs).\n", *lines]))
     shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
     print(markdown_table(shown.assign(error=shown["error"].map(percent))))
     print(f"projection on {net.describe()}\nwritten to {path}")
@@ -525,7 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .projection import DEFAULT_RANKS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
-    p.add_argument("results", help="results folder written by suite run")
+    p.add_argument(
+        "results", help="results folder written by suite run, or a report folder or records.json written by suite report"
+    )
     p.add_argument(
         "--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)"
     )

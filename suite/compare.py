@@ -26,12 +26,11 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .record import RecordError, check_record, record_field
+from .record import record_field
 from .report import _config as sweep_label  # the configuration label the report's scaling tables group by
 from .report import markdown_table, scaling_table
-from .results import RECORD_FILE, iter_records, records_frame
+from .results import read_records, records_frame
 
-BASELINE_FILE = "records.json"
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
 
 
@@ -89,27 +88,11 @@ def load_side(path: Path) -> list[dict]:
     """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
 
     ``records.json`` is what ``suite report`` writes beside its report, and the format of the
-    committed baselines (``baselines/regression/<machine>/records.json``).
+    committed baselines (``baselines/regression/<machine>/records.json``); see :func:`suite.results.read_records`.
     """
-    path = Path(path)
-    if path.is_dir() and not any(path.glob(f"*/{RECORD_FILE}")) and (path / BASELINE_FILE).is_file():
-        path = path / BASELINE_FILE
-    if path.is_dir():
-        records = list(iter_records(path))
-        if not records:
-            raise CompareError(f"{path}: no {RECORD_FILE} in its run folders and no {BASELINE_FILE}")
-        return records
-    if not path.is_file():
-        raise CompareError(f"{path}: no such results folder or records file")
     try:
-        records = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise CompareError(f"{path}: not a JSON list of result records ({error})") from None
-    if not isinstance(records, list) or not records or not all(isinstance(r, dict) and "run_id" in r for r in records):
-        raise CompareError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
-    try:
-        return [check_record(r, f"{path}: record {i} ({r['run_id']})") for i, r in enumerate(records)]
-    except RecordError as error:
+        return read_records(path)
+    except ValueError as error:  # RecordError too
         raise CompareError(str(error)) from None
 
 

@@ -54,6 +54,8 @@ DEFAULT_RANKS = [2**i for i in range(13)]
 """``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
 REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""
+PROBE_FILE = "probe.json"
+"""The measured network of a results folder (``suite probe --out RESULTS/probe.json``); ``suite report`` copies it."""
 PAPER_POINTS = "scaling_points.csv"
 SEED001_SPEEDUPS = "seed001_cellular_speedups.csv"
 BUSY_SHARE = 0.8
@@ -858,7 +860,7 @@ def local_network(results_dir: Path, probe: str | None = None) -> Network:
     """The network the results were measured on: ``probe`` or ``RESULTS/probe.json``, else the ``shm`` preset."""
     from .network import probe_network
 
-    path = Path(probe) if probe else results_dir / "probe.json"
+    path = Path(probe) if probe else results_dir / PROBE_FILE
     if probe or path.is_file():
         return probe_network(path)
     return PRESETS["shm"]

@@ -24,9 +24,18 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .projection import report_section
+from .projection import PROBE_FILE, report_section
 from .registry import STRATEGIES
-from .results import KID_FIELDS, PER_CLASS_BASES, SAMPLES_FILE, atomic_write_text, iter_records, load_records, per_class_summary
+from .results import (
+    KID_FIELDS,
+    PER_CLASS_BASES,
+    RECORDS_FILE,
+    SAMPLES_FILE,
+    atomic_write_text,
+    iter_records,
+    load_records,
+    per_class_summary,
+)
 
 log = logging.getLogger(__name__)
 DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -1074,7 +1083,11 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines.append(DEFINITIONS)
     path = out_dir / "report.md"
     atomic_write_text(path, "\n".join(lines))
-    atomic_write_text(out_dir / "records.json", json.dumps(records, indent=1))
+    # the records and the measured network: `suite project REPORT` fits and validates what the report shows
+    atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
+    probe = results_dir / PROBE_FILE
+    if probe.is_file() and probe.resolve() != (out_dir / PROBE_FILE).resolve():
+        atomic_write_text(out_dir / PROBE_FILE, probe.read_text())
     return path
 
 

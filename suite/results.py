@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second
     import pandas as pd
 
 RECORD_FILE = "result.json"
+RECORDS_FILE = "records.json"
+"""All records of a results folder in one JSON list: what ``suite report`` writes beside report.md, and the
+format of the committed baselines."""
 RUN_FILE = "run.json"
 GENERATOR_FILE = "generator.pt"
 SAMPLES_FILE = "samples.png"
@@ -107,6 +110,32 @@ def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
         record = read_record(run_dir)
         if record is not None:
             yield record
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a results folder, of a folder holding ``records.json`` (a report), or of a records JSON list.
+
+    A folder whose run folders hold no ``result.json`` is read from its ``records.json``, so a
+    report folder (``suite report`` writes the records it was made from there) stands for its
+    results. Errors are one line (:class:`ValueError`) naming the path.
+    """
+    path = Path(path)
+    if path.is_dir() and not any(path.glob(f"*/{RECORD_FILE}")) and (path / RECORDS_FILE).is_file():
+        path = path / RECORDS_FILE
+    if path.is_dir():
+        records = list(iter_records(path))
+        if not records:
+            raise ValueError(f"{path}: no {RECORD_FILE} in its run folders and no {RECORDS_FILE}")
+        return records
+    if not path.is_file():
+        raise ValueError(f"{path}: no such results folder or records file")
+    try:
+        records = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not a JSON list of result records ({error})") from None
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) and "run_id" in r for r in records):
+        raise ValueError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
+    return [check_record(r, f"{path}: record {i} ({r['run_id']})") for i, r in enumerate(records)]
 
 
 KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")

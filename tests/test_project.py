@@ -7,9 +7,11 @@ import math
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from suite.cli import main
 from suite.network import PRESETS, Link, Network, allreduce_seconds, fit_link, resolve
 from suite.projection import (
+    REPORT_RANKS,
     CellularModel,
     GanModel,
     Problem,
@@ -400,6 +402,46 @@ def test_nothing_to_fit_is_a_clear_error(tmp_path, capsys):
     write_record(root / "dp-p4", r)
     assert main(["project", str(root)]) == 2
     assert "no run to fit" in capsys.readouterr().err
+
+
+def test_a_folder_without_records_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "empty" / "samples").mkdir(parents=True)
+    assert main(["project", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'empty'}: no result.json in its run folders and no records.json\n"
+
+
+REPORT_RANKS_ARG = ",".join(map(str, REPORT_RANKS))
+PROJECTION_CSVS = ("projection.csv", "projection_validation.csv", "projection_papers.csv")
+
+
+def test_suite_project_on_a_report_folder_shows_the_reports_projection(results, tmp_path, capsys):
+    report = tmp_path / "report"
+    write_report(results, report)
+    assert json.loads((report / "probe.json").read_text()) == json.loads((results / "probe.json").read_text())
+    for i, source in enumerate((report, report / "records.json")):
+        out = tmp_path / f"projection{i}"
+        assert main(["project", str(source), "--ranks", REPORT_RANKS_ARG, "--out", str(out)]) == 0
+        assert "| dp-p2 |" in capsys.readouterr().out
+        for name in PROJECTION_CSVS:  # validated on the copied probe, as the report was
+            pd.testing.assert_frame_equal(pd.read_csv(out / name), pd.read_csv(report / name))
+        assert "probe:probe.json" in (out / "projection.md").read_text()
+
+
+def test_the_example_report_projects_as_it_shows(tmp_path, capsys):
+    example = REPO / "reports" / "digits"
+    out = tmp_path / "projection"
+    assert main(["project", str(example), "--ranks", REPORT_RANKS_ARG, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for name in PROJECTION_CSVS:
+        pd.testing.assert_frame_equal(pd.read_csv(out / name), pd.read_csv(example / name))
+    shown = (example / "report.md").read_text()
+    section = shown[shown.index("## Projection") : shown.index("\n## ", shown.index("## Projection") + 1)]
+    fitted = (out / "projection.md").read_text()
+    for part in ("Fitted model", "Strong scaling, projected speedup", "Weak scaling, projected efficiency"):
+        table = section.split(f"### {part}\n")[1].split("\n#")[0].strip()
+        assert table and table in fitted.replace(f"## {part}\n", f"### {part}\n")
+    for run_id, error in pd.read_csv(example / "projection_validation.csv")[["run_id", "error"]].itertuples(index=False):
+        assert f"| {run_id} |" in printed and (pd.isna(error) or f"{error:+.1%}" in printed)
 
 
 @pytest.mark.multiproc
