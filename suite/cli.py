@@ -516,7 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", choices=("lsf", "slurm"), required=True)
     p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
-    p.add_argument("--walltime", default="02:00", help="HH:MM")
+    p.add_argument(
+        "--walltime",
+        default="2:00:00",
+        help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (default 2:00:00; MM:SS is refused)",
+    )
     p.add_argument("--account", help="project / account to charge")
     p.add_argument("--queue", help="queue (LSF) or partition (Slurm)")
     _add_placement(p)

@@ -254,7 +254,7 @@ def test_jobscript(tmp_path, scheduler):
                 "--ranks-per-node",
                 "6",
                 "--walltime",
-                "06:30",
+                "6:30:00",
             ]
         )
         == 0
@@ -269,6 +269,65 @@ def test_jobscript(tmp_path, scheduler):
         assert "--launcher srun" in text and "SLURM_JOB_NODELIST" in text
     assert f"{sys.executable} -m suite run {scenario} --out results/mnist-weak --resume" in text
     assert f"{sys.executable} -m suite report results/mnist-weak" in text
+
+
+@pytest.mark.parametrize(
+    "walltime, seconds, slurm, lsf",
+    [
+        ("90", 5400, "01:30:00", "01:30"),  # minutes
+        ("6:30:00", 23400, "06:30:00", "06:30"),  # hours:minutes:seconds
+        ("0:45:30", 2730, "00:45:30", "00:46"),  # LSF counts minutes: seconds round up, as Slurm does
+        ("48:00:00", 172800, "2-00:00:00", "48:00"),
+        ("1-12", 129600, "1-12:00:00", "36:00"),  # days-hours
+        ("1-12:30", 131400, "1-12:30:00", "36:30"),  # days-hours:minutes
+        ("2-00:00:05", 172805, "2-00:00:05", "48:01"),  # days-hours:minutes:seconds
+        ("5400s", 5400, "01:30:00", "01:30"),
+        ("90m", 5400, "01:30:00", "01:30"),
+        ("6H", 21600, "06:00:00", "06:00"),
+        ("1d", 86400, "1-00:00:00", "24:00"),
+    ],
+)
+def test_walltime_takes_slurms_forms_and_is_written_for_each_scheduler(tmp_path, walltime, seconds, slurm, lsf):
+    from suite.cli import main
+    from suite.jobscript import parse_walltime
+
+    assert parse_walltime(walltime) == seconds
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"
+    for scheduler, line in (("slurm", f"#SBATCH --time={slurm}\n"), ("lsf", f"#BSUB -W {lsf}\n")):
+        out = tmp_path / f"job.{scheduler}.sh"
+        assert main(["jobscript", str(scenario), "--scheduler", scheduler, "--out", str(out), "--walltime", walltime]) == 0
+        assert line in out.read_text()
+
+
+@pytest.mark.parametrize(
+    "walltime, message",
+    [
+        (
+            "06:30",
+            "ambiguous: Slurm reads MM:SS, this suite read HH:MM before; write 6:30:00 for 6 h 30 min or 0:06:30 for 6 min 30 s",
+        ),
+        ("1:75:00", "minutes and seconds after a colon must be below 60"),
+        ("1-2:00:60", "minutes and seconds after a colon must be below 60"),
+        ("2", "must be longer than the 120 s warning the scheduler sends before it (SIGTERM)"),
+        ("0", "must be longer than the 120 s warning the scheduler sends before it (SIGTERM)"),
+        *(
+            (
+                bad,
+                "expected MINUTES, HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS "
+                "or a number with a unit (90m, 6h, 1d, 5400s)",
+            )
+            for bad in ("6.5h", "1:2:3:4", "-1-00", "two hours", "")
+        ),
+    ],
+)
+def test_a_bad_walltime_is_one_clear_line(tmp_path, capsys, walltime, message):
+    from suite.cli import main
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"
+    out = tmp_path / "job.sh"
+    assert main(["jobscript", str(scenario), "--scheduler", "slurm", "--out", str(out), f"--walltime={walltime}"]) == 2
+    assert capsys.readouterr().err == f"error: --walltime {walltime!r}: {message}\n"
+    assert not out.exists()
 
 
 # --- real runs under each launcher --------------------------------------------------------------------------
