@@ -1,4 +1,4 @@
-"""The ``suite`` command: run | report | compare | score | sample | env | jobscript | project | probe.
+"""The ``suite`` command: run | report | compare | score | sample | ruler | env | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1. ``suite run``
@@ -62,8 +62,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = _launch_options(args)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
+    _check_rulers(runs)
     with ResultsLock(out):
         return _run_sweep(args, scenario, runs, out, opts)
+
+
+def _check_rulers(runs: list[Run]) -> None:
+    """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
+    from .metrics.rulers import find_classifier
+
+    for dataset in sorted({r.dataset.name for r in runs if r.metrics.enabled or r.strategy == "cellular"}):
+        find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
 
 
 def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]:
@@ -289,6 +298,42 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- suite ruler -------------------------------------------------------------------------------
+
+
+def cmd_ruler_train(args: argparse.Namespace) -> int:
+    from .metrics.features import ClassifierSpec, make_classifier_ruler
+    from .metrics.rulers import PACKAGED_RULERS, user_rulers
+
+    folder = Path(args.out) if args.out else (PACKAGED_RULERS if args.packaged else user_rulers())
+    if args.image_size < 8 or args.image_size % 4:
+        raise UsageError(f"--image-size: {args.image_size} is not a multiple of 4 of at least 8")
+    spec = ClassifierSpec(args.dataset, args.image_size, args.root, "train", args.seed)
+    log.info("training the %s classifier ruler at %dpx (seed %d) into %s", args.dataset, args.image_size, args.seed, folder)
+    ruler = make_classifier_ruler(spec, folder)
+    print(f"{ruler.name}  {folder / ruler.file}")
+    print(f"sha256 {ruler.sha256}  (pinned in {folder / 'rulers.json'})")
+    print(f"held-out accuracy {ruler.heldout_accuracy:.4f} on {ruler.heldout_images} {ruler.heldout_split} images")
+    return 0
+
+
+def cmd_ruler_list(args: argparse.Namespace) -> int:
+    from .metrics.rulers import RulerError, read_manifest, ruler_folders, verify
+
+    broken = 0
+    for folder in ruler_folders():
+        for name, ruler in read_manifest(folder).items():
+            try:
+                verify(folder / ruler.file, ruler.sha256, name)
+                state = "ok"
+            except RulerError as error:
+                state, broken = f"BROKEN: {error}", broken + 1
+            print(
+                f"{name:24s} {ruler.sha256}  {ruler.image_size}px  acc {ruler.heldout_accuracy:.3f}  {folder / ruler.file}  {state}"
+            )
+    return 1 if broken else 0
+
+
 # --- suite env / jobscript -----------------------------------------------------------------------
 
 
@@ -507,6 +552,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("ruler", help="make or list the pinned feature networks (rulers) that IS / FID / KID use")
+    ruler = p.add_subparsers(dest="ruler_command", required=True)
+    q = ruler.add_parser("train", help="train the suite classifier of a dataset once and pin its sha256")
+    q.add_argument("--dataset", required=True, help="digits, mnist, cifar10, cifar100 or imagenet")
+    q.add_argument("--image-size", type=int, default=20, help="the ruler's input size; images are resized to it (default 20)")
+    q.add_argument("--root", help="dataset folder (default $SUITE_DATA)")
+    q.add_argument("--seed", type=int, default=0)
+    where = q.add_mutually_exclusive_group()
+    where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
+    where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")
+    q.set_defaults(func=cmd_ruler_train)
+    q = ruler.add_parser("list", help="list the pinned rulers and check every file against its hash (exit 1 if one fails)")
+    q.set_defaults(func=cmd_ruler_list)
 
     p = sub.add_parser("env", help="print versions and capabilities as JSON")
     p.set_defaults(func=cmd_env)

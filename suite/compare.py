@@ -367,7 +367,16 @@ def environment_differences(base: list[dict], new: list[dict], matched: dict[tup
     """What differs between the two sides: device, package versions, and per configuration the settings."""
     rows = []
     packages = sorted({k for r in base + new for k in (r.get("env") or {})})
-    items = [("device", _device_kind)] + [(f"version of {p}", lambda r, p=p: (r.get("env") or {}).get(p)) for p in packages]
+    items = [
+        ("device", _device_kind),
+        ("machine fingerprint", lambda r: (r.get("machine") or {}).get("fingerprint")),
+        ("CPU kernel set", lambda r: (r.get("machine") or {}).get("cpu_capability")),
+        (
+            "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",
+            lambda r: (r.get("machine") or {}).get("numerics"),
+        ),
+        ("ruler sha256", lambda r: (r.get("quality") or {}).get("ruler_sha256")),
+    ] + [(f"version of {p}", lambda r, p=p: (r.get("env") or {}).get(p)) for p in packages]
     for item, read in items:
         b, n = _values(base, read), _values(new, read)
         if b != n:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .metrics.signals import not_learned
 from .record import record_field
+from .verdicts import Summary, rank, summarise, verdict
 
 PLACEMENT_INVARIANT = {"cellular"}
 """Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
@@ -48,15 +49,22 @@ def placement_invariant(record: dict) -> bool:
 
 
 def checks(runs: list[dict], everything: list[dict]) -> list[str]:
-    """The equivalences the suite verifies for one configuration, as short statements."""
+    """The equivalences the suite verifies for one configuration, as short statements.
+
+    Models are compared seed by seed: a different seed is a different model by design.
+    """
     out = []
     identical = [r.get("replicas_identical") for r in runs if r.get("replicas_identical") is not None]
     if identical:
         out.append("replicas identical" if all(identical) else "REPLICAS DIFFER")
     strong = [r for r in runs if r["scaling"] == "strong" and r.get("model_digest") and r.get("repeat", 0) == 0]
-    if len({r["procs"] for r in strong}) > 1 and all(placement_invariant(r) for r in strong):
-        procs = ",".join(str(p) for p in sorted({r["procs"] for r in strong}))
-        same = len({r["model_digest"] for r in strong}) == 1
+    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    for r in strong:
+        by_seed[r.get("seed")].append(r)
+    swept = [group for group in by_seed.values() if len({r["procs"] for r in group}) > 1]
+    if swept and all(placement_invariant(r) for group in swept for r in group):
+        procs = ",".join(str(p) for p in sorted({r["procs"] for group in swept for r in group}))
+        same = all(len({r["model_digest"] for r in group}) == 1 for group in swept)
         out.append(f"same model on P={procs}" if same else f"MODEL DIFFERS across P={procs}")
     # the same strategy on other engines: the same model?
     for r in strong:
@@ -65,19 +73,44 @@ def checks(runs: list[dict], everything: list[dict]) -> list[str]:
             for o in everything
             if o.get("model_digest")
             and o["engine"] != r["engine"]
-            and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0))
-            == (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0))
+            and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0), o.get("seed"))
+            == (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0), r.get("seed"))
         ]
         equal = sorted({o["engine"] for o in twins if o["model_digest"] == r["model_digest"]})
-        if equal:
-            out.append(f"same model as {'/'.join(equal)} at P={r['procs']}")
+        text = f"same model as {'/'.join(equal)} at P={r['procs']}"
+        if equal and text not in out:
+            out.append(text)
     return out
 
 
+def _quality_value(q: dict, metric: str) -> float | None:
+    return q.get("kid_mean") if metric == "kid" else q.get(metric)
+
+
+def ruler_text(q: dict) -> str:
+    """The ruler a score was measured with: network, the first 12 hex digits of its hash, sample count."""
+    digest = (q.get("ruler_sha256") or "")[:12]
+    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}"
+
+
+def speedups(runs: list[dict], top: int) -> Summary | None:
+    """T(1)/T(P) at ``top`` for each of the P-runs (T(1): the mean over the P=1 runs) of one strong sweep."""
+    base = summarise(r["train_s"] for r in runs if r["scaling"] == "strong" and r["procs"] == 1)
+    if base is None or top == 1:
+        return None
+    return summarise(base.mean / r["train_s"] for r in runs if r["scaling"] == "strong" and r["procs"] == top and r["train_s"])
+
+
+def _text(summary: Summary | None, digits: int = 3) -> str | None:
+    return summary.text(digits) if summary is not None else None
+
+
 def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per configuration: the numbers a reader decides with.
+    """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.report.scaling_table`).
+    Every number is ``mean [95 % interval] (n=draws)``; the hidden ``_*`` columns keep the
+    :class:`suite.verdicts.Summary` objects the findings test with.
     """
     by_config: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -86,52 +119,96 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     rows = []
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
+        speedup = speedups(runs, top)
         row: dict[str, Any] = {
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
-            "train_s": _mean(r["train_s"] for r in main),
-            "speedup": None,
-            "efficiency": None,
+            "seeds": len({r.get("seed") for r in main}),
+            "train_s": _text(summarise(r["train_s"] for r in main)),
+            "speedup": _text(speedup),
+            "efficiency": speedup.mean / top if speedup is not None else None,
             "weak_efficiency": None,
             "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
-            "images_per_s": _mean(r.get("images_per_s") for r in main),
+            "images_per_s": _text(summarise(r.get("images_per_s") for r in main)),
             "time_to_target": None,
             "fid": None,
+            "fid_at_equal_time": None,
             "kid": None,
+            "label_acc": None,
             "quality": None,
             "checks": "; ".join(checks(runs, records)),
         }
-        for kind in ("strong", "weak"):
-            table = scaling.get(kind)
-            if table is None or table.empty:
-                continue
+        table = scaling.get("weak")
+        if table is not None and not table.empty:
             part = table[table["config"].str.startswith(name)]
             part = part[part["procs"] == part["procs"].max()] if not part.empty else part
             if not part.empty and part["procs"].iloc[0] > 1:
-                if kind == "strong":
-                    row["speedup"], row["efficiency"] = part["speedup"].iloc[0], part["efficiency"].iloc[0]
-                else:
-                    work = part["efficiency_work"].iloc[0]
-                    row["weak_efficiency"] = part["efficiency"].iloc[0] if work is None or pd.isna(work) else work
+                work = part["efficiency_work"].iloc[0]
+                row["weak_efficiency"] = part["efficiency"].iloc[0] if work is None or pd.isna(work) else work
         qualities = [r["quality"] for r in main if r.get("quality")]
+        summaries = {metric: summarise(_quality_value(q, metric) for q in qualities) for metric in ("fid", "kid", "label_acc")}
         if qualities:
-            q = qualities[0]
-            row["fid"], row["kid"] = _mean(x.get("fid") for x in qualities), _mean(x.get("kid_mean") for x in qualities)
-            row["quality"] = f"{q['features']}, n={q['n']}"
+            row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
+            row["label_acc"] = _text(summaries["label_acc"], 2)
+            row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
         targets = [r["time_to_target"] for r in main if r.get("time_to_target")]
+        reached = summarise(t["clock_s"] for t in targets if t["reached"])
         if targets:
-            row["time_to_target"] = _target_text(targets)
-        row["_top"], row["_main"] = top, main
+            row["time_to_target"] = _target_text(targets, reached)
+        row.update(
+            _top=top,
+            _main=main,
+            _speedup=speedup,
+            _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
+        )
+        row.update({f"_{metric}": summary for metric, summary in summaries.items()})
         rows.append(row)
+    _add_equal_time_quality(rows)
     return pd.DataFrame(rows)
 
 
-def _target_text(targets: list[dict]) -> str:
-    reached = [t["clock_s"] for t in targets if t["reached"]]
-    if len(reached) == len(targets):
-        return f"{np.mean(reached):.1f} s"
-    best = _mean(t["best"] for t in targets)
-    return "not reached" + (f" (best {best:.3g})" if best is not None else "")
+EQUAL_TIME_SLACK = 1.05
+"""A curve point counts as "at" the common time when its clock is at most this factor past it."""
+
+
+def equal_time(rows: list[dict]) -> float | None:
+    """The longest training time every configuration's quality curves reach: the shortest final curve point."""
+    ends = [max(p["clock_s"] for p in r["curve"]) for row in rows for r in row["_main"] if r.get("curve")]
+    return min(ends) if ends and all(any(r.get("curve") for r in row["_main"]) for row in rows) else None
+
+
+def quality_at(record: dict, clock: float, metric: str = "fid") -> tuple[float | None, float | None]:
+    """(score, its clock) of the last curve point of ``record`` at or before ``clock`` (within :data:`EQUAL_TIME_SLACK`)."""
+    points = [p for p in record.get("curve") or [] if p["clock_s"] <= clock * EQUAL_TIME_SLACK and p.get(metric) is not None]
+    if not points:
+        return None, None
+    last = max(points, key=lambda p: p["clock_s"])
+    return last[metric], last["clock_s"]
+
+
+def _add_equal_time_quality(rows: list[dict]) -> None:
+    """Seed 002's framing, quality under a fixed budget: each configuration's FID at the same training time."""
+    clock = equal_time(rows) if len(rows) > 1 else None
+    for row in rows:
+        row["fid_at_equal_time"], row["_fid_at_equal_time"] = None, None
+        if clock is None:
+            continue
+        points = [quality_at(r, clock) for r in row["_main"]]
+        summary = summarise(value for value, _ in points)
+        if summary is not None and summary.n == len(row["_main"]):
+            at = max(c for _, c in points if c is not None)
+            row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} s"
+            row["_fid_at_equal_time"] = summary
+    for row in rows:
+        row["_equal_time"] = clock
+
+
+def _target_text(targets: list[dict], reached: Summary | None) -> str:
+    if reached is not None and reached.n == len(targets):
+        return f"{reached.text()} s"
+    best = summarise(t["best"] for t in targets)
+    got = f"reached by {reached.n if reached else 0} of {len(targets)} draws"
+    return got + (f" (best {best.text()})" if best is not None else "")
 
 
 def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
@@ -144,9 +221,11 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
         part = table[table["config"].str.startswith(row["strategy"])] if not table.empty else table
         if not part.empty and len({t for value in part["threads_per_rank"] for t in str(value).split(",")}) > 1:
             out.append(f"threads per rank differ across its {kind} sweep")
-    reasons = sorted({reason for r in main if r.get("quality") for reason in not_learned(r["quality"])})
-    if reasons:
-        out.append("its model did not learn (" + "; ".join(reasons) + ")")
+    unlearned = [r for r in main if r.get("quality") and not_learned(r["quality"])]
+    if unlearned:
+        first = "; ".join(not_learned(unlearned[0]["quality"]))
+        draws = "" if len(main) == 1 else f" in {len(unlearned)} of {len(main)} draws"
+        out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
     if any(r.get("budget_s") for r in main):
         out.append("time-budgeted runs: speedup compares throughput")
     return out
@@ -156,56 +235,69 @@ def _sentence(claim: str, caveats: list[str]) -> str:
     return claim + (f" Caveat: {', '.join(caveats)}." if caveats else "")
 
 
+def _ranked_sentence(
+    rows: list[dict], column: str, lower_is_better: bool, what: str, records: list[dict], scaling: dict
+) -> str | None:
+    """A verdict over the rows' ``column`` summaries, with the caveats of the winner when there is one."""
+    candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
+    ranking = rank(candidates, lower_is_better)
+    if ranking is None:
+        return None
+    sentence = verdict(ranking, what)
+    if ranking.decided or not ranking.comparisons:
+        best = next(row for row in rows if row["strategy"] == ranking.best)
+        return _sentence(sentence, _caveats(best, records, scaling))
+    return sentence
+
+
 def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
-    """A few sentences stating what the headline numbers support, each with its caveats."""
+    """A few sentences stating what the headline numbers support, each with its caveats.
+
+    A configuration is named the winner only where Welch's t-test over its draws (seeds for
+    quality and time to quality, runs for speedup) finds it significantly better than every
+    other (:func:`suite.verdicts.rank`); otherwise the sentence says "no significant difference"
+    and gives both intervals.
+    """
     if table.empty:
         return []
     rows = table.to_dict("records")
     out = []
     target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
     if target is not None:
-        what = f"{target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']})"
-        timed = []
-        for row in rows:
-            clocks = [r["time_to_target"]["clock_s"] for r in row["_main"] if (r.get("time_to_target") or {}).get("reached")]
-            if clocks and len(clocks) == len(row["_main"]):
-                timed.append((float(np.mean(clocks)), row))
-        if timed:
-            clock, best = min(timed, key=lambda t: t[0])
-            out.append(
-                _sentence(
-                    f"Fastest to {what}: {best['strategy']} in {clock:.1f} s of training at P={best['_top']}.",
-                    _caveats(best, records, scaling),
-                )
-            )
+        what = f"Fastest to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
+        sentence = _ranked_sentence(rows, "_time_to_target", True, what, records, scaling)
+        missed = [
+            f"{row['strategy']} ({row['time_to_target']})"
+            for row in rows
+            if row["_time_to_target"] is None and row["time_to_target"]
+        ]
+        if sentence is None:
+            out.append(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.")
         else:
-            out.append(f"No strategy reached {what} in these runs.")
-    scored = [row for row in rows if row["fid"] is not None]
-    networks = {row["quality"] for row in scored}
-    if scored and len(networks) == 1:
-        best = min(scored, key=lambda row: row["fid"])
-        out.append(
-            _sentence(
-                f"Best final quality: {best['strategy']} at P={best['_top']}, FID {best['fid']:.3g}"
-                + (f", KID {best['kid']:.3g}" if best["kid"] is not None else "")
-                + f" ({best['quality']}).",
-                _caveats(best, records, scaling),
-            )
-        )
-    elif len(networks) > 1:
-        out.append("Final qualities were measured with different feature networks or sample counts and are not ranked.")
-    scaled = [row for row in rows if row["efficiency"] is not None and not pd.isna(row["efficiency"])]
+            out.append(sentence + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
+    scored = [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+    rulers = {row["quality"] for row in scored}
+    if scored and len(rulers) == 1:
+        metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
+        what = f"Best final quality ({metric[1:].upper()}, {next(iter(rulers))})"
+        sentence = _ranked_sentence(scored, metric, True, what, records, scaling)
+        if sentence:
+            out.append(sentence)
+    elif len(rulers) > 1:
+        out.append("Final qualities were measured with different rulers or sample counts and are not ranked.")
+    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None]
+    if len(at_time) > 1 and len(rulers) == 1:
+        what = f"Best quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
+        sentence = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
+        if sentence:
+            out.append(sentence)
+    scaled = [row for row in rows if row["_speedup"] is not None]
     if scaled:
         top = max(row["_top"] for row in scaled)
         at_top = [row for row in scaled if row["_top"] == top]
-        best = max(at_top, key=lambda row: row["efficiency"])
-        out.append(
-            _sentence(
-                f"Best strong-scaling efficiency at P={top}: {best['strategy']}, E = {best['efficiency']:.2f} "
-                f"(speedup {best['speedup']:.2f}).",
-                _caveats(best, records, scaling),
-            )
-        )
+        sentence = _ranked_sentence(at_top, "_speedup", False, f"Best strong-scaling speedup at P={top}", records, scaling)
+        if sentence:
+            out.append(sentence)
     return out
 
 

@@ -110,7 +110,9 @@ class Quality:
     """``quality`` (and ``quality_<model>``): one model's scores (see :mod:`suite.metrics.evaluate`)."""
 
     features: str | None = column()
-    """The feature network (``inception``, ``classifier:<dataset>``, ...)."""
+    """The ruler: the feature network (``inception``, ``classifier:<dataset>``, ...)."""
+    ruler_sha256: str | None = column()
+    """The pinned sha256 of the ruler's weights file (:mod:`suite.metrics.rulers`)."""
     features_detail: str | None = None
     feature_dim: int | None = None
     n: int | None = column("quality_n")
@@ -136,6 +138,29 @@ class Quality:
     per_class_predicted: dict[str, dict] | None = None
     untrained_fid: float | None = None
     untrained_kid: float | None = None
+
+
+@dataclass
+class Machine:
+    """``machine``: what computed the run (:func:`suite.env.machine`), for telling which runs should agree bitwise."""
+
+    cpu_model: str | None = None
+    cores: int | None = None
+    cpu_capability: str | None = None
+    """The kernel set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``, e.g. AVX512, AVX2)."""
+    onednn_max_isa: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    nccl: str | None = None
+    mpi: str | None = None
+    gpu: str | None = None
+    gpu_driver: str | None = None
+    fingerprint: str | None = column("machine")
+    """A digest of the fields above (not the host name)."""
+    host: str | None = None
+    numerics: str | None = column()
+    """A digest of one fixed forward and backward pass on the run's device and threads (:func:`suite.env.numerics_digest`)."""
 
 
 # --- top-level parts ---------------------------------------------------------------------------------------
@@ -283,6 +308,7 @@ class RunOutcome:
     engine_settings: dict | None = None
     device: str | None = column()
     env: dict[str, Any] | None = None
+    machine: Machine | None = None
     model_digest: str | None = None
     dataset: DatasetInfo | None = None
     comm: Communication | None = None

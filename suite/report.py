@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .findings import config_name
 from .projection import PROBE_FILE, report_section
 from .registry import STRATEGIES
 from .results import (
@@ -36,6 +37,7 @@ from .results import (
     load_records,
     per_class_summary,
 )
+from .verdicts import summarise
 
 log = logging.getLogger(__name__)
 DEFAULT_BASELINES = Path(__file__).resolve().parent.parent / "baselines"
@@ -373,6 +375,7 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
         {
             "run_id": scores["run_id"],
             "procs": scores["procs"],
+            "seed": scores["seed"],
             "classes": scores["classes"],
             "n": scores["n"],
             "n_real": scores["n_real"],
@@ -411,14 +414,20 @@ def _per_class_rows(name: str, scores: dict) -> list[dict]:
 
 
 def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
-    """Per feature network: (scores table, {per-class field: per-class table}). Networks are never mixed.
+    """Per ruler: (scores table, {per-class field: per-class table}). Rulers are never mixed.
+
+    A ruler is a network name, and its hash where one name comes with several hashes.
 
     Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
     basis (:data:`suite.results.PER_CLASS_BASES`), never merged into one column.
     """
     by_net: dict[str, list[tuple[str, dict, dict]]] = {}
+    hashes: dict[str, set[str]] = {}
+    for _, _, q in _scored_models(records):
+        hashes.setdefault(q["features"], set()).add(q.get("ruler_sha256") or "")
     for name, r, q in _scored_models(records):
-        by_net.setdefault(q["features"], []).append((name, r, q))
+        key = q["features"] + (f" {q['ruler_sha256'][:12]}" if len(hashes[q["features"]]) > 1 and q.get("ruler_sha256") else "")
+        by_net.setdefault(key, []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
         scores: list[dict] = []
@@ -426,8 +435,11 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
         for name, r, q in models:
             row = {
                 "run_id": name,
+                "config": config_name(r) + (" (best cell)" if name.endswith("(best cell)") else ""),
                 "strategy": r["strategy"],
                 "procs": r["procs"],
+                "seed": r.get("seed"),
+                "ruler_sha256": q.get("ruler_sha256"),
                 "classes": _class_set(q),
                 "n": q["n"],
                 "n_real": q["n_real"],
@@ -451,6 +463,36 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
     return tables
 
 
+SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "label_acc"}
+"""Scores summarised over seeds (record field -> column title)."""
+
+
+def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and process count: n seeds, and mean, std and 95 % interval of each score over them."""
+    rows = []
+    for (config, procs), part in scores.groupby(["config", "procs"], sort=True):
+        row: dict[str, Any] = {
+            "config": config,
+            "procs": procs,
+            "seeds": ",".join(str(s) for s in sorted(part["seed"].dropna().astype(int))),
+        }
+        for field in SEED_METRICS:
+            summary = summarise(part[field])
+            interval = summary.interval if summary else None
+            row.update(
+                {
+                    f"{field}_n": summary.n if summary else 0,
+                    f"{field}_mean": summary.mean if summary else None,
+                    f"{field}_std": summary.std if summary else None,
+                    f"{field}_ci95_lo": interval[0] if interval else None,
+                    f"{field}_ci95_hi": interval[1] if interval else None,
+                    f"_{field}_text": summary.text(2 if field == "label_acc" else 3) if summary else NA,
+                }
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The environment once: (fields every run shares as item/value, the fields that differ per run)."""
     rows = []
@@ -466,6 +508,7 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
                 "cores_per_node": r.get("cores_per_node"),
                 "ranks_per_node": r.get("ranks_per_node"),
                 "threads_per_rank": r.get("threads_per_rank"),
+                **{f"machine.{k}": v for k, v in (r.get("machine") or {}).items() if v is not None},
                 **{k: v for k, v in env.items() if v},
             }
         )
@@ -478,6 +521,35 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
         pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
         frame[varying].reset_index() if varying else pd.DataFrame(),
     )
+
+
+def machine_note(records: list[dict]) -> str:
+    """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
+    machines = {
+        (m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := r.get("machine"))
+    }
+    if not machines:
+        return "The records do not say which machine ran them (recorded from schema 2 on): bitwise agreement cannot be judged."
+    kinds = sorted({f for f, _ in machines})
+    numerics = sorted({n for _, n in machines if n})
+    first = next(iter(machines.values()))
+    described = (
+        f"{first.get('gpu') or first.get('cpu_model')} ({first.get('cpu_capability')} kernels, torch {first.get('torch')})"
+    )
+    if len(kinds) == 1 and len(numerics) <= 1:
+        return (
+            f"Every run on one kind of machine: {described}, fingerprint `{kinds[0]}`, numerics digest `{numerics[0] if numerics else 'n/a'}`. "
+            "Runs of the same settings and seed are expected to agree bit for bit; elsewhere, compare over seeds."
+        )
+    same = (
+        "the same numerics digest, so the same seed is still expected to agree bit for bit"
+        if len(numerics) == 1
+        else (
+            f"{len(numerics)} numerics digests: the same seed is NOT expected to give the same model across them (other kernels round "
+            "differently); compare their quality over seeds only"
+        )
+    )
+    return f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(f'`{k}`' for k in kinds)}) with {same}."
 
 
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -803,10 +875,14 @@ def _headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[st
         return lines + ["_No run finished: nothing to compare (see Runs below)._\n"]
     shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
     lines.append(
-        "One row per strategy (and engine), at the largest process count it ran (`P` lists them); speedup and "
-        "efficiency from its strong-scaling sweep, `weak_efficiency` from its weak one (work-normalised where "
-        "the work per rank differs); quality of the final model with the network and sample count in `quality`; "
-        "`checks`: the equivalences verified on these runs.\n"
+        "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
+        "(each a separate training draw): every number is the mean, its 95 % Student-t interval in brackets and "
+        "the number of draws (speedup: one per P-run, against the mean P=1 time). `fid` is the final model's; "
+        "`fid_at_equal_time` the FID every strategy had at the same training time (the last point of its quality "
+        "curve by then), the fixed-budget view; `time_to_target` the training time to the quality target. The "
+        "ruler (network, the first 12 digits of its sha256, samples) is in `quality`; `checks`: the equivalences "
+        "verified on these runs. A strategy is called better than another below only where Welch's t-test over "
+        "the draws says so at 5 % (Holm-corrected); otherwise the finding says there is no significant difference.\n"
     )
     lines.append(markdown_table(shown))
     for sentence in findings(table, records, scaling):
@@ -946,13 +1022,31 @@ def _quality_section(records: list[dict], out_dir: Path) -> list[str]:
         slug = _slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
         detail = next(
-            r["quality"]["features_detail"] for r in records if r.get("quality", {}) and r["quality"]["features"] == net
+            r["quality"]["features_detail"]
+            for r in records
+            if r.get("quality", {}) and r["quality"]["features"] == net.split(" ")[0]
         )
         dims = scores["feature_dim"].dropna()
+        digests = sorted({d for d in scores["ruler_sha256"] if isinstance(d, str)})
         lines.append(
-            f"### Network `{net}`\n\n{detail}" + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "") + ".\n"
+            f"### Ruler `{net}`\n\n{detail}"
+            + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "")
+            + (f"; weights sha256 `{digests[0]}`" if len(digests) == 1 else "")
+            + ".\n"
         )
-        lines.append(markdown_table(_quality_display(scores)))
+        summary = quality_over_seeds(scores)
+        summary.drop(columns=[c for c in summary.columns if c.startswith("_")]).to_csv(
+            out_dir / f"quality_over_seeds_{slug}.csv", index=False
+        )
+        lines.append(
+            "Over seeds (each seed a separate training draw): mean [95 % Student-t interval] (n seeds). "
+            "Per-seed values follow, and are in the CSVs.\n"
+        )
+        shown = summary[["config", "procs", "seeds"]].copy()
+        for field, title in SEED_METRICS.items():
+            shown[title] = summary[f"_{field}_text"]
+        lines.append(markdown_table(shown))
+        lines.append(_details("Per run (each seed)", markdown_table(_quality_display(scores))))
         for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
             lines.append(f"IS n/a: {note}.\n")
         for run_id, note in zip(scores["run_id"], scores["fid_note"]):
@@ -1008,7 +1102,7 @@ def _samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> l
 def _environment_section(records: list[dict], out_dir: Path) -> list[str]:
     common, varying = environment_tables(records)
     common.to_csv(out_dir / "environment.csv", index=False)
-    lines = ["## Environment\n", "Shared by every run:\n", markdown_table(common)]
+    lines = ["## Environment\n", machine_note(records) + "\n", "Shared by every run:\n", markdown_table(common)]
     if not varying.empty:
         varying.to_csv(out_dir / "environment_per_run.csv", index=False)
         lines.append(_details("What differs between runs", markdown_table(varying)))
@@ -1094,7 +1188,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 DEFINITIONS = """## Definitions
 
 - **headline**: one row per configuration (strategy / loss / engine) at the largest process count it ran (`P` lists
-  them all), averaged over repeats. `checks` states the equivalences verified on these very runs: *replicas
+  them all), over its seeds and repeats: mean [95 % Student-t interval] (n draws). `checks` states the equivalences verified on these very runs: *replicas
   identical* (the ranks of every data-parallel group ended with bitwise-equal weights), *same model on P=...* (the
   saved generator is bitwise the same on every process count: expected of label-partitioned training at P <= C and of
   cellular training, whose results do not depend on placement), *same model as ENGINE* (another engine produced the
@@ -1126,7 +1220,18 @@ DEFINITIONS = """## Definitions
   only this way.
 - **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
   and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
-- **mean ± std**: over `repeats` of the same run. Without a P=1 run a speedup is not computed (n/a).
+- **seed and repeat**: a seed is another training draw (quality varies with it; compared over seeds), a repeat re-runs
+  the same seed (timing varies with it). **mean ± std** and **[lo, hi]**: over the draws, the bracket the 95 %
+  Student-t interval of the mean. Without a P=1 run a speedup is not computed (n/a).
+- **significant**: a finding names a winner only where Welch's t-test (unequal variances; not Mann-Whitney's U, whose
+  smallest two-sided p with 3 draws a side is 0.1) finds the winner better than every other configuration at 5 %,
+  Holm-corrected for the several comparisons; otherwise it says "no significant difference" and gives the intervals.
+  One draw a side is never a verdict.
+- **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
+  shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
+- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver, and a
+  `fingerprint` digest of them; `numerics`, a digest of one fixed forward and backward pass on the run's device and
+  threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
 - **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
   summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
   interval of the mean step time.
@@ -1146,9 +1251,9 @@ DEFINITIONS = """## Definitions
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
   window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
-- **IS / FID / KID**: always with the feature network that produced them (`inception`: pytorch-fid's InceptionV3;
-  `inception(fid-trunk)`: the same network's FID trunk, no IS; `classifier:<dataset>`: the suite's CNN trained on
-  the real data) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
+- **IS / FID / KID**: always with the ruler that produced them, its name and the pinned sha256 of its weights file
+  (`inception`: pytorch-fid's InceptionV3; `inception(fid-trunk)`: the same network's FID trunk, no IS;
+  `classifier:<dataset>`: the suite's CNN, trained once and pinned) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
   training split). Numbers from different networks are never compared. IS is the mean ± std over `splits×n` (10
   splits of n/10 samples; small splits bias IS low). FID is given only where `n` and `n_real` both exceed the
   network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a

@@ -13,6 +13,7 @@ that a worker needs.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,8 @@ class TrainConfig:
     """Adam betas."""
     seed: int = 0
     """Every random number of a run derives from this."""
+    seeds: list[int] | None = None
+    """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds."""
     warmup_steps: int = 2
     """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
     threads: int | None = None
@@ -352,6 +355,8 @@ class Run:
     """Process counts of this run's sweep (its ``runs`` entry)."""
     sweep_ranks_per_node: int | None = None
     """Ranks per node of the sweep's largest run (set by ``suite run``): threads per rank follow it."""
+    seed_order: int = 0
+    """Position of this run's seed in its entry's ``train.seeds`` (runs are interleaved by it)."""
 
     def identity(self) -> dict[str, Any]:
         """The fields that name this run in its record (also in a failed record)."""
@@ -449,6 +454,20 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     _check_betas(train.betas, f"{path}.betas", fail)
     if train.budget_s is not None and train.budget_s <= 0:
         fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
+    if train.seeds is not None:
+        if not train.seeds:
+            fail(f"{path}.seeds", "is empty: give at least one seed, e.g. [0, 1, 2], or use seed")
+        repeated = sorted({s for s in train.seeds if train.seeds.count(s) > 1})
+        if repeated:
+            fail(f"{path}.seeds", f"seeds repeat: {repeated} (a seed is one training draw; timing repeats are `repeats`)")
+        if min(train.seeds) < 0:
+            fail(f"{path}.seeds", f"seeds must not be negative, got {train.seeds}")
+
+
+def _check_one_seed_field(data: Any, path: str, fail: Fail) -> None:
+    """``seed`` and ``seeds`` are alternatives: a section gives one of them."""
+    if isinstance(data, dict) and "seed" in data and "seeds" in data:
+        fail(f"{path}.seeds", f"given alongside {path}.seed: give either one seed or a list of seeds")
 
 
 def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
@@ -643,10 +662,21 @@ def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenari
 
 
 def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
-    """The ``train`` section of one entry: the scenario's, with the entry's own fields on top."""
+    """The ``train`` section of one entry: the scenario's, with the entry's own fields on top.
+
+    An entry's own ``seed`` replaces the scenario's ``seeds`` (and its ``seeds`` the scenario's ``seed``).
+    """
     if not spec.train:
         return scenario.train
-    return _build(TrainConfig, {**dataclasses.asdict(scenario.train), **spec.train}, path)
+    base = dataclasses.asdict(scenario.train)
+    if "seed" in spec.train:
+        base["seeds"] = None
+    return _build(TrainConfig, {**base, **spec.train}, path)
+
+
+def seeds_of(train: TrainConfig) -> list[int]:
+    """The seeds an entry trains with: ``train.seeds``, else the one ``train.seed``."""
+    return list(train.seeds) if train.seeds is not None else [train.seed]
 
 
 def default_loss(strategy: str) -> str:
@@ -670,7 +700,15 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate already-parsed scenario data."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
+
+    def fail(path: str, message: str) -> NoReturn:
+        raise ScenarioError(f"{path}: {message}")
+
     try:
+        _check_one_seed_field(data.get("train"), "train", fail)
+        for i, entry in enumerate(data.get("runs") or []):
+            if isinstance(entry, dict):
+                _check_one_seed_field(entry.get("train"), f"runs[{i}].train", fail)
         scenario = _build(Scenario, data, "")
         _check(scenario)
     except ScenarioError as error:
@@ -678,8 +716,10 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
-def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, grid: list[int] | None) -> str:
-    """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0``."""
+def run_id_for(
+    spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, grid: list[int] | None, seed: int | None = None
+) -> str:
+    """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0`` (``-s1-r0`` for seed 1 of a ``seeds`` list)."""
     stem = spec.label or f"{spec.strategy}-{loss}-{spec.engine}"
     if spec.engine == "deepspeed" and not spec.label and spec.deepspeed.zero_stage:
         stem += f"-zero{spec.deepspeed.zero_stage}"
@@ -688,6 +728,8 @@ def run_id_for(spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, 
         parts.append(f"g{grid[0]}x{grid[1]}")
     if scaling == "weak":
         parts.append("weak")
+    if seed is not None:
+        parts.append(f"s{seed}")
     parts.append(f"r{repeat}")
     return "-".join(parts)
 
@@ -703,10 +745,12 @@ def _overlay(base: T, override: T) -> T:
 
 
 def expand(scenario: Scenario) -> list[Run]:
-    """All runs of a scenario: every run's first repeat (in file order, each process count), then every second.
+    """All runs of a scenario: one per entry, process count, seed and repeat.
 
-    Interleaving repeats spreads a machine's drift over time (clock boost after idle, a neighbour
-    starting work) over every configuration, instead of biasing the ones that run last.
+    Ordered as every run's first repeat of its first seed (in file order, each process count),
+    then every run's next seed, then the second repeats: interleaving spreads a machine's drift
+    over time (clock boost after idle, a neighbour starting work) over every configuration,
+    instead of biasing the ones that run last.
     """
     runs: list[Run] = []
     for i, spec in enumerate(scenario.runs):
@@ -719,10 +763,12 @@ def expand(scenario: Scenario) -> list[Run]:
             dataset = dataclasses.replace(scenario.dataset)
             if spec.strategy == "label_partitioned" and scaling == "weak":
                 dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])
-            for repeat in range(scenario.repeats):
+            train = run_train(scenario, spec, f"runs[{i}].train")
+            seeds = seeds_of(train)
+            for repeat, (order, seed) in itertools.product(range(scenario.repeats), enumerate(seeds)):
                 runs.append(
                     Run(
-                        run_id=run_id_for(spec, loss, procs, scaling, repeat, grid),
+                        run_id=run_id_for(spec, loss, procs, scaling, repeat, grid, seed if train.seeds is not None else None),
                         scenario=scenario.name,
                         strategy=spec.strategy,
                         engine=spec.engine,
@@ -732,7 +778,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         repeat=repeat,
                         dataset=dataset,
                         model=scenario.model,
-                        train=run_train(scenario, spec, f"runs[{i}].train"),
+                        train=dataclasses.replace(train, seed=seed, seeds=None),
                         wgan_gp=scenario.wgan_gp,
                         cellular=scenario.cellular,
                         metrics=scenario.metrics,
@@ -743,9 +789,10 @@ def expand(scenario: Scenario) -> list[Run]:
                         grid=grid,
                         label=spec.label,
                         sweep_procs=list(spec.procs),
+                        seed_order=order,
                     )
                 )
-    runs.sort(key=lambda run: run.repeat)  # stable: file order within each repeat
+    runs.sort(key=lambda run: (run.repeat, run.seed_order))  # stable: file order within each repeat and seed
     seen: set[str] = set()
     for run in runs:
         if run.run_id in seen:

@@ -188,7 +188,7 @@ def _ok_record(
     """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
     import torch
 
-    from .env import versions
+    from .env import machine, numerics_digest, versions
 
     telemetry = _summaries(per_rank)
     rates = [r["images_per_s"] for r in per_rank]
@@ -230,6 +230,7 @@ def _ok_record(
         ),
         "telemetry": telemetry,
         "env": versions(),
+        "machine": {**machine(engine.device), "numerics": numerics_digest(engine.device)},
         **outcome.fields,
     }
 

@@ -137,3 +137,32 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     assert record["status"] == "interrupted" and record["error"].startswith("interrupted by SIGINT after")
     assert "no checkpoint yet: --resume starts it again from step 0" in record["error"]
     assert record["run_id"] == run.run_id and record["exit_code"] != 0  # the launcher was stopped
+
+
+def test_a_scenario_with_three_seeds_plans_three_runs(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [2]}])
+    data["train"] = {**data.get("train", {}), "seeds": [0, 1, 2]}
+    data["train"].pop("seed", None)
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.rsplit("/", 1)[1] for line in lines] == [f"conditional-bce-torch-p2-s{s}-r0" for s in (0, 1, 2)]
+    assert [
+        json.loads((tmp_path / "r" / line.rsplit("/", 1)[1] / "run.json").read_text())["train"]["seed"] for line in lines
+    ] == [0, 1, 2]
+
+
+def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "rulers"))
+    assert main(["ruler", "train", "--dataset", "digits", "--image-size", "12"]) == 0
+    out = capsys.readouterr().out
+    digest = out.split("sha256 ")[1].split()[0]
+    manifest = json.loads((tmp_path / "rulers" / "rulers.json").read_text())
+    assert manifest["classifier:digits"]["sha256"] == digest and manifest["classifier:digits"]["image_size"] == 12
+    assert main(["ruler", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert listing.count("classifier:digits") == 2 and listing.count(" ok") == 2  # the packaged one and the new one
+    (tmp_path / "rulers" / "classifier-digits.pt").write_bytes(b"not a ruler")
+    assert main(["ruler", "list"]) == 1
+    assert "BROKEN: ruler classifier:digits" in capsys.readouterr().out

@@ -25,3 +25,18 @@ def test_env_command_prints_capabilities_as_json(capsys):
     assert info["mpi"]["vendor"] and "\x00" not in info["mpi"]["library"]
     # NVML: either devices, or a reason it is unavailable; never a silent gap
     assert info["nvml"].get("available") is True or "error" in info["nvml"]
+
+
+def test_the_machine_block_names_cpu_kernels_versions_and_a_fingerprint(monkeypatch):
+    import torch
+
+    from suite.env import machine, numerics_digest
+
+    info = machine()
+    assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and info["torch"] == torch.__version__
+    assert info["cores"] and info["cpu_model"] and len(info["fingerprint"]) == 16
+    assert info["gpu"] is None and info["cuda"] is None  # no GPU here: nothing made up
+    assert machine()["fingerprint"] == info["fingerprint"]  # a digest of the machine, not of the moment
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert machine()["fingerprint"] != info["fingerprint"]  # another kernel set is another machine for bitwise purposes
+    assert numerics_digest() == numerics_digest() and len(numerics_digest()) == 16

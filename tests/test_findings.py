@@ -1,6 +1,8 @@
 """The report's first screen from synthetic records: headline rows, checks, findings, warnings."""
 
+import numpy as np
 import pytest
+from scipy import stats
 from test_report import quality, record
 
 from suite.findings import findings, headline, not_learned_warnings
@@ -27,82 +29,54 @@ def target(reached, clock=None, best=30.0):
     }
 
 
+def seeded(stem, fids, clocks=None, train_s=None, seeds=(0, 1, 2), **common):
+    """One record per seed: FID and time to target (None: not reached) per seed."""
+    out = []
+    for i, seed in enumerate(seeds):
+        clock = clocks[i] if clocks else None
+        fid = fids[i]
+        extra = dict(common)
+        if "quality" not in extra:
+            extra["quality"] = learned(fid, ruler_sha256="ab" * 32)
+        out.append(
+            record(
+                f"{stem}-s{seed}",
+                seed=seed,
+                train_s=train_s[i] if train_s else 10.0,
+                time_to_target=target(clock is not None, clock, best=fid),
+                **extra,
+            )
+        )
+    return out
+
+
 @pytest.fixture
 def scenario(tmp_path):
     root = tmp_path / "results"
+    lp = dict(strategy="label_partitioned", engine="mpi", classes=list(range(10)), replicas_identical=True)
+    unlearned = {**quality(fid=1190.0, is_mean=1.01), "pixel_std": 0.01, "untrained_fid": 1200.0, "ruler_sha256": "ab" * 32}
     runs = [
-        record(
-            "dp-p1",
-            procs=1,
-            train_s=100.0,
-            quality=learned(60.0),
-            time_to_target=target(False, best=60.0),
-            replicas_identical=True,
-            model_digest="a",
-        ),
-        record(
-            "dp-p2",
-            procs=2,
-            train_s=55.0,
-            quality=learned(45.0),
-            time_to_target=target(True, 40.0),
-            replicas_identical=True,
-            model_digest="b",
-        ),
-        record(
-            "dpt-p2",
-            engine="torch",
-            procs=2,
-            train_s=60.0,
-            quality=learned(45.0),
-            time_to_target=target(True, 44.0),
-            replicas_identical=True,
-            model_digest="b",
-        ),
-        record(
-            "lp-p1",
-            strategy="label_partitioned",
-            engine="mpi",
-            procs=1,
-            train_s=80.0,
-            quality=learned(35.0),
-            time_to_target=target(True, 70.0),
-            classes=list(range(10)),
-            model_digest="c",
-            replicas_identical=True,
-        ),
-        record(
-            "lp-p2",
-            strategy="label_partitioned",
-            engine="mpi",
-            procs=2,
-            train_s=40.0,
-            quality=learned(30.0),
-            time_to_target=target(True, 35.0),
-            classes=list(range(10)),
-            model_digest="c",
-            replicas_identical=True,
-        ),
-        record(
-            "cel-p1",
-            strategy="cellular",
-            engine="mpi",
-            procs=1,
-            train_s=90.0,
-            model_digest="d",
-            quality={**quality(fid=1190.0, is_mean=1.01), "pixel_std": 0.01, "untrained_fid": 1200.0},
-            time_to_target=target(False, best=1190.0),
-        ),
-        record(
+        *seeded("dp-p1", [60, 61, 59], train_s=[100, 101, 99], procs=1, replicas_identical=True, model_digest="a"),
+        *seeded("dp-p2", [45, 46, 44], [36, 40, 34], train_s=[55, 56, 54], procs=2, replicas_identical=True, model_digest="b"),
+        *seeded("dpt-p2", [46, 47, 45], [44, 45, 43], engine="torch", procs=2, replicas_identical=True, model_digest="b"),
+        *[
+            {**r, "model_digest": f"c{r['seed']}"}
+            for r in seeded("lp-p1", [30, 31, 29], [70, 71, 69], train_s=[80, 80, 80], procs=1, **lp)
+        ],
+        *[
+            {**r, "model_digest": f"c{r['seed']}"}
+            for r in seeded("lp-p2", [30, 31, 29], [35, 36, 34], train_s=[40, 41, 39], procs=2, **lp)
+        ],
+        *seeded("cel-p1", [1190] * 3, strategy="cellular", engine="mpi", procs=1, model_digest="d", quality=unlearned),
+        *seeded(
             "cel-p2",
+            [1190] * 3,
             strategy="cellular",
             engine="mpi",
             procs=2,
-            train_s=50.0,
             model_digest="e",
             oversubscribed=True,
-            quality={**quality(fid=1190.0, is_mean=1.01), "pixel_std": 0.01, "untrained_fid": 1200.0},
-            time_to_target=target(False, best=1190.0),
+            quality=unlearned,
         ),
     ]
     for r in runs:
@@ -117,7 +91,7 @@ def tables(root):
     return records, scaling, headline(records, scaling)
 
 
-def test_one_headline_row_per_strategy_at_its_largest_p(scenario):
+def test_one_headline_row_per_strategy_at_its_largest_p_over_its_seeds(scenario):
     records, scaling, table = tables(scenario)
     rows = table.set_index("strategy")
     assert list(rows.index) == [
@@ -127,40 +101,73 @@ def test_one_headline_row_per_strategy_at_its_largest_p(scenario):
         "label_partitioned / bce / mpi",
     ]
     dp = rows.loc["data_parallel / bce / horovod"]
-    assert dp["P"] == "1,2" and dp["train_s"] == 55.0 and dp["speedup"] == pytest.approx(100 / 55)
-    assert dp["efficiency"] == pytest.approx(100 / 55 / 2) and dp["time_to_target"] == "40.0 s" and dp["fid"] == 45.0
-    assert dp["quality"] == "classifier:digits, n=500"
-    assert rows.loc["cellular / bce / mpi", "time_to_target"] == "not reached (best 1.19e+03)"
+    assert dp["P"] == "1,2" and dp["seeds"] == 3
+    assert dp["_speedup"].values == pytest.approx([100 / 55, 100 / 56, 100 / 54])
+    assert dp["efficiency"] == pytest.approx(np.mean([100 / 55, 100 / 56, 100 / 54]) / 2)
+    # mean [95 % Student-t interval] (n): 45 +- t(0.975, 2) * 1 / sqrt(3)
+    half = stats.t.ppf(0.975, 2) / np.sqrt(3)
+    assert dp["fid"] == f"45 [{45 - half:.3g}, {45 + half:.3g}] (n=3)"
+    assert dp["time_to_target"].endswith("(n=3) s") and dp["time_to_target"].startswith("36.7 [")
+    assert dp["quality"] == "classifier:digits abababababab, n=500"
+    assert rows.loc["cellular / bce / mpi", "time_to_target"] == "reached by 0 of 3 draws (best 1190 [1190, 1190] (n=3))"
 
 
-def test_checks_state_the_equivalences_verified(scenario):
+def test_checks_state_the_equivalences_verified_seed_by_seed(scenario):
     _, _, table = tables(scenario)
     checks = table.set_index("strategy")["checks"]
+    # one model per seed, the same on P=1 and P=2 for each seed
     assert checks["label_partitioned / bce / mpi"] == "replicas identical; same model on P=1,2"
     assert "MODEL DIFFERS across P=1,2" in checks["cellular / bce / mpi"]  # a placement-invariant strategy that drifted
     assert "same model on" not in checks["data_parallel / bce / horovod"]  # data-parallel sums in another order
     assert "same model as torch at P=2" in checks["data_parallel / bce / horovod"]
 
 
-def test_findings_name_the_winner_with_its_caveats(scenario):
+def test_findings_name_a_winner_only_where_the_test_over_seeds_says_so(scenario):
     records, scaling, table = tables(scenario)
     sentences = findings(table, records, scaling)
-    assert (
-        sentences[0]
-        == "Fastest to FID <= 50 (classifier:digits, n=500): label_partitioned / bce / mpi in 35.0 s of training at P=2."
+    # 35 +- 1 s against 36.7 +- 3 s and 44 +- 1 s over 3 seeds: not significant against the first after Holm's correction
+    assert sentences[0].startswith(
+        "Fastest to FID <= 50 (classifier:digits, n=500), seconds of training: no significant difference between "
+        "label_partitioned / bce / mpi 35 ["
     )
-    assert sentences[1].startswith("Best final quality: label_partitioned / bce / mpi at P=2, FID 30, KID 0.04")
-    assert sentences[2].startswith("Best strong-scaling efficiency at P=2: label_partitioned / bce / mpi, E = 1.00")
+    assert "data_parallel / bce / horovod 36.7 [" in sentences[0]
+    assert "Not in every draw: cellular / bce / mpi (reached by 0 of 3 draws" in sentences[0]
+    # FID 30 +- 1 against 45 +- 1, 46 +- 1 and 1190: significant
+    assert sentences[1].startswith(
+        "Best final quality (FID, classifier:digits abababababab, n=500): label_partitioned / bce / mpi, 30 ["
+    )
+    assert "significantly better than every other (Welch's t, Holm-adjusted p <=" in sentences[1]
+    # speedups 2.0 (lp) against 1.8 (dp), 3 runs each: significant
+    assert sentences[2].startswith("Best strong-scaling speedup at P=2: label_partitioned / bce / mpi, 2 [")
+
+
+def test_one_draw_is_never_a_verdict(tmp_path):
+    root = tmp_path / "results"
+    for r in (
+        record("a", quality=learned(30.0), time_to_target=target(True, 10.0)),
+        record("b", strategy="conditional", quality=learned(60.0), time_to_target=target(True, 20.0)),
+    ):
+        write_record(root / r["run_id"], r)
+    records, scaling, table = tables(root)
+    text = " ".join(findings(table, records, scaling))
+    assert "significantly better" not in text
+    assert (
+        "no significant difference between data_parallel / bce / horovod 30 (n=1) and conditional / bce / horovod 60 (n=1)"
+        in text
+    )
+    assert "(one draw: no test possible)" in text
 
 
 def test_caveats_and_not_learned_warnings(scenario, tmp_path):
     records, scaling, table = tables(scenario)
     warnings = not_learned_warnings(records)
-    assert len(warnings) == 2 and warnings[0].startswith("cel-p1 has not learned: IS 1.010 is within 5 % of 1; pixel std 0.010")
+    assert len(warnings) == 6 and warnings[0].startswith(
+        "cel-p1-s0 has not learned: IS 1.010 is within 5 % of 1; pixel std 0.010"
+    )
     assert "FID 1190.0 is no better than the untrained generator's 1200.0" in warnings[0]
     text = write_report(scenario, tmp_path / "report").read_text()
     head = text.split("## Headline")[1].split("## ")[0]
-    assert "**Warnings:**" in head and "- cel-p2 has not learned" in head
+    assert "**Warnings:**" in head and "- cel-p2-s0 has not learned" in head
     assert not_learned(learned()) == []
 
 

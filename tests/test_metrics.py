@@ -1,6 +1,10 @@
 """IS, FID, KID and TVD: closed-form checks, real-vs-noise on digits, and offline feature networks."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,13 +25,13 @@ from suite.metrics import scores as scores_module
 from suite.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
 from suite.metrics.features import (
     ClassifierNet,
-    ClassifierSpec,
     FeatureUnavailable,
     InceptionNet,
     InceptionTrunkNet,
     feature_net,
     find_fid_trunk,
 )
+from suite.metrics.rulers import PACKAGED_RULERS, RulerError, sha256_file
 
 # --- closed forms -----------------------------------------------------------------------------------------
 
@@ -55,7 +59,25 @@ def test_fid_of_samples_approaches_the_closed_form():
 def test_fid_survives_singular_covariances():
     rng = np.random.default_rng(2)
     few = rng.normal(size=(5, 50))  # 5 samples in 50 dimensions: rank-deficient covariances
-    assert np.isfinite(frechet_distance(*statistics(few), *statistics(rng.normal(size=(5, 50)))))
+    value = frechet_distance(*statistics(few), *statistics(rng.normal(size=(5, 50))))
+    assert isinstance(value, float) and np.isfinite(value) and value > 0
+
+
+def test_fid_trace_term_agrees_with_the_matrix_square_root_where_that_converges():
+    from scipy import linalg
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(400, 20)), rng.normal(size=(400, 20)) @ rng.normal(size=(20, 20))
+    (mu1, s1), (mu2, s2) = statistics(a), statistics(b)
+    reference = float(np.sum((mu1 - mu2) ** 2) + np.trace(s1) + np.trace(s2) - 2 * np.trace(linalg.sqrtm(s1 @ s2).real))
+    assert frechet_distance(mu1, s1, mu2, s2) == pytest.approx(reference, rel=1e-9)
+
+
+def test_fid_refuses_non_finite_features_with_a_reason():
+    bad = np.ones((10, 3))
+    bad[4, 1] = np.nan
+    with pytest.raises(ValueError, match="1 of 10 feature rows are not finite"):
+        statistics(bad)
 
 
 @pytest.mark.parametrize("k", [2, 5, 10])
@@ -146,18 +168,75 @@ def test_tvd():
 
 @pytest.fixture(scope="module")
 def digits_classifier():
-    return ClassifierNet(ClassifierSpec("digits", 20))
+    return ClassifierNet("digits")
+
+
+def test_the_digits_ruler_ships_pinned_and_accurate(digits_classifier, isolated_cache):
+    manifest = json.loads((PACKAGED_RULERS / "rulers.json").read_text())["classifier:digits"]
+    assert digits_classifier.name == "classifier:digits" and digits_classifier.sha256 == manifest["sha256"]
+    assert sha256_file(PACKAGED_RULERS / manifest["file"]) == manifest["sha256"]
+    assert digits_classifier.info["heldout_accuracy"] == manifest["heldout_accuracy"] >= 0.95
+    assert not (isolated_cache / "rulers").exists() and not (isolated_cache / "classifiers").exists()  # nothing trained
+    # images of another size are resized to the ruler's: one ruler for every image size of the dataset
+    features, probs = digits_classifier(load_dataset("digits", 32, "test").images[:50])
+    assert features.shape == (50, 128) and features.dtype == np.float64
+    assert (probs.argmax(1) == load_dataset("digits", 32, "test").labels[:50]).mean() > 0.9
+
+
+def _pinned_copy(tmp_path, monkeypatch, damage):
+    """A user ruler folder holding a damaged copy of the digits ruler under its pinned hash."""
+    manifest = json.loads((PACKAGED_RULERS / "rulers.json").read_text())
+    folder = tmp_path / "rulers"
+    folder.mkdir()
+    shutil.copy(PACKAGED_RULERS / "classifier-digits.pt", folder / "classifier-digits.pt")
+    damage(folder / "classifier-digits.pt")
+    (folder / "rulers.json").write_text(
+        json.dumps({"classifier:mnist": {**manifest["classifier:digits"], "name": "classifier:mnist"}})
+    )
+    monkeypatch.setenv("SUITE_RULERS", str(folder))
+    return manifest["classifier:digits"]["sha256"]
+
+
+def test_a_truncated_ruler_is_refused_naming_the_file_and_both_hashes(tmp_path, monkeypatch):
+    pinned = _pinned_copy(tmp_path, monkeypatch, lambda path: path.write_bytes(path.read_bytes()[:1000]))
+    with pytest.raises(RulerError) as error:
+        ClassifierNet("mnist")
+    message = str(error.value)
+    assert "\n" not in message and "classifier-digits.pt" in message and pinned in message
+    assert sha256_file(tmp_path / "rulers" / "classifier-digits.pt") in message
+
+
+def test_a_missing_ruler_says_how_to_make_one(tmp_path, monkeypatch):
+    _pinned_copy(tmp_path, monkeypatch, lambda path: path.unlink())
+    with pytest.raises(RulerError, match="classifier-digits.pt is missing"):
+        ClassifierNet("mnist")
+    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "empty"))
+    with pytest.raises(RulerError, match="no pinned ruler classifier:cifar10 .*suite ruler train --dataset cifar10"):
+        feature_net("classifier", "cifar10", 32)
 
 
 @pytest.mark.slow
-def test_digits_classifier_is_accurate_and_cached(digits_classifier, isolated_cache):
-    assert digits_classifier.info["heldout_accuracy"] >= 0.95
-    assert digits_classifier.name == "classifier:digits"
-    cached = json.loads((isolated_cache / "classifiers" / "digits-train-20px-seed0.json").read_text())
-    assert cached["heldout_accuracy"] == digits_classifier.info["heldout_accuracy"]
-    again = ClassifierNet(ClassifierSpec("digits", 20))  # from the cache: same weights
-    x = load_dataset("digits", 20, "test").images[:8]
-    assert np.allclose(again(x)[0], digits_classifier(x)[0])
+def test_same_samples_score_the_same_on_fresh_caches_and_other_cpu_kernels(tmp_path):
+    """600 fixed images scored by `suite score` twice, on empty caches, the second time with AVX2 kernels only."""
+    real = load_dataset("digits", 20, "train")
+    noisy = (real.images[:600] + 0.3 * torch.randn(600, 1, 20, 20, generator=torch.Generator().manual_seed(1))).clamp(-1, 1)
+    np.savez(tmp_path / "samples.npz", images=noisy.numpy(), labels=real.labels[:600])
+    scores = []
+    for i, kernels in enumerate(({}, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"})):
+        env = {**os.environ, "SUITE_CACHE": str(tmp_path / f"cache{i}"), **kernels}
+        command = [sys.executable, "-m", "suite", "score", "--samples", str(tmp_path / "samples.npz")]
+        out = subprocess.run(
+            command + ["--dataset", "digits", "--features", "classifier", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        scores.append(json.loads(out.stdout))
+    first, second = scores
+    assert first["ruler_sha256"] == second["ruler_sha256"] == ClassifierNet("digits").sha256
+    assert second["fid"] == pytest.approx(first["fid"], rel=1e-4)
+    assert second["kid_mean"] == pytest.approx(first["kid_mean"], rel=1e-4)
 
 
 def disjoint_real_half(real, n):
@@ -251,7 +330,11 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
     path = tmp_path / "pt_inception-2015-12-05-6726825d.pth"
     torch.save(reference.state_dict(), path)
     monkeypatch.setenv("SUITE_INCEPTION_WEIGHTS", str(path))
+    with pytest.raises(RulerError, match=f"has sha256 {sha256_file(path)}, but 6726825d is pinned"):
+        feature_net("auto", "digits", 16)  # random weights are not pytorch-fid's published file
+    monkeypatch.setattr("suite.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(path)[:8])
     net = feature_net("auto", "digits", 16)
+    assert net.sha256 == sha256_file(path)
     assert isinstance(net, InceptionNet) and net.name == "inception"
     features, probs = net(torch.rand(2, 1, 16, 16) * 2 - 1)
     assert features.shape == (2, 2048) and probs.shape == (2, 1008)

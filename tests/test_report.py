@@ -248,7 +248,7 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
     for name in ("strong_time.png", "strong_efficiency.png", "weak_time.png", "weak_efficiency.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the two feature networks get separate tables; the one without logits says why IS is missing
-    assert "### Network `classifier:digits`" in text and "### Network `inception(fid-trunk)`" in text
+    assert "### Ruler `classifier:digits`" in text and "### Ruler `inception(fid-trunk)`" in text
     assert "IS n/a: no logits." in text
     assert "FID n/a for t-p4: FID withheld: 500 generated and 500 real samples are not both above the 2048" in text
     # the papers' numbers are printed as the paper's, in their own table
@@ -330,11 +330,11 @@ def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(
     assert "per-class KID by generated label" in columns and "per-class KID by predicted class (biased low)" in columns
     # the unconditional run's per-class KID is under "predicted", the label-partitioned run's under "generated label"
     assert (
-        "| dp-p4-r0 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |"
+        "| dp-p4-r0 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |"
         in section
     )
     assert (
-        "| lp-p4 | 4 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |"
+        "| lp-p4 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |"
         in section
     )
     scores = pd.read_csv(out / "quality_classifier-digits.csv")

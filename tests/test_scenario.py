@@ -192,3 +192,42 @@ def test_targets_budgets_and_stopping_are_validated():
     for data, message in cases:
         with pytest.raises(ScenarioError, match=message):
             parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}], **data})
+
+
+def test_seeds_are_an_axis_like_procs_and_interleave():
+    data = with_(train__seeds=[0, 1, 2])
+    runs = expand(parse_scenario(data))
+    assert [r.run_id for r in runs] == [
+        "data_parallel-bce-horovod-p1-s0-r0",
+        "data_parallel-bce-horovod-p2-s0-r0",
+        "data_parallel-bce-horovod-p1-s1-r0",
+        "data_parallel-bce-horovod-p2-s1-r0",
+        "data_parallel-bce-horovod-p1-s2-r0",
+        "data_parallel-bce-horovod-p2-s2-r0",
+    ]
+    assert [r.train.seed for r in runs] == [0, 0, 1, 1, 2, 2] and all(r.train.seeds is None for r in runs)
+    assert runs[2].identity()["seed"] == 1
+    # an entry's own seed replaces the scenario's seeds; its own seeds replace the scenario's seed
+    data["runs"].append({"strategy": "conditional", "engine": "horovod", "procs": [2], "train": {"seed": 7}})
+    data["runs"].append({"strategy": "label_partitioned", "engine": "mpi", "procs": [2], "train": {"seeds": [4, 5]}})
+    ids = [r.run_id for r in expand(parse_scenario(data))]
+    assert "conditional-bce-horovod-p2-r0" in ids and sum(i.startswith("conditional") for i in ids) == 1
+    assert {i for i in ids if i.startswith("label")} == {
+        "label_partitioned-bce-mpi-p2-s4-r0",
+        "label_partitioned-bce-mpi-p2-s5-r0",
+    }
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"train__seeds": []}, "train.seeds: is empty"),
+        ({"train__seeds": [0, 1, 1]}, r"train.seeds: seeds repeat: \[1\]"),
+        ({"train__seeds": [0, 1], "train__seed": 3}, "train.seeds: given alongside train.seed"),
+        ({"runs__0__train": {"seed": 1, "seeds": [2]}}, r"runs\[0\].train.seeds: given alongside runs\[0\].train.seed"),
+        ({"train__seeds": [-1]}, "train.seeds: seeds must not be negative"),
+    ],
+)
+def test_bad_seeds_name_the_field(changes, message):
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario(with_(**changes))

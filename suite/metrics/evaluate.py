@@ -2,7 +2,8 @@
 
 ``quality`` holds, every number with the network and the sample count it was computed at:
 
-* ``features`` (the network's name), ``features_detail`` and ``feature_dim`` (d, the feature size);
+* ``features`` (the ruler's name), ``ruler_sha256`` (the pinned hash of its weights file),
+  ``features_detail`` and ``feature_dim`` (d, the feature size);
 * ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`);
   ``classes``, the real classes compared with, of the dataset's ``num_classes``;
 * ``is_mean``/``is_std`` over ``is_splits`` splits of ``is_split_n`` images each (the first
@@ -36,7 +37,7 @@ import torch
 
 from ..data import class_prior, load_dataset
 from ..results import KID_FIELDS, PER_CLASS_BASES, atomic_write
-from .features import ClassifierNet, ClassifierSpec, FeatureNet, Features, cache_dir, feature_net
+from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 from .signals import pixel_std
 
@@ -91,16 +92,12 @@ class Reference:
             inception_weights=self.inception_weights,
             device=self.device,
         )
-        classifier = (
-            net
-            if isinstance(net, ClassifierNet)
-            else ClassifierNet(ClassifierSpec(self.dataset, self.image_size, self.root, self.split), self.device)
-        )
+        classifier = net if isinstance(net, ClassifierNet) else ClassifierNet(self.dataset, self.device)
         return net, classifier
 
 
 def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
-    digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, *key]).encode())
+    digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.sha256, *key]).encode())
     return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
 
 
@@ -210,6 +207,7 @@ def evaluate_images(
     features, probs = net(images)
     quality: dict = {
         "features": net.name,
+        "ruler_sha256": net.sha256,
         "features_detail": net.detail,
         "feature_dim": int(features.shape[1]),
         "n": int(len(images)),

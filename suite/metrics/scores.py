@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from scipy import linalg
 
 
 def inception_score(probabilities: np.ndarray, splits: int = 10) -> tuple[float, float]:
@@ -26,35 +23,50 @@ def inception_score(probabilities: np.ndarray, splits: int = 10) -> tuple[float,
 
 
 def statistics(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and covariance (float64) of (N, d) features."""
+    """Mean and covariance (float64) of (N, d) finite features."""
     f = np.asarray(features, dtype=np.float64)
-    if len(f) < 2:
-        raise ValueError(f"FID statistics need at least 2 samples, got {len(f)}")
+    if f.ndim != 2 or len(f) < 2:
+        raise ValueError(f"FID statistics need (N, d) features with N >= 2, got shape {f.shape}")
+    if not np.isfinite(f).all():
+        raise ValueError(f"FID statistics: {int((~np.isfinite(f)).any(axis=1).sum())} of {len(f)} feature rows are not finite")
     return f.mean(axis=0), np.cov(f, rowvar=False)
 
 
-def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray, eps: float = 1e-6) -> float:
-    """``||mu1 - mu2||^2 + Tr(S1 + S2 - 2 (S1 S2)^(1/2))`` as pytorch-fid computes it.
+def _psd_sqrt(sigma: np.ndarray) -> np.ndarray:
+    """The symmetric square root of a covariance (eigenvalues below 0, rounding noise, clipped to 0)."""
+    values, vectors = np.linalg.eigh((sigma + sigma.T) / 2)
+    return (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
 
-    When the product is near-singular, ``eps`` is added to both diagonals (pytorch-fid's
-    fallback); a matrix square root with a significant imaginary part is an error.
+
+def trace_sqrt_product(sigma1: np.ndarray, sigma2: np.ndarray) -> float:
+    """``Tr (S1 S2)^(1/2)`` for two covariances, computed as ``sum sqrt(eig(S1^(1/2) S2 S1^(1/2)))``.
+
+    ``S1 S2`` and the symmetric ``S1^(1/2) S2 S1^(1/2)`` have the same eigenvalues, and the
+    latter's are real and non-negative: symmetric eigensolvers give them to rounding error,
+    never a complex part and never a failed iteration, also for singular or rank-deficient
+    covariances (where ``scipy.linalg.sqrtm`` of the product needs pytorch-fid's ``eps`` fallback).
+    """
+    root = _psd_sqrt(sigma1)
+    middle = root @ sigma2 @ root
+    values = np.linalg.eigvalsh((middle + middle.T) / 2)
+    return float(np.sqrt(np.clip(values, 0, None)).sum())
+
+
+def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray) -> float:
+    """``||mu1 - mu2||^2 + Tr(S1 + S2 - 2 (S1 S2)^(1/2))``, the Fréchet distance of two Gaussians, in float64.
+
+    The trace of the matrix square root comes from :func:`trace_sqrt_product` (symmetric
+    eigenvalues), which agrees with pytorch-fid's ``sqrtm`` where that converges and stays
+    stable where it does not. Non-finite statistics are a ``ValueError``.
     """
     mu1, mu2 = np.atleast_1d(mu1).astype(np.float64), np.atleast_1d(mu2).astype(np.float64)
     sigma1, sigma2 = np.atleast_2d(sigma1).astype(np.float64), np.atleast_2d(sigma2).astype(np.float64)
     if mu1.shape != mu2.shape or sigma1.shape != sigma2.shape:
         raise ValueError(f"FID statistics differ in shape: {mu1.shape} vs {mu2.shape}")
+    if not all(np.isfinite(x).all() for x in (mu1, mu2, sigma1, sigma2)):
+        raise ValueError("FID statistics are not finite")
     diff = mu1 - mu2
-    with warnings.catch_warnings():  # singular products are expected with few samples; handled below
-        warnings.simplefilter("ignore", linalg.LinAlgWarning)
-        covmean = linalg.sqrtm(sigma1 @ sigma2)
-        if not np.isfinite(covmean).all():
-            offset = np.eye(sigma1.shape[0]) * eps
-            covmean = linalg.sqrtm((sigma1 + offset) @ (sigma2 + offset))
-    if np.iscomplexobj(covmean):
-        if not np.allclose(np.diagonal(covmean).imag, 0, atol=1e-3):
-            raise ValueError(f"FID: imaginary component {np.max(np.abs(covmean.imag)):.3g} in the matrix square root")
-        covmean = covmean.real
-    return float(diff @ diff + np.trace(sigma1) + np.trace(sigma2) - 2 * np.trace(covmean))
+    return float(diff @ diff + np.trace(sigma1) + np.trace(sigma2) - 2 * trace_sqrt_product(sigma1, sigma2))
 
 
 def fid(features_a: np.ndarray, features_b: np.ndarray) -> float:

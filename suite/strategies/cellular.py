@@ -571,13 +571,14 @@ class ClassLogits:
     def __init__(self, classifier: ClassifierNet):
         self.classifier = classifier
         self.name = f"{classifier.name}/logits"
+        self.sha256 = classifier.sha256
         self.detail = f"class logits of the {classifier.detail}"
 
     @torch.no_grad()
     def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
         """``(logits (N, classes) float64, None)``, as a feature network returns ``(features, probabilities)``."""
         step, device = self.classifier.batch_size, self.classifier.device
-        logits = [self.classifier.net(images[lo : lo + step].to(device))[1].double().cpu() for lo in range(0, len(images), step)]
+        logits = [self.classifier.logits(images[lo : lo + step].to(device)).cpu() for lo in range(0, len(images), step)]
         return torch.cat(logits).numpy(), None
 
 
@@ -591,14 +592,13 @@ class MixtureScorer:
 
     def __init__(self, run: Run, device: torch.device, reference: Reference):
         from ..metrics.evaluate import real_statistics
-        from ..metrics.features import ClassifierNet, ClassifierSpec
+        from ..metrics.features import ClassifierNet
 
         cfg = run.cellular
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
         self.net: Features
         if cfg.mixture_features == "logits":
-            spec = ClassifierSpec(reference.dataset, reference.image_size, reference.root, reference.split)
-            self.net = ClassLogits(ClassifierNet(spec, reference.device))
+            self.net = ClassLogits(ClassifierNet(reference.dataset, reference.device))
         else:
             self.net = reference.networks()[0]
         self.name = self.net.name
