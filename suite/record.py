@@ -114,6 +114,8 @@ class Quality:
     ruler_sha256: str | None = column()
     """The pinned sha256 of the ruler's weights file (:mod:`suite.metrics.rulers`)."""
     features_detail: str | None = None
+    device: str | None = None
+    """Where the feature network ran (``cpu``, ``cuda:0``)."""
     feature_dim: int | None = None
     n: int | None = column("quality_n")
     n_real: int | None = None

@@ -59,6 +59,8 @@ class HostTimeline:
     """Marks are readings of the host clock (CPU runs; every operation is synchronous there)."""
 
     on_device = False
+    kind = "host_clock"
+    """What times the steps, as the per-rank telemetry records it."""
 
     def mark(self) -> float:
         return time.perf_counter()
@@ -82,6 +84,8 @@ class CudaTimeline:
     """
 
     on_device = True
+    kind = "cuda_events"
+    """What times the steps, as the per-rank telemetry records it."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -450,6 +454,8 @@ class Telemetry:
         peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         w = self.window
         return {
+            "device": str(self.device),  # this rank's device, e.g. cuda:1 (suite gpu-check: ranks on distinct GPUs)
+            "timeline": self.timeline.kind,  # host_clock or cuda_events
             "steps": self.steps,
             "images": self.images,
             "warmup": dict(self.warmup),

@@ -48,6 +48,7 @@ def test_window_excludes_warmup_and_phases_add_up():
     # on a CPU nothing about GPUs is reported, and the record says why
     assert d["gpu_util"] is None and d["gpu_mem_used_bytes"] is None and d["gpu_mem_peak_bytes"] is None
     assert d["gpu_note"] == "CPU run: no GPU to measure"
+    assert d["device"] == "cpu" and d["timeline"] == "host_clock"  # what suite gpu-check reads on a GPU
     assert d["host_mem_peak_bytes"] > 0
 
 

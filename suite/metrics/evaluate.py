@@ -3,7 +3,7 @@
 ``quality`` holds, every number with the network and the sample count it was computed at:
 
 * ``features`` (the ruler's name), ``ruler_sha256`` (the pinned hash of its weights file),
-  ``features_detail`` and ``feature_dim`` (d, the feature size);
+  ``features_detail`` and ``feature_dim`` (d, the feature size); ``device``, where the ruler ran;
 * ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`);
   ``classes``, the real classes compared with, of the dataset's ``num_classes``;
 * ``is_mean``/``is_std`` over ``is_splits`` splits of ``is_split_n`` images each (the first
@@ -209,6 +209,7 @@ def evaluate_images(
         "features": net.name,
         "ruler_sha256": net.sha256,
         "features_detail": net.detail,
+        "device": str(net.device),
         "feature_dim": int(features.shape[1]),
         "n": int(len(images)),
         "n_real": int(real["n"]),
