@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke test test-fast lint format regression bench report lock clean
+.PHONY: setup digits smoke gpu-check test test-fast lint format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -17,6 +17,10 @@ digits: setup
 smoke: setup
 	$(BIN)/suite run scenarios/smoke.yaml --out results/smoke
 	$(BIN)/suite report results/smoke
+
+# Run first on a GPU node: every strategy and installed engine on every GPU, checked; exit 4 without a GPU.
+gpu-check: setup
+	$(BIN)/suite gpu-check --out results/gpu-check
 
 # The test suite (unit tests and real 1-4 process runs on CPU).
 test: setup

@@ -1,4 +1,4 @@
-"""The ``suite`` command: run | report | compare | score | sample | ruler | env | jobscript | project | probe.
+"""The ``suite`` command: run | report | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1. ``suite run``
@@ -344,6 +344,14 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from .gpucheck import gpu_check
+
+    if args.timeout <= 0:
+        raise UsageError("--timeout: must be positive")
+    return gpu_check(Path(args.out), args.timeout)
+
+
 def cmd_jobscript(args: argparse.Namespace) -> int:
     from .jobscript import write_jobscript
 
@@ -569,6 +577,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("env", help="print versions and capabilities as JSON")
     p.set_defaults(func=cmd_env)
+
+    p = sub.add_parser(
+        "gpu-check",
+        help="self-check of the GPU paths on this node: short runs of every strategy and engine on every GPU",
+        description="Train every strategy on every installed GPU engine for a few seconds at P = 1 and P = the visible "
+        "GPUs, then check each run: ok, ranks on distinct GPUs, NVML utilisation and memory plausible, CUDA-event "
+        "timings, quality scored on the GPU; writes gpu-check.md and gpu-check.json. Exit codes: 0 all checks "
+        "passed, 1 a check failed, 2 bad input, 4 skipped: no CUDA GPU visible (one line on stderr).",
+    )
+    p.add_argument("--out", default="results/gpu-check", help="folder for the report and the runs (default results/gpu-check)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before a run is stopped and recorded as failed")
+    p.set_defaults(func=cmd_gpu_check)
 
     p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
     p.add_argument("scenario")

@@ -1,0 +1,240 @@
+"""suite gpu-check without a GPU: the one-line refusal, the record checks, the scenario it runs, the report.
+
+Nothing here touches a GPU: CUDA, NVML and the capabilities are faked, records are synthetic.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from conftest import run_scenario, tiny_scenario
+from suite import gpucheck
+from suite.cli import main
+from suite.record import check_record as check_schema
+from suite.results import write_record
+from suite.scenario import expand, load_scenario, parse_scenario
+
+
+def fake_caps(horovod: str = "nccl", nccl: bool = True) -> dict:
+    """What :func:`suite.env.capabilities` says on a node with two GPUs; Horovod ``nccl``, ``cpu`` or ``missing``."""
+    hvd = {"version": "0.28.1", "tensor_ops": {"nccl": horovod == "nccl"}} if horovod != "missing" else {}
+    return {
+        "versions": {"horovod": "0.28.1", "deepspeed": "0.19.8", "mpi4py": "4.1.2"},
+        "torch": {
+            "version": "2.13.0",
+            "cuda_build": "13.0",
+            "devices": ["Fake GPU", "Fake GPU"],
+            "distributed": {"nccl": nccl},
+            "nccl_version": "2.27.3",
+        },
+        "horovod": hvd or {"available": False, "error": "ModuleNotFoundError: No module named 'horovod'"},
+        "mpi": {"vendor": "Open MPI"},
+        "deepspeed": {"version": "0.19.8"},
+        "nvml": {"available": True, "driver": "999.99"},
+    }
+
+
+def good_record(run_id: str = "data_parallel-bce-torch-p2-r0", procs: int = 2) -> dict:
+    """A record as a passing GPU run writes it (the fields the check reads)."""
+    rank = {"timeline": "cuda_events", "gpu_note": None}
+    return {
+        "run_id": run_id,
+        "procs": procs,
+        "status": "ok",
+        "device": "Fake GPU",
+        "train_s": 4.1,
+        "telemetry": {
+            "per_rank": [
+                {
+                    **rank,
+                    "device": f"cuda:{i}",
+                    "gpu_util": {"mean": 55.0 + i, "p95": 97.0},
+                    "gpu_mem_used_bytes": {"mean": 1.5 * 2**30, "p95": 1.6 * 2**30},
+                }
+                for i in range(procs)
+            ]
+        },
+        "quality": {"device": "cuda:0", "features": "classifier:digits", "n": 200},
+    }
+
+
+def test_refuses_in_one_line_without_a_gpu(monkeypatch, capsys, tmp_path):
+    def unavailable() -> bool:
+        warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old\n(found version 1)", stacklevel=1)
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", unavailable)
+    assert main(["gpu-check", "--out", str(tmp_path / "gc")]) == gpucheck.EXIT_NO_GPU == 4
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("gpu-check: no CUDA GPU visible (torch.cuda.is_available() is False; CUDA build ")
+    assert "driver on your system is too old (found version 1))" in err and err.rstrip().endswith("nothing to check")
+    assert not (tmp_path / "gc").exists()  # nothing written: no report that did not come from a GPU
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this test is for machines without a GPU")
+def test_the_real_command_refuses_here(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "gpu-check", "--out", str(tmp_path / "gc")], capture_output=True, text=True
+    )
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("gpu-check: no CUDA GPU visible")
+
+
+def test_a_good_record_passes_every_check():
+    record = good_record()
+    check_schema({"schema": 2, **record})  # the synthetic record fits the real record schema
+    checks = gpucheck.check_record(record)
+    assert [c.name for c in checks] == ["status", "devices", "nvml", "timeline", "scoring"]
+    assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
+    assert checks[1].line() == "PASS data_parallel-bce-torch-p2-r0 devices: 2 ranks on cuda:0, cuda:1"
+    assert "utilisation mean 55.5 %" in checks[2].evidence and "memory used 1536-1536 MiB" in checks[2].evidence
+
+
+def _ranks(record: dict) -> list[dict]:
+    return record["telemetry"]["per_rank"]
+
+
+BAD = {
+    "two ranks on one GPU": (lambda r: _ranks(r)[1].update(device="cuda:0"), "devices", "2 ranks on cuda:0, cuda:0"),
+    "ranks on the CPU": (lambda r: [x.update(device="cpu") for x in _ranks(r)], "devices", "on cpu, cpu"),
+    "utilisation above 100 %": (lambda r: _ranks(r)[0]["gpu_util"].update(p95=140.0), "nvml", "highest p95 140.0 %"),
+    "utilisation all zero": (
+        lambda r: [x.update(gpu_util={"mean": 0.0, "p95": 0.0}) for x in _ranks(r)],
+        "nvml",
+        "utilisation mean 0.0 %",
+    ),
+    "no memory in use": (
+        lambda r: _ranks(r)[1].update(gpu_mem_used_bytes={"mean": 0.0, "p95": 0.0}),
+        "nvml",
+        "memory used 0-1536 MiB",
+    ),
+    "NVML missing": (
+        lambda r: [
+            x.update(gpu_util=None, gpu_mem_used_bytes=None, gpu_note="NVML unavailable: libnvidia-ml.so.1") for x in _ranks(r)
+        ],
+        "nvml",
+        "no NVML samples on ranks [0, 1]: NVML unavailable: libnvidia-ml.so.1",
+    ),
+    "host clock instead of CUDA events": (
+        lambda r: _ranks(r)[1].update(timeline="host_clock"),
+        "timeline",
+        "cuda_events (rank 0), host_clock (rank 1)",
+    ),
+    "scored on the CPU": (lambda r: r["quality"].update(device="cpu"), "scoring", "quality scored on cpu"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_each_fault_fails_its_check_with_a_clear_line(case):
+    spoil, name, evidence = BAD[case]
+    record = good_record()
+    spoil(record)
+    failed = [c for c in gpucheck.check_record(record) if not c.ok]
+    assert [c.name for c in failed] == [name]
+    assert failed[0].line().startswith(f"FAIL data_parallel-bce-torch-p2-r0 {name}: ") and evidence in failed[0].evidence
+
+
+def test_a_failed_run_fails_its_status_only():
+    record = {"run_id": "cellular-mustangs-mpi-p2-r0", "status": "failed", "error": "rank 1 exited with 1\ndetails"}
+    assert [c.line() for c in gpucheck.check_record(record)] == [
+        "FAIL cellular-mustangs-mpi-p2-r0 status: failed: rank 1 exited with 1"
+    ]
+
+
+def _planned(scenario: dict) -> set[tuple]:
+    return {(r.strategy, r.loss, r.engine, r.procs) for r in expand(parse_scenario(scenario, "gpu-check.yaml"))}
+
+
+@pytest.mark.parametrize("horovod", ["nccl", "cpu", "missing"])
+def test_the_scenario_for_two_gpus_runs_every_strategy_on_every_installed_engine(horovod):
+    engines, skipped = gpucheck.gpu_engines(fake_caps(horovod))
+    scenario = gpucheck.scenario_for(2, engines)
+    with_horovod = ["horovod"] if horovod == "nccl" else []
+    assert engines == ["torch", *with_horovod, "mpi", "deepspeed"]
+    assert len(skipped) == (horovod != "nccl") and all(s.startswith("horovod") for s in skipped)
+    if horovod == "cpu":
+        assert "built without NCCL (rebuild: HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh" in skipped[0]
+    every = {
+        ("data_parallel", "bce"): [*with_horovod, "torch", "mpi", "deepspeed"],
+        ("conditional", "bce"): [*with_horovod, "torch", "mpi", "deepspeed"],
+        ("label_partitioned", "bce"): [*with_horovod, "torch", "mpi"],
+        ("label_partitioned", "wgan-gp"): [*with_horovod, "torch", "mpi"],
+        ("cellular", "mustangs"): ["mpi"],
+    }
+    assert _planned(scenario) == {(s, loss, e, p) for (s, loss), es in every.items() for e in es for p in (1, 2)}
+    assert scenario["train"]["budget_s"] == gpucheck.RUN_SECONDS and scenario["metrics"]["features"] == "classifier"
+
+
+def test_without_nccl_torch_is_not_a_gpu_engine():
+    engines, _ = gpucheck.gpu_engines(fake_caps(nccl=False))
+    assert "torch" not in engines
+
+
+@pytest.mark.parametrize("gpus", [1, 3, 8, 12, 16, 20])
+def test_the_scenario_is_valid_for_any_gpu_count(gpus):
+    planned = _planned(gpucheck.scenario_for(gpus, ["torch", "mpi"]))
+    assert {p for *_, p in planned} == {1, gpus}
+    label_partitioned = {p for s, _, _, p in planned if s == "label_partitioned"}
+    assert label_partitioned == ({1} if gpus in (12, 16) else {1, gpus})  # 12 or 16 ranks cannot share 10 classes evenly
+
+
+@pytest.mark.multiproc
+def test_a_real_cpu_record_carries_what_the_check_reads(tmp_path):
+    """The worker writes the fields the checks read; on a CPU each GPU check fails, saying what it found."""
+    runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}]
+    scenario = tiny_scenario(
+        "cpu-record", runs, train={"steps": 2}, metrics={"enabled": True, "features": "classifier", "samples": 200}
+    )
+    code, records = run_scenario(tmp_path, scenario)
+    assert code == 0
+    lines = [c.line() for c in gpucheck.check_record(records["data_parallel-bce-mpi-p1-r0"])]
+    assert lines[0].startswith("PASS data_parallel-bce-mpi-p1-r0 status: ok, training window ")
+    assert lines[1:] == [
+        "FAIL data_parallel-bce-mpi-p1-r0 devices: 1 ranks on cpu",
+        "FAIL data_parallel-bce-mpi-p1-r0 nvml: no NVML samples on ranks [0]: CPU run: no GPU to measure",
+        "FAIL data_parallel-bce-mpi-p1-r0 timeline: steps timed with host_clock (rank 0)",
+        "FAIL data_parallel-bce-mpi-p1-r0 scoring: quality scored on cpu (classifier:digits, n 200)",
+    ]
+
+
+@pytest.mark.parametrize("spoil", [False, True])
+def test_the_whole_check_with_fakes_writes_its_report_and_exit_code(spoil, monkeypatch, tmp_path, capsys):
+    import suite.env
+
+    monkeypatch.setattr(gpucheck, "no_gpu_reason", lambda: None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(suite.env, "capabilities", lambda: fake_caps())
+
+    def fake_run(path, results, timeout):  # what `suite run` leaves: one record per run
+        for i, run in enumerate(expand(load_scenario(path))):
+            record = {**run.identity(), **copy.deepcopy(good_record(run.run_id, run.procs))}
+            if spoil and i == 1:
+                _ranks(record)[-1]["device"] = "cuda:0"
+            (results / run.run_id).mkdir(parents=True)
+            write_record(results / run.run_id, record)
+        return 1 if spoil else 0
+
+    monkeypatch.setattr(gpucheck, "_run_scenario", fake_run)
+    out = tmp_path / "gc"
+    assert main(["gpu-check", "--out", str(out)]) == (1 if spoil else 0)
+    report = (out / "gpu-check.md").read_text()
+    data = json.loads((out / "gpu-check.json").read_text())
+    runs = len(expand(load_scenario(out / "gpu-check.yaml")))
+    assert runs == 30 and len(data["checks"]) == 2 + 5 * runs and data["passed"] is not spoil
+    assert "- GPUs: 2 visible: Fake GPU, Fake GPU" in report and "driver 999.99, CUDA 13.0 (torch 2.13.0), NCCL 2.27.3" in report
+    assert "- PASS machine nccl: torch.distributed NCCL 2.27.3" in report
+    printed = capsys.readouterr().out
+    if spoil:
+        assert "**FAIL: 1 of 152 checks failed**" in report
+        assert printed.startswith("FAIL data_parallel-bce-horovod-p2-r0 devices: 2 ranks on cuda:0, cuda:0\n")
+    else:
+        assert "**PASS: all 152 checks passed**" in report and printed.startswith("gpu-check PASS")
