@@ -205,10 +205,14 @@ def measure(config: Config, metric: str) -> Measure | None:
 
 
 def _quality_basis(config: Config) -> str:
-    """The feature network and sample count of a configuration's scores ('classifier:digits, n=256')."""
+    """The ruler (network and pinned hash) and sample count of a configuration's scores ('classifier:digits d6ea892040bc, n=256').
+
+    Records from before rulers were pinned have no hash ("unpinned"): their scores are never compared with pinned ones.
+    """
     bases = sorted(
         {
-            f"{record_field(r, 'quality.features')}, n={record_field(r, 'quality.n')}"
+            f"{record_field(r, 'quality.features')} {(record_field(r, 'quality.ruler_sha256') or 'unpinned')[:12]}, "
+            f"n={record_field(r, 'quality.n')}"
             for r in config.records
             if isinstance(r.get("quality"), dict)
         }
@@ -335,7 +339,7 @@ def _compare_config(
             continue  # not recorded on either side (KID without KID fields, speedup at P=1, ...)
         row = Row(new.name, metric, b, n, None, tolerances[metric], NOT_COMPARED)
         if metric in QUALITY_METRICS and not comparable_quality:
-            row.note = f"different feature network or sample count: {_quality_basis(base)} vs {_quality_basis(new)}"
+            row.note = f"different ruler or sample count: {_quality_basis(base)} vs {_quality_basis(new)}"
         elif b is None or n is None:
             row.note = f"not recorded in the {'baseline' if b is None else 'new results'}"
         else:

@@ -8,6 +8,7 @@ import pytest
 from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
+from suite.metrics.features import ClassifierNet
 from suite.results import iter_records, write_record
 from suite.scenario import expand, load_scenario
 
@@ -212,7 +213,18 @@ def test_quality_from_another_feature_network_is_not_compared(results, tmp_path,
     code, report = compare_json(capsys, edited_copy(results, tmp_path / "inception", inception), results)
     fid = row(report, P1, "fid")
     assert code == 0 and fid["verdict"] == "n/a" and fid["change"] is None
-    assert fid["note"] == "different feature network or sample count: classifier:digits, n=150 vs inception, n=150"
+    pinned = ClassifierNet("digits").sha256[:12]
+    assert fid["note"] == f"different ruler or sample count: classifier:digits {pinned}, n=150 vs inception {pinned}, n=150"
+
+
+@pytest.mark.multiproc
+def test_quality_from_another_ruler_file_of_the_same_name_is_not_compared(results, tmp_path, capsys):
+    def retrained(record):
+        record["quality"].update(ruler_sha256="0" * 64, fid=record["quality"]["fid"] * 2)
+
+    code, report = compare_json(capsys, edited_copy(results, tmp_path / "retrained", retrained), results)
+    fid = row(report, P1, "fid")
+    assert code == 0 and fid["verdict"] == "n/a" and "classifier:digits 000000000000, n=150" in fid["note"]
 
 
 @pytest.mark.multiproc
