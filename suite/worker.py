@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from .divergence import Divergence, first_divergence
 from .failures import Failure, read_statuses, write_status
 from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from .record import Communication, DatasetInfo, Placement, TelemetrySummary
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from .data import ImageData
     from .engines.base import Engine
     from .sampling import GeneratorBundle
-    from .strategies.base import Outcome
+    from .strategies.base import Outcome, Strategy
     from .telemetry import Telemetry
 
 
@@ -234,6 +235,35 @@ def _ok_record(
     }
 
 
+def _end_diverged(
+    run: Run,
+    run_dir: Path,
+    launch: LaunchInfo,
+    engine: Engine,
+    data: ImageData,
+    strategy: Strategy,
+    mine: dict,
+    diverged: Divergence,
+    placement: dict,
+) -> None:
+    """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
+    the divergence, which value at which step on which rank) without finalizing or scoring it."""
+    from .strategies.base import Outcome
+
+    gathered = engine.gather_object((mine, strategy.history_so_far()))
+    if gathered is not None:  # rank 0
+        parts = [history for _, history in gathered if history is not None]
+        history = {k: v for part in parts for k, v in part.items()} if parts and isinstance(parts[0], dict) else parts[0]
+        outcome = Outcome(None, fields={"history": history})
+        record = {**run.identity(), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
+        reason = diverged.line()
+        record.update(status="diverged", reason=reason, diverged=diverged.as_dict())
+        write_record(run_dir, record)
+        log.warning("%s: %s", run.run_id, reason)
+    write_status(run_dir, engine.rank, "diverged", error=diverged.line())
+    engine.shutdown()
+
+
 def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
     """Rank 0: score the model and its snapshots, and save a sample grid."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
@@ -370,13 +400,15 @@ def execute(run: Run, run_dir: Path) -> int:
         telemetry.open_window()
         with profiled_steps(run.trace, run_dir, engine, telemetry):
             strategy.train()
-        if checkpointer is not None:
+        if checkpointer is not None and not strategy.halted():  # a diverged model is not worth resuming
             checkpointer.finish()
         telemetry.training_done()
         engine.barrier()
         telemetry.close_window()
+        # every group's verdict, after the window (groups that train apart learn of each other here)
+        diverged = first_divergence(engine.allgather_object(strategy.divergence()))
         finalize_start = time.perf_counter()
-        outcome = strategy.finalize()
+        outcome = strategy.finalize() if diverged is None else None
         mine = {
             **telemetry.as_dict(),
             "rank": engine.rank,
@@ -385,6 +417,10 @@ def execute(run: Run, run_dir: Path) -> int:
             "comm_bytes": engine.comm.bytes,
             "comm_largest_group": engine.comm.largest_group,
         }
+        if diverged is not None:
+            _end_diverged(run, run_dir, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads))
+            return 0
+        assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if per_rank is not None:  # rank 0
             assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
