@@ -102,8 +102,8 @@ def check_values(values: Mapping[str, Sequence[float]], bound: float, **where: A
 
 def parameter_norm(module: torch.nn.Module) -> torch.Tensor:
     """L2 norm of all of ``module``'s parameters, on their device (no read)."""
-    params = [p.detach() for p in module.parameters()]
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in params]))
+    norms = [torch.linalg.vector_norm(p.detach()) for p in module.parameters()]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
 
 
 def all_finite(state: Any) -> bool:

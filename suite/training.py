@@ -367,7 +367,7 @@ class GanTrainer:
         return self.engine.any_rank([self.diverged is not None], self.group)[0]
 
     def _progress(self) -> None:
-        """Mean losses since the last progress point (the only device reads of the loop) and a log line."""
+        """Mean losses since the last progress point (with the divergence checks, the only device reads of the loop) and a log line."""
         d_sum, g_sum = self._loss_sums.tolist()
         steps, clock = self.result.steps, self.telemetry.clock()
         self.result.history.append(
