@@ -17,9 +17,11 @@ leaving them blocked in a collective. With ``train.checkpoint_every`` the worker
 the run's latest checkpoint after set-up and saves checkpoints while training (see
 :mod:`suite.checkpoint`).
 
-Test hook: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
+Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
 after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
-itself SIGKILL. The tests use it to fail a rank at a known step; nothing else sets it.
+itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
+infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
+tests use them to fail or diverge a rank at a known step; nothing else sets them.
 """
 
 from __future__ import annotations
@@ -304,6 +306,23 @@ def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
     telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
 
 
+def _diverge_at_step(rank: int) -> None:
+    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
+    at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    from .divergence import LossWatch
+
+    done = LossWatch.done
+
+    def diverging_done(self: LossWatch, step: int) -> None:
+        if step == int(at):
+            self.row()[0] = float("inf")  # the step's first discriminator loss, as the check will read it
+        done(self, step)
+
+    LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
+
+
 def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
     """Write a failed rank's status (and rank 0's failed record); never raises (the disk may be full)."""
     message = f"{type(error).__name__}: {error}"
@@ -380,6 +399,7 @@ def execute(run: Run, run_dir: Path) -> int:
 
         telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
         _fail_at_step(telemetry, rank)
+        _diverge_at_step(rank)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None

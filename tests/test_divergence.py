@@ -148,19 +148,50 @@ def test_the_report_shows_diverged_and_not_learned_runs_in_their_own_rows(tmp_pa
     assert "failed:**" not in text  # a diverged run is not a failed one
 
 
+# --- checkpoints -------------------------------------------------------------------------------------------------
+
+
+def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
+    from test_training import SoloEngine
+
+    from suite.checkpoint import Checkpointer, last_checkpoint
+
+    scenario = tiny_scenario(
+        "s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"checkpoint_every": {"steps": 1}}
+    )
+    run, engine = expand(parse_scenario(scenario))[0], SoloEngine()
+    weights = torch.ones(3)
+
+    class Strategy:
+        def peers(self):
+            return engine.world()
+
+        def checkpoint(self):
+            return {"steps": int(weights[0]), "trainer": {"networks": {"G": {"w": weights.clone()}}}}
+
+    checkpointer = Checkpointer(run, tmp_path, engine, Telemetry(engine.device, CommStats()))
+    checkpointer.attach(Strategy())
+    checkpointer.at_boundary(1)
+    weights[1] = math.nan  # the run diverged between two checks
+    checkpointer.at_boundary(2)
+    assert checkpointer.written == 1 and last_checkpoint(tmp_path, run)["index"] == 1
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["000001-rank0.json", "000001-rank0.pt"]
+
+
 # --- real runs on every engine ----------------------------------------------------------------------------------
 
-# every run diverges at its first step: a learning rate of 1e30 (wgan_gp.lr 1000 for the W-CGAN), no warm-up, so
-# that it is found inside the training window
+# The data-parallel runs train normally; rank 1's divergence check sees an infinite loss at step 3 (the worker's
+# test hook), after one warm-up step and a checkpoint at step 2. The W-CGAN diverges by itself at wgan_gp.lr 1000,
+# the cellular grid at a learning rate of 1e30.
 RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")] + [
     {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [2]},
-    {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [2]},
+    {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [2], "train": {"lr": 1e30}},
 ]
 SCENARIO = tiny_scenario(
     "divergence",
     RUNS,
     dataset={"classes": [0, 1, 2]},
-    train={"steps": 6, "epochs": 2, "batch_size": 16, "threads": 1, "warmup_steps": 0, "lr": 1e30},
+    train={"steps": 6, "epochs": 2, "batch_size": 16, "threads": 1, "checkpoint_every": {"steps": 2}},
     wgan_gp={"lr": 1000, "n_critic": 2},
     cellular={"iterations": 3, "batches_per_iteration": 1, "fitness_samples": 40, "mixture_samples": 40},
 )
@@ -169,7 +200,9 @@ SCENARIO = tiny_scenario(
 @pytest.fixture(scope="module")
 def diverged_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("divergence")
-    code, records = run_scenario(folder, SCENARIO)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SUITE_TEST_DIVERGE_AT_STEP", "3")
+        code, records = run_scenario(folder, SCENARIO)
     return code, records, folder / "results"
 
 
@@ -182,11 +215,20 @@ def test_every_engine_stops_all_ranks_at_the_step_a_rank_diverged(diverged_runs,
     record, run_dir = records[run_id], results / run_id
     assert code == 3  # suite run: no run failed, some diverged
     assert record["status"] == "diverged" and record["exit_code"] == 0 and record["error"] is None
-    assert record["reason"].startswith("diverged at step 1 on rank 0: ") and record["reason"].endswith((" nan", " inf"))
-    assert record["diverged"]["step"] == 1 and record["diverged"]["rank"] == 0
-    # both ranks stopped after the same window step (the first check point); the record keeps times and losses
-    assert record["telemetry"]["work_steps_per_rank"] == [1, 1] and record["train_s"] > 0
-    assert [h["step"] for h in record["history"]] == [1]
+    assert record["reason"] == "diverged at step 3 on rank 1: discriminator loss inf"
+    assert record["diverged"] == {
+        "step": 3,
+        "rank": 1,
+        "quantity": "discriminator loss",
+        "value": None,  # inf: JSON has none
+        "bound": LOSS_BOUND,
+        "where": None,
+        "unit": "step",
+    }
+    # rank 0 saw nothing, yet both stopped after step 3: two window steps each, after one warm-up step
+    assert record["telemetry"]["work_steps_per_rank"] == [2, 2] and record["train_s"] > 0 and record["setup_s"] > 0
+    assert [h["step"] for h in record["history"]] == [2, 3]  # the losses up to the stop
+    assert record["checkpoint"]["steps"] == 2  # the last checkpoint, kept
     assert "quality" not in record and not (run_dir / "generator.pt").exists()  # never scored
     assert "Traceback" not in (run_dir / "log.txt").read_text() and not survivors(run_dir)
 
@@ -197,11 +239,13 @@ def test_label_partitioned_and_cellular_runs_diverge_on_mpi(diverged_runs):
     wcgan = records["label_partitioned-wgan-gp-mpi-p2-r0"]
     assert wcgan["status"] == "diverged"
     assert wcgan["reason"].startswith("diverged at step 1 on rank 0: class0 discriminator loss ")
-    assert set(wcgan["history"]) == {"0", "1", "2"} and wcgan["history"]["0"][-1]["step"] == 1
+    assert wcgan["reason"].endswith(" beyond the bound 1e+06") and wcgan["diverged"]["value"] > 1e6
+    # rank 0 stopped its classes at the warm-up step; rank 1's class 2 diverged too
+    assert wcgan["history"]["0"][-1]["step"] == 1 and wcgan["history"]["1"] == [] and wcgan["history"]["2"][-1]["step"] == 1
     cellular = next(r for r in records.values() if r["strategy"] == "cellular")
     assert cellular["status"] == "diverged" and cellular["diverged"]["unit"] == "iteration"
     assert cellular["reason"].startswith("diverged at iteration 1 on rank 0: cell 0,0 ")
-    assert cellular["telemetry"]["work_steps_per_rank"] == [1, 1]  # every rank stopped after the same iteration
+    assert cellular["telemetry"]["warmup_steps_per_rank"] == [1, 1]  # every rank stopped after the same iteration
     for record in (wcgan, cellular):
         assert "Traceback" not in (results / record["run_id"] / "log.txt").read_text()
     text = write_report(results, results.parent / "report").read_text()  # a report of nothing but diverged runs
