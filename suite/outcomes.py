@@ -8,7 +8,7 @@ from .metrics.signals import not_learned
 
 
 def outcome_rows(records: list[dict]) -> list[dict]:
-    """One row per diverged run and per scored model that has not learned: run, status, step, reason."""
+    """One row per diverged run, then per scored model that has not learned: run, status, step, reason."""
     rows = []
     for r in sorted(records, key=lambda r: r.get("run_id") or ""):
         if r.get("status") == "diverged":
@@ -21,7 +21,7 @@ def outcome_rows(records: list[dict]) -> list[dict]:
                     rows.append(
                         {"run_id": r["run_id"] + name, "status": "not learned", "step": None, "reason": "; ".join(reasons)}
                     )
-    return rows
+    return sorted(rows, key=lambda row: row["status"] != "diverged")  # stable: by run id within each
 
 
 def outcomes_section(records: list[dict]) -> list[str]:
