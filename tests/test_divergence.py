@@ -183,7 +183,8 @@ def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
 # The data-parallel runs train normally; rank 1's divergence check sees an infinite loss at step 3 (the worker's
 # test hook), after one warm-up step and a checkpoint at step 2. The W-CGAN diverges by itself at wgan_gp.lr 1000,
 # the cellular grid at a learning rate of 1e30.
-RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")] + [
+ENGINES = ("horovod", "torch", "deepspeed", "mpi")
+RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ENGINES] + [
     {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [2]},
     {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [2], "train": {"lr": 1e30}},
 ]
@@ -207,7 +208,7 @@ def diverged_runs(tmp_path_factory):
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("run_id", [f"data_parallel-bce-{e}-p2-r0" for e in ("horovod", "torch", "deepspeed")])
+@pytest.mark.parametrize("run_id", [f"data_parallel-bce-{e}-p2-r0" for e in ENGINES])
 def test_every_engine_stops_all_ranks_at_the_step_a_rank_diverged(diverged_runs, run_id):
     from test_reliability import survivors
 
