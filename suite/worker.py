@@ -13,9 +13,10 @@ Every rank keeps its status in ``RUN_DIR/ranks/rank<N>.json`` (host, pid; see
 :mod:`suite.failures`). A rank that raises writes its error and traceback there (rank 0 also
 into a ``failed`` record) and then aborts (:meth:`Engine.abort`: MPI_Abort on the MPI engine,
 an immediate exit elsewhere), so that the launcher stops the other ranks at once instead of
-leaving them blocked in a collective. With ``train.checkpoint_every`` the worker resumes from
-the run's latest checkpoint after set-up and saves checkpoints while training (see
-:mod:`suite.checkpoint`).
+leaving them blocked in a collective. A run that diverges (:mod:`suite.divergence`) is neither
+finalized nor scored: rank 0 records it as ``diverged`` and every rank exits normally. With
+``train.checkpoint_every`` the worker resumes from the run's latest checkpoint after set-up and
+saves checkpoints while training (see :mod:`suite.checkpoint`).
 
 Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
 after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
@@ -255,7 +256,10 @@ def _end_diverged(
     gathered = engine.gather_object((mine, strategy.history_so_far()))
     if gathered is not None:  # rank 0
         parts = [history for _, history in gathered if history is not None]
-        history = {k: v for part in parts for k, v in part.items()} if parts and isinstance(parts[0], dict) else parts[0]
+        if parts and isinstance(parts[0], dict):  # per class or per cell, from the ranks that keep them
+            history: object = {k: v for part in parts for k, v in part.items()}
+        else:
+            history = parts[0] if parts else None
         outcome = Outcome(None, fields={"history": history})
         record = {**run.identity(), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
         reason = diverged.line()

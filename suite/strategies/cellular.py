@@ -444,10 +444,11 @@ class Cellular:
         """Whether fitness values (mean losses) are out of bounds; the first such is this rank's divergence."""
         values = {"generator loss": generator, "discriminator loss": discriminator}
         where = f"cell {cell.coords[0]},{cell.coords[1]}"
-        self.diverged = check_values(values, self.bound, step=it + 1, rank=self.engine.rank, where=where, unit="iteration")
-        if self.diverged is not None:
-            log.warning("%s; training stops", self.diverged.line())
-        return self.diverged is not None
+        seen = check_values(values, self.bound, step=it + 1, rank=self.engine.rank, where=where, unit="iteration")
+        if seen is not None and self.diverged is None:
+            self.diverged = seen
+            log.warning("%s; training stops", seen.line())
+        return seen is not None
 
     def _evolve(self, cell: CellState, states: dict, it: int) -> None:
         p = self.cfg.population
