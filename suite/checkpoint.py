@@ -26,6 +26,8 @@ Rules:
   again from step 0. When a rank's training is over it saves once more (``done``), so a run that
   stops in finalize or scoring resumes there without training again.
 * Saving stops the window's clock; its time is recorded as ``checkpoint_s``.
+* A training state that is not finite (a run diverging, see :mod:`suite.divergence`) is not
+  saved: the run's last checkpoint is always its last finite one.
 * The ranks of a data-parallel group hold the same weights: its first rank saves them, every
   rank saves its own BatchNorm statistics, loss sums and partitioned optimizer state (ZeRO).
 * After writing, the ranks of a group agree (a one-integer collective), so none is more than one
@@ -54,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .divergence import all_finite
 from .failures import write_status
 from .record import CheckpointInfo
 from .results import atomic_write, atomic_write_text
@@ -292,8 +295,15 @@ class Checkpointer:
     def save(self, done: bool = False) -> None:
         """Write this rank's next checkpoint (the window's clock stops meanwhile)."""
         with self.telemetry.checkpointing():
+            strategy = self.strategy.checkpoint()
+            finite = all_finite(strategy)  # a diverged state is never saved: the last checkpoint stays the last finite one
+            if self.group.size > 1:
+                finite = not self.engine.any_rank([not finite], self.group)[0]
+            if not finite:
+                log.warning("%s: not saving checkpoint %d: the training state is not finite", self.run.run_id, self.index + 1)
+                return
             self.index += 1
-            strategy, telemetry = self.strategy.checkpoint(), self.telemetry.state_dict()
+            telemetry = self.telemetry.state_dict()
             clock = telemetry["clock_s"]
             state = {
                 "format": FORMAT,

@@ -1,7 +1,8 @@
 """The ``suite`` command: run | report | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
-run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1. ``suite run``
+run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that
+diverged (:mod:`suite.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
 holds its results folder's lock (:mod:`suite.lock`) while it works there; SIGTERM or SIGINT
 stops it after stopping the current run's ranks and recording the run as interrupted, with
 exit code 143 or 130.
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
     from .scenario import Run, Scenario
 
 log = logging.getLogger("suite")
+
+
+DIVERGED_EXIT_CODE = 3
+"""``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
 
 
 class UsageError(Exception):
@@ -111,7 +116,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
         run.run_id for run, run_dir in zip(runs, run_dirs) if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")
     }
     check_room(out, [run for run in runs if run.run_id not in kept])
-    failures = 0
+    failures = diverged = 0
     progress = None
     if not args.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
@@ -134,11 +139,15 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
                 current = run, run_dir
                 record = launch(run, run_dir, opts, timeout=args.timeout, tick=tick, grace=args.grace, guard=guard)
                 current = None
-                ok = record["status"] == "ok"
-                failures += not ok
-                line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
-                    "" if ok else f": {record['error'].splitlines()[0]}"
-                )
+                ok, diverging = record["status"] == "ok", record["status"] == "diverged"
+                failures += not ok and not diverging
+                diverged += diverging
+                if diverging:  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
+                    line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['reason']} ({record['wall_s']:.1f}s)"
+                else:
+                    line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
+                        "" if ok else f": {record['error'].splitlines()[0]}"
+                    )
                 if progress:
                     progress.write(line)
                     progress.update(1)
@@ -159,8 +168,11 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
             return 128 + stop.signum
     if progress:
         progress.close()
-    print(f"results in {out}; {len(runs) - failures} ok, {failures} failed. Next: suite report {out}")
-    return 1 if failures else 0
+    print(
+        f"results in {out}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
+        f"Next: suite report {out}"
+    )
+    return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0
 
 
 # --- suite report ------------------------------------------------------------------------------

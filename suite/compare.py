@@ -465,7 +465,8 @@ def compare(
             change=None,
             tolerance=0.0,
             verdict=REGRESSION,
-            note=f"run {r.get('run_id')} failed: {str(r.get('error') or 'no error recorded').splitlines()[0]}",
+            note=f"run {r.get('run_id')} {r.get('status') or 'failed'}: "
+            + str(r.get("error") or r.get("reason") or "no error recorded").splitlines()[0],  # diverged: its reason
         )
         for r in failed
     ]

@@ -300,6 +300,9 @@ def finalize_record(
     if record is not None and record.get("status") == "ok" and exit_code == 0:
         shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
         return update_record(run_dir, **launch_fields)
+    if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
+        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        return update_record(run_dir, checkpoint=last_checkpoint(run_dir, run), **launch_fields)
     log_path = run_dir / "log.txt"
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     statuses = read_statuses(run_dir)

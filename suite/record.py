@@ -140,6 +140,8 @@ class Quality:
     per_class_predicted: dict[str, dict] | None = None
     untrained_fid: float | None = None
     untrained_kid: float | None = None
+    not_scorable: str | None = None
+    """Why the samples could not be scored (non-finite, constant, a singular problem); the scores are then null."""
 
 
 @dataclass
@@ -305,7 +307,13 @@ class RunOutcome:
 
     schema: int | None = None
     status: str | None = column()
+    """``ok``, ``failed``, ``interrupted`` or ``diverged`` (see :mod:`suite.divergence`)."""
     error: str | None = column()
+    reason: str | None = column()
+    """A diverged run: ``diverged at step 12 on rank 0: discriminator loss inf``."""
+    diverged: dict | None = None
+    """A diverged run: the first value out of bounds (:meth:`suite.divergence.Divergence.as_dict`:
+    step, rank, quantity, value, bound, where, unit)."""
     launcher: str | None = None
     engine_settings: dict | None = None
     device: str | None = column()

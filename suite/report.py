@@ -25,6 +25,7 @@ import pandas as pd
 
 from . import __version__
 from .findings import config_name
+from .outcomes import outcomes_section
 from .projection import PROBE_FILE, report_section
 from .registry import STRATEGIES
 from .results import (
@@ -1131,7 +1132,7 @@ def _runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
         ]
     ]
     runs.to_csv(out_dir / "runs.csv", index=False)
-    failed = runs[runs["status"] != "ok"]
+    failed = runs[~runs["status"].isin(("ok", "diverged"))]  # diverged runs have their own section
     shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
     lines = ["## Runs\n"]
     if not failed.empty:
@@ -1164,6 +1165,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     if scenario_file.is_file():
         lines.append(_details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
     lines += _headline_section(records, frame, scaling)
+    lines += outcomes_section(records)  # diverged and not-learned runs, with their reasons
     lines += _quality_over_time_section(records, out_dir)
     lines += _scaling_section(frame, scaling, out_dir)
     lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .data import ImageData
+from .divergence import CHECK_EVERY, Divergence, LossWatch, loss_bound, parameter_norm
 from .engines.base import Engine, Group, Replica
 from .losses import get_loss, gradient_penalty
 from .models import build_pair
@@ -183,6 +184,12 @@ class GanTrainer:
         # losses summed on the device since the last progress point, and how many were summed
         self._loss_sums = torch.zeros(2, device=engine.device)
         self._loss_steps = [0, 0]
+        # every step's losses, checked for divergence at check points (see suite.divergence)
+        columns = ["discriminator loss"] * self.n_critic + ["generator loss"]
+        where = None if key == "all" else key
+        self._watch = LossWatch(engine.device, columns, loss_bound(run.loss), engine.rank, where)
+        self.diverged: Divergence | None = None  # the first divergence this rank saw
+        self.halted = False  # its group stopped training because a rank of it diverged
 
     def _build(self) -> tuple[Replica, Replica]:
         run, device = self.run, self.engine.device
@@ -272,13 +279,17 @@ class GanTrainer:
         telemetry = self.telemetry
         with telemetry.counting_flops():
             telemetry.begin_step()
-            for _ in range(self.n_critic):
+            losses = self._watch.row()  # on the device: written without a read
+            for critic in range(self.n_critic):
                 name, real, labels = self._next_batch()
                 # dropout masks come from the global generator: seed it by the batch's name
                 torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
-                self._loss_sums[0] += self._discriminator_step(real, labels, name)
-            self._loss_sums[1] += self._generator_step(labels, name)
+                losses[critic] = d_loss = self._discriminator_step(real, labels, name)
+                self._loss_sums[0] += d_loss
+            losses[self.n_critic] = g_loss = self._generator_step(labels, name)
+            self._loss_sums[1] += g_loss
             self.result.steps += 1
+            self._watch.done(self.result.steps)
             telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
         self._loss_steps[0] += self.n_critic
         self._loss_steps[1] += 1
@@ -303,7 +314,7 @@ class GanTrainer:
         return passed
 
     def _between_steps(self) -> bool:
-        """Snapshots, evaluation and progress after a window step; True when training should stop.
+        """Divergence checks, snapshots, evaluation and progress after a window step; True when training should stop.
 
         Steps decide by their count; a budgeted GAN decides by the window clock, agreed over
         its group so that every rank stops after the same step.
@@ -312,12 +323,23 @@ class GanTrainer:
         if self.deadline is None:
             snapshot, progress = steps in self._snapshot_steps, steps in self._progress_steps
             stop = steps >= self.max_steps
+            if stop or snapshot or progress or steps % CHECK_EVERY == 0:
+                self.halted = self._check_divergence(final=stop)
         else:
-            snapshot, progress, out_of_time = self.engine.any_rank(
-                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline], self.group
+            if steps % CHECK_EVERY == 0:
+                self._look_for_divergence()
+            snapshot, progress, out_of_time, self.halted = self.engine.any_rank(
+                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline, self.diverged is not None],
+                self.group,
             )
             stop = out_of_time or steps >= self.max_steps
+            if stop and not self.halted:
+                self.halted = self._check_divergence(final=True)
             snapshot = snapshot or stop  # the model as the budget ends is always among the snapshots
+        if self.halted:
+            if self.group.rank == 0:
+                self._progress()  # the losses up to the step where training stopped
+            return True
         if snapshot and self.snapshot_points:
             self.take_snapshot(scheduled=True)
             if self.evaluate is not None:
@@ -330,8 +352,22 @@ class GanTrainer:
             self.checkpointer.at_boundary(steps)
         return stop
 
+    # --- divergence (see suite.divergence) ---------------------------------------------------------
+    def _look_for_divergence(self, final: bool = False) -> None:
+        """Check this rank's losses since the last check point and G's and D's parameter norms (no vote)."""
+        norms = torch.stack([parameter_norm(self.generator.network), parameter_norm(self.discriminator.network)])
+        seen = self._watch.check(self.result.steps, norms, final=final)
+        if seen is not None and self.diverged is None:
+            self.diverged = seen
+            log.warning("%s; training stops", seen.line())
+
+    def _check_divergence(self, final: bool = False) -> bool:
+        """Look for divergence, then agree over the group: whether any of its ranks diverged."""
+        self._look_for_divergence(final)
+        return self.engine.any_rank([self.diverged is not None], self.group)[0]
+
     def _progress(self) -> None:
-        """Mean losses since the last progress point (the only device reads of the loop) and a log line."""
+        """Mean losses since the last progress point (with the divergence checks, the only device reads of the loop) and a log line."""
         d_sum, g_sum = self._loss_sums.tolist()
         steps, clock = self.result.steps, self.telemetry.clock()
         self.result.history.append(
@@ -359,9 +395,15 @@ class GanTrainer:
     # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:
         """The first ``steps`` generator steps (they train; the window has not opened yet)."""
-        for _ in range(min(steps, self.max_steps - self.result.steps)):
+        count = min(steps, self.max_steps - self.result.steps)
+        for i in range(count):
             self.step()
             self.warmup_steps += 1
+            if (i + 1 == count or self.result.steps % CHECK_EVERY == 0) and self._check_divergence(final=i + 1 == count):
+                self.halted = True
+                if self.group.rank == 0:
+                    self._progress()  # the losses up to the step where training stopped
+                return
 
     def train(self, deadline: float | None = None) -> GanResult:
         """The remaining steps: to ``max_steps``, or until the window clock reaches ``deadline``.
@@ -369,7 +411,7 @@ class GanTrainer:
         Snapshots (and progress lines) fall on evenly spaced steps of the window, or evenly
         spaced times up to the deadline.
         """
-        if self.finished:  # resumed after this GAN's training was over
+        if self.finished or self.halted:  # resumed after this GAN's training was over, or diverged in warm-up
             return self.result
         self.deadline = deadline
         if self._window_first_step is None:  # the window opens (a resumed GAN keeps the schedule it had)

@@ -13,13 +13,16 @@ Every rank keeps its status in ``RUN_DIR/ranks/rank<N>.json`` (host, pid; see
 :mod:`suite.failures`). A rank that raises writes its error and traceback there (rank 0 also
 into a ``failed`` record) and then aborts (:meth:`Engine.abort`: MPI_Abort on the MPI engine,
 an immediate exit elsewhere), so that the launcher stops the other ranks at once instead of
-leaving them blocked in a collective. With ``train.checkpoint_every`` the worker resumes from
-the run's latest checkpoint after set-up and saves checkpoints while training (see
-:mod:`suite.checkpoint`).
+leaving them blocked in a collective. A run that diverges (:mod:`suite.divergence`) is neither
+finalized nor scored: rank 0 records it as ``diverged`` and every rank exits normally. With
+``train.checkpoint_every`` the worker resumes from the run's latest checkpoint after set-up and
+saves checkpoints while training (see :mod:`suite.checkpoint`).
 
-Test hook: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
+Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
 after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
-itself SIGKILL. The tests use it to fail a rank at a known step; nothing else sets it.
+itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
+infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
+tests use them to fail or diverge a rank at a known step; nothing else sets them.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from .divergence import Divergence, first_divergence
 from .failures import Failure, read_statuses, write_status
 from .launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from .record import Communication, DatasetInfo, Placement, TelemetrySummary
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from .data import ImageData
     from .engines.base import Engine
     from .sampling import GeneratorBundle
-    from .strategies.base import Outcome
+    from .strategies.base import Outcome, Strategy
     from .telemetry import Telemetry
 
 
@@ -235,6 +239,38 @@ def _ok_record(
     }
 
 
+def _end_diverged(
+    run: Run,
+    run_dir: Path,
+    launch: LaunchInfo,
+    engine: Engine,
+    data: ImageData,
+    strategy: Strategy,
+    mine: dict,
+    diverged: Divergence,
+    placement: dict,
+) -> None:
+    """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
+    the divergence, which value at which step on which rank) without finalizing or scoring it."""
+    from .strategies.base import Outcome
+
+    gathered = engine.gather_object((mine, strategy.history_so_far()))
+    if gathered is not None:  # rank 0
+        parts = [history for _, history in gathered if history is not None]
+        if parts and isinstance(parts[0], dict):  # per class or per cell, from the ranks that keep them
+            history: object = {k: v for part in parts for k, v in part.items()}
+        else:
+            history = parts[0] if parts else None
+        outcome = Outcome(None, fields={"history": history})
+        record = {**run.identity(), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
+        reason = diverged.line()
+        record.update(status="diverged", reason=reason, diverged=diverged.as_dict())
+        write_record(run_dir, record)
+        log.warning("%s: %s", run.run_id, reason)
+    write_status(run_dir, engine.rank, "diverged", error=diverged.line())
+    engine.shutdown()
+
+
 def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
     """Rank 0: score the model and its snapshots, and save a sample grid."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
@@ -273,6 +309,23 @@ def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
             raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
 
     telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
+
+
+def _diverge_at_step(rank: int) -> None:
+    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
+    at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    from .divergence import LossWatch
+
+    done = LossWatch.done
+
+    def diverging_done(self: LossWatch, step: int) -> None:
+        if step == int(at):
+            self.row()[0] = float("inf")  # the step's first discriminator loss, as the check will read it
+        done(self, step)
+
+    LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
 
 
 def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
@@ -351,6 +404,7 @@ def execute(run: Run, run_dir: Path) -> int:
 
         telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
         _fail_at_step(telemetry, rank)
+        _diverge_at_step(rank)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
@@ -371,13 +425,15 @@ def execute(run: Run, run_dir: Path) -> int:
         telemetry.open_window()
         with profiled_steps(run.trace, run_dir, engine, telemetry):
             strategy.train()
-        if checkpointer is not None:
+        if checkpointer is not None and not strategy.halted():  # a diverged model is not worth resuming
             checkpointer.finish()
         telemetry.training_done()
         engine.barrier()
         telemetry.close_window()
+        # every group's verdict, after the window (groups that train apart learn of each other here)
+        diverged = first_divergence(engine.allgather_object(strategy.divergence()))
         finalize_start = time.perf_counter()
-        outcome = strategy.finalize()
+        outcome = strategy.finalize() if diverged is None else None
         mine = {
             **telemetry.as_dict(),
             "rank": engine.rank,
@@ -386,6 +442,10 @@ def execute(run: Run, run_dir: Path) -> int:
             "comm_bytes": engine.comm.bytes,
             "comm_largest_group": engine.comm.largest_group,
         }
+        if diverged is not None:
+            _end_diverged(run, run_dir, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads))
+            return 0
+        assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if per_rank is not None:  # rank 0
             assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"

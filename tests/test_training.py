@@ -1,5 +1,5 @@
 """The step-wise GAN trainer: warm-up outside the window, no device reads between progress
-points, the same model whatever the warm-up split, FLOPs counted once, evenly spaced snapshots."""
+and divergence check points, the same model whatever the warm-up split, FLOPs counted once, evenly spaced snapshots."""
 
 import os
 import sys
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from suite.data import load_dataset
+from suite.divergence import CHECK_EVERY
 from suite.engines.base import Engine, Group
 from suite.scenario import expand, parse_scenario
 from suite.telemetry import CommStats, Telemetry
@@ -96,8 +97,10 @@ def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
     trainer.train()
     assert trainer.result.steps == 40
     progress = {2 + k for k in evenly_spaced_steps(38, PROGRESS_POINTS)}
-    assert reads and set(reads) <= progress, f"device reads after steps {sorted(set(reads) - progress)}"
-    assert len(reads) == len(progress)  # one read (both losses at once) per progress point
+    checks = progress | {s for s in range(3, 41) if s % CHECK_EVERY == 0}  # divergence check points
+    assert reads and set(reads) <= checks, f"device reads after steps {sorted(set(reads) - checks)}"
+    # one read (both loss sums at once) per progress point, one (the steps' losses, see suite.divergence) per check point
+    assert len(reads) == len(progress) + len(checks)
     assert [h["step"] for h in trainer.result.history] == sorted(progress)
     assert all(h["d_loss"] > 0 and h["g_loss"] > 0 for h in trainer.result.history)
 

@@ -18,6 +18,9 @@
   class-like samples). Each maps a class to ``n`` samples of that class, ``n_real`` (every real
   image of the class in the split), ``metric`` (``fid`` where both exceed d, else ``kid``; null
   below :data:`MIN_PER_CLASS` samples), ``fid`` (or null), the four ``kid_*`` fields and ``note``;
+* ``not_scorable`` (only where the samples cannot be scored): why, e.g. ``3 of 500 samples are
+  not finite (NaN or inf)``, ``the samples are constant``, or the error of a singular problem;
+  every score is then null (never a traceback: see :func:`unscorable_samples`);
 * ``tvd`` of the classifier's predicted-class histogram against the real class prior (mode
   coverage); ``label_acc``, the fraction of labelled samples the classifier assigns to their
   label; ``classifier_accuracy``, that classifier's held-out accuracy.
@@ -191,6 +194,54 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
     return scores
 
 
+SCORABLE_PIXEL_STD = 1e-4
+"""Samples whose pixel standard deviation across samples is below this are constant: nothing to score."""
+
+
+def unscorable_samples(images: torch.Tensor) -> str | None:
+    """Why ``images`` cannot be scored at all (not finite, or all the same), or None."""
+    finite = torch.isfinite(images.reshape(len(images), -1)).all(dim=1)
+    if not finite.all():
+        return f"{int((~finite).sum())} of {len(images)} samples are not finite (NaN or inf)"
+    std = pixel_std(images)
+    if std < SCORABLE_PIXEL_STD:
+        return f"the samples are constant (pixel std {std:.2g} across samples)"
+    return None
+
+
+def not_scorable(net: FeatureNet, real: dict, reason: str) -> dict:
+    """The quality block of samples that cannot be scored: every score null, ``not_scorable`` the reason."""
+    return {
+        "features": net.name,
+        "features_detail": net.detail,
+        "feature_dim": int(len(real["mu"])),
+        "pixel_std": None,
+        **dict.fromkeys(("is_mean", "is_std", "is_splits", "is_split_n", "fid", "tvd", "label_acc", "classifier_accuracy")),
+        "is_note": f"not scorable: {reason}",
+        "fid_note": f"not scorable: {reason}",
+        **dict.fromkeys(KID_FIELDS),
+        **dict.fromkeys(PER_CLASS_BASES),
+        "not_scorable": reason,
+    }
+
+
+def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet) -> dict:
+    """IS (where the network predicts classes), FID (where sound) and KID of finite, varied samples' features."""
+    scores: dict = {}
+    if probs is not None:
+        scores["is_mean"], scores["is_std"] = inception_score(probs, IS_SPLITS)
+        scores["is_splits"], scores["is_split_n"], scores["is_note"] = IS_SPLITS, len(probs) // IS_SPLITS, None
+    else:
+        scores.update(is_mean=None, is_std=None, is_splits=None, is_split_n=None, is_note=net.is_unavailable)
+    note = fid_withheld(len(features), int(real["n"]), features.shape[1])
+    scores["fid"] = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
+    if scores["fid"] is not None and not np.isfinite(scores["fid"]):
+        raise ValueError(f"FID is {scores['fid']}")
+    scores["fid_note"] = note
+    scores.update(_kid(features, real["features"]))
+    return scores
+
+
 def evaluate_images(
     images: torch.Tensor,
     labels: torch.Tensor | np.ndarray,
@@ -204,29 +255,29 @@ def evaluate_images(
     net, classifier = networks or ref.networks()
     real = real_statistics(ref, net)
     every = real_class_features(ref, net)
-    features, probs = net(images)
     quality: dict = {
-        "features": net.name,
         "ruler_sha256": net.sha256,
-        "features_detail": net.detail,
         "device": str(net.device),
-        "feature_dim": int(features.shape[1]),
         "n": int(len(images)),
         "n_real": int(real["n"]),
         "classes": sorted(int(c) for c in np.unique(every["labels"])),
         "num_classes": int(every["num_classes"]),
-        "pixel_std": pixel_std(images),
     }
-    if probs is not None:
-        quality["is_mean"], quality["is_std"] = inception_score(probs, IS_SPLITS)
-        quality["is_splits"], quality["is_split_n"], quality["is_note"] = IS_SPLITS, len(probs) // IS_SPLITS, None
-    else:
-        quality.update(is_mean=None, is_std=None, is_splits=None, is_split_n=None, is_note=net.is_unavailable)
-    note = fid_withheld(len(features), int(real["n"]), features.shape[1])
-    quality["fid"] = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
-    quality["fid_note"] = note
-    quality.update(_kid(features, real["features"]))
-
+    reason, scores = unscorable_samples(images), {}
+    features, probs = net(images) if reason is None else (None, None)
+    if features is not None and not np.isfinite(features).all():
+        reason = f"the {net.name} features of the samples are not finite"
+    if reason is None and features is not None:
+        try:
+            scores = _scores(features, probs, real, net)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a singular problem
+            reason = f"the scores cannot be computed: {error}"
+    if reason is not None:
+        log.warning("samples not scorable: %s", reason)
+        return {**not_scorable(net, real, reason), **quality}
+    assert features is not None
+    quality = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]), **quality}
+    quality.update(pixel_std=pixel_std(images), **scores)
     _, class_probs = classifier(images) if classifier is not net else (None, probs)
     assert class_probs is not None, "the classifier predicts classes"
     predicted = class_probs.argmax(axis=1)
@@ -235,7 +286,11 @@ def evaluate_images(
     quality["label_acc"] = float(np.mean(predicted[known] == labels[known])) if known.all() else None
     quality["classifier_accuracy"] = classifier.info["heldout_accuracy"]
     real_features = every["features"].astype(np.float64)
-    by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
+    try:
+        by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a class's singular problem
+        log.warning("samples not scorable: %s", error)
+        return {**not_scorable(net, real, f"the per-class scores cannot be computed: {error}"), **quality}
     quality.update(zip(PER_CLASS_BASES, (by, None) if known.all() else (None, by)))
     return quality
 

@@ -68,6 +68,8 @@ def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet
 def not_learned(quality: dict) -> list[str]:
     """Why a model's quality block says it has not learned (empty when it passes every check)."""
     reasons = []
+    if quality.get("not_scorable"):
+        reasons.append(f"not scorable: {quality['not_scorable']}")
     if quality.get("is_mean") is not None and quality["is_mean"] < IS_FLOOR:
         reasons.append(f"IS {quality['is_mean']:.3f} is within 5 % of 1")
     if quality.get("pixel_std") is not None and quality["pixel_std"] < PIXEL_STD_FLOOR:

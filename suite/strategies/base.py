@@ -16,6 +16,7 @@ from ..scenario import Run
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpointer
+    from ..divergence import Divergence
     from ..engines.base import Engine, Group
     from ..telemetry import Telemetry
 
@@ -66,6 +67,20 @@ class Strategy(ABC):
     @abstractmethod
     def finalize(self) -> Outcome:
         """Gather, hand off and package the trained model (complete on rank 0)."""
+
+    def divergence(self) -> Divergence | None:
+        """The first divergence this rank saw while training (see :mod:`suite.divergence`), or None."""
+        return None
+
+    def halted(self) -> bool:
+        """Whether this rank's group stopped training because one of its ranks diverged."""
+        return False
+
+    def history_so_far(self) -> Any:
+        """This rank's part of the record's ``history`` as training left it (for a diverged run, which is
+        not finalized): the history of a single model on rank 0, ``{key: history}`` of the models whose
+        history this rank keeps, None where it keeps none."""
+        return None
 
     def peers(self) -> Group:
         """The group of ranks that communicate with this one while training: they resume from the same checkpoint."""

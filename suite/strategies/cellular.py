@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..divergence import Divergence, check_values, loss_bound
 from ..engines.base import frozen
 from ..flat import flatten, unflatten_
 from ..losses import Loss, get_loss, mustangs_draw
@@ -342,6 +343,8 @@ class Cellular:
         self.cells = {c: self._new_cell(c) for c in self.exchange.mine}
         self.phase_s = dict.fromkeys(PHASES, 0.0)
         self.images = 0
+        self.bound = loss_bound(run.loss)
+        self.diverged: Divergence | None = None  # the first divergence this rank saw (see suite.divergence)
 
     def _pair(self, seed: int) -> tuple[nn.Module, nn.Module]:
         g, d = build_pair(
@@ -434,6 +437,18 @@ class Cellular:
         self.phase_s["exchange"] += time.perf_counter() - t
         for c in sorted(self.cells):
             self._evolve(self.cells[c], states, it)
+            if self.diverged is not None:  # the run is over: no more training, no scoring of non-finite samples
+                return
+
+    def _diverged(self, cell: CellState, it: int, generator: list[float], discriminator: list[float]) -> bool:
+        """Whether fitness values (mean losses) are out of bounds; the first such is this rank's divergence."""
+        values = {"generator loss": generator, "discriminator loss": discriminator}
+        where = f"cell {cell.coords[0]},{cell.coords[1]}"
+        seen = check_values(values, self.bound, step=it + 1, rank=self.engine.rank, where=where, unit="iteration")
+        if seen is not None and self.diverged is None:
+            self.diverged = seen
+            log.warning("%s; training stops", seen.line())
+        return seen is not None
 
     def _evolve(self, cell: CellState, states: dict, it: int) -> None:
         p = self.cfg.population
@@ -448,6 +463,8 @@ class Cellular:
         real, z = self._fitness_sample(cell.coords, it)
         pool_fakes = self._fakes(gens, z)
         g_fit, d_fit = self._fitness(pool_fakes, discs, real, loss)
+        if self._diverged(cell, it, g_fit, d_fit):
+            return
         self._select(cell, states, hood, {"g": g_fit, "d": d_fit}, rng)
         self.phase_s["fitness"] += time.perf_counter() - t
 
@@ -460,6 +477,8 @@ class Cellular:
         # ones, which are the neighbourhood's first p (hood[0] is the cell).
         new_g, _ = self._fitness(self._fakes(cell.generators, z), discs, real, loss)
         _, new_d = self._fitness(pool_fakes, cell.discriminators, real, loss)
+        if self._diverged(cell, it, new_g, new_d):
+            return
         self._replace(cell, states[cell.coords], {"g": (g_fit[:p], new_g), "d": (d_fit[:p], new_d)})
         self.phase_s["fitness"] += time.perf_counter() - t
 
@@ -645,6 +664,7 @@ class CellularStrategy(Strategy):
         self.scorer = scorer or MixtureScorer(run, engine.device, reference)
         self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
         self.next_iteration = 0
+        self.stopped = False  # a rank diverged: every rank stopped after the same iteration
         self.snapshots: list[dict] = []
         self.window: dict | None = None  # the window's first iteration and the snapshot times still to come
 
@@ -661,8 +681,18 @@ class CellularStrategy(Strategy):
             log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
 
     def warm_up(self) -> None:
-        while self.next_iteration < min(self.run.train.warmup_steps, self.cellular.iterations):
+        while not self.stopped and self.next_iteration < min(self.run.train.warmup_steps, self.cellular.iterations):
             self._iterate()
+            self.stopped = self.engine.any_rank([self.cellular.diverged is not None], self.engine.world())[0]
+
+    def divergence(self) -> Divergence | None:
+        return self.cellular.diverged
+
+    def halted(self) -> bool:
+        return self.stopped
+
+    def history_so_far(self) -> dict[str, list[dict]]:
+        return {f"{c[0]},{c[1]}": cell.history for c, cell in sorted(self.cellular.cells.items())}
 
     def train(self) -> None:
         """Iterations to ``cellular.iterations`` or, with ``train.budget_s``, until the budget is spent.
@@ -677,7 +707,7 @@ class CellularStrategy(Strategy):
             strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
             times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget else []
             self.window = {"first": self.next_iteration, "times": times, "finished": False}
-        if self.window["finished"]:  # resumed after training was over
+        if self.window["finished"] or self.stopped:  # resumed after training was over, or diverged in warm-up
             return
         first, times = self.window["first"], self.window["times"]
         if budget is None:
@@ -687,14 +717,20 @@ class CellularStrategy(Strategy):
             last = run.cellular.iterations or UNLIMITED
         while self.next_iteration < last:
             self._iterate()
+            diverged = strategy.diverged is not None
             if budget is None:
                 snapshot, stop = self.next_iteration in due, self.next_iteration >= last
+                self.stopped = self.engine.any_rank([diverged], self.engine.world())[0]  # once per iteration
             else:
                 clock = telemetry.clock()
-                snapshot, stop = self.engine.any_rank([bool(times) and clock >= times[0], clock >= budget], self.engine.world())
+                snapshot, stop, self.stopped = self.engine.any_rank(
+                    [bool(times) and clock >= times[0], clock >= budget, diverged], self.engine.world()
+                )
                 while times and clock >= times[0]:
                     times.pop(0)
                 snapshot = snapshot or stop
+            if self.stopped:
+                break
             if snapshot and points:
                 self._take_snapshot()
             if stop:

@@ -20,6 +20,7 @@ from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
 if TYPE_CHECKING:
     import torch
 
+    from ..divergence import Divergence
     from ..sampling import GeneratorBundle
 
 
@@ -88,6 +89,15 @@ class DataParallel(Strategy):
 
     def train(self) -> None:
         self.trainer.train(deadline=self.run.train.budget_s)
+
+    def divergence(self) -> Divergence | None:
+        return self.trainer.diverged
+
+    def halted(self) -> bool:
+        return self.trainer.halted
+
+    def history_so_far(self) -> list[dict] | None:
+        return self.trainer.result.history if self.engine.rank == 0 else None
 
     def finalize(self) -> Outcome:
         result = self.trainer.result

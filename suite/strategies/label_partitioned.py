@@ -34,6 +34,7 @@ from .base import Outcome, Strategy, cpu_state, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
     from ..data import ImageData
+    from ..divergence import Divergence
     from ..engines.base import Group
     from ..scenario import Run
 
@@ -96,6 +97,8 @@ class LabelPartitioned(Strategy):
 
     def warm_up(self) -> None:
         for trainer in self.trainers:
+            if self.halted():  # a diverged GAN stops its rank's others too: the run is diverged
+                return
             trainer.warm_up(self.run.train.warmup_steps)
 
     def train(self) -> None:
@@ -105,7 +108,20 @@ class LabelPartitioned(Strategy):
             self.window_opened = True
         budget = self.run.train.budget_s
         for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
+            if self.halted():
+                return
             trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
+
+    def divergence(self) -> Divergence | None:
+        return next((t.diverged for t in self.trainers if t.diverged is not None), None)
+
+    def halted(self) -> bool:
+        return any(t.halted for t in self.trainers)
+
+    def history_so_far(self) -> dict[str, list[dict]]:
+        if self.group.rank != 0:
+            return {}
+        return {str(label): t.result.history for label, t in zip(self.plan[self.group.index][1], self.trainers)}
 
     def peers(self) -> Group:
         return self.group  # class groups train independently: each resumes on its own
