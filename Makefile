@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke gpu-check test test-fast lint format regression bench report lock clean
+.PHONY: setup digits smoke gpu-check test test-fast lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -36,6 +36,12 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy suite
 
+# The documentation site: the scenario and CLI references generated from the code into docs/reference/,
+# then `mkdocs build --strict` (a warning, such as a broken link or anchor, fails it) into site/; .ci/run runs it.
+docs: setup
+	$(BIN)/python ci/gen_docs.py docs/reference
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Apply the formatter and the import order.
 format: setup
 	$(BIN)/ruff check --select I --fix .
@@ -58,4 +64,4 @@ lock: setup
 		--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header -o ci/requirements.lock
 
 clean:
-	rm -rf results .pytest_cache .benchmarks
+	rm -rf results .pytest_cache .benchmarks site docs/reference

@@ -546,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="METRIC=PCT",
         help="accepted worsening of a metric in %% of the baseline (comm_share: percentage points); repeatable; "
-        "the defaults are in the README and in the tolerance column of the output",
+        "the defaults are in docs/benchmarks-and-ci.md and in the tolerance column of the output",
     )
     p.add_argument("--allow-different-device", action="store_true", help="compare results from different devices anyway")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of markdown")

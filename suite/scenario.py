@@ -205,7 +205,7 @@ class MetricsConfig:
     """Image-quality measurement after training."""
 
     features: FeatureName = "auto"
-    """``auto``, ``inception`` or ``classifier`` (see the README)."""
+    """``auto``, ``inception`` or ``classifier`` (see docs/image-quality.md)."""
     samples: int = 1000
     """Generated (and real) images scored."""
     inception_weights: str | None = None
@@ -234,7 +234,7 @@ class HorovodConfig:
 
     A field left null is not set by the scenario: the launch environment's value is kept where
     it has one (``horovodrun --cycle-time-ms 5`` sets ``HOROVOD_CYCLE_TIME``), else the suite's
-    default applies (README, "Engine settings"). With ``autotune`` the null fields are tuned
+    default applies (docs/engine-settings.md). With ``autotune`` the null fields are tuned
     and the others held fixed.
     """
 
@@ -311,7 +311,7 @@ class Scenario:
     description: str = ""
     """Free text shown in the report."""
     scaling: Literal["strong", "weak"] = "strong"
-    """What a sweep over procs means (see the README's definitions)."""
+    """What a sweep over procs means (see docs/scenarios.md, "What a sweep means")."""
     repeats: int = 1
     """Repeat every run this many times (mean and std in the report)."""
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
