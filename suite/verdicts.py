@@ -162,4 +162,8 @@ def verdict(ranking: Ranking, what: str, digits: int = 3) -> str:
     )
     untestable = [c.other for c in ranking.comparisons if c.p_value is None]
     reason = " (one draw: no test possible)" if untestable and len(untestable) == len(ranking.ties) else ""
-    return f"{what}: no significant difference between {ranking.best} {best.text(digits)} and {tied}{reason}."
+    beaten = [c.other for c in ranking.comparisons if c.significant]
+    beats = f"; both significantly better than {', '.join(beaten)}" if beaten else ""
+    if beaten and len(ranking.ties) > 1:
+        beats = f"; all significantly better than {', '.join(beaten)}"
+    return f"{what}: no significant difference between {ranking.best} {best.text(digits)} and {tied}{reason}{beats}."

@@ -47,3 +47,9 @@ def test_a_winner_only_where_every_difference_is_significant():
     )
     higher = rank({"fast": Summary((1.9, 2.0, 2.1)), "slow": Summary((1.2, 1.3, 1.25))}, False)
     assert higher.best == "fast" and higher.decided
+
+
+def test_a_tie_at_the_top_still_says_whom_both_beat():
+    ranking = rank({"a": Summary((10.0, 14.0, 12.0)), "b": Summary((13.0, 11.0, 15.0)), "c": Summary((50.0, 51.0, 49.0))}, True)
+    assert ranking.ties == ["b"]
+    assert verdict(ranking, "Best FID").endswith("; both significantly better than c.")
