@@ -972,7 +972,7 @@ def _time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> li
     lines = ["## Where the time goes\n"]
     times = time_table(frame)
     times.to_csv(out_dir / "time.csv", index=False)
-    if not times.empty:
+    if not times.empty and times["wall_s"].sum() > 0:  # records without launch times (hand-made) have no wall time
         total = times["wall_s"].sum()
         sums = {
             c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")

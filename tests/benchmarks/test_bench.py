@@ -86,17 +86,17 @@ def test_bench_sampling(benchmark):
 
 
 def test_bench_classifier_features(benchmark, digits):
-    """Classifier features and probabilities of 1,000 images at 20x20 (the offline feature network of the main job)."""
-    from suite.metrics.features import ClassifierNet, ClassifierSpec
+    """Features and probabilities of 1,000 images at 20x20 from the pinned digits ruler (the main job's, in float64)."""
+    from suite.metrics.features import ClassifierNet
 
-    net = ClassifierNet(ClassifierSpec("digits", 20), DEVICE)
+    net = ClassifierNet("digits", DEVICE)
     images = digits[20].images[:1000]
     benchmark(net, images)
 
 
 @pytest.mark.parametrize("dim", [128, 2048])
 def test_bench_fid(benchmark, dim):
-    """FID between two sets of 2,500 features (dominated by the matrix square root at 2048-d)."""
+    """FID between two sets of 2,500 features (dominated by the symmetric eigendecompositions at 2048-d)."""
     measured_only(benchmark, dim == 2048)
     rng = np.random.default_rng(0)
     a, b = statistics(rng.normal(size=(2500, dim))), statistics(rng.normal(0.1, 1.1, size=(2500, dim)))
