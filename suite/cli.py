@@ -62,12 +62,18 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 def cmd_run(args: argparse.Namespace) -> int:
     from .launch import command_for
     from .lock import ResultsLock
+    from .metrics.features import FeatureUnavailable
 
     scenario, runs, out = _selected_runs(args)
     opts = _launch_options(args)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
-    _check_rulers(runs)
+    try:
+        _check_rulers(runs)
+    except FeatureUnavailable as error:
+        if not args.dry_run:
+            raise
+        log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
     with ResultsLock(out):
         return _run_sweep(args, scenario, runs, out, opts)
 

@@ -166,3 +166,19 @@ def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys,
     (tmp_path / "rulers" / "classifier-digits.pt").write_bytes(b"not a ruler")
     assert main(["ruler", "list"]) == 1
     assert "BROKEN: ruler classifier:digits" in capsys.readouterr().out
+
+
+def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "no-rulers"))
+    path = tmp_path / "s.yaml"
+    data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [1]}])
+    data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}
+    data["metrics"] = {"features": "classifier", "samples": 200}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: metrics.features: no pinned ruler classifier:mnist")
+    assert "suite ruler train --dataset mnist" in err and not (tmp_path / "r").exists()
+    # a dry run still shows the commands, and warns
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    assert "conditional-bce-torch-p1-r0" in capsys.readouterr().out
