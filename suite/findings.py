@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -87,18 +87,48 @@ def _quality_value(q: dict, metric: str) -> float | None:
     return q.get("kid_mean") if metric == "kid" else q.get(metric)
 
 
+def _quality_reader(metric: str) -> Callable[[dict], float | None]:
+    """A record's ``metric`` (fid, kid or label_acc) of its quality block."""
+    return lambda record: _quality_value(record.get("quality") or {}, metric)
+
+
 def ruler_text(q: dict) -> str:
-    """The ruler a score was measured with: network, the first 12 hex digits of its hash, sample count."""
+    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, and the
+    classes scored against where they are not all of the dataset's."""
     digest = (q.get("ruler_sha256") or "")[:12]
-    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}"
+    classes = q.get("classes") or []
+    subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.get("num_classes") or 0) else ""
+    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}{subset}"
+
+
+def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | None]:
+    """One value per seed: ``value`` of each run, averaged over the seed's repeats (repeats retrain the same model).
+
+    Quality varies with the seed, not the repeat, so a seed counts once however often it ran.
+    """
+    by_seed: dict[Any, list[float]] = defaultdict(list)
+    for r in runs:
+        v = value(r)
+        by_seed.setdefault(r.get("seed"), [])  # a seed whose runs have no value still counts, as missing
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            by_seed[r.get("seed")].append(float(v))
+    return [float(np.mean(values)) if values else None for _, values in sorted(by_seed.items(), key=lambda kv: str(kv[0]))]
 
 
 def speedups(runs: list[dict], top: int) -> Summary | None:
-    """T(1)/T(P) at ``top`` for each of the P-runs (T(1): the mean over the P=1 runs) of one strong sweep."""
-    base = summarise(r["train_s"] for r in runs if r["scaling"] == "strong" and r["procs"] == 1)
+    """The speedup at ``top`` for each of the P-runs of one strong sweep, against the mean of the P=1 runs.
+
+    T(1)/T(P) of the training windows; for time-budgeted runs, whose windows are all as long,
+    the ratio of images per second instead (as the scaling table computes it).
+    """
+    strong = [r for r in runs if r["scaling"] == "strong"]
+    budgeted = any(r.get("budget_s") for r in strong)
+    key = "images_per_s" if budgeted else "train_s"
+    base = summarise(r.get(key) for r in strong if r["procs"] == 1)
     if base is None or top == 1:
         return None
-    return summarise(base.mean / r["train_s"] for r in runs if r["scaling"] == "strong" and r["procs"] == top and r["train_s"])
+    at_top = [float(r[key]) for r in strong if r["procs"] == top and r.get(key)]
+    return summarise((v / base.mean) if budgeted else (base.mean / v) for v in at_top)
 
 
 def _text(summary: Summary | None, digits: int = 3) -> str | None:
@@ -146,12 +176,12 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
                 work = part["efficiency_work"].iloc[0]
                 row["weak_efficiency"] = part["efficiency"].iloc[0] if work is None or pd.isna(work) else work
         qualities = [r["quality"] for r in main if r.get("quality")]
-        summaries = {metric: summarise(_quality_value(q, metric) for q in qualities) for metric in ("fid", "kid", "label_acc")}
+        summaries = {metric: summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid", "label_acc")}
         if qualities:
             row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
             row["label_acc"] = _text(summaries["label_acc"], 2)
             row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
-        targets = [r["time_to_target"] for r in main if r.get("time_to_target")]
+        targets = _targets_per_seed(main)
         reached = summarise(t["clock_s"] for t in targets if t["reached"])
         if targets:
             row["time_to_target"] = _target_text(targets, reached)
@@ -194,13 +224,33 @@ def _add_equal_time_quality(rows: list[dict]) -> None:
         if clock is None:
             continue
         points = [quality_at(r, clock) for r in row["_main"]]
-        summary = summarise(value for value, _ in points)
-        if summary is not None and summary.n == len(row["_main"]):
+        values = per_seed(row["_main"], lambda r: quality_at(r, clock)[0])
+        summary = summarise(values)
+        if summary is not None and summary.n == len(values):
             at = max(c for _, c in points if c is not None)
             row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} s"
             row["_fid_at_equal_time"] = summary
     for row in rows:
         row["_equal_time"] = clock
+
+
+def _targets_per_seed(main: list[dict]) -> list[dict]:
+    """Time to target per seed: reached where every repeat of the seed reached it, at their mean clock."""
+    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    for r in main:
+        if r.get("time_to_target"):
+            by_seed[r.get("seed")].append(r["time_to_target"])
+    out = []
+    for targets in by_seed.values():
+        reached = all(t["reached"] for t in targets)
+        out.append(
+            {
+                "reached": reached,
+                "clock_s": float(np.mean([t["clock_s"] for t in targets])) if reached else None,
+                "best": _mean(t.get("best") for t in targets),
+            }
+        )
+    return out
 
 
 def _target_text(targets: list[dict], reached: Summary | None) -> str:
@@ -275,7 +325,8 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
             out.append(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.")
         else:
             out.append(sentence + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
-    scored = [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+    unlearned = {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
+    scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
     rulers = {row["quality"] for row in scored}
     if scored and len(rulers) == 1:
         metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
@@ -285,7 +336,11 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
             out.append(sentence)
     elif len(rulers) > 1:
         out.append("Final qualities were measured with different rulers or sample counts and are not ranked.")
-    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None]
+    if unlearned:
+        out.append(
+            f"Left out of the quality rankings, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}."
+        )
+    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
     if len(at_time) > 1 and len(rulers) == 1:
         what = f"Best quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
         sentence = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)

@@ -24,8 +24,9 @@ from typing import Any
 
 from .schema import SchemaError, check, type_hints
 
-SCHEMA_VERSION = 2
-"""Version of the record layout written now; 2: checked against :class:`Record` when read."""
+SCHEMA_VERSION = 3
+"""Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
+``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields)."""
 
 
 class RecordError(SchemaError):

@@ -440,6 +440,7 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
                 "strategy": r["strategy"],
                 "procs": r["procs"],
                 "seed": r.get("seed"),
+                "scaling": r.get("scaling"),
                 "ruler_sha256": q.get("ruler_sha256"),
                 "classes": _class_set(q),
                 "n": q["n"],
@@ -469,16 +470,22 @@ SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "
 
 
 def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and process count: n seeds, and mean, std and 95 % interval of each score over them."""
+    """Per configuration, scaling and process count: n seeds, and mean, std and 95 % interval of each score over them.
+
+    A seed's repeats are averaged first: they retrain the same model, so they are not independent draws.
+    """
     rows = []
-    for (config, procs), part in scores.groupby(["config", "procs"], sort=True):
+    keyed = scores.assign(seed_key=scores["seed"].fillna(-1))
+    for (config, scaling, procs), part in keyed.groupby(["config", "scaling", "procs"], sort=True):
+        seeds = part.groupby("seed_key")  # repeats of one seed train the same model: one value per seed
         row: dict[str, Any] = {
             "config": config,
+            "scaling": scaling,
             "procs": procs,
-            "seeds": ",".join(str(s) for s in sorted(part["seed"].dropna().astype(int))),
+            "seeds": ",".join(str(int(s)) for s in sorted(part["seed"].dropna().unique())),
         }
         for field in SEED_METRICS:
-            summary = summarise(part[field])
+            summary = summarise(seeds[field].mean())
             interval = summary.interval if summary else None
             row.update(
                 {
@@ -530,13 +537,16 @@ def machine_note(records: list[dict]) -> str:
         (m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := r.get("machine"))
     }
     if not machines:
-        return "The records do not say which machine ran them (recorded from schema 2 on): bitwise agreement cannot be judged."
-    kinds = sorted({f for f, _ in machines})
-    numerics = sorted({n for _, n in machines if n})
+        return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
+    kinds = sorted({str(f) for f, _ in machines})
+    numerics = sorted({str(n) for _, n in machines if n})
+    unknown = sum(1 for r in records if r.get("status") == "ok" and not r.get("machine"))
     first = next(iter(machines.values()))
     described = (
         f"{first.get('gpu') or first.get('cpu_model')} ({first.get('cpu_capability')} kernels, torch {first.get('torch')})"
     )
+    if unknown:
+        kinds.append(f"unknown for {unknown} runs recorded before schema 3")
     if len(kinds) == 1 and len(numerics) <= 1:
         return (
             f"Every run on one kind of machine: {described}, fingerprint `{kinds[0]}`, numerics digest `{numerics[0] if numerics else 'n/a'}`. "
@@ -1044,7 +1054,7 @@ def _quality_section(records: list[dict], out_dir: Path) -> list[str]:
             "Over seeds (each seed a separate training draw): mean [95 % Student-t interval] (n seeds). "
             "Per-seed values follow, and are in the CSVs.\n"
         )
-        shown = summary[["config", "procs", "seeds"]].copy()
+        shown = summary[["config", "scaling", "procs", "seeds"]].copy()
         for field, title in SEED_METRICS.items():
             shown[title] = summary[f"_{field}_text"]
         lines.append(markdown_table(shown))

@@ -104,12 +104,11 @@ class Ranking:
 def welch_p(a: Summary, b: Summary) -> float | None:
     """Two-sided p-value of Welch's t-test of two samples (None where a side has fewer than two values).
 
-    Two samples with no spread at all are equal (p = 1) or different (p = 0) outright.
+    Two samples that both have no spread at all cannot be tested (None): their draws are not
+    independent (one seed, repeated) or the quantity does not vary, and a p of 0 would be a false verdict.
     """
-    if a.n < 2 or b.n < 2:
-        return None
-    if not a.std and not b.std:
-        return 1.0 if a.mean == b.mean else 0.0
+    if a.n < 2 or b.n < 2 or (not a.std and not b.std):
+        return None  # no spread on either side: nothing to test against (e.g. one seed, repeated)
     from scipy import stats
 
     result = stats.ttest_ind_from_stats(a.mean, a.std, a.n, b.mean, b.std, b.n, equal_var=False)
@@ -161,7 +160,7 @@ def verdict(ranking: Ranking, what: str, digits: int = 3) -> str:
         for name in [c.other]
     )
     untestable = [c.other for c in ranking.comparisons if c.p_value is None]
-    reason = " (one draw: no test possible)" if untestable and len(untestable) == len(ranking.ties) else ""
+    reason = f" (no test possible for {', '.join(untestable)}: one draw, or no spread)" if untestable else ""
     beaten = [c.other for c in ranking.comparisons if c.significant]
     beats = f"; both significantly better than {', '.join(beaten)}" if beaten else ""
     if beaten and len(ranking.ties) > 1:

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.findings import findings, headline, not_learned_warnings
+from suite.findings import findings, headline, not_learned_warnings, speedups
 from suite.metrics.signals import not_learned
 from suite.report import scaling_table, write_report
 from suite.results import load_records, write_record
@@ -138,7 +138,8 @@ def test_findings_name_a_winner_only_where_the_test_over_seeds_says_so(scenario)
     )
     assert "significantly better than every other (Welch's t, Holm-adjusted p <=" in sentences[1]
     # speedups 2.0 (lp) against 1.8 (dp), 3 runs each: significant
-    assert sentences[2].startswith("Best strong-scaling speedup at P=2: label_partitioned / bce / mpi, 2 [")
+    assert sentences[2] == "Left out of the quality rankings, not learned in some draw (see the warnings): cellular / bce / mpi."
+    assert sentences[3].startswith("Best strong-scaling speedup at P=2: label_partitioned / bce / mpi, 2 [")
 
 
 def test_one_draw_is_never_a_verdict(tmp_path):
@@ -155,7 +156,7 @@ def test_one_draw_is_never_a_verdict(tmp_path):
         "no significant difference between data_parallel / bce / horovod 30 (n=1) and conditional / bce / horovod 60 (n=1)"
         in text
     )
-    assert "(one draw: no test possible)" in text
+    assert "(no test possible for conditional / bce / horovod: one draw, or no spread)" in text
 
 
 def test_caveats_and_not_learned_warnings(scenario, tmp_path):
@@ -189,3 +190,31 @@ def test_a_caveat_follows_a_finding_about_an_oversubscribed_or_unlearned_model(t
     records, scaling, table = tables(root)
     text = " ".join(findings(table, records, scaling))
     assert "Caveat: its P=2 runs oversubscribe the cores, its model did not learn (pixel std 0.010 is near 0" in text
+
+
+def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
+    root = tmp_path / "results"
+    for r in (
+        record("a-r0", quality=learned(30.0), repeat=0, seed=0),
+        record("a-r1", quality=learned(30.0), repeat=1, seed=0),
+        record("b-r0", strategy="conditional", quality=learned(60.0), repeat=0, seed=0),
+        record("b-r1", strategy="conditional", quality=learned(60.0), repeat=1, seed=0),
+    ):
+        write_record(root / r["run_id"], r)
+    records, scaling, table = tables(root)
+    rows = table.set_index("strategy")
+    assert rows.loc["data_parallel / bce / horovod", "fid"] == "30 (n=1)"  # one seed, however often it ran
+    assert rows.loc["data_parallel / bce / horovod", "train_s"].endswith("(n=2)")  # timing varies by repeat
+    text = " ".join(findings(table, records, scaling))
+    assert "significantly" not in text and "no significant difference" in text
+
+
+def test_time_budgeted_speedup_is_the_ratio_of_throughput():
+    runs = [
+        record("p1", procs=1, train_s=30.0, budget_s=30.0, images_per_s=100.0),
+        record("p2-a", procs=2, train_s=30.0, budget_s=30.0, images_per_s=190.0),
+        record("p2-b", procs=2, train_s=30.0, budget_s=30.0, images_per_s=194.0),
+    ]
+    assert speedups(runs, 2).values == pytest.approx((1.9, 1.94))
+    plain = [{**r, "budget_s": None} for r in runs]
+    assert speedups(plain, 2).values == pytest.approx((1.0, 1.0))

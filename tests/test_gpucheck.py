@@ -17,6 +17,7 @@ import torch
 from conftest import run_scenario, tiny_scenario
 from suite import gpucheck
 from suite.cli import main
+from suite.record import SCHEMA_VERSION
 from suite.record import check_record as check_schema
 from suite.results import write_record
 from suite.scenario import expand, load_scenario, parse_scenario
@@ -91,7 +92,7 @@ def test_the_real_command_refuses_here(tmp_path):
 
 def test_a_good_record_passes_every_check():
     record = good_record()
-    check_schema({"schema": 2, **record})  # the synthetic record fits the real record schema
+    check_schema({"schema": SCHEMA_VERSION, **record})  # the synthetic record fits the real record schema
     checks = gpucheck.check_record(record)
     assert [c.name for c in checks] == ["status", "devices", "nvml", "timeline", "scoring"]
     assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]

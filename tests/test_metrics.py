@@ -411,3 +411,16 @@ def test_score_command_rejects_bad_samples(tmp_path, capsys):
     assert "must be scaled to [-1, 1]" in capsys.readouterr().err
     assert main(["score", "--samples", str(tmp_path / "none.npz"), "--dataset", "digits"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_manifest_must_pin_a_whole_sha256(tmp_path, monkeypatch):
+    folder = tmp_path / "rulers"
+    folder.mkdir()
+    monkeypatch.setenv("SUITE_RULERS", str(folder))
+    entry = {**json.loads((PACKAGED_RULERS / "rulers.json").read_text())["classifier:digits"], "name": "classifier:mnist"}
+    (folder / "rulers.json").write_text(json.dumps({"classifier:mnist": {**entry, "sha256": ""}}))
+    with pytest.raises(RulerError, match="classifier:mnist pins sha256 '', not 64 hex digits"):
+        ClassifierNet("mnist")
+    (folder / "rulers.json").write_text(json.dumps([entry]))
+    with pytest.raises(RulerError, match="not a ruler manifest"):
+        ClassifierNet("mnist")

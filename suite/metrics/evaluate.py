@@ -290,7 +290,8 @@ def evaluate_images(
         by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a class's singular problem
         log.warning("samples not scorable: %s", error)
-        return {**not_scorable(net, real, f"the per-class scores cannot be computed: {error}"), **quality}
+        identity = {k: quality[k] for k in ("ruler_sha256", "device", "n", "n_real", "classes", "num_classes")}
+        return {**not_scorable(net, real, f"the per-class scores cannot be computed: {error}"), **identity}
     quality.update(zip(PER_CLASS_BASES, (by, None) if known.all() else (None, by)))
     return quality
 

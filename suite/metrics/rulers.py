@@ -103,9 +103,13 @@ def read_manifest(folder: Path) -> dict[str, Ruler]:
         return {}
     try:
         entries = json.loads(path.read_text())
-        return {name: Ruler(**entry) for name, entry in entries.items()}
-    except (ValueError, TypeError) as error:
+        rulers = {name: Ruler(**entry) for name, entry in entries.items()}
+    except (ValueError, TypeError, AttributeError) as error:
         raise RulerError(f"{path}: not a ruler manifest ({error})") from None
+    for name, ruler in rulers.items():
+        if len(ruler.sha256) != 64 or any(c not in "0123456789abcdef" for c in ruler.sha256):
+            raise RulerError(f"{path}: {name} pins sha256 {ruler.sha256!r}, not 64 hex digits")
+    return rulers
 
 
 def write_manifest(folder: Path, rulers: dict[str, Ruler]) -> None:
