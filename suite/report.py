@@ -643,10 +643,17 @@ def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
-        r = min(main, key=lambda x: x.get("repeat", 0))
-        points = [p for p in r["curve"] if (p["features"], p["n"]) == kind and p.get(field) is not None]
-        if points:
-            ax.plot([p["clock_s"] for p in points], [p[field] for p in points], label=f"{name}, P={top}")
+        first_repeats = sorted(
+            (r for r in main if r.get("repeat", 0) == min(x.get("repeat", 0) for x in main)), key=lambda r: str(r.get("seed"))
+        )
+        seeds = ",".join(str(r.get("seed")) for r in first_repeats)
+        color = None
+        for r in first_repeats:  # one line per seed, one colour per strategy
+            points = [p for p in r["curve"] if (p["features"], p["n"]) == kind and p.get(field) is not None]
+            if points:
+                label = f"{name}, P={top}, seed{'s' if len(first_repeats) > 1 else ''} {seeds}" if color is None else None
+                (line,) = ax.plot([p["clock_s"] for p in points], [p[field] for p in points], label=label, color=color, lw=1.2)
+                color = line.get_color()
     if target:
         ax.axhline(target["target"], color="grey", lw=1, ls="--", label=f"target {target['metric'].upper()} {target['target']:g}")
     label = "KID" if field == "kid_mean" else "FID"

@@ -454,6 +454,8 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     _check_betas(train.betas, f"{path}.betas", fail)
     if train.budget_s is not None and train.budget_s <= 0:
         fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
+    if train.seed < 0:
+        fail(f"{path}.seed", f"must not be negative, got {train.seed}")
     if train.seeds is not None:
         if not train.seeds:
             fail(f"{path}.seeds", "is empty: give at least one seed, e.g. [0, 1, 2], or use seed")

@@ -226,6 +226,7 @@ def test_seeds_are_an_axis_like_procs_and_interleave():
         ({"train__seeds": [0, 1], "train__seed": 3}, "train.seeds: given alongside train.seed"),
         ({"runs__0__train": {"seed": 1, "seeds": [2]}}, r"runs\[0\].train.seeds: given alongside runs\[0\].train.seed"),
         ({"train__seeds": [-1]}, "train.seeds: seeds must not be negative"),
+        ({"train__seed": -1}, "train.seed: must not be negative, got -1"),
     ],
 )
 def test_bad_seeds_name_the_field(changes, message):
