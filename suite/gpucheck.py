@@ -182,10 +182,14 @@ def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequen
 
 
 def _run_scenario(path: Path, results: Path, timeout: float) -> int:
-    """``suite run`` of the check's scenario (a seam the tests replace)."""
-    from .cli import main
+    """``suite run`` of the check's scenario, as its own process (a seam the tests replace).
 
-    return main(["run", str(path), "--out", str(results), "--quiet", "--timeout", str(timeout)])
+    A process of its own rather than a call into :mod:`suite.cli`, which imports this module.
+    """
+    import subprocess
+
+    command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet", "--timeout", str(timeout)]
+    return subprocess.run(command, check=False).returncode
 
 
 def gpu_check(out: Path, timeout: float = 600.0) -> int:
