@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from .findings import ruler_text
 from .record import record_field
 from .report import _config as sweep_label  # the configuration label the report's scaling tables group by
 from .report import markdown_table, scaling_table
@@ -205,19 +206,11 @@ def measure(config: Config, metric: str) -> Measure | None:
 
 
 def _quality_basis(config: Config) -> str:
-    """The ruler (network and pinned hash) and sample count of a configuration's scores ('classifier:digits d6ea892040bc, n=256').
+    """What a configuration's scores are comparable under (:func:`suite.findings.ruler_text`: ruler, hash, n, classes).
 
-    Records from before rulers were pinned have no hash ("unpinned"): their scores are never compared with pinned ones.
+    Records from before rulers were pinned have no hash: their scores are never compared with pinned ones.
     """
-    bases = sorted(
-        {
-            f"{record_field(r, 'quality.features')} {(record_field(r, 'quality.ruler_sha256') or 'unpinned')[:12]}, "
-            f"n={record_field(r, 'quality.n')}"
-            for r in config.records
-            if isinstance(r.get("quality"), dict)
-        }
-    )
-    return " / ".join(bases)
+    return " / ".join(sorted({ruler_text(r["quality"]) for r in config.records if isinstance(r.get("quality"), dict)}))
 
 
 def scaling_measures(configs: dict[tuple, Config]) -> dict[tuple, Measure]:

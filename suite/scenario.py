@@ -390,16 +390,18 @@ class Run:
 # --- scenario-level checks ------------------------------------------------------------------------
 
 
+def _fail(path: str, message: str) -> NoReturn:
+    """Report a broken rule (:data:`Fail`)."""
+    raise ScenarioError(f"{path}: {message}")
+
+
 def _check(scenario: Scenario) -> None:
     from .models import check_image_size
-
-    def fail(path: str, message: str) -> NoReturn:
-        raise ScenarioError(f"{path}: {message}")
 
     try:
         check_image_size(scenario.dataset.image_size)
     except ValueError as error:
-        fail("dataset.image_size", str(error))
+        _fail("dataset.image_size", str(error))
     positive = {
         "model.latent_dim": scenario.model.latent_dim,
         "repeats": scenario.repeats,
@@ -413,26 +415,26 @@ def _check(scenario: Scenario) -> None:
     }
     for path, value in positive.items():
         if value < 1:
-            fail(path, f"must be at least 1, got {value}")
-    _check_train(scenario.train, "train", fail)
+            _fail(path, f"must be at least 1, got {value}")
+    _check_train(scenario.train, "train", _fail)
     if scenario.wgan_gp.lr <= 0:
-        fail("wgan_gp.lr", "must be positive")
-    _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
+        _fail("wgan_gp.lr", "must be positive")
+    _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", _fail)
     if not 0 <= scenario.model.dropout < 1:
-        fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
-    _check_budget_and_target(scenario, fail)
-    _check_checkpoints(scenario.train.checkpoint_every, fail)
-    _check_cellular(scenario, fail)
+        _fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
+    _check_budget_and_target(scenario, _fail)
+    _check_checkpoints(scenario.train.checkpoint_every, _fail)
+    _check_cellular(scenario, _fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
-        fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
-    _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)
+        _fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
+    _check_engine_settings(scenario.horovod, scenario.ddp, "", _fail)
     if not scenario.runs:
-        fail("runs", "at least one run is needed")
+        _fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
         path = f"runs[{i}]"
-        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
-        _check_run_spec(spec, path, scenario, fail)
+        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", _fail)
+        _check_run_spec(spec, path, scenario, _fail)
 
 
 def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
@@ -703,14 +705,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
 
-    def fail(path: str, message: str) -> NoReturn:
-        raise ScenarioError(f"{path}: {message}")
-
     try:
-        _check_one_seed_field(data.get("train"), "train", fail)
+        _check_one_seed_field(data.get("train"), "train", _fail)
         for i, entry in enumerate(data.get("runs") or []):
             if isinstance(entry, dict):
-                _check_one_seed_field(entry.get("train"), f"runs[{i}].train", fail)
+                _check_one_seed_field(entry.get("train"), f"runs[{i}].train", _fail)
         scenario = _build(Scenario, data, "")
         _check(scenario)
     except ScenarioError as error:

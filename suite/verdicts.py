@@ -154,15 +154,12 @@ def verdict(ranking: Ranking, what: str, digits: int = 3) -> str:
             f"(Welch's t, Holm-adjusted p <= {worst_p:.2g})."
         )
     tied = ", ".join(
-        f"{name} {ranking.summaries[name].text(digits)}" + ("" if c.p_adjusted is None else f" (p = {c.p_adjusted:.2g})")
+        f"{c.other} {ranking.summaries[c.other].text(digits)}" + ("" if c.p_adjusted is None else f" (p = {c.p_adjusted:.2g})")
         for c in ranking.comparisons
         if not c.significant
-        for name in [c.other]
     )
     untestable = [c.other for c in ranking.comparisons if c.p_value is None]
     reason = f" (no test possible for {', '.join(untestable)}: one draw, or no spread)" if untestable else ""
     beaten = [c.other for c in ranking.comparisons if c.significant]
-    beats = f"; both significantly better than {', '.join(beaten)}" if beaten else ""
-    if beaten and len(ranking.ties) > 1:
-        beats = f"; all significantly better than {', '.join(beaten)}"
+    beats = f"; {'both' if len(ranking.ties) == 1 else 'all'} significantly better than {', '.join(beaten)}" if beaten else ""
     return f"{what}: no significant difference between {ranking.best} {best.text(digits)} and {tied}{reason}{beats}."

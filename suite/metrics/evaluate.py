@@ -255,7 +255,7 @@ def evaluate_images(
     net, classifier = networks or ref.networks()
     real = real_statistics(ref, net)
     every = real_class_features(ref, net)
-    quality: dict = {
+    identity: dict = {  # what every quality block says, scored or not
         "ruler_sha256": net.sha256,
         "device": str(net.device),
         "n": int(len(images)),
@@ -274,9 +274,9 @@ def evaluate_images(
             reason = f"the scores cannot be computed: {error}"
     if reason is not None:
         log.warning("samples not scorable: %s", reason)
-        return {**not_scorable(net, real, reason), **quality}
+        return {**not_scorable(net, real, reason), **identity}
     assert features is not None
-    quality = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]), **quality}
+    quality = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]), **identity}
     quality.update(pixel_std=pixel_std(images), **scores)
     _, class_probs = classifier(images) if classifier is not net else (None, probs)
     assert class_probs is not None, "the classifier predicts classes"
@@ -290,7 +290,6 @@ def evaluate_images(
         by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a class's singular problem
         log.warning("samples not scorable: %s", error)
-        identity = {k: quality[k] for k in ("ruler_sha256", "device", "n", "n_real", "classes", "num_classes")}
         return {**not_scorable(net, real, f"the per-class scores cannot be computed: {error}"), **identity}
     quality.update(zip(PER_CLASS_BASES, (by, None) if known.all() else (None, by)))
     return quality
