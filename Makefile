@@ -47,7 +47,8 @@ format: setup
 	$(BIN)/ruff check --select I --fix .
 	$(BIN)/ruff format .
 
-# The CI regression gate: the regression scenario against this machine's committed baseline.
+# The CI regression gate: this checkout against the merge base with main, paired and interleaved on
+# this host (`suite gate`; exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input).
 regression: setup
 	bash ci/regression.sh
 

@@ -206,6 +206,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+# --- suite gate --------------------------------------------------------------------------------
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from .gate import GateError, Settings, run_gate
+
+    settings = Settings(
+        scenario=Path(args.scenario),
+        out=Path(args.out),
+        baseline=args.baseline,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        min_pairs=args.min_pairs,
+        max_pairs=args.max_pairs,
+        max_minutes=args.max_minutes,
+        timeout=args.timeout,
+        allow_dirty=args.allow_dirty,
+        inject_slowdown=args.inject_slowdown,
+    )
+    try:
+        result = run_gate(settings)
+    except GateError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print((settings.out / "gate.md").read_text())
+    print(result.reason, file=sys.stderr)
+    return result.exit_code
+
+
 # --- suite sample / score ----------------------------------------------------------------------
 
 
@@ -592,6 +621,36 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_ruler_train)
     q = ruler.add_parser("list", help="list the pinned rulers and check every file against its hash (exit 1 if one fails)")
     q.set_defaults(func=cmd_ruler_list)
+
+    p = sub.add_parser(
+        "gate",
+        help="regression gate: this checkout against a baseline revision, paired and interleaved on this host",
+        description="Run the regression workload alternately from a baseline revision (a git worktree) and from this "
+        "checkout (A B B A ...), then test the per-pair ratios (Wilcoxon signed-rank) against a practical threshold. "
+        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 3 INCONCLUSIVE (too noisy to "
+        "tell), 2 bad input or a side whose workload failed. See docs/benchmarks-and-ci.md.",
+    )
+    p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
+    p.add_argument("--scenario", default="scenarios/gate.yaml", help="the workload (default scenarios/gate.yaml)")
+    p.add_argument("--out", default="results/gate", help="folder for the runs and gate.md (default results/gate)")
+    p.add_argument("--threshold", type=float, default=10.0, help="percent worse that counts as a regression (default 10)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument(
+        "--min-pairs", type=int, default=6, help="pairs before the first verdict (default 5, the fewest that can fail)"
+    )
+    p.add_argument("--max-pairs", type=int, default=12, help="pairs at most while undecided (default 12)")
+    p.add_argument("--max-minutes", type=float, default=15, help="no new pair once this would be exceeded (default 15)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per workload run before it counts as failed")
+    p.add_argument("--allow-dirty", action="store_true", help="measure the working tree with its uncommitted changes")
+    p.add_argument(
+        "--inject-slowdown",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="measurement knob: slow the candidate's steps by the fraction F (sets SUITE_TEST_SLOWDOWN; "
+        "used by ci/gate_error_rates.py to measure the detection rate)",
+    )
+    p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("env", help="print versions and capabilities as JSON")
     p.set_defaults(func=cmd_env)

@@ -88,8 +88,8 @@ def parse_tolerances(items: list[str] | None) -> dict[str, float]:
 def load_side(path: Path) -> list[dict]:
     """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
 
-    ``records.json`` is what ``suite report`` writes beside its report, and the format of the
-    committed baselines (``baselines/regression/<machine>/records.json``); see :func:`suite.results.read_records`.
+    ``records.json`` is what ``suite report`` writes beside its report (``RESULTS/report/records.json``),
+    the usual form of a baseline saved earlier; see :func:`suite.results.read_records`.
     """
     try:
         return read_records(path)

@@ -23,6 +23,9 @@ after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW
 itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
 infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
 tests use them to fail or diverge a rank at a known step; nothing else sets them.
+``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
+the step, a slowdown of F of the step time; ``suite gate --inject-slowdown`` sets it to measure
+the gate's detection rate.
 """
 
 from __future__ import annotations
@@ -311,6 +314,27 @@ def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
     telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
 
 
+def _slow_down_steps(telemetry: Telemetry) -> None:
+    """The slowdown hook of the module docstring: every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long."""
+    factor = float(os.environ.get("SUITE_TEST_SLOWDOWN") or 0)
+    if factor <= 0:
+        return
+    begin_step, end_step = telemetry.begin_step, telemetry.end_step
+    began = [time.perf_counter()]
+
+    def timed_begin_step() -> None:
+        if telemetry._step is None:  # begin_step is a no-op while a step runs: keep the first start
+            began[0] = time.perf_counter()
+        begin_step()
+
+    def slowed_end_step(images: int) -> None:
+        time.sleep(factor * (time.perf_counter() - began[0]))
+        end_step(images)
+
+    telemetry.begin_step = timed_begin_step  # type: ignore[method-assign]  # this object only
+    telemetry.end_step = slowed_end_step  # type: ignore[method-assign]
+
+
 def _diverge_at_step(rank: int) -> None:
     """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
     at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
@@ -405,6 +429,7 @@ def execute(run: Run, run_dir: Path) -> int:
         telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
         _fail_at_step(telemetry, rank)
         _diverge_at_step(rank)
+        _slow_down_steps(telemetry)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None

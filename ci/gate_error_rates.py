@@ -1,0 +1,121 @@
+"""Measure the regression gate's error rates: A/A false alarms and the detection of a 15 % slowdown.
+
+Runs ``suite gate`` from this checkout against itself (``--baseline HEAD``: an A/A gate) and with
+``--inject-slowdown 0.15`` (B's every step takes 15 % longer), alternately, ``--repeats`` times
+each, with the gate's default settings otherwise. Alternating spreads the host's drift over both
+kinds. Every gate keeps its folder under ``--work``; a rerun skips gates already done, so an
+interrupted measurement continues. Writes ``error-rates.csv`` (one row per gate) and
+``error-rates.md`` (the rates with Clopper-Pearson 95 % intervals, the host, the N) into ``--out``.
+
+    .venv/bin/python ci/gate_error_rates.py --repeats 20 --out reports/gate
+
+The tree must be clean (the gate refuses a dirty candidate). Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[1]
+KINDS = {"a-a": [], "slowdown-15": ["--inject-slowdown", "0.15"]}
+"""Each kind of gate and its extra options."""
+
+
+def run_gate(kind: str, index: int, work: Path) -> dict:
+    """One gate of ``kind`` (or the one already in ``work``): its gate.json plus the kind and exit code."""
+    out = work / f"{kind}-{index:02d}"
+    done_file = out / "gate.json"
+    if not done_file.exists() or json.loads(done_file.read_text()).get("verdict") == "ERROR":
+        command = [sys.executable, "-m", "suite", "gate", "--baseline", "HEAD", "--out", str(out), *KINDS[kind]]
+        began = time.monotonic()
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+        print(
+            f"{kind} #{index}: exit {done.returncode} in {time.monotonic() - began:.0f} s: {done.stderr.strip().splitlines()[-1:]}",
+            flush=True,
+        )
+    gate = json.loads(done_file.read_text())
+    speed = {v["metric"]: v for v in gate["verdicts"] if v["metric"] == "images_per_s"}
+    return {
+        "kind": kind,
+        "gate": index,
+        "verdict": gate["verdict"],
+        "exit_code": gate["exit_code"],
+        "pairs": len(gate["pairs"]),
+        "minutes": round(gate["minutes"], 2),
+        "images_per_s_change_pct": round(speed["images_per_s"]["change_pct"], 2) if speed else None,
+        "reason": gate["reason"],
+    }
+
+
+def rate_text(hits: int, n: int) -> str:
+    """``k/n = r % [lo, hi]`` with the Clopper-Pearson 95 % interval."""
+    ci = stats.binomtest(hits, n).proportion_ci(0.95, method="exact")
+    return f"{hits}/{n} = {100 * hits / n:.0f} % [{100 * ci.low:.0f}, {100 * ci.high:.0f}]"
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The rates, the verdict counts and the conditions."""
+    aa, slow = table[table.kind == "a-a"], table[table.kind == "slowdown-15"]
+    lines = [
+        "# The regression gate's measured error rates",
+        "",
+        f"Host `{platform.node()}`, {os.cpu_count()} CPUs, nothing else running; the gate's defaults (workload "
+        "`scenarios/gate.yaml`, threshold 10 %, alpha 0.05, 5 to 12 pairs, 15 minutes at most); "
+        "measured by `ci/gate_error_rates.py`, A/A and slowdown gates alternating.",
+        "",
+        "| experiment | gates | FAIL | PASS | INCONCLUSIVE | rate [95 % CI] | goal | pairs (median) | minutes per gate (median, max) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, part, what, goal in (
+        ("A/A (baseline = candidate)", aa, "false alarms", "<= 5 %"),
+        ("15 % slower steps injected in B", slow, "detections", ">= 95 %"),
+    ):
+        if part.empty:
+            continue
+        counts = part.verdict.value_counts()
+        fails = int(counts.get("FAIL", 0))
+        lines.append(
+            f"| {name} | {len(part)} | {fails} | {int(counts.get('PASS', 0))} | {int(counts.get('INCONCLUSIVE', 0))} | "
+            f"{what}: {rate_text(fails, len(part))} | {goal} | {part.pairs.median():.0f} | "
+            f"{part.minutes.median():.1f}, {part.minutes.max():.1f} |"
+        )
+    lines += [
+        "",
+        "A false alarm is a FAIL on an A/A gate; a detection is a FAIL on a slowdown gate (INCONCLUSIVE counts as "
+        "missed). `error-rates.csv` has every gate; each gate's own `gate.md` and runs were kept in the work folder.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=20, help="gates of each kind (default 20)")
+    parser.add_argument("--out", default="reports/gate", help="where error-rates.md and .csv go")
+    parser.add_argument("--work", default="results/gate-error-rates", help="the gates' folders (kept; reruns skip done gates)")
+    args = parser.parse_args()
+    work, out = Path(args.work).resolve(), Path(args.out)
+    rows = []
+    for index in range(args.repeats):
+        for kind in KINDS:
+            rows.append(run_gate(kind, index, work))
+            table = pd.DataFrame(rows)
+            out.mkdir(parents=True, exist_ok=True)
+            table.to_csv(out / "error-rates.csv", index=False)
+            (out / "error-rates.md").write_text(markdown(table))
+    print((out / "error-rates.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
