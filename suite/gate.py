@@ -174,7 +174,7 @@ def candidate_side(repo: Path, settings: Settings) -> Side:
     """The checkout itself, refused when it has uncommitted changes (unless ``allow_dirty``)."""
     changes = git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()
     if changes and not settings.allow_dirty:
-        shown = ", ".join(line[3:] for line in changes[:3]) + (", ..." if len(changes) > 3 else "")
+        shown = ", ".join(line.split(maxsplit=1)[-1] for line in changes[:3]) + (", ..." if len(changes) > 3 else "")
         raise GateError(
             f"candidate: the working tree has {len(changes)} uncommitted change(s) ({shown}); "
             "commit or stash them, or pass --allow-dirty to measure the tree as it is"

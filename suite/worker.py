@@ -320,7 +320,7 @@ def _slow_down_steps(telemetry: Telemetry) -> None:
     if factor <= 0:
         return
     begin_step, end_step = telemetry.begin_step, telemetry.end_step
-    began = [time.perf_counter()]
+    began = [0.0]
 
     def timed_begin_step() -> None:
         if telemetry._step is None:  # begin_step is a no-op while a step runs: keep the first start
