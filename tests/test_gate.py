@@ -100,7 +100,9 @@ def fake_workload(slowdown=1.0, fail_on=None, digests_differ=False):
         speed = 1000 * float(rng.normal(1, 0.02)) / (slowdown if side.name == "candidate" else 1)
         digest = side.name if digests_differ else "same"
         out.mkdir(parents=True, exist_ok=True)
-        return {"r0": {"images_per_s": speed, "telemetry": {"step_p50": 64 / speed}, "comm": {"bytes": 5}, "model_digest": digest}}
+        return {
+            "r0": {"images_per_s": speed, "telemetry": {"step_p50": 64 / speed}, "comm": {"bytes": 5}, "model_digest": digest}
+        }
 
     run.calls = calls
     return run
@@ -130,7 +132,9 @@ def test_an_unchanged_candidate_passes_after_interleaved_pairs(repo, tmp_path, m
     assert "identical models" in (tmp_path / "out" / "gate.md").read_text()
     assert len((tmp_path / "out" / "pairs.csv").read_text().splitlines()) == 1 + 2 * 5
     assert not (tmp_path / "out" / "baseline-src").exists()  # the worktree is removed, the results kept
-    assert "baseline-src" not in subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert (
+        "baseline-src" not in subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    )
 
 
 def test_a_slower_candidate_fails(repo, tmp_path, monkeypatch):
@@ -222,7 +226,9 @@ def test_a_real_workload_that_fails_names_its_side(tmp_path):
     repo = gate.repository()
     scenario = tmp_path / "w.yaml"
     scenario.write_text(yaml.safe_dump(tiny_scenario("w", [{"strategy": "data_parallel", "engine": "torch", "procs": [1]}])))
-    side = gate.Side("candidate", "HEAD", "x", repo, Path(sys.executable), {"SUITE_TEST_FAIL_AT_STEP": "2", "SUITE_TEST_FAIL_RANK": "0"})
+    side = gate.Side(
+        "candidate", "HEAD", "x", repo, Path(sys.executable), {"SUITE_TEST_FAIL_AT_STEP": "2", "SUITE_TEST_FAIL_RANK": "0"}
+    )
     gate.check_side_imports(side)
     with pytest.raises(gate.GateError) as caught:
         gate.run_workload(side, scenario, tmp_path / "out", timeout=120)
