@@ -2,8 +2,8 @@
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that
-diverged (:mod:`suite.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
-holds its results folder's lock (:mod:`suite.lock`) while it works there; SIGTERM or SIGINT
+diverged (:mod:`suite.gan.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
+holds its results folder's lock (:mod:`suite.running.lock`) while it works there; SIGTERM or SIGINT
 stops it after stopping the current run's ranks and recording the run as interrupted, with
 exit code 143 or 130.
 """
@@ -19,15 +19,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .registry import FEATURES
+from .config.registry import FEATURES
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .launch import LaunchOptions
-    from .network import Network
-    from .scenario import Run, Scenario
+    from .config.scenario import Run, Scenario
+    from .measure.network import Network
+    from .running.launch import LaunchOptions
 
 log = logging.getLogger("suite")
 
@@ -44,7 +44,7 @@ class UsageError(Exception):
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:
-    from .launch import LaunchOptions
+    from .running.launch import LaunchOptions
 
     return LaunchOptions(
         launcher=args.launcher,
@@ -60,9 +60,9 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .launch import command_for
-    from .lock import ResultsLock
-    from .metrics.features import FeatureUnavailable
+    from .measure.metrics.features import FeatureUnavailable
+    from .running.launch import command_for
+    from .running.lock import ResultsLock
 
     scenario, runs, out = _selected_runs(args)
     opts = _launch_options(args)
@@ -80,14 +80,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check_rulers(runs: list[Run]) -> None:
     """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
-    from .metrics.rulers import find_classifier
+    from .measure.metrics.rulers import find_classifier
 
     for dataset in sorted({r.dataset.name for r in runs if r.metrics.enabled or r.strategy == "cellular"}):
         find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
 
 
 def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]:
-    from .scenario import expand, load_scenario
+    from .config.scenario import expand, load_scenario
 
     scenario = load_scenario(args.scenario)
     runs = expand(scenario)
@@ -107,9 +107,9 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
     """``suite run`` inside its results folder's lock."""
     import shlex
 
-    from .launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
-    from .lock import check_room
-    from .results import read_record
+    from .records.results import read_record
+    from .running.launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
+    from .running.lock import check_room
 
     (out / "scenario.yaml").write_text(Path(args.scenario).read_text())
     run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
@@ -185,7 +185,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .analysis.report import write_report
 
     out = Path(args.out) if args.out else Path(args.results) / "report"
     path = write_report(Path(args.results), out, baselines=Path(args.baselines) if args.baselines else None)
@@ -197,7 +197,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, parse_tolerances, to_markdown
+    from .analysis.compare import compare, parse_tolerances, to_markdown
 
     result = compare(
         Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device
@@ -210,7 +210,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from .gate import GateError, Settings, run_gate
+    from .analysis.gate import GateError, Settings, run_gate
 
     settings = Settings(
         scenario=Path(args.scenario),
@@ -241,8 +241,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .results import GENERATOR_FILE, atomic_write
-    from .sampling import GeneratorBundle, Sampler
+    from .gan.sampling import GeneratorBundle, Sampler
+    from .records.results import GENERATOR_FILE, atomic_write
 
     bundle = GeneratorBundle.load(Path(args.run_dir) / GENERATOR_FILE)
     if args.n < 1:
@@ -285,9 +285,9 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from .metrics import Reference, evaluate_images
-    from .results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
-    from .sampling import GeneratorBundle, Sampler
+    from .gan.sampling import GeneratorBundle, Sampler
+    from .measure.metrics import Reference, evaluate_images
+    from .records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
 
     if args.run:
         bundle = GeneratorBundle.load(Path(args.run) / GENERATOR_FILE)
@@ -349,8 +349,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_ruler_train(args: argparse.Namespace) -> int:
-    from .metrics.features import ClassifierSpec, make_classifier_ruler
-    from .metrics.rulers import PACKAGED_RULERS, user_rulers
+    from .measure.metrics.features import ClassifierSpec, make_classifier_ruler
+    from .measure.metrics.rulers import PACKAGED_RULERS, user_rulers
 
     folder = Path(args.out) if args.out else (PACKAGED_RULERS if args.packaged else user_rulers())
     if args.image_size < 8 or args.image_size % 4:
@@ -365,7 +365,7 @@ def cmd_ruler_train(args: argparse.Namespace) -> int:
 
 
 def cmd_ruler_list(args: argparse.Namespace) -> int:
-    from .metrics.rulers import RulerError, read_manifest, ruler_folders, verify
+    from .measure.metrics.rulers import RulerError, read_manifest, ruler_folders, verify
 
     broken = 0
     for folder in ruler_folders():
@@ -385,14 +385,14 @@ def cmd_ruler_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from .env import capabilities
+    from .measure.env import capabilities
 
     print(json.dumps(capabilities(), indent=2))
     return 0
 
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
-    from .gpucheck import gpu_check
+    from .running.gpucheck import gpu_check
 
     if args.timeout <= 0:
         raise UsageError("--timeout: must be positive")
@@ -400,7 +400,7 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 def cmd_jobscript(args: argparse.Namespace) -> int:
-    from .jobscript import write_jobscript
+    from .running.jobscript import write_jobscript
 
     path = write_jobscript(
         Path(args.scenario),
@@ -433,7 +433,8 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
     """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
     import dataclasses
 
-    from .network import resolve, with_link
+    from .measure.network import with_link
+    from .running.probe import resolve
 
     if (args.alpha is None) != (args.beta is None):
         raise UsageError(f"--{'beta' if args.beta is None else 'alpha'}: give --alpha and --beta together")
@@ -453,9 +454,10 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    from .projection import local_network, percent, run_projection, write_projection
-    from .report import DEFAULT_BASELINES, markdown_table
-    from .results import atomic_write_text, read_records
+    from .analysis.markdown import markdown_table
+    from .analysis.projection import local_network, percent, run_projection, write_projection
+    from .analysis.report import DEFAULT_BASELINES
+    from .records.results import atomic_write_text, read_records
 
     ranks = _int_list("--ranks", args.ranks)
     fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
@@ -493,7 +495,8 @@ def cmd_project(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     import json
 
-    from .network import probe_network, run_probe
+    from .measure.network import probe_network
+    from .running.probe import run_probe
 
     if args.np < 2:
         raise UsageError("--np: the probe needs at least 2 processes")
@@ -513,7 +516,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _add_placement(p: argparse.ArgumentParser) -> None:
-    from .launch import LAUNCHERS
+    from .running.launch import LAUNCHERS
 
     g = p.add_argument_group("placement (cluster launchers)")
     g.add_argument("--launcher", choices=LAUNCHERS, default="local", help="how to start the ranks (default: local processes)")
@@ -682,8 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement(p)
     p.set_defaults(func=cmd_jobscript)
 
-    from .network import ALGORITHMS, PRESETS
-    from .projection import DEFAULT_RANKS
+    from .analysis.projection import DEFAULT_RANKS
+    from .measure.network import ALGORITHMS, PRESETS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
     p.add_argument(
@@ -724,10 +727,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
-    from .data import DataError
-    from .launch import LaunchError
-    from .metrics.features import FeatureUnavailable
-    from .scenario import ScenarioError
+    from .config.scenario import ScenarioError
+    from .gan.data import DataError
+    from .measure.metrics.features import FeatureUnavailable
+    from .running.launch import LaunchError
 
     try:
         return args.func(args)
