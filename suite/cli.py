@@ -455,7 +455,7 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
 
 def cmd_project(args: argparse.Namespace) -> int:
     from .analysis.markdown import markdown_table
-    from .analysis.projection import local_network, percent, run_projection, write_projection
+    from .analysis.projection.render import local_network, percent, run_projection, write_projection
     from .analysis.report import DEFAULT_BASELINES
     from .records.results import atomic_write_text, read_records
 
@@ -685,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement(p)
     p.set_defaults(func=cmd_jobscript)
 
-    from .analysis.projection import DEFAULT_RANKS
+    from .analysis.projection.fit import DEFAULT_RANKS
     from .measure.network import ALGORITHMS, PRESETS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
