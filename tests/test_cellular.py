@@ -14,8 +14,7 @@ from suite.config.plan import process_grid
 from suite.config.scenario import ScenarioError, parse_scenario
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
-from suite.train.strategies.cellular import CellState, Genomes, Layout, module_vector
-from suite.train.strategies.grid import (
+from suite.train.strategies.cellular.grid import (
     cells,
     discriminator_trains,
     es_step,
@@ -27,6 +26,7 @@ from suite.train.strategies.grid import (
     replacement,
     tournament,
 )
+from suite.train.strategies.cellular.state import CellState, Genomes, Layout, module_vector
 
 GRIDS = [(1, 1), (1, 3), (2, 2), (3, 3), (3, 4)]
 

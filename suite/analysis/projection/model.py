@@ -15,7 +15,7 @@ from ...measure.network import Network, allreduce_seconds
 
 def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
     """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
-    from ...train.strategies.grid import cells, neighbourhood, owner
+    from ...train.strategies.cellular.grid import cells, neighbourhood, owner
 
     def rank(c: tuple[int, int]) -> int:
         i, j = owner(c, grid, pgrid)
@@ -159,7 +159,7 @@ def _cellular_time(
     model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
 ) -> Outcome:
     from ...config.plan import process_grid
-    from ...train.strategies.grid import neighbourhood
+    from ...train.strategies.cellular.grid import neighbourhood
 
     grid = problem.grid
     if weak:
