@@ -87,7 +87,7 @@ def _check_rulers(runs: list[Run]) -> None:
 
 
 def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]:
-    from .config.scenario import expand, load_scenario
+    from .config.expansion import expand, load_scenario
 
     scenario = load_scenario(args.scenario)
     runs = expand(scenario)

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from conftest import run_scenario, tiny_scenario
+from suite.config.expansion import parse_scenario
 from suite.config.plan import process_grid
-from suite.config.scenario import ScenarioError, parse_scenario
+from suite.config.scenario import ScenarioError
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
 from suite.train.strategies.cellular.grid import (

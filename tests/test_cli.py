@@ -118,7 +118,7 @@ def test_a_run_over_its_time_limit_is_stopped_and_recorded(tmp_path):
 def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     import subprocess
 
-    from suite.config.scenario import expand, parse_scenario
+    from suite.config.expansion import expand, parse_scenario
     from suite.running.launch import LaunchOptions, launch, prepare
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]

@@ -9,7 +9,7 @@ import torch
 
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.report import write_report
-from suite.config.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
 from suite.gan.data import load_dataset
 from suite.gan.divergence import CHECK_EVERY, LOSS_BOUND, PARAMETER_NORM_BOUND, Divergence, LossWatch, all_finite
 from suite.measure.metrics.evaluate import Reference, evaluate_images

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from suite.config.scenario import DDPConfig, HorovodConfig, ScenarioError, expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.config.scenario import DDPConfig, HorovodConfig, ScenarioError
 from suite.train.engines.base import Group
 from suite.train.engines.horovod import CPU_CYCLE_TIME_MS, horovod_environment, horovod_settings
 from suite.train.launchenv import LaunchInfo

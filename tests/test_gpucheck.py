@@ -16,7 +16,7 @@ import torch
 
 from conftest import run_scenario, tiny_scenario
 from suite.cli import main
-from suite.config.scenario import expand, load_scenario, parse_scenario
+from suite.config.expansion import expand, load_scenario, parse_scenario
 from suite.records.record import SCHEMA_VERSION, run_identity
 from suite.records.record import check_record as check_schema
 from suite.records.results import write_record

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_scenario, tiny_scenario
-from suite.config.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
 from suite.running.launch import LaunchError, LaunchOptions, command_for
 from suite.train.launchenv import LaunchInfo, detect
 

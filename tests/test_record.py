@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from suite.config.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
 from suite.records.record import FLAT_COLUMNS, SCHEMA_VERSION, RecordError, check_record, record_field, run_identity
 from suite.records.results import iter_records, read_record, write_record
 

@@ -22,7 +22,8 @@ import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
-from suite.config.scenario import ScenarioError, expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.failures import Failure, first_failure, launcher_failure, write_status
 from suite.records.results import read_record

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from suite.config.scenario import Run, ScenarioError, expand, load_scenario, parse_scenario
+from suite.config.expansion import expand, load_scenario, parse_scenario
+from suite.config.scenario import Run, ScenarioError
 from suite.records.record import run_identity
 
 REPO = Path(__file__).resolve().parent.parent

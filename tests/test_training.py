@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from suite.config.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
 from suite.gan.data import load_dataset
 from suite.gan.divergence import CHECK_EVERY
 from suite.measure.telemetry import CommStats, Telemetry

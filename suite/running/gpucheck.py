@@ -201,7 +201,7 @@ def gpu_check(out: Path, timeout: float = 600.0) -> int:
     import torch
     import yaml
 
-    from ..config.scenario import expand, parse_scenario
+    from ..config.expansion import expand, parse_scenario
     from ..measure.env import capabilities
     from ..records.results import atomic_write_text, read_record
 

@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..config.scenario import expand, load_scenario
+from ..config.expansion import expand, load_scenario
 from .launch import LaunchOptions
 
 WARNING_S = 120
