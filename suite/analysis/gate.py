@@ -46,12 +46,20 @@ import yaml
 
 from ..records.record import record_field
 from . import paired
+from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 
 log = logging.getLogger(__name__)
 
+
 EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 3}
+
+
 EXIT_BAD_INPUT = 2
+
+
 LOCK_FILE = "ci/requirements.lock"
+
+
 MAIN_BRANCHES = ("origin/main", "main", "origin/master", "master")
 
 
@@ -71,6 +79,8 @@ METRICS = (
     Metric("step_p50", "telemetry.step_p50", higher_is_better=False),
     Metric("comm_bytes", "comm.bytes", higher_is_better=False, count=True),
 )
+
+
 QUALITY = "fid"
 
 
@@ -132,9 +142,6 @@ class Settings:
             raise GateError("--max-minutes and --timeout must be positive")
         if not 0 <= self.inject_slowdown < 10:
             raise GateError(f"--inject-slowdown: a fraction of step time in [0, 10), got {self.inject_slowdown}")
-
-
-# --- the two sides -----------------------------------------------------------------------------------------
 
 
 def git(repo: Path, *args: str) -> str:
@@ -236,9 +243,6 @@ def check_side_imports(side: Side) -> None:
         )
 
 
-# --- the workload ------------------------------------------------------------------------------------------
-
-
 def workload_seeds(scenario: Path) -> list[int]:
     """The seeds the pairs cycle through: ``train.seeds``, else ``[train.seed]`` (default 0)."""
     data = yaml.safe_load(scenario.read_text()) or {}
@@ -291,9 +295,6 @@ def values_of(records: dict[str, dict]) -> dict[str, dict[str, Any]]:
         rid: {**{m.name: record_field(r, m.path) for m in METRICS}, "model_digest": r.get("model_digest")}
         for rid, r in records.items()
     }
-
-
-# --- the pairs and their verdicts --------------------------------------------------------------------------
 
 
 def difference(metric: Metric, a: float, b: float) -> float:
@@ -403,24 +404,6 @@ def score_fid(scorer: Side, run_dir: Path, settings: Settings) -> float:
     return float(fid)
 
 
-# --- the gate ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class GateResult:
-    """What a gate run found; written to ``gate.json``."""
-
-    verdict: str
-    exit_code: int
-    reason: str
-    sides: dict[str, dict]
-    settings: dict[str, Any]
-    host: dict[str, Any]
-    pairs: list[dict]
-    verdicts: list[dict]
-    minutes: float
-
-
 def run_gate(settings: Settings) -> GateResult:
     """Run the gate and write ``gate.json``, ``gate.md`` and ``pairs.csv`` into ``settings.out``."""
     settings.check()
@@ -461,7 +444,7 @@ def run_gate(settings: Settings) -> GateResult:
                     break
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
-        reason = summary_line(verdict, verdicts, settings)
+        reason = summary_line(verdict, verdicts, settings.threshold)
         return finish(settings, verdict, EXIT_CODES[verdict], reason, sides, pairs, verdicts, start)
     except GateError as error:
         finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start)
@@ -489,29 +472,6 @@ def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Pat
         "dirs": dirs,
         "seconds": time.monotonic() - began,
     }
-
-
-def summary_line(verdict: str, verdicts: list[dict], settings: Settings) -> str:
-    """One line: the verdict and what decided it."""
-    if verdict == paired.FAIL:
-        bad = [v for v in verdicts if v["verdict"] == paired.FAIL]
-        return "FAIL: " + "; ".join(f"{v['run_id']} {v['metric']} {_change_text(v)}" for v in bad)
-    if verdict == paired.INCONCLUSIVE:
-        open_ = [v for v in verdicts if v["verdict"] == paired.INCONCLUSIVE]
-        more = max((v.get("more_pairs") or 0 for v in open_), default=0)
-        hint = f"; about {more} more pairs would decide (--max-pairs)" if more else ""
-        return f"INCONCLUSIVE: too noisy to tell for {', '.join(v['run_id'] + ' ' + v['metric'] for v in open_)}{hint}"
-    return f"PASS: no metric is worse by {settings.threshold:g} % or more"
-
-
-def _change_text(v: dict) -> str:
-    if "change_pct" in v:
-        return (
-            f"{v['change_pct']:+.1f} % worse (p = {v['p_value']:.3g})"
-            if v.get("p_value") is not None
-            else f"{v['change_pct']:+.1f} %"
-        )
-    return f"FID {v.get('change', 0):+.3g} (p = {v.get('p_value')})"
 
 
 def host_info() -> dict[str, Any]:
@@ -546,58 +506,3 @@ def finish(
     write_pairs_csv(settings.out / "pairs.csv", pairs)
     (settings.out / "gate.md").write_text(markdown(result))
     return result
-
-
-def write_pairs_csv(path: Path, pairs: list[dict]) -> None:
-    """One row per pair, side and run: the metrics the verdicts used."""
-    import pandas as pd
-
-    rows = [
-        {"pair": p["pair"], "seed": p["seed"], "order": p["order"], "side": key, "run_id": rid, **values}
-        for p in pairs
-        for key in "AB"
-        for rid, values in p[key].items()
-    ]
-    pd.DataFrame(rows).to_csv(path, index=False)
-
-
-def markdown(result: GateResult) -> str:
-    """``gate.md``: the sides, the verdict per metric, and the overall verdict."""
-    unknown = {"label": "not set up", "commit": "", "venv": "none", "env": {}}
-    a, b = result.sides.get("A", unknown), result.sides.get("B", unknown)
-    lines = [
-        f"# Regression gate: {result.verdict}",
-        "",
-        result.reason,
-        "",
-        f"- A (baseline): {a['label']} `{a['commit'][:12]}`; B (candidate): {b['label']} `{b['commit'][:12]}`"
-        + (f", with {b['env']}" if b["env"] else ""),
-        f"- host {result.host['host']} ({result.host['cpus']} CPUs); {len(result.pairs)} pairs, interleaved A B B A, "
-        f"after one warm-up run per side; {result.minutes:.1f} min; baseline venv {a['venv']}",
-        f"- regression: worse by {result.settings['threshold']:g} % or more and significant at "
-        f"{result.settings['alpha']:g} (Wilcoxon signed-rank, one-sided); PASS: the one-sided "
-        f"{1 - result.settings['alpha']:.0%} upper bound of the mean change is below the threshold",
-        "",
-        "| run | metric | verdict | pairs | median A | median B | mean change (B vs A) | upper bound | p | note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for v in result.verdicts:
-        if "change_pct" in v:
-            change = f"{v['change_pct']:+.1f} %"
-            upper = f"{v['upper_pct']:+.1f} %" if v.get("upper_pct") is not None else "n/a (too few pairs)"
-        else:
-            change = f"{v['change']:+.3g}" if v.get("change") is not None else ""
-            upper = f"{v['upper']:+.3g}" if v.get("upper") is not None else ""
-        p = f"{v['p_value']:.3g}" if v.get("p_value") is not None else ""
-        note = v.get("note") or (f"~{v['more_pairs']} more pairs" if v.get("more_pairs") else "")
-        ma = f"{v['median_a']:.4g}" if v.get("median_a") is not None else ""
-        mb = f"{v['median_b']:.4g}" if v.get("median_b") is not None else ""
-        lines.append(
-            f"| {v['run_id']} | {v['metric']} | {v['verdict']} | {v['pairs']} | {ma} | {mb} | {change} | {upper} | {p} | {note} |"
-        )
-    lines += [
-        "",
-        "Speed changes are B's time over A's (images/s inverted); positive is slower. Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input.",
-        "",
-    ]
-    return "\n".join(lines)
