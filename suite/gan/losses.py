@@ -17,7 +17,7 @@ Every generator loss is written with ``D(G(z)) = sigmoid(score)``.
 * ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss ``-1/2 E log D(G(z))``
   (E-GAN's heuristic mutation), with the BCE discriminator loss. It is ``bce`` scaled by 1/2,
   which Adam's update ignores; that is why Mustangs' set here has ``minimax`` and not ``bce``
-  (Lipizzaner's code draws ``BCELoss(D(G(z)), 1)``, i.e. ``bce``: see the README's deviations).
+  (Lipizzaner's code draws ``BCELoss(D(G(z)), 1)``, i.e. ``bce``: see docs/deviations.md).
 * ``mustangs``: one of ``minimax``, ``mse``, ``heuristic`` drawn at random (Mustangs: "from among
   the three E-GAN uses"), per batch or per cell (``cellular.mustangs_choice``).
 """

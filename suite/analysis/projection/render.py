@@ -161,7 +161,7 @@ def _notes(table: pd.DataFrame) -> list[str]:
 ASSUMPTIONS = """Assumptions: each rank computes as fast as the measured ones (times x `compute_scale`), one rank per
 core set or GPU, no contention; communication is the alpha-beta model of the network named above, with no
 overlap with computation and no stragglers; label-partitioned groups and cellular blocks are placed on
-consecutive ranks. Oversubscribed runs are listed but never fitted or validated. Equations: README, Projection."""
+consecutive ranks. Oversubscribed runs are listed but never fitted or validated. Equations: docs/reports.md, Projection."""
 
 
 @dataclass
@@ -214,7 +214,7 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
     sub = heading + "#"
     lines = [
         f"{heading} Projection\n",
-        "A cost model per strategy fitted on these runs (README, Projection), checked against the runs it was not "
+        "A cost model per strategy fitted on these runs (docs/reports.md, Projection), checked against the runs it was not "
         "fitted on, then projected to more ranks. A model, not a measurement.\n",
         f"- Projected on {result.net.describe()}.",
         f"- Validated on {result.local.describe('each run on its own ranks per node')}.",

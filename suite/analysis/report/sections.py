@@ -46,7 +46,7 @@ def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines:
         columns=["run_id", "engine", "traced", "settings"],
     )
     settings.to_csv(out_dir / "engine_settings.csv", index=False)
-    lines.append('Settings each run\'s engine ran with (README, "Engine settings").\n')
+    lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
     lines.append(markdown_table(settings))
     comparison = engine_comparison_table(records)
     comparison.to_csv(out_dir / "engine_comparison.csv", index=False)

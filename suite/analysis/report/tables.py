@@ -183,7 +183,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
                     warnings.append(
                         f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
                         "so fitness and mixture work per cell grow too; for fixed work per rank use a block of cells "
-                        "per rank on grids of at least 3x3 (README, weak scaling)."
+                        "per rank on grids of at least 3x3 (docs/scenarios.md, weak scaling)."
                     )
     return warnings
 

@@ -33,7 +33,7 @@ from ..launchenv import LaunchInfo
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
 
 CPU_CYCLE_TIME_MS = 10.0
-"""The suite's cycle time on CPUs, where the background thread competes with training for the cores (README)."""
+"""The suite's cycle time on CPUs, where the background thread competes with training for the cores (docs/engine-settings.md)."""
 
 
 def _number(value: str) -> float:

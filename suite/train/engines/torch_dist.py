@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 DDP_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": True, "static_graph": False}
-"""The suite's DDP settings where a run sets none: DDP's own buckets, gradients as bucket views (README)."""
+"""The suite's DDP settings where a run sets none: DDP's own buckets, gradients as bucket views (docs/engine-settings.md)."""
 DDP_BUCKET_CAP_MB = 25.0
 """DDP's bucket size when none is given (its first bucket is smaller; a size given applies to every bucket)."""
 

@@ -30,7 +30,7 @@ neighbouring ranks that need them, as flat float32 arrays with non-blocking poin
 messages (no servers, no pickles). Every random draw is seeded by the scenario seed, the
 cell's coordinates and the iteration, and a cell reads even its own individuals back from its
 flat vector, so a grid gives the same generators on any number of ranks (with one thread per
-rank, so that floating-point reductions agree). The README lists where this differs from the
+rank, so that floating-point reductions agree). docs/deviations.md lists where this differs from the
 papers and from Lipizzaner's code.
 
 The package: :mod:`.grid` (the torus and Lipizzaner's operators, pure functions), :mod:`.state` (individuals,
