@@ -26,9 +26,9 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.failures import Failure, first_failure, launcher_failure, write_status
-from suite.records.results import read_record
-from suite.running.lock import LOCK_FILE, ResultsLock
-from suite.train.checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, fingerprint, remove_stale, resume_plan
+from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
+from suite.running.lock import ResultsLock
+from suite.train.checkpoint import describe, fingerprint, remove_stale, resume_plan
 
 HOST = socket.gethostname()
 

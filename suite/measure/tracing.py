@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Protocol
 
+from ..records.results import PROFILER_TRACE
+
 if TYPE_CHECKING:
     import torch
 
@@ -44,24 +46,6 @@ class Rank(Protocol):
 
 PROFILED_STEPS = 3
 """Window steps recorded by the profiler, after one warm-up step of the profiler itself."""
-TIMELINE_FILE = "horovod-timeline.json"
-"""Horovod's timeline of a traced run (Chrome-trace JSON, written by rank 0)."""
-COMMS_LOG = "deepspeed-comms.json"
-"""DeepSpeed's communication log of a traced run (its printed table is beside it, ``.txt``)."""
-AUTOTUNE_LOG = "horovod-autotune.csv"
-"""Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
-
-
-PROFILER_TRACE = "trace-rank{rank}.json"
-"""Profiler trace of one rank."""
-
-
-def trace_files(run_dir: Path) -> list[Path]:
-    """The traces and logs above that ``run_dir`` holds: profiler traces by rank, then the engines' files."""
-    run_dir = Path(run_dir)
-    ranks = sorted(run_dir.glob(PROFILER_TRACE.format(rank="*")), key=lambda p: (len(p.name), p.name))
-    engines = [run_dir / name for name in (TIMELINE_FILE, COMMS_LOG, Path(COMMS_LOG).with_suffix(".txt").name, AUTOTUNE_LOG)]
-    return ranks + [path for path in engines if path.is_file()]
 
 
 @contextmanager

@@ -32,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .results import atomic_write_text
+from .results import RANKS_DIR, atomic_write_text
 
-RANKS_DIR = "ranks"
 # what shells and launchers say for a signal (strsignal: "Killed", "Terminated", "Segmentation fault", ...)
 _SIGNAL_WORDS = {word.lower(): int(s) for s in signal.Signals if (word := signal.strsignal(s))}
 

@@ -1,4 +1,5 @@
-"""Run records: ``RESULTS/<run_id>/result.json``, written atomically, loaded into pandas.
+"""Run folders: where each file of a results folder lies, and run records (``RESULTS/<run_id>/result.json``),
+written atomically, loaded into pandas.
 
 Its schema is :mod:`suite.records.record`; records are checked against it when read. A record is
 written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
@@ -22,13 +23,52 @@ from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
 if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
     import pandas as pd
 
-RECORD_FILE = "result.json"
+# --- the layout of a results folder and its run folders: every module asks here ---------------------------
+
+# RESULTS/
 RECORDS_FILE = "records.json"
 """All records of a results folder in one JSON list: what ``suite report`` writes beside report.md, and the
 format of the committed baselines."""
+PROBE_FILE = "probe.json"
+"""The measured network of a results folder (``suite probe --out RESULTS/probe.json``); ``suite report`` copies it."""
+LOCK_FILE = ".suite.lock"
+"""The results folder's lock, held by ``suite run`` (:mod:`suite.running.lock`)."""
+
+# RESULTS/<run_id>/
 RUN_FILE = "run.json"
+"""The run's settings (:class:`suite.config.scenario.Run`), written by ``suite run``, read by every rank."""
+RECORD_FILE = "result.json"
 GENERATOR_FILE = "generator.pt"
 SAMPLES_FILE = "samples.png"
+LOG_FILE = "log.txt"
+"""The ranks' output, as the launcher printed it."""
+RANKS_DIR = "ranks"
+"""Each rank's status file (:mod:`suite.records.failures`)."""
+CHECKPOINT_DIR = "checkpoints"
+"""The run's checkpoints (:mod:`suite.train.checkpoint`)."""
+STOP_FILE = "STOP"
+"""Inside :data:`CHECKPOINT_DIR`: asks the ranks to stop at their next checkpoint."""
+SCRATCH_DIR = "partial"
+"""Where strategies hand large results between ranks through the file system (label-partitioned class generators)."""
+PROFILER_TRACE = "trace-rank{rank}.json"
+"""Profiler trace of one rank (:mod:`suite.measure.tracing`)."""
+TIMELINE_FILE = "horovod-timeline.json"
+"""Horovod's timeline of a traced run (Chrome-trace JSON, written by rank 0)."""
+COMMS_LOG = "deepspeed-comms.json"
+"""DeepSpeed's communication log of a traced run (its printed table is beside it, ``.txt``)."""
+AUTOTUNE_LOG = "horovod-autotune.csv"
+"""Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    """The traces and logs above that ``run_dir`` holds: profiler traces by rank, then the engines' files."""
+    run_dir = Path(run_dir)
+    ranks = sorted(run_dir.glob(PROFILER_TRACE.format(rank="*")), key=lambda p: (len(p.name), p.name))
+    engines = [run_dir / name for name in (TIMELINE_FILE, COMMS_LOG, Path(COMMS_LOG).with_suffix(".txt").name, AUTOTUNE_LOG)]
+    return ranks + [path for path in engines if path.is_file()]
+
+
+# --- writing and reading ------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager

@@ -52,10 +52,21 @@ import psutil
 
 from ..config.registry import ENGINES, launcher_engines
 from ..config.scenario import Run
-from ..records.failures import RANKS_DIR, first_failure, read_statuses, signal_name
+from ..records.failures import first_failure, read_statuses, signal_name
 from ..records.record import run_identity
-from ..records.results import RECORD_FILE, RUN_FILE, read_record, update_record, write_record
-from ..train.checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, last_checkpoint
+from ..records.results import (
+    CHECKPOINT_DIR,
+    LOG_FILE,
+    RANKS_DIR,
+    RECORD_FILE,
+    RUN_FILE,
+    SCRATCH_DIR,
+    STOP_FILE,
+    read_record,
+    update_record,
+    write_record,
+)
+from ..train.checkpoint import describe, last_checkpoint
 from ..train.launchenv import node_cores, threads_per_rank
 
 log = logging.getLogger(__name__)
@@ -304,7 +315,7 @@ def finalize_record(
     if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
         shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
         return update_record(run_dir, checkpoint=last_checkpoint(run_dir, run), **launch_fields)
-    log_path = run_dir / "log.txt"
+    log_path = run_dir / LOG_FILE
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     statuses = read_statuses(run_dir)
     failure, status, details = None, "failed", [f"launcher output: {log_path}"]
@@ -407,7 +418,7 @@ class _Launched:
 
 def _remove_temporaries(run_dir: Path) -> None:
     """Remove what writers that were killed left half-written (``atomic_write``'s hidden temporaries)."""
-    for folder in (run_dir, run_dir / RANKS_DIR, run_dir / CHECKPOINT_DIR, run_dir / "partial"):
+    for folder in (run_dir, run_dir / RANKS_DIR, run_dir / CHECKPOINT_DIR, run_dir / SCRATCH_DIR):
         if folder.is_dir():
             for path in folder.glob(".*"):
                 if path.is_file():
@@ -491,7 +502,7 @@ def launch(
     env = child_environment(run, opts)
     start = time.perf_counter()
     timed_out, interrupted = False, None
-    with open(run_dir / "log.txt", "w") as logfile:
+    with open(run_dir / LOG_FILE, "w") as logfile:
         logfile.write(f"$ {shlex.join(command)}\n")
         logfile.flush()
         process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)

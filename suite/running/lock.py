@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TextIO
 
 from ..config.scenario import Run
+from ..records.results import LOCK_FILE
 from ..train.checkpoint import footprint
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".suite.lock"
 MARGIN = 100 * 2**20
 
 

@@ -49,7 +49,7 @@ from ..gan.divergence import Divergence, first_divergence
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, run_identity
-from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, write_record
+from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 
@@ -429,7 +429,7 @@ def execute(run: Run, run_dir: Path) -> int:
         _fail_at_step(telemetry, rank)
         _diverge_at_step(rank)
         _slow_down_steps(telemetry)
-        strategy = strategies.create(run, engine, data, telemetry, run_dir / "partial")
+        strategy = strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
         )

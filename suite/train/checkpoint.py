@@ -60,7 +60,7 @@ from ..config.scenario import CheckpointEvery, Run
 from ..gan.divergence import all_finite
 from ..records.failures import write_status
 from ..records.record import CheckpointInfo
-from ..records.results import atomic_write, atomic_write_text
+from ..records.results import CHECKPOINT_DIR, STOP_FILE, atomic_write, atomic_write_text
 
 if TYPE_CHECKING:
     from ..measure.telemetry import Telemetry
@@ -79,8 +79,6 @@ class Strategy(Protocol):
     def restore(self, load: Callable[[int], dict[str, Any]]) -> None: ...
 
 
-CHECKPOINT_DIR = "checkpoints"
-STOP_FILE = "STOP"
 STOPPED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped on request after a checkpoint; run it again to continue
 KEEP = 2  # checkpoints each rank keeps
 STOP_POLL_S = 2.0

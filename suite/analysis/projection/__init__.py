@@ -43,11 +43,10 @@ markdown and CSVs).
 
 from .fit import DEFAULT_RANKS, fit, fit_all, project, validate
 from .model import CellularModel, GanModel, Problem, exchange_plan, predict
-from .render import PROBE_FILE, REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
+from .render import REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
 
 __all__ = [
     "DEFAULT_RANKS",
-    "PROBE_FILE",
     "REPORT_RANKS",
     "CellularModel",
     "GanModel",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...measure.network import PRESETS, Network, probe_network
+from ...records.results import PROBE_FILE
 from ..markdown import markdown_table
 from ..plots import pyplot
 from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
@@ -19,10 +20,6 @@ from .model import predict
 
 REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""
-
-
-PROBE_FILE = "probe.json"
-"""The measured network of a results folder (``suite probe --out RESULTS/probe.json``); ``suite report`` copies it."""
 
 
 PAPER_POINTS = "scaling_points.csv"

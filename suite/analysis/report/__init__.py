@@ -19,10 +19,10 @@ import json
 from pathlib import Path
 
 from ... import __version__
-from ...records.results import RECORDS_FILE, atomic_write_text, iter_records, load_records
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records
 from ..markdown import details
 from ..outcomes import outcomes_section
-from ..projection.render import PROBE_FILE, report_section
+from ..projection.render import report_section
 from .quality import baseline_section, quality_over_time_section, quality_section
 from .sections import (
     engine_section,

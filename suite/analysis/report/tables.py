@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...records.results import trace_files
 from ..markdown import NA
 
 
@@ -401,8 +402,6 @@ def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
 
 def trace_table(records: list[dict], results_dir: Path, out_dir: Path) -> pd.DataFrame:
     """Per run with traces or engine logs in its folder: the files, as links relative to ``out_dir``."""
-    from ...measure.tracing import trace_files
-
     rows = []
     for r in records:
         files = trace_files(results_dir / r["run_id"])

@@ -12,7 +12,7 @@ only; their waits fall into compute. Gloo on CPUs (DeepSpeed's CPU accelerator),
 
 A traced run turns on DeepSpeed's communication logger (``comms_logger``: every collective
 timed, after a device synchronisation) and, at shutdown, writes its summary into the run
-folder: :data:`suite.measure.tracing.COMMS_LOG` (``deepspeed.comm.log_summary``'s dictionary) and its
+folder: :data:`suite.records.results.COMMS_LOG` (``deepspeed.comm.log_summary``'s dictionary) and its
 printed table.
 """
 
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from ...config.scenario import Run
-from ...measure.tracing import COMMS_LOG
+from ...records.results import COMMS_LOG
 from ..launchenv import LaunchInfo
 from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine

@@ -28,7 +28,7 @@ from torch import nn
 
 from ...config.registry import STRATEGIES
 from ...config.scenario import HorovodConfig, Run
-from ...measure.tracing import AUTOTUNE_LOG, TIMELINE_FILE
+from ...records.results import AUTOTUNE_LOG, TIMELINE_FILE
 from ..launchenv import LaunchInfo
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
 
