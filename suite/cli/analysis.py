@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .common import UsageError
+
 if TYPE_CHECKING:
     from ..measure.network import Network
-from .common import UsageError
 
 
 def cmd_report(args: argparse.Namespace) -> int:

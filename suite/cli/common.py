@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 log = logging.getLogger("suite")
 

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from ..config.registry import FEATURES
-
-if TYPE_CHECKING:
-    pass
 from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .common import UsageError, log
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
-
-from .common import UsageError, log
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

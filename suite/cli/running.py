@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .common import DIVERGED_EXIT_CODE, UsageError, log
+
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
     from ..running.launch import LaunchOptions
-from .common import DIVERGED_EXIT_CODE, UsageError, log
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:

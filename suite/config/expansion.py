@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 from .scenario import Run, RunSpec, Scenario, ScenarioError, build_section, default_loss, run_train, seeds_of
 from .validation import check_one_seed_field, check_scenario, fail
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -10,11 +10,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from ...config.registry import STRATEGIES
-from ...records.results import (
-    KID_FIELDS,
-    PER_CLASS_BASES,
-    per_class_summary,
-)
+from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
 from ..findings import config_name
 from ..markdown import NA, details, given, markdown_table, pm, significant, spread
 from ..plots import file_slug, plot_quality_curves

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...records.results import (
-    SAMPLES_FILE,
-)
+from ...records.results import SAMPLES_FILE
 from ..markdown import NA, details, markdown_table, pm
 from ..plots import plot_scaling
 from .tables import (

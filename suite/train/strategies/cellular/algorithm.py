@@ -31,6 +31,7 @@ from .grid import (
     replacement,
     tournament,
 )
+from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
 
 if TYPE_CHECKING:
     from ....gan.data import ImageData
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from ....measure.metrics.features import ClassifierNet, Features
     from ....measure.telemetry import Telemetry
     from ...engines.base import Engine
-from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
 
 log = logging.getLogger(__name__)
 PHASES = ("exchange", "fitness", "train", "mixture")

@@ -15,12 +15,7 @@ from torch import nn
 from ....config.plan import process_grid
 from ....gan.losses import Loss
 from ...flat import flatten, unflatten_
-from .grid import (
-    Cell,
-    cells,
-    neighbourhood,
-    owner,
-)
+from .grid import Cell, cells, neighbourhood, owner
 
 if TYPE_CHECKING:
     from ...engines.base import Engine

@@ -21,16 +21,12 @@ from ....records.record import CellularFields
 from ...flat import cpu_state
 from ...training import UNLIMITED, evenly_spaced_steps
 from ..base import Outcome, Strategy, make_bundle
-from .grid import (
-    Cell,
-    cells,
-    neighbourhood,
-)
+from .algorithm import PHASES, Cellular, MixtureScorer
+from .grid import Cell, cells, neighbourhood
+from .state import cell_key
 
 if TYPE_CHECKING:
     from ....gan.data import ImageData
-from .algorithm import PHASES, Cellular, MixtureScorer
-from .state import cell_key
 
 log = logging.getLogger(__name__)
 
