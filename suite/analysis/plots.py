@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from .findings import config_name
+from .findings import config_name, main_runs
 
 
 def pyplot() -> Any:
@@ -61,8 +61,6 @@ def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
     Only curves scored with the same feature network and sample count share the figure (the
     target's, else the most common); the target, if any, is a horizontal line.
     """
-    from .findings import main_runs
-
     curves = [r for r in records if r.get("status") == "ok" and r.get("curve")]
     if not curves:
         return []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...records.results import SAMPLES_FILE
+from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
 from ..markdown import NA, details, markdown_table, pm
 from ..plots import plot_scaling
 from .tables import (
@@ -73,8 +74,6 @@ def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines:
 
 def headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str, pd.DataFrame]) -> list[str]:
     """The first screen: one row per strategy, what the numbers support, and what to distrust."""
-    from ..findings import findings, headline, not_learned_warnings
-
     table = headline(records, scaling)
     lines = ["## Headline\n"]
     if table.empty:
@@ -190,8 +189,6 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
 
 def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> list[str]:
     """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded."""
-    from ..findings import config_name, main_runs
-
     samples_dir = out_dir / "samples"
     shown, folded = [], []
     by_config: dict[str, list[dict]] = {}
