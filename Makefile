@@ -30,11 +30,13 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
 
-# Lint (pyflakes, pycodestyle, bugbear, import order, complexity), the formatter's check and the type check; .ci/run runs it first.
+# Lint (pyflakes, pycodestyle, bugbear, import order, complexity), the formatter's check, the type check and the
+# package's layers (import-linter's contracts in pyproject.toml); .ci/run runs it first.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy suite
+	$(BIN)/lint-imports
 
 # The documentation site: the scenario and CLI references generated from the code into docs/reference/,
 # then `mkdocs build --strict` (a warning, such as a broken link or anchor, fails it) into site/; .ci/run runs it.

@@ -11,7 +11,7 @@ import pytest
 import torch.distributed as dist
 import yaml
 
-from suite.engines.base import Group
+from suite.train.engines.base import Group
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def tiny_scenario(name: str, runs: list[dict], **sections) -> dict:
 def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict[str, dict]]:
     """Write ``scenario`` to YAML, run it with `suite run`, return (exit code, records by run id)."""
     from suite.cli import main
-    from suite.results import iter_records
+    from suite.records.results import iter_records
 
     path = tmp_path / f"{scenario['name']}.yaml"
     path.write_text(yaml.safe_dump(scenario))

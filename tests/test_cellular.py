@@ -10,11 +10,12 @@ import torch
 from torch import nn
 
 from conftest import run_scenario, tiny_scenario
-from suite.losses import MUSTANGS_CHOICES, get_loss
-from suite.models import build_pair
-from suite.scenario import ScenarioError, parse_scenario
-from suite.strategies.cellular import CellState, Genomes, Layout, module_vector
-from suite.strategies.grid import (
+from suite.config.expansion import parse_scenario
+from suite.config.plan import process_grid
+from suite.config.scenario import ScenarioError
+from suite.gan.losses import MUSTANGS_CHOICES, get_loss
+from suite.gan.models import build_pair
+from suite.train.strategies.cellular.grid import (
     cells,
     discriminator_trains,
     es_step,
@@ -22,11 +23,11 @@ from suite.strategies.grid import (
     mutate_learning_rates,
     neighbourhood,
     owner,
-    process_grid,
     propose_weights,
     replacement,
     tournament,
 )
+from suite.train.strategies.cellular.state import CellState, Genomes, Layout, module_vector
 
 GRIDS = [(1, 1), (1, 3), (2, 2), (3, 3), (3, 4)]
 

@@ -8,7 +8,7 @@ import yaml
 
 from conftest import run_scenario, tiny_scenario
 from suite.cli import main
-from suite.scenario import TrainConfig
+from suite.config.scenario import TrainConfig
 
 
 def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
@@ -39,8 +39,8 @@ def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3
     assert "horovodrun -np 2 --gloo -H localhost:2" in lines[0] and lines[0].endswith("data_parallel-bce-horovod-p2-r0")
-    assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 -m suite.worker" in lines[1]
-    assert "mpirun -np 1 --bind-to none" in lines[2] and "-m suite.worker" in lines[2]
+    assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 -m suite.running.worker" in lines[1]
+    assert "mpirun -np 1 --bind-to none" in lines[2] and "-m suite.running.worker" in lines[2]
     # a dry run writes each run's settings, so the printed commands can be run by hand, and no result
     assert sorted(p.name for p in (tmp_path / "r").glob("*/run.json")) == ["run.json"] * 3
     assert not list((tmp_path / "r").glob("*/result.json"))
@@ -83,7 +83,7 @@ def test_report_of_an_empty_folder_is_a_clear_error(tmp_path, capsys):
 def test_records_are_written_atomically_and_readable_by_others(tmp_path):
     import stat
 
-    from suite.results import read_record, update_record, write_record
+    from suite.records.results import read_record, update_record, write_record
 
     write_record(tmp_path / "run", {"run_id": "x", "status": "ok", "train_s": float("nan")})  # a field of the record schema
     path = tmp_path / "run" / "result.json"
@@ -118,8 +118,8 @@ def test_a_run_over_its_time_limit_is_stopped_and_recorded(tmp_path):
 def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     import subprocess
 
-    from suite.launch import LaunchOptions, launch, prepare
-    from suite.scenario import expand, parse_scenario
+    from suite.config.expansion import expand, parse_scenario
+    from suite.running.launch import LaunchOptions, launch, prepare
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
     run_dir = prepare(run, tmp_path, LaunchOptions())
@@ -130,7 +130,7 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
                 raise KeyboardInterrupt  # as if the user pressed Ctrl-C while the run was going
             return super().wait(timeout)
 
-    monkeypatch.setattr("suite.launch.subprocess.Popen", Interrupted)
+    monkeypatch.setattr("suite.running.launch.subprocess.Popen", Interrupted)
     with pytest.raises(KeyboardInterrupt):
         launch(run, run_dir, LaunchOptions())
     record = json.loads((run_dir / "result.json").read_text())

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_scenario, tiny_scenario
+from suite.analysis.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
 from suite.cli import main
-from suite.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
-from suite.metrics.features import ClassifierNet
-from suite.results import iter_records, write_record
+from suite.measure.metrics.features import ClassifierNet
+from suite.records.results import iter_records, write_record
 
 P1, P2 = "data_parallel / bce / mpi / P=1", "data_parallel / bce / mpi / P=2"
 

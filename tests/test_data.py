@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from suite.data import DataError, load_dataset
+from suite.gan.data import DataError, load_dataset
 
 
 def test_digits_at_model_size_in_model_range():

@@ -87,8 +87,8 @@ def test_two_ranks_track_one_rank(equivalence_runs, engine):
 
 @pytest.mark.multiproc
 def test_training_actually_changed_the_weights(equivalence_runs):
-    from suite.models import build_pair
-    from suite.seeding import derive_seed
+    from suite.gan.models import build_pair
+    from suite.gan.seeding import derive_seed
 
     _, _, tmp = equivalence_runs
     trained = generator_weights(tmp / "results", "data_parallel-bce-torch-p1-r0")

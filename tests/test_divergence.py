@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from conftest import run_scenario, tiny_scenario
-from suite.data import load_dataset
-from suite.divergence import CHECK_EVERY, LOSS_BOUND, PARAMETER_NORM_BOUND, Divergence, LossWatch, all_finite
-from suite.metrics.evaluate import Reference, evaluate_images
-from suite.metrics.signals import not_learned
-from suite.report import write_report
-from suite.results import write_record
-from suite.scenario import expand, parse_scenario
-from suite.telemetry import CommStats, Telemetry
-from suite.training import GanTrainer
+from suite.analysis.report import write_report
+from suite.config.expansion import expand, parse_scenario
+from suite.gan.data import load_dataset
+from suite.gan.divergence import CHECK_EVERY, LOSS_BOUND, PARAMETER_NORM_BOUND, Divergence, LossWatch, all_finite
+from suite.measure.metrics.evaluate import Reference, evaluate_images
+from suite.measure.metrics.signals import not_learned
+from suite.measure.telemetry import CommStats, Telemetry
+from suite.records.results import write_record
+from suite.train.training import GanTrainer
 
 # --- the check itself ---------------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ def test_samples_that_cannot_be_scored_say_why_and_score_nothing(monkeypatch, ma
         def singular(*args):
             raise ValueError("FID: imaginary component 0.5 in the matrix square root")
 
-        monkeypatch.setattr("suite.metrics.evaluate.frechet_distance", singular)
+        monkeypatch.setattr("suite.measure.metrics.evaluate.frechet_distance", singular)
     else:
         make(images)
     quality = evaluate_images(images, np.full(200, -1), ref, (stub, stub))
@@ -155,7 +155,7 @@ def test_the_report_shows_diverged_and_not_learned_runs_in_their_own_rows(tmp_pa
 def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
     from test_training import SoloEngine
 
-    from suite.checkpoint import Checkpointer, last_checkpoint
+    from suite.train.checkpoint import Checkpointer, last_checkpoint
 
     scenario = tiny_scenario(
         "s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"checkpoint_every": {"steps": 1}}

@@ -44,12 +44,12 @@ def test_every_scenario_field_has_a_doc_in_the_reference(gen_docs):
     for cls, _ in gen_docs.sections():
         docs = gen_docs.field_docs(cls)
         for field in dataclasses.fields(cls):
-            assert docs[field.name], f"{cls.__name__}.{field.name} has no docstring in suite/scenario.py"
+            assert docs[field.name], f"{cls.__name__}.{field.name} has no docstring in suite/config/scenario.py"
             assert f"| `{field.name}` |" in reference
 
 
 def test_the_reference_covers_every_section_of_a_scenario(gen_docs):
-    from suite.scenario import RunSpec, Scenario, TrainConfig
+    from suite.config.scenario import RunSpec, Scenario, TrainConfig
 
     classes = [cls for cls, _ in gen_docs.sections()]
     assert classes[0] is Scenario

@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from suite.engines.base import Group
-from suite.engines.horovod import CPU_CYCLE_TIME_MS, horovod_environment, horovod_settings
-from suite.launchenv import LaunchInfo
-from suite.scenario import DDPConfig, HorovodConfig, ScenarioError, expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.config.scenario import DDPConfig, HorovodConfig, ScenarioError
+from suite.train.engines.base import Group
+from suite.train.engines.horovod import CPU_CYCLE_TIME_MS, horovod_environment, horovod_settings
+from suite.train.launchenv import LaunchInfo
 
 RUN_DIR = Path("/results/RUN")
 
@@ -153,7 +154,7 @@ def test_environment_values_are_read_as_horovod_reads_them():
 
 def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     """HorovodReplica hands ``horovod.groups`` to DistributedOptimizer (Horovod itself replaced by a recorder)."""
-    from suite.engines.horovod import HorovodEngine, HorovodReplica
+    from suite.train.engines.horovod import HorovodEngine, HorovodReplica
 
     made = {}
     fake = types.SimpleNamespace(
@@ -183,7 +184,7 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     ],
 )
 def test_ddp_gets_the_runs_settings(solo_gloo_group, config, bucket_mb, first_mb, as_view, static):
-    from suite.engines.torch_dist import DDPReplica, TorchEngine
+    from suite.train.engines.torch_dist import DDPReplica, TorchEngine
 
     engine = TorchEngine(LaunchInfo("torchrun", 0, 1, 0, 1), config)
     net = nn.Linear(3, 2)
@@ -200,7 +201,7 @@ def test_ddp_gets_the_runs_settings(solo_gloo_group, config, bucket_mb, first_mb
 
 
 def test_deepspeed_config_turns_on_the_comms_logger_only_when_traced(tmp_path):
-    from suite.engines.deepspeed import DeepSpeedEngine
+    from suite.train.engines.deepspeed import DeepSpeedEngine
 
     launch = LaunchInfo("torchrun", 0, 2, 0, 2)
     plain = DeepSpeedEngine(launch, 1, {"gradient_clipping": 1.0}).config_for(16, 2)
@@ -235,7 +236,7 @@ def record(run_id, engine, images_per_s, digest="d1", label=None, repeat=0, proc
 
 
 def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
-    from suite.report import engine_comparison_table
+    from suite.analysis.report.tables import engine_comparison_table
 
     records = [
         record("ddp-r0", "torch", 300.0),
@@ -259,6 +260,6 @@ def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
 
 
 def test_no_comparison_without_two_engines():
-    from suite.report import engine_comparison_table
+    from suite.analysis.report.tables import engine_comparison_table
 
     assert engine_comparison_table([record("a", "torch", 1.0), record("b", "torch", 2.0, label="x")]).empty

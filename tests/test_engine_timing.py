@@ -9,9 +9,9 @@ and which interval is recorded as the wait.
 import torch
 from torch import nn
 
-from suite.engines.base import Group
-from suite.launchenv import LaunchInfo
-from suite.telemetry import HostTimeline
+from suite.measure.telemetry import HostTimeline
+from suite.train.engines.base import Group
+from suite.train.launchenv import LaunchInfo
 
 
 class RecordingTimeline(HostTimeline):
@@ -46,7 +46,7 @@ class FakeComm:
 
 
 def test_mpi_waits_for_the_backward_pass_before_timing_the_allreduce():
-    from suite.engines.mpi import MPIEngine, MPIReplica
+    from suite.train.engines.mpi import MPIEngine, MPIReplica
 
     log = []
     engine = MPIEngine()
@@ -63,7 +63,7 @@ def test_mpi_waits_for_the_backward_pass_before_timing_the_allreduce():
 
 
 def test_horovod_waits_for_the_backward_pass_before_synchronize():
-    from suite.engines.horovod import HorovodReplica
+    from suite.train.engines.horovod import HorovodReplica
 
     log = []
 
@@ -95,7 +95,7 @@ def test_horovod_waits_for_the_backward_pass_before_synchronize():
 
 
 def test_ddp_hook_marks_the_last_launch_and_the_last_completion(solo_gloo_group):
-    from suite.engines.torch_dist import _counting_allreduce, _HookState
+    from suite.train.engines.torch_dist import _counting_allreduce, _HookState
 
     log = []
     state = _HookState(solo_gloo_group, RecordingTimeline(log))
@@ -120,7 +120,7 @@ def test_ddp_hook_marks_the_last_launch_and_the_last_completion(solo_gloo_group)
 
 
 def test_deepspeed_counts_async_collectives_in_bytes_only():
-    from suite.engines.deepspeed import DeepSpeedEngine
+    from suite.train.engines.deepspeed import DeepSpeedEngine
 
     log = []
     engine = DeepSpeedEngine(LaunchInfo("torchrun", 0, 2, 0, 2))

@@ -3,7 +3,7 @@
 import json
 
 from suite.cli import main
-from suite.env import versions
+from suite.measure.env import versions
 
 
 def test_versions_name_the_benchmark_relevant_packages():
@@ -30,7 +30,7 @@ def test_env_command_prints_capabilities_as_json(capsys):
 def test_the_machine_block_names_cpu_kernels_versions_and_a_fingerprint(monkeypatch):
     import torch
 
-    from suite.env import machine, numerics_digest
+    from suite.measure.env import machine, numerics_digest
 
     info = machine()
     assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and info["torch"] == torch.__version__

@@ -5,10 +5,11 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.findings import findings, headline, not_learned_warnings, speedups
-from suite.metrics.signals import not_learned
-from suite.report import scaling_table, write_report
-from suite.results import load_records, write_record
+from suite.analysis.findings import findings, headline, not_learned_warnings, speedups
+from suite.analysis.report import write_report
+from suite.analysis.report.tables import scaling_table
+from suite.measure.metrics.signals import not_learned
+from suite.records.results import load_records, write_record
 
 
 def learned(fid=40.0, **extra):
@@ -86,7 +87,7 @@ def scenario(tmp_path):
 
 def tables(root):
     frame = load_records(root)
-    records = [r for r in (__import__("suite.results", fromlist=["iter_records"]).iter_records(root))]
+    records = [r for r in (__import__("suite.records.results", fromlist=["iter_records"]).iter_records(root))]
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
     return records, scaling, headline(records, scaling)
 

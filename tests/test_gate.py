@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from conftest import tiny_scenario
-from suite import gate, paired, worker
+from suite.analysis import gate, paired
 from suite.cli import main
+from suite.running import worker
 
 LOG_10PCT = math.log(1.1)
 

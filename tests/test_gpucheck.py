@@ -15,16 +15,16 @@ import pytest
 import torch
 
 from conftest import run_scenario, tiny_scenario
-from suite import gpucheck
 from suite.cli import main
-from suite.record import SCHEMA_VERSION
-from suite.record import check_record as check_schema
-from suite.results import write_record
-from suite.scenario import expand, load_scenario, parse_scenario
+from suite.config.expansion import expand, load_scenario, parse_scenario
+from suite.records.record import SCHEMA_VERSION, run_identity
+from suite.records.record import check_record as check_schema
+from suite.records.results import write_record
+from suite.running import gpucheck
 
 
 def fake_caps(horovod: str = "nccl", nccl: bool = True) -> dict:
-    """What :func:`suite.env.capabilities` says on a node with two GPUs; Horovod ``nccl``, ``cpu`` or ``missing``."""
+    """What :func:`suite.measure.env.capabilities` says on a node with two GPUs; Horovod ``nccl``, ``cpu`` or ``missing``."""
     hvd = {"version": "0.28.1", "tensor_ops": {"nccl": horovod == "nccl"}} if horovod != "missing" else {}
     return {
         "versions": {"horovod": "0.28.1", "deepspeed": "0.19.8", "mpi4py": "4.1.2"},
@@ -209,15 +209,15 @@ def test_a_real_cpu_record_carries_what_the_check_reads(tmp_path):
 
 @pytest.mark.parametrize("spoil", [False, True])
 def test_the_whole_check_with_fakes_writes_its_report_and_exit_code(spoil, monkeypatch, tmp_path, capsys):
-    import suite.env
+    import suite.measure.env
 
     monkeypatch.setattr(gpucheck, "no_gpu_reason", lambda: None)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(suite.env, "capabilities", lambda: fake_caps())
+    monkeypatch.setattr(suite.measure.env, "capabilities", lambda: fake_caps())
 
     def fake_run(path, results, timeout):  # what `suite run` leaves: one record per run
         for i, run in enumerate(expand(load_scenario(path))):
-            record = {**run.identity(), **copy.deepcopy(good_record(run.run_id, run.procs))}
+            record = {**run_identity(run), **copy.deepcopy(good_record(run.run_id, run.procs))}
             if spoil and i == 1:
                 _ranks(record)[-1]["device"] = "cuda:0"
             (results / run.run_id).mkdir(parents=True)

@@ -8,10 +8,9 @@ import torch
 from torch import nn
 
 from conftest import run_scenario, tiny_scenario
-from suite.losses import LOSSES, get_loss, gradient_penalty
-from suite.sampling import GeneratorBundle, Sampler
-from suite.strategies.label_partitioned import class_plan
-from suite.training import TrainingError
+from suite.config.plan import TrainingError, class_plan
+from suite.gan.losses import LOSSES, get_loss, gradient_penalty
+from suite.gan.sampling import GeneratorBundle, Sampler
 
 # --- who owns which class --------------------------------------------------------------------------------
 
@@ -109,7 +108,7 @@ def test_losses_have_the_expected_signs():
 
 
 def test_per_class_bundle_samples_each_class_from_its_own_generator():
-    from suite.models import build_pair
+    from suite.gan.models import build_pair
 
     generators = {f"class{c}": build_pair(20, 1, 8, seed=c)[0].state_dict() for c in (3, 7)}
     bundle = GeneratorBundle("per_class", 20, 1, 8, 10, False, generators, {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
@@ -119,7 +118,7 @@ def test_per_class_bundle_samples_each_class_from_its_own_generator():
     assert torch.equal(images, again) and torch.equal(labels, again_labels)
     # each image is its class generator's output for that sample's noise
     z = torch.randn(
-        400, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(1, "sample-noise")
+        400, 8, generator=__import__("suite.gan.seeding", fromlist=["torch_generator"]).torch_generator(1, "sample-noise")
     )
     sampler = Sampler(bundle)
     with torch.no_grad():
@@ -129,7 +128,7 @@ def test_per_class_bundle_samples_each_class_from_its_own_generator():
 
 
 def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
-    from suite.models import build_pair
+    from suite.gan.models import build_pair
 
     generators = {f"class{c}": build_pair(20, 1, 8, seed=c)[0].state_dict() for c in (3, 7)}
     bundle = GeneratorBundle("per_class", 20, 1, 8, 10, False, generators, {3: 0.25, 7: 0.75}, classes={"class3": 3, "class7": 7})
@@ -137,7 +136,7 @@ def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
     images = sampler.sample_by_class(4, seed=0)
     assert images.shape == (8, 1, 20, 20)
     z = torch.randn(
-        8, 8, generator=__import__("suite.seeding", fromlist=["torch_generator"]).torch_generator(0, "sample-by-class")
+        8, 8, generator=__import__("suite.gan.seeding", fromlist=["torch_generator"]).torch_generator(0, "sample-by-class")
     )
     with torch.no_grad():  # rows of class 3 first, then class 7, each from its own generator
         assert torch.allclose(images[:4], sampler.networks["class3"](z[:4]), atol=1e-6)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_scenario, tiny_scenario
-from suite.launch import LaunchError, LaunchOptions, command_for
-from suite.launchenv import LaunchInfo, detect
-from suite.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.running.launch import LaunchError, LaunchOptions, command_for
+from suite.train.launchenv import LaunchInfo, detect
 
 PY = "/env/bin/python"
 
@@ -30,7 +30,18 @@ def cmd(run, **options):
 
 
 def test_local_launchers_per_engine():
-    assert cmd(a_run("horovod")) == ["horovodrun", "-np", "2", "--gloo", "-H", "localhost:2", PY, "-m", "suite.worker", "/r/RUN"]
+    assert cmd(a_run("horovod")) == [
+        "horovodrun",
+        "-np",
+        "2",
+        "--gloo",
+        "-H",
+        "localhost:2",
+        PY,
+        "-m",
+        "suite.running.worker",
+        "/r/RUN",
+    ]
     assert cmd(a_run("torch")) == [
         PY,
         "-m",
@@ -41,7 +52,7 @@ def test_local_launchers_per_engine():
         "--nproc_per_node",
         "2",
         "-m",
-        "suite.worker",
+        "suite.running.worker",
         "/r/RUN",
     ]
     assert cmd(a_run("deepspeed"))[:3] == [PY, "-m", "torch.distributed.run"]
@@ -56,7 +67,7 @@ def test_mpirun_on_a_cluster(monkeypatch):
     line = cmd(a_run("torch", procs=8), launcher="mpirun", hosts="n1:4,n2:4", ranks_per_node=4, master_addr="n1")
     assert line[:9] == ["mpirun", "-np", "8", "-H", "n1:4,n2:4", "--map-by", "ppr:4:node", "--bind-to", "none"]
     assert "-x" in line and "PYTHONPATH" in line and "LD_LIBRARY_PATH" not in line
-    assert "MASTER_ADDR=n1" in line and line[-3:] == ["-m", "suite.worker", "/r/RUN"]
+    assert "MASTER_ADDR=n1" in line and line[-3:] == ["-m", "suite.running.worker", "/r/RUN"]
 
 
 def test_horovodrun_on_a_cluster():
@@ -70,7 +81,7 @@ def test_horovodrun_on_a_cluster():
         "--binding-args=--bind-to none --map-by slot",
         PY,
         "-m",
-        "suite.worker",
+        "suite.running.worker",
         "/r/RUN",
     ]
 
@@ -90,7 +101,7 @@ def test_torchrun_on_a_cluster():
         "--rdzv_endpoint",
         "n1:29600",
         "-m",
-        "suite.worker",
+        "suite.running.worker",
         "/r/RUN",
     ]
     with pytest.raises(LaunchError, match="--master-addr"):
@@ -112,7 +123,7 @@ def test_deepspeed_launcher():
         "--master_addr",
         "n1",
         "--module",
-        "suite.worker",
+        "suite.running.worker",
         "/r/RUN",
     ]
 
@@ -135,7 +146,7 @@ def test_jsrun_one_resource_set_per_rank():
         "packed:7",
         PY,
         "-m",
-        "suite.worker",
+        "suite.running.worker",
         "/r/RUN",
     ]
 
@@ -289,7 +300,7 @@ def test_jobscript(tmp_path, scheduler):
 )
 def test_walltime_takes_slurms_forms_and_is_written_for_each_scheduler(tmp_path, walltime, seconds, slurm, lsf):
     from suite.cli import main
-    from suite.jobscript import parse_walltime
+    from suite.running.jobscript import parse_walltime
 
     assert parse_walltime(walltime) == seconds
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"
@@ -377,7 +388,7 @@ def test_real_two_process_runs_under_each_launcher(launched, launcher, engine):
 @pytest.mark.multiproc
 def test_a_worker_launched_with_the_wrong_process_count_says_so(tmp_path):
     from suite.cli import main
-    from suite.results import read_record
+    from suite.records.results import read_record
 
     path = tmp_path / "s.yaml"
     import yaml
@@ -388,7 +399,7 @@ def test_a_worker_launched_with_the_wrong_process_count_says_so(tmp_path):
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     mpirun = str(Path(sys.executable).parent / "mpirun")
     done = subprocess.run(
-        [mpirun, "-np", "1", sys.executable, "-m", "suite.worker", str(run_dir)], env=env, capture_output=True, text=True
+        [mpirun, "-np", "1", sys.executable, "-m", "suite.running.worker", str(run_dir)], env=env, capture_output=True, text=True
     )
     assert done.returncode != 0
     record = read_record(run_dir)

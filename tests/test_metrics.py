@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from suite.data import load_dataset
-from suite.metrics import (
+from suite.gan.data import load_dataset
+from suite.measure.metrics import (
     Reference,
     evaluate_images,
     frechet_distance,
@@ -21,9 +21,9 @@ from suite.metrics import (
     statistics,
     total_variation,
 )
-from suite.metrics import scores as scores_module
-from suite.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
-from suite.metrics.features import (
+from suite.measure.metrics import scores as scores_module
+from suite.measure.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
+from suite.measure.metrics.features import (
     ClassifierNet,
     FeatureUnavailable,
     InceptionNet,
@@ -31,7 +31,7 @@ from suite.metrics.features import (
     feature_net,
     find_fid_trunk,
 )
-from suite.metrics.rulers import PACKAGED_RULERS, RulerError, sha256_file
+from suite.measure.metrics.rulers import PACKAGED_RULERS, RulerError, sha256_file
 
 # --- closed forms -----------------------------------------------------------------------------------------
 
@@ -300,7 +300,7 @@ def test_missing_weights_file_is_a_clear_error(tmp_path):
 def test_inception_without_weights_or_trunk_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.delenv("SUITE_INCEPTION_WEIGHTS", raising=False)
-    monkeypatch.setattr("suite.metrics.features.find_fid_trunk", lambda: None)
+    monkeypatch.setattr("suite.measure.metrics.features.find_fid_trunk", lambda: None)
     with pytest.raises(FeatureUnavailable, match="--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS"):
         feature_net("inception", "digits", 32)
 
@@ -332,7 +332,7 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
     monkeypatch.setenv("SUITE_INCEPTION_WEIGHTS", str(path))
     with pytest.raises(RulerError, match=f"has sha256 {sha256_file(path)}, but 6726825d is pinned"):
         feature_net("auto", "digits", 16)  # random weights are not pytorch-fid's published file
-    monkeypatch.setattr("suite.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(path)[:8])
+    monkeypatch.setattr("suite.measure.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(path)[:8])
     net = feature_net("auto", "digits", 16)
     assert net.sha256 == sha256_file(path)
     assert isinstance(net, InceptionNet) and net.name == "inception"

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.models import Discriminator, Generator, build_pair
+from suite.gan.models import Discriminator, Generator, build_pair
 
 
 def layers(module):
@@ -143,7 +143,7 @@ def per_sample_gradient_norms(critic, x, seed=0):
 
 @pytest.mark.parametrize("norm, independent", [("layer", True), ("none", True), ("batch", False)])
 def test_the_gradient_penalty_of_a_per_sample_critic_ignores_the_rest_of_the_batch(norm, independent):
-    from suite.losses import gradient_penalty
+    from suite.gan.losses import gradient_penalty
 
     _, critic = build_pair(20, 1, 100, seed=0, critic_norm=norm)
     critic.train()  # as in training: batch statistics, dropout on

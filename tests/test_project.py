@@ -8,9 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from suite.cli import main
-from suite.network import PRESETS, Link, Network, allreduce_seconds, fit_link, resolve
-from suite.projection import (
+from suite.analysis.projection import (
     REPORT_RANKS,
     CellularModel,
     GanModel,
@@ -24,8 +22,11 @@ from suite.projection import (
     project,
     validate,
 )
-from suite.report import DEFAULT_BASELINES, write_report
-from suite.results import write_record
+from suite.analysis.report import DEFAULT_BASELINES, write_report
+from suite.cli import main
+from suite.measure.network import PRESETS, Link, Network, allreduce_seconds, fit_link
+from suite.records.results import write_record
+from suite.running.probe import resolve
 
 ALPHA, BETA = 2e-5, 1e-9  # the synthetic machine: 20 us, 1 GB/s
 NET = Network("test", Link(ALPHA, BETA), Link(ALPHA, BETA), 64, "synthetic")

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from suite.record import FLAT_COLUMNS, SCHEMA_VERSION, RecordError, check_record, record_field
-from suite.results import iter_records, read_record, write_record
-from suite.scenario import expand, parse_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.records.record import FLAT_COLUMNS, SCHEMA_VERSION, RecordError, check_record, record_field, run_identity
+from suite.records.results import iter_records, read_record, write_record
 
 
 def test_a_written_record_reads_back_with_the_current_schema(tmp_path):
@@ -47,6 +47,6 @@ def test_flat_columns_come_from_the_marked_fields():
 
 def test_the_identity_of_a_run_is_a_record_part():
     (run,) = expand(parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}]}))
-    identity = run.identity()
+    identity = run_identity(run)
     assert identity["run_id"] == run.run_id and identity["traced"] is False
     check_record({"schema": SCHEMA_VERSION, **identity})

@@ -21,13 +21,14 @@ import torch
 import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
-from suite.checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, fingerprint, remove_stale, resume_plan
 from suite.cli import main
-from suite.failures import Failure, first_failure, launcher_failure, write_status
-from suite.lock import LOCK_FILE, ResultsLock
-from suite.results import read_record
-from suite.scenario import ScenarioError, expand, parse_scenario
-from suite.telemetry import CommStats, Telemetry
+from suite.config.expansion import expand, parse_scenario
+from suite.config.scenario import ScenarioError
+from suite.measure.telemetry import CommStats, Telemetry
+from suite.records.failures import Failure, first_failure, launcher_failure, write_status
+from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
+from suite.running.lock import ResultsLock
+from suite.train.checkpoint import describe, fingerprint, remove_stale, resume_plan
 
 HOST = socket.gethostname()
 
@@ -277,7 +278,7 @@ def test_a_full_or_unwritable_folder_is_refused_before_the_first_run(tmp_path, c
 
     path, out = _scenario_file(tmp_path), tmp_path / "results"
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr("suite.lock.shutil.disk_usage", lambda folder: usage(2**30, 2**30 - 50 * 2**20, 50 * 2**20))
+    monkeypatch.setattr("suite.running.lock.shutil.disk_usage", lambda folder: usage(2**30, 2**30 - 50 * 2**20, 50 * 2**20))
     assert main(["run", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{out} has 50 MB free, but these 1 runs need about" in err and "MB of checkpoints" in err
@@ -286,7 +287,7 @@ def test_a_full_or_unwritable_folder_is_refused_before_the_first_run(tmp_path, c
     def read_only(**kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr("suite.lock.tempfile.NamedTemporaryFile", read_only)
+    monkeypatch.setattr("suite.running.lock.tempfile.NamedTemporaryFile", read_only)
     assert main(["run", str(path), "--out", str(out)]) == 2
     assert f"{out} is not writable (Read-only file system)" in capsys.readouterr().err
 
@@ -368,7 +369,7 @@ def _ended(status: dict) -> float | None:
 
 def watched(proc: subprocess.Popen, run_dir: Path, rank: int = 1) -> tuple[int, dict, float | None]:
     """Wait for `suite run`: (exit code, the run's record, seconds from ``rank``'s end to the record)."""
-    from suite.failures import read_statuses
+    from suite.records.failures import read_statuses
 
     ended = None
     while proc.poll() is None:

@@ -5,8 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from suite.report import markdown_table, scaling_table, write_report
-from suite.results import load_records, write_record
+from suite.analysis.markdown import markdown_table
+from suite.analysis.report import write_report
+from suite.analysis.report.tables import scaling_table
+from suite.records.results import load_records, write_record
 
 
 def record(

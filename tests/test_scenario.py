@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from suite.scenario import Run, ScenarioError, expand, load_scenario, parse_scenario
+from suite.config.expansion import expand, load_scenario, parse_scenario
+from suite.config.scenario import Run, ScenarioError
+from suite.records.record import run_identity
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = {"name": "t", "runs": [{"strategy": "data_parallel", "engine": "horovod", "procs": [1, 2]}]}
@@ -138,14 +140,14 @@ def test_duplicate_run_ids_need_a_label():
 def test_critic_norm_auto_is_layer_norm_for_wgan_gp_only_and_is_recorded():
     from typing import get_args, get_type_hints
 
-    from suite.models import CRITIC_NORMS
-    from suite.scenario import ModelConfig
+    from suite.config.scenario import ModelConfig
+    from suite.gan.models import CRITIC_NORMS
 
     assert get_args(get_type_hints(ModelConfig)["critic_norm"]) == ("auto", *CRITIC_NORMS)
     data = with_(runs=[{"strategy": "label_partitioned", "loss": "bce"}, {"strategy": "label_partitioned", "loss": "wgan-gp"}])
     bce, wgan = expand(parse_scenario(data))
     assert (bce.critic_norm, wgan.critic_norm) == ("batch", "layer")
-    assert bce.identity()["critic_norm"] == "batch" and wgan.identity()["critic_norm"] == "layer"
+    assert run_identity(bce)["critic_norm"] == "batch" and run_identity(wgan)["critic_norm"] == "layer"
     assert wgan.to_dict()["model"]["critic_norm"] == "auto"  # run.json keeps the setting as written
     bce, wgan = expand(parse_scenario({**data, "model": {"critic_norm": "batch"}}))
     assert (bce.critic_norm, wgan.critic_norm) == ("batch", "batch")  # the tables' critic, restored
@@ -206,7 +208,7 @@ def test_seeds_are_an_axis_like_procs_and_interleave():
         "data_parallel-bce-horovod-p2-s2-r0",
     ]
     assert [r.train.seed for r in runs] == [0, 0, 1, 1, 2, 2] and all(r.train.seeds is None for r in runs)
-    assert runs[2].identity()["seed"] == 1
+    assert run_identity(runs[2])["seed"] == 1
     # an entry's own seed replaces the scenario's seeds; its own seeds replace the scenario's seed
     data["runs"].append({"strategy": "conditional", "engine": "horovod", "procs": [2], "train": {"seed": 7}})
     data["runs"].append({"strategy": "label_partitioned", "engine": "mpi", "procs": [2], "train": {"seeds": [4, 5]}})

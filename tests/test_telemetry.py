@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from suite.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
-from suite.worker import _summaries
+from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
+from suite.running.worker import _summaries
 
 
 def test_window_excludes_warmup_and_phases_add_up():

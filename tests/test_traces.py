@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_scenario, tiny_scenario
-from suite.tracing import PROFILED_STEPS
+from suite.measure.tracing import PROFILED_STEPS
 
 ENGINES = ("horovod", "torch", "deepspeed")
 
@@ -77,7 +77,7 @@ def test_deepspeed_writes_its_communication_log(traced):
 
 @pytest.mark.multiproc
 def test_the_report_links_the_traces_and_compares_the_engines(traced):
-    from suite.report import write_report
+    from suite.analysis.report import write_report
 
     _, _, results = traced
     report = write_report(results, results.parent / "report")

@@ -8,12 +8,12 @@ import time
 import pytest
 import torch
 
-from suite.data import load_dataset
-from suite.divergence import CHECK_EVERY
-from suite.engines.base import Engine, Group
-from suite.scenario import expand, parse_scenario
-from suite.telemetry import CommStats, Telemetry
-from suite.training import PROGRESS_POINTS, GanTrainer, evenly_spaced_steps, generator_steps
+from suite.config.expansion import expand, parse_scenario
+from suite.gan.data import load_dataset
+from suite.gan.divergence import CHECK_EVERY
+from suite.measure.telemetry import CommStats, Telemetry
+from suite.train.engines.base import Engine, Group
+from suite.train.training import PROGRESS_POINTS, GanTrainer, evenly_spaced_steps, generator_steps
 
 
 class SoloEngine(Engine):
@@ -99,7 +99,7 @@ def test_steady_state_steps_read_nothing_from_the_device(monkeypatch):
     progress = {2 + k for k in evenly_spaced_steps(38, PROGRESS_POINTS)}
     checks = progress | {s for s in range(3, 41) if s % CHECK_EVERY == 0}  # divergence check points
     assert reads and set(reads) <= checks, f"device reads after steps {sorted(set(reads) - checks)}"
-    # one read (both loss sums at once) per progress point, one (the steps' losses, see suite.divergence) per check point
+    # one read (both loss sums at once) per progress point, one (the steps' losses, see suite.gan.divergence) per check point
     assert len(reads) == len(progress) + len(checks)
     assert [h["step"] for h in trainer.result.history] == sorted(progress)
     assert all(h["d_loss"] > 0 and h["g_loss"] > 0 for h in trainer.result.history)

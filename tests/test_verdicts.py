@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from suite.verdicts import Summary, holm, rank, summarise, verdict, welch_p
+from suite.analysis.verdicts import Summary, holm, rank, summarise, verdict, welch_p
 
 
 def test_summary_gives_the_student_t_interval_and_drops_missing_values():

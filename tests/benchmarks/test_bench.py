@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from suite.data import load_dataset
-from suite.engines.base import Replica
-from suite.losses import get_loss, gradient_penalty
-from suite.metrics.scores import frechet_distance, statistics
-from suite.models import build_pair
-from suite.sampling import GeneratorBundle, Sampler
-from suite.strategies.cellular import load_module_vector, module_vector
+from suite.gan.data import load_dataset
+from suite.gan.losses import get_loss, gradient_penalty
+from suite.gan.models import build_pair
+from suite.gan.sampling import GeneratorBundle, Sampler
+from suite.measure.metrics.scores import frechet_distance, statistics
+from suite.train.engines.base import Replica
+from suite.train.strategies.cellular.state import load_module_vector, module_vector
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -87,7 +87,7 @@ def test_bench_sampling(benchmark):
 
 def test_bench_classifier_features(benchmark, digits):
     """Features and probabilities of 1,000 images at 20x20 from the pinned digits ruler (the main job's, in float64)."""
-    from suite.metrics.features import ClassifierNet
+    from suite.measure.metrics.features import ClassifierNet
 
     net = ClassifierNet("digits", DEVICE)
     images = digits[20].images[:1000]

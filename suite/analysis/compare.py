@@ -1,0 +1,540 @@
+"""``suite compare NEW BASELINE``: a regression gate between two sets of run records.
+
+Runs are matched by configuration, as the report groups them: scaling, strategy / loss /
+engine [label] / grid (or cells per rank), and process count; the repeats of a configuration
+are pooled. For every matched configuration the gate compares the metrics of :data:`METRICS`
+and calls a change a **regression** only when it is worse than its tolerance *and* outside
+the noise of both measurements: larger than √(h_b² + h_n²), the 95 % half-width of a
+difference of two measurements with half-widths h_b and h_n. A configuration's interval is the
+envelope of its repeats' intervals (each run's from its step-time confidence interval where the
+metric has one, else the run's value), so the spread over repeats widens it.
+
+A failed run in NEW is a regression. The comparison refuses results from different devices
+unless asked (`allow_different_device`), and lists every other difference of environment
+(package versions, threads per rank, workload settings) above the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..records.record import record_field
+from ..records.results import read_records, records_frame
+from .findings import ruler_text
+from .markdown import markdown_table
+from .report.tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
+from .report.tables import scaling_table
+
+REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
+
+
+class CompareError(ValueError):
+    """Inputs that cannot be compared (nothing matches, different devices, unreadable files)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One compared quantity: which way is better, its default tolerance, and what it is (shown under the table)."""
+
+    name: str
+    higher_is_better: bool
+    tolerance: float
+    """Default: the worsening accepted, in % of the baseline (percentage points when ``absolute``)."""
+    doc: str
+    absolute: bool = False
+
+
+METRICS = {
+    m.name: m
+    for m in (
+        Metric("images_per_s", True, 10.0, "images through a discriminator per second, all ranks (interval: images_per_s_ci95)"),
+        Metric("step_p50", False, 10.0, "median window step, seconds (interval: step_ci95 relative to step_mean)"),
+        Metric("speedup", True, 10.0, "strong scaling T(1)/T(P), P > 1; efficiency S/P changes by the same fraction"),
+        Metric("efficiency", True, 10.0, "weak scaling T(1)/T(P), P > 1"),
+        Metric("comm_share", False, 5.0, "share of a step blocked on communication (0 to 1), tolerance in points", absolute=True),
+        Metric("comm_bytes", False, 1.0, "collective payload in the training window, all ranks"),
+        Metric("fid", False, 10.0, "FID, same feature network and sample count only"),
+        Metric("kid", False, 10.0, "KID mean, same feature network and sample count only (interval: ± kid_std)"),
+    )
+}
+
+
+def parse_tolerances(items: list[str] | None) -> dict[str, float]:
+    """Default tolerances updated by ``METRIC=NUMBER`` items; bad items raise :class:`CompareError`."""
+    tolerances = {name: metric.tolerance for name, metric in METRICS.items()}
+    for item in items or []:
+        name, sep, number = item.partition("=")
+        if not sep or name not in METRICS:
+            raise CompareError(f"--tolerance {item}: expected METRIC=NUMBER with METRIC one of {', '.join(METRICS)}")
+        try:
+            tolerances[name] = float(number)
+        except ValueError:
+            raise CompareError(f"--tolerance {item}: {number!r} is not a number") from None
+        if not tolerances[name] >= 0:
+            raise CompareError(f"--tolerance {item}: must be a non-negative number")
+    return tolerances
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def load_side(path: Path) -> list[dict]:
+    """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
+
+    ``records.json`` is what ``suite report`` writes beside its report (``RESULTS/report/records.json``),
+    the usual form of a baseline saved earlier; see :func:`suite.records.results.read_records`.
+    """
+    try:
+        return read_records(path)
+    except ValueError as error:  # RecordError too
+        raise CompareError(str(error)) from None
+
+
+# --- configurations and their measurements ---------------------------------------------------------
+
+
+@dataclass
+class Config:
+    """The ok runs (repeats) of one configuration on one side."""
+
+    scaling: str
+    label: str
+    procs: int
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """How the comparison names it: ``data_parallel / bce / horovod / P=2``, `` (weak)`` added for weak scaling."""
+        return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
+
+
+def _configs(records: list[dict]) -> dict[tuple, Config]:
+    """The ok records grouped by (scaling, report label, procs)."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    if not ok:
+        return {}
+    frame = records_frame(ok)
+    labels = pd.Series(index=frame.index, dtype=object)
+    for scaling in frame["scaling"].unique():
+        rows = frame["scaling"] == scaling
+        labels[rows] = sweep_label(frame[rows], scaling)
+    configs: dict[tuple, Config] = {}
+    for record, scaling, label, procs in zip(ok, frame["scaling"], labels, frame["procs"], strict=True):
+        key = (scaling, label, int(procs))
+        configs.setdefault(key, Config(scaling, label, int(procs))).records.append(record)
+    return configs
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A configuration's value (mean over repeats) and its noise interval [lo, hi]."""
+
+    value: float
+    lo: float
+    hi: float
+
+    @property
+    def relative_half_width(self) -> float:
+        """Half the interval's width over the value's magnitude."""
+        return (self.hi - self.lo) / 2 / abs(self.value) if self.value else math.inf
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _images_per_s(record: dict) -> tuple[float, float, float] | None:
+    value = _number(record.get("images_per_s"))
+    if value is None:
+        return None
+    ci = record.get("images_per_s_ci95")
+    if not ci:  # no interval recorded (a single timed step): the value alone
+        return value, value, value
+    lo, hi = _number(ci[0]), _number(ci[1])  # hi is None when the step-time interval reaches zero
+    return value, value if lo is None else lo, math.inf if hi is None else hi
+
+
+def _step_p50(record: dict) -> tuple[float, float, float] | None:
+    p50, mean, half = (_number(record_field(record, f"telemetry.{k}")) for k in ("step_p50", "step_mean", "step_ci95"))
+    if p50 is None:
+        return None
+    relative = half / mean if half is not None and mean else 0.0
+    return p50, p50 * max(0.0, 1 - relative), p50 * (1 + relative)  # a step takes no negative time
+
+
+def _point(path: str) -> Callable[[dict], tuple[float, float, float] | None]:
+    def read(record: dict) -> tuple[float, float, float] | None:
+        value = _number(record_field(record, path))
+        return None if value is None else (value, value, value)
+
+    return read
+
+
+def _kid(record: dict) -> tuple[float, float, float] | None:
+    mean, std = _number(record_field(record, "quality.kid_mean")), _number(record_field(record, "quality.kid_std"))
+    if mean is None:
+        return None
+    return mean, mean - (std or 0.0), mean + (std or 0.0)
+
+
+# metric -> (value, lo, hi) of one run
+RUN_READERS: dict[str, Callable[[dict], tuple[float, float, float] | None]] = {
+    "images_per_s": _images_per_s,
+    "step_p50": _step_p50,
+    "comm_share": _point("telemetry.comm_share"),
+    "comm_bytes": _point("comm.bytes"),
+    "fid": _point("quality.fid"),
+    "kid": _kid,
+}
+QUALITY_METRICS = ("fid", "kid")
+
+
+def measure(config: Config, metric: str) -> Measure | None:
+    """Mean over the configuration's repeats and the envelope of their intervals; None when unrecorded."""
+    runs = [v for v in (RUN_READERS[metric](r) for r in config.records) if v is not None]
+    if not runs:
+        return None
+    values, los, his = zip(*runs, strict=True)
+    return Measure(float(np.mean(values)), min(los), max(his))
+
+
+def _quality_basis(config: Config) -> str:
+    """What a configuration's scores are comparable under (:func:`suite.analysis.findings.ruler_text`: ruler, hash, n, classes).
+
+    Records from before rulers were pinned have no hash: their scores are never compared with pinned ones.
+    """
+    return " / ".join(sorted({ruler_text(r["quality"]) for r in config.records if isinstance(r.get("quality"), dict)}))
+
+
+def scaling_measures(configs: dict[tuple, Config]) -> dict[tuple, Measure]:
+    """Speedup (strong) or efficiency (weak) per (configuration key, metric) with P > 1, from the report's scaling table.
+
+    The interval is the value times 1 ± the root sum of squares of the relative half-widths of
+    the images/s intervals at P and at P = 1 (a ratio of two noisy rates).
+    """
+    out: dict[tuple, Measure] = {}
+    for scaling, metric in (("strong", "speedup"), ("weak", "efficiency")):
+        records = [r for (s, _, _), c in configs.items() if s == scaling for r in c.records]
+        if not records:
+            continue
+        for row in scaling_table(records_frame(records), scaling).itertuples(index=False):
+            key, base = (scaling, row.config, int(row.procs)), (scaling, row.config, 1)
+            value = _number(getattr(row, metric))
+            rates = [measure(configs[k], "images_per_s") for k in (key, base) if k in configs]
+            known = [m for m in rates if m is not None]
+            if row.procs == 1 or value is None or len(known) < 2:
+                continue
+            half = value * math.hypot(*(m.relative_half_width for m in known))
+            out[key, metric] = Measure(value, value - half, value + half)
+    return out
+
+
+# --- the comparison -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One metric of one configuration: both measurements, the change and the verdict."""
+
+    config: str
+    metric: str
+    baseline: Measure | None
+    new: Measure | None
+    change: float | None
+    tolerance: float
+    verdict: str
+    note: str = ""
+
+    @property
+    def unit(self) -> str:
+        """``%`` of the baseline, ``pt`` (percentage points) for shares, nothing for a run's status."""
+        if self.metric not in METRICS:
+            return ""
+        return "pt" if METRICS[self.metric].absolute else "%"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row for ``--json``: both sides as {value, lo, hi}, infinite ends as null."""
+        return {
+            "config": self.config,
+            "metric": self.metric,
+            "baseline": _interval_dict(self.baseline),
+            "new": _interval_dict(self.new),
+            "change": _finite(self.change),
+            "unit": self.unit,
+            "tolerance": self.tolerance,
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: an unbounded end or change is written as null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _interval_dict(m: Measure | None) -> dict[str, float | None] | None:
+    return None if m is None else {"value": m.value, "lo": _finite(m.lo), "hi": _finite(m.hi)}
+
+
+def outside_noise(base: Measure, new: Measure) -> bool:
+    """Whether the two values differ by more than their combined noise.
+
+    The difference of two independent measurements with 95 % half-widths h_b and h_n has the
+    half-width √(h_b² + h_n²); the half-widths are taken on the sides that face each other.
+    """
+    if new.value < base.value:
+        h_base, h_new = base.value - base.lo, new.hi - new.value
+    else:
+        h_base, h_new = base.hi - base.value, new.value - new.lo
+    return abs(new.value - base.value) > math.hypot(h_base, h_new)
+
+
+def judge(metric: str, base: Measure, new: Measure, tolerance: float) -> tuple[float, str]:
+    """(change, verdict): the change in % of the baseline (points for shares) and what it means.
+
+    A change worse than ``tolerance`` is a regression when it is outside the noise
+    (:func:`outside_noise`) and ``within noise`` otherwise; a change better than the tolerance
+    and outside the noise is an improvement.
+    """
+    spec = METRICS[metric]
+    if spec.absolute:
+        change = (new.value - base.value) * 100
+    elif base.value:
+        change = (new.value - base.value) / abs(base.value) * 100
+    else:
+        change = 0.0 if new.value == base.value else math.copysign(math.inf, new.value - base.value)
+    worse = -change if spec.higher_is_better else change
+    if abs(worse) <= tolerance:
+        return change, OK
+    if not outside_noise(base, new):
+        return change, WITHIN_NOISE if worse > 0 else OK
+    return change, REGRESSION if worse > 0 else IMPROVED
+
+
+def _compare_config(
+    key: tuple, base: Config, new: Config, scaling: dict[str, dict[tuple, Measure]], tolerances: dict[str, float]
+) -> list[Row]:
+    rows = []
+    comparable_quality = _quality_basis(base) == _quality_basis(new)
+    for metric in METRICS:
+        if metric in RUN_READERS:
+            b, n = measure(base, metric), measure(new, metric)
+        else:
+            b, n = scaling["baseline"].get((key, metric)), scaling["new"].get((key, metric))
+        if b is None and n is None:
+            continue  # not recorded on either side (KID without KID fields, speedup at P=1, ...)
+        row = Row(new.name, metric, b, n, None, tolerances[metric], NOT_COMPARED)
+        if metric in QUALITY_METRICS and not comparable_quality:
+            row.note = f"different ruler or sample count: {_quality_basis(base)} vs {_quality_basis(new)}"
+        elif b is None or n is None:
+            row.note = f"not recorded in the {'baseline' if b is None else 'new results'}"
+        else:
+            row.change, row.verdict = judge(metric, b, n, tolerances[metric])
+        rows.append(row)
+    return rows
+
+
+def _device_kind(record: dict) -> str:
+    device = str(record.get("device"))
+    return f"{device} ({record.get('cores_per_node')} cores)" if device == "cpu" else device
+
+
+# (item, how to read it from a record) for the environment differences listed per configuration
+CONFIG_SETTINGS = (
+    ("threads per rank", lambda r: r.get("threads_per_rank")),
+    ("dataset", lambda r: record_field(r, "dataset.name")),
+    ("image size", lambda r: record_field(r, "dataset.image_size")),
+    ("global batch", lambda r: r.get("global_batch")),
+    ("generator steps", lambda r: json.dumps(r.get("generator_steps"), sort_keys=True)),
+)
+
+
+def _values(records: list[dict], read: Callable[[dict], Any]) -> str:
+    return ", ".join(sorted({str(read(r)) for r in records}))
+
+
+def environment_differences(base: list[dict], new: list[dict], matched: dict[tuple, tuple[Config, Config]]) -> list[dict]:
+    """What differs between the two sides: device, package versions, and per configuration the settings."""
+    rows = []
+    packages = sorted({k for r in base + new for k in (r.get("env") or {})})
+    items = [
+        ("device", _device_kind),
+        ("machine fingerprint", lambda r: (r.get("machine") or {}).get("fingerprint")),
+        ("CPU kernel set", lambda r: (r.get("machine") or {}).get("cpu_capability")),
+        (
+            "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",
+            lambda r: (r.get("machine") or {}).get("numerics"),
+        ),
+        ("ruler sha256", lambda r: (r.get("quality") or {}).get("ruler_sha256")),
+    ] + [(f"version of {p}", lambda r, p=p: (r.get("env") or {}).get(p)) for p in packages]
+    for item, read in items:
+        b, n = _values(base, read), _values(new, read)
+        if b != n:
+            rows.append({"item": item, "baseline": b, "new": n})
+    for item, read in CONFIG_SETTINGS:
+        changed: dict[tuple[str, str], list[str]] = {}
+        for bc, nc in matched.values():
+            b, n = _values(bc.records, read), _values(nc.records, read)
+            if b != n:
+                changed.setdefault((b, n), []).append(nc.name)
+        for (b, n), names in changed.items():
+            rows.append({"item": f"{item} ({'; '.join(names)})", "baseline": b, "new": n})
+    return rows
+
+
+@dataclass
+class Comparison:
+    """The result of :func:`compare`: environment differences, rows, and what was not compared."""
+
+    new_path: str
+    baseline_path: str
+    environment: list[dict]
+    rows: list[Row]
+    baseline_only: list[str]
+    new_only: list[str]
+    ignored_baseline_failures: list[str]
+
+    @property
+    def regressions(self) -> list[Row]:
+        """The rows whose verdict is a regression."""
+        return [r for r in self.rows if r.verdict == REGRESSION]
+
+    @property
+    def exit_code(self) -> int:
+        """1 with a regression, else 0 (inputs that cannot be compared raise :class:`CompareError` instead)."""
+        return 1 if self.regressions else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole comparison for ``--json``."""
+        return {
+            "new": self.new_path,
+            "baseline": self.baseline_path,
+            "regressions": len(self.regressions),
+            "environment": self.environment,
+            "rows": [r.as_dict() for r in self.rows],
+            "baseline_only": self.baseline_only,
+            "new_only": self.new_only,
+            "ignored_baseline_failures": self.ignored_baseline_failures,
+        }
+
+
+def compare(
+    new_path: Path, baseline_path: Path, tolerances: dict[str, float] | None = None, allow_different_device: bool = False
+) -> Comparison:
+    """Compare the records at ``new_path`` with those at ``baseline_path`` (see the module docstring)."""
+    tolerances = tolerances or parse_tolerances(None)
+    base_records, new_records = load_side(baseline_path), load_side(new_path)
+    base_configs, new_configs = _configs(base_records), _configs(new_records)
+    matched = {k: (base_configs[k], new_configs[k]) for k in new_configs if k in base_configs}
+    failed = [r for r in new_records if r.get("status") != "ok"]
+    if not matched and not failed:
+        raise CompareError(
+            "nothing to compare: no configuration matches. "
+            f"New ({new_path}): {'; '.join(c.name for c in new_configs.values()) or 'no ok run'}. "
+            f"Baseline ({baseline_path}): {'; '.join(c.name for c in base_configs.values()) or 'no ok run'}"
+        )
+    base_ok = [r for r in base_records if r.get("status") == "ok"]
+    new_ok = [r for r in new_records if r.get("status") == "ok"]
+    devices = _values(base_ok, _device_kind), _values(new_ok, _device_kind)
+    if devices[0] != devices[1] and new_ok and not allow_different_device:
+        raise CompareError(
+            f"the baseline ran on {devices[0]} and the new results on {devices[1]}: timings of different "
+            "devices are not comparable; pass --allow-different-device to compare them anyway"
+        )
+    scaling = {"baseline": scaling_measures(base_configs), "new": scaling_measures(new_configs)}
+    rows = [
+        Row(
+            config=re.sub(r"-r\d+$", "", str(r.get("run_id"))),
+            metric="status",
+            baseline=None,
+            new=None,
+            change=None,
+            tolerance=0.0,
+            verdict=REGRESSION,
+            note=f"run {r.get('run_id')} {r.get('status') or 'failed'}: "
+            + str(r.get("error") or r.get("reason") or "no error recorded").splitlines()[0],  # diverged: its reason
+        )
+        for r in failed
+    ]
+    for key in sorted(matched):
+        rows += _compare_config(key, *matched[key], scaling, tolerances)
+    return Comparison(
+        new_path=str(new_path),
+        baseline_path=str(baseline_path),
+        environment=environment_differences(base_ok, new_ok, matched),
+        rows=rows,
+        baseline_only=[c.name for k, c in sorted(base_configs.items()) if k not in new_configs],
+        new_only=[c.name for k, c in sorted(new_configs.items()) if k not in base_configs],
+        ignored_baseline_failures=[str(r.get("run_id")) for r in base_records if r.get("status") != "ok"],
+    )
+
+
+# --- markdown -----------------------------------------------------------------------------------------------
+
+
+def _show(m: Measure | None) -> str:
+    if m is None:
+        return "n/a"
+    if m.lo == m.hi:
+        return f"{m.value:.4g}"
+    return f"{m.value:.4g} [{m.lo:.4g}, {m.hi:.4g}]"
+
+
+def to_markdown(result: Comparison) -> str:
+    """The comparison as markdown: verdict, environment differences, the table, what was not compared."""
+    regressions = result.regressions
+    lines = [f"# Comparison: `{result.new_path}` against `{result.baseline_path}`\n"]
+    if regressions:
+        names = sorted({f"{r.config}: {r.metric}" for r in regressions})
+        lines.append(f"**{len(regressions)} regression{'s' if len(regressions) > 1 else ''}**: {'; '.join(names)}.\n")
+    else:
+        lines.append(f"**No regression** ({sum(r.verdict != NOT_COMPARED for r in result.rows)} metrics compared).\n")
+    lines.append("## Environment\n")
+    if result.environment:
+        lines.append("These differ between the two sides:\n")
+        lines.append(markdown_table(pd.DataFrame(result.environment)))
+    else:
+        lines.append("Same device, package versions, threads per rank and workload settings.\n")
+    if result.ignored_baseline_failures:
+        lines.append(f"Failed baseline runs, ignored: {', '.join(result.ignored_baseline_failures)}.\n")
+    lines.append("## Metrics\n")
+    lines.append(
+        "Values are means over repeats with their noise interval in brackets: the envelope of the repeats' "
+        "95 % intervals. A regression is worse than its tolerance and than the combined noise of both sides, "
+        "√(h_baseline² + h_new²) with h the half-widths of the intervals; `within noise` is worse than the "
+        "tolerance but not than the noise.\n"
+    )
+    table = pd.DataFrame(
+        [
+            {
+                "config": r.config,
+                "metric": r.metric,
+                "baseline": _show(r.baseline),
+                "new": _show(r.new),
+                "change": "n/a" if r.change is None else f"{r.change:+.1f} {r.unit}",
+                "tolerance": f"{r.tolerance:g} {r.unit}" if r.unit else "",
+                "verdict": f"**{r.verdict}**" if r.verdict == REGRESSION else r.verdict,
+                "note": r.note,
+            }
+            for r in result.rows
+        ]
+    )
+    lines.append(markdown_table(table))
+    shown = [m for m in METRICS.values() if any(r.metric == m.name for r in result.rows)]
+    lines.append("\n".join(f"- `{m.name}`: {m.doc}" for m in shown) + "\n")
+    if result.baseline_only or result.new_only:
+        lines.append("## Not compared\n")
+        if result.baseline_only:
+            lines.append(f"- only in the baseline: {'; '.join(result.baseline_only)}")
+        if result.new_only:
+            lines.append(f"- only in the new results: {'; '.join(result.new_only)}")
+        lines.append("")
+    return "\n".join(lines)

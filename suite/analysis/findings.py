@@ -1,0 +1,369 @@
+"""The report's first screen: one row per strategy, the checks the suite verifies, and the
+findings the numbers support, each with the caveat that applies.
+
+Everything here reads the run records (and the scaling tables built from them); nothing is
+measured again. A row describes a *configuration* (strategy / loss / engine [label]) at the
+largest process count it ran; speedup and efficiency come from its scaling sweeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..measure.metrics.signals import not_learned
+from ..records.record import record_field
+from .verdicts import Summary, rank, summarise, verdict
+
+PLACEMENT_INVARIANT = {"cellular"}
+"""Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
+
+
+def config_name(record: dict) -> str:
+    """strategy / loss / engine [label]: what a headline row describes."""
+    name = f"{record['strategy']} / {record['loss']} / {record['engine']}"
+    return name + (f" [{record['label']}]" if record.get("label") else "")
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    numbers = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return float(np.mean(numbers)) if numbers else None
+
+
+def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
+    """The runs a headline row reports: the strong sweep's largest P (else the weak sweep's)."""
+    strong = [r for r in runs if r["scaling"] == "strong"] or runs
+    top = max(r["procs"] for r in strong)
+    return [r for r in strong if r["procs"] == top], top
+
+
+def placement_invariant(record: dict) -> bool:
+    """Whether this run's model should be bitwise the same on any number of ranks."""
+    if record["strategy"] == "label_partitioned":  # one rank per class GAN: nothing is summed across ranks
+        return record["procs"] <= len(record.get("classes") or [])
+    return record["strategy"] in PLACEMENT_INVARIANT
+
+
+def checks(runs: list[dict], everything: list[dict]) -> list[str]:
+    """The equivalences the suite verifies for one configuration, as short statements.
+
+    Models are compared seed by seed: a different seed is a different model by design.
+    """
+    out = []
+    identical = [r.get("replicas_identical") for r in runs if r.get("replicas_identical") is not None]
+    if identical:
+        out.append("replicas identical" if all(identical) else "REPLICAS DIFFER")
+    strong = [r for r in runs if r["scaling"] == "strong" and r.get("model_digest") and r.get("repeat", 0) == 0]
+    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    for r in strong:
+        by_seed[r.get("seed")].append(r)
+    swept = [group for group in by_seed.values() if len({r["procs"] for r in group}) > 1]
+    if swept and all(placement_invariant(r) for group in swept for r in group):
+        procs = ",".join(str(p) for p in sorted({r["procs"] for group in swept for r in group}))
+        same = all(len({r["model_digest"] for r in group}) == 1 for group in swept)
+        out.append(f"same model on P={procs}" if same else f"MODEL DIFFERS across P={procs}")
+    # the same strategy on other engines: the same model?
+    for r in strong:
+        twins = [
+            o
+            for o in everything
+            if o.get("model_digest")
+            and o["engine"] != r["engine"]
+            and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0), o.get("seed"))
+            == (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0), r.get("seed"))
+        ]
+        equal = sorted({o["engine"] for o in twins if o["model_digest"] == r["model_digest"]})
+        text = f"same model as {'/'.join(equal)} at P={r['procs']}"
+        if equal and text not in out:
+            out.append(text)
+    return out
+
+
+def _quality_value(q: dict, metric: str) -> float | None:
+    return q.get("kid_mean") if metric == "kid" else q.get(metric)
+
+
+def _quality_reader(metric: str) -> Callable[[dict], float | None]:
+    """A record's ``metric`` (fid, kid or label_acc) of its quality block."""
+    return lambda record: _quality_value(record.get("quality") or {}, metric)
+
+
+def ruler_text(q: dict) -> str:
+    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, and the
+    classes scored against where they are not all of the dataset's."""
+    digest = (q.get("ruler_sha256") or "")[:12]
+    classes = q.get("classes") or []
+    subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.get("num_classes") or 0) else ""
+    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}{subset}"
+
+
+def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | None]:
+    """One value per seed: ``value`` of each run, averaged over the seed's repeats (repeats retrain the same model).
+
+    Quality varies with the seed, not the repeat, so a seed counts once however often it ran.
+    """
+    by_seed: dict[Any, list[float]] = defaultdict(list)
+    for r in runs:
+        v = value(r)
+        by_seed.setdefault(r.get("seed"), [])  # a seed whose runs have no value still counts, as missing
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            by_seed[r.get("seed")].append(float(v))
+    return [float(np.mean(values)) if values else None for _, values in sorted(by_seed.items(), key=lambda kv: str(kv[0]))]
+
+
+def speedups(runs: list[dict], top: int) -> Summary | None:
+    """The speedup at ``top`` for each of the P-runs of one strong sweep, against the mean of the P=1 runs.
+
+    T(1)/T(P) of the training windows; for time-budgeted runs, whose windows are all as long,
+    the ratio of images per second instead (as the scaling table computes it).
+    """
+    strong = [r for r in runs if r["scaling"] == "strong"]
+    budgeted = any(r.get("budget_s") for r in strong)
+    key = "images_per_s" if budgeted else "train_s"
+    base = summarise(r.get(key) for r in strong if r["procs"] == 1)
+    if base is None or top == 1:
+        return None
+    at_top = [float(r[key]) for r in strong if r["procs"] == top and r.get(key)]
+    return summarise((v / base.mean) if budgeted else (base.mean / v) for v in at_top)
+
+
+def _text(summary: Summary | None, digits: int = 3) -> str | None:
+    return summary.text(digits) if summary is not None else None
+
+
+def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
+
+    ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
+    Every number is ``mean [95 % interval] (n=draws)``; the hidden ``_*`` columns keep the
+    :class:`suite.analysis.verdicts.Summary` objects the findings test with.
+    """
+    by_config: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("status") == "ok":
+            by_config[config_name(r)].append(r)
+    rows = []
+    for name, runs in sorted(by_config.items()):
+        main, top = main_runs(runs)
+        speedup = speedups(runs, top)
+        row: dict[str, Any] = {
+            "strategy": name,
+            "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
+            "seeds": len({r.get("seed") for r in main}),
+            "train_s": _text(summarise(r["train_s"] for r in main)),
+            "speedup": _text(speedup),
+            "efficiency": speedup.mean / top if speedup is not None else None,
+            "weak_efficiency": None,
+            "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
+            "images_per_s": _text(summarise(r.get("images_per_s") for r in main)),
+            "time_to_target": None,
+            "fid": None,
+            "fid_at_equal_time": None,
+            "kid": None,
+            "label_acc": None,
+            "quality": None,
+            "checks": "; ".join(checks(runs, records)),
+        }
+        table = scaling.get("weak")
+        if table is not None and not table.empty:
+            part = table[table["config"].str.startswith(name)]
+            part = part[part["procs"] == part["procs"].max()] if not part.empty else part
+            if not part.empty and part["procs"].iloc[0] > 1:
+                work = part["efficiency_work"].iloc[0]
+                row["weak_efficiency"] = part["efficiency"].iloc[0] if work is None or pd.isna(work) else work
+        qualities = [r["quality"] for r in main if r.get("quality")]
+        summaries = {metric: summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid", "label_acc")}
+        if qualities:
+            row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
+            row["label_acc"] = _text(summaries["label_acc"], 2)
+            row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
+        targets = _targets_per_seed(main)
+        reached = summarise(t["clock_s"] for t in targets if t["reached"])
+        if targets:
+            row["time_to_target"] = _target_text(targets, reached)
+        row.update(
+            _top=top,
+            _main=main,
+            _speedup=speedup,
+            _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
+        )
+        row.update({f"_{metric}": summary for metric, summary in summaries.items()})
+        rows.append(row)
+    _add_equal_time_quality(rows)
+    return pd.DataFrame(rows)
+
+
+EQUAL_TIME_SLACK = 1.05
+"""A curve point counts as "at" the common time when its clock is at most this factor past it."""
+
+
+def equal_time(rows: list[dict]) -> float | None:
+    """The longest training time every configuration's quality curves reach: the shortest final curve point."""
+    ends = [max(p["clock_s"] for p in r["curve"]) for row in rows for r in row["_main"] if r.get("curve")]
+    return min(ends) if ends and all(any(r.get("curve") for r in row["_main"]) for row in rows) else None
+
+
+def quality_at(record: dict, clock: float, metric: str = "fid") -> tuple[float | None, float | None]:
+    """(score, its clock) of the last curve point of ``record`` at or before ``clock`` (within :data:`EQUAL_TIME_SLACK`)."""
+    points = [p for p in record.get("curve") or [] if p["clock_s"] <= clock * EQUAL_TIME_SLACK and p.get(metric) is not None]
+    if not points:
+        return None, None
+    last = max(points, key=lambda p: p["clock_s"])
+    return last[metric], last["clock_s"]
+
+
+def _add_equal_time_quality(rows: list[dict]) -> None:
+    """Seed 002's framing, quality under a fixed budget: each configuration's FID at the same training time."""
+    clock = equal_time(rows) if len(rows) > 1 else None
+    for row in rows:
+        row["fid_at_equal_time"], row["_fid_at_equal_time"] = None, None
+        if clock is None:
+            continue
+        points = [quality_at(r, clock) for r in row["_main"]]
+        values = per_seed(row["_main"], lambda r: quality_at(r, clock)[0])
+        summary = summarise(values)
+        if summary is not None and summary.n == len(values):
+            at = max(c for _, c in points if c is not None)
+            row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} s"
+            row["_fid_at_equal_time"] = summary
+    for row in rows:
+        row["_equal_time"] = clock
+
+
+def _targets_per_seed(main: list[dict]) -> list[dict]:
+    """Time to target per seed: reached where every repeat of the seed reached it, at their mean clock."""
+    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    for r in main:
+        if r.get("time_to_target"):
+            by_seed[r.get("seed")].append(r["time_to_target"])
+    out = []
+    for targets in by_seed.values():
+        reached = all(t["reached"] for t in targets)
+        out.append(
+            {
+                "reached": reached,
+                "clock_s": float(np.mean([t["clock_s"] for t in targets])) if reached else None,
+                "best": _mean(t.get("best") for t in targets),
+            }
+        )
+    return out
+
+
+def _target_text(targets: list[dict], reached: Summary | None) -> str:
+    if reached is not None and reached.n == len(targets):
+        return f"{reached.text()} s"
+    best = summarise(t["best"] for t in targets)
+    got = f"reached by {reached.n if reached else 0} of {len(targets)} draws"
+    return got + (f" (best {best.text()})" if best is not None else "")
+
+
+def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
+    """What weakens a finding about one configuration."""
+    out = []
+    main = row["_main"]
+    if any(r.get("oversubscribed") for r in main):
+        out.append(f"its P={row['_top']} runs oversubscribe the cores")
+    for kind, table in scaling.items():
+        part = table[table["config"].str.startswith(row["strategy"])] if not table.empty else table
+        if not part.empty and len({t for value in part["threads_per_rank"] for t in str(value).split(",")}) > 1:
+            out.append(f"threads per rank differ across its {kind} sweep")
+    unlearned = [r for r in main if r.get("quality") and not_learned(r["quality"])]
+    if unlearned:
+        first = "; ".join(not_learned(unlearned[0]["quality"]))
+        draws = "" if len(main) == 1 else f" in {len(unlearned)} of {len(main)} draws"
+        out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
+    if any(r.get("budget_s") for r in main):
+        out.append("time-budgeted runs: speedup compares throughput")
+    return out
+
+
+def _sentence(claim: str, caveats: list[str]) -> str:
+    return claim + (f" Caveat: {', '.join(caveats)}." if caveats else "")
+
+
+def _ranked_sentence(
+    rows: list[dict], column: str, lower_is_better: bool, what: str, records: list[dict], scaling: dict
+) -> str | None:
+    """A verdict over the rows' ``column`` summaries, with the caveats of the winner when there is one."""
+    candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
+    ranking = rank(candidates, lower_is_better)
+    if ranking is None:
+        return None
+    sentence = verdict(ranking, what)
+    if ranking.decided or not ranking.comparisons:
+        best = next(row for row in rows if row["strategy"] == ranking.best)
+        return _sentence(sentence, _caveats(best, records, scaling))
+    return sentence
+
+
+def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
+    """A few sentences stating what the headline numbers support, each with its caveats.
+
+    A configuration is named the winner only where Welch's t-test over its draws (seeds for
+    quality and time to quality, runs for speedup) finds it significantly better than every
+    other (:func:`suite.analysis.verdicts.rank`); otherwise the sentence says "no significant difference"
+    and gives both intervals.
+    """
+    if table.empty:
+        return []
+    rows = table.to_dict("records")
+    out = []
+    target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
+    if target is not None:
+        what = f"Fastest to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
+        sentence = _ranked_sentence(rows, "_time_to_target", True, what, records, scaling)
+        missed = [
+            f"{row['strategy']} ({row['time_to_target']})"
+            for row in rows
+            if row["_time_to_target"] is None and row["time_to_target"]
+        ]
+        if sentence is None:
+            out.append(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.")
+        else:
+            out.append(sentence + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
+    unlearned = {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
+    scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
+    rulers = {row["quality"] for row in scored}
+    if scored and len(rulers) == 1:
+        metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
+        what = f"Best final quality ({metric[1:].upper()}, {next(iter(rulers))})"
+        sentence = _ranked_sentence(scored, metric, True, what, records, scaling)
+        if sentence:
+            out.append(sentence)
+    elif len(rulers) > 1:
+        out.append("Final qualities were measured with different rulers or sample counts and are not ranked.")
+    if unlearned:
+        out.append(
+            f"Left out of the quality rankings, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}."
+        )
+    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
+    if len(at_time) > 1 and len(rulers) == 1:
+        what = f"Best quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
+        sentence = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
+        if sentence:
+            out.append(sentence)
+    scaled = [row for row in rows if row["_speedup"] is not None]
+    if scaled:
+        top = max(row["_top"] for row in scaled)
+        at_top = [row for row in scaled if row["_top"] == top]
+        sentence = _ranked_sentence(at_top, "_speedup", False, f"Best strong-scaling speedup at P={top}", records, scaling)
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+def not_learned_warnings(records: list[dict]) -> list[str]:
+    """One line per scored model that has not learned, with the reasons."""
+    out = []
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        for name, quality in (("", r.get("quality")), (" (best cell)", r.get("quality_best_cell"))):
+            reasons = not_learned(quality) if quality else []
+            if reasons:
+                out.append(f"{r['run_id']}{name} has not learned: {'; '.join(reasons)}.")
+    return out

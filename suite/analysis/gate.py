@@ -1,0 +1,508 @@
+"""``suite gate``: a paired, interleaved A/B regression gate on one host.
+
+The baseline revision (A: ``--baseline REF``, default the merge base with the main branch) is
+checked out in a git worktree beside the candidate (B: this checkout, which must be clean). It
+shares the candidate's virtual environment when ``ci/requirements.lock`` is the same on both
+sides, and gets its own (``ci/setup.sh``) when it differs. The gate then runs the regression
+workload (``scenarios/gate.yaml``) on both sides alternately, ``A B B A A B ...``, after one
+warm-up run of each side that is not counted: same host, same threads, pair ``i`` on seed
+``seeds[i % len(seeds)]`` on both sides. Each pair gives one ratio per metric, and
+:func:`suite.analysis.paired.paired_verdict` turns the ratios into PASS, FAIL or INCONCLUSIVE. From
+``--min-pairs`` on, the gate stops as soon as every metric is decided, at ``--max-pairs`` or
+when the next pair would pass ``--max-minutes``.
+
+Metrics, per run of the workload: images/s in the training window, the median step time, bytes
+moved by collectives (a count: decided on its value), and quality. Quality is ``identical`` when
+every pair's two models have the same digest; otherwise both sides' models are scored with the
+candidate's pinned ruler and B's FID minus A's, pair by pair on the same seeds, is tested
+against the seed spread of A's FID (never one draw).
+
+Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input or a workload that failed on one side
+(one line naming the side; the other side's results are kept in the output folder).
+
+Measurement knob: ``--inject-slowdown F`` sets ``SUITE_TEST_SLOWDOWN=F`` for the candidate's
+runs, which makes every rank sleep ``F`` times each step's own duration inside the step (see
+:mod:`suite.running.worker`). It exists to measure the gate's detection rate (``ci/gate_error_rates.py``);
+nothing else sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..records.record import record_field
+from . import paired
+from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
+
+log = logging.getLogger(__name__)
+
+
+EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 3}
+
+
+EXIT_BAD_INPUT = 2
+
+
+LOCK_FILE = "ci/requirements.lock"
+
+
+MAIN_BRANCHES = ("origin/main", "main", "origin/master", "master")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A speed metric of a run record and which way is better."""
+
+    name: str
+    path: str
+    higher_is_better: bool
+    count: bool = False
+    """A count (bytes): compared as a relative change, not as a log ratio of times."""
+
+
+METRICS = (
+    Metric("images_per_s", "images_per_s", higher_is_better=True),
+    Metric("step_p50", "telemetry.step_p50", higher_is_better=False),
+    Metric("comm_bytes", "comm.bytes", higher_is_better=False, count=True),
+)
+
+
+QUALITY = "fid"
+
+
+class GateError(Exception):
+    """Bad input or a failed side: one line, exit 2."""
+
+
+@dataclass
+class Side:
+    """One revision the gate runs: where its code is and which interpreter runs it."""
+
+    name: str
+    """``baseline`` (A) or ``candidate`` (B)."""
+    label: str
+    commit: str
+    src: Path
+    python: Path
+    env: dict[str, str] = field(default_factory=dict)
+    venv: str = "shared"
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "commit": self.commit, "src": str(self.src), "venv": self.venv, "env": self.env}
+
+
+@dataclass
+class Settings:
+    """The gate's options (see ``suite gate --help``)."""
+
+    scenario: Path
+    out: Path
+    baseline: str | None = None
+    threshold: float = 10.0
+    """Percent: a change worse than this is a regression."""
+    alpha: float = 0.05
+    min_pairs: int = 5
+    max_pairs: int = 12
+    max_minutes: float = 15.0
+    timeout: float = 300.0
+    """Seconds per workload run."""
+    allow_dirty: bool = False
+    inject_slowdown: float = 0.0
+    score_samples: int = 256
+
+    def check(self) -> None:
+        """Refuse settings that cannot give a verdict: one line naming the option."""
+        if not self.scenario.is_file():
+            raise GateError(f"--scenario: no file {self.scenario}")
+        if not 0 < self.threshold < 100:
+            raise GateError(f"--threshold: a percentage between 0 and 100, got {self.threshold}")
+        if not 0 < self.alpha < 0.5:
+            raise GateError(f"--alpha: between 0 and 0.5, got {self.alpha}")
+        if self.min_pairs < 5:
+            raise GateError(
+                f"--min-pairs: at least 5 (below 5 pairs Wilcoxon's test cannot reach p < 0.05), got {self.min_pairs}"
+            )
+        if self.max_pairs < self.min_pairs:
+            raise GateError(f"--max-pairs ({self.max_pairs}) is below --min-pairs ({self.min_pairs})")
+        if self.max_minutes <= 0 or self.timeout <= 0:
+            raise GateError("--max-minutes and --timeout must be positive")
+        if not 0 <= self.inject_slowdown < 10:
+            raise GateError(f"--inject-slowdown: a fraction of step time in [0, 10), got {self.inject_slowdown}")
+
+
+def git(repo: Path, *args: str) -> str:
+    """Output of ``git -C repo ARGS`` (stripped); :class:`GateError` with git's message on failure."""
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise GateError(f"git {' '.join(args)}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
+    return done.stdout.strip()
+
+
+def repository() -> Path:
+    """The checkout this suite's code runs from (the candidate)."""
+    here = Path(__file__).resolve().parents[2]
+    try:
+        return Path(git(here, "rev-parse", "--show-toplevel"))
+    except (GateError, FileNotFoundError):
+        raise GateError(f"candidate: {here} is not a git checkout; the gate compares two revisions of one") from None
+
+
+def baseline_commit(repo: Path, ref: str | None) -> tuple[str, str]:
+    """(label, commit) of the baseline: ``ref``, or the merge base of HEAD with the main branch."""
+    if ref is not None:
+        try:
+            return ref, git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        except GateError:
+            raise GateError(f"--baseline: no revision named {ref!r} in {repo}") from None
+    for branch in MAIN_BRANCHES:
+        try:
+            git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}")
+        except GateError:
+            continue
+        return f"merge-base(HEAD, {branch})", git(repo, "merge-base", "HEAD", branch)
+    raise GateError(f"--baseline: {repo} has no branch {' or '.join(MAIN_BRANCHES)}; name the baseline revision")
+
+
+def candidate_side(repo: Path, settings: Settings) -> Side:
+    """The checkout itself, refused when it has uncommitted changes (unless ``allow_dirty``)."""
+    changes = git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()
+    if changes and not settings.allow_dirty:
+        shown = ", ".join(line.split(maxsplit=1)[-1] for line in changes[:3]) + (", ..." if len(changes) > 3 else "")
+        raise GateError(
+            f"candidate: the working tree has {len(changes)} uncommitted change(s) ({shown}); "
+            "commit or stash them, or pass --allow-dirty to measure the tree as it is"
+        )
+    env = {"SUITE_TEST_SLOWDOWN": str(settings.inject_slowdown)} if settings.inject_slowdown else {}
+    label = "HEAD" + (" with uncommitted changes" if changes else "")
+    return Side("candidate", label, git(repo, "rev-parse", "HEAD"), repo, Path(sys.executable), env)
+
+
+def baseline_side(repo: Path, label: str, commit: str, out: Path) -> Side:
+    """A worktree of ``commit`` under ``out``, with the candidate's venv or, if the lock differs, its own."""
+    src = out / "baseline-src"
+    if src.exists():
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(src)], capture_output=True)
+        shutil.rmtree(src, ignore_errors=True)
+    git(repo, "worktree", "prune")
+    git(repo, "worktree", "add", "--detach", str(src), commit)
+    same_lock = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commit, "HEAD", "--", LOCK_FILE]).returncode == 0
+    if same_lock:
+        return Side("baseline", label, commit, src, Path(sys.executable))
+    venv = out / "baseline-venv"
+    log.info("baseline: %s differs from the candidate's; building its own environment in %s", LOCK_FILE, venv)
+    done = subprocess.run(
+        ["bash", "ci/setup.sh"], cwd=src, env={**os.environ, "SUITE_VENV": str(venv.resolve())}, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise GateError(f"baseline: its ci/setup.sh failed ({last[0]})")
+    return Side("baseline", label, commit, src, venv / "bin" / "python", venv="own")
+
+
+def remove_worktree(repo: Path, src: Path) -> None:
+    """Unregister and delete the baseline's worktree (its results stay in the output folder)."""
+    if src.exists():
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(src)], capture_output=True)
+
+
+def side_env(side: Side) -> dict[str, str]:
+    """The environment of a side's processes: its code first on the path, its knobs, nothing of the other's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUITE_TEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(side.src), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env.update(side.env)
+    return env
+
+
+def check_side_imports(side: Side) -> None:
+    """Refuse a side whose interpreter would import the suite from somewhere else than its own source."""
+    done = subprocess.run(
+        [str(side.python), "-c", "import suite, pathlib; print(pathlib.Path(suite.__file__).resolve())"],
+        cwd=side.src,
+        env=side_env(side),
+        capture_output=True,
+        text=True,
+    )
+    where = Path(done.stdout.strip()) if done.returncode == 0 else None
+    if where is None or side.src.resolve() not in where.parents:
+        raise GateError(
+            f"{side.name}: {side.python} imports the suite from {where or done.stderr.strip()[-200:]}, not {side.src}"
+        )
+
+
+def workload_seeds(scenario: Path) -> list[int]:
+    """The seeds the pairs cycle through: ``train.seeds``, else ``[train.seed]`` (default 0)."""
+    data = yaml.safe_load(scenario.read_text()) or {}
+    train = data.get("train") or {}
+    seeds = train.get("seeds") or [train.get("seed", 0)]
+    if not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise GateError(f"{scenario}: train.seeds must be non-negative integers, got {seeds}")
+    return list(seeds)
+
+
+def seed_scenario(scenario: Path, seed: int, folder: Path) -> Path:
+    """The workload with one seed (``train.seed``, no ``seeds``), which older revisions also read."""
+    data = yaml.safe_load(scenario.read_text()) or {}
+    train = dict(data.get("train") or {})
+    train.pop("seeds", None)
+    train["seed"] = seed
+    data["train"] = train
+    path = folder / f"{scenario.stem}-seed{seed}.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[str, dict]:
+    """Run the workload once on ``side`` into ``out``: its records by run id; :class:`GateError` if one failed."""
+    command = [str(side.python), "-m", "suite", "run", str(scenario.resolve()), "--out", str(out.resolve()), "-q"]
+    command += ["--timeout", str(timeout)]
+    try:
+        done = subprocess.run(command, cwd=side.src, env=side_env(side), capture_output=True, text=True, timeout=timeout * 4)
+    except subprocess.TimeoutExpired:
+        raise GateError(f"{side.name} side: the workload did not finish within {timeout * 4:.0f} s ({out})") from None
+    (out / "gate-run.log").parent.mkdir(parents=True, exist_ok=True)
+    (out / "gate-run.log").write_text(done.stdout + done.stderr)
+    records = {}
+    for path in sorted(out.glob("*/result.json")):
+        record = json.loads(path.read_text())
+        records[record.get("run_id", path.parent.name)] = record
+    failed = [rid for rid, r in records.items() if r.get("status") != "ok"]
+    if done.returncode != 0 or failed or not records:
+        rid = failed[0] if failed else None
+        why = (records[rid].get("reason") or records[rid].get("error") or records[rid].get("status")) if rid else None
+        why = why or (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise GateError(f"{side.name} side ({side.label}): {'run ' + rid if rid else 'the workload'} failed: {why} ({out})")
+    return records
+
+
+def values_of(records: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """Run id -> the gate's metrics and the model digest, read from the records."""
+    return {
+        rid: {**{m.name: record_field(r, m.path) for m in METRICS}, "model_digest": r.get("model_digest")}
+        for rid, r in records.items()
+    }
+
+
+def difference(metric: Metric, a: float, b: float) -> float:
+    """The pair's difference, positive when B is worse: a log ratio of times, or a count's relative change."""
+    if metric.count:
+        return (b - a) / a if a else (0.0 if b == a else math.inf)
+    return math.log(a / b) if metric.higher_is_better else math.log(b / a)
+
+
+def margin(metric: Metric, threshold_pct: float) -> float:
+    """The practical threshold on :func:`difference`'s scale."""
+    return threshold_pct / 100 if metric.count else math.log(1 + threshold_pct / 100)
+
+
+def change_pct(metric: Metric, value: float) -> float:
+    """A difference as percent worse for B (slower, or more bytes)."""
+    return 100 * value if metric.count else 100 * (math.exp(value) - 1)
+
+
+def speed_verdicts(pairs: list[dict], settings: Settings) -> list[dict]:
+    """One verdict per run id and speed metric over the pairs."""
+    rows = []
+    for rid in pairs[0]["A"]:
+        for metric in METRICS:
+            values = [(p["A"][rid][metric.name], p["B"][rid][metric.name]) for p in pairs]
+            if any(a is None or b is None for a, b in values):
+                continue  # a metric this revision does not record (comm.bytes of a run that moves none)
+            diffs = [difference(metric, a, b) for a, b in values]
+            v = paired.paired_verdict(diffs, margin(metric, settings.threshold), settings.alpha)
+            rows.append(
+                {
+                    "run_id": rid,
+                    "metric": metric.name,
+                    "verdict": v.verdict,
+                    "pairs": v.n,
+                    "median_a": statistics.median([a for a, _ in values]),
+                    "median_b": statistics.median([b for _, b in values]),
+                    "change_pct": change_pct(metric, v.mean),
+                    "upper_pct": change_pct(metric, v.upper) if math.isfinite(v.upper) else None,
+                    "p_value": v.p_value,
+                    "more_pairs": v.more_pairs,
+                }
+            )
+    return rows
+
+
+def quality_verdicts(pairs: list[dict], settings: Settings, scorer: Side) -> list[dict]:
+    """Per run id: ``identical`` when every pair's models match, else FID over the same seeds against the seed spread."""
+    rows = []
+    for rid in pairs[0]["A"]:
+        digests = [(p["A"][rid]["model_digest"], p["B"][rid]["model_digest"]) for p in pairs]
+        if all(a is not None and a == b for a, b in digests):
+            rows.append(
+                {"run_id": rid, "metric": QUALITY, "verdict": paired.PASS, "pairs": len(pairs), "note": "identical models"}
+            )
+            continue
+        fids = [
+            (score_fid(scorer, p["dirs"]["A"] / rid, settings), score_fid(scorer, p["dirs"]["B"] / rid, settings)) for p in pairs
+        ]
+        by_seed: dict[int, list[float]] = {}
+        for p, (a, _) in zip(pairs, fids):
+            by_seed.setdefault(p["seed"], []).append(a)
+        seed_means = [sum(v) / len(v) for v in by_seed.values()]
+        row: dict[str, Any] = {"run_id": rid, "metric": QUALITY, "pairs": len(pairs)}
+        if len(seed_means) < 2:
+            rows.append(
+                {
+                    **row,
+                    "verdict": paired.INCONCLUSIVE,
+                    "note": "models differ and the workload has one seed: no seed spread to judge by",
+                }
+            )
+            continue
+        spread = float(statistics.stdev(seed_means))
+        diffs = [b - a for a, b in fids]
+        if spread == 0:
+            rows.append(
+                {**row, "verdict": paired.INCONCLUSIVE, "note": "models differ but A's seeds score alike: no seed spread"}
+            )
+            continue
+        v = paired.paired_verdict(diffs, spread, settings.alpha)
+        rows.append(
+            {
+                **row,
+                "verdict": v.verdict,
+                "median_a": statistics.median([a for a, _ in fids]),
+                "median_b": statistics.median([b for _, b in fids]),
+                "change": v.mean,
+                "upper": v.upper if math.isfinite(v.upper) else None,
+                "p_value": v.p_value,
+                "note": f"FID B - A against A's seed spread {spread:.3g}",
+            }
+        )
+    return rows
+
+
+def score_fid(scorer: Side, run_dir: Path, settings: Settings) -> float:
+    """FID of a run's saved generator on the candidate's pinned classifier ruler."""
+    command = [str(scorer.python), "-m", "suite", "score", "--run", str(run_dir), "--features", "classifier"]
+    command += ["--n", str(settings.score_samples), "--json"]
+    done = subprocess.run(command, cwd=scorer.src, env=side_env(scorer), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise GateError(f"quality: scoring {run_dir} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    fid = json.loads(done.stdout).get("fid")
+    if fid is None:
+        raise GateError(f"quality: {run_dir} has no FID on the classifier ruler")
+    return float(fid)
+
+
+def run_gate(settings: Settings) -> GateResult:
+    """Run the gate and write ``gate.json``, ``gate.md`` and ``pairs.csv`` into ``settings.out``."""
+    settings.check()
+    repo = repository()
+    candidate = candidate_side(repo, settings)
+    label, commit = baseline_commit(repo, settings.baseline)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    pairs: list[dict] = []
+    verdicts: list[dict] = []
+    sides = {"B": candidate}
+    try:
+        baseline = sides["A"] = baseline_side(repo, label, commit, settings.out)
+        for side in sides.values():
+            check_side_imports(side)
+        seeds = workload_seeds(settings.scenario)
+        scenarios = {s: seed_scenario(settings.scenario, s, settings.out / "scenarios") for s in seeds}
+        log.info(
+            "gate: A = %s (%s), B = %s (%s); warming up", baseline.label, commit[:10], candidate.label, candidate.commit[:10]
+        )
+        for key in "AB":
+            run_workload(sides[key], scenarios[seeds[0]], settings.out / "warmup" / key, settings.timeout)
+        verdict = paired.INCONCLUSIVE
+        while len(pairs) < settings.max_pairs:
+            i = len(pairs)
+            if i >= settings.min_pairs:
+                elapsed = time.monotonic() - start
+                per_pair = sum(p["seconds"] for p in pairs) / len(pairs)
+                if elapsed + per_pair > settings.max_minutes * 60:
+                    log.info("gate: stopping at %d pairs: another would pass --max-minutes %g", i, settings.max_minutes)
+                    break
+            pairs.append(run_pair(sides, i, seeds[i % len(seeds)], scenarios, settings))
+            if len(pairs) >= settings.min_pairs:
+                verdicts = speed_verdicts(pairs, settings)
+                verdict = paired.overall([v["verdict"] for v in verdicts])
+                log.info("gate: %d pairs: %s", len(pairs), verdict)
+                if verdict != paired.INCONCLUSIVE:
+                    break
+        verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
+        verdict = paired.overall([v["verdict"] for v in verdicts])
+        reason = summary_line(verdict, verdicts, settings.threshold)
+        return finish(settings, verdict, EXIT_CODES[verdict], reason, sides, pairs, verdicts, start)
+    except GateError as error:
+        finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start)
+        raise
+    finally:
+        remove_worktree(repo, settings.out / "baseline-src")
+
+
+def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Path], settings: Settings) -> dict:
+    """Pair ``i``: both sides on one seed, A first on even pairs and B first on odd ones (A B B A ...)."""
+    order = "AB" if i % 2 == 0 else "BA"
+    began = time.monotonic()
+    values, dirs = {}, {}
+    for key in order:
+        dirs[key] = settings.out / f"pair{i:02d}" / key
+        values[key] = values_of(run_workload(sides[key], scenarios[seed], dirs[key], settings.timeout))
+    if set(values["A"]) != set(values["B"]):
+        raise GateError(f"the two sides ran different runs: A {sorted(values['A'])}, B {sorted(values['B'])}")
+    return {
+        "pair": i,
+        "seed": seed,
+        "order": order,
+        "A": values["A"],
+        "B": values["B"],
+        "dirs": dirs,
+        "seconds": time.monotonic() - began,
+    }
+
+
+def host_info() -> dict[str, Any]:
+    """Where the gate ran (the two sides always share it)."""
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
+
+
+def finish(
+    settings: Settings,
+    verdict: str,
+    code: int,
+    reason: str,
+    sides: dict[str, Side],
+    pairs: list[dict],
+    verdicts: list[dict],
+    start: float,
+) -> GateResult:
+    """Write the gate's files and return its result."""
+    result = GateResult(
+        verdict=verdict,
+        exit_code=code,
+        reason=reason,
+        sides={k: s.describe() for k, s in sides.items()},
+        settings={k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        host=host_info(),
+        pairs=[{k: (str(v) if k == "dirs" else v) for k, v in p.items() if k != "dirs"} for p in pairs],
+        verdicts=verdicts,
+        minutes=(time.monotonic() - start) / 60,
+    )
+    settings.out.mkdir(parents=True, exist_ok=True)
+    (settings.out / "gate.json").write_text(json.dumps(asdict(result), indent=2))
+    write_pairs_csv(settings.out / "pairs.csv", pairs)
+    (settings.out / "gate.md").write_text(markdown(result))
+    return result

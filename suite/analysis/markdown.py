@@ -1,0 +1,68 @@
+"""Markdown for the report and the other analyses: numbers as text, tables, folded details."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+NA = "n/a"
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NA
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        magnitude = abs(float(value))
+        if magnitude != 0 and magnitude < 10**-(digits):
+            return f"{float(value):.{digits - 1}e}"
+        if magnitude >= 1000:
+            return f"{float(value):.0f}"
+        return f"{float(value):.{digits}f}".rstrip("0").rstrip(".") or "0"
+    return str(value)
+
+
+def pm(mean: Any, std: Any) -> str:
+    if mean is None or (isinstance(mean, float) and not math.isfinite(mean)):
+        return NA
+    return fmt(mean) if std is None or not math.isfinite(std) or std == 0 else f"{fmt(mean)} ± {fmt(std)}"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table (no extra dependency)."""
+    if frame.empty:
+        return "_(none)_\n"
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = [
+        "| " + " | ".join(fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
+        for row in frame.itertuples(index=False)
+    ]
+    return "\n".join([header, rule, *rows]) + "\n"
+
+
+def given(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def significant(value: float) -> str:
+    """Three significant digits without an exponent (KID ranges from 1e-4 to 1e3 across networks)."""
+    return np.format_float_positional(float(value), precision=3, fractional=False, trim="-")
+
+
+def spread(mean: Any, std: Any, count: Any = None, size: Any = None) -> str:
+    """``mean ± std (count×size)``: a score with the splits or subsets it is over."""
+    if not given(mean):
+        return NA
+    text = significant(mean) + (f" ± {significant(std)}" if given(std) else "")
+    return text + (f" ({fmt(count)}×{fmt(size)})" if given(count) else "")
+
+
+def details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"

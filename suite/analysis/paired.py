@@ -1,0 +1,99 @@
+"""Paired A/B verdicts for the regression gate (:mod:`suite.analysis.gate`): a test on per-pair differences.
+
+The gate runs the baseline (A) and the candidate (B) alternately on one host, so each pair of
+runs saw nearly the same machine; the host's speed that day cancels in the pair's ratio. Each
+metric gives one difference per pair, oriented so that a positive value is worse for B: the log
+of B's time over A's for speed (``log(images/s A / images/s B)``), B minus A for FID. On those
+differences, with ``m`` their mean (for speed: the log of the geometric-mean ratio):
+
+- **FAIL**: Wilcoxon's signed-rank test (one-sided, B worse; scipy.stats) is significant at
+  ``alpha`` *and* ``m`` is beyond the practical margin (by default 10 % slower). Wilcoxon's test
+  needs no normal noise; with 5 pairs its smallest p-value is 1/32, so 5 is the fewest pairs
+  that can FAIL.
+- **PASS**: the one-sided ``1 - alpha`` Student-t upper bound of ``m`` is below the margin:
+  whatever B changed, it is not a regression of the margin's size. (The distribution-free bound
+  from the order statistics was tried first: below 8 pairs it is the largest difference, so one
+  noisy pair kept an unchanged revision undecided.)
+- **INCONCLUSIVE**: neither; :attr:`PairedVerdict.more_pairs` estimates how many more pairs
+  would decide, from the spread of the differences.
+
+A metric whose differences are all equal (bytes moved, a deterministic count) is decided on that
+value alone: FAIL beyond the margin, PASS otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """One metric's verdict over the pairs (differences oriented: positive is worse for B)."""
+
+    verdict: str
+    n: int
+    mean: float
+    """Mean of the per-pair differences."""
+    upper: float
+    """One-sided upper confidence bound of the mean difference."""
+    p_value: float | None
+    """Wilcoxon signed-rank, one-sided (B worse); None where the differences are all equal."""
+    margin: float
+    more_pairs: int | None = None
+    """INCONCLUSIVE: about how many more pairs would decide (None where that cannot be told)."""
+
+
+def mean_upper_bound(differences: Sequence[float] | np.ndarray, alpha: float) -> float:
+    """The one-sided ``1 - alpha`` Student-t upper bound of the differences' mean (at least two values)."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=float)
+    return float(d.mean() + stats.t.ppf(1 - alpha, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+
+
+def paired_verdict(differences: Sequence[float], margin: float, alpha: float = 0.05) -> PairedVerdict:
+    """PASS, FAIL or INCONCLUSIVE for per-pair ``differences`` (positive: B worse) against ``margin`` > 0."""
+    if margin <= 0:
+        raise ValueError(f"margin must be positive, got {margin}")
+    d = np.asarray(differences, dtype=float)
+    n = len(d)
+    if n == 0 or not np.all(np.isfinite(d)):
+        raise ValueError("differences must be finite and not empty")
+    mean = float(d.mean())
+    if np.all(d == d[0]):
+        verdict = FAIL if d[0] > margin else PASS
+        return PairedVerdict(verdict, n, mean, float(d[0]), None, margin)
+    from scipy import stats
+
+    p_value = float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue) if np.any(d != 0) else 1.0
+    upper = mean_upper_bound(d, alpha)
+    if p_value < alpha and mean > margin:
+        return PairedVerdict(FAIL, n, mean, upper, p_value, margin)
+    if upper < margin:
+        return PairedVerdict(PASS, n, mean, upper, p_value, margin)
+    return PairedVerdict(INCONCLUSIVE, n, mean, upper, p_value, margin, _more_pairs(d, margin, mean, alpha))
+
+
+def _more_pairs(d: np.ndarray, margin: float, mean: float, alpha: float) -> int | None:
+    """Pairs to add until the bound separates the mean from the margin, if the mean and spread stay as they are."""
+    from scipy import stats
+
+    spread, gap = float(np.std(d, ddof=1)), abs(margin - mean)
+    if spread == 0 or gap == 0:
+        return None
+    needed = math.ceil((stats.norm.ppf(1 - alpha) * spread / gap) ** 2)
+    return max(needed - len(d), 1)
+
+
+def overall(verdicts: Sequence[str]) -> str:
+    """The gate's verdict: FAIL if any metric fails, else INCONCLUSIVE if any is, else PASS."""
+    if FAIL in verdicts:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS

@@ -1,0 +1,369 @@
+"""The fit of :mod:`suite.analysis.projection`: what the records say, the models fitted on them, their validation
+on the runs they did not see, and projections of the fitted models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ...measure.network import Network
+from .model import CellularModel, GanModel, Problem, StepCost, exchange_plan, predict
+
+DEFAULT_RANKS = [2**i for i in range(13)]
+"""``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
+
+
+BUSY_SHARE = 0.8
+"""A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
+
+
+def config_key(record: dict) -> tuple:
+    """Runs sharing a key share one cost model: strategy, engine, loss, data, threads, device."""
+    return (
+        record["strategy"],
+        record["engine"],
+        record["loss"],
+        (record.get("dataset") or {}).get("name"),
+        (record.get("dataset") or {}).get("image_size"),
+        record.get("threads_per_rank"),
+        record.get("device"),
+    )
+
+
+def config_name(key: tuple) -> str:
+    """``strategy / loss / engine (dataset NNpx, T threads, device)``."""
+    strategy, engine, loss, dataset, size, threads, device = key
+    return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
+
+
+def _pair_key(record: dict) -> tuple:
+    """Which networks a run's collectives carry: label_partitioned groups train data_parallel's pair."""
+    pair = "conditional" if record["strategy"] == "conditional" else "unconditional"
+    return (pair, record["loss"], (record.get("dataset") or {}).get("name"), (record.get("dataset") or {}).get("image_size"))
+
+
+def usable(record: dict) -> bool:
+    """An ok run with per-rank window times, not oversubscribed: one the model may be fitted on."""
+    telemetry = record.get("telemetry") or {}
+    return (
+        record.get("status") == "ok"
+        and not record.get("oversubscribed")
+        and bool(telemetry.get("busy_s_per_rank"))
+        and bool(telemetry.get("timed_steps"))
+    )
+
+
+def _ranks(record: dict) -> Iterator[tuple[int, int, float, float]]:
+    """(window steps, images, busy seconds, blocked seconds) of each rank."""
+    t = record["telemetry"]
+    return zip(t["work_steps_per_rank"], t["work_images_per_rank"], t["busy_s_per_rank"], record["comm"]["per_rank_seconds"])
+
+
+def _counted(record: dict) -> bool:
+    """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do)."""
+    return (
+        record.get("status") == "ok"
+        and "per_rank_bytes" in (record.get("comm") or {})
+        and "work_steps_per_rank" in (record.get("telemetry") or {})
+    )
+
+
+def _class_steps(record: dict) -> dict[int, int]:
+    """Window steps of each class GAN of a label-partitioned run (its steps minus its warm-up)."""
+    warmup = record["telemetry"]["warmup_steps_per_rank"]
+    steps = {}
+    for group in record["groups"]:
+        per_gan = warmup[group["ranks"][0]] / len(group["classes"])
+        for c in group["classes"]:
+            steps[int(c)] = int(record["generator_steps"][str(c)] - per_gan)
+    return steps
+
+
+def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
+    points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
+    pair = _pair_key(records[0])
+    per_step = [
+        nbytes / steps
+        for r in all_records
+        if _counted(r) and _pair_key(r) == pair
+        for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"])
+        if steps and nbytes
+    ]
+    return GanModel(StepCost.fit(points), float(np.mean(per_step)) if per_step else None)
+
+
+def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel:
+    fitness, mixture, rest = [], [], []
+    for r in records:
+        k, h, p = r["cells_per_rank"], r["neighbourhood_size"], r["population"]
+        for i, (steps, _, busy, blocked) in enumerate(_ranks(r)):
+            units = steps * k
+            f, m = r["phases_s"]["fitness"][i] / units, r["phases_s"]["mixture"][i] / units
+            fitness.append((p * (2 * h + 1), f))
+            mixture.append((1 if h == 1 else 2, m))
+            rest.append((busy - blocked) / units - f - m)
+    per_cell = []
+    for r in all_records:
+        if _counted(r) and r["strategy"] == "cellular" and config_key(r)[:5] == config_key(records[0])[:5] and r["procs"] > 1:
+            sent = exchange_plan(r["grid"], r["process_grid"], r["neighbourhood"])
+            steps, nbytes = r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"]
+            per_cell += [
+                nbytes[i] / steps[i] / sum(sent[i].values()) for i in range(r["procs"]) if steps[i] and nbytes[i] and sent[i]
+            ]
+
+    def through_origin(pairs: Sequence[tuple[float, float]]) -> float:
+        u, v = np.array(pairs, dtype=float).T
+        return float(u @ v / (u @ u))
+
+    first = records[0]
+    return CellularModel(
+        float(np.mean(rest)),
+        through_origin(fitness),
+        through_origin(mixture),
+        float(np.mean(per_cell)) if per_cell else None,
+        first["population"],
+        first["neighbourhood"],
+    )
+
+
+def fit(records: list[dict], all_records: list[dict]) -> GanModel | CellularModel:
+    """The cost model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
+    if records[0]["strategy"] == "cellular":
+        return _fit_cellular(records, all_records)
+    return _fit_gan(records, all_records)
+
+
+def problem_of(record: dict) -> Problem:
+    """The problem a record solved (at its own process count)."""
+    t = record["telemetry"]
+    if record["strategy"] == "cellular":
+        return Problem("cellular", t["timed_steps"], grid=tuple(record["grid"]))
+    steps, images = t["work_steps_per_rank"], t["work_images_per_rank"]
+    group = len(record["groups"][0]["ranks"]) if record["strategy"] == "label_partitioned" else record["procs"]
+    factor = images[0] / steps[0] / (record["global_batch"] / group)
+    if record["strategy"] == "label_partitioned":
+        return Problem("label_partitioned", t["timed_steps"], record["global_batch"], factor, _class_steps(record))
+    return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor)
+
+
+def _local(net: Network, record: dict) -> Network:
+    """``net`` with the record's own ranks per node (where its ranks really sat)."""
+    return dataclasses.replace(net, ranks_per_node=record.get("ranks_per_node") or net.ranks_per_node)
+
+
+def _oversubscribed(record: dict) -> str:
+    threads = record["threads_per_rank"]
+    return (
+        f"oversubscribed ({record['ranks_per_node']} ranks x {threads} thread{'s' if threads != 1 else ''} on "
+        f"{record['cores_per_node']} cores): measures contention; not fitted, not validated"
+    )
+
+
+def cpu_share(record: dict) -> float | None:
+    """Of the cores its threads could use, the share a CPU run's ranks got (mean over ranks); None on GPUs.
+
+    Well below 1 outside oversubscription, other processes were using the machine: the run's time
+    measures them too, which no model of the strategy predicts.
+    """
+    util = (record.get("telemetry") or {}).get("cpu_util_mean")
+    if record.get("device") != "cpu" or util is None or not record.get("threads_per_rank"):
+        return None
+    return util / 100 / record["threads_per_rank"]
+
+
+def validate(records: list[dict], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
+    """Predicted against measured training windows, one row per ok run.
+
+    Without ``fit_procs`` each process count is held out in turn: its runs are predicted by a
+    model fitted on the configuration's other process counts. With ``fit_procs`` the model is
+    fitted on those and predicts the rest. ``net`` is the network the runs were measured on.
+    """
+    rows = []
+    ok = [r for r in records if r.get("status") == "ok" and r.get("telemetry")]
+    for key in sorted({config_key(r) for r in ok}, key=str):
+        runs = sorted((r for r in ok if config_key(r) == key), key=lambda r: (r["procs"], r["run_id"]))
+        fittable = [r for r in runs if usable(r)]
+        models: dict[tuple, Any] = {}
+
+        def model_without(
+            procs: int | None, fittable: list[dict] = fittable, models: dict[tuple, Any] = models
+        ) -> tuple[tuple, Any]:
+            chosen = tuple(
+                sorted({r["procs"] for r in fittable if (r["procs"] in fit_procs if fit_procs else r["procs"] != procs)})
+            )
+            if chosen and chosen not in models:
+                models[chosen] = fit([r for r in fittable if r["procs"] in chosen], records)
+            return chosen, models.get(chosen)
+
+        for r in runs:
+            row = {
+                "config": config_name(key),
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "scaling": r["scaling"],
+                "measured_s": r["train_s"],
+                "predicted_s": None,
+                "error": None,
+                "cpu_share": cpu_share(r),
+                "role": "",
+                "fitted_on": "",
+            }
+            if not usable(r):
+                chosen, model = model_without(None)
+                row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"
+            else:
+                chosen, model = model_without(r["procs"])
+                in_fit = r["procs"] in (fit_procs or [])
+                row["role"] = "fitted (in-sample)" if in_fit else "held out"
+            if model is None:
+                row["role"] = (row["role"] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
+            else:
+                outcome = predict(model, problem_of(r), r["procs"], _local(net, r), algorithm, weak=False)
+                row["predicted_s"] = outcome.time
+                row["fitted_on"] = "P=" + ",".join(map(str, chosen))
+                if usable(r) and outcome.time is not None:
+                    row["error"] = outcome.time / r["train_s"] - 1
+                elif outcome.note:
+                    row["role"] += f"; {outcome.note}"
+            rows.append(row)
+    return pd.DataFrame(
+        rows,
+        columns=["config", "run_id", "procs", "scaling", "measured_s", "predicted_s", "error", "cpu_share", "role", "fitted_on"],
+    )
+
+
+@dataclass
+class Fitted:
+    """One configuration's model with the problems it is projected on."""
+
+    key: tuple
+    model: GanModel | CellularModel
+    strong: Problem
+    weak: Problem
+    block: tuple[int, int] | None = None  # cellular weak scaling: cells per rank as rows x cols
+
+
+def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fitted]:
+    """A model per configuration with a usable run, and its strong and weak problems.
+
+    The strong problem is the smallest run's whole problem (label_partitioned: the largest class
+    set measured; cellular: a strong-scaling grid if one was run); the weak one is its per-rank
+    share (cellular: its block of cells per rank).
+    """
+    fitted = []
+    for key in sorted({config_key(r) for r in records if usable(r)}, key=str):
+        runs = sorted(
+            (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r["procs"] in fit_procs)),
+            key=lambda r: (r["procs"], r["scaling"] != "strong"),
+        )
+        if not runs:
+            continue
+        base = runs[0]
+        problem = problem_of(base)
+        if key[0] == "cellular":
+            strong_runs = [r for r in runs if r["scaling"] == "strong"]
+            grid = (
+                tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
+            )
+            block = (base["grid"][0] // base["process_grid"][0], base["grid"][1] // base["process_grid"][1])
+            fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block))
+        elif key[0] == "label_partitioned":
+            steps: dict[int, int] = {}
+            for r in runs:
+                steps = {**_class_steps(r), **steps}
+            whole = dataclasses.replace(problem, class_steps=dict(sorted(steps.items())))
+            fitted.append(Fitted(key, fit(runs, records), whole, whole))
+        else:
+            per_rank = dataclasses.replace(problem, batch=problem.batch // base["procs"])
+            fitted.append(Fitted(key, fit(runs, records), problem, per_rank))
+    return fitted
+
+
+def scaled_model(model: Any, compute_scale: float) -> Any:
+    """``model`` with its computation times multiplied by ``compute_scale`` (a faster or slower device)."""
+    if compute_scale == 1:
+        return model
+    if isinstance(model, CellularModel):
+        return dataclasses.replace(
+            model, rest=model.rest * compute_scale, fitness=model.fitness * compute_scale, mixture=model.mixture * compute_scale
+        )
+    step = StepCost(model.step.per_step * compute_scale, model.step.per_image * compute_scale, model.step.note)
+    return dataclasses.replace(model, step=step)
+
+
+def project(
+    fitted: list[Fitted], net: Network, ranks: list[int], algorithm: str = "best", compute_scale: float = 1.0
+) -> pd.DataFrame:
+    """Strong- and weak-scaling time, speedup and efficiency of every configuration at ``ranks``.
+
+    Speedup and efficiency are against the model's own P = 1 time of the same problem.
+    """
+    rows = []
+    for f in fitted:
+        model = scaled_model(f.model, compute_scale)
+        for scaling, problem in (("strong", f.strong), ("weak", f.weak)):
+            weak = scaling == "weak"
+            one = predict(model, problem, 1, net, algorithm, weak, f.block)
+            for p in ranks:
+                out = predict(model, problem, p, net, algorithm, weak, f.block)
+                row = {
+                    "config": config_name(f.key),
+                    "strategy": f.key[0],
+                    "scaling": scaling,
+                    "procs": p,
+                    "nodes": net.nodes(p),
+                    "time_s": out.time,
+                    "compute_s": out.compute,
+                    "comm_s": out.comm,
+                    "speedup": None,
+                    "efficiency": None,
+                    "note": out.note,
+                }
+                if out.time and one.time:
+                    ratio = one.time / out.time
+                    row.update(speedup=ratio if not weak else None, efficiency=ratio / p if not weak else ratio)
+                rows.append(row)
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "config",
+            "strategy",
+            "scaling",
+            "procs",
+            "nodes",
+            "time_s",
+            "compute_s",
+            "comm_s",
+            "speedup",
+            "efficiency",
+            "note",
+        ],
+    )
+
+
+def model_table(fitted: list[Fitted]) -> pd.DataFrame:
+    """The fitted parameters of every configuration."""
+    rows = []
+    for f in fitted:
+        m = f.model
+        row = {"config": config_name(f.key)}
+        if isinstance(m, CellularModel):
+            row.update(
+                parameters=(
+                    f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s per cell-iteration; "
+                    f"genome {m.cell_bytes / 2**20:.3g} MiB per cell"
+                    if m.cell_bytes
+                    else f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s; genome bytes not counted"
+                ),
+                note="",
+            )
+        else:
+            mib = f"{m.grad_bytes / 2**20:.3g} MiB allreduced per step" if m.grad_bytes else "allreduce bytes not counted"
+            row.update(parameters=f"c0 {m.step.per_step:.4g} s/step, c1 {m.step.per_image:.4g} s/image; {mib}", note=m.step.note)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["config", "parameters", "note"])

@@ -1,0 +1,208 @@
+"""The cost model of :mod:`suite.analysis.projection`: fitted per-step costs, the problem a run solves, and the
+predicted window time of a strategy at any process count on any network.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...measure.network import Network, allreduce_seconds
+
+
+def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
+    """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
+    from ...train.strategies.cellular.grid import cells, neighbourhood, owner
+
+    def rank(c: tuple[int, int]) -> int:
+        i, j = owner(c, grid, pgrid)
+        return i * pgrid[1] + j
+
+    needed: list[dict[int, set]] = [dict() for _ in range(pgrid[0] * pgrid[1])]
+    for c in cells(grid):
+        for n in neighbourhood(c, grid, kind):
+            if rank(n) != rank(c):
+                needed[rank(n)].setdefault(rank(c), set()).add(n)
+    return [{dest: len(sent) for dest, sent in sends.items()} for sends in needed]
+
+
+def _square_split(procs: int) -> tuple[int, int]:
+    """The most square rows x cols = ``procs`` with rows <= cols."""
+    rows = max(d for d in range(1, math.isqrt(procs) + 1) if procs % d == 0)
+    return rows, procs // rows
+
+
+@dataclass
+class StepCost:
+    """Seconds of one step of one rank outside communication: ``per_step + per_image * x``."""
+
+    per_step: float
+    per_image: float
+    note: str = ""
+
+    def seconds(self, images: float) -> float:
+        return self.per_step + self.per_image * images
+
+    @classmethod
+    def fit(cls, points: list[tuple[float, float]]) -> "StepCost":
+        """Least squares (both coefficients >= 0) of seconds per step ``y`` against images per step ``x``."""
+        from scipy.optimize import nnls
+
+        x, y = np.array(points, dtype=float).T
+        if x.max() > 1.05 * x.min():
+            (c0, c1), _ = nnls(np.column_stack([np.ones_like(x), x]), y)
+            return cls(float(c0), float(c1))
+        return cls(
+            0.0,
+            float(x @ y / (x @ x)),
+            f"one batch size ({x.mean():.0f} images per step) among the fit points: time taken proportional to the images",
+        )
+
+
+@dataclass
+class GanModel:
+    """``data_parallel``, ``conditional`` and ``label_partitioned``: a step cost and the gradients' bytes."""
+
+    step: StepCost
+    grad_bytes: float | None  # bytes one rank allreduces per step; None: never counted
+
+    def step_seconds(self, images: float, group: int, net: Network, algorithm: str) -> tuple[float, float] | str:
+        """(compute, communication) seconds of one step in a group of ``group`` ranks, or why not."""
+        if group > 1 and self.grad_bytes is None:
+            return "no multi-rank run of these networks: their allreduce bytes were never counted (run one at P=2)"
+        return self.step.seconds(images), allreduce_seconds(self.grad_bytes or 0.0, group, net, algorithm)
+
+
+@dataclass
+class CellularModel:
+    """Per cell and iteration: ``rest`` + ``fitness`` x p(2h+1) + ``mixture`` x n(h); the genome bytes."""
+
+    rest: float
+    fitness: float
+    mixture: float
+    cell_bytes: float | None
+    population: int
+    kind: str
+
+    def cell_seconds(self, h: int) -> float:
+        return self.rest + self.fitness * self.population * (2 * h + 1) + self.mixture * (1 if h == 1 else 2)
+
+
+@dataclass
+class Problem:
+    """What a run computes, in the model's terms; built from a record (:func:`problem_of`).
+
+    ``steps`` generator steps (cellular: iterations); ``batch`` the global batch of one GAN step;
+    ``factor`` images through a discriminator per batch image (3 for bce: real, fake, fake);
+    ``class_steps`` window steps of each class GAN (label_partitioned); ``grid`` the cells
+    (cellular).
+    """
+
+    strategy: str
+    steps: int
+    batch: int = 0
+    factor: float = 0.0
+    class_steps: dict[int, int] = field(default_factory=dict)
+    grid: tuple[int, int] | None = None
+
+
+@dataclass
+class Outcome:
+    """A predicted training window and its parts, or why it cannot be predicted."""
+
+    time: float | None = None
+    compute: float | None = None
+    comm: float | None = None
+    note: str = ""
+
+
+def _gan_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> Outcome:
+    if weak:
+        local = problem.batch
+    elif problem.batch % procs:
+        return Outcome(note=f"the global batch of {problem.batch} does not split over the ranks")
+    else:
+        local = problem.batch // procs
+    cost = model.step_seconds(local * problem.factor, procs, net, algorithm)
+    if isinstance(cost, str):
+        return Outcome(note=cost)
+    compute, comm = cost
+    return Outcome(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm)
+
+
+def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> Outcome:
+    from ...config.plan import class_plan
+
+    labels = sorted(problem.class_steps)
+    steps = problem.class_steps
+    if weak:  # one class per rank: the first P classes, sizes repeating beyond the measured ones
+        steps = {i: problem.class_steps[labels[i % len(labels)]] for i in range(procs)}
+        labels = list(range(procs))
+    n = len(labels)
+    if procs > n and procs % n:
+        return Outcome(note=f"above the {n} classes, the ranks must be a multiple of the class count")
+    group = max(1, procs // n)
+    if problem.batch % group:
+        return Outcome(note=f"a class batch of {problem.batch} does not split over the ranks of a class group")
+    cost = model.step_seconds(problem.batch // group * problem.factor, group, net, algorithm)
+    if isinstance(cost, str):
+        return Outcome(note=cost)
+    compute, comm = cost
+    slowest = max(sum(steps[c] for c in classes) for _, classes in class_plan(labels, procs))
+    return Outcome(slowest * (compute + comm), slowest * compute, slowest * comm)
+
+
+def _cellular_time(
+    model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
+) -> Outcome:
+    from ...config.plan import process_grid
+    from ...train.strategies.cellular.grid import neighbourhood
+
+    grid = problem.grid
+    if weak:
+        assert block is not None, "weak scaling keeps a block of cells per rank"
+        rows, cols = _square_split(procs)
+        grid = (rows * block[0], cols * block[1])
+    assert grid is not None, "a cellular problem has a grid"
+    try:
+        pgrid = process_grid(grid, procs)
+    except ValueError:
+        return Outcome(note=f"the {grid[0]}x{grid[1]} grid's cells do not split into equal blocks over the ranks")
+    plan = exchange_plan(grid, pgrid, model.kind)
+    if any(plan) and model.cell_bytes is None:
+        return Outcome(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
+    cell_bytes = model.cell_bytes or 0
+    k = grid[0] * grid[1] // procs
+    compute = k * model.cell_seconds(len(neighbourhood((0, 0), grid, model.kind)))
+
+    def exchange(rank: int) -> float:
+        same_node = lambda dest: dest // net.ranks_per_node == rank // net.ranks_per_node  # noqa: E731
+        return sum((net.intra if same_node(dest) else net.inter).seconds(n * cell_bytes) for dest, n in plan[rank].items())
+
+    comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
+    note = f"grid {grid[0]}x{grid[1]}" if weak else ""
+    return Outcome(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
+
+
+def predict(
+    model: Any,
+    problem: Problem,
+    procs: int,
+    net: Network,
+    algorithm: str = "best",
+    weak: bool = False,
+    block: tuple[int, int] | None = None,
+) -> Outcome:
+    """The training window of ``problem`` on ``procs`` ranks of ``net`` (strong scaling unless ``weak``).
+
+    Weak scaling keeps the per-rank work of ``problem``: the per-rank batch (``problem.batch``),
+    one class per rank, or a ``block`` of cells per rank.
+    """
+    if problem.strategy == "cellular":
+        return _cellular_time(model, problem, procs, net, weak, block)
+    if problem.strategy == "label_partitioned":
+        return _classes_time(model, problem, procs, net, algorithm, weak)
+    return _gan_time(model, problem, procs, net, algorithm, weak)

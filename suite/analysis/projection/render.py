@@ -1,0 +1,269 @@
+"""The output of :mod:`suite.analysis.projection`: the papers' points beside the projection, the chart, and the
+markdown and CSVs of ``suite project`` and of the report's projection section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ...measure.network import PRESETS, Network, probe_network
+from ...records.results import PROBE_FILE
+from ..markdown import markdown_table
+from ..plots import pyplot
+from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
+from .model import predict
+
+REPORT_RANKS = [2**i for i in range(11)]
+"""The report's projection: 1 to 1,024 ranks."""
+
+
+PAPER_POINTS = "scaling_points.csv"
+
+
+SEED001_SPEEDUPS = "seed001_cellular_speedups.csv"
+
+
+PAPER_MARKERS = ["*", "P", "X", "D", "v", "^", "<", ">", "h", "8"] * 3
+
+
+def paper_points(baselines: Path) -> pd.DataFrame:
+    """Published scaling points: ``scaling_points.csv`` and seed 001's cellular speedups (P = cells)."""
+    frames = []
+    points = baselines / PAPER_POINTS
+    if points.is_file():
+        frames.append(pd.read_csv(points))
+    speedups = baselines / SEED001_SPEEDUPS
+    if speedups.is_file():
+        s = pd.read_csv(speedups)
+        cells = s["grid"].map(lambda g: math.prod(int(v) for v in g.split("x")))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "source": "seed 001 (Perez et al.), MNIST, grid " + s["grid"],
+                    "strategy": "cellular",
+                    "scaling": "strong",
+                    "procs": cells,
+                    "metric": "speedup",
+                    "value": s["speedup"],
+                    "kind": "reported",
+                    "grid": s["grid"],
+                    "note": "one process per cell; single core vs distributed wall time",
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def compare_papers(
+    fitted: list[Fitted], papers: pd.DataFrame, net: Network, algorithm: str = "best", compute_scale: float = 1.0
+) -> pd.DataFrame:
+    """Each published point beside the model's projection of the same strategy, scaling and P."""
+    rows = []
+    for _, point in papers.iterrows():
+        for f in (f for f in fitted if f.key[0] == point["strategy"]):
+            model, weak = scaled_model(f.model, compute_scale), point["scaling"] == "weak"
+            problem = f.weak if weak else f.strong
+            if point["strategy"] == "cellular" and not weak and isinstance(point.get("grid"), str):
+                grid_rows, grid_cols = (int(v) for v in point["grid"].split("x"))
+                problem = dataclasses.replace(problem, grid=(grid_rows, grid_cols))
+            p = int(point["procs"])
+            one, at = (predict(model, problem, n, net, algorithm, weak, f.block) for n in (1, p))
+            value = None
+            if one.time and at.time:
+                value = one.time / at.time if (weak or point["metric"] == "speedup") else one.time / at.time / p
+            rows.append(
+                {
+                    "source": point["source"],
+                    "strategy": point["strategy"],
+                    "scaling": point["scaling"],
+                    "procs": p,
+                    "metric": point["metric"],
+                    "paper": point["value"],
+                    "kind": point["kind"],
+                    "config": config_name(f.key),
+                    "projected": value,
+                    "note": at.note or "",
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["source", "strategy", "scaling", "procs", "metric", "paper", "kind", "config", "projected", "note"]
+    )
+
+
+def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title: str) -> str:
+    """Strong-scaling speedup and weak-scaling efficiency against ranks, the papers' points on the same axes."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 7))
+    for ax, scaling, column in ((axes[0], "strong", "speedup"), (axes[1], "weak", "efficiency")):
+        data = table[(table["scaling"] == scaling)].dropna(subset=[column])
+        for config, part in data.groupby("config"):
+            ax.plot(part["procs"], part[column], label=config, markersize=3)
+        if not papers.empty:
+            shown = papers[papers["scaling"] == scaling]
+            for marker, ((source, kind), part) in zip(PAPER_MARKERS, shown.groupby(["source", "kind"])):
+                ax.plot(
+                    part["procs"],
+                    part["value"],
+                    linestyle="none",
+                    marker=marker,
+                    markersize=9,
+                    color="black" if kind == "reported" else "grey",
+                    label=f"{source} ({kind})",
+                )
+        if scaling == "strong" and not data.empty:
+            top = int(data["procs"].max())
+            ax.plot([1, top], [1, top], color="lightgrey", linestyle="--", marker="", label="ideal")
+        ax.set_xscale("log", base=2)
+        if scaling == "strong":
+            ax.set_yscale("log", base=2)
+        ax.set_xlabel("ranks")
+        ax.set_ylabel(column)
+        ax.set_title(f"{scaling} scaling, projected")
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    name = "projection.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def percent(value: float | None) -> str | None:
+    """A relative error as a signed percentage (None for n/a)."""
+    return f"{value:+.1%}" if pd.notna(value) else None
+
+
+def _pivot(table: pd.DataFrame, scaling: str, column: str) -> pd.DataFrame:
+    """Rows: ranks; columns: configurations; cells: ``column`` to 4 significant digits (n/a where not defined)."""
+    part = table[table["scaling"] == scaling]
+    pivot = part.pivot_table(index="procs", columns="config", values=column, aggfunc="first", dropna=False)
+    pivot = pivot.reindex(sorted(part["procs"].unique()))
+    return pivot.map(lambda v: f"{v:.4g}" if pd.notna(v) else None).reset_index()
+
+
+def _notes(table: pd.DataFrame) -> list[str]:
+    """Why projected cells are n/a, once per configuration, scaling and reason."""
+    missing = table[table["time_s"].isna() & (table["note"] != "")]
+    lines = []
+    for (config, scaling, note), part in missing.groupby(["config", "scaling", "note"], sort=False):
+        lines.append(f"- {config}, {scaling}, P = {', '.join(map(str, part['procs']))}: n/a, {note}.")
+    return lines
+
+
+ASSUMPTIONS = """Assumptions: each rank computes as fast as the measured ones (times x `compute_scale`), one rank per
+core set or GPU, no contention; communication is the alpha-beta model of the network named above, with no
+overlap with computation and no stragglers; label-partitioned groups and cellular blocks are placed on
+consecutive ranks. Oversubscribed runs are listed but never fitted or validated. Equations: docs/reports.md, Projection."""
+
+
+@dataclass
+class Projection:
+    """Everything ``suite project`` and the report's section show."""
+
+    fitted: list[Fitted]
+    validation: pd.DataFrame
+    table: pd.DataFrame
+    papers: pd.DataFrame
+    comparison: pd.DataFrame
+    net: Network
+    local: Network
+    compute_scale: float = 1.0
+
+
+def run_projection(
+    records: list[dict],
+    net: Network,
+    local: Network,
+    ranks: list[int],
+    baselines: Path,
+    fit_procs: list[int] | None = None,
+    algorithm: str = "best",
+    compute_scale: float = 1.0,
+) -> Projection | None:
+    """Fit, validate and project; None when no run can be fitted."""
+    fitted = fit_all(records, fit_procs)
+    if not fitted:
+        return None
+    papers = paper_points(baselines)
+    return Projection(
+        fitted,
+        validate(records, local, fit_procs, algorithm),
+        project(fitted, net, ranks, algorithm, compute_scale),
+        papers,
+        compare_papers(fitted, papers, net, algorithm, compute_scale) if not papers.empty else pd.DataFrame(),
+        net,
+        local,
+        compute_scale,
+    )
+
+
+def write_projection(result: Projection, out: Path, heading: str = "#") -> list[str]:
+    """Write the CSVs and the plot into ``out``; return the markdown (headings at ``heading`` level)."""
+    out.mkdir(parents=True, exist_ok=True)
+    result.validation.to_csv(out / "projection_validation.csv", index=False)
+    result.table.to_csv(out / "projection.csv", index=False)
+    result.comparison.to_csv(out / "projection_papers.csv", index=False)
+    sub = heading + "#"
+    lines = [
+        f"{heading} Projection\n",
+        "A cost model per strategy fitted on these runs (docs/reports.md, Projection), checked against the runs it was not "
+        "fitted on, then projected to more ranks. A model, not a measurement.\n",
+        f"- Projected on {result.net.describe()}.",
+        f"- Validated on {result.local.describe('each run on its own ranks per node')}.",
+        *([f"- Computation times x {result.compute_scale:g} (`--compute-scale`)."] if result.compute_scale != 1 else []),
+        "",
+        f"{sub} Fitted model\n",
+        markdown_table(model_table(result.fitted)),
+        f"{sub} Predicted against measured\n",
+    ]
+    v = result.validation
+    held = v[v["role"] == "held out"].dropna(subset=["error"])
+    lines.append(markdown_table(v.assign(error=v["error"].map(percent))))
+    if not held.empty:
+        worst = held.loc[held["error"].abs().idxmax()]
+        lines.append(
+            f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
+            f"{worst['error']:+.1%} ({worst['run_id']}).\n"
+        )
+    starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < BUSY_SHARE)]
+    if not starved.empty:
+        lines.append(
+            f"{len(starved)} runs got less than {BUSY_SHARE:.0%} of their cores (`cpu_share`, down to "
+            f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
+            "machine, and their errors measure that too. Re-run them on a quiet machine.\n"
+        )
+    for scaling, column in (("strong", "speedup"), ("weak", "efficiency")):
+        lines.append(f"{sub} {scaling.capitalize()} scaling, projected {column}\n")
+        lines.append(markdown_table(_pivot(result.table, scaling, column)))
+    lines += _notes(result.table)
+    lines.append("")
+    if not result.comparison.empty:
+        lines.append(f"{sub} Papers' points beside the projection\n")
+        lines.append(
+            "The papers ran other hardware, networks and budgets; a `claimed` point is a statement of the "
+            "text without a printed number (`baselines/scaling_points.csv` says which).\n"
+        )
+        lines.append(markdown_table(result.comparison))
+    title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
+    lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")
+    lines.append(ASSUMPTIONS + "\n")
+    return lines
+
+
+def local_network(results_dir: Path, probe: str | None = None) -> Network:
+    """The network the results were measured on: ``probe`` or ``RESULTS/probe.json``, else the ``shm`` preset."""
+    path = Path(probe) if probe else results_dir / PROBE_FILE
+    if probe or path.is_file():
+        return probe_network(path)
+    return PRESETS["shm"]
+
+
+def report_section(records: list[dict], results_dir: Path, out_dir: Path, baselines: Path) -> list[str]:
+    """The report's "Projection" section (on ``summit``, to 1,024 ranks), or nothing when no run can be fitted."""
+    result = run_projection(records, PRESETS["summit"], local_network(results_dir), REPORT_RANKS, baselines)
+    return write_projection(result, out_dir, "##") if result else []

@@ -1,0 +1,168 @@
+"""``suite report RESULTS``: markdown, CSV and PNG from the run records of a results folder.
+
+Every number in the report comes from the records it reads; where a number cannot be
+computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
+``n/a`` and why, never a guess. Sections, each backed by a CSV of the same name:
+
+environment, runs, strong scaling, weak scaling, speedup and efficiency, communication share,
+GPU utilization, image quality (one table per feature network), and the papers' numbers
+(``baselines/``), which are printed beside ours but never in our columns.
+
+The sections are built in :mod:`.sections` and :mod:`.quality` from the tables of :mod:`.tables`;
+the projection's section comes from :mod:`suite.analysis.projection`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from ... import __version__
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records
+from ..markdown import details
+from ..outcomes import outcomes_section
+from ..projection.render import report_section
+from .quality import baseline_section, quality_over_time_section, quality_section
+from .sections import (
+    engine_section,
+    environment_section,
+    headline_section,
+    runs_section,
+    samples_section,
+    scaling_section,
+    time_section,
+)
+from .tables import scaling_table
+
+DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
+"""The papers' numbers beside the checkout's package (``baselines/``)."""
+
+
+def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
+    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path."""
+    records = list(iter_records(results_dir))
+    if not records:
+        raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
+    frame = load_records(results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    baselines = baselines or DEFAULT_BASELINES
+    scenario_file = results_dir / "scenario.yaml"
+    ok_count = int((frame["status"] == "ok").sum())
+    scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
+
+    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
+    lines.append(
+        f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
+        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n"
+    )
+    if scenario_file.is_file():
+        lines.append(details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
+    lines += headline_section(records, frame, scaling)
+    lines += outcomes_section(records)  # diverged and not-learned runs, with their reasons
+    lines += quality_over_time_section(records, out_dir)
+    lines += scaling_section(frame, scaling, out_dir)
+    lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine
+    lines += time_section(frame, records, out_dir)
+    engine_section(records, results_dir, out_dir, lines)
+    lines += quality_section(records, out_dir)
+    baseline_section(baselines, records, lines)
+    lines += samples_section(records, results_dir, out_dir)
+    lines += environment_section(records, out_dir)
+    lines += runs_section(frame, out_dir)
+    lines.append(DEFINITIONS)
+    path = out_dir / "report.md"
+    atomic_write_text(path, "\n".join(lines))
+    # the records and the measured network: `suite project REPORT` fits and validates what the report shows
+    atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
+    probe = results_dir / PROBE_FILE
+    if probe.is_file() and probe.resolve() != (out_dir / PROBE_FILE).resolve():
+        atomic_write_text(out_dir / PROBE_FILE, probe.read_text())
+    return path
+
+
+DEFINITIONS = """## Definitions
+
+- **headline**: one row per configuration (strategy / loss / engine) at the largest process count it ran (`P` lists
+  them all), over its seeds and repeats: mean [95 % Student-t interval] (n draws). `checks` states the equivalences verified on these very runs: *replicas
+  identical* (the ranks of every data-parallel group ended with bitwise-equal weights), *same model on P=...* (the
+  saved generator is bitwise the same on every process count: expected of label-partitioned training at P <= C and of
+  cellular training, whose results do not depend on placement), *same model as ENGINE* (another engine produced the
+  bitwise-same generator). A check that fails is in capitals.
+- **time to target**: training-window seconds at which the generator first met `metrics.target` under the named
+  network and n, read at the scored snapshots (`metrics.curve_points` evenly spaced over the window, plus the end), so
+  the curve's spacing is its resolution; with `train.stop_at_target` training ends there and scoring pauses the clock
+  (`eval_s`). "not reached" gives the best value the curve got to.
+- **has not learned**: IS within 5 % of 1, or a pixel standard deviation across samples below 0.05 (all samples
+  alike), or FID above 0.9 times the untrained generator's (the suite's generator at its seeded initialisation, scored
+  once per dataset, network and n and cached as `untrained_fid`).
+- **training window**: from a barrier after all set-up and warm-up steps to a barrier after every rank's last training
+  step. **train_s** is its length (the slowest rank's). Set-up (engine, data, networks, broadcasts, engine wrappers,
+  feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
+  cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
+  enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
+  the window (it is part of the algorithm). With `train.budget_s` every run's window is that long and speedups
+  compare images/s.
+- **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
+  number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P.
+- **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / a block of cells
+  per rank). Efficiency E = T(1)/T(P); 1.0 is ideal. Where the work per rank differs (classes of unequal size, a
+  cellular neighbourhood that grows with the grid) a warning says so and **efficiency_work** = per-rank images/s at P
+  over P=1's compares the rate of work instead.
+- **where efficiency went** (both scaling tables): **comm_share**, the window's share blocked on communication, and
+  **compute_slowdown**, a rank's computation seconds per image at P over P=1's. Above 1 the ranks compute slower than
+  one rank alone: smaller per-rank batches (strong scaling), or ranks slowing each other through shared cores,
+  caches, memory bandwidth or clock boost. Runs that move no bytes (label-partitioned at P <= C) lose efficiency
+  only this way.
+- **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
+  and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
+- **seed and repeat**: a seed is another training draw (quality varies with it; compared over seeds), a repeat re-runs
+  the same seed (timing varies with it). **mean ± std** and **[lo, hi]**: over the draws, the bracket the 95 %
+  Student-t interval of the mean. Without a P=1 run a speedup is not computed (n/a).
+- **significant**: a finding names a winner only where Welch's t-test (unequal variances; not Mann-Whitney's U, whose
+  smallest two-sided p with 3 draws a side is 0.1) finds the winner better than every other configuration at 5 %,
+  Holm-corrected for the several comparisons; otherwise it says "no significant difference" and gives the intervals.
+  One draw a side is never a verdict.
+- **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
+  shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
+- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver, and a
+  `fingerprint` digest of them; `numerics`, a digest of one fixed forward and backward pass on the run's device and
+  threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
+- **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
+  summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
+  interval of the mean step time.
+- **step_p50 / step_p95 / step_mean ± step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
+  percentile (from a uniform sample of at most 4,096 steps per rank), mean and the half-width of its 95 % confidence
+  interval (Student t, steps treated as independent).
+- **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the window: fetching data,
+  computing, and blocked waiting on communication that computation did not hide. `comm_share` =
+  comm_wait_s / step_s. On GPUs these are read from CUDA events on the device's stream, lazily, so an asynchronous
+  NCCL collective is counted where the stream waits for it. `comm_mb` and `comm_s` count all collective payload
+  bytes (summed over ranks) and blocked seconds (mean over ranks) in the window; gathering results afterwards is not
+  counted.
+- **FLOP/s**: `gflop_per_step` is one step of one rank counted once (first warm-up step) by
+  `torch.utils.flop_counter` (matrix products and convolutions, forward and backward); `achieved_gflops` is that times
+  the rank's window steps over their step time; `fraction_of_peak` divides by the peak named under the table (a
+  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads).
+- **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
+  window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
+  the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
+- **IS / FID / KID**: always with the ruler that produced them, its name and the pinned sha256 of its weights file
+  (`inception`: pytorch-fid's InceptionV3; `inception(fid-trunk)`: the same network's FID trunk, no IS;
+  `classifier:<dataset>`: the suite's CNN, trained once and pinned) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
+  training split). Numbers from different networks are never compared. IS is the mean ± std over `splits×n` (10
+  splits of n/10 samples; small splits bias IS low). FID is given only where `n` and `n_real` both exceed the
+  network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
+  with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel
+  k(x, y) = (x·y/d + 1)³, mean ± std over `subsets×n` random subsets (100 subsets of half the smaller sample, at
+  most 1000); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
+- **per-class scores**: the samples of one class against every real image of that class in the split (`n` and
+  `n_real` per class), FID where both exceed the feature dimensions (`metric: fid`), KID otherwise (`metric: kid`),
+  nothing below 10 samples. Two bases, in separate tables and columns: *by generated label* (conditional,
+  label-partitioned and per-class models: the label each sample was generated for) and *by predicted class*
+  (unconditional models: the class the suite classifier predicts). The second is biased low: the classifier
+  picks the samples that look like a class, so it is never compared with the first.
+- **TVD**: total variation distance between the classifier's predicted-class histogram of the samples and the
+  real class distribution (0: every class covered in proportion; mode coverage as in Lipizzaner).
+- **label_acc**: fraction of label-conditioned samples that the classifier assigns to their label.
+"""

@@ -1,0 +1,336 @@
+"""The report's image quality: scores per ruler, summaries over seeds, quality over training time and
+the papers' numbers beside ours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from ...config.registry import STRATEGIES
+from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
+from ..findings import config_name
+from ..markdown import NA, details, given, markdown_table, pm, significant, spread
+from ..plots import file_slug, plot_quality_curves
+from ..verdicts import summarise
+
+
+def scored_models(records: list[dict]) -> Iterator[tuple[str, dict, dict]]:
+    """(run id shown, record, quality) for every scored model: the run's, and cellular's best cell."""
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        if r.get("quality"):
+            yield r["run_id"] + (" (best mixture)" if r.get("quality_best_cell") else ""), r, r["quality"]
+        if r.get("quality_best_cell"):
+            yield r["run_id"] + " (best cell)", r, r["quality_best_cell"]
+
+
+def class_set(q: dict) -> str | None:
+    """The real classes a model was scored against, e.g. ``0-9 of 10`` or ``0,3 of 10``."""
+    classes = q.get("classes")
+    if not classes:
+        return None
+    contiguous = classes == list(range(classes[0], classes[-1] + 1))
+    shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
+    return f"{shown} of {q['num_classes']}"
+
+
+def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
+    """The markdown columns of a scores table: IS and KID with their spread and counts, per-class KID by basis."""
+    shown = pd.DataFrame(
+        {
+            "run_id": scores["run_id"],
+            "procs": scores["procs"],
+            "seed": scores["seed"],
+            "classes": scores["classes"],
+            "n": scores["n"],
+            "n_real": scores["n_real"],
+        }
+    )
+    shown["IS (splits×n)"] = [
+        spread(*v) for v in zip(scores["is_mean"], scores["is_std"], scores["is_splits"], scores["is_split_n"])
+    ]
+    shown["fid"] = scores["fid"]
+    shown["KID (subsets×n)"] = [
+        spread(*v) for v in zip(scores["kid_mean"], scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])
+    ]
+    for field, basis in PER_CLASS_BASES.items():
+        shown[f"per-class KID by {basis}"] = [
+            f"{significant(m)} ({k} classes, n {n})" if given(m) else NA
+            for m, k, n in zip(scores[f"{field}_kid_mean"], scores[f"{field}_scored"], scores[f"{field}_n"])
+        ]
+    shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
+    return shown
+
+
+def _per_class_rows(name: str, scores: dict) -> list[dict]:
+    return [
+        {
+            "run_id": name,
+            "class": c,
+            "n": e["n"],
+            "n_real": e["n_real"],
+            "metric": e["metric"],
+            "fid": e["fid"],
+            **{k: e[k] for k in KID_FIELDS},
+            "note": e["note"],
+        }
+        for c, e in scores.items()
+    ]
+
+
+def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
+    """Per ruler: (scores table, {per-class field: per-class table}). Rulers are never mixed.
+
+    A ruler is a network name, and its hash where one name comes with several hashes.
+
+    Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
+    basis (:data:`suite.records.results.PER_CLASS_BASES`), never merged into one column.
+    """
+    by_net: dict[str, list[tuple[str, dict, dict]]] = {}
+    hashes: dict[str, set[str]] = {}
+    for _, _, q in scored_models(records):
+        hashes.setdefault(q["features"], set()).add(q.get("ruler_sha256") or "")
+    for name, r, q in scored_models(records):
+        key = q["features"] + (f" {q['ruler_sha256'][:12]}" if len(hashes[q["features"]]) > 1 and q.get("ruler_sha256") else "")
+        by_net.setdefault(key, []).append((name, r, q))
+    tables = {}
+    for net, models in sorted(by_net.items()):
+        scores: list[dict] = []
+        per_class: dict[str, list[dict]] = {field: [] for field in PER_CLASS_BASES}
+        for name, r, q in models:
+            row = {
+                "run_id": name,
+                "config": config_name(r) + (" (best cell)" if name.endswith("(best cell)") else ""),
+                "strategy": r["strategy"],
+                "procs": r["procs"],
+                "seed": r.get("seed"),
+                "scaling": r.get("scaling"),
+                "ruler_sha256": q.get("ruler_sha256"),
+                "classes": class_set(q),
+                "n": q["n"],
+                "n_real": q["n_real"],
+                "feature_dim": q.get("feature_dim"),
+                "is_mean": q["is_mean"],
+                "is_std": q["is_std"],
+                "is_splits": q.get("is_splits"),
+                "is_split_n": q.get("is_split_n"),
+                "fid": q["fid"],
+                "fid_note": q.get("fid_note"),
+                **{k: q.get(k) for k in KID_FIELDS},
+            }
+            for field in PER_CLASS_BASES:
+                summary = per_class_summary(q.get(field)) or {}
+                row[f"{field}_kid_mean"] = summary.get("kid_mean")
+                row[f"{field}_scored"] = f"{summary['scored']}/{summary['classes']}" if summary else None
+                row[f"{field}_n"] = f"{summary['n_min']}-{summary['n_max']}" if summary else None
+                per_class[field] += _per_class_rows(name, q.get(field) or {})
+            scores.append({**row, "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note")})
+        tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})
+    return tables
+
+
+SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "label_acc"}
+"""Scores summarised over seeds (record field -> column title)."""
+
+
+def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, scaling and process count: n seeds, and mean, std and 95 % interval of each score over them.
+
+    A seed's repeats are averaged first: they retrain the same model, so they are not independent draws.
+    """
+    rows = []
+    keyed = scores.assign(seed_key=scores["seed"].fillna(-1))
+    for (config, scaling, procs), part in keyed.groupby(["config", "scaling", "procs"], sort=True):
+        seeds = part.groupby("seed_key")  # repeats of one seed train the same model: one value per seed
+        row: dict[str, Any] = {
+            "config": config,
+            "scaling": scaling,
+            "procs": procs,
+            "seeds": ",".join(str(int(s)) for s in sorted(part["seed"].dropna().unique())),
+        }
+        for field in SEED_METRICS:
+            summary = summarise(seeds[field].mean())
+            interval = summary.interval if summary else None
+            row.update(
+                {
+                    f"{field}_n": summary.n if summary else 0,
+                    f"{field}_mean": summary.mean if summary else None,
+                    f"{field}_std": summary.std if summary else None,
+                    f"{field}_ci95_lo": interval[0] if interval else None,
+                    f"{field}_ci95_hi": interval[1] if interval else None,
+                    f"_{field}_text": summary.text(2 if field == "label_acc" else 3) if summary else NA,
+                }
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
+
+
+PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
+
+
+def _protocol_differences(r: dict, q: dict) -> str:
+    """Where a run's IS differs from seed 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
+    notes = []
+    if q["features"] != "inception":
+        notes.append(f"network {q['features']}, not Inception: not comparable")
+    if q["is_mean"] is None:
+        notes.append(f"no IS ({q.get('is_note')})")
+    classes = q.get("classes")
+    if classes and len(classes) < q["num_classes"]:
+        notes.append(
+            f"{len(classes)} of {q['num_classes']} classes (paper: all): IS grows with the classes sampled, not comparable"
+        )
+    if q["n"] < PAPER_MIN_IS_SAMPLES:
+        split = f" in {q['is_splits']} splits of {q['is_split_n']}" if q.get("is_splits") else ""
+        notes.append(f"n={q['n']}{split} (paper: thousands): small splits bias IS low")
+    if r.get("epochs") != PAPER_EPOCHS:
+        notes.append(f"epochs {r.get('epochs')} (paper: {PAPER_EPOCHS})")
+    if r.get("critic_norm", "batch") != "batch":
+        notes.append(f"discriminator norm {r['critic_norm']} (tables: batch)")
+    return "; ".join(notes) or "same protocol"
+
+
+def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
+    lines.append("## Papers' numbers (not measured here)\n")
+    lines.append(
+        "Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
+        "networks and training budgets; they are never mixed into the measured columns above.\n"
+    )
+    inception = baselines / "seed000_inception_scores.csv"
+    if inception.is_file():
+        paper = pd.read_csv(inception)
+        datasets = {(r.get("dataset") or {}).get("name") for r in records if r.get("status") == "ok"}
+        shown = paper[paper["dataset"].isin(datasets)]
+        note = (
+            ""
+            if not shown.empty
+            else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
+        )
+        shown = paper if shown.empty else shown
+        lines.append(f"**Seed 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
+        lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
+        lines.append(
+            "Seed 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
+            f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
+            "distributed DC-CGAN to `label_partitioned` with loss `bce`. Each of our rows below says where its "
+            "protocol differs from the paper's; only a row without such a difference is comparable.\n"
+        )
+        ours = []
+        for name, r, q in scored_models(records):
+            model = STRATEGIES[r["strategy"]].paper_models.get(r["loss"]) if r["strategy"] in STRATEGIES else None
+            dataset = (r.get("dataset") or {}).get("name")
+            row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
+            if model is None or row.empty:
+                continue
+            ours.append(
+                {
+                    "run_id": name,
+                    "model": model,
+                    "IS (ours)": spread(q["is_mean"], q["is_std"], q.get("is_splits"), q.get("is_split_n")),
+                    "IS (paper)": pm(float(row["is_mean"].iloc[0]), float(row["is_std"].iloc[0])),
+                    "network": q["features"],
+                    "n": q["n"],
+                    "classes": class_set(q),
+                    "differences from the paper's protocol": _protocol_differences(r, q),
+                }
+            )
+        if ours:
+            lines.append("**Our runs beside them**\n")
+            lines.append(markdown_table(pd.DataFrame(ours)))
+    speedups = baselines / "seed001_cellular_speedups.csv"
+    if speedups.is_file() and any(r.get("strategy") == "cellular" for r in records):
+        lines.append("**Seed 001, cellular training speedups on MNIST (paper's summary table)**\n")
+        lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+
+
+def quality_over_time_section(records: list[dict], out_dir: Path) -> list[str]:
+    timed = [r for r in records if r.get("status") == "ok" and r.get("time_to_target")]
+    plots = plot_quality_curves(records, out_dir)
+    if not plots and not timed:
+        return []
+    lines = ["## Quality over training time\n"]
+    lines += [f"![quality against time]({name})\n" for name in plots]
+    if timed:
+        t = timed[0]["time_to_target"]
+        rows = [
+            {
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "reached": r["time_to_target"]["reached"],
+                "time_to_target_s": r["time_to_target"]["clock_s"],
+                "step": r["time_to_target"]["step"],
+                "best": r["time_to_target"]["best"],
+                "points": r["time_to_target"]["points"],
+            }
+            for r in timed
+        ]
+        table = pd.DataFrame(rows)
+        table.to_csv(out_dir / "time_to_target.csv", index=False)
+        lines.append(
+            f"Time to {t['metric'].upper()} <= {t['target']:g} ({t['features']}, n={t['n']}): training-window "
+            "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
+            "pauses are not counted).\n"
+        )
+        lines.append(details("Time to target, every run", markdown_table(table)))
+    return lines
+
+
+def quality_section(records: list[dict], out_dir: Path) -> list[str]:
+    lines = ["## Image quality\n"]
+    quality = quality_tables(records)
+    if not quality:
+        return lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"]
+    for net, (scores, per_class) in quality.items():
+        slug = file_slug(net)
+        scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
+        detail = next(
+            r["quality"]["features_detail"]
+            for r in records
+            if r.get("quality", {}) and r["quality"]["features"] == net.split(" ")[0]
+        )
+        dims = scores["feature_dim"].dropna()
+        digests = sorted({d for d in scores["ruler_sha256"] if isinstance(d, str)})
+        lines.append(
+            f"### Ruler `{net}`\n\n{detail}"
+            + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "")
+            + (f"; weights sha256 `{digests[0]}`" if len(digests) == 1 else "")
+            + ".\n"
+        )
+        summary = quality_over_seeds(scores)
+        summary.drop(columns=[c for c in summary.columns if c.startswith("_")]).to_csv(
+            out_dir / f"quality_over_seeds_{slug}.csv", index=False
+        )
+        lines.append(
+            "Over seeds (each seed a separate training draw): mean [95 % Student-t interval] (n seeds). "
+            "Per-seed values follow, and are in the CSVs.\n"
+        )
+        shown = summary[["config", "scaling", "procs", "seeds"]].copy()
+        for field, title in SEED_METRICS.items():
+            shown[title] = summary[f"_{field}_text"]
+        lines.append(markdown_table(shown))
+        lines.append(details("Per run (each seed)", markdown_table(_quality_display(scores))))
+        for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
+            lines.append(f"IS n/a: {note}.\n")
+        for run_id, note in zip(scores["run_id"], scores["fid_note"]):
+            if isinstance(note, str):
+                lines.append(f"FID n/a for {run_id}: {note}.\n")
+        for field, basis in PER_CLASS_BASES.items():
+            table = per_class[field]
+            if table.empty:
+                continue
+            table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
+            table = table.assign(KID=[spread(m, s) for m, s in zip(table["kid_mean"], table["kid_std"])])
+            lines.append(
+                details(
+                    f"Per-class scores by {basis}",
+                    markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]]),
+                )
+            )
+    return lines

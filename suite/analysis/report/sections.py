@@ -1,0 +1,262 @@
+"""The report's other sections, each a list of markdown lines (and its CSVs written into the report folder):
+the headline, scaling, where the time goes, engines, samples, environment and runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from ...records.results import SAMPLES_FILE
+from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
+from ..markdown import NA, details, markdown_table, pm
+from ..plots import plot_scaling
+from .tables import (
+    cellular_phase_table,
+    communication_table,
+    engine_comparison_table,
+    environment_tables,
+    machine_note,
+    settings_text,
+    step_table,
+    sweep_warnings,
+    time_table,
+    trace_table,
+    utilization_table,
+)
+
+
+def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
+    """Engine settings of every run, the engine comparison, and links to traces."""
+    lines.append("## Engines\n")
+    settings = pd.DataFrame(
+        [
+            {
+                "run_id": r["run_id"],
+                "engine": r["engine"],
+                "traced": bool(r.get("traced")),
+                "settings": settings_text(r.get("engine_settings")),
+            }
+            for r in records
+            if r.get("status") == "ok"
+        ],
+        columns=["run_id", "engine", "traced", "settings"],
+    )
+    settings.to_csv(out_dir / "engine_settings.csv", index=False)
+    lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
+    lines.append(markdown_table(settings))
+    comparison = engine_comparison_table(records)
+    comparison.to_csv(out_dir / "engine_comparison.csv", index=False)
+    if not comparison.empty:
+        lines.append("### Engine comparison\n")
+        lines.append(
+            "One strategy on several engines (same loss, processes, scaling and dataset), averaged over repeats. "
+            "`vs_baseline` is images/s over the first row of its group (Horovod where it ran); `same_model`: "
+            "the trained weights are bitwise the baseline's (expected at 2 ranks, where every engine sums the "
+            "same two numbers; with more ranks the summation order differs between engines).\n"
+        )
+        lines.append(markdown_table(comparison))
+    traces = trace_table(records, results_dir, out_dir)
+    traces.to_csv(out_dir / "traces.csv", index=False)
+    if not traces.empty:
+        lines.append("### Traces\n")
+        lines.append(
+            "`trace-rank<N>.json`: torch.profiler, a few steady window steps of rank N; `horovod-timeline.json`: "
+            "Horovod's timeline (rank 0); both Chrome-trace JSON for https://ui.perfetto.dev, chrome://tracing or "
+            "Holistic Trace Analysis. `deepspeed-comms.*`: DeepSpeed's communication log; `horovod-autotune.csv`: "
+            "the autotuner's samples. **Timings of traced runs include the tracing overhead**: compare engines "
+            "on untraced runs.\n"
+        )
+        lines.append(markdown_table(traces))
+
+
+def headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str, pd.DataFrame]) -> list[str]:
+    """The first screen: one row per strategy, what the numbers support, and what to distrust."""
+    table = headline(records, scaling)
+    lines = ["## Headline\n"]
+    if table.empty:
+        return lines + ["_No run finished: nothing to compare (see Runs below)._\n"]
+    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
+    lines.append(
+        "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
+        "(each a separate training draw): every number is the mean, its 95 % Student-t interval in brackets and "
+        "the number of draws (speedup: one per P-run, against the mean P=1 time). `fid` is the final model's; "
+        "`fid_at_equal_time` the FID every strategy had at the same training time (the last point of its quality "
+        "curve by then), the fixed-budget view (n/a for label-partitioned runs whose class GANs train one after another "
+        "on a rank: their first curve point with every class trained comes late in the window); `time_to_target` the training time to the quality target. The "
+        "ruler (network, the first 12 digits of its sha256, samples) is in `quality`; `checks`: the equivalences "
+        "verified on these runs. A strategy is called better than another below only where Welch's t-test over "
+        "the draws says so at 5 % (Holm-corrected); otherwise the finding says there is no significant difference.\n"
+    )
+    lines.append(markdown_table(shown))
+    for sentence in findings(table, records, scaling):
+        lines.append(f"- {sentence}")
+    lines.append("")
+    warnings = not_learned_warnings(records) + sweep_warnings(frame)
+    if warnings:
+        lines.append("**Warnings:**\n")
+        lines.extend(f"- {w}" for w in warnings)
+        lines.append("")
+    return lines
+
+
+def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
+    lines = ["## Scaling\n"]
+    for kind, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
+        table = scaling[kind]
+        table.to_csv(out_dir / f"{kind}_scaling.csv", index=False)
+        lines.append(f"### {title}\n")
+        if table.empty:
+            lines.append(f"_No {kind}-scaling runs in these results._\n")
+            continue
+        shown = table.assign(
+            train_s=[pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
+            images_per_s=[pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
+            speedup=[pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])],
+        )
+        columns = (
+            [
+                "config",
+                "procs",
+                "runs",
+                "threads_per_rank",
+                "train_s",
+                "images_per_s",
+                "images_per_s_per_rank",
+                "work_images_per_rank",
+                "speedup",
+                "efficiency",
+            ]
+            + (["efficiency_work"] if kind == "weak" else [])
+            + ["comm_share", "compute_slowdown", "note"]
+        )
+        lines.append(markdown_table(shown[columns]))
+        lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
+    both = pd.concat([table.assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True)
+    both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
+    return lines
+
+
+def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:
+    """Where the time goes: outside the window, inside a step, on communication, on the GPU."""
+    lines = ["## Where the time goes\n"]
+    times = time_table(frame)
+    times.to_csv(out_dir / "time.csv", index=False)
+    if not times.empty and times["wall_s"].sum() > 0:  # records without launch times (hand-made) have no wall time
+        total = times["wall_s"].sum()
+        sums = {
+            c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")
+        }
+        lines.append(
+            f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
+            f"({sums['train_s'] / total:.0%}) were inside training windows; set-up {sums['setup_s']:.0f} s, "
+            f"warm-up {sums['warmup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
+            f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
+            f"{sums['other_s']:.0f} s.\n"
+        )
+        lines.append(details("Time per run, by phase", markdown_table(times)))
+    steps = step_table(frame)
+    steps.to_csv(out_dir / "step_time.csv", index=False)
+    peaks = "".join(f"Peak: {source}.\n" for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}))
+    if not steps.empty:
+        lines.append(
+            details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)
+        )
+    comm = communication_table(frame)
+    comm.to_csv(out_dir / "communication.csv", index=False)
+    body = markdown_table(comm)
+    phases = cellular_phase_table(records)
+    if not phases.empty:
+        phases.to_csv(out_dir / "cellular_phases.csv", index=False)
+        body += (
+            "\nCellular runs, seconds per rank in each phase of the window's iterations (mean over ranks; `exchange` is "
+            "the neighbour exchange, the rest is computation; mixture scoring is part of the algorithm):\n\n"
+            + markdown_table(phases)
+        )
+    lines.append(details("Communication share", body))
+    util = utilization_table(frame)
+    util.to_csv(out_dir / "gpu_utilization.csv", index=False)
+    if not util.empty and util["gpu_util_mean"].isna().all():
+        devices = ", ".join(sorted({str(d) for d in util["device"]}))
+        lines.append(f"**GPU utilization:** all runs ran on CPUs ({devices}): n/a, not measured and not estimated.\n")
+    else:
+        lines.append("### GPU utilization\n")
+        lines.append(markdown_table(util))
+    return lines
+
+
+def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> list[str]:
+    """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded."""
+    samples_dir = out_dir / "samples"
+    shown, folded = [], []
+    by_config: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("status") == "ok" and (results_dir / r["run_id"] / SAMPLES_FILE).is_file():
+            by_config.setdefault(config_name(r), []).append(r)
+            samples_dir.mkdir(exist_ok=True)
+            shutil.copyfile(results_dir / r["run_id"] / SAMPLES_FILE, samples_dir / f"{r['run_id']}.png")
+    for name, runs in sorted(by_config.items()):
+        main, _ = main_runs(runs)
+        first = min(main, key=lambda r: r.get("repeat", 0))
+        shown.append(f'| {name} | <img src="samples/{first["run_id"]}.png" width="200" title="{first["run_id"]}"> |')
+        folded += [f'<img src="samples/{r["run_id"]}.png" width="120" title="{r["run_id"]}">' for r in runs if r is not first]
+    if not shown:
+        return []
+    lines = [
+        "## Samples\n",
+        "Each strategy at its largest P; conditional and label-partitioned models show one row per class.\n",
+        "| strategy | samples |",
+        "|---|---|",
+        *shown,
+        "",
+    ]
+    if folded:
+        lines.append(details("Samples of every other run", " ".join(folded)))
+    return lines
+
+
+def environment_section(records: list[dict], out_dir: Path) -> list[str]:
+    common, varying = environment_tables(records)
+    common.to_csv(out_dir / "environment.csv", index=False)
+    lines = ["## Environment\n", machine_note(records) + "\n", "Shared by every run:\n", markdown_table(common)]
+    if not varying.empty:
+        varying.to_csv(out_dir / "environment_per_run.csv", index=False)
+        lines.append(details("What differs between runs", markdown_table(varying)))
+    return lines
+
+
+def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
+    runs = frame[
+        [
+            "run_id",
+            "status",
+            "strategy",
+            "engine",
+            "loss",
+            "procs",
+            "scaling",
+            "grid",
+            "dataset",
+            "steps",
+            "global_batch",
+            "threads_per_rank",
+            "wall_s",
+            "train_s",
+            "images_per_s",
+            "error",
+        ]
+    ]
+    runs.to_csv(out_dir / "runs.csv", index=False)
+    failed = runs[~runs["status"].isin(("ok", "diverged"))]  # diverged runs have their own section
+    shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
+    lines = ["## Runs\n"]
+    if not failed.empty:
+        lines.append(
+            f"**{len(failed)} run(s) failed:** "
+            + "; ".join(f"{rid}: {str(err).splitlines()[0][:160]}" for rid, err in zip(failed["run_id"], failed["error"]))
+            + "\n"
+        )
+    lines.append(details(f"All {len(runs)} runs", markdown_table(shown)))
+    return lines

@@ -1,0 +1,411 @@
+"""The report's tables of time, throughput, scaling, communication, utilisation, engines and environment,
+built from the flat frame of records (:func:`suite.records.results.load_records`) or the records themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ...records.results import trace_files
+from ..markdown import NA
+
+
+def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
+    """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] [grid or block]."""
+    parts = frame["strategy"] + " / " + frame["loss"] + " / " + frame["engine"]
+    if "label" in frame:
+        parts = parts + frame["label"].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
+    if scaling == "strong":
+        parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
+    else:
+        parts = parts + frame["cells_per_rank"].map(
+            lambda k: f" / {int(k)} cell{'s' if k > 1 else ''} per rank" if pd.notna(k) else ""
+        )
+    return parts
+
+
+def mean_of_lists(values: Iterable[Any]) -> float | None:
+    """The mean of the numbers among ``values`` (None when there are none)."""
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return float(np.mean(numbers)) if numbers else None
+
+
+def threads_text(values: Iterable[Any]) -> str:
+    distinct = sorted({int(v) for v in values if pd.notna(v)})
+    return ",".join(map(str, distinct)) if distinct else NA
+
+
+def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
+    """Time, throughput, work, speedup and efficiency per configuration and process count.
+
+    Strong scaling: S(P) = T(1)/T(P), E = S/P. Weak scaling: E = T(1)/T(P) (S is not defined)
+    and, because the work per rank may differ between process counts (unequal classes, growing
+    neighbourhoods), the work-normalised ``efficiency_work``: images/s per rank at P over P=1's.
+    T is ``train_s`` (the training window of the slowest rank), averaged over repeats. Without
+    an ok P=1 run, S and E are n/a and the ``note`` column says so.
+
+    Where efficiency went: ``comm_share`` (the window's share blocked on communication) and
+    ``compute_slowdown``, a rank's computation time per image at P over P=1's (above 1: smaller
+    per-rank batches, or ranks slowing each other through shared cores, caches or memory).
+    """
+    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
+    columns = [
+        "config",
+        "procs",
+        "runs",
+        "threads_per_rank",
+        "oversubscribed",
+        "train_s_mean",
+        "train_s_std",
+        "images_per_s_mean",
+        "images_per_s_std",
+        "images_per_s_per_rank",
+        "work_images_per_rank",
+        "speedup",
+        "speedup_std",
+        "efficiency",
+        "efficiency_work",
+        "comm_share",
+        "compute_slowdown",
+        "note",
+    ]
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    ok["config"] = config_label(ok, scaling)
+    ok["work_images"] = ok["work_images_per_rank"].map(lambda v: mean_of_lists(v) if isinstance(v, list) else None)
+    ok["compute_per_image"] = [
+        _compute_per_image(*args) for args in zip(ok["compute_s"], ok["work_images_per_rank"], ok["work_steps_per_rank"])
+    ]
+    grouped = (
+        ok.groupby(["config", "procs"], sort=True)
+        .agg(
+            runs=("run_id", "count"),
+            threads_per_rank=("threads_per_rank", threads_text),
+            oversubscribed=("oversubscribed", lambda v: bool(v.fillna(False).astype(bool).any())),
+            train_s_mean=("train_s", "mean"),
+            train_s_std=("train_s", "std"),
+            images_per_s_mean=("images_per_s", "mean"),
+            images_per_s_std=("images_per_s", "std"),
+            images_per_s_per_rank=("images_per_s_per_rank", "mean"),
+            work_images_per_rank=("work_images", "mean"),
+            comm_share=("comm_share", "mean"),
+            compute_per_image=("compute_per_image", "mean"),
+        )
+        .reset_index()
+    )
+    rows = []
+    for config, part in grouped.groupby("config", sort=True):
+        base = part[part["procs"] == 1]
+        repeats = ok[(ok["config"] == config)]
+        budgeted = repeats["budget_s"].notna().any()
+        for _, row in part.iterrows():
+            out = row.to_dict()
+            out.update(speedup=None, speedup_std=None, efficiency=None, efficiency_work=None, note="")
+            per_image = out.pop("compute_per_image")
+            base_per_image = None if base.empty else base["compute_per_image"].iloc[0]
+            out["compute_slowdown"] = per_image / base_per_image if per_image and base_per_image else None
+            if base.empty:
+                out["note"] = "no P=1 run: speedup and efficiency not computed"
+            elif budgeted:  # every run trained for the same time: compare the work done in it
+                ratio = row["images_per_s_mean"] / base["images_per_s_mean"].iloc[0]
+                rates = repeats[repeats["procs"] == row["procs"]]["images_per_s"].to_numpy(dtype=float)
+                spread = float(np.std(rates / base["images_per_s_mean"].iloc[0], ddof=1)) if len(rates) > 1 else None
+                out["note"] = "time-budgeted runs: ratio of images/s"
+            else:
+                t1 = float(base["train_s_mean"].iloc[0])
+                ratio = t1 / row["train_s_mean"]
+                # spread of T(1)/T(P) over the P-run repeats (T(1) taken as its mean)
+                times = repeats[repeats["procs"] == row["procs"]]["train_s"].to_numpy(dtype=float)
+                spread = float(np.std(t1 / times, ddof=1)) if len(times) > 1 else None
+            if not base.empty:
+                if scaling == "strong":
+                    out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"])
+                else:
+                    rate1 = base["images_per_s_per_rank"].iloc[0]
+                    work = rate1 and row["images_per_s_per_rank"] and row["images_per_s_per_rank"] / rate1
+                    out.update(efficiency=ratio / row["procs"] if budgeted else ratio, efficiency_work=work or None)
+            rows.append(out)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _compute_per_image(compute_s: Any, images: Any, steps: Any) -> float | None:
+    """Seconds of computation per image a rank put through in a window step (None when unknown)."""
+    if not isinstance(images, list) or not isinstance(steps, list) or not sum(steps) or pd.isna(compute_s):
+        return None
+    return float(compute_s) / (sum(images) / sum(steps)) if sum(images) else None
+
+
+def _distinct(column: pd.Series) -> list[int]:
+    """The distinct integer values of a column, sorted, missing ones left out."""
+    return sorted({int(v) for v in column if pd.notna(v)})
+
+
+def sweep_warnings(frame: pd.DataFrame) -> list[str]:
+    """What makes a sweep's points not comparable: mixed threads, oversubscription, unequal work."""
+    ok = frame[frame["status"] == "ok"]
+    warnings = []
+    for scaling in ("strong", "weak"):
+        part = ok[ok["scaling"] == scaling]
+        if part.empty:
+            continue
+        part = part.assign(config=config_label(part, scaling))
+        for config, runs in part.groupby("config", sort=True):
+            threads = _distinct(runs["threads_per_rank"])
+            if len(threads) > 1:
+                warnings.append(
+                    f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
+                    "its speedups mix more processes with fewer threads. Set `train.threads` or let the suite hold "
+                    "threads fixed (the default)."
+                )
+            over = runs[runs["oversubscribed"].fillna(False).astype(bool)]
+            for _, r in over.sort_values("procs").drop_duplicates("procs").iterrows():
+                warnings.append(
+                    f"{config} ({scaling}) at P={r['procs']}: {int(r['ranks_per_node'])} ranks x "
+                    f"{int(r['threads_per_rank'])} threads on {int(r['cores_per_node'])} cores is oversubscribed: "
+                    "its time measures contention, not scaling."
+                )
+            if scaling == "weak":
+                work = runs.groupby("procs")["work_images_per_rank"].agg(
+                    lambda v: mean_of_lists([x for lst in v if isinstance(lst, list) for x in lst])
+                )
+                if work.notna().all() and len(work) > 1 and work.max() > 1.01 * work.min():
+                    warnings.append(
+                        f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
+                        "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`."
+                    )
+                hoods = _distinct(runs["neighbourhood_size"])
+                if len(hoods) > 1:
+                    warnings.append(
+                        f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
+                        "so fitness and mixture work per cell grow too; for fixed work per rank use a block of cells "
+                        "per rank on grids of at least 3x3 (docs/scenarios.md, weak scaling)."
+                    )
+    return warnings
+
+
+def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = frame[frame["status"] == "ok"]
+    table = ok[
+        ["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+    ].copy()
+    table["comm_mb"] = table.pop("comm_bytes") / 2**20
+    return table[
+        ["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+    ]
+
+
+def step_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
+    ok = frame[frame["status"] == "ok"]
+    rows = []
+    for _, r in ok.iterrows():
+        ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "procs": r["procs"],
+                "threads_per_rank": r["threads_per_rank"],
+                "timed_steps": r["timed_steps"],
+                "step_p50": r["step_p50"],
+                "step_p95": r["step_p95"],
+                "step_mean": r["step_s"],
+                "step_ci95": r["step_ci95"],
+                "images_per_s": r["images_per_s"],
+                "images_per_s_lo": ci[0],
+                "images_per_s_hi": ci[1],
+                "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
+                "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
+                "fraction_of_peak": r["fraction_of_peak"],
+                "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
+                "peak_source": r["peak_source"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
+    ok = frame[frame["status"] == "ok"]
+    return ok[
+        [
+            "run_id",
+            "procs",
+            "device",
+            "gpu_util_mean",
+            "gpu_util_p95",
+            "gpu_mem_used_mb",
+            "gpu_mem_peak_mb",
+            "cpu_util_mean",
+            "host_mem_peak_mb",
+        ]
+    ].copy()
+
+
+def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
+    rows = [
+        {
+            "run_id": r["run_id"],
+            "procs": r["procs"],
+            "grid": "x".join(map(str, r["grid"])),
+            "cells_per_rank": r["cells_per_rank"],
+            **{phase: float(np.mean(values)) for phase, values in r["phases_s"].items()},
+        }
+        for r in records
+        if r.get("status") == "ok" and r.get("phases_s")
+    ]
+    return pd.DataFrame(rows)
+
+
+def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The environment once: (fields every run shares as item/value, the fields that differ per run)."""
+    rows = []
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        env = r.get("env") or {}
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "device": r.get("device"),
+                "launcher": r.get("launcher"),
+                "cores_per_node": r.get("cores_per_node"),
+                "ranks_per_node": r.get("ranks_per_node"),
+                "threads_per_rank": r.get("threads_per_rank"),
+                **{f"machine.{k}": v for k, v in (r.get("machine") or {}).items() if v is not None},
+                **{k: v for k, v in env.items() if v},
+            }
+        )
+    if not rows:
+        return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
+    frame = pd.DataFrame(rows).set_index("run_id")
+    varying = [c for c in frame.columns if frame[c].astype(str).nunique() > 1]
+    common = frame.drop(columns=varying).iloc[0]
+    return (
+        pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
+        frame[varying].reset_index() if varying else pd.DataFrame(),
+    )
+
+
+def machine_note(records: list[dict]) -> str:
+    """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
+    machines = {
+        (m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := r.get("machine"))
+    }
+    if not machines:
+        return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
+    kinds = sorted({str(f) for f, _ in machines})
+    numerics = sorted({str(n) for _, n in machines if n})
+    unknown = sum(1 for r in records if r.get("status") == "ok" and not r.get("machine"))
+    first = next(iter(machines.values()))
+    described = (
+        f"{first.get('gpu') or first.get('cpu_model')} ({first.get('cpu_capability')} kernels, torch {first.get('torch')})"
+    )
+    if unknown:
+        kinds.append(f"unknown for {unknown} runs recorded before schema 3")
+    if len(kinds) == 1 and len(numerics) <= 1:
+        return (
+            f"Every run on one kind of machine: {described}, fingerprint `{kinds[0]}`, numerics digest `{numerics[0] if numerics else 'n/a'}`. "
+            "Runs of the same settings and seed are expected to agree bit for bit; elsewhere, compare over seeds."
+        )
+    same = (
+        "the same numerics digest, so the same seed is still expected to agree bit for bit"
+        if len(numerics) == 1
+        else (
+            f"{len(numerics)} numerics digests: the same seed is NOT expected to give the same model across them (other kernels round "
+            "differently); compare their quality over seeds only"
+        )
+    )
+    return f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(f'`{k}`' for k in kinds)}) with {same}."
+
+
+def time_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where each run's wall time went: set-up, warm-up, the window, evaluation pauses, finalize, scoring."""
+    ok = frame[frame["status"] == "ok"]
+    table = ok[["run_id", "wall_s", "setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].copy()
+    parts = table[["setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].fillna(0).sum(axis=1)
+    table["other_s"] = (table["wall_s"] - parts).clip(lower=0)  # process start-up, imports, launcher
+    table["train_share"] = table["train_s"] / table["wall_s"]
+    return table
+
+
+def settings_text(settings: dict | None) -> str:
+    """An engine's settings as ``name=value`` pairs (mappings and lists as compact JSON; paths by file name)."""
+    if settings is None:
+        return NA
+    parts = []
+    for name, value in settings.items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, separators=(",", ":"))
+        elif name == "timeline" and value:
+            value = Path(value).name
+        parts.append(f"{name}={value}")
+    return ", ".join(parts) or "none"
+
+
+def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
+    """Configurations of one strategy (same loss, processes, scaling, dataset) on several engines, side by side.
+
+    One row per engine and label, averaged over repeats: step time, communication share and
+    images/s, images/s over the baseline's (``vs_baseline``: Horovod's first configuration where
+    one ran, else the first engine by name), whether every run's replicas were identical, and
+    whether the model is bitwise the baseline's (``same_model``: the first replica digests of
+    the first repeats agree; n/a for strategies that record none).
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r.get("status") == "ok":
+            key = (r["strategy"], r["loss"], r["procs"], r["scaling"], (r.get("dataset") or {}).get("name"))
+            groups.setdefault(key, []).append(r)
+    rows = []
+    for (strategy, loss, procs, scaling, dataset), runs in sorted(groups.items(), key=lambda item: str(item[0])):
+        if len({r["engine"] for r in runs}) < 2:
+            continue
+        configs: dict[tuple, list[dict]] = {}
+        for r in sorted(runs, key=lambda r: (r["engine"] != "horovod", r["engine"], r.get("label") or "", r["repeat"])):
+            configs.setdefault((r["engine"], r.get("label")), []).append(r)
+        baseline = next(iter(configs.values()))
+        base_rate = mean_of_lists(r.get("images_per_s") for r in baseline)
+        base_digest = (baseline[0].get("replica_digests") or [None])[0]
+        for (engine, label), rs in configs.items():
+            rates = [r["images_per_s"] for r in rs if r.get("images_per_s") is not None]
+            digest = (rs[0].get("replica_digests") or [None])[0]
+            identical = [r.get("replicas_identical") for r in rs if r.get("replicas_identical") is not None]
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "loss": loss,
+                    "procs": procs,
+                    "scaling": scaling,
+                    "dataset": dataset,
+                    "engine": engine,
+                    "label": label,
+                    "runs": len(rs),
+                    "threads_per_rank": threads_text(r.get("threads_per_rank") for r in rs),
+                    "traced": any(r.get("traced") for r in rs),
+                    "step_s": mean_of_lists((r.get("telemetry") or {}).get("step_s") for r in rs),
+                    "comm_share": mean_of_lists((r.get("telemetry") or {}).get("comm_share") for r in rs),
+                    "images_per_s": float(np.mean(rates)) if rates else None,
+                    "images_per_s_std": float(np.std(rates, ddof=1)) if len(rates) > 1 else None,
+                    "vs_baseline": float(np.mean(rates)) / base_rate if rates and base_rate else None,
+                    "replicas_identical": all(identical) if identical else None,
+                    "same_model": digest == base_digest if digest and base_digest else None,
+                    "settings": settings_text(rs[0].get("engine_settings")),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def trace_table(records: list[dict], results_dir: Path, out_dir: Path) -> pd.DataFrame:
+    """Per run with traces or engine logs in its folder: the files, as links relative to ``out_dir``."""
+    rows = []
+    for r in records:
+        files = trace_files(results_dir / r["run_id"])
+        if files:
+            links = ", ".join(f"[{f.name}]({os.path.relpath(f, out_dir)})" for f in files)
+            rows.append({"run_id": r["run_id"], "engine": r.get("engine"), "traced": bool(r.get("traced")), "files": links})
+    return pd.DataFrame(rows, columns=["run_id", "engine", "traced", "files"])

@@ -1,0 +1,46 @@
+"""The ``suite`` command: run | report | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
+
+Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
+run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that
+diverged (:mod:`suite.gan.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
+holds its results folder's lock (:mod:`suite.running.lock`) while it works there; SIGTERM or SIGINT
+stops it after stopping the current run's ranks and recording the run as interrupted, with
+exit code 143 or 130.
+
+The sub-commands live in :mod:`.running`, :mod:`.analysis` and :mod:`.quality`, their arguments in
+:mod:`.parser`; :func:`main` is the console script.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from .common import UsageError, log
+from .parser import build_parser
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    from ..config.scenario import ScenarioError
+    from ..gan.data import DataError
+    from ..measure.metrics.features import FeatureUnavailable
+    from ..running.launch import LaunchError
+
+    try:
+        return args.func(args)
+    except (UsageError, ScenarioError, LaunchError, DataError, FeatureUnavailable, FileNotFoundError, ValueError) as error:
+        if args.verbose:
+            log.exception("details")
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished runs keep their results (rerun with --resume)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -1,0 +1,154 @@
+"""Sub-commands that read records: ``suite report``, ``suite compare``, ``suite gate``, ``suite project`` and
+``suite probe`` (the network the projection uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import UsageError
+
+if TYPE_CHECKING:
+    from ..measure.network import Network
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..analysis.report import write_report
+
+    out = Path(args.out) if args.out else Path(args.results) / "report"
+    path = write_report(Path(args.results), out, baselines=Path(args.baselines) if args.baselines else None)
+    print(f"report written to {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..analysis.compare import compare, parse_tolerances, to_markdown
+
+    result = compare(
+        Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device
+    )
+    print(json.dumps(result.as_dict(), indent=2) if args.json else to_markdown(result))
+    return result.exit_code
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from ..analysis.gate import GateError, Settings, run_gate
+
+    settings = Settings(
+        scenario=Path(args.scenario),
+        out=Path(args.out),
+        baseline=args.baseline,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        min_pairs=args.min_pairs,
+        max_pairs=args.max_pairs,
+        max_minutes=args.max_minutes,
+        timeout=args.timeout,
+        allow_dirty=args.allow_dirty,
+        inject_slowdown=args.inject_slowdown,
+    )
+    try:
+        result = run_gate(settings)
+    except GateError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print((settings.out / "gate.md").read_text())
+    print(result.reason, file=sys.stderr)
+    return result.exit_code
+
+
+def _int_list(option: str, text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise UsageError(f"{option}: expected comma-separated positive integers such as 1,2,4,1024, got '{text}'")
+    return sorted(set(values))
+
+
+def _target_network(args: argparse.Namespace, out: Path) -> Network:
+    """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
+    import dataclasses
+
+    from ..measure.network import with_link
+    from ..running.probe import resolve
+
+    if (args.alpha is None) != (args.beta is None):
+        raise UsageError(f"--{'beta' if args.beta is None else 'alpha'}: give --alpha and --beta together")
+    if args.alpha is not None:
+        if args.network:
+            raise UsageError("--network: give either --network or --alpha and --beta, not both")
+        if args.alpha < 0 or args.beta < 0:
+            raise UsageError("--alpha/--beta: latency (s) and seconds per byte must not be negative")
+        net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
+    else:
+        net = resolve(args.network or "summit", out)
+    if args.ranks_per_node is not None:
+        if args.ranks_per_node < 1:
+            raise UsageError("--ranks-per-node: must be at least 1")
+        net = dataclasses.replace(net, ranks_per_node=args.ranks_per_node)
+    return net
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    from ..analysis.markdown import markdown_table
+    from ..analysis.projection.render import local_network, percent, run_projection, write_projection
+    from ..analysis.report import DEFAULT_BASELINES
+    from ..records.results import atomic_write_text, read_records
+
+    ranks = _int_list("--ranks", args.ranks)
+    fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
+    if args.compute_scale <= 0:
+        raise UsageError("--compute-scale: must be positive (0.01: a device 100 times faster than the measured one)")
+    source = Path(args.results)
+    records = read_records(source)  # a results folder, a report folder (its records.json) or a records file
+    results = source if source.is_dir() else source.parent  # where probe.json is looked for; the default --out
+    out = Path(args.out) if args.out else results / "projection"
+    net = _target_network(args, out)
+    result = run_projection(
+        records,
+        net,
+        local_network(results, args.probe),
+        ranks,
+        Path(args.baselines) if args.baselines else DEFAULT_BASELINES,
+        fit_procs,
+        args.allreduce,
+        args.compute_scale,
+    )
+    if result is None:
+        raise UsageError(
+            f"{source}: no run to fit: a fit needs an ok run with per-rank window times that is not "
+            "oversubscribed (ranks x threads within the node's cores)"
+        )
+    lines = write_projection(result, out)
+    path = out / "projection.md"
+    atomic_write_text(path, "\n".join([f"Results: `{source}` ({len(records)} runs).\n", *lines]))
+    shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
+    print(markdown_table(shown.assign(error=shown["error"].map(percent))))
+    print(f"projection on {net.describe()}\nwritten to {path}")
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import json
+
+    from ..measure.network import probe_network
+    from ..running.probe import run_probe
+
+    if args.np < 2:
+        raise UsageError("--np: the probe needs at least 2 processes")
+    path = run_probe(Path(args.out), args.np)
+    net = probe_network(path)
+    data = json.loads(path.read_text())
+    print(f"{net.describe()}")
+    for n, pp, ar, model in zip(data["sizes"], data["pingpong_s"], data["allreduce_s"], data["allreduce_model_s"]):
+        print(
+            f"{n:>10} B  one-way {pp * 1e6:10.1f} us  allreduce over {data['procs']}: measured {ar * 1e6:10.1f} us, model {model * 1e6:10.1f} us"
+        )
+    print(f"written to {path}")
+    return 0

@@ -1,0 +1,219 @@
+"""The ``suite`` command's arguments: one sub-parser per sub-command, each calling its ``cmd_*`` function."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config.registry import FEATURES
+from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report
+from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
+from .running import cmd_gpu_check, cmd_jobscript, cmd_run
+
+
+def _add_placement(p: argparse.ArgumentParser) -> None:
+    from ..running.launch import LAUNCHERS
+
+    g = p.add_argument_group("placement (cluster launchers)")
+    g.add_argument("--launcher", choices=LAUNCHERS, default="local", help="how to start the ranks (default: local processes)")
+    g.add_argument("--hosts", help="mpirun/horovodrun host list 'n1:4,n2:4', or a deepspeed hostfile")
+    g.add_argument("--nodes", type=int, default=1, help="nodes in the allocation (torchrun, deepspeed, srun)")
+    g.add_argument("--ranks-per-node", type=int, help="ranks per node (default: procs / nodes)")
+    g.add_argument("--gpus-per-rank", type=int, default=1, help="GPUs per rank (jsrun, srun; default 1)")
+    g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank (jsrun, srun)")
+    g.add_argument("--master-addr", help="rendezvous host for torchrun/deepspeed across nodes")
+    g.add_argument("--master-port", type=int, default=29500)
+    g.add_argument("--python", help="interpreter on the compute nodes (default: this one)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="suite", description="Reference benchmark suite for distributed GAN training.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a scenario's runs and record results")
+    p.add_argument("scenario", help="scenario YAML file, e.g. scenarios/smoke.yaml")
+    p.add_argument("--out", help="results folder (default results/<scenario name>)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write the run folders (run.json) and print the launch commands, without running them",
+    )
+    p.add_argument("--timeout", type=float, default=3600, help="seconds before a run is stopped and recorded as failed")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=60,
+        help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)",
+    )
+    p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="one log line per run instead of a progress bar (automatic when not in a terminal)",
+    )
+    _add_placement(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
+    p.add_argument("results", help="results folder written by suite run")
+    p.add_argument("--out", help="report folder (default RESULTS/report)")
+    p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
+    p.add_argument("new", help="results folder (or records JSON) to check")
+    p.add_argument("baseline", help="baseline: a results folder, a records JSON list, or a folder holding records.json")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        metavar="METRIC=PCT",
+        help="accepted worsening of a metric in %% of the baseline (comm_share: percentage points); repeatable; "
+        "the defaults are in docs/benchmarks-and-ci.md and in the tolerance column of the output",
+    )
+    p.add_argument("--allow-different-device", action="store_true", help="compare results from different devices anyway")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of markdown")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("sample", help="draw samples from a trained run into an .npz file")
+    p.add_argument("run_dir", help="a run folder (holding generator.pt)")
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output .npz (arrays: images, labels)")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("score", help="IS / FID / KID / per-class FID or KID / TVD of a run or of samples")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", help="a run folder: sample its model and score it")
+    src.add_argument("--samples", help=".npz with images (N, C, H, W) in [-1, 1] and optional labels")
+    p.add_argument("--dataset", help="real data to compare with (default: the run's)")
+    p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
+    p.add_argument("--split", default="train", choices=("train", "test"))
+    p.add_argument("--features", default="auto", choices=FEATURES.names())
+    p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
+    p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("ruler", help="make or list the pinned feature networks (rulers) that IS / FID / KID use")
+    ruler = p.add_subparsers(dest="ruler_command", required=True)
+    q = ruler.add_parser("train", help="train the suite classifier of a dataset once and pin its sha256")
+    q.add_argument("--dataset", required=True, help="digits, mnist, cifar10, cifar100 or imagenet")
+    q.add_argument("--image-size", type=int, default=20, help="the ruler's input size; images are resized to it (default 20)")
+    q.add_argument("--root", help="dataset folder (default $SUITE_DATA)")
+    q.add_argument("--seed", type=int, default=0)
+    where = q.add_mutually_exclusive_group()
+    where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
+    where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")
+    q.set_defaults(func=cmd_ruler_train)
+    q = ruler.add_parser("list", help="list the pinned rulers and check every file against its hash (exit 1 if one fails)")
+    q.set_defaults(func=cmd_ruler_list)
+
+    p = sub.add_parser(
+        "gate",
+        help="regression gate: this checkout against a baseline revision, paired and interleaved on this host",
+        description="Run the regression workload alternately from a baseline revision (a git worktree) and from this "
+        "checkout (A B B A ...), then test the per-pair ratios (Wilcoxon signed-rank) against a practical threshold. "
+        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 3 INCONCLUSIVE (too noisy to "
+        "tell), 2 bad input or a side whose workload failed. See docs/benchmarks-and-ci.md.",
+    )
+    p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
+    p.add_argument("--scenario", default="scenarios/gate.yaml", help="the workload (default scenarios/gate.yaml)")
+    p.add_argument("--out", default="results/gate", help="folder for the runs and gate.md (default results/gate)")
+    p.add_argument("--threshold", type=float, default=10.0, help="percent worse that counts as a regression (default 10)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument(
+        "--min-pairs", type=int, default=6, help="pairs before the first verdict (default 5, the fewest that can fail)"
+    )
+    p.add_argument("--max-pairs", type=int, default=12, help="pairs at most while undecided (default 12)")
+    p.add_argument("--max-minutes", type=float, default=15, help="no new pair once this would be exceeded (default 15)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per workload run before it counts as failed")
+    p.add_argument("--allow-dirty", action="store_true", help="measure the working tree with its uncommitted changes")
+    p.add_argument(
+        "--inject-slowdown",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="measurement knob: slow the candidate's steps by the fraction F (sets SUITE_TEST_SLOWDOWN; "
+        "used by ci/gate_error_rates.py to measure the detection rate)",
+    )
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("env", help="print versions and capabilities as JSON")
+    p.set_defaults(func=cmd_env)
+
+    p = sub.add_parser(
+        "gpu-check",
+        help="self-check of the GPU paths on this node: short runs of every strategy and engine on every GPU",
+        description="Train every strategy on every installed GPU engine for a few seconds at P = 1 and P = the visible "
+        "GPUs, then check each run: ok, ranks on distinct GPUs, NVML utilisation and memory plausible, CUDA-event "
+        "timings, quality scored on the GPU; writes gpu-check.md and gpu-check.json. Exit codes: 0 all checks "
+        "passed, 1 a check failed, 2 bad input, 4 skipped: no CUDA GPU visible (one line on stderr).",
+    )
+    p.add_argument("--out", default="results/gpu-check", help="folder for the report and the runs (default results/gpu-check)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before a run is stopped and recorded as failed")
+    p.set_defaults(func=cmd_gpu_check)
+
+    p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
+    p.add_argument("scenario")
+    p.add_argument("--scheduler", choices=("lsf", "slurm"), required=True)
+    p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
+    p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
+    p.add_argument(
+        "--walltime",
+        default="2:00:00",
+        help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (default 2:00:00; MM:SS is refused)",
+    )
+    p.add_argument("--account", help="project / account to charge")
+    p.add_argument("--queue", help="queue (LSF) or partition (Slurm)")
+    _add_placement(p)
+    p.set_defaults(func=cmd_jobscript)
+
+    from ..analysis.projection.fit import DEFAULT_RANKS
+    from ..measure.network import ALGORITHMS, PRESETS
+
+    p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
+    p.add_argument(
+        "results", help="results folder written by suite run, or a report folder or records.json written by suite report"
+    )
+    p.add_argument(
+        "--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)"
+    )
+    p.add_argument(
+        "--network", help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default summit)"
+    )
+    p.add_argument("--alpha", type=float, help="latency in seconds of one link everywhere (with --beta)")
+    p.add_argument("--beta", type=float, help="seconds per byte of that link (with --alpha)")
+    p.add_argument("--ranks-per-node", type=int, help="ranks per node of the projected network (default: the preset's)")
+    p.add_argument(
+        "--probe", help="probe file of the machine the runs were measured on (default RESULTS/probe.json, else the shm preset)"
+    )
+    p.add_argument("--fit-procs", help="fit on these process counts and predict the others (default: hold each out in turn)")
+    p.add_argument(
+        "--allreduce", choices=ALGORITHMS, default="best", help="allreduce algorithm of the model (default: the cheapest)"
+    )
+    p.add_argument(
+        "--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)"
+    )
+    p.add_argument("--out", help="output folder (default RESULTS/projection)")
+    p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
+    p.set_defaults(func=cmd_project)
+
+    p = sub.add_parser("probe", help="measure this machine's latency and bandwidth (MPI ping-pong and allreduce)")
+    p.add_argument(
+        "--out", default="probe.json", help="JSON file to write (default probe.json; RESULTS/probe.json is read by suite project)"
+    )
+    p.add_argument("--np", type=int, default=2, help="processes (default 2)")
+    p.set_defaults(func=cmd_probe)
+    return parser

@@ -1,0 +1,203 @@
+"""One registry per axis of a run: strategies, engines, losses and feature networks.
+
+Each entry registers its name and what it accepts; the scenario's validation, the CLI's
+choices, the launcher and the report read these registries instead of keeping lists of their
+own. An entry names its implementation as ``"module:attribute"`` and imports it only when a
+run builds it, so that validating a scenario or parsing the command line stays free of torch,
+MPI and the other heavy libraries.
+
+Adding an engine (or a strategy, a loss, a feature network) is one new module and one
+``register`` call below, e.g.::
+
+    ENGINES.register(EngineEntry("gloo", "suite.train.engines.gloo:GlooEngine", local_launcher="torchrun", launchers=("torchrun",)))
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Generic, Iterator, TypeVar
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What every registered name has: the name and where its implementation lives."""
+
+    name: str
+    """The name scenarios, the command line and records use."""
+    target: str | None = None
+    """``"module:attribute"`` of the implementation, imported on first use (None: nothing to build)."""
+
+    def load(self) -> Any:
+        """The implementation (imported now)."""
+        if self.target is None:
+            raise LookupError(f"{self.name} has no implementation of its own")
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+CARTESIAN = "cartesian"
+"""Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
+
+
+@dataclass(frozen=True)
+class EngineEntry(Entry):
+    """A communication engine; its class has ``from_run(run, launch, run_dir)``."""
+
+    local_launcher: str = "mpirun"
+    """The launcher ``suite run`` uses for this engine on one machine."""
+    launchers: tuple[str, ...] = ()
+    """Engine-specific launchers that can start it (the generic ones, mpirun, jsrun and srun, start every engine)."""
+    capabilities: frozenset[str] = frozenset()
+    """What the engine offers beyond the common interface, e.g. :data:`CARTESIAN`."""
+
+
+@dataclass(frozen=True)
+class StrategyEntry(Entry):
+    """A training strategy; its class takes ``(run, engine, data, telemetry, scratch)``."""
+
+    losses: tuple[str, ...] = ()
+    """The losses it trains with."""
+    default_loss: str = "bce"
+    """The loss used when a run entry names none."""
+    engines: tuple[str, ...] | None = None
+    """The engines it runs on (None: every engine that has the ``requires`` capabilities)."""
+    requires: frozenset[str] = frozenset()
+    """Engine capabilities it needs."""
+    splits: bool = False
+    """Whether its ranks train in groups smaller than the world (engines that prepare groups up front need to know)."""
+    data_parallel: bool = False
+    """Whether all ranks train one model together (the global batch is split over them; training can stop at a target)."""
+    paper_models: dict[str, str] = field(default_factory=dict)
+    """Seed 000's model that each of its losses reproduces, for the report."""
+
+
+@dataclass(frozen=True)
+class LossEntry(Entry):
+    """A GAN loss (:class:`suite.gan.losses.Loss` subclass), or a random draw among others (``draws``)."""
+
+    draws: tuple[str, ...] = ()
+    """For a loss drawn at random per batch or per cell: the losses it draws from."""
+
+
+@dataclass(frozen=True)
+class FeatureEntry(Entry):
+    """A feature network for IS, FID and KID; its builder takes the run's dataset settings (see :mod:`suite.measure.metrics.features`)."""
+
+
+E = TypeVar("E", bound=Entry)
+
+
+class Registry(Generic[E]):
+    """The entries of one axis, in registration order."""
+
+    def __init__(self, axis: str):
+        self.axis = axis
+        self._entries: dict[str, E] = {}
+
+    def register(self, entry: E) -> E:
+        """Add ``entry``; a name can be registered once."""
+        if entry.name in self._entries:
+            raise ValueError(f"{self.axis} '{entry.name}' is registered twice")
+        self._entries[entry.name] = entry
+        return entry
+
+    def names(self) -> tuple[str, ...]:
+        """Every registered name, in registration order."""
+        return tuple(self._entries)
+
+    def __getitem__(self, name: str) -> E:
+        if name not in self._entries:
+            raise ValueError(f"unknown {self.axis} '{name}'; choose one of {', '.join(self._entries)}")
+        return self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[E]:
+        return iter(self._entries.values())
+
+
+STRATEGIES: Registry[StrategyEntry] = Registry("strategy")
+ENGINES: Registry[EngineEntry] = Registry("engine")
+LOSSES: Registry[LossEntry] = Registry("loss")
+FEATURES: Registry[FeatureEntry] = Registry("feature network")
+
+
+def engines_for(strategy: str) -> tuple[str, ...]:
+    """The engines that run ``strategy``: those it names (or all), with the capabilities it requires."""
+    entry = STRATEGIES[strategy]
+    return tuple(
+        e.name for e in ENGINES if (entry.engines is None or e.name in entry.engines) and entry.requires <= e.capabilities
+    )
+
+
+def launcher_engines() -> dict[str, tuple[str, ...]]:
+    """Each engine-specific launcher and the engines it can start."""
+    starts: dict[str, list[str]] = {}
+    for engine in ENGINES:
+        for launcher in engine.launchers:
+            starts.setdefault(launcher, []).append(engine.name)
+    return {launcher: tuple(engines) for launcher, engines in starts.items()}
+
+
+# --- the registrations --------------------------------------------------------------------------------
+
+ENGINES.register(
+    EngineEntry("horovod", "suite.train.engines.horovod:HorovodEngine", local_launcher="horovodrun", launchers=("horovodrun",))
+)
+ENGINES.register(
+    EngineEntry(
+        "torch", "suite.train.engines.torch_dist:TorchEngine", local_launcher="torchrun", launchers=("torchrun", "deepspeed")
+    )
+)
+ENGINES.register(
+    EngineEntry("mpi", "suite.train.engines.mpi:MPIEngine", local_launcher="mpirun", capabilities=frozenset({CARTESIAN}))
+)
+ENGINES.register(
+    EngineEntry(
+        "deepspeed",
+        "suite.train.engines.deepspeed:DeepSpeedEngine",
+        local_launcher="torchrun",
+        launchers=("torchrun", "deepspeed"),
+    )
+)
+
+LOSSES.register(LossEntry("bce", "suite.gan.losses:BCELoss"))
+LOSSES.register(LossEntry("wgan-gp", "suite.gan.losses:WassersteinLoss"))
+LOSSES.register(LossEntry("minimax", "suite.gan.losses:MinimaxLoss"))
+LOSSES.register(LossEntry("mse", "suite.gan.losses:MSELoss"))
+LOSSES.register(LossEntry("heuristic", "suite.gan.losses:HeuristicLoss"))
+LOSSES.register(LossEntry("mustangs", draws=("minimax", "mse", "heuristic")))
+
+_GAN_LOSSES = ("bce", "wgan-gp")
+_DATA_PARALLEL = "suite.train.strategies.data_parallel:DataParallel"  # one class, conditional or not
+STRATEGIES.register(
+    StrategyEntry("data_parallel", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-GAN"})
+)
+STRATEGIES.register(
+    StrategyEntry("conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-CGAN"})
+)
+STRATEGIES.register(
+    StrategyEntry(
+        "label_partitioned",
+        "suite.train.strategies.label_partitioned:LabelPartitioned",
+        _GAN_LOSSES,
+        engines=("horovod", "torch", "mpi"),
+        splits=True,
+        paper_models={"bce": "Distributed DC-CGAN"},
+    )
+)
+STRATEGIES.register(
+    StrategyEntry(
+        "cellular",
+        "suite.train.strategies.cellular:CellularStrategy",
+        ("bce", "minimax", "mse", "heuristic", "mustangs"),
+        default_loss="mustangs",
+        requires=frozenset({CARTESIAN}),
+    )
+)
+
+FEATURES.register(FeatureEntry("auto", "suite.measure.metrics.features:auto_net"))
+FEATURES.register(FeatureEntry("inception", "suite.measure.metrics.features:inception_net"))
+FEATURES.register(FeatureEntry("classifier", "suite.measure.metrics.features:classifier_net"))

@@ -1,0 +1,403 @@
+"""Scenario files: the schema, its validation, and the expansion into runs.
+
+A scenario is a YAML file with a handful of sections (each a small dataclass below, one
+docstring line per field) and a list of ``runs``. Validation happens in this package and only here (the types here, the rules across fields in
+:mod:`suite.config.validation`):
+unknown fields, wrong types and impossible combinations are rejected with a
+:class:`ScenarioError` that names the field, e.g. ``smoke.yaml: train.epoch: unknown field``.
+
+:func:`suite.config.expansion.expand` turns a scenario into concrete :class:`Run` objects, one per process count,
+grid and repeat. A run is self-contained: it is written to ``RUN_DIR/run.json`` and is all
+that a worker needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
+
+from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
+from .schema import SchemaError, build
+
+# Fields whose value must be a registered name (the converter checks them against the registry).
+StrategyName = Annotated[str, STRATEGIES]
+
+
+EngineName = Annotated[str, ENGINES]
+
+
+LossName = Annotated[str, LOSSES]
+
+
+FeatureName = Annotated[str, FEATURES]
+
+
+class ScenarioError(SchemaError):
+    """A scenario is invalid; the message names the file and field."""
+
+
+B = TypeVar("B")
+
+
+def build_section(cls: type[B], data: dict[str, Any], path: str) -> B:
+    """A scenario section from plain data (see :func:`suite.config.schema.build`), errors as :class:`ScenarioError`."""
+    return build(cls, data, path, ScenarioError)
+
+
+Fail = Callable[[str, str], NoReturn]
+"""How the checks report a broken rule: ``fail(field path, message)`` raises a :class:`ScenarioError`."""
+
+
+@dataclass
+class DatasetConfig:
+    """What every run of the scenario trains on."""
+
+    name: Literal["digits", "mnist", "cifar10", "cifar100", "imagenet"] = "digits"
+    """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
+    image_size: int = 32
+    """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
+    root: str | None = None
+    """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
+    split: Literal["train", "test"] = "train"
+    """Which split trains the GANs (the metrics compare with the same split)."""
+    classes: list[int] | None = None
+    """Labels to keep (all when omitted)."""
+    download: bool = False
+    """Let torchvision download MNIST/CIFAR into ``root`` (needs internet)."""
+    limit: int | None = None
+    """Use only the first N images after class selection (quick trials)."""
+    workers: int = 0
+    """Loader processes per rank for datasets read from disk (ImageNet)."""
+
+
+@dataclass
+class ModelConfig:
+    """The networks of seed 000's tables; only these knobs are exposed."""
+
+    latent_dim: int = 100
+    """Size of the noise vector z."""
+    dropout: float = 0.25
+    """Dropout after each discriminator convolution."""
+    sync_batchnorm: bool = False
+    """Normalise over the whole data-parallel batch instead of each rank's shard."""
+    critic_norm: Literal["auto", "batch", "layer", "none"] = "auto"
+    """Discriminator normalisation: batch (the tables), layer, none; auto: layer for wgan-gp, else batch."""
+
+
+@dataclass
+class CheckpointEvery:
+    """How often a run saves its training state: one of the two."""
+
+    steps: int | None = None
+    """Every this many generator steps of each GAN (cellular: iterations)."""
+    minutes: float | None = None
+    """Every this many minutes of the training window, agreed by the ranks that train together."""
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings shared by all strategies."""
+
+    epochs: int = 2
+    """Passes over each GAN's training data."""
+    steps: int | None = None
+    """Stop each GAN after this many generator steps (overrides epochs when smaller)."""
+    batch_size: int = 64
+    """Global batch of one GAN (split over the ranks that train it); per rank under weak scaling."""
+    lr: float = 0.0002
+    """Adam learning rate (generator and discriminator)."""
+    betas: list[float] = field(default_factory=lambda: [0.5, 0.999])
+    """Adam betas."""
+    seed: int = 0
+    """Every random number of a run derives from this."""
+    seeds: list[int] | None = None
+    """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds."""
+    warmup_steps: int = 2
+    """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
+    threads: int | None = None
+    """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node)."""
+    budget_s: float | None = None
+    """Training-window seconds of every run, instead of epochs (still capped by ``steps``): equal-time comparisons."""
+    stop_at_target: bool = False
+    """End training when the generator first meets ``metrics.target`` (data_parallel, conditional)."""
+    checkpoint_every: CheckpointEvery | None = None
+    """Save every rank's training state this often, e.g. ``{minutes: 30}`` or ``{steps: 500}`` (off when omitted);
+    ``suite run --resume`` continues an unfinished run from its last checkpoint."""
+
+
+@dataclass
+class WganGpConfig:
+    """Settings used when ``loss: wgan-gp`` (Gulrajani et al. defaults)."""
+
+    n_critic: int = 5
+    """Critic steps per generator step."""
+    gp_weight: float = 10.0
+    """Gradient-penalty coefficient lambda."""
+    lr: float = 0.0001
+    """Adam learning rate for critic and generator."""
+    betas: list[float] = field(default_factory=lambda: [0.0, 0.9])
+    """Adam betas for critic and generator."""
+
+
+@dataclass
+class CellularConfig:
+    """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (seed 003, Table 1)."""
+
+    iterations: int | None = None
+    """Coevolution iterations (default: train.epochs; 200 in the paper; one telemetry step each)."""
+    population: int = 1
+    """Generators and discriminators per cell."""
+    neighbourhood: Literal["von_neumann", "moore"] = "von_neumann"
+    """Cell plus its 4 (von Neumann) or 8 (Moore) torus neighbours."""
+    tournament_size: int = 2
+    """Individuals drawn per tournament."""
+    n_replacements: int = 1
+    """Trained individuals that may replace the cell's worst ones each iteration (at most population)."""
+    mutation_probability: float = 0.5
+    """Probability that a learning rate is mutated before each training step."""
+    mutation_rate: float = 0.0001
+    """Lipizzaner's alpha: a mutated learning rate moves by mutation_rate * N(-train.lr / 10, train.lr)."""
+    fitness_samples: int = 1000
+    """Real images (and as many generated) per fitness evaluation, run in batches of train.batch_size."""
+    batches_per_iteration: int = 0
+    """Training batches per cell per iteration, without replacement (0 or more than a pass: one full pass)."""
+    discriminator_skip: int = 1
+    """Discriminators train on every (discriminator_skip + 1)-th batch only (0: on every batch)."""
+    mixture_scale: float = 0.01
+    """Standard deviation of the (1+1)-ES step on mixture weights."""
+    mixture_samples: int = 1000
+    """Generated (and real) images that score a mixture; more than the feature dimension."""
+    mixture_features: Literal["logits", "metrics"] = "logits"
+    """Mixture FID space: the suite classifier's class logits (10-d on digits, mnist, cifar10) or metrics.features."""
+    mixture_sampling: Literal["exact_proportion", "independent_probability"] = "exact_proportion"
+    """How a mixture's samples pick their generator: exact shares of the weights, or each independently."""
+    mustangs_choice: Literal["batch", "cell"] = "batch"
+    """Mustangs draws its loss per batch or once per cell."""
+
+
+@dataclass
+class QualityTarget:
+    """A quality to reach, under the run's feature network (``metrics.features``): one of the two."""
+
+    fid: float | None = None
+    """Reached when FID is at most this."""
+    kid: float | None = None
+    """Reached when KID (mean) is at most this."""
+
+    @property
+    def metric(self) -> str:
+        """``fid`` or ``kid``."""
+        return "fid" if self.fid is not None else "kid"
+
+    @property
+    def value(self) -> float:
+        """The target's number (validation ensures exactly one of fid, kid is given)."""
+        value = self.fid if self.fid is not None else self.kid
+        assert value is not None, "a target gives fid or kid"
+        return value
+
+
+@dataclass
+class MetricsConfig:
+    """Image-quality measurement after training."""
+
+    features: FeatureName = "auto"
+    """``auto``, ``inception`` or ``classifier`` (see docs/image-quality.md)."""
+    samples: int = 1000
+    """Generated (and real) images scored."""
+    inception_weights: str | None = None
+    """Path to pytorch-fid's Inception weights (else ``$SUITE_INCEPTION_WEIGHTS`` or the torch hub cache)."""
+    enabled: bool = True
+    """Score the trained generators (off: timing-only runs)."""
+    curve_points: int = 3
+    """Generator snapshots at evenly spaced steps (or times, with a budget), scored for quality over time."""
+    target: QualityTarget | None = None
+    """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
+
+
+@dataclass
+class DeepSpeedConfig:
+    """DeepSpeed engine settings."""
+
+    zero_stage: Literal[0, 1] = 0
+    """ZeRO stage (0: plain data parallel; 1: optimizer state partitioned)."""
+    config: dict | None = None
+    """Extra DeepSpeed config entries merged into the generated one."""
+
+
+@dataclass
+class HorovodConfig:
+    """Horovod engine settings: the environment variables Horovod reads at ``hvd.init()``.
+
+    A field left null is not set by the scenario: the launch environment's value is kept where
+    it has one (``horovodrun --cycle-time-ms 5`` sets ``HOROVOD_CYCLE_TIME``), else the suite's
+    default applies (docs/engine-settings.md). With ``autotune`` the null fields are tuned
+    and the others held fixed.
+    """
+
+    cycle_time_ms: float | None = None
+    """HOROVOD_CYCLE_TIME: milliseconds between the background thread's cycles (default: 10 on CPUs, Horovod's 1 on GPUs)."""
+    fusion_threshold_mb: int | None = None
+    """HOROVOD_FUSION_THRESHOLD in MiB: the largest fused allreduce buffer, 0 disables fusion (default: Horovod's 128)."""
+    cache_capacity: int | None = None
+    """HOROVOD_CACHE_CAPACITY: tensors in the response cache, 0 disables it (default: Horovod's 1024)."""
+    hierarchical_allreduce: bool | None = None
+    """HOROVOD_HIERARCHICAL_ALLREDUCE: reduce inside each node, then across nodes (NCCL builds, several nodes; default off)."""
+    hierarchical_allgather: bool | None = None
+    """HOROVOD_HIERARCHICAL_ALLGATHER: the same for allgather (default off)."""
+    groups: int | None = None
+    """DistributedOptimizer groups: reduce each network's gradients in this many groups, each once complete (default: none)."""
+    autotune: bool | None = None
+    """HOROVOD_AUTOTUNE: tune the null settings while training, logged to RUN_DIR/horovod-autotune.csv (default off)."""
+    timeline_mark_cycles: bool | None = None
+    """HOROVOD_TIMELINE_MARK_CYCLES: mark every background cycle on a traced run's timeline (default off)."""
+
+
+@dataclass
+class DDPConfig:
+    """torch engine settings: arguments of ``DistributedDataParallel`` (null: the suite's default)."""
+
+    bucket_cap_mb: float | None = None
+    """Gradient bucket size in MiB (default: DDP's 25)."""
+    gradient_as_bucket_view: bool | None = None
+    """Gradients are views into the allreduce buckets: no copy, less memory (default: true)."""
+    static_graph: bool | None = None
+    """Promise DDP that every step uses the same parameters the same way (default: false)."""
+
+
+@dataclass
+class RunSpec:
+    """One entry of ``runs``: a strategy on an engine, swept over process counts."""
+
+    strategy: StrategyName
+    """Training strategy."""
+    engine: EngineName = "mpi"
+    """Communication engine."""
+    procs: list[int] = field(default_factory=lambda: [1])
+    """Process counts to run."""
+    loss: LossName | None = None
+    """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
+    grid: list[int] | None = None
+    """Cellular grid [rows, cols] for strong scaling."""
+    grids: list[list[int]] | None = None
+    """Cellular grids for weak scaling, one per procs entry, with the same cells per rank in each."""
+    scaling: Literal["strong", "weak"] | None = None
+    """Overrides the scenario's scaling for this entry."""
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    """Settings of the deepspeed engine."""
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    """Settings of the horovod engine (over the scenario's ``horovod``, field by field)."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    """Settings of the torch engine (over the scenario's ``ddp``, field by field)."""
+    trace: bool = False
+    """Write traces: torch profiler, Horovod timeline, DeepSpeed communication log (also ``suite run --trace``)."""
+    label: str | None = None
+    """Name used in run ids and reports (needed when two entries would share an id)."""
+    train: dict | None = None
+    """Fields of ``train`` that differ for this entry, e.g. ``{epochs: 60}`` (per-class GANs see fewer batches per epoch)."""
+
+
+@dataclass
+class Scenario:
+    """A whole scenario file."""
+
+    name: str
+    """Used for the results and report folders."""
+    runs: list[RunSpec]
+    """What to run."""
+    description: str = ""
+    """Free text shown in the report."""
+    scaling: Literal["strong", "weak"] = "strong"
+    """What a sweep over procs means (see docs/scenarios.md, "What a sweep means")."""
+    repeats: int = 1
+    """Repeat every run this many times (mean and std in the report)."""
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    wgan_gp: WganGpConfig = field(default_factory=WganGpConfig)
+    cellular: CellularConfig = field(default_factory=CellularConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    """Settings of every horovod run (a run's own ``horovod`` entries override them)."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    """Settings of every torch run (a run's own ``ddp`` entries override them)."""
+
+
+@dataclass
+class Run:
+    """One concrete run: everything a worker needs, written to ``run.json``."""
+
+    run_id: str
+    scenario: str
+    strategy: str
+    engine: str
+    loss: str
+    procs: int
+    scaling: str
+    repeat: int
+    dataset: DatasetConfig
+    model: ModelConfig
+    train: TrainConfig
+    wgan_gp: WganGpConfig
+    cellular: CellularConfig
+    metrics: MetricsConfig
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    horovod: HorovodConfig = field(default_factory=HorovodConfig)
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    trace: bool = False
+    """Write traces into the run folder (their timings include the tracing overhead)."""
+    grid: list[int] | None = None
+    label: str | None = None
+    sweep_procs: list[int] | None = None
+    """Process counts of this run's sweep (its ``runs`` entry)."""
+    sweep_ranks_per_node: int | None = None
+    """Ranks per node of the sweep's largest run (set by ``suite run``): threads per rank follow it."""
+    seed_order: int = 0
+    """Position of this run's seed in its entry's ``train.seeds`` (runs are interleaved by it)."""
+
+    @property
+    def critic_norm(self) -> str:
+        """``model.critic_norm`` with ``auto`` resolved for this run's loss (``layer`` for wgan-gp)."""
+        if self.model.critic_norm != "auto":
+            return self.model.critic_norm
+        return "layer" if self.loss == "wgan-gp" else "batch"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Run":
+        return build_section(cls, data, "run")
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> "Run":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
+    """The ``train`` section of one entry: the scenario's, with the entry's own fields on top.
+
+    An entry's own ``seed`` replaces the scenario's ``seeds`` (and its ``seeds`` the scenario's ``seed``).
+    """
+    if not spec.train:
+        return scenario.train
+    base = dataclasses.asdict(scenario.train)
+    if "seed" in spec.train:
+        base["seeds"] = None
+    return build_section(TrainConfig, {**base, **spec.train}, path)
+
+
+def seeds_of(train: TrainConfig) -> list[int]:
+    """The seeds an entry trains with: ``train.seeds``, else the one ``train.seed``."""
+    return list(train.seeds) if train.seeds is not None else [train.seed]
+
+
+def default_loss(strategy: str) -> str:
+    """The loss used when a run entry names none."""
+    return STRATEGIES[strategy].default_loss

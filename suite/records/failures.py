@@ -1,0 +1,225 @@
+"""Who failed, where and how: rank status files, the launchers' failure messages, one line.
+
+Every rank writes ``RUN_DIR/ranks/rank<N>.json`` when it starts (host, pid, ``status:
+running``) and again when its state changes: ``failed`` (with the exception's line and
+traceback), ``trained`` (its last checkpoint, with training over), ``stopped`` (checkpointed on
+request, see :mod:`suite.train.checkpoint`). When a launch ends badly, ``suite run`` reads these files
+and the launcher's output (``log.txt``) and starts the record's ``error`` with one line::
+
+    rank 1 on node3 was killed by SIGKILL
+    rank 1 on node3 exited with code 1: RuntimeError: CUDA out of memory ...
+
+The launchers name the ranks they saw end (Open MPI's ``prterun noticed that process rank
+1 ... exited on signal 9``, horovodrun's ``Process 1 exit with status code 137``, torchrun's
+failure entries, deepspeed's and srun's lines); the status files add the host and, for a rank
+that raised, its exception. When one rank fails, the others soon fail too, of the lost peer
+("Connection reset by peer" from Gloo, NCCL's remote errors), and a launcher may see one of
+those first. The rank named is therefore, in this order: the first rank that raised an error of
+its own (by its status file's time); a rank a launcher saw killed by a signal it did not send to
+stop the others (not SIGTERM, SIGINT or SIGHUP); the first rank the launcher names; the first
+rank that failed by its status file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .results import RANKS_DIR, atomic_write_text
+
+# what shells and launchers say for a signal (strsignal: "Killed", "Terminated", "Segmentation fault", ...)
+_SIGNAL_WORDS = {word.lower(): int(s) for s in signal.Signals if (word := signal.strsignal(s))}
+
+
+def status_path(run_dir: Path, rank: int) -> Path:
+    """The status file of ``rank``."""
+    return Path(run_dir) / RANKS_DIR / f"rank{rank}.json"
+
+
+def write_status(run_dir: Path, rank: int, status: str, **fields: Any) -> None:
+    """Record this process as ``rank`` of the run with ``status`` (atomically; host and pid added)."""
+    entry = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(), "status": status, "time": time.time(), **fields}
+    atomic_write_text(status_path(run_dir, rank), json.dumps(entry))
+
+
+def read_statuses(run_dir: Path) -> dict[int, dict]:
+    """Every rank's latest status, by rank (ranks that never started are missing)."""
+    statuses = {}
+    for path in (Path(run_dir) / RANKS_DIR).glob("rank*.json"):
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):  # a file being replaced: its rank is not needed to name a failure
+            continue
+        statuses[int(entry["rank"])] = entry
+    return statuses
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal N`` for numbers Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass
+class Failure:
+    """The first rank that ended a run: who, where, and how (an exit code or a signal)."""
+
+    rank: int | None
+    host: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str | None = None  # the exception of a rank that raised
+
+    def line(self) -> str:
+        """One line: ``rank 1 on node3 was killed by SIGKILL``."""
+        who = f"rank {self.rank}" if self.rank is not None else "a rank"
+        where = f" on {self.host}" if self.host else ""
+        if self.signal is not None:
+            return f"{who}{where} was killed by {signal_name(self.signal)}"
+        code = f"exited with code {self.exit_code if self.exit_code is not None else 1}"
+        return f"{who}{where} {code}" + (f": {self.message}" if self.message else "")
+
+    def as_dict(self) -> dict:
+        """The record's ``failure`` field."""
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "exit_code": self.exit_code,
+            "signal": signal_name(self.signal) if self.signal is not None else None,
+            "message": self.message,
+        }
+
+
+def _exit_status(code: int, shell: bool) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a launcher's number: negative is a signal (Python's convention); above 128
+    through a shell (horovodrun, srun's bash) is 128 + the signal."""
+    if code < 0:
+        return None, -code
+    if shell and 128 < code < 128 + 65:
+        return None, code - 128
+    return code, None
+
+
+def _openmpi_signal(m: re.Match) -> Failure:
+    return Failure(int(m["rank"]), m["host"], None, int(m["signal"]))
+
+
+def _openmpi_exit(m: re.Match) -> Failure:
+    return Failure(int(m["rank"]), m["host"], int(m["code"]))
+
+
+def _openmpi_abort(m: re.Match) -> Failure:
+    return Failure(int(m["rank"]), None, int(m["code"]))
+
+
+def _horovodrun(m: re.Match) -> Failure:
+    return Failure(int(m["rank"]), None, *_exit_status(int(m["code"]), shell=True))
+
+
+def _torchrun(m: re.Match) -> Failure:
+    return Failure(int(m["rank"]), m["host"], *_exit_status(int(m["code"]), shell=False))
+
+
+def _srun(m: re.Match) -> Failure:
+    how = m["how"].strip()
+    code = re.match(r"Exited with exit code (\d+)", how)
+    if code:
+        return Failure(int(m["rank"]), m["host"], int(code[1]))
+    return Failure(int(m["rank"]), m["host"], None, _SIGNAL_WORDS.get(how.lower()))
+
+
+_TORCHRUN_ENTRY = (
+    r"\[\d+\]:\s+time\s*:[^\n]*\n\s+host\s*:\s*(?P<host>\S+)\s+"
+    r"rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s+exitcode\s*:\s*(?P<code>-?\d+)"
+)
+
+# (pattern, reader): each finds the first failed rank in that launcher's own words
+_LAUNCHER_MESSAGES = [
+    (
+        re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited on\s+signal (?P<signal>\d+)"),
+        _openmpi_signal,
+    ),
+    (
+        re.compile(r"Process name: \[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)"),
+        lambda m: Failure(int(m["rank"]), None, int(m["code"])),
+    ),
+    (
+        re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited with\s+status (?P<code>\d+)"),
+        _openmpi_exit,
+    ),
+    (
+        re.compile(
+            r"MPI_ABORT was invoked on rank (?P<rank>\d+) in communicator \S+\s+(?:with errorcode|Proc:[^\n]*\n\s*Errorcode:)\s*(?P<code>-?\d+)"
+        ),
+        _openmpi_abort,
+    ),
+    (re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>\d+)\."), _horovodrun),
+    (re.compile(r"Root Cause \(first observed failure\):\s+" + _TORCHRUN_ENTRY), _torchrun),
+    (re.compile(_TORCHRUN_ENTRY), _torchrun),  # the other failures it lists
+    (re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<rank>\d+)(?:-\d+)?: (?P<how>[^\n]+)"), _srun),
+    # the deepspeed launcher names the return code only
+    (
+        re.compile(r"exits with return code = (?P<code>-?\d+)"),
+        lambda m: Failure(None, None, *_exit_status(int(m["code"]), shell=False)),
+    ),
+]
+
+
+# a rank's error that says a peer went away: the consequence of another rank's failure, not its cause
+_LOST_PEER = re.compile(
+    r"connection (reset|closed|refused)|broken pipe|remote (worker|process|peer)|peer (closed|disconnected)"
+    r"|horovod (has been )?shut ?down|HorovodInternalError|ncclRemoteError|timed out|MPI_ERR_PROC_FAILED",
+    re.IGNORECASE,
+)
+# signals a launcher sends to stop the other ranks once one has failed
+_STOPPING_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def launcher_failures(log_text: str) -> list[Failure]:
+    """Every failed rank that the launcher's output names: torchrun's root cause first, then in the order named."""
+    found = []
+    for order, (pattern, reader) in enumerate(_LAUNCHER_MESSAGES):
+        root_cause = "Root Cause" in pattern.pattern
+        found += [(not root_cause, match.start(), order, reader(match)) for match in pattern.finditer(log_text)]
+    return [failure for *_, failure in sorted(found, key=lambda f: f[:3])]
+
+
+def launcher_failure(log_text: str) -> Failure | None:
+    """The first failed rank that the launcher's output names, or None."""
+    failures = launcher_failures(log_text)
+    return failures[0] if failures else None
+
+
+def first_failure(run_dir: Path, log_text: str) -> Failure | None:
+    """The rank that ended the run, from the launcher's output and the ranks' status files (see the module)."""
+    statuses = read_statuses(run_dir)
+    failed = sorted((s for s in statuses.values() if s.get("status") == "failed"), key=lambda s: s["time"])
+    own_errors = [s for s in failed if not _LOST_PEER.search(s.get("error") or "")]
+    named = launcher_failures(log_text)
+    killed = [f for f in named if f.signal is not None and f.signal not in _STOPPING_SIGNALS]
+    if own_errors:
+        first = own_errors[0]["rank"]
+        failure = next((f for f in named if f.rank == first and f.signal is None), Failure(first, exit_code=1))
+    elif killed:
+        failure = killed[0]
+    elif named:
+        failure = named[0]
+    elif failed:
+        failure = Failure(failed[0]["rank"], exit_code=1)
+    else:
+        return None
+    status = statuses.get(failure.rank, {}) if failure.rank is not None else {}
+    if status.get("host") and failure.host in (None, "localhost"):  # torchrun says localhost; the rank knows better
+        failure.host = status["host"]
+    if status.get("status") == "failed" and failure.signal is None:
+        failure.message = status["error"]
+    return failure

@@ -1,0 +1,436 @@
+"""The schema of a run record (``RESULTS/<run_id>/result.json``): its parts as dataclasses.
+
+A record is one JSON object. Most of its parts lie at its top level (the run's settings, where
+it ran, its times, its throughput, a strategy's own fields, the checkpoints, the launch); the
+dataset, the communication, the telemetry and each quality block are nested objects. The
+worker writes the parts it builds whole with :func:`dataclasses.asdict`; every record of this
+schema version is checked against :class:`Record` when it is read (:func:`check_record`), so
+that a key no part declares is an error, not a silently empty column. :func:`record_field`
+reads a dotted path and fails on one the schema does not have.
+
+Fields marked with :func:`column` are the columns of the report's flat table
+(:data:`FLAT_COLUMNS`): the column is named after the field unless the mark names it.
+
+Records of schema 1 (before this module) have the same layout; they load unchecked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..config.schema import SchemaError, check, type_hints
+
+if TYPE_CHECKING:
+    from ..config.scenario import Run
+
+SCHEMA_VERSION = 3
+"""Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
+``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields)."""
+
+
+class RecordError(SchemaError):
+    """A record does not fit the schema, or a path names no field of it."""
+
+
+def column(name: str | None = None) -> Any:
+    """A field (default None) that is a column of the flat table, named ``name`` or after the field."""
+    return dataclasses.field(default=None, metadata={"column": name or True})
+
+
+# --- nested parts ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DatasetInfo:
+    """``dataset``: what the run trained on."""
+
+    name: str | None = column("dataset")
+    split: str | None = None
+    image_size: int | None = None
+    images: int | None = None
+    """Training images (after class selection and limit)."""
+    classes: list[int] | None = None
+
+
+@dataclass
+class Communication:
+    """``comm``: what the engine moved inside the training window."""
+
+    bytes: int | None = column("comm_bytes")
+    """Payload bytes handed to collectives by all ranks inside the window."""
+    bytes_outside_window: int | None = None
+    seconds: float | None = column("comm_s")
+    """Mean over ranks of the seconds each was blocked in communication, over the whole window
+    (``telemetry.comm_wait_s`` is the same wait per window step)."""
+    largest_group: int | None = None
+    per_rank_bytes: list[int] | None = None
+    per_rank_seconds: list[float] | None = None
+
+
+@dataclass
+class TelemetrySummary:
+    """``telemetry``: the ranks' step timers and samplers, summarised (see :mod:`suite.measure.telemetry`)."""
+
+    warmup_steps_per_rank: list[int] | None = None
+    timed_steps: int | None = column()
+    """Window steps of the rank that made the fewest."""
+    step_s: float | None = column()
+    step_p50: float | None = column()
+    step_p95: float | None = column()
+    step_mean: float | None = None
+    step_ci95: float | None = column()
+    data_s: float | None = column()
+    compute_s: float | None = column()
+    comm_wait_s: float | None = column()
+    """Seconds per window step blocked in communication (mean over ranks)."""
+    comm_share: float | None = column()
+    steps: int | None = None
+    work_images_per_rank: list[int] | None = column()
+    work_steps_per_rank: list[int] | None = column()
+    busy_s_per_rank: list[float] | None = None
+    flops_per_step: float | None = column()
+    flops_per_step_per_rank: list[float | None] | None = None
+    achieved_flops_per_rank: float | None = column("achieved_flops")
+    peak_flops_per_rank: float | None = column("peak_flops")
+    peak_source: str | None = column()
+    fraction_of_peak: float | None = column()
+    cpu_util_mean: float | None = column()
+    host_mem_peak_mb: float | None = column()
+    gpu_util_mean: float | None = column()
+    gpu_util_p95: float | None = column()
+    gpu_mem_used_mb: float | None = column()
+    gpu_mem_peak_mb: float | None = column()
+    gpu_note: str | None = None
+    per_rank: list[dict] | None = None
+    """Each rank's raw telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict`)."""
+
+
+@dataclass
+class Quality:
+    """``quality`` (and ``quality_<model>``): one model's scores (see :mod:`suite.measure.metrics.evaluate`)."""
+
+    features: str | None = column()
+    """The ruler: the feature network (``inception``, ``classifier:<dataset>``, ...)."""
+    ruler_sha256: str | None = column()
+    """The pinned sha256 of the ruler's weights file (:mod:`suite.measure.metrics.rulers`)."""
+    features_detail: str | None = None
+    device: str | None = None
+    """Where the feature network ran (``cpu``, ``cuda:0``)."""
+    feature_dim: int | None = None
+    n: int | None = column("quality_n")
+    n_real: int | None = None
+    classes: list[int] | None = None
+    num_classes: int | None = None
+    pixel_std: float | None = None
+    is_mean: float | None = column()
+    is_std: float | None = column()
+    is_splits: int | None = None
+    is_split_n: int | None = None
+    is_note: str | None = None
+    fid: float | None = column()
+    fid_note: str | None = None
+    kid_mean: float | None = column()
+    kid_std: float | None = column()
+    kid_subset_size: int | None = None
+    kid_subsets: int | None = None
+    tvd: float | None = column()
+    label_acc: float | None = column()
+    classifier_accuracy: float | None = None
+    per_class_label: dict[str, dict] | None = None
+    per_class_predicted: dict[str, dict] | None = None
+    untrained_fid: float | None = None
+    untrained_kid: float | None = None
+    not_scorable: str | None = None
+    """Why the samples could not be scored (non-finite, constant, a singular problem); the scores are then null."""
+
+
+@dataclass
+class Machine:
+    """``machine``: what computed the run (:func:`suite.measure.env.machine`), for telling which runs should agree bitwise."""
+
+    cpu_model: str | None = None
+    cores: int | None = None
+    cpu_capability: str | None = None
+    """The kernel set torch dispatches to (``torch.backends.cpu.get_cpu_capability()``, e.g. AVX512, AVX2)."""
+    onednn_max_isa: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    nccl: str | None = None
+    mpi: str | None = None
+    gpu: str | None = None
+    gpu_driver: str | None = None
+    fingerprint: str | None = column("machine")
+    """A digest of the fields above (not the host name)."""
+    host: str | None = None
+    numerics: str | None = column()
+    """A digest of one fixed forward and backward pass on the run's device and threads (:func:`suite.measure.env.numerics_digest`)."""
+
+
+# --- top-level parts ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunSettings:
+    """What names the run (also in a failed record): :func:`run_identity`."""
+
+    run_id: str | None = column()
+    scenario: str | None = None
+    strategy: str | None = column()
+    engine: str | None = column()
+    loss: str | None = column()
+    procs: int | None = column()
+    scaling: str | None = column()
+    repeat: int | None = column()
+    grid: list[int] | None = column()
+    label: str | None = column()
+    epochs: int | None = column()
+    seed: int | None = column()
+    budget_s: float | None = column()
+    critic_norm: str | None = None
+    traced: bool | None = None
+
+
+@dataclass
+class Placement:
+    """How the run sat on its node."""
+
+    threads_per_rank: int | None = column()
+    cores_per_node: int | None = column()
+    cores_allowed: int | None = None
+    ranks_per_node: int | None = column()
+    oversubscribed: bool | None = column()
+
+
+@dataclass
+class Timing:
+    """Seconds of each phase (the slowest rank's); only ``train_s`` is the training window."""
+
+    setup_s: float | None = column()
+    warmup_s: float | None = column()
+    train_s: float | None = column()
+    eval_s: float | None = column()
+    """Scoring during training (stop_at_target), with the window's clock stopped."""
+    finalize_s: float | None = column()
+    score_s: float | None = column()
+    worker_s: float | None = None
+    wall_s: float | None = column()
+    """The launch, as ``suite run`` timed it."""
+
+
+@dataclass
+class Throughput:
+    """Images per second of the window."""
+
+    images_per_s: float | None = column()
+    images_per_s_ci95: list[float | None] | None = column()
+    images_per_s_per_rank: float | None = column()
+
+
+@dataclass
+class StrategyFields:
+    """What every strategy adds to the record (its ``Outcome.fields``, built from a subclass below)."""
+
+    global_batch: int | None = column()
+    generator_steps: Any = column("steps")
+    """Generator steps: a number, or per class GAN (label_partitioned)."""
+    history: Any = None
+    """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
+
+
+@dataclass
+class DataParallelFields(StrategyFields):
+    """data_parallel and conditional: one model replicated on every rank."""
+
+    replica_digests: list[str] | None = None
+    replicas_identical: bool | None = None
+
+
+@dataclass
+class LabelPartitionedFields(StrategyFields):
+    """label_partitioned: one GAN per class, trained by its group of ranks."""
+
+    classes: list[int] | None = column()
+    groups: list[dict] | None = None
+    """Each communicator group's ranks, classes and replica digests."""
+    replicas_identical: bool | None = None
+
+
+@dataclass
+class CellularFields(StrategyFields):
+    """cellular: the grid, its coevolution, and the ranking of its cells and mixtures."""
+
+    grid: list[int] | None = column()
+    process_grid: list[int] | None = None
+    cells_per_rank: int | None = column()
+    neighbourhood: str | None = None
+    neighbourhood_size: int | None = column()
+    population: int | None = None
+    iterations: int | None = None
+    batches_per_iteration: int | None = None
+    phases_s: dict[str, list[float]] | None = None
+    best_cell: list[int] | None = None
+    best_mixture_cell: list[int] | None = None
+    mixture_weights: dict[str, float] | None = None
+    mixture_score: dict | None = None
+    ranking: dict | None = None
+    mixture_curve: list[dict] | None = None
+
+
+@dataclass
+class CheckpointInfo:
+    """Checkpoints of a run that saves them (:meth:`suite.train.checkpoint.Checkpointer.fields`)."""
+
+    checkpoint_every: dict | None = None
+    checkpoint_s: float | None = None
+    checkpoints_written: int | None = None
+    resumed_from: dict | None = None
+    segments: list[dict] | None = None
+
+
+@dataclass
+class LaunchResult:
+    """How the launch ended, added by ``suite run``."""
+
+    command: str | None = None
+    exit_code: int | None = None
+    failure: dict | None = None
+    """The rank that failed first (:meth:`suite.records.failures.Failure.as_dict`)."""
+    traceback: str | None = None
+    checkpoint: dict | None = None
+    """A failed or interrupted run: the checkpoint ``--resume`` continues from (None: from step 0)."""
+
+
+@dataclass
+class RunOutcome:
+    """The run's status and what the worker measured and scored."""
+
+    schema: int | None = None
+    status: str | None = column()
+    """``ok``, ``failed``, ``interrupted`` or ``diverged`` (see :mod:`suite.gan.divergence`)."""
+    error: str | None = column()
+    reason: str | None = column()
+    """A diverged run: ``diverged at step 12 on rank 0: discriminator loss inf``."""
+    diverged: dict | None = None
+    """A diverged run: the first value out of bounds (:meth:`suite.gan.divergence.Divergence.as_dict`:
+    step, rank, quantity, value, bound, where, unit)."""
+    launcher: str | None = None
+    engine_settings: dict | None = None
+    device: str | None = column()
+    env: dict[str, Any] | None = None
+    machine: Machine | None = None
+    model_digest: str | None = None
+    dataset: DatasetInfo | None = None
+    comm: Communication | None = None
+    telemetry: TelemetrySummary | None = None
+    quality: Quality | None = None
+    quality_best_cell: Quality | None = None
+    """cellular: the best single cell's generator, scored like the model."""
+    curve: list[dict] | None = None
+    time_to_target: dict | None = None
+
+
+@dataclass
+class Record(
+    RunOutcome,
+    LaunchResult,
+    CheckpointInfo,
+    CellularFields,
+    LabelPartitionedFields,
+    DataParallelFields,
+    Throughput,
+    Timing,
+    Placement,
+    RunSettings,
+):
+    """A whole run record: the union of its parts (every field may be missing: a failed run has few)."""
+
+
+def run_identity(run: Run) -> dict[str, Any]:
+    """The fields that name ``run`` in its record (also in a failed record): its :class:`RunSettings`."""
+    shared = {f.name: getattr(run, f.name) for f in dataclasses.fields(RunSettings) if hasattr(run, f.name)}
+    train = run.train
+    settings = RunSettings(**shared, epochs=train.epochs, seed=train.seed, budget_s=train.budget_s, traced=run.trace)
+    return dataclasses.asdict(settings)
+
+
+# --- reading -----------------------------------------------------------------------------------------------
+
+
+def check_record(data: Any, source: str = "record") -> dict[str, Any]:
+    """``data`` if it is a record this suite reads; :class:`RecordError` naming ``source`` and the field otherwise.
+
+    Records of this schema version are checked against :class:`Record`; older ones (schema 1,
+    the same layout) are returned as they are; newer ones are refused.
+    """
+    if not isinstance(data, dict):
+        raise RecordError(f"{source}: expected a JSON object (a run record), got {type(data).__name__}")
+    version = data.get("schema", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RecordError(
+            f"{source}: record schema {version!r} is newer than this suite reads ({SCHEMA_VERSION}); update the suite"
+        )
+    if version == SCHEMA_VERSION:
+        try:
+            check(Record, data, "", RecordError)
+        except RecordError as error:
+            raise RecordError(f"{source}: {error}") from None
+    return data
+
+
+def _field_type(cls: type, name: str) -> Any:
+    """The type of field ``name`` of dataclass ``cls`` with None stripped (Any where it is free-form)."""
+    tp = type_hints(cls)[name]
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 else tp
+
+
+def check_path(path: str) -> None:
+    """Raise :class:`RecordError` unless the dotted ``path`` names a field of :class:`Record`.
+
+    Below a free-form field (a mapping, a list, ``Any``) any path is accepted.
+    """
+    cls: Any = Record
+    for i, part in enumerate(path.split(".")):
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            return
+        names = {f.name for f in dataclasses.fields(cls)}
+        if part not in names:
+            where = ".".join(path.split(".")[:i]) or "a record"
+            raise RecordError(f"{path}: {where} has no field {part!r} (see suite/records/record.py)")
+        cls = _field_type(cls, part)
+
+
+def record_field(record: dict, path: str) -> Any:
+    """The value at a dotted ``path`` of ``record`` (``"telemetry.step_p50"``), or None where the record has none.
+
+    A path that the schema does not have raises :class:`RecordError`: a misspelt key fails here
+    instead of giving an empty column.
+    """
+    check_path(path)
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _columns(cls: type, prefix: str = "") -> dict[str, str]:
+    columns: dict[str, str] = {}
+    for f in dataclasses.fields(cls):
+        mark = f.metadata.get("column")
+        if mark:
+            columns[mark if isinstance(mark, str) else f.name] = prefix + f.name
+        tp = _field_type(cls, f.name)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and f.name != "quality_best_cell":
+            columns.update(_columns(tp, f"{prefix}{f.name}."))
+    return columns
+
+
+FLAT_COLUMNS: dict[str, str] = _columns(Record)
+"""Column of the report's flat table -> dotted path in the record, from the fields marked :func:`column`."""

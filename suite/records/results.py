@@ -1,0 +1,225 @@
+"""Run folders: where each file of a results folder lies, and run records (``RESULTS/<run_id>/result.json``),
+written atomically, loaded into pandas.
+
+Its schema is :mod:`suite.records.record`; records are checked against it when read. A record is
+written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
+completed by ``suite run`` with the launcher's view (command, exit code, wall time). Writes go
+to a temporary file in the same folder and are renamed into place, so a reader never sees a
+half-written record, and a crash leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
+
+if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
+    import pandas as pd
+
+# --- the layout of a results folder and its run folders: every module asks here ---------------------------
+
+# RESULTS/
+RECORDS_FILE = "records.json"
+"""All records of a results folder in one JSON list: what ``suite report`` writes beside report.md, and the
+format of the committed baselines."""
+PROBE_FILE = "probe.json"
+"""The measured network of a results folder (``suite probe --out RESULTS/probe.json``); ``suite report`` copies it."""
+LOCK_FILE = ".suite.lock"
+"""The results folder's lock, held by ``suite run`` (:mod:`suite.running.lock`)."""
+
+# RESULTS/<run_id>/
+RUN_FILE = "run.json"
+"""The run's settings (:class:`suite.config.scenario.Run`), written by ``suite run``, read by every rank."""
+RECORD_FILE = "result.json"
+GENERATOR_FILE = "generator.pt"
+SAMPLES_FILE = "samples.png"
+LOG_FILE = "log.txt"
+"""The ranks' output, as the launcher printed it."""
+RANKS_DIR = "ranks"
+"""Each rank's status file (:mod:`suite.records.failures`)."""
+CHECKPOINT_DIR = "checkpoints"
+"""The run's checkpoints (:mod:`suite.train.checkpoint`)."""
+STOP_FILE = "STOP"
+"""Inside :data:`CHECKPOINT_DIR`: asks the ranks to stop at their next checkpoint."""
+SCRATCH_DIR = "partial"
+"""Where strategies hand large results between ranks through the file system (label-partitioned class generators)."""
+PROFILER_TRACE = "trace-rank{rank}.json"
+"""Profiler trace of one rank (:mod:`suite.measure.tracing`)."""
+TIMELINE_FILE = "horovod-timeline.json"
+"""Horovod's timeline of a traced run (Chrome-trace JSON, written by rank 0)."""
+COMMS_LOG = "deepspeed-comms.json"
+"""DeepSpeed's communication log of a traced run (its printed table is beside it, ``.txt``)."""
+AUTOTUNE_LOG = "horovod-autotune.csv"
+"""Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
+
+
+def trace_files(run_dir: Path) -> list[Path]:
+    """The traces and logs above that ``run_dir`` holds: profiler traces by rank, then the engines' files."""
+    run_dir = Path(run_dir)
+    ranks = sorted(run_dir.glob(PROFILER_TRACE.format(rank="*")), key=lambda p: (len(p.name), p.name))
+    engines = [run_dir / name for name in (TIMELINE_FILE, COMMS_LOG, Path(COMMS_LOG).with_suffix(".txt").name, AUTOTUNE_LOG)]
+    return ranks + [path for path in engines if path.is_file()]
+
+
+# --- writing and reading ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; when the block succeeds it replaces ``path``.
+
+    Readers see the old file or the new one, never a part; a failure leaves the old file and no
+    temporary behind. The temporary keeps ``path``'s suffix, for writers that go by it
+    (``np.savez``, Pillow), and a unique name, so concurrent writers do not collide.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`), synced to disk."""
+    with atomic_write(path) as tmp, open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN/inf; a missing number is reported as n/a
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+def write_record(run_dir: str | os.PathLike, record: dict[str, Any]) -> Path:
+    """Atomically write ``record`` as ``run_dir/result.json``."""
+    path = Path(run_dir) / RECORD_FILE
+    atomic_write_text(path, json.dumps(_jsonable({"schema": SCHEMA_VERSION, **record}), indent=2, sort_keys=False))
+    return path
+
+
+def read_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The record of ``run_dir``, or None when the run left none."""
+    path = Path(run_dir) / RECORD_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not a valid result record ({error}); delete it and rerun the run") from None
+    return check_record(data, str(path))
+
+
+def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into the record of ``run_dir`` (created if absent) and rewrite it."""
+    record = read_record(run_dir) or {}
+    record.update(fields)
+    write_record(run_dir, record)
+    return record
+
+
+def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
+    """Every record under ``results_dir`` (one level of run folders)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such results folder; run `suite run SCENARIO --out {root}` first")
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        record = read_record(run_dir)
+        if record is not None:
+            yield record
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a results folder, of a folder holding ``records.json`` (a report), or of a records JSON list.
+
+    A folder whose run folders hold no ``result.json`` is read from its ``records.json``, so a
+    report folder (``suite report`` writes the records it was made from there) stands for its
+    results. Errors are one line (:class:`ValueError`) naming the path.
+    """
+    path = Path(path)
+    if path.is_dir() and not any(path.glob(f"*/{RECORD_FILE}")) and (path / RECORDS_FILE).is_file():
+        path = path / RECORDS_FILE
+    if path.is_dir():
+        records = list(iter_records(path))
+        if not records:
+            raise ValueError(f"{path}: no {RECORD_FILE} in its run folders and no {RECORDS_FILE}")
+        return records
+    if not path.is_file():
+        raise ValueError(f"{path}: no such results folder or records file")
+    try:
+        records = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not a JSON list of result records ({error})") from None
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) and "run_id" in r for r in records):
+        raise ValueError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
+    return [check_record(r, f"{path}: record {i} ({r['run_id']})") for i, r in enumerate(records)]
+
+
+KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")
+"""KID's fields in a record's ``quality`` block and in each of its per-class entries."""
+PER_CLASS_BASES = {
+    "per_class_label": "generated label",
+    "per_class_predicted": "predicted class (biased low)",
+}
+"""The two per-class fields of ``quality``: samples grouped by the label they were generated for, or
+by the class the suite classifier predicts (see :mod:`suite.measure.metrics.evaluate`)."""
+
+
+def per_class_summary(scores: dict | None) -> dict | None:
+    """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID.
+
+    ``kid_mean`` is the mean per-class KID over the scored classes (None when none was scored).
+    """
+    if not scores:
+        return None
+    scored = [e for e in scores.values() if e["metric"]]
+    counts = [e["n"] for e in scores.values()]
+    return {
+        "classes": len(scores),
+        "scored": len(scored),
+        "fid_classes": sum(e["metric"] == "fid" for e in scored),
+        "n_min": min(counts),
+        "n_max": max(counts),
+        "kid_mean": sum(e["kid_mean"] for e in scored) / len(scored) if scored else None,
+    }
+
+
+def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """All records under ``results_dir`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    return records_frame(iter_records(results_dir))
+
+
+def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """``records`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    import pandas as pd
+
+    rows = [{column: record_field(record, path) for column, path in FLAT_COLUMNS.items()} for record in records]
+    frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
+    frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
+    frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)
+    # label-partitioned runs record steps per class GAN: report their total
+    frame["steps"] = frame["steps"].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
+    return frame

@@ -1,0 +1,2 @@
+"""Running runs: launch commands (launch), batch scripts (jobscript), the per-rank worker, the results
+folder's lock, the GPU self-check and the network probe."""

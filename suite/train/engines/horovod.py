@@ -1,0 +1,224 @@
+"""Horovod engine: ``DistributedOptimizer`` over process sets (the suite's baseline engine).
+
+Gradients are allreduced by Horovod's background thread as they become ready during the
+backward pass; the time a rank then spends in ``optimizer.synchronize()`` is the
+communication it waits for. On a GPU the host first waits for the backward pass to finish on
+the device (Horovod's ``synchronize()`` blocks the host anyway), so the wait timed is
+communication only, not backward kernels still running. Groups are dynamic process sets, registered by every rank in the
+same order; runs without groups start Horovod without them, since dynamic process sets add an
+allgather to every cycle of the background thread. Every rank calls ``hvd.join()`` before
+shutting down, so a group that finishes early does not shut Horovod down under a group still
+training.
+
+Horovod's settings are environment variables that ``hvd.init()`` reads once
+(:func:`horovod_environment` sets them from the run's ``horovod`` section before init, so a
+hand launch gets them too); :func:`horovod_settings` reads back what Horovod runs with.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from ...config.registry import STRATEGIES
+from ...config.scenario import HorovodConfig, Run
+from ...records.results import AUTOTUNE_LOG, TIMELINE_FILE
+from ..launchenv import LaunchInfo
+from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
+
+CPU_CYCLE_TIME_MS = 10.0
+"""The suite's cycle time on CPUs, where the background thread competes with training for the cores (docs/engine-settings.md)."""
+
+
+def _number(value: str) -> float:
+    """A numeric environment value as Horovod reads it (C's ``strtof``: the leading number, else 0)."""
+    match = re.match(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", value)
+    return float(match.group(0)) if match else 0.0
+
+
+def _flag(value: str) -> bool:
+    return int(_number(value)) > 0
+
+
+# setting -> (environment variable, Horovod 0.28.1's default (operations.cc), value -> text, text -> value)
+_VARIABLES: dict[str, tuple[str, Any, Callable[[Any], str], Callable[[str], Any]]] = {
+    "cycle_time_ms": ("HOROVOD_CYCLE_TIME", 1.0, str, _number),
+    "fusion_threshold_mb": ("HOROVOD_FUSION_THRESHOLD", 128.0, lambda mb: str(mb * 2**20), lambda v: int(_number(v)) / 2**20),
+    "cache_capacity": ("HOROVOD_CACHE_CAPACITY", 1024, str, lambda v: int(_number(v))),
+    "hierarchical_allreduce": ("HOROVOD_HIERARCHICAL_ALLREDUCE", False, lambda b: str(int(b)), _flag),
+    "hierarchical_allgather": ("HOROVOD_HIERARCHICAL_ALLGATHER", False, lambda b: str(int(b)), _flag),
+    "autotune": ("HOROVOD_AUTOTUNE", False, lambda b: str(int(b)), _flag),
+    "timeline_mark_cycles": ("HOROVOD_TIMELINE_MARK_CYCLES", False, lambda b: str(int(b)), _flag),
+}
+TUNABLE = ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity", "hierarchical_allreduce", "hierarchical_allgather")
+"""Settings Horovod's autotuner tunes unless they are set."""
+
+
+def horovod_environment(
+    config: HorovodConfig, environ: Mapping[str, str], on_gpu: bool, run_dir: Path, trace: bool
+) -> dict[str, str]:
+    """The ``HOROVOD_*`` variables to set before ``hvd.init()``.
+
+    A field of ``config`` that is set wins over the launch environment ``environ``; a null field
+    keeps ``environ``'s value; a cycle time set nowhere becomes :data:`CPU_CYCLE_TIME_MS` on
+    CPUs (on GPUs, and under autotune, Horovod's own default stays). ``trace`` points the
+    timeline into ``run_dir``; autotuning logs there unless ``environ`` names a log.
+    """
+    env = {}
+    for name, (variable, _, encode, _) in _VARIABLES.items():
+        value = getattr(config, name)
+        if value is not None:
+            env[variable] = encode(value)
+    merged = {**environ, **env}
+    autotune = _flag(merged.get("HOROVOD_AUTOTUNE", "0"))
+    if "HOROVOD_CYCLE_TIME" not in merged and not on_gpu and not autotune:
+        env["HOROVOD_CYCLE_TIME"] = str(CPU_CYCLE_TIME_MS)
+    if autotune and "HOROVOD_AUTOTUNE_LOG" not in environ:
+        env["HOROVOD_AUTOTUNE_LOG"] = str(run_dir / AUTOTUNE_LOG)
+    if trace:
+        env["HOROVOD_TIMELINE"] = str(run_dir / TIMELINE_FILE)
+    return env
+
+
+def _autotune_log(path: Path) -> dict[str, Any] | None:
+    """Samples in Horovod's autotune log and the best-scoring one (the last row once tuning finished)."""
+    if not path.is_file():
+        return None
+    with open(path) as handle:
+        rows = [{k.strip(): v.strip() for k, v in row.items()} for row in csv.DictReader(handle)]
+    if not rows:
+        return {"samples": 0, "best": None}
+    best = max(rows, key=lambda row: float(row["score"]))
+    return {
+        "samples": len(rows),
+        "best": {
+            "cycle_time_ms": float(best["cycle_time_ms"]),
+            "fusion_threshold_mb": float(best["tensor_fusion_threshold"]),
+            "cache_enabled": best["cache_enabled"] == "1",
+            "hierarchical_allreduce": best["hierarchical_allreduce"] == "1",
+            "hierarchical_allgather": best["hierarchical_allgather"] == "1",
+            "score_bytes_per_us": float(best["score"]),
+        },
+    }
+
+
+def horovod_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings Horovod runs with under ``environ``: its variables, else Horovod's defaults.
+
+    Under autotune the settings it tunes are null, listed in ``autotuned``, and ``autotune_log``
+    holds the log's sample count and best settings so far.
+    """
+    settings: dict[str, Any] = {
+        name: decode(environ[variable]) if variable in environ else default
+        for name, (variable, default, _, decode) in _VARIABLES.items()
+    }
+    if settings["autotune"]:
+        settings["autotuned"] = [name for name in TUNABLE if _VARIABLES[name][0] not in environ]
+        settings.update({name: None for name in settings["autotuned"]})
+        settings["autotune_log"] = (
+            _autotune_log(Path(environ["HOROVOD_AUTOTUNE_LOG"])) if "HOROVOD_AUTOTUNE_LOG" in environ else None
+        )
+    settings["timeline"] = environ.get("HOROVOD_TIMELINE")
+    return settings
+
+
+class HorovodReplica(Replica):
+    def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer, engine: "HorovodEngine", group: Group, name: str):
+        import horovod.torch as hvd
+
+        super().__init__(network, optimizer)
+        self.engine, self.group_size = engine, group.size
+        start = engine.timeline.mark()
+        state = network.state_dict()
+        for key, tensor in state.items():  # start from the group's first rank
+            hvd.broadcast_(tensor, root_rank=group.ranks[0], name=f"init.{name}.{key}", process_set=group.handle)
+        engine.comm.add(tensor_bytes(state.values()), group.size, (start, engine.timeline.mark()))
+        self.params = [p for p in network.parameters() if p.requires_grad]
+        self.optimizer: Any = hvd.DistributedOptimizer(  # Horovod's wrapper: synchronize(), skip_synchronize()
+            optimizer,
+            named_parameters=[(f"{name}.{n}", p) for n, p in network.named_parameters()],
+            op=hvd.Average,
+            groups=engine.config.groups,
+            process_set=group.handle,
+        )
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad()  # Horovod's wrapper takes no set_to_none (it sets None itself)
+
+    def step(self) -> None:
+        timeline = self.engine.timeline
+        backward_done = timeline.mark()
+        timeline.wait(backward_done)
+        self.optimizer.synchronize()
+        grads = tensor_bytes(p.grad for p in self.params if p.grad is not None)
+        self.engine.comm.add(grads, self.group_size, (backward_done, timeline.mark()))
+        with self.optimizer.skip_synchronize():
+            self.optimizer.step()
+
+
+class HorovodEngine(Engine):
+    name = "horovod"
+
+    def __init__(self, config: HorovodConfig, run_dir: Path, trace: bool = False, groups: bool = True) -> None:
+        """``groups``: the run splits its ranks into groups (dynamic process sets)."""
+        super().__init__()
+        self.config, self.run_dir, self.trace, self.groups = config, Path(run_dir), trace, groups
+
+    @classmethod
+    def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> HorovodEngine:
+        return cls(run.horovod, run_dir, run.trace, groups=STRATEGIES[run.strategy].splits)
+
+    def start(self) -> None:
+        import horovod.torch as hvd
+
+        self.hvd = hvd
+        # Horovod: settings are environment variables, read once by hvd.init()
+        os.environ.update(horovod_environment(self.config, os.environ, uses_cuda(), self.run_dir, self.trace))
+        hvd.init(process_sets="dynamic" if self.groups else None)
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
+        self.device = self.pick_device()
+
+    def settings(self) -> dict[str, Any]:
+        """Horovod's settings in effect (:func:`horovod_settings`), the optimizer's groups, controller and process sets."""
+        return {
+            **horovod_settings(os.environ),
+            "groups": self.config.groups,
+            "controller": "mpi" if self.hvd.mpi_enabled() else "gloo",
+            "process_sets": "dynamic" if _flag(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS", "0")) else "global",
+        }
+
+    def shutdown(self) -> None:
+        self.hvd.join()
+        self.hvd.shutdown()
+
+    def split(self, groups: list[list[int]]) -> Group:
+        def new_handle(ranks: list[int]) -> Any:
+            if len(groups) == 1 and len(ranks) == self.size:
+                return self.hvd.global_process_set
+            if not self.groups:
+                raise RuntimeError("Horovod was started without dynamic process sets: create the engine with groups=True")
+            return self.hvd.add_process_set(ranks)
+
+        return self._split_with(groups, new_handle)
+
+    def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
+        return HorovodReplica(network, optimizer, self, group, name)
+
+    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
+        self.hvd.allreduce_(tensor, op=self.hvd.Sum, process_set=group.handle)
+
+    def _max_(self, votes: torch.Tensor, group: Group) -> None:
+        # a host tensor: Horovod runs it on its CPU path even where gradients go through NCCL
+        self.hvd.allreduce_(votes, op=self.hvd.Max, process_set=group.handle)
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        # one name on every rank: Horovod names it by the object's type otherwise, and ranks handing
+        # different types (a plan on rank 0, None elsewhere) would wait for each other for ever
+        return self.hvd.allgather_object(obj, name="suite.object")

@@ -1,0 +1,130 @@
+"""What every strategy is and returns, and helpers to package generators."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from ...config.scenario import Run
+from ...gan.data import ImageData
+from ...gan.sampling import GeneratorBundle
+
+if TYPE_CHECKING:
+    from ...gan.divergence import Divergence
+    from ...measure.telemetry import Telemetry
+    from ..checkpoint import Checkpointer
+    from ..engines.base import Engine, Group
+
+
+@dataclass
+class Outcome:
+    """A strategy's result. ``bundle`` and ``curve`` are complete on rank 0 only.
+
+    ``curve`` holds (training-window seconds, generator step, bundle) snapshots taken during
+    training, scored after training for the quality-over-time plot (a strategy that scores
+    during training puts its points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
+    ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
+    ``quality_<name>`` in the record).
+    """
+
+    bundle: GeneratorBundle | None
+    curve: list[tuple[float, int, GeneratorBundle]] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    extra_bundles: dict[str, GeneratorBundle] = field(default_factory=dict)  # e.g. cellular's best cell
+
+
+class Strategy(ABC):
+    """One rank's part of a training strategy, in the phases the worker times apart.
+
+    Between window steps a strategy offers its :attr:`checkpointer` (set by the worker before
+    :meth:`setup` when the run checkpoints) a boundary; :meth:`checkpoint` and :meth:`restore`
+    are this rank's training state and its return from a checkpoint.
+    """
+
+    checkpointer: Checkpointer | None = None  # None: no checkpoints
+
+    def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
+        """The entry point of every strategy (see :func:`suite.train.strategies.create`)."""
+        self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Build everything training needs: groups, networks, engine wrappers, feature networks."""
+
+    @abstractmethod
+    def warm_up(self) -> None:
+        """The first ``train.warmup_steps`` steps of every GAN (they train; they are not timed)."""
+
+    @abstractmethod
+    def train(self) -> None:
+        """The remaining steps: everything inside the training window."""
+
+    @abstractmethod
+    def finalize(self) -> Outcome:
+        """Gather, hand off and package the trained model (complete on rank 0)."""
+
+    def divergence(self) -> Divergence | None:
+        """The first divergence this rank saw while training (see :mod:`suite.gan.divergence`), or None."""
+        return None
+
+    def halted(self) -> bool:
+        """Whether this rank's group stopped training because one of its ranks diverged."""
+        return False
+
+    def history_so_far(self) -> Any:
+        """This rank's part of the record's ``history`` as training left it (for a diverged run, which is
+        not finalized): the history of a single model on rank 0, ``{key: history}`` of the models whose
+        history this rank keeps, None where it keeps none."""
+        return None
+
+    def peers(self) -> Group:
+        """The group of ranks that communicate with this one while training: they resume from the same checkpoint."""
+        return self.engine.world()
+
+    @abstractmethod
+    def checkpoint(self) -> dict[str, Any]:
+        """This rank's training state between two window steps (CPU tensors), with ``"steps"``:
+        the generator steps (cellular: iterations) made so far."""
+
+    @abstractmethod
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
+        """Continue from a checkpoint, after :meth:`setup`; ``load(rank)`` is any rank's :meth:`checkpoint` of it."""
+
+
+def make_bundle(
+    run: Run,
+    data: ImageData,
+    kind: str,
+    generators: dict[str, dict[str, torch.Tensor]],
+    conditional: bool = False,
+    weights: dict[str, float] | None = None,
+    classes: dict[str, int] | None = None,
+) -> GeneratorBundle:
+    """Package generators with what is needed to sample them."""
+    return GeneratorBundle(
+        kind=kind,
+        image_size=run.dataset.image_size,
+        channels=data.channels,
+        latent_dim=run.model.latent_dim,
+        num_classes=data.num_classes,
+        conditional=conditional,
+        generators=generators,
+        class_prior=data.class_prior(),
+        weights=weights,
+        classes=classes,
+    )
+
+
+def parameter_digest(*modules: torch.nn.Module) -> str:
+    """SHA-256 of the modules' parameters: equal digests mean bitwise-identical replicas."""
+    h = hashlib.sha256()
+    for module in modules:
+        for name, p in module.named_parameters():
+            h.update(name.encode())
+            h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

@@ -1,0 +1,367 @@
+"""One cellular iteration on this rank's cells (:class:`Cellular`): exchange, fitness, selection, training,
+replacement and the mixture's (1+1)-ES step, with the mixture scored during training (:class:`MixtureScorer`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from ....config.scenario import Run
+from ....gan.divergence import Divergence, check_values, loss_bound
+from ....gan.losses import Loss, get_loss, mustangs_draw
+from ....gan.models import build_pair
+from ....gan.seeding import derive_seed, torch_generator
+from ...engines.base import frozen
+from .grid import (
+    Cell,
+    discriminator_trains,
+    es_step,
+    mixture_assignment,
+    mutate_learning_rates,
+    neighbourhood,
+    propose_weights,
+    replacement,
+    tournament,
+)
+from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
+
+if TYPE_CHECKING:
+    from ....gan.data import ImageData
+    from ....measure.metrics.evaluate import Reference
+    from ....measure.metrics.features import ClassifierNet, Features
+    from ....measure.telemetry import Telemetry
+    from ...engines.base import Engine
+
+log = logging.getLogger(__name__)
+PHASES = ("exchange", "fitness", "train", "mixture")
+
+
+class Cellular:
+    """State and steps of the cellular strategy on one rank."""
+
+    def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scorer: MixtureScorer):
+        self.run, self.engine, self.data, self.telemetry, self.scorer = run, engine, data, telemetry, scorer
+        assert run.grid is not None, "a cellular run has a grid"
+        rows, cols = run.grid
+        self.cfg, self.seed, self.grid = run.cellular, run.train.seed, (rows, cols)
+        self.device = engine.device
+        self.exchange = Exchange(engine, self.grid, self.cfg.neighbourhood)
+        self.genomes = Genomes(self._pair, self.cfg.population)
+        self.batch = run.train.batch_size
+        if len(data) < self.batch:
+            raise ValueError(f"train.batch_size {self.batch} is larger than the {len(data)} training images")
+        if len(data) < self.cfg.fitness_samples:
+            raise ValueError(
+                f"cellular.fitness_samples {self.cfg.fitness_samples} is larger than the {len(data)} training images"
+            )
+        per_pass = len(data) // self.batch
+        self.batches = min(self.cfg.batches_per_iteration, per_pass) if self.cfg.batches_per_iteration else per_pass
+        self.iterations = self.cfg.iterations or run.train.epochs
+        self.cells = {c: self._new_cell(c) for c in self.exchange.mine}
+        self.phase_s = dict.fromkeys(PHASES, 0.0)
+        self.images = 0
+        self.bound = loss_bound(run.loss)
+        self.diverged: Divergence | None = None  # the first divergence this rank saw (see suite.gan.divergence)
+
+    def _pair(self, seed: int) -> tuple[nn.Module, nn.Module]:
+        g, d = build_pair(
+            self.run.dataset.image_size, self.data.channels, self.run.model.latent_dim, dropout=self.run.model.dropout, seed=seed
+        )
+        return g.to(self.device), d.to(self.device)
+
+    def _new_cell(self, c: Cell) -> CellState:
+        gs, ds = [], []
+        og: list[torch.optim.Optimizer] = []
+        od: list[torch.optim.Optimizer] = []
+        lr, (beta1, beta2) = self.run.train.lr, self.run.train.betas
+        betas = (beta1, beta2)
+        for s in range(self.cfg.population):
+            g, d = self._pair(derive_seed(self.seed, "init", "cell", c, s))
+            gs.append(g)
+            ds.append(d)
+            og.append(torch.optim.Adam(g.parameters(), lr=lr, betas=betas))
+            od.append(torch.optim.Adam(d.parameters(), lr=lr, betas=betas))
+        width = len(neighbourhood(c, self.grid, self.cfg.neighbourhood))
+        cell = CellState(c, gs, ds, og, od, [lr] * self.cfg.population, [lr] * self.cfg.population, np.full(width, 1.0 / width))
+        if self.run.loss == "mustangs" and self.cfg.mustangs_choice == "cell":
+            cell.fixed_loss = mustangs_draw(random.Random(derive_seed(self.seed, "mustangs", c)))
+        return cell
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+    def _loss(self, cell: CellState, rng: random.Random) -> Loss:
+        if self.run.loss != "mustangs":
+            return get_loss(self.run.loss)
+        return cell.fixed_loss or mustangs_draw(rng)
+
+    def _fetch(self, rows: np.ndarray) -> torch.Tensor:
+        with self.telemetry.data():
+            images, _ = self.data.fetch(rows)
+            return images.to(self.device)
+
+    def _noise(self, n: int, *name: object) -> torch.Tensor:
+        return torch.randn(n, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", *name)).to(self.device)
+
+    def _training_batches(self, coords: Cell, it: int) -> Iterator[torch.Tensor]:
+        """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice)."""
+        order = np.random.default_rng(derive_seed(self.seed, "order", coords, it)).permutation(len(self.data))
+        for b in range(self.batches):
+            yield self._fetch(order[b * self.batch : (b + 1) * self.batch])
+
+    def _fitness_sample(self, coords: Cell, it: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The iteration's fitness images (``fitness_samples`` distinct real ones) and generator noise."""
+        rng = np.random.default_rng(derive_seed(self.seed, "fitness", coords, it))
+        real = self._fetch(rng.choice(len(self.data), size=self.cfg.fitness_samples, replace=False))
+        return real, self._noise(len(real), "fitness", coords, it)
+
+    @torch.no_grad()
+    def _fakes(self, gens: list[nn.Module], z: torch.Tensor) -> list[list[torch.Tensor]]:
+        """Each generator's images for the fitness noise, in batches of ``train.batch_size``.
+
+        Made once per generator and iteration: the neighbourhood's generators meet the cell's
+        discriminators before and after training on the same noise, and do not change in between.
+        """
+        with batchnorm_stats_kept(gens):
+            return [[g(z[lo : lo + self.batch]) for lo in range(0, len(z), self.batch)] for g in gens]
+
+    @torch.no_grad()
+    def _fitness(
+        self, fakes: list[list[torch.Tensor]], discs: list[nn.Module], real: torch.Tensor, loss: Loss
+    ) -> tuple[list[float], list[float]]:
+        """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs.
+
+        ``fakes`` holds each G's images (:meth:`_fakes`); over the whole sample, in batches of
+        ``train.batch_size``, every pairing sees the same images and noise.
+        """
+        g_fit, d_fit = [0.0] * len(fakes), [0.0] * len(discs)
+        with batchnorm_stats_kept(discs):
+            for b, lo in enumerate(range(0, len(real), self.batch)):
+                images = real[lo : lo + self.batch]
+                share = len(images) / len(real)
+                for j, d in enumerate(discs):
+                    real_scores = d(images)
+                    for k, fake in enumerate(fakes):
+                        fake_scores = d(fake[b])
+                        g_fit[k] += share * float(loss.generator(fake_scores)) / len(discs)
+                        d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(fakes)
+                self.images += len(images) * len(discs) * (1 + len(fakes))
+        return g_fit, d_fit
+
+    # --- one iteration ---------------------------------------------------------------------------------------
+    def iteration(self, it: int) -> None:
+        t = time.perf_counter()
+        own = {c: self.genomes.pack(cell) for c, cell in self.cells.items()}
+        states = self.exchange.run(own, self.genomes.cell_size, tag=it)
+        self.phase_s["exchange"] += time.perf_counter() - t
+        for c in sorted(self.cells):
+            self._evolve(self.cells[c], states, it)
+            if self.diverged is not None:  # the run is over: no more training, no scoring of non-finite samples
+                return
+
+    def _diverged(self, cell: CellState, it: int, generator: list[float], discriminator: list[float]) -> bool:
+        """Whether fitness values (mean losses) are out of bounds; the first such is this rank's divergence."""
+        values = {"generator loss": generator, "discriminator loss": discriminator}
+        where = f"cell {cell.coords[0]},{cell.coords[1]}"
+        seen = check_values(values, self.bound, step=it + 1, rank=self.engine.rank, where=where, unit="iteration")
+        if seen is not None and self.diverged is None:
+            self.diverged = seen
+            log.warning("%s; training stops", seen.line())
+        return seen is not None
+
+    def _evolve(self, cell: CellState, states: dict, it: int) -> None:
+        p = self.cfg.population
+        rng = random.Random(derive_seed(self.seed, "cell", cell.coords, it))
+        torch.manual_seed(derive_seed(self.seed, "dropout", cell.coords, it))
+        hood = neighbourhood(cell.coords, self.grid, self.cfg.neighbourhood)
+
+        t = time.perf_counter()
+        pool = [self.genomes.networks(k * p + s, states[n], s) for k, n in enumerate(hood) for s in range(p)]
+        gens, discs = [x[0] for x in pool], [x[1] for x in pool]
+        loss = self._loss(cell, rng)
+        real, z = self._fitness_sample(cell.coords, it)
+        pool_fakes = self._fakes(gens, z)
+        g_fit, d_fit = self._fitness(pool_fakes, discs, real, loss)
+        if self._diverged(cell, it, g_fit, d_fit):
+            return
+        self._select(cell, states, hood, {"g": g_fit, "d": d_fit}, rng)
+        self.phase_s["fitness"] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        self._train(cell, it, rng)
+        self.phase_s["train"] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        # Trained individuals meet the same opponents on the same sample as the cell's previous
+        # ones, which are the neighbourhood's first p (hood[0] is the cell).
+        new_g, _ = self._fitness(self._fakes(cell.generators, z), discs, real, loss)
+        _, new_d = self._fitness(pool_fakes, cell.discriminators, real, loss)
+        if self._diverged(cell, it, new_g, new_d):
+            return
+        self._replace(cell, states[cell.coords], {"g": (g_fit[:p], new_g), "d": (d_fit[:p], new_d)})
+        self.phase_s["fitness"] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        self._mixture_step(cell, hood, states, it)
+        self.phase_s["mixture"] += time.perf_counter() - t
+
+    def _select(self, cell: CellState, states: dict, hood: list[Cell], fitness: dict, rng: random.Random) -> None:
+        """Tournaments copy neighbourhood individuals (weights, Adam state, learning rate) into the cell."""
+        p = self.cfg.population
+        for kind in ("g", "d"):  # all generators first, as Lipizzaner
+            nets, opts, lrs = cell.side(kind)
+            for s in range(p):
+                k, slot = divmod(tournament(fitness[kind], self.cfg.tournament_size, rng), p)
+                lrs[s] = self.genomes.layouts[kind].load(self.genomes.part(states[hood[k]], slot, kind), nets[s], opts[s])
+
+    def _train(self, cell: CellState, it: int, rng: random.Random) -> None:
+        mutation = np.random.default_rng(derive_seed(self.seed, "mutation", cell.coords, it))
+        for b, real in enumerate(self._training_batches(cell.coords, it)):
+            loss = self._loss(cell, rng)
+            self._step(cell, "g", real, loss, rng, mutation, (cell.coords, it, b))
+            if discriminator_trains(b, self.cfg.discriminator_skip):
+                self._step(cell, "d", real, loss, rng, mutation, (cell.coords, it, b))
+
+    def _step(
+        self,
+        cell: CellState,
+        kind: str,
+        real: torch.Tensor,
+        loss: Loss,
+        rng: random.Random,
+        mutation: np.random.Generator,
+        name: tuple,
+    ) -> None:
+        """One step of the cell's generators (``kind`` "g") or discriminators ("d").
+
+        As Lipizzaner's ``step``: the learning rates mutate, then every individual trains against
+        one opponent drawn from the cell's other side.
+        """
+        nets, opts, lrs = cell.side(kind)
+        lrs[:] = mutate_learning_rates(lrs, self.run.train.lr, self.cfg.mutation_rate, self.cfg.mutation_probability, mutation)
+        opponents = cell.side("d" if kind == "g" else "g")[0]
+        opponent = opponents[rng.randrange(len(opponents))]
+        for s, (net, opt) in enumerate(zip(nets, opts)):
+            z = self._noise(len(real), kind, *name, s)
+            opt.param_groups[0]["lr"] = lrs[s]
+            opt.zero_grad(set_to_none=True)
+            if kind == "g":
+                with frozen(opponent):
+                    loss.generator(opponent(net(z))).backward()
+                self.images += len(real)
+            else:
+                with torch.no_grad():
+                    fake = opponent(z)
+                loss.discriminator(net(real), net(fake)).backward()
+                self.images += 2 * len(real)
+            opt.step()
+
+    def _replace(self, cell: CellState, previous: torch.Tensor, fitness: dict) -> None:
+        """Lipizzaner's replacement (:func:`replacement`) of the cell's previous individuals by trained ones."""
+        for kind, (old, new) in fitness.items():
+            nets, opts, lrs = cell.side(kind)
+            layout = self.genomes.layouts[kind]
+            # pack first: a trained individual may move to a slot that is about to be overwritten
+            parts = [
+                self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i])
+                for source, i in replacement(old, new, self.cfg.n_replacements)
+            ]
+            for s, part in enumerate(parts):
+                lrs[s] = layout.load(part, nets[s], opts[s])
+
+    def mixture_members(self, cell: CellState, hood: list[Cell], states: dict) -> list[tuple[str, nn.Module]]:
+        """(key, generator) of the cell's mixture: the best generator of each neighbourhood cell, its own included."""
+        members = []
+        for k, n in enumerate(hood):
+            g = cell.generators[0] if n == cell.coords else self.genomes.networks(k * self.cfg.population, states[n], 0)[0]
+            members.append((cell_key(n), g))
+        return members
+
+    def _mixture_step(self, cell: CellState, hood: list[Cell], states: dict, it: int) -> None:
+        nets = [g for _, g in self.mixture_members(cell, hood, states)]
+        # before and after the proposal the same noise and draws: only the weights differ
+        sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
+        score, accepted = self.scorer(nets, cell.mixture, sample_seed), False
+        if len(nets) > 1:  # a one-cell mixture has nothing to evolve (Lipizzaner on a 1x1 grid)
+            proposal = propose_weights(
+                cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it))
+            )
+            cell.mixture, score, accepted = es_step(cell.mixture, score, proposal, self.scorer(nets, proposal, sample_seed))
+        cell.mixture_score = score
+        cell.history.append(
+            {
+                "iteration": it,
+                "clock_s": self.telemetry.clock(),
+                "mixture_fid": score,
+                "accepted": accepted,
+                "lr_g": list(cell.lr_g),
+                "lr_d": list(cell.lr_d),
+            }
+        )
+
+
+class ClassLogits:
+    """The suite classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs)."""
+
+    def __init__(self, classifier: ClassifierNet):
+        self.classifier = classifier
+        self.name = f"{classifier.name}/logits"
+        self.sha256 = classifier.sha256
+        self.detail = f"class logits of the {classifier.detail}"
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
+        """``(logits (N, classes) float64, None)``, as a feature network returns ``(features, probabilities)``."""
+        step, device = self.classifier.batch_size, self.classifier.device
+        logits = [self.classifier.logits(images[lo : lo + step].to(device)).cpu() for lo in range(0, len(images), step)]
+        return torch.cat(logits).numpy(), None
+
+
+class MixtureScorer:
+    """FID of a weighted mixture of generators: Lipizzaner's ``FIDCalculator`` on a ``MixedGeneratorDataset``.
+
+    ``cellular.mixture_samples`` generated images, each generator's share drawn as
+    ``cellular.mixture_sampling`` says, against as many real training images, in the space of
+    ``cellular.mixture_features``: the suite classifier's class logits, or the run's metrics network.
+    """
+
+    def __init__(self, run: Run, device: torch.device, reference: Reference):
+        from ....measure.metrics.evaluate import real_statistics
+        from ....measure.metrics.features import ClassifierNet
+
+        cfg = run.cellular
+        self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
+        self.net: Features
+        if cfg.mixture_features == "logits":
+            self.net = ClassLogits(ClassifierNet(reference.dataset, reference.device))
+        else:
+            self.net = reference.networks()[0]
+        self.name = self.net.name
+        self.real = real_statistics(dataclasses.replace(reference, n=self.n), self.net)
+        self.dim = len(self.real["mu"])
+        if self.n <= self.dim:
+            raise ValueError(
+                f"cellular.mixture_samples: {self.n} samples give a rank-deficient covariance in the "
+                f"{self.dim}-d space of {self.name}; use more than {self.dim}"
+            )
+
+    def record(self) -> dict:
+        """What the record says about the mixture scores: network, dimension, sample counts, sampling."""
+        return {"features": self.name, "dim": self.dim, "n": self.n, "n_real": int(self.real["n"]), "sampling": self.sampling}
+
+    @torch.no_grad()
+    def __call__(self, generators: list[nn.Module], weights: np.ndarray, seed: int) -> float:
+        from ....measure.metrics.scores import frechet_distance, statistics
+
+        members = mixture_assignment(weights, self.n, self.sampling, np.random.default_rng(seed))
+        z = torch.randn(self.n, self.latent, generator=torch.Generator().manual_seed(seed))
+        with eval_mode(generators):
+            images = [g(z[members == k].to(self.device)).cpu() for k, g in enumerate(generators) if (members == k).any()]
+        features, _ = self.net(torch.cat(images))
+        return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])

@@ -1,0 +1,289 @@
+"""The cellular :class:`Strategy`: set-up, the training window's iterations, checkpoints, and the run's
+model (the best cell's mixture) and record fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+from torch import nn
+
+from ....config.registry import CARTESIAN, engines_for
+from ....config.scenario import Run
+from ....gan.divergence import Divergence
+from ....gan.models import build_pair
+from ....gan.seeding import derive_seed
+from ....records.record import CellularFields
+from ...flat import cpu_state
+from ...training import UNLIMITED, evenly_spaced_steps
+from ..base import Outcome, Strategy, make_bundle
+from .algorithm import PHASES, Cellular, MixtureScorer
+from .grid import Cell, cells, neighbourhood
+from .state import cell_key
+
+if TYPE_CHECKING:
+    from ....gan.data import ImageData
+
+log = logging.getLogger(__name__)
+
+
+class CellularStrategy(Strategy):
+    """The cellular strategy's phases on one rank; one telemetry step per coevolution iteration."""
+
+    def setup(self) -> None:
+        from ....measure.metrics import Reference
+
+        run, engine = self.run, self.engine
+        if CARTESIAN not in engine.capabilities():
+            raise ValueError(
+                f"the cellular strategy needs an engine with a Cartesian communicator ({', '.join(engines_for('cellular'))}), not {engine.name}"
+            )
+        reference = Reference.for_run(run, engine.device)
+        # Rank 0 prepares (and caches) the feature network and real statistics first; the others
+        # then read them from the cache instead of all computing them at once.
+        scorer = MixtureScorer(run, engine.device, reference) if engine.rank == 0 else None
+        engine.barrier()
+        self.scorer = scorer or MixtureScorer(run, engine.device, reference)
+        self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
+        self.next_iteration = 0
+        self.stopped = False  # a rank diverged: every rank stopped after the same iteration
+        self.snapshots: list[dict] = []
+        self.window: dict | None = None  # the window's first iteration and the snapshot times still to come
+
+    def _iterate(self) -> None:
+        """One coevolution iteration as one telemetry step."""
+        strategy, telemetry, it = self.cellular, self.telemetry, self.next_iteration
+        with telemetry.counting_flops():
+            telemetry.begin_step()
+            before = strategy.images
+            strategy.iteration(it)
+            telemetry.end_step(images=strategy.images - before)
+        self.next_iteration += 1
+        if self.engine.rank == 0:
+            log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
+
+    def warm_up(self) -> None:
+        while not self.stopped and self.next_iteration < min(self.run.train.warmup_steps, self.cellular.iterations):
+            self._iterate()
+            self.stopped = self.engine.any_rank([self.cellular.diverged is not None], self.engine.world())[0]
+
+    def divergence(self) -> Divergence | None:
+        return self.cellular.diverged
+
+    def halted(self) -> bool:
+        return self.stopped
+
+    def history_so_far(self) -> dict[str, list[dict]]:
+        return {f"{c[0]},{c[1]}": cell.history for c, cell in sorted(self.cellular.cells.items())}
+
+    def train(self) -> None:
+        """Iterations to ``cellular.iterations`` or, with ``train.budget_s``, until the budget is spent.
+
+        Snapshots of every cell (its best generator and its mixture) are kept at evenly spaced
+        iterations (or times), so that the best mixture can be scored afterwards like any other
+        strategy's model.
+        """
+        run, strategy, telemetry = self.run, self.cellular, self.telemetry
+        budget, points = run.train.budget_s, run.metrics.curve_points
+        if self.window is None:  # the window opens (a resumed run continues the saved one)
+            strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
+            times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget else []
+            self.window = {"first": self.next_iteration, "times": times, "finished": False}
+        if self.window["finished"] or self.stopped:  # resumed after training was over, or diverged in warm-up
+            return
+        first, times = self.window["first"], self.window["times"]
+        if budget is None:
+            due = {first + k for k in evenly_spaced_steps(strategy.iterations - first, points)}
+            last = strategy.iterations
+        else:
+            last = run.cellular.iterations or UNLIMITED
+        while self.next_iteration < last:
+            self._iterate()
+            diverged = strategy.diverged is not None
+            if budget is None:
+                snapshot, stop = self.next_iteration in due, self.next_iteration >= last
+                self.stopped = self.engine.any_rank([diverged], self.engine.world())[0]  # once per iteration
+            else:
+                clock = telemetry.clock()
+                snapshot, stop, self.stopped = self.engine.any_rank(
+                    [bool(times) and clock >= times[0], clock >= budget, diverged], self.engine.world()
+                )
+                while times and clock >= times[0]:
+                    times.pop(0)
+                snapshot = snapshot or stop
+            if self.stopped:
+                break
+            if snapshot and points:
+                self._take_snapshot()
+            if stop:
+                break
+            if self.checkpointer is not None:
+                self.checkpointer.at_boundary(self.next_iteration)
+        self.window["finished"] = True
+
+    def _take_snapshot(self) -> None:
+        self.snapshots.append(
+            {
+                "iteration": self.next_iteration,
+                "clock_s": self.telemetry.clock(),
+                "cells": {
+                    c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(), "score": cell.mixture_score}
+                    for c, cell in self.cellular.cells.items()
+                },
+            }
+        )
+
+    def checkpoint(self) -> dict:
+        """This rank's cells (individuals with Adam states and learning rates, mixtures, histories),
+        the iteration to come, the window's schedule, phase times and snapshots. Every draw of an
+        iteration is named by (seed, cell, iteration): no random state needs keeping."""
+        strategy = self.cellular
+        return {
+            "steps": self.next_iteration,
+            "next_iteration": self.next_iteration,
+            "window": copy.deepcopy(self.window),
+            "phase_s": dict(strategy.phase_s),
+            "snapshots": self.snapshots,
+            "cells": {
+                c: {
+                    "vector": strategy.genomes.pack(cell),
+                    "mixture": cell.mixture.copy(),
+                    "mixture_score": cell.mixture_score,
+                    "history": copy.deepcopy(cell.history),
+                }
+                for c, cell in strategy.cells.items()
+            },
+        }
+
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
+        state, strategy = load(self.engine.rank), self.cellular
+        for c, saved in state["cells"].items():
+            cell = strategy.cells[c]
+            strategy.genomes.unpack(saved["vector"], cell)
+            cell.mixture, cell.mixture_score, cell.history = (
+                saved["mixture"].copy(),
+                saved["mixture_score"],
+                copy.deepcopy(saved["history"]),
+            )
+        self.next_iteration, self.window = state["next_iteration"], copy.deepcopy(state["window"])
+        strategy.phase_s, self.snapshots = dict(state["phase_s"]), state["snapshots"]
+
+    def finalize(self) -> Outcome:
+        run, engine, strategy = self.run, self.engine, self.cellular
+        # After training (not counted): every cell's generators and mixture go to rank 0.
+        mine = {
+            c: {
+                "generators": [cpu_state(g) for g in cell.generators],
+                "mixture": cell.mixture.tolist(),
+                "score": cell.mixture_score,
+                "history": cell.history,
+                "lr_g": cell.lr_g,
+                "lr_d": cell.lr_d,
+            }
+            for c, cell in strategy.cells.items()
+        }
+        gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
+        iterations = self.next_iteration
+        fields = CellularFields(
+            grid=list(strategy.grid),
+            process_grid=list(strategy.exchange.pgrid),
+            cells_per_rank=len(strategy.cells),
+            neighbourhood=run.cellular.neighbourhood,
+            neighbourhood_size=max(
+                len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)
+            ),
+            population=run.cellular.population,
+            iterations=iterations,
+            batches_per_iteration=strategy.batches,
+            global_batch=strategy.batch,
+            # generator updates of the whole grid
+            generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+        )
+        if gathered is None:  # not rank 0
+            return Outcome(None, fields=dataclasses.asdict(fields))
+        all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
+        fields.phases_s = {name: [part["phases"][name] for part in gathered] for name in PHASES}
+        outcome = _results(run, self.data, strategy, self.scorer, all_cells, fields)
+        outcome.curve = _snapshot_curve(run, self.data, strategy, [part["snapshots"] for part in gathered])
+        return outcome
+
+
+def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: list[list[dict]]) -> list:
+    """(clock, generator steps, bundle) of the best mixture at each snapshot, for scoring after training.
+
+    The best mixture of a snapshot is the one whose own score during training was lowest then,
+    as the final model is chosen at the end.
+    """
+    grid, kind, steps_per_iteration = (
+        strategy.grid,
+        run.cellular.neighbourhood,
+        strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+    )
+    curve = []
+    for snaps in zip(*per_rank):  # the i-th snapshot of every rank
+        states = {c: v for snap in snaps for c, v in snap["cells"].items()}
+        best = min(states, key=lambda c: (states[c]["score"], c))
+        hood = neighbourhood(best, grid, kind)
+        bundle = make_bundle(
+            run,
+            data,
+            "mixture",
+            {cell_key(n): states[n]["generator"] for n in hood},
+            weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])),
+        )
+        curve.append((max(snap["clock_s"] for snap in snaps), snaps[0]["iteration"] * steps_per_iteration, bundle))
+    return curve
+
+
+def _results(
+    run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: CellularFields
+) -> Outcome:
+    """Rank 0: rank the cells and the mixtures, and package the best mixture as the model."""
+    grid, kind, iterations = strategy.grid, run.cellular.neighbourhood, fields.iterations or 0
+
+    def best_generator(c: Cell) -> nn.Module:  # a cell keeps its individuals best first
+        g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0)[0]
+        g.load_state_dict(all_cells[c]["generators"][0])
+        return g.to(strategy.device)
+
+    final_seed = derive_seed(run.train.seed, "final-ranking")
+    cell_scores = {c: scorer([best_generator(c)], np.ones(1), final_seed) for c in sorted(all_cells)}
+    mixture_scores = {}
+    for c in sorted(all_cells):
+        nets = [best_generator(n) for n in neighbourhood(c, grid, kind)]
+        mixture_scores[c] = scorer(nets, np.asarray(all_cells[c]["mixture"]), final_seed)
+    best_cell = min(cell_scores, key=lambda c: (cell_scores[c], c))
+    best_mix = min(mixture_scores, key=lambda c: (mixture_scores[c], c))
+    hood = neighbourhood(best_mix, grid, kind)
+    weights = dict(zip([cell_key(n) for n in hood], all_cells[best_mix]["mixture"]))
+    generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
+    bundle = make_bundle(run, data, "mixture", generators, weights=weights)
+    best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
+    fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
+    fields.mixture_weights, fields.mixture_score = weights, scorer.record()
+    fields.ranking = {
+        "features": scorer.name,
+        "n": scorer.n,
+        "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
+        "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
+    }
+    fields.history = {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())}
+    # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
+    mixture_curve = []
+    for it in range(iterations):
+        points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
+        mixture_curve.append(
+            {
+                "iteration": it,
+                "clock_s": max(h["clock_s"] for h in points),
+                "fid": min(h["mixture_fid"] for h in points),
+                "features": scorer.name,
+                "n": scorer.n,
+            }
+        )
+    fields.mixture_curve = mixture_curve
+    return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle})

@@ -1,0 +1,123 @@
+"""``data_parallel`` (the Horovod baseline: one unconditional DC-GAN) and ``conditional``
+(one DC-CGAN): a single G/D pair replicated on every rank, gradients averaged every step.
+
+Strong scaling keeps the global batch (``train.batch_size``) and the number of steps; weak
+scaling keeps the per-rank batch, so the global batch grows with the ranks, and keeps the
+number of steps of the one-rank run. With ``train.stop_at_target`` rank 0 scores every
+snapshot during training (the window's clock stops meanwhile) and all ranks stop together
+when the target is met.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...records.record import DataParallelFields
+from ..flat import cpu_state
+from ..training import GanTrainer, generator_steps
+from .base import Outcome, Strategy, make_bundle, parameter_digest
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...gan.divergence import Divergence
+    from ...gan.sampling import GeneratorBundle
+
+
+class DataParallel(Strategy):
+    def setup(self) -> None:
+        run, group = self.run, self.engine.world()
+        self.conditional = run.strategy == "conditional"
+        weak = run.scaling == "weak"
+        self.global_batch = run.train.batch_size * (group.size if weak else 1)
+        # weak scaling: the one-rank run's number of generator steps
+        steps = generator_steps(run, len(self.data), run.train.batch_size) if weak and run.train.budget_s is None else None
+        self.scored_curve: list[dict] = []
+        evaluate = None
+        if run.train.stop_at_target:
+            evaluate = self._reaches_target
+            if self.engine.rank == 0:
+                from ...measure.metrics import Reference
+
+                self.reference = Reference.for_run(run, self.engine.device)
+                self.networks = self.reference.networks()  # built (and cached) before the window opens
+        self.trainer = GanTrainer(
+            run,
+            self.engine,
+            group,
+            self.data,
+            "all",
+            self.conditional,
+            self.global_batch,
+            self.telemetry,
+            max_steps=steps,
+            snapshot_points=run.metrics.curve_points,
+            evaluate=evaluate,
+            checkpointer=self.checkpointer,
+        )
+
+    def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
+        return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
+
+    def _reaches_target(self, trainer: GanTrainer) -> bool:
+        """Rank 0: score the latest snapshot; whether it meets ``metrics.target``."""
+        from ...gan.sampling import Sampler
+        from ...measure.metrics import evaluate_sampler
+        from ...measure.metrics.curve import curve_point, meets
+
+        snap = trainer.result.snapshots[-1]
+        quality = evaluate_sampler(
+            Sampler(self._bundle(snap["state"]), self.engine.device),
+            self.reference,
+            seed=self.run.train.seed,
+            networks=self.networks,
+        )
+        self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"]))
+        assert self.run.metrics.target is not None, "stop_at_target is validated to come with metrics.target"
+        return meets(self.scored_curve[-1], self.run.metrics.target)
+
+    def warm_up(self) -> None:
+        self.trainer.warm_up(self.run.train.warmup_steps)
+
+    def checkpoint(self) -> dict:
+        return {"steps": self.trainer.result.steps, "trainer": self.trainer.state_dict(), "scored_curve": list(self.scored_curve)}
+
+    def restore(self, load: Callable[[int], dict[str, Any]]) -> None:
+        mine = load(self.engine.rank)
+        self.trainer.load_state_dict(mine["trainer"], load(0)["trainer"]["shared"])
+        self.scored_curve = list(mine["scored_curve"])
+
+    def train(self) -> None:
+        self.trainer.train(deadline=self.run.train.budget_s)
+
+    def divergence(self) -> Divergence | None:
+        return self.trainer.diverged
+
+    def halted(self) -> bool:
+        return self.trainer.halted
+
+    def history_so_far(self) -> list[dict] | None:
+        return self.trainer.result.history if self.engine.rank == 0 else None
+
+    def finalize(self) -> Outcome:
+        result = self.trainer.result
+        digests = self.engine.allgather_object(
+            parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network)
+        )
+        fields = asdict(
+            DataParallelFields(
+                global_batch=self.global_batch,
+                generator_steps=result.steps,
+                history=result.history,
+                replica_digests=digests,
+                replicas_identical=len(set(digests)) == 1,
+            )
+        )
+        if self.engine.rank != 0:
+            return Outcome(None, fields=fields)
+        if self.scored_curve:  # scored while training (stop_at_target)
+            fields["curve"] = self.scored_curve
+            return Outcome(self._bundle(result.generator), [], fields)
+        curve = [(snap["clock_s"], snap["step"], self._bundle(snap["state"])) for snap in result.snapshots]
+        return Outcome(self._bundle(result.generator), curve, fields)

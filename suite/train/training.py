@@ -1,0 +1,475 @@
+"""Training of one GAN by the ranks of one group: the steps shared by the data-parallel,
+conditional and label-partitioned strategies.
+
+The group sees the data as *global* batches: every epoch is a permutation drawn from the
+scenario seed and the GAN's name, cut into batches of ``global_batch`` images, and rank ``r``
+of a group of ``n`` takes slice ``r`` of each batch. The noise is drawn the same way, for the
+whole global batch, and sliced. Hence a GAN trained by 2 ranks sees exactly the batches and
+noise that 1 rank would, and (with synchronised BatchNorm and no dropout) makes the same first
+step up to float32 rounding; later steps drift apart only where Adam's per-weight scaling
+amplifies summation-order noise in near-zero gradients.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import torch
+
+from ..config.plan import TrainingError, local_batch
+from ..config.scenario import Run
+from ..gan.data import ImageData
+from ..gan.divergence import CHECK_EVERY, Divergence, LossWatch, loss_bound, parameter_norm
+from ..gan.losses import get_loss, gradient_penalty
+from ..gan.models import build_pair
+from ..gan.seeding import derive_seed, torch_generator
+from ..measure.telemetry import Telemetry
+from .engines.base import Engine, Group, Replica
+from .flat import cpu_state
+from .syncbn import convert_sync_batchnorm
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpointer
+
+log = logging.getLogger(__name__)
+PROGRESS_POINTS = 10
+UNLIMITED = 2**62  # steps of a GAN that trains to a time budget without train.steps
+
+
+@dataclass
+class GanResult:
+    """What one trained GAN leaves behind on this rank."""
+
+    key: str
+    generator: torch.nn.Module
+    steps: int = 0
+    history: list[dict] = field(default_factory=list)  # at progress points: mean losses, step, clock
+    snapshots: list[dict] = field(default_factory=list)  # generator weights along the way
+
+
+def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
+    """Adam learning rate and betas for this run's loss."""
+    lr, (beta1, beta2) = (run.wgan_gp.lr, run.wgan_gp.betas) if run.loss == "wgan-gp" else (run.train.lr, run.train.betas)
+    return lr, (beta1, beta2)
+
+
+def critic_steps(run: Run) -> int:
+    """Discriminator steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
+    return run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
+
+
+def generator_steps(run: Run, images: int, global_batch: int) -> int:
+    """Generator steps of one GAN: ``train.epochs`` passes (capped by ``train.steps``).
+
+    A pass over ``images`` makes ``images // global_batch`` discriminator steps; WGAN-GP makes
+    ``n_critic`` of them per generator step.
+    """
+    steps = run.train.epochs * (images // global_batch) // critic_steps(run)
+    return min(steps, run.train.steps) if run.train.steps else steps
+
+
+def evenly_spaced_steps(total: int, points: int) -> list[int]:
+    """``points`` step counts spread evenly over ``total`` steps, ending at ``total``.
+
+    >>> evenly_spaced_steps(10, 3)
+    [3, 7, 10]
+    """
+    points = min(points, total)
+    if points < 1:
+        return []
+    return sorted({max(1, int(round(total * (i + 1) / points))) for i in range(points)})
+
+
+class GanTrainer:
+    """Builds one G/D pair for a group of ranks and trains it step by step.
+
+    Parameters
+    ----------
+    run:
+        The run (losses, optimiser and model settings).
+    engine, group:
+        Who trains this GAN together; a group of one rank communicates nothing.
+    data:
+        The images this GAN learns (all classes, or one class for label-partitioned training).
+    key:
+        Names the GAN in seeds (``"all"``, ``"class3"``): the same key gives the same GAN
+        whichever ranks train it.
+    conditional:
+        Build the label-conditioned pair (Tables 3 and 4).
+    global_batch:
+        Images per step over the whole group.
+    max_steps:
+        Train exactly this many generator steps, however many epochs that takes (weak
+        scaling keeps the one-rank run's step count); default: :func:`generator_steps`, or
+        ``train.steps`` (else no limit) when the run trains to a time budget.
+    snapshot_points:
+        Keep this many generator snapshots, at evenly spaced steps (or times, with a budget).
+    evaluate:
+        Called at every snapshot with the trainer when training should stop at a quality
+        target; returns whether the target is met (only the group's first rank needs to know).
+    checkpointer:
+        Offered every step boundary of the window (see :mod:`suite.train.checkpoint`); None: no checkpoints.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        engine: Engine,
+        group: Group,
+        data: ImageData,
+        key: str,
+        conditional: bool,
+        global_batch: int,
+        telemetry: Telemetry,
+        max_steps: int | None = None,
+        snapshot_points: int = 0,
+        evaluate: Callable[["GanTrainer"], bool] | None = None,
+        checkpointer: Checkpointer | None = None,
+    ):
+        self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
+        self.checkpointer = checkpointer
+        self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
+        self.loss = get_loss(run.loss)
+        self.seed = run.train.seed
+        self.local_batch = local_batch(global_batch, group.size)
+        if len(data) < global_batch:
+            raise TrainingError(
+                f"train.batch_size: GAN '{key}' has {len(data)} training images, fewer than one batch of "
+                f"{global_batch}; lower train.batch_size or select more data"
+            )
+        self.batches_per_epoch = len(data) // global_batch
+        self.n_critic = critic_steps(run)
+        if max_steps is None:
+            budgeted = run.train.budget_s is not None
+            max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, len(data), global_batch)
+        self.max_steps = max_steps
+        if self.max_steps < 1:
+            raise TrainingError(
+                f"train.epochs: GAN '{key}' would make no generator step ({self.batches_per_epoch} batches per "
+                f"epoch, {self.n_critic} critic steps per generator step); train longer or use smaller batches"
+            )
+        self.generator, self.discriminator = self._build()
+        self.result = GanResult(key, self.generator.network)
+        self.snapshot_points, self.evaluate = snapshot_points, evaluate
+        self.warmup_steps = 0
+        self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
+        self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
+        self._window_clock0 = 0.0
+        self._window_first_step: int | None = None  # the step at which this GAN's window opened
+        self.finished = False  # train() is over for this GAN
+        self._epoch, self._batch = 0, 0  # the next batch
+        self._batches: Any = None
+        # losses summed on the device since the last progress point, and how many were summed
+        self._loss_sums = torch.zeros(2, device=engine.device)
+        self._loss_steps = [0, 0]
+        # every step's losses, checked for divergence at check points (see suite.gan.divergence)
+        columns = ["discriminator loss"] * self.n_critic + ["generator loss"]
+        where = None if key == "all" else key
+        self._watch = LossWatch(engine.device, columns, loss_bound(run.loss), engine.rank, where)
+        self.diverged: Divergence | None = None  # the first divergence this rank saw
+        self.halted = False  # its group stopped training because a rank of it diverged
+
+    def _build(self) -> tuple[Replica, Replica]:
+        run, device = self.run, self.engine.device
+        g, d = build_pair(
+            run.dataset.image_size,
+            self.data.channels,
+            run.model.latent_dim,
+            num_classes=self.data.num_classes if self.conditional else 0,
+            dropout=run.model.dropout,
+            seed=derive_seed(self.seed, "init", self.key),
+            critic_norm=run.critic_norm,
+        )
+        if run.model.sync_batchnorm:
+            g = convert_sync_batchnorm(g, self.engine, self.group)
+            d = convert_sync_batchnorm(d, self.engine, self.group)
+        g, d = g.to(device), d.to(device)
+        g.train()
+        d.train()
+        lr, betas = optimizer_settings(run)
+        opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)
+        opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)
+        return (
+            self.engine.replicate(g, opt_g, self.group, f"{self.key}.G", self.local_batch),
+            self.engine.replicate(d, opt_d, self.group, f"{self.key}.D", self.local_batch),
+        )
+
+    # --- the data and noise of one step --------------------------------------------------------
+    def _epoch_batches(self, epoch: int) -> np.ndarray:
+        """(batches, local_batch) indices of this rank for ``epoch``."""
+        rng = np.random.default_rng(derive_seed(self.seed, "order", self.key, epoch))
+        order = rng.permutation(len(self.data))[: self.batches_per_epoch * self.global_batch]
+        batches = order.reshape(self.batches_per_epoch, self.global_batch)
+        lo = self.group.rank * self.local_batch
+        return batches[:, lo : lo + self.local_batch]
+
+    def _next_batch(self) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor | None]:
+        """The name (epoch, batch) and the data of the next batch of this rank."""
+        if self._batches is None:
+            # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
+            # from the next batch of the epoch (not the first where a checkpoint resumed it)
+            self._batches = self.data.batches(self._epoch_batches(self._epoch)[self._batch :], self.run.dataset.workers)
+        name = (self._epoch, self._batch)
+        with self.telemetry.data():
+            real, labels = next(self._batches)
+            real = real.to(self.engine.device, non_blocking=True)
+            labels = labels.to(self.engine.device, non_blocking=True) if self.conditional else None
+        self._batch += 1
+        if self._batch == self.batches_per_epoch:
+            self._epoch, self._batch, self._batches = self._epoch + 1, 0, None
+        return name, real, labels
+
+    def _my_slice(self, draws: torch.Tensor) -> torch.Tensor:
+        """This rank's part of draws made for the whole global batch."""
+        lo = self.group.rank * self.local_batch
+        return draws[lo : lo + self.local_batch]
+
+    def _noise(self, *name: object) -> torch.Tensor:
+        z = torch.randn(self.global_batch, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", self.key, *name))
+        return self._my_slice(z).to(self.engine.device, non_blocking=True)
+
+    # --- one step ----------------------------------------------------------------------------------
+    def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
+        g, d = self.generator.network, self.discriminator
+        with torch.no_grad():
+            fake = g(self._noise(*name, "d"), labels)
+        d_loss = self.loss.discriminator(d.module(real, labels), d.module(fake, labels))
+        if self.loss.needs_penalty:
+            eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
+            d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
+        d.zero_grad()
+        d.backward(d_loss)
+        d.step()
+        return d_loss.detach()
+
+    def _generator_step(self, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
+        g, d = self.generator, self.discriminator
+        with d.frozen():
+            fake = g.module(self._noise(*name, "g"), labels)
+            g_loss = self.loss.generator(d.network(fake, labels))
+            g.zero_grad()
+            g.backward(g_loss)
+            g.step()
+        return g_loss.detach()
+
+    def step(self) -> None:
+        """One generator step: ``n_critic`` discriminator steps on the next batches, then G."""
+        telemetry = self.telemetry
+        with telemetry.counting_flops():
+            telemetry.begin_step()
+            losses = self._watch.row()  # on the device: written without a read
+            for critic in range(self.n_critic):
+                name, real, labels = self._next_batch()
+                # dropout masks come from the global generator: seed it by the batch's name
+                torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
+                losses[critic] = d_loss = self._discriminator_step(real, labels, name)
+                self._loss_sums[0] += d_loss
+            losses[self.n_critic] = g_loss = self._generator_step(labels, name)
+            self._loss_sums[1] += g_loss
+            self.result.steps += 1
+            self._watch.done(self.result.steps)
+            telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
+        self._loss_steps[0] += self.n_critic
+        self._loss_steps[1] += 1
+
+    # --- what happens between steps ----------------------------------------------------------------
+    def take_snapshot(self, scheduled: bool = False) -> None:
+        """Keep the generator's current weights (on the device) with the step and window clock.
+
+        ``scheduled`` marks the snapshots of ``snapshot_points`` (evenly spaced steps or times).
+        """
+        state = copy.deepcopy(self.generator.network.state_dict())
+        self.result.snapshots.append(
+            {"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state, "scheduled": scheduled}
+        )
+
+    def _due(self, name: str, clock: float) -> bool:
+        """Whether a budgeted GAN passed its next time for ``name`` (dropping every time passed)."""
+        times = self._times[name]
+        passed = bool(times) and clock >= times[0]
+        while times and clock >= times[0]:
+            times.pop(0)
+        return passed
+
+    def _between_steps(self) -> bool:
+        """Divergence checks, snapshots, evaluation and progress after a window step; True when training should stop.
+
+        Steps decide by their count; a budgeted GAN decides by the window clock, agreed over
+        its group so that every rank stops after the same step.
+        """
+        steps, clock = self.result.steps, self.telemetry.clock()
+        if self.deadline is None:
+            snapshot, progress = steps in self._snapshot_steps, steps in self._progress_steps
+            stop = steps >= self.max_steps
+            if stop or snapshot or progress or steps % CHECK_EVERY == 0:
+                self.halted = self._check_divergence(final=stop)
+        else:
+            if steps % CHECK_EVERY == 0:
+                self._look_for_divergence()
+            snapshot, progress, out_of_time, self.halted = self.engine.any_rank(
+                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline, self.diverged is not None],
+                self.group,
+            )
+            stop = out_of_time or steps >= self.max_steps
+            if stop and not self.halted:
+                self.halted = self._check_divergence(final=True)
+            snapshot = snapshot or stop  # the model as the budget ends is always among the snapshots
+        if self.halted:
+            if self.group.rank == 0:
+                self._progress()  # the losses up to the step where training stopped
+            return True
+        if snapshot and self.snapshot_points:
+            self.take_snapshot(scheduled=True)
+            if self.evaluate is not None:
+                with self.telemetry.paused():  # scoring is not training: the window's clock stops
+                    reached = self.evaluate(self) if self.group.rank == 0 else False
+                    stop = self.engine.any_rank([reached], self.group)[0] or stop
+        if (progress or stop) and self.group.rank == 0:
+            self._progress()
+        if not stop and self.checkpointer is not None:
+            self.checkpointer.at_boundary(steps)
+        return stop
+
+    # --- divergence (see suite.gan.divergence) ---------------------------------------------------------
+    def _look_for_divergence(self, final: bool = False) -> None:
+        """Check this rank's losses since the last check point and G's and D's parameter norms (no vote)."""
+        norms = torch.stack([parameter_norm(self.generator.network), parameter_norm(self.discriminator.network)])
+        seen = self._watch.check(self.result.steps, norms, final=final)
+        if seen is not None and self.diverged is None:
+            self.diverged = seen
+            log.warning("%s; training stops", seen.line())
+
+    def _check_divergence(self, final: bool = False) -> bool:
+        """Look for divergence, then agree over the group: whether any of its ranks diverged."""
+        self._look_for_divergence(final)
+        return self.engine.any_rank([self.diverged is not None], self.group)[0]
+
+    def _progress(self) -> None:
+        """Mean losses since the last progress point (with the divergence checks, the only device reads of the loop) and a log line."""
+        d_sum, g_sum = self._loss_sums.tolist()
+        steps, clock = self.result.steps, self.telemetry.clock()
+        self.result.history.append(
+            {
+                "step": steps,
+                "epoch": self._epoch,
+                "clock_s": clock,
+                "d_loss": d_sum / max(1, self._loss_steps[0]),
+                "g_loss": g_sum / max(1, self._loss_steps[1]),
+            }
+        )
+        self._loss_sums.zero_()
+        self._loss_steps = [0, 0]
+        if self.deadline is not None:
+            log.info(
+                "%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock)
+            )
+        elif steps < self.max_steps:
+            mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
+            eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
+            log.info("%s: step %d/%d, %.0fs in the training window, ETA %.0fs", self.key, steps, self.max_steps, clock, eta)
+        else:
+            log.info("%s: step %d/%d, %.0fs in the training window", self.key, steps, self.max_steps, clock)
+
+    # --- the phases ----------------------------------------------------------------------------------
+    def warm_up(self, steps: int) -> None:
+        """The first ``steps`` generator steps (they train; the window has not opened yet)."""
+        count = min(steps, self.max_steps - self.result.steps)
+        for i in range(count):
+            self.step()
+            self.warmup_steps += 1
+            if (i + 1 == count or self.result.steps % CHECK_EVERY == 0) and self._check_divergence(final=i + 1 == count):
+                self.halted = True
+                if self.group.rank == 0:
+                    self._progress()  # the losses up to the step where training stopped
+                return
+
+    def train(self, deadline: float | None = None) -> GanResult:
+        """The remaining steps: to ``max_steps``, or until the window clock reaches ``deadline``.
+
+        Snapshots (and progress lines) fall on evenly spaced steps of the window, or evenly
+        spaced times up to the deadline.
+        """
+        if self.finished or self.halted:  # resumed after this GAN's training was over, or diverged in warm-up
+            return self.result
+        self.deadline = deadline
+        if self._window_first_step is None:  # the window opens (a resumed GAN keeps the schedule it had)
+            self._window_first_step, self._window_clock0 = self.result.steps, self.telemetry.clock()
+            if deadline is not None:
+                start, span = self._window_clock0, deadline - self._window_clock0
+                self._times = {
+                    "snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
+                    "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)],
+                }
+        first = self._window_first_step
+        window_steps = self.max_steps - first
+        self._snapshot_steps = {first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
+        self._progress_steps = {first + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
+        while self.result.steps < self.max_steps:
+            self.step()
+            if self._between_steps():
+                break
+        self.finished = True
+        return self.result
+
+    # --- checkpoints -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's part of the GAN's training state, for a checkpoint (CPU tensors).
+
+        The ranks of a group hold the same weights and optimizer states, so only the group's first
+        rank keeps them, under ``"shared"``, with the history and snapshots that only it records.
+        Every rank keeps its position in the data, its loss sums and its BatchNorm statistics
+        (buffers are per rank: each normalises its own shard), and its optimizer states where the
+        engine partitions them.
+        """
+        g, d = self.generator, self.discriminator
+        state: dict[str, Any] = {
+            "position": {
+                "epoch": self._epoch,
+                "batch": self._batch,
+                "steps": self.result.steps,
+                "warmup_steps": self.warmup_steps,
+                "window_first_step": self._window_first_step,
+                "window_clock0": self._window_clock0,
+                "times": copy.deepcopy(self._times),
+                "finished": self.finished,
+            },
+            "loss_sums": self._loss_sums.cpu().clone(),
+            "loss_steps": list(self._loss_steps),
+            "buffers": {name: cpu_state(dict(r.network.named_buffers())) for name, r in (("G", g), ("D", d))},
+            "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if not r.shared_optimizer},
+        }
+        if self.group.rank == 0:
+            state["shared"] = {
+                "networks": {"G": cpu_state(g.network), "D": cpu_state(d.network)},
+                "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if r.shared_optimizer},
+                "history": copy.deepcopy(self.result.history),
+                "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in self.result.snapshots],
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], shared: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`: this rank's ``state`` and its group's first rank's ``shared`` part."""
+        device = self.engine.device
+        for name, replica in (("G", self.generator), ("D", self.discriminator)):
+            replica.network.load_state_dict(shared["networks"][name])
+            with torch.no_grad():  # this rank's own normalisation statistics
+                for key, buffer in replica.network.named_buffers():
+                    buffer.copy_(state["buffers"][name][key])
+            opt = shared["optimizers"][name] if replica.shared_optimizer else state["optimizers"][name]
+            replica.load_optimizer_state(opt)
+        position = state["position"]
+        self._epoch, self._batch, self._batches = position["epoch"], position["batch"], None
+        self.result.steps, self.warmup_steps = position["steps"], position["warmup_steps"]
+        self._window_first_step, self._window_clock0 = position["window_first_step"], position["window_clock0"]
+        self._times, self.finished = copy.deepcopy(position["times"]), position["finished"]
+        self._loss_sums = state["loss_sums"].to(device)
+        self._loss_steps = list(state["loss_steps"])
+        if self.group.rank == 0:
+            self.result.history = copy.deepcopy(shared["history"])
+            self.result.snapshots = [
+                {**snap, "state": {k: v.to(device) for k, v in snap["state"].items()}} for snap in shared["snapshots"]
+            ]
