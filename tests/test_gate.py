@@ -271,3 +271,14 @@ def test_without_the_knob_steps_are_untouched(monkeypatch):
     telemetry = FakeTelemetry()
     worker._slow_down_steps(telemetry)
     assert telemetry.end_step.__func__ is FakeTelemetry.end_step
+
+
+def test_an_inconclusive_summary_says_how_many_pairs_or_that_the_change_sits_on_the_threshold():
+    from suite.analysis.gate_files import MANY_PAIRS, summary_line
+
+    def row(more):
+        return {"run_id": "r0", "metric": "images_per_s", "verdict": paired.INCONCLUSIVE, "more_pairs": more}
+
+    assert summary_line(paired.INCONCLUSIVE, [row(3)], 10).endswith("about 3 more pairs would decide (raise --max-pairs)")
+    close = summary_line(paired.INCONCLUSIVE, [row(MANY_PAIRS + 1)], 10)
+    assert close.endswith(f"the change is close to the threshold: more than {MANY_PAIRS} more pairs would be needed")

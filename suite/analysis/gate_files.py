@@ -26,6 +26,10 @@ class GateResult:
     minutes: float
 
 
+MANY_PAIRS = 50
+"""Beyond this many more pairs the summary says the change is too close to the threshold instead of a count."""
+
+
 def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
     """One line: the verdict and what decided it."""
     if verdict == paired.FAIL:
@@ -34,7 +38,10 @@ def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
     if verdict == paired.INCONCLUSIVE:
         open_ = [v for v in verdicts if v["verdict"] == paired.INCONCLUSIVE]
         more = max((v.get("more_pairs") or 0 for v in open_), default=0)
-        hint = f"; about {more} more pairs would decide (--max-pairs)" if more else ""
+        if more > MANY_PAIRS:  # the mean sits on the threshold: more pairs narrow the bound only slowly
+            hint = f"; the change is close to the threshold: more than {MANY_PAIRS} more pairs would be needed"
+        else:
+            hint = f"; about {more} more pairs would decide (raise --max-pairs)" if more else ""
         return f"INCONCLUSIVE: too noisy to tell for {', '.join(v['run_id'] + ' ' + v['metric'] for v in open_)}{hint}"
     return f"PASS: no metric is worse by {threshold:g} % or more"
 
