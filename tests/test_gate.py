@@ -86,6 +86,7 @@ def repo(tmp_path, monkeypatch):
     subprocess.run([*git, "commit", "-qam", "two"], check=True)
     monkeypatch.setattr(gate, "repository", lambda: root)
     monkeypatch.setattr(gate, "check_side_imports", lambda side: None)
+    monkeypatch.setattr(gate, "host_cpu_seconds", lambda: None)  # the host's other load is unknown: never discard
     return root
 
 
@@ -282,3 +283,42 @@ def test_an_inconclusive_summary_says_how_many_pairs_or_that_the_change_sits_on_
     assert summary_line(paired.INCONCLUSIVE, [row(3)], 10).endswith("about 3 more pairs would decide (raise --max-pairs)")
     close = summary_line(paired.INCONCLUSIVE, [row(MANY_PAIRS + 1)], 10)
     assert close.endswith(f"the change is close to the threshold: more than {MANY_PAIRS} more pairs would be needed")
+
+
+def test_a_pair_run_while_other_processes_used_the_host_is_discarded_and_run_again(repo, tmp_path, monkeypatch):
+    run = fake_workload()
+    monkeypatch.setattr(gate, "run_workload", run)
+    busy = iter([1.5, 0.0])  # pair 0's A run shared the host with 1.5 busy cores; every later run had it alone
+
+    def measured(call):
+        return call(), next(busy, 0.0)
+
+    monkeypatch.setattr(gate, "foreign_cores", measured)
+    result = gate.run_gate(settings(repo, tmp_path))
+    assert result.verdict == paired.PASS and len(result.pairs) == 5
+    assert [d["pair"] for d in result.discarded] == [0] and result.discarded[0]["foreign_cores"]["A"] == 1.5
+    assert [c[1] for c in run.calls[2:6]] == ["pair00", "pair00", "pair00-again1", "pair00-again1"]
+    assert "1 pairs discarded (host busy)" in (tmp_path / "out" / "gate.md").read_text()
+
+
+def test_a_host_busy_throughout_gives_inconclusive_not_a_verdict(repo, tmp_path, monkeypatch):
+    monkeypatch.setattr(gate, "run_workload", fake_workload(slowdown=1.5))
+    monkeypatch.setattr(gate, "foreign_cores", lambda call: (call(), 1.0))
+    result = gate.run_gate(settings(repo, tmp_path, max_pairs=5))
+    assert result.verdict == paired.INCONCLUSIVE and result.exit_code == 3 and result.pairs == []
+    assert result.reason.startswith("INCONCLUSIVE: the host was busy: 0 undisturbed pairs of the 5 needed, 6 discarded")
+
+
+def test_the_host_load_measure_counts_only_other_processes_cpu(monkeypatch):
+    host = iter([100.0, 103.0])  # the host was busy 3 CPU-seconds
+    own = iter([10.0, 12.0])  # 2 of them were the workload's own processes
+    clock = iter([0.0, 2.0])
+    monkeypatch.setattr(gate, "host_cpu_seconds", lambda: next(host))
+    monkeypatch.setattr(gate, "children_cpu_seconds", lambda: next(own))
+    monkeypatch.setattr(gate.time, "monotonic", lambda: next(clock))
+    assert gate.foreign_cores(lambda: "done") == ("done", pytest.approx(0.5))
+
+
+def test_the_real_host_reader_reads_proc_stat():
+    first, second = gate.host_cpu_seconds(), gate.host_cpu_seconds()
+    assert first is not None and second >= first > 0

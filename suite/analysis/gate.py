@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,8 @@ class Settings:
     allow_dirty: bool = False
     inject_slowdown: float = 0.0
     score_samples: int = 256
+    max_foreign_cores: float = 0.25
+    """A pair during which other processes kept more than this many cores busy is discarded and run again."""
 
     def check(self) -> None:
         """Refuse settings that cannot give a verdict: one line naming the option."""
@@ -413,6 +416,7 @@ def run_gate(settings: Settings) -> GateResult:
     settings.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     pairs: list[dict] = []
+    discarded: list[dict] = []
     verdicts: list[dict] = []
     sides = {"B": candidate}
     try:
@@ -427,40 +431,85 @@ def run_gate(settings: Settings) -> GateResult:
         for key in "AB":
             run_workload(sides[key], scenarios[seeds[0]], settings.out / "warmup" / key, settings.timeout)
         verdict = paired.INCONCLUSIVE
-        while len(pairs) < settings.max_pairs:
-            i = len(pairs)
-            if i >= settings.min_pairs:
+        while len(pairs) < settings.max_pairs and len(discarded) <= settings.max_pairs:
+            i, ran = len(pairs), pairs + discarded
+            if ran:
                 elapsed = time.monotonic() - start
-                per_pair = sum(p["seconds"] for p in pairs) / len(pairs)
+                per_pair = sum(p["seconds"] for p in ran) / len(ran)
                 if elapsed + per_pair > settings.max_minutes * 60:
                     log.info("gate: stopping at %d pairs: another would pass --max-minutes %g", i, settings.max_minutes)
                     break
-            pairs.append(run_pair(sides, i, seeds[i % len(seeds)], scenarios, settings))
+            attempt = sum(1 for p in discarded if p["pair"] == i)
+            pair = run_pair(sides, i, seeds[i % len(seeds)], scenarios, settings, attempt)
+            if disturbed(pair, settings):
+                log.info("gate: pair %d discarded: other processes kept %s cores busy", i, pair["foreign_cores"])
+                discarded.append(pair)
+                continue
+            pairs.append(pair)
             if len(pairs) >= settings.min_pairs:
                 verdicts = speed_verdicts(pairs, settings)
                 verdict = paired.overall([v["verdict"] for v in verdicts])
                 log.info("gate: %d pairs: %s", len(pairs), verdict)
                 if verdict != paired.INCONCLUSIVE:
                     break
+        if len(pairs) < settings.min_pairs:
+            reason = (
+                f"INCONCLUSIVE: the host was busy: {len(pairs)} undisturbed pairs of the {settings.min_pairs} needed, "
+                f"{len(discarded)} discarded because other processes kept more than {settings.max_foreign_cores:g} "
+                "cores busy; rerun on a quiet machine"
+            )
+            return finish(settings, paired.INCONCLUSIVE, 3, reason, sides, pairs, [], start, discarded)
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)
-        return finish(settings, verdict, EXIT_CODES[verdict], reason, sides, pairs, verdicts, start)
+        return finish(settings, verdict, EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
     except GateError as error:
-        finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start)
+        finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start, discarded)
         raise
     finally:
         remove_worktree(repo, settings.out / "baseline-src")
 
 
-def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Path], settings: Settings) -> dict:
-    """Pair ``i``: both sides on one seed, A first on even pairs and B first on odd ones (A B B A ...)."""
+def host_cpu_seconds() -> float | None:
+    """CPU seconds the whole host has been busy since boot (``/proc/stat``), or None where there is none."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's finished children and their descendants (the workload's processes)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def foreign_cores(run: Any) -> tuple[Any, float | None]:
+    """``run()``'s result and the cores that processes other than its own kept busy meanwhile (None: unknown)."""
+    host0, own0, t0 = host_cpu_seconds(), children_cpu_seconds(), time.monotonic()
+    result = run()
+    host1, own1, wall = host_cpu_seconds(), children_cpu_seconds(), time.monotonic() - t0
+    if host0 is None or host1 is None or wall <= 0:
+        return result, None
+    return result, max(0.0, (host1 - host0) - (own1 - own0)) / wall
+
+
+def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Path], settings: Settings, attempt: int = 0) -> dict:
+    """Pair ``i``: both sides on one seed, A first on even pairs and B first on odd ones (A B B A ...).
+
+    ``foreign_cores`` says, per side, how many cores other processes kept busy during its run.
+    """
     order = "AB" if i % 2 == 0 else "BA"
     began = time.monotonic()
-    values, dirs = {}, {}
+    values, dirs, foreign = {}, {}, {}
     for key in order:
-        dirs[key] = settings.out / f"pair{i:02d}" / key
-        values[key] = values_of(run_workload(sides[key], scenarios[seed], dirs[key], settings.timeout))
+        dirs[key] = settings.out / (f"pair{i:02d}" + (f"-again{attempt}" if attempt else "")) / key
+        records, foreign[key] = foreign_cores(partial(run_workload, sides[key], scenarios[seed], dirs[key], settings.timeout))
+        values[key] = values_of(records)
     if set(values["A"]) != set(values["B"]):
         raise GateError(f"the two sides ran different runs: A {sorted(values['A'])}, B {sorted(values['B'])}")
     return {
@@ -471,7 +520,13 @@ def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Pat
         "B": values["B"],
         "dirs": dirs,
         "seconds": time.monotonic() - began,
+        "foreign_cores": foreign,
     }
+
+
+def disturbed(pair: dict, settings: Settings) -> bool:
+    """Whether other processes used more of the host than ``max_foreign_cores`` during either run of ``pair``."""
+    return any(v is not None and v > settings.max_foreign_cores for v in pair["foreign_cores"].values())
 
 
 def host_info() -> dict[str, Any]:
@@ -488,6 +543,7 @@ def finish(
     pairs: list[dict],
     verdicts: list[dict],
     start: float,
+    discarded: list[dict] | None = None,
 ) -> GateResult:
     """Write the gate's files and return its result."""
     result = GateResult(
@@ -497,7 +553,8 @@ def finish(
         sides={k: s.describe() for k, s in sides.items()},
         settings={k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         host=host_info(),
-        pairs=[{k: (str(v) if k == "dirs" else v) for k, v in p.items() if k != "dirs"} for p in pairs],
+        pairs=[{k: v for k, v in p.items() if k != "dirs"} for p in pairs],
+        discarded=[{k: v for k, v in p.items() if k not in ("dirs", "A", "B")} for p in discarded or []],
         verdicts=verdicts,
         minutes=(time.monotonic() - start) / 60,
     )

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ class GateResult:
     pairs: list[dict]
     verdicts: list[dict]
     minutes: float
+    discarded: list[dict] = field(default_factory=list)
+    """Pairs run again because other processes used the host meanwhile (their ``foreign_cores``)."""
 
 
 MANY_PAIRS = 50
@@ -81,7 +83,8 @@ def markdown(result: GateResult) -> str:
         f"- A (baseline): {a['label']} `{a['commit'][:12]}`; B (candidate): {b['label']} `{b['commit'][:12]}`"
         + (f", with {b['env']}" if b["env"] else ""),
         f"- host {result.host['host']} ({result.host['cpus']} CPUs); {len(result.pairs)} pairs, interleaved A B B A, "
-        f"after one warm-up run per side; {result.minutes:.1f} min; baseline venv {a['venv']}",
+        f"after one warm-up run per side; {len(result.discarded)} pairs discarded (host busy); {result.minutes:.1f} min; "
+        f"baseline venv {a['venv']}",
         f"- regression: worse by {result.settings['threshold']:g} % or more and significant at "
         f"{result.settings['alpha']:g} (Wilcoxon signed-rank, one-sided); PASS: the one-sided "
         f"{1 - result.settings['alpha']:.0%} upper bound of the mean change is below the threshold",
