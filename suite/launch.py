@@ -141,12 +141,37 @@ def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -
         if opts.ranks_per_node:
             cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
         cmd += ["--bind-to", "none"]
-        for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
-            if os.environ.get(variable):
-                cmd += ["-x", variable]
+        for variable in forwarded_variables():  # Open MPI passes remote ranks only what -x names
+            cmd += ["-x", variable]
         if run.engine == "torch":
             cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
     return cmd + opts.extra + _worker(opts, run_dir)
+
+
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+"""Variables a launcher that starts ranks over ssh must pass on (with every ``SUITE_*`` one):
+where the tools and the suite are, and the suite's own settings (its cache, device, test knobs)."""
+
+
+def forwarded_variables(env: dict[str, str] | None = None) -> list[str]:
+    """The names of :data:`FORWARDED` and ``SUITE_*`` variables set (non-empty) in ``env`` (default: this process's)."""
+    env = dict(os.environ) if env is None else env
+    suite_own = sorted(name for name in env if name.startswith("SUITE_"))
+    return [name for name in (*FORWARDED, *suite_own) if env.get(name)]
+
+
+def deepspeed_env_file(run_dir: Path, env: dict[str, str]) -> Path:
+    """Write the variables that DeepSpeed's multi-node runner does not pass on by itself (it passes
+    ``PYTHON*``) to ``RUN_DIR/deepspeed_env``, which ``DS_ENV_FILE`` names; returns the path.
+
+    The runner reads ``KEY=VALUE`` lines and exports them on every node before the ranks start.
+    """
+    path = Path(run_dir).resolve() / "deepspeed_env"
+    lines = [
+        f"{name}={env[name]}" for name in forwarded_variables(env) if not name.startswith("PYTHON") and "\n" not in env[name]
+    ]
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
 
 
 def _horovodrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
@@ -488,6 +513,8 @@ def launch(
         stale.unlink(missing_ok=True)
     shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
     env = child_environment(run, opts)
+    if opts.launcher == "deepspeed" and opts.hosts:  # ranks on other nodes, started over ssh
+        env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
     start = time.perf_counter()
     timed_out, interrupted = False, None
     with open(run_dir / "log.txt", "w") as logfile:
