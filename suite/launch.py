@@ -51,7 +51,7 @@ from typing import Any, Callable
 import psutil
 
 from .checkpoint import CHECKPOINT_DIR, STOP_FILE, describe, last_checkpoint
-from .failures import RANKS_DIR, first_failure, read_statuses, signal_name
+from .failures import RANKS_DIR, first_failure, launch_problem, read_statuses, signal_name
 from .launchenv import node_cores, threads_per_rank
 from .registry import ENGINES, launcher_engines
 from .results import RECORD_FILE, RUN_FILE, read_record, update_record, write_record
@@ -336,6 +336,8 @@ def finalize_record(
         status, reason = "interrupted", f"interrupted by {interrupted} after {wall_s:.0f} s"
     elif timed_out:
         reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
+    elif (problem := launch_problem(log_text)) is not None:  # a host it could not reach, a partition that does not exist
+        reason = problem
     elif (
         statuses
         and all(s["status"] in ("stopped", "trained") for s in statuses.values())
@@ -358,6 +360,26 @@ def finalize_record(
         fields["failure"] = failure.as_dict()
     write_record(run_dir, fields)
     return fields
+
+
+class _LogWatch:
+    """Reads the launcher's output as it grows, for a host it cannot reach (:func:`suite.failures.launch_problem`):
+    the ranks that did start would otherwise wait for the missing ones until their rendezvous times out."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def problem(self) -> str | None:
+        """The problem the complete lines written since the last call name, or None."""
+        try:
+            with open(self.path, errors="replace") as f:
+                f.seek(self.offset)
+                text = self.partial + f.read()
+                self.offset = f.tell()
+        except OSError:
+            return None
+        complete, _, self.partial = text.rpartition("\n")
+        return launch_problem(complete)
 
 
 class _Launched:
@@ -521,7 +543,7 @@ def launch(
         logfile.write(f"$ {shlex.join(command)}\n")
         logfile.flush()
         process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        launched = _Launched(process, run_dir)
+        launched, watch = _Launched(process, run_dir), _LogWatch(run_dir / "log.txt")
         exit_code = None
         try:
             while exit_code is None and not timed_out:
@@ -531,6 +553,9 @@ def launch(
                     exit_code = process.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     launched.refresh()
+                    if (problem := watch.problem()) is not None:
+                        log.warning("%s: %s; stopping the launch", run_dir.name, problem)
+                        break
                     if tick is not None:
                         tick(elapsed)
         except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
