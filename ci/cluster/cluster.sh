@@ -9,11 +9,11 @@
 # Each node is a network namespace (suite-node1, suite-node2) joined to the other by a veth
 # pair (eth1 on both sides, 10.77.0.1 and 10.77.0.2, shaped with tc tbf), plus a holder
 # process that keeps the node's own UTS namespace (hostname node1, node2) and mount namespace
-# (its /etc/hosts naming both nodes, and STATE/run bound to STATE/NODE: munge's socket and
-# slurmd's spool are per node, as on separate machines). Everything else, the file system
-# included, is shared, as on a cluster with a shared home. On each node run sshd (a temporary
-# host key, root's login by a temporary key pair; clients use STATE/bin/ssh, which reads
-# STATE/ssh/config), munged (a temporary key) and slurmd; node1 also runs slurmctld. Every
+# (its /etc/hosts naming both nodes, and node3, 10.77.0.3, a node that is down; STATE/run bound
+# to STATE/NODE: munge's socket and slurmd's spool are per node, as on separate machines).
+# Everything else, the file system included, is shared, as on a cluster with a shared home. On
+# each node run sshd (a temporary host key, root's login by a temporary key pair; clients use
+# STATE/bin/ssh, which reads STATE/ssh/config), munged (a temporary key) and slurmd; node1 also runs slurmctld. Every
 # daemon is started in the foreground, in the background of this script, and its pid kept in
 # STATE/pids, which `down` stops by pid, then removes the namespaces and the veth pair. Nothing
 # outside STATE is changed, except /run/sshd (sshd's privilege-separation folder), created when
@@ -118,6 +118,7 @@ EOF
         {
             echo "127.0.0.1 localhost"
             for n in "${NODES[@]}"; do echo "$(addr "$n") $n"; done
+            echo "$SUBNET.3 node3  # no such machine: a node that is down, for the bad-input tests"
         } >"$STATE/$node/hosts"
     done
     local cpus mem
@@ -234,31 +235,44 @@ nodes_idle() {
     [ "$(echo "$out" | grep -c ' idle$')" -eq ${#NODES[@]} ]
 }
 
-stop_pid() { # stop_pid FILE: TERM the process named in FILE, KILL it after 10 s
-    local file=$1 pid i
-    pid=$(cat "$file" 2>/dev/null) || return 0
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < 50; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$file"
+running() { # running PID: alive and not a zombie (an orphan waits for init to reap it)
+    kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
+stop_all() { # stop_all FILE...: TERM the processes the pid files name, KILL them after 10 s, wait until init reaped them
+    local file pid i pids=()
+    for file in "$@"; do
+        [ -e "$file" ] || continue
+        pid=$(cat "$file" 2>/dev/null) || true
+        if [ -n "$pid" ] && running "$pid"; then
+            kill -TERM "$pid" 2>/dev/null || true
+            pids+=("$pid")
+        fi
+    done
+    for ((i = 0; i < 100; i++)); do
+        local left=0
+        for pid in "${pids[@]}"; do if running "$pid"; then left=1; fi; done
+        [ "$left" -eq 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi; done
+    for ((i = 0; i < 100; i++)); do # gone from the process table, not left as zombies
+        local left=0
+        for pid in "${pids[@]}"; do if [ -e "/proc/$pid" ]; then left=1; fi; done
+        [ "$left" -eq 0 ] && break
+        sleep 0.1
+    done
+    for file in "$@"; do rm -f "$file"; done
 }
 
 down() {
     [ -d "$STATE" ] || return 0
-    local file node
+    local node
     if [ -d "$STATE/pids" ]; then
-        # daemons first (slurmd before slurmctld before munged), the namespace holders last
-        for file in "$STATE"/pids/*.slurmd "$STATE"/pids/*.slurmctld "$STATE"/pids/*.sshd "$STATE"/pids/*.munged; do
-            [ -e "$file" ] && stop_pid "$file"
-        done
-        for file in "$STATE"/pids/*; do
-            [ -e "$file" ] && stop_pid "$file"
-        done
+        # Slurm's daemons first, then sshd and munged, the namespace holders last
+        stop_all "$STATE"/pids/*.slurmd "$STATE"/pids/*.slurmctld
+        stop_all "$STATE"/pids/*.sshd "$STATE"/pids/*.munged
+        stop_all "$STATE"/pids/*
     fi
     if [ -f "$STATE/veth" ]; then
         for node in "${NODES[@]}"; do
