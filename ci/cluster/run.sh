@@ -57,8 +57,10 @@ start=$(date +%s)
 bash ci/cluster/cluster.sh up "$STATE" "${CLUSTER_RATE:-1gbit}" || exit 1
 # PYTHONPATH: this checkout's suite on every node, whatever the environment has installed.
 # -s: the tests' CLUSTER lines are printed as they pass. The tests run in a process group of their
-# own (setsid), in the background, so that a signal here stops them and all they started.
-SUITE_CLUSTER_STATE=$STATE PYTHONPATH=$PWD setsid "$PY" -m pytest tests/cluster -s -q -p no:cacheprovider ${PYTEST_ARGS:-} &
+# own (setsid), in the background, so that a signal here stops them and all they started. Their
+# folders are in the cluster's (--basetemp), out of reach of other pytest sessions' clean-up.
+SUITE_CLUSTER_STATE=$STATE PYTHONPATH=$PWD setsid "$PY" -m pytest tests/cluster -s -q -p no:cacheprovider \
+    --basetemp="$STATE/tests" ${PYTEST_ARGS:-} &
 tests=$!
 limit=${CLUSTER_TIMEOUT:-1500}
 while group_running "$tests"; do

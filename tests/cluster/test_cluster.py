@@ -103,7 +103,7 @@ def check_across(launcher: str, record: dict, crossed: int) -> None:
     assert crossed > payload / len(hosts) / 2, f"{launcher}: only {crossed} bytes crossed the link for {payload} payload bytes"
     print(
         f"\nCLUSTER {launcher}: {record['engine']} engine, ranks on {'+'.join(hosts)}; comm.bytes {payload:,} "
-        f"(link: {crossed:,} bytes both ways); step p50 {record['telemetry']['step_p50'] * 1000:.1f} ms; "
+        f"(link: {crossed:,} bytes both ways); step p50 {(record['telemetry']['step_p50'] or 0) * 1000:.1f} ms; "
         f"wall {record['wall_s']:.1f} s; link {(STATE / 'rate').read_text().strip()}"
     )
 
