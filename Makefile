@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke gpu-check test test-fast lint docs format regression bench report lock clean
+.PHONY: setup digits smoke gpu-check test test-fast cluster-test lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -29,6 +29,12 @@ test: setup
 # The developer loop: unit tests without multi-process runs or slow training (under a minute on 2 cores).
 test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
+
+# Every cluster launcher across a two-node cluster built here (network namespaces, sshd, munge, Slurm;
+# root only, packages from Debian via ci/cluster/setup.sh), torn down afterwards; prints SKIPPED and
+# exits 0 where it cannot run. Not part of `make test`. See docs/clusters.md.
+cluster-test: setup
+	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh
 
 # Lint (pyflakes, pycodestyle, bugbear, import order, complexity), the formatter's check, the type check and the
 # package's layers (import-linter's contracts in pyproject.toml); .ci/run runs it first.

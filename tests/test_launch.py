@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
-from suite.running.launch import LaunchError, LaunchOptions, command_for
+from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
 from suite.train.launchenv import LaunchInfo, detect
 
 PY = "/env/bin/python"
@@ -68,6 +68,21 @@ def test_mpirun_on_a_cluster(monkeypatch):
     assert line[:9] == ["mpirun", "-np", "8", "-H", "n1:4,n2:4", "--map-by", "ppr:4:node", "--bind-to", "none"]
     assert "-x" in line and "PYTHONPATH" in line and "LD_LIBRARY_PATH" not in line
     assert "MASTER_ADDR=n1" in line and line[-3:] == ["-m", "suite.running.worker", "/r/RUN"]
+
+
+def test_remote_ranks_get_the_suites_variables(monkeypatch, tmp_path):
+    """mpirun passes remote ranks only what -x names, DeepSpeed's runner only PYTHON*: the suite's own
+    settings (SUITE_*: its cache, device, test knobs) are named too, and written for DS_ENV_FILE."""
+    monkeypatch.setenv("SUITE_CACHE", "/shared/cache")
+    monkeypatch.setenv("SUITE_DEVICE", "cpu")
+    monkeypatch.setenv("SUITE_EMPTY", "")
+    line = cmd(a_run("mpi", procs=2), launcher="mpirun", hosts="n1:1,n2:1")
+    named = [line[i + 1] for i, word in enumerate(line) if word == "-x"]
+    assert {"PATH", "SUITE_CACHE", "SUITE_DEVICE"} <= set(named) and "SUITE_EMPTY" not in named
+    env = {"PATH": "/venv/bin:/usr/bin", "PYTHONPATH": "/src", "SUITE_CACHE": "/shared/cache", "HOME": "/root"}
+    path = deepspeed_env_file(tmp_path, env)
+    assert path.is_absolute() and path.read_text().splitlines() == ["PATH=/venv/bin:/usr/bin", "SUITE_CACHE=/shared/cache"]
+    assert forwarded_variables(env) == ["PATH", "PYTHONPATH", "SUITE_CACHE"]
 
 
 def test_horovodrun_on_a_cluster():

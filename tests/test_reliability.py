@@ -25,8 +25,9 @@ from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
-from suite.records.failures import Failure, first_failure, launcher_failure, write_status
+from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
+from suite.running.launch import _LogWatch, finalize_record
 from suite.running.lock import ResultsLock
 from suite.train.checkpoint import describe, fingerprint, remove_stale, resume_plan
 
@@ -207,6 +208,47 @@ LAUNCHER_OUTPUT = {
 def test_the_first_failed_rank_is_read_from_each_launchers_output(launcher):
     text, line = LAUNCHER_OUTPUT[launcher]
     assert launcher_failure(text).line() == line
+
+
+LAUNCH_PROBLEMS = {
+    # mpirun, horovodrun (ssh's own words), deepspeed (through pdsh), srun and sbatch (Slurm's)
+    "unreachable": (
+        "ssh: connect to host node3 port 22: No route to host\n-----\nA daemon failed to report back",
+        "host node3 is unreachable (ssh: connect to host node3 port 22: No route to host)",
+    ),
+    "unknown": (
+        "nosuchnode: ssh: Could not resolve hostname nosuchnode: Temporary failure in name resolution\n"
+        "pdsh@node1: nosuchnode: ssh exited with exit code 255",
+        "host nosuchnode is unknown (ssh: Could not resolve hostname nosuchnode: Temporary failure in name resolution)",
+    ),
+    "partition": (
+        "srun: error: invalid partition specified: nosuch\nsrun: error: Unable to allocate resources: Invalid partition name specified",
+        "Slurm partition nosuch does not exist (invalid partition specified)",
+    ),
+}
+
+
+@pytest.mark.parametrize("problem", LAUNCH_PROBLEMS)
+def test_a_host_or_partition_a_launcher_cannot_use_is_named_in_one_line(tmp_path, problem):
+    text, line = LAUNCH_PROBLEMS[problem]
+    assert launch_problem(text) == line
+    assert launch_problem("rank 0 trained\nconnection to node2 established") is None
+    # the record's error starts with that line, whatever the launcher's exit code
+    run = expand(parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}])))[0]
+    (tmp_path / "log.txt").write_text(f"$ mpirun ...\n{text}\n")
+    record = finalize_record(run, tmp_path, ["mpirun"], 255, 3.0)
+    assert record["status"] == "failed" and record["error"].splitlines()[0] == line
+
+
+def test_the_launch_is_watched_for_an_unreachable_host_as_its_output_grows(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("$ deepspeed ...\nnode3: ssh: connect to host node3 port 22: No rou")
+    watch = _LogWatch(log)
+    assert watch.problem() is None  # not a whole line yet
+    with open(log, "a") as f:
+        f.write("te to host\n")
+    assert watch.problem() == "host node3 is unreachable (ssh: connect to host node3 port 22: No route to host)"
+    assert watch.problem() is None  # read once
 
 
 def test_status_files_name_the_host_and_the_exception(tmp_path):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import random
 import resource
+import socket
 import threading
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -454,6 +455,7 @@ class Telemetry:
         peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         w = self.window
         return {
+            "host": socket.gethostname(),  # the node this rank ran on (which nodes a run spanned)
             "device": str(self.device),  # this rank's device, e.g. cuda:1 (suite gpu-check: ranks on distinct GPUs)
             "timeline": self.timeline.kind,  # host_clock or cuda_events
             "steps": self.steps,

@@ -174,6 +174,34 @@ _LAUNCHER_MESSAGES = [
 ]
 
 
+# what launchers print when they cannot reach a node, or Slurm refuses the request: (pattern, one line)
+_LAUNCH_PROBLEMS = [
+    (
+        re.compile(r"ssh: Could not resolve hostname (?P<host>[^\s:]+): (?P<why>[^\n]+)"),
+        "host {host} is unknown (ssh: Could not resolve hostname {host}: {why})",
+    ),
+    (
+        re.compile(r"ssh: connect to host (?P<host>\S+) port (?P<port>\d+): (?P<why>[^\n]+)"),
+        "host {host} is unreachable (ssh: connect to host {host} port {port}: {why})",
+    ),
+    (
+        re.compile(r"host=(?P<host>\S+) was not reachable via ssh"),
+        "host {host} is unreachable (deepspeed: not reachable via ssh)",
+    ),
+    (
+        re.compile(r"invalid partition specified: (?P<partition>\S+)"),
+        "Slurm partition {partition} does not exist (invalid partition specified)",
+    ),
+]
+
+
+def launch_problem(log_text: str) -> str | None:
+    """One line naming the host a launcher could not reach, or the Slurm partition that does not exist
+    (whichever its output names first), or None."""
+    found = [(m.start(), line.format(**m.groupdict())) for pattern, line in _LAUNCH_PROBLEMS if (m := pattern.search(log_text))]
+    return min(found)[1].strip() if found else None
+
+
 # a rank's error that says a peer went away: the consequence of another rank's failure, not its cause
 _LOST_PEER = re.compile(
     r"connection (reset|closed|refused)|broken pipe|remote (worker|process|peer)|peer (closed|disconnected)"

@@ -52,7 +52,7 @@ import psutil
 
 from ..config.registry import ENGINES, launcher_engines
 from ..config.scenario import Run
-from ..records.failures import first_failure, read_statuses, signal_name
+from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.record import run_identity
 from ..records.results import (
     CHECKPOINT_DIR,
@@ -153,12 +153,37 @@ def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -
         if opts.ranks_per_node:
             cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
         cmd += ["--bind-to", "none"]
-        for variable in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):  # forward only what is set
-            if os.environ.get(variable):
-                cmd += ["-x", variable]
+        for variable in forwarded_variables():  # Open MPI passes remote ranks only what -x names
+            cmd += ["-x", variable]
         if run.engine == "torch":
             cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
     return cmd + opts.extra + _worker(opts, run_dir)
+
+
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+"""Variables a launcher that starts ranks over ssh must pass on (with every ``SUITE_*`` one):
+where the tools and the suite are, and the suite's own settings (its cache, device, test knobs)."""
+
+
+def forwarded_variables(env: dict[str, str] | None = None) -> list[str]:
+    """The names of :data:`FORWARDED` and ``SUITE_*`` variables set (non-empty) in ``env`` (default: this process's)."""
+    env = dict(os.environ) if env is None else env
+    suite_own = sorted(name for name in env if name.startswith("SUITE_"))
+    return [name for name in (*FORWARDED, *suite_own) if env.get(name)]
+
+
+def deepspeed_env_file(run_dir: Path, env: dict[str, str]) -> Path:
+    """Write the variables that DeepSpeed's multi-node runner does not pass on by itself (it passes
+    ``PYTHON*``) to ``RUN_DIR/deepspeed_env``, which ``DS_ENV_FILE`` names; returns the path.
+
+    The runner reads ``KEY=VALUE`` lines and exports them on every node before the ranks start.
+    """
+    path = Path(run_dir).resolve() / "deepspeed_env"
+    lines = [
+        f"{name}={env[name]}" for name in forwarded_variables(env) if not name.startswith("PYTHON") and "\n" not in env[name]
+    ]
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
 
 
 def _horovodrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
@@ -323,6 +348,8 @@ def finalize_record(
         status, reason = "interrupted", f"interrupted by {interrupted} after {wall_s:.0f} s"
     elif timed_out:
         reason = f"timed out after {wall_s:.0f} s (raise it with --timeout)"
+    elif (problem := launch_problem(log_text)) is not None:  # a host it could not reach, a partition that does not exist
+        reason = problem
     elif (
         statuses
         and all(s["status"] in ("stopped", "trained") for s in statuses.values())
@@ -345,6 +372,26 @@ def finalize_record(
         fields["failure"] = failure.as_dict()
     write_record(run_dir, fields)
     return fields
+
+
+class _LogWatch:
+    """Reads the launcher's output as it grows, for a host it cannot reach (:func:`suite.failures.launch_problem`):
+    the ranks that did start would otherwise wait for the missing ones until their rendezvous times out."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def problem(self) -> str | None:
+        """The problem the complete lines written since the last call name, or None."""
+        try:
+            with open(self.path, errors="replace") as f:
+                f.seek(self.offset)
+                text = self.partial + f.read()
+                self.offset = f.tell()
+        except OSError:
+            return None
+        complete, _, self.partial = text.rpartition("\n")
+        return launch_problem(complete)
 
 
 class _Launched:
@@ -500,13 +547,15 @@ def launch(
         stale.unlink(missing_ok=True)
     shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
     env = child_environment(run, opts)
+    if opts.launcher == "deepspeed" and opts.hosts:  # ranks on other nodes, started over ssh
+        env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
     start = time.perf_counter()
     timed_out, interrupted = False, None
     with open(run_dir / LOG_FILE, "w") as logfile:
         logfile.write(f"$ {shlex.join(command)}\n")
         logfile.flush()
         process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        launched = _Launched(process, run_dir)
+        launched, watch = _Launched(process, run_dir), _LogWatch(run_dir / "log.txt")
         exit_code = None
         try:
             while exit_code is None and not timed_out:
@@ -516,6 +565,9 @@ def launch(
                     exit_code = process.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     launched.refresh()
+                    if (problem := watch.problem()) is not None:
+                        log.warning("%s: %s; stopping the launch", run_dir.name, problem)
+                        break
                     if tick is not None:
                         tick(elapsed)
         except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
