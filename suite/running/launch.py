@@ -42,15 +42,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import psutil
 
-from ..config.registry import ENGINES, launcher_engines
 from ..config.scenario import Run
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.record import run_identity
@@ -68,229 +65,20 @@ from ..records.results import (
 )
 from ..train.checkpoint import describe, last_checkpoint
 from ..train.launchenv import node_cores, threads_per_rank
+from .commands import (  # noqa: F401  (re-exported: the launch API is imported from here)
+    FORWARDED,
+    LAUNCH_COMMANDS,
+    LAUNCHERS,
+    LaunchError,
+    LaunchOptions,
+    command_for,
+    deepspeed_env_file,
+    forwarded_variables,
+    placement,
+    sweep_ranks_per_node,
+)
 
 log = logging.getLogger(__name__)
-
-LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
-
-
-class LaunchError(ValueError):
-    """A launcher cannot start this run; the message says why."""
-
-
-@dataclass
-class LaunchOptions:
-    """How to place ranks; cluster launchers use what applies to them."""
-
-    launcher: str = "local"
-    hosts: str | None = None  # "node1:4,node2:4" (mpirun, horovodrun) or a hostfile path (deepspeed)
-    nodes: int = 1
-    ranks_per_node: int | None = None
-    gpus_per_rank: int = 0
-    cpus_per_rank: int | None = None
-    master_addr: str | None = None
-    master_port: int = 29500
-    python: str = field(default_factory=lambda: sys.executable)
-    extra: list[str] = field(default_factory=list)  # appended to the launcher's own options
-
-
-def _worker(opts: LaunchOptions, run_dir: Path) -> list[str]:
-    return [opts.python, "-m", "suite.running.worker", str(run_dir)]
-
-
-def _tool(name: str, python: str) -> str:
-    """A launcher executable from the interpreter's environment if it has one, else from PATH."""
-    candidate = Path(python).parent / name
-    return str(candidate) if candidate.exists() else name
-
-
-def placement(run: Run, opts: LaunchOptions, procs: int | None = None) -> tuple[int, int]:
-    """(nodes, ranks per node) for ``run`` (or ``procs`` ranks of it): ranks fill nodes of
-    ``ranks_per_node`` in turn; local launches put every rank on this machine.
-
-    A run smaller than the allocation uses only the nodes it needs.
-    """
-    procs = procs or run.procs
-    if opts.launcher == "local":
-        return 1, procs
-    k = opts.ranks_per_node or -(-procs // opts.nodes)
-    per_node = min(k, procs)
-    nodes = -(-procs // per_node)
-    if nodes > opts.nodes:
-        raise LaunchError(f"{run.run_id}: {procs} ranks need {nodes} nodes of {per_node} ranks, more than --nodes {opts.nodes}")
-    return nodes, per_node
-
-
-def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
-    """Ranks per node of the largest run of ``run``'s sweep: what threads per rank are based on."""
-    return placement(run, opts, max(run.sweep_procs or [run.procs]))[1]
-
-
-def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
-    """The command that starts ``run``'s ranks under ``opts.launcher``."""
-    launcher = ENGINES[run.engine].local_launcher if opts.launcher == "local" else opts.launcher
-    if launcher not in LAUNCHERS:
-        raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
-    starts = launcher_engines()
-    if launcher in starts and run.engine not in starts[launcher]:
-        raise LaunchError(
-            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(ENGINES[run.engine].launchers)}"
-        )
-    return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
-
-
-def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """Open MPI's mpirun (local: no binding, oversubscribed past the cores)."""
-    p = run.procs
-    cmd = [_tool("mpirun", opts.python), "-np", str(p)]
-    if local:
-        # No core binding: Open MPI would pin each rank to one core and override the
-        # suite's threads-per-rank (cores / ranks), making P=1 a single-threaded baseline.
-        cmd += ["--bind-to", "none"] + (["--oversubscribe"] if p > (os.cpu_count() or 1) else [])
-    else:
-        if opts.hosts:
-            cmd += ["-H", opts.hosts]
-        if opts.ranks_per_node:
-            cmd += ["--map-by", f"ppr:{opts.ranks_per_node}:node"]
-        cmd += ["--bind-to", "none"]
-        for variable in forwarded_variables():  # Open MPI passes remote ranks only what -x names
-            cmd += ["-x", variable]
-        if run.engine == "torch":
-            cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
-    return cmd + opts.extra + _worker(opts, run_dir)
-
-
-FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
-"""Variables a launcher that starts ranks over ssh must pass on (with every ``SUITE_*`` one):
-where the tools and the suite are, and the suite's own settings (its cache, device, test knobs)."""
-
-
-def forwarded_variables(env: dict[str, str] | None = None) -> list[str]:
-    """The names of :data:`FORWARDED` and ``SUITE_*`` variables set (non-empty) in ``env`` (default: this process's)."""
-    env = dict(os.environ) if env is None else env
-    suite_own = sorted(name for name in env if name.startswith("SUITE_"))
-    return [name for name in (*FORWARDED, *suite_own) if env.get(name)]
-
-
-def deepspeed_env_file(run_dir: Path, env: dict[str, str]) -> Path:
-    """Write the variables that DeepSpeed's multi-node runner does not pass on by itself (it passes
-    ``PYTHON*``) to ``RUN_DIR/deepspeed_env``, which ``DS_ENV_FILE`` names; returns the path.
-
-    The runner reads ``KEY=VALUE`` lines and exports them on every node before the ranks start.
-    """
-    path = Path(run_dir).resolve() / "deepspeed_env"
-    lines = [
-        f"{name}={env[name]}" for name in forwarded_variables(env) if not name.startswith("PYTHON") and "\n" not in env[name]
-    ]
-    path.write_text("".join(f"{line}\n" for line in lines))
-    return path
-
-
-def _horovodrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """horovodrun (local: Gloo on localhost)."""
-    p = run.procs
-    cmd = [_tool("horovodrun", opts.python), "-np", str(p)]
-    if local:
-        cmd += ["--gloo", "-H", f"localhost:{p}"]
-    else:
-        # horovodrun's default "-bind-to none -map-by slot" is rejected by Open MPI 5; the
-        # double-dash spelling works with Open MPI 4 and 5 (ignored for MPICH / Intel MPI).
-        cmd += (["-H", opts.hosts] if opts.hosts else []) + ["--binding-args=--bind-to none --map-by slot"]
-    return cmd + opts.extra + _worker(opts, run_dir)
-
-
-def _torchrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """torchrun (local: standalone rendezvous; else c10d at --master-addr)."""
-    p = run.procs
-    cmd = [opts.python, "-m", "torch.distributed.run"]
-    if local:
-        cmd += ["--standalone", "--nnodes", "1", "--nproc_per_node", str(p)]
-    else:
-        if not opts.master_addr:
-            raise LaunchError("torchrun needs --master-addr HOST (the rendezvous endpoint, e.g. the first node)")
-        nodes, per_node = placement(run, opts)
-        if nodes * per_node != p:
-            raise LaunchError(
-                f"{run.run_id}: torchrun starts the same number of ranks on every node; {p} ranks are not a multiple of {per_node}"
-            )
-        cmd += [
-            "--nnodes",
-            str(nodes),
-            "--nproc_per_node",
-            str(per_node),
-            "--rdzv_backend",
-            "c10d",
-            "--rdzv_endpoint",
-            f"{opts.master_addr}:{opts.master_port}",
-        ]
-    return cmd + opts.extra + ["-m", "suite.running.worker", str(run_dir)]
-
-
-def _deepspeed_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """DeepSpeed's launcher."""
-    nodes, per_node = placement(run, opts)
-    cmd = [
-        _tool("deepspeed", opts.python),
-        "--num_nodes",
-        str(nodes),
-        "--num_gpus",
-        str(per_node),
-        "--master_port",
-        str(opts.master_port),
-    ]
-    if opts.hosts:
-        cmd += ["--hostfile", opts.hosts]
-    if opts.master_addr:
-        cmd += ["--master_addr", opts.master_addr]
-    return cmd + opts.extra + ["--module", "suite.running.worker", str(run_dir)]
-
-
-def _jsrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """jsrun: one resource set per rank with its cores and GPUs."""
-    p = run.procs
-    # one resource set per rank: 1 task, its cores and its GPUs; -r resource sets per host
-    cpus = opts.cpus_per_rank or 1
-    _, per_node = placement(run, opts)
-    cmd = [
-        "jsrun",
-        "-n",
-        str(p),
-        "-r",
-        str(per_node),
-        "-a",
-        "1",
-        "-c",
-        str(cpus),
-        "-g",
-        str(opts.gpus_per_rank),
-        "--bind",
-        f"packed:{cpus}",
-    ]
-    return cmd + opts.extra + _worker(opts, run_dir)
-
-
-def _srun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:
-    """srun, ending the step when a rank fails."""
-    p = run.procs
-    nodes, per_node = placement(run, opts)
-    cmd = ["srun", "-N", str(nodes), "-n", str(p), "--ntasks-per-node", str(per_node)]
-    if opts.gpus_per_rank:
-        cmd += ["--gpus-per-task", str(opts.gpus_per_rank)]
-    if opts.cpus_per_rank:
-        cmd += ["--cpus-per-task", str(opts.cpus_per_rank)]
-    cmd += ["--kill-on-bad-exit=1"]  # a rank that fails ends the step, as mpirun, horovodrun and torchrun do
-    return cmd + opts.extra + _worker(opts, run_dir)
-
-
-LAUNCH_COMMANDS = {
-    "mpirun": _mpirun_command,
-    "horovodrun": _horovodrun_command,
-    "torchrun": _torchrun_command,
-    "deepspeed": _deepspeed_command,
-    "jsrun": _jsrun_command,
-    "srun": _srun_command,
-}
-"""The command builder of each launcher but ``local`` (which picks one per engine)."""
 
 
 def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:

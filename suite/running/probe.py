@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None, timeout: float = 300) -> Path:
     """Run the probe (this module) under this environment's ``mpirun``; return the JSON file."""
-    from .launch import _tool  # the launcher's lookup; imported here, since every rank of the probe imports this module
+    from .commands import _tool  # the launcher's lookup; imported here, since every rank of the probe imports this module
 
     python = python or sys.executable
     out = Path(out)
