@@ -62,6 +62,7 @@ def run_gate(kind: str, index: int, work: Path, collect_only: bool = False) -> d
         "commit": gate["sides"].get("B", {}).get("commit", "")[:12],
         "discarded_pairs": len(gate.get("discarded", [])),
         "reason": gate["reason"],
+        "settings": gate["settings"],
     }
 
 
@@ -71,14 +72,15 @@ def rate_text(hits: int, n: int) -> str:
     return f"{hits}/{n} = {100 * hits / n:.0f} % [{100 * ci.low:.0f}, {100 * ci.high:.0f}]"
 
 
-def markdown(table: pd.DataFrame, conditions: str) -> str:
+def markdown(table: pd.DataFrame, conditions: str, settings: dict) -> str:
     """The rates, the verdict counts and the conditions."""
     aa, slow = table[table.kind == "a-a"], table[table.kind == "slowdown-15"]
     lines = [
         "# The regression gate's measured error rates",
         "",
-        f"Host `{platform.node()}`, {os.cpu_count()} CPUs; {conditions}. The gate's defaults (workload "
-        "`scenarios/gate.yaml`, threshold 10 %, alpha 0.05, 5 to 12 pairs, 15 minutes at most); "
+        f"Host `{platform.node()}`, {os.cpu_count()} CPUs; {conditions}. The gate's settings (workload "
+        f"`{Path(settings['scenario']).name}`, threshold {settings['threshold']:g} %, alpha {settings['alpha']:g}, "
+        f"{settings['min_pairs']} to {settings['max_pairs']} pairs, {settings['max_minutes']:g} minutes at most); "
         "measured by `ci/gate_error_rates.py`, A/A and slowdown gates alternating.",
         "",
         "| experiment | gates | FAIL | PASS | INCONCLUSIVE | rate [95 % CI] | goal | pairs (median) | minutes per gate (median, max) |",
@@ -130,10 +132,10 @@ def main() -> int:
             if row is None:
                 continue
             rows.append(row)
-            table = pd.DataFrame(rows)
+            table = pd.DataFrame(rows).drop(columns="settings")
             out.mkdir(parents=True, exist_ok=True)
             table.to_csv(out / "error-rates.csv", index=False)
-            (out / "error-rates.md").write_text(markdown(table, args.conditions))
+            (out / "error-rates.md").write_text(markdown(table, args.conditions, rows[0]["settings"]))
     print((out / "error-rates.md").read_text())
     return 0
 

@@ -322,3 +322,12 @@ def test_the_host_load_measure_counts_only_other_processes_cpu(monkeypatch):
 def test_the_real_host_reader_reads_proc_stat():
     first, second = gate.host_cpu_seconds(), gate.host_cpu_seconds()
     assert first is not None and second >= first > 0
+
+
+def test_the_command_lines_defaults_are_the_gates_own():
+    from suite.cli.parser import build_parser
+
+    args = build_parser().parse_args(["gate"])
+    defaults = gate.Settings(scenario=Path("s"), out=Path("o"))
+    for name in ("threshold", "alpha", "min_pairs", "max_pairs", "max_minutes", "timeout", "inject_slowdown"):
+        assert getattr(args, name) == getattr(defaults, name), name

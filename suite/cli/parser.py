@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.gate import Settings
 from ..config.registry import FEATURES
 from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
@@ -131,19 +132,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
     p.add_argument("--scenario", default="scenarios/gate.yaml", help="the workload (default scenarios/gate.yaml)")
     p.add_argument("--out", default="results/gate", help="folder for the runs and gate.md (default results/gate)")
-    p.add_argument("--threshold", type=float, default=10.0, help="percent worse that counts as a regression (default 10)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    gate = Settings  # the defaults are the gate's own: one definition
     p.add_argument(
-        "--min-pairs", type=int, default=6, help="pairs before the first verdict (default 5, the fewest that can fail)"
+        "--threshold", type=float, default=gate.threshold, help="percent worse that counts as a regression (default %(default)g)"
     )
-    p.add_argument("--max-pairs", type=int, default=12, help="pairs at most while undecided (default 12)")
-    p.add_argument("--max-minutes", type=float, default=15, help="no new pair once this would be exceeded (default 15)")
-    p.add_argument("--timeout", type=float, default=300, help="seconds per workload run before it counts as failed")
+    p.add_argument("--alpha", type=float, default=gate.alpha, help="significance level (default %(default)g)")
+    p.add_argument(
+        "--min-pairs",
+        type=int,
+        default=gate.min_pairs,
+        help="pairs before the first verdict (default %(default)d, the fewest that can fail)",
+    )
+    p.add_argument("--max-pairs", type=int, default=gate.max_pairs, help="pairs at most while undecided (default %(default)d)")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=gate.max_minutes,
+        help="no new pair once this would be exceeded (default %(default)g)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=gate.timeout,
+        help="seconds per workload run before it counts as failed (default %(default)g)",
+    )
     p.add_argument("--allow-dirty", action="store_true", help="measure the working tree with its uncommitted changes")
     p.add_argument(
         "--inject-slowdown",
         type=float,
-        default=0.0,
+        default=gate.inject_slowdown,
         metavar="F",
         help="measurement knob: slow the candidate's steps by the fraction F (sets SUITE_TEST_SLOWDOWN; "
         "used by ci/gate_error_rates.py to measure the detection rate)",
