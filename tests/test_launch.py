@@ -10,7 +10,7 @@ import pytest
 from conftest import run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
-from suite.train.launchenv import LaunchInfo, detect
+from suite.train.launchenv import GPU_RANK_THREADS, LaunchInfo, detect, threads_per_rank
 
 PY = "/env/bin/python"
 
@@ -255,6 +255,17 @@ def test_launcher_priority_and_bad_values():
         detect({"RANK": "x", "WORLD_SIZE": "2"})
     with pytest.raises(ValueError, match="rank 4 of 2"):
         detect({"RANK": "4", "WORLD_SIZE": "2"})
+
+
+def test_threads_per_rank_on_cpu_and_on_a_gpu():
+    # CPU ranks share the node's cores by the sweep's ranks per node; a binding or train.threads wins
+    assert threads_per_rank(None, 2, cores=16) == 8
+    assert threads_per_rank(None, 2, cores=16, allowed=3) == 3
+    assert threads_per_rank(6, 2, cores=16) == 6
+    # a GPU rank only launches kernels: at most GPU_RANK_THREADS, never more than its share, unless asked
+    assert threads_per_rank(None, 1, cores=16, on_gpu=True) == GPU_RANK_THREADS < 16
+    assert threads_per_rank(None, 8, cores=16, on_gpu=True) == 2
+    assert threads_per_rank(16, 1, cores=16, on_gpu=True) == 16
 
 
 # --- job scripts -----------------------------------------------------------------------------------------------

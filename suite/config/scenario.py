@@ -118,7 +118,7 @@ class TrainConfig:
     warmup_steps: int = 2
     """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
     threads: int | None = None
-    """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node)."""
+    """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node; at most 4 on a rank that trains on a GPU)."""
     budget_s: float | None = None
     """Training-window seconds of every run, instead of epochs (still capped by ``steps``): equal-time comparisons."""
     stop_at_target: bool = False

@@ -87,9 +87,11 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     ``OMP_NUM_THREADS`` follows the worker's own rule (:func:`suite.train.launchenv.threads_per_rank`)
     for this machine's cores; on a cluster each worker applies the rule to its node again.
     """
+    from ..train.engines.base import uses_cuda  # torch: imported only when a run is launched
+
     env = dict(os.environ)
     cores, _ = node_cores()
-    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or placement(run, opts)[1], cores)
+    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or placement(run, opts)[1], cores, on_gpu=uses_cuda())
     env["OMP_NUM_THREADS"] = str(threads)
     env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -404,8 +404,12 @@ def execute(run: Run, run_dir: Path) -> int:
     launch = detect()
     import torch
 
+    from ..train.engines.base import uses_cuda
+
     cores, allowed = node_cores()
-    threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or launch.local_size, cores, allowed)
+    threads = threads_per_rank(
+        run.train.threads, run.sweep_ranks_per_node or launch.local_size, cores, allowed, on_gpu=uses_cuda()
+    )
     torch.set_num_threads(threads)
     rank = launch.rank
     base = run_identity(run)

@@ -95,17 +95,28 @@ def node_cores() -> tuple[int, int]:
     return cores, allowed
 
 
-def threads_per_rank(requested: int | None, sweep_ranks_per_node: int, cores: int, allowed: int | None = None) -> int:
+GPU_RANK_THREADS = 4
+"""Most CPU threads a rank that trains on a GPU gets unless ``train.threads`` says otherwise. On an
+H100 with 16 cores (docs/gpu.md) the main job's DC-GAN step ran no faster with 16 intra-op threads
+than with 1 or 4, while the idle threads' spinning kept 8 to 10 cores busy."""
+
+
+def threads_per_rank(
+    requested: int | None, sweep_ranks_per_node: int, cores: int, allowed: int | None = None, on_gpu: bool = False
+) -> int:
     """CPU threads for one rank of a run: the one rule the launcher and the worker share.
 
     ``train.threads`` (``requested``) wins. A rank that its launcher bound to fewer cores than
     the node has (``jsrun -c``, ``srun --cpus-per-task``, ``mpirun --bind-to``) uses those
     ``allowed`` cores. Otherwise the node's cores are shared by the *sweep's* largest number of
     ranks per node, so every process count of a sweep runs with the same threads per rank and
-    P=1 and P=2 differ only in processes.
+    P=1 and P=2 differ only in processes. A rank that trains on a GPU (``on_gpu``) takes at most
+    :data:`GPU_RANK_THREADS` of them: its CPU only launches kernels.
     """
     if requested:
         return requested
     if allowed is not None and allowed < cores:
-        return max(1, allowed)
-    return max(1, cores // max(1, sweep_ranks_per_node))
+        share = max(1, allowed)
+    else:
+        share = max(1, cores // max(1, sweep_ranks_per_node))
+    return min(share, GPU_RANK_THREADS) if on_gpu else share

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Everything the suite checks on a GPU node, in one go (docs/gpu.md):
+#   1. `suite gpu-check` (every strategy on every installed GPU engine; NVML, devices, CUDA events);
+#   2. the main job's five systems on one GPU (scenarios/digits-gpu.yaml) and their report;
+#   3. the CPU sweep P = 1, 2, 4, 8 (scenarios/cpu-sweep.yaml, SUITE_DEVICE=cpu) and the projection
+#      fitted on P = 1, 2 and checked at 4 and 8.
+# Usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]   (STEPS: any of check,digits,sweep; default all)
+# Each step has a time limit, so that a hung step cannot take the others' time; a step that fails
+# is named on stderr and the others still run. The results are also packed into OUT/gpu-session.tgz.
+set -uo pipefail
+OUT=${1:?usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]}
+PY=${2:-python3}
+STEPS=${3:-check,digits,sweep}
+cd "$(dirname "$0")/../.."
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+status=0
+step() {  # step NAME LIMIT_S COMMAND...
+    local name=$1 limit=$2; shift 2
+    local began=$SECONDS
+    timeout --signal=INT --kill-after=20 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    local code=$?
+    echo "step $name: exit $code in $((SECONDS - began)) s" | tee -a "$OUT/steps.txt"
+    if [ "$code" -ne 0 ]; then status=1; tail -5 "$OUT/$name.log" >&2; fi
+}
+{ nvidia-smi; nproc; "$PY" -m suite env; } >"$OUT/machine.txt" 2>&1
+case ",$STEPS," in *,check,*)
+    step gpu-check 300 "$PY" -m suite gpu-check --out "$OUT/gpu-check" --timeout 240 ;;
+esac
+case ",$STEPS," in *,digits,*)
+    step digits-gpu 360 "$PY" -m suite run scenarios/digits-gpu.yaml --out "$OUT/digits-gpu" --quiet
+    step digits-gpu-report 120 "$PY" -m suite report "$OUT/digits-gpu" ;;
+esac
+case ",$STEPS," in *,sweep,*)
+    step cpu-sweep 420 env SUITE_DEVICE=cpu "$PY" -m suite run scenarios/cpu-sweep.yaml --out "$OUT/cpu-sweep" --quiet
+    step cpu-sweep-projection 120 "$PY" -m suite project "$OUT/cpu-sweep" --fit-procs 1,2 --ranks 1,2,4,8,16 \
+        --out "$OUT/cpu-sweep/projection" ;;
+esac
+tar -czf "$OUT/gpu-session.tgz" --exclude='*.pt' -C "$OUT" $(cd "$OUT" && ls -d -- */ *.txt *.log 2>/dev/null)
+exit $status
