@@ -177,6 +177,7 @@ def test_a_side_that_fails_is_one_line_exit_2_and_keeps_the_pairs_done(repo, tmp
         ("edit", [], "error: candidate: the working tree has 1 uncommitted change(s) (suite/code.py); commit or stash"),
         (None, ["--min-pairs", "3"], "error: --min-pairs: at least 5"),
         (None, ["--scenario", "nowhere.yaml"], "error: --scenario: no file nowhere.yaml"),
+        (None, ["--max-foreign-cores", "-1"], "error: --max-foreign-cores: zero or more, got -1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, capsys, change, args, message):
@@ -329,5 +330,6 @@ def test_the_command_lines_defaults_are_the_gates_own():
 
     args = build_parser().parse_args(["gate"])
     defaults = gate.Settings(scenario=Path("s"), out=Path("o"))
-    for name in ("threshold", "alpha", "min_pairs", "max_pairs", "max_minutes", "timeout", "inject_slowdown"):
+    names = ("threshold", "alpha", "min_pairs", "max_pairs", "max_minutes", "timeout", "inject_slowdown", "max_foreign_cores")
+    for name in names:
         assert getattr(args, name) == getattr(defaults, name), name

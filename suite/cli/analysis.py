@@ -50,6 +50,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         allow_dirty=args.allow_dirty,
         inject_slowdown=args.inject_slowdown,
+        max_foreign_cores=args.max_foreign_cores,
     )
     try:
         result = run_gate(settings)

@@ -158,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--allow-dirty", action="store_true", help="measure the working tree with its uncommitted changes")
     p.add_argument(
+        "--max-foreign-cores",
+        type=float,
+        default=gate.max_foreign_cores,
+        help="discard and rerun a pair during which other processes kept more than this many cores busy "
+        "(default %(default)g; raise it on a runner whose own agent keeps a steady load)",
+    )
+    p.add_argument(
         "--inject-slowdown",
         type=float,
         default=gate.inject_slowdown,
