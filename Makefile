@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke gpu-check test test-fast cluster-test lint docs format regression bench report lock clean
+.PHONY: setup digits smoke gpu-check test test-fast cluster-test cluster-projection lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -32,9 +32,14 @@ test-fast: setup
 
 # Every cluster launcher across a two-node cluster built here (network namespaces, sshd, munge, Slurm;
 # root only, packages from Debian via ci/cluster/setup.sh), torn down afterwards; prints SKIPPED and
-# exits 0 where it cannot run. Not part of `make test`. See docs/clusters.md.
+# exits 0 where it cannot run. Not part of `make test`; .ci/run runs it after. See docs/clusters.md.
 cluster-test: setup
 	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh
+
+# The projection fitted on one node against two-node runs at 1 Gbit/s and 100 Mbit/s, in the same
+# cluster; writes reports/cluster/projection.md (a few minutes; root only, as cluster-test).
+cluster-projection: setup
+	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh projection
 
 # Lint (pyflakes, pycodestyle, bugbear, import order, complexity), the formatter's check, the type check and the
 # package's layers (import-linter's contracts in pyproject.toml); .ci/run runs it first.

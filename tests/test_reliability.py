@@ -282,6 +282,45 @@ def test_a_rank_that_lost_its_peer_is_not_named_as_the_cause(tmp_path):
     assert first_failure(tmp_path, "").rank == 1
 
 
+OPENMPI_PEER_LOST = """--------------------------------------------------------------------------
+An MPI communication peer process has unexpectedly disconnected.  This
+usually indicates a failure in the peer process (e.g., a crash or
+otherwise exiting without calling MPI_FINALIZE first).
+
+  Local host: node1
+  Local PID:  10380
+  Peer host:  node2
+--------------------------------------------------------------------------
+ [node1:00000] *** An error occurred in Socket closed
+[node1:00000] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,
+--------------------------------------------------------------------------
+prterun has exited due to process rank 0 with PID 0 on node node1 calling
+"abort". This may have caused other processes in the application to be
+"""
+
+
+def test_a_rank_killed_on_another_node_is_named_when_mpirun_ends_first(tmp_path):
+    # Seen in make cluster-test: rank 1 on node2 killed by SIGKILL; rank 0 on node1 aborts inside Open MPI (no
+    # status of its own) and mpirun exits before node2's daemon reports the signal. The rank that went silent on
+    # the peer host is the cause, not the rank that reported the disconnection.
+    write_status(tmp_path, 0, "running", host="node1")
+    write_status(tmp_path, 1, "running", host="node2")
+    failure = first_failure(tmp_path, OPENMPI_PEER_LOST)
+    assert failure is not None and (failure.rank, failure.host, failure.signal) == (1, "node2", None)
+    assert failure.line().startswith("rank 1 on node2 died without a word: its MPI peer on node1 saw the connection drop")
+    # Open MPI does not always print its help message; the aborting rank's own lines still say where it ran
+    without_help = OPENMPI_PEER_LOST[OPENMPI_PEER_LOST.index(" [node1:00000]") :]
+    assert first_failure(tmp_path, without_help).line() == failure.line()
+    # ...but with two silent ranks elsewhere there is no telling which went first: no rank is named
+    write_status(tmp_path, 2, "running", host="node3")
+    assert first_failure(tmp_path, without_help) is None
+    # a rank on node2 that raised an error of its own is named by that error instead
+    write_status(tmp_path, 1, "failed", host="node2", error="RuntimeError: injected failure", traceback="...")
+    assert (
+        first_failure(tmp_path, OPENMPI_PEER_LOST).line() == "rank 1 on node2 exited with code 1: RuntimeError: injected failure"
+    )
+
+
 # --- the results folder -----------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make cluster-test`: build the two-node cluster (ci/cluster/cluster.sh), run tests/cluster across
 # it, and tear it down again, whatever happens (a failed test, Ctrl-C, SIGTERM).
+# `bash ci/cluster/run.sh projection` (`make cluster-projection`) runs ci/cluster/projection_check.py
+# in the same cluster instead of the tests and writes reports/cluster/projection.md.
 #
 # Where it cannot run (not root, no network namespaces, Slurm/munge/sshd missing and not
 # installable) it prints one line starting with SKIPPED and exits 0. Environment: SUITE_VENV
@@ -9,10 +11,18 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
+MODE=${1:-tests}
+case $MODE in tests | projection) ;; *)
+    echo "usage: bash ci/cluster/run.sh [tests|projection]" >&2
+    exit 2
+    ;;
+esac
 VENV=${SUITE_VENV:-.venv}
 PY=$VENV/bin/python
+NAME=cluster-test
+[ "$MODE" = tests ] || NAME=cluster-$MODE
 skip() {
-    echo "SKIPPED cluster-test: $*"
+    echo "SKIPPED $NAME: $*"
     exit 0
 }
 
@@ -23,9 +33,12 @@ if ! ip netns add "$probe" 2>/dev/null; then
     skip "cannot create network namespaces here (ip netns add failed)"
 fi
 ip netns delete "$probe"
-if ! bash ci/cluster/setup.sh; then
-    skip "Slurm, munge, sshd or pdsh missing and ci/cluster/setup.sh could not install them"
+setup_log=$(mktemp /tmp/suite-cluster-setup.XXXXXX)
+if ! bash ci/cluster/setup.sh >"$setup_log" 2>&1; then
+    why=$(grep -E '^(E:|ci/cluster/setup.sh:)' "$setup_log" | tail -1)
+    skip "Slurm, munge, sshd or pdsh missing and ci/cluster/setup.sh could not install them (${why:-see $setup_log}; log: $setup_log)"
 fi
+rm -f "$setup_log"
 [ -x "$PY" ] || skip "no Python environment at $VENV (run make setup)"
 
 STATE=$(mktemp -d /tmp/suite-cluster.XXXXXX)
@@ -59,8 +72,12 @@ bash ci/cluster/cluster.sh up "$STATE" "${CLUSTER_RATE:-1gbit}" || exit 1
 # -s: the tests' CLUSTER lines are printed as they pass. The tests run in a process group of their
 # own (setsid), in the background, so that a signal here stops them and all they started. Their
 # folders are in the cluster's (--basetemp), out of reach of other pytest sessions' clean-up.
-SUITE_CLUSTER_STATE=$STATE PYTHONPATH=$PWD setsid "$PY" -m pytest tests/cluster -s -q -p no:cacheprovider \
-    --basetemp="$STATE/tests" ${PYTEST_ARGS:-} &
+if [ "$MODE" = projection ]; then
+    PYTHONPATH=$PWD setsid "$PY" ci/cluster/projection_check.py "$STATE" "${CLUSTER_REPORT:-reports/cluster/projection.md}" &
+else
+    SUITE_CLUSTER_STATE=$STATE PYTHONPATH=$PWD setsid "$PY" -m pytest tests/cluster -s -q -p no:cacheprovider \
+        --basetemp="$STATE/tests" ${PYTEST_ARGS:-} &
+fi
 tests=$!
 limit=${CLUSTER_TIMEOUT:-1500}
 while group_running "$tests"; do
@@ -73,5 +90,5 @@ while group_running "$tests"; do
 done
 status=0
 wait "$tests" || status=$?
-echo "cluster-test: exit $status after $(($(date +%s) - start)) s"
+echo "$NAME: exit $status after $(($(date +%s) - start)) s"
 exit $status

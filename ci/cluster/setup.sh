@@ -5,13 +5,15 @@
 #
 # Package scripts are told not to start any service (a temporary policy-rc.d, removed after):
 # the cluster test starts its own daemons, in its own namespaces, with its own temporary keys
-# and configuration, and stops them again.
+# and configuration, and stops them again. CLUSTER_SBIN (default /usr/sbin): where root's daemons
+# are looked for besides PATH, and where the temporary policy-rc.d goes (the tests point it elsewhere).
 set -euo pipefail
+SBIN=${CLUSTER_SBIN:-/usr/sbin}
 
 needed=(slurmctld slurmd srun sbatch munged mungekey sshd pdsh ip tc unshare nsenter)
 missing=()
 for tool in "${needed[@]}"; do
-    command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("$tool")
+    command -v "$tool" >/dev/null 2>&1 || [ -x "$SBIN/$tool" ] || missing+=("$tool")
 done
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
@@ -25,7 +27,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
     exit 1
 fi
 
-policy=/usr/sbin/policy-rc.d
+policy=$SBIN/policy-rc.d
 placed=0
 if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy"

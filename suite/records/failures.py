@@ -16,8 +16,10 @@ that raised, its exception. When one rank fails, the others soon fail too, of th
 ("Connection reset by peer" from Gloo, NCCL's remote errors), and a launcher may see one of
 those first. The rank named is therefore, in this order: the first rank that raised an error of
 its own (by its status file's time); a rank a launcher saw killed by a signal it did not send to
-stop the others (not SIGTERM, SIGINT or SIGHUP); the first rank the launcher names; the first
-rank that failed by its status file.
+stop the others (not SIGTERM, SIGINT or SIGHUP); a rank whose peer Open MPI says disconnected
+while its status file still says running (across nodes mpirun may end before the peer's node
+reports its signal: ``rank 1 on node2 died without a word: ...``); the first rank the launcher
+names; the first rank that failed by its status file.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class Failure:
     exit_code: int | None = None
     signal: int | None = None
     message: str | None = None  # the exception of a rank that raised
+    vanished: bool = False
+    """Ended with no word of its own and no exit status from the launcher; ``message`` says who saw it go."""
 
     def line(self) -> str:
         """One line: ``rank 1 on node3 was killed by SIGKILL``."""
@@ -85,6 +89,8 @@ class Failure:
         where = f" on {self.host}" if self.host else ""
         if self.signal is not None:
             return f"{who}{where} was killed by {signal_name(self.signal)}"
+        if self.vanished:
+            return f"{who}{where} died without a word: {self.message}"
         code = f"exited with code {self.exit_code if self.exit_code is not None else 1}"
         return f"{who}{where} {code}" + (f": {self.message}" if self.message else "")
 
@@ -208,6 +214,12 @@ _LOST_PEER = re.compile(
     r"|horovod (has been )?shut ?down|HorovodInternalError|ncclRemoteError|timed out|MPI_ERR_PROC_FAILED",
     re.IGNORECASE,
 )
+# Open MPI's help message on a rank whose TCP peer went away (the peer was killed, crashed or lost its node)
+_OPENMPI_PEER_LOST = re.compile(
+    r"peer process has unexpectedly disconnected.*?Local host:\s+(?P<local>\S+).*?Peer host:\s+(?P<peer>\S+)", re.DOTALL
+)
+# ...and what the aborting rank prints, with or without that help message (Open MPI does not always show it)
+_OPENMPI_SOCKET_CLOSED = re.compile(r"\[(?P<local>[^:\]\s]+):\d+\] \*\*\* An error occurred in Socket closed")
 # signals a launcher sends to stop the other ranks once one has failed
 _STOPPING_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
@@ -227,6 +239,26 @@ def launcher_failure(log_text: str) -> Failure | None:
     return failures[0] if failures else None
 
 
+def _vanished(statuses: dict[int, dict], log_text: str) -> Failure | None:
+    """The rank that Open MPI says disconnected, when it left no status of its own: the survivors abort at once
+    and mpirun ends before the peer's node reports how it died (a SIGKILL, the OOM killer, a lost node)."""
+    lost = _OPENMPI_PEER_LOST.search(log_text)
+    closed = _OPENMPI_SOCKET_CLOSED.search(log_text)
+    silent = sorted(r for r, s in statuses.items() if s.get("status") == "running")
+    if lost is not None:
+        local, candidates = lost["local"], [r for r in silent if statuses[r].get("host") == lost["peer"]]
+    elif closed is not None:  # no peer named: only a silent rank on another host can be it, and only one
+        local, candidates = closed["local"], [r for r in silent if statuses[r].get("host") != closed["local"]]
+        candidates = candidates if len(candidates) == 1 else []
+    else:
+        return None
+    if not candidates:
+        return None
+    host = statuses[candidates[0]].get("host")
+    seen = f"its MPI peer on {local} saw the connection drop, and mpirun ended before {host} reported a signal"
+    return Failure(candidates[0], host, message=seen, vanished=True)
+
+
 def first_failure(run_dir: Path, log_text: str) -> Failure | None:
     """The rank that ended the run, from the launcher's output and the ranks' status files (see the module)."""
     statuses = read_statuses(run_dir)
@@ -239,6 +271,8 @@ def first_failure(run_dir: Path, log_text: str) -> Failure | None:
         failure = next((f for f in named if f.rank == first and f.signal is None), Failure(first, exit_code=1))
     elif killed:
         failure = killed[0]
+    elif (gone := _vanished(statuses, log_text)) is not None:
+        failure = gone
     elif named:
         failure = named[0]
     elif failed:
@@ -248,6 +282,6 @@ def first_failure(run_dir: Path, log_text: str) -> Failure | None:
     status = statuses.get(failure.rank, {}) if failure.rank is not None else {}
     if status.get("host") and failure.host in (None, "localhost"):  # torchrun says localhost; the rank knows better
         failure.host = status["host"]
-    if status.get("status") == "failed" and failure.signal is None:
+    if status.get("status") == "failed" and failure.signal is None and not failure.vanished:
         failure.message = status["error"]
     return failure

@@ -281,8 +281,8 @@ def test_a_slurm_partition_that_does_not_exist(tmp_path):
 
 
 def test_a_rank_killed_on_the_other_node(tmp_path):
-    """Rank 1, on node2, is killed by SIGKILL after its second step: the record names it, its node and the
-    signal within 30 s of the kill, and nothing of the run is left on either node."""
+    """Rank 1, on node2, is killed by SIGKILL after its second step: the record names it and its node (and the
+    signal, when mpirun lives to hear it) within 30 s of the kill, and nothing of the run is left on either node."""
     scenario, out = scenario_file(tmp_path, "killed", "mpi"), tmp_path / "results"
     knobs = {"SUITE_TEST_FAIL_AT_STEP": "2", "SUITE_TEST_FAIL_RANK": "1", "SUITE_TEST_FAIL_HOW": "kill"}
     run = suite_run(scenario, out, "--launcher", "mpirun", "--hosts", "node1:1,node2:1")
@@ -306,7 +306,6 @@ def test_a_rank_killed_on_the_other_node(tmp_path):
     assert record["status"] == "failed" and ended_at - killed_at < 30, f"recorded {ended_at - killed_at:.0f} s after the kill"
     assert not leftovers(out), leftovers(out)
     print(f"\nCLUSTER fault (mpirun): {first}; recorded {ended_at - killed_at:.1f} s after the kill; nothing left on either node")
-    if first != "rank 1 on node2 was killed by SIGKILL":
-        # Known: across nodes rank 0 sees the TCP connection close at once and aborts (MPI_ERRORS_ARE_FATAL);
-        # prterun then reports rank 0's abort and exits before node2's daemon reports rank 1's signal.
-        pytest.xfail(f"the record does not name rank 1, node2 and SIGKILL: {first!r}")
+    # Across nodes rank 0 sees the TCP connection close at once and aborts inside Open MPI, and mpirun usually
+    # ends before node2's daemon reports rank 1's signal: the record then names the silent rank and its node.
+    assert first == "rank 1 on node2 was killed by SIGKILL" or first.startswith("rank 1 on node2 died without a word: "), first
