@@ -60,11 +60,11 @@ cleanup() {
     stop_tests
     bash ci/cluster/cluster.sh down "$STATE"
     rm -rf "$STATE"
-    echo "cluster-test: cluster torn down (namespaces, link, daemons, temporary keys)"
+    echo "$NAME: cluster torn down (namespaces, link, daemons, temporary keys)"
 }
 trap cleanup EXIT
-trap 'echo "cluster-test: interrupted"; exit 130' INT
-trap 'echo "cluster-test: terminated"; exit 143' TERM
+trap 'echo "$NAME: interrupted"; exit 130' INT
+trap 'echo "$NAME: terminated"; exit 143' TERM
 
 start=$(date +%s)
 bash ci/cluster/cluster.sh up "$STATE" "${CLUSTER_RATE:-1gbit}" || exit 1
@@ -82,7 +82,7 @@ tests=$!
 limit=${CLUSTER_TIMEOUT:-1500}
 while group_running "$tests"; do
     if [ $(($(date +%s) - start)) -gt "$limit" ]; then
-        echo "cluster-test: timed out after $limit s"
+        echo "$NAME: timed out after $limit s"
         stop_tests
         break
     fi
