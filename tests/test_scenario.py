@@ -30,6 +30,16 @@ def test_shipped_scenarios_are_valid(path):
     assert runs and len({r.run_id for r in runs}) == len(runs)
 
 
+def test_the_gpu_main_job_trains_as_the_main_job_does():
+    # digits-gpu.yaml copies digits.yaml's settings (the scenario format has no include): keep the copy true
+    main, gpu = (yaml.safe_load((REPO / "scenarios" / name).read_text()) for name in ("digits.yaml", "digits-gpu.yaml"))
+    for section in ("dataset", "model", "wgan_gp", "cellular", "metrics", "scaling"):
+        assert gpu[section] == main[section], section
+    assert gpu["train"] == {k: v for k, v in main["train"].items() if k != "threads"}  # a GPU rank's threads: its own rule
+    systems = {(r["strategy"], r.get("loss", "bce")) for r in main["runs"]}
+    assert {(r["strategy"], r.get("loss", "bce")) for r in gpu["runs"]} == systems
+
+
 def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
     runs = expand(load_scenario(REPO / "scenarios" / "smoke.yaml"))
     dp = {(r.engine, r.procs) for r in runs if r.strategy == "data_parallel"}
