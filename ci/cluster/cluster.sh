@@ -10,19 +10,24 @@
 # pair (eth1 on both sides, 10.77.0.1 and 10.77.0.2, shaped with tc tbf), plus a holder
 # process that keeps the node's own UTS namespace (hostname node1, node2) and mount namespace
 # (its /etc/hosts naming both nodes, and node3, 10.77.0.3, a node that is down; STATE/run bound
-# to STATE/NODE: munge's socket and slurmd's spool are per node, as on separate machines).
-# Everything else, the file system included, is shared, as on a cluster with a shared home. On
-# each node run sshd (a temporary host key, root's login by a temporary key pair; clients use
-# STATE/bin/ssh, which reads STATE/ssh/config), munged (a temporary key) and slurmd; node1 also runs slurmctld. Every
-# daemon is started in the foreground, in the background of this script, and its pid kept in
-# STATE/pids, which `down` stops by pid, then removes the namespaces and the veth pair. Nothing
-# outside STATE is changed, except /run/sshd (sshd's privilege-separation folder), created when
-# absent and removed again by `down`.
+# to STATE/NODE: munge's socket and slurmd's spool are per node, as on separate machines; the
+# packages ci/cluster/setup.sh fetched, when CLUSTER_PKGROOT names them, laid over /usr by
+# ci/cluster/layers.sh; an /etc/passwd with sshd's privilege-separation user where this machine
+# has none). Everything else, the file system included, is shared, as on a cluster with a shared
+# home. On each node run sshd (a temporary host key, root's login by a temporary key pair; clients
+# use STATE/bin/ssh, which reads STATE/ssh/config), munged (a temporary key) and slurmd; node1
+# also runs slurmctld. Every daemon is started in the foreground, in the background of this
+# script, and its pid kept in STATE/pids. What `up` changes outside STATE (a namespace, the veth
+# pair, /run/sshd when absent) is written to STATE before it is made, so that `down` undoes it
+# even after `up` was killed: `down` stops the daemons by pid (a pid only while it is still in a
+# node's namespace), then every process left in the nodes' namespaces, then removes the
+# namespaces, the veth pair and /run/sshd. Nothing else outside STATE is changed.
 set -euo pipefail
 
 NODES=(node1 node2)
 SUBNET=10.77.0
 NETNS_PREFIX=suite-
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 die() {
     echo "cluster.sh: $*" >&2
@@ -69,12 +74,6 @@ shape() {
 write_configs() {
     local ssh=$STATE/ssh node
     mkdir -p "$ssh" "$STATE/bin" "$STATE/run" "$STATE/ctld"
-    ssh-keygen -q -t ed25519 -N '' -C suite-cluster-host -f "$ssh/host_key"
-    ssh-keygen -q -t ed25519 -N '' -C suite-cluster-user -f "$ssh/id_ed25519"
-    cp "$ssh/id_ed25519.pub" "$ssh/authorized_keys"
-    local known=""
-    for node in "${NODES[@]}"; do known+="$node,$(addr "$node"),"; done
-    echo "${known%,} $(cut -d' ' -f1,2 "$ssh/host_key.pub")" >"$ssh/known_hosts"
     cat >"$ssh/sshd_config" <<EOF
 Port 22
 HostKey $ssh/host_key
@@ -109,10 +108,6 @@ EOF
     printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$ssh/config" >"$STATE/bin/ssh"
     chmod 755 "$STATE/bin/ssh"
 
-    mungekey --create --bits 1024 --keyfile "$STATE/munge.key" >/dev/null 2>&1 ||
-        dd if=/dev/urandom of="$STATE/munge.key" bs=128 count=1 status=none
-    chmod 600 "$STATE/munge.key"
-
     for node in "${NODES[@]}"; do
         mkdir -p "$STATE/$node/slurmd"
         {
@@ -121,6 +116,12 @@ EOF
             echo "$SUBNET.3 node3  # no such machine: a node that is down, for the bad-input tests"
         } >"$STATE/$node/hosts"
     done
+    # sshd refuses to start without its privilege-separation user: the nodes get one where this machine has none
+    if ! getent passwd sshd >/dev/null; then
+        local uid=100
+        while getent passwd "$uid" >/dev/null; do uid=$((uid + 1)); done
+        { cat /etc/passwd; echo "sshd:x:$uid:65534::/run/sshd:/usr/sbin/nologin"; } >"$STATE/passwd"
+    fi
     local cpus mem
     cpus=$(nproc)
     mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 4))
@@ -164,6 +165,18 @@ PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP Over
 EOF
 }
 
+make_keys() { # the temporary keys, made on node1 (its ssh-keygen and mungekey may be the fetched packages')
+    local ssh=$STATE/ssh node known=""
+    on node1 ssh-keygen -q -t ed25519 -N '' -C suite-cluster-host -f "$ssh/host_key"
+    on node1 ssh-keygen -q -t ed25519 -N '' -C suite-cluster-user -f "$ssh/id_ed25519"
+    cp "$ssh/id_ed25519.pub" "$ssh/authorized_keys"
+    for node in "${NODES[@]}"; do known+="$node,$(addr "$node"),"; done
+    echo "${known%,} $(cut -d' ' -f1,2 "$ssh/host_key.pub")" >"$ssh/known_hosts"
+    on node1 mungekey --create --bits 1024 --keyfile "$STATE/munge.key" >/dev/null 2>&1 ||
+        dd if=/dev/urandom of="$STATE/munge.key" bs=128 count=1 status=none
+    chmod 600 "$STATE/munge.key"
+}
+
 up() {
     [ "$(id -u)" -eq 0 ] || die "needs root"
     [ -d "$STATE" ] || die "$STATE: no such folder"
@@ -174,19 +187,20 @@ up() {
     done
     mkdir -p "$STATE/pids" "$STATE/logs"
     write_configs
+    # each change outside STATE is recorded before it is made
     if [ ! -d /run/sshd ]; then
+        touch "$STATE/made-run-sshd"
         mkdir -p /run/sshd
         chmod 755 /run/sshd
-        touch "$STATE/made-run-sshd"
     fi
 
     # the nodes and the link
     for node in "${NODES[@]}"; do
-        ip netns add "$NETNS_PREFIX$node"
         echo "$NETNS_PREFIX$node" >>"$STATE/netns"
+        ip netns add "$NETNS_PREFIX$node"
     done
-    ip link add suite-veth1 type veth peer name suite-veth2
     echo suite-veth1 >"$STATE/veth"
+    ip link add suite-veth1 type veth peer name suite-veth2
     for node in "${NODES[@]}"; do
         local ns=$NETNS_PREFIX$node
         ip link set "suite-veth${node#node}" netns "$ns"
@@ -207,7 +221,10 @@ up() {
         nsenter -t "$pid" -u hostname "$node"
         nsenter -t "$pid" -m mount --bind "$STATE/$node/hosts" /etc/hosts
         nsenter -t "$pid" -m mount --bind "$STATE/$node" "$STATE/run"
+        if [ -f "$STATE/passwd" ]; then nsenter -t "$pid" -m mount --bind "$STATE/passwd" /etc/passwd; fi
+        if [ -n "${CLUSTER_PKGROOT:-}" ]; then nsenter -t "$pid" -m bash "$HERE/layers.sh" "$CLUSTER_PKGROOT"; fi
     done
+    make_keys
 
     # sshd, munged, slurmd on each node; slurmctld on node1
     for node in "${NODES[@]}"; do
@@ -239,30 +256,52 @@ running() { # running PID: alive and not a zombie (an orphan waits for init to r
     kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
-stop_all() { # stop_all FILE...: TERM the processes the pid files name, KILL them after 10 s, wait until init reaped them
-    local file pid i pids=()
+ours() { # ours PID: the process is in one of the nodes' network namespaces (so a pid reused since is left alone)
+    local ns
+    ns=$(ip netns identify "$1" 2>/dev/null) || return 1
+    [ -n "$ns" ] && [ -f "$STATE/netns" ] && grep -qxF "$ns" "$STATE/netns"
+}
+
+stop_pids() { # stop_pids PID...: TERM them, KILL them after 10 s, wait until init reaped them
+    local pid i left
+    for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for ((i = 0; i < 100; i++)); do
+        left=0
+        for pid in "$@"; do if running "$pid"; then left=1; fi; done
+        [ "$left" -eq 0 ] && break
+        sleep 0.1
+    done
+    for pid in "$@"; do if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi; done
+    for ((i = 0; i < 100; i++)); do # gone from the process table, not left as zombies
+        left=0
+        for pid in "$@"; do if [ -e "/proc/$pid" ]; then left=1; fi; done
+        [ "$left" -eq 0 ] && break
+        sleep 0.1
+    done
+}
+
+stop_all() { # stop_all FILE...: stop the processes the pid files name, those still in a node; remove the files
+    local file pid pids=()
     for file in "$@"; do
         [ -e "$file" ] || continue
         pid=$(cat "$file" 2>/dev/null) || true
-        if [ -n "$pid" ] && running "$pid"; then
-            kill -TERM "$pid" 2>/dev/null || true
-            pids+=("$pid")
-        fi
+        if [ -n "$pid" ] && running "$pid" && ours "$pid"; then pids+=("$pid"); fi
     done
-    for ((i = 0; i < 100; i++)); do
-        local left=0
-        for pid in "${pids[@]}"; do if running "$pid"; then left=1; fi; done
-        [ "$left" -eq 0 ] && break
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi; done
-    for ((i = 0; i < 100; i++)); do # gone from the process table, not left as zombies
-        local left=0
-        for pid in "${pids[@]}"; do if [ -e "/proc/$pid" ]; then left=1; fi; done
-        [ "$left" -eq 0 ] && break
-        sleep 0.1
-    done
+    [ ${#pids[@]} -eq 0 ] || stop_pids "${pids[@]}"
     for file in "$@"; do rm -f "$file"; done
+}
+
+stop_nodes() { # every process still in a node's network namespace: a rank, an ssh session, slurmstepd, an unrecorded daemon
+    local ns round pids
+    [ -f "$STATE/netns" ] || return 0
+    for round in 1 2 3; do
+        pids=()
+        while read -r ns; do
+            mapfile -t -O ${#pids[@]} pids < <(ip netns pids "$ns" 2>/dev/null)
+        done <"$STATE/netns"
+        [ ${#pids[@]} -eq 0 ] && return 0
+        stop_pids "${pids[@]}"
+    done
 }
 
 down() {
@@ -274,6 +313,7 @@ down() {
         stop_all "$STATE"/pids/*.sshd "$STATE"/pids/*.munged
         stop_all "$STATE"/pids/*
     fi
+    stop_nodes
     if [ -f "$STATE/veth" ]; then
         for node in "${NODES[@]}"; do
             ip link delete "suite-veth${node#node}" 2>/dev/null || true
