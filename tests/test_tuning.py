@@ -1,11 +1,16 @@
 """``suite tune`` on synthetic result folders: known FIDs give a known ranking, choice and overrides."""
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
 
+from conftest import run_scenario, tiny_scenario
 from suite.analysis.tuning import tune
 from suite.cli import main
+from suite.config.expansion import expand, load_scenario
 from suite.records.results import write_record
 
 RULER = {"features": "classifier:digits", "ruler_sha256": "ab" * 32, "n": 500, "classes": list(range(10)), "num_classes": 10}
@@ -152,3 +157,63 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "no run has a final FID to rank by" in capsys.readouterr().err
     assert main(["tune", str(tmp_path / "missing")]) == 2
     assert "no such results folder" in capsys.readouterr().err
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_tuning_scenario_searches_the_main_jobs_systems_alike_on_other_seeds():
+    main_job, tuning = (yaml.safe_load((REPO / "scenarios" / name).read_text()) for name in ("digits.yaml", "tuning.yaml"))
+    for section in ("dataset", "model"):
+        assert tuning[section] == main_job[section], section
+    for name in ("batch_size", "threads", "betas", "warmup_steps"):
+        assert tuning["train"][name] == main_job["train"][name], name
+    assert not set(tuning["train"]["seeds"]) & set(main_job["train"]["seeds"])
+    assert {k: tuning["metrics"][k] for k in ("features", "samples")} == {
+        k: main_job["metrics"][k] for k in ("features", "samples")
+    }
+    systems = {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in main_job["runs"]}
+    assert {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in tuning["runs"]} == systems
+    runs = expand(load_scenario(REPO / "scenarios" / "tuning.yaml"))
+    assert {r.procs for r in runs} == {2} and {r.train.budget_s for r in runs} == {15.0}
+    lrs = {(r.strategy, r.loss): set() for r in runs}
+    for r in runs:
+        lrs[(r.strategy, r.loss)].add(r.wgan_gp.lr if r.loss == "wgan-gp" else r.train.lr)
+    assert set(map(frozenset, lrs.values())) == {frozenset({0.0001, 0.0003, 0.001})}
+    assert {r.wgan_gp.n_critic for r in runs if r.loss == "wgan-gp"} == {1, 5}
+    assert len(runs) == 2 * (4 * 3 + 3 * 2)  # what its time estimate counts
+
+
+@pytest.mark.multiproc
+def test_a_real_sweep_records_its_values_and_is_tuned(tmp_path):
+    scenario = tiny_scenario(
+        "sweep",
+        [
+            {
+                "strategy": "label_partitioned",
+                "engine": "mpi",
+                "loss": "wgan-gp",
+                "procs": [1],
+                "sweep": {"wgan_gp.lr": [0.0001, 0.001]},
+            }
+        ],
+        dataset={"classes": [0, 1]},
+        train={"steps": 2},
+        wgan_gp={"n_critic": 1},
+        metrics={"enabled": True, "features": "classifier", "samples": 200, "curve_points": 1},
+    )
+    code, records = run_scenario(tmp_path, scenario)
+    assert code == 0 and set(records) == {
+        "label_partitioned-wgan-gp-mpi-lr0.0001-p1-r0",
+        "label_partitioned-wgan-gp-mpi-lr0.001-p1-r0",
+    }
+    results = tmp_path / "results"
+    for run_id, record in records.items():
+        lr = record["sweep"]["wgan_gp.lr"]
+        assert record["status"] == "ok" and run_id.endswith(f"-lr{lr}-p1-r0")
+        assert json.loads((results / run_id / "run.json").read_text())["wgan_gp"]["lr"] == lr
+    assert main(["tune", str(results)]) == 0
+    chosen = yaml.safe_load((results / "tuning" / "chosen.yaml").read_text())["systems"]
+    assert len(chosen) == 1 and set(chosen[0]["overrides"]["wgan_gp"]) == {"lr"}
+    assert main(["report", str(results)]) == 0
+    assert set(pd.read_csv(results / "report" / "runs.csv")["sweep"]) == {"lr=0.0001", "lr=0.001"}
