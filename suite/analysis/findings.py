@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
 from .verdicts import Summary, rank, summarise, verdict
@@ -23,10 +24,16 @@ PLACEMENT_INVARIANT = {"cellular"}
 """Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
 
 
-def config_name(record: dict) -> str:
-    """strategy / loss / engine [label]: what a headline row describes."""
+def system_name(record: dict) -> str:
+    """strategy / loss / engine [label]: the system a run trains, whatever its swept settings."""
     name = f"{record['strategy']} / {record['loss']} / {record['engine']}"
     return name + (f" [{record['label']}]" if record.get("label") else "")
+
+
+def config_name(record: dict) -> str:
+    """strategy / loss / engine [label] (swept settings): what a headline row describes."""
+    swept = sweep_text(record.get("sweep"))
+    return system_name(record) + (f" ({swept})" if swept else "")
 
 
 def _mean(values: Iterable[Any]) -> float | None:

@@ -1,4 +1,4 @@
-"""The ``suite`` command: run | report | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
+"""The ``suite`` command: run | report | tune | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
 
 Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that

@@ -1,5 +1,5 @@
-"""Sub-commands that read records: ``suite report``, ``suite compare``, ``suite gate``, ``suite project`` and
-``suite probe`` (the network the projection uses).
+"""Sub-commands that read records: ``suite report``, ``suite tune``, ``suite compare``, ``suite gate``, ``suite project``
+and ``suite probe`` (the network the projection uses).
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.results) / "report"
     path = write_report(Path(args.results), out, baselines=Path(args.baselines) if args.baselines else None)
     print(f"report written to {path}")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ..analysis.tuning import CHOSEN_YAML, write_tuning
+
+    out = Path(args.out) if args.out else Path(args.results) / "tuning"
+    path = write_tuning(Path(args.results), out)
+    print(f"tuning written to {path}; each system's chosen overrides in {out / CHOSEN_YAML}")
     return 0
 
 

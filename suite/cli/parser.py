@@ -6,7 +6,7 @@ import argparse
 
 from ..analysis.gate import Settings
 from ..config.registry import FEATURES
-from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report
+from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
 
@@ -71,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default RESULTS/report)")
     p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "tune",
+        help="rank each system's swept settings by mean final FID over its seeds; write tuning.md, tuning.csv, chosen.yaml",
+        description="For each system (strategy / loss / engine [label] at P) of a results folder, rank the settings its "
+        "run entry swept (sweep: in the scenario) by mean final FID over the seeds, under the runs' ruler; a failed, "
+        "diverged, unscored or missing run counts as worst; ties go to the setting listed first. See docs/tuning.md.",
+    )
+    p.add_argument("results", help="results folder written by suite run (or a report folder or records.json)")
+    p.add_argument("--out", help="output folder (default RESULTS/tuning)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
     p.add_argument("new", help="results folder (or records JSON) to check")

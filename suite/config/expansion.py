@@ -1,6 +1,6 @@
 """Scenarios in, runs out: read a scenario file (:func:`load_scenario`) or data (:func:`parse_scenario`),
-validate it, and expand it into concrete runs (:func:`expand`), one per entry, process count, seed
-and repeat, each named by :func:`run_id_for`.
+validate it, and expand it into concrete runs (:func:`expand`), one per entry, combination of its sweep,
+process count, seed and repeat, each named by :func:`run_id_for`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from .scenario import Run, RunSpec, Scenario, ScenarioError, build_section, default_loss, run_train, seeds_of
+from .scenario import Run, RunSpec, Scenario, ScenarioError, build_section, default_loss, entry_section, run_train, seeds_of
+from .sweep import sweep_id, sweep_points, with_point
 from .validation import check_one_seed_field, check_scenario, fail
 
 if TYPE_CHECKING:
@@ -49,13 +50,22 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
 
 def run_id_for(
-    spec: RunSpec, loss: str, procs: int, scaling: str, repeat: int, grid: list[int] | None, seed: int | None = None
+    spec: RunSpec,
+    loss: str,
+    procs: int,
+    scaling: str,
+    repeat: int,
+    grid: list[int] | None,
+    seed: int | None = None,
+    sweep: dict[str, Any] | None = None,
 ) -> str:
-    """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0`` (``-s1-r0`` for seed 1 of a ``seeds`` list)."""
+    """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0`` (``-s1-r0`` for seed 1 of a ``seeds`` list,
+    ``-lr0.001-p2`` for a swept ``train.lr`` of 0.001)."""
     stem = spec.label or f"{spec.strategy}-{loss}-{spec.engine}"
     if spec.engine == "deepspeed" and not spec.label and spec.deepspeed.zero_stage:
         stem += f"-zero{spec.deepspeed.zero_stage}"
-    parts = [stem, f"p{procs}"]
+    parts = [stem, sweep_id(sweep)] if sweep else [stem]
+    parts.append(f"p{procs}")
     if grid:
         parts.append(f"g{grid[0]}x{grid[1]}")
     if scaling == "weak":
@@ -77,15 +87,19 @@ def _overlay(base: T, override: T) -> T:
 
 
 def expand(scenario: Scenario) -> list[Run]:
-    """All runs of a scenario: one per entry, process count, seed and repeat.
+    """All runs of a scenario: one per entry, combination of its sweep (:mod:`suite.config.sweep`), process count,
+    seed and repeat.
 
-    Ordered as every run's first repeat of its first seed (in file order, each process count),
+    Ordered as every run's first repeat of its first seed (in file order, each sweep combination and process count),
     then every run's next seed, then the second repeats: interleaving spreads a machine's drift
     over time (clock boost after idle, a neighbour starting work) over every configuration,
     instead of biasing the ones that run last.
     """
     runs: list[Run] = []
-    for i, spec in enumerate(scenario.runs):
+    entries = [
+        (i, point, with_point(spec, point)) for i, spec in enumerate(scenario.runs) for point in sweep_points(spec, f"runs[{i}]")
+    ]
+    for i, point, spec in entries:
         loss = spec.loss or default_loss(spec.strategy)
         scaling = spec.scaling or scenario.scaling
         for j, procs in enumerate(spec.procs):
@@ -100,7 +114,9 @@ def expand(scenario: Scenario) -> list[Run]:
             for repeat, (order, seed) in itertools.product(range(scenario.repeats), enumerate(seeds)):
                 runs.append(
                     Run(
-                        run_id=run_id_for(spec, loss, procs, scaling, repeat, grid, seed if train.seeds is not None else None),
+                        run_id=run_id_for(
+                            spec, loss, procs, scaling, repeat, grid, seed if train.seeds is not None else None, point.values
+                        ),
                         scenario=scenario.name,
                         strategy=spec.strategy,
                         engine=spec.engine,
@@ -111,8 +127,8 @@ def expand(scenario: Scenario) -> list[Run]:
                         dataset=dataset,
                         model=scenario.model,
                         train=dataclasses.replace(train, seed=seed, seeds=None),
-                        wgan_gp=scenario.wgan_gp,
-                        cellular=scenario.cellular,
+                        wgan_gp=entry_section(scenario, spec, "wgan_gp", f"runs[{i}].wgan_gp"),
+                        cellular=entry_section(scenario, spec, "cellular", f"runs[{i}].cellular"),
                         metrics=scenario.metrics,
                         deepspeed=spec.deepspeed,
                         horovod=_overlay(scenario.horovod, spec.horovod),
@@ -122,6 +138,8 @@ def expand(scenario: Scenario) -> list[Run]:
                         label=spec.label,
                         sweep_procs=list(spec.procs),
                         seed_order=order,
+                        sweep=dict(point.values) or None,
+                        sweep_order=point.order if point.values else None,
                     )
                 )
     runs.sort(key=lambda run: (run.repeat, run.seed_order))  # stable: file order within each repeat and seed

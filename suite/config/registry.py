@@ -70,6 +70,8 @@ class StrategyEntry(Entry):
     """Whether all ranks train one model together (the global batch is split over them; training can stop at a target)."""
     paper_models: dict[str, str] = field(default_factory=dict)
     """Seed 000's model that each of its losses reproduces, for the report."""
+    settings: str | None = None
+    """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ class LossEntry(Entry):
 
     draws: tuple[str, ...] = ()
     """For a loss drawn at random per batch or per cell: the losses it draws from."""
+    optimizer: str = "train"
+    """The scenario section whose ``lr`` and ``betas`` its Adam optimisers take."""
+    settings: str | None = None
+    """The scenario section of its own settings (``wgan_gp``), which a run entry may override or sweep."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,7 @@ ENGINES.register(
 )
 
 LOSSES.register(LossEntry("bce", "suite.gan.losses:BCELoss"))
-LOSSES.register(LossEntry("wgan-gp", "suite.gan.losses:WassersteinLoss"))
+LOSSES.register(LossEntry("wgan-gp", "suite.gan.losses:WassersteinLoss", optimizer="wgan_gp", settings="wgan_gp"))
 LOSSES.register(LossEntry("minimax", "suite.gan.losses:MinimaxLoss"))
 LOSSES.register(LossEntry("mse", "suite.gan.losses:MSELoss"))
 LOSSES.register(LossEntry("heuristic", "suite.gan.losses:HeuristicLoss"))
@@ -195,6 +201,7 @@ STRATEGIES.register(
         ("bce", "minimax", "mse", "heuristic", "mustangs"),
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
+        settings="cellular",
     )
 )
 

@@ -298,6 +298,13 @@ class RunSpec:
     """Name used in run ids and reports (needed when two entries would share an id)."""
     train: dict | None = None
     """Fields of ``train`` that differ for this entry, e.g. ``{epochs: 60}`` (per-class GANs see fewer batches per epoch)."""
+    wgan_gp: dict | None = None
+    """Fields of ``wgan_gp`` that differ for this entry (a ``wgan-gp`` entry), e.g. ``{lr: 0.001, n_critic: 1}``."""
+    cellular: dict | None = None
+    """Fields of ``cellular`` that differ for this entry (a ``cellular`` entry), e.g. ``{population: 2}``."""
+    sweep: dict | None = None
+    """Settings to try, one run per combination: dotted fields of train, wgan_gp or cellular, each with a list of
+    values, e.g. ``{train.lr: [0.0001, 0.001]}`` (docs/tuning.md)."""
 
 
 @dataclass
@@ -357,6 +364,10 @@ class Run:
     """Ranks per node of the sweep's largest run (set by ``suite run``): threads per rank follow it."""
     seed_order: int = 0
     """Position of this run's seed in its entry's ``train.seeds`` (runs are interleaved by it)."""
+    sweep: dict[str, Any] | None = None
+    """The settings its entry's ``sweep`` gave this run, by dotted field (``{"train.lr": 0.001}``); None without a sweep."""
+    sweep_order: int | None = None
+    """Position of this run's settings among its entry's sweep combinations (0: the values listed first)."""
 
     @property
     def critic_norm(self) -> str:
@@ -380,6 +391,10 @@ class Run:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
+ENTRY_SECTIONS = ("train", "wgan_gp", "cellular")
+"""The scenario sections a run entry may override (and sweep) field by field."""
+
+
 def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
     """The ``train`` section of one entry: the scenario's, with the entry's own fields on top.
 
@@ -391,6 +406,17 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
     if "seed" in spec.train:
         base["seeds"] = None
     return build_section(TrainConfig, {**base, **spec.train}, path)
+
+
+def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> Any:
+    """Section ``name`` (one of :data:`ENTRY_SECTIONS`) of one entry: the scenario's, with the entry's fields on top."""
+    if name == "train":
+        return run_train(scenario, spec, path)
+    own = getattr(spec, name)
+    base = getattr(scenario, name)
+    if not own:
+        return base
+    return build_section(type(base), {**dataclasses.asdict(base), **own}, path)
 
 
 def seeds_of(train: TrainConfig) -> list[int]:

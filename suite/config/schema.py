@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
@@ -99,9 +100,18 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
         return {k: convert(item, v, f"{path}.{k}", error, partial) for k, v in value.items()}
     if tp in _SCALARS:
         if not _SCALARS[tp](value):
-            raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
+            hint = " (YAML reads a number such as 1e-4 as text: write 1.0e-4 or 0.0001)" if _number_text(tp, value) else ""
+            raise error(f"{path}: expected {type_name(tp)}, got {value!r}{hint}")
         return float(value) if tp is float else value
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
+
+
+_EXPONENT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
+def _number_text(tp: Any, value: Any) -> bool:
+    """Whether ``value`` is a number that YAML read as a string (``1e-4``: YAML 1.1 floats need a dot)."""
+    return tp is float and isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()) is not None
 
 
 @functools.cache

@@ -5,11 +5,13 @@ entry's strategy, engine, grid and process counts need. Every broken rule raises
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NoReturn
 
 from .plan import CLASSIFIER_FEATURE_DIM, TrainingError, check_image_size, class_plan, local_batch, process_grid
-from .registry import STRATEGIES, engines_for
+from .registry import LOSSES, STRATEGIES, engines_for
 from .scenario import (
+    ENTRY_SECTIONS,
     CellularConfig,
     CheckpointEvery,
     DatasetConfig,
@@ -21,9 +23,12 @@ from .scenario import (
     Scenario,
     ScenarioError,
     TrainConfig,
+    WganGpConfig,
     default_loss,
+    entry_section,
     run_train,
 )
+from .sweep import SweepPoint, sweep_points, sweep_text, with_point
 
 
 def fail(path: str, message: str) -> NoReturn:
@@ -39,26 +44,18 @@ def check_scenario(scenario: Scenario) -> None:
     positive = {
         "model.latent_dim": scenario.model.latent_dim,
         "repeats": scenario.repeats,
-        "wgan_gp.n_critic": scenario.wgan_gp.n_critic,
-        "cellular.population": scenario.cellular.population,
-        "cellular.tournament_size": scenario.cellular.tournament_size,
-        "cellular.n_replacements": scenario.cellular.n_replacements,
-        "cellular.fitness_samples": scenario.cellular.fitness_samples,
-        "cellular.mixture_samples": scenario.cellular.mixture_samples,
         "metrics.samples": scenario.metrics.samples,
     }
     for path, value in positive.items():
         if value < 1:
             fail(path, f"must be at least 1, got {value}")
     _check_train(scenario.train, "train", fail)
-    if scenario.wgan_gp.lr <= 0:
-        fail("wgan_gp.lr", "must be positive")
-    _check_betas(scenario.wgan_gp.betas, "wgan_gp.betas", fail)
+    _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail)
     if not 0 <= scenario.model.dropout < 1:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
     _check_budget_and_target(scenario, fail)
     _check_checkpoints(scenario.train.checkpoint_every, fail)
-    _check_cellular(scenario, fail)
+    _check_cellular(scenario.cellular, "cellular", scenario, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
@@ -67,8 +64,63 @@ def check_scenario(scenario: Scenario) -> None:
         fail("runs", "at least one run is needed")
     for i, spec in enumerate(scenario.runs):
         path = f"runs[{i}]"
-        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
-        _check_run_spec(spec, path, scenario, fail)
+        points = sweep_points(spec, path)  # the sweep's own shape and values first
+        _check_entry_sections(spec, path, fail)
+        for point in points:  # each combination as the entry reads with its values given
+            _check_entry(with_point(spec, point), path, scenario, _naming_sweep(spec, point, path, scenario))
+
+
+def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
+    """The rules of one run entry, with its own sections over the scenario's."""
+    _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
+    if spec.wgan_gp:
+        _check_wgan_gp(entry_section(scenario, spec, "wgan_gp", f"{path}.wgan_gp"), f"{path}.wgan_gp", fail)
+    if spec.cellular:
+        _check_cellular(entry_section(scenario, spec, "cellular", f"{path}.cellular"), f"{path}.cellular", scenario, fail)
+    _check_run_spec(spec, path, scenario, fail)
+
+
+def _naming_sweep(spec: RunSpec, point: SweepPoint, path: str, scenario: Scenario) -> Fail:
+    """How a combination's rules fail: naming the swept value a rule breaks on (``runs[3].sweep.train.lr[1]``);
+    a rule on another field names the combination, unless the entry breaks it without its sweep too."""
+    if not point.values:
+        return fail
+    swept = {f"{path}.{key}": f"{path}.sweep.{key}[{point.indices[key]}]" for key in point.values}
+
+    def failing(where: str, message: str) -> NoReturn:
+        if where in swept:
+            fail(swept[where], message)
+        _check_entry(dataclasses.replace(spec, sweep=None), path, scenario, fail)  # raises where the sweep is not the cause
+        fail(where, f"{message} (with {path}.sweep's {sweep_text(point.values)})")
+
+    return failing
+
+
+def _check_entry_sections(spec: RunSpec, path: str, fail: Fail) -> None:
+    """An entry overrides or sweeps only the sections its loss and strategy read (their registry traits)."""
+    loss = LOSSES[spec.loss or default_loss(spec.strategy)]
+    readers = {"train"} | {s for s in (loss.settings, STRATEGIES[spec.strategy].settings) if s}
+    swept = [str(key) for key in (spec.sweep or {})]
+    given = [(f"{path}.{name}", name, set(getattr(spec, name) or {})) for name in ENTRY_SECTIONS if getattr(spec, name)]
+    given += [(f"{path}.sweep.{key}", key.partition(".")[0], {key.partition(".")[2]}) for key in swept]
+    for where, section, fields in given:
+        if section in ENTRY_SECTIONS and section not in readers:
+            fail(where, f"a {spec.strategy} entry with loss {loss.name} does not read {section} settings")
+        optimizer = fields & {"lr", "betas"}
+        if section == "train" and optimizer and loss.optimizer != "train":
+            name = sorted(optimizer)[0]
+            fail(
+                where if where.startswith(f"{path}.sweep.") else f"{where}.{name}",
+                f"the {loss.name} loss takes its Adam lr and betas from {loss.optimizer}: use {loss.optimizer}.{name}",
+            )
+
+
+def _check_wgan_gp(wgan_gp: WganGpConfig, path: str, fail: Fail) -> None:
+    if wgan_gp.n_critic < 1:
+        fail(f"{path}.n_critic", f"must be at least 1, got {wgan_gp.n_critic}")
+    if wgan_gp.lr <= 0:
+        fail(f"{path}.lr", "must be positive")
+    _check_betas(wgan_gp.betas, f"{path}.betas", fail)
 
 
 def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
@@ -165,21 +217,23 @@ def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, met
     return 2048, f"Inception pool space (metrics.features: {metrics.features})"
 
 
-def _check_cellular(scenario: Scenario, fail: Fail) -> None:
-    cellular = scenario.cellular
+def _check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
+    for name in ("population", "tournament_size", "n_replacements", "fitness_samples", "mixture_samples"):
+        if getattr(cellular, name) < 1:
+            fail(f"{path}.{name}", f"must be at least 1, got {getattr(cellular, name)}")
     if cellular.iterations is not None and cellular.iterations < 1:
-        fail("cellular.iterations", "must be at least 1")
+        fail(f"{path}.iterations", "must be at least 1")
     for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
         if getattr(cellular, name) < 0:
-            fail(f"cellular.{name}", "must not be negative")
+            fail(f"{path}.{name}", "must not be negative")
     if not 0 <= cellular.mutation_probability <= 1:
-        fail("cellular.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
+        fail(f"{path}.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
     if cellular.n_replacements > cellular.population:
-        fail("cellular.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
+        fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
     dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
     if dim is not None and cellular.mixture_samples <= dim:
         fail(
-            "cellular.mixture_samples",
+            f"{path}.mixture_samples",
             f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
             f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)",
         )

@@ -11,7 +11,7 @@ reads a dotted path and fails on one the schema does not have.
 Fields marked with :func:`column` are the columns of the report's flat table
 (:data:`FLAT_COLUMNS`): the column is named after the field unless the mark names it.
 
-Records of schema 1 (before this module) have the same layout; they load unchecked.
+Records of older schemas (1: before this module) have the same layout less the later fields; they load unchecked.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from ..config.schema import SchemaError, check, type_hints
 if TYPE_CHECKING:
     from ..config.scenario import Run
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
-``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields)."""
+``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields; 4 added
+``sweep`` and ``sweep_order``)."""
 
 
 class RecordError(SchemaError):
@@ -188,6 +189,11 @@ class RunSettings:
     repeat: int | None = column()
     grid: list[int] | None = column()
     label: str | None = column()
+    sweep: dict[str, Any] | None = column()
+    """The values its entry's ``sweep`` gave this run, by dotted field (:mod:`suite.config.sweep`); the flat
+    table shows them as text (``lr=0.001, n_critic=5``)."""
+    sweep_order: int | None = None
+    """Position of those values among the sweep's combinations (0: the first listed)."""
     epochs: int | None = column()
     seed: int | None = column()
     budget_s: float | None = column()

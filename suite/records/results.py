@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from ..config.sweep import sweep_text
 from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
 
 if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
@@ -220,6 +221,7 @@ def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
     frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
     frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)
+    frame["sweep"] = frame["sweep"].map(lambda v: sweep_text(v) or None)
     # label-partitioned runs record steps per class GAN: report their total
     frame["steps"] = frame["steps"].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
     return frame

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..config.plan import TrainingError, local_batch
+from ..config.registry import LOSSES
 from ..config.scenario import Run
 from ..gan.data import ImageData
 from ..gan.divergence import CHECK_EVERY, Divergence, LossWatch, loss_bound, parameter_norm
@@ -53,8 +54,9 @@ class GanResult:
 
 def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     """Adam learning rate and betas for this run's loss."""
-    lr, (beta1, beta2) = (run.wgan_gp.lr, run.wgan_gp.betas) if run.loss == "wgan-gp" else (run.train.lr, run.train.betas)
-    return lr, (beta1, beta2)
+    section = getattr(run, LOSSES[run.loss].optimizer)  # the loss's trait: train or wgan_gp
+    beta1, beta2 = section.betas
+    return section.lr, (beta1, beta2)
 
 
 def critic_steps(run: Run) -> int:

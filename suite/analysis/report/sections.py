@@ -238,6 +238,7 @@ def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
             "procs",
             "scaling",
             "grid",
+            "sweep",
             "dataset",
             "steps",
             "global_batch",

@@ -17,10 +17,12 @@ from ..markdown import NA
 
 
 def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
-    """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] [grid or block]."""
+    """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] (sweep) [grid or block]."""
     parts = frame["strategy"] + " / " + frame["loss"] + " / " + frame["engine"]
     if "label" in frame:
         parts = parts + frame["label"].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
+    if "sweep" in frame:  # the flat table's text of the swept values
+        parts = parts + frame["sweep"].map(lambda v: f" ({v})" if isinstance(v, str) and v else "")
     if scaling == "strong":
         parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
     else:

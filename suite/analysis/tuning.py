@@ -1,0 +1,284 @@
+"""``suite tune RESULTS``: the one tuning protocol of every system, from the runs of a sweep (docs/tuning.md).
+
+A *system* is a strategy / loss / engine [label] at a process count, whatever its swept settings
+(the records' ``sweep``, :mod:`suite.config.sweep`). Each system's settings are ranked:
+
+1. settings all of whose runs were scored before those with a run that failed, diverged, could not be
+   scored or is missing (such a run counts as worst; the table names it and why);
+2. then by the mean final FID over the tuning seeds (a seed's repeats averaged first), under the one
+   ruler all the system's runs were scored with (``quality.features``, its hash and n);
+3. equal ranks go to the setting listed first in the sweep (``sweep_order``).
+
+The first is the system's chosen setting, written as the overrides to paste into its run entry
+(``chosen.yaml``), beside ``tuning.md`` and ``tuning.csv`` (every setting with its per-seed FIDs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ..config.sweep import overrides_of, sweep_text
+from ..records.results import atomic_write_text, read_records
+from .findings import ruler_text, system_name
+from .markdown import fmt, markdown_table
+
+TUNING_MD, TUNING_CSV, CHOSEN_YAML = "tuning.md", "tuning.csv", "chosen.yaml"
+
+
+@dataclass
+class Setting:
+    """One combination of a system's swept values and what its runs scored."""
+
+    values: dict[str, Any]
+    order: int
+    """Its position in the sweep (ties go to the lowest)."""
+    fids: dict[Any, list[float]] = field(default_factory=dict)
+    """Seed -> the final FIDs of its runs (several with repeats)."""
+    problems: list[str] = field(default_factory=list)
+    """Runs that count as worst: ``seed 11: diverged at step 12 ...``."""
+
+    def seed_fids(self, seeds: list[Any]) -> list[float | None]:
+        """The FID of each seed (the mean of its repeats), None where it has none."""
+        return [float(np.mean(self.fids[s])) if self.fids.get(s) else None for s in seeds]
+
+    @property
+    def mean(self) -> float | None:
+        """Mean FID over the seeds that have one."""
+        scored = [float(np.mean(v)) for v in self.fids.values() if v]
+        return float(np.mean(scored)) if scored else None
+
+    @property
+    def std(self) -> float | None:
+        """Standard deviation of the seeds' FIDs (None with fewer than two)."""
+        scored = [float(np.mean(v)) for v in self.fids.values() if v]
+        return float(np.std(scored, ddof=1)) if len(scored) > 1 else None
+
+    def rank_key(self) -> tuple[int, float]:
+        """What ranks settings: runs that count as worst, then mean FID (the sweep's order breaks ties)."""
+        return len(self.problems), self.mean if self.mean is not None else math.inf
+
+
+@dataclass
+class SystemTuning:
+    """One system's settings, ranked best first."""
+
+    name: str
+    strategy: str
+    loss: str
+    engine: str
+    label: str | None
+    procs: int
+    ruler: str | None
+    seeds: list[Any]
+    settings: list[Setting]
+
+    @property
+    def chosen(self) -> Setting:
+        return self.settings[0]
+
+    @property
+    def tied(self) -> bool:
+        """Whether the runner-up ranks equal to the chosen setting (the sweep's order decided)."""
+        return len(self.settings) > 1 and self.settings[1].rank_key() == self.chosen.rank_key()
+
+
+def _problem(record: dict) -> str | None:
+    """Why a run counts as worst (None: it has a final FID)."""
+    status = record.get("status")
+    if status != "ok":
+        reason = str(record.get("reason") or record.get("error") or "no reason recorded").splitlines()[0][:160]
+        return reason if reason.startswith(str(status)) else f"{status}: {reason}"
+    quality = record.get("quality") or {}
+    if quality.get("fid") is None:
+        why = quality.get("not_scorable") or quality.get("fid_note") or "not scored (metrics.enabled off?)"
+        return f"no FID: {why}"
+    return None
+
+
+def tune(records: list[dict]) -> list[SystemTuning]:
+    """Each system's settings ranked by the protocol above; :class:`ValueError` in one line where it cannot be applied."""
+    groups: dict[tuple[str, int, str], list[dict]] = {}
+    for record in records:
+        groups.setdefault((system_name(record), record["procs"], record.get("scaling") or "strong"), []).append(record)
+    if not any(_problem(r) is None for r in records):
+        raise ValueError("no run has a final FID to rank by: tune runs with metrics.enabled, and look at why they failed")
+    return [_system(name, procs, scaling, groups[(name, procs, scaling)]) for name, procs, scaling in sorted(groups)]
+
+
+def _system(name: str, procs: int, scaling: str, runs: list[dict]) -> SystemTuning:
+    rulers = sorted({ruler_text(r["quality"]) for r in runs if r.get("quality") and r["quality"].get("fid") is not None})
+    if len(rulers) > 1:
+        raise ValueError(
+            f"{name} at P={procs}: its runs were scored under different rulers ({'; '.join(rulers)}); tune under one"
+        )
+    seeds = sorted({r.get("seed") for r in runs}, key=str)
+    settings: dict[str, Setting] = {}
+    ran: dict[str, set] = {}  # the seeds each setting has a run of
+    for record in sorted(runs, key=lambda r: (r.get("sweep_order") or 0, r.get("run_id", ""))):
+        values = record.get("sweep") or {}
+        key = json.dumps(values)
+        setting = settings.setdefault(key, Setting(values, record.get("sweep_order") or 0))
+        ran.setdefault(key, set()).add(record.get("seed"))
+        problem = _problem(record)
+        if problem is None:
+            setting.fids.setdefault(record.get("seed"), []).append(float(record["quality"]["fid"]))
+        else:
+            setting.problems.append(f"seed {record.get('seed')} ({record.get('run_id')}): {problem}")
+    for key, setting in settings.items():
+        setting.problems += [f"seed {seed}: no run" for seed in seeds if seed not in ran[key]]
+    first = runs[0]
+    ranked = sorted(settings.values(), key=lambda s: (*s.rank_key(), s.order))
+    suffix = "" if scaling == "strong" else f" ({scaling})"
+    return SystemTuning(
+        name + suffix,
+        first["strategy"],
+        first["loss"],
+        first["engine"],
+        first.get("label"),
+        procs,
+        rulers[0] if rulers else None,
+        seeds,
+        ranked,
+    )
+
+
+# --- writing ------------------------------------------------------------------------------------------------
+
+
+def _setting_text(setting: Setting) -> str:
+    return sweep_text(setting.values) or "(not swept)"
+
+
+def tuning_table(systems: list[SystemTuning]) -> pd.DataFrame:
+    """Every setting of every system: its swept values, per-seed FIDs, mean, rank, and what counted as worst."""
+    fields = list(dict.fromkeys(key for s in systems for setting in s.settings for key in setting.values))
+    seeds = list(dict.fromkeys(seed for s in systems for seed in s.seeds))
+    rows = []
+    for system in systems:
+        for rank, setting in enumerate(system.settings, 1):
+            per_seed = dict(zip(system.seeds, setting.seed_fids(system.seeds)))
+            rows.append(
+                {
+                    "system": system.name,
+                    "procs": system.procs,
+                    "rank": rank,
+                    "chosen": rank == 1,
+                    "setting": _setting_text(setting),
+                    **{key: setting.values.get(key) for key in fields},
+                    **{f"fid_s{seed}": per_seed.get(seed) for seed in seeds},
+                    "mean_fid": setting.mean,
+                    "std_fid": setting.std,
+                    "worst_runs": len(setting.problems),
+                    "problems": "; ".join(setting.problems) or None,
+                    "ruler": system.ruler,
+                }
+            )
+    table = pd.DataFrame(rows)
+    for key in fields:  # the values as given (an n_critic stays an integer beside the rows without it)
+        table[key] = pd.Series([row[key] for row in rows], dtype=object)
+    return table
+
+
+def chosen_yaml(systems: list[SystemTuning], source: str) -> str:
+    """``chosen.yaml``: per system, the chosen overrides to paste into its run entry."""
+    entries = [
+        {
+            "system": s.name,
+            "strategy": s.strategy,
+            "loss": s.loss,
+            "engine": s.engine,
+            "label": s.label,
+            "procs": s.procs,
+            "mean_fid": None if s.chosen.mean is None else round(s.chosen.mean, 2),
+            "seeds": s.seeds,
+            "overrides": overrides_of(s.chosen.values),
+        }
+        for s in systems
+    ]
+    header = (
+        f"# Chosen by `suite tune {source}`: each system's setting with the lowest mean final FID over the tuning seeds\n"
+        "# (docs/tuning.md). Paste a system's overrides into its run entry, e.g.\n"
+        "#   - {strategy: conditional, engine: horovod, procs: [2], train: {lr: 0.001}}\n"
+    )
+    return header + yaml.safe_dump({"systems": entries}, sort_keys=False, default_flow_style=None)
+
+
+def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, runs: int) -> list[str]:
+    """``tuning.md``: the protocol, the chosen settings, and every system's ranking."""
+    seeds = sorted({seed for s in systems for seed in s.seeds}, key=str)
+    lines = [
+        f"# Tuning: {scenario}\n",
+        f"From `{source}` ({runs} runs) by `suite tune`. Each system (strategy / loss / engine [label] at P) ranks its "
+        f"swept settings by the mean final FID over the tuning seeds ({', '.join(map(str, seeds))}), under the one ruler "
+        "its runs were scored with. A setting with a run that failed, diverged, could not be scored or is missing ranks "
+        "below every fully scored one (it counts as worst, and is named); equal ranks go to the setting listed first "
+        "in the sweep. The best is the chosen setting; `chosen.yaml` holds it as the overrides of a run entry.\n",
+        "With a few seeds per setting, a difference smaller than the seeds' spread (`std`) is not a finding: the pick "
+        "follows the protocol, so that every system is tuned alike; it does not claim that one setting is better.\n",
+        "## Chosen settings\n",
+    ]
+    summary = pd.DataFrame(
+        [
+            {
+                "system": s.name,
+                "P": s.procs,
+                "chosen": _setting_text(s.chosen),
+                "mean FID": s.chosen.mean,
+                "std": s.chosen.std,
+                "runner-up": _setting_text(s.settings[1]) if len(s.settings) > 1 else None,
+                "its mean FID": s.settings[1].mean if len(s.settings) > 1 else None,
+                "note": _note(s),
+            }
+            for s in systems
+        ]
+    )
+    lines.append(markdown_table(summary))
+    for s in systems:
+        lines.append(f"## {s.name}, P={s.procs}\n")
+        lines.append(f"Ruler: {s.ruler or 'none (no run scored)'}.\n")
+        table = pd.DataFrame(
+            [
+                {
+                    "rank": rank,
+                    "setting": _setting_text(setting),
+                    **{f"FID s{seed}": fid for seed, fid in zip(s.seeds, setting.seed_fids(s.seeds))},
+                    "mean": setting.mean,
+                    "std": setting.std,
+                    "counts as worst": "; ".join(setting.problems) or "",
+                }
+                for rank, setting in enumerate(s.settings, 1)
+            ]
+        )
+        lines.append(markdown_table(table))
+    return lines
+
+
+def _note(system: SystemTuning) -> str:
+    if len(system.settings) == 1:
+        return "one setting: nothing to choose"
+    if system.chosen.problems:
+        return f"every setting has a run that counts as worst; chosen: the fewest ({len(system.chosen.problems)})"
+    if system.tied:
+        return f"tied with the runner-up (mean FID {fmt(system.chosen.mean)}): the first listed is chosen"
+    return ""
+
+
+def write_tuning(results: Path, out_dir: Path) -> Path:
+    """Write ``tuning.md``, ``tuning.csv`` and ``chosen.yaml`` for the runs of ``results`` into ``out_dir``."""
+    records = read_records(results)
+    systems = tune(records)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenario = records[0].get("scenario") or Path(results).name
+    atomic_write_text(out_dir / TUNING_CSV, tuning_table(systems).to_csv(index=False))
+    atomic_write_text(out_dir / CHOSEN_YAML, chosen_yaml(systems, str(results)))
+    path = out_dir / TUNING_MD
+    atomic_write_text(path, "\n".join(tuning_markdown(systems, str(results), scenario, len(records))))
+    return path

@@ -1,0 +1,133 @@
+"""Sweeps of a run entry: ``sweep: {train.lr: [0.0001, 0.001], wgan_gp.n_critic: [5, 1]}`` tries every combination.
+
+A sweep names fields of the sections a run entry may override (:data:`ENTRY_SECTIONS`: ``train``,
+``wgan_gp``, ``cellular``) by their dotted path and gives each a list of values. The entry stands
+for one run per combination (the cartesian product, the first-listed values first), each as if
+the entry had given those values in its own sections (:func:`with_point`). Every run records its
+values (``sweep``) and the position of its combination (``sweep_order``), which
+:mod:`suite.analysis.tuning` ranks. Each value is converted like the field itself, and an error
+names it: ``runs[3].sweep.train.lr[1]: expected a number, got 'fast'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from .scenario import ENTRY_SECTIONS, RunSpec, Scenario, ScenarioError
+from .schema import convert, type_hints
+
+NOT_SWEPT = {
+    "train.seed": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
+    "train.seeds": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
+    "train.checkpoint_every": "how often a run saves is not a training setting",
+}
+"""Fields of the entry sections that a sweep may not vary, and why."""
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One combination of a sweep's values."""
+
+    values: dict[str, Any]
+    """Dotted field -> value, in the sweep's order (empty: the entry has no sweep)."""
+    indices: dict[str, int]
+    """Dotted field -> the value's position in its list (for error messages)."""
+    order: int
+    """Position of the combination in the sweep (0: every field at its first-listed value)."""
+
+
+def _fail(path: str, message: str) -> ScenarioError:
+    return ScenarioError(f"{path}: {message}")
+
+
+def _section_fields(section: str) -> dict[str, Any]:
+    """The fields of scenario section ``section`` and their types."""
+    return type_hints(type_hints(Scenario)[section])
+
+
+def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
+    """The combinations of ``spec``'s sweep (one empty point without one); :class:`ScenarioError` naming a bad field.
+
+    ``path`` is the entry's (``runs[3]``); errors name ``runs[3].sweep.train.lr[1]``.
+    """
+    if spec.sweep is None:
+        return [SweepPoint({}, {}, 0)]
+    if not spec.sweep:
+        raise _fail(f"{path}.sweep", "is empty: name the fields to try and their values, e.g. {train.lr: [0.0001, 0.001]}")
+    fields: dict[str, list[Any]] = {}
+    for key, values in spec.sweep.items():
+        where = f"{path}.sweep.{key}"
+        section, _, name = str(key).partition(".")
+        if section not in ENTRY_SECTIONS or not name:
+            raise _fail(where, f"not sweepable: a sweep varies fields of {', '.join(ENTRY_SECTIONS)} (e.g. train.lr)")
+        types = _section_fields(section)
+        if name not in types:
+            raise _fail(where, f"unknown field; {section} has {', '.join(types)}")
+        if key in NOT_SWEPT:
+            raise _fail(where, f"not sweepable: {NOT_SWEPT[key]}")
+        if name in (getattr(spec, section) or {}):
+            raise _fail(where, f"also set in {path}.{section}; give it in one place")
+        if not isinstance(values, list):
+            raise _fail(where, f"expected a list of values to try, got {values!r}")
+        if not values:
+            raise _fail(where, "is empty: give the values to try")
+        converted = [convert(types[name], v, f"{where}[{k}]", ScenarioError) for k, v in enumerate(values)]
+        repeated = [v for k, v in enumerate(converted) if v in converted[:k]]
+        if repeated:
+            raise _fail(where, f"values repeat: {repeated}")
+        fields[key] = converted
+    combinations = itertools.product(*(list(enumerate(v)) for v in fields.values()))
+    return [
+        SweepPoint({key: v for key, (_, v) in zip(fields, combo)}, {key: k for key, (k, _) in zip(fields, combo)}, order)
+        for order, combo in enumerate(combinations)
+    ]
+
+
+def with_point(spec: RunSpec, point: SweepPoint) -> RunSpec:
+    """``spec`` as it reads with ``point``'s values given in its own sections (and no sweep)."""
+    if spec.sweep is None:
+        return spec
+    merged: dict[str, Any] = {
+        name: {**(getattr(spec, name) or {}), **fields} for name, fields in overrides_of(point.values).items()
+    }
+    return dataclasses.replace(spec, sweep=None, **merged)
+
+
+def overrides_of(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Swept values as a run entry's section overrides: ``{"train.lr": 0.001}`` -> ``{"train": {"lr": 0.001}}``."""
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        section, _, name = key.partition(".")
+        sections.setdefault(section, {})[name] = value
+    return sections
+
+
+def _short_names(keys: list[str]) -> dict[str, str]:
+    """Each dotted field by its last part, unless two share it (then by the whole path)."""
+    last = [key.rpartition(".")[2] for key in keys]
+    return {key: name if last.count(name) == 1 else key for key, name in zip(keys, last)}
+
+
+def _value_text(value: Any, join: str) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return join.join(_value_text(v, join) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def sweep_id(values: dict[str, Any]) -> str:
+    """The part of a run id naming its swept values: ``lr0.001-n_critic5`` ('' without a sweep)."""
+    names = _short_names(list(values))
+    return "-".join(f"{names[key]}{_value_text(v, '_')}" for key, v in values.items())
+
+
+def sweep_text(values: dict[str, Any] | None) -> str:
+    """Swept values for a table: ``lr=0.001, n_critic=5`` ('' without a sweep)."""
+    if not values:
+        return ""
+    names = _short_names(list(values))
+    return ", ".join(f"{names[key]}={_value_text(v, ',')}" for key, v in values.items())
