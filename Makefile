@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke gpu-check test test-fast cluster-test cluster-projection lint docs format regression bench report lock clean
+.PHONY: setup digits smoke gpu-check test test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -31,13 +31,17 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
 
 # Every cluster launcher across a two-node cluster built here (network namespaces, sshd, munge, Slurm;
-# root only, packages from Debian via ci/cluster/setup.sh), torn down afterwards; prints SKIPPED and
+# root only; Debian's packages fetched and unpacked into a private root by ci/cluster/setup.sh, never installed), torn down afterwards; prints SKIPPED and
 # exits 0 where it cannot run. Not part of `make test`; .ci/run runs it after. See docs/clusters.md.
 cluster-test: setup
 	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh
 
 # The projection fitted on one node against two-node runs at 1 Gbit/s and 100 Mbit/s, in the same
 # cluster; writes reports/cluster/projection.md (a few minutes; root only, as cluster-test).
+# Remove what a killed cluster-test left (namespaces, processes, the fetched packages): ci/cluster/run.sh down.
+cluster-down:
+	bash ci/cluster/run.sh down
+
 cluster-projection: setup
 	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh projection
 
