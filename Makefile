@@ -36,12 +36,12 @@ test-fast: setup
 cluster-test: setup
 	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh
 
-# The projection fitted on one node against two-node runs at 1 Gbit/s and 100 Mbit/s, in the same
-# cluster; writes reports/cluster/projection.md (a few minutes; root only, as cluster-test).
 # Remove what a killed cluster-test left (namespaces, processes, the fetched packages): ci/cluster/run.sh down.
 cluster-down:
 	bash ci/cluster/run.sh down
 
+# The projection fitted on one node against two-node runs at 1 Gbit/s and 100 Mbit/s, in the same
+# cluster; writes reports/cluster/projection.md (a few minutes; root only, as cluster-test).
 cluster-projection: setup
 	@SUITE_VENV=$(VENV) bash ci/cluster/run.sh projection
 
