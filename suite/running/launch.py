@@ -59,6 +59,7 @@ from ..records.results import (
     RUN_FILE,
     SCRATCH_DIR,
     STOP_FILE,
+    atomic_write_text,
     read_record,
     update_record,
     write_record,
@@ -386,8 +387,7 @@ def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
     """
     run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
     run_dir = results_dir / run.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run.save(run_dir / RUN_FILE)
+    atomic_write_text(run_dir / RUN_FILE, run.to_json())
     return run_dir
 
 
