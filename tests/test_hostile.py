@@ -28,6 +28,7 @@ from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.records.failures import read_statuses
 from suite.records.results import LOCK_FILE, WriteFailed, staged_folder, write_record
+from suite.running import buildlocks
 from suite.running.processes import OWNER_VARIABLE, ProcessId
 
 HOST = socket.gethostname()
@@ -340,3 +341,49 @@ def test_a_run_folder_that_vanished_before_its_launch_stops_the_sweep_in_one_lin
         "directory); it needs its folder, which is gone; the sweep stops here, and `suite run ... --resume` continues "
         "once that is fixed\n"
     )
+
+
+# --- stale library locks -------------------------------------------------------------------------------------------
+
+
+def _extension_lock(root: Path, name: str, age_s: float) -> Path:
+    """``root/NAME/lock`` as torch's FileBaton leaves it, ``age_s`` seconds old."""
+    lock = root / name / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    os.utime(lock, (time.time() - age_s, time.time() - age_s))
+    return lock
+
+
+def test_a_stale_extension_build_lock_is_named_with_the_command_that_clears_it(tmp_path, capsys, monkeypatch):
+    root = tmp_path / "torch_extensions"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    lock = _extension_lock(root / "py311_cpu", "deepspeed_shm_comm", age_s=3 * 3600)  # torch's default layout
+    path = _scenario_file(tmp_path, [{"strategy": "data_parallel", "engine": "deepspeed", "procs": [2]}])
+    assert main(["run", str(path), "--out", str(tmp_path / "results")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: stale torch extension build lock {lock} (left 3 h ago; no process builds there): runs of the deepspeed "
+        f"engine would wait for it forever; clear with `rm -f {lock}`\n"
+    )
+    assert not list((tmp_path / "results").glob("*/log.txt"))  # nothing was launched
+    # runs that build no extension do not wait on it
+    buildlocks.check_build_locks(
+        expand(parse_scenario(tiny_scenario("m", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}]), "m"))
+    )
+
+
+def test_a_build_lock_that_a_process_works_on_is_not_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(buildlocks, "STALE_AFTER_S", 1.0)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    old = _extension_lock(tmp_path / "ext", "busy", age_s=3600)
+    builder = sleeper(cwd=old.parent)  # as ninja runs, in the extension's folder
+    young = _extension_lock(tmp_path / "ext", "young", age_s=0)
+    try:
+        wait_for(lambda: buildlocks.worked_in([old.parent]) == {old.parent}, 30, "the builder")
+        # the young lock that no process works on is watched until it is old enough, then named
+        assert [lock.path for lock in buildlocks.stale_build_locks()] == [young]
+    finally:
+        builder.kill()
+        builder.wait()
+    assert [lock.path for lock in buildlocks.stale_build_locks()] == [old, young]

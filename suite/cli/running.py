@@ -80,6 +80,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
     import shlex
 
     from ..records.results import atomic_write_text, read_record
+    from ..running.buildlocks import check_build_locks
     from ..running.launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
     from ..running.lock import check_room
     from ..running.reaper import Reaper
@@ -95,6 +96,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
         run.run_id for run, run_dir in zip(runs, run_dirs) if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")
     }
     check_room(out, [run for run in runs if run.run_id not in kept])
+    check_build_locks([run for run in runs if run.run_id not in kept])
     failures = diverged = 0
     progress = None
     if not args.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
