@@ -11,9 +11,11 @@ until none is left. When ``suite run`` ends normally it stops its reaper, which 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from .processes import ProcessId, end, marked
 
@@ -51,10 +53,13 @@ class Reaper:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Reaper:
+        package_root = str(Path(__file__).resolve().parents[2])  # the reaper runs this very code, installed or not
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "suite.running.reaper", self.owner.mark()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path},
             start_new_session=True,
         )
         return self
