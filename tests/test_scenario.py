@@ -134,7 +134,7 @@ def test_expansion_ids_repeats_and_round_trip(tmp_path):
         "data_parallel-bce-horovod-p1-r1",
         "data_parallel-bce-horovod-p2-r1",
     ]
-    runs[0].save(tmp_path / "run.json")
+    (tmp_path / "run.json").write_text(runs[0].to_json())
     assert Run.load(tmp_path / "run.json") == runs[0]
 
 

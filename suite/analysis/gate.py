@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from ..records.record import record_field
+from ..records.results import atomic_write_text
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 
@@ -269,7 +270,7 @@ def seed_scenario(scenario: Path, seed: int, folder: Path) -> Path:
     data["train"] = train
     path = folder / f"{scenario.stem}-seed{seed}.yaml"
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
     return path
 
 
@@ -281,8 +282,7 @@ def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[
         done = subprocess.run(command, cwd=side.src, env=side_env(side), capture_output=True, text=True, timeout=timeout * 4)
     except subprocess.TimeoutExpired:
         raise GateError(f"{side.name} side: the workload did not finish within {timeout * 4:.0f} s ({out})") from None
-    (out / "gate-run.log").parent.mkdir(parents=True, exist_ok=True)
-    (out / "gate-run.log").write_text(done.stdout + done.stderr)
+    atomic_write_text(out / "gate-run.log", done.stdout + done.stderr)
     records = {}
     for path in sorted(out.glob("*/result.json")):
         record = json.loads(path.read_text())
@@ -563,7 +563,7 @@ def finish(
         minutes=(time.monotonic() - start) / 60,
     )
     settings.out.mkdir(parents=True, exist_ok=True)
-    (settings.out / "gate.json").write_text(json.dumps(asdict(result), indent=2))
+    atomic_write_text(settings.out / "gate.json", json.dumps(asdict(result), indent=2))
     write_pairs_csv(settings.out / "pairs.csv", pairs)
-    (settings.out / "gate.md").write_text(markdown(result))
+    atomic_write_text(settings.out / "gate.md", markdown(result))
     return result

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..records.results import atomic_write
 from . import paired
 
 
@@ -68,7 +69,8 @@ def write_pairs_csv(path: Path, pairs: list[dict]) -> None:
         for key in "AB"
         for rid, values in p[key].items()
     ]
-    pd.DataFrame(rows).to_csv(path, index=False)
+    with atomic_write(path) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
 
 
 def markdown(result: GateResult) -> str:

@@ -1,6 +1,7 @@
 """The ``suite`` command: run | report | tune | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
 
-Every sub-command turns bad input into one clear line on stderr and exit code 2; a failed
+Every sub-command turns bad input, and a file it cannot write (a full, read-only or vanished disk:
+:class:`suite.records.results.WriteFailed`), into one clear line on stderr and exit code 2; a failed
 run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that
 diverged (:mod:`suite.gan.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
 holds its results folder's lock (:mod:`suite.running.lock`) while it works there; SIGTERM or SIGINT
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..config.scenario import ScenarioError
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
+    from ..records.results import WriteFailed
     from ..running.launch import LaunchError
 
     try:
@@ -44,3 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as error:  # a full, read-only or vanished disk: one line naming the file
+        if args.verbose:
+            log.exception("details")
+        text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"
+        print(f"error: {text}", file=sys.stderr)
+        return 2

@@ -109,7 +109,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     from ..analysis.markdown import markdown_table
     from ..analysis.projection.render import local_network, percent, run_projection, write_projection
     from ..analysis.report import DEFAULT_BASELINES
-    from ..records.results import atomic_write_text, read_records
+    from ..records.results import atomic_write_text, read_records, staged_folder
 
     ranks = _int_list("--ranks", args.ranks)
     fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
@@ -135,9 +135,10 @@ def cmd_project(args: argparse.Namespace) -> int:
             f"{source}: no run to fit: a fit needs an ok run with per-rank window times that is not "
             "oversubscribed (ranks x threads within the node's cores)"
         )
-    lines = write_projection(result, out)
+    with staged_folder(out) as staging:  # a full disk leaves the previous projection as it was
+        lines = write_projection(result, staging)
+        atomic_write_text(staging / "projection.md", "\n".join([f"Results: `{source}` ({len(records)} runs).\n", *lines]))
     path = out / "projection.md"
-    atomic_write_text(path, "\n".join([f"Results: `{source}` ({len(records)} runs).\n", *lines]))
     shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
     print(markdown_table(shown.assign(error=shown["error"].map(percent))))
     print(f"projection on {net.describe()}\nwritten to {path}")

@@ -79,11 +79,13 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
     """``suite run`` inside its results folder's lock."""
     import shlex
 
-    from ..records.results import read_record
+    from ..records.results import atomic_write_text, read_record
+    from ..running.buildlocks import check_build_locks
     from ..running.launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
     from ..running.lock import check_room
+    from ..running.reaper import Reaper
 
-    (out / "scenario.yaml").write_text(Path(args.scenario).read_text())
+    atomic_write_text(out / "scenario.yaml", Path(args.scenario).read_text())
     run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
     if args.dry_run:
         for run, run_dir in zip(runs, run_dirs):
@@ -94,6 +96,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
         run.run_id for run, run_dir in zip(runs, run_dirs) if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")
     }
     check_room(out, [run for run in runs if run.run_id not in kept])
+    check_build_locks([run for run in runs if run.run_id not in kept])
     failures = diverged = 0
     progress = None
     if not args.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
@@ -101,7 +104,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
 
         progress = tqdm(total=len(runs), unit="run", desc=scenario.name, dynamic_ncols=True)
     current = None  # the run being launched
-    with SignalGuard() as guard:
+    with Reaper(), SignalGuard() as guard:  # the reaper ends the launches should this process die unawares
         try:
             for i, (run, run_dir) in enumerate(zip(runs, run_dirs)):
                 if run.run_id in kept:
@@ -115,7 +118,16 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
                     log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
                     tick = None
                 current = run, run_dir
-                record = launch(run, run_dir, opts, timeout=args.timeout, tick=tick, grace=args.grace, guard=guard)
+                try:
+                    record = launch(run, run_dir, opts, timeout=args.timeout, tick=tick, grace=args.grace, guard=guard)
+                except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
+                    progress and progress.close()
+                    print(
+                        f"error: run {i + 1} of {len(runs)}, {run.run_id}, has no record: {error}; the sweep stops "
+                        "here, and `suite run ... --resume` continues once that is fixed",
+                        file=sys.stderr,
+                    )
+                    return 1
                 current = None
                 ok, diverging = record["status"] == "ok", record["status"] == "diverged"
                 failures += not ok and not diverging
@@ -134,11 +146,12 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
         except Stop as stop:
             progress and progress.close()
             record = (read_record(current[1]) or {}) if current else {}
-            where = (
-                f"{current[0].run_id}: {record['error']}"
-                if current and record.get("status") == "interrupted"
-                else "no run was going"
-            )
+            if not current:
+                where = "no run was going"
+            elif record.get("status") == "interrupted":
+                where = f"{current[0].run_id}: {record['error']}"
+            else:
+                where = f"{current[0].run_id} has no record (it could not be written)"
             print(
                 f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
                 file=sys.stderr,

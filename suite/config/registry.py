@@ -50,6 +50,8 @@ class EngineEntry(Entry):
     """Engine-specific launchers that can start it (the generic ones, mpirun, jsrun and srun, start every engine)."""
     capabilities: frozenset[str] = frozenset()
     """What the engine offers beyond the common interface, e.g. :data:`CARTESIAN`."""
+    builds_extensions: bool = False
+    """Whether its ranks may build torch C++ extensions (and wait on their build lock; :mod:`suite.running.buildlocks`)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ ENGINES.register(
         "suite.train.engines.deepspeed:DeepSpeedEngine",
         local_launcher="torchrun",
         launchers=("torchrun", "deepspeed"),
+        builds_extensions=True,  # its CPU ops (the shared-memory allreduce), on first use
     )
 )
 

@@ -383,8 +383,9 @@ class Run:
     def from_dict(cls, data: dict[str, Any]) -> "Run":
         return build_section(cls, data, "run")
 
-    def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
+    def to_json(self) -> str:
+        """The run as ``run.json`` holds it (written atomically by :func:`suite.running.launch.prepare`)."""
+        return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
     def load(cls, path: Path) -> "Run":

@@ -3,17 +3,21 @@ written atomically, loaded into pandas.
 
 Its schema is :mod:`suite.records.record`; records are checked against it when read. A record is
 written once by rank 0 of the worker (status ``ok`` or ``failed``) and then
-completed by ``suite run`` with the launcher's view (command, exit code, wall time). Writes go
-to a temporary file in the same folder and are renamed into place, so a reader never sees a
-half-written record, and a crash leaves the previous version intact.
+completed by ``suite run`` with the launcher's view (command, exit code, wall time). Every file
+the suite writes goes to a temporary file in the same folder, is synced and renamed into place
+(:func:`atomic_write`; :func:`staged_folder` for a folder of files), so a reader never sees a
+half-written file, and a crash or a full disk leaves the previous version intact. A write that
+fails raises :class:`WriteFailed`, whose message is one line: the file, why, and what it needs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -72,35 +76,112 @@ def trace_files(run_dir: Path) -> list[Path]:
 # --- writing and reading ------------------------------------------------------------------------------------
 
 
+_NEEDS = {
+    errno.ENOSPC: "free space on its file system",
+    errno.EDQUOT: "room in its quota",
+    errno.EROFS: "a file system mounted read-write",
+    errno.EACCES: "write permission on its folder",
+    errno.EPERM: "write permission on its folder",
+    errno.ENOENT: "its folder, which is gone",
+    errno.ESTALE: "its folder, which is gone (a stale network file handle)",
+    errno.EIO: "a disk that works (an I/O error)",
+}
+
+
+class WriteFailed(OSError):
+    """A file could not be written; ``str()`` is one line: the file, the system's reason and what the write needs."""
+
+    def __str__(self) -> str:
+        needs = _NEEDS.get(self.errno or 0)
+        return f"could not write {self.filename} ({self.strerror})" + (f"; it needs {needs}" if needs else "")
+
+
+def write_failed(path: str | os.PathLike, error: OSError) -> WriteFailed:
+    """``error``, met while writing ``path``, as a :class:`WriteFailed` naming ``path``."""
+    if isinstance(error, WriteFailed):
+        return error
+    return WriteFailed(error.errno, error.strerror or str(error), str(path))
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the file system allows a folder to be synced)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; when the block succeeds it replaces ``path``.
+    """Yield a temporary path beside ``path``; when the block succeeds it is synced to disk and replaces ``path``.
 
     Readers see the old file or the new one, never a part; a failure leaves the old file and no
-    temporary behind. The temporary keeps ``path``'s suffix, for writers that go by it
-    (``np.savez``, Pillow), and a unique name, so concurrent writers do not collide.
+    temporary behind (an ``OSError`` comes out as :class:`WriteFailed`, naming ``path``). The
+    temporary keeps ``path``'s suffix, for writers that go by it (``np.savez``, Pillow), and a
+    unique name, so concurrent writers do not collide.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
         yield tmp
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
         os.replace(tmp, path)
+        _sync_folder(path.parent)
+    except OSError as error:
+        raise write_failed(path, error) from error
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically (see :func:`atomic_write`), synced to disk."""
-    with atomic_write(path) as tmp, open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    with atomic_write(path) as tmp:
+        tmp.write_text(text)
+
+
+@contextlib.contextmanager
+def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside ``folder`` to write files into; when the block succeeds each file is
+    synced and moved into ``folder`` (its subfolders too), replacing the file of the same name.
+
+    A block that fails (a full disk) leaves ``folder`` as it was. The staging folder sits beside
+    ``folder``, at the same depth, so paths written relative to it are right in ``folder`` too.
+    """
+    folder = Path(folder)
+    staging = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        yield staging
+        for source in sorted(staging.rglob("*")):
+            if source.is_file():
+                with open(source, "rb") as written:
+                    os.fsync(written.fileno())
+        for source in sorted(staging.rglob("*")):
+            target = folder / source.relative_to(staging)
+            if source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(source, target)
+        _sync_folder(folder)
+    except OSError as error:
+        raise write_failed(getattr(error, "filename", None) or folder, error) from error
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _jsonable(value: Any) -> Any:

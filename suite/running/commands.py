@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..config.registry import ENGINES, launcher_engines
 from ..config.scenario import Run
+from ..records.results import atomic_write_text
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
 
@@ -124,7 +125,7 @@ def deepspeed_env_file(run_dir: Path, env: dict[str, str]) -> Path:
     lines = [
         f"{name}={env[name]}" for name in forwarded_variables(env) if not name.startswith("PYTHON") and "\n" not in env[name]
     ]
-    path.write_text("".join(f"{line}\n" for line in lines))
+    atomic_write_text(path, "".join(f"{line}\n" for line in lines))
     return path
 
 

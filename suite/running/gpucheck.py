@@ -213,7 +213,7 @@ def gpu_check(out: Path, timeout: float = 600.0) -> int:
     ]
     scenario = scenario_for(torch.cuda.device_count(), engines)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu-check.yaml").write_text(yaml.safe_dump(scenario, sort_keys=False))
+    atomic_write_text(out / "gpu-check.yaml", yaml.safe_dump(scenario, sort_keys=False))
     if scenario["runs"]:
         code = _run_scenario(out / "gpu-check.yaml", out / "runs", timeout)
         note = {0: "", 1: " (a run failed: below)"}.get(code, " (suite run stopped: see its message above)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.expansion import expand, load_scenario
+from ..records.results import atomic_write_text
 from .launch import LaunchOptions
 
 WARNING_S = 120
@@ -196,7 +197,6 @@ def write_jobscript(scenario_path: Path, scheduler: str, out: Path | None, opts:
     text = render(scenario_path, scheduler, opts, **kwargs)
     name = load_scenario(scenario_path).name
     path = out or Path("jobs") / f"{name}.{scheduler}.sh"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    atomic_write_text(path, text)
     path.chmod(0o755)
     return path

@@ -12,7 +12,11 @@ failed first, its host and its exit code or signal (:mod:`suite.records.failures
 When a launch ends (finished, failed, timed out or stopped) no process of it is left: the
 runner keeps a list of every process the launcher started (and of the ranks' own status
 files), and terminates, then kills, whatever outlives the launcher; it then removes the
-temporaries of writes that a killed rank left unfinished. Told to stop (a signal to ``suite
+temporaries of writes that a killed rank left unfinished. Should ``suite run`` itself die
+unawares (SIGKILL), the kernel sends its launcher SIGTERM (:func:`.processes.die_with_parent`) and
+its reaper (:mod:`.reaper`) ends every process marked with ``suite run``'s
+:data:`~.processes.OWNER_VARIABLE`, which the launch's environment carries to every process the
+launcher starts on this host. Told to stop (a signal to ``suite
 run``), it first asks a run that checkpoints to save a checkpoint (``checkpoints/STOP``) and
 waits up to ``grace`` seconds for its ranks to exit.
 
@@ -59,8 +63,10 @@ from ..records.results import (
     RUN_FILE,
     SCRATCH_DIR,
     STOP_FILE,
+    atomic_write_text,
     read_record,
     update_record,
+    write_failed,
     write_record,
 )
 from ..train.checkpoint import describe, last_checkpoint
@@ -77,6 +83,7 @@ from .commands import (  # noqa: F401  (re-exported: the launch API is imported 
     placement,
     sweep_ranks_per_node,
 )
+from .processes import OWNER_VARIABLE, ProcessId, die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,7 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = str(threads)
     env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env[OWNER_VARIABLE] = ProcessId.current().mark()  # every process of the launch: ended with this one (.reaper)
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -268,8 +276,11 @@ def _stop_at_checkpoint(
     """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
     when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past
     training already (its last checkpoint is written; nothing more to save)."""
-    (run_dir / CHECKPOINT_DIR).mkdir(exist_ok=True)
-    (run_dir / CHECKPOINT_DIR / STOP_FILE).write_text(f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
+    try:
+        atomic_write_text(run_dir / CHECKPOINT_DIR / STOP_FILE, f"asked by suite run (pid {os.getpid()}) at {time.ctime()}\n")
+    except OSError as error:
+        log.warning("%s: cannot ask the ranks to checkpoint: %s", run_dir.name, error)
+        return None
     log.warning(
         "%s: asking the ranks to checkpoint and stop (up to %.0f s; signal again to stop them at once)", run_dir.name, grace
     )
@@ -341,10 +352,23 @@ def launch(
         env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
     start = time.perf_counter()
     timed_out, interrupted = False, None
-    with open(run_dir / LOG_FILE, "w") as logfile:
-        logfile.write(f"$ {shlex.join(command)}\n")
-        logfile.flush()
-        process = subprocess.Popen(command, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        logfile = open(run_dir / LOG_FILE, "wb", buffering=0)  # unbuffered: a failed write leaves nothing to flush
+    except OSError as error:
+        raise write_failed(run_dir / LOG_FILE, error) from None
+    with logfile:
+        try:
+            logfile.write(f"$ {shlex.join(command)}\n".encode())
+        except OSError as error:
+            raise write_failed(run_dir / LOG_FILE, error) from None
+        process = subprocess.Popen(
+            command,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # SIGTERM when suite run dies, SIGKILL included
+        )
         launched, watch = _Launched(process, run_dir), _LogWatch(run_dir / "log.txt")
         exit_code = None
         try:
@@ -373,7 +397,10 @@ def launch(
     wall_s = time.perf_counter() - start
     if interrupted is not None:
         name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"
-        finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name)
+        try:
+            finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name)
+        except OSError as error:  # the interruption goes on; the runner says the run has no record
+            log.error("%s: %s", run_dir.name, error)
         raise interrupted
     return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out)
 
@@ -386,8 +413,7 @@ def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
     """
     run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
     run_dir = results_dir / run.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run.save(run_dir / RUN_FILE)
+    atomic_write_text(run_dir / RUN_FILE, run.to_json())
     return run_dir
 
 

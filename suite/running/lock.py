@@ -1,12 +1,16 @@
 """The results folder: one ``suite run`` at a time, and room for what a sweep writes.
 
 :class:`ResultsLock` holds ``RESULTS/.suite.lock`` (``fcntl.flock``) for as long as ``suite
-run`` works in the folder; the file names the holder (host, pid, start time, command), and a
-second ``suite run`` on the folder refuses with that name. The kernel releases the lock however
-its holder ends, so a lock file that names a holder but is not locked was left by one that died:
-it is taken over with a warning. Where the file system has no ``flock`` (some NFS and Lustre
-mounts) the file alone decides: a holder on this host whose pid is gone is stale; one on another
-host is trusted (remove the file by hand if that job is gone).
+run`` works in the folder; the file names the holder (host, pid and start time, command, and the
+mark of the processes it starts, :mod:`suite.running.processes`), and a second ``suite run`` on
+the folder refuses with that name. The kernel releases the lock however its holder ends, so a
+lock file that names a holder but is not locked was left by one that died; it is taken over,
+with a warning, once every process of that holder is gone: the launchers and ranks it marked
+(its reaper ends them within seconds; :data:`TAKEOVER_WAIT_S` are waited for, then the folder is
+refused, naming their pids). Where the file system has no ``flock`` (some NFS and Lustre mounts)
+the file alone decides: a holder on this host that no longer runs (by pid and start time, so a
+reused pid is not mistaken for it) is stale; one on another host is trusted (remove the file by
+hand if that job is gone).
 
 :func:`check_room` runs before the first run: the folder must be writable and have room for
 the sweep's finished files, plus three checkpoints of its largest checkpointing run (the two a
@@ -15,6 +19,7 @@ run keeps and the one being written), plus a 100 MB margin.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -28,12 +33,15 @@ from pathlib import Path
 from typing import TextIO
 
 from ..config.scenario import Run
-from ..records.results import LOCK_FILE
+from ..records.results import LOCK_FILE, write_failed
 from ..train.checkpoint import footprint
+from .processes import ProcessId, wait_until_gone
 
 log = logging.getLogger(__name__)
 
 MARGIN = 100 * 2**20
+TAKEOVER_WAIT_S = 20.0
+"""How long a stale lock's holder's processes are given to end (its reaper's SIGTERM, then SIGKILL after 3 s)."""
 
 
 class ResultsFolderError(ValueError):
@@ -42,6 +50,14 @@ class ResultsFolderError(ValueError):
 
 def _holder_text(holder: dict) -> str:
     return f"suite run (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}: {holder.get('command')})"
+
+
+def _holder_alive(holder: dict) -> bool:
+    """Whether the holder (on this host) still runs: by pid and start time, or by pid alone for a file that has no start."""
+    pid = int(holder.get("pid", 0))
+    if holder.get("start") is not None:
+        return ProcessId(socket.gethostname(), pid, int(holder["start"])).alive()
+    return _pid_alive(pid)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -76,16 +92,28 @@ class ResultsLock:
             return {"command": text[:200]}
 
     def __enter__(self) -> "ResultsLock":
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+")  # not truncated: the holder's name stays readable
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ResultsFolderError(str(write_failed(self.folder, error))) from None
+        try:
+            self._file = open(self.path, "a+")  # not truncated: the holder's name stays readable
+        except OSError as error:
+            raise ResultsFolderError(str(write_failed(self.path, error))) from None
+        try:
+            self._take()
+        except BaseException:
+            self._release(unlock=False)
+            raise
+        return self
+
+    def _take(self) -> None:
         try:
             fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             locked = True
         except BlockingIOError:
-            holder = self._read()
-            self._release(unlock=False)
             raise ResultsFolderError(
-                f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end or choose another --out"
+                f"{self.folder} is in use by {_holder_text(self._read())}; wait for it to end or choose another --out"
             ) from None
         except OSError as error:  # no flock here: the file's contents decide
             log.warning("%s: no file lock on this file system (%s); relying on the pid in %s", self.folder, error, LOCK_FILE)
@@ -93,33 +121,52 @@ class ResultsLock:
         holder = self._read()
         if holder:
             here = holder.get("host") == socket.gethostname()
-            if not locked and (not here or _pid_alive(int(holder.get("pid", 0)))):
-                self._release(unlock=False)
+            if not locked and (not here or _holder_alive(holder)):
                 raise ResultsFolderError(
                     f"{self.folder} is in use by {_holder_text(holder)}; wait for it to end, choose "
                     f"another --out, or remove {self.path} if that run is gone"
                 )
+            if here and holder.get("mark"):
+                self._wait_for_processes_of(holder)
             log.warning("%s: taking over the lock of %s, which ended without releasing it", self.folder, _holder_text(holder))
-        me = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+        me = ProcessId.current()
+        holder = {
+            "host": me.host,
+            "pid": me.pid,
+            "start": me.start,
+            "mark": me.mark(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "command": " ".join(["suite", *sys.argv[1:]]),
         }
-        self._handle.seek(0)
-        self._handle.truncate()
-        self._handle.write(json.dumps(me))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        return self
+        try:
+            self._handle.seek(0)
+            self._handle.truncate()
+            self._handle.write(json.dumps(holder))
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as error:
+            raise ResultsFolderError(str(write_failed(self.path, error))) from None
+
+    def _wait_for_processes_of(self, holder: dict) -> None:
+        """Refuse, naming them, while processes that the gone holder started still run (they would write beside this run)."""
+        left = wait_until_gone(holder["mark"], TAKEOVER_WAIT_S)
+        if left:
+            pids = " ".join(str(p.pid) for p in left)
+            raise ResultsFolderError(
+                f"{self.folder}: {_holder_text(holder)} is gone, but {len(left)} of its processes still run "
+                f"after {TAKEOVER_WAIT_S:.0f} s (pids {pids}) and would write beside this run; "
+                f"stop them (`kill -9 {pids}`) or choose another --out"
+            )
 
     def _release(self, unlock: bool) -> None:
         if unlock:
-            self._handle.seek(0)
-            self._handle.truncate()  # an empty lock file names no holder
-            self._handle.flush()
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
-        self._handle.close()
+            with contextlib.suppress(OSError):  # a folder gone read-only or away: closing releases the lock anyway
+                self._handle.seek(0)
+                self._handle.truncate()  # an empty lock file names no holder
+                self._handle.flush()
+                fcntl.flock(self._handle, fcntl.LOCK_UN)
+        with contextlib.suppress(OSError):
+            self._handle.close()
         self._file = None
 
     def __exit__(self, *exc: object) -> None:

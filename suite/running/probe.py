@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..measure.network import PRESETS, Network, allreduce_seconds, fit_link, probe_network
+from ..records.results import atomic_write_text
 
 SIZES = (8, 1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 24)
 """Message sizes in bytes: latency-bound to bandwidth-bound (16 MiB is about a DCGAN pair's gradients x 3)."""
@@ -100,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             "allreduce_model_s": [allreduce_seconds(n, comm.Get_size(), net) for n in SIZES],
             "note": "one machine: intra-node link only",
         }
-        with open(args.out, "w") as handle:
-            json.dump(result, handle, indent=1)
+        atomic_write_text(args.out, json.dumps(result, indent=1))
     return 0
 
 

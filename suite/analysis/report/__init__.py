@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from ... import __version__
-from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records, staged_folder
 from ..markdown import details
 from ..outcomes import outcomes_section
 from ..projection.render import report_section
@@ -40,12 +40,23 @@ DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 
 
 def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
-    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path."""
+    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path.
+
+    The files are written beside ``out_dir`` and moved in once all are complete (:func:`staged_folder`),
+    so a report that fails half-way (a full disk) leaves the previous one as it was.
+    """
     records = list(iter_records(results_dir))
     if not records:
         raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
+    probe = results_dir / PROBE_FILE
+    copy_probe = probe.is_file() and probe.resolve() != (out_dir / PROBE_FILE).resolve()
+    with staged_folder(out_dir) as staging:
+        _write_report_files(results_dir, records, staging, baselines, copy_probe)
+    return out_dir / "report.md"
+
+
+def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, baselines: Path | None, copy_probe: bool) -> None:
     frame = load_records(results_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     baselines = baselines or DEFAULT_BASELINES
     scenario_file = results_dir / "scenario.yaml"
     ok_count = int((frame["status"] == "ok").sum())
@@ -71,14 +82,11 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     lines += environment_section(records, out_dir)
     lines += runs_section(frame, out_dir)
     lines.append(DEFINITIONS)
-    path = out_dir / "report.md"
-    atomic_write_text(path, "\n".join(lines))
+    atomic_write_text(out_dir / "report.md", "\n".join(lines))
     # the records and the measured network: `suite project REPORT` fits and validates what the report shows
     atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
-    probe = results_dir / PROBE_FILE
-    if probe.is_file() and probe.resolve() != (out_dir / PROBE_FILE).resolve():
-        atomic_write_text(out_dir / PROBE_FILE, probe.read_text())
-    return path
+    if copy_probe:
+        atomic_write_text(out_dir / PROBE_FILE, (results_dir / PROBE_FILE).read_text())
 
 
 DEFINITIONS = """## Definitions

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from ...config.scenario import Run
-from ...records.results import COMMS_LOG
+from ...records.results import COMMS_LOG, atomic_write_text
 from ..launchenv import LaunchInfo
 from .base import Group, Replica, uses_cuda
 from .torch_dist import TorchEngine
@@ -208,8 +208,8 @@ class DeepSpeedEngine(TorchEngine):
             summary = deepspeed.comm.log_summary(return_dict=True)
         if self.rank == 0 and self.comms_log_dir is not None:
             path = self.comms_log_dir / COMMS_LOG
-            path.write_text(json.dumps(summary, indent=1, default=str))
-            path.with_suffix(".txt").write_text(printed.getvalue())
+            atomic_write_text(path, json.dumps(summary, indent=1, default=str))
+            atomic_write_text(path.with_suffix(".txt"), printed.getvalue())
 
     def shutdown(self) -> None:
         with self._uncounted():
