@@ -254,9 +254,7 @@ def describe(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
         start = "no intact checkpoint" if skipped else "no checkpoint yet"
         return f"{start}: --resume starts it again from step 0{passed}"
     when = "training over" if checkpoint["done"] else f"step {checkpoint['steps']}"
-    return (
-        f"--resume continues from checkpoint {checkpoint['index']} ({when}, {checkpoint['train_s']:.0f} s of training){passed}"
-    )
+    return f"--resume continues from checkpoint {checkpoint['index']} ({when}, {checkpoint['train_s']:.0f} s of training){passed}"
 
 
 def remove_stale(run_dir: Path, plan: dict[int, int | None]) -> None:

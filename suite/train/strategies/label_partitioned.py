@@ -135,8 +135,7 @@ class LabelPartitioned(Strategy):
                         "steps": r.steps,
                         "history": r.history,
                         "snapshots": [
-                            (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"])
-                            for snap in r.snapshots
+                            (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"]) for snap in r.snapshots
                         ],
                     },
                     scratch / f"class{label}.pt",
