@@ -439,20 +439,20 @@ class Checkpointer:
                 "checkpointer": {"last_clock": clock, "segments": self.segments},
             }
             written = save_tensors(state, _path(self.folder, self.index, self.rank, "pt"))
-            meta = {
-                "format": FORMAT,
-                "index": self.index,
-                "rank": self.rank,
-                "group": self.group.ranks,
-                "steps": strategy["steps"],
-                "clock_s": clock,
-                "done": done,
-                "fingerprint": self.fingerprint,
-                "time": time.time(),
-                "bytes": written.bytes,
-                "sha256": written.sha256,
-            }
-            atomic_write_text(_path(self.folder, self.index, self.rank, "json"), json.dumps(meta))
+            mark = Mark(
+                index=self.index,
+                rank=self.rank,
+                group=list(self.group.ranks),
+                steps=strategy["steps"],
+                clock_s=clock,
+                done=done,
+                fingerprint=self.fingerprint,
+                bytes=written.bytes,
+                sha256=written.sha256,
+                format=FORMAT,
+                time=time.time(),
+            )
+            atomic_write_text(_path(self.folder, self.index, self.rank, "json"), json.dumps(dataclasses.asdict(mark)))
             if self.group.size > 1 and not done:
                 self.engine.any_rank([True], self.group)  # the whole group wrote this one before any rank goes on
             old = self.index - KEEP
