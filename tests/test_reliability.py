@@ -6,6 +6,7 @@ The real runs fail a rank at a known step with the worker's test hook (``SUITE_T
 `suite run` as a subprocess, as a user or a scheduler would.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -135,8 +136,10 @@ def test_telemetry_continues_its_window_and_traffic():
 
 def _mark(folder: Path, run, rank: int, index: int, group: list[int], fp: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{index:06d}-rank{rank}.pt").write_bytes(b"state")
+    state = f"state {index} of rank {rank}".encode()
+    (folder / f"{index:06d}-rank{rank}.pt").write_bytes(state)
     meta = {
+        "format": 2,
         "index": index,
         "rank": rank,
         "group": group,
@@ -144,6 +147,8 @@ def _mark(folder: Path, run, rank: int, index: int, group: list[int], fp: str | 
         "clock_s": 1.5 * index,
         "done": False,
         "fingerprint": fp or fingerprint(run),
+        "bytes": len(state),
+        "sha256": hashlib.sha256(state).hexdigest(),
     }
     (folder / f"{index:06d}-rank{rank}.json").write_text(json.dumps(meta))
 
@@ -161,8 +166,8 @@ def test_each_group_resumes_from_the_latest_checkpoint_all_its_ranks_wrote(tmp_p
     (folder / ".000004-rank2.pt.abc.pt").write_bytes(b"half written")
     (folder / STOP_FILE).write_text("stop")
     plan = resume_plan(tmp_path, run)
-    assert plan == {0: 2, 1: 2, 2: 5, 3: None}
-    remove_stale(tmp_path, plan)
+    assert plan.ranks == {0: 2, 1: 2, 2: 5, 3: None} and plan.skipped == []
+    remove_stale(tmp_path, plan.ranks)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [f"00000{i}-rank{r}.{s}" for i in (1, 2) for r in (0, 1) for s in ("pt", "json")]
         + ["000005-rank2.pt", "000005-rank2.json"]

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..gan.sampling import GeneratorBundle, Sampler
-    from ..records.results import GENERATOR_FILE, atomic_write
+    from ..gan.sampling import Sampler, load_model
+    from ..records.results import atomic_write
 
-    bundle = GeneratorBundle.load(Path(args.run_dir) / GENERATOR_FILE)
+    bundle = load_model(args.run_dir)
     if args.n < 1:
         raise UsageError("--n: must be at least 1")
     images, labels = Sampler(bundle).sample(args.n, seed=args.seed)
@@ -61,12 +61,12 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from ..gan.sampling import GeneratorBundle, Sampler
+    from ..gan.sampling import Sampler, load_model
     from ..measure.metrics import Reference, evaluate_images
-    from ..records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
+    from ..records.results import PER_CLASS_BASES, per_class_summary, read_record
 
     if args.run:
-        bundle = GeneratorBundle.load(Path(args.run) / GENERATOR_FILE)
+        bundle = load_model(args.run)
         record = read_record(args.run) or {}
         n = args.n or 1000
         labels: torch.Tensor | np.ndarray

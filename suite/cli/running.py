@@ -138,11 +138,19 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
                     line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
                         "" if ok else f": {record['error'].splitlines()[0]}"
                     )
+                resumed = record.get("resumed_from")
+                lines = [
+                    f"{run.run_id}: skipped {skipped}; continued from "
+                    + (f"checkpoint {resumed['index']}" if resumed else "step 0")
+                    for skipped in record.get("checkpoints_skipped") or []
+                ] + [line]
                 if progress:
-                    progress.write(line)
+                    for text in lines:
+                        progress.write(text)
                     progress.update(1)
                 else:
-                    log.info(line)
+                    for text in lines:
+                        log.info(text)
         except Stop as stop:
             progress and progress.close()
             record = (read_record(current[1]) or {}) if current else {}

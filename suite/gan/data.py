@@ -168,7 +168,7 @@ def _digits_split_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
     """The fixed stratified train/test rows, computed once by scikit-learn and cached beside the other caches."""
     path = cache_dir() / f"digits-split-{DIGITS_SPLIT_SEED}-{DIGITS_TEST_FRACTION}-{len(labels)}.npz"
     try:
-        with np.load(path) as stored:
+        with np.load(path, allow_pickle=False) as stored:
             return {"train": stored["train"], "test": stored["test"]}
     except (OSError, ValueError, KeyError):  # not cached yet (or unreadable): compute and store it
         pass

@@ -1,7 +1,9 @@
 """The trained model of a run, whatever the strategy, and how to sample it.
 
 A run saves a *generator bundle* (``generator.pt``): the generators' weights plus what is
-needed to rebuild and sample them. Three kinds cover the four strategies:
+needed to rebuild and sample them, as tensors and plain data (read back without running any
+code, see :mod:`suite.gan.tensorfiles`); its record keeps the file's sha256 and size
+(``model_files``), which :func:`load_model` checks. Three kinds cover the four strategies:
 
 * ``single``: one generator (``data_parallel``: unconditional; ``conditional``: labels are
   drawn from the class prior and fed to it).
@@ -14,7 +16,9 @@ needed to rebuild and sample them. Three kinds cover the four strategies:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..records.results import atomic_write
+from ..records.record import FileDigest
+from ..records.results import GENERATOR_FILE, RECORD_FILE, atomic_write, read_record
 from .models import Generator
 from .seeding import derive_seed, torch_generator
+from .tensorfiles import load_tensors, save_tensors
+
+log = logging.getLogger(__name__)
 
 BUNDLE_FORMAT = 1
 UNCONDITIONAL_LABEL = -1
@@ -65,19 +73,46 @@ class GeneratorBundle:
         h.update(repr(sorted((self.weights or {}).items())).encode())
         return h.hexdigest()
 
-    def save(self, path: str | Path) -> None:
-        with atomic_write(path) as tmp:
-            torch.save(self.to_dict(), tmp)
+    def save(self, path: str | Path) -> FileDigest:
+        """Write the bundle to ``path``; return the digest its run record keeps (``model_files``)."""
+        return save_tensors(self.to_dict(), path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "GeneratorBundle":
+    def load(cls, path: str | Path, written: FileDigest | None = None) -> "GeneratorBundle":
+        """The bundle in ``path``, checked against ``written`` when given; only tensors and plain data are read."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no generator saved here; is this a finished run folder?")
-        data = torch.load(path, map_location="cpu", weights_only=False)
-        if data.pop("format", None) != BUNDLE_FORMAT:
+        data = load_tensors(path, "generator bundle", written)
+        if not isinstance(data, dict) or data.pop("format", None) != BUNDLE_FORMAT:
             raise ValueError(f"{path}: not a generator bundle of format {BUNDLE_FORMAT}")
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        if not required <= set(data) <= {f.name for f in fields}:
+            raise ValueError(f"{path}: not a generator bundle (it holds {', '.join(sorted(map(str, data))) or 'nothing'})")
         return cls(**data)
+
+
+def load_model(run_dir: str | Path, name: str = GENERATOR_FILE) -> GeneratorBundle:
+    """The model file ``name`` of a finished run folder, checked against the sha256 its record keeps.
+
+    A run folder of a suite before ``model_files`` loads unchecked, with a warning (its file is
+    still read as tensors and plain data only).
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / name).is_file():
+        raise FileNotFoundError(f"{run_dir / name}: no generator saved here; is this a finished run folder?")
+    record = read_record(run_dir) or {}
+    written = (record.get("model_files") or {}).get(name)
+    if written is None:
+        log.warning(
+            "%s: %s names no sha256 for it (a run of an older suite, or no record): loaded without checking it",
+            run_dir / name,
+            RECORD_FILE,
+        )
+    elif not (isinstance(written, dict) and {"sha256", "bytes"} <= set(written)):
+        raise ValueError(f"{run_dir / RECORD_FILE}: model_files.{name}: expected its sha256 and bytes, got {written!r}")
+    return GeneratorBundle.load(run_dir / name, FileDigest(written["sha256"], written["bytes"]) if written else None)
 
 
 class Sampler:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 4
 """Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
 ``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields; 4 added
-``sweep`` and ``sweep_order``)."""
+``sweep``, ``sweep_order``, ``model_files`` and ``checkpoints_skipped``)."""
 
 
 class RecordError(SchemaError):
@@ -288,6 +288,14 @@ class CellularFields(StrategyFields):
 
 
 @dataclass
+class FileDigest:
+    """A file as the suite wrote it: its size and sha256, checked before it is read back (:mod:`suite.records.integrity`)."""
+
+    sha256: str
+    bytes: int
+
+
+@dataclass
 class CheckpointInfo:
     """Checkpoints of a run that saves them (:meth:`suite.train.checkpoint.Checkpointer.fields`)."""
 
@@ -295,6 +303,9 @@ class CheckpointInfo:
     checkpoint_s: float | None = None
     checkpoints_written: int | None = None
     resumed_from: dict | None = None
+    """The checkpoint this segment continued from (index, step, training seconds), None for a fresh start."""
+    checkpoints_skipped: list[str] | None = None
+    """Newer checkpoints that resuming passed over, one line each naming the file and what is wrong with it."""
     segments: list[dict] | None = None
 
 
@@ -330,6 +341,8 @@ class RunOutcome:
     env: dict[str, Any] | None = None
     machine: Machine | None = None
     model_digest: str | None = None
+    model_files: dict[str, FileDigest] | None = None
+    """The model files of the run folder (``generator.pt``, ``generator_best_cell.pt``) by name, checked when loaded."""
     dataset: DatasetInfo | None = None
     comm: Communication | None = None
     telemetry: TelemetrySummary | None = None

@@ -69,7 +69,7 @@ from ..records.results import (
     write_failed,
     write_record,
 )
-from ..train.checkpoint import describe, last_checkpoint
+from ..train.checkpoint import CheckpointError, describe, resume_plan
 from ..train.launchenv import node_cores, threads_per_rank
 from .commands import (  # noqa: F401  (re-exported: the launch API is imported from here)
     FORWARDED,
@@ -137,7 +137,7 @@ def finalize_record(
         return update_record(run_dir, **launch_fields)
     if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
         shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
-        return update_record(run_dir, checkpoint=last_checkpoint(run_dir, run), **launch_fields)
+        return update_record(run_dir, checkpoint=resume_point(run_dir, run)[0], **launch_fields)
     log_path = run_dir / LOG_FILE
     log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
     statuses = read_statuses(run_dir)
@@ -163,13 +163,23 @@ def finalize_record(
     else:
         reason = f"exited with code {exit_code} before writing a result"
         details.append(f"last lines of log.txt:\n{_tail(log_path)}")
-    checkpoint = last_checkpoint(run_dir, run)
-    error = "\n".join([reason, describe(checkpoint), *details])
+    checkpoint, resume = resume_point(run_dir, run)
+    error = "\n".join([reason, resume, *details])
     fields = {**(record or {}), **run_identity(run), "status": status, "error": error, "checkpoint": checkpoint, **launch_fields}
     if failure is not None:
         fields["failure"] = failure.as_dict()
     write_record(run_dir, fields)
     return fields
+
+
+def resume_point(run_dir: Path, run: Run) -> tuple[dict | None, str]:
+    """The checkpoint ``--resume`` continues from, as the record names it, and the line that says so; a
+    checkpoint description that is not one is named in that line (it never stops the sweep)."""
+    try:
+        plan = resume_plan(run_dir, run)
+    except CheckpointError as error:
+        return None, f"--resume cannot continue: {error}"
+    return plan.checkpoint(), describe(plan.checkpoint(), plan.skipped)
 
 
 class _LogWatch:

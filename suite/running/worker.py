@@ -490,9 +490,8 @@ def execute(run: Run, run_dir: Path) -> int:
             if checkpointer is not None:
                 record.update(checkpointer.fields(per_rank))
             record["model_digest"] = outcome.bundle.digest()
-            outcome.bundle.save(run_dir / GENERATOR_FILE)
-            for name, bundle in outcome.extra_bundles.items():
-                bundle.save(run_dir / f"generator_{name}.pt")
+            bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
+            record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
             record["finalize_s"] = time.perf_counter() - finalize_start
             score_start = time.perf_counter()
             _finish(run, run_dir, record, outcome, engine.device)

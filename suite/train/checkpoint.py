@@ -13,9 +13,14 @@ Files of the k-th checkpoint of rank N:
   data, the loss sums, history and snapshots; for cellular runs every cell's individuals with
   their Adam states and learning rates, mixture weights and scores. Then this rank's telemetry
   (:meth:`suite.measure.telemetry.Telemetry.state_dict`) and the run's segments so far.
-* ``<k>-rankN.json``, written after the ``.pt``: index, rank, the ranks it trains with, steps,
-  window clock, whether training was over, the settings' fingerprint. A checkpoint exists once
-  its JSON does; both are written atomically.
+* ``<k>-rankN.json``, written after the ``.pt`` (its *description*, :class:`Mark`): index, rank,
+  the ranks it trains with, steps, window clock, whether training was over, the settings'
+  fingerprint, and the ``.pt``'s size and sha256. A checkpoint exists once its JSON does; both
+  are written atomically.
+
+Loading never runs code: a ``.pt`` holds tensors and plain data (and the few classes of its own
+the engine names, :meth:`suite.train.engines.base.Engine.checkpoint_types`) and is read with
+``weights_only`` (:mod:`suite.gan.tensorfiles`); anything else is refused in one line naming the file.
 
 Rules:
 
@@ -33,9 +38,13 @@ Rules:
 * After writing, the ranks of a group agree (a one-integer collective), so none is more than one
   checkpoint ahead of another; each rank keeps its last two checkpoints.
 * Resuming: the ranks of each group (a class group of ``label_partitioned``, else all ranks)
-  continue from the latest checkpoint that all of them wrote for the same run settings; later
-  files, files of other settings and temporaries of interrupted writes are removed. A resumed
-  segment makes no warm-up steps. After an ``ok`` record the run's checkpoints are removed.
+  continue from the latest checkpoint that all of them wrote for the same run settings and whose
+  ``.pt`` files still have the size and sha256 their descriptions recorded; a newer one that does
+  not (truncated, damaged) is skipped, and the record and the log say which and why
+  (``checkpoints_skipped``). Later files, files of other settings and temporaries of interrupted
+  writes are removed. A description that is not one (emptied, edited) ends the run with
+  :class:`CheckpointError`, one line naming the file. A resumed segment makes no warm-up steps.
+  After an ``ok`` record the run's checkpoints are removed.
 * Stopping on request: ``suite run``, when signalled, writes ``checkpoints/STOP``. The first rank
   of each group looks for it every 2 seconds; at the next step its group checkpoints and every
   rank exits with :data:`STOPPED_EXIT_CODE`.
@@ -47,20 +56,21 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-import torch
-
 from ..config.scenario import CheckpointEvery, Run
+from ..config.schema import SchemaError, build
 from ..gan.divergence import all_finite
+from ..gan.tensorfiles import load_tensors, save_tensors
 from ..records.failures import write_status
+from ..records.integrity import damage
 from ..records.record import CheckpointInfo
-from ..records.results import CHECKPOINT_DIR, STOP_FILE, atomic_write, atomic_write_text
+from ..records.results import CHECKPOINT_DIR, STOP_FILE, atomic_write_text
 
 if TYPE_CHECKING:
     from ..measure.telemetry import Telemetry
@@ -82,12 +92,67 @@ class Strategy(Protocol):
 STOPPED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped on request after a checkpoint; run it again to continue
 KEEP = 2  # checkpoints each rank keeps
 STOP_POLL_S = 2.0
-FORMAT = 1
+FORMAT = 2
+"""2: the description keeps the ``.pt``'s sha256, and states hold tensors and plain data only. Format 1 (no
+sha256) still resumes, its size checked; its cellular states held numpy arrays, which loading refuses."""
 _FILE = re.compile(r"(\d+)-rank(\d+)\.(pt|json)$")
+_STATE_KEYS = ("done", "strategy", "telemetry", "checkpointer")
 
 
 class StopRequested(Exception):
     """This rank checkpointed because the run was asked to stop (``checkpoints/STOP``)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint's description is not one, or its state is not a checkpoint; one line naming the file."""
+
+
+@dataclass
+class Mark:
+    """A checkpoint's description (``<k>-rankN.json``), written after its state (``<k>-rankN.pt``)."""
+
+    index: int
+    rank: int
+    group: list[int]
+    """The ranks that checkpoint together (the strategy's peers)."""
+    steps: int
+    clock_s: float
+    done: bool
+    fingerprint: str
+    bytes: int
+    """The size of the ``.pt`` as written."""
+    sha256: str | None = None
+    """The sha256 of the ``.pt`` as written (format 2 on)."""
+    format: int = 1
+    time: float | None = None
+
+
+@dataclass
+class ResumePlan:
+    """Where every rank resumes, and the newer checkpoints passed over because their state is damaged."""
+
+    ranks: dict[int, int | None]
+    """The checkpoint index each rank continues from (None: from step 0)."""
+    skipped: list[str]
+    """One line per checkpoint passed over: ``checkpoint 3: 000003-rank0.pt has 1303 bytes, 2606 were written ...``."""
+    marks: dict[int, dict[int, Mark]]
+    """The descriptions of these settings' checkpoints, by rank and index."""
+    folder: Path
+
+    def checkpoint(self) -> dict | None:
+        """The checkpoint a resumed run starts from, as its record names it (rank 0's), or None."""
+        first = self.ranks.get(0)
+        if first is None:
+            return None
+        mark = self.marks[0][first]
+        return {
+            "index": mark.index,
+            "steps": mark.steps,
+            "train_s": mark.clock_s,
+            "done": mark.done,
+            "ranks": sum(index is not None for index in self.ranks.values()),
+            "path": str(_path(self.folder, mark.index, 0, "pt")),
+        }
 
 
 def fingerprint(run: Run) -> str:
@@ -100,62 +165,96 @@ def _path(folder: Path, index: int, rank: int, suffix: str) -> Path:
     return folder / f"{index:06d}-rank{rank}.{suffix}"
 
 
-def read_marks(run_dir: Path) -> dict[int, dict[int, dict]]:
-    """The description (JSON) of every checkpoint in the run folder, by rank and index."""
-    marks: dict[int, dict[int, dict]] = {}
-    for path in (Path(run_dir) / CHECKPOINT_DIR).glob("*-rank*.json"):
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        marks.setdefault(meta["rank"], {})[meta["index"]] = meta
+def read_mark(path: Path) -> Mark:
+    """The description in ``path`` (``<k>-rankN.json``); :class:`CheckpointError` naming it when it is not one."""
+    match = _FILE.match(path.name)
+    assert match and match[3] == "json", f"{path.name} is not named as a checkpoint description"
+    remedy = f"delete it and {path.with_suffix('.pt').name}, and --resume continues from the checkpoint before"
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise SchemaError(f"expected a JSON object, got {type(data).__name__}")
+        if not isinstance(data.get("format", 1), int) or data.get("format", 1) > FORMAT:
+            raise SchemaError(f"format {data.get('format')!r} is newer than this suite reads ({FORMAT}); update the suite")
+        mark = build(Mark, data, "")
+    except (OSError, ValueError) as error:  # SchemaError, JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CheckpointError(f"{path}: not a checkpoint description ({error}); {remedy}") from None
+    if (mark.index, mark.rank) != (int(match[1]), int(match[2])) or mark.rank not in mark.group:
+        raise CheckpointError(
+            f"{path}: not a checkpoint description (it describes checkpoint {mark.index} of rank {mark.rank} "
+            f"in group {mark.group}); {remedy}"
+        )
+    return mark
+
+
+def read_marks(run_dir: Path) -> dict[int, dict[int, Mark]]:
+    """The description of every checkpoint in the run folder, by rank and index (:class:`CheckpointError`
+    naming the first that is not one)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    marks: dict[int, dict[int, Mark]] = {}
+    paths = sorted(folder.iterdir()) if folder.is_dir() else []
+    for path in paths:
+        match = _FILE.match(path.name)
+        if match and match[3] == "json":
+            mark = read_mark(path)
+            marks.setdefault(mark.rank, {})[mark.index] = mark
     return marks
 
 
-def resume_plan(run_dir: Path, run: Run) -> dict[int, int | None]:
-    """The checkpoint index every rank resumes from (None: from step 0).
+def resume_plan(run_dir: Path, run: Run) -> ResumePlan:
+    """Where every rank resumes (see the module's rules), verifying the states it would load.
 
-    A group resumes from the latest index that all of its ranks wrote for these settings.
+    A group resumes from the latest index that all of its ranks wrote for these settings and
+    whose ``.pt`` files have the size and sha256 their descriptions recorded; the newer ones it
+    passes over are listed in :attr:`ResumePlan.skipped`. Only the indices tried are hashed.
     """
+    folder = Path(run_dir) / CHECKPOINT_DIR
     wanted = fingerprint(run)
     marks = {
-        rank: {k: m for k, m in by_index.items() if m.get("fingerprint") == wanted}
-        for rank, by_index in read_marks(run_dir).items()
+        rank: {k: m for k, m in by_index.items() if m.fingerprint == wanted} for rank, by_index in read_marks(run_dir).items()
     }
-    plan: dict[int, int | None] = {}
+    problems: dict[tuple[int, int], str | None] = {}
+
+    def problem(rank: int, index: int) -> str | None:
+        if (rank, index) not in problems:
+            mark = marks[rank][index]
+            problems[rank, index] = damage(_path(folder, index, rank, "pt"), mark.bytes, mark.sha256)
+        return problems[rank, index]
+
+    ranks: dict[int, int | None] = {}
+    skipped: list[str] = []
     for rank in range(run.procs):
+        ranks[rank] = None
         mine = marks.get(rank)
         if not mine:
-            plan[rank] = None
             continue
-        common = set.intersection(*(set(marks.get(r, {})) for r in mine[max(mine)]["group"]))
-        plan[rank] = max(common) if common else None
-    return plan
+        group = mine[max(mine)].group
+        for index in sorted(set.intersection(*(set(marks.get(r, {})) for r in group)), reverse=True):
+            damaged = [(r, problem(r, index)) for r in group if problem(r, index) is not None]
+            if not damaged:
+                ranks[rank] = index
+                break
+            for r, why in damaged:
+                line = f"checkpoint {index}: {_path(folder, index, r, 'pt').name} {why}"
+                if line not in skipped:
+                    skipped.append(line)
+    return ResumePlan(ranks, skipped, marks, folder)
 
 
 def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
     """The checkpoint a resumed run starts from, as its record names it (rank 0's), or None."""
-    plan = resume_plan(run_dir, run)
-    first = plan.get(0)
-    if first is None:
-        return None
-    meta = read_marks(run_dir)[0][first]
-    return {
-        "index": meta["index"],
-        "steps": meta["steps"],
-        "train_s": meta["clock_s"],
-        "done": meta["done"],
-        "ranks": sum(index is not None for index in plan.values()),
-        "path": str(_path(Path(run_dir) / CHECKPOINT_DIR, meta["index"], 0, "pt")),
-    }
+    return resume_plan(run_dir, run).checkpoint()
 
 
-def describe(checkpoint: dict | None) -> str:
-    """Where ``--resume`` continues: ``checkpoint 3 (step 40, 12 s of training)``."""
+def describe(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
+    """Where ``--resume`` continues: ``--resume continues from checkpoint 3 (step 40, 12 s of training)``,
+    and the damaged checkpoints it skips."""
+    passed = f", skipping {'; '.join(skipped)}" if skipped else ""
     if checkpoint is None:
-        return "no checkpoint yet: --resume starts it again from step 0"
+        start = "no intact checkpoint" if skipped else "no checkpoint yet"
+        return f"{start}: --resume starts it again from step 0{passed}"
     when = "training over" if checkpoint["done"] else f"step {checkpoint['steps']}"
-    return f"--resume continues from checkpoint {checkpoint['index']} ({when}, {checkpoint['train_s']:.0f} s of training)"
+    return f"--resume continues from checkpoint {checkpoint['index']} ({when}, {checkpoint['train_s']:.0f} s of training){passed}"
 
 
 def remove_stale(run_dir: Path, plan: dict[int, int | None]) -> None:
@@ -227,6 +326,7 @@ class Checkpointer:
         self.last_clock = 0.0  # window clock of the last checkpoint
         self.segments = [{"from_step": 0, "from_train_s": 0.0}]  # the launches that trained this model
         self.resumed_from: dict | None = None
+        self.skipped: list[str] = []  # newer checkpoints passed over when resuming (damaged)
         self._attached: tuple[Strategy, Group] | None = None
         self._next_poll = 0.0
 
@@ -254,17 +354,20 @@ class Checkpointer:
         """
         plan = None
         if self.engine.rank == 0:  # one rank plans and tidies; no rank writes before the barrier after set-up
-            plan = resume_plan(self.run_dir, self.run)
-            remove_stale(self.run_dir, plan)
-        plan = self.engine.allgather_object(plan)[0]
-        index = plan[self.rank]
+            resume = resume_plan(self.run_dir, self.run)  # a malformed description fails this rank: one line
+            remove_stale(self.run_dir, resume.ranks)
+            for line in resume.skipped:
+                log.warning("%s: skipped %s", self.run.run_id, line)
+            plan = resume.ranks, resume.skipped
+        ranks, self.skipped = self.engine.allgather_object(plan)[0]
+        index = ranks[self.rank]
         if index is None:
             return None
         loaded: dict[int, dict] = {}
 
         def load(rank: int) -> dict:
             if rank not in loaded:
-                loaded[rank] = torch.load(_path(self.folder, plan[rank], rank, "pt"), map_location="cpu", weights_only=False)
+                loaded[rank] = self._load(_path(self.folder, ranks[rank], rank, "pt"))
             return loaded[rank]
 
         mine = load(self.rank)
@@ -277,6 +380,18 @@ class Checkpointer:
         if self.rank == 0:
             log.info("%s: resumed from checkpoint %d (step %d, %.0f s of training)", self.run.run_id, index, steps, clock)
         return self.resumed_from
+
+    def _load(self, path: Path) -> dict:
+        """A checkpoint's state: tensors, plain data and the engine's own classes only (see the module)."""
+        state = load_tensors(
+            path,
+            "checkpoint",
+            allowed=self.engine.checkpoint_types(),
+            hint=f"delete {self.folder} to start the run again from step 0",
+        )
+        if not isinstance(state, dict) or not all(key in state for key in _STATE_KEYS):
+            raise CheckpointError(f"{path}: not a checkpoint of this suite (it lacks {', '.join(_STATE_KEYS)})")
+        return state
 
     # --- saving -----------------------------------------------------------------------------------
     def at_boundary(self, steps: int) -> None:
@@ -323,24 +438,21 @@ class Checkpointer:
                 "telemetry": telemetry,
                 "checkpointer": {"last_clock": clock, "segments": self.segments},
             }
-            path = _path(self.folder, self.index, self.rank, "pt")
-            with atomic_write(path) as tmp, open(tmp, "wb") as handle:
-                torch.save(state, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            meta = {
-                "format": FORMAT,
-                "index": self.index,
-                "rank": self.rank,
-                "group": self.group.ranks,
-                "steps": strategy["steps"],
-                "clock_s": clock,
-                "done": done,
-                "fingerprint": self.fingerprint,
-                "time": time.time(),
-                "bytes": path.stat().st_size,
-            }
-            atomic_write_text(_path(self.folder, self.index, self.rank, "json"), json.dumps(meta))
+            written = save_tensors(state, _path(self.folder, self.index, self.rank, "pt"))
+            mark = Mark(
+                index=self.index,
+                rank=self.rank,
+                group=list(self.group.ranks),
+                steps=strategy["steps"],
+                clock_s=clock,
+                done=done,
+                fingerprint=self.fingerprint,
+                bytes=written.bytes,
+                sha256=written.sha256,
+                format=FORMAT,
+                time=time.time(),
+            )
+            atomic_write_text(_path(self.folder, self.index, self.rank, "json"), json.dumps(dataclasses.asdict(mark)))
             if self.group.size > 1 and not done:
                 self.engine.any_rank([True], self.group)  # the whole group wrote this one before any rank goes on
             old = self.index - KEEP
@@ -367,6 +479,7 @@ class Checkpointer:
             checkpoint_s=max(r["checkpoint_s"] for r in per_rank),
             checkpoints_written=self.written,
             resumed_from=self.resumed_from,
+            checkpoints_skipped=self.skipped or None,
             segments=self.segments,
         )
         return dataclasses.asdict(info)

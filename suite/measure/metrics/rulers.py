@@ -20,7 +20,6 @@ hashes; nothing is scored with it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...gan.data import cache_dir
+from ...records.integrity import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +74,6 @@ class Ruler:
     def short(self) -> str:
         """The first 12 hex digits of the hash, as reports print it."""
         return self.sha256[:12]
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file's bytes, in hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def user_rulers() -> Path:

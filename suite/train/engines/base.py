@@ -246,6 +246,12 @@ class Engine(ABC):
         """
         raise NotImplementedError(f"the {self.name} engine has no Cartesian communicator")
 
+    # --- checkpoints ---------------------------------------------------------------------------------
+    def checkpoint_types(self) -> list[type]:
+        """Classes this engine's optimizer states hold besides tensors and plain data: the only ones loading a
+        checkpoint builds (see :mod:`suite.gan.tensorfiles`); none for the engines that use torch's optimizers."""
+        return []
+
     # --- objects (not counted: used to gather results after training) -------------------------
     @abstractmethod
     def allgather_object(self, obj: Any) -> list[Any]:

@@ -139,6 +139,14 @@ class DeepSpeedEngine(TorchEngine):
         """The backend, the ZeRO stage and the config handed to ``deepspeed.initialize``."""
         return {"backend": dist.get_backend(), "zero_stage": self.zero_stage, "config": self.config}
 
+    def checkpoint_types(self) -> list[type]:
+        """ZeRO's optimizer state holds DeepSpeed's loss scaler, its stage and its parameter slices."""
+        from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+        from deepspeed.runtime.zero.config import ZeroStageEnum
+        from deepspeed.utils.tensor_fragment import fragment_address
+
+        return [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+
     def start(self) -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if uses_cuda() else "cpu")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -11,8 +11,9 @@ With C classes on P ranks:
 
 Loss ``bce`` gives seed 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
 seed 002's W-CGAN. After training, the first rank of each group writes its class generators
-into the run folder, all at once, and rank 0 assembles the model from those files: with a
-thousand classes the generators weigh gigabytes, which a collective would copy to every rank.
+into the run folder, all at once, and rank 0 assembles the model from those files (each checked
+against the sha256 its writer sends, and read as tensors only): with a thousand classes the
+generators weigh gigabytes, which a collective would copy to every rank.
 The run folder must therefore be on a file system all ranks share (as results folders on
 clusters are). The model is sampled by class prior, see :mod:`suite.gan.sampling`.
 """
@@ -24,11 +25,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-
 from ...config.plan import TrainingError, class_plan
-from ...records.record import LabelPartitionedFields
-from ...records.results import atomic_write
+from ...gan.tensorfiles import load_tensors, save_tensors
+from ...records.record import FileDigest, LabelPartitionedFields
 from ..flat import cpu_state
 from ..training import GanTrainer
 from .base import Outcome, Strategy, make_bundle, parameter_digest
@@ -40,14 +39,15 @@ if TYPE_CHECKING:
     from ..engines.base import Group
 
 
-def _load_classes(scratch: Path, classes: list[int]) -> list[dict]:
+def _load_classes(scratch: Path, classes: list[int], written: dict[int, FileDigest]) -> list[dict]:
+    """The class generators the groups' first ranks wrote, each checked against the digest its writer sent."""
     missing = [c for c in classes if not (scratch / f"class{c}.pt").is_file()]
     if missing:
         raise TrainingError(
             f"the generators of classes {missing} were not found in {scratch}: the run folder must be on a "
             "file system that every rank (every node) can write, e.g. the cluster's shared project space"
         )
-    return [torch.load(scratch / f"class{c}.pt", map_location="cpu", weights_only=False) for c in classes]
+    return [load_tensors(scratch / f"class{c}.pt", "class generator", written[c]) for c in classes]
 
 
 class LabelPartitioned(Strategy):
@@ -122,25 +122,25 @@ class LabelPartitioned(Strategy):
         run, engine, data, scratch, plan = self.run, self.engine, self.data, self.scratch, self.plan
         networks = [net for t in self.trainers for net in (t.generator.network, t.discriminator.network)]
         digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
-        # The first rank of each group writes its classes' generators; rank 0 reads them all.
+        # The first rank of each group writes its classes' generators; rank 0 reads them all, each
+        # checked against the digest its writer sends with the agreement that all are written.
+        mine: dict[int, FileDigest] = {}
         if self.group.rank == 0:
             for label, t in zip(plan[self.group.index][1], self.trainers):
                 r = t.result
-                with atomic_write(scratch / f"class{label}.pt") as tmp:
-                    torch.save(
-                        {
-                            "label": label,
-                            "state": cpu_state(r.generator),
-                            "steps": r.steps,
-                            "history": r.history,
-                            "snapshots": [
-                                (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"])
-                                for snap in r.snapshots
-                            ],
-                        },
-                        tmp,
-                    )
-        engine.barrier()
+                mine[label] = save_tensors(
+                    {
+                        "label": label,
+                        "state": cpu_state(r.generator),
+                        "steps": r.steps,
+                        "history": r.history,
+                        "snapshots": [
+                            (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"]) for snap in r.snapshots
+                        ],
+                    },
+                    scratch / f"class{label}.pt",
+                )
+        written = {label: digest for files in engine.allgather_object(mine) for label, digest in files.items()}
         fields = LabelPartitionedFields(
             classes=[int(c) for c in data.classes],
             groups=[{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
@@ -149,7 +149,7 @@ class LabelPartitioned(Strategy):
         )
         if engine.rank != 0:
             return Outcome(None, fields=asdict(fields))
-        per_class = _load_classes(scratch, data.classes)
+        per_class = _load_classes(scratch, data.classes, written)
         shutil.rmtree(scratch)  # the bundle below holds them all
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)

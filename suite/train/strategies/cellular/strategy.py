@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import torch
 from torch import nn
 
 from ....config.registry import CARTESIAN, engines_for
@@ -151,7 +152,7 @@ class CellularStrategy(Strategy):
             "cells": {
                 c: {
                     "vector": strategy.genomes.pack(cell),
-                    "mixture": cell.mixture.copy(),
+                    "mixture": torch.from_numpy(cell.mixture.copy()),  # a tensor: checkpoints hold no numpy arrays
                     "mixture_score": cell.mixture_score,
                     "history": copy.deepcopy(cell.history),
                 }
@@ -165,7 +166,7 @@ class CellularStrategy(Strategy):
             cell = strategy.cells[c]
             strategy.genomes.unpack(saved["vector"], cell)
             cell.mixture, cell.mixture_score, cell.history = (
-                saved["mixture"].copy(),
+                saved["mixture"].numpy().copy(),
                 saved["mixture_score"],
                 copy.deepcopy(saved["history"]),
             )
