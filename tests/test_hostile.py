@@ -17,6 +17,7 @@ import yaml
 from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.validation import SAFE_NAME_RULE
+from suite.records.record import SCHEMA_VERSION
 
 HOSTILE = ["../../x", "/ABSOLUTE/x", "nl\ntouch TOUCHED", "a;touch TOUCHED", "$(touch TOUCHED)", ""]
 """Names that would leave their folder (``../``, an absolute path, none at all) or run code in a job script."""
@@ -210,7 +211,7 @@ def test_provenance_of_a_record_the_launcher_writes(tmp_path):
     before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     record = finalize_record(run, run_dir, ["false"], 1, 0.5, started_utc="2030-01-02T03:04:05Z")
     written = json.loads((run_dir / "result.json").read_text())
-    assert written == {"schema": 4, **json.loads(json.dumps(record))} and written["status"] == "failed"
+    assert written == {"schema": SCHEMA_VERSION, **json.loads(json.dumps(record))} and written["status"] == "failed"
     assert written["settings"] == json.loads(json.dumps(run.to_dict()))
     assert written["started_utc"] == "2030-01-02T03:04:05Z"
     assert before <= _utc(written["ended_utc"]) <= dt.datetime.now(dt.timezone.utc)
@@ -224,7 +225,7 @@ def _finished(tmp_path: Path, path: Path, out: Path, with_settings: bool = True)
     for run_json in out.glob("*/run.json"):
         settings = json.loads(run_json.read_text())
         record = {"run_id": settings["run_id"], "status": "ok", **({"settings": settings} if with_settings else {})}
-        (run_json.parent / "result.json").write_text(json.dumps({"schema": 4, **record}))
+        (run_json.parent / "result.json").write_text(json.dumps({"schema": SCHEMA_VERSION, **record}))
 
 
 @pytest.mark.parametrize("with_settings", [True, False], ids=["settings-in-record", "record-before-provenance"])
