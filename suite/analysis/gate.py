@@ -278,6 +278,8 @@ def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[
     """Run the workload once on ``side`` into ``out``: its records by run id; :class:`GateError` if one failed."""
     command = [str(side.python), "-m", "suite", "run", str(scenario.resolve()), "--out", str(out.resolve()), "-q"]
     command += ["--timeout", str(timeout)]
+    # every workload run is a fresh one: an earlier gate's runs in this folder (another revision's settings) would be refused
+    shutil.rmtree(out, ignore_errors=True)
     try:
         done = subprocess.run(command, cwd=side.src, env=side_env(side), capture_output=True, text=True, timeout=timeout * 4)
     except subprocess.TimeoutExpired:

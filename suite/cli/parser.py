@@ -11,6 +11,15 @@ from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_s
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
 
 
+def _safe_name(value: str) -> str:
+    """An argument that goes into a job script as it is (an account, a queue): a safe name or refused."""
+    from ..config.validation import name_problem
+
+    if (problem := name_problem(value)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def _add_placement(p: argparse.ArgumentParser) -> None:
     from ..running.launch import LAUNCHERS
 
@@ -210,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="2:00:00",
         help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (default 2:00:00; MM:SS is refused)",
     )
-    p.add_argument("--account", help="project / account to charge")
-    p.add_argument("--queue", help="queue (LSF) or partition (Slurm)")
+    p.add_argument("--account", type=_safe_name, help="project / account to charge (letters, digits, '.', '_', '-')")
+    p.add_argument("--queue", type=_safe_name, help="queue (LSF) or partition (Slurm) (letters, digits, '.', '_', '-')")
     _add_placement(p)
     p.set_defaults(func=cmd_jobscript)
 

@@ -33,10 +33,11 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..measure.metrics.features import FeatureUnavailable
+    from ..running.finished import check_unchanged
     from ..running.launch import command_for
     from ..running.lock import ResultsLock
 
-    scenario, runs, out = _selected_runs(args)
+    scenario, runs, others, out = _selected_runs(args)
     opts = _launch_options(args)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
@@ -46,6 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.dry_run:
             raise
         log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
+    check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out):
         return _run_sweep(args, scenario, runs, out, opts)
 
@@ -58,11 +60,13 @@ def _check_rulers(runs: list[Run]) -> None:
         find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
 
 
-def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]:
+def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], list[Run], Path]:
+    """The scenario, the runs this command runs, the scenario's other runs (not selected by ``--only``), the results folder."""
     from ..config.expansion import expand, load_scenario
+    from ..records.results import path_under
 
     scenario = load_scenario(args.scenario)
-    runs = expand(scenario)
+    runs = everything = expand(scenario)
     if args.only:
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:
@@ -72,7 +76,24 @@ def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], Path]
             run.trace = True
     if args.grace < 0:
         raise UsageError("--grace: must not be negative")
-    return scenario, runs, Path(args.out or Path("results") / scenario.name)
+    chosen = {r.run_id for r in runs}
+    others = [r for r in everything if r.run_id not in chosen]
+    return scenario, runs, others, Path(args.out) if args.out else path_under("results", scenario.name)
+
+
+def _result_lines(position: str, run: Run, record: dict) -> list[str]:
+    """What ``suite run`` prints for one finished launch: skipped checkpoints, then its outcome."""
+    if record["status"] == "diverged":  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
+        line = f"{position} {run.run_id}: {record['reason']} ({record['wall_s']:.1f}s)"
+    else:
+        line = f"{position} {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
+            "" if record["status"] == "ok" else f": {record['error'].splitlines()[0]}"
+        )
+    resumed = record.get("resumed_from")
+    return [
+        f"{run.run_id}: skipped {skipped}; continued from " + (f"checkpoint {resumed['index']}" if resumed else "step 0")
+        for skipped in record.get("checkpoints_skipped") or []
+    ] + [line]
 
 
 def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], out: Path, opts: LaunchOptions) -> int:
@@ -132,18 +153,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
                 ok, diverging = record["status"] == "ok", record["status"] == "diverged"
                 failures += not ok and not diverging
                 diverged += diverging
-                if diverging:  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
-                    line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['reason']} ({record['wall_s']:.1f}s)"
-                else:
-                    line = f"[{i + 1}/{len(runs)}] {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
-                        "" if ok else f": {record['error'].splitlines()[0]}"
-                    )
-                resumed = record.get("resumed_from")
-                lines = [
-                    f"{run.run_id}: skipped {skipped}; continued from "
-                    + (f"checkpoint {resumed['index']}" if resumed else "step 0")
-                    for skipped in record.get("checkpoints_skipped") or []
-                ] + [line]
+                lines = _result_lines(f"[{i + 1}/{len(runs)}]", run, record)
                 if progress:
                     for text in lines:
                         progress.write(text)

@@ -333,6 +333,11 @@ class Scenario:
     """Settings of every torch run (a run's own ``ddp`` entries override them)."""
 
 
+PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order")
+"""Fields of a :class:`Run` that say where its ranks sit and where it comes in the sweep's order, not what it
+trains: a checkpoint resumes, and a finished run is the same run, whatever they are."""
+
+
 @dataclass
 class Run:
     """One concrete run: everything a worker needs, written to ``run.json``."""
@@ -378,6 +383,10 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def settings(self) -> dict[str, Any]:
+        """:meth:`to_dict` without :data:`PLACEMENT_FIELDS`: what two runs must share to be the same run."""
+        return {k: v for k, v in self.to_dict().items() if k not in PLACEMENT_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Run":

@@ -6,6 +6,7 @@ entry's strategy, engine, grid and process counts need. Every broken rule raises
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, NoReturn
 
 from .plan import CLASSIFIER_FEATURE_DIM, TrainingError, check_image_size, class_plan, local_batch, process_grid
@@ -36,7 +37,22 @@ def fail(path: str, message: str) -> NoReturn:
     raise ScenarioError(f"{path}: {message}")
 
 
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""A name that may become a file name or a word of a job script: ASCII letters, digits, ``.``, ``_`` and ``-``,
+starting with a letter or digit, at most 100 characters (so no ``/``, ``..``, space, newline, ``;`` or ``$``)."""
+SAFE_NAME_RULE = "use ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters"
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` is not a :data:`SAFE_NAME` (one line, the value quoted), or None when it is one."""
+    if SAFE_NAME.fullmatch(value):
+        return None
+    return f"{value!r} is not a safe name: {SAFE_NAME_RULE}"
+
+
 def check_scenario(scenario: Scenario) -> None:
+    if (problem := name_problem(scenario.name)) is not None:  # the results folder, the job's name
+        fail("name", problem)
     try:
         check_image_size(scenario.dataset.image_size)
     except ValueError as error:
@@ -251,6 +267,8 @@ def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, 
 
 
 def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
+    if spec.label is not None and (problem := name_problem(spec.label)) is not None:  # the run folders' names
+        fail(f"{path}.label", problem)
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
     for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
         if getattr(spec, section) != default and spec.engine != engine:

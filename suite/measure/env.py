@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from importlib import metadata
@@ -149,6 +150,51 @@ def capabilities() -> dict[str, Any]:
         "deepspeed": _guard(_deepspeed),
         "nvml": _guard(_nvml),
     }
+
+
+# --- the code a record was made with --------------------------------------------------------------
+
+
+@functools.cache
+def source_revision() -> dict[str, Any]:
+    """The suite's version and the git commit of the checkout its code was imported from.
+
+    ``{"suite_version", "git_commit", "git_dirty", "git_note"}``: ``git_dirty`` is true when a
+    tracked file differs from that commit (untracked files are not counted). Commit and dirty
+    are None where git is not installed or the package is not a tracked part of a git checkout
+    (an installed wheel); ``git_note`` then says which. Asked once per process.
+    """
+    import subprocess
+    from pathlib import Path
+
+    from .. import __version__
+
+    package = Path(__file__).resolve().parents[1]  # suite/
+    found: dict[str, Any] = {"suite_version": __version__, "git_commit": None, "git_dirty": None, "git_note": None}
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        # the package itself must be tracked: a venv's site-packages inside some other checkout is not ours
+        if git("ls-files", "--error-unmatch", "__init__.py").returncode != 0:
+            found["git_note"] = f"{package} is not a tracked part of a git checkout"
+            return found
+        head = git("rev-parse", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except FileNotFoundError:
+        found["git_note"] = "git is not installed"
+        return found
+    except (OSError, subprocess.SubprocessError) as error:
+        found["git_note"] = f"git did not answer: {error}"
+        return found
+    if head.returncode != 0 or status.returncode != 0:
+        lines = (head.stderr or status.stderr).strip().splitlines() or ["no message"]
+        found["git_note"] = f"git failed: {lines[-1]}"
+        return found
+    found["git_commit"] = head.stdout.strip()
+    found["git_dirty"] = bool(status.stdout.strip())
+    return found
 
 
 # --- the machine a record was measured on ---------------------------------------------------------

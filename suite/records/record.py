@@ -11,12 +11,14 @@ reads a dotted path and fails on one the schema does not have.
 Fields marked with :func:`column` are the columns of the report's flat table
 (:data:`FLAT_COLUMNS`): the column is named after the field unless the mark names it.
 
-Records of older schemas (1: before this module) have the same layout less the later fields; they load unchecked.
+Records of schema 1 (before this module) have the same layout less the later fields; they load unchecked.
+Records of schema 3 are checked like those of schema 4 (4 only added fields).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import types
 import typing
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 4
 """Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
 ``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields; 4 added
-``sweep``, ``sweep_order``, ``model_files`` and ``checkpoints_skipped``)."""
+``sweep``, ``sweep_order``, ``model_files``, ``checkpoints_skipped`` and the :class:`Provenance` fields)."""
 
 
 class RecordError(SchemaError):
@@ -354,7 +356,27 @@ class RunOutcome:
 
 
 @dataclass
+class Provenance:
+    """What the run was made from and when (:func:`provenance`), in every record, a failed one too."""
+
+    settings: dict | None = None
+    """The run's whole resolved settings: its :class:`suite.config.scenario.Run` as ``run.json`` held it."""
+    suite_version: str | None = column()
+    git_commit: str | None = column()
+    """The commit of the checkout the suite's code came from; null without git or outside a checkout (``git_note``)."""
+    git_dirty: bool | None = column()
+    """A tracked file differed from ``git_commit`` (untracked files are not counted); null as ``git_commit``."""
+    git_note: str | None = None
+    """Why ``git_commit`` is null."""
+    started_utc: str | None = column()
+    """When the worker started (``suite run``'s launch where no worker recorded), ISO 8601 in UTC."""
+    ended_utc: str | None = column()
+    """When the record was written, ISO 8601 in UTC."""
+
+
+@dataclass
 class Record(
+    Provenance,
     RunOutcome,
     LaunchResult,
     CheckpointInfo,
@@ -377,13 +399,25 @@ def run_identity(run: Run) -> dict[str, Any]:
     return dataclasses.asdict(settings)
 
 
+def utc_now() -> str:
+    """This moment as ISO 8601 in UTC, to the second: ``2025-01-31T14:05:09Z``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def provenance(run: Run, source: dict[str, Any], started_utc: str) -> dict[str, Any]:
+    """The :class:`Provenance` of a record written now: ``run``'s settings, the code's ``source`` revision
+    (:func:`suite.measure.env.source_revision`) and the start and end times."""
+    part = Provenance(settings=run.to_dict(), started_utc=started_utc, ended_utc=utc_now(), **source)
+    return dataclasses.asdict(part)
+
+
 # --- reading -----------------------------------------------------------------------------------------------
 
 
 def check_record(data: Any, source: str = "record") -> dict[str, Any]:
     """``data`` if it is a record this suite reads; :class:`RecordError` naming ``source`` and the field otherwise.
 
-    Records of this schema version are checked against :class:`Record`; older ones (schema 1,
+    Records of this schema version (and of schema 3, a subset) are checked against :class:`Record`; older ones (schema 1,
     the same layout) are returned as they are; newer ones are refused.
     """
     if not isinstance(data, dict):
@@ -393,7 +427,7 @@ def check_record(data: Any, source: str = "record") -> dict[str, Any]:
         raise RecordError(
             f"{source}: record schema {version!r} is newer than this suite reads ({SCHEMA_VERSION}); update the suite"
         )
-    if version == SCHEMA_VERSION:
+    if version >= 3:
         try:
             check(Record, data, "", RecordError)
         except RecordError as error:

@@ -73,6 +73,24 @@ def trace_files(run_dir: Path) -> list[Path]:
     return ranks + [path for path in engines if path.is_file()]
 
 
+class OutsideRoot(ValueError):
+    """A path made from a name (a scenario, a run id) would leave the folder it belongs in."""
+
+
+def path_under(root: str | os.PathLike, *parts: str) -> Path:
+    """``root / parts``, refused with :class:`OutsideRoot` unless it lies strictly inside ``root``.
+
+    Both are resolved (``..``, an absolute part, a symbolic link that points out) before the
+    comparison; ``root`` itself (an empty name) is refused too. Every writer that puts a name
+    into a path asks here. Returns the joined path as given, not resolved, for messages.
+    """
+    path = Path(root).joinpath(*parts)
+    base, resolved = Path(root).resolve(), path.resolve()
+    if resolved == base or not resolved.is_relative_to(base):
+        raise OutsideRoot(f"{path}: not inside {root}; a name must not lead out of its folder")
+    return path
+
+
 # --- writing and reading ------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,11 @@ LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current r
 (``--grace``), its ranks stop, and it is recorded as interrupted; the report is skipped. The
 walltime is given in Slurm's ``--time`` forms (:func:`parse_walltime`) and written in each
 scheduler's own.
+
+Nothing in the script is free text: the scenario's name (the job's name, its output files) is a
+safe name (:func:`suite.config.validation.name_problem`, checked with the scenario), so are
+``--account`` and ``--queue`` (checked when the command line is parsed), and every path and
+command word is quoted with :func:`shlex.quote`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.expansion import expand, load_scenario
-from ..records.results import atomic_write_text
+from ..records.results import atomic_write_text, path_under
 from .launch import LaunchOptions
 
 WARNING_S = 120
@@ -196,7 +201,7 @@ def write_jobscript(scenario_path: Path, scheduler: str, out: Path | None, opts:
     """Render and write the batch script; returns its path."""
     text = render(scenario_path, scheduler, opts, **kwargs)
     name = load_scenario(scenario_path).name
-    path = out or Path("jobs") / f"{name}.{scheduler}.sh"
+    path = out or path_under("jobs", f"{name}.{scheduler}.sh")
     atomic_write_text(path, text)
     path.chmod(0o755)
     return path

@@ -54,7 +54,7 @@ import psutil
 
 from ..config.scenario import Run
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
-from ..records.record import run_identity
+from ..records.record import provenance, run_identity, utc_now
 from ..records.results import (
     CHECKPOINT_DIR,
     LOG_FILE,
@@ -64,6 +64,7 @@ from ..records.results import (
     SCRATCH_DIR,
     STOP_FILE,
     atomic_write_text,
+    path_under,
     read_record,
     update_record,
     write_failed,
@@ -123,12 +124,15 @@ def finalize_record(
     wall_s: float,
     timed_out: bool = False,
     interrupted: str | None = None,
+    started_utc: str | None = None,
 ) -> dict:
     """Complete the worker's record with the launch, or write a failed (or interrupted) one.
 
     The error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``,
     ``interrupted by SIGTERM after 12 s``, ...); the next say where the launcher's output is and
-    where ``--resume`` continues; ``checkpoint`` names that checkpoint (None: from step 0).
+    where ``--resume`` continues; ``checkpoint`` names that checkpoint (None: from step 0). A record
+    the launcher writes carries the run's provenance (settings, the code's revision, the launch's
+    start ``started_utc`` and now) unless the worker's record already does.
     """
     launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
@@ -165,7 +169,18 @@ def finalize_record(
         details.append(f"last lines of log.txt:\n{_tail(log_path)}")
     checkpoint, resume = resume_point(run_dir, run)
     error = "\n".join([reason, resume, *details])
-    fields = {**(record or {}), **run_identity(run), "status": status, "error": error, "checkpoint": checkpoint, **launch_fields}
+    from ..measure.env import source_revision
+
+    made = provenance(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
+    fields = {
+        **made,
+        **(record or {}),
+        **run_identity(run),
+        "status": status,
+        "error": error,
+        "checkpoint": checkpoint,
+        **launch_fields,
+    }
     if failure is not None:
         fields["failure"] = failure.as_dict()
     write_record(run_dir, fields)
@@ -360,7 +375,7 @@ def launch(
     env = child_environment(run, opts)
     if opts.launcher == "deepspeed" and opts.hosts:  # ranks on other nodes, started over ssh
         env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
-    start = time.perf_counter()
+    start, started_utc = time.perf_counter(), utc_now()
     timed_out, interrupted = False, None
     try:
         logfile = open(run_dir / LOG_FILE, "wb", buffering=0)  # unbuffered: a failed write leaves nothing to flush
@@ -408,11 +423,11 @@ def launch(
     if interrupted is not None:
         name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"
         try:
-            finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name)
+            finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name, started_utc=started_utc)
         except OSError as error:  # the interruption goes on; the runner says the run has no record
             log.error("%s: %s", run_dir.name, error)
         raise interrupted
-    return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out)
+    return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out, started_utc=started_utc)
 
 
 def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
@@ -420,9 +435,10 @@ def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
 
     The run's sweep placement (ranks per node of its largest run) is recorded here, so that a
     worker started by hand from ``run.json`` picks the same threads per rank as ``suite run``.
+    The folder must lie inside ``results_dir`` (:func:`suite.records.results.path_under`).
     """
     run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
-    run_dir = results_dir / run.run_id
+    run_dir = path_under(results_dir, run.run_id)
     atomic_write_text(run_dir / RUN_FILE, run.to_json())
     return run_dir
 

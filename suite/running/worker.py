@@ -48,7 +48,7 @@ from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
-from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, run_identity
+from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
@@ -250,9 +250,17 @@ def _ok_record(
     }
 
 
+def _provenance(run: Run, started_utc: str) -> dict:
+    """Rank 0, as it writes the record: the run's settings, the code's revision, when the worker started and now."""
+    from ..measure.env import source_revision
+
+    return provenance(run, source_revision(), started_utc)
+
+
 def _end_diverged(
     run: Run,
     run_dir: Path,
+    started_utc: str,
     launch: LaunchInfo,
     engine: Engine,
     data: ImageData,
@@ -275,7 +283,7 @@ def _end_diverged(
         outcome = Outcome(None, fields={"history": history})
         record = {**run_identity(run), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
         reason = diverged.line()
-        record.update(status="diverged", reason=reason, diverged=diverged.as_dict())
+        record.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **_provenance(run, started_utc))
         write_record(run_dir, record)
         log.warning("%s: %s", run.run_id, reason)
     write_status(run_dir, engine.rank, "diverged", error=diverged.line())
@@ -360,8 +368,9 @@ def _diverge_at_step(rank: int) -> None:
     LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
 
 
-def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> None:
+def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception) -> None:
     """Write a failed rank's status (and rank 0's failed record); never raises (the disk may be full)."""
+    base = run_identity(run)
     message = f"{type(error).__name__}: {error}"
     log.error("%s (rank %d) failed: %s", base["run_id"], rank, message)
     failure = Failure(rank, socket.gethostname(), 1, message=message)
@@ -372,6 +381,7 @@ def _report_failure(run_dir: Path, rank: int, base: dict, error: Exception) -> N
                 run_dir,
                 {
                     **base,
+                    **_provenance(run, started_utc),
                     "status": "failed",
                     "error": failure.line(),
                     "failure": failure.as_dict(),
@@ -400,7 +410,7 @@ def execute(run: Run, run_dir: Path) -> int:
     warm-up, the training window (between two barriers), finalize (gathers, hand-offs,
     saving) and scoring. Only the window goes into speedup and efficiency.
     """
-    started = time.perf_counter()
+    started, started_utc = time.perf_counter(), utc_now()
     launch = detect()
     import torch
 
@@ -412,7 +422,6 @@ def execute(run: Run, run_dir: Path) -> int:
     )
     torch.set_num_threads(threads)
     rank = launch.rank
-    base = run_identity(run)
     engine = None
     try:
         write_status(run_dir, rank, "running")
@@ -480,13 +489,18 @@ def execute(run: Run, run_dir: Path) -> int:
             "comm_largest_group": engine.comm.largest_group,
         }
         if diverged is not None:
-            _end_diverged(run, run_dir, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads))
+            _end_diverged(
+                run, run_dir, started_utc, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads)
+            )
             return 0
         assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         if per_rank is not None:  # rank 0
             assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-            record = {**base, **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads))}
+            record = {
+                **run_identity(run),
+                **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads)),
+            }
             if checkpointer is not None:
                 record.update(checkpointer.fields(per_rank))
             record["model_digest"] = outcome.bundle.digest()
@@ -497,6 +511,7 @@ def execute(run: Run, run_dir: Path) -> int:
             _finish(run, run_dir, record, outcome, engine.device)
             record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
+            record.update(_provenance(run, started_utc))
             write_record(run_dir, record)
             if checkpointer is not None:
                 checkpointer.clear()
@@ -513,7 +528,7 @@ def execute(run: Run, run_dir: Path) -> int:
             engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE
     except Exception as error:
-        _report_failure(run_dir, rank, base, error)
+        _report_failure(run, run_dir, rank, started_utc, error)
         if engine is not None and engine.size > 1:  # the others may wait for this rank in a collective
             logging.shutdown()
             engine.abort(1)

@@ -157,8 +157,7 @@ class ResumePlan:
 
 def fingerprint(run: Run) -> str:
     """A digest of the run's settings (placement aside): checkpoints resume only the settings that wrote them."""
-    settings = {k: v for k, v in run.to_dict().items() if k not in ("sweep_ranks_per_node", "seed_order")}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(run.settings(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _path(folder: Path, index: int, rank: int, suffix: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...records.results import SAMPLES_FILE
+from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
 from ..markdown import NA, details, markdown_table, pm
 from ..plots import plot_scaling
@@ -193,10 +193,11 @@ def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> li
     shown, folded = [], []
     by_config: dict[str, list[dict]] = {}
     for r in records:
-        if r.get("status") == "ok" and (results_dir / r["run_id"] / SAMPLES_FILE).is_file():
+        # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
+        if r.get("status") == "ok" and (source := path_under(results_dir, r["run_id"], SAMPLES_FILE)).is_file():
             by_config.setdefault(config_name(r), []).append(r)
             samples_dir.mkdir(exist_ok=True)
-            shutil.copyfile(results_dir / r["run_id"] / SAMPLES_FILE, samples_dir / f"{r['run_id']}.png")
+            shutil.copyfile(source, path_under(samples_dir, f"{r['run_id']}.png"))
     for name, runs in sorted(by_config.items()):
         main, _ = main_runs(runs)
         first = min(main, key=lambda r: r.get("repeat", 0))

@@ -278,6 +278,7 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
                 "cores_per_node": r.get("cores_per_node"),
                 "ranks_per_node": r.get("ranks_per_node"),
                 "threads_per_rank": r.get("threads_per_rank"),
+                **{k: r[k] for k in ("suite_version", "git_commit", "git_dirty") if r.get(k) is not None},  # the code's revision
                 **{f"machine.{k}": v for k, v in (r.get("machine") or {}).items() if v is not None},
                 **{k: v for k, v in env.items() if v},
             }

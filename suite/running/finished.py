@@ -1,0 +1,81 @@
+"""The runs a results folder has finished keep their settings: ``suite run`` refuses to write others over them.
+
+A run folder whose ``result.json`` says ``ok`` or ``diverged`` holds a result of the settings it
+was trained with: the record's ``settings`` (for records older than that field, the folder's
+``run.json``). Before ``suite run`` writes anything (a dry run, ``--resume`` and a plain run
+alike) every run of the scenario that has such a folder is compared with what would be written:
+if any differs, the command stops with one line naming the runs and the fields, and nothing in
+the folder changes. Where the ranks sat and the order of the sweep are not compared
+(:data:`suite.config.scenario.PLACEMENT_FIELDS`), nor fields that one side does not have (they
+were added to the suite after the run was made).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..config.scenario import PLACEMENT_FIELDS, Run
+from ..records.results import RUN_FILE, path_under, read_record
+
+FINISHED = ("ok", "diverged")
+"""Statuses of a run that holds a result (failed and interrupted runs are run again)."""
+SHOWN = 3
+"""Runs, and fields of each, that the refusal names before it says how many more there are."""
+
+
+class SettingsChanged(ValueError):
+    """Finished runs of a results folder would get other settings; the message names them."""
+
+
+def finished_settings(run_dir: Path) -> dict[str, Any] | None:
+    """The settings a finished run was made with (placement aside), or None when ``run_dir`` holds no finished run."""
+    record = read_record(run_dir)
+    if record is None or record.get("status") not in FINISHED:
+        return None
+    settings = record.get("settings")
+    if settings is None and (run_dir / RUN_FILE).is_file():  # a record from before provenance
+        try:
+            settings = json.loads((run_dir / RUN_FILE).read_text())
+        except ValueError:
+            return None
+    if not isinstance(settings, dict):
+        return None
+    return {k: v for k, v in settings.items() if k not in PLACEMENT_FIELDS}
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """``field old -> new`` for every field that differs, nested mappings by dotted path; fields only one side has are skipped."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) & set(new), key=str):
+            found += differences(old[key], new[key], f"{path}.{key}" if path else str(key))
+        return found
+    return [] if old == new else [f"{path} {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def check_unchanged(results_dir: Path, runs: Iterable[Run], others: Iterable[Run] = ()) -> None:
+    """Raise :class:`SettingsChanged` when a finished run in ``results_dir`` would get other settings.
+
+    ``runs`` are the runs about to be written; ``others`` the scenario's runs that this command does
+    not select (``--only``), compared too because the folder's ``scenario.yaml`` is rewritten,
+    except for ``trace``, which the command line sets per command.
+    """
+    changed: list[str] = []
+    for run, loose in [*((r, ()) for r in runs), *((r, ("trace",)) for r in others)]:
+        old = finished_settings(path_under(results_dir, run.run_id))
+        if old is None:
+            continue
+        new = json.loads(json.dumps(run.settings()))  # as the record holds it: JSON's lists and numbers
+        fields = [d for d in differences(old, new) if d.split(" ", 1)[0] not in loose]
+        if fields:
+            more = f", and {len(fields) - SHOWN} more" if len(fields) > SHOWN else ""
+            changed.append(f"{run.run_id} ({', '.join(fields[:SHOWN])}{more})")
+    if changed:
+        more = f", and {len(changed) - SHOWN} more" if len(changed) > SHOWN else ""
+        runs_were = f"{len(changed)} finished runs were" if len(changed) > 1 else "a finished run was"
+        raise SettingsChanged(
+            f"{results_dir}: {runs_were} made with other settings: {'; '.join(changed[:SHOWN])}{more}; "
+            "a finished run's settings are never rewritten: choose another --out, or delete those run folders to run them again"
+        )
