@@ -3,10 +3,13 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 from suite.analysis.verdicts import (
+    ALPHA,
+    TEST,
     TESTS,
     compare_all,
     holm,
@@ -160,3 +163,15 @@ def test_two_speedups_are_compared_with_the_spread_of_all_four_ends():
     # ignoring T(1)'s spread would make the difference look surer than it is
     only_p = stats.ttest_ind(np.log([52.0, 55.0, 50.0]), np.log([60.0, 63.0, 59.0]), equal_var=False).pvalue
     assert welch_p(a, b) > only_p
+
+
+def test_the_report_uses_the_test_the_committed_measurement_chose():
+    """reports/verdicts/error-rates.csv: the test in use makes a false claim in at most 5 % of reports where nothing differs."""
+    table = pd.read_csv(ROOT / "reports" / "verdicts" / "error-rates.csv")
+    used = table[(table.test == TEST) & (table.truth == "no difference")]
+    assert len(used) >= 3 and (used.reports >= 1000).all()
+    assert set(used.draws) >= {3, 5, 10}
+    assert (used.false_claims / used.reports <= ALPHA).all()
+    at3 = table[(table.draws == 3) & (table.truth != "no difference") & (table.spread == table.spread.iloc[0])]
+    powers = at3.set_index("test")["found_one"]
+    assert powers[TEST] == powers.drop("welch-linear").max()
