@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.analysis.findings import findings, headline, not_learned_warnings, speedups
+from suite.analysis.findings import findings, headline, not_learned_warnings, strong_speedup
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
 from suite.measure.metrics.signals import not_learned
@@ -103,12 +103,16 @@ def test_one_headline_row_per_strategy_at_its_largest_p_over_its_seeds(scenario)
     ]
     dp = rows.loc["data_parallel / bce / horovod"]
     assert dp["P"] == "1,2" and dp["seeds"] == 3
-    assert dp["_speedup"].values == pytest.approx([100 / 55, 100 / 56, 100 / 54])
-    assert dp["efficiency"] == pytest.approx(np.mean([100 / 55, 100 / 56, 100 / 54]) / 2)
-    # mean [95 % Student-t interval] (n): 45 +- t(0.975, 2) * 1 / sqrt(3)
-    half = stats.t.ppf(0.975, 2) / np.sqrt(3)
-    assert dp["fid"] == f"45 [{45 - half:.3g}, {45 + half:.3g}] (n=3)"
-    assert dp["time_to_target"].endswith("(n=3) s") and dp["time_to_target"].startswith("36.7 [")
+    # speedup: geometric mean of the P=1 times over the P=2 times', with both ends' spread; efficiency S/2
+    assert dp["_speedup"].center == pytest.approx(stats.gmean([100, 101, 99]) / stats.gmean([55, 56, 54]))
+    assert dp["speedup"] == dp["_speedup"].text() and dp["speedup"].endswith("(n=3 at P=1, 3 at P=2)")
+    assert dp["efficiency"] == dp["_speedup"].scaled(1 / 2).text()
+    # geometric mean [95 % Student-t interval of the mean log, exponentiated] (n)
+    logs = np.log([45.0, 46.0, 44.0])
+    half = stats.t.ppf(0.975, 2) * stats.sem(logs)
+    center = np.exp(logs.mean())
+    assert dp["fid"] == f"{center:.3g} [{np.exp(logs.mean() - half):.3g}, {np.exp(logs.mean() + half):.3g}] (n=3)"
+    assert dp["time_to_target"].endswith("(n=3) s") and dp["time_to_target"].startswith(f"{stats.gmean([36, 40, 34]):.3g} [")
     assert dp["quality"] == "classifier:digits abababababab, n=500"
     assert rows.loc["cellular / bce / mpi", "time_to_target"] == "reached by 0 of 3 draws (best 1190 [1190, 1190] (n=3))"
 
@@ -123,24 +127,31 @@ def test_checks_state_the_equivalences_verified_seed_by_seed(scenario):
     assert "same model as torch at P=2" in checks["data_parallel / bce / horovod"]
 
 
-def test_findings_name_a_winner_only_where_the_test_over_seeds_says_so(scenario):
+def test_findings_claim_only_the_pairs_their_tests_found_different(scenario):
     records, scaling, table = tables(scenario)
     sentences = findings(table, records, scaling)
-    # 35 +- 1 s against 36.7 +- 3 s and 44 +- 1 s over 3 seeds: not significant against the first after Holm's correction
+    # times to target 35 +- 1 s, 36.7 +- 3 s and 44 +- 1 s over 3 seeds: all three pairs tested together
     assert sentences[0].startswith(
-        "Fastest to FID <= 50 (classifier:digits, n=500), seconds of training: no significant difference between "
-        "label_partitioned / bce / mpi 35 ["
+        "Time to FID <= 50 (classifier:digits, n=500), seconds of training: label_partitioned / bce / mpi 35 ["
     )
-    assert "data_parallel / bce / horovod 36.7 [" in sentences[0]
+    assert "Tested: all 3 pairs of the 3 candidates as one family, Welch's t on log values, Holm-corrected at 5 %" in sentences[0]
     assert "Not in every draw: cellular / bce / mpi (reached by 0 of 3 draws" in sentences[0]
-    # FID 30 +- 1 against 45 +- 1, 46 +- 1 and 1190: significant
+    # FID 30 +- 1 against 45 +- 1 and 46 +- 1: significant against both; the two data-parallel engines are not distinguishable
     assert sentences[1].startswith(
-        "Best final quality (FID, classifier:digits abababababab, n=500): label_partitioned / bce / mpi, 30 ["
+        "Final quality (FID, classifier:digits abababababab, n=500): label_partitioned / bce / mpi 30 ["
     )
-    assert "significantly better than every other (Welch's t, Holm-adjusted p <=" in sentences[1]
-    # speedups 2.0 (lp) against 1.8 (dp), 3 runs each: significant
-    assert sentences[2] == "Left out of the quality rankings, not learned in some draw (see the warnings): cellular / bce / mpi."
-    assert sentences[3].startswith("Best strong-scaling speedup at P=2: label_partitioned / bce / mpi, 2 [")
+    assert (
+        "label_partitioned / bce / mpi is significantly better than data_parallel / bce / horovod (p = " in sentences[1]
+        and "and data_parallel / bce / torch (p = " in sentences[1]
+    )
+    assert "The other tested pair is not distinguishable." in sentences[1]
+    assert "data_parallel / bce / horovod is significantly" not in sentences[1]
+    assert (
+        sentences[2] == "Left out of the quality comparisons, not learned in some draw (see the warnings): cellular / bce / mpi."
+    )
+    # speedups 2.0 (lp) against 1.8 (dp), 3 runs at each end
+    assert sentences[3].startswith("Strong-scaling speedup at P=2: label_partitioned / bce / mpi 2 [")
+    assert "label_partitioned / bce / mpi is significantly better than data_parallel / bce / horovod (p = " in sentences[3]
 
 
 def test_one_draw_is_never_a_verdict(tmp_path):
@@ -154,10 +165,77 @@ def test_one_draw_is_never_a_verdict(tmp_path):
     text = " ".join(findings(table, records, scaling))
     assert "significantly better" not in text
     assert (
-        "no significant difference between data_parallel / bce / horovod 30 (n=1) and conditional / bce / horovod 60 (n=1)"
-        in text
-    )
-    assert "(no test possible for conditional / bce / horovod: one draw, or no spread)" in text
+        "data_parallel / bce / horovod 30 (n=1), conditional / bce / horovod 60 (n=1) (best estimate first). "
+        "No pair can be tested (one draw at an end, or no spread)."
+    ) in text
+
+
+def same_distribution(tmp_path, seed):
+    """Four configurations whose per-seed FIDs, times to target and P=1/P=2 times are drawn from one distribution each."""
+    rng = np.random.default_rng(seed)
+    root = tmp_path / "results"
+    configs = [("data_parallel", "horovod"), ("conditional", "horovod"), ("label_partitioned", "mpi"), ("cellular", "mpi")]
+    for strategy, engine in configs:
+        fids, clocks, t2 = (rng.lognormal(np.log(m), 0.1, 3).tolist() for m in (50.0, 20.0, 30.0))
+        t1 = rng.lognormal(np.log(54.0), 0.1, 3).tolist()
+        runs = seeded(f"{strategy}-p2", fids, clocks, train_s=t2, strategy=strategy, engine=engine, procs=2)
+        runs += seeded(f"{strategy}-p1", fids, clocks, train_s=t1, strategy=strategy, engine=engine, procs=1)
+        for r in runs:
+            write_record(root / r["run_id"], r)
+    return root
+
+
+def test_a_report_in_which_every_candidate_has_the_same_distribution_claims_nothing(tmp_path):
+    records, scaling, table = tables(same_distribution(tmp_path, seed=3))
+    sentences = findings(table, records, scaling)
+    assert len(sentences) == 3  # time to target, final quality, speedup
+    assert all("No pair differs significantly." in s for s in sentences)
+    assert not any("significantly better" in s for s in sentences)
+    assert all("Tested: all 6 pairs of the 4 candidates as one family" in s for s in sentences)
+    assert len({row["fid"] for _, row in table.iterrows()}) == 4  # the estimates differ; no test finds it
+
+
+def test_a_tie_with_both_never_becomes_b_beats_c(tmp_path):
+    """A beats C; B, with a wide spread, ties with both: no sentence says B beats C, nor A beats B."""
+    root = tmp_path / "results"
+    for stem, strategy, fids in (
+        ("a", "data_parallel", [30.0, 31.0, 29.0]),
+        ("b", "conditional", [25.0, 45.0, 80.0]),
+        ("c", "label_partitioned", [90.0, 95.0, 86.0]),
+    ):
+        for r in seeded(stem, fids, strategy=strategy, procs=2):
+            write_record(root / r["run_id"], r)
+    records, scaling, table = tables(root)
+    quality = next(s for s in findings(table, records, scaling) if s.startswith("Final quality"))
+    assert "data_parallel / bce / horovod is significantly better than label_partitioned / bce / horovod (p = " in quality
+    assert "conditional / bce / horovod is significantly" not in quality
+    assert "better than conditional" not in quality
+    assert "The other 2 tested pairs are not distinguishable." in quality
+
+
+def test_fid_intervals_in_the_headline_never_go_below_zero(tmp_path):
+    root = tmp_path / "results"
+    for r in seeded("dp", [749.6, 327.2, 197.7], procs=2):  # reports/digits' widest per-seed FIDs
+        write_record(root / r["run_id"], r)
+    _, _, table = tables(root)
+    summary = table["_fid"].iloc[0]
+    assert summary.interval[0] > 0 and table["fid"].iloc[0] == summary.text()
+    assert not table["fid"].iloc[0].split("[")[1].startswith("-")
+
+
+def test_the_speedup_interval_carries_the_p1_spread_and_the_scaling_table_prints_the_same(tmp_path):
+    root = tmp_path / "results"
+    t1, t2 = [100.0, 108.0, 94.0], [52.0, 55.0, 50.0]
+    for r in [*seeded("dp-p1", [40.0] * 3, train_s=t1, procs=1), *seeded("dp-p2", [40.0] * 3, train_s=t2, procs=2)]:
+        write_record(root / r["run_id"], r)
+    records, scaling, table = tables(root)
+    speedup = table["_speedup"].iloc[0]
+    p2_alone = stats.t.interval(0.95, 2, loc=np.log(stats.gmean(t1) / np.array(t2)).mean(), scale=stats.sem(np.log(t2)))
+    assert np.log(speedup.interval[0]) < p2_alone[0] and np.log(speedup.interval[1]) > p2_alone[1]
+    strong = scaling["strong"].set_index("procs")
+    assert strong.loc[2, "_speedup"].text() == table["speedup"].iloc[0]
+    assert strong.loc[2, "_efficiency"].text() == table["efficiency"].iloc[0]
+    assert (strong.loc[2, "speedup_lo"], strong.loc[2, "speedup_hi"]) == pytest.approx(speedup.interval)
 
 
 def test_caveats_and_not_learned_warnings(scenario, tmp_path):
@@ -190,7 +268,10 @@ def test_a_caveat_follows_a_finding_about_an_oversubscribed_or_unlearned_model(t
         write_record(root / r["run_id"], r)
     records, scaling, table = tables(root)
     text = " ".join(findings(table, records, scaling))
-    assert "Caveat: its P=2 runs oversubscribe the cores, its model did not learn (pixel std 0.010 is near 0" in text
+    assert (
+        "Caveat for cellular / bce / mpi: its P=2 runs oversubscribe the cores, its model did not learn (pixel std 0.010 is near 0"
+        in text
+    )
 
 
 def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
@@ -207,7 +288,7 @@ def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
     assert rows.loc["data_parallel / bce / horovod", "fid"] == "30 (n=1)"  # one seed, however often it ran
     assert rows.loc["data_parallel / bce / horovod", "train_s"].endswith("(n=2)")  # timing varies by repeat
     text = " ".join(findings(table, records, scaling))
-    assert "significantly" not in text and "no significant difference" in text
+    assert "significantly" not in text and "No pair can be tested (one draw at an end, or no spread)." in text
 
 
 def test_time_budgeted_speedup_is_the_ratio_of_throughput():
@@ -216,6 +297,8 @@ def test_time_budgeted_speedup_is_the_ratio_of_throughput():
         record("p2-a", procs=2, train_s=30.0, budget_s=30.0, images_per_s=190.0),
         record("p2-b", procs=2, train_s=30.0, budget_s=30.0, images_per_s=194.0),
     ]
-    assert speedups(runs, 2).values == pytest.approx((1.9, 1.94))
+    speedup = strong_speedup(runs, 2)
+    assert speedup.center == pytest.approx(stats.gmean([190.0, 194.0]) / 100.0)
+    assert speedup.interval is None and speedup.text().endswith("(n=2 at P=2, 1 at P=1: no interval)")  # one P=1 run
     plain = [{**r, "budget_s": None} for r in runs]
-    assert speedups(plain, 2).values == pytest.approx((1.0, 1.0))
+    assert strong_speedup(plain, 2).center == pytest.approx(1.0)

@@ -2,8 +2,10 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from suite.analysis.markdown import markdown_table
 from suite.analysis.report import write_report
@@ -176,12 +178,22 @@ def test_strong_scaling_speedup_and_efficiency_from_known_times(results):
     table = scaling_table(load_records(results), "strong")
     dp = table[table["config"] == "data_parallel / bce / horovod"].set_index("procs")
     assert dp.loc[1, "train_s_mean"] == pytest.approx(101.0) and dp.loc[1, "runs"] == 2
-    assert dp.loc[2, "speedup"] == pytest.approx(101 / 51) and dp.loc[2, "efficiency"] == pytest.approx(101 / 51 / 2)
-    assert dp.loc[4, "speedup"] == pytest.approx(101 / 30) and dp.loc[4, "efficiency"] == pytest.approx(101 / 30 / 4)
+    t1 = math.sqrt(100 * 102)  # T(1) and T(2): geometric means over the runs
+    assert dp.loc[2, "speedup"] == pytest.approx(t1 / math.sqrt(50 * 52)) and dp.loc[2, "efficiency"] == pytest.approx(
+        t1 / math.sqrt(50 * 52) / 2
+    )
+    assert dp.loc[4, "speedup"] == pytest.approx(t1 / 30) and dp.loc[4, "efficiency"] == pytest.approx(t1 / 30 / 4)
     assert dp.loc[1, "speedup"] == pytest.approx(1.0) and dp.loc[1, "efficiency"] == pytest.approx(1.0)
     assert dp.loc[2, "train_s_std"] == pytest.approx(math.sqrt(2.0))  # sample std of 50 and 52
-    spread = pd.Series([101 / 50, 101 / 52]).std()
-    assert dp.loc[2, "speedup_std"] == pytest.approx(spread)
+    # the interval of a ratio: both ends' spread of the log times, at Welch-Satterthwaite's degrees of freedom
+    v1, v2 = np.var(np.log([100, 102]), ddof=1) / 2, np.var(np.log([50, 52]), ddof=1) / 2
+    half = stats.t.ppf(0.975, (v1 + v2) ** 2 / (v1**2 + v2**2)) * math.sqrt(v1 + v2)
+    assert (dp.loc[2, "speedup_lo"], dp.loc[2, "speedup_hi"]) == pytest.approx(
+        (dp.loc[2, "speedup"] * math.exp(-half), dp.loc[2, "speedup"] * math.exp(half))
+    )
+    assert dp.loc[2, "_speedup"].text().endswith("(n=2 at P=1, 2 at P=2)")
+    # one run at P=4: its spread is unknown, so is the interval's
+    assert pd.isna(dp.loc[4, "speedup_lo"]) and dp.loc[4, "_speedup"].text().endswith("(n=2 at P=1, 1 at P=4: no interval)")
 
 
 def test_weak_scaling_efficiency_from_known_times(results):

@@ -1,57 +1,177 @@
-"""Intervals over draws, Welch's t and Holm's correction: the rules every verdict of the report follows."""
+"""Estimates over draws, tests of every pair, Holm's correction: the rules every verdict of the report follows."""
+
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
-from suite.analysis.verdicts import Summary, holm, rank, summarise, verdict, welch_p
+from suite.analysis.verdicts import (
+    ALPHA,
+    TEST,
+    TESTS,
+    compare_all,
+    holm,
+    mann_whitney_p,
+    permutation_p,
+    ratio,
+    sentence,
+    summarise,
+    welch_p,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_summary_gives_the_student_t_interval_and_drops_missing_values():
-    s = summarise([1.0, 2.0, None, float("nan"), 3.0])
-    assert s.values == (1.0, 2.0, 3.0) and s.mean == 2.0 and s.std == pytest.approx(1.0)
-    lo, hi = s.interval
-    half = stats.t.ppf(0.975, 2) / np.sqrt(3)
-    assert (lo, hi) == pytest.approx((2 - half, 2 + half))
-    assert s.text() == f"2 [{2 - half:.3g}, {2 + half:.3g}] (n=3)"
-    assert Summary((5.0,)).interval is None and Summary((5.0,)).text() == "5 (n=1)"
+def log_interval(values, df=None):
+    """The 95 % Student-t interval of the mean log, exponentiated (the reference the summaries must match)."""
+    logs = np.log(values)
+    lo, hi = stats.t.interval(0.95, df or len(logs) - 1, loc=logs.mean(), scale=stats.sem(logs))
+    return np.exp(lo), np.exp(hi)
+
+
+def test_a_positive_quantity_gives_its_geometric_mean_and_the_log_scale_interval():
+    s = summarise([40.0, 50.0, None, float("nan"), 62.5])
+    assert s.values == (40.0, 50.0, 62.5) and s.n == 3 and s.log
+    assert s.center == pytest.approx(50.0)  # (40 * 50 * 62.5) ** (1/3)
+    lo, hi = log_interval([40.0, 50.0, 62.5])
+    assert s.interval == pytest.approx((lo, hi))
+    assert s.text() == f"50 [{lo:.3g}, {hi:.3g}] (n=3)"
+    assert summarise([5.0]).interval is None and summarise([5.0]).text() == "5 (n=1)"
     assert summarise([None]) is None
+    assert summarise([7.0, 7.0]).interval == pytest.approx((7.0, 7.0))  # no spread: the value itself
 
 
-def test_welch_matches_scipy_and_needs_two_draws_a_side():
-    a, b = Summary((1.0, 2.0, 3.5)), Summary((4.0, 6.0, 5.5, 7.0))
-    assert welch_p(a, b) == pytest.approx(stats.ttest_ind(a.values, b.values, equal_var=False).pvalue)
-    assert welch_p(Summary((1.0,)), b) is None
+def test_fid_intervals_never_go_below_zero():
+    # the DC-GAN's per-seed FIDs at equal time in reports/digits: a Student-t interval of the raw values is [-292, 1140]
+    assert summarise([749.6, 327.2, 197.7]).interval[0] > 0
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        draws = rng.lognormal(np.log(100), rng.uniform(0.05, 2.0), size=rng.integers(2, 6))
+        lo, hi = summarise(draws).interval
+        assert 0 < lo <= hi
+
+
+def test_fractions_keep_the_arithmetic_mean_inside_zero_and_one():
+    s = summarise([0.9, 0.99, 1.0], fraction=True)
+    assert not s.log and s.center == pytest.approx(0.963333, rel=1e-5)
+    lo, hi = s.interval
+    half = stats.t.ppf(0.975, 2) * np.std([0.9, 0.99, 1.0], ddof=1) / np.sqrt(3)
+    assert lo == pytest.approx(s.center - half) and hi == 1.0  # clipped at the range's end
+    assert s.text(2) == f"0.96 [{lo:.2g}, 1] (n=3)"
+
+
+def test_a_kid_with_a_draw_at_or_below_zero_falls_back_to_the_clipped_arithmetic_mean_and_says_so():
+    s = summarise([-0.001, 0.002, 0.01])
+    assert not s.log and s.center == pytest.approx(0.011 / 3)
+    assert s.interval[0] == 0.0 and s.text().endswith("(n=3, arithmetic mean)")
+
+
+def test_welch_runs_on_the_log_values_and_needs_spread_and_two_draws_a_side():
+    a, b = summarise([1.0, 2.0, 3.5]), summarise([4.0, 6.0, 5.5, 7.0])
+    assert welch_p(a, b) == pytest.approx(stats.ttest_ind(np.log(a.values), np.log(b.values), equal_var=False).pvalue)
+    assert welch_p(summarise([1.0]), b) is None
     # no spread on either side (one seed, repeated): untestable, never "significant with p = 0"
-    assert welch_p(Summary((2.0, 2.0)), Summary((2.0, 2.0))) is None
-    assert welch_p(Summary((2.0, 2.0)), Summary((3.0, 3.0))) is None
-    assert not rank({"a": Summary((2.0, 2.0)), "b": Summary((3.0, 3.0))}, True).decided
+    assert welch_p(summarise([2.0, 2.0]), summarise([3.0, 3.0])) is None
+    family = compare_all({"a": summarise([2.0, 2.0]), "b": summarise([3.0, 3.0])}, True)
+    assert family.claims == [] and len(family.untestable) == 1
 
 
-def test_holm_adjusts_step_down_and_keeps_untestable_comparisons_counted():
+def test_the_candidate_tests_match_scipy():
+    a, b = summarise([1.0, 2.0, 3.5]), summarise([4.0, 6.0, 5.5])
+    assert mann_whitney_p(a, b) == pytest.approx(0.1)  # U's smallest two-sided p with three draws a side
+    assert permutation_p(a, b) == pytest.approx(0.1)  # exact: 2 of the 20 splits are as extreme
+    assert set(TESTS) == {"welch", "welch-linear", "mann-whitney", "permutation", "bootstrap"}
+
+
+def test_holm_adjusts_step_down_over_the_tested_pairs_only():
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert holm([0.01, None]) == [0.02, None]
+    assert holm([0.01, None]) == [0.01, None]
 
 
-def test_a_winner_only_where_every_difference_is_significant():
-    clear = rank({"a": Summary((10.0, 11.0, 10.5)), "b": Summary((20.0, 21.0, 19.0)), "c": Summary((30.0, 31.0, 29.5))}, True)
-    assert clear.best == "a" and clear.decided and clear.ties == []
-    assert verdict(clear, "Best FID").startswith("Best FID: a, 10.5 [") and "significantly better than every other" in verdict(
-        clear, "Best FID"
+def test_every_pair_is_tested_in_one_family_and_every_claim_is_a_pair_that_was_found_different():
+    family = compare_all(
+        {"c": summarise([30.0, 31.0, 29.5]), "a": summarise([10.0, 11.0, 10.5]), "b": summarise([20.0, 21.0, 19.0])}, True
     )
-    close = rank({"a": Summary((10.0, 14.0, 12.0)), "b": Summary((13.0, 11.0, 15.0))}, True)
-    assert close.best == "a" and not close.decided and close.ties == ["b"]
-    sentence = verdict(close, "Best FID")
-    assert (
-        sentence.startswith("Best FID: no significant difference between a 12 [")
-        and " and b 13 [" in sentence
-        and "(p = " in sentence
+    assert family.order == ["a", "b", "c"] and len(family.pairs) == 3
+    raw = [welch_p(family.summaries[p.first], family.summaries[p.second]) for p in family.pairs]
+    assert [p.p_adjusted for p in family.pairs] == pytest.approx(holm(raw))
+    assert [(p.first, p.second) for p in family.claims] == [("a", "b"), ("a", "c"), ("b", "c")]
+    text = sentence(family, "Final FID")
+    assert text.startswith("Final FID: a 10.5 [") and "(best estimate first)" in text
+    assert "a is significantly better than b (p = " in text and "; b is significantly better than c (p = " in text
+    assert "Tested: all 3 pairs of the 3 candidates as one family, Welch's t on log values, Holm-corrected at 5 %" in text
+    higher = compare_all({"fast": summarise([1.9, 2.0, 2.1]), "slow": summarise([1.2, 1.3, 1.25])}, False)
+    assert higher.order == ["fast", "slow"] and higher.better("fast", "slow")
+
+
+def test_a_tie_with_both_ends_is_never_turned_into_a_claim_by_transitivity():
+    # A clearly below C; B between them with a wide spread: B ties with both, and no sentence says B beats C
+    family = compare_all(
+        {"A": summarise([10.0, 10.5, 9.5]), "B": summarise([9.0, 20.0, 40.0]), "C": summarise([40.0, 42.0, 38.0])}, True
     )
-    higher = rank({"fast": Summary((1.9, 2.0, 2.1)), "slow": Summary((1.2, 1.3, 1.25))}, False)
-    assert higher.best == "fast" and higher.decided
+    assert [(p.first, p.second) for p in family.claims] == [("A", "C")]
+    assert not family.better("B", "C") and not family.better("A", "B")
+    text = sentence(family, "Final FID")
+    assert "A is significantly better than C (p = " in text and "B is significantly" not in text
+    assert "The other 2 tested pairs are not distinguishable." in text
 
 
-def test_a_tie_at_the_top_still_says_whom_both_beat():
-    ranking = rank({"a": Summary((10.0, 14.0, 12.0)), "b": Summary((13.0, 11.0, 15.0)), "c": Summary((50.0, 51.0, 49.0))}, True)
-    assert ranking.ties == ["b"]
-    assert verdict(ranking, "Best FID").endswith("; both significantly better than c.")
+def test_one_draw_makes_no_test_and_the_sentence_says_so():
+    family = compare_all({"a": summarise([30.0]), "b": summarise([60.0])}, True)
+    assert sentence(family, "Final FID") == (
+        "Final FID: a 30 (n=1), b 60 (n=1) (best estimate first). No pair can be tested (one draw at an end, or no spread)."
+    )
+    assert sentence(compare_all({"a": summarise([30.0, 31.0])}, True), "Final FID") == (
+        "Final FID: only a was measured, 30.5 [" + summarise([30.0, 31.0]).text().split("[")[1] + "."
+    )
+
+
+def test_a_ratio_carries_both_ends_spread_and_is_wider_than_the_p2_spread_alone():
+    t1, t2 = [100.0, 110.0, 95.0], [52.0, 55.0, 50.0]
+    s = ratio(t1, t2, ("P=1", "P=2"))
+    assert s.center == pytest.approx(stats.gmean(t1) / stats.gmean(t2))
+    v1, v2 = np.var(np.log(t1), ddof=1) / 3, np.var(np.log(t2), ddof=1) / 3
+    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 2)  # Welch-Satterthwaite
+    half = stats.t.ppf(0.975, df) * np.sqrt(v1 + v2)
+    assert s.interval == pytest.approx((s.center * np.exp(-half), s.center * np.exp(half)))
+    p2_alone = summarise([stats.gmean(t1) / t for t in t2]).interval  # T(1) taken as exact
+    assert s.interval[0] < p2_alone[0] and s.interval[1] > p2_alone[1]
+    assert s.text() == f"{s.center:.3g} [{s.interval[0]:.3g}, {s.interval[1]:.3g}] (n=3 at P=1, 3 at P=2)"
+    efficiency = s.scaled(0.5)
+    assert efficiency.center == pytest.approx(s.center / 2) and efficiency.interval == pytest.approx(
+        tuple(v / 2 for v in s.interval)
+    )
+
+
+def test_a_ratio_with_one_run_at_an_end_has_no_interval_and_no_test():
+    s = ratio([100.0], [52.0, 55.0, 50.0], ("P=1", "P=2"))
+    assert s.interval is None and s.text().endswith("(n=1 at P=1, 3 at P=2: no interval)")
+    assert welch_p(s, ratio([100.0, 101.0], [60.0, 61.0])) is None
+
+
+def test_two_speedups_are_compared_with_the_spread_of_all_four_ends():
+    a, b = ratio([100.0, 110.0, 95.0], [52.0, 55.0, 50.0]), ratio([100.0, 104.0, 97.0], [60.0, 63.0, 59.0])
+    parts = [
+        np.var(np.log(x), ddof=1) / 3
+        for x in ([100.0, 110.0, 95.0], [52.0, 55.0, 50.0], [100.0, 104.0, 97.0], [60.0, 63.0, 59.0])
+    ]
+    t = (np.log(a.center) - np.log(b.center)) / np.sqrt(sum(parts))
+    df = sum(parts) ** 2 / sum(v**2 / 2 for v in parts)
+    assert welch_p(a, b) == pytest.approx(2 * stats.t.sf(abs(t), df))
+    # ignoring T(1)'s spread would make the difference look surer than it is
+    only_p = stats.ttest_ind(np.log([52.0, 55.0, 50.0]), np.log([60.0, 63.0, 59.0]), equal_var=False).pvalue
+    assert welch_p(a, b) > only_p
+
+
+def test_the_report_uses_the_test_the_committed_measurement_chose():
+    """reports/verdicts/error-rates.csv: the test in use makes a false claim in at most 5 % of reports where nothing differs."""
+    table = pd.read_csv(ROOT / "reports" / "verdicts" / "error-rates.csv")
+    used = table[(table.test == TEST) & (table.truth == "no difference")]
+    assert len(used) >= 3 and (used.reports >= 1000).all()
+    assert set(used.draws) >= {3, 5, 10}
+    assert (used.false_claims / used.reports <= ALPHA).all()
+    at3 = table[(table.draws == 3) & (table.truth != "no difference") & (table.spread == table.spread.iloc[0])]
+    powers = at3.set_index("test")["found_one"]
+    assert powers[TEST] == powers.drop("welch-linear").max()

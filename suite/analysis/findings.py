@@ -18,7 +18,8 @@ import pandas as pd
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
-from .verdicts import Summary, rank, summarise, verdict
+from .speedup import speedup
+from .verdicts import Summary, compare_all, sentence, summarise
 
 PLACEMENT_INVARIANT = {"cellular"}
 """Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
@@ -122,20 +123,10 @@ def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | Non
     return [float(np.mean(values)) if values else None for _, values in sorted(by_seed.items(), key=lambda kv: str(kv[0]))]
 
 
-def speedups(runs: list[dict], top: int) -> Summary | None:
-    """The speedup at ``top`` for each of the P-runs of one strong sweep, against the mean of the P=1 runs.
-
-    T(1)/T(P) of the training windows; for time-budgeted runs, whose windows are all as long,
-    the ratio of images per second instead (as the scaling table computes it).
-    """
+def strong_speedup(runs: list[dict], top: int) -> Summary | None:
+    """The strong sweep's speedup at ``top`` against its P=1 runs (:func:`suite.analysis.speedup.speedup`, as the scaling table's)."""
     strong = [r for r in runs if r["scaling"] == "strong"]
-    budgeted = any(r.get("budget_s") for r in strong)
-    key = "images_per_s" if budgeted else "train_s"
-    base = summarise(r.get(key) for r in strong if r["procs"] == 1)
-    if base is None or top == 1:
-        return None
-    at_top = [float(r[key]) for r in strong if r["procs"] == top and r.get(key)]
-    return summarise((v / base.mean) if budgeted else (base.mean / v) for v in at_top)
+    return speedup([r for r in strong if r["procs"] == 1], [r for r in strong if r["procs"] == top], top)
 
 
 def _text(summary: Summary | None, digits: int = 3) -> str | None:
@@ -146,8 +137,8 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
-    Every number is ``mean [95 % interval] (n=draws)``; the hidden ``_*`` columns keep the
-    :class:`suite.analysis.verdicts.Summary` objects the findings test with.
+    Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.verdicts.Summary.text`:
+    geometric means of positive quantities); the hidden ``_*`` columns keep the summaries the findings test with.
     """
     by_config: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -156,14 +147,14 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     rows = []
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
-        speedup = speedups(runs, top)
+        speedup = strong_speedup(runs, top)
         row: dict[str, Any] = {
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
             "seeds": len({r.get("seed") for r in main}),
             "train_s": _text(summarise(r["train_s"] for r in main)),
             "speedup": _text(speedup),
-            "efficiency": speedup.mean / top if speedup is not None else None,
+            "efficiency": _text(speedup.scaled(1 / top)) if speedup is not None else None,
             "weak_efficiency": None,
             "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
             "images_per_s": _text(summarise(r.get("images_per_s") for r in main)),
@@ -180,10 +171,15 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             part = table[table["config"].str.startswith(name)]
             part = part[part["procs"] == part["procs"].max()] if not part.empty else part
             if not part.empty and part["procs"].iloc[0] > 1:
-                work = part["efficiency_work"].iloc[0]
-                row["weak_efficiency"] = part["efficiency"].iloc[0] if work is None or pd.isna(work) else work
+                work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
+                row["weak_efficiency"] = _text(
+                    work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
+                )
         qualities = [r["quality"] for r in main if r.get("quality")]
-        summaries = {metric: summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid", "label_acc")}
+        summaries = {
+            metric: summarise(per_seed(main, _quality_reader(metric)), fraction=metric == "label_acc")
+            for metric in ("fid", "kid", "label_acc")
+        }
         if qualities:
             row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
             row["label_acc"] = _text(summaries["label_acc"], 2)
@@ -288,32 +284,31 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
     return out
 
 
-def _sentence(claim: str, caveats: list[str]) -> str:
-    return claim + (f" Caveat: {', '.join(caveats)}." if caveats else "")
-
-
 def _ranked_sentence(
     rows: list[dict], column: str, lower_is_better: bool, what: str, records: list[dict], scaling: dict
 ) -> str | None:
-    """A verdict over the rows' ``column`` summaries, with the caveats of the winner when there is one."""
+    """The verdict of every pair of the rows' ``column`` summaries, with the caveats of each candidate found better."""
     candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
-    ranking = rank(candidates, lower_is_better)
-    if ranking is None:
+    family = compare_all(candidates, lower_is_better)
+    if family is None:
         return None
-    sentence = verdict(ranking, what)
-    if ranking.decided or not ranking.comparisons:
-        best = next(row for row in rows if row["strategy"] == ranking.best)
-        return _sentence(sentence, _caveats(best, records, scaling))
-    return sentence
+    text = sentence(family, what)
+    named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
+    for name in named:
+        caveats = _caveats(next(row for row in rows if row["strategy"] == name), records, scaling)
+        if caveats:
+            text += f" Caveat for {name}: {', '.join(caveats)}."
+    return text
 
 
 def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
     """A few sentences stating what the headline numbers support, each with its caveats.
 
-    A configuration is named the winner only where Welch's t-test over its draws (seeds for
-    quality and time to quality, runs for speedup) finds it significantly better than every
-    other (:func:`suite.analysis.verdicts.rank`); otherwise the sentence says "no significant difference"
-    and gives both intervals.
+    Each sentence is one family of tests (:func:`suite.analysis.verdicts.compare_all`): every pair
+    of configurations on one quantity, over their draws (seeds for quality and time to quality,
+    runs at both ends for speedup), Holm-corrected together. It gives every estimate, says which
+    configuration is better than which where the test found it, and that the other pairs are not
+    distinguishable; nothing is inferred from one pair to another.
     """
     if table.empty:
         return []
@@ -321,45 +316,45 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
     out = []
     target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
     if target is not None:
-        what = f"Fastest to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
-        sentence = _ranked_sentence(rows, "_time_to_target", True, what, records, scaling)
+        what = f"Time to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
+        said = _ranked_sentence(rows, "_time_to_target", True, what, records, scaling)
         missed = [
             f"{row['strategy']} ({row['time_to_target']})"
             for row in rows
             if row["_time_to_target"] is None and row["time_to_target"]
         ]
-        if sentence is None:
+        if said is None:
             out.append(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.")
         else:
-            out.append(sentence + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
+            out.append(said + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
     unlearned = {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
     scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
     rulers = {row["quality"] for row in scored}
     if scored and len(rulers) == 1:
         metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
-        what = f"Best final quality ({metric[1:].upper()}, {next(iter(rulers))})"
-        sentence = _ranked_sentence(scored, metric, True, what, records, scaling)
-        if sentence:
-            out.append(sentence)
+        what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
+        said = _ranked_sentence(scored, metric, True, what, records, scaling)
+        if said:
+            out.append(said)
     elif len(rulers) > 1:
-        out.append("Final qualities were measured with different rulers or sample counts and are not ranked.")
+        out.append("Final qualities were measured with different rulers or sample counts and are not compared.")
     if unlearned:
         out.append(
-            f"Left out of the quality rankings, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}."
+            f"Left out of the quality comparisons, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}."
         )
     at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
     if len(at_time) > 1 and len(rulers) == 1:
-        what = f"Best quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
-        sentence = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
-        if sentence:
-            out.append(sentence)
+        what = f"Quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
+        said = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
+        if said:
+            out.append(said)
     scaled = [row for row in rows if row["_speedup"] is not None]
     if scaled:
         top = max(row["_top"] for row in scaled)
         at_top = [row for row in scaled if row["_top"] == top]
-        sentence = _ranked_sentence(at_top, "_speedup", False, f"Best strong-scaling speedup at P={top}", records, scaling)
-        if sentence:
-            out.append(sentence)
+        said = _ranked_sentence(at_top, "_speedup", False, f"Strong-scaling speedup at P={top}", records, scaling)
+        if said:
+            out.append(said)
     return out
 
 

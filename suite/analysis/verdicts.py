@@ -1,165 +1,431 @@
-"""Verdicts that survive a rerun: intervals over seeds or repeats, and tests before a winner is named.
+"""Verdicts that survive a rerun: estimates with intervals over draws, and a claim only where a test was run.
 
 A quality number from one training draw says little: the same settings give FIDs that differ
-by a factor of three between seeds. So every number the report compares is a :class:`Summary`
-over draws (mean, standard deviation, a 95 % Student-t interval), and a claim that one
-configuration beats another is made only where :func:`rank` finds the difference significant:
-Welch's t-test (unequal variances) of the best against each other candidate, at 5 % after
-Holm's correction for the several comparisons. Welch's test rather than Mann-Whitney's U: with
-three seeds a side, U's smallest two-sided p-value is 0.1, so it could never find a difference.
+between seeds by 5 to 15 %, and times that differ between runs by as much. So every number the
+report compares is a :class:`Summary` over draws, and every sentence that says one
+configuration is better than another is a test that was run (:func:`compare_all`).
+
+**Scale.** Positive quantities (FID, KID, IS, times, images/s, speedup) are summarised on the
+log scale: the geometric mean, with the Student-t interval of the mean log exponentiated, so
+no bound is ever below zero, and they are tested on the same scale, so interval and verdict
+agree. Fractions (label accuracy) keep the arithmetic mean, its interval clipped to [0, 1]; a
+positive quantity with a draw at or below zero (an unbiased KID can be) falls back to the same
+and says so.
+
+**Ratios.** A speedup T(1)/T(P) is the difference of two mean logs; its variance is the sum of
+both ends' (the delta method, exact on the log scale) and its degrees of freedom
+Welch-Satterthwaite's. Efficiency is the speedup over P. One draw at either end leaves the
+spread unknown: no interval and no test, never T(1) taken as exact.
+
+**Claims.** For one quantity, all pairs of candidates form one family of tests, Holm-corrected
+together at :data:`ALPHA`; a pair whose adjusted p is below it is a claim, every other pair is
+"not distinguishable", and nothing is inferred transitively. The test is :data:`TEST`, chosen by
+the measured error rates of ``ci/verdict_error_rates.py`` (``reports/verdicts/error-rates.md``):
+at most 5 % of reports with any false claim and the best power at three draws a side.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import combinations
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from scipy import special, stats
 
 ALPHA = 0.05
-"""Significance level of every comparison the report makes."""
+"""Family-wise significance level of every family of comparisons the report makes."""
 CONFIDENCE = 0.95
 """Coverage of every interval the report prints."""
+RESAMPLES = 1999
+"""Resamples of the permutation and bootstrap tests (the permutation test is exact below this many splits)."""
 
 
 @dataclass(frozen=True)
-class Summary:
-    """Values of one quantity over draws (seeds for quality, repeats for speed)."""
+class Draws:
+    """Draws of one quantity (seeds for quality, runs for speed); ``label`` says what they are of (``P=1``)."""
 
     values: tuple[float, ...]
+    label: str = ""
 
     @property
     def n(self) -> int:
         return len(self.values)
 
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.values))
+
+@dataclass(frozen=True)
+class Summary:
+    """An estimate over draws: one quantity's centre, or a ratio of two (``terms``: draws and the sign of their mean log).
+
+    ``fraction``: the quantity is a share in [0, 1], summarised by its arithmetic mean.
+    ``factor``: a known constant the estimate is multiplied by (efficiency = speedup / P).
+    """
+
+    terms: tuple[tuple[Draws, int], ...]
+    fraction: bool = False
+    factor: float = 1.0
 
     @property
-    def std(self) -> float | None:
-        """Sample standard deviation (None below two values)."""
-        return float(np.std(self.values, ddof=1)) if self.n > 1 else None
+    def values(self) -> tuple[float, ...]:
+        """The draws of the first term (the quantity itself, or a ratio's numerator)."""
+        return self.terms[0][0].values
+
+    @property
+    def n(self) -> int:
+        """Draws of the first term; :attr:`ns` has every term's."""
+        return self.terms[0][0].n
+
+    @property
+    def ns(self) -> tuple[int, ...]:
+        return tuple(draws.n for draws, _ in self.terms)
+
+    @property
+    def log(self) -> bool:
+        """Whether the estimate is on the log scale: a positive quantity whose every draw is above zero."""
+        return not self.fraction and all(v > 0 for draws, _ in self.terms for v in draws.values)
+
+    @property
+    def arithmetic_fallback(self) -> bool:
+        """A positive quantity summarised by its arithmetic mean because a draw is at or below zero."""
+        return not self.fraction and not self.log
+
+    def _scaled(self, draws: Draws) -> np.ndarray:
+        values = np.asarray(draws.values, dtype=float)
+        return np.log(values) if self.log else values
+
+    @property
+    def location(self) -> float:
+        """The estimate on its own scale: the signed sum of the terms' mean logs (or means), plus the factor's log."""
+        total = sum(sign * float(np.mean(self._scaled(draws))) for draws, sign in self.terms)
+        return total + math.log(self.factor) if self.log else total * self.factor
+
+    @property
+    def center(self) -> float:
+        """The estimate: a geometric mean (or a ratio of two) on the log scale, else the arithmetic mean."""
+        return math.exp(self.location) if self.log else self.location
+
+    def variances(self) -> list[tuple[float, int]] | None:
+        """Each term's variance of its mean on the estimate's scale, with its draws (None where a term has one draw)."""
+        if any(draws.n < 2 for draws, _ in self.terms):
+            return None
+        scale = 1.0 if self.log else self.factor**2
+        return [(scale * float(np.var(self._scaled(draws), ddof=1)) / draws.n, draws.n) for draws, _ in self.terms]
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        """The 95 % Student-t interval of the mean (None below two values)."""
-        if self.n < 2 or self.std is None:
+        """The 95 % interval of the estimate (None where a term has one draw): on the log scale, exponentiated."""
+        parts = self.variances()
+        if parts is None:
             return None
-        from scipy import stats
+        half = critical_t(parts) * math.sqrt(sum(v for v, _ in parts))
+        lo, hi = self.location - half, self.location + half
+        if self.log:
+            return math.exp(lo), math.exp(hi)
+        floor, ceiling = 0.0, (1.0 if self.fraction else math.inf)  # the range the true value lives in
+        return max(lo, floor), min(hi, ceiling)
 
-        half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, self.n - 1)) * self.std / math.sqrt(self.n)
-        return self.mean - half, self.mean + half
+    def scaled(self, factor: float) -> Summary:
+        """The same estimate times a known constant (its interval scales with it)."""
+        return replace(self, factor=self.factor * factor)
 
     def text(self, digits: int = 3) -> str:
-        """``mean [lo, hi] (n=3)``, or ``value (n=1)`` for one draw."""
-        mean = _round(self.mean, digits)
-        if self.interval is None:
-            return f"{mean} (n=1)"
-        lo, hi = self.interval
-        return f"{mean} [{_round(lo, digits)}, {_round(hi, digits)}] (n={self.n})"
+        """``centre [lo, hi] (n=3)``; a ratio names each end's draws; no interval is said, never left out silently."""
+        center = _round(self.center, digits)
+        if len(self.terms) == 1:
+            draws = f"n={self.n}" + (", arithmetic mean" if self.arithmetic_fallback and self.n > 1 else "")
+        else:
+            draws = "n=" + ", ".join(f"{d.n} at {d.label}" if d.label else str(d.n) for d, _ in self.terms)
+        interval = self.interval
+        if interval is None:
+            return f"{center} ({draws})" if len(self.terms) == 1 else f"{center} ({draws}: no interval)"
+        return f"{center} [{_round(interval[0], digits)}, {_round(interval[1], digits)}] ({draws})"
+
+
+def critical_t(parts: Sequence[tuple[float, int]]) -> float:
+    """Student's t quantile of :data:`CONFIDENCE` at the Welch-Satterthwaite degrees of freedom of ``parts`` (0 without spread)."""
+    total = sum(v for v, _ in parts)
+    if total == 0:
+        return 0.0
+    return float(special.stdtrit(welch_df(parts), 0.5 + CONFIDENCE / 2))
+
+
+def welch_df(parts: Sequence[tuple[float, int]]) -> float:
+    """Welch-Satterthwaite's degrees of freedom of a sum of independent means' variances (``(variance, draws)`` each)."""
+    return sum(v for v, _ in parts) ** 2 / sum(v**2 / (n - 1) for v, n in parts)
 
 
 def _round(value: float, digits: int) -> str:
     return np.format_float_positional(float(value), precision=digits, fractional=False, trim="-")
 
 
-def summarise(values: Iterable[float | None]) -> Summary | None:
-    """A :class:`Summary` of the finite values (None when there are none)."""
-    kept = tuple(float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
-    return Summary(kept) if kept else None
+def _finite(values: Iterable[float | None]) -> tuple[float, ...]:
+    return tuple(float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """The best candidate against one other: Welch's t-test, Holm-adjusted."""
+def summarise(values: Iterable[float | None], fraction: bool = False) -> Summary | None:
+    """A :class:`Summary` of the finite values of one quantity (None when there are none).
 
-    other: str
-    p_value: float | None
-    """Two-sided p-value of Welch's t-test (None where a side has fewer than two draws)."""
-    p_adjusted: float | None = None
-    significant: bool = False
+    Positive quantities by default; ``fraction`` for shares in [0, 1] such as label accuracy.
+    """
+    kept = _finite(values)
+    return Summary(((Draws(kept), 1),), fraction=fraction) if kept else None
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """Which candidate is best on one quantity, and whether the data can tell."""
+def ratio(
+    numerator: Iterable[float | None], denominator: Iterable[float | None], labels: tuple[str, str] = ("", "")
+) -> Summary | None:
+    """The ratio of the geometric means of two positive quantities' draws, with both ends' spread (None when a side is empty)."""
+    top, bottom = _finite(numerator), _finite(denominator)
+    if not top or not bottom or min(top + bottom) <= 0:
+        return None
+    return Summary(((Draws(top, labels[0]), 1), (Draws(bottom, labels[1]), -1)))
 
-    best: str
-    summaries: dict[str, Summary]
-    comparisons: list[Comparison] = field(default_factory=list)
 
-    @property
-    def ties(self) -> list[str]:
-        """Candidates not significantly worse than the best (including those that cannot be tested)."""
-        return [c.other for c in self.comparisons if not c.significant]
+# --- tests of two estimates -----------------------------------------------------------------------------------
 
-    @property
-    def decided(self) -> bool:
-        """True when the best is significantly better than every other candidate."""
-        return bool(self.comparisons) and not self.ties
+
+def _common_scale(a: Summary, b: Summary) -> tuple[Summary, Summary] | None:
+    """Both on the log scale where both are, else both on the arithmetic one (only for plain quantities)."""
+    if a.log and b.log:
+        return a, b
+    if len(a.terms) > 1 or len(b.terms) > 1:
+        return None
+    return replace(a, fraction=True), replace(b, fraction=True)  # the arithmetic scale
 
 
 def welch_p(a: Summary, b: Summary) -> float | None:
-    """Two-sided p-value of Welch's t-test of two samples (None where a side has fewer than two values).
+    """Two-sided p of Welch's t-test of two estimates on their scale (the log scale for positive quantities).
 
-    Two samples that both have no spread at all cannot be tested (None): their draws are not
-    independent (one seed, repeated) or the quantity does not vary, and a p of 0 would be a false verdict.
+    Ratios carry every end's variance, with Welch-Satterthwaite's degrees of freedom. None where
+    a term has one draw, or where neither side has any spread: draws that do not vary (one seed,
+    repeated) are not a test, and a p of 0 would be a false verdict.
     """
-    if a.n < 2 or b.n < 2 or (not a.std and not b.std):
-        return None  # no spread on either side: nothing to test against (e.g. one seed, repeated)
-    from scipy import stats
+    scaled = _common_scale(a, b)
+    if scaled is None:
+        return None
+    a, b = scaled
+    parts_a, parts_b = a.variances(), b.variances()
+    if parts_a is None or parts_b is None:
+        return None
+    parts = parts_a + parts_b
+    total = sum(v for v, _ in parts)
+    if total == 0:
+        return None
+    t = (a.location - b.location) / math.sqrt(total)
+    return float(2 * special.stdtr(welch_df(parts), -abs(t)))
 
-    result = stats.ttest_ind_from_stats(a.mean, a.std, a.n, b.mean, b.std, b.n, equal_var=False)
+
+def _plain(a: Summary, b: Summary) -> tuple[np.ndarray, np.ndarray] | None:
+    """The draws of two plain quantities on their common scale (None for ratios, or with one draw a side)."""
+    scaled = _common_scale(a, b)
+    if scaled is None or len(a.terms) > 1 or len(b.terms) > 1 or a.n < 2 or b.n < 2:
+        return None
+    a, b = scaled
+    return a._scaled(a.terms[0][0]), b._scaled(b.terms[0][0])
+
+
+def welch_linear_p(a: Summary, b: Summary) -> float | None:
+    """Welch's t on the raw values whatever the quantity (the habit the log scale replaced; measured for comparison)."""
+    if len(a.terms) > 1 or len(b.terms) > 1:
+        return None
+    return welch_p(replace(a, fraction=True), replace(b, fraction=True))
+
+
+def mann_whitney_p(a: Summary, b: Summary) -> float | None:
+    """Two-sided p of Mann-Whitney's U (exact for small samples without ties)."""
+    draws = _plain(a, b)
+    if draws is None:
+        return None
+    return float(stats.mannwhitneyu(*draws, alternative="two-sided").pvalue)
+
+
+def permutation_p(a: Summary, b: Summary) -> float | None:
+    """Two-sided p of a permutation test of the difference of means on the common scale (exact up to :data:`RESAMPLES` splits)."""
+    draws = _plain(a, b)
+    if draws is None:
+        return None
+    result = stats.permutation_test(
+        draws,
+        lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=RESAMPLES,
+        rng=np.random.default_rng(0),
+    )
     return float(result.pvalue)
 
 
+def bootstrap_p(a: Summary, b: Summary) -> float | None:
+    """Two-sided p of a bootstrap-t test: Welch's t against its distribution over resamples of both sides shifted to one mean."""
+    draws = _plain(a, b)
+    if draws is None:
+        return None
+    x, y = draws
+    observed = _welch_t(x[None, :], y[None, :])[0]
+    if not math.isfinite(observed):
+        return None
+    pooled = np.concatenate([x, y]).mean()
+    rng = np.random.default_rng(0)
+    xs = rng.choice(x - x.mean() + pooled, size=(RESAMPLES, len(x)))
+    ys = rng.choice(y - y.mean() + pooled, size=(RESAMPLES, len(y)))
+    resampled = np.nan_to_num(_welch_t(xs, ys), nan=0.0)  # 0/0: both resamples without spread and equal
+    return float((1 + np.sum(np.abs(resampled) >= abs(observed))) / (RESAMPLES + 1))
+
+
+def _welch_t(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Welch's t of each row of ``x`` against the same row of ``y``."""
+    se = np.sqrt(x.var(axis=1, ddof=1) / x.shape[1] + y.var(axis=1, ddof=1) / y.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (x.mean(axis=1) - y.mean(axis=1)) / se
+
+
+@dataclass(frozen=True)
+class Test:
+    """A two-sample test the verdicts can use, and how a sentence names it."""
+
+    name: str
+    words: str
+    p_value: Callable[[Summary, Summary], float | None]
+    on_scale: bool = True
+    """Whether it tests on the estimate's scale (then a sentence says "on log values" where that is the log scale)."""
+
+
+TESTS = {
+    test.name: test
+    for test in (
+        Test("welch", "Welch's t", welch_p),
+        Test("welch-linear", "Welch's t on raw values", welch_linear_p, on_scale=False),
+        Test("mann-whitney", "Mann-Whitney's U", mann_whitney_p, on_scale=False),
+        Test("permutation", "a permutation test of the means", permutation_p),
+        Test("bootstrap", "a bootstrap-t test", bootstrap_p),
+    )
+}
+"""The candidate tests ``ci/verdict_error_rates.py`` measures."""
+TEST = "welch"
+"""The test every report uses: of the candidates with at most 5 % of reports making a false claim, the most
+powerful at three draws a side (reports/verdicts/error-rates.md)."""
+
+
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment of several p-values (None stays None and counts as a test)."""
-    order = sorted(range(len(p_values)), key=lambda i: (p_values[i] is None, p_values[i] or 0.0))
+    """Holm's step-down adjustment over the tested p-values (None: not tested, stays None and is not in the family)."""
+    tested = [i for i, p in enumerate(p_values) if p is not None]
+    order = sorted(tested, key=lambda i: p_values[i] or 0.0)
     adjusted: list[float | None] = [None] * len(p_values)
     running = 0.0
     for rank, i in enumerate(order):
-        p = p_values[i]
-        if p is None:
-            continue
-        running = max(running, min(1.0, (len(p_values) - rank) * p))
+        running = max(running, min(1.0, (len(tested) - rank) * (p_values[i] or 0.0)))
         adjusted[i] = running
     return adjusted
 
 
-def rank(summaries: dict[str, Summary], lower_is_better: bool) -> Ranking | None:
-    """The candidate with the best mean, tested against each other one (None without candidates)."""
+# --- families of comparisons -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two candidates, ``first`` the one with the better estimate, and their test."""
+
+    first: str
+    second: str
+    p_value: float | None
+    """The test's two-sided p (None: not testable, one draw or no spread)."""
+    p_adjusted: float | None = None
+    """Holm-adjusted over the family's tested pairs."""
+
+    @property
+    def significant(self) -> bool:
+        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+
+@dataclass(frozen=True)
+class Family:
+    """Every pair of candidates on one quantity, tested together: the claims the data support, and the rest."""
+
+    summaries: dict[str, Summary]
+    order: list[str]
+    """The candidates, best estimate first."""
+    pairs: list[Pair] = field(default_factory=list)
+    test: str = TEST
+
+    @property
+    def claims(self) -> list[Pair]:
+        """The pairs found different: ``first`` is better than ``second``."""
+        return [p for p in self.pairs if p.significant]
+
+    @property
+    def tested(self) -> list[Pair]:
+        return [p for p in self.pairs if p.p_value is not None]
+
+    @property
+    def untestable(self) -> list[Pair]:
+        return [p for p in self.pairs if p.p_value is None]
+
+    def better(self, a: str, b: str) -> bool:
+        """Whether the family claims ``a`` better than ``b``."""
+        return any(p.first == a and p.second == b for p in self.claims)
+
+
+def compare_all(summaries: dict[str, Summary], lower_is_better: bool, test: str = TEST) -> Family | None:
+    """All pairs of candidates tested with ``test``, Holm-corrected together (None without candidates)."""
     if not summaries:
         return None
     sign = 1 if lower_is_better else -1
-    best = min(summaries, key=lambda name: sign * summaries[name].mean)
-    others = [name for name in sorted(summaries) if name != best]
-    raw = [welch_p(summaries[best], summaries[name]) for name in others]
-    adjusted = holm(raw)
-    comparisons = [Comparison(name, p, q, significant=q is not None and q < ALPHA) for name, p, q in zip(others, raw, adjusted)]
-    return Ranking(best, summaries, comparisons)
+    order = sorted(summaries, key=lambda name: (sign * summaries[name].center, name))
+    p_value = TESTS[test].p_value
+    pairs = [Pair(a, b, p_value(summaries[a], summaries[b])) for a, b in combinations(order, 2)]
+    adjusted = holm([p.p_value for p in pairs])
+    return Family(summaries, order, [replace(p, p_adjusted=q) for p, q in zip(pairs, adjusted)], test)
 
 
-def verdict(ranking: Ranking, what: str, digits: int = 3) -> str:
-    """One sentence: the winner where the test says so, else "no significant difference" with the intervals."""
-    best = ranking.summaries[ranking.best]
-    if not ranking.comparisons:
-        return f"{what}: only {ranking.best} was measured, {best.text(digits)}."
-    if ranking.decided:
-        worst_p = max(c.p_adjusted for c in ranking.comparisons if c.p_adjusted is not None)
-        return (
-            f"{what}: {ranking.best}, {best.text(digits)}, significantly better than every other "
-            f"(Welch's t, Holm-adjusted p <= {worst_p:.2g})."
+def sentence(family: Family, what: str, digits: int = 3) -> str:
+    """What the family supports: every candidate's estimate, the significant pairs, the rest as not distinguishable, the family."""
+    summaries = family.summaries
+    if len(family.order) == 1:
+        only = family.order[0]
+        return f"{what}: only {only} was measured, {summaries[only].text(digits)}."
+    listing = ", ".join(f"{name} {summaries[name].text(digits)}" for name in family.order)
+    out = [f"{what}: {listing} (best estimate first)."]
+    if not family.tested:
+        return " ".join(out + ["No pair can be tested (one draw at an end, or no spread)."])
+    claims = family.claims
+    by_first: dict[str, list[Pair]] = {}
+    for pair in claims:
+        by_first.setdefault(pair.first, []).append(pair)
+    if claims:
+        out.append(
+            "; ".join(
+                f"{first} is significantly better than " + _and([f"{p.second} (p = {p.p_adjusted:.2g})" for p in pairs])
+                for first, pairs in by_first.items()
+            )
+            + "."
         )
-    tied = ", ".join(
-        f"{c.other} {ranking.summaries[c.other].text(digits)}" + ("" if c.p_adjusted is None else f" (p = {c.p_adjusted:.2g})")
-        for c in ranking.comparisons
-        if not c.significant
+    rest = len(family.tested) - len(claims)
+    if not claims:
+        out.append("No pair differs significantly.")
+    elif rest:
+        out.append(
+            f"The other {rest} tested pairs are not distinguishable."
+            if rest > 1
+            else "The other tested pair is not distinguishable."
+        )
+    test = TESTS[family.test]
+    scale = " on log values" if test.on_scale and all(s.log for s in summaries.values()) else ""
+    size = len(family.pairs)
+    tested = f"all {size} pairs" if not family.untestable else f"{len(family.tested)} of the {size} pairs"
+    out.append(
+        f"Tested: {tested} of the {len(family.order)} candidates as one family, {test.words}{scale}, "
+        f"Holm-corrected at {ALPHA * 100:g} %"
+        + (" (p adjusted)" if claims else "")
+        + (
+            f"; not testable (one draw at an end, or no spread): {', '.join(f'{p.first} vs {p.second}' for p in family.untestable)}"
+            if family.untestable
+            else ""
+        )
+        + "."
     )
-    untestable = [c.other for c in ranking.comparisons if c.p_value is None]
-    reason = f" (no test possible for {', '.join(untestable)}: one draw, or no spread)" if untestable else ""
-    beaten = [c.other for c in ranking.comparisons if c.significant]
-    beats = f"; {'both' if len(ranking.ties) == 1 else 'all'} significantly better than {', '.join(beaten)}" if beaten else ""
-    return f"{what}: no significant difference between {ranking.best} {best.text(digits)} and {tied}{reason}{beats}."
+    return " ".join(out)
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -138,9 +138,11 @@ SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "
 
 
 def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration, scaling and process count: n seeds, and mean, std and 95 % interval of each score over them.
+    """Per configuration, scaling and process count: n seeds, and each score's estimate over them with its 95 % interval.
 
-    A seed's repeats are averaged first: they retrain the same model, so they are not independent draws.
+    The estimate is :class:`suite.analysis.verdicts.Summary`'s, as in the headline: the geometric
+    mean of positive scores, the arithmetic mean of ``label_acc``. A seed's repeats are averaged
+    first: they retrain the same model, so they are not independent draws.
     """
     rows = []
     keyed = scores.assign(seed_key=scores["seed"].fillna(-1))
@@ -153,13 +155,12 @@ def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
             "seeds": ",".join(str(int(s)) for s in sorted(part["seed"].dropna().unique())),
         }
         for field in SEED_METRICS:
-            summary = summarise(seeds[field].mean())
+            summary = summarise(seeds[field].mean(), fraction=field == "label_acc")
             interval = summary.interval if summary else None
             row.update(
                 {
                     f"{field}_n": summary.n if summary else 0,
-                    f"{field}_mean": summary.mean if summary else None,
-                    f"{field}_std": summary.std if summary else None,
+                    f"{field}_estimate": summary.center if summary else None,
                     f"{field}_ci95_lo": interval[0] if interval else None,
                     f"{field}_ci95_hi": interval[1] if interval else None,
                     f"_{field}_text": summary.text(2 if field == "label_acc" else 3) if summary else NA,
@@ -308,7 +309,8 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
             out_dir / f"quality_over_seeds_{slug}.csv", index=False
         )
         lines.append(
-            "Over seeds (each seed a separate training draw): mean [95 % Student-t interval] (n seeds). "
+            "Over seeds (each seed a separate training draw): geometric mean [95 % interval] (n seeds); label_acc: "
+            "arithmetic mean. The `*_estimate` columns of the CSV hold the same. "
             "Per-seed values follow, and are in the CSVs.\n"
         )
         shown = summary[["config", "scaling", "procs", "seeds"]].copy()

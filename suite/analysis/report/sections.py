@@ -13,6 +13,7 @@ from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
 from ..markdown import NA, details, markdown_table, pm
 from ..plots import plot_scaling
+from ..verdicts import TEST, TESTS
 from .tables import (
     cellular_phase_table,
     communication_table,
@@ -81,14 +82,19 @@ def headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str
     shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
     lines.append(
         "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
-        "(each a separate training draw): every number is the mean, its 95 % Student-t interval in brackets and "
-        "the number of draws (speedup: one per P-run, against the mean P=1 time). `fid` is the final model's; "
-        "`fid_at_equal_time` the FID every strategy had at the same training time (the last point of its quality "
-        "curve by then), the fixed-budget view (n/a for label-partitioned runs whose class GANs train one after another "
-        "on a rank: their first curve point with every class trained comes late in the window); `time_to_target` the training time to the quality target. The "
-        "ruler (network, the first 12 digits of its sha256, samples) is in `quality`; `checks`: the equivalences "
-        "verified on these runs. A strategy is called better than another below only where Welch's t-test over "
-        "the draws says so at 5 % (Holm-corrected); otherwise the finding says there is no significant difference.\n"
+        "(each a separate training draw): every number is an estimate, its 95 % interval in brackets and the number of "
+        "draws. Positive quantities (times, images/s, FID, KID, speedup) give the geometric mean and the Student-t "
+        "interval of the mean log, exponentiated (never below zero); `label_acc` the arithmetic mean. `speedup` is "
+        "T(1)/T(P), the geometric mean of the P=1 runs' times over the P runs', and `efficiency` S/P: their "
+        "intervals carry both ends' spread, and where an end has one run they are not computed. `fid` is the final "
+        "model's; `fid_at_equal_time` the FID every strategy had at the same training time (the last point of its "
+        "quality curve by then), the fixed-budget view (n/a for label-partitioned runs whose class GANs train one after "
+        "another on a rank: their first curve point with every class trained comes late in the window); "
+        "`time_to_target` the training time to the quality target. The ruler (network, the first 12 digits of its "
+        "sha256, samples) is in `quality`; `checks`: the equivalences verified on these runs. Below, one strategy is "
+        "called better than another only where that pair was tested: on each quantity every pair of strategies is "
+        f"tested ({TESTS[TEST].words} on the log values), all pairs Holm-corrected together at 5 %; the other pairs "
+        "are not distinguishable, and nothing is inferred from one pair to another.\n"
     )
     lines.append(markdown_table(shown))
     for sentence in findings(table, records, scaling):
@@ -102,11 +108,22 @@ def headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str
     return lines
 
 
+def ratio_text(table: pd.DataFrame, name: str) -> list[str]:
+    """A scaling table's ``name`` (speedup, efficiency, efficiency_work) as printed: estimate [interval] (draws at both ends)."""
+    texts = []
+    for procs, value, summary in zip(table["procs"], table[name], table[f"_{name}"]):
+        if summary is not None and not (isinstance(summary, float) and pd.isna(summary)):
+            texts.append(summary.text())
+        else:
+            texts.append("1 (P=1)" if procs == 1 and value == 1 else NA)
+    return texts
+
+
 def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
     lines = ["## Scaling\n"]
     for kind, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
         table = scaling[kind]
-        table.to_csv(out_dir / f"{kind}_scaling.csv", index=False)
+        table.drop(columns=hidden(table)).to_csv(out_dir / f"{kind}_scaling.csv", index=False)
         lines.append(f"### {title}\n")
         if table.empty:
             lines.append(f"_No {kind}-scaling runs in these results._\n")
@@ -114,7 +131,7 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
         shown = table.assign(
             train_s=[pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
             images_per_s=[pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
-            speedup=[pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])],
+            **{name: ratio_text(table, name) for name in ("speedup", "efficiency", "efficiency_work")},
         )
         columns = (
             [
@@ -126,17 +143,22 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
                 "images_per_s",
                 "images_per_s_per_rank",
                 "work_images_per_rank",
-                "speedup",
-                "efficiency",
             ]
-            + (["efficiency_work"] if kind == "weak" else [])
+            + (["speedup", "efficiency"] if kind == "strong" else ["efficiency", "efficiency_work"])
             + ["comm_share", "compute_slowdown", "note"]
         )
         lines.append(markdown_table(shown[columns]))
         lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
-    both = pd.concat([table.assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True)
+    both = pd.concat(
+        [table.drop(columns=hidden(table)).assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True
+    )
     both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
     return lines
+
+
+def hidden(table: pd.DataFrame) -> list[str]:
+    """The columns a table keeps for the report's code, not for readers (``_*``)."""
+    return [c for c in table.columns if str(c).startswith("_")]
 
 
 def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:

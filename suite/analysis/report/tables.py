@@ -14,6 +14,7 @@ import pandas as pd
 
 from ...records.results import trace_files
 from ..markdown import NA
+from ..speedup import budgeted, efficiency, speedup, work_efficiency
 
 
 def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
@@ -49,8 +50,11 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     Strong scaling: S(P) = T(1)/T(P), E = S/P. Weak scaling: E = T(1)/T(P) (S is not defined)
     and, because the work per rank may differ between process counts (unequal classes, growing
     neighbourhoods), the work-normalised ``efficiency_work``: images/s per rank at P over P=1's.
-    T is ``train_s`` (the training window of the slowest rank), averaged over repeats. Without
-    an ok P=1 run, S and E are n/a and the ``note`` column says so.
+    T is ``train_s`` (the training window of the slowest rank). Speedup and efficiency come from
+    :mod:`suite.analysis.speedup`, as the headline's do: ratios of geometric means over the runs at
+    both ends, their 95 % intervals in ``*_lo``/``*_hi`` (n/a where an end has one run) and the
+    :class:`suite.analysis.verdicts.Summary` in the hidden ``_speedup``, ``_efficiency`` and
+    ``_efficiency_work``. Without an ok P=1 run, S and E are n/a and the ``note`` column says so.
 
     Where efficiency went: ``comm_share`` (the window's share blocked on communication) and
     ``compute_slowdown``, a rank's computation time per image at P over P=1's (above 1: smaller
@@ -69,13 +73,11 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         "images_per_s_std",
         "images_per_s_per_rank",
         "work_images_per_rank",
-        "speedup",
-        "speedup_std",
-        "efficiency",
-        "efficiency_work",
+        *RATIO_COLUMNS,
         "comm_share",
         "compute_slowdown",
         "note",
+        *(f"_{name}" for name in RATIOS),
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
@@ -103,37 +105,48 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     )
     rows = []
     for config, part in grouped.groupby("config", sort=True):
-        base = part[part["procs"] == 1]
-        repeats = ok[(ok["config"] == config)]
-        budgeted = repeats["budget_s"].notna().any()
+        runs = ok[ok["config"] == config]
+        base = runs[runs["procs"] == 1].to_dict("records")
+        base_per_image = part[part["procs"] == 1]["compute_per_image"]
         for _, row in part.iterrows():
             out = row.to_dict()
-            out.update(speedup=None, speedup_std=None, efficiency=None, efficiency_work=None, note="")
             per_image = out.pop("compute_per_image")
-            base_per_image = None if base.empty else base["compute_per_image"].iloc[0]
-            out["compute_slowdown"] = per_image / base_per_image if per_image and base_per_image else None
-            if base.empty:
+            slowdown = (
+                per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
+            )
+            out.update(compute_slowdown=slowdown, note="")
+            out.update(_ratios(base, runs[runs["procs"] == row["procs"]].to_dict("records"), int(row["procs"]), scaling))
+            if not base:
                 out["note"] = "no P=1 run: speedup and efficiency not computed"
-            elif budgeted:  # every run trained for the same time: compare the work done in it
-                ratio = row["images_per_s_mean"] / base["images_per_s_mean"].iloc[0]
-                rates = repeats[repeats["procs"] == row["procs"]]["images_per_s"].to_numpy(dtype=float)
-                spread = float(np.std(rates / base["images_per_s_mean"].iloc[0], ddof=1)) if len(rates) > 1 else None
+            elif budgeted(runs.to_dict("records")):
                 out["note"] = "time-budgeted runs: ratio of images/s"
-            else:
-                t1 = float(base["train_s_mean"].iloc[0])
-                ratio = t1 / row["train_s_mean"]
-                # spread of T(1)/T(P) over the P-run repeats (T(1) taken as its mean)
-                times = repeats[repeats["procs"] == row["procs"]]["train_s"].to_numpy(dtype=float)
-                spread = float(np.std(t1 / times, ddof=1)) if len(times) > 1 else None
-            if not base.empty:
-                if scaling == "strong":
-                    out.update(speedup=ratio, speedup_std=spread, efficiency=ratio / row["procs"])
-                else:
-                    rate1 = base["images_per_s_per_rank"].iloc[0]
-                    work = rate1 and row["images_per_s_per_rank"] and row["images_per_s_per_rank"] / rate1
-                    out.update(efficiency=ratio / row["procs"] if budgeted else ratio, efficiency_work=work or None)
             rows.append(out)
     return pd.DataFrame(rows, columns=columns)
+
+
+RATIOS = ("speedup", "efficiency", "efficiency_work")
+"""The scaling table's ratios to the P = 1 point, each with its interval."""
+RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
+
+
+def _ratios(base: list[dict], at: list[dict], procs: int, scaling: str) -> dict[str, Any]:
+    """The point's speedup and efficiencies: numbers, interval bounds and the summaries (1 at P = 1 itself)."""
+    out: dict[str, Any] = {column: None for column in RATIO_COLUMNS} | {f"_{name}": None for name in RATIOS}
+    if not base:
+        return out
+    strong = scaling == "strong"
+    summaries = {
+        "speedup": speedup(base, at, procs) if strong else None,
+        "efficiency": efficiency(base, at, procs, scaling),
+        "efficiency_work": None if strong else work_efficiency(base, at, procs),
+    }
+    for name, summary in summaries.items():
+        if procs == 1 and (strong or name != "speedup"):
+            out[name] = 1.0  # the reference point itself
+        elif summary is not None:
+            interval = summary.interval or (None, None)
+            out.update({name: summary.center, f"{name}_lo": interval[0], f"{name}_hi": interval[1], f"_{name}": summary})
+    return out
 
 
 def _compute_per_image(compute_s: Any, images: Any, steps: Any) -> float | None:
