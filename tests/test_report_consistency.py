@@ -1,0 +1,111 @@
+"""One number per quantity: the report built by the real `write_report` from the committed digits records
+prints every quantity it shows twice the same way, in one notation for spread, with fractions of peak
+that are fractions, the bytes each strategy really moved, and one machine as one machine."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import REPO
+from report_text import NUMBER, disagreements, quantities, same_number, tables, unit
+from suite.analysis.report import write_report
+from suite.records.results import write_record
+
+COMMITTED = REPO / "reports" / "digits" / "records.json"
+SPEEDUP = {"speedup", "efficiency"}
+"""Owned by the verdicts branch (one function for the headline and the scaling tables): checked apart."""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> str:
+    """report.md of the committed digits records, rebuilt by the current code."""
+    root = tmp_path_factory.mktemp("digits")
+    for record in json.loads(COMMITTED.read_text()):
+        write_record(root / "results" / record["run_id"], record)
+    return write_report(root / "results", root / "report").read_text()
+
+
+def table(report: str, where: str):
+    return next(t for t in tables(report) if t.where.endswith(where))
+
+
+def test_the_check_sees_quantities_printed_more_than_once(report):
+    found = quantities(report).values
+    twice = {key for key, printed in found.items() if len(printed) > 1}
+    run, config = ("run", "conditional-bce-horovod-p2-s1-r0", None), ("config", "conditional / bce / horovod", 2, "strong")
+    # a run's window: the runs table, the time table and the projection's validation; a configuration's in
+    # the headline and the strong-scaling table; its FID in the headline and over seeds
+    assert [p.where for p in found[(run, "train_s")]] == [
+        "Predicted against measured",
+        "Where the time goes / Time per run, by phase",
+        "Runs / All 17 runs",
+    ]
+    assert {(config, q) for q in ("train_s", "images_per_s", "comm_share", "fid", "kid", "label_acc")} <= twice
+    label = ("config", "label_partitioned / wgan-gp / mpi", 2, "strong")
+    assert [p.where for p in found[(label, "fid")]] == ["Headline", "Ruler `classifier:digits`", "Headline finding"]
+    assert len(twice) > 100
+
+
+def test_every_quantity_printed_twice_is_printed_the_same(report):
+    assert disagreements(quantities(report), leave_out=SPEEDUP) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verdicts branch: the headline's speedup (mean of T(1)/T(P) per run) and the strong-scaling table's "
+    "(T(1) over the mean T(P)) come from two functions, so efficiency reads 0.652 and 0.651; that branch makes "
+    "them one function. Remove this mark when it merges.",
+)
+def test_speedup_and_efficiency_are_printed_the_same_everywhere(report):
+    assert disagreements(quantities(report), only=SPEEDUP) == []
+
+
+def test_spread_has_one_notation(report):
+    assert "±" not in report
+    spreads = re.findall(rf"{NUMBER} \[{NUMBER}, {NUMBER}\] \(n=\d+\)", report)
+    assert len(spreads) > 50  # every interval over draws, in the headline and the tables alike
+
+
+def test_fraction_of_peak_is_a_fraction_of_the_peak_printed_beside_it(report):
+    rows = table(report, "Step time, throughput and FLOP/s").rows
+    assert len(rows) == 17
+    for row in rows:
+        fraction, achieved, peak = (float(row[c]) for c in ("fraction_of_peak", "achieved_gflops", "peak_gflops"))
+        assert 0 < fraction <= 1, row["run_id"]
+        # achieved / peak, to the digits printed
+        slack = unit(row["fraction_of_peak"]) / 2 + achieved / peak * (
+            unit(row["achieved_gflops"]) / achieved + unit(row["peak_gflops"]) / peak
+        )
+        assert abs(fraction - achieved / peak) <= slack, row["run_id"]
+
+
+def test_the_projection_states_the_bytes_each_configuration_moved(report):
+    comm = {row["run_id"]: row for row in table(report, "Communication share").rows}
+    validated = table(report, "Predicted against measured").rows
+    models = {row["config"]: row["parameters"] for row in table(report, "Fitted model").rows}
+    checked = 0
+    for row in validated:
+        measured = comm[row["run_id"]]
+        procs, steps = int(measured["procs"]), int(measured["timed_steps"])
+        if procs == 1 or row["config"].startswith("cellular"):
+            continue  # cellular exchanges genomes per cell (checked by the cellular model's tests)
+        per_step = float(measured["comm_mb"]) / procs / steps
+        stated = models[row["config"]]
+        if per_step == 0:
+            limit = re.search(r"0 bytes at P <= (\d+)", stated)
+            assert limit and procs <= int(limit[1]), f"{row['run_id']} moved 0 bytes; the model says: {stated}"
+        else:
+            mib = re.search(rf"({NUMBER}) MiB allreduced per step", stated)
+            assert mib and same_number(float(mib[1]), mib[1], per_step, f"{per_step:.3g}"), stated
+        checked += 1
+    assert checked == 12  # the P=2 runs of the four data-parallel and label-partitioned configurations
+
+
+def test_one_machine_is_one_kind_of_machine(report):
+    environment = report.split("## Environment", 1)[1]
+    assert "Every run on one kind of machine" in environment.split("\n\n")[1]
+    shared = {row["item"]: row["value"] for row in table(report, "Environment").rows}
+    assert shared["machine.cpu_model"] == "AMD EPYC" and "machine.fingerprint" in shared
