@@ -117,8 +117,9 @@ DEFINITIONS = """## Definitions
 - **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
   and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
 - **seed and repeat**: a seed is another training draw (quality varies with it; compared over seeds), a repeat re-runs
-  the same seed (timing varies with it). **mean ± std** and **[lo, hi]**: over the draws, the bracket the 95 %
-  Student-t interval of the mean. Without a P=1 run a speedup is not computed (n/a).
+  the same seed (timing varies with it). Spread over draws is printed one way in every table: **mean [lo, hi]
+  (n=k)**, the bracket the 95 % Student-t interval of the mean (the CSVs: `_mean` and `_std` columns). Without a P=1
+  run a speedup is not computed (n/a).
 - **significant**: a finding names a winner only where Welch's t-test (unequal variances; not Mann-Whitney's U, whose
   smallest two-sided p with 3 draws a side is 0.1) finds the winner better than every other configuration at 5 %,
   Holm-corrected for the several comparisons; otherwise it says "no significant difference" and gives the intervals.
@@ -131,7 +132,7 @@ DEFINITIONS = """## Definitions
 - **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
   summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
   interval of the mean step time.
-- **step_p50 / step_p95 / step_mean ± step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
+- **step_p50 / step_p95 / step_mean / step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
   percentile (from a uniform sample of at most 4,096 steps per rank), mean and the half-width of its 95 % confidence
   interval (Student t, steps treated as independent).
 - **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the window: fetching data,
@@ -150,12 +151,12 @@ DEFINITIONS = """## Definitions
 - **IS / FID / KID**: always with the ruler that produced them, its name and the pinned sha256 of its weights file
   (`inception`: pytorch-fid's InceptionV3; `inception(fid-trunk)`: the same network's FID trunk, no IS;
   `classifier:<dataset>`: the suite's CNN, trained once and pinned) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
-  training split). Numbers from different networks are never compared. IS is the mean ± std over `splits×n` (10
-  splits of n/10 samples; small splits bias IS low). FID is given only where `n` and `n_real` both exceed the
+  training split). Numbers from different networks are never compared. IS is the mean over `splits×n` (10
+  splits of n/10 samples; small splits bias IS low), its standard deviation over the splits in its own column. FID is given only where `n` and `n_real` both exceed the
   network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
   with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel
-  k(x, y) = (x·y/d + 1)³, mean ± std over `subsets×n` random subsets (100 subsets of half the smaller sample, at
-  most 1000); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
+  k(x, y) = (x·y/d + 1)³, the mean over `subsets×n` random subsets (100 subsets of half the smaller sample, at
+  most 1000; their standard deviation in its own column); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
 - **per-class scores**: the samples of one class against every real image of that class in the split (`n` and
   `n_real` per class), FID where both exceed the feature dimensions (`metric: fid`), KID otherwise (`metric: kid`),
   nothing below 10 samples. Two bases, in separate tables and columns: *by generated label* (conditional,

@@ -11,11 +11,13 @@ import pandas as pd
 
 from ...records.results import SAMPLES_FILE
 from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
-from ..markdown import NA, details, markdown_table, pm
+from ..markdown import NA, details, markdown_table
 from ..plots import plot_scaling
+from ..verdicts import summarise
 from .tables import (
     cellular_phase_table,
     communication_table,
+    config_label,
     engine_comparison_table,
     environment_tables,
     machine_note,
@@ -111,10 +113,11 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
         if table.empty:
             lines.append(f"_No {kind}-scaling runs in these results._\n")
             continue
+        draws = _draws(frame, kind)
+        keys = list(zip(table["config"], table["procs"]))
+        # over the runs, in the headline's notation; the CSV keeps mean and std as columns
         shown = table.assign(
-            train_s=[pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
-            images_per_s=[pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
-            speedup=[pm(m, s) if m is not None else NA for m, s in zip(table["speedup"], table["speedup_std"])],
+            train_s=[draws[key]["train_s"] for key in keys], images_per_s=[draws[key]["images_per_s"] for key in keys]
         )
         columns = (
             [
@@ -137,6 +140,21 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
     both = pd.concat([table.assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True)
     both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
     return lines
+
+
+def _draws(frame: pd.DataFrame, scaling: str) -> dict[tuple, dict[str, str]]:
+    """Per (configuration, process count) of a scaling table: its runs' train_s and images/s as an interval."""
+    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)]
+    ok = ok.assign(config=config_label(ok, scaling))
+    return {
+        key: {column: _interval(runs[column]) for column in ("train_s", "images_per_s")}
+        for key, runs in ok.groupby(["config", "procs"], sort=True)
+    }
+
+
+def _interval(values: pd.Series) -> str:
+    summary = summarise(values)
+    return summary.text() if summary is not None else NA
 
 
 def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:
