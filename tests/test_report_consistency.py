@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
+from report_text import NUMBER, disagreements, quantities, same_number, tables, unit
 
 from conftest import REPO
-from report_text import NUMBER, disagreements, quantities, same_number, tables, unit
 from suite.analysis.report import write_report
 from suite.records.results import write_record
 

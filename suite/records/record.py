@@ -97,6 +97,9 @@ class TelemetrySummary:
     achieved_flops_per_rank: float | None = column("achieved_flops")
     peak_flops_per_rank: float | None = column("peak_flops")
     peak_source: str | None = column()
+    peak_raised_ranks: list[int] | None = column()
+    """Ranks that computed faster than their measured or datasheet peak, whose peak is their achieved rate
+    (:func:`suite.measure.flops.peak_use`)."""
     fraction_of_peak: float | None = column()
     cpu_util_mean: float | None = column()
     host_mem_peak_mb: float | None = column()

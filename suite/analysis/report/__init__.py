@@ -143,8 +143,9 @@ DEFINITIONS = """## Definitions
   counted.
 - **FLOP/s**: `gflop_per_step` is one step of one rank counted once (first warm-up step) by
   `torch.utils.flop_counter` (matrix products and convolutions, forward and backward); `achieved_gflops` is that times
-  the rank's window steps over their step time; `fraction_of_peak` divides by the peak named under the table (a
-  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads).
+  the rank's window steps over their step time; `fraction_of_peak` divides it by the peak named under the table (a
+  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads; a rank that
+  computed faster has its achieved rate as its peak, named in `peak_raised_ranks`), means over ranks, at most 1.
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
   window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.

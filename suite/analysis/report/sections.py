@@ -175,9 +175,13 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
             f"{sums['other_s']:.0f} s.\n"
         )
         lines.append(details("Time per run, by phase", markdown_table(times)))
-    steps = step_table(frame)
+    steps = step_table(frame, records)
     steps.to_csv(out_dir / "step_time.csv", index=False)
-    peaks = "".join(f"Peak: {source}.\n" for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}))
+    raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
+    peaks = "".join(
+        f"Peak: {source}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
+        for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)})
+    )
     if not steps.empty:
         lines.append(
             details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)

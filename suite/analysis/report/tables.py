@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...measure.flops import PeakUse, rank_peak_use
 from ...records.results import trace_files
 from ..markdown import NA
 
@@ -200,12 +201,27 @@ def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def step_table(frame: pd.DataFrame) -> pd.DataFrame:
+def _peak_use(record: dict, row: pd.Series) -> PeakUse:
+    """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
+    ``peak_raised_ranks`` are read the same way), else as the record gives it."""
+    per_rank = (record.get("telemetry") or {}).get("per_rank") or []
+    if per_rank and all(r.get("peak") and r.get("window") and "flops_per_step" in r for r in per_rank):
+        return rank_peak_use(per_rank)
+    raised = row["peak_raised_ranks"] if isinstance(row["peak_raised_ranks"], list) else []
+    achieved, peak, fraction = (
+        None if pd.isna(row[c]) else float(row[c]) for c in ("achieved_flops", "peak_flops", "fraction_of_peak")
+    )
+    return PeakUse(achieved, peak, fraction, raised)
+
+
+def step_table(frame: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
     ok = frame[frame["status"] == "ok"]
+    by_id = {r["run_id"]: r for r in records}
     rows = []
     for _, r in ok.iterrows():
         ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
+        peak = _peak_use(by_id.get(r["run_id"], {}), r)
         rows.append(
             {
                 "run_id": r["run_id"],
@@ -220,9 +236,10 @@ def step_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "images_per_s_lo": ci[0],
                 "images_per_s_hi": ci[1],
                 "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
-                "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
-                "fraction_of_peak": r["fraction_of_peak"],
-                "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
+                "achieved_gflops": peak.achieved / 1e9 if peak.achieved is not None else None,
+                "fraction_of_peak": peak.fraction,
+                "peak_gflops": peak.peak / 1e9 if peak.peak is not None else None,
+                "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)) or "none",
                 "peak_source": r["peak_source"],
             }
         )
