@@ -117,18 +117,17 @@ DEFINITIONS = """## Definitions
 - **threads_per_rank**: CPU threads of each rank, held fixed across a sweep; a warning marks sweeps whose points differ
   and runs whose ranks x threads exceed the node's cores (oversubscribed: their times measure contention).
 - **seed and repeat**: a seed is another training draw (quality varies with it; compared over seeds), a repeat re-runs
-  the same seed (timing varies with it). Spread over draws is printed one way in every table: **mean [lo, hi]
-  (n=k)**, the bracket the 95 % Student-t interval of the mean (the CSVs: `_mean` and `_std` columns). Without a P=1
-  run a speedup is not computed (n/a).
+  the same seed (timing varies with it). Spread over draws, in every table: **mean [lo, hi] (n=k)**, the bracket the
+  95 % Student-t interval of the mean (CSVs: `_mean`, `_std` columns). Without a P=1 run a speedup is not computed (n/a).
 - **significant**: a finding names a winner only where Welch's t-test (unequal variances; not Mann-Whitney's U, whose
   smallest two-sided p with 3 draws a side is 0.1) finds the winner better than every other configuration at 5 %,
   Holm-corrected for the several comparisons; otherwise it says "no significant difference" and gives the intervals.
   One draw a side is never a verdict.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
   shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
-- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver, and a
-  `fingerprint` digest of them; `numerics`, a digest of one fixed forward and backward pass on the run's device and
-  threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
+- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver; `fingerprint`, a
+  digest of those that identify the machine however it was launched (not `cpu_capability`, `onednn_max_isa`, `mpi`, `host`);
+  `numerics`, a digest of one fixed forward and backward pass on the run's device and threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
 - **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
   summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
   interval of the mean step time.
@@ -144,8 +143,7 @@ DEFINITIONS = """## Definitions
 - **FLOP/s**: `gflop_per_step` is one step of one rank counted once (first warm-up step) by
   `torch.utils.flop_counter` (matrix products and convolutions, forward and backward); `achieved_gflops` is that times
   the rank's window steps over their step time; `fraction_of_peak` divides it by the peak named under the table (a
-  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads; a rank that
-  computed faster has its achieved rate as its peak, named in `peak_raised_ranks`), means over ranks, at most 1.
+  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads; raised to a rank's own rate where it computed faster: `peak_raised_ranks`), at most 1.
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
   window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, rank_peak_use
 from ...records.results import trace_files
 from ..markdown import NA
@@ -293,14 +294,14 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
                 "cores_per_node": r.get("cores_per_node"),
                 "ranks_per_node": r.get("ranks_per_node"),
                 "threads_per_rank": r.get("threads_per_rank"),
-                **{f"machine.{k}": v for k, v in (r.get("machine") or {}).items() if v is not None},
+                **{f"machine.{k}": v for k, v in _machine(r).items() if v is not None},
                 **{k: v for k, v in env.items() if v},
             }
         )
     if not rows:
         return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
     frame = pd.DataFrame(rows).set_index("run_id")
-    varying = [c for c in frame.columns if frame[c].astype(str).nunique() > 1]
+    varying = [c for c in frame.columns if frame[c].astype(str).nunique(dropna=False) > 1]  # recorded by some runs only
     common = frame.drop(columns=varying).iloc[0]
     return (
         pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
@@ -308,11 +309,16 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
     )
 
 
+def _machine(record: dict) -> dict:
+    """The record's ``machine`` with its fingerprint of the fields that identify a machine (:func:`suite.measure.env.fingerprint`),
+    also for records written when the fingerprint digested the launch-dependent fields too."""
+    machine = record.get("machine") or {}
+    return {**machine, "fingerprint": fingerprint(machine)} if machine else {}
+
+
 def machine_note(records: list[dict]) -> str:
     """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
-    machines = {
-        (m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := r.get("machine"))
-    }
+    machines = {(m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := _machine(r))}
     if not machines:
         return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
     kinds = sorted({str(f) for f, _ in machines})
