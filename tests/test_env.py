@@ -52,7 +52,7 @@ def test_one_machine_has_one_fingerprint_however_its_processes_were_launched(mon
     assert (launched["onednn_max_isa"], launched["mpi"]) == ("AVX2", "Open MPI v5.0.11")  # recorded per run
     assert launched["fingerprint"] == plain["fingerprint"]
     assert env.fingerprint({**plain, "gpu": "NVIDIA H100"}) != plain["fingerprint"]  # another machine is another
-    # the committed digits runs: horovodrun's ranks never loaded MPI, mpirun's did; one machine
+    # the committed digits runs, one machine (their stored fingerprints, written before, told horovodrun's ranks,
+    # which never loaded MPI, from mpirun's)
     records = json.loads((REPO / "reports" / "digits" / "records.json").read_text())
-    stored = {r["machine"]["fingerprint"] for r in records}
-    assert len(stored) == 2 and len({env.fingerprint(r["machine"]) for r in records}) == 1
+    assert len({env.fingerprint(r["machine"]) for r in records}) == 1
