@@ -2,6 +2,7 @@
 
 import json
 
+from conftest import REPO
 from suite.cli import main
 from suite.measure.env import versions
 
@@ -37,6 +38,21 @@ def test_the_machine_block_names_cpu_kernels_versions_and_a_fingerprint(monkeypa
     assert info["cores"] and info["cpu_model"] and len(info["fingerprint"]) == 16
     assert info["gpu"] is None and info["cuda"] is None  # no GPU here: nothing made up
     assert machine()["fingerprint"] == info["fingerprint"]  # a digest of the machine, not of the moment
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert machine()["fingerprint"] != info["fingerprint"]  # another kernel set is another machine for bitwise purposes
     assert numerics_digest() == numerics_digest() and len(numerics_digest()) == 16
+
+
+def test_one_machine_has_one_fingerprint_however_its_processes_were_launched(monkeypatch):
+    from suite.measure import env
+
+    plain = env.machine()
+    # what differs by launcher: an environment variable passed on or not, the MPI library loaded or not
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setattr(env, "_mpi_library", lambda: "Open MPI v5.0.11")
+    launched = env.machine()
+    assert (launched["onednn_max_isa"], launched["mpi"]) == ("AVX2", "Open MPI v5.0.11")  # recorded per run
+    assert launched["fingerprint"] == plain["fingerprint"]
+    assert env.fingerprint({**plain, "gpu": "NVIDIA H100"}) != plain["fingerprint"]  # another machine is another
+    # the committed digits runs, one machine (their stored fingerprints, written before, told horovodrun's ranks,
+    # which never loaded MPI, from mpirun's)
+    records = json.loads((REPO / "reports" / "digits" / "records.json").read_text())
+    assert len({env.fingerprint(r["machine"]) for r in records}) == 1

@@ -1,6 +1,7 @@
 """The projection model on synthetic records with known costs: the fit recovers them, held-out runs
 are predicted exactly, oversubscribed runs stay out, and `suite project` / the report show it."""
 
+import dataclasses
 import json
 import math
 
@@ -11,6 +12,7 @@ from conftest import REPO
 from suite.analysis.projection import (
     REPORT_RANKS,
     CellularModel,
+    ClassGroupsModel,
     GanModel,
     Problem,
     compare_papers,
@@ -24,6 +26,7 @@ from suite.analysis.projection import (
 )
 from suite.analysis.report import DEFAULT_BASELINES, write_report
 from suite.cli import main
+from suite.config.registry import ONE_GROUP, STRATEGIES
 from suite.measure.network import PRESETS, Link, Network, allreduce_seconds, fit_link
 from suite.records.results import write_record
 from suite.running.probe import resolve
@@ -235,6 +238,25 @@ def test_fit_recovers_cellular_costs_from_phases_and_traffic():
     assert isinstance(model, CellularModel)
     assert (model.rest, model.fitness, model.mixture) == pytest.approx((TAU, PHI, MU))
     assert model.cell_bytes == pytest.approx(CELL)
+
+
+def test_the_strategys_cost_model_picks_the_model_and_the_traffic_it_states(monkeypatch):
+    records = synthetic_records()
+    lp = fit(by_strategy(records, "label_partitioned"), records)
+    assert isinstance(lp, ClassGroupsModel) and lp.classes == 4 and lp.grad_bytes == pytest.approx(GRAD)
+    # up to one rank per class nothing moves; above, a class group allreduces data_parallel's gradients
+    assert (
+        lp.traffic()
+        == "0 bytes at P <= 4 (a rank trains its class GANs alone); above, 3.81 MiB allreduced per step in each class group"
+    )
+    dp = fit(by_strategy(records, "data_parallel"), records)
+    assert type(dp) is GanModel and dp.traffic() == "3.81 MiB allreduced per step"
+    no_bytes = dataclasses.replace(lp, grad_bytes=None)
+    assert no_bytes.traffic().startswith("0 bytes at P <= 4") and "not counted" in no_bytes.traffic()
+    # the registry entry's trait decides, not the strategy's name
+    entry = dataclasses.replace(STRATEGIES["label_partitioned"], cost_model=ONE_GROUP)
+    monkeypatch.setitem(STRATEGIES._entries, "label_partitioned", entry)
+    assert type(fit(by_strategy(records, "label_partitioned"), records)) is GanModel
 
 
 def test_exchange_plan_counts_boundary_cells_like_the_strategy():

@@ -334,21 +334,23 @@ def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(
     section = text.split("## Image quality")[1].split("## Papers")[0]
     header = next(line for line in section.splitlines() if line.startswith("| run_id"))
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[columns.index("fid") - 3 : columns.index("fid") + 2] == [
+    assert columns[columns.index("fid") - 4 : columns.index("fid") + 3] == [
         "n",
         "n_real",
-        "IS (splits×n)",
+        "IS",
+        "IS std (splits×n)",
         "fid",
-        "KID (subsets×n)",
+        "KID",
+        "KID std (subsets×n)",
     ]
     assert "per-class KID by generated label" in columns and "per-class KID by predicted class (biased low)" in columns
     # the unconditional run's per-class KID is under "predicted", the label-partitioned run's under "generated label"
     assert (
-        "| dp-p4-r0 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 50 | 0.04 ± 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |"
+        "| dp-p4-r0 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 | 0.1 (10×50) | 50 | 0.04 | 0.002 (100×250) | n/a | 0.04 (2/3 classes, n 5-300) |"
         in section
     )
     assert (
-        "| lp-p4 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 ± 0.1 (10×50) | 60 | 0.04 ± 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |"
+        "| lp-p4 | 4 | 0 | 0-9 of 10 | 500 | 500 | 3 | 0.1 (10×50) | 60 | 0.04 | 0.002 (100×250) | 0.04 (2/3 classes, n 5-300) | n/a |"
         in section
     )
     scores = pd.read_csv(out / "quality_classifier-digits.csv")
@@ -364,7 +366,7 @@ def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(
     # per class: the sound metric named, with its n and n_real
     assert list(by_label["metric"].fillna("none")) == ["fid", "kid", "none"] and list(by_label["n"]) == [300, 60, 5]
     assert by_label["fid"].isna().tolist() == [False, True, True] and by_label["kid_mean"].notna().tolist() == [True, True, False]
-    assert "| lp-p4 | 1 | 60 | 180 | kid | n/a | 0.03 ± 0.0075 | FID withheld: ...; KID given instead |" in section
+    assert "| lp-p4 | 1 | 60 | 180 | kid | n/a | 0.03 | 0.0075 | FID withheld: ...; KID given instead |" in section
 
 
 def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
@@ -390,13 +392,13 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}
     assert set(rows) == {"lp-p2", "dp-p8"}
     lp = rows["lp-p2"]
-    assert "| Distributed DC-CGAN | 3 ± 0.1 (10×50) | 2.71 ± 0.04 | classifier:mnist | 500 | 0,1 of 10 |" in lp
+    assert "| Distributed DC-CGAN | 3 | 0.1 (10×50) | 2.71 | 0.04 | classifier:mnist | 500 | 0,1 of 10 |" in lp
     assert "network classifier:mnist, not Inception: not comparable" in lp
     assert "2 of 10 classes (paper: all)" in lp and "n=500 in 10 splits of 50 (paper: thousands)" in lp
     assert "epochs 1 (paper: 1000)" in lp
     assert (
         rows["dp-p8"].rstrip().endswith("| same protocol |")
-        and "| DC-GAN | 3 ± 0.1 (10×1000) | 2.54 ± 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
+        and "| DC-GAN | 3 | 0.1 (10×1000) | 2.54 | 0.54 | inception | 10000 | 0-9 of 10 |" in rows["dp-p8"]
     )
     assert "Only IS measured with the `inception` network is comparable" not in text  # per row now, not one caveat
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from suite.measure.flops import peak_use
 from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
 from suite.running.worker import _summaries
 
@@ -192,3 +193,26 @@ def test_record_summaries_of_gpu_and_cpu_ranks():
     cpu = _summaries([_rank(False)])
     assert cpu["gpu_util_mean"] is None and cpu["gpu_mem_used_mb"] is None and cpu["gpu_mem_peak_mb"] is None
     assert cpu["gpu_note"] == "CPU run: no GPU to measure"
+
+
+def test_a_rank_faster_than_its_peak_raises_it_and_is_named():
+    slow, fast = _rank(False), _rank(False)
+    fast["peak"] = {"flops": 1.5e9, "source": "measured"}  # computes 2e9 FLOP/s: its ceiling was measured too low
+    s = _summaries([slow, fast])
+    assert s["peak_raised_ranks"] == [1]
+    assert s["achieved_flops_per_rank"] == pytest.approx(2e9) and s["peak_flops_per_rank"] == pytest.approx((1e10 + 2e9) / 2)
+    assert s["fraction_of_peak"] == pytest.approx(2e9 / 6e9)  # the mean achieved over the mean peak, as printed
+    assert _summaries([slow, slow])["peak_raised_ranks"] == []
+
+
+def test_fraction_of_peak_is_never_above_one():
+    exact = peak_use([3.0, None, 1.0], [2.0, 4.0, 2.0])
+    assert exact.raised_ranks == [0] and exact.peak == pytest.approx(3.0) and exact.fraction == pytest.approx(4 / 5)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        ranks = int(rng.integers(1, 6))
+        achieved = [float(a) if a > 0.5 else None for a in rng.uniform(0, 10, ranks)]
+        peaks = list(rng.uniform(0.5, 8, ranks))
+        use = peak_use(achieved, peaks)
+        assert use.fraction is None or 0 < use.fraction <= 1
+        assert use.raised_ranks == [r for r, (a, p) in enumerate(zip(achieved, peaks)) if a is not None and a > p]

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..measure.env import fingerprint
 from ..records.record import record_field
 from ..records.results import read_records, records_frame
 from .findings import ruler_text
@@ -367,7 +368,7 @@ def environment_differences(base: list[dict], new: list[dict], matched: dict[tup
     packages = sorted({k for r in base + new for k in (r.get("env") or {})})
     items = [
         ("device", _device_kind),
-        ("machine fingerprint", lambda r: (r.get("machine") or {}).get("fingerprint")),
+        ("machine fingerprint", lambda r: fingerprint(r["machine"]) if r.get("machine") else None),
         ("CPU kernel set", lambda r: (r.get("machine") or {}).get("cpu_capability")),
         (
             "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",

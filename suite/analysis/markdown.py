@@ -28,12 +28,6 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def pm(mean: Any, std: Any) -> str:
-    if mean is None or (isinstance(mean, float) and not math.isfinite(mean)):
-        return NA
-    return fmt(mean) if std is None or not math.isfinite(std) or std == 0 else f"{fmt(mean)} ± {fmt(std)}"
-
-
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
     if frame.empty:
@@ -56,12 +50,15 @@ def significant(value: float) -> str:
     return np.format_float_positional(float(value), precision=3, fractional=False, trim="-")
 
 
-def spread(mean: Any, std: Any, count: Any = None, size: Any = None) -> str:
-    """``mean ± std (count×size)``: a score with the splits or subsets it is over."""
-    if not given(mean):
+def std_over(std: Any, count: Any = None, size: Any = None) -> str:
+    """``std (count×size)``: the standard deviation of a score over the splits or subsets of one sample.
+
+    The spread of one estimate, printed in its own column beside the score; spread over training draws
+    is printed as an interval instead (:meth:`suite.analysis.verdicts.Summary.text`).
+    """
+    if not given(std):
         return NA
-    text = significant(mean) + (f" ± {significant(std)}" if given(std) else "")
-    return text + (f" ({fmt(count)}×{fmt(size)})" if given(count) else "")
+    return significant(std) + (f" ({fmt(count)}×{fmt(size)})" if given(count) else "")
 
 
 def details(summary: str, body: str) -> str:

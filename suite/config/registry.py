@@ -39,6 +39,14 @@ class Entry:
 CARTESIAN = "cartesian"
 """Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
 
+ONE_GROUP = "one_group"
+"""Cost model: all ranks train one GAN, allreducing its gradients every step (:mod:`suite.analysis.projection`)."""
+CLASS_GROUPS = "class_groups"
+"""Cost model: one GAN per class; up to one rank per class, a rank trains its classes alone and moves no bytes;
+above, each class has a group of ranks that allreduces its gradients."""
+CELLS = "cells"
+"""Cost model: a grid of cells, each exchanging its genomes with its neighbours every iteration."""
+
 
 @dataclass(frozen=True)
 class EngineEntry(Entry):
@@ -70,6 +78,10 @@ class StrategyEntry(Entry):
     """Whether its ranks train in groups smaller than the world (engines that prepare groups up front need to know)."""
     data_parallel: bool = False
     """Whether all ranks train one model together (the global batch is split over them; training can stop at a target)."""
+    cost_model: str = ONE_GROUP
+    """How its window time and traffic grow with the ranks: :data:`ONE_GROUP`, :data:`CLASS_GROUPS` or :data:`CELLS`."""
+    conditional: bool = False
+    """Whether its networks take the class label (the conditional pair), which sets the bytes its gradients weigh."""
     paper_models: dict[str, str] = field(default_factory=dict)
     """Seed 000's model that each of its losses reproduces, for the report."""
     settings: str | None = None
@@ -185,7 +197,9 @@ STRATEGIES.register(
     StrategyEntry("data_parallel", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-GAN"})
 )
 STRATEGIES.register(
-    StrategyEntry("conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-CGAN"})
+    StrategyEntry(
+        "conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, conditional=True, paper_models={"bce": "DC-CGAN"}
+    )
 )
 STRATEGIES.register(
     StrategyEntry(
@@ -194,6 +208,7 @@ STRATEGIES.register(
         _GAN_LOSSES,
         engines=("horovod", "torch", "mpi"),
         splits=True,
+        cost_model=CLASS_GROUPS,
         paper_models={"bce": "Distributed DC-CGAN"},
     )
 )
@@ -205,6 +220,7 @@ STRATEGIES.register(
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
         settings="cellular",
+        cost_model=CELLS,
     )
 )
 

@@ -220,17 +220,32 @@ def _mpi_library() -> str | None:
     return str(mpi.Get_library_version().replace("\x00", "").strip().splitlines()[0])
 
 
-def machine(device: Any = None) -> dict[str, Any]:
-    """What ran a record: CPU, kernel set, library versions, GPU; ``fingerprint`` is a digest of all of it.
+MACHINE_IDENTITY = ("cpu_model", "cores", "torch", "cuda", "cudnn", "nccl", "gpu", "gpu_driver")
+"""The fields of :func:`machine` that say what the machine is, whoever started the process: its hardware
+and installed software. The others depend on the launch and are recorded per run, outside the
+fingerprint: ``cpu_capability`` (``ATEN_CPU_CAPABILITY`` in the environment lowers it),
+``onednn_max_isa`` (an environment variable that one launcher passes on and another does not),
+``mpi`` (the MPI library the process has loaded: the MPI engine loads it, Horovod over Gloo
+does not), ``host`` (nodes of one kind agree). What they change in the numbers shows in the
+run's ``numerics`` digest."""
 
-    Two records with the same ``fingerprint`` ran on the same kind of machine and software; with
-    the same ``numerics`` digest too (:func:`numerics_digest`) the same seed is expected to give
-    the same model bit for bit. The host name is not part of the fingerprint (nodes of one kind
-    agree).
-    """
+
+def fingerprint(machine: dict[str, Any]) -> str:
+    """A digest of the :data:`MACHINE_IDENTITY` fields of a ``machine`` record: equal for every run on one kind of machine."""
     import hashlib
     import json
 
+    identity = {name: machine.get(name) for name in MACHINE_IDENTITY}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def machine(device: Any = None) -> dict[str, Any]:
+    """What ran a record: CPU, kernel set, library versions, GPU; ``fingerprint`` identifies the machine.
+
+    Two records with the same ``fingerprint`` (:func:`fingerprint`) ran on the same kind of machine
+    and software, however they were launched; with the same ``numerics`` digest too
+    (:func:`numerics_digest`) the same seed is expected to give the same model bit for bit.
+    """
     import torch
 
     cuda = torch.cuda.is_available() and (device is None or getattr(device, "type", "cpu") == "cuda")
@@ -249,7 +264,7 @@ def machine(device: Any = None) -> dict[str, Any]:
     }
     if isinstance(info["gpu_driver"], dict):  # NVML could not be read
         info["gpu_driver"] = None
-    info["fingerprint"] = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16]
+    info["fingerprint"] = fingerprint(info)
     info["host"] = platform.node()
     return info
 

@@ -6,18 +6,24 @@ times the steps of the window, over the window. Its *fraction of peak* needs a p
 with where it came from:
 
 * known GPUs: the datasheet's dense FP32 peak (non-tensor-core), since the suite trains in
-  float32. cuDNN may run convolutions in TF32 on Ampere and later, which can exceed it; the
-  fraction then says so by going above 1 rather than hiding it behind a larger peak.
-* CPUs and unknown GPUs: a measured ceiling: the best of a few float32 matrix multiplications
-  of :data:`CEILING_SIZE` squared matrices with this rank's threads, while the other ranks of
-  the run measure theirs (so each rank's ceiling is its share of the machine).
+  float32. cuDNN may run convolutions in TF32 on Ampere and later, which can exceed it.
+* CPUs and unknown GPUs: a measured ceiling: the best of float32 matrix multiplications of
+  :data:`CEILING_SIZE` squared matrices with this rank's threads (at least
+  :data:`CEILING_REPEATS` of them over at least :data:`CEILING_SECONDS`), while the other ranks
+  of the run measure theirs (so each rank's ceiling is its share of the machine).
+
+A peak is what the rank can do at most, so a rank that computed faster than its peak (a
+ceiling measured while another process held the core, or TF32 past the FP32 datasheet) proves
+the peak too low: :func:`peak_use` raises that rank's peak to its achieved rate and names the
+rank (``peak_raised_ranks``), and the fraction of peak is never above 1.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
 
 
 CEILING_SIZE = 1024
+CEILING_REPEATS = 5
+CEILING_SECONDS = 0.2
 
 # Dense FP32 (non-tensor-core) peaks from NVIDIA's datasheets, in FLOP/s, by device name pattern.
 # Order matters: the first pattern that matches names the device.
@@ -77,21 +85,65 @@ def datasheet_peak(device_name: str) -> tuple[float, str] | None:
     return None
 
 
-def measured_ceiling(device: torch.device, size: int = CEILING_SIZE, repeats: int = 5) -> float:
-    """Best FLOP/s of a float32 ``size``x``size`` matrix product on ``device`` (after one warm-up)."""
+def measured_ceiling(device: torch.device, size: int = CEILING_SIZE) -> float:
+    """Best FLOP/s of a float32 ``size``x``size`` matrix product on ``device`` (after one warm-up).
+
+    At least :data:`CEILING_REPEATS` products over at least :data:`CEILING_SECONDS`: the best of
+    them is the ceiling, so a product slowed by another process does not lower it.
+    """
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
-    best = float("inf")
-    for i in range(repeats + 1):
+    best, spent, repeats = float("inf"), 0.0, 0
+    while repeats <= CEILING_REPEATS or spent < CEILING_SECONDS:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         start = time.perf_counter()
         torch.mm(a, b)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        if i:  # the first product pays for allocation and kernel selection
-            best = min(best, time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        if repeats:  # the first product pays for allocation and kernel selection
+            best, spent = min(best, elapsed), spent + elapsed
+        repeats += 1
     return 2 * size**3 / best
+
+
+def achieved_flops(flops_per_step: float | None, steps: int, step_seconds: float) -> float | None:
+    """A rank's FLOP/s in the window: the FLOPs of a step times its window steps over their seconds."""
+    if flops_per_step is None or not steps or step_seconds <= 0:
+        return None
+    return flops_per_step * steps / step_seconds
+
+
+@dataclass
+class PeakUse:
+    """The ranks' achieved FLOP/s against their peaks (means over ranks), and the ranks whose peak was raised."""
+
+    achieved: float | None
+    peak: float | None
+    fraction: float | None
+    raised_ranks: list[int] = field(default_factory=list)
+
+
+def peak_use(achieved: Sequence[float | None], peaks: Sequence[float]) -> PeakUse:
+    """Achieved FLOP/s over peak FLOP/s, each a mean over ranks, with no rank's peak below its achieved rate.
+
+    A rank that computed faster than its peak raises that peak to its achieved rate (and is named in
+    ``raised_ranks``): the fraction is the mean achieved rate over the mean peak, so it is at most 1
+    and is the quotient of the two numbers the report prints beside it.
+    """
+    raised = [rank for rank, (a, p) in enumerate(zip(achieved, peaks)) if a is not None and a > p]
+    peaks = [max(p, a) if a is not None else p for a, p in zip(achieved, peaks)]
+    measured = [(a, p) for a, p in zip(achieved, peaks) if a is not None]
+    mean_achieved = sum(a for a, _ in measured) / len(measured) if measured else None
+    fraction = sum(a for a, _ in measured) / sum(p for _, p in measured) if measured and all(p for _, p in measured) else None
+    return PeakUse(mean_achieved, sum(peaks) / len(peaks), fraction, raised)
+
+
+def rank_peak_use(per_rank: Sequence[dict]) -> PeakUse:
+    """:func:`peak_use` of the ranks' own telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict` with its ``peak``)."""
+    achieved = [achieved_flops(r["flops_per_step"], r["window"]["steps"], r["window"]["step_seconds"]) for r in per_rank]
+    return peak_use(achieved, [r["peak"]["flops"] for r in per_rank])
 
 
 def device_peak(device: torch.device) -> dict:

@@ -100,6 +100,9 @@ class TelemetrySummary:
     achieved_flops_per_rank: float | None = column("achieved_flops")
     peak_flops_per_rank: float | None = column("peak_flops")
     peak_source: str | None = column()
+    peak_raised_ranks: list[int] | None = column()
+    """Ranks that computed faster than their measured or datasheet peak, whose peak is their achieved rate
+    (:func:`suite.measure.flops.peak_use`)."""
     fraction_of_peak: float | None = column()
     cpu_util_mean: float | None = column()
     host_mem_peak_mb: float | None = column()
@@ -168,7 +171,9 @@ class Machine:
     gpu: str | None = None
     gpu_driver: str | None = None
     fingerprint: str | None = column("machine")
-    """A digest of the fields above (not the host name)."""
+    """A digest of the fields that identify the machine (:data:`suite.measure.env.MACHINE_IDENTITY`), not of those
+    that depend on the launch (``cpu_capability``, ``onednn_max_isa``, ``mpi``, ``host``). Records written before
+    it left those out digest every field above; the report and ``suite compare`` recompute it."""
     host: str | None = None
     numerics: str | None = column()
     """A digest of one fixed forward and backward pass on the run's device and threads (:func:`suite.measure.env.numerics_digest`)."""

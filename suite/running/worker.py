@@ -46,6 +46,7 @@ import numpy as np
 
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
+from ..measure.flops import rank_peak_use
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
@@ -110,12 +111,7 @@ def _summaries(per_rank: list[dict]) -> dict:
     step_s, comm_s = _per_step(windows, "step_seconds"), _per_step(windows, "comm")
     spread = telemetry_spread([r["step_times"] for r in per_rank])
     flops = [r["flops_per_step"] for r in per_rank]
-    achieved = [
-        f * w["steps"] / w["step_seconds"] if f is not None and w["steps"] and w["step_seconds"] > 0 else None
-        for f, w in zip(flops, windows)
-    ]
-    peaks = [r["peak"]["flops"] for r in per_rank]
-    fractions = [a / p for a, p in zip(achieved, peaks) if a is not None and p]
+    peak = rank_peak_use(per_rank)
     gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
     gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
     summary = TelemetrySummary(
@@ -136,12 +132,11 @@ def _summaries(per_rank: list[dict]) -> dict:
         busy_s_per_rank=[w["busy_seconds"] for w in windows],
         flops_per_step=flops[0] if len(set(flops)) == 1 else None,
         flops_per_step_per_rank=flops,
-        achieved_flops_per_rank=float(np.mean([a for a in achieved if a is not None]))
-        if any(a is not None for a in achieved)
-        else None,
-        peak_flops_per_rank=float(np.mean(peaks)),
+        achieved_flops_per_rank=peak.achieved,
+        peak_flops_per_rank=peak.peak,
         peak_source=per_rank[0]["peak"]["source"],
-        fraction_of_peak=float(np.mean(fractions)) if fractions else None,
+        peak_raised_ranks=peak.raised_ranks,
+        fraction_of_peak=peak.fraction,
         cpu_util_mean=_mean_of(per_rank, "cpu_util"),
         host_mem_peak_mb=max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
         gpu_util_mean=_mean_of(per_rank, "gpu_util"),

@@ -42,13 +42,14 @@ markdown and CSVs).
 """
 
 from .fit import DEFAULT_RANKS, fit, fit_all, project, validate
-from .model import CellularModel, GanModel, Problem, exchange_plan, predict
+from .model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
 from .render import REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
 
 __all__ = [
     "DEFAULT_RANKS",
     "REPORT_RANKS",
     "CellularModel",
+    "ClassGroupsModel",
     "GanModel",
     "Problem",
     "compare_papers",

@@ -11,8 +11,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES
 from ...measure.network import Network
-from .model import CellularModel, GanModel, Problem, StepCost, exchange_plan, predict
+from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
 DEFAULT_RANKS = [2**i for i in range(13)]
 """``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
@@ -41,9 +42,14 @@ def config_name(key: tuple) -> str:
     return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
 
 
+def cost_model(record: dict) -> str:
+    """The cost model of a record's strategy (:class:`suite.config.registry.StrategyEntry`'s ``cost_model``)."""
+    return STRATEGIES[record["strategy"]].cost_model
+
+
 def _pair_key(record: dict) -> tuple:
-    """Which networks a run's collectives carry: label_partitioned groups train data_parallel's pair."""
-    pair = "conditional" if record["strategy"] == "conditional" else "unconditional"
+    """Which networks a run's collectives carry: every unconditional strategy trains data_parallel's pair."""
+    pair = "conditional" if STRATEGIES[record["strategy"]].conditional else "unconditional"
     return (pair, record["loss"], (record.get("dataset") or {}).get("name"), (record.get("dataset") or {}).get("image_size"))
 
 
@@ -85,6 +91,7 @@ def _class_steps(record: dict) -> dict[int, int]:
 
 
 def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
+    """A step cost from ``records``; the gradients' bytes from every counted run of the same networks."""
     points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
     pair = _pair_key(records[0])
     per_step = [
@@ -94,7 +101,10 @@ def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
         for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"])
         if steps and nbytes
     ]
-    return GanModel(StepCost.fit(points), float(np.mean(per_step)) if per_step else None)
+    step, grad_bytes = StepCost.fit(points), float(np.mean(per_step)) if per_step else None
+    if cost_model(records[0]) == CLASS_GROUPS:
+        return ClassGroupsModel(step, grad_bytes, max(len(_class_steps(r)) for r in records))
+    return GanModel(step, grad_bytes)
 
 
 def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel:
@@ -109,7 +119,7 @@ def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel
             rest.append((busy - blocked) / units - f - m)
     per_cell = []
     for r in all_records:
-        if _counted(r) and r["strategy"] == "cellular" and config_key(r)[:5] == config_key(records[0])[:5] and r["procs"] > 1:
+        if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and r["procs"] > 1:
             sent = exchange_plan(r["grid"], r["process_grid"], r["neighbourhood"])
             steps, nbytes = r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"]
             per_cell += [
@@ -133,21 +143,21 @@ def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel
 
 def fit(records: list[dict], all_records: list[dict]) -> GanModel | CellularModel:
     """The cost model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
-    if records[0]["strategy"] == "cellular":
+    if cost_model(records[0]) == CELLS:
         return _fit_cellular(records, all_records)
     return _fit_gan(records, all_records)
 
 
 def problem_of(record: dict) -> Problem:
     """The problem a record solved (at its own process count)."""
-    t = record["telemetry"]
-    if record["strategy"] == "cellular":
-        return Problem("cellular", t["timed_steps"], grid=tuple(record["grid"]))
+    t, model = record["telemetry"], cost_model(record)
+    if model == CELLS:
+        return Problem(record["strategy"], t["timed_steps"], grid=tuple(record["grid"]))
     steps, images = t["work_steps_per_rank"], t["work_images_per_rank"]
-    group = len(record["groups"][0]["ranks"]) if record["strategy"] == "label_partitioned" else record["procs"]
+    group = len(record["groups"][0]["ranks"]) if model == CLASS_GROUPS else record["procs"]
     factor = images[0] / steps[0] / (record["global_batch"] / group)
-    if record["strategy"] == "label_partitioned":
-        return Problem("label_partitioned", t["timed_steps"], record["global_batch"], factor, _class_steps(record))
+    if model == CLASS_GROUPS:
+        return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor, _class_steps(record))
     return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor)
 
 
@@ -265,14 +275,14 @@ def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fit
             continue
         base = runs[0]
         problem = problem_of(base)
-        if key[0] == "cellular":
+        if cost_model(base) == CELLS:
             strong_runs = [r for r in runs if r["scaling"] == "strong"]
             grid = (
                 tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
             )
             block = (base["grid"][0] // base["process_grid"][0], base["grid"][1] // base["process_grid"][1])
             fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block))
-        elif key[0] == "label_partitioned":
+        elif cost_model(base) == CLASS_GROUPS:
             steps: dict[int, int] = {}
             for r in runs:
                 steps = {**_class_steps(r), **steps}
@@ -347,23 +357,13 @@ def project(
 
 
 def model_table(fitted: list[Fitted]) -> pd.DataFrame:
-    """The fitted parameters of every configuration."""
-    rows = []
-    for f in fitted:
-        m = f.model
-        row = {"config": config_name(f.key)}
-        if isinstance(m, CellularModel):
-            row.update(
-                parameters=(
-                    f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s per cell-iteration; "
-                    f"genome {m.cell_bytes / 2**20:.3g} MiB per cell"
-                    if m.cell_bytes
-                    else f"tau {m.rest:.4g} s, phi {m.fitness:.4g} s, mu {m.mixture:.4g} s; genome bytes not counted"
-                ),
-                note="",
-            )
-        else:
-            mib = f"{m.grad_bytes / 2**20:.3g} MiB allreduced per step" if m.grad_bytes else "allreduce bytes not counted"
-            row.update(parameters=f"c0 {m.step.per_step:.4g} s/step, c1 {m.step.per_image:.4g} s/image; {mib}", note=m.step.note)
-        rows.append(row)
+    """The fitted parameters of every configuration, with the traffic its cost model says it has."""
+    rows = [
+        {
+            "config": config_name(f.key),
+            "parameters": f.model.describe(),
+            "note": f.model.step.note if isinstance(f.model, GanModel) else "",
+        }
+        for f in fitted
+    ]
     return pd.DataFrame(rows, columns=["config", "parameters", "note"])

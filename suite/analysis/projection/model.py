@@ -62,9 +62,14 @@ class StepCost:
         )
 
 
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB"
+
+
 @dataclass
 class GanModel:
-    """``data_parallel``, ``conditional`` and ``label_partitioned``: a step cost and the gradients' bytes."""
+    """One GAN trained by all ranks (the :data:`suite.config.registry.ONE_GROUP` cost model): a step cost and the
+    gradients' bytes."""
 
     step: StepCost
     grad_bytes: float | None  # bytes one rank allreduces per step; None: never counted
@@ -75,10 +80,41 @@ class GanModel:
             return "no multi-rank run of these networks: their allreduce bytes were never counted (run one at P=2)"
         return self.step.seconds(images), allreduce_seconds(self.grad_bytes or 0.0, group, net, algorithm)
 
+    def traffic(self) -> str:
+        """What one rank sends per step, as the report states it."""
+        return f"{_mib(self.grad_bytes)} allreduced per step" if self.grad_bytes else "allreduce bytes not counted"
+
+    def describe(self) -> str:
+        """The fitted parameters and the traffic, one line."""
+        return f"c0 {self.step.per_step:.4g} s/step, c1 {self.step.per_image:.4g} s/image; {self.traffic()}"
+
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+        return _gan_time(self, problem, procs, net, algorithm, weak)
+
+
+@dataclass
+class ClassGroupsModel(GanModel):
+    """One GAN per class (the :data:`suite.config.registry.CLASS_GROUPS` cost model): up to ``classes`` ranks, a rank
+    trains its class GANs alone and moves nothing; above, each class group allreduces ``grad_bytes`` per step."""
+
+    classes: int = 0
+
+    def traffic(self) -> str:
+        above = (
+            f"{_mib(self.grad_bytes)} allreduced per step in each class group"
+            if self.grad_bytes
+            else "the class groups' allreduce bytes not counted"
+        )
+        return f"0 bytes at P <= {self.classes} (a rank trains its class GANs alone); above, {above}"
+
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+        return _classes_time(self, problem, procs, net, algorithm, weak)
+
 
 @dataclass
 class CellularModel:
-    """Per cell and iteration: ``rest`` + ``fitness`` x p(2h+1) + ``mixture`` x n(h); the genome bytes."""
+    """Per cell and iteration (the :data:`suite.config.registry.CELLS` cost model): ``rest`` + ``fitness`` x p(2h+1) +
+    ``mixture`` x n(h); the genome bytes."""
 
     rest: float
     fitness: float
@@ -89,6 +125,14 @@ class CellularModel:
 
     def cell_seconds(self, h: int) -> float:
         return self.rest + self.fitness * self.population * (2 * h + 1) + self.mixture * (1 if h == 1 else 2)
+
+    def describe(self) -> str:
+        """The fitted parameters and the genome bytes a cell sends to each neighbour rank per iteration."""
+        costs = f"tau {self.rest:.4g} s, phi {self.fitness:.4g} s, mu {self.mixture:.4g} s per cell-iteration"
+        return costs + (f"; genome {_mib(self.cell_bytes)} per cell" if self.cell_bytes else "; genome bytes not counted")
+
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+        return _cellular_time(self, problem, procs, net, weak, block)
 
 
 @dataclass
@@ -199,10 +243,6 @@ def predict(
     """The training window of ``problem`` on ``procs`` ranks of ``net`` (strong scaling unless ``weak``).
 
     Weak scaling keeps the per-rank work of ``problem``: the per-rank batch (``problem.batch``),
-    one class per rank, or a ``block`` of cells per rank.
+    one class per rank, or a ``block`` of cells per rank. The model's own cost model computes it.
     """
-    if problem.strategy == "cellular":
-        return _cellular_time(model, problem, procs, net, weak, block)
-    if problem.strategy == "label_partitioned":
-        return _classes_time(model, problem, procs, net, algorithm, weak)
-    return _gan_time(model, problem, procs, net, algorithm, weak)
+    return model.window(problem, procs, net, algorithm, weak, block)

@@ -16,7 +16,7 @@ from ...records.results import PROBE_FILE
 from ..markdown import markdown_table
 from ..plots import pyplot
 from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
-from .model import predict
+from .model import CellularModel, predict
 
 REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""
@@ -68,7 +68,7 @@ def compare_papers(
         for f in (f for f in fitted if f.key[0] == point["strategy"]):
             model, weak = scaled_model(f.model, compute_scale), point["scaling"] == "weak"
             problem = f.weak if weak else f.strong
-            if point["strategy"] == "cellular" and not weak and isinstance(point.get("grid"), str):
+            if isinstance(f.model, CellularModel) and not weak and isinstance(point.get("grid"), str):
                 grid_rows, grid_cols = (int(v) for v in point["grid"].split("x"))
                 problem = dataclasses.replace(problem, grid=(grid_rows, grid_cols))
             p = int(point["procs"])

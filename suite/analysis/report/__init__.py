@@ -135,7 +135,8 @@ DEFINITIONS = """## Definitions
   `efficiency_work`) is the difference of the two ends' mean logs: its interval carries both ends' spread (the delta
   method, Welch-Satterthwaite degrees of freedom) and is given as `(n=a at P=1, b at P=2)`; where an end has one
   run its spread is unknown and the interval says `no interval`. Without a P=1 run a speedup is not computed
-  (n/a). Elsewhere (scaling tables' `train_s` and `images_per_s`) **mean ± std** is over the point's runs.
+  (n/a). The scaling tables' `train_s` and `images_per_s` are the same estimate over the point's runs (their CSVs keep `_mean`
+  and `_std` columns).
 - **significant**: on each quantity a finding tests every pair of configurations, one family: Welch's t on the log
   values (unequal variances; a ratio's variance is both ends'), the p values Holm-corrected together at 5 %. It
   lists every estimate, says "A is significantly better than B" for each pair the test found different (with the
@@ -146,13 +147,13 @@ DEFINITIONS = """## Definitions
   seed spread was found in 78.5 % of reports with 3 seeds, in all with 5.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
   shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
-- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver, and a
-  `fingerprint` digest of them; `numerics`, a digest of one fixed forward and backward pass on the run's device and
-  threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
+- **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver; `fingerprint`, a
+  digest of those that identify the machine however it was launched (not `cpu_capability`, `onednn_max_isa`, `mpi`, `host`);
+  `numerics`, a digest of one fixed forward and backward pass on the run's device and threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
 - **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
   summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
   interval of the mean step time.
-- **step_p50 / step_p95 / step_mean ± step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
+- **step_p50 / step_p95 / step_mean / step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
   percentile (from a uniform sample of at most 4,096 steps per rank), mean and the half-width of its 95 % confidence
   interval (Student t, steps treated as independent).
 - **step_s / data_s / compute_s / comm_wait_s**: mean seconds per generator step in the window: fetching data,
@@ -163,20 +164,20 @@ DEFINITIONS = """## Definitions
   counted.
 - **FLOP/s**: `gflop_per_step` is one step of one rank counted once (first warm-up step) by
   `torch.utils.flop_counter` (matrix products and convolutions, forward and backward); `achieved_gflops` is that times
-  the rank's window steps over their step time; `fraction_of_peak` divides by the peak named under the table (a
-  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads).
+  the rank's window steps over their step time; `fraction_of_peak` divides it by the peak named under the table (a
+  datasheet FP32 peak for known GPUs, else a measured FP32 matmul ceiling with the rank's threads; raised to a rank's own rate where it computed faster: `peak_raised_ranks`), at most 1.
 - **GPU utilization**: NVML busy percentage of each rank's own GPU, sampled every 0.2 s (mean and p95 over the
   window, averaged over ranks); `gpu_mem_used_mb` is NVML's memory in use on the device (mean), `gpu_mem_peak_mb`
   the largest peak of a rank's own tensors (PyTorch allocator); n/a on CPUs.
 - **IS / FID / KID**: always with the ruler that produced them, its name and the pinned sha256 of its weights file
   (`inception`: pytorch-fid's InceptionV3; `inception(fid-trunk)`: the same network's FID trunk, no IS;
   `classifier:<dataset>`: the suite's CNN, trained once and pinned) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
-  training split). Numbers from different networks are never compared. IS is the mean ± std over `splits×n` (10
-  splits of n/10 samples; small splits bias IS low). FID is given only where `n` and `n_real` both exceed the
+  training split). Numbers from different networks are never compared. IS is the mean over `splits×n` (10
+  splits of n/10 samples; small splits bias IS low), its standard deviation over the splits in its own column. FID is given only where `n` and `n_real` both exceed the
   network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
   with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel
-  k(x, y) = (x·y/d + 1)³, mean ± std over `subsets×n` random subsets (100 subsets of half the smaller sample, at
-  most 1000); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
+  k(x, y) = (x·y/d + 1)³, the mean over `subsets×n` random subsets (100 subsets of half the smaller sample, at
+  most 1000; their standard deviation in its own column); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
 - **per-class scores**: the samples of one class against every real image of that class in the split (`n` and
   `n_real` per class), FID where both exceed the feature dimensions (`metric: fid`), KID otherwise (`metric: kid`),
   nothing below 10 samples. Two bases, in separate tables and columns: *by generated label* (conditional,

@@ -12,7 +12,7 @@ import pandas as pd
 from ...config.registry import STRATEGIES
 from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
 from ..findings import config_name
-from ..markdown import NA, details, given, markdown_table, pm, significant, spread
+from ..markdown import NA, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_quality_curves
 from ..verdicts import summarise
 
@@ -50,12 +50,12 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
             "n_real": scores["n_real"],
         }
     )
-    shown["IS (splits×n)"] = [
-        spread(*v) for v in zip(scores["is_mean"], scores["is_std"], scores["is_splits"], scores["is_split_n"])
-    ]
+    shown["IS"] = [_score(v) for v in scores["is_mean"]]
+    shown["IS std (splits×n)"] = [std_over(*v) for v in zip(scores["is_std"], scores["is_splits"], scores["is_split_n"])]
     shown["fid"] = scores["fid"]
-    shown["KID (subsets×n)"] = [
-        spread(*v) for v in zip(scores["kid_mean"], scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])
+    shown["KID"] = [_score(v) for v in scores["kid_mean"]]
+    shown["KID std (subsets×n)"] = [
+        std_over(*v) for v in zip(scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])
     ]
     for field, basis in PER_CLASS_BASES.items():
         shown[f"per-class KID by {basis}"] = [
@@ -64,6 +64,11 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
         ]
     shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
     return shown
+
+
+def _score(value: Any) -> str:
+    """A score to three significant digits (n/a when missing)."""
+    return significant(value) if given(value) else NA
 
 
 def _per_class_rows(name: str, scores: dict) -> list[dict]:
@@ -234,8 +239,10 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
                 {
                     "run_id": name,
                     "model": model,
-                    "IS (ours)": spread(q["is_mean"], q["is_std"], q.get("is_splits"), q.get("is_split_n")),
-                    "IS (paper)": pm(float(row["is_mean"].iloc[0]), float(row["is_std"].iloc[0])),
+                    "IS (ours)": _score(q["is_mean"]),
+                    "IS std (ours, splits×n)": std_over(q["is_std"], q.get("is_splits"), q.get("is_split_n")),
+                    "IS (paper)": float(row["is_mean"].iloc[0]),
+                    "IS std (paper)": float(row["is_std"].iloc[0]),
                     "network": q["features"],
                     "n": q["n"],
                     "classes": class_set(q),
@@ -328,11 +335,15 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
             if table.empty:
                 continue
             table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
-            table = table.assign(KID=[spread(m, s) for m, s in zip(table["kid_mean"], table["kid_std"])])
+            table = table.assign(KID=[_score(m) for m in table["kid_mean"]], KID_std=[std_over(s) for s in table["kid_std"]])
             lines.append(
                 details(
                     f"Per-class scores by {basis}",
-                    markdown_table(table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "note"]]),
+                    markdown_table(
+                        table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "KID_std", "note"]].rename(
+                            columns={"KID_std": "KID std (subsets)"}
+                        )
+                    ),
                 )
             )
     return lines

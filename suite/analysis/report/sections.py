@@ -11,12 +11,13 @@ import pandas as pd
 
 from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
-from ..markdown import NA, details, markdown_table, pm
+from ..markdown import NA, details, markdown_table
 from ..plots import plot_scaling
-from ..verdicts import TEST, TESTS
+from ..verdicts import TEST, TESTS, summarise
 from .tables import (
     cellular_phase_table,
     communication_table,
+    config_label,
     engine_comparison_table,
     environment_tables,
     machine_note,
@@ -128,9 +129,12 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
         if table.empty:
             lines.append(f"_No {kind}-scaling runs in these results._\n")
             continue
+        draws = _draws(frame, kind)
+        keys = list(zip(table["config"], table["procs"]))
+        # over the runs, in the headline's notation; the CSV keeps mean and std as columns
         shown = table.assign(
-            train_s=[pm(m, s) for m, s in zip(table["train_s_mean"], table["train_s_std"])],
-            images_per_s=[pm(m, s) for m, s in zip(table["images_per_s_mean"], table["images_per_s_std"])],
+            train_s=[draws[key]["train_s"] for key in keys],
+            images_per_s=[draws[key]["images_per_s"] for key in keys],
             **{name: ratio_text(table, name) for name in ("speedup", "efficiency", "efficiency_work")},
         )
         columns = (
@@ -161,6 +165,21 @@ def hidden(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if str(c).startswith("_")]
 
 
+def _draws(frame: pd.DataFrame, scaling: str) -> dict[tuple, dict[str, str]]:
+    """Per (configuration, process count) of a scaling table: its runs' train_s and images/s as an interval."""
+    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)]
+    ok = ok.assign(config=config_label(ok, scaling))
+    return {
+        key: {column: _interval(runs[column]) for column in ("train_s", "images_per_s")}
+        for key, runs in ok.groupby(["config", "procs"], sort=True)
+    }
+
+
+def _interval(values: pd.Series) -> str:
+    summary = summarise(values)
+    return summary.text() if summary is not None else NA
+
+
 def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:
     """Where the time goes: outside the window, inside a step, on communication, on the GPU."""
     lines = ["## Where the time goes\n"]
@@ -179,9 +198,13 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
             f"{sums['other_s']:.0f} s.\n"
         )
         lines.append(details("Time per run, by phase", markdown_table(times)))
-    steps = step_table(frame)
+    steps = step_table(frame, records)
     steps.to_csv(out_dir / "step_time.csv", index=False)
-    peaks = "".join(f"Peak: {source}.\n" for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)}))
+    raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
+    peaks = "".join(
+        f"Peak: {source}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
+        for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)})
+    )
     if not steps.empty:
         lines.append(
             details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)

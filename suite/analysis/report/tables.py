@@ -12,6 +12,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...measure.env import fingerprint
+from ...measure.flops import PeakUse, rank_peak_use
 from ...records.results import trace_files
 from ..markdown import NA
 from ..speedup import budgeted, efficiency, speedup, work_efficiency
@@ -215,12 +217,27 @@ def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def step_table(frame: pd.DataFrame) -> pd.DataFrame:
+def _peak_use(record: dict, row: pd.Series) -> PeakUse:
+    """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
+    ``peak_raised_ranks`` are read the same way), else as the record gives it."""
+    per_rank = (record.get("telemetry") or {}).get("per_rank") or []
+    if per_rank and all(r.get("peak") and r.get("window") and "flops_per_step" in r for r in per_rank):
+        return rank_peak_use(per_rank)
+    raised = row["peak_raised_ranks"] if isinstance(row["peak_raised_ranks"], list) else []
+    achieved, peak, fraction = (
+        None if pd.isna(row[c]) else float(row[c]) for c in ("achieved_flops", "peak_flops", "fraction_of_peak")
+    )
+    return PeakUse(achieved, peak, fraction, raised)
+
+
+def step_table(frame: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
     """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
     ok = frame[frame["status"] == "ok"]
+    by_id = {r["run_id"]: r for r in records}
     rows = []
     for _, r in ok.iterrows():
         ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
+        peak = _peak_use(by_id.get(r["run_id"], {}), r)
         rows.append(
             {
                 "run_id": r["run_id"],
@@ -235,9 +252,10 @@ def step_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "images_per_s_lo": ci[0],
                 "images_per_s_hi": ci[1],
                 "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
-                "achieved_gflops": r["achieved_flops"] / 1e9 if pd.notna(r["achieved_flops"]) else None,
-                "fraction_of_peak": r["fraction_of_peak"],
-                "peak_gflops": r["peak_flops"] / 1e9 if pd.notna(r["peak_flops"]) else None,
+                "achieved_gflops": peak.achieved / 1e9 if peak.achieved is not None else None,
+                "fraction_of_peak": peak.fraction,
+                "peak_gflops": peak.peak / 1e9 if peak.peak is not None else None,
+                "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)) or "none",
                 "peak_source": r["peak_source"],
             }
         )
@@ -292,14 +310,14 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
                 "ranks_per_node": r.get("ranks_per_node"),
                 "threads_per_rank": r.get("threads_per_rank"),
                 **{k: r[k] for k in ("suite_version", "git_commit", "git_dirty") if r.get(k) is not None},  # the code's revision
-                **{f"machine.{k}": v for k, v in (r.get("machine") or {}).items() if v is not None},
+                **{f"machine.{k}": v for k, v in _machine(r).items() if v is not None},
                 **{k: v for k, v in env.items() if v},
             }
         )
     if not rows:
         return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
     frame = pd.DataFrame(rows).set_index("run_id")
-    varying = [c for c in frame.columns if frame[c].astype(str).nunique() > 1]
+    varying = [c for c in frame.columns if frame[c].astype(str).nunique(dropna=False) > 1]  # recorded by some runs only
     common = frame.drop(columns=varying).iloc[0]
     return (
         pd.DataFrame({"item": common.index, "value": common.astype(str).values}),
@@ -307,11 +325,16 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
     )
 
 
+def _machine(record: dict) -> dict:
+    """The record's ``machine`` with its fingerprint of the fields that identify a machine (:func:`suite.measure.env.fingerprint`),
+    also for records written when the fingerprint digested the launch-dependent fields too."""
+    machine = record.get("machine") or {}
+    return {**machine, "fingerprint": fingerprint(machine)} if machine else {}
+
+
 def machine_note(records: list[dict]) -> str:
     """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
-    machines = {
-        (m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := r.get("machine"))
-    }
+    machines = {(m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := _machine(r))}
     if not machines:
         return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
     kinds = sorted({str(f) for f, _ in machines})

@@ -1,0 +1,141 @@
+"""One number per quantity: the report built by the real `write_report` from the committed digits records
+prints every quantity it shows twice the same way, in one notation for spread, with fractions of peak
+that are fractions, the bytes each strategy really moved, and one machine as one machine."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from report_text import NUMBER, disagreements, quantities, same_number, tables, unit
+
+from conftest import REPO
+from suite.analysis.report import write_report
+from suite.records.results import write_record
+
+COMMITTED = REPO / "reports" / "digits" / "records.json"
+SPEEDUP = {"speedup", "efficiency"}
+"""Owned by the verdicts branch (one function for the headline and the scaling tables): checked apart."""
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return json.loads(COMMITTED.read_text())
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, records) -> str:
+    """report.md of the committed digits records, rebuilt by the current code."""
+    root = tmp_path_factory.mktemp("digits")
+    for record in records:
+        write_record(root / "results" / record["run_id"], record)
+    return write_report(root / "results", root / "report").read_text()
+
+
+def table(report: str, where: str):
+    return next(t for t in tables(report) if t.where.endswith(where))
+
+
+def test_the_check_sees_quantities_printed_more_than_once(report, records):
+    found = quantities(report).values
+    twice = {key for key, printed in found.items() if len(printed) > 1}
+    multi = next(r for r in records if r["strategy"] == "conditional" and r["procs"] > 1)
+    run, config = ("run", multi["run_id"], None), ("config", "conditional / bce / horovod", multi["procs"], "strong")
+    # a run's window: the projection's validation, the time table and the runs table; a configuration's in
+    # the headline and the strong-scaling table; its FID in the headline and over seeds
+    assert [p.where for p in found[(run, "train_s")]] == [
+        "Predicted against measured",
+        "Where the time goes / Time per run, by phase",
+        f"Runs / All {len(records)} runs",
+    ]
+    assert {(config, q) for q in ("train_s", "images_per_s", "comm_share", "fid", "kid", "label_acc")} <= twice
+    label = ("config", "label_partitioned / wgan-gp / mpi", multi["procs"], "strong")
+    assert [p.where for p in found[(label, "fid")]][:2] == ["Headline", "Ruler `classifier:digits`"]
+    assert any(p.where == "Headline finding" for key in twice for p in found[key])  # the findings' numbers too
+    assert len(twice) > 5 * len(records)
+
+
+def test_every_quantity_printed_twice_is_printed_the_same(report):
+    assert disagreements(quantities(report), leave_out=SPEEDUP) == []
+
+
+def test_speedup_and_efficiency_are_printed_the_same_everywhere(report):
+    assert disagreements(quantities(report), only=SPEEDUP) == []
+
+
+def test_spread_has_one_notation(report):
+    assert "±" not in report
+    spreads = re.findall(rf"{NUMBER} \[{NUMBER}, {NUMBER}\] \(n=\d+\)", report)
+    assert len(spreads) > 50  # every interval over draws, in the headline and the tables alike
+
+
+def test_fraction_of_peak_is_a_fraction_of_the_peak_printed_beside_it(report, records):
+    rows = table(report, "Step time, throughput and FLOP/s").rows
+    assert len(rows) == len(records)
+    for row in rows:
+        fraction, achieved, peak = (float(row[c]) for c in ("fraction_of_peak", "achieved_gflops", "peak_gflops"))
+        assert 0 < fraction <= 1, row["run_id"]
+        # achieved / peak, to the digits printed
+        slack = unit(row["fraction_of_peak"]) / 2 + achieved / peak * (
+            unit(row["achieved_gflops"]) / achieved + unit(row["peak_gflops"]) / peak
+        )
+        assert abs(fraction - achieved / peak) <= slack, row["run_id"]
+
+
+def test_the_projection_states_the_bytes_each_configuration_moved(report, records):
+    comm = {row["run_id"]: row for row in table(report, "Communication share").rows}
+    validated = table(report, "Predicted against measured").rows
+    models = {row["config"]: row["parameters"] for row in table(report, "Fitted model").rows}
+    checked = 0
+    for row in validated:
+        measured = comm[row["run_id"]]
+        procs, steps = int(measured["procs"]), int(measured["timed_steps"])
+        if procs == 1 or row["config"].startswith("cellular"):
+            continue  # cellular exchanges genomes per cell (checked by the cellular model's tests)
+        per_step = float(measured["comm_mb"]) / procs / steps
+        stated = models[row["config"]]
+        if per_step == 0:
+            limit = re.search(r"0 bytes at P <= (\d+)", stated)
+            assert limit and procs <= int(limit[1]), f"{row['run_id']} moved 0 bytes; the model says: {stated}"
+        else:
+            mib = re.search(rf"({NUMBER}) MiB allreduced per step", stated)
+            assert mib and same_number(float(mib[1]), mib[1], per_step, f"{per_step:.3g}"), stated
+        checked += 1
+    assert checked == sum(r["procs"] > 1 and r["strategy"] != "cellular" for r in records)
+
+
+def test_one_machine_is_one_kind_of_machine(report):
+    environment = report.split("## Environment", 1)[1]
+    assert "Every run on one kind of machine" in environment.split("\n\n")[1]
+    shared = {row["item"]: row["value"] for row in table(report, "Environment").rows}
+    assert shared["machine.cpu_model"] == "AMD EPYC" and "machine.fingerprint" in shared
+
+
+def test_the_check_tells_a_rounding_from_another_number():
+    text = "\n".join(
+        [
+            "## Headline\n",
+            "| strategy | P | train_s | fid |",
+            "|---|---|---|---|",
+            "| a / bce / mpi | 1,2 | 31.7 [27.9, 35.6] (n=3) | 64.7 [52.5, 76.9] (n=3) |",
+            "\n### Strong scaling\n",
+            "| config | procs | train_s | fid |",
+            "|---|---|---|---|",
+            "| a / bce / mpi / grid 1x2 | 2 | 31.724 | 64.9 [52.5, 76.9] (n=3) |",
+            "\n## Runs\n",
+            "| run_id | train_s | wall_s |",
+            "|---|---|---|",
+            "| a-p2 | 1670 | n/a |",
+            "\n## Time\n",
+            "| run_id | train_s | wall_s |",
+            "|---|---|---|",
+            "| a-p2 | 1673 ± 2 | 3.5 |",
+        ]
+    )
+    found = disagreements(quantities(text))
+    key = ("config", "a / bce / mpi", 2, "strong")
+    assert found == [
+        f"{key} fid: '64.7 [52.5, 76.9] (n=3)' (Headline) vs '64.9 [52.5, 76.9] (n=3)' (Strong scaling): different values",
+        "('run', 'a-p2', None) wall_s: 'n/a' (Runs) vs '3.5' (Time): n/a in one place only",
+    ]  # 31.7 and 31.724 are one number rounded; 1670 and 1673 ± 2 too (a ± beside no interval is the notation test's)
