@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from .plan import SystemSize, cellular_step_images, one_model_step_images, per_class_step_images
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ class StrategyEntry(Entry):
     """Whether all ranks train one model together (the global batch is split over them; training can stop at a target)."""
     paper_models: dict[str, str] = field(default_factory=dict)
     """Seed 000's model that each of its losses reproduces, for the report."""
+    step_images: Callable[[SystemSize], int | None] | None = None
+    """Real images one step of the system draws (:mod:`suite.config.plan`): how it turns ``train.budget_images``
+    into its stopping rule, whole steps of this size (None: it cannot honour an images budget; the function
+    returns None where only the data tells)."""
 
 
 @dataclass(frozen=True)
@@ -173,10 +179,24 @@ LOSSES.register(LossEntry("mustangs", draws=("minimax", "mse", "heuristic")))
 _GAN_LOSSES = ("bce", "wgan-gp")
 _DATA_PARALLEL = "suite.train.strategies.data_parallel:DataParallel"  # one class, conditional or not
 STRATEGIES.register(
-    StrategyEntry("data_parallel", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-GAN"})
+    StrategyEntry(
+        "data_parallel",
+        _DATA_PARALLEL,
+        _GAN_LOSSES,
+        data_parallel=True,
+        paper_models={"bce": "DC-GAN"},
+        step_images=one_model_step_images,
+    )
 )
 STRATEGIES.register(
-    StrategyEntry("conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-CGAN"})
+    StrategyEntry(
+        "conditional",
+        _DATA_PARALLEL,
+        _GAN_LOSSES,
+        data_parallel=True,
+        paper_models={"bce": "DC-CGAN"},
+        step_images=one_model_step_images,
+    )
 )
 STRATEGIES.register(
     StrategyEntry(
@@ -186,6 +206,7 @@ STRATEGIES.register(
         engines=("horovod", "torch", "mpi"),
         splits=True,
         paper_models={"bce": "Distributed DC-CGAN"},
+        step_images=per_class_step_images,
     )
 )
 STRATEGIES.register(
@@ -195,6 +216,7 @@ STRATEGIES.register(
         ("bce", "minimax", "mse", "heuristic", "mustangs"),
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
+        step_images=cellular_step_images,
     )
 )
 
