@@ -124,7 +124,9 @@ DEFINITIONS = """## Definitions
   Holm-corrected for the several comparisons; otherwise it says "no significant difference" and gives the intervals.
   One draw a side is never a verdict.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
-  shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
+  shortest of their windows), or by the same real training images where every run had `train.budget_images` (its
+  curve points sit at equal fractions of the budget): quality under a fixed budget, beside the final FID and the
+  time to the target.
 - **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver, and a
   `fingerprint` digest of them; `numerics`, a digest of one fixed forward and backward pass on the run's device and
   threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
