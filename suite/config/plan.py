@@ -8,10 +8,12 @@ what one step of a system draws from the data (:class:`SystemSize`, :func:`budge
 strategy's rule is a trait of its registry entry, :mod:`suite.config.registry`).
 Their errors name the rule; validation re-raises them under the scenario field at fault.
 
-**The images budget** (``train.budget_images``): the real training images that the system's
-discriminators (critics) are trained on, summed over all its GANs (or cells) and all its ranks, a
-batch of B real images counting B once per GAN (cell) that draws it, warm-up steps included.
-Images scored by cellular fitness and mixture evaluations, and generated images, do not count.
+**The images budget** (``train.budget_images``): the real training images drawn into the system's
+training batches, the batches its discriminators (critics) train on, summed over all its GANs (or
+cells) and all its ranks, a batch of B real images counting B once per GAN (cell) that draws it,
+warm-up steps included. (A cellular cell draws ``batches_per_iteration`` batches an iteration: its
+generators step on each, its discriminators on every ``discriminator_skip + 1``-th.) Generated
+images, and the real images that cellular fitness and mixture evaluations score, do not count.
 One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
 :func:`per_class_step_images`, :func:`cellular_step_images`); a budget buys
 ``budget_images // step`` whole steps (:func:`budget_steps`).

@@ -123,9 +123,10 @@ class TrainConfig:
     """Seconds of every run's training, instead of epochs (still capped by ``steps``): equal-time comparisons. Warm-up
     counts inside it: the window gets the budget less the slowest rank's warm-up seconds."""
     budget_images: int | None = None
-    """Real training images every system's discriminators are trained on, summed over its GANs (cells) and ranks,
-    warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``: equal-compute comparisons that do not
-    depend on the host's speed (see docs/scenarios.md, "Equal budgets"; not with ``budget_s``)."""
+    """Real training images drawn into every system's training batches (those its discriminators train on), summed
+    over its GANs (cells) and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
+    equal-compute comparisons that do not depend on the host's speed (docs/scenarios.md, "Equal budgets"; not with
+    ``budget_s``)."""
     class_schedule: Literal["interleaved", "sequential"] = "interleaved"
     """How a rank that trains several class GANs (label_partitioned) orders their steps: round-robin, one step of
     each in turn (every curve point has every class trained), or each GAN to its end before the next."""

@@ -244,7 +244,7 @@ class StrategyFields:
     history: Any = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
     images_consumed: int | None = column()
-    """Real training images the system's discriminators were trained on, over all its GANs (cells) and ranks, warm-up
+    """Real training images drawn into the system's training batches, over all its GANs (cells) and ranks, warm-up
     included: what ``train.budget_images`` counts (defined in :mod:`suite.config.plan`)."""
     warmup_images_consumed: int | None = column()
     """The part of ``images_consumed`` that warm-up steps consumed."""

@@ -101,8 +101,9 @@ DEFINITIONS = """## Definitions
   feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
   cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
   enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
-  the window (it is part of the algorithm). With `train.budget_s` every run's window is that long and speedups
-  compare images/s.
+  the window (it is part of the algorithm). With `train.budget_s` every run's window is the budget less its
+  warm-up (`budget_window_s`) and speedups compare images/s; with `train.budget_images` every run trains the same
+  real images (`images_consumed`), warm-up included.
 - **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
   number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P.
 - **weak scaling**: the work per process is fixed (per-rank batch and steps / one class per rank / a block of cells
