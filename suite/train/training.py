@@ -48,7 +48,7 @@ class GanResult:
     key: str
     generator: torch.nn.Module
     steps: int = 0
-    images: int = 0  # real images its discriminator was trained on, over its whole group (see suite.config.plan)
+    images: int = 0  # real images drawn into its training batches, over its whole group (see suite.config.plan)
     warmup_images: int = 0  # the part of images that warm-up steps consumed
     history: list[dict] = field(default_factory=list)  # at progress points: mean losses, step, clock
     snapshots: list[dict] = field(default_factory=list)  # generator weights along the way
