@@ -189,6 +189,7 @@ FINDING_TOPICS = {
     "Final quality (FID": "fid",
     "Final quality (KID": "kid",
     "Quality at equal training time": "fid_at_equal_time",
+    "Quality at an equal images budget": "fid_at_equal_time",
     "Strong-scaling speedup": "speedup",
 }
 """The findings' bullets by the quantity they rank (a bullet names each configuration beside its number)."""

@@ -1,6 +1,7 @@
 """The report's first screen from synthetic records: headline rows, checks, findings, warnings."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 from test_report import quality, record
@@ -302,3 +303,27 @@ def test_time_budgeted_speedup_is_the_ratio_of_throughput():
     assert speedup.interval is None and speedup.text().endswith("(n=2 at P=2, 1 at P=1: no interval)")  # one P=1 run
     plain = [{**r, "budget_s": None} for r in runs]
     assert strong_speedup(plain, 2).center == pytest.approx(1.0)
+
+
+def test_the_equal_budget_view_compares_at_equal_images_under_an_images_budget():
+    def curve(points):  # (clock, images, fid) per point
+        return [
+            {"clock_s": c, "step": i, "images": n, "fid": f, "features": "classifier:digits", "n": 500}
+            for i, (c, n, f) in enumerate(points)
+        ]
+
+    fast = curve([(5.0, 480, 100.0), (10.0, 960, 50.0)])  # a fast system: half its budget in 5 s
+    slow = curve([(20.0, 480, 90.0), (40.0, 960, 40.0)])  # a slow one: in 20 s
+    lp = dict(strategy="label_partitioned", engine="mpi", classes=list(range(10)))
+    runs = [
+        *[{**r, "curve": fast} for r in seeded("dp", [50, 50, 50], train_s=[10, 10, 10], budget_images=960)],
+        *[{**r, "curve": slow} for r in seeded("lp", [40, 40, 40], train_s=[40, 40, 40], budget_images=960, **lp)],
+    ]
+    table = headline(runs, {}).set_index("strategy")
+    assert table["fid_at_equal_time"].str.endswith("at 960 images").all()  # both at their whole budget
+    assert table.loc["label_partitioned / bce / mpi", "_fid_at_equal_time"].mean == pytest.approx(40.0)
+    assert table.loc["data_parallel / bce / horovod", "_fid_at_equal_time"].mean == pytest.approx(50.0)
+    # without an images budget the view holds the window's seconds equal: the slow system has no point by 10 s
+    timed = headline([{**r, "budget_images": None} for r in runs], {}).set_index("strategy")
+    assert timed.loc["data_parallel / bce / horovod", "fid_at_equal_time"].endswith("at 10 s")
+    assert pd.isna(timed.loc["label_partitioned / bce / mpi", "fid_at_equal_time"])

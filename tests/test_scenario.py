@@ -194,7 +194,7 @@ def test_targets_budgets_and_stopping_are_validated():
             {"metrics": {"features": "classifier", "target": {"fid": 40, "kid": 0.1}}},
             r"metrics.target: give exactly one of fid or kid",
         ),
-        ({"train": {"budget_s": 0}}, r"train.budget_s: must be positive"),
+        ({"train": {"budget_s": 0}}, r"train.budget_s: must be a positive number of seconds, got 0.0"),
         ({"train": {"stop_at_target": True}}, r"train.stop_at_target: needs metrics.target"),
         (
             {"train": {"stop_at_target": True}, "metrics": target, "runs": [{"strategy": "label_partitioned"}]},
@@ -204,6 +204,74 @@ def test_targets_budgets_and_stopping_are_validated():
     for data, message in cases:
         with pytest.raises(ScenarioError, match=message):
             parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}], **data})
+
+
+LP = {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [1, 3]}
+CELLULAR = {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"train": {"budget_s": -1}}, r"^<scenario>: train.budget_s: must be a positive number of seconds, got -1.0$"),
+        ({"train": {"budget_s": float("nan")}}, r"^<scenario>: train.budget_s: must be a positive number of seconds, got nan$"),
+        ({"train": {"budget_s": float("inf")}}, r"^<scenario>: train.budget_s: must be a positive number of seconds, got inf$"),
+        ({"train": {"budget_images": 0}}, r"^<scenario>: train.budget_images: must be at least 1 image, got 0$"),
+        ({"train": {"budget_images": -640}}, r"^<scenario>: train.budget_images: must be at least 1 image, got -640$"),
+        ({"train": {"budget_images": float("nan")}}, r"^<scenario>: train.budget_images: expected an integer, got nan$"),
+        ({"train": {"budget_images": float("inf")}}, r"^<scenario>: train.budget_images: expected an integer, got inf$"),
+        (
+            {"train": {"budget_images": 6400, "budget_s": 30}},
+            r"^<scenario>: train.budget_images: given alongside train.budget_s: give one budget, in seconds or in images$",
+        ),
+        (  # a data-parallel step: the global batch (64)
+            {"runs": [{"strategy": "data_parallel", "train": {"budget_images": 63}}]},
+            r"^<scenario>: runs\[0\].train.budget_images: 63 images are less than one step of data_parallel at P = 1 "
+            r"\(runs\[0\]\), 64 images; give at least 64$",
+        ),
+        (  # weak scaling: the global batch grows with the processes
+            {"train": {"budget_images": 100}, "runs": [{"strategy": "conditional", "procs": [1, 2], "scaling": "weak"}]},
+            r"train.budget_images: 100 images are less than one step of conditional at P = 2 \(runs\[0\]\), 128 images",
+        ),
+        (  # a step of every class GAN: 3 classes x n_critic 2 x batch 64
+            {"train": {"budget_images": 383}, "dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "runs": [LP]},
+            r"train.budget_images: 383 images are less than one step of label_partitioned at P = 1 \(runs\[0\]\), 384 images",
+        ),
+        (  # one iteration: 4 cells x 5 batches x batch 64
+            {"train": {"budget_images": 1279}, "cellular": {"batches_per_iteration": 5}, "runs": [CELLULAR]},
+            r"train.budget_images: 1279 images are less than one step of cellular at P = 1 \(runs\[0\]\), 1280 images",
+        ),
+    ],
+)
+def test_bad_budgets_name_the_field_in_one_line(data, message):
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}], **data})
+
+
+def test_an_images_budget_of_one_step_or_more_is_accepted_and_recorded():
+    data = {"dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "cellular": {"batches_per_iteration": 5}}
+    runs = expand(parse_scenario({"name": "t", "train": {"budget_images": 1280}, "runs": [LP, CELLULAR], **data}))
+    assert [r.train.budget_images for r in runs] == [1280] * 4
+    assert run_identity(runs[0])["budget_images"] == 1280 and run_identity(runs[0])["budget_s"] is None
+    assert runs[0].train.class_schedule == "interleaved"  # the default; sequential is the other choice
+    # a cellular full pass is known only once the data is loaded: the strategy checks it then
+    expand(parse_scenario({"name": "t", "train": {"budget_images": 1}, "runs": [CELLULAR]}))
+    with pytest.raises(ScenarioError, match=r"train.class_schedule: 'round' is not one of 'interleaved', 'sequential'"):
+        parse_scenario({"name": "t", "train": {"class_schedule": "round"}, "runs": [LP]})
+
+
+def test_a_system_without_a_step_rule_is_refused_an_images_budget(monkeypatch):
+    from dataclasses import replace
+
+    from suite.config.registry import STRATEGIES
+
+    entry = STRATEGIES["conditional"]
+    monkeypatch.setitem(STRATEGIES._entries, "conditional", replace(entry, step_images=None))
+    with pytest.raises(ScenarioError, match=r"train.budget_images: conditional \(runs\[1\]\) cannot stop at an images budget"):
+        parse_scenario(
+            {"name": "t", "train": {"budget_images": 6400}, "runs": [{"strategy": "data_parallel"}, {"strategy": "conditional"}]}
+        )
+    parse_scenario({"name": "t", "train": {"budget_s": 30}, "runs": [{"strategy": "conditional"}]})  # a time budget it can honour
 
 
 def test_seeds_are_an_axis_like_procs_and_interleave():

@@ -204,37 +204,49 @@ EQUAL_TIME_SLACK = 1.05
 """A curve point counts as "at" the common time when its clock is at most this factor past it."""
 
 
-def equal_time(rows: list[dict]) -> float | None:
-    """The longest training time every configuration's quality curves reach: the shortest final curve point."""
-    ends = [max(p["clock_s"] for p in r["curve"]) for row in rows for r in row["_main"] if r.get("curve")]
+def budget_axis(rows: list[dict]) -> str:
+    """What the equal-budget view holds equal: the real training ``images`` where every run compared trained to
+    ``train.budget_images`` (its curve points sit at equal fractions of it), else the window's seconds (``clock_s``)."""
+    runs = [r for row in rows for r in row["_main"]]
+    images = all(r.get("budget_images") and all(p.get("images") is not None for p in r.get("curve") or []) for r in runs)
+    return "images" if runs and images else "clock_s"
+
+
+def equal_time(rows: list[dict], axis: str = "clock_s") -> float | None:
+    """The longest training time (or ``axis``) every configuration's quality curves reach: the shortest final curve point."""
+    ends = [max(p[axis] for p in r["curve"]) for row in rows for r in row["_main"] if r.get("curve")]
     return min(ends) if ends and all(any(r.get("curve") for r in row["_main"]) for row in rows) else None
 
 
-def quality_at(record: dict, clock: float, metric: str = "fid") -> tuple[float | None, float | None]:
-    """(score, its clock) of the last curve point of ``record`` at or before ``clock`` (within :data:`EQUAL_TIME_SLACK`)."""
-    points = [p for p in record.get("curve") or [] if p["clock_s"] <= clock * EQUAL_TIME_SLACK and p.get(metric) is not None]
+def quality_at(record: dict, clock: float, metric: str = "fid", axis: str = "clock_s") -> tuple[float | None, float | None]:
+    """(score, its clock) of the last curve point of ``record`` at or before ``clock`` (within :data:`EQUAL_TIME_SLACK`),
+    or at or before that many images with ``axis="images"``."""
+    points = [p for p in record.get("curve") or [] if p[axis] <= clock * EQUAL_TIME_SLACK and p.get(metric) is not None]
     if not points:
         return None, None
-    last = max(points, key=lambda p: p["clock_s"])
-    return last[metric], last["clock_s"]
+    last = max(points, key=lambda p: p[axis])
+    return last[metric], last[axis]
 
 
 def _add_equal_time_quality(rows: list[dict]) -> None:
-    """Seed 002's framing, quality under a fixed budget: each configuration's FID at the same training time."""
-    clock = equal_time(rows) if len(rows) > 1 else None
+    """Seed 002's framing, quality under a fixed budget: each configuration's FID at the same training time, or at
+    the same real training images where every run had an images budget."""
+    axis = budget_axis(rows)
+    clock = equal_time(rows, axis) if len(rows) > 1 else None
+    unit = "images" if axis == "images" else "s"
     for row in rows:
         row["fid_at_equal_time"], row["_fid_at_equal_time"] = None, None
         if clock is None:
             continue
-        points = [quality_at(r, clock) for r in row["_main"]]
-        values = per_seed(row["_main"], lambda r: quality_at(r, clock)[0])
+        points = [quality_at(r, clock, axis=axis) for r in row["_main"]]
+        values = per_seed(row["_main"], lambda r: quality_at(r, clock, axis=axis)[0])
         summary = summarise(values)
         if summary is not None and summary.n == len(values):
             at = max(c for _, c in points if c is not None)
-            row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} s"
+            row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} {unit}"
             row["_fid_at_equal_time"] = summary
     for row in rows:
-        row["_equal_time"] = clock
+        row["_equal_time"], row["_equal_axis"] = clock, axis
 
 
 def _targets_per_seed(main: list[dict]) -> list[dict]:
@@ -344,7 +356,11 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
         )
     at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
     if len(at_time) > 1 and len(rulers) == 1:
-        what = f"Quality at equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s, {next(iter(rulers))})"
+        if rows[0]["_equal_axis"] == "images":
+            budget = f"an equal images budget (FID at the last curve point by {rows[0]['_equal_time']:.0f} images"
+        else:
+            budget = f"equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s"
+        what = f"Quality at {budget}, {next(iter(rulers))})"
         said = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
         if said:
             out.append(said)

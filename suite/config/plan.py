@@ -3,12 +3,25 @@ scenario validation checks before anything starts and the runtime uses when it d
 
 Plain functions of plain numbers (no torch): :func:`local_batch` (a global batch over a group),
 :func:`class_plan` (classes over ranks, label-partitioned), :func:`process_grid` (a cellular grid
-over ranks) and :func:`check_image_size` (what the generator and the discriminator can work at).
+over ranks), :func:`check_image_size` (what the generator and the discriminator can work at) and
+what one step of a system draws from the data (:class:`SystemSize`, :func:`budget_steps`; each
+strategy's rule is a trait of its registry entry, :mod:`suite.config.registry`).
 Their errors name the rule; validation re-raises them under the scenario field at fault.
+
+**The images budget** (``train.budget_images``): the real training images drawn into the system's
+training batches, the batches its discriminators (critics) train on, summed over all its GANs (or
+cells) and all its ranks, a batch of B real images counting B once per GAN (cell) that draws it,
+warm-up steps included. (A cellular cell draws ``batches_per_iteration`` batches an iteration: its
+generators step on each, its discriminators on every ``discriminator_skip + 1``-th.) Generated
+images, and the real images that cellular fitness and mixture evaluations score, do not count.
+One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
+:func:`per_class_step_images`, :func:`cellular_step_images`); a budget buys
+``budget_images // step`` whole steps (:func:`budget_steps`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 MIN_IMAGE_SIZE = 20
@@ -97,3 +110,67 @@ def check_image_size(image_size: int) -> None:
             "1x1 feature map, whose BatchNorm erases the difference between real and fake batches); "
             "e.g. 28, 32 (the papers'), 64"
         )
+
+
+# --- what one step of a system draws (the images budget) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SystemSize:
+    """What the settings say about the size of one step of a system; None where only the data tells."""
+
+    batch_size: int
+    """``train.batch_size``: the global batch of one GAN (per rank under weak scaling of a data-parallel model)."""
+    procs: int
+    """Processes of the run."""
+    weak: bool
+    """Weak scaling (a data-parallel model's global batch grows with the processes)."""
+    critic_steps: int
+    """Discriminator (critic) batches per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else 1."""
+    classes: int | None = None
+    """Class GANs the system trains (label-partitioned)."""
+    cells: int | None = None
+    """Cells of the grid (cellular)."""
+    batches_per_iteration: int | None = None
+    """Training batches of a cell per iteration (cellular)."""
+
+
+def one_model_step_images(size: SystemSize) -> int | None:
+    """One generator step of one model trained by all ranks: ``critic_steps`` batches of the global batch."""
+    return size.critic_steps * size.batch_size * (size.procs if size.weak else 1)
+
+
+def per_class_step_images(size: SystemSize) -> int | None:
+    """One generator step of every class GAN (the budget is split equally over them)."""
+    return None if size.classes is None else size.classes * size.critic_steps * size.batch_size
+
+
+def cellular_step_images(size: SystemSize) -> int | None:
+    """One iteration: ``batches_per_iteration`` batches of every cell of the grid."""
+    if size.cells is None or size.batches_per_iteration is None:
+        return None
+    return size.cells * size.batches_per_iteration * size.batch_size
+
+
+def budget_steps(budget_images: int, step_images: int, system: str) -> int:
+    """The whole steps ``budget_images`` buys at ``step_images`` a step; :class:`TrainingError` below one step.
+
+    >>> budget_steps(1000, 320, "label_partitioned")
+    3
+    """
+    if budget_images < step_images:
+        raise TrainingError(
+            f"{budget_images} images are less than one step of {system}, {step_images} images; give at least {step_images}",
+            "train.budget_images",
+        )
+    return budget_images // step_images
+
+
+def budget_fraction_steps(budget_images: int, step_images: int, points: int) -> list[int]:
+    """The steps at which a system has used ``1/points``, ``2/points``, ... of its images budget: the last
+    whole step within each fraction (at least step 1), so that every system has points at about the same images.
+
+    >>> budget_fraction_steps(1000, 100, 4)
+    [2, 5, 7, 10]
+    """
+    return sorted({max(1, budget_images * k // points // step_images) for k in range(1, points + 1)})

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from .plan import SystemSize, cellular_step_images, one_model_step_images, per_class_step_images
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,10 @@ class StrategyEntry(Entry):
     """Seed 000's model that each of its losses reproduces, for the report."""
     settings: str | None = None
     """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
+    step_images: Callable[[SystemSize], int | None] | None = None
+    """Real images one step of the system draws (:mod:`suite.config.plan`): how it turns ``train.budget_images``
+    into its stopping rule, whole steps of this size (None: it cannot honour an images budget; the function
+    returns None where only the data tells)."""
 
 
 @dataclass(frozen=True)
@@ -194,11 +200,24 @@ LOSSES.register(LossEntry("mustangs", draws=("minimax", "mse", "heuristic")))
 _GAN_LOSSES = ("bce", "wgan-gp")
 _DATA_PARALLEL = "suite.train.strategies.data_parallel:DataParallel"  # one class, conditional or not
 STRATEGIES.register(
-    StrategyEntry("data_parallel", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, paper_models={"bce": "DC-GAN"})
+    StrategyEntry(
+        "data_parallel",
+        _DATA_PARALLEL,
+        _GAN_LOSSES,
+        data_parallel=True,
+        paper_models={"bce": "DC-GAN"},
+        step_images=one_model_step_images,
+    )
 )
 STRATEGIES.register(
     StrategyEntry(
-        "conditional", _DATA_PARALLEL, _GAN_LOSSES, data_parallel=True, conditional=True, paper_models={"bce": "DC-CGAN"}
+        "conditional",
+        _DATA_PARALLEL,
+        _GAN_LOSSES,
+        data_parallel=True,
+        conditional=True,
+        paper_models={"bce": "DC-CGAN"},
+        step_images=one_model_step_images,
     )
 )
 STRATEGIES.register(
@@ -210,6 +229,7 @@ STRATEGIES.register(
         splits=True,
         cost_model=CLASS_GROUPS,
         paper_models={"bce": "Distributed DC-CGAN"},
+        step_images=per_class_step_images,
     )
 )
 STRATEGIES.register(
@@ -221,6 +241,7 @@ STRATEGIES.register(
         requires=frozenset({CARTESIAN}),
         settings="cellular",
         cost_model=CELLS,
+        step_images=cellular_step_images,
     )
 )
 

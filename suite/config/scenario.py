@@ -120,7 +120,16 @@ class TrainConfig:
     threads: int | None = None
     """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node; at most 4 on a rank that trains on a GPU)."""
     budget_s: float | None = None
-    """Training-window seconds of every run, instead of epochs (still capped by ``steps``): equal-time comparisons."""
+    """Seconds of every run's training, instead of epochs (still capped by ``steps``): equal-time comparisons. Warm-up
+    counts inside it: the window gets the budget less the slowest rank's warm-up seconds."""
+    budget_images: int | None = None
+    """Real training images drawn into every system's training batches (those its discriminators train on), summed
+    over its GANs (cells) and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
+    equal-compute comparisons that do not depend on the host's speed (docs/scenarios.md, "Equal budgets"; not with
+    ``budget_s``)."""
+    class_schedule: Literal["interleaved", "sequential"] = "interleaved"
+    """How a rank that trains several class GANs (label_partitioned) orders their steps: round-robin, one step of
+    each in turn (every curve point has every class trained), or each GAN to its end before the next."""
     stop_at_target: bool = False
     """End training when the generator first meets ``metrics.target`` (data_parallel, conditional)."""
     checkpoint_every: CheckpointEvery | None = None
@@ -432,6 +441,11 @@ def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> An
 def seeds_of(train: TrainConfig) -> list[int]:
     """The seeds an entry trains with: ``train.seeds``, else the one ``train.seed``."""
     return list(train.seeds) if train.seeds is not None else [train.seed]
+
+
+def critic_steps(loss: str, wgan_gp: WganGpConfig) -> int:
+    """Discriminator (critic) steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
+    return wgan_gp.n_critic if loss == "wgan-gp" else 1
 
 
 def default_loss(strategy: str) -> str:

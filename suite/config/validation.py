@@ -6,10 +6,20 @@ entry's strategy, engine, grid and process counts need. Every broken rule raises
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any, NoReturn
 
-from .plan import CLASSIFIER_FEATURE_DIM, TrainingError, check_image_size, class_plan, local_batch, process_grid
+from .plan import (
+    CLASSIFIER_FEATURE_DIM,
+    SystemSize,
+    TrainingError,
+    budget_steps,
+    check_image_size,
+    class_plan,
+    local_batch,
+    process_grid,
+)
 from .registry import LOSSES, STRATEGIES, engines_for
 from .scenario import (
     ENTRY_SECTIONS,
@@ -25,6 +35,7 @@ from .scenario import (
     ScenarioError,
     TrainConfig,
     WganGpConfig,
+    critic_steps,
     default_loss,
     entry_section,
     run_train,
@@ -156,8 +167,13 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     if train.lr <= 0:
         fail(f"{path}.lr", "must be positive")
     _check_betas(train.betas, f"{path}.betas", fail)
-    if train.budget_s is not None and train.budget_s <= 0:
-        fail(f"{path}.budget_s", f"must be positive, got {train.budget_s}")
+    if train.budget_s is not None and not (math.isfinite(train.budget_s) and train.budget_s > 0):
+        fail(f"{path}.budget_s", f"must be a positive number of seconds, got {train.budget_s}")
+    if train.budget_images is not None:
+        if train.budget_images < 1:
+            fail(f"{path}.budget_images", f"must be at least 1 image, got {train.budget_images}")
+        if train.budget_s is not None:
+            fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
     if train.seed < 0:
         fail(f"{path}.seed", f"must not be negative, got {train.seed}")
     if train.seeds is not None:
@@ -294,6 +310,7 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
             "which keeps the tables' BatchNorm discriminator; use auto or batch",
         )
     _check_batch_split(spec, path, scaling, scenario, fail)
+    _check_images_budget(spec, path, scaling, scenario, fail)
 
 
 def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
@@ -361,3 +378,45 @@ def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenari
                     if error.field
                     else f"{error} (each class group at {p} processes)",
                 )
+
+
+def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str, scenario: Scenario) -> SystemSize:
+    """What the settings say about one step of an entry's system at ``procs`` processes (see :class:`SystemSize`)."""
+    train, dataset = run_train(scenario, spec, "train"), scenario.dataset
+    classes = len(dataset.classes) if dataset.classes else _DATASET_CLASSES.get(dataset.name)
+    if scaling == "weak" and classes is not None:  # weak label-partitioned runs train one class per rank
+        classes = min(classes, procs)
+    per_cell = scenario.cellular.batches_per_iteration  # 0: a full pass, known once the data is loaded
+    return SystemSize(
+        batch_size=train.batch_size,
+        procs=procs,
+        weak=scaling == "weak",
+        critic_steps=critic_steps(spec.loss or default_loss(spec.strategy), scenario.wgan_gp),
+        classes=classes,
+        cells=grid[0] * grid[1] if grid else None,
+        batches_per_iteration=per_cell or None,
+    )
+
+
+def _check_images_budget(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
+    """An entry's ``train.budget_images``: a system that can honour it, and at least one step of it at every process count.
+
+    Where only the data tells the size of a step (a cellular full pass, ImageNet's classes) the
+    strategy checks it when it sets up, before training.
+    """
+    budget = run_train(scenario, spec, f"{path}.train").budget_images
+    if budget is None:
+        return
+    where = f"{path}.train.budget_images" if "budget_images" in (spec.train or {}) else "train.budget_images"
+    rule = STRATEGIES[spec.strategy].step_images
+    if rule is None:
+        fail(where, f"{spec.strategy} ({path}) cannot stop at an images budget; give it train.budget_s or epochs instead")
+    grids = spec.grids if scaling == "weak" and spec.grids else [spec.grid] * len(spec.procs)
+    for procs, grid in zip(spec.procs, grids):
+        step = rule(_system_size(spec, procs, grid, scaling, scenario))
+        if step is None:
+            continue
+        try:
+            budget_steps(budget, step, f"{spec.strategy} at P = {procs} ({path})")
+        except TrainingError as error:
+            fail(where, error.reason)

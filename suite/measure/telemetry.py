@@ -303,6 +303,11 @@ class Telemetry:
         """Set-up is over: warm-up steps follow (they train, but are not timed)."""
         self._warmup_start = time.perf_counter()
 
+    def warmup_seconds(self) -> float:
+        """Seconds of warm-up so far: this segment's since :meth:`start_warmup`, plus a resumed run's earlier ones."""
+        running = time.perf_counter() - self._warmup_start if self._warmup_start is not None else 0.0
+        return self.warmup["seconds"] + running
+
     def open_window(self) -> None:
         """Start the training window (call right after a barrier that follows set-up and warm-up)."""
         self.flush()

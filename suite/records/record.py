@@ -204,6 +204,7 @@ class RunSettings:
     epochs: int | None = column()
     seed: int | None = column()
     budget_s: float | None = column()
+    budget_images: int | None = column()
     critic_norm: str | None = None
     traced: bool | None = None
 
@@ -225,6 +226,8 @@ class Timing:
 
     setup_s: float | None = column()
     warmup_s: float | None = column()
+    budget_window_s: float | None = column()
+    """Under ``train.budget_s``: the training window the budget left after the slowest rank's warm-up."""
     train_s: float | None = column()
     eval_s: float | None = column()
     """Scoring during training (stop_at_target), with the window's clock stopped."""
@@ -253,6 +256,14 @@ class StrategyFields:
     """Generator steps: a number, or per class GAN (label_partitioned)."""
     history: Any = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
+    images_consumed: int | None = column()
+    """Real training images drawn into the system's training batches, over all its GANs (cells) and ranks, warm-up
+    included: what ``train.budget_images`` counts (defined in :mod:`suite.config.plan`)."""
+    warmup_images_consumed: int | None = column()
+    """The part of ``images_consumed`` that warm-up steps consumed."""
+    budget_steps: int | None = column()
+    """Under ``train.budget_images``: the whole steps the budget bought, warm-up included: generator steps of the model
+    (label_partitioned: of each class GAN; cellular: iterations)."""
 
 
 @dataclass
@@ -268,6 +279,8 @@ class LabelPartitionedFields(StrategyFields):
     """label_partitioned: one GAN per class, trained by its group of ranks."""
 
     classes: list[int] | None = column()
+    class_schedule: str | None = column()
+    """``train.class_schedule`` as the ranks applied it: ``interleaved`` or ``sequential``."""
     groups: list[dict] | None = None
     """Each communicator group's ranks, classes and replica digests."""
     replicas_identical: bool | None = None
@@ -400,7 +413,14 @@ def run_identity(run: Run) -> dict[str, Any]:
     """The fields that name ``run`` in its record (also in a failed record): its :class:`RunSettings`."""
     shared = {f.name: getattr(run, f.name) for f in dataclasses.fields(RunSettings) if hasattr(run, f.name)}
     train = run.train
-    settings = RunSettings(**shared, epochs=train.epochs, seed=train.seed, budget_s=train.budget_s, traced=run.trace)
+    settings = RunSettings(
+        **shared,
+        epochs=train.epochs,
+        seed=train.seed,
+        budget_s=train.budget_s,
+        budget_images=train.budget_images,
+        traced=run.trace,
+    )
     return dataclasses.asdict(settings)
 
 

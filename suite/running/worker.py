@@ -53,6 +53,7 @@ from ..records.record import Communication, DatasetInfo, Placement, TelemetrySum
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
+from ..train.training import window_seconds
 
 if TYPE_CHECKING:
     import torch
@@ -149,7 +150,7 @@ def _summaries(per_rank: list[dict]) -> dict:
     return asdict(summary)
 
 
-def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int) -> dict:
+def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int, images: int | None) -> dict:
     """Record fields of quality: the final model's, its curve along the window, time to target,
     extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
     from ..gan.sampling import Sampler
@@ -168,9 +169,11 @@ def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, ste
     untrained = untrained_baseline(ref, networks, run.model.latent_dim)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
     # a strategy that scored while training (stop_at_target) brings its curve in its fields
-    curve = outcome.fields.get("curve") or [curve_point(score(bundle), clock, step) for clock, step, bundle in outcome.curve]
+    curve = outcome.fields.get("curve") or [
+        curve_point(score(bundle), clock, step, at) for clock, step, at, bundle in outcome.curve
+    ]
     if not curve or curve[-1]["step"] != steps:
-        curve.append(curve_point(quality, train_s, steps))  # the final model, as the window ends
+        curve.append(curve_point(quality, train_s, steps, images))  # the final model, as the window ends
     fields = {
         "quality": quality,
         "curve": curve,
@@ -223,6 +226,7 @@ def _ok_record(
         **placement,
         "setup_s": max(r["setup_s"] for r in per_rank),
         "warmup_s": max(r["warmup"]["seconds"] for r in per_rank),
+        "budget_window_s": per_rank[0]["budget_window_s"],
         "train_s": max(w["seconds"] for w in windows),
         "eval_s": max(r["paused_s"] for r in per_rank),
         "images_per_s": images_per_s,
@@ -292,7 +296,7 @@ def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: tor
     if run.metrics.enabled:
         steps = record["generator_steps"]
         total = sum(steps.values()) if isinstance(steps, dict) else steps
-        record.update(_score(run, outcome, device, record["train_s"], total))
+        record.update(_score(run, outcome, device, record["train_s"], total, record.get("images_consumed")))
 
 
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
@@ -462,7 +466,9 @@ def execute(run: Run, run_dir: Path) -> int:
         if resumed is None:  # a resumed run is past its warm-up
             strategy.warm_up()
         engine.timeline.synchronize()
-        engine.barrier()
+        # every rank's warm-up seconds, agreed: a time budget's window is what the slowest warm-up left of it
+        warmups = engine.allgather_object(telemetry.warmup_seconds())  # also the barrier that opens the window
+        strategy.window_s = window_seconds(run.train.budget_s, max(warmups))
         telemetry.open_window()
         with profiled_steps(run.trace, run_dir, engine, telemetry):
             strategy.train()
@@ -482,6 +488,7 @@ def execute(run: Run, run_dir: Path) -> int:
             "peak": peak,
             "comm_bytes": engine.comm.bytes,
             "comm_largest_group": engine.comm.largest_group,
+            "budget_window_s": strategy.window_s,
         }
         if diverged is not None:
             _end_diverged(

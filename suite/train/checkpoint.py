@@ -25,7 +25,8 @@ the engine names, :meth:`suite.train.engines.base.Engine.checkpoint_types`) and 
 Rules:
 
 * Checkpoints fall between two steps of the training window. ``steps: N``: whenever the GAN
-  being trained reaches a multiple of N generator steps (cellular: iterations). ``minutes: M``:
+  being trained reaches a multiple of N generator steps (cellular: iterations; interleaved class
+  GANs: between rounds, when the round reaches a multiple of N). ``minutes: M``:
   by the window's clock, agreed over the ranks that train together (as ``train.budget_s``).
   Set-up and warm-up are never checkpointed: a run that stops before its first checkpoint starts
   again from step 0. When a rank's training is over it saves once more (``done``), so a run that

@@ -23,6 +23,7 @@ import torch
 from ..config.plan import TrainingError, local_batch
 from ..config.registry import LOSSES
 from ..config.scenario import Run
+from ..config.scenario import critic_steps as scenario_critic_steps
 from ..gan.data import ImageData
 from ..gan.divergence import CHECK_EVERY, Divergence, LossWatch, loss_bound, parameter_norm
 from ..gan.losses import get_loss, gradient_penalty
@@ -48,6 +49,8 @@ class GanResult:
     key: str
     generator: torch.nn.Module
     steps: int = 0
+    images: int = 0  # real images drawn into its training batches, over its whole group (see suite.config.plan)
+    warmup_images: int = 0  # the part of images that warm-up steps consumed
     history: list[dict] = field(default_factory=list)  # at progress points: mean losses, step, clock
     snapshots: list[dict] = field(default_factory=list)  # generator weights along the way
 
@@ -61,7 +64,7 @@ def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
 
 def critic_steps(run: Run) -> int:
     """Discriminator steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
-    return run.wgan_gp.n_critic if run.loss == "wgan-gp" else 1
+    return scenario_critic_steps(run.loss, run.wgan_gp)
 
 
 def generator_steps(run: Run, images: int, global_batch: int) -> int:
@@ -72,6 +75,18 @@ def generator_steps(run: Run, images: int, global_batch: int) -> int:
     """
     steps = run.train.epochs * (images // global_batch) // critic_steps(run)
     return min(steps, run.train.steps) if run.train.steps else steps
+
+
+def window_seconds(budget_s: float | None, warmup_s: float) -> float | None:
+    """The training window of a time budget: ``budget_s`` less the slowest rank's warm-up (None without a budget).
+
+    Warm-up counts inside the budget, so that a system with a long warm-up gets no more time.
+    """
+    if budget_s is None:
+        return None
+    if warmup_s >= budget_s:
+        log.warning("warm-up took %.1f s of the %.1f s budget: the window makes one step", warmup_s, budget_s)
+    return max(0.0, budget_s - warmup_s)
 
 
 def evenly_spaced_steps(total: int, points: int) -> list[int]:
@@ -109,7 +124,10 @@ class GanTrainer:
         scaling keeps the one-rank run's step count); default: :func:`generator_steps`, or
         ``train.steps`` (else no limit) when the run trains to a time budget.
     snapshot_points:
-        Keep this many generator snapshots, at evenly spaced steps (or times, with a budget).
+        Keep this many generator snapshots, at evenly spaced steps of the window (or times, with a deadline).
+    snapshot_steps:
+        Take the snapshots at these generator steps instead, warm-up steps included (an images budget's
+        fractions, :func:`suite.config.plan.budget_fraction_steps`).
     evaluate:
         Called at every snapshot with the trainer when training should stop at a quality
         target; returns whether the target is met (only the group's first rank needs to know).
@@ -131,6 +149,7 @@ class GanTrainer:
         snapshot_points: int = 0,
         evaluate: Callable[["GanTrainer"], bool] | None = None,
         checkpointer: Checkpointer | None = None,
+        snapshot_steps: list[int] | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.checkpointer = checkpointer
@@ -157,6 +176,7 @@ class GanTrainer:
         self.generator, self.discriminator = self._build()
         self.result = GanResult(key, self.generator.network)
         self.snapshot_points, self.evaluate = snapshot_points, evaluate
+        self._fixed_snapshot_steps = set(snapshot_steps) if snapshot_steps is not None else None
         self.warmup_steps = 0
         self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
         self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
@@ -164,6 +184,8 @@ class GanTrainer:
         self._window_first_step: int | None = None  # the step at which this GAN's window opened
         self.finished = False  # train() is over for this GAN
         self._epoch, self._batch = 0, 0  # the next batch
+        self._snapshot_steps: set[int] = set()
+        self._progress_steps: set[int] = set()
         self._batches: Any = None
         # losses summed on the device since the last progress point, and how many were summed
         self._loss_sums = torch.zeros(2, device=engine.device)
@@ -270,6 +292,7 @@ class GanTrainer:
                 torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
                 losses[critic] = d_loss = self._discriminator_step(real, labels, name)
                 self._loss_sums[0] += d_loss
+                self.result.images += self.global_batch
             losses[self.n_critic] = g_loss = self._generator_step(labels, name)
             self._loss_sums[1] += g_loss
             self.result.steps += 1
@@ -286,7 +309,13 @@ class GanTrainer:
         """
         state = copy.deepcopy(self.generator.network.state_dict())
         self.result.snapshots.append(
-            {"step": self.result.steps, "clock_s": self.telemetry.clock(), "state": state, "scheduled": scheduled}
+            {
+                "step": self.result.steps,
+                "images": self.result.images,
+                "clock_s": self.telemetry.clock(),
+                "state": state,
+                "scheduled": scheduled,
+            }
         )
 
     def _due(self, name: str, clock: float) -> bool:
@@ -378,16 +407,22 @@ class GanTrainer:
 
     # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:
-        """The first ``steps`` generator steps (they train; the window has not opened yet)."""
+        """The first ``steps`` generator steps (they train; the window has not opened yet).
+
+        Where ``snapshot_steps`` fall inside them, the snapshots are taken here (at window clock 0).
+        """
         count = min(steps, self.max_steps - self.result.steps)
         for i in range(count):
             self.step()
             self.warmup_steps += 1
+            self.result.warmup_images = self.result.images
             if (i + 1 == count or self.result.steps % CHECK_EVERY == 0) and self._check_divergence(final=i + 1 == count):
                 self.halted = True
                 if self.group.rank == 0:
                     self._progress()  # the losses up to the step where training stopped
                 return
+            if self.snapshot_points and self._fixed_snapshot_steps and self.result.steps in self._fixed_snapshot_steps:
+                self.take_snapshot(scheduled=True)
 
     def train(self, deadline: float | None = None) -> GanResult:
         """The remaining steps: to ``max_steps``, or until the window clock reaches ``deadline``.
@@ -395,8 +430,27 @@ class GanTrainer:
         Snapshots (and progress lines) fall on evenly spaced steps of the window, or evenly
         spaced times up to the deadline.
         """
+        self.open_window(deadline)
+        while not self.advance():
+            pass
+        return self.result
+
+    def advance(self) -> bool:
+        """One window step and what follows it (:meth:`open_window` first); whether this GAN's training is over."""
         if self.finished or self.halted:  # resumed after this GAN's training was over, or diverged in warm-up
-            return self.result
+            return True
+        if self.result.steps < self.max_steps:
+            self.step()
+            if not self._between_steps() and self.result.steps < self.max_steps:
+                return False
+        self.finished = True
+        return True
+
+    def open_window(self, deadline: float | None = None) -> None:
+        """The window opens for this GAN: its step or time schedule of snapshots and progress lines
+        (a resumed GAN keeps the schedule it had); it then trains step by step with :meth:`advance`."""
+        if self.finished or self.halted:
+            return
         self.deadline = deadline
         if self._window_first_step is None:  # the window opens (a resumed GAN keeps the schedule it had)
             self._window_first_step, self._window_clock0 = self.result.steps, self.telemetry.clock()
@@ -408,14 +462,10 @@ class GanTrainer:
                 }
         first = self._window_first_step
         window_steps = self.max_steps - first
-        self._snapshot_steps = {first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)}
+        self._snapshot_steps = self._fixed_snapshot_steps or {
+            first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)
+        }
         self._progress_steps = {first + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
-        while self.result.steps < self.max_steps:
-            self.step()
-            if self._between_steps():
-                break
-        self.finished = True
-        return self.result
 
     # --- checkpoints -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -433,6 +483,8 @@ class GanTrainer:
                 "epoch": self._epoch,
                 "batch": self._batch,
                 "steps": self.result.steps,
+                "images": self.result.images,
+                "warmup_images": self.result.warmup_images,
                 "warmup_steps": self.warmup_steps,
                 "window_first_step": self._window_first_step,
                 "window_clock0": self._window_clock0,
@@ -466,6 +518,7 @@ class GanTrainer:
         position = state["position"]
         self._epoch, self._batch, self._batches = position["epoch"], position["batch"], None
         self.result.steps, self.warmup_steps = position["steps"], position["warmup_steps"]
+        self.result.images, self.result.warmup_images = position["images"], position["warmup_images"]
         self._window_first_step, self._window_clock0 = position["window_first_step"], position["window_clock0"]
         self._times, self.finished = copy.deepcopy(position["times"]), position["finished"]
         self._loss_sums = state["loss_sums"].to(device)

@@ -109,8 +109,9 @@ DEFINITIONS = """## Definitions
   feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
   cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
   enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
-  the window (it is part of the algorithm). With `train.budget_s` every run's window is that long and speedups
-  compare images/s.
+  the window (it is part of the algorithm). With `train.budget_s` every run's window is the budget less its
+  warm-up (`budget_window_s`) and speedups compare images/s; with `train.budget_images` every run trains the same
+  real images (`images_consumed`), warm-up included.
 - **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
   number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P. T(1) and T(P) are the geometric
   means of the runs at each end, and the headline and the scaling tables print the same S and E (one function).
@@ -146,7 +147,9 @@ DEFINITIONS = """## Definitions
   at most 4.4 % of reports made any false claim (n = 3, 5, 10); a 1.5-fold better FID at the digits job's typical
   seed spread was found in 78.5 % of reports with 3 seeds, in all with 5.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
-  shortest of their windows): quality under a fixed budget, beside the final FID and the time to the target.
+  shortest of their windows), or by the same real training images where every run had `train.budget_images` (its
+  curve points sit at equal fractions of the budget): quality under a fixed budget, beside the final FID and the
+  time to the target.
 - **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver; `fingerprint`, a
   digest of those that identify the machine however it was launched (not `cpu_capability`, `onednn_max_isa`, `mpi`, `host`);
   `numerics`, a digest of one fixed forward and backward pass on the run's device and threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.

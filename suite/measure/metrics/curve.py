@@ -1,7 +1,8 @@
 """Quality over training time, and the time at which a target was first met.
 
-A *curve point* is the quality of a generator snapshot with the training-window time and the
-generator step at which it was taken; every point of a run is scored with the same feature
+A *curve point* is the quality of a generator snapshot with the training-window time, the
+generator step and the real training images consumed (``images``, see :mod:`suite.config.plan`) at
+which it was taken; every point of a run is scored with the same feature
 network and sample count, so a curve (and the report's plot) never mixes them. The *time to
 target* is the window time of the first point that meets ``metrics.target`` (MLPerf's time to
 train, at the resolution of the curve's spacing).
@@ -19,11 +20,12 @@ METRIC_FIELDS = {"fid": "fid", "kid": "kid_mean"}
 """Target metric name -> field of a quality block / curve point."""
 
 
-def curve_point(quality: dict[str, Any], clock_s: float, step: int) -> dict[str, Any]:
+def curve_point(quality: dict[str, Any], clock_s: float, step: int, images: int | None = None) -> dict[str, Any]:
     """One point of a quality curve from a quality block (see :mod:`suite.measure.metrics.evaluate`)."""
     return {
         "clock_s": clock_s,
         "step": step,
+        "images": images,
         "fid": quality.get("fid"),
         "kid_mean": quality.get("kid_mean"),
         "kid_std": quality.get("kid_std"),

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from ...config.plan import SystemSize, TrainingError, budget_fraction_steps, budget_steps
+from ...config.registry import STRATEGIES
 from ...config.scenario import Run
 from ...gan.data import ImageData
 from ...gan.sampling import GeneratorBundle
@@ -25,15 +27,15 @@ if TYPE_CHECKING:
 class Outcome:
     """A strategy's result. ``bundle`` and ``curve`` are complete on rank 0 only.
 
-    ``curve`` holds (training-window seconds, generator step, bundle) snapshots taken during
-    training, scored after training for the quality-over-time plot (a strategy that scores
+    ``curve`` holds (training-window seconds, generator step, images consumed, bundle) snapshots taken
+    during training, scored after training for the quality-over-time plot (a strategy that scores
     during training puts its points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
     ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
     ``quality_<name>`` in the record).
     """
 
     bundle: GeneratorBundle | None
-    curve: list[tuple[float, int, GeneratorBundle]] = field(default_factory=list)
+    curve: list[tuple[float, int, int, GeneratorBundle]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     extra_bundles: dict[str, GeneratorBundle] = field(default_factory=dict)  # e.g. cellular's best cell
 
@@ -47,6 +49,9 @@ class Strategy(ABC):
     """
 
     checkpointer: Checkpointer | None = None  # None: no checkpoints
+    window_s: float | None = None
+    """Under ``train.budget_s``: the window's seconds, the budget less the slowest rank's warm-up (set by the worker
+    as the window opens; every rank gets the same)."""
 
     def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
         """The entry point of every strategy (see :func:`suite.train.strategies.create`)."""
@@ -128,3 +133,31 @@ def parameter_digest(*modules: torch.nn.Module) -> str:
             h.update(name.encode())
             h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ImagesBudget:
+    """How a system honours ``train.budget_images`` (see :mod:`suite.config.plan`): whole steps of its own size."""
+
+    steps: int
+    """Steps the budget buys, warm-up included (generator steps of each GAN; cellular: iterations)."""
+    step_images: int
+    """Real images one step of the system draws."""
+    snapshot_steps: list[int]
+    """The steps at equal fractions of the budget, one per curve point."""
+
+
+def images_budget(run: Run, size: SystemSize) -> ImagesBudget | None:
+    """The run's images budget as steps of its strategy's registered size (None without ``train.budget_images``).
+
+    Raises :class:`TrainingError` naming ``train.budget_images`` where the budget buys no whole step.
+    """
+    budget = run.train.budget_images
+    if budget is None:
+        return None
+    rule = STRATEGIES[run.strategy].step_images
+    step = rule(size) if rule is not None else None
+    if step is None:
+        raise TrainingError(f"{run.strategy} cannot stop at an images budget", "train.budget_images")
+    steps = budget_steps(budget, step, f"{run.strategy} at P = {run.procs}")
+    return ImagesBudget(steps, step, budget_fraction_steps(budget, step, run.metrics.curve_points))

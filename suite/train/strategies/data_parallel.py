@@ -3,7 +3,8 @@
 
 Strong scaling keeps the global batch (``train.batch_size``) and the number of steps; weak
 scaling keeps the per-rank batch, so the global batch grows with the ranks, and keeps the
-number of steps of the one-rank run. With ``train.stop_at_target`` rank 0 scores every
+number of steps of the one-rank run. Under ``train.budget_images`` the model makes the global
+steps the budget buys (a step draws ``n_critic`` global batches), warm-up steps included. With ``train.stop_at_target`` rank 0 scores every
 snapshot during training (the window's clock stops meanwhile) and all ranks stop together
 when the target is met.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
+from ...config.plan import SystemSize
 from ...records.record import DataParallelFields
 from ..flat import cpu_state
-from ..training import GanTrainer, generator_steps
-from .base import Outcome, Strategy, make_bundle, parameter_digest
+from ..training import GanTrainer, critic_steps, generator_steps
+from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
     import torch
@@ -33,6 +35,10 @@ class DataParallel(Strategy):
         self.global_batch = run.train.batch_size * (group.size if weak else 1)
         # weak scaling: the one-rank run's number of generator steps
         steps = generator_steps(run, len(self.data), run.train.batch_size) if weak and run.train.budget_s is None else None
+        size = SystemSize(run.train.batch_size, group.size, weak, critic_steps(run))
+        self.budget = images_budget(run, size)
+        if self.budget is not None:
+            steps = self.budget.steps
         self.scored_curve: list[dict] = []
         evaluate = None
         if run.train.stop_at_target:
@@ -55,6 +61,7 @@ class DataParallel(Strategy):
             snapshot_points=run.metrics.curve_points,
             evaluate=evaluate,
             checkpointer=self.checkpointer,
+            snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
         )
 
     def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
@@ -73,7 +80,7 @@ class DataParallel(Strategy):
             seed=self.run.train.seed,
             networks=self.networks,
         )
-        self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"]))
+        self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"], snap["images"]))
         assert self.run.metrics.target is not None, "stop_at_target is validated to come with metrics.target"
         return meets(self.scored_curve[-1], self.run.metrics.target)
 
@@ -89,7 +96,7 @@ class DataParallel(Strategy):
         self.scored_curve = list(mine["scored_curve"])
 
     def train(self) -> None:
-        self.trainer.train(deadline=self.run.train.budget_s)
+        self.trainer.train(deadline=self.window_s)
 
     def divergence(self) -> Divergence | None:
         return self.trainer.diverged
@@ -110,6 +117,9 @@ class DataParallel(Strategy):
                 global_batch=self.global_batch,
                 generator_steps=result.steps,
                 history=result.history,
+                images_consumed=result.images,
+                warmup_images_consumed=result.warmup_images,
+                budget_steps=self.budget.steps if self.budget is not None else None,
                 replica_digests=digests,
                 replicas_identical=len(set(digests)) == 1,
             )
@@ -119,5 +129,5 @@ class DataParallel(Strategy):
         if self.scored_curve:  # scored while training (stop_at_target)
             fields["curve"] = self.scored_curve
             return Outcome(self._bundle(result.generator), [], fields)
-        curve = [(snap["clock_s"], snap["step"], self._bundle(snap["state"])) for snap in result.snapshots]
+        curve = [(snap["clock_s"], snap["step"], snap["images"], self._bundle(snap["state"])) for snap in result.snapshots]
         return Outcome(self._bundle(result.generator), curve, fields)

@@ -3,11 +3,18 @@
 With C classes on P ranks:
 
 * P <= C: each rank owns a contiguous, balanced share of the classes (sizes differ by at most
-  one) and trains one G/D pair per owned class, one after the other (after warming each up),
-  with no communication.
+  one) and trains one G/D pair per owned class (after warming each up), with no communication.
+  ``train.class_schedule: interleaved`` (the default) steps them round-robin, one step of each in
+  turn, so that every class GAN is at the same step when a snapshot is taken and every point of
+  the quality curve has every class trained; ``sequential`` trains each to its end before the
+  next. The class GANs share nothing, so both give the same generators.
 * P > C (P a multiple of C): ranks form C groups of P/C consecutive ranks; each group trains
   its class's pair data-parallel inside its own communicator (Horovod process set, torch
   ``new_group`` or MPI ``Comm.Split``). Nothing crosses a class boundary while training.
+
+Budgets: under ``train.budget_images`` the budget is split equally over the class GANs (a step of
+the system is one generator step of every class GAN); under ``train.budget_s`` interleaved GANs
+share the rank's window, sequential ones get equal consecutive shares of it.
 
 Loss ``bce`` gives seed 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
 seed 002's W-CGAN. After training, the first rank of each group writes its class generators
@@ -25,12 +32,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...config.plan import TrainingError, class_plan
+from ...config.plan import SystemSize, TrainingError, class_plan
 from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.record import FileDigest, LabelPartitionedFields
 from ..flat import cpu_state
-from ..training import GanTrainer
-from .base import Outcome, Strategy, make_bundle, parameter_digest
+from ..training import GanTrainer, critic_steps
+from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
     from ...config.scenario import Run
@@ -51,12 +58,17 @@ def _load_classes(scratch: Path, classes: list[int], written: dict[int, FileDige
 
 
 class LabelPartitioned(Strategy):
-    """Every rank builds the GANs of its classes, warms each up, then trains them one by one."""
+    """Every rank builds the GANs of its classes, warms each up, then trains them round-robin (or one by one)."""
 
     def setup(self) -> None:
         run, engine = self.run, self.engine
         self.plan = class_plan(self.data.classes, engine.size)
         self.group = engine.split([ranks for ranks, _ in self.plan])
+        self.interleaved = run.train.class_schedule == "interleaved"
+        size = SystemSize(
+            run.train.batch_size, engine.size, run.scaling == "weak", critic_steps(run), classes=len(self.data.classes)
+        )
+        self.budget = images_budget(run, size)
         self.trainers = [
             GanTrainer(
                 run,
@@ -67,8 +79,11 @@ class LabelPartitioned(Strategy):
                 False,
                 run.train.batch_size,
                 self.telemetry,
+                max_steps=self.budget.steps if self.budget is not None else None,
                 snapshot_points=run.metrics.curve_points,
-                checkpointer=self.checkpointer,
+                # interleaved GANs are checkpointed together, between rounds
+                checkpointer=None if self.interleaved else self.checkpointer,
+                snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
             )
             for label in self.plan[self.group.index][1]
         ]
@@ -81,15 +96,35 @@ class LabelPartitioned(Strategy):
             trainer.warm_up(self.run.train.warmup_steps)
 
     def train(self) -> None:
+        if self.interleaved:
+            self._train_interleaved()
+            return
         if not self.window_opened:  # what each class's generator is while the others train first
             for trainer in self.trainers:
                 trainer.take_snapshot()
             self.window_opened = True
-        budget = self.run.train.budget_s
-        for i, trainer in enumerate(self.trainers):  # with a budget, each of this rank's GANs gets an equal share
+        window = self.window_s
+        for i, trainer in enumerate(self.trainers):  # with a time budget, each of this rank's GANs gets an equal share
             if self.halted():
                 return
-            trainer.train(deadline=None if budget is None else budget * (i + 1) / len(self.trainers))
+            trainer.train(deadline=None if window is None else window * (i + 1) / len(self.trainers))
+
+    def _train_interleaved(self) -> None:
+        """Rounds of one window step of each unfinished GAN; checkpoints fall between rounds."""
+        self.window_opened = True
+        for trainer in self.trainers:
+            trainer.open_window(self.window_s)
+        while True:
+            training = False
+            for trainer in self.trainers:
+                over = trainer.advance()
+                if self.halted():  # a diverged GAN stops its rank's others too: the run is diverged
+                    return
+                training = training or not over
+            if not training:
+                return
+            if self.checkpointer is not None:
+                self.checkpointer.at_boundary(max(t.result.steps for t in self.trainers))
 
     def divergence(self) -> Divergence | None:
         return next((t.diverged for t in self.trainers if t.diverged is not None), None)
@@ -133,10 +168,10 @@ class LabelPartitioned(Strategy):
                         "label": label,
                         "state": cpu_state(r.generator),
                         "steps": r.steps,
+                        "images": r.images,
+                        "warmup_images": r.warmup_images,
                         "history": r.history,
-                        "snapshots": [
-                            (snap["clock_s"], snap["step"], cpu_state(snap["state"]), snap["scheduled"]) for snap in r.snapshots
-                        ],
+                        "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in r.snapshots],
                     },
                     scratch / f"class{label}.pt",
                 )
@@ -146,6 +181,8 @@ class LabelPartitioned(Strategy):
             groups=[{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
             replicas_identical=all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
             global_batch=run.train.batch_size,
+            class_schedule=run.train.class_schedule,
+            budget_steps=self.budget.steps if self.budget is not None else None,
         )
         if engine.rank != 0:
             return Outcome(None, fields=asdict(fields))
@@ -155,21 +192,32 @@ class LabelPartitioned(Strategy):
         bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
         fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
         fields.history = {str(e["label"]): e["history"] for e in per_class}
+        fields.images_consumed = sum(e["images"] for e in per_class)
+        fields.warmup_images_consumed = sum(e["warmup_images"] for e in per_class)
         return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields))
 
 
 def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int]) -> list:
     """The model as it was at the times the class GANs' snapshots were taken.
 
-    At each time, every class contributes its latest snapshot taken by then: on a rank that
-    trains its classes one after another, the later classes are still as the window found them.
+    At each time, every class contributes its latest snapshot taken by then: interleaved class GANs
+    took their i-th snapshots in the same round, so every class is trained as far as the others;
+    on a rank that trains its classes one after another, the later classes are still as the window
+    found them. Under an images budget every class contributes its i-th snapshot, taken at the i-th
+    equal fraction of the budget (at the time the last of them was taken).
     """
     curve = []
-    at_steps = [[s for s in e["snapshots"] if s[3]] for e in per_class]  # the evenly spaced ones
+    at_steps = [[s for s in e["snapshots"] if s["scheduled"]] for e in per_class]  # the evenly spaced ones
     for i in range(min(len(snaps) for snaps in at_steps)):
-        clock = max(snaps[i][0] for snaps in at_steps)
-        latest = [max((s for s in e["snapshots"] if s[0] <= clock), key=lambda s: (s[0], s[1])) for e in per_class]
-        states = {f"class{e['label']}": snap[2] for e, snap in zip(per_class, latest)}
-        steps = sum(snap[1] for snap in latest)
-        curve.append((clock, steps, make_bundle(run, data, "per_class", states, classes=keys)))
+        clock = max(snaps[i]["clock_s"] for snaps in at_steps)
+        if run.train.budget_images is not None:
+            latest = [snaps[i] for snaps in at_steps]
+        else:
+            latest = [
+                max((s for s in e["snapshots"] if s["clock_s"] <= clock), key=lambda s: (s["clock_s"], s["step"]))
+                for e in per_class
+            ]
+        states = {f"class{e['label']}": snap["state"] for e, snap in zip(per_class, latest)}
+        steps, images = sum(snap["step"] for snap in latest), sum(snap["images"] for snap in latest)
+        curve.append((clock, steps, images, make_bundle(run, data, "per_class", states, classes=keys)))
     return curve

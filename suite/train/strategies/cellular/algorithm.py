@@ -67,7 +67,8 @@ class Cellular:
         self.iterations = self.cfg.iterations or run.train.epochs
         self.cells = {c: self._new_cell(c) for c in self.exchange.mine}
         self.phase_s = dict.fromkeys(PHASES, 0.0)
-        self.images = 0
+        self.images = 0  # images through a discriminator: real and generated, training and fitness
+        self.real_images = 0  # real images drawn into this rank's cells' training batches (see suite.config.plan)
         self.bound = loss_bound(run.loss)
         self.diverged: Divergence | None = None  # the first divergence this rank saw (see suite.gan.divergence)
 
@@ -113,7 +114,9 @@ class Cellular:
         """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice)."""
         order = np.random.default_rng(derive_seed(self.seed, "order", coords, it)).permutation(len(self.data))
         for b in range(self.batches):
-            yield self._fetch(order[b * self.batch : (b + 1) * self.batch])
+            real = self._fetch(order[b * self.batch : (b + 1) * self.batch])
+            self.real_images += len(real)
+            yield real
 
     def _fitness_sample(self, coords: Cell, it: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The iteration's fitness images (``fitness_samples`` distinct real ones) and generator noise."""

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ....config.plan import SystemSize
 from ....config.registry import CARTESIAN, engines_for
 from ....config.scenario import Run
 from ....gan.divergence import Divergence
@@ -21,7 +22,7 @@ from ....gan.seeding import derive_seed
 from ....records.record import CellularFields
 from ...flat import cpu_state
 from ...training import UNLIMITED, evenly_spaced_steps
-from ..base import Outcome, Strategy, make_bundle
+from ..base import Outcome, Strategy, images_budget, make_bundle
 from .algorithm import PHASES, Cellular, MixtureScorer
 from .grid import Cell, cells, neighbourhood
 from .state import cell_key
@@ -50,6 +51,19 @@ class CellularStrategy(Strategy):
         engine.barrier()
         self.scorer = scorer or MixtureScorer(run, engine.device, reference)
         self.cellular = Cellular(run, engine, self.data, self.telemetry, self.scorer)
+        rows, cols = self.cellular.grid
+        size = SystemSize(
+            run.train.batch_size,
+            engine.size,
+            run.scaling == "weak",
+            1,
+            cells=rows * cols,
+            batches_per_iteration=self.cellular.batches,
+        )
+        self.budget = images_budget(run, size)
+        if self.budget is not None:  # the iterations the budget buys, warm-up included
+            self.cellular.iterations = self.budget.steps
+        self.warmup_images = 0  # real images of this rank's warm-up iterations
         self.next_iteration = 0
         self.stopped = False  # a rank diverged: every rank stopped after the same iteration
         self.snapshots: list[dict] = []
@@ -68,9 +82,14 @@ class CellularStrategy(Strategy):
             log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
 
     def warm_up(self) -> None:
+        """The first ``train.warmup_steps`` iterations; snapshots that an images budget places in them are taken here."""
+        points = self.run.metrics.curve_points
         while not self.stopped and self.next_iteration < min(self.run.train.warmup_steps, self.cellular.iterations):
             self._iterate()
+            self.warmup_images = self.cellular.real_images
             self.stopped = self.engine.any_rank([self.cellular.diverged is not None], self.engine.world())[0]
+            if not self.stopped and points and self.budget is not None and self.next_iteration in self.budget.snapshot_steps:
+                self._take_snapshot()
 
     def divergence(self) -> Divergence | None:
         return self.cellular.diverged
@@ -82,23 +101,26 @@ class CellularStrategy(Strategy):
         return {f"{c[0]},{c[1]}": cell.history for c, cell in sorted(self.cellular.cells.items())}
 
     def train(self) -> None:
-        """Iterations to ``cellular.iterations`` or, with ``train.budget_s``, until the budget is spent.
+        """Iterations to ``cellular.iterations`` (or those an images budget buys) or, with ``train.budget_s``, until
+        the window is over.
 
         Snapshots of every cell (its best generator and its mixture) are kept at evenly spaced
-        iterations (or times), so that the best mixture can be scored afterwards like any other
-        strategy's model.
+        iterations (or times; under an images budget at its equal fractions), so that the best
+        mixture can be scored afterwards like any other strategy's model.
         """
         run, strategy, telemetry = self.run, self.cellular, self.telemetry
-        budget, points = run.train.budget_s, run.metrics.curve_points
+        budget, points = self.window_s, run.metrics.curve_points
         if self.window is None:  # the window opens (a resumed run continues the saved one)
             strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
-            times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget else []
+            times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget is not None else []
             self.window = {"first": self.next_iteration, "times": times, "finished": False}
         if self.window["finished"] or self.stopped:  # resumed after training was over, or diverged in warm-up
             return
         first, times = self.window["first"], self.window["times"]
         if budget is None:
             due = {first + k for k in evenly_spaced_steps(strategy.iterations - first, points)}
+            if self.budget is not None:
+                due = set(self.budget.snapshot_steps)
             last = strategy.iterations
         else:
             last = run.cellular.iterations or UNLIMITED
@@ -130,6 +152,7 @@ class CellularStrategy(Strategy):
         self.snapshots.append(
             {
                 "iteration": self.next_iteration,
+                "images": self.cellular.real_images,  # this rank's cells'
                 "clock_s": self.telemetry.clock(),
                 "cells": {
                     c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(), "score": cell.mixture_score}
@@ -145,6 +168,8 @@ class CellularStrategy(Strategy):
         strategy = self.cellular
         return {
             "steps": self.next_iteration,
+            "real_images": strategy.real_images,
+            "warmup_images": self.warmup_images,
             "next_iteration": self.next_iteration,
             "window": copy.deepcopy(self.window),
             "phase_s": dict(strategy.phase_s),
@@ -171,6 +196,7 @@ class CellularStrategy(Strategy):
                 copy.deepcopy(saved["history"]),
             )
         self.next_iteration, self.window = state["next_iteration"], copy.deepcopy(state["window"])
+        strategy.real_images, self.warmup_images = state["real_images"], state["warmup_images"]
         strategy.phase_s, self.snapshots = dict(state["phase_s"]), state["snapshots"]
 
     def finalize(self) -> Outcome:
@@ -187,7 +213,15 @@ class CellularStrategy(Strategy):
             }
             for c, cell in strategy.cells.items()
         }
-        gathered = engine.gather_object({"cells": mine, "phases": strategy.phase_s, "snapshots": self.snapshots})
+        gathered = engine.gather_object(
+            {
+                "cells": mine,
+                "phases": strategy.phase_s,
+                "snapshots": self.snapshots,
+                "images": strategy.real_images,
+                "warmup_images": self.warmup_images,
+            }
+        )
         iterations = self.next_iteration
         fields = CellularFields(
             grid=list(strategy.grid),
@@ -203,11 +237,14 @@ class CellularStrategy(Strategy):
             global_batch=strategy.batch,
             # generator updates of the whole grid
             generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+            budget_steps=self.budget.steps if self.budget is not None else None,
         )
         if gathered is None:  # not rank 0
             return Outcome(None, fields=dataclasses.asdict(fields))
         all_cells = {c: v for part in gathered for c, v in part["cells"].items()}
         fields.phases_s = {name: [part["phases"][name] for part in gathered] for name in PHASES}
+        fields.images_consumed = sum(part["images"] for part in gathered)
+        fields.warmup_images_consumed = sum(part["warmup_images"] for part in gathered)
         outcome = _results(run, self.data, strategy, self.scorer, all_cells, fields)
         outcome.curve = _snapshot_curve(run, self.data, strategy, [part["snapshots"] for part in gathered])
         return outcome
@@ -236,7 +273,8 @@ def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: lis
             {cell_key(n): states[n]["generator"] for n in hood},
             weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])),
         )
-        curve.append((max(snap["clock_s"] for snap in snaps), snaps[0]["iteration"] * steps_per_iteration, bundle))
+        clock, images = max(snap["clock_s"] for snap in snaps), sum(snap["images"] for snap in snaps)
+        curve.append((clock, snaps[0]["iteration"] * steps_per_iteration, images, bundle))
     return curve
 
 

@@ -1,0 +1,232 @@
+"""Equal budgets: an images budget gives the same model on a slower host, every strategy counts and stops at
+it alike, warm-up counts inside a time budget, and label-partitioned ranks interleave their class GANs."""
+
+import time
+
+import pytest
+from test_training import SoloEngine
+
+from conftest import run_scenario, tiny_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.config.plan import budget_fraction_steps
+from suite.gan.data import load_dataset
+from suite.measure.telemetry import CommStats, Telemetry
+from suite.train import strategies
+from suite.train.training import window_seconds
+
+CLASSES = [0, 1, 2]
+
+
+def in_process(tmp_path, strategy: str, train: dict, points: int = 3, slowdown: str | None = None, monkeypatch=None):
+    """Train ``strategy`` on one process as the worker does (set-up, warm-up, window, finalize): (strategy, outcome)."""
+    scenario = {
+        "name": "b",
+        "dataset": {"name": "digits", "image_size": 20, "classes": CLASSES},
+        "train": {"epochs": 1, "batch_size": 16, "warmup_steps": 2, **train},
+        "metrics": {"enabled": False, "curve_points": points},
+        "runs": [{"strategy": strategy, "engine": "mpi"}],
+    }
+    run = expand(parse_scenario(scenario))[0]
+    engine = SoloEngine()
+    telemetry = Telemetry(engine.device, CommStats())
+    slept = []
+    if slowdown is not None:  # the worker's own slowdown hook: every step sleeps `slowdown` times its duration
+        from suite.running import worker
+
+        monkeypatch.setenv("SUITE_TEST_SLOWDOWN", slowdown)
+        sleep = time.sleep
+        monkeypatch.setattr(worker.time, "sleep", lambda s: slept.append(s) or sleep(s))
+        worker._slow_down_steps(telemetry)
+    data = load_dataset("digits", 20, classes=CLASSES)
+    strategy_ = strategies.create(run, engine, data, telemetry, tmp_path / f"scratch-{len(list(tmp_path.iterdir()))}")
+    strategy_.setup()
+    telemetry.start_warmup()
+    strategy_.warm_up()
+    strategy_.window_s = window_seconds(run.train.budget_s, telemetry.warmup_seconds())
+    telemetry.open_window()
+    strategy_.train()
+    telemetry.training_done()
+    telemetry.close_window()
+    outcome = strategy_.finalize()
+    if slowdown is not None:
+        assert len(slept) == telemetry.steps  # every step, warm-up included, was slowed down
+    return strategy_, outcome
+
+
+# --- the images budget -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy, step_images", [("conditional", 16), ("label_partitioned", 3 * 16)])
+def test_an_images_budget_gives_the_same_model_on_a_slower_host(tmp_path, monkeypatch, strategy, step_images):
+    budget = 10 * step_images + step_images // 2  # ten whole steps and half of one
+    _, fast = in_process(tmp_path, strategy, {"budget_images": budget, "steps": 3})
+    _, slow = in_process(tmp_path, strategy, {"budget_images": budget, "steps": 3}, slowdown="1.0", monkeypatch=monkeypatch)
+    assert fast.bundle.digest() == slow.bundle.digest()
+    for outcome in (fast, slow):
+        fields = outcome.fields
+        # the budget, not train.steps, decides: ten steps of the system, two of them warm-up
+        assert fields["budget_steps"] == 10 and fields["images_consumed"] == 10 * step_images
+        assert fields["warmup_images_consumed"] == 2 * step_images
+        steps = fields["generator_steps"]
+        assert steps == 10 if strategy == "conditional" else steps == {"0": 10, "1": 10, "2": 10}
+    # curve points at equal fractions of the budget, the same on both hosts
+    expected = [s * step_images for s in budget_fraction_steps(budget, step_images, 3)]
+    assert [images for _, _, images, _ in fast.curve] == [images for _, _, images, _ in slow.curve] == expected
+    assert expected == [3 * step_images, 7 * step_images, 10 * step_images]  # 3.5, 7 and 10.5 steps of the budget
+
+
+@pytest.mark.slow
+def test_snapshots_inside_the_warm_up_count_toward_the_budget(tmp_path):
+    strategy, outcome = in_process(tmp_path, "data_parallel", {"budget_images": 160, "warmup_steps": 4}, points=4)
+    # fractions of 10 steps: 2, 5, 7, 10; the first falls in the 4 warm-up steps, at window clock 0
+    assert [(step, images) for _, step, images, _ in outcome.curve] == [(2, 32), (5, 80), (7, 112), (10, 160)]
+    assert outcome.curve[0][0] == 0.0 and all(clock > 0 for clock, *_ in outcome.curve[1:])
+    assert strategy.trainer.warmup_steps == 4 and outcome.fields["warmup_images_consumed"] == 64
+
+
+def test_budget_fractions_are_the_last_whole_steps_within_each_fraction():
+    assert budget_fraction_steps(1000, 100, 4) == [2, 5, 7, 10]
+    assert budget_fraction_steps(1000, 300, 3) == [1, 2, 3]  # 333 and 666 images: steps 1 and 2
+    assert budget_fraction_steps(640, 640, 3) == [1]  # a budget of one step has one point
+
+
+# --- the time budget ------------------------------------------------------------------------------------------------
+
+
+def test_warm_up_seconds_are_taken_off_a_time_budget():
+    assert window_seconds(30.0, 6.5) == 23.5
+    assert window_seconds(30.0, 31.0) == 0.0  # the window then makes one step
+    assert window_seconds(None, 6.5) is None  # no budget: epochs decide
+
+
+# --- interleaved class GANs -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_interleaved_and_sequential_class_gans_are_the_same_generators_with_complete_curve_points(tmp_path):
+    inter, interleaved = in_process(tmp_path, "label_partitioned", {"steps": 8})
+    seq, sequential = in_process(tmp_path, "label_partitioned", {"steps": 8, "class_schedule": "sequential"})
+    assert interleaved.bundle.digest() == sequential.bundle.digest()  # the class GANs share nothing
+    assert interleaved.fields["class_schedule"] == "interleaved" and sequential.fields["class_schedule"] == "sequential"
+    # interleaved: at every curve point every class GAN is at the same step (window steps 2..8: snapshots at 4, 6, 8)
+    assert [step for _, step, _, _ in interleaved.curve] == [3 * 4, 3 * 6, 3 * 8]
+    assert [[s["step"] for s in t.result.snapshots] for t in inter.trainers] == [[4, 6, 8]] * 3
+    # sequential: the first point with class 2 trained comes once classes 0 and 1 are over
+    assert [step for _, step, _, _ in sequential.curve] == [8 + 8 + 4, 8 + 8 + 6, 8 + 8 + 8]
+    assert [[s["step"] for s in t.result.snapshots if s["scheduled"]] for t in seq.trainers] == [[4, 6, 8]] * 3
+
+
+class StopAfter(Exception):
+    pass
+
+
+class SavingCheckpointer:
+    """Saves the strategy's state at the round boundary ``at`` and stops there, as a killed run's last checkpoint."""
+
+    def __init__(self, at: int):
+        self.at, self.saved, self.boundaries = at, None, []
+
+    def at_boundary(self, steps: int) -> None:
+        self.boundaries.append(steps)
+        if steps == self.at:
+            self.saved = self.strategy.checkpoint()
+            raise StopAfter
+
+
+@pytest.mark.slow
+def test_interleaved_class_gans_resume_from_a_checkpoint_to_the_same_generators(tmp_path):
+    _, reference = in_process(tmp_path, "label_partitioned", {"budget_images": 8 * 48})
+    scenario = {
+        "name": "b",
+        "dataset": {"name": "digits", "image_size": 20, "classes": CLASSES},
+        "train": {"epochs": 1, "batch_size": 16, "warmup_steps": 2, "budget_images": 8 * 48},
+        "metrics": {"enabled": False, "curve_points": 3},
+        "runs": [{"strategy": "label_partitioned", "engine": "mpi"}],
+    }
+    run = expand(parse_scenario(scenario))[0]
+    data = load_dataset("digits", 20, classes=CLASSES)
+
+    def started(checkpointer):
+        engine = SoloEngine()
+        strategy = strategies.create(run, engine, data, Telemetry(engine.device, CommStats()), tmp_path / "scratch")
+        strategy.checkpointer = checkpointer
+        strategy.setup()
+        checkpointer.strategy = strategy
+        return strategy
+
+    first = started(SavingCheckpointer(at=5))
+    first.warm_up()
+    with pytest.raises(StopAfter):
+        first.train()
+    assert first.checkpointer.boundaries == [3, 4, 5]  # once per round of the three class GANs, not once per GAN step
+    assert [t.result.steps for t in first.trainers] == [5, 5, 5]
+    resumed = started(SavingCheckpointer(at=-1))
+    resumed.restore(lambda rank: first.checkpointer.saved)
+    resumed.train()
+    assert resumed.checkpointer.boundaries == [6, 7]
+    outcome = resumed.finalize()
+    assert outcome.bundle.digest() == reference.bundle.digest()
+    assert outcome.fields["images_consumed"] == reference.fields["images_consumed"] == 8 * 48
+
+
+# --- real runs: every strategy records what it got ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory):
+    """The three kinds of system under one images budget, and one time budget, on 1 and 2 processes."""
+    runs = [
+        {"strategy": "data_parallel", "engine": "mpi", "procs": [2]},
+        {"strategy": "label_partitioned", "engine": "mpi", "procs": [2]},
+        {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [1]},
+        {
+            "strategy": "data_parallel",
+            "engine": "mpi",
+            "procs": [1],
+            "label": "timed",
+            "train": {"budget_images": None, "budget_s": 2.0, "steps": None},
+        },
+    ]
+    scenario = tiny_scenario(
+        "budgeted",
+        runs,
+        dataset={"classes": CLASSES},
+        train={"budget_images": 960, "batch_size": 16, "warmup_steps": 1, "threads": 1},
+        cellular={"batches_per_iteration": 3, "fitness_samples": 32, "mixture_samples": 40},
+        metrics={"enabled": True, "samples": 100, "curve_points": 2, "features": "classifier"},
+    )
+    code, records = run_scenario(tmp_path_factory.mktemp("budgeted"), scenario)
+    assert code == 0, {k: r.get("error") for k, r in records.items()}
+    return records
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize(
+    "run_id, steps, step_images",
+    [
+        ("data_parallel-bce-mpi-p2-r0", 60, 16),  # a global step: one batch of 16
+        ("label_partitioned-bce-mpi-p2-r0", 20, 48),  # a step of each of the 3 class GANs
+        ("cellular-mustangs-mpi-p1-g1x2-r0", 10, 96),  # an iteration: 3 batches of 16 in each of 2 cells
+    ],
+)
+def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgeted, run_id, steps, step_images):
+    r = budgeted[run_id]
+    assert r["status"] == "ok", r.get("error")
+    assert r["budget_images"] == 960 and r["budget_s"] is None and r["budget_window_s"] is None
+    assert r["budget_steps"] == steps and r["images_consumed"] == steps * step_images == 960
+    assert r["warmup_images_consumed"] == step_images  # one warm-up step of the system
+    assert r["warmup_s"] > 0 and r["train_s"] > 0
+    # the curve: at half the budget and at its end
+    assert [p["images"] for p in r["curve"]] == [480, 960]
+
+
+@pytest.mark.multiproc
+def test_a_time_budget_window_is_what_the_warm_up_left(budgeted):
+    r = budgeted["timed-p1-r0"]
+    assert r["status"] == "ok", r.get("error")
+    assert r["budget_s"] == 2.0 and r["budget_images"] is None
+    # the window was the budget less the warm-up the ranks agreed on (measured a moment before warmup_s)
+    assert 0 < r["budget_window_s"] < 2.0 and r["budget_window_s"] + r["warmup_s"] >= 2.0
+    assert r["train_s"] >= r["budget_window_s"]  # training stops after the first step past the window
+    assert r["images_consumed"] == 16 * r["generator_steps"] and r["warmup_images_consumed"] == 16
