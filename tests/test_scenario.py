@@ -229,13 +229,18 @@ CELLULAR = {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1
             r"^<scenario>: runs\[0\].train.budget_images: 63 images are less than one step of data_parallel at P = 1 "
             r"\(runs\[0\]\), 64 images; give at least 64$",
         ),
-        (  # weak scaling: the global batch grows with the processes
-            {"train": {"budget_images": 100}, "runs": [{"strategy": "conditional", "procs": [1, 2], "scaling": "weak"}]},
-            r"train.budget_images: 100 images are less than one step of conditional at P = 2 \(runs\[0\]\), 128 images",
+        (  # weak scaling holds each rank's work fixed: a whole system's images budget would shrink it as P grows
+            {"train": {"budget_images": 1000}, "runs": [{"strategy": "conditional", "procs": [1, 2], "scaling": "weak"}]},
+            r"^<scenario>: train.budget_images: an images budget is the whole system's work, so it cannot hold a weak "
+            r"sweep's work per rank \(runs\[0\] is weak\); give train.budget_s or epochs instead$",
         ),
         (  # a step of every class GAN: 3 classes x n_critic 2 x batch 64
             {"train": {"budget_images": 383}, "dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "runs": [LP]},
             r"train.budget_images: 383 images are less than one step of label_partitioned at P = 1 \(runs\[0\]\), 384 images",
+        ),
+        (  # the entry's own n_critic, not the scenario's: 3 classes x 5 x batch 64
+            {"train": {"budget_images": 959}, "dataset": {"classes": [0, 1, 2]}, "runs": [{**LP, "wgan_gp": {"n_critic": 5}}]},
+            r"train.budget_images: 959 images are less than one step of label_partitioned at P = 1 \(runs\[0\]\), 960 images",
         ),
         (  # one iteration: 4 cells x 5 batches x batch 64
             {"train": {"budget_images": 1279}, "cellular": {"batches_per_iteration": 5}, "runs": [CELLULAR]},

@@ -175,7 +175,7 @@ def test_the_tuning_scenario_searches_the_main_jobs_systems_alike_on_other_seeds
     systems = {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in main_job["runs"]}
     assert {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in tuning["runs"]} == systems
     runs = expand(load_scenario(REPO / "scenarios" / "tuning.yaml"))
-    assert {r.procs for r in runs} == {2} and {r.train.budget_s for r in runs} == {15.0}
+    assert {r.procs for r in runs} == {2} and {r.train.budget_images for r in runs} == {main_job["train"]["budget_images"]}
     lrs = {(r.strategy, r.loss): set() for r in runs}
     for r in runs:
         lrs[(r.strategy, r.loss)].add(r.wgan_gp.lr if r.loss == "wgan-gp" else r.train.lr)

@@ -62,10 +62,14 @@ def test_fractions_keep_the_arithmetic_mean_inside_zero_and_one():
     assert s.text(2) == f"0.96 [{lo:.2g}, 1] (n=3)"
 
 
-def test_a_kid_with_a_draw_at_or_below_zero_falls_back_to_the_clipped_arithmetic_mean_and_says_so():
+def test_a_kid_with_a_draw_at_or_below_zero_falls_back_to_the_arithmetic_mean_and_says_so():
     s = summarise([-0.001, 0.002, 0.01])
     assert not s.log and s.center == pytest.approx(0.011 / 3)
-    assert s.interval[0] == 0.0 and s.text().endswith("(n=3, arithmetic mean)")
+    half = stats.t.ppf(0.975, 2) * np.std(s.values, ddof=1) / np.sqrt(3)
+    assert s.interval == pytest.approx((s.center - half, s.center + half))  # unclipped: the estimate itself may be negative
+    assert s.text().endswith("(n=3, arithmetic mean)")
+    negative = summarise([-5e-4, -3e-4, -4e-4])  # every draw below zero: the interval still holds its estimate
+    assert negative.interval[0] < negative.center < negative.interval[1] < 0
 
 
 def test_welch_runs_on_the_log_values_and_needs_spread_and_two_draws_a_side():

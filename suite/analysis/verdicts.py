@@ -122,8 +122,9 @@ class Summary:
         lo, hi = self.location - half, self.location + half
         if self.log:
             return math.exp(lo), math.exp(hi)
-        floor, ceiling = 0.0, (1.0 if self.fraction else math.inf)  # the range the true value lives in
-        return max(lo, floor), min(hi, ceiling)
+        if self.fraction:  # a share lives in [0, 1]
+            return max(lo, 0.0), min(hi, 1.0)
+        return lo, hi  # the arithmetic fallback (a KID draw at or below zero): an unbiased estimate may be negative
 
     def scaled(self, factor: float) -> Summary:
         """The same estimate times a known constant (its interval scales with it)."""

@@ -342,9 +342,10 @@ class Scenario:
     """Settings of every torch run (a run's own ``ddp`` entries override them)."""
 
 
-PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order")
+PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order", "sweep_order", "sweep_procs", "trace")
 """Fields of a :class:`Run` that say where its ranks sit and where it comes in the sweep's order, not what it
-trains: a checkpoint resumes, and a finished run is the same run, whatever they are."""
+trains (``trace`` only adds traces, and the command line sets it): a checkpoint resumes, and a finished run is the
+same run, whatever they are."""
 
 
 @dataclass

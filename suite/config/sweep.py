@@ -23,6 +23,7 @@ NOT_SWEPT = {
     "train.seed": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
     "train.seeds": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
     "train.checkpoint_every": "how often a run saves is not a training setting",
+    "train.stop_at_target": "when a run stops is not a setting to tune; give it under the entry's train",
 }
 """Fields of the entry sections that a sweep may not vary, and why."""
 

@@ -386,12 +386,13 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
     classes = len(dataset.classes) if dataset.classes else _DATASET_CLASSES.get(dataset.name)
     if scaling == "weak" and classes is not None:  # weak label-partitioned runs train one class per rank
         classes = min(classes, procs)
-    per_cell = scenario.cellular.batches_per_iteration  # 0: a full pass, known once the data is loaded
+    wgan_gp = entry_section(scenario, spec, "wgan_gp", "wgan_gp")  # the entry's own settings over the scenario's
+    per_cell = entry_section(scenario, spec, "cellular", "cellular").batches_per_iteration  # 0: a full pass
     return SystemSize(
         batch_size=train.batch_size,
         procs=procs,
         weak=scaling == "weak",
-        critic_steps=critic_steps(spec.loss or default_loss(spec.strategy), scenario.wgan_gp),
+        critic_steps=critic_steps(spec.loss or default_loss(spec.strategy), wgan_gp),
         classes=classes,
         cells=grid[0] * grid[1] if grid else None,
         batches_per_iteration=per_cell or None,
@@ -408,6 +409,11 @@ def _check_images_budget(spec: RunSpec, path: str, scaling: str, scenario: Scena
     if budget is None:
         return
     where = f"{path}.train.budget_images" if "budget_images" in (spec.train or {}) else "train.budget_images"
+    if scaling == "weak":  # a weak sweep holds each rank's work fixed; an images budget is the whole system's
+        fail(
+            where,
+            f"an images budget is the whole system's work, so it cannot hold a weak sweep's work per rank ({path} is weak); give train.budget_s or epochs instead",
+        )
     rule = STRATEGIES[spec.strategy].step_images
     if rule is None:
         fail(where, f"{spec.strategy} ({path}) cannot stop at an images budget; give it train.budget_s or epochs instead")

@@ -59,16 +59,16 @@ def check_unchanged(results_dir: Path, runs: Iterable[Run], others: Iterable[Run
     """Raise :class:`SettingsChanged` when a finished run in ``results_dir`` would get other settings.
 
     ``runs`` are the runs about to be written; ``others`` the scenario's runs that this command does
-    not select (``--only``), compared too because the folder's ``scenario.yaml`` is rewritten,
-    except for ``trace``, which the command line sets per command.
+    not select (``--only``), compared too because the folder's ``scenario.yaml`` is rewritten. Placement
+    and order (:data:`~suite.config.scenario.PLACEMENT_FIELDS`, ``trace`` among them) are not compared.
     """
     changed: list[str] = []
-    for run, loose in [*((r, ()) for r in runs), *((r, ("trace",)) for r in others)]:
+    for run in [*runs, *others]:
         old = finished_settings(path_under(results_dir, run.run_id))
         if old is None:
             continue
         new = json.loads(json.dumps(run.settings()))  # as the record holds it: JSON's lists and numbers
-        fields = [d for d in differences(old, new) if d.split(" ", 1)[0] not in loose]
+        fields = differences(old, new)
         if fields:
             more = f", and {len(fields) - SHOWN} more" if len(fields) > SHOWN else ""
             changed.append(f"{run.run_id} ({', '.join(fields[:SHOWN])}{more})")

@@ -132,7 +132,8 @@ DEFINITIONS = """## Definitions
   speedup, efficiency) give the geometric mean and the 95 % Student-t interval of the mean of the log values,
   exponentiated: it is never below zero, and it is on the scale the tests use, so interval and verdict agree.
   `label_acc` gives the arithmetic mean, its interval clipped to [0, 1]; a KID with a draw at or below zero (the
-  unbiased estimate can be) does the same, clipped at 0, and says `arithmetic mean`. A ratio (speedup, efficiency,
+  unbiased estimate can be) gives the arithmetic mean and its Student-t interval, unclipped (it may reach below 0,
+  as the estimate may), and says `arithmetic mean`. A ratio (speedup, efficiency,
   `efficiency_work`) is the difference of the two ends' mean logs: its interval carries both ends' spread (the delta
   method, Welch-Satterthwaite degrees of freedom) and is given as `(n=a at P=1, b at P=2)`; where an end has one
   run its spread is unknown and the interval says `no interval`. Without a P=1 run a speedup is not computed
