@@ -217,3 +217,17 @@ def test_a_real_sweep_records_its_values_and_is_tuned(tmp_path):
     assert len(chosen) == 1 and set(chosen[0]["overrides"]["wgan_gp"]) == {"lr"}
     assert main(["report", str(results)]) == 0
     assert set(pd.read_csv(results / "report" / "runs.csv")["sweep"]) == {"lr=0.0001", "lr=0.001"}
+
+
+def test_the_main_job_trains_each_system_with_the_settings_its_committed_tuning_chose():
+    chosen = yaml.safe_load((REPO / "reports" / "tuning" / "chosen.yaml").read_text())["systems"]
+    main_job = yaml.safe_load((REPO / "scenarios" / "digits.yaml").read_text())
+    tuned = {(c["strategy"], c["loss"], c["engine"]): c["overrides"] for c in chosen}
+    assert len(tuned) == len(chosen) == 5
+    for entry in main_job["runs"]:
+        system = (entry["strategy"], entry.get("loss", "bce"), entry["engine"])
+        own = {section: entry[section] for section in ("train", "wgan_gp", "cellular") if section in entry}
+        assert own == tuned[system], system  # its tuned settings, and nothing else of its own
+    for section in ("train", "wgan_gp"):  # no system keeps a scenario-wide setting that the search tuned for others
+        assert not {"lr", "n_critic"} & set(main_job.get(section) or {}), section
+
