@@ -13,8 +13,9 @@ positive quantity with a draw at or below zero (an unbiased KID can be) falls ba
 and says so.
 
 **Ratios.** A speedup T(1)/T(P) is the difference of two mean logs; its variance is the sum of
-both ends' (the delta method, exact on the log scale) and its degrees of freedom
-Welch-Satterthwaite's. Efficiency is the speedup over P. One draw at either end leaves the
+both ends' (the delta method, exact on the log scale); its interval takes the fewest degrees of
+freedom of either end (so adding the P=1 end's spread never narrows it), its test Welch-Satterthwaite's.
+Efficiency is the speedup over P. One draw at either end leaves the
 spread unknown: no interval and no test, never T(1) taken as exact.
 
 **Claims.** For one quantity, all pairs of candidates form one family of tests, Holm-corrected
@@ -144,11 +145,17 @@ class Summary:
 
 
 def critical_t(parts: Sequence[tuple[float, int]]) -> float:
-    """Student's t quantile of :data:`CONFIDENCE` at the Welch-Satterthwaite degrees of freedom of ``parts`` (0 without spread)."""
+    """Student's t quantile of :data:`CONFIDENCE` for an interval of a sum of ``parts`` (0 without spread).
+
+    At the fewest degrees of freedom of any part (Satterthwaite's conservative bound), not Welch-Satterthwaite's:
+    with 3 draws a side the latter can reach 4 and shrink the quantile from 4.3 to 2.8, so that a ratio's
+    interval, which adds the P=1 end's spread, came out narrower than the P=2 end's alone. With the bound an
+    interval that takes in one more source of spread is never narrower than without it.
+    """
     total = sum(v for v, _ in parts)
     if total == 0:
         return 0.0
-    return float(special.stdtrit(welch_df(parts), 0.5 + CONFIDENCE / 2))
+    return float(special.stdtrit(min(n for _, n in parts) - 1, 0.5 + CONFIDENCE / 2))
 
 
 def welch_df(parts: Sequence[tuple[float, int]]) -> float:
@@ -413,7 +420,10 @@ def sentence(family: Family, what: str, digits: int = 3) -> str:
     test = TESTS[family.test]
     scale = " on log values" if test.on_scale and all(s.log for s in summaries.values()) else ""
     size = len(family.pairs)
-    tested = f"all {size} pairs" if not family.untestable else f"{len(family.tested)} of the {size} pairs"
+    if family.untestable:
+        tested = f"{len(family.tested)} of the {size} pairs"
+    else:
+        tested = "the one pair" if size == 1 else f"all {size} pairs"
     out.append(
         f"Tested: {tested} of the {len(family.order)} candidates as one family, {test.words}{scale}, "
         f"Holm-corrected at {ALPHA * 100:g} %"

@@ -135,7 +135,7 @@ DEFINITIONS = """## Definitions
   unbiased estimate can be) gives the arithmetic mean and its Student-t interval, unclipped (it may reach below 0,
   as the estimate may), and says `arithmetic mean`. A ratio (speedup, efficiency,
   `efficiency_work`) is the difference of the two ends' mean logs: its interval carries both ends' spread (the delta
-  method, Welch-Satterthwaite degrees of freedom) and is given as `(n=a at P=1, b at P=2)`; where an end has one
+  method, at the fewest degrees of freedom of either end, so never narrower than one end's own) and is given as `(n=a at P=1, b at P=2)`; where an end has one
   run its spread is unknown and the interval says `no interval`. Without a P=1 run a speedup is not computed
   (n/a). The scaling tables' `train_s` and `images_per_s` are the same estimate over the point's runs (their CSVs keep `_mean`
   and `_std` columns).
