@@ -36,6 +36,7 @@ def test_the_gpu_main_job_trains_as_the_main_job_does():
     for section in ("dataset", "model", "wgan_gp", "cellular", "metrics", "scaling"):
         assert gpu[section] == main[section], section
     assert gpu["train"] == {k: v for k, v in main["train"].items() if k != "threads"}  # a GPU rank's threads: its own rule
+
     def own_settings(runs: list[dict]) -> dict:  # each system's own (tuned) settings
         return {(r["strategy"], r.get("loss", "bce")): {k: r.get(k) for k in ("train", "wgan_gp", "cellular")} for r in runs}
 

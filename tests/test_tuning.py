@@ -230,4 +230,3 @@ def test_the_main_job_trains_each_system_with_the_settings_its_committed_tuning_
         assert own == tuned[system], system  # its tuned settings, and nothing else of its own
     for section in ("train", "wgan_gp"):  # no system keeps a scenario-wide setting that the search tuned for others
         assert not {"lr", "n_critic"} & set(main_job.get(section) or {}), section
-
