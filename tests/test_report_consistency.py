@@ -16,7 +16,7 @@ from suite.records.results import write_record
 
 COMMITTED = REPO / "reports" / "digits" / "records.json"
 SPEEDUP = {"speedup", "efficiency"}
-"""Owned by the verdicts branch (one function for the headline and the scaling tables): checked apart."""
+"""Ratios computed by one function (`suite/analysis/speedup.py`) for the headline and the scaling tables: checked apart."""
 
 
 @pytest.fixture(scope="module")
