@@ -39,11 +39,8 @@ class UnreadableFileError(ValueError):
 
 def save_tensors(obj: Any, path: str | os.PathLike) -> FileDigest:
     """Write ``obj`` (tensors and plain data) to ``path`` atomically, synced to disk; return its digest."""
-    with atomic_write(path) as tmp:
-        with open(tmp, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_write(path) as tmp:  # which syncs the file to disk before it replaces ``path``
+        torch.save(obj, tmp)
         return digest_file(tmp)
 
 

@@ -53,6 +53,7 @@ from typing import Any, Callable
 import psutil
 
 from ..config.scenario import Run
+from ..measure.env import source_revision
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.record import provenance, run_identity, utc_now
 from ..records.results import (
@@ -169,8 +170,6 @@ def finalize_record(
         details.append(f"last lines of log.txt:\n{_tail(log_path)}")
     checkpoint, resume = resume_point(run_dir, run)
     error = "\n".join([reason, resume, *details])
-    from ..measure.env import source_revision
-
     made = provenance(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
     fields = {
         **made,
