@@ -78,7 +78,7 @@ report: setup
 
 # Re-resolve ci/requirements.lock from ci/requirements.in and pyproject.toml.
 lock: setup
-	$(BIN)/uv pip compile ci/requirements.in pyproject.toml --extra mpi --extra deepspeed --extra fid --extra test \
+	$(BIN)/uv pip compile ci/requirements.in pyproject.toml --extra mpi --extra deepspeed --extra fid --extra test --extra logs \
 		--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header -o ci/requirements.lock
 
 clean:
