@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 
-from .common import UsageError, log
+from .common import TIMESTAMP_FORMAT, TIMESTAMPED_FORMAT, UsageError, log
 from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -26,7 +26,12 @@ __all__ = ["build_parser", "main"]
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    timestamped = getattr(args, "timestamped", False)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format=TIMESTAMPED_FORMAT if timestamped else "%(message)s",
+        datefmt=TIMESTAMP_FORMAT,
+    )
     from ..config.scenario import ScenarioError
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 log = logging.getLogger("suite")
 
@@ -13,3 +14,15 @@ DIVERGED_EXIT_CODE = 3
 
 class UsageError(Exception):
     """Bad input from the user; printed as one line, exit code 2."""
+
+
+TIMESTAMPED_FORMAT = "%(asctime)s %(message)s"
+"""The log lines of a command that runs runs (``suite run``): each begins with its local time."""
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+"""The time at the start of those lines, to the second."""
+
+
+def stamped(text: str) -> str:
+    """``text`` as a timestamped log line reads (for lines printed past the logger, above a progress bar)."""
+    return f"{time.strftime(TIMESTAMP_FORMAT)} {text}"

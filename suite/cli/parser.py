@@ -67,13 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="trace every run: torch profiler, Horovod timeline, DeepSpeed comms log (timings include the overhead)",
     )
     p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write every run's TensorBoard events into DIR/RUN_ID (open with `tensorboard --logdir DIR`)",
+    )
+    p.add_argument("--mllog", action="store_true", help="write every run's MLPerf-style :::MLLOG lines into RUN_DIR/mllog.txt")
+    p.add_argument(
         "-q",
         "--quiet",
         action="store_true",
         help="one log line per run instead of a progress bar (automatic when not in a terminal)",
     )
     _add_placement(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, timestamped=True)
 
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
     p.add_argument("results", help="results folder written by suite run")

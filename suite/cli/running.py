@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import DIVERGED_EXIT_CODE, UsageError, log
+from .common import DIVERGED_EXIT_CODE, UsageError, log, stamped
 
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
@@ -74,11 +74,23 @@ def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], list[
     if args.trace:  # the run.json files carry it, so hand launches from them trace too
         for run in runs:
             run.trace = True
+    _ask_for_logs(runs, args)
     if args.grace < 0:
         raise UsageError("--grace: must not be negative")
     chosen = {r.run_id for r in runs}
     others = [r for r in everything if r.run_id not in chosen]
     return scenario, runs, others, Path(args.out) if args.out else path_under("results", scenario.name)
+
+
+def _ask_for_logs(runs: list[Run], args: argparse.Namespace) -> None:
+    """``--tensorboard DIR`` and ``--mllog`` onto the runs (their run.json files carry them), then check the packages."""
+    from ..running.runlogs import check_available
+
+    for run in runs:
+        run.logs.mllog = run.logs.mllog or args.mllog
+        if args.tensorboard:
+            run.tensorboard_dir = str(Path(args.tensorboard).resolve())
+    check_available(runs)
 
 
 def _result_lines(position: str, run: Run, record: dict) -> list[str]:
@@ -156,7 +168,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
                 lines = _result_lines(f"[{i + 1}/{len(runs)}]", run, record)
                 if progress:
                     for text in lines:
-                        progress.write(text)
+                        progress.write(stamped(text))
                     progress.update(1)
                 else:
                     for text in lines:

@@ -134,6 +134,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         horovod=_overlay(scenario.horovod, spec.horovod),
                         ddp=_overlay(scenario.ddp, spec.ddp),
                         trace=spec.trace,
+                        logs=dataclasses.replace(scenario.logs),
                         grid=grid,
                         label=spec.label,
                         sweep_procs=list(spec.procs),

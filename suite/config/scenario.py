@@ -278,6 +278,16 @@ class DDPConfig:
 
 
 @dataclass
+class LogsConfig:
+    """Logs in other tools' formats, written by rank 0 from the run's record as it ends (docs/logs.md)."""
+
+    tensorboard: bool = False
+    """TensorBoard event files in ``RUN_DIR/tensorboard`` (``suite run --tensorboard DIR`` writes them under DIR instead)."""
+    mllog: bool = False
+    """MLPerf-style ``:::MLLOG`` lines in ``RUN_DIR/mllog.txt`` (also ``suite run --mllog``)."""
+
+
+@dataclass
 class RunSpec:
     """One entry of ``runs``: a strategy on an engine, swept over process counts."""
 
@@ -340,12 +350,14 @@ class Scenario:
     """Settings of every horovod run (a run's own ``horovod`` entries override them)."""
     ddp: DDPConfig = field(default_factory=DDPConfig)
     """Settings of every torch run (a run's own ``ddp`` entries override them)."""
+    logs: LogsConfig = field(default_factory=LogsConfig)
+    """Logs every run writes besides its own (TensorBoard events, MLPerf-style lines)."""
 
 
-PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order", "sweep_order", "sweep_procs", "trace")
+PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order", "sweep_order", "sweep_procs", "trace", "logs", "tensorboard_dir")
 """Fields of a :class:`Run` that say where its ranks sit and where it comes in the sweep's order, not what it
-trains (``trace`` only adds traces, and the command line sets it): a checkpoint resumes, and a finished run is the
-same run, whatever they are."""
+trains (``trace``, ``logs`` and ``tensorboard_dir`` only add traces and logs, and the command line sets them): a
+checkpoint resumes, and a finished run is the same run, whatever they are."""
 
 
 @dataclass
@@ -371,6 +383,11 @@ class Run:
     ddp: DDPConfig = field(default_factory=DDPConfig)
     trace: bool = False
     """Write traces into the run folder (their timings include the tracing overhead)."""
+    logs: LogsConfig = field(default_factory=LogsConfig)
+    """The scenario's ``logs``, with ``suite run --mllog`` applied."""
+    tensorboard_dir: str | None = None
+    """``suite run --tensorboard DIR`` as an absolute path: the run's events go to ``DIR/RUN_ID`` (only the command line
+    sets it, so that no scenario names a folder outside the results)."""
     grid: list[int] | None = None
     label: str | None = None
     sweep_procs: list[int] | None = None

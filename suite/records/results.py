@@ -63,6 +63,12 @@ COMMS_LOG = "deepspeed-comms.json"
 """DeepSpeed's communication log of a traced run (its printed table is beside it, ``.txt``)."""
 AUTOTUNE_LOG = "horovod-autotune.csv"
 """Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
+SAMPLE_GRIDS_DIR = "samples"
+"""Sample grids along training: ``step_<step:08d>.png`` at each curve point, ``real.png`` a grid of real images."""
+TENSORBOARD_DIR = "tensorboard"
+"""TensorBoard event files of a run with ``logs.tensorboard`` (:mod:`suite.running.tensorboard_events`)."""
+MLLOG_FILE = "mllog.txt"
+"""MLPerf-style ``:::MLLOG`` lines of a run with ``logs.mllog`` (:mod:`suite.running.mlperf_lines`)."""
 
 
 def trace_files(run_dir: Path) -> list[Path]:

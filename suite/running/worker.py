@@ -54,6 +54,7 @@ from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DI
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
+from .runlogs import write_run_logs
 
 if TYPE_CHECKING:
     import torch
@@ -284,6 +285,7 @@ def _end_diverged(
         reason = diverged.line()
         record.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **_provenance(run, started_utc))
         write_record(run_dir, record)
+        write_run_logs(run, run_dir)
         log.warning("%s: %s", run.run_id, reason)
     write_status(run_dir, engine.rank, "diverged", error=diverged.line())
     engine.shutdown()
@@ -515,6 +517,7 @@ def execute(run: Run, run_dir: Path) -> int:
             record["worker_s"] = time.perf_counter() - started
             record.update(_provenance(run, started_utc))
             write_record(run_dir, record)
+            write_run_logs(run, run_dir)
             if checkpointer is not None:
                 checkpointer.clear()
             log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
@@ -537,13 +540,23 @@ def execute(run: Run, run_dir: Path) -> int:
         return 1
 
 
+def _log_format() -> str:
+    """Every line of a rank: its time, the rank (the launcher interleaves them in ``log.txt``), the logger and the message."""
+    try:
+        rank = f"rank {detect().rank} "
+    except ValueError:  # an incomplete launch environment: execute() says so in its record
+        rank = ""
+    return f"%(asctime)s {rank}%(name)s: %(message)s"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.running.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="folder holding run.json (results/SCENARIO/RUN_ID)")
     # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format=_log_format())
+    logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
     path = args.run_dir / RUN_FILE
     if not path.is_file():
         print(

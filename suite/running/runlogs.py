@@ -1,0 +1,94 @@
+"""A run's logs in other tools' formats, written by rank 0 from the run's record as the run ends (docs/logs.md).
+
+``logs.tensorboard`` (or ``suite run --tensorboard DIR``) writes TensorBoard event files
+(:mod:`.tensorboard_events`), ``logs.mllog`` (or ``suite run --mllog``) MLPerf-style ``:::MLLOG`` lines
+(:mod:`.mlperf_lines`). Both read the record as ``result.json`` holds it, so their numbers are the record's;
+their times are the record's too: the worker's start, the training window's opening (start plus set-up and
+warm-up seconds) and the window's clock at each progress and curve point.
+
+Neither can fail a run: the record is written first, and a log that cannot be written is one warning line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..config.scenario import Run
+from ..records.results import MLLOG_FILE, TENSORBOARD_DIR, path_under, read_record
+from .commands import LaunchError
+
+log = logging.getLogger(__name__)
+
+PACKAGES = {"tensorboard": "tensorboard", "mllog": "mlperf_logging"}
+"""The module each log needs, by the setting that asks for it (both in the suite's ``logs`` extra)."""
+
+INSTALL = {"tensorboard": "tensorboard", "mllog": "mlperf-logging"}
+"""The package that provides it, as pip names it."""
+
+
+def tensorboard_folder(run: Run, run_dir: Path) -> Path | None:
+    """Where ``run`` writes its events: ``DIR/RUN_ID`` under ``--tensorboard DIR``, ``RUN_DIR/tensorboard`` under
+    ``logs.tensorboard``, None when neither asks for them."""
+    if run.tensorboard_dir:
+        return path_under(run.tensorboard_dir, run.run_id)
+    if run.logs.tensorboard:
+        return run_dir / TENSORBOARD_DIR
+    return None
+
+
+def wanted(run: Run) -> list[str]:
+    """The logs ``run`` asks for, by setting name (``tensorboard``, ``mllog``)."""
+    return [name for name, on in (("tensorboard", run.logs.tensorboard or run.tensorboard_dir), ("mllog", run.logs.mllog)) if on]
+
+
+def check_available(runs: list[Run]) -> None:
+    """Raise :class:`LaunchError` naming the package when a run asks for a log whose package is not installed."""
+    for name in sorted({name for run in runs for name in wanted(run)}):
+        if importlib.util.find_spec(PACKAGES[name]) is None:
+            setting = "--tensorboard / logs.tensorboard" if name == "tensorboard" else "--mllog / logs.mllog"
+            raise LaunchError(
+                f"{setting} needs the {INSTALL[name]} package: pip install {INSTALL[name]} (or the suite's `logs` extra)"
+            )
+
+
+def epoch_seconds(utc: str | None) -> float | None:
+    """Seconds since 1970 of a record's ISO 8601 UTC time (``2025-01-31T14:05:09Z``), None without one."""
+    if not utc:
+        return None
+    return dt.datetime.strptime(utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def window_opened(record: dict[str, Any]) -> float | None:
+    """When the training window opened, in seconds since 1970: the worker's start plus set-up and warm-up."""
+    started = epoch_seconds(record.get("started_utc"))
+    if started is None:
+        return None
+    return started + (record.get("setup_s") or 0.0) + (record.get("warmup_s") or 0.0)
+
+
+def write_run_logs(run: Run, run_dir: Path) -> None:
+    """Rank 0, once ``result.json`` is written: the logs ``run`` asks for; a log that fails is a warning, never an error."""
+    names = wanted(run)
+    if not names:
+        return
+    record = read_record(run_dir)
+    if record is None:
+        return
+    for name in names:
+        try:
+            if name == "tensorboard":
+                from .tensorboard_events import write_events
+
+                folder = tensorboard_folder(run, run_dir)
+                assert folder is not None, "wanted() lists tensorboard only when a folder is set"
+                write_events(folder, record, run_dir, window_opened(record))
+            else:
+                from .mlperf_lines import write_mllog
+
+                write_mllog(run_dir / MLLOG_FILE, record, window_opened(record))
+        except Exception as error:  # a log is an extra: the run and its record stand
+            log.warning("%s: %s log not written: %s: %s", run.run_id, name, type(error).__name__, error)
