@@ -278,7 +278,9 @@ def _missed(targets: list[dict], reached: Summary | None) -> str | None:
     if not targets or (reached is not None and reached.n == len(targets)):
         return None
     best = summarise(t["best"] for t in targets)
-    return f"reached by {reached.n if reached else 0} of {len(targets)} draws" + (f"; best {best.text()}" if best is not None else "")
+    return f"reached by {reached.n if reached else 0} of {len(targets)} draws" + (
+        f"; best {best.text()}" if best is not None else ""
+    )
 
 
 def _target_text(targets: list[dict], reached: Summary | None) -> str:
@@ -362,7 +364,11 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
         said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
         missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if row["_target_missed"]]
         if said is None:
-            out.append(Finding(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.", "time to target"))
+            out.append(
+                Finding(
+                    f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.", "time to target"
+                )
+            )
         else:
             missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
             out.append(Finding(said.text + missing, said.quantity, said.family, said.what))
@@ -376,7 +382,9 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
         if said:
             out.append(said)
     elif len(rulers) > 1:
-        out.append(Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality"))
+        out.append(
+            Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality")
+        )
     if unlearned:
         out.append(
             Finding(

@@ -19,7 +19,6 @@ import datetime as dt
 import json
 from pathlib import Path
 
-
 from ... import __version__
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records, staged_folder
 from ..findings import headline, not_learned_warnings, tested_findings
@@ -79,26 +78,73 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     engines: list[str] = []
     engine_section(records, results_dir, out_dir, engines)
     pages = [
-        Page("headline", "Headline in full", "every column, the checks, the findings and every warning", full_headline(table, found, records, warnings)),
+        Page(
+            "headline",
+            "Headline in full",
+            "every column, the checks, the findings and every warning",
+            full_headline(table, found, records, warnings),
+        ),
         Page(
             "quality",
             "Image quality",
-            "quality over training time, the time to the target, and every score per ruler, over seeds and per run",
-            quality_over_time_section(records, out_dir) + quality_section(records, out_dir),
+            "every score per ruler, over seeds and per run; quality over training time and the time to the target",
+            quality_section(records, out_dir) + quality_over_time_section(records, out_dir),
         ),
-        Page("per-class", "Per-class scores", "each class's FID or KID, by generated label and by predicted class", per_class_section(records, out_dir)),
-        Page("scaling", "Scaling", "strong and weak scaling, with speedup, efficiency and where efficiency went", scaling_section(frame, scaling, out_dir)),
-        Page("projection", "Projection", "the cost model fitted on these runs, validated, and projected past this machine", report_section(records, results_dir, out_dir, baselines)),
-        Page("time", "Where the time goes", "wall time by phase, step times, FLOP/s, communication and GPU utilisation", time_section(frame, records, out_dir)),
+        Page(
+            "per-class",
+            "Per-class scores",
+            "each class's FID or KID, by generated label and by predicted class",
+            per_class_section(records, out_dir),
+        ),
+        Page(
+            "scaling",
+            "Scaling",
+            "strong and weak scaling, with speedup, efficiency and where efficiency went",
+            scaling_section(frame, scaling, out_dir),
+        ),
+        Page(
+            "projection",
+            "Projection",
+            "the cost model fitted on these runs, validated, and projected past this machine",
+            report_section(records, results_dir, out_dir, baselines),
+        ),
+        Page(
+            "time",
+            "Where the time goes",
+            "wall time by phase, step times, FLOP/s, communication and GPU utilisation",
+            time_section(frame, records, out_dir),
+        ),
         Page("engines", "Engines", "each run's engine settings, the engine comparison and traces", engines),
-        Page("papers", "Papers' numbers", "the seed papers' numbers beside ours, and where our protocol differs", papers),
-        Page("samples", "Samples", "each strategy's samples at its largest P, and every other run's", samples_section(records, results_dir, out_dir)),
-        Page("environment", "Environment", "the machine and versions, what differs between runs, and the scenario", environment_section(records, out_dir) + scenario_section(results_dir)),
-        Page("runs", "Runs", "every run with its settings and status; diverged, not learned and failed runs", outcomes_section(records) + runs_section(frame, out_dir)),
+        Page(
+            "papers",
+            "Papers' numbers (not measured here)",
+            "the seed papers' numbers beside ours, and where our protocol differs",
+            papers,
+        ),
+        Page(
+            "samples",
+            "Samples",
+            "each strategy's samples at its largest P, and every other run's",
+            samples_section(records, results_dir, out_dir),
+        ),
+        Page(
+            "environment",
+            "Environment",
+            "the machine and versions, what differs between runs, and the scenario",
+            environment_section(records, out_dir) + scenario_section(results_dir),
+        ),
+        Page(
+            "runs",
+            "Runs",
+            "every run with its settings and status; failed, diverged and not learned runs",
+            runs_section(frame, out_dir) + outcomes_section(records),
+        ),
         Page("definitions", "Definitions", "what every column and word of the report means", [DEFINITIONS]),
     ]
     pictures = figures(pages)
-    pages.insert(-1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures)))
+    pages.insert(
+        -1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures))
+    )
     written = write_pages(out_dir, pages)
 
     lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]

@@ -75,7 +75,10 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
             }
         )
     if len(rulers) > 1:
-        notes += [f"{mark(i + 1)} {metric.upper()} under {ruler}; scores under different rulers are not compared." for i, ruler in enumerate(rulers)]
+        notes += [
+            f"{mark(i + 1)} {metric.upper()} under {ruler}; scores under different rulers are not compared."
+            for i, ruler in enumerate(rulers)
+        ]
     ruler = f" under {rulers[0]}" if len(rulers) == 1 else ""
     lines.append(
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
@@ -87,8 +90,8 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     if notes:
         lines += [*notes, ""]
     for finding, again in zip(found, repeats(found)):
-        said = f"{finding.what}: the same pairs found different as by the final quality." if again else finding.text
-        lines.append(f"- {said}")
+        sentence = f"{finding.what}: the same pairs found different as by the final quality." if again else finding.text
+        lines.append(f"- {sentence}")
     lines.append("")
     return lines
 
@@ -117,8 +120,8 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]
     rulers = sorted({q for q in shown["quality"] if isinstance(q, str)})
     if len(rulers) == 1:
         shown = shown.drop(columns=["quality"])
-    notes = []
-    targets = []
+    notes: list[str] = []
+    targets: list[str] = []
     for row in rows:
         missed = row.get("_target_missed")
         if isinstance(missed, str):
@@ -136,17 +139,21 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]
         "`fid_at_equal_time` the FID every strategy had at the same training time (or the same real training images "
         "where every run had `train.budget_images`); `time_to_target` the training time to the quality target; "
         "`checks` the equivalences verified on these runs ([Definitions](details/definitions.md))."
-        + (f" Every score is under the same ruler: {rulers[0]}." if len(rulers) == 1 else " `quality`: the ruler of each row's scores.")
+        + (
+            f" Every score is under the same ruler: {rulers[0]}."
+            if len(rulers) == 1
+            else " `quality`: the ruler of each row's scores."
+        )
         + "\n",
         markdown_table(shown),
         *notes,
         "",
-        "### Findings\n",
+        "## Findings\n",
         *(f"- {finding.text}" for finding in found),
         "",
     ]
     if warnings:
-        lines += ["### Warnings\n", *(f"- {w}" for w in warnings), ""]
+        lines += ["## Warnings\n", *(f"- {w}" for w in warnings), ""]
     return lines
 
 

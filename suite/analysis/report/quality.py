@@ -355,9 +355,10 @@ def per_class_section(records: list[dict], out_dir: Path) -> list[str]:
             table = table.assign(
                 KID=[_score(m) for m in table["kid_mean"]],
                 KID_std=[std_over(s) for s in table["kid_std"]],
-                note=[None if gone else note for gone, note in zip(withheld, table["note"])],
+                note=["" if gone or not isinstance(note, str) else note for gone, note in zip(withheld, table["note"])],
             )
             columns = ["run_id", "class", "n", "n_real", "metric", "fid", "KID", "KID_std", "note"]
-            columns = [c for c in columns if c not in ("fid", "note") or table[c].notna().any()]
+            kept = {"fid": table["fid"].notna().any(), "note": table["note"].astype(bool).any()}
+            columns = [c for c in columns if kept.get(c, True)]
             lines.append(markdown_table(table[columns].rename(columns={"KID_std": "KID std (subsets)"})))
     return lines
