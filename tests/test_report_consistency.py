@@ -169,6 +169,7 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     verdicts = {row["strategy"]: row["verdict"] for row in first.rows}
     assert verdicts["conditional / bce / horovod"] == "best FID; worst speedup"  # found better than all 4 others
     assert verdicts["label_partitioned / bce / mpi"] == "FID beats 3; best speedup"
+    assert verdicts["cellular / mustangs / mpi"] == "FID behind 2"  # beats none; the two found better say so
 
 
 def test_every_detail_page_is_in_the_index_and_every_link_resolves(report_md):
