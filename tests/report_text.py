@@ -8,14 +8,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-INTERVAL = re.compile(rf"^({NUMBER}) \[({NUMBER}), ({NUMBER})\] \(n=(\d+)\)")
+INTERVAL = re.compile(rf"^({NUMBER}) \[({NUMBER}), ({NUMBER})\](?: \(n=([^)]+)\))?")
+"""``estimate [lo, hi] (n=draws)``; the first page's short headline leaves the draws out (said above the table), and a
+ratio names both ends' (``n=3 at P=1, 3 at P=2``)."""
 ONE_DRAW = re.compile(rf"^({NUMBER}) \(n=1\)")
 PLUS_MINUS = re.compile(rf"^({NUMBER}) ± ({NUMBER})")
 PLAIN = re.compile(rf"^({NUMBER})$")
 
-ALIASES = {"measured_s": "train_s", "step_mean": "step_s"}
+ALIASES = {"measured_s": "train_s", "step_mean": "step_s", "images/s": "images_per_s"}
 """Columns that print the same quantity under another name."""
 KEY_COLUMNS = {"run_id", "class", "strategy", "config", "procs", "p", "scaling", "seed", "seeds"}
 """Columns that say which system a row is about, never a quantity."""
@@ -37,7 +40,8 @@ class Printed:
     where: str
     value: float | None  # None: n/a
     interval: tuple[float, float] | None = None
-    n: int | None = None
+    n: str | None = None
+    """The draws as printed (``3``, ``3 at P=1, 3 at P=2``); None where the cell leaves them out."""
     plus_minus: float | None = None
 
 
@@ -50,6 +54,13 @@ class Quantities:
     def add(self, key: tuple, printed: Printed | None) -> None:
         if printed is not None:
             self.values.setdefault(key, []).append(printed)
+
+
+def whole_report(report: Path) -> str:
+    """``report.md`` and every detail page its index links, in the index's order: the whole report as one text."""
+    text = report.read_text()
+    pages = re.findall(r"^- \[[^\]]*\]\((details/[^)#]+\.md)\)", text, flags=re.M)
+    return "\n".join([text, *((report.parent / page).read_text() for page in pages)])
 
 
 def tables(text: str) -> list[Table]:
@@ -81,9 +92,9 @@ def parse(text: str, where: str) -> Printed | None:
     if text == "n/a":
         return Printed(text, where, None)
     if m := INTERVAL.match(text):
-        return Printed(text, where, float(m[1]), (float(m[2]), float(m[3])), int(m[4]))
+        return Printed(text, where, float(m[1]), (float(m[2]), float(m[3])), m[4])
     if m := ONE_DRAW.match(text):
-        return Printed(text, where, float(m[1]), n=1)
+        return Printed(text, where, float(m[1]), n="1")
     if m := PLUS_MINUS.match(text):
         return Printed(text, where, float(m[1]), plus_minus=float(m[2]))
     if m := PLAIN.match(text):
@@ -128,7 +139,7 @@ def agree(a: Printed, b: Printed) -> str | None:
     if not same_number(a.value, a_numbers[0], b.value, b_numbers[0]):
         return "different values"
     if a.interval and b.interval:
-        if a.n != b.n:
+        if a.n is not None and b.n is not None and a.n != b.n:
             return "different draws"
         if not all(same_number(x, xt, y, yt) for x, xt, y, yt in zip(a.interval, a_numbers[1:3], b.interval, b_numbers[1:3])):
             return "different intervals"

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import yaml
+from report_text import whole_report
 
 from conftest import run_scenario, tiny_scenario
 from suite.cli import main
@@ -69,7 +70,7 @@ def test_a_failing_run_is_recorded_and_the_others_still_run(tmp_path, monkeypatc
     assert records["data_parallel-bce-mpi-p1-r0"]["status"] == "ok"  # earlier result kept
     # the report still renders and lists the failure
     assert main(["report", str(tmp_path / "results")]) == 0
-    report = (tmp_path / "results" / "report" / "report.md").read_text()
+    report = whole_report(tmp_path / "results" / "report" / "report.md")
     assert "fails-p2-r0 | failed" in report
     runs = json.loads((tmp_path / "results" / "report" / "records.json").read_text())
     assert {r["status"] for r in runs} == {"ok", "failed"}

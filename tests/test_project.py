@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from report_text import whole_report
 
 from conftest import REPO
 from suite.analysis.projection import (
@@ -457,12 +458,11 @@ def test_the_example_report_projects_as_it_shows(tmp_path, capsys):
     printed = capsys.readouterr().out
     for name in PROJECTION_CSVS:
         pd.testing.assert_frame_equal(pd.read_csv(out / name), pd.read_csv(example / name))
-    shown = (example / "report.md").read_text()
-    section = shown[shown.index("## Projection") : shown.index("\n## ", shown.index("## Projection") + 1)]
+    section = (example / "details" / "projection.md").read_text()  # the report's Projection page
     fitted = (out / "projection.md").read_text()
     for part in ("Fitted model", "Strong scaling, projected speedup", "Weak scaling, projected efficiency"):
-        table = section.split(f"### {part}\n")[1].split("\n#")[0].strip()
-        assert table and table in fitted.replace(f"## {part}\n", f"### {part}\n")
+        table = section.split(f"## {part}\n")[1].split("\n#")[0].strip()
+        assert table and table in fitted
     for run_id, error in pd.read_csv(example / "projection_validation.csv")[["run_id", "error"]].itertuples(index=False):
         assert f"| {run_id} |" in printed and (pd.isna(error) or f"{error:+.1%}" in printed)
 
@@ -480,14 +480,15 @@ def test_probe_measures_this_machine(tmp_path, capsys):
 
 
 def test_report_has_a_projection_section_only_when_runs_can_be_fitted(results, tmp_path):
-    report = write_report(results, tmp_path / "report").read_text()
-    assert "## Projection" in report and "### Predicted against measured" in report
+    report = whole_report(write_report(results, tmp_path / "report"))
+    assert "\n# Projection\n" in report and "## Predicted against measured" in report
     assert (tmp_path / "report" / "projection.png").is_file()
     old = tmp_path / "old"
     for r in synthetic_records()[:3]:
         del r["telemetry"]["busy_s_per_rank"]  # records from before the training-window fields
         write_record(old / r["run_id"], r)
-    assert "## Projection" not in write_report(old, tmp_path / "old-report").read_text()
+    first = write_report(old, tmp_path / "old-report")
+    assert "details/projection.md" not in first.read_text() and not (first.parent / "details" / "projection.md").exists()
 
 
 def test_compute_scale_speeds_up_computation_only(results, tmp_path):

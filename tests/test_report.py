@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from report_text import whole_report
 from scipy import stats
 
 from suite.analysis.markdown import markdown_table
@@ -228,24 +229,31 @@ def test_a_sweep_without_p1_is_reported_as_such(results):
 
 def test_report_sections_csvs_and_plots(results, tmp_path):
     out = tmp_path / "report"
-    text = write_report(results, out).read_text()
+    first = write_report(results, out)
+    text = whole_report(first)
     sections = [
         "## Headline",
-        "## Scaling",
-        "### Strong scaling",
-        "### Weak scaling",
-        "## Where the time goes",
+        "## Details",
+        "\n# Headline in full\n",
+        "\n# Image quality\n",
+        "\n# Scaling\n",
+        "## Strong scaling",
+        "## Weak scaling",
+        "\n# Where the time goes\n",
         "<summary>Communication share</summary>",
         "**GPU utilization:**",
-        "## Image quality",
-        "## Papers' numbers",
-        "## Environment",
-        "## Runs",
-        "## Definitions",
+        "\n# Papers' numbers (not measured here)\n",
+        "\n# Environment\n",
+        "\n# Runs\n",
+        "\n# Figures\n",
+        "\n# Definitions\n",
     ]
     positions = [text.index(section) for section in sections]
-    assert positions == sorted(positions)  # in this order, the headline first
-    assert text.index("![strong_time.png](strong_time.png)") < text.index("## Where the time goes")  # plots inline
+    assert positions == sorted(positions)  # in this order: the first page, then the detail pages of its index
+    # the figures sit on their pages (one folder down) and on the first page where they are key
+    assert text.index("![strong_time.png](../strong_time.png)") < text.index("\n# Where the time goes\n")
+    assert "![strong_time.png](strong_time.png)" in first.read_text()
+    assert "- 1 run failed: see [Runs](details/runs.md)." in first.read_text()
     for name in (
         "runs",
         "strong_scaling",
@@ -262,7 +270,7 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
     for name in ("strong_time.png", "strong_efficiency.png", "weak_time.png", "weak_efficiency.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the two feature networks get separate tables; the one without logits says why IS is missing
-    assert "### Ruler `classifier:digits`" in text and "### Ruler `inception(fid-trunk)`" in text
+    assert "## Ruler `classifier:digits`" in text and "## Ruler `inception(fid-trunk)`" in text
     assert "IS n/a: no logits." in text
     assert "FID n/a for t-p4: FID withheld: 500 generated and 500 real samples are not both above the 2048" in text
     # the papers' numbers are printed as the paper's, in their own table
@@ -274,17 +282,17 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
 
 def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
     out = tmp_path / "report"
-    text = write_report(results, out).read_text()
+    text = whole_report(write_report(results, out))
     gpu = pd.read_csv(out / "gpu_utilization.csv")
     assert gpu["gpu_util_mean"].isna().all() and gpu["gpu_mem_peak_mb"].isna().all()
     assert "**GPU utilization:** all runs ran on CPUs (cpu): n/a, not measured and not estimated." in text
-    assert "### GPU utilization" not in text  # one line, no table of n/a
+    assert "## GPU utilization" not in text  # one line, no table of n/a
 
 
 def test_gpu_numbers_are_reported_when_measured(tmp_path):
     root = tmp_path / "results"
     write_record(root / "g", record("g", gpu=71.5))
-    text = write_report(root, tmp_path / "report").read_text()
+    text = whole_report(write_report(root, tmp_path / "report"))
     assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "all runs ran on CPUs" not in text
 
 
@@ -312,7 +320,7 @@ def test_sweep_warnings(tmp_path):
     runs[5]["telemetry"]["work_images_per_rank"] = [1800, 2100]  # unequal class sizes
     for r in runs:
         write_record(root / r["run_id"], r)
-    text = write_report(root, tmp_path / "report").read_text()
+    text = whole_report(write_report(root, tmp_path / "report"))
     warnings = text.split("**Warnings:**")[1].split("##")[0]
     assert "data_parallel / bce / horovod (strong): threads per rank differ across the sweep (1, 2)" in warnings
     assert "data_parallel / bce / mpi (strong) at P=16: 16 ranks x 1 threads on 8 cores is oversubscribed" in warnings
@@ -330,8 +338,8 @@ def test_markdown_table_escapes_and_formats():
 
 def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(results, tmp_path):
     out = tmp_path / "report"
-    text = write_report(results, out).read_text()
-    section = text.split("## Image quality")[1].split("## Papers")[0]
+    text = whole_report(write_report(results, out))
+    section = text.split("\n# Image quality\n")[1].split("\n# Papers")[0]
     header = next(line for line in section.splitlines() if line.startswith("| run_id"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     assert columns[columns.index("fid") - 4 : columns.index("fid") + 3] == [
@@ -361,12 +369,16 @@ def test_quality_tables_put_kid_and_n_beside_every_fid_and_keep_the_bases_apart(
     by_label = pd.read_csv(out / "per_class_label_classifier-digits.csv")
     by_prediction = pd.read_csv(out / "per_class_predicted_classifier-digits.csv")
     assert set(by_label["run_id"]) == {"lp-p4"} and set(by_prediction["run_id"]) == {"dp-p4-r0"}
-    assert "<summary>Per-class scores by generated label</summary>" in section
-    assert "<summary>Per-class scores by predicted class (biased low)</summary>" in section
+    per_class = section.split("\n# Per-class scores\n")[1]
+    assert "## Ruler `classifier:digits`, by generated label" in per_class
+    assert "## Ruler `classifier:digits`, by predicted class (biased low)" in per_class
     # per class: the sound metric named, with its n and n_real
     assert list(by_label["metric"].fillna("none")) == ["fid", "kid", "none"] and list(by_label["n"]) == [300, 60, 5]
     assert by_label["fid"].isna().tolist() == [False, True, True] and by_label["kid_mean"].notna().tolist() == [True, True, False]
-    assert "| lp-p4 | 1 | 60 | 180 | kid | n/a | 0.03 | 0.0075 | FID withheld: ...; KID given instead |" in section
+    # FID withheld: one sentence over the rows it concerns, each row's note in the CSV only
+    assert "FID is withheld on 1 of 3 rows (metric `kid`)" in per_class and "FID withheld" not in per_class
+    assert "| lp-p4 | 1 | 60 | 180 | kid | n/a | 0.03 | 0.0075 |  |" in per_class
+    assert by_label["note"].iloc[1] == "FID withheld: ...; KID given instead"
 
 
 def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
@@ -387,7 +399,7 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     )
     write_record(root / "dp-p8", record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch"))
     write_record(root / "cell", record("cell", strategy="cellular", quality=quality(), dataset=mnist))  # no paper row
-    text = write_report(root, tmp_path / "report").read_text()
+    text = whole_report(write_report(root, tmp_path / "report"))
     section = text.split("**Our runs beside them**")[1].split("**Seed 001")[0]
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}
     assert set(rows) == {"lp-p2", "dp-p8"}
@@ -404,14 +416,14 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
 
 
 def test_environment_is_printed_once_with_what_differs(results, tmp_path):
-    text = write_report(results, tmp_path / "report").read_text()
-    env = text.split("## Environment")[1].split("## Runs")[0]
+    text = whole_report(write_report(results, tmp_path / "report"))
+    env = text.split("\n# Environment\n")[1].split("\n# Runs\n")[0]
     assert "| torch | 2.13.0 |" in env and env.count("2.13.0") == 1
     assert "<summary>What differs between runs</summary>" in env and "| dp-p4-r0 | 4 |" in env  # ranks per node differ
 
 
 def test_time_outside_training_is_reported(results, tmp_path):
-    text = write_report(results, tmp_path / "report").read_text()
+    text = whole_report(write_report(results, tmp_path / "report"))
     # 10 ok runs: wall = train + 5, set-up 3, warm-up 1, finalize 0.5, scoring 2 (the rest, start-up, clipped at 0)
     assert (
         "were inside training windows; set-up 30 s, warm-up 10 s, evaluation during training 0 s, finalize 5 s, scoring 20 s"

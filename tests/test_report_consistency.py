@@ -1,14 +1,16 @@
 """One number per quantity: the report built by the real `write_report` from the committed digits records
-prints every quantity it shows twice the same way, in one notation for spread, with fractions of peak
-that are fractions, the bytes each strategy really moved, and one machine as one machine."""
+(its first page and every detail page) prints every quantity it shows twice the same way, in one notation
+for spread, with fractions of peak that are fractions, the bytes each strategy really moved, and one machine
+as one machine; and its first page is short and opens with the headline."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
-from report_text import NUMBER, disagreements, quantities, same_number, tables, unit
+from report_text import NUMBER, disagreements, quantities, same_number, tables, unit, whole_report
 
 from conftest import REPO
 from suite.analysis.report import write_report
@@ -25,12 +27,18 @@ def records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, records) -> str:
+def report_md(tmp_path_factory, records) -> Path:
     """report.md of the committed digits records, rebuilt by the current code."""
     root = tmp_path_factory.mktemp("digits")
     for record in records:
         write_record(root / "results" / record["run_id"], record)
-    return write_report(root / "results", root / "report").read_text()
+    return write_report(root / "results", root / "report")
+
+
+@pytest.fixture(scope="module")
+def report(report_md) -> str:
+    """The whole report: its first page, then every detail page in the order of its index."""
+    return whole_report(report_md)
 
 
 def table(report: str, where: str):
@@ -51,7 +59,7 @@ def test_the_check_sees_quantities_printed_more_than_once(report, records):
     ]
     assert {(config, q) for q in ("train_s", "images_per_s", "comm_share", "fid", "kid", "label_acc")} <= twice
     label = ("config", "label_partitioned / wgan-gp / mpi", multi["procs"], "strong")
-    assert [p.where for p in found[(label, "fid")]][:2] == ["Headline", "Ruler `classifier:digits`"]
+    assert [p.where for p in found[(label, "fid")]][:3] == ["Headline", "Headline in full", "Ruler `classifier:digits`"]
     assert any(p.where == "Headline finding" for key in twice for p in found[key])  # the findings' numbers too
     assert len(twice) > 5 * len(records)
 
@@ -106,7 +114,7 @@ def test_the_projection_states_the_bytes_each_configuration_moved(report, record
 
 
 def test_one_machine_is_one_kind_of_machine(report):
-    environment = report.split("## Environment", 1)[1]
+    environment = report.split("\n# Environment\n", 1)[1]
     assert "Every run on one kind of machine" in environment.split("\n\n")[1]
     shared = {row["item"]: row["value"] for row in table(report, "Environment").rows}
     assert shared["machine.cpu_model"] == "AMD EPYC" and "machine.fingerprint" in shared
@@ -139,3 +147,51 @@ def test_the_check_tells_a_rounding_from_another_number():
         f"{key} fid: '64.7 [52.5, 76.9] (n=3)' (Headline) vs '64.9 [52.5, 76.9] (n=3)' (Strong scaling): different values",
         "('run', 'a-p2', None) wall_s: 'n/a' (Runs) vs '3.5' (Time): n/a in one place only",
     ]  # 31.7 and 31.724 are one number rounded; 1670 and 1673 ± 2 too (a ± beside no interval is the notation test's)
+
+
+FIRST_PAGE_LINES = 150
+FIRST_PAGE_ROW = 120
+"""The first page's budget (issue 37): read in two minutes, its table rows readable without scrolling."""
+
+
+def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, records):
+    text = report_md.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= FIRST_PAGE_LINES
+    assert [line for line in lines if line.startswith("## ")][0] == "## Headline"
+    first = tables(text)[0]
+    assert first.where == "Headline" and first.columns == ["strategy", "P", "FID", "images/s", "speedup", "verdict"]
+    assert len(first.rows) == len({(r["strategy"], r["loss"], r["engine"]) for r in records})
+    assert max(len(line) for line in lines if line.startswith("|")) <= FIRST_PAGE_ROW
+    # the ruler and the draws are said once above the table, not in every cell; no sentence in a cell
+    assert "classifier:digits d6ea892040bc, n=500" in text.split("| strategy |")[0]
+    assert not any("(n=" in cell or "reached by" in cell for row in first.rows for cell in row.values())
+    verdicts = {row["strategy"]: row["verdict"] for row in first.rows}
+    assert verdicts["conditional / bce / horovod"] == "best FID; worst speedup"  # found better than all 4 others
+    assert verdicts["label_partitioned / bce / mpi"] == "FID beats 3; best speedup"
+    assert verdicts["cellular / mustangs / mpi"] == "FID behind 2"  # beats none; the two found better say so
+
+
+def test_every_detail_page_is_in_the_index_and_every_link_resolves(report_md):
+    text = report_md.read_text()
+    pages = sorted((report_md.parent / "details").glob("*.md"))
+    assert {f"details/{page.name}" for page in pages} == set(re.findall(r"\]\((details/[^)#]+\.md)\)\:", text))
+    assert {"headline.md", "quality.md", "per-class.md", "scaling.md", "projection.md", "papers.md", "figures.md"} <= {
+        page.name for page in pages
+    }
+    for page in [report_md, *pages]:
+        for target in re.findall(r'(?:\]\(|src=")([^)"#:]+)', page.read_text()):
+            assert (page.parent / target).is_file(), f"{page.name} links {target}, which is not there"
+    figures = (report_md.parent / "details" / "figures.md").read_text()
+    assert all(f"(../{png.name})" in figures for png in report_md.parent.glob("*.png"))  # every figure is listed
+
+
+def test_a_note_every_row_shares_is_one_sentence(report, report_md):
+    per_class = (report_md.parent / "details" / "per-class.md").read_text()
+    assert "FID withheld" not in report and per_class.count("FID is withheld on ") == 2  # one per grouping basis
+    assert re.search(r"FID is withheld on 150 of 150 rows", per_class)
+    csv = (report_md.parent / "per_class_label_classifier-digits.csv").read_text()
+    assert csv.count("FID withheld") == 150  # the CSV keeps each row's note
+    headline = (report_md.parent / "details" / "headline.md").read_text()
+    assert "reached by" not in "".join(line for line in headline.splitlines() if line.startswith("|"))
+    assert "¹ cellular / mustangs / mpi: reached by 0 of 3 draws; best 311 [172, 561] (n=3)." in headline

@@ -81,12 +81,14 @@ def test_the_report_links_the_traces_and_compares_the_engines(traced):
 
     _, _, results = traced
     report = write_report(results, results.parent / "report")
-    text = report.read_text()
+    engines = report.parent / "details" / "engines.md"  # the Engines detail page, one folder below report.md
+    assert "](details/engines.md)" in report.read_text()
+    text = engines.read_text()
     links = re.findall(r"\[([\w.-]+)\]\(([^)]+\.(?:json|txt))\)", text)
-    assert all((report.parent / target).is_file() and Path(target).name == name for name, target in links)
+    assert all((engines.parent / target).is_file() and Path(target).name == name for name, target in links)
     linked = [name for name, _ in links]
     assert linked.count("trace-rank0.json") == linked.count("trace-rank1.json") == len(ENGINES)
     assert {"horovod-timeline.json", "deepspeed-comms.json", "deepspeed-comms.txt"} <= set(linked)
-    assert "### Engine comparison" in text and "include the tracing overhead" in text
-    comparison = text.split("### Engine comparison")[1]
+    assert "## Engine comparison" in text and "include the tracing overhead" in text
+    comparison = text.split("## Engine comparison")[1]
     assert all(f"| {engine} |" in comparison for engine in ENGINES)

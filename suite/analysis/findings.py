@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
 from .speedup import speedup
-from .verdicts import Summary, compare_all, sentence, summarise
+from .verdicts import Family, Summary, compare_all, sentence, summarise
 
 PLACEMENT_INVARIANT = {"cellular"}
 """Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
@@ -193,6 +194,8 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             _main=main,
             _speedup=speedup,
             _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
+            _target_missed=_missed(targets, reached),
+            _images_per_s=summarise(r.get("images_per_s") for r in main),
         )
         row.update({f"_{metric}": summary for metric, summary in summaries.items()})
         rows.append(row)
@@ -200,6 +203,8 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+EQUAL_BUDGET = "FID at equal budget"
+"""The quantity of the equal-budget finding, as the verdict column names it."""
 EQUAL_TIME_SLACK = 1.05
 """A curve point counts as "at" the common time when its clock is at most this factor past it."""
 
@@ -268,6 +273,16 @@ def _targets_per_seed(main: list[dict]) -> list[dict]:
     return out
 
 
+def _missed(targets: list[dict], reached: Summary | None) -> str | None:
+    """Where some draws missed the target: how many reached it, and the best value the curves got to (None otherwise)."""
+    if not targets or (reached is not None and reached.n == len(targets)):
+        return None
+    best = summarise(t["best"] for t in targets)
+    return f"reached by {reached.n if reached else 0} of {len(targets)} draws" + (
+        f"; best {best.text()}" if best is not None else ""
+    )
+
+
 def _target_text(targets: list[dict], reached: Summary | None) -> str:
     if reached is not None and reached.n == len(targets):
         return f"{reached.text()} s"
@@ -296,9 +311,21 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
     return out
 
 
-def _ranked_sentence(
-    rows: list[dict], column: str, lower_is_better: bool, what: str, records: list[dict], scaling: dict
-) -> str | None:
+@dataclass(frozen=True)
+class Finding:
+    """One sentence under the headline; ``family`` is the family of tests it states (None: a sentence that tests nothing)."""
+
+    text: str
+    quantity: str
+    """What the family ranks, in a few words (``FID``, ``speedup``): the verdict column's name for it."""
+    family: Family | None = None
+    what: str = ""
+    """What the sentence ranks, as it opens (``Final quality (FID, ruler)``)."""
+
+
+def _ranked(
+    rows: list[dict], column: str, lower_is_better: bool, what: str, quantity: str, records: list[dict], scaling: dict
+) -> Finding | None:
     """The verdict of every pair of the rows' ``column`` summaries, with the caveats of each candidate found better."""
     candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
     family = compare_all(candidates, lower_is_better)
@@ -310,49 +337,60 @@ def _ranked_sentence(
         caveats = _caveats(next(row for row in rows if row["strategy"] == name), records, scaling)
         if caveats:
             text += f" Caveat for {name}: {', '.join(caveats)}."
-    return text
+    return Finding(text, quantity, family, what)
 
 
 def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
-    """A few sentences stating what the headline numbers support, each with its caveats.
+    """A few sentences stating what the headline numbers support, each with its caveats (:func:`tested_findings`)."""
+    return [finding.text for finding in tested_findings(table, records, scaling)]
 
-    Each sentence is one family of tests (:func:`suite.analysis.verdicts.compare_all`): every pair
+
+def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The headline's findings, each a sentence and the family of tests behind it.
+
+    Each tested finding is one family (:func:`suite.analysis.verdicts.compare_all`): every pair
     of configurations on one quantity, over their draws (seeds for quality and time to quality,
-    runs at both ends for speedup), Holm-corrected together. It gives every estimate, says which
+    runs at both ends for speedup), Holm-corrected together. Its sentence gives every estimate, says which
     configuration is better than which where the test found it, and that the other pairs are not
     distinguishable; nothing is inferred from one pair to another.
     """
     if table.empty:
         return []
     rows = table.to_dict("records")
-    out = []
+    out: list[Finding] = []
     target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
     if target is not None:
         what = f"Time to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
-        said = _ranked_sentence(rows, "_time_to_target", True, what, records, scaling)
-        missed = [
-            f"{row['strategy']} ({row['time_to_target']})"
-            for row in rows
-            if row["_time_to_target"] is None and row["time_to_target"]
-        ]
+        said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
+        missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if row["_target_missed"]]
         if said is None:
-            out.append(f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.")
+            out.append(
+                Finding(
+                    f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.", "time to target"
+                )
+            )
         else:
-            out.append(said + (f" Not in every draw: {', '.join(missed)}." if missed else ""))
-    unlearned = {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
+            missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
+            out.append(Finding(said.text + missing, said.quantity, said.family, said.what))
+    unlearned = unlearned_configs(rows)
     scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
     rulers = {row["quality"] for row in scored}
     if scored and len(rulers) == 1:
         metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
         what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
-        said = _ranked_sentence(scored, metric, True, what, records, scaling)
+        said = _ranked(scored, metric, True, what, metric[1:].upper(), records, scaling)
         if said:
             out.append(said)
     elif len(rulers) > 1:
-        out.append("Final qualities were measured with different rulers or sample counts and are not compared.")
+        out.append(
+            Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality")
+        )
     if unlearned:
         out.append(
-            f"Left out of the quality comparisons, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}."
+            Finding(
+                f"Left out of the quality comparisons, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}.",
+                "quality",
+            )
         )
     at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
     if len(at_time) > 1 and len(rulers) == 1:
@@ -361,16 +399,66 @@ def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.Dat
         else:
             budget = f"equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s"
         what = f"Quality at {budget}, {next(iter(rulers))})"
-        said = _ranked_sentence(at_time, "_fid_at_equal_time", True, what, records, scaling)
+        said = _ranked(at_time, "_fid_at_equal_time", True, what, EQUAL_BUDGET, records, scaling)
         if said:
             out.append(said)
     scaled = [row for row in rows if row["_speedup"] is not None]
     if scaled:
         top = max(row["_top"] for row in scaled)
         at_top = [row for row in scaled if row["_top"] == top]
-        said = _ranked_sentence(at_top, "_speedup", False, f"Strong-scaling speedup at P={top}", records, scaling)
+        said = _ranked(at_top, "_speedup", False, f"Strong-scaling speedup at P={top}", "speedup", records, scaling)
         if said:
             out.append(said)
+    return out
+
+
+def unlearned_configs(rows: list[dict]) -> set[str]:
+    """The headline rows (configurations) with a model that has not learned in some draw."""
+    return {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
+
+
+def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = ()) -> dict[str, str]:
+    """Per configuration, what the tested findings say of it in a few words: the verdict column of the headline.
+
+    ``best Q`` where the family found it better than every other candidate on Q, ``worst Q`` where every
+    other was found better, ``Q beats k`` where it was found better than k others (those found better than
+    it say so on their own rows), ``Q behind k`` where it beats none; a family that repeats an earlier one
+    (:func:`repeats`) is said once.
+    """
+    families = [(f.quantity, f.family) for f, again in zip(found, repeats(found)) if f.family is not None and not again]
+    out = {}
+    for name in names:
+        tags = ["not learned"] if name in set(unlearned) else []
+        tested = False
+        for quantity, family in families:
+            if name not in family.order:
+                continue
+            tested = tested or bool(family.tested)
+            others = len(family.order) - 1
+            wins = sum(p.first == name for p in family.claims)
+            losses = sum(p.second == name for p in family.claims)
+            if others and wins == others:
+                tags.append(f"best {quantity}")
+            elif others and losses == others:
+                tags.append(f"worst {quantity}")
+            elif wins:
+                tags.append(f"{quantity} beats {wins}")
+            elif losses:
+                tags.append(f"{quantity} behind {losses}")
+        out[name] = "; ".join(tags) or ("no difference found" if tested else "not tested")
+    return out
+
+
+def repeats(found: list[Finding]) -> list[bool]:
+    """Per finding, whether it is the equal-budget quality and repeats an earlier family: the same candidates and the
+    same pairs found different (the budget ended where training ended)."""
+    seen = []
+    out = []
+    for finding in found:
+        family = finding.family
+        key = (tuple(sorted(family.order)), sorted((p.first, p.second) for p in family.claims)) if family else None
+        out.append(finding.quantity == EQUAL_BUDGET and key in seen)
+        seen.append(key)
     return out
 
 

@@ -2,14 +2,15 @@
 
 Every number in the report comes from the records it reads; where a number cannot be
 computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
-``n/a`` and why, never a guess. Sections, each backed by a CSV of the same name:
+``n/a`` and why, never a guess.
 
-environment, runs, strong scaling, weak scaling, speedup and efficiency, communication share,
-GPU utilization, image quality (one table per feature network), and the papers' numbers
-(``baselines/``), which are printed beside ours but never in our columns.
-
-The sections are built in :mod:`.sections` and :mod:`.quality` from the tables of :mod:`.tables`;
-the projection's section comes from :mod:`suite.analysis.projection`.
+``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline`), the
+findings with their tests, the key figures and an index of the detail pages in ``details/``: the
+headline in full, image quality, per-class scores, scaling, the projection, where the time goes,
+engines, the papers' numbers, samples, the environment, the runs, the definitions and every figure.
+Every table is also a CSV beside report.md. The sections are built in :mod:`.sections` and
+:mod:`.quality` from the tables of :mod:`.tables`, the projection's in :mod:`suite.analysis.projection`,
+and laid out on pages by :mod:`.pages`.
 """
 
 from __future__ import annotations
@@ -20,27 +21,33 @@ from pathlib import Path
 
 from ... import __version__
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records, staged_folder
-from ..markdown import details
+from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
 from ..projection.render import report_section
-from .quality import baseline_section, quality_over_time_section, quality_section
+from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
+from .pages import Page, figures, figures_page, index_section, key_figures, write_pages
+from .quality import baseline_section, per_class_section, quality_over_time_section, quality_section
 from .sections import (
     engine_section,
     environment_section,
-    headline_section,
     runs_section,
     samples_section,
     scaling_section,
+    scenario_section,
     time_section,
 )
-from .tables import scaling_table
+from .tables import scaling_table, sweep_warnings
 
 DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 """The papers' numbers beside the checkout's package (``baselines/``)."""
 
+KEY_FIGURES = ("quality_vs_time", "speedup", "strong_time")
+"""The figures the first page shows (by the start of their file name, in this order); every other is on a detail page."""
+MOST_KEY_FIGURES = 3
+
 
 def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None) -> Path:
-    """Write ``report.md``, one CSV per table and the plots into ``out_dir``; return report.md's path.
+    """Write ``report.md``, its detail pages, one CSV per table and the plots into ``out_dir``; return report.md's path.
 
     The files are written beside ``out_dir`` and moved in once all are complete (:func:`staged_folder`),
     so a report that fails half-way (a full disk) leaves the previous one as it was.
@@ -58,30 +65,100 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, baselines: Path | None, copy_probe: bool) -> None:
     frame = load_records(results_dir)
     baselines = baselines or DEFAULT_BASELINES
-    scenario_file = results_dir / "scenario.yaml"
     ok_count = int((frame["status"] == "ok").sum())
+    failed = int((~frame["status"].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
+    table = headline(records, scaling)
+    headline_csv(table).to_csv(out_dir / "headline.csv", index=False)
+    found = tested_findings(table, records, scaling)
+    warnings = not_learned_warnings(records) + sweep_warnings(frame)
+
+    papers: list[str] = []
+    baseline_section(baselines, records, papers)
+    engines: list[str] = []
+    engine_section(records, results_dir, out_dir, engines)
+    pages = [
+        Page(
+            "headline",
+            "Headline in full",
+            "every column, the checks, the findings and every warning",
+            full_headline(table, found, records, warnings),
+        ),
+        Page(
+            "quality",
+            "Image quality",
+            "every score per ruler, over seeds and per run; quality over training time and the time to the target",
+            quality_section(records, out_dir) + quality_over_time_section(records, out_dir),
+        ),
+        Page(
+            "per-class",
+            "Per-class scores",
+            "each class's FID or KID, by generated label and by predicted class",
+            per_class_section(records, out_dir),
+        ),
+        Page(
+            "scaling",
+            "Scaling",
+            "strong and weak scaling, with speedup, efficiency and where efficiency went",
+            scaling_section(frame, scaling, out_dir),
+        ),
+        Page(
+            "projection",
+            "Projection",
+            "the cost model fitted on these runs, validated, and projected past this machine",
+            report_section(records, results_dir, out_dir, baselines),
+        ),
+        Page(
+            "time",
+            "Where the time goes",
+            "wall time by phase, step times, FLOP/s, communication and GPU utilisation",
+            time_section(frame, records, out_dir),
+        ),
+        Page("engines", "Engines", "each run's engine settings, the engine comparison and traces", engines),
+        Page(
+            "papers",
+            "Papers' numbers (not measured here)",
+            "the seed papers' numbers beside ours, and where our protocol differs",
+            papers,
+        ),
+        Page(
+            "samples",
+            "Samples",
+            "each strategy's samples at its largest P, and every other run's",
+            samples_section(records, results_dir, out_dir),
+        ),
+        Page(
+            "environment",
+            "Environment",
+            "the machine and versions, what differs between runs, and the scenario",
+            environment_section(records, out_dir) + scenario_section(results_dir),
+        ),
+        Page(
+            "runs",
+            "Runs",
+            "every run with its settings and status; failed, diverged and not learned runs",
+            runs_section(frame, out_dir) + outcomes_section(records),
+        ),
+        Page("definitions", "Definitions", "what every column and word of the report means", [DEFINITIONS]),
+    ]
+    pictures = figures(pages)
+    pages.insert(
+        -1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures))
+    )
+    written = write_pages(out_dir, pages)
 
     lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
     lines.append(
         f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
-        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Definitions are at the end.\n"
+        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
     )
-    if scenario_file.is_file():
-        lines.append(details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
-    lines += headline_section(records, frame, scaling)
-    lines += outcomes_section(records)  # diverged and not-learned runs, with their reasons
-    lines += quality_over_time_section(records, out_dir)
-    lines += scaling_section(frame, scaling, out_dir)
-    lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine
-    lines += time_section(frame, records, out_dir)
-    engine_section(records, results_dir, out_dir, lines)
-    lines += quality_section(records, out_dir)
-    baseline_section(baselines, records, lines)
-    lines += samples_section(records, results_dir, out_dir)
-    lines += environment_section(records, out_dir)
-    lines += runs_section(frame, out_dir)
-    lines.append(DEFINITIONS)
+    lines += first_page_headline(table, found, records)
+    lines += warnings_section(warnings, failed)
+    key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
+    if key:
+        lines.append("## Key figures\n")
+        lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
+    lines += index_section(written)
     atomic_write_text(out_dir / "report.md", "\n".join(lines))
     # the records and the measured network: `suite project REPORT` fits and validates what the report shows
     atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))

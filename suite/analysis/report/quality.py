@@ -295,7 +295,7 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
     quality = quality_tables(records)
     if not quality:
         return lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"]
-    for net, (scores, per_class) in quality.items():
+    for net, (scores, _) in quality.items():
         slug = file_slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
         detail = next(
@@ -330,20 +330,35 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
         for run_id, note in zip(scores["run_id"], scores["fid_note"]):
             if isinstance(note, str):
                 lines.append(f"FID n/a for {run_id}: {note}.\n")
+    return lines
+
+
+def per_class_section(records: list[dict], out_dir: Path) -> list[str]:
+    """Each class's score per ruler and grouping basis; where FID is withheld (too few samples per class for the
+    feature dimensions, KID instead), one sentence says so for all those rows rather than a note on each."""
+    lines: list[str] = []
+    for net, (_, per_class) in quality_tables(records).items():
+        slug = file_slug(net)
         for field, basis in PER_CLASS_BASES.items():
             table = per_class[field]
             if table.empty:
                 continue
             table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
-            table = table.assign(KID=[_score(m) for m in table["kid_mean"]], KID_std=[std_over(s) for s in table["kid_std"]])
-            lines.append(
-                details(
-                    f"Per-class scores by {basis}",
-                    markdown_table(
-                        table[["run_id", "class", "n", "n_real", "metric", "fid", "KID", "KID_std", "note"]].rename(
-                            columns={"KID_std": "KID std (subsets)"}
-                        )
-                    ),
+            lines.append(f"## Ruler `{net}`, by {basis}\n")
+            withheld = table["metric"].eq("kid") & table["fid"].isna()
+            if withheld.any():
+                lines.append(
+                    f"FID is withheld on {int(withheld.sum())} of {len(table)} rows (metric `kid`): their generated or real "
+                    "samples are not both above the ruler's feature dimensions, so FID would be biased; KID stands in. "
+                    "The CSV keeps each row's note.\n"
                 )
+            table = table.assign(
+                KID=[_score(m) for m in table["kid_mean"]],
+                KID_std=[std_over(s) for s in table["kid_std"]],
+                note=["" if gone or not isinstance(note, str) else note for gone, note in zip(withheld, table["note"])],
             )
+            columns = ["run_id", "class", "n", "n_real", "metric", "fid", "KID", "KID_std", "note"]
+            kept = {"fid": table["fid"].notna().any(), "note": table["note"].astype(bool).any()}
+            columns = [c for c in columns if kept.get(c, True)]
+            lines.append(markdown_table(table[columns].rename(columns={"KID_std": "KID std (subsets)"})))
     return lines

@@ -1,5 +1,5 @@
 """The report's other sections, each a list of markdown lines (and its CSVs written into the report folder):
-the headline, scaling, where the time goes, engines, samples, environment and runs.
+scaling, where the time goes, engines, samples, the scenario, environment and runs.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from ...records.results import SAMPLES_FILE, path_under
-from ..findings import config_name, findings, headline, main_runs, not_learned_warnings
+from ..findings import config_name, main_runs
 from ..markdown import NA, details, markdown_table
 from ..plots import plot_scaling
-from ..verdicts import TEST, TESTS, summarise
+from ..verdicts import summarise
 from .tables import (
     cellular_phase_table,
     communication_table,
@@ -23,7 +23,6 @@ from .tables import (
     machine_note,
     settings_text,
     step_table,
-    sweep_warnings,
     time_table,
     trace_table,
     utilization_table,
@@ -72,43 +71,6 @@ def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines:
             "on untraced runs.\n"
         )
         lines.append(markdown_table(traces))
-
-
-def headline_section(records: list[dict], frame: pd.DataFrame, scaling: dict[str, pd.DataFrame]) -> list[str]:
-    """The first screen: one row per strategy, what the numbers support, and what to distrust."""
-    table = headline(records, scaling)
-    lines = ["## Headline\n"]
-    if table.empty:
-        return lines + ["_No run finished: nothing to compare (see Runs below)._\n"]
-    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
-    lines.append(
-        "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
-        "(each a separate training draw): every number is an estimate, its 95 % interval in brackets and the number of "
-        "draws. Positive quantities (times, images/s, FID, KID, speedup) give the geometric mean and the Student-t "
-        "interval of the mean log, exponentiated (never below zero); `label_acc` the arithmetic mean. `speedup` is "
-        "T(1)/T(P), the geometric mean of the P=1 runs' times over the P runs', and `efficiency` S/P: their "
-        "intervals carry both ends' spread, and where an end has one run they are not computed. `fid` is the final "
-        "model's; `fid_at_equal_time` the FID every strategy had at the same training time (the last point of its "
-        "quality curve by then; at the same real training images where every run had `train.budget_images`), the "
-        "fixed-budget view (n/a for label-partitioned runs with `train.class_schedule: sequential`, whose class GANs "
-        "train one after another on a rank: their first curve point with every class trained comes late in the window; "
-        "interleaved class GANs have every class trained at every point); "
-        "`time_to_target` the training time to the quality target. The ruler (network, the first 12 digits of its "
-        "sha256, samples) is in `quality`; `checks`: the equivalences verified on these runs. Below, one strategy is "
-        "called better than another only where that pair was tested: on each quantity every pair of strategies is "
-        f"tested ({TESTS[TEST].words} on the log values), all pairs Holm-corrected together at 5 %; the other pairs "
-        "are not distinguishable, and nothing is inferred from one pair to another.\n"
-    )
-    lines.append(markdown_table(shown))
-    for sentence in findings(table, records, scaling):
-        lines.append(f"- {sentence}")
-    lines.append("")
-    warnings = not_learned_warnings(records) + sweep_warnings(frame)
-    if warnings:
-        lines.append("**Warnings:**\n")
-        lines.extend(f"- {w}" for w in warnings)
-        lines.append("")
-    return lines
 
 
 def ratio_text(table: pd.DataFrame, name: str) -> list[str]:
@@ -263,6 +225,14 @@ def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> li
     if folded:
         lines.append(details("Samples of every other run", " ".join(folded)))
     return lines
+
+
+def scenario_section(results_dir: Path) -> list[str]:
+    """The scenario file the runs were started from, as it was (nothing where the results folder has none)."""
+    scenario_file = results_dir / "scenario.yaml"
+    if not scenario_file.is_file():
+        return []
+    return ["## Scenario\n", "```yaml\n" + scenario_file.read_text().strip() + "\n```\n"]
 
 
 def environment_section(records: list[dict], out_dir: Path) -> list[str]:

@@ -1,0 +1,177 @@
+"""The report's headline: a short table on the first page, and every column on its own detail page.
+
+The short table has one row per strategy (and engine) at its largest process count: its final quality,
+its throughput and its strong-scaling speedup, each an estimate with its 95 % interval, and a ``verdict``
+that says in a few words what the tests of the findings below it found (:func:`suite.analysis.findings.verdicts`).
+What is the same on every row (the ruler that scored the models, the number of seeds) is said once above
+the table, and what needs a sentence (a target missed in some draws) is a footnote.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from ..findings import Finding, repeats, unlearned_configs, verdicts
+from ..markdown import NA, markdown_table
+from ..verdicts import TEST, TESTS, Summary
+
+DRAWS = re.compile(r" \(n=[^)]*\)$")
+"""The draws an estimate's text ends with, said once above the short table instead of in every cell."""
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def mark(number: int) -> str:
+    """A footnote mark: ¹, ², ... ¹⁰."""
+    return str(number).translate(SUPERSCRIPT)
+
+
+def short(summary: Summary | None) -> str:
+    """An estimate as ``centre [lo, hi]``, its draws said elsewhere; with no interval, the whole text (it says why)."""
+    if summary is None:
+        return NA
+    text = summary.text()
+    return DRAWS.sub("", text) if summary.interval is not None and not summary.arithmetic_fallback else text
+
+
+def _draws(rows: list[dict]) -> str:
+    """How many seeds the rows' estimates are over: one number where every row has the same."""
+    counts = sorted({int(row["seeds"]) for row in rows})
+    return f"{counts[0]} seed{'s' if counts[0] != 1 else ''} each" if len(counts) == 1 else "the seeds in the `seeds` column"
+
+
+def quality_metric(rows: list[dict]) -> str:
+    """The score the short headline shows: FID where every scored row has one, else KID."""
+    scored = [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+    return "fid" if scored and all(row["_fid"] is not None for row in scored) else "kid"
+
+
+def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]) -> list[str]:
+    """``## Headline``: the short table, its footnotes, the findings and what to distrust."""
+    lines = ["## Headline\n"]
+    if table.empty:
+        return lines + ["_No run finished: nothing to compare (see the runs on [Runs](details/runs.md))._\n"]
+    rows = table.to_dict("records")
+    metric = quality_metric(rows)
+    said = verdicts(found, [row["strategy"] for row in rows], unlearned_configs(rows))
+    rulers = sorted({row["quality"] for row in rows if isinstance(row["quality"], str)})
+    notes: list[str] = []
+    shown = []
+    for row in rows:
+        quality = short(row[f"_{metric}"])
+        if len(rulers) > 1 and isinstance(row["quality"], str):
+            quality += mark(rulers.index(row["quality"]) + 1)
+        shown.append(
+            {
+                "strategy": row["strategy"],
+                "P": row["_top"],
+                **({"seeds": row["seeds"]} if "seeds in" in _draws(rows) else {}),
+                metric.upper(): quality,
+                "images/s": short(row["_images_per_s"]),
+                "speedup": short(row["_speedup"]) if row["_speedup"] is not None else NA,
+                "verdict": said[row["strategy"]],
+            }
+        )
+    if len(rulers) > 1:
+        notes += [
+            f"{mark(i + 1)} {metric.upper()} under {ruler}; scores under different rulers are not compared."
+            for i, ruler in enumerate(rulers)
+        ]
+    ruler = f" under {rulers[0]}" if len(rulers) == 1 else ""
+    lines.append(
+        f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
+        f"{metric.upper()}{ruler} of the final model (lower is better); images/s through the discriminators in the "
+        "training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: what the tests below "
+        f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md).\n"
+    )
+    lines.append(markdown_table(pd.DataFrame(shown)))
+    if notes:
+        lines += [*notes, ""]
+    for finding, again in zip(found, repeats(found)):
+        sentence = f"{finding.what}: the same pairs found different as by the final quality." if again else finding.text
+        lines.append(f"- {sentence}")
+    lines.append("")
+    return lines
+
+
+MOST_WARNINGS = 8
+"""Warnings listed on the first page; past these, the first page counts them and the headline page lists them all."""
+
+
+def warnings_section(warnings: list[str], failed: int) -> list[str]:
+    """What to distrust, on the first page: failed runs counted, the warnings listed up to :data:`MOST_WARNINGS`."""
+    lines = []
+    if failed:
+        lines.append(f"- {failed} run{'s' if failed > 1 else ''} failed: see [Runs](details/runs.md).")
+    lines += [f"- {w}" for w in warnings[:MOST_WARNINGS]]
+    if len(warnings) > MOST_WARNINGS:
+        lines.append(f"- ... and {len(warnings) - MOST_WARNINGS} more on [Headline in full](details/headline.md#warnings).")
+    return ["**Warnings:**\n", *lines, ""] if lines else []
+
+
+def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict], warnings: list[str]) -> list[str]:
+    """The headline page: every column, one ruler said once, missed targets as footnotes, every warning."""
+    if table.empty:
+        return []
+    rows = table.to_dict("records")
+    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
+    rulers = sorted({q for q in shown["quality"] if isinstance(q, str)})
+    if len(rulers) == 1:
+        shown = shown.drop(columns=["quality"])
+    notes: list[str] = []
+    targets: list[str] = []
+    for row in rows:
+        missed = row.get("_target_missed")
+        if isinstance(missed, str):
+            notes.append(f"{mark(len(notes) + 1)} {row['strategy']}: {missed}.")
+            targets.append(f"not reached{mark(len(notes))}")
+        else:
+            targets.append(row["time_to_target"])
+    shown["time_to_target"] = targets
+    lines = [
+        "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
+        "(each a separate training draw): estimate [95 % interval] (n draws). Positive quantities (times, images/s, "
+        "FID, KID, speedup) give the geometric mean and the Student-t interval of the mean log, exponentiated (never "
+        "below zero); `label_acc` the arithmetic mean. `speedup` is T(1)/T(P) and `efficiency` S/P: their intervals "
+        "carry both ends' spread, and where an end has one run they are not computed. `fid` is the final model's; "
+        "`fid_at_equal_time` the FID every strategy had at the same training time (or the same real training images "
+        "where every run had `train.budget_images`); `time_to_target` the training time to the quality target; "
+        "`checks` the equivalences verified on these runs ([Definitions](details/definitions.md))."
+        + (
+            f" Every score is under the same ruler: {rulers[0]}."
+            if len(rulers) == 1
+            else " `quality`: the ruler of each row's scores."
+        )
+        + "\n",
+        markdown_table(shown),
+        *notes,
+        "",
+        "## Findings\n",
+        *(f"- {finding.text}" for finding in found),
+        "",
+    ]
+    if warnings:
+        lines += ["## Warnings\n", *(f"- {w}" for w in warnings), ""]
+    return lines
+
+
+def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
+    """The headline as a CSV: every printed column, with each estimate's centre and interval as numbers beside it."""
+    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")]).copy()
+    for name in ("fid", "kid", "label_acc", "images_per_s", "speedup", "time_to_target", "fid_at_equal_time"):
+        hidden = f"_{name}"
+        if hidden in table:
+            shown[f"{name}_estimate"] = [_center(s) for s in table[hidden]]
+            shown[f"{name}_lo"] = [_bound(s, 0) for s in table[hidden]]
+            shown[f"{name}_hi"] = [_bound(s, 1) for s in table[hidden]]
+    return shown
+
+
+def _center(summary: Any) -> float | None:
+    return summary.center if isinstance(summary, Summary) else None
+
+
+def _bound(summary: Any, end: int) -> float | None:
+    return summary.interval[end] if isinstance(summary, Summary) and summary.interval else None

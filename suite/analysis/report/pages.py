@@ -1,0 +1,92 @@
+"""The report's pages: ``report.md``, the first page, and the detail pages beside it in ``details/``.
+
+A section is written as markdown lines whose local links (figures, samples, traces, other pages) are
+relative to the report folder, whatever page it ends up on; :func:`write_page` rebases them for a page
+one folder down, so a section can move between pages without its links breaking.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...records.results import atomic_write_text
+
+DETAILS = "details"
+"""The folder of the detail pages, beside report.md."""
+
+LOCAL_LINK = re.compile(r'(\]\(|src=")(?![a-z][a-z0-9+.-]*:|/|#)')
+"""The start of a relative link target: a markdown link or image, or an HTML ``src``."""
+FIGURE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+"""A markdown image: (alt text, file)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """A detail page: its file name (without ``.md``), title, the line the index says of it, and its markdown lines."""
+
+    name: str
+    title: str
+    summary: str
+    lines: list[str]
+
+    @property
+    def link(self) -> str:
+        """The page relative to the report folder."""
+        return f"{DETAILS}/{self.name}.md"
+
+
+def page_text(page: Page) -> str:
+    """A detail page's markdown: its title, a link back to the report, and its sections with rebased links.
+
+    A first section whose heading repeats the title is not repeated.
+    """
+    lines = list(page.lines)
+    if lines and lines[0].strip() == f"## {page.title}":  # the title says it; its subsections move up a level
+        lines = [line[1:] if line.startswith("###") else line for line in lines[1:]]
+    text = "\n".join([f"# {page.title}\n", "Part of [the report](report.md); every table is also a CSV beside it.\n", *lines])
+    return LOCAL_LINK.sub(r"\1../", text)
+
+
+def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
+    """Write every page that has something to say into ``out_dir/details``; return those written."""
+    written = [page for page in pages if page.lines]
+    if written:
+        (out_dir / DETAILS).mkdir(exist_ok=True)
+    for page in written:
+        atomic_write_text(out_dir / page.link, page_text(page) + "\n")
+    return written
+
+
+def index_section(pages: list[Page]) -> list[str]:
+    """The first page's last section: one line per detail page."""
+    return ["## Details\n", *(f"- [{page.title}]({page.link}): {page.summary}" for page in pages), ""]
+
+
+def figures(pages: list[Page]) -> list[tuple[str, str, Page]]:
+    """Every figure the pages embed, once each, in page order: (file, alt text, page)."""
+    seen: dict[str, tuple[str, str, Page]] = {}
+    for page in pages:
+        for alt, file in FIGURE.findall("\n".join(page.lines)):
+            seen.setdefault(file, (file, alt, page))
+    return list(seen.values())
+
+
+def key_figures(found: list[tuple[str, str, Page]], keys: tuple[str, ...], most: int) -> list[tuple[str, str, Page]]:
+    """The figures the first page shows: those whose file name starts with one of ``keys``, in the keys' order."""
+    ranked = sorted(
+        (figure for figure in found if any(Path(figure[0]).name.startswith(key) for key in keys)),
+        key=lambda figure: next(i for i, key in enumerate(keys) if Path(figure[0]).name.startswith(key)),
+    )
+    return ranked[:most]
+
+
+def figures_page(found: list[tuple[str, str, Page]]) -> list[str]:
+    """Every figure of the report with the page that explains it."""
+    if not found:
+        return []
+    lines = []
+    for file, alt, page in found:
+        lines += [f"## {alt or file}\n", f"![{alt}]({file})\n", f"From [{page.title}]({page.link}).\n"]
+    return lines
