@@ -362,7 +362,7 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
     if target is not None:
         what = f"Time to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
         said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
-        missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if row["_target_missed"]]
+        missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
         if said is None:
             out.append(
                 Finding(
