@@ -187,7 +187,7 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
 # --- quality over training ---------------------------------------------------------------------------------------
 
 
-def _by_config(records: list[dict]) -> dict[str, list[dict]]:
+def by_config(records: list[dict]) -> dict[str, list[dict]]:
     """Ok runs by configuration, each at its headline's process count (:func:`suite.analysis.findings.main_runs`)."""
     runs: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -232,7 +232,7 @@ def quality_figure(curves: list[dict]) -> tuple[Any, str]:
     kind, field, target = _ruler(curves)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name, runs in _by_config(curves).items():
+    for name, runs in by_config(curves).items():
         series = []
         for r in one_per_seed(runs):
             points = [p for p in r.get("curve") or [] if (p["features"], p["n"]) == kind and p.get(field) is not None]
@@ -308,7 +308,7 @@ def plot_losses(records: list[dict], out: Path) -> list[str]:
 def losses_figure(records: list[dict]) -> Any | None:
     """The figure of :func:`plot_losses` (None without losses)."""
     systems = {}
-    for name, runs in _by_config(records).items():
+    for name, runs in by_config(records).items():
         series = [s for s in (loss_series(r) for r in one_per_seed(runs)) if s]
         if series:
             systems[name] = series
