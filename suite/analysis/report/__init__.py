@@ -71,7 +71,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
         lines.append(details("Scenario", "```yaml\n" + scenario_file.read_text().strip() + "\n```"))
     lines += headline_section(records, frame, scaling)
     lines += outcomes_section(records)  # diverged and not-learned runs, with their reasons
-    lines += quality_over_time_section(records, out_dir)
+    lines += quality_over_time_section(records, out_dir, results_dir)
     lines += scaling_section(frame, scaling, out_dir)
     lines += report_section(records, results_dir, out_dir, baselines)  # the projection past this machine
     lines += time_section(frame, records, out_dir)
