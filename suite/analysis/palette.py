@@ -60,9 +60,9 @@ def _position(names: tuple[str, ...], name: str) -> int | None:
 
 
 def _shade(color: str, amount: float) -> str:
-    rgb = to_rgb(color)
+    r, g, b = to_rgb(color)
     target = 1.0 if amount > 0 else 0.0
-    return to_hex(tuple(c + (target - c) * abs(amount) for c in rgb))
+    return to_hex((r + (target - r) * abs(amount), g + (target - g) * abs(amount), b + (target - b) * abs(amount)))
 
 
 def style(strategy: str, loss: str, engine: str, variant: str = "") -> Style:

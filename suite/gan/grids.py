@@ -16,6 +16,7 @@ rows are not classes), so a reader labels them without knowing the model. The re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -58,7 +59,7 @@ def save_real_grid(data: ImageData, path: Path, seed: int) -> None:
 
 def save_training_grids(
     run_dir: Path,
-    curve: list[tuple[float, int, int | None, GeneratorBundle]],
+    curve: Sequence[tuple[float, int, int | None, GeneratorBundle]],
     final: tuple[int, GeneratorBundle],
     data: ImageData,
     seed: int,
