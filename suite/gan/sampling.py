@@ -190,10 +190,18 @@ class Sampler:
         return images, label_tensor
 
 
-def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = None, columns: int | None = None) -> None:
+def save_image_grid(
+    images: torch.Tensor,
+    path: str | Path,
+    scale: int | None = None,
+    columns: int | None = None,
+    text: dict[str, str] | None = None,
+) -> None:
     """Save ``images`` ((N, C, H, W) in [-1, 1]) as one PNG: a grid ``columns`` wide (default about
-    square) with 2 white pixels around each image, upscaled (default: to about 64 pixels per image)."""
+    square) with 2 white pixels around each image, upscaled (default: to about 64 pixels per image);
+    ``text`` goes into the PNG's text chunks."""
     from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
     from torchvision.utils import make_grid
 
     columns = columns or math.ceil(math.sqrt(len(images)))
@@ -203,5 +211,8 @@ def save_image_grid(images: torch.Tensor, path: str | Path, scale: int | None = 
     scale = scale or max(1, 64 // images.shape[-1])
     if scale > 1:
         picture = picture.resize((picture.width * scale, picture.height * scale), Image.Resampling.NEAREST)
+    info = PngInfo()
+    for key, value in (text or {}).items():
+        info.add_text(key, value)
     with atomic_write(path) as tmp:
-        picture.save(tmp)
+        picture.save(tmp, format="PNG", pnginfo=info)

@@ -45,6 +45,28 @@ RUN_FILE = "run.json"
 RECORD_FILE = "result.json"
 GENERATOR_FILE = "generator.pt"
 SAMPLES_FILE = "samples.png"
+SAMPLE_GRIDS_DIR = "samples"
+"""Sample grids over training (:mod:`suite.gan.grids`): ``step_<step:08d>.png`` at every curve point and
+``real.png``, the real data's; PNGs whose ``rows`` text chunk names each row's class."""
+REAL_GRID_FILE = "real.png"
+GRID_ROWS_TEXT = "rows"
+"""The PNG text chunk of a sample grid naming each row's class."""
+
+
+def sample_grid_file(step: int) -> str:
+    """The file name, inside :data:`SAMPLE_GRIDS_DIR`, of the generator's sample grid at generator ``step``."""
+    return f"step_{step:08d}.png"
+
+
+def grid_rows(path: Path) -> list[int] | None:
+    """The classes of a sample grid's rows, from its :data:`GRID_ROWS_TEXT` chunk (None where its rows are not classes)."""
+    from PIL import Image
+
+    with Image.open(path) as picture:
+        text = getattr(picture, "text", {}).get(GRID_ROWS_TEXT, "")
+    return [int(v) for v in text.split(",")] if text else None
+
+
 LOG_FILE = "log.txt"
 """The ranks' output, as the launcher printed it."""
 RANKS_DIR = "ranks"
@@ -63,8 +85,6 @@ COMMS_LOG = "deepspeed-comms.json"
 """DeepSpeed's communication log of a traced run (its printed table is beside it, ``.txt``)."""
 AUTOTUNE_LOG = "horovod-autotune.csv"
 """Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
-SAMPLE_GRIDS_DIR = "samples"
-"""Sample grids along training: ``step_<step:08d>.png`` at each curve point, ``real.png`` a grid of real images."""
 TENSORBOARD_DIR = "tensorboard"
 """TensorBoard event files of a run with ``logs.tensorboard`` (:mod:`suite.running.tensorboard_events`)."""
 MLLOG_FILE = "mllog.txt"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ..records.results import SAMPLE_GRIDS_DIR, SAMPLES_FILE
+from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, SAMPLES_FILE
 
 STEP_KEYS = ("step", "iteration")
 """What counts the steps of a history point (cellular: coevolution iterations)."""
@@ -124,8 +124,8 @@ def sample_grids(run_dir: Path, last: int) -> list[tuple[str, int, Path]]:
     """``(tag, step, file)`` of the run's sample grids: one per curve point, the real images', and the final one."""
     folder = run_dir / SAMPLE_GRIDS_DIR
     grids: list[tuple[str, int, Path]] = []
-    if (folder / "real.png").is_file():
-        grids.append(("real", 0, folder / "real.png"))
+    if (folder / REAL_GRID_FILE).is_file():
+        grids.append(("real", 0, folder / REAL_GRID_FILE))
     for path in sorted(folder.glob("step_*.png")):
         number = path.stem.removeprefix("step_")
         if number.isdigit():

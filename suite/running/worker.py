@@ -291,13 +291,16 @@ def _end_diverged(
     engine.shutdown()
 
 
-def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device) -> None:
-    """Rank 0: score the model and its snapshots, and save a sample grid."""
+def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device, data: ImageData) -> None:
+    """Rank 0: score the model and its snapshots, and save a sample grid and the grids over training."""
+    from ..gan.grids import save_training_grids
+
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
+    steps = record["generator_steps"]
+    total = sum(steps.values()) if isinstance(steps, dict) else steps
+    save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
     if run.metrics.enabled:
-        steps = record["generator_steps"]
-        total = sum(steps.values()) if isinstance(steps, dict) else steps
         record.update(_score(run, outcome, device, record["train_s"], total, record.get("images_consumed")))
 
 
@@ -512,7 +515,7 @@ def execute(run: Run, run_dir: Path) -> int:
             record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
             record["finalize_s"] = time.perf_counter() - finalize_start
             score_start = time.perf_counter()
-            _finish(run, run_dir, record, outcome, engine.device)
+            _finish(run, run_dir, record, outcome, engine.device, data)
             record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
             record.update(_provenance(run, started_utc))

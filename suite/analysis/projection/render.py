@@ -14,6 +14,7 @@ import pandas as pd
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.results import PROBE_FILE
 from ..markdown import markdown_table
+from ..palette import style_of
 from ..plots import pyplot
 from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
@@ -96,39 +97,42 @@ def compare_papers(
 
 
 def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title: str) -> str:
-    """Strong-scaling speedup and weak-scaling efficiency against ranks, the papers' points on the same axes."""
+    """Strong-scaling speedup and weak-scaling efficiency against ranks, each system in its own look
+    (:mod:`suite.analysis.palette`), the ideal beneath them and the papers' printed points in black; statements
+    without a printed number (``claimed``) are in the comparison table, not the chart."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 7))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    handles: dict[str, object] = {}
+    reported_all = papers[papers["kind"] == "reported"] if not papers.empty else papers
+    markers = dict(zip(sorted(reported_all["source"].unique()) if not reported_all.empty else [], PAPER_MARKERS))
     for ax, scaling, column in ((axes[0], "strong", "speedup"), (axes[1], "weak", "efficiency")):
         data = table[(table["scaling"] == scaling)].dropna(subset=[column])
-        for config, part in data.groupby("config"):
-            ax.plot(part["procs"], part[column], label=config, markersize=3)
-        if not papers.empty:
-            shown = papers[papers["scaling"] == scaling]
-            for marker, ((source, kind), part) in zip(PAPER_MARKERS, shown.groupby(["source", "kind"])):
-                ax.plot(
-                    part["procs"],
-                    part["value"],
-                    linestyle="none",
-                    marker=marker,
-                    markersize=9,
-                    color="black" if kind == "reported" else "grey",
-                    label=f"{source} ({kind})",
-                )
-        if scaling == "strong" and not data.empty:
+        if not data.empty:
             top = int(data["procs"].max())
-            ax.plot([1, top], [1, top], color="lightgrey", linestyle="--", marker="", label="ideal")
+            ideal = [1, top], ([1, top] if scaling == "strong" else [1, 1])
+            (handles["ideal"],) = ax.plot(*ideal, color="black", lw=0.9, ls="--", zorder=4)  # over the lines it bounds
+        for config, part in data.groupby("config", sort=True):
+            look = style_of(str(config)).plot_kwargs() | {"fillstyle": "none", "markerfacecolor": "white"}  # hollow: a model
+            solid = look["linestyle"] == "-"  # solid lines wider, so that a dashed one on top of it leaves it visible
+            (handles[str(config)],) = ax.plot(
+                part["procs"], part[column], markersize=5, lw=2.4 if solid else 1.3, zorder=2, **look
+            )
+        reported = reported_all[reported_all["scaling"] == scaling] if not reported_all.empty else reported_all
+        for source, part in reported.groupby("source", sort=True):
+            (handles[f"{source} (reported)"],) = ax.plot(
+                part["procs"], part["value"], linestyle="none", marker=markers[source], markersize=9, color="black", zorder=5
+            )
         ax.set_xscale("log", base=2)
         if scaling == "strong":
             ax.set_yscale("log", base=2)
-        ax.set_xlabel("ranks")
-        ax.set_ylabel(column)
-        ax.set_title(f"{scaling} scaling, projected")
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-    fig.suptitle(title, fontsize=9)
+        ax.set_xlabel("ranks P")
+        ax.set_ylabel("speedup S = T(1)/T(P)" if scaling == "strong" else "efficiency E = T(1)/T(P)")
+        ax.set_title(f"{scaling} scaling, projected", fontsize=10)
+    fig.suptitle(title + "; papers' statements without a printed number: see the comparison table", fontsize=9)
+    fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     name = "projection.png"
-    fig.savefig(out / name, dpi=110)
+    fig.savefig(out / name, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return name
 

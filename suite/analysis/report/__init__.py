@@ -88,7 +88,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
             "quality",
             "Image quality",
             "every score per ruler, over seeds and per run; quality over training time and the time to the target",
-            quality_section(records, out_dir) + quality_over_time_section(records, out_dir),
+            quality_section(records, out_dir) + quality_over_time_section(records, out_dir, results_dir),
         ),
         Page(
             "per-class",

@@ -13,7 +13,8 @@ from ...config.registry import STRATEGIES
 from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
 from ..findings import config_name
 from ..markdown import NA, details, given, markdown_table, significant, std_over
-from ..plots import file_slug, plot_quality_curves
+from ..plots import file_slug, plot_losses, plot_quality_curves
+from ..run_plots import plot_samples_over_time
 from ..verdicts import summarise
 
 
@@ -258,13 +259,16 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
         lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
 
 
-def quality_over_time_section(records: list[dict], out_dir: Path) -> list[str]:
+def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: Path | None = None) -> list[str]:
+    """Quality, losses and samples over training time (the samples where ``results_dir`` has the run folders)."""
     timed = [r for r in records if r.get("status") == "ok" and r.get("time_to_target")]
-    plots = plot_quality_curves(records, out_dir)
+    plots = plot_quality_curves(records, out_dir) + plot_losses(records, out_dir)
+    if results_dir is not None:
+        plots += plot_samples_over_time(records, results_dir, out_dir)
     if not plots and not timed:
         return []
     lines = ["## Quality over training time\n"]
-    lines += [f"![quality against time]({name})\n" for name in plots]
+    lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plots]
     if timed:
         t = timed[0]["time_to_target"]
         rows = [

@@ -13,6 +13,7 @@ from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
 from ..markdown import NA, details, markdown_table
 from ..plots import plot_scaling
+from ..run_plots import plot_rank_timeline
 from ..verdicts import summarise
 from .tables import (
     cellular_phase_table,
@@ -162,6 +163,7 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
             f"{sums['other_s']:.0f} s.\n"
         )
         lines.append(details("Time per run, by phase", markdown_table(times)))
+    lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plot_rank_timeline(records, out_dir)]
     steps = step_table(frame, records)
     steps.to_csv(out_dir / "step_time.csv", index=False)
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"

@@ -17,6 +17,7 @@ from ...measure.flops import PeakUse, rank_peak_use
 from ...records.results import trace_files
 from ..markdown import NA
 from ..speedup import budgeted, efficiency, speedup, work_efficiency
+from ..verdicts import summarise
 
 
 def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
@@ -56,7 +57,7 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     :mod:`suite.analysis.speedup`, as the headline's do: ratios of geometric means over the runs at
     both ends, their 95 % intervals in ``*_lo``/``*_hi`` (n/a where an end has one run) and the
     :class:`suite.analysis.verdicts.Summary` in the hidden ``_speedup``, ``_efficiency`` and
-    ``_efficiency_work``. Without an ok P=1 run, S and E are n/a and the ``note`` column says so.
+    ``_efficiency_work`` (and the point's ``train_s`` over its runs in ``_train_s``, for the plots). Without an ok P=1 run, S and E are n/a and the ``note`` column says so.
 
     Where efficiency went: ``comm_share`` (the window's share blocked on communication) and
     ``compute_slowdown``, a rank's computation time per image at P over P=1's (above 1: smaller
@@ -80,6 +81,7 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         "compute_slowdown",
         "note",
         *(f"_{name}" for name in RATIOS),
+        "_train_s",
     ]
     if ok.empty:
         return pd.DataFrame(columns=columns)
@@ -116,7 +118,7 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
             slowdown = (
                 per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
             )
-            out.update(compute_slowdown=slowdown, note="")
+            out.update(compute_slowdown=slowdown, note="", _train_s=summarise(runs[runs["procs"] == row["procs"]]["train_s"]))
             out.update(_ratios(base, runs[runs["procs"] == row["procs"]].to_dict("records"), int(row["procs"]), scaling))
             if not base:
                 out["note"] = "no P=1 run: speedup and efficiency not computed"

@@ -29,7 +29,8 @@ class Outcome:
 
     ``curve`` holds (training-window seconds, generator step, images consumed, bundle) snapshots taken
     during training, scored after training for the quality-over-time plot (a strategy that scores
-    during training puts its points in ``fields["curve"]`` instead). ``fields`` are merged into the record;
+    during training puts its scored points in ``fields["curve"]`` instead) and drawn as the sample grids
+    over training (:mod:`suite.gan.grids`). ``fields`` are merged into the record;
     ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
     ``quality_<name>`` in the record).
     """

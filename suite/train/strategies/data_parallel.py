@@ -126,8 +126,7 @@ class DataParallel(Strategy):
         )
         if self.engine.rank != 0:
             return Outcome(None, fields=fields)
-        if self.scored_curve:  # scored while training (stop_at_target)
-            fields["curve"] = self.scored_curve
-            return Outcome(self._bundle(result.generator), [], fields)
         curve = [(snap["clock_s"], snap["step"], snap["images"], self._bundle(snap["state"])) for snap in result.snapshots]
+        if self.scored_curve:  # scored while training (stop_at_target); the snapshots still give the sample grids
+            fields["curve"] = self.scored_curve
         return Outcome(self._bundle(result.generator), curve, fields)

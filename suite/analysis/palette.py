@@ -1,0 +1,91 @@
+"""One look per system in every figure: a strategy's colour, a loss's marker and line, an engine's shade.
+
+The look is a function of the system alone, taken from the registries' order, never from the
+order in which a figure happens to draw its lines: the same system has the same colour and
+marker in every chart of every report.
+
+* **colour**: the strategy's, from the Okabe-Ito palette (distinguishable with the common colour
+  vision deficiencies), in :data:`suite.config.registry.STRATEGIES` order;
+* **marker and line style**: the loss's, in :data:`suite.config.registry.LOSSES` order;
+* **shade**: the engine's, in :data:`suite.config.registry.ENGINES` order (the first engine keeps
+  the strategy's colour, the others darken it);
+* **fill**: where a caller names a variant of the same system (a label, swept settings), its marker
+  fill comes from a stable digest of that text. Names read back from a label (:func:`style_of`) keep
+  the system's look whatever follows it, so one system looks the same in every figure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.colors import to_hex, to_rgb
+
+from ..config.registry import ENGINES, LOSSES, STRATEGIES
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+"""Okabe and Ito's colour-blind-safe palette (blue, orange, green, vermillion, purple, sky, yellow, black)."""
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2)))
+SHADES = (0.0, -0.45, -0.25, -0.6)
+"""Per engine: 0 keeps the colour, below 0 mixes it with black (never with white: pale colours are hard to tell apart)."""
+FILLS = ("full", "none", "left", "bottom")
+OTHER = "#7f7f7f"
+"""The colour of a name no registry knows (records of another suite)."""
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one system is drawn: ``plot_kwargs`` gives matplotlib's keyword arguments."""
+
+    color: str
+    marker: str
+    linestyle: Any
+    fillstyle: str = "full"
+
+    def plot_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``Axes.plot`` and ``Axes.errorbar``."""
+        return {
+            "color": self.color,
+            "marker": self.marker,
+            "linestyle": self.linestyle,
+            "fillstyle": self.fillstyle,
+            "markerfacecolor": "white" if self.fillstyle == "none" else self.color,
+        }
+
+
+def _position(names: tuple[str, ...], name: str) -> int | None:
+    return names.index(name) if name in names else None
+
+
+def _shade(color: str, amount: float) -> str:
+    r, g, b = to_rgb(color)
+    target = 1.0 if amount > 0 else 0.0
+    return to_hex((r + (target - r) * abs(amount), g + (target - g) * abs(amount), b + (target - b) * abs(amount)))
+
+
+def style(strategy: str, loss: str, engine: str, variant: str = "") -> Style:
+    """The look of the system ``strategy / loss / engine`` (``variant``: its label, sweep or grid text, if any)."""
+    s = _position(STRATEGIES.names(), strategy)
+    i = _position(LOSSES.names(), loss)
+    e = _position(ENGINES.names(), engine)
+    color = OKABE_ITO[s % len(OKABE_ITO)] if s is not None else OTHER
+    if e is not None:
+        color = _shade(color, SHADES[e % len(SHADES)])
+    fill = FILLS[int(hashlib.sha256(variant.encode()).hexdigest(), 16) % len(FILLS)] if variant else "full"
+    return Style(
+        color,
+        MARKERS[i % len(MARKERS)] if i is not None else "o",
+        LINESTYLES[i % len(LINESTYLES)] if i is not None else "-",
+        fill,
+    )
+
+
+def style_of(label: str) -> Style:
+    """The look of the system a report label names: ``strategy / loss / engine`` and whatever follows (configuration
+    labels of the tables, the headline and the projection alike)."""
+    parts = label.split(" / ", 2)
+    if len(parts) < 3:
+        return style(parts[0], "", "")
+    return style(parts[0], parts[1], parts[2].split(" ", 1)[0])

@@ -1,0 +1,166 @@
+"""Charts of single runs: sample grids over training time beside the real data's, and each rank's timeline.
+
+Both read one run per system (its first seed at the headline's process count): the sample grids
+its rank 0 saved into the run folder (:mod:`suite.gan.grids`) and the per-rank telemetry of its
+record (``telemetry.per_rank``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
+from .palette import style_of
+from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skipped
+
+COLUMNS = 4
+"""Points of training shown per system (evenly spaced over its grids, the last always)."""
+
+
+def _grids(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, path) of a run folder's sample grids, in step order."""
+    folder = run_dir / SAMPLE_GRIDS_DIR
+    found = []
+    for path in folder.glob("step_*.png") if folder.is_dir() else []:
+        digits = path.stem.removeprefix("step_")
+        if digits.isdigit():
+            found.append((int(digits), path))
+    return sorted(found)
+
+
+def _spaced(items: list, count: int) -> list:
+    """``count`` items evenly spaced over ``items``, the first and the last included."""
+    if len(items) <= count:
+        return items
+    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
+
+
+def _show(ax: Any, path: Path, title: str) -> None:
+    """A grid image in ``ax``, its rows labelled with their classes where the grid names them."""
+    from PIL import Image
+
+    with Image.open(path) as picture:
+        pixels = np.asarray(picture.convert("L"))
+    ax.imshow(pixels, cmap="gray", vmin=0, vmax=255)
+    ax.set_xticks([])
+    rows = grid_rows(path)
+    if rows:
+        height = pixels.shape[0] / len(rows)
+        ax.set_yticks([(i + 0.5) * height for i in range(len(rows))], labels=[str(c) for c in rows], fontsize=6)
+        ax.tick_params(axis="y", length=0, pad=1)
+    else:
+        ax.set_yticks([])
+    ax.set_title(title, fontsize=8)
+
+
+def plot_samples_over_time(records: list[dict], results_dir: Path, out: Path) -> list[str]:
+    """``samples_over_time.png``: per system (one row), the real data's grid, then its generator's grids at up to
+    :data:`COLUMNS` points of training (generator step and training-window seconds); rows labelled by class."""
+    shown = []
+    for name, runs in by_config(records).items():
+        run = one_per_seed(runs)[0]
+        run_dir = path_under(results_dir, run["run_id"])
+        grids = _grids(run_dir)
+        if grids:
+            shown.append((name, run, run_dir, _spaced(grids, COLUMNS)))
+    if not shown:
+        return skipped("samples_over_time.png", f"no run under {results_dir} saved sample grids over training")
+    plt = pyplot()
+    columns = 1 + max(len(grids) for *_, grids in shown)
+    fig, axes = plt.subplots(len(shown), columns, figsize=(2.2 * columns, 2.45 * len(shown)), squeeze=False)
+    for row, (name, run, run_dir, grids) in enumerate(shown):
+        clocks = {p["step"]: p["clock_s"] for p in run.get("curve") or []}
+        real = run_dir / SAMPLE_GRIDS_DIR / REAL_GRID_FILE
+        if real.is_file():
+            _show(axes[row][0], real, "real data")
+        else:
+            axes[row][0].axis("off")
+        axes[row][0].set_ylabel(f"{name}\nP={run['procs']}, seed {run.get('seed')}", fontsize=8, color=style_of(name).color)
+        for col in range(1, columns):
+            ax = axes[row][col]
+            if col > len(grids):
+                ax.axis("off")
+                continue
+            step, path = grids[col - 1]
+            clock = clocks.get(step)
+            _show(ax, path, f"step {step}" + (f", {clock:.0f} s" if clock is not None else ""))
+    fig.suptitle("Samples over training (rows: classes where the model generates by class)", fontsize=10)
+    fig.tight_layout()
+    return save(fig, out, "samples_over_time.png")
+
+
+# --- per-rank timelines -------------------------------------------------------------------------------------------
+
+PHASES = (
+    ("set-up", "#bbbbbb", ""),
+    ("warm-up", "#dddddd", ""),
+    ("window: compute", "#555555", ""),
+    ("window: communication", "white", "////"),
+    ("window: data", "#999999", ".."),
+    ("window: other", "#eeeeee", ""),
+)
+"""Each phase's fill and hatch (greys: the systems' colours keep their meaning)."""
+
+
+def _phases(rank: dict) -> list[float]:
+    """Seconds of each of :data:`PHASES` on one rank."""
+    window = rank.get("window") or {}
+    inside = [float(window.get(key) or 0.0) for key in ("compute", "comm", "data")]
+    other = max(float(window.get("seconds") or 0.0) - sum(inside), 0.0)
+    return [float(rank.get("setup_s") or 0.0), float((rank.get("warmup") or {}).get("seconds") or 0.0), *inside, other]
+
+
+def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
+    """``rank_timeline.png``: per system (one row, its first seed at its largest P), each rank's phases in
+    order (set-up, warm-up, the window split into compute, communication, data) and, beside them, each
+    rank's window step times in step order (from the step sample, which keeps every step of windows up
+    to its size)."""
+    shown = []
+    for name, runs in by_config(records).items():
+        run = one_per_seed(runs)[0]
+        per_rank = ((run.get("telemetry") or {}).get("per_rank")) or []
+        if per_rank and all(r.get("window") for r in per_rank):
+            shown.append((name, run, sorted(per_rank, key=lambda r: r.get("rank", 0))))
+    if not shown:
+        return skipped("rank_timeline.png", "no run recorded per-rank telemetry")
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        len(shown), 2, figsize=(12, 1.0 + 0.55 * sum(len(p) for *_, p in shown) + 0.9 * len(shown)), squeeze=False
+    )
+    for row, (name, run, per_rank) in enumerate(shown):
+        gantt, steps = axes[row]
+        look = style_of(name)
+        for i, rank in enumerate(per_rank):
+            start = 0.0
+            for (phase, fill, hatch), seconds in zip(PHASES, _phases(rank)):
+                label = phase if row == 0 and i == 0 else None
+                gantt.barh(i, seconds, left=start, color=fill, hatch=hatch, edgecolor="black", lw=0.4, label=label)
+                start += seconds
+            times = (rank.get("step_times") or {}).get("sample") or []
+            in_order = (rank.get("step_times") or {}).get("count") == len(times)
+            shade = 0.5 * i / max(len(per_rank) - 1, 1)
+            steps.plot(
+                range(1, len(times) + 1),
+                times,
+                color=look.color,
+                alpha=1 - shade,
+                marker=look.marker,
+                markersize=3,
+                lw=1,
+                label=f"rank {rank.get('rank', i)}" + ("" if in_order else " (sample, not in order)"),
+            )
+        gantt.set_yticks(range(len(per_rank)), labels=[f"rank {r.get('rank', i)}" for i, r in enumerate(per_rank)], fontsize=8)
+        gantt.invert_yaxis()
+        gantt.set_xlabel("seconds from the rank's start of set-up")
+        gantt.set_title(f"{name}, P={run['procs']}, seed {run.get('seed')}", fontsize=9, color=look.color)
+        steps.set_xlabel("window step")
+        steps.set_ylabel("step time (s)")
+        steps.set_title("step times per rank", fontsize=9)
+        legend_outside(steps)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(PHASES), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return save(fig, out, "rank_timeline.png")
