@@ -54,9 +54,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check_rulers(runs: list[Run]) -> None:
     """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
+    from ..config.registry import STRATEGIES
     from ..measure.metrics.rulers import find_classifier
 
-    for dataset in sorted({r.dataset.name for r in runs if r.metrics.enabled or r.strategy == "cellular"}):
+    scoring = [r for r in runs if r.metrics.enabled or STRATEGIES[r.strategy].ranks_with_classifier]
+    for dataset in sorted({r.dataset.name for r in scoring}):
         find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
 
 

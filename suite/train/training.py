@@ -57,14 +57,15 @@ class GanResult:
 
 def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     """Adam learning rate and betas for this run's loss."""
-    section = getattr(run, LOSSES[run.loss].optimizer)  # the loss's trait: train or wgan_gp
+    section = run.section(LOSSES[run.loss].optimizer)  # the loss's trait: train or wgan_gp (or a plugin's section)
     beta1, beta2 = section.betas
     return section.lr, (beta1, beta2)
 
 
 def critic_steps(run: Run) -> int:
-    """Discriminator steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
-    return scenario_critic_steps(run.loss, run.wgan_gp)
+    """Discriminator steps per generator step: the loss's ``critic_steps`` trait (``wgan_gp.n_critic`` under WGAN-GP), else one."""
+    settings = LOSSES[run.loss].settings
+    return scenario_critic_steps(run.loss, run.section(settings) if settings else None)
 
 
 def generator_steps(run: Run, images: int, global_batch: int) -> int:
