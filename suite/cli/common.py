@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from ..running.sweep import DIVERGED_EXIT_CODE  # noqa: F401  (the exit codes of every sub-command, in one place)
+
 log = logging.getLogger("suite")
-
-
-DIVERGED_EXIT_CODE = 3
-"""``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
 
 
 class UsageError(Exception):

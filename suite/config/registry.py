@@ -135,6 +135,9 @@ class StrategyEntry(Entry):
     partitions_classes: bool = False
     """Whether its ranks share out the classes, one GAN each: process counts map onto the classes, weak scaling
     trains one class per rank, and each class generator is handed over once through the run folder."""
+    replicas_differ: bool = False
+    """Whether its ranks' copies of the model differ between synchronisations (local SGD): a checkpoint keeps each
+    rank's weights and optimiser state, not one copy."""
     placement_invariant: Callable[[dict[str, Any]], bool] | None = None
     """From a run's record, whether its model is bitwise the same on any number of ranks (None: never)."""
     critic_norms: tuple[str, ...] | None = None

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...config.plan import SystemSize
+from ...config.registry import STRATEGIES
 from ...records.record import DataParallelFields
 from ..flat import cpu_state
 from ..training import GanTrainer, critic_steps, generator_steps
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 class DataParallel(Strategy):
     def setup(self) -> None:
         run, group = self.run, self.engine.world()
-        self.conditional = run.strategy == "conditional"
+        self.conditional = STRATEGIES[run.strategy].conditional
         weak = run.scaling == "weak"
         self.global_batch = run.train.batch_size * (group.size if weak else 1)
         # weak scaling: the one-rank run's number of generator steps
