@@ -464,6 +464,13 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
     :func:`plugin_sections`' dataclasses; the rest of the suite reads them through :func:`entry_section`
     and :meth:`Run.section`.
     """
+    for i, entry in enumerate(data.get("runs") or []):  # before their sections: a missing plugin is named first
+        strategy = entry.get("strategy") if isinstance(entry, dict) else None
+        if isinstance(strategy, str) and strategy not in STRATEGIES:
+            raise ScenarioError(
+                f"runs[{i}].strategy: '{strategy}' is not one of {', '.join(map(repr, STRATEGIES.names()))} "
+                "(a plugin's strategy needs its package installed)"
+            )
     plugins = plugin_sections()
     for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(data.get("runs") or []))]:
         if isinstance(mapping, dict) and "sections" in mapping:

@@ -15,6 +15,8 @@ from ..config.scenario import Run
 from ..records.results import atomic_write_text
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
+ENV_FILE_LAUNCHERS = frozenset({"deepspeed"})
+"""Launchers (not engines) that start ranks on other nodes over ssh with the environment of a file (DS_ENV_FILE)."""
 
 
 class LaunchError(ValueError):
