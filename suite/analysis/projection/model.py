@@ -15,7 +15,7 @@ from ...measure.network import Network, allreduce_seconds
 
 def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
     """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
-    from ...train.strategies.cellular.grid import cells, neighbourhood, owner
+    from ...config.plan import cells, neighbourhood, owner
 
     def rank(c: tuple[int, int]) -> int:
         i, j = owner(c, grid, pgrid)
@@ -205,8 +205,7 @@ def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, a
 def _cellular_time(
     model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
 ) -> Outcome:
-    from ...config.plan import process_grid
-    from ...train.strategies.cellular.grid import neighbourhood
+    from ...config.plan import neighbourhood, process_grid
 
     grid = problem.grid
     if weak:
