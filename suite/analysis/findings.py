@@ -16,14 +16,12 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..config.registry import STRATEGIES
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
 from .speedup import speedup
 from .verdicts import Family, Summary, compare_all, sentence, summarise
-
-PLACEMENT_INVARIANT = {"cellular"}
-"""Strategies whose model must not depend on how many ranks trained it (label_partitioned too, while P <= C)."""
 
 
 def system_name(record: dict) -> str:
@@ -52,9 +50,10 @@ def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
 
 def placement_invariant(record: dict) -> bool:
     """Whether this run's model should be bitwise the same on any number of ranks."""
-    if record["strategy"] == "label_partitioned":  # one rank per class GAN: nothing is summed across ranks
-        return record["procs"] <= len(record.get("classes") or [])
-    return record["strategy"] in PLACEMENT_INVARIANT
+    if record["strategy"] not in STRATEGIES:  # a plugin's records, the plugin not installed
+        return False
+    invariant = STRATEGIES[record["strategy"]].placement_invariant
+    return invariant is not None and invariant(record)
 
 
 def checks(runs: list[dict], everything: list[dict]) -> list[str]:

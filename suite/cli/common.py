@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import logging
-import time
+
+from ..running.sweep import DIVERGED_EXIT_CODE, TIMESTAMP_FORMAT  # noqa: F401  (the exit codes of every sub-command, in one place)
 
 log = logging.getLogger("suite")
-
-
-DIVERGED_EXIT_CODE = 3
-"""``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
 
 
 class UsageError(Exception):
@@ -18,11 +15,3 @@ class UsageError(Exception):
 
 TIMESTAMPED_FORMAT = "%(asctime)s %(message)s"
 """The log lines of a command that runs runs (``suite run``): each begins with its local time."""
-
-TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
-"""The time at the start of those lines, to the second."""
-
-
-def stamped(text: str) -> str:
-    """``text`` as a timestamped log line reads (for lines printed past the logger, above a progress bar)."""
-    return f"{time.strftime(TIMESTAMP_FORMAT)} {text}"

@@ -12,7 +12,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from .scenario import Run, RunSpec, Scenario, ScenarioError, build_section, default_loss, entry_section, run_train, seeds_of
+from .registry import ENGINES, LOSSES, STRATEGIES
+from .scenario import (
+    Run,
+    RunSpec,
+    Scenario,
+    ScenarioError,
+    build_section,
+    default_loss,
+    entry_section,
+    lift_plugin_sections,
+    plugin_sections,
+    run_train,
+    seeds_of,
+)
 from .sweep import sweep_id, sweep_points, with_point
 from .validation import check_one_seed_field, check_scenario, fail
 
@@ -42,7 +55,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         for i, entry in enumerate(data.get("runs") or []):
             if isinstance(entry, dict):
                 check_one_seed_field(entry.get("train"), f"runs[{i}].train", fail)
-        scenario = build_section(Scenario, data, "")
+        scenario = build_section(Scenario, lift_plugin_sections(data), "")
         check_scenario(scenario)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None
@@ -62,8 +75,10 @@ def run_id_for(
     """A readable, unique id such as ``label_partitioned-wgan-gp-mpi-p2-r0`` (``-s1-r0`` for seed 1 of a ``seeds`` list,
     ``-lr0.001-p2`` for a swept ``train.lr`` of 0.001)."""
     stem = spec.label or f"{spec.strategy}-{loss}-{spec.engine}"
-    if spec.engine == "deepspeed" and not spec.label and spec.deepspeed.zero_stage:
-        stem += f"-zero{spec.deepspeed.zero_stage}"
+    engine = ENGINES[spec.engine]
+    if not spec.label and engine.run_id_part is not None and engine.settings is not None:
+        part = engine.run_id_part(getattr(spec, engine.settings))
+        stem += f"-{part}" if part else ""
     parts = [stem, sweep_id(sweep)] if sweep else [stem]
     parts.append(f"p{procs}")
     if grid:
@@ -104,13 +119,16 @@ def expand(scenario: Scenario) -> list[Run]:
         scaling = spec.scaling or scenario.scaling
         for j, procs in enumerate(spec.procs):
             grid = None
-            if spec.strategy == "cellular":  # validated: a grid, or one grid per process count
+            strategy = STRATEGIES[spec.strategy]
+            if strategy.grid:  # validated: a grid, or one grid per process count
                 grid = list(spec.grid or []) if scaling == "strong" else list((spec.grids or [])[j])
             dataset = dataclasses.replace(scenario.dataset)
-            if spec.strategy == "label_partitioned" and scaling == "weak":
+            if strategy.partitions_classes and scaling == "weak":
                 dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])
             train = run_train(scenario, spec, f"runs[{i}].train")
             seeds = seeds_of(train)
+            reads = (strategy.settings, LOSSES[loss].settings)
+            plugin_reads = [name for name in plugin_sections() if name in reads]
             for repeat, (order, seed) in itertools.product(range(scenario.repeats), enumerate(seeds)):
                 runs.append(
                     Run(
@@ -141,6 +159,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         seed_order=order,
                         sweep=dict(point.values) or None,
                         sweep_order=point.order if point.values else None,
+                        sections={name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in plugin_reads},
                     )
                 )
     runs.sort(key=lambda run: (run.repeat, run.seed_order))  # stable: file order within each repeat and seed

@@ -76,6 +76,41 @@ def class_plan(classes: list[int], procs: int) -> list[tuple[list[int], list[int
     return [(list(range(i * k, (i + 1) * k)), [int(c)]) for i, c in enumerate(classes)]
 
 
+Cell = tuple[int, int]
+
+OFFSETS = {
+    # the cell itself first, then north, south, west, east (and the diagonals for Moore)
+    "von_neumann": [(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)],
+    "moore": [(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)],
+}
+
+
+def cells(grid: Sequence[int]) -> list[Cell]:
+    """All cells of an R x C grid in row-major order."""
+    rows, cols = grid
+    return [(i, j) for i in range(rows) for j in range(cols)]
+
+
+def neighbourhood(cell: Cell, grid: Sequence[int], kind: str = "von_neumann") -> list[Cell]:
+    """The cell and its torus neighbours, each once, the cell first.
+
+    On small grids several offsets land on the same cell (on a 1x3 grid north and south are the
+    cell itself); such repeats are dropped, so no individual counts twice in a tournament.
+    """
+    rows, cols = grid
+    seen: list[Cell] = []
+    for di, dj in OFFSETS[kind]:
+        other = ((cell[0] + di) % rows, (cell[1] + dj) % cols)
+        if other not in seen:
+            seen.append(other)
+    return seen
+
+
+def owner(cell: Cell, grid: Sequence[int], pgrid: tuple[int, int]) -> tuple[int, int]:
+    """Process-grid coordinates of the rank that owns ``cell``."""
+    return cell[0] // (grid[0] // pgrid[0]), cell[1] // (grid[1] // pgrid[1])
+
+
 def process_grid(grid: Sequence[int], procs: int) -> tuple[int, int]:
     """Split an R x C cell grid into ``procs`` equal rectangular blocks: (ranks per column, per row).
 

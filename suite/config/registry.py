@@ -6,19 +6,33 @@ own. An entry names its implementation as ``"module:attribute"`` and imports it 
 run builds it, so that validating a scenario or parsing the command line stays free of torch,
 MPI and the other heavy libraries.
 
-Adding an engine (or a strategy, a loss, a feature network) is one new module and one
-``register`` call below, e.g.::
+Every trait of a strategy, loss or engine lives on its entry (or its class); no other module compares their
+names. Adding one is one new module and one ``register`` call below, e.g.::
 
     ENGINES.register(EngineEntry("gloo", "suite.train.engines.gloo:GlooEngine", local_launcher="torchrun", launchers=("torchrun",)))
+
+or, from a package outside the suite, an entry point whose value is the entry (:data:`ENTRY_POINT_GROUPS`)::
+
+    [project.entry-points."gan_scaling_suite.strategies"]
+    local_sgd = "suite_local_sgd.entry:ENTRY"
+
+Installed plugins are loaded when a registry is first read (``SUITE_NO_PLUGINS=1`` leaves them out); one that is
+not an entry of its axis, repeats a name or lacks a trait the suite needs is refused with one line naming it.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .plan import SystemSize, cellular_step_images, one_model_step_images, per_class_step_images
+
+
+class PluginError(ValueError):
+    """An installed plugin's entry cannot be used; the message names the plugin and what it lacks."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,10 @@ class Entry:
         module, _, attribute = self.target.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
+    def problems(self) -> list[str]:
+        """What the suite needs of an entry of this axis that this one lacks (empty: nothing); plugins are checked."""
+        return [] if self.target is not None else ["no implementation (target)"]
+
 
 CARTESIAN = "cartesian"
 """Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
@@ -48,6 +66,8 @@ CLASS_GROUPS = "class_groups"
 above, each class has a group of ranks that allreduces its gradients."""
 CELLS = "cells"
 """Cost model: a grid of cells, each exchanging its genomes with its neighbours every iteration."""
+COST_MODELS = (ONE_GROUP, CLASS_GROUPS, CELLS)
+"""The cost models :mod:`suite.analysis.projection` knows; a strategy names one of them or None (not projected)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,17 @@ class EngineEntry(Entry):
     """What the engine offers beyond the common interface, e.g. :data:`CARTESIAN`."""
     builds_extensions: bool = False
     """Whether its ranks may build torch C++ extensions (and wait on their build lock; :mod:`suite.running.buildlocks`)."""
+    settings: str | None = None
+    """The run entry's section of its own settings (``horovod``, ``ddp``, ``deepspeed``): only its runs may set it."""
+    run_id_part: Callable[[Any], str] | None = None
+    """What its settings section adds to a run id (``zero2`` for ZeRO stage 2; '' for nothing)."""
+    rendezvous: bool = False
+    """Whether its ranks meet at ``MASTER_ADDR:MASTER_PORT``, which a generic launcher (mpirun) must pass them."""
+    baseline: bool = False
+    """Whether the engine comparison measures the other engines against this one (the papers' Horovod)."""
+    gpu_ready: Callable[[dict[str, Any]], str | None] | None = None
+    """From :func:`suite.measure.env.capabilities`, why it cannot train on GPUs here (None: it can); gpu-check
+    leaves an engine without this trait out."""
 
 
 @dataclass(frozen=True)
@@ -79,19 +110,60 @@ class StrategyEntry(Entry):
     splits: bool = False
     """Whether its ranks train in groups smaller than the world (engines that prepare groups up front need to know)."""
     data_parallel: bool = False
-    """Whether all ranks train one model together (the global batch is split over them; training can stop at a target)."""
-    cost_model: str = ONE_GROUP
-    """How its window time and traffic grow with the ranks: :data:`ONE_GROUP`, :data:`CLASS_GROUPS` or :data:`CELLS`."""
+    """Whether all ranks share one global batch (it is split over them; training can stop at a target)."""
+    cost_model: str | None = None
+    """How its window time and traffic grow with the ranks: one of :data:`COST_MODELS` (None: the projection
+    reports its runs as not projected)."""
     conditional: bool = False
     """Whether its networks take the class label (the conditional pair), which sets the bytes its gradients weigh."""
     paper_models: dict[str, str] = field(default_factory=dict)
     """Seed 000's model that each of its losses reproduces, for the report."""
+    speedups_baseline: str | None = None
+    """File under ``baselines/`` of the papers' speedups of this strategy, shown beside its runs in the report."""
     settings: str | None = None
     """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
+    settings_class: type | None = None
+    """The dataclass of that section where the scenario does not define it (a plugin's own section)."""
+    check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
+    """The rules of its section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``."""
     step_images: Callable[[SystemSize], int | None] | None = None
     """Real images one step of the system draws (:mod:`suite.config.plan`): how it turns ``train.budget_images``
     into its stopping rule, whole steps of this size (None: it cannot honour an images budget; the function
     returns None where only the data tells)."""
+    grid: bool = False
+    """Whether it trains a grid of cells (``grid`` for strong, ``grids`` for weak scaling; one per run)."""
+    partitions_classes: bool = False
+    """Whether its ranks share out the classes, one GAN each: process counts map onto the classes, weak scaling
+    trains one class per rank, and each class generator is handed over once through the run folder."""
+    replicas_differ: bool = False
+    """Whether its ranks' copies of the model differ between synchronisations (local SGD): a checkpoint keeps each
+    rank's weights and optimiser state, not one copy."""
+    placement_invariant: Callable[[dict[str, Any]], bool] | None = None
+    """From a run's record, whether its model is bitwise the same on any number of ranks (None: never)."""
+    critic_norms: tuple[str, ...] | None = None
+    """The ``model.critic_norm`` values it accepts (None: every one)."""
+    ranks_with_classifier: bool = False
+    """Whether it scores with the dataset's classifier ruler while training (so the ruler must be there)."""
+    gpu_check: Callable[[int], list[dict[str, Any]]] | None = None
+    """What ``suite gpu-check`` runs of it on ``gpus`` GPUs: run entries without strategy and engine (None: nothing)."""
+
+    def problems(self) -> list[str]:
+        """What the suite needs of a strategy that this entry lacks (empty: nothing)."""
+        found = []
+        if self.target is None:
+            found.append("no implementation (target)")
+        if not self.losses or self.default_loss not in self.losses:
+            found.append(f"its default loss {self.default_loss!r} is not among its losses {list(self.losses)}")
+        if self.cost_model is not None and self.cost_model not in COST_MODELS:
+            found.append(f"cost model {self.cost_model!r}, which the projection does not know ({', '.join(COST_MODELS)})")
+        if self.settings is not None and self.settings_class is None:
+            found.append(f"section {self.settings!r} without its settings_class")
+        return found
+
+
+def n_critic(section: Any) -> int:
+    """Discriminator steps per generator step of a critic loss: its section's ``n_critic``."""
+    return int(section.n_critic)
 
 
 @dataclass(frozen=True)
@@ -104,6 +176,23 @@ class LossEntry(Entry):
     """The scenario section whose ``lr`` and ``betas`` its Adam optimisers take."""
     settings: str | None = None
     """The scenario section of its own settings (``wgan_gp``), which a run entry may override or sweep."""
+    settings_class: type | None = None
+    """The dataclass of that section where the scenario does not define it (a plugin's own section)."""
+    check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
+    """The rules of its section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``."""
+    critic_steps: Callable[[Any], int] | None = None
+    """Discriminator steps per generator step, from its settings section (None: one)."""
+    critic_norm: str = "batch"
+    """The discriminator's normalisation that ``model.critic_norm: auto`` means for it."""
+    loss_bound: float = 1e4
+    """Largest loss magnitude before a run has diverged (:mod:`suite.gan.divergence`): 1e4 for bounded scores."""
+
+    def problems(self) -> list[str]:
+        """What the suite needs of a loss that this entry lacks (empty: nothing)."""
+        found = [] if self.target is not None or self.draws else ["no implementation (target) and nothing it draws"]
+        if self.settings is not None and self.settings_class is None:
+            found.append(f"section {self.settings!r} without its settings_class")
+        return found
 
 
 @dataclass(frozen=True)
@@ -114,12 +203,28 @@ class FeatureEntry(Entry):
 E = TypeVar("E", bound=Entry)
 
 
-class Registry(Generic[E]):
-    """The entries of one axis, in registration order."""
+ENTRY_POINT_GROUPS = {
+    "strategy": "gan_scaling_suite.strategies",
+    "engine": "gan_scaling_suite.engines",
+    "loss": "gan_scaling_suite.losses",
+}
+"""The ``importlib.metadata`` entry point group of each axis that plugins may extend; an entry point's value is
+the axis's entry (a :class:`StrategyEntry`, :class:`EngineEntry` or :class:`LossEntry`)."""
+NO_PLUGINS = "SUITE_NO_PLUGINS"
+"""Environment variable: set to 1, the registries load no installed plugin (the suite's own entries only)."""
 
-    def __init__(self, axis: str):
+
+class Registry(Generic[E]):
+    """The entries of one axis, in registration order: the suite's own, then the installed plugins' (loaded on
+    first read)."""
+
+    def __init__(self, axis: str, kind: type[E] = Entry):  # type: ignore[assignment]
         self.axis = axis
+        self.kind = kind
         self._entries: dict[str, E] = {}
+        self._plugins_loaded = axis not in ENTRY_POINT_GROUPS
+        self.plugins: dict[str, str] = {}
+        """Name -> the distribution that brought it, for the entries that came from plugins."""
 
     def register(self, entry: E) -> E:
         """Add ``entry``; a name can be registered once."""
@@ -128,26 +233,54 @@ class Registry(Generic[E]):
         self._entries[entry.name] = entry
         return entry
 
+    def _load_plugins(self) -> None:
+        """Register every installed plugin entry of this axis (once); :class:`PluginError` naming a broken one."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        if os.environ.get(NO_PLUGINS, "") not in ("", "0"):
+            return
+        group = ENTRY_POINT_GROUPS[self.axis]
+        for point in sorted(importlib.metadata.entry_points(group=group), key=lambda p: p.name):
+            where = f"plugin {point.name!r} ({group} = {point.value})"
+            try:
+                entry = point.load()
+            except Exception as error:  # a plugin's own import failing: one line naming it
+                raise PluginError(f"{where}: cannot be loaded: {type(error).__name__}: {error}") from None
+            if not isinstance(entry, self.kind):
+                raise PluginError(f"{where}: expected a {self.kind.__name__}, got {type(entry).__name__}")
+            if entry.name in self._entries:
+                raise PluginError(f"{where}: {self.axis} {entry.name!r} is already registered")
+            problems = entry.problems()
+            if problems:
+                raise PluginError(f"{where}: {self.axis} {entry.name!r} lacks what the suite needs: {'; '.join(problems)}")
+            self.register(entry)
+            self.plugins[entry.name] = getattr(point.dist, "name", None) or point.value
+
     def names(self) -> tuple[str, ...]:
         """Every registered name, in registration order."""
+        self._load_plugins()
         return tuple(self._entries)
 
     def __getitem__(self, name: str) -> E:
+        self._load_plugins()
         if name not in self._entries:
             raise ValueError(f"unknown {self.axis} '{name}'; choose one of {', '.join(self._entries)}")
         return self._entries[name]
 
     def __contains__(self, name: object) -> bool:
+        self._load_plugins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[E]:
-        return iter(self._entries.values())
+        self._load_plugins()
+        return iter(list(self._entries.values()))
 
 
-STRATEGIES: Registry[StrategyEntry] = Registry("strategy")
-ENGINES: Registry[EngineEntry] = Registry("engine")
-LOSSES: Registry[LossEntry] = Registry("loss")
-FEATURES: Registry[FeatureEntry] = Registry("feature network")
+STRATEGIES: Registry[StrategyEntry] = Registry("strategy", StrategyEntry)
+ENGINES: Registry[EngineEntry] = Registry("engine", EngineEntry)
+LOSSES: Registry[LossEntry] = Registry("loss", LossEntry)
+FEATURES: Registry[FeatureEntry] = Registry("feature network", FeatureEntry)
 
 
 def engines_for(strategy: str) -> tuple[str, ...]:
@@ -167,18 +300,98 @@ def launcher_engines() -> dict[str, tuple[str, ...]]:
     return {launcher: tuple(engines) for launcher, engines in starts.items()}
 
 
+# --- the traits' functions -------------------------------------------------------------------------
+
+
+def _zero_stage(deepspeed: Any) -> str:
+    return f"zero{deepspeed.zero_stage}" if deepspeed.zero_stage else ""
+
+
+def _nccl(caps: dict[str, Any]) -> str | None:
+    return None if (caps["torch"].get("distributed") or {}).get("nccl") else "torch: torch.distributed has no NCCL here"
+
+
+def _horovod_nccl(caps: dict[str, Any]) -> str | None:
+    horovod = caps["horovod"]
+    if "version" not in horovod:
+        return f"horovod: not installed ({horovod.get('error')})"
+    if not horovod["tensor_ops"]["nccl"]:
+        return f"horovod {horovod['version']}: built without NCCL (rebuild: HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh .venv/bin/python)"
+    return None
+
+
+def _installed(library: str, key: str) -> Callable[[dict[str, Any]], str | None]:
+    def ready(caps: dict[str, Any]) -> str | None:
+        return None if key in caps[library] else f"{library}: not installed ({caps[library].get('error')})"
+
+    return ready
+
+
+def _one_per_class(record: dict[str, Any]) -> bool:
+    """One rank per class GAN: nothing is summed across ranks."""
+    return record["procs"] <= len(record.get("classes") or [])
+
+
+def _always(record: dict[str, Any]) -> bool:
+    return True
+
+
+GPU_CHECK_CLASSES = 10
+"""Classes of gpu-check's data (digits): label-partitioned runs need P <= 10 or a multiple of 10."""
+
+
+def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
+    return [{"loss": "bce", "procs": sorted({1, gpus})}]
+
+
+def _gpu_class_groups(gpus: int) -> list[dict[str, Any]]:
+    procs = [p for p in sorted({1, gpus}) if p <= GPU_CHECK_CLASSES or p % GPU_CHECK_CLASSES == 0]
+    return [{"loss": loss, "procs": procs} for loss in ("bce", "wgan-gp")]
+
+
+def _gpu_cells(gpus: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "loss": "mustangs",
+            "procs": sorted({1, gpus}),
+            "grid": [1, max(2, gpus)],
+            "cellular": {"batches_per_iteration": 1, "fitness_samples": 64, "mixture_samples": 64},
+        }
+    ]
+
+
 # --- the registrations --------------------------------------------------------------------------------
 
 ENGINES.register(
-    EngineEntry("horovod", "suite.train.engines.horovod:HorovodEngine", local_launcher="horovodrun", launchers=("horovodrun",))
-)
-ENGINES.register(
     EngineEntry(
-        "torch", "suite.train.engines.torch_dist:TorchEngine", local_launcher="torchrun", launchers=("torchrun", "deepspeed")
+        "horovod",
+        "suite.train.engines.horovod:HorovodEngine",
+        local_launcher="horovodrun",
+        launchers=("horovodrun",),
+        settings="horovod",
+        baseline=True,
+        gpu_ready=_horovod_nccl,
     )
 )
 ENGINES.register(
-    EngineEntry("mpi", "suite.train.engines.mpi:MPIEngine", local_launcher="mpirun", capabilities=frozenset({CARTESIAN}))
+    EngineEntry(
+        "torch",
+        "suite.train.engines.torch_dist:TorchEngine",
+        local_launcher="torchrun",
+        launchers=("torchrun", "deepspeed"),
+        settings="ddp",
+        rendezvous=True,
+        gpu_ready=_nccl,
+    )
+)
+ENGINES.register(
+    EngineEntry(
+        "mpi",
+        "suite.train.engines.mpi:MPIEngine",
+        local_launcher="mpirun",
+        capabilities=frozenset({CARTESIAN}),
+        gpu_ready=_installed("mpi", "vendor"),
+    )
 )
 ENGINES.register(
     EngineEntry(
@@ -187,11 +400,24 @@ ENGINES.register(
         local_launcher="torchrun",
         launchers=("torchrun", "deepspeed"),
         builds_extensions=True,  # its CPU ops (the shared-memory allreduce), on first use
+        settings="deepspeed",
+        run_id_part=_zero_stage,
+        gpu_ready=_installed("deepspeed", "version"),
     )
 )
 
 LOSSES.register(LossEntry("bce", "suite.gan.losses:BCELoss"))
-LOSSES.register(LossEntry("wgan-gp", "suite.gan.losses:WassersteinLoss", optimizer="wgan_gp", settings="wgan_gp"))
+LOSSES.register(
+    LossEntry(
+        "wgan-gp",
+        "suite.gan.losses:WassersteinLoss",
+        optimizer="wgan_gp",
+        settings="wgan_gp",
+        critic_steps=n_critic,
+        critic_norm="layer",
+        loss_bound=1e6,  # Wasserstein scores are unbounded in principle
+    )
+)
 LOSSES.register(LossEntry("minimax", "suite.gan.losses:MinimaxLoss"))
 LOSSES.register(LossEntry("mse", "suite.gan.losses:MSELoss"))
 LOSSES.register(LossEntry("heuristic", "suite.gan.losses:HeuristicLoss"))
@@ -205,8 +431,10 @@ STRATEGIES.register(
         _DATA_PARALLEL,
         _GAN_LOSSES,
         data_parallel=True,
+        cost_model=ONE_GROUP,
         paper_models={"bce": "DC-GAN"},
         step_images=one_model_step_images,
+        gpu_check=_gpu_one_model,
     )
 )
 STRATEGIES.register(
@@ -216,8 +444,10 @@ STRATEGIES.register(
         _GAN_LOSSES,
         data_parallel=True,
         conditional=True,
+        cost_model=ONE_GROUP,
         paper_models={"bce": "DC-CGAN"},
         step_images=one_model_step_images,
+        gpu_check=_gpu_one_model,
     )
 )
 STRATEGIES.register(
@@ -230,6 +460,9 @@ STRATEGIES.register(
         cost_model=CLASS_GROUPS,
         paper_models={"bce": "Distributed DC-CGAN"},
         step_images=per_class_step_images,
+        partitions_classes=True,
+        placement_invariant=_one_per_class,
+        gpu_check=_gpu_class_groups,
     )
 )
 STRATEGIES.register(
@@ -242,6 +475,12 @@ STRATEGIES.register(
         settings="cellular",
         cost_model=CELLS,
         step_images=cellular_step_images,
+        grid=True,
+        placement_invariant=_always,  # every cell trains alone, on its own seeds
+        critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator
+        ranks_with_classifier=True,  # it ranks mixtures with the classifier
+        speedups_baseline="seed001_cellular_speedups.csv",
+        gpu_check=_gpu_cells,
     )
 )
 

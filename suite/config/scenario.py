@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
-from .schema import SchemaError, build
+from .schema import SchemaError, build, type_hints
 
 # Fields whose value must be a registered name (the converter checks them against the registry).
 StrategyName = Annotated[str, STRATEGIES]
@@ -324,6 +324,9 @@ class RunSpec:
     sweep: dict | None = None
     """Settings to try, one run per combination: dotted fields of train, wgan_gp or cellular, each with a list of
     values, e.g. ``{train.lr: [0.0001, 0.001]}`` (docs/tuning.md)."""
+    sections: dict[str, dict] = field(default_factory=dict)
+    """Fields of a plugin's section that differ for this entry, by section; written as the section's own key in
+    the entry (``local_sgd: {average_every: 4}``), see :func:`lift_plugin_sections`."""
 
 
 @dataclass
@@ -352,6 +355,8 @@ class Scenario:
     """Settings of every torch run (a run's own ``ddp`` entries override them)."""
     logs: LogsConfig = field(default_factory=LogsConfig)
     """Logs every run writes besides its own (TensorBoard events, MLPerf-style lines)."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """The sections of installed plugins, built (``local_sgd: {average_every: 4}`` at the top level of the file)."""
 
 
 PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order", "sweep_order", "sweep_procs", "trace", "logs", "tensorboard_dir")
@@ -400,16 +405,30 @@ class Run:
     """The settings its entry's ``sweep`` gave this run, by dotted field (``{"train.lr": 0.001}``); None without a sweep."""
     sweep_order: int | None = None
     """Position of this run's settings among its entry's sweep combinations (0: the values listed first)."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """The plugin sections its strategy and loss read (:func:`plugin_sections`), by name; left out of ``run.json``
+    when empty."""
 
     @property
     def critic_norm(self) -> str:
-        """``model.critic_norm`` with ``auto`` resolved for this run's loss (``layer`` for wgan-gp)."""
+        """``model.critic_norm`` with ``auto`` resolved for this run's loss (its ``critic_norm`` trait)."""
         if self.model.critic_norm != "auto":
             return self.model.critic_norm
-        return "layer" if self.loss == "wgan-gp" else "batch"
+        return LOSSES[self.loss].critic_norm
+
+    def section(self, name: str) -> Any:
+        """Settings section ``name`` of this run: a built-in one (``wgan_gp``) or a plugin's, as its dataclass."""
+        if name in BUILT_IN_SECTIONS:
+            return getattr(self, name)
+        cls = section_class(name)
+        value = self.sections.get(name)
+        return value if isinstance(value, cls) else build_section(cls, value or {}, f"run.{name}")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if not data["sections"]:  # runs without plugins keep the run.json (and fingerprint) they always had
+            del data["sections"]
+        return data
 
     def settings(self) -> dict[str, Any]:
         """:meth:`to_dict` without :data:`PLACEMENT_FIELDS`: what two runs must share to be the same run."""
@@ -428,8 +447,62 @@ class Run:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-ENTRY_SECTIONS = ("train", "wgan_gp", "cellular")
-"""The scenario sections a run entry may override (and sweep) field by field."""
+BUILT_IN_SECTIONS = ("train", "wgan_gp", "cellular")
+"""The scenario's own sections that a run entry may override (and sweep) field by field."""
+
+
+def plugin_sections() -> dict[str, type]:
+    """The sections installed plugins bring (a strategy's or loss's ``settings`` with its ``settings_class``)."""
+    found: dict[str, type] = {}
+    for entry in (*STRATEGIES, *LOSSES):
+        if entry.settings is not None and entry.settings_class is not None and entry.settings not in BUILT_IN_SECTIONS:
+            found.setdefault(entry.settings, entry.settings_class)
+    return found
+
+
+def entry_sections() -> tuple[str, ...]:
+    """Every section a run entry may override (and sweep) field by field: the built-in ones and the plugins'."""
+    return (*BUILT_IN_SECTIONS, *plugin_sections())
+
+
+def section_class(name: str) -> type:
+    """The dataclass of entry section ``name`` (one of :func:`entry_sections`)."""
+    if name in BUILT_IN_SECTIONS:
+        cls: type = type_hints(Scenario)[name]
+        return cls
+    return plugin_sections()[name]
+
+
+def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """Scenario data with the plugins' sections, written at the top level and in run entries under their own names,
+    moved into ``sections`` (the top-level ones built and checked against their dataclasses).
+
+    This is the seam a scenario schema takes over: a schema library builds the same sections from
+    :func:`plugin_sections`' dataclasses; the rest of the suite reads them through :func:`entry_section`
+    and :meth:`Run.section`.
+    """
+    for i, entry in enumerate(data.get("runs") or []):  # before their sections: a missing plugin is named first
+        strategy = entry.get("strategy") if isinstance(entry, dict) else None
+        if isinstance(strategy, str) and strategy not in STRATEGIES:
+            raise ScenarioError(
+                f"runs[{i}].strategy: '{strategy}' is not one of {', '.join(map(repr, STRATEGIES.names()))} "
+                "(a plugin's strategy needs its package installed)"
+            )
+    plugins = plugin_sections()
+    for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(data.get("runs") or []))]:
+        if isinstance(mapping, dict) and "sections" in mapping:
+            raise ScenarioError(f"{where}sections: unknown field; give a plugin's section under its own name")
+    lifted = {k: v for k, v in data.items() if k not in plugins}
+    lifted["sections"] = {name: build_section(cls, data[name], name) for name, cls in plugins.items() if name in data}
+    runs = data.get("runs")
+    if isinstance(runs, list):
+        lifted["runs"] = [
+            {**{k: v for k, v in e.items() if k not in plugins}, "sections": {n: e[n] for n in plugins if n in e}}
+            if isinstance(e, dict)
+            else e
+            for e in runs
+        ]
+    return lifted
 
 
 def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
@@ -445,12 +518,24 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
     return build_section(TrainConfig, {**base, **spec.train}, path)
 
 
+def scenario_section(scenario: Scenario, name: str) -> Any:
+    """Section ``name`` of the scenario (a plugin's section the file leaves out: its defaults)."""
+    if name in BUILT_IN_SECTIONS:
+        return getattr(scenario, name)
+    return scenario.sections.get(name) or section_class(name)()
+
+
+def entry_own(spec: RunSpec, name: str) -> dict[str, Any] | None:
+    """The fields a run entry gives of section ``name`` itself."""
+    return getattr(spec, name) if name in BUILT_IN_SECTIONS else spec.sections.get(name)
+
+
 def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> Any:
-    """Section ``name`` (one of :data:`ENTRY_SECTIONS`) of one entry: the scenario's, with the entry's fields on top."""
+    """Section ``name`` (one of :func:`entry_sections`) of one entry: the scenario's, with the entry's fields on top."""
     if name == "train":
         return run_train(scenario, spec, path)
-    own = getattr(spec, name)
-    base = getattr(scenario, name)
+    own = entry_own(spec, name)
+    base = scenario_section(scenario, name)
     if not own:
         return base
     return build_section(type(base), {**dataclasses.asdict(base), **own}, path)
@@ -461,9 +546,11 @@ def seeds_of(train: TrainConfig) -> list[int]:
     return list(train.seeds) if train.seeds is not None else [train.seed]
 
 
-def critic_steps(loss: str, wgan_gp: WganGpConfig) -> int:
-    """Discriminator (critic) steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
-    return wgan_gp.n_critic if loss == "wgan-gp" else 1
+def critic_steps(loss: str, section: Any) -> int:
+    """Discriminator (critic) steps per generator step: the loss's ``critic_steps`` trait read from ``section``, its
+    settings section (``wgan_gp.n_critic`` under WGAN-GP), else one."""
+    rule = LOSSES[loss].critic_steps
+    return rule(section) if rule is not None else 1
 
 
 def default_loss(strategy: str) -> str:

@@ -1,7 +1,7 @@
 """Sweeps of a run entry: ``sweep: {train.lr: [0.0001, 0.001], wgan_gp.n_critic: [5, 1]}`` tries every combination.
 
-A sweep names fields of the sections a run entry may override (:data:`ENTRY_SECTIONS`: ``train``,
-``wgan_gp``, ``cellular``) by their dotted path and gives each a list of values. The entry stands
+A sweep names fields of the sections a run entry may override (:func:`entry_sections`: ``train``,
+``wgan_gp``, ``cellular`` and the installed plugins' sections) by their dotted path and gives each a list of values. The entry stands
 for one run per combination (the cartesian product, the first-listed values first), each as if
 the entry had given those values in its own sections (:func:`with_point`). Every run records its
 values (``sweep``) and the position of its combination (``sweep_order``), which
@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from .scenario import ENTRY_SECTIONS, RunSpec, Scenario, ScenarioError
+from .scenario import BUILT_IN_SECTIONS, RunSpec, ScenarioError, entry_own, entry_sections, section_class
 from .schema import convert, type_hints
 
 NOT_SWEPT = {
@@ -46,7 +46,7 @@ def _fail(path: str, message: str) -> ScenarioError:
 
 def _section_fields(section: str) -> dict[str, Any]:
     """The fields of scenario section ``section`` and their types."""
-    return type_hints(type_hints(Scenario)[section])
+    return type_hints(section_class(section))
 
 
 def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
@@ -62,14 +62,15 @@ def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
     for key, values in spec.sweep.items():
         where = f"{path}.sweep.{key}"
         section, _, name = str(key).partition(".")
-        if section not in ENTRY_SECTIONS or not name:
-            raise _fail(where, f"not sweepable: a sweep varies fields of {', '.join(ENTRY_SECTIONS)} (e.g. train.lr)")
+        sections = entry_sections()
+        if section not in sections or not name:
+            raise _fail(where, f"not sweepable: a sweep varies fields of {', '.join(sections)} (e.g. train.lr)")
         types = _section_fields(section)
         if name not in types:
             raise _fail(where, f"unknown field; {section} has {', '.join(types)}")
         if key in NOT_SWEPT:
             raise _fail(where, f"not sweepable: {NOT_SWEPT[key]}")
-        if name in (getattr(spec, section) or {}):
+        if name in (entry_own(spec, section) or {}):
             raise _fail(where, f"also set in {path}.{section}; give it in one place")
         if not isinstance(values, list):
             raise _fail(where, f"expected a list of values to try, got {values!r}")
@@ -92,9 +93,11 @@ def with_point(spec: RunSpec, point: SweepPoint) -> RunSpec:
     if spec.sweep is None:
         return spec
     merged: dict[str, Any] = {
-        name: {**(getattr(spec, name) or {}), **fields} for name, fields in overrides_of(point.values).items()
+        name: {**(entry_own(spec, name) or {}), **fields} for name, fields in overrides_of(point.values).items()
     }
-    return dataclasses.replace(spec, sweep=None, **merged)
+    plugins = {name: fields for name, fields in merged.items() if name not in BUILT_IN_SECTIONS}
+    built_in = {name: fields for name, fields in merged.items() if name in BUILT_IN_SECTIONS}
+    return dataclasses.replace(spec, sweep=None, sections={**spec.sections, **plugins}, **built_in)
 
 
 def overrides_of(values: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -20,9 +20,8 @@ from .plan import (
     local_batch,
     process_grid,
 )
-from .registry import LOSSES, STRATEGIES, engines_for
+from .registry import ENGINES, LOSSES, STRATEGIES, engines_for
 from .scenario import (
-    ENTRY_SECTIONS,
     CellularConfig,
     CheckpointEvery,
     DatasetConfig,
@@ -37,7 +36,9 @@ from .scenario import (
     WganGpConfig,
     critic_steps,
     default_loss,
+    entry_own,
     entry_section,
+    entry_sections,
     run_train,
 )
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point
@@ -83,6 +84,8 @@ def check_scenario(scenario: Scenario) -> None:
     _check_budget_and_target(scenario, fail)
     _check_checkpoints(scenario.train.checkpoint_every, fail)
     _check_cellular(scenario.cellular, "cellular", scenario, fail)
+    for name, section in scenario.sections.items():
+        _check_plugin_section(name, section, name, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
@@ -104,7 +107,16 @@ def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> No
         _check_wgan_gp(entry_section(scenario, spec, "wgan_gp", f"{path}.wgan_gp"), f"{path}.wgan_gp", fail)
     if spec.cellular:
         _check_cellular(entry_section(scenario, spec, "cellular", f"{path}.cellular"), f"{path}.cellular", scenario, fail)
+    for name in spec.sections:
+        _check_plugin_section(name, entry_section(scenario, spec, name, f"{path}.{name}"), f"{path}.{name}", fail)
     _check_run_spec(spec, path, scenario, fail)
+
+
+def _check_plugin_section(name: str, section: Any, path: str, fail: Fail) -> None:
+    """A plugin section's rules beyond its types: the ``check_settings`` traits of the entries that read it."""
+    for entry in (*STRATEGIES, *LOSSES):
+        if entry.settings == name and entry.check_settings is not None:
+            entry.check_settings(section, path, fail)
 
 
 def _naming_sweep(spec: RunSpec, point: SweepPoint, path: str, scenario: Scenario) -> Fail:
@@ -128,10 +140,11 @@ def _check_entry_sections(spec: RunSpec, path: str, fail: Fail) -> None:
     loss = LOSSES[spec.loss or default_loss(spec.strategy)]
     readers = {"train"} | {s for s in (loss.settings, STRATEGIES[spec.strategy].settings) if s}
     swept = [str(key) for key in (spec.sweep or {})]
-    given = [(f"{path}.{name}", name, set(getattr(spec, name) or {})) for name in ENTRY_SECTIONS if getattr(spec, name)]
+    sections = entry_sections()
+    given = [(f"{path}.{name}", name, set(entry_own(spec, name) or {})) for name in sections if entry_own(spec, name)]
     given += [(f"{path}.sweep.{key}", key.partition(".")[0], {key.partition(".")[2]}) for key in swept]
     for where, section, fields in given:
-        if section in ENTRY_SECTIONS and section not in readers:
+        if section in sections and section not in readers:
             fail(where, f"a {spec.strategy} entry with loss {loss.name} does not read {section} settings")
         optimizer = fields & {"lr", "betas"}
         if section == "train" and optimizer and loss.optimizer != "train":
@@ -286,9 +299,10 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
     if spec.label is not None and (problem := name_problem(spec.label)) is not None:  # the run folders' names
         fail(f"{path}.label", problem)
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
-    for section, engine, default in (("horovod", "horovod", HorovodConfig()), ("ddp", "torch", DDPConfig())):
-        if getattr(spec, section) != default and spec.engine != engine:
-            fail(f"{path}.{section}", f"only the {engine} engine takes {section} settings, not {spec.engine}")
+    for engine in ENGINES:
+        section = engine.settings
+        if section is not None and engine.name != spec.engine and getattr(spec, section) != type(getattr(spec, section))():
+            fail(f"{path}.{section}", f"only the {engine.name} engine takes {section} settings, not {spec.engine}")
     loss, losses, engines = spec.loss or default_loss(spec.strategy), STRATEGIES[spec.strategy].losses, engines_for(spec.strategy)
     if loss not in losses:
         fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(losses)}")
@@ -299,15 +313,18 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
     if len(set(spec.procs)) != len(spec.procs):
         fail(f"{path}.procs", f"process counts repeat: {spec.procs}")
     scaling = spec.scaling or scenario.scaling
-    if spec.strategy == "cellular":
+    strategy = STRATEGIES[spec.strategy]
+    if strategy.grid:
         _check_cellular_spec(spec, path, scaling, fail)
     elif spec.grid is not None or spec.grids is not None:
-        fail(f"{path}.grid", f"only the cellular strategy takes a grid, not {spec.strategy}")
-    if spec.strategy == "cellular" and scenario.model.critic_norm not in ("auto", "batch"):
+        on_grids = [e.name for e in STRATEGIES if e.grid]
+        takes = "strategy takes" if len(on_grids) == 1 else "strategies take"
+        fail(f"{path}.grid", f"only the {' and '.join(on_grids)} {takes} a grid, not {spec.strategy}")
+    norms = strategy.critic_norms
+    if norms is not None and scenario.model.critic_norm not in norms:
         fail(
             "model.critic_norm",
-            f"'{scenario.model.critic_norm}' is not available to the cellular strategy ({path}), "
-            "which keeps the tables' BatchNorm discriminator; use auto or batch",
+            f"'{scenario.model.critic_norm}' is not available to the {spec.strategy} strategy ({path}); use {' or '.join(norms)}",
         )
     _check_batch_split(spec, path, scaling, scenario, fail)
     _check_images_budget(spec, path, scaling, scenario, fail)
@@ -361,7 +378,7 @@ def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenari
             except TrainingError as error:
                 fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
     classes = scenario.dataset.classes
-    if spec.strategy == "label_partitioned" and classes:
+    if STRATEGIES[spec.strategy].partitions_classes and classes:
         for p in spec.procs:
             if scaling == "weak" and p > len(classes):
                 fail(
@@ -386,13 +403,15 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
     classes = len(dataset.classes) if dataset.classes else _DATASET_CLASSES.get(dataset.name)
     if scaling == "weak" and classes is not None:  # weak label-partitioned runs train one class per rank
         classes = min(classes, procs)
-    wgan_gp = entry_section(scenario, spec, "wgan_gp", "wgan_gp")  # the entry's own settings over the scenario's
+    loss = spec.loss or default_loss(spec.strategy)
+    settings = LOSSES[loss].settings
+    own = entry_section(scenario, spec, settings, settings) if settings else None  # the entry's over the scenario's
     per_cell = entry_section(scenario, spec, "cellular", "cellular").batches_per_iteration  # 0: a full pass
     return SystemSize(
         batch_size=train.batch_size,
         procs=procs,
         weak=scaling == "weak",
-        critic_steps=critic_steps(spec.loss or default_loss(spec.strategy), wgan_gp),
+        critic_steps=critic_steps(loss, own),
         classes=classes,
         cells=grid[0] * grid[1] if grid else None,
         batches_per_iteration=per_cell or None,

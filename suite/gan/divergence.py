@@ -5,7 +5,7 @@ A run **diverges** when, on any rank,
 * a loss (cellular: a fitness, which is a mean loss) is not finite (NaN or ±inf), or its magnitude
   exceeds :func:`loss_bound` of its loss: :data:`LOSS_BOUND` (1e4) for the bounded-score losses
   (``bce``, ``minimax``, ``heuristic``, ``mse``; a healthy GAN's stay below 10), and
-  :data:`WASSERSTEIN_LOSS_BOUND` (1e6) for ``wgan-gp``, whose critic scores are unbounded in
+  the loss's ``loss_bound`` trait (1e6) for ``wgan-gp``, whose critic scores are unbounded in
   principle (healthy runs stay within a few hundred);
 * the norm of a network's parameters (all of G's, all of D's) is not finite or exceeds
   :data:`PARAMETER_NORM_BOUND` (1e5; the suite's networks start near 20 and Adam moves a weight by
@@ -38,19 +38,21 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
+from ..config.registry import LOSSES, LossEntry
+
 CHECK_EVERY = 10
 """Generator steps between two divergence checks of a trainer (its progress points check too)."""
-LOSS_BOUND = 1e4
-"""Largest loss magnitude of the bounded-score losses (bce, minimax, heuristic, mse)."""
-WASSERSTEIN_LOSS_BOUND = 1e6
-"""Largest critic or generator loss magnitude of ``wgan-gp`` (Wasserstein scores are unbounded)."""
+LOSS_BOUND = LossEntry.loss_bound
+"""Largest loss magnitude of the bounded-score losses (bce, minimax, heuristic, mse): the default of a loss's
+``loss_bound`` trait (:class:`suite.config.registry.LossEntry`); ``wgan-gp``'s is 1e6 (Wasserstein scores are
+unbounded)."""
 PARAMETER_NORM_BOUND = 1e5
 """Largest L2 norm of all parameters of one network (G or D)."""
 
 
 def loss_bound(loss: str) -> float:
     """The loss magnitude beyond which a run with loss ``loss`` has diverged."""
-    return WASSERSTEIN_LOSS_BOUND if loss == "wgan-gp" else LOSS_BOUND
+    return LOSSES[loss].loss_bound
 
 
 @dataclass

@@ -264,6 +264,9 @@ class StrategyFields:
     budget_steps: int | None = column()
     """Under ``train.budget_images``: the whole steps the budget bought, warm-up included: generator steps of the model
     (label_partitioned: of each class GAN; cellular: iterations)."""
+    allreduce_every: int | None = column()
+    """Steps between two synchronisations of the model's replicas (missing or 1: every step; local SGD: its
+    averaging period), which the projection's one-group cost model reads."""
 
 
 @dataclass

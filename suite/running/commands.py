@@ -15,6 +15,8 @@ from ..config.scenario import Run
 from ..records.results import atomic_write_text
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
+ENV_FILE_LAUNCHERS = frozenset({"deepspeed"})
+"""Launchers (not engines) that start ranks on other nodes over ssh with the environment of a file (DS_ENV_FILE)."""
 
 
 class LaunchError(ValueError):
@@ -98,7 +100,7 @@ def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -
         cmd += ["--bind-to", "none"]
         for variable in forwarded_variables():  # Open MPI passes remote ranks only what -x names
             cmd += ["-x", variable]
-        if run.engine == "torch":
+        if ENGINES[run.engine].rendezvous:
             cmd += ["-x", f"MASTER_ADDR={opts.master_addr or socket.gethostname()}", "-x", f"MASTER_PORT={opts.master_port}"]
     return cmd + opts.extra + _worker(opts, run_dir)
 

@@ -27,9 +27,6 @@ from typing import Any, Sequence
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = 0, 1, 4
 RUN_SECONDS = 4.0
 """Training window of every run: NVML is sampled every 0.2 s, so it sees about 20 samples per rank."""
-PLAN = (("data_parallel", "bce"), ("conditional", "bce"), ("label_partitioned", "bce"), ("label_partitioned", "wgan-gp"))
-CLASSES = 10  # digits: label-partitioned runs need P <= 10 or a multiple of 10
-BUILD_HOROVOD = "HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh .venv/bin/python"
 
 
 @dataclass
@@ -69,47 +66,36 @@ def no_gpu_reason() -> str | None:
 
 
 def gpu_engines(caps: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The engines that can train on GPUs here (from :func:`suite.measure.env.capabilities`), and why others are left out."""
+    """The engines that can train on GPUs here (from :func:`suite.measure.env.capabilities`), and why others are left
+    out: each engine's ``gpu_ready`` trait."""
+    from ..config.registry import ENGINES
+
     engines, skipped = [], []
-    if (caps["torch"].get("distributed") or {}).get("nccl"):
-        engines.append("torch")
-    horovod = caps["horovod"]
-    if "version" not in horovod:
-        skipped.append(f"horovod: not installed ({horovod.get('error')})")
-    elif not horovod["tensor_ops"]["nccl"]:
-        skipped.append(f"horovod {horovod['version']}: built without NCCL (rebuild: {BUILD_HOROVOD})")
-    else:
-        engines.append("horovod")
-    for name, key in (("mpi", "vendor"), ("deepspeed", "version")):
-        if key in caps[name]:
-            engines.append(name)
+    for engine in ENGINES:
+        reason = engine.gpu_ready(caps) if engine.gpu_ready is not None else f"{engine.name}: no GPU check of its own"
+        if reason is None:
+            engines.append(engine.name)
         else:
-            skipped.append(f"{name}: not installed ({caps[name].get('error')})")
+            skipped.append(reason)
     return engines, skipped
 
 
 def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
-    """The scenario the check runs: every strategy of :data:`PLAN` and cellular on each of ``engines`` that runs it,
-    at P = 1 and ``gpus``, for :data:`RUN_SECONDS` each on 20x20 digits."""
-    from ..config.registry import engines_for
+    """The scenario the check runs: what each strategy's ``gpu_check`` trait names, on each of ``engines`` that runs
+    it, at P = 1 and ``gpus``, for :data:`RUN_SECONDS` each on 20x20 digits."""
+    from ..config.registry import STRATEGIES, engines_for
 
-    procs = sorted({1, gpus})
     runs: list[dict[str, Any]] = []
-    for strategy, loss in (*PLAN, ("cellular", "mustangs")):
-        counts = [p for p in procs if strategy != "label_partitioned" or p <= CLASSES or p % CLASSES == 0]
-        extra = {"grid": [1, max(2, gpus)]} if strategy == "cellular" else {}
-        runs += [
-            {"strategy": strategy, "engine": e, "loss": loss, "procs": counts, **extra}
-            for e in engines_for(strategy)
-            if e in engines
-        ]
+    for strategy in STRATEGIES:
+        for entry in strategy.gpu_check(gpus) if strategy.gpu_check is not None else []:
+            runs += [{"strategy": strategy.name, "engine": e, **entry} for e in engines_for(strategy.name) if e in engines]
     return {
         "name": "gpu-check",
-        "description": f"suite gpu-check: every strategy on every installed GPU engine at P = {procs}, {RUN_SECONDS:g} s each.",
+        "description": f"suite gpu-check: every strategy on every installed GPU engine at P = {sorted({1, gpus})}, "
+        f"{RUN_SECONDS:g} s each.",
         "dataset": {"name": "digits", "image_size": 20},
         "train": {"batch_size": 32 * gpus, "seed": 0, "warmup_steps": 1, "budget_s": RUN_SECONDS},
         "wgan_gp": {"n_critic": 2},
-        "cellular": {"batches_per_iteration": 1, "fitness_samples": 64, "mixture_samples": 64},
         "metrics": {"features": "classifier", "samples": 200, "curve_points": 2},
         "scaling": "strong",
         "runs": runs,
@@ -182,14 +168,13 @@ def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequen
 
 
 def _run_scenario(path: Path, results: Path, timeout: float) -> int:
-    """``suite run`` of the check's scenario, as its own process (a seam the tests replace).
+    """``suite run`` of the check's scenario (:func:`suite.running.sweep.run_scenario`; a seam the tests replace)."""
+    from ..config.expansion import expand, load_scenario
+    from .launch import LaunchOptions
+    from .sweep import SweepOptions, run_scenario
 
-    A process of its own rather than a call into :mod:`suite.cli`, which imports this module.
-    """
-    import subprocess
-
-    command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet", "--timeout", str(timeout)]
-    return subprocess.run(command, check=False).returncode
+    scenario = load_scenario(path)
+    return run_scenario(path, scenario, expand(scenario), [], results, LaunchOptions(), SweepOptions(quiet=True, timeout=timeout))
 
 
 def gpu_check(out: Path, timeout: float = 600.0) -> int:
@@ -208,9 +193,8 @@ def gpu_check(out: Path, timeout: float = 600.0) -> int:
     caps = capabilities()
     engines, skipped = gpu_engines(caps)
     nccl = caps["torch"].get("nccl_version")
-    checks = [
-        Check("machine", "nccl", "torch" in engines, f"torch.distributed NCCL {nccl or 'not available in this torch build'}")
-    ]
+    has_nccl = bool((caps["torch"].get("distributed") or {}).get("nccl"))
+    checks = [Check("machine", "nccl", has_nccl, f"torch.distributed NCCL {nccl or 'not available in this torch build'}")]
     scenario = scenario_for(torch.cuda.device_count(), engines)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "gpu-check.yaml", yaml.safe_dump(scenario, sort_keys=False))

@@ -74,6 +74,7 @@ from ..records.results import (
 from ..train.checkpoint import CheckpointError, describe, resume_plan
 from ..train.launchenv import node_cores, threads_per_rank
 from .commands import (  # noqa: F401  (re-exported: the launch API is imported from here)
+    ENV_FILE_LAUNCHERS,
     FORWARDED,
     LAUNCH_COMMANDS,
     LAUNCHERS,
@@ -372,7 +373,7 @@ def launch(
         stale.unlink(missing_ok=True)
     shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
     env = child_environment(run, opts)
-    if opts.launcher == "deepspeed" and opts.hosts:  # ranks on other nodes, started over ssh
+    if opts.launcher in ENV_FILE_LAUNCHERS and opts.hosts:  # ranks on other nodes, started over ssh
         env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
     start, started_utc = time.perf_counter(), utc_now()
     timed_out, interrupted = False, None

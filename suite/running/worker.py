@@ -526,7 +526,7 @@ def execute(run: Run, run_dir: Path) -> int:
             log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
         engine.shutdown()
         global _exit_without_finalizing
-        _exit_without_finalizing = engine.name == "torch"
+        _exit_without_finalizing = engine.exit_without_finalizing
         return 0
     except StopRequested as stop:
         log.info("%s (rank %d): %s", run.run_id, rank, stop)

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from ..config.registry import STRATEGIES
 from ..config.scenario import CheckpointEvery, Run
 from ..config.schema import SchemaError, build
 from ..gan.divergence import all_finite
@@ -286,12 +287,13 @@ def footprint(run: Run) -> tuple[int, int]:
     from ..gan.data import CHANNELS
     from ..gan.models import build_pair
 
+    strategy = STRATEGIES[run.strategy]
     classes = len(run.dataset.classes) if run.dataset.classes else {"cifar100": 100, "imagenet": 1000}.get(run.dataset.name, 10)
     g, d = build_pair(
         run.dataset.image_size,
         CHANNELS[run.dataset.name],
         run.model.latent_dim,
-        num_classes=classes if run.strategy == "conditional" else 0,
+        num_classes=classes if strategy.conditional else 0,
         critic_norm=run.critic_norm,
     )
     weights = sum(t.numel() for net in (g, d) for t in net.state_dict().values())
@@ -299,13 +301,15 @@ def footprint(run: Run) -> tuple[int, int]:
     generator = 4 * sum(t.numel() for t in g.state_dict().values())
     buffers = 4 * sum(b.numel() for net in (g, d) for b in net.buffers())
     points = run.metrics.curve_points + 1
-    if run.grid is not None:  # cellular
+    if strategy.grid and run.grid is not None:
         cells = run.grid[0] * run.grid[1]
         hood = 9 if run.cellular.neighbourhood == "moore" else 5
         return cells * (run.cellular.population * gan + points * generator), (hood + 1) * generator + 2**20
-    gans = classes if run.strategy == "label_partitioned" else 1
-    outputs = gans * generator * (2 if run.strategy == "label_partitioned" else 1) + 2**20
-    return gans * (gan + points * generator) + run.procs * buffers, outputs
+    gans = classes if strategy.partitions_classes else 1
+    outputs = gans * generator * (2 if strategy.partitions_classes else 1) + 2**20  # handed over once, then saved
+    # a strategy whose ranks keep models of their own between synchronisations keeps one per rank
+    models = run.procs if strategy.replicas_differ else gans
+    return models * gan + gans * points * generator + run.procs * buffers, outputs
 
 
 class Checkpointer:

@@ -57,14 +57,15 @@ class GanResult:
 
 def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     """Adam learning rate and betas for this run's loss."""
-    section = getattr(run, LOSSES[run.loss].optimizer)  # the loss's trait: train or wgan_gp
+    section = run.section(LOSSES[run.loss].optimizer)  # the loss's trait: train or wgan_gp (or a plugin's section)
     beta1, beta2 = section.betas
     return section.lr, (beta1, beta2)
 
 
 def critic_steps(run: Run) -> int:
-    """Discriminator steps per generator step: ``wgan_gp.n_critic`` under WGAN-GP, else one."""
-    return scenario_critic_steps(run.loss, run.wgan_gp)
+    """Discriminator steps per generator step: the loss's ``critic_steps`` trait (``wgan_gp.n_critic`` under WGAN-GP), else one."""
+    settings = LOSSES[run.loss].settings
+    return scenario_critic_steps(run.loss, run.section(settings) if settings else None)
 
 
 def generator_steps(run: Run, images: int, global_batch: int) -> int:
@@ -133,6 +134,9 @@ class GanTrainer:
         target; returns whether the target is met (only the group's first rank needs to know).
     checkpointer:
         Offered every step boundary of the window (see :mod:`suite.train.checkpoint`); None: no checkpoints.
+    gradient_group:
+        The ranks whose gradients are averaged every step (default: ``group``). A strategy that averages its models
+        itself every few steps (local SGD) gives each rank a group of its own here.
     """
 
     def __init__(
@@ -150,8 +154,10 @@ class GanTrainer:
         evaluate: Callable[["GanTrainer"], bool] | None = None,
         checkpointer: Checkpointer | None = None,
         snapshot_steps: list[int] | None = None,
+        gradient_group: Group | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
+        self.gradient_group = gradient_group or group
         self.checkpointer = checkpointer
         self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
         self.loss = get_loss(run.loss)
@@ -218,8 +224,8 @@ class GanTrainer:
         opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)
         opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)
         return (
-            self.engine.replicate(g, opt_g, self.group, f"{self.key}.G", self.local_batch),
-            self.engine.replicate(d, opt_d, self.group, f"{self.key}.D", self.local_batch),
+            self.engine.replicate(g, opt_g, self.gradient_group, f"{self.key}.G", self.local_batch),
+            self.engine.replicate(d, opt_d, self.gradient_group, f"{self.key}.D", self.local_batch),
         )
 
     # --- the data and noise of one step --------------------------------------------------------

@@ -9,8 +9,10 @@ window (``train_s``, the slowest rank); S steps; x images through a discriminato
 rank; m bytes one rank hands to collectives per step (counted by the engines); AR(m, p) an
 allreduce over p ranks.
 
-* ``data_parallel``, ``conditional``: T(P) = S (c0 + c1 x + AR(m, P)); strong scaling splits
-  the global batch, x = x(1) / P; weak scaling keeps x.
+* ``data_parallel``, ``conditional`` (the ``one_group`` cost model): T(P) = S (c0 + c1 x + AR(m, P) / k);
+  strong scaling splits the global batch, x = x(1) / P; weak scaling keeps x; k is the record's
+  ``allreduce_every`` (1; a plugin's local SGD averages its model every k steps). A strategy whose entry names
+  no cost model, or that is not installed, is listed as not projected, by name.
 * ``label_partitioned`` over C classes with s_c window steps each: P <= C, no communication,
   T(P) = max over ranks of sum over its classes of s_c (c0 + c1 x); P > C (a multiple of C),
   groups of g = P/C ranks, T(P) = max_c s_c (c0 + c1 x/g + AR(m, g)). Weak scaling, one class

@@ -42,14 +42,31 @@ def config_name(key: tuple) -> str:
     return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
 
 
-def cost_model(record: dict) -> str:
-    """The cost model of a record's strategy (:class:`suite.config.registry.StrategyEntry`'s ``cost_model``)."""
-    return STRATEGIES[record["strategy"]].cost_model
+def cost_model(record: dict) -> str | None:
+    """The cost model of a record's strategy (:class:`suite.config.registry.StrategyEntry`'s ``cost_model``); None
+    when it names none or is not installed."""
+    strategy = record["strategy"]
+    return STRATEGIES[strategy].cost_model if strategy in STRATEGIES else None
+
+
+def not_projected(record: dict) -> str | None:
+    """Why a record's strategy is not projected (one line naming it), or None when it is."""
+    strategy = record["strategy"]
+    if strategy not in STRATEGIES:
+        return f"not projected: strategy {strategy!r} is not installed (its plugin brings its cost model)"
+    if STRATEGIES[strategy].cost_model is None:
+        return f"not projected: strategy {strategy!r} names no cost model the projection knows"
+    return None
+
+
+def _every(record: dict) -> int:
+    """Steps between two allreduces of a one-group run (its ``allreduce_every``; 1 when it says nothing)."""
+    return int(record.get("allreduce_every") or 1)
 
 
 def _pair_key(record: dict) -> tuple:
     """Which networks a run's collectives carry: every unconditional strategy trains data_parallel's pair."""
-    pair = "conditional" if STRATEGIES[record["strategy"]].conditional else "unconditional"
+    pair = "conditional" if record["strategy"] in STRATEGIES and STRATEGIES[record["strategy"]].conditional else "unconditional"
     return (pair, record["loss"], (record.get("dataset") or {}).get("name"), (record.get("dataset") or {}).get("image_size"))
 
 
@@ -58,6 +75,7 @@ def usable(record: dict) -> bool:
     telemetry = record.get("telemetry") or {}
     return (
         record.get("status") == "ok"
+        and cost_model(record) is not None
         and not record.get("oversubscribed")
         and bool(telemetry.get("busy_s_per_rank"))
         and bool(telemetry.get("timed_steps"))
@@ -95,7 +113,7 @@ def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
     points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
     pair = _pair_key(records[0])
     per_step = [
-        nbytes / steps
+        nbytes / steps * _every(r)
         for r in all_records
         if _counted(r) and _pair_key(r) == pair
         for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"])
@@ -158,7 +176,7 @@ def problem_of(record: dict) -> Problem:
     factor = images[0] / steps[0] / (record["global_batch"] / group)
     if model == CLASS_GROUPS:
         return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor, _class_steps(record))
-    return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor)
+    return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor, allreduce_every=_every(record))
 
 
 def _local(net: Network, record: dict) -> Network:
@@ -223,6 +241,9 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 "role": "",
                 "fitted_on": "",
             }
+            if not_projected(r):
+                rows.append({**row, "role": not_projected(r)})
+                continue
             if not usable(r):
                 chosen, model = model_without(None)
                 row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"

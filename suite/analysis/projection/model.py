@@ -15,7 +15,7 @@ from ...measure.network import Network, allreduce_seconds
 
 def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
     """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
-    from ...train.strategies.cellular.grid import cells, neighbourhood, owner
+    from ...config.plan import cells, neighbourhood, owner
 
     def rank(c: tuple[int, int]) -> int:
         i, j = owner(c, grid, pgrid)
@@ -69,16 +69,17 @@ def _mib(nbytes: float) -> str:
 @dataclass
 class GanModel:
     """One GAN trained by all ranks (the :data:`suite.config.registry.ONE_GROUP` cost model): a step cost and the
-    gradients' bytes."""
+    bytes of one allreduce (of the gradients every step, or of the model every ``allreduce_every`` steps)."""
 
     step: StepCost
     grad_bytes: float | None  # bytes one rank allreduces per step; None: never counted
 
-    def step_seconds(self, images: float, group: int, net: Network, algorithm: str) -> tuple[float, float] | str:
-        """(compute, communication) seconds of one step in a group of ``group`` ranks, or why not."""
+    def step_seconds(self, images: float, group: int, net: Network, algorithm: str, every: int = 1) -> tuple[float, float] | str:
+        """(compute, communication) seconds of one step in a group of ``group`` ranks that allreduces once every
+        ``every`` steps, or why not."""
         if group > 1 and self.grad_bytes is None:
             return "no multi-rank run of these networks: their allreduce bytes were never counted (run one at P=2)"
-        return self.step.seconds(images), allreduce_seconds(self.grad_bytes or 0.0, group, net, algorithm)
+        return self.step.seconds(images), allreduce_seconds(self.grad_bytes or 0.0, group, net, algorithm) / every
 
     def traffic(self) -> str:
         """What one rank sends per step, as the report states it."""
@@ -151,6 +152,8 @@ class Problem:
     factor: float = 0.0
     class_steps: dict[int, int] = field(default_factory=dict)
     grid: tuple[int, int] | None = None
+    allreduce_every: int = 1
+    """Steps between two allreduces of the one group (a record's ``allreduce_every``: local SGD's period)."""
 
 
 @dataclass
@@ -170,7 +173,7 @@ def _gan_time(model: GanModel, problem: Problem, procs: int, net: Network, algor
         return Outcome(note=f"the global batch of {problem.batch} does not split over the ranks")
     else:
         local = problem.batch // procs
-    cost = model.step_seconds(local * problem.factor, procs, net, algorithm)
+    cost = model.step_seconds(local * problem.factor, procs, net, algorithm, problem.allreduce_every)
     if isinstance(cost, str):
         return Outcome(note=cost)
     compute, comm = cost
@@ -202,8 +205,7 @@ def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, a
 def _cellular_time(
     model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
 ) -> Outcome:
-    from ...config.plan import process_grid
-    from ...train.strategies.cellular.grid import neighbourhood
+    from ...config.plan import neighbourhood, process_grid
 
     grid = problem.grid
     if weak:

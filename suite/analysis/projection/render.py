@@ -150,6 +150,14 @@ def _pivot(table: pd.DataFrame, scaling: str, column: str) -> pd.DataFrame:
     return pivot.map(lambda v: f"{v:.4g}" if pd.notna(v) else None).reset_index()
 
 
+def _not_projected(validation: pd.DataFrame) -> list[str]:
+    """One line per configuration whose strategy the projection cannot cost, naming it and why."""
+    left = validation[validation["role"].str.startswith("not projected")]
+    return [f"- {config}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups] + (
+        [""] if not left.empty else []
+    )
+
+
 def _notes(table: pd.DataFrame) -> list[str]:
     """Why projected cells are n/a, once per configuration, scaling and reason."""
     missing = table[table["time_s"].isna() & (table["note"] != "")]
@@ -223,6 +231,7 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
         "",
         f"{sub} Fitted model\n",
         markdown_table(model_table(result.fitted)),
+        *_not_projected(result.validation),
         f"{sub} Predicted against measured\n",
     ]
     v = result.validation

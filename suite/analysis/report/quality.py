@@ -253,10 +253,11 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
         if ours:
             lines.append("**Our runs beside them**\n")
             lines.append(markdown_table(pd.DataFrame(ours)))
-    speedups = baselines / "seed001_cellular_speedups.csv"
-    if speedups.is_file() and any(r.get("strategy") == "cellular" for r in records):
-        lines.append("**Seed 001, cellular training speedups on MNIST (paper's summary table)**\n")
-        lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+    for entry in STRATEGIES:
+        speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
+        if speedups is not None and speedups.is_file() and any(r.get("strategy") == entry.name for r in records):
+            lines.append(f"**Seed 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
+            lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
 
 
 def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: Path | None = None) -> list[str]:

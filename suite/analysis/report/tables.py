@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, rank_peak_use
 from ...records.results import trace_files
@@ -388,6 +389,11 @@ def settings_text(settings: dict | None) -> str:
     return ", ".join(parts) or "none"
 
 
+def _baseline_engine(engine: str) -> bool:
+    """Whether the engine comparison measures the others against ``engine`` (its registry trait)."""
+    return engine in ENGINES and ENGINES[engine].baseline
+
+
 def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
     """Configurations of one strategy (same loss, processes, scaling, dataset) on several engines, side by side.
 
@@ -407,7 +413,7 @@ def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
         if len({r["engine"] for r in runs}) < 2:
             continue
         configs: dict[tuple, list[dict]] = {}
-        for r in sorted(runs, key=lambda r: (r["engine"] != "horovod", r["engine"], r.get("label") or "", r["repeat"])):
+        for r in sorted(runs, key=lambda r: (not _baseline_engine(r["engine"]), r["engine"], r.get("label") or "", r["repeat"])):
             configs.setdefault((r["engine"], r.get("label")), []).append(r)
         baseline = next(iter(configs.values()))
         base_rate = mean_of_lists(r.get("images_per_s") for r in baseline)

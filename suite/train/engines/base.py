@@ -110,6 +110,9 @@ class Engine(ABC):
     """A communication engine: Horovod, torch.distributed, MPI or DeepSpeed."""
 
     name: str = "base"
+    exit_without_finalizing: bool = False
+    """Whether a rank that has written everything leaves without finalizing the interpreter
+    (:data:`suite.running.worker._exit_without_finalizing`: torch.distributed's Gloo threads may abort it)."""
 
     def __init__(self) -> None:
         self.comm = CommStats()

@@ -104,6 +104,7 @@ class DeepSpeedEngine(TorchEngine):
     """DeepSpeed over torch.distributed (started by torchrun, deepspeed, mpirun, srun or jsrun)."""
 
     name = "deepspeed"
+    exit_without_finalizing = False  # only the plain torch engine was seen to abort while finalizing
 
     def __init__(
         self, launch: LaunchInfo, zero_stage: int = 0, extra_config: dict | None = None, comms_log_dir: Path | None = None

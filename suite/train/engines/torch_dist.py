@@ -102,6 +102,7 @@ class TorchEngine(Engine):
     """torch.distributed with DDP; started by torchrun (or any launcher, see suite.train.launchenv)."""
 
     name = "torch"
+    exit_without_finalizing = True
 
     def __init__(self, launch: LaunchInfo, ddp: DDPConfig | None = None) -> None:
         super().__init__()

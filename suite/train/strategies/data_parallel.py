@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...config.plan import SystemSize
+from ...config.registry import STRATEGIES
 from ...records.record import DataParallelFields
 from ..flat import cpu_state
 from ..training import GanTrainer, critic_steps, generator_steps
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 class DataParallel(Strategy):
     def setup(self) -> None:
         run, group = self.run, self.engine.world()
-        self.conditional = run.strategy == "conditional"
+        self.conditional = STRATEGIES[run.strategy].conditional
         weak = run.scaling == "weak"
         self.global_batch = run.train.batch_size * (group.size if weak else 1)
         # weak scaling: the one-rank run's number of generator steps
@@ -48,21 +49,25 @@ class DataParallel(Strategy):
 
                 self.reference = Reference.for_run(run, self.engine.device)
                 self.networks = self.reference.networks()  # built (and cached) before the window opens
-        self.trainer = GanTrainer(
-            run,
-            self.engine,
-            group,
-            self.data,
-            "all",
-            self.conditional,
-            self.global_batch,
-            self.telemetry,
+        self.trainer = self.make_trainer(
+            run=run,
+            engine=self.engine,
+            group=group,
+            data=self.data,
+            key="all",
+            conditional=self.conditional,
+            global_batch=self.global_batch,
+            telemetry=self.telemetry,
             max_steps=steps,
             snapshot_points=run.metrics.curve_points,
             evaluate=evaluate,
             checkpointer=self.checkpointer,
             snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
         )
+
+    def make_trainer(self, **settings: Any) -> GanTrainer:
+        """The trainer of the one model (a strategy built on this one may train with a trainer of its own)."""
+        return GanTrainer(**settings)
 
     def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
         return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ....config.registry import LOSSES
 from ....config.scenario import Run
 from ....gan.divergence import Divergence, check_values, loss_bound
 from ....gan.losses import Loss, get_loss, mustangs_draw
@@ -92,13 +93,13 @@ class Cellular:
             od.append(torch.optim.Adam(d.parameters(), lr=lr, betas=betas))
         width = len(neighbourhood(c, self.grid, self.cfg.neighbourhood))
         cell = CellState(c, gs, ds, og, od, [lr] * self.cfg.population, [lr] * self.cfg.population, np.full(width, 1.0 / width))
-        if self.run.loss == "mustangs" and self.cfg.mustangs_choice == "cell":
+        if LOSSES[self.run.loss].draws and self.cfg.mustangs_choice == "cell":
             cell.fixed_loss = mustangs_draw(random.Random(derive_seed(self.seed, "mustangs", c)))
         return cell
 
     # --- helpers ---------------------------------------------------------------------------------------------
     def _loss(self, cell: CellState, rng: random.Random) -> Loss:
-        if self.run.loss != "mustangs":
+        if not LOSSES[self.run.loss].draws:
             return get_loss(self.run.loss)
         return cell.fixed_loss or mustangs_draw(rng)
 

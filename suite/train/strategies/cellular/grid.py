@@ -1,7 +1,7 @@
 """The toroidal grid of the cellular strategy and its evolutionary operators.
 
-Pure functions, no communication: neighbourhoods on a torus, which rank owns which cell, and
-Lipizzaner's operators (tournament, learning-rate mutation, replacement, the (1+1)-ES on
+Pure functions, no communication: neighbourhoods on a torus, which rank owns which cell (both in
+:mod:`suite.config.plan`, which the projection reads too), and Lipizzaner's operators (tournament, learning-rate mutation, replacement, the (1+1)-ES on
 mixture weights and the sampling of a mixture). Lipizzaner (seed 003) hard-codes its
 neighbourhood with a transposed index; here a cell is ``(row, col)`` everywhere and the
 tests compare every neighbourhood with brute-force torus arithmetic.
@@ -14,39 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-Cell = tuple[int, int]
-
-OFFSETS = {
-    # the cell itself first, then north, south, west, east (and the diagonals for Moore)
-    "von_neumann": [(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)],
-    "moore": [(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)],
-}
-
-
-def cells(grid: Sequence[int]) -> list[Cell]:
-    """All cells of an R x C grid in row-major order."""
-    rows, cols = grid
-    return [(i, j) for i in range(rows) for j in range(cols)]
-
-
-def neighbourhood(cell: Cell, grid: Sequence[int], kind: str = "von_neumann") -> list[Cell]:
-    """The cell and its torus neighbours, each once, the cell first.
-
-    On small grids several offsets land on the same cell (on a 1x3 grid north and south are the
-    cell itself); such repeats are dropped, so no individual counts twice in a tournament.
-    """
-    rows, cols = grid
-    seen: list[Cell] = []
-    for di, dj in OFFSETS[kind]:
-        other = ((cell[0] + di) % rows, (cell[1] + dj) % cols)
-        if other not in seen:
-            seen.append(other)
-    return seen
-
-
-def owner(cell: Cell, grid: Sequence[int], pgrid: tuple[int, int]) -> tuple[int, int]:
-    """Process-grid coordinates of the rank that owns ``cell``."""
-    return cell[0] // (grid[0] // pgrid[0]), cell[1] // (grid[1] // pgrid[1])
+from ....config.plan import OFFSETS, Cell, cells, neighbourhood, owner  # noqa: F401  (the grid's geometry, shared with the projection)
 
 
 def tournament(fitness: Sequence[float], size: int, rng: random.Random) -> int:

@@ -1,0 +1,198 @@
+"""Running a scenario's runs one after another: the loop behind ``suite run`` (and ``suite gpu-check``).
+
+:func:`run_scenario` checks what must hold before anything is written (every launch command builds, the
+rulers are there, finished runs keep their settings), takes the results folder's lock and runs
+:func:`run_sweep`: each run is launched in turn, its outcome printed in one line, and the exit code
+says whether any failed (1) or diverged (:data:`DIVERGED_EXIT_CODE`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config.registry import STRATEGIES
+
+if TYPE_CHECKING:
+    from ..config.scenario import Run, Scenario
+    from .launch import LaunchOptions
+
+log = logging.getLogger("suite")
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+"""The time at the start of ``suite run``'s lines, to the second."""
+
+
+def stamped(text: str) -> str:
+    """``text`` as a timestamped log line reads (for lines printed past the logger, above a progress bar)."""
+    return f"{time.strftime(TIMESTAMP_FORMAT)} {text}"
+
+
+DIVERGED_EXIT_CODE = 3
+"""``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
+
+
+@dataclass
+class SweepOptions:
+    """How ``suite run`` goes through the runs (its options beyond the launcher's)."""
+
+    dry_run: bool = False
+    """Write the run folders and print each launch command; run nothing."""
+    resume: bool = False
+    """Keep runs that already have an ok result; continue unfinished ones from their last checkpoint."""
+    quiet: bool = False
+    """No progress bar."""
+    timeout: float = 3600.0
+    """Seconds before a run is stopped and recorded as failed."""
+    grace: float = 60.0
+    """Seconds a run that checkpoints gets to save one and exit when the sweep is stopped."""
+
+
+def check_rulers(runs: list[Run]) -> None:
+    """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
+    from ..measure.metrics.rulers import find_classifier
+
+    scoring = [r for r in runs if r.metrics.enabled or STRATEGIES[r.strategy].ranks_with_classifier]
+    for dataset in sorted({r.dataset.name for r in scoring}):
+        find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
+
+
+def run_scenario(
+    scenario_file: Path,
+    scenario: Scenario,
+    runs: list[Run],
+    others: list[Run],
+    out: Path,
+    opts: LaunchOptions,
+    sweep: SweepOptions,
+) -> int:
+    """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
+
+    Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s.
+    """
+    from ..measure.metrics.features import FeatureUnavailable
+    from .finished import check_unchanged
+    from .launch import command_for
+    from .lock import ResultsLock
+
+    for run in runs:  # build every command first: a launcher problem shows before anything is written
+        command_for(run, out / run.run_id, opts)
+    try:
+        check_rulers(runs)
+    except FeatureUnavailable as error:
+        if not sweep.dry_run:
+            raise
+        log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
+    check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
+    with ResultsLock(out):
+        return run_sweep(scenario_file, scenario, runs, out, opts, sweep)
+
+
+def result_lines(position: str, run: Run, record: dict) -> list[str]:
+    """What ``suite run`` prints for one finished launch: skipped checkpoints, then its outcome."""
+    if record["status"] == "diverged":  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
+        line = f"{position} {run.run_id}: {record['reason']} ({record['wall_s']:.1f}s)"
+    else:
+        line = f"{position} {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
+            "" if record["status"] == "ok" else f": {record['error'].splitlines()[0]}"
+        )
+    resumed = record.get("resumed_from")
+    return [
+        f"{run.run_id}: skipped {skipped}; continued from " + (f"checkpoint {resumed['index']}" if resumed else "step 0")
+        for skipped in record.get("checkpoints_skipped") or []
+    ] + [line]
+
+
+def run_sweep(
+    scenario_file: Path, scenario: Scenario, runs: list[Run], out: Path, opts: LaunchOptions, sweep: SweepOptions
+) -> int:
+    """Launch ``runs`` one after another inside the results folder's lock (held by the caller)."""
+    from ..records.results import atomic_write_text, read_record
+    from .buildlocks import check_build_locks
+    from .launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
+    from .lock import check_room
+    from .reaper import Reaper
+
+    atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
+    run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
+    if sweep.dry_run:
+        for run, run_dir in zip(runs, run_dirs):
+            print(shlex.join(command_for(run, run_dir.resolve(), opts)))
+        return 0
+    check_tools(runs, opts)
+    kept = {
+        run.run_id
+        for run, run_dir in zip(runs, run_dirs)
+        if sweep.resume and ((read_record(run_dir) or {}).get("status") == "ok")
+    }
+    check_room(out, [run for run in runs if run.run_id not in kept])
+    check_build_locks([run for run in runs if run.run_id not in kept])
+    failures = diverged = 0
+    progress = None
+    if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
+        from tqdm import tqdm
+
+        progress = tqdm(total=len(runs), unit="run", desc=scenario.name, dynamic_ncols=True)
+    current = None  # the run being launched
+    with Reaper(), SignalGuard() as guard:  # the reaper ends the launches should this process die unawares
+        try:
+            for i, (run, run_dir) in enumerate(zip(runs, run_dirs)):
+                if run.run_id in kept:
+                    log.info("[%d/%d] %s: kept (--resume)", i + 1, len(runs), run.run_id)
+                    progress and progress.update(1)
+                    continue
+                if progress:
+                    progress.set_postfix_str(f"{run.run_id} 0s")
+                    tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
+                else:
+                    log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
+                    tick = None
+                current = run, run_dir
+                try:
+                    record = launch(run, run_dir, opts, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
+                except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
+                    progress and progress.close()
+                    print(
+                        f"error: run {i + 1} of {len(runs)}, {run.run_id}, has no record: {error}; the sweep stops "
+                        "here, and `suite run ... --resume` continues once that is fixed",
+                        file=sys.stderr,
+                    )
+                    return 1
+                current = None
+                ok, diverging = record["status"] == "ok", record["status"] == "diverged"
+                failures += not ok and not diverging
+                diverged += diverging
+                lines = result_lines(f"[{i + 1}/{len(runs)}]", run, record)
+                if progress:
+                    for text in lines:
+                        progress.write(stamped(text))
+                    progress.update(1)
+                else:
+                    for text in lines:
+                        log.info(text)
+        except Stop as stop:
+            progress and progress.close()
+            record = (read_record(current[1]) or {}) if current else {}
+            if not current:
+                where = "no run was going"
+            elif record.get("status") == "interrupted":
+                where = f"{current[0].run_id}: {record['error']}"
+            else:
+                where = f"{current[0].run_id} has no record (it could not be written)"
+            print(
+                f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
+                file=sys.stderr,
+            )
+            return 128 + stop.signum
+    if progress:
+        progress.close()
+    print(
+        f"results in {out}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
+        f"Next: suite report {out}"
+    )
+    return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0

@@ -1,0 +1,235 @@
+"""Strategies, losses and engines as plugins: traits on their entries (no name compared elsewhere), entry points,
+a plugin's own scenario section, and the example plugin (examples/local_sgd) run beside a built-in strategy."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_scenario, tiny_scenario
+from suite.config.expansion import expand, parse_scenario
+from suite.config.registry import LOSSES, PluginError, StrategyEntry
+from suite.config.scenario import ScenarioError
+
+# --- no name compared outside its entry ---------------------------------------------------------------------
+
+
+def compared_names(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of every string constant equal to one of ``names`` used in a comparison or a match pattern."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        parts: list[ast.AST] = []
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, ast.match_case):
+            parts = [node.pattern]
+        for part in parts:
+            found += [(n.lineno, n.value) for n in ast.walk(part) if isinstance(n, ast.Constant) and n.value in names]
+    return found
+
+
+def own_modules(*registries) -> dict[str, set[str]]:
+    """The module file of each entry's implementation, and the names it may compare (its own)."""
+    owned: dict[str, set[str]] = {}
+    for registry in registries:
+        for entry in registry:
+            if entry.target:
+                path = str(Path(*entry.target.partition(":")[0].split("."))) + ".py"
+                owned.setdefault(path, set()).add(entry.name)
+    return owned
+
+
+def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
+    from suite.config.registry import ENGINES, STRATEGIES
+
+    names = set(STRATEGIES.names()) | set(LOSSES.names()) | set(ENGINES.names())
+    owned = own_modules(STRATEGIES, LOSSES, ENGINES)
+    offending = []
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        relative = str(path.relative_to(REPO))
+        if relative == "suite/config/registry.py":
+            continue
+        allowed = names - owned.get(relative, set())
+        offending += [f"{relative}:{line}: {name!r}" for line, name in compared_names(path.read_text(), allowed)]
+    assert offending == []
+
+
+def test_the_name_check_finds_comparisons_and_matches_but_not_other_uses():
+    source = """
+if run.strategy == "cellular" or loss in ("bce", "x"):
+    pass
+match run.engine:
+    case "torch":
+        pass
+versions = {"torch": 1}
+section = getattr(run, "cellular")
+"""
+    assert sorted(compared_names(source, {"cellular", "bce", "torch"})) == [(2, "bce"), (2, "cellular"), (5, "torch")]
+
+
+# --- entry points -------------------------------------------------------------------------------------------
+
+ODD = StrategyEntry("gossip", "suite.train.strategies.data_parallel:DataParallel", ("bce",), cost_model="gossip_rounds")
+NO_COST = StrategyEntry("gossip", "suite.train.strategies.data_parallel:DataParallel", ("bce",))
+NOT_A_STRATEGY = LOSSES["bce"]
+
+
+def _points(monkeypatch, registry, value: str) -> None:
+    point = importlib.metadata.EntryPoint("gossip", value, "gan_scaling_suite.strategies")
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", lambda group: [point] if group == point.group else [])
+
+
+def test_a_plugin_strategy_is_registered_from_its_entry_point(plugins, monkeypatch):
+    _points(monkeypatch, plugins, "test_plugins:NO_COST")
+    assert plugins.STRATEGIES["gossip"] is NO_COST
+    assert plugins.STRATEGIES.names()[-1] == "gossip"
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            "test_plugins:ODD",
+            "plugin 'gossip' (gan_scaling_suite.strategies = test_plugins:ODD): strategy 'gossip' lacks what the suite "
+            "needs: cost model 'gossip_rounds', which the projection does not know (one_group, class_groups, cells)",
+        ),
+        (
+            "test_plugins:NOT_A_STRATEGY",
+            "plugin 'gossip' (gan_scaling_suite.strategies = test_plugins:NOT_A_STRATEGY): expected a StrategyEntry, got LossEntry",
+        ),
+        (
+            "test_plugins:MISSING",
+            "plugin 'gossip' (gan_scaling_suite.strategies = test_plugins:MISSING): cannot be loaded: AttributeError: ",
+        ),
+    ],
+)
+def test_a_plugin_the_suite_cannot_use_is_refused_in_one_line_naming_it(plugins, monkeypatch, value, message):
+    _points(monkeypatch, plugins, value)
+    with pytest.raises(PluginError) as error:
+        plugins.STRATEGIES.names()
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_suite_no_plugins_leaves_them_out(plugins, monkeypatch):
+    _points(monkeypatch, plugins, "test_plugins:ODD")
+    monkeypatch.setenv(plugins.NO_PLUGINS, "1")
+    assert "gossip" not in plugins.STRATEGIES
+
+
+# --- a plugin's section: validated, overridden per entry, swept ------------------------------------------------
+
+
+def _local_sgd_scenario(**top) -> dict:
+    runs = [
+        {"strategy": "local_sgd", "procs": [2], "label": "own", "local_sgd": {"average_every": 2}},
+        {"strategy": "local_sgd", "procs": [2], "sweep": {"local_sgd.average_every": [1, 8]}},
+        {"strategy": "data_parallel", "procs": [2]},
+    ]
+    return {**tiny_scenario("plug", runs), **top}
+
+
+def test_the_plugin_section_is_read_overridden_and_swept(plugins):
+    runs = expand(parse_scenario(_local_sgd_scenario(local_sgd={"average_every": 4})))
+    every = {r.run_id: r.section("local_sgd").average_every for r in runs if r.strategy == "local_sgd"}
+    assert every == {
+        "own-p2-r0": 2,
+        "local_sgd-bce-mpi-average_every1-p2-r0": 1,
+        "local_sgd-bce-mpi-average_every8-p2-r0": 8,
+    }
+    plain = next(r for r in runs if r.strategy == "data_parallel")
+    assert plain.sections == {} and "sections" not in plain.to_dict()  # built-in runs keep their run.json
+    one = next(r for r in runs if r.run_id == "own-p2-r0")
+    assert type(one).from_dict(one.to_dict()).section("local_sgd").average_every == 2
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"local_sgd": {"average_every": 0}}, "plug: local_sgd.average_every: must be at least 1, got 0"),
+        ({"local_sgd": {"every": 3}}, "plug: local_sgd.every: unknown field; expected one of average_every"),
+        (
+            {"runs": [{"strategy": "data_parallel", "local_sgd": {"average_every": 2}}]},
+            "plug: runs[0].local_sgd: a data_parallel entry with loss bce does not read local_sgd settings",
+        ),
+        (
+            {"runs": [{"strategy": "local_sgd", "sweep": {"local_sgd.average_every": [2, 0]}}]},
+            "plug: runs[0].sweep.local_sgd.average_every[1]: must be at least 1, got 0",
+        ),
+    ],
+)
+def test_mistakes_in_the_plugin_section_name_the_field(plugins, change, message):
+    with pytest.raises(ScenarioError) as error:
+        parse_scenario(_local_sgd_scenario(**change), "plug")
+    assert str(error.value) == message
+
+
+def test_without_the_plugin_the_scenario_fails_in_one_line_naming_the_strategy(tmp_path, capsys):
+    from suite.cli import main
+
+    path = tmp_path / "plug.yaml"
+    path.write_text(yaml.safe_dump(_local_sgd_scenario()))
+    assert main(["run", str(path), "--out", str(tmp_path / "results"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "runs[0].strategy: 'local_sgd' is not one of 'data_parallel'" in err
+    assert not (tmp_path / "results").exists()
+
+
+# --- the projection -----------------------------------------------------------------------------------------
+
+
+def test_a_strategy_without_a_cost_model_is_reported_as_not_projected_by_name(plugins, monkeypatch):
+    from suite.analysis.projection.fit import fit_all, not_projected, validate
+    from suite.measure.network import PRESETS
+
+    _points(monkeypatch, plugins, "test_plugins:NO_COST")
+    record = {"run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "status": "ok", "procs": 2}
+    record |= {"scaling": "strong", "train_s": 1.0, "telemetry": {"busy_s_per_rank": [1.0], "timed_steps": 3}}
+    assert not_projected(record) == "not projected: strategy 'gossip' names no cost model the projection knows"
+    assert not_projected({**record, "strategy": "gone"}).startswith("not projected: strategy 'gone' is not installed")
+    assert fit_all([record]) == []
+    rows = validate([record], PRESETS["shm"])
+    assert list(rows["role"]) == ["not projected: strategy 'gossip' names no cost model the projection knows"]
+
+
+def test_one_allreduce_every_k_steps_costs_a_kth_of_the_communication():
+    from suite.analysis.projection.model import GanModel, Problem, StepCost, predict
+    from suite.measure.network import PRESETS
+
+    model = GanModel(StepCost(0.01, 0.0), grad_bytes=4e6)
+    every_step = predict(model, Problem("data_parallel", steps=100, batch=64, factor=3.0), 8, PRESETS["summit"])
+    every_four = predict(model, Problem("local_sgd", steps=100, batch=64, factor=3.0, allreduce_every=4), 8, PRESETS["summit"])
+    assert every_four.compute == every_step.compute and every_step.comm > 0
+    assert every_four.comm == pytest.approx(every_step.comm / 4)
+
+
+# --- the example plugin, installed, beside a built-in strategy ----------------------------------------------------
+
+
+@pytest.mark.multiproc
+def test_local_sgd_runs_beside_data_parallel_and_shows_in_report_projection_and_checkpoints(plugins, tmp_path):
+    from suite.analysis.projection.render import run_projection
+    from suite.analysis.report import write_report
+    from suite.measure.network import PRESETS
+
+    assert "local_sgd" in plugins.STRATEGIES and plugins.STRATEGIES.plugins == {"local_sgd": "suite-local-sgd"}
+    runs = [
+        {"strategy": "local_sgd", "procs": [2], "local_sgd": {"average_every": 2}},
+        {"strategy": "data_parallel", "procs": [2]},
+    ]
+    scenario = tiny_scenario("plug", runs, train={"steps": 5, "checkpoint_every": {"steps": 2}})
+    code, records = run_scenario(tmp_path, scenario)
+    assert code == 0, {k: r.get("error") for k, r in records.items()}
+    local = records["local_sgd-bce-mpi-p2-r0"]
+    assert local["status"] == "ok" and local["allreduce_every"] == 2 and local["generator_steps"] == 5
+    assert local["checkpoints_written"] >= 1 and local["replicas_identical"] is True  # averaged at the end
+    assert 0 < local["comm"]["bytes"] < records["data_parallel-bce-mpi-p2-r0"]["comm"]["bytes"]
+    report = write_report(tmp_path / "results", tmp_path / "report", REPO / "baselines").read_text()
+    assert "local_sgd / bce / mpi" in report
+    projection = run_projection(list(records.values()), PRESETS["summit"], PRESETS["shm"], [1, 2, 64], REPO / "baselines")
+    assert projection is not None
+    projected = projection.table[projection.table["strategy"] == "local_sgd"].set_index(["scaling", "procs"])["time_s"]
+    assert projected.drop(("strong", 64)).notna().all() and len(projected) == 6  # 32 images do not split over 64 ranks
