@@ -188,18 +188,22 @@ def test_slurm_options_and_overrides(tmp_path):
         (["--scheduler", "lsf", "-C", "gpu"], "--constraint: a Slurm setting; this is an LSF script"),
         ([], "--scheduler: give --scheduler lsf|slurm or a --site preset"),
         (["--site", "frontier", "--scheduler", "lsf"], "--scheduler lsf: site frontier runs slurm"),
+        (["--site", "frontier", "--nodes", "0"], "--nodes 0: must be at least 1"),
+        (["--site", "frontier", "--ranks-per-node", "0"], "--ranks-per-node 0: must be at least 1"),
+        (["--site", "summit", "--cpus-per-rank", "0"], "--cpus-per-rank 0: must be at least 1"),
+        (["--scheduler", "slurm", "--gpus-per-rank", "-1"], "--gpus-per-rank -1: must be at least 0"),
         (["--preamble", "nonexistent.sh", "--scheduler", "slurm"], "--preamble nonexistent.sh: no such file"),
         *(
             (
                 ["--site", "frontier", "--launcher", launcher],
-                f"--launcher {launcher}: a SLURM job script starts its runs inside its allocation with srun, mpirun, "
+                f"--launcher {launcher}: a Slurm job script starts its runs inside its allocation with srun, mpirun, "
                 f"horovodrun; {launcher} is not one of them",
             )
             for launcher in ("local", "torchrun", "deepspeed", "jsrun")
         ),
         (
             ["--site", "summit", "--launcher", "srun"],
-            "--launcher srun: a LSF job script starts its runs inside its allocation with jsrun, mpirun, horovodrun; "
+            "--launcher srun: an LSF job script starts its runs inside its allocation with jsrun, mpirun, horovodrun; "
             "srun is not one of them",
         ),
         (

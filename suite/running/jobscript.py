@@ -115,6 +115,8 @@ _ALLOCATION_HOSTS = {
 }
 """Shell that lists the allocation's compute hosts, one a line."""
 
+_A_SCRIPT = {"lsf": "an LSF", "slurm": "a Slurm"}
+
 _SUBMIT_DIR = {"lsf": "LS_SUBCWD", "slurm": "SLURM_SUBMIT_DIR"}
 """The variable each scheduler sets to the folder the job was submitted from."""
 
@@ -175,14 +177,22 @@ def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
     """Merge the command line with the site preset; errors name the option."""
     site = SITES[job.site] if job.site else None
     scheduler = job.scheduler_name()
+    for option, value, least in (
+        ("--nodes", job.nodes, 1),
+        ("--ranks-per-node", job.ranks_per_node, 1),
+        ("--cpus-per-rank", job.cpus_per_rank, 1),
+        ("--gpus-per-rank", job.gpus_per_rank, 0),
+    ):
+        if value is not None and value < least:
+            raise ValueError(f"{option} {value}: must be at least {least}")
     if scheduler != "slurm":
         for field in SLURM_ONLY:
             if getattr(job, field) is not None:
-                raise ValueError(f"--{field.replace('_', '-')}: a Slurm setting; this is an {scheduler.upper()} script")
+                raise ValueError(f"--{field.replace('_', '-')}: a Slurm setting; this is {_A_SCRIPT[scheduler]} script")
     launcher = job.launcher or SCHEDULER_LAUNCHER[scheduler]
     if launcher not in SCRIPT_LAUNCHERS[scheduler]:
         raise ValueError(
-            f"--launcher {launcher}: a {scheduler.upper()} job script starts its runs inside its allocation with "
+            f"--launcher {launcher}: {_A_SCRIPT[scheduler]} job script starts its runs inside its allocation with "
             f"{', '.join(SCRIPT_LAUNCHERS[scheduler])}; {launcher} is not one of them"
         )
     largest = max(r.procs for r in runs)
