@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--site",
         choices=tuple(SITES),
-        help="site preset: scheduler, ranks per node, CPUs and GPUs per rank, GPU binding "
-        + "; ".join(f"{s.name}: {s.description}" for s in SITES.values()),
+        help="site preset choosing the scheduler, ranks per node, CPUs and GPUs per rank and GPU binding ("
+        + "; ".join(f"{s.name}: {s.description}" for s in SITES.values())
+        + ")",
     )
     p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
@@ -251,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--launcher",
         choices=LAUNCHERS,
-        help="how each run starts its ranks: jsrun (LSF), srun (Slurm), mpirun or horovodrun (default jsrun / srun)",
+        help="how each run starts its ranks: jsrun (LSF), srun (Slurm), mpirun or horovodrun (default jsrun / srun; "
+        "the others are refused)",
     )
     g.add_argument("--nodes", type=int, default=1, help="nodes to ask for at least (default: what the largest run needs)")
     g.add_argument("--ranks-per-node", type=int, help="ranks per node (default: the site's, else the largest run / --nodes)")
