@@ -275,3 +275,15 @@ def test_defaults_do_not_name_this_checkout(tmp_path):
     assert lines[-2] == "python3 -m suite report results/js"
     text = script(tmp_path, scenario(tmp_path, [2]), "--site", "frontier")
     assert 'cd "${SLURM_SUBMIT_DIR:-$PWD}"' in text.splitlines()
+
+
+@pytest.mark.parametrize("option, shown", [("--constraint", "-C/--constraint"), ("--gpu-bind", "--gpu-bind")])
+@pytest.mark.parametrize("value", ["gpu\n#SBATCH --exclusive", "gpu $(touch x)", "a'b", ""])
+def test_a_directive_value_with_a_space_newline_quote_or_dollar_is_refused(tmp_path, capsys, option, shown, value):
+    with pytest.raises(SystemExit) as stop:
+        main(["jobscript", str(scenario(tmp_path, [2])), "--site", "frontier", option, value])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"suite jobscript: error: argument {shown}: {value!r} cannot go into a job script directive: use ASCII "
+        "letters, digits and . _ - : , & | * ( ) [ ] + (no space, quote or $), at most 200 characters"
+    )
