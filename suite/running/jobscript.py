@@ -10,8 +10,10 @@ same allocation, and finishes with ``suite report``. A site preset (``--site``,
 Placement is one rule under every launcher (:func:`suite.running.commands.placement`): ranks fill
 a node (the site's ranks per node, ``--ranks-per-node``) before the next one is used, so a run of
 P ranks uses ceil(P / R) nodes; the allocation asks for R tasks per node, R never more than the
-largest run. ``--resume`` makes a resubmitted job continue where the last one stopped:
-finished runs are kept and an unfinished one continues from its last checkpoint.
+largest run.
+
+``--resume`` makes a resubmitted job continue where the last one stopped: finished runs are kept
+and an unfinished one continues from its last checkpoint.
 
 Before the walltime the scheduler warns the job with SIGTERM (Slurm ``--signal=B:TERM@120``,
 LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current run checkpoints
