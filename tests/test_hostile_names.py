@@ -100,7 +100,7 @@ def test_names_path_under_keeps_every_path_inside_its_root(tmp_path):
         assert str(error.value) == f"{root.joinpath(*parts)}: not inside {root}; a name must not lead out of its folder"
 
 
-@pytest.mark.parametrize("option", ["--queue", "--account"])
+@pytest.mark.parametrize("option", ["--queue", "--account", "--qos"])
 @pytest.mark.parametrize("value", ["debug\ntouch TOUCHED", "a;touch TOUCHED", "$(touch TOUCHED)", "a b", "../x", ""])
 def test_names_a_jobscript_refuses_an_unsafe_queue_or_account(tmp_path, monkeypatch, capsys, option, value):
     value = _hostile(value, tmp_path)

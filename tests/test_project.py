@@ -398,7 +398,7 @@ def test_alpha_beta_on_the_command_line(results, tmp_path):
         ),
         (
             ["--network", "nope"],
-            "error: --network: unknown network 'nope'; use a preset (summit, nvlink-node, hdr-cluster, "
+            "error: --network: unknown network 'nope'; use a preset (summit, frontier, perlmutter, nvlink-node, hdr-cluster, "
             "edr-cluster, 100gbe, 10gbe, shm), a probe file written by `suite probe`, or 'measure'",
         ),
         (

@@ -52,6 +52,15 @@ start() { # start NAME NODE CMD...: a daemon in the foreground, in the backgroun
     echo $! >"$STATE/pids/$name"
 }
 
+log_tails() { # the last lines of each daemon's log, before the teardown removes them
+    local log
+    for log in "$STATE"/logs/*.out; do
+        [ -s "$log" ] || continue
+        echo "--- last lines of ${log##*/}:" >&2
+        tail -n 5 "$log" >&2
+    done
+}
+
 wait_for() { # wait_for SECONDS WHAT CMD...: until CMD succeeds
     local limit=$1 what=$2
     shift 2
@@ -60,7 +69,7 @@ wait_for() { # wait_for SECONDS WHAT CMD...: until CMD succeeds
         if "$@" >/dev/null 2>&1; then return 0; fi
         sleep 0.2
     done
-    die "$what not ready after ${limit} s (logs in $STATE/logs)"
+    die "$what not ready after ${limit} s (the daemons' logs follow)"
 }
 
 shape() {
@@ -123,7 +132,15 @@ EOF
         { cat /etc/passwd; echo "sshd:x:$uid:65534::/run/sshd:/usr/sbin/nologin"; } >"$STATE/passwd"
     fi
     local cpus mem
-    cpus=$(nproc)
+    # The nodes are declared as large as a GPU site's (128 CPUs, 8 GPUs, feature gpu), so that sbatch
+    # --test-only can judge each site preset's job script (tests/cluster: test_site_presets_pass_sbatch);
+    # config_overrides keeps slurmd from draining a node that has fewer. Slurm drops a GPU without a
+    # device file, so the GPUs are device files nothing opens, in STATE (a plain file where mknod fails).
+    cpus=$(($(nproc) > 128 ? $(nproc) : 128))
+    mkdir -p "$STATE/gpus"
+    local i
+    for i in 0 1 2 3 4 5 6 7; do mknod "$STATE/gpus/gpu$i" c 195 "$i" 2>/dev/null || : >"$STATE/gpus/gpu$i"; done
+    echo "NodeName=node[1-2] Name=gpu File=$STATE/gpus/gpu[0-7]" >"$STATE/gres.conf"
     mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 4))
     cat >"$STATE/slurm.conf" <<EOF
 # slurm.conf of the test cluster ci/cluster/cluster.sh builds; per-node paths under $STATE/run
@@ -152,6 +169,8 @@ MpiDefault=none
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+GresTypes=gpu
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=30
@@ -159,8 +178,8 @@ MessageTimeout=20
 KillWait=5
 InactiveLimit=0
 MinJobAge=300
-NodeName=node1 NodeAddr=$(addr node1) CPUs=$cpus RealMemory=$mem State=UNKNOWN
-NodeName=node2 NodeAddr=$(addr node2) CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=node1 NodeAddr=$(addr node1) CPUs=$cpus RealMemory=$mem Gres=gpu:8 Feature=gpu State=UNKNOWN
+NodeName=node2 NodeAddr=$(addr node2) CPUs=$cpus RealMemory=$mem Gres=gpu:8 Feature=gpu State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 }
@@ -342,7 +361,7 @@ case $command in
 up)
     RATE=${3:-1gbit}
     done_up=0
-    trap '[ "$done_up" -eq 1 ] || { echo "cluster.sh: up failed; tearing down" >&2; down; }' EXIT
+    trap '[ "$done_up" -eq 1 ] || { echo "cluster.sh: up failed; tearing down" >&2; log_tails; down; }' EXIT
     up
     done_up=1
     ;;

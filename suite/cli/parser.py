@@ -215,9 +215,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600, help="seconds before a run is stopped and recorded as failed")
     p.set_defaults(func=cmd_gpu_check)
 
+    from ..config.validation import directive_problem
+    from ..running.commands import LAUNCHERS
+    from ..running.sites import SITES, SLURM_MPI_TYPES
+
+    def directive_value(value: str) -> str:
+        if (problem := directive_problem(value)) is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
     p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
     p.add_argument("scenario")
-    p.add_argument("--scheduler", choices=("lsf", "slurm"), required=True)
+    p.add_argument("--scheduler", choices=("lsf", "slurm"), help="the batch system (default: the --site's)")
+    p.add_argument(
+        "--site",
+        choices=tuple(SITES),
+        help="site preset choosing the scheduler, ranks per node, CPUs and GPUs per rank and GPU binding ("
+        + "; ".join(f"{s.name}: {s.description}" for s in SITES.values())
+        + ")",
+    )
     p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
     p.add_argument(
@@ -227,7 +243,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--account", type=_safe_name, help="project / account to charge (letters, digits, '.', '_', '-')")
     p.add_argument("--queue", type=_safe_name, help="queue (LSF) or partition (Slurm) (letters, digits, '.', '_', '-')")
-    _add_placement(p)
+    p.add_argument("--qos", type=_safe_name, help="Slurm quality of service (letters, digits, '.', '_', '-')")
+    p.add_argument("-C", "--constraint", type=directive_value, help="Slurm node features, e.g. gpu (default: the site's)")
+    p.add_argument("--mpi", choices=SLURM_MPI_TYPES, help="Slurm's MPI plugin for srun (default: the cluster's)")
+    p.add_argument(
+        "--preamble",
+        help="shell file copied into the script as it is, before suite runs: module load, environment activation",
+    )
+    p.add_argument(
+        "--python", default="python3", help="interpreter on the compute nodes, after the preamble (default python3 on PATH)"
+    )
+    p.add_argument("--workdir", help="folder the job works in (default: the folder it was submitted from)")
+    g = p.add_argument_group("placement (inside the allocation; ranks fill a node before the next)")
+    g.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        help="how each run starts its ranks: jsrun (LSF), srun (Slurm), mpirun or horovodrun (default jsrun / srun; "
+        "the others are refused)",
+    )
+    g.add_argument("--nodes", type=int, default=1, help="nodes to ask for at least (default: what the largest run needs)")
+    g.add_argument("--ranks-per-node", type=int, help="ranks per node (default: the site's, else the largest run / --nodes)")
+    g.add_argument("--gpus-per-rank", type=int, help="GPUs per rank (default: the site's, else 1)")
+    g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank: srun --cpus-per-task, jsrun -c (default: the site's)")
+    g.add_argument("--gpu-bind", type=directive_value, help="Slurm --gpu-bind, e.g. closest, none (default: the site's)")
+    g.add_argument("--master-addr", help="torch/deepspeed rendezvous host (default: the allocation's first compute host)")
+    g.add_argument("--master-port", type=int, default=29500)
     p.set_defaults(func=cmd_jobscript)
 
     from ..analysis.projection.fit import DEFAULT_RANKS

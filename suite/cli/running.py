@@ -81,17 +81,30 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 def cmd_jobscript(args: argparse.Namespace) -> int:
-    from ..running.jobscript import write_jobscript
+    from ..running.jobscript import JobOptions, write_jobscript
 
-    path = write_jobscript(
-        Path(args.scenario),
-        args.scheduler,
-        Path(args.out) if args.out else None,
-        _launch_options(args),
+    job = JobOptions(
+        scheduler=args.scheduler,
+        site=args.site,
         results=args.results,
         walltime=args.walltime,
         account=args.account,
         queue=args.queue,
+        qos=args.qos,
+        constraint=args.constraint,
+        gpu_bind=args.gpu_bind,
+        mpi=args.mpi,
+        preamble=Path(args.preamble) if args.preamble else None,
+        python=args.python,
+        workdir=args.workdir,
+        launcher=args.launcher,
+        nodes=args.nodes,
+        ranks_per_node=args.ranks_per_node,
+        gpus_per_rank=args.gpus_per_rank,
+        cpus_per_rank=args.cpus_per_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
     )
+    path = write_jobscript(Path(args.scenario), Path(args.out) if args.out else None, job)
     print(f"job script written to {path}")
     return 0

@@ -62,6 +62,19 @@ def name_problem(value: str) -> str | None:
     return f"{value!r} is not a safe name: {SAFE_NAME_RULE}"
 
 
+DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9(\[][A-Za-z0-9._:,&|*()\[\]+-]{0,199}")
+"""A value written into a ``#SBATCH`` line as it is (``--constraint``, ``--gpu-bind``): a safe name's characters
+and Slurm's operators ``: , & | * ( ) [ ] +``, starting with a letter, a digit, ``(`` or ``[``, at most 200 characters (no space, newline, quote or ``$``)."""
+DIRECTIVE_VALUE_RULE = "use ASCII letters, digits and . _ - : , & | * ( ) [ ] + (no space, quote or $), at most 200 characters"
+
+
+def directive_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a :data:`DIRECTIVE_VALUE` (one line, the value quoted), or None when it can."""
+    if DIRECTIVE_VALUE.fullmatch(value):
+        return None
+    return f"{value!r} cannot go into a job script directive: {DIRECTIVE_VALUE_RULE}"
+
+
 def check_scenario(scenario: Scenario) -> None:
     if (problem := name_problem(scenario.name)) is not None:  # the results folder, the job's name
         fail("name", problem)

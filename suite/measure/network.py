@@ -99,6 +99,22 @@ PRESETS = {
         6,
         "OLCF Summit: 6 V100 per node on NVLink 2 (50 GB/s), dual-rail EDR InfiniBand 2 x 12.5 GB/s per node",
     ),
+    "frontier": _preset(
+        "frontier",
+        (5.0, 50.0),
+        (2.0, 100.0),
+        8,
+        "OLCF Frontier: 8 GCDs per node (4 MI250X) on Infinity Fabric (50 GB/s between GCDs of different MI250X), "
+        "4 x Slingshot-11 200 Gb/s per node (100 GB/s)",
+    ),
+    "perlmutter": _preset(
+        "perlmutter",
+        (5.0, 100.0),
+        (2.0, 100.0),
+        4,
+        "NERSC Perlmutter GPU nodes: 4 A100 per node on NVLink 3 (4 links, 100 GB/s, between every pair), "
+        "4 x Slingshot-11 200 Gb/s per node (100 GB/s)",
+    ),
     "nvlink-node": _preset(
         "nvlink-node",
         (5.0, 300.0),

@@ -1,2 +1,2 @@
-"""Running runs: launch commands (launch), batch scripts (jobscript), the per-rank worker, the results
-folder's lock, the GPU self-check and the network probe."""
+"""Running runs: launch commands (launch), batch scripts (jobscript) and their site presets (sites), the
+per-rank worker, the results folder's lock, the GPU self-check and the network probe."""

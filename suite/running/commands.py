@@ -78,9 +78,8 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
         raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
     starts = launcher_engines()
     if launcher in starts and run.engine not in starts[launcher]:
-        raise LaunchError(
-            f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: mpirun, jsrun, srun, or {'/'.join(ENGINES[run.engine].launchers)}"
-        )
+        able = ["mpirun", "jsrun", "srun", *ENGINES[run.engine].launchers]
+        raise LaunchError(f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: {', '.join(able)}")
     return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
 
 

@@ -1,10 +1,19 @@
 """``suite jobscript``: an LSF or Slurm batch script that runs a whole scenario in one allocation.
 
-The script asks for enough nodes for the largest run, then calls ``suite run`` with
-``--launcher jsrun`` (LSF, as on Summit) or ``--launcher srun`` (Slurm), so every run of the
-sweep is started by the site's own launcher inside the same allocation, and finishes with
-``suite report``. ``--resume`` makes a resubmitted job continue where the last one stopped:
-finished runs are kept and an unfinished one continues from its last checkpoint.
+The script asks for enough nodes for the largest run, runs the user's preamble (``--preamble``:
+``module load`` and environment activation lines, copied as they are), then calls ``suite run``
+with ``--launcher jsrun`` (LSF, as on Summit) or ``--launcher srun`` (Slurm), or ``mpirun`` or
+``horovodrun`` inside the allocation when asked, so every run of the sweep is started inside the
+same allocation, and finishes with ``suite report``. A site preset (``--site``,
+:mod:`suite.running.sites`) chooses the ranks per node, CPUs and GPUs per rank and GPU binding.
+
+Placement is one rule under every launcher (:func:`suite.running.commands.placement`): ranks fill
+a node (the site's ranks per node, ``--ranks-per-node``) before the next one is used, so a run of
+P ranks uses ceil(P / R) nodes; the allocation asks for R tasks per node, R never more than the
+largest run.
+
+``--resume`` makes a resubmitted job continue where the last one stopped: finished runs are kept
+and an unfinished one continues from its last checkpoint.
 
 Before the walltime the scheduler warns the job with SIGTERM (Slurm ``--signal=B:TERM@120``,
 LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current run checkpoints
@@ -12,23 +21,27 @@ LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current r
 walltime is given in Slurm's ``--time`` forms (:func:`parse_walltime`) and written in each
 scheduler's own.
 
-Nothing in the script is free text: the scenario's name (the job's name, its output files) is a
-safe name (:func:`suite.config.validation.name_problem`, checked with the scenario), so are
-``--account`` and ``--queue`` (checked when the command line is parsed), and every path and
-command word is quoted with :func:`shlex.quote`.
+Nothing in the script is free text but the preamble, the user's own shell file: the scenario's
+name (the job's name, its output files) is a safe name (:func:`suite.config.validation.name_problem`,
+checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
+``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`; all checked
+when the command line is parsed), and every path and command word is quoted with :func:`shlex.quote`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..config.expansion import expand, load_scenario
+from ..config.scenario import Run
 from ..records.results import atomic_write_text, path_under
-from .launch import LaunchOptions
+from .commands import LaunchOptions, command_for
+from .sites import SCHEDULER_LAUNCHER, SITES, Site
 
 WARNING_S = 120
 """Seconds before the walltime at which the scheduler sends SIGTERM; ``--grace`` fits inside them."""
@@ -92,25 +105,156 @@ def lsf_time(seconds: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
-def render(
-    scenario_path: Path,
-    scheduler: str,
-    opts: LaunchOptions,
-    results: str | None = None,
-    walltime: str = "2:00:00",
-    account: str | None = None,
-    queue: str | None = None,
-) -> str:
-    """The batch script for ``scenario_path`` (validated first; errors name the field)."""
-    seconds = parse_walltime(walltime)
+SCRIPT_LAUNCHERS = {"lsf": ("jsrun", "mpirun", "horovodrun"), "slurm": ("srun", "mpirun", "horovodrun")}
+"""The launchers a batch script of each scheduler can start its runs with from inside its allocation."""
+
+SLURM_ONLY = ("qos", "constraint", "gpu_bind", "mpi")
+"""Job settings only Slurm has (LSF binds GPUs through jsrun's resource sets)."""
+
+_ALLOCATION_HOSTS = {
+    "lsf": 'sort -u "$LSB_DJOB_HOSTFILE" | grep -v -e batch -e login',
+    "slurm": 'scontrol show hostnames "$SLURM_JOB_NODELIST"',
+}
+"""Shell that lists the allocation's compute hosts, one a line."""
+
+_A_SCRIPT = {"lsf": "an LSF", "slurm": "a Slurm"}
+
+_SUBMIT_DIR = {"lsf": "LS_SUBCWD", "slurm": "SLURM_SUBMIT_DIR"}
+"""The variable each scheduler sets to the folder the job was submitted from."""
+
+
+@dataclass
+class JobOptions:
+    """What a batch script asks the scheduler for and runs before ``suite run``; ``None`` takes the site's or the default."""
+
+    scheduler: str | None = None  # lsf | slurm; the site's when a site is given
+    site: str | None = None  # a key of suite.running.sites.SITES
+    results: str | None = None  # results folder on the cluster (default results/NAME)
+    walltime: str = "2:00:00"
+    account: str | None = None
+    queue: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    gpu_bind: str | None = None
+    mpi: str | None = None
+    preamble: Path | None = None  # a shell file copied into the script as it is
+    python: str = "python3"  # the interpreter on the compute nodes, found on PATH after the preamble
+    workdir: str | None = None  # default: the folder the job was submitted from
+    launcher: str | None = None  # default: the scheduler's (jsrun, srun)
+    nodes: int = 1  # at least this many nodes
+    ranks_per_node: int | None = None
+    gpus_per_rank: int | None = None  # default 1
+    cpus_per_rank: int | None = None
+    master_addr: str | None = None  # default: the allocation's first compute host
+    master_port: int = 29500
+
+    def scheduler_name(self) -> str:
+        """``--scheduler``, else the site's (errors name the option)."""
+        site = SITES[self.site] if self.site else None
+        scheduler = self.scheduler or (site.scheduler if site else None)
+        if scheduler is None:
+            raise ValueError("--scheduler: give --scheduler lsf|slurm or a --site preset")
+        if site and site.scheduler != scheduler:
+            raise ValueError(f"--scheduler {scheduler}: site {site.name} runs {site.scheduler}")
+        return scheduler
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The settings a script is written with: the job's, the site's, then the defaults."""
+
+    scheduler: str
+    launcher: str
+    nodes: int
+    per_node: int
+    gpus_per_rank: int
+    cpus_per_rank: int | None
+    gpu_bind: str | None
+    constraint: str | None
+    mpi: str | None
+    site: Site | None
+
+
+def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
+    """Merge the command line with the site preset; errors name the option."""
+    site = SITES[job.site] if job.site else None
+    scheduler = job.scheduler_name()
+    for option, value, least in (
+        ("--nodes", job.nodes, 1),
+        ("--ranks-per-node", job.ranks_per_node, 1),
+        ("--cpus-per-rank", job.cpus_per_rank, 1),
+        ("--gpus-per-rank", job.gpus_per_rank, 0),
+    ):
+        if value is not None and value < least:
+            raise ValueError(f"{option} {value}: must be at least {least}")
+    if scheduler != "slurm":
+        for field in SLURM_ONLY:
+            if getattr(job, field) is not None:
+                raise ValueError(f"--{field.replace('_', '-')}: a Slurm setting; this is {_A_SCRIPT[scheduler]} script")
+    launcher = job.launcher or SCHEDULER_LAUNCHER[scheduler]
+    if launcher not in SCRIPT_LAUNCHERS[scheduler]:
+        raise ValueError(
+            f"--launcher {launcher}: {_A_SCRIPT[scheduler]} job script starts its runs inside its allocation with "
+            f"{', '.join(SCRIPT_LAUNCHERS[scheduler])}; {launcher} is not one of them"
+        )
+    largest = max(r.procs for r in runs)
+    wanted = job.ranks_per_node or (site.ranks_per_node if site else None)
+    per_node = min(wanted, largest) if wanted else math.ceil(largest / job.nodes)
+    gpus = job.gpus_per_rank if job.gpus_per_rank is not None else (site.gpus_per_rank if site else 1)
+    return _Plan(
+        scheduler=scheduler,
+        launcher=launcher,
+        nodes=max(job.nodes, math.ceil(largest / per_node)),
+        per_node=per_node,
+        gpus_per_rank=gpus,
+        cpus_per_rank=job.cpus_per_rank or (site.cpus_per_rank if site else None),
+        gpu_bind=(job.gpu_bind or (site.gpu_bind if site else None)) if gpus else None,
+        constraint=job.constraint or (site.constraint if site else None),
+        mpi=job.mpi or (site.mpi if site else None),
+        site=site,
+    )
+
+
+def _check_runs(runs: list[Run], plan: _Plan) -> None:
+    """Every run can start under the script's launcher and placement (one line naming the run if not)."""
+    opts = LaunchOptions(
+        launcher=plan.launcher,
+        nodes=plan.nodes,
+        ranks_per_node=plan.per_node,
+        gpus_per_rank=plan.gpus_per_rank,
+        cpus_per_rank=plan.cpus_per_rank,
+        hosts="HOSTS",
+        master_addr="MASTER",
+    )
+    for run in runs:
+        command_for(run, Path("RESULTS") / run.run_id, opts)
+
+
+def _preamble(path: Path) -> list[str]:
+    """The preamble file's lines between two marking comments."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"--preamble {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--preamble {path}: not a text file (UTF-8)") from None
+    except OSError as error:
+        raise ValueError(f"--preamble {path}: {error.strerror}") from None
+    # json.dumps: a file name with a newline stays inside its comment
+    return [f"# --- preamble {json.dumps(str(path))}, as it is ---", *text.splitlines(), "# --- end of the preamble ---"]
+
+
+def render(scenario_path: Path, job: JobOptions) -> str:
+    """The batch script for ``scenario_path`` (validated first; errors name the field or the option)."""
+    seconds = parse_walltime(job.walltime)
     scenario = load_scenario(scenario_path)
     runs = expand(scenario)
+    plan = _plan(job, runs)
+    _check_runs(runs, plan)
     largest = max(r.procs for r in runs)
-    per_node = opts.ranks_per_node or (6 if scheduler == "lsf" else 4)  # Summit: 6 GPUs per node
-    nodes = max(opts.nodes, math.ceil(largest / per_node))
-    out = results or f"results/{scenario.name}"
-    launcher = "jsrun" if scheduler == "lsf" else "srun"
-    suite = [opts.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
+    nodes, per_node = plan.nodes, plan.per_node
+    out = job.results or f"results/{scenario.name}"
+    suite = [job.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
     run_args = [
         *suite,
         "run",
@@ -122,66 +266,55 @@ def render(
         "--grace",
         str(WARNING_S // 2),
         "--launcher",
-        launcher,
+        plan.launcher,
         "--nodes",
         str(nodes),
         "--ranks-per-node",
         str(per_node),
         "--gpus-per-rank",
-        str(opts.gpus_per_rank),
+        str(plan.gpus_per_rank),
     ]
-    if opts.cpus_per_rank:
-        run_args += ["--cpus-per-rank", str(opts.cpus_per_rank)]
+    if plan.cpus_per_rank:
+        run_args += ["--cpus-per-rank", str(plan.cpus_per_rank)]
+    # the rendezvous of the torch and deepspeed engines (mpirun passes it with -x; the others pass the environment)
+    run_line = shlex.join(run_args) + ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+    if plan.launcher == "horovodrun":
+        run_line += ' --hosts "$hosts"'
     name = scenario.name
-    if scheduler == "lsf":
-        header = [
-            f"#BSUB -J {name}",
-            f"#BSUB -nnodes {nodes}",
-            f"#BSUB -W {lsf_time(seconds)}",
-            f"#BSUB -o {name}.%J.out",
-            f"#BSUB -e {name}.%J.err",
-            f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime",
-        ]
-        if account:
-            header.append(f"#BSUB -P {account}")
-        if queue:
-            header.append(f"#BSUB -q {queue}")
-        # The batch script runs on a launch node; rank 0 of the torch/deepspeed engines runs on the
-        # first compute host, which hosts their rendezvous.
-        master = (
-            'export MASTER_ADDR=$(sort -u "$LSB_DJOB_HOSTFILE" | grep -v -e batch -e login | head -n 1)'
-            "  # torch/deepspeed rendezvous"
-        )
-    else:
-        header = [
-            f"#SBATCH --job-name={name}",
-            f"#SBATCH --nodes={nodes}",
-            f"#SBATCH --ntasks-per-node={per_node}",
-            f"#SBATCH --time={slurm_time(seconds)}",
-            f"#SBATCH --output={name}.%j.out",
-            f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime",
-        ]
-        if opts.gpus_per_rank:
-            header.append(f"#SBATCH --gpus-per-task={opts.gpus_per_rank}")
-        if opts.cpus_per_rank:
-            header.append(f"#SBATCH --cpus-per-task={opts.cpus_per_rank}")
-        if account:
-            header.append(f"#SBATCH --account={account}")
-        if queue:
-            header.append(f"#SBATCH --partition={queue}")
-        master = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)  # torch/deepspeed rendezvous'
+    header = _lsf_header(name, nodes, seconds, job) if plan.scheduler == "lsf" else _slurm_header(name, plan, seconds, job)
+    if job.master_addr:
+        master = f"export MASTER_ADDR={shlex.quote(job.master_addr)}  # torch/deepspeed rendezvous (--master-addr)"
+    else:  # LSF's batch script runs on a launch node: the first compute host hosts the rendezvous
+        master = f"export MASTER_ADDR=$({_ALLOCATION_HOSTS[plan.scheduler]} | head -n 1)  # torch/deepspeed rendezvous"
+    cpus = f", {plan.cpus_per_rank} CPUs" if plan.cpus_per_rank else ""
     lines = [
         "#!/bin/bash",
         *header,
-        f"# Scenario {name}: {len(runs)} runs, up to {largest} ranks ({per_node} per node, {opts.gpus_per_rank} GPU each).",
-        f"# Generated by `suite jobscript`; submit with `{'bsub' if scheduler == 'lsf' else 'sbatch'} THIS_FILE`.",
+        f"# Scenario {name}: {len(runs)} runs, up to {largest} ranks on {nodes} node{'s' if nodes > 1 else ''} "
+        f"({per_node} per node, {plan.gpus_per_rank} GPU{cpus} each; started by {plan.launcher}).",
+    ]
+    if plan.site:
+        lines.append(
+            f"# Site {plan.site.name}: {plan.site.description}; "
+            f"its network for the projection: suite project {shlex.quote(out)} --network {plan.site.network}"
+        )
+    lines.append(f"# Generated by `suite jobscript`; submit with `{'bsub' if plan.scheduler == 'lsf' else 'sbatch'} THIS_FILE`.")
+    if job.preamble:
+        lines += _preamble(job.preamble)  # before `set -u`: module and conda scripts read unset variables
+    lines += [
         "set -euo pipefail",
-        f"cd {shlex.quote(str(Path.cwd()))}",
+        f"cd {shlex.quote(job.workdir)}" if job.workdir else f'cd "${{{_SUBMIT_DIR[plan.scheduler]}:-$PWD}}"',
         master,
-        "export MASTER_PORT=${MASTER_PORT:-29500}",
+        f"export MASTER_PORT=${{MASTER_PORT:-{job.master_port}}}",
+    ]
+    if plan.mpi:
+        lines.append(f"export SLURM_MPI_TYPE={plan.mpi}  # srun --mpi={plan.mpi}")
+    if plan.launcher == "horovodrun":
+        lines.append(f"hosts=$({_ALLOCATION_HOSTS[plan.scheduler]} | sed 's/$/:{per_node}/' | paste -sd, -)  # horovodrun -H")
+    lines += [
         "# suite run in the background, so that the scheduler's SIGTERM reaches it at once",
         "trap 'kill -TERM \"$runner\" 2>/dev/null' TERM INT",
-        shlex.join(run_args) + " &",
+        run_line + " &",
         "runner=$!",
         "status=0",
         'wait "$runner" || status=$?',
@@ -197,11 +330,48 @@ def render(
     return "\n".join(lines)
 
 
-def write_jobscript(scenario_path: Path, scheduler: str, out: Path | None, opts: LaunchOptions, **kwargs: Any) -> Path:
-    """Render and write the batch script; returns its path."""
-    text = render(scenario_path, scheduler, opts, **kwargs)
+def _lsf_header(name: str, nodes: int, seconds: int, job: JobOptions) -> list[str]:
+    header = [
+        f"#BSUB -J {name}",
+        f"#BSUB -nnodes {nodes}",
+        f"#BSUB -W {lsf_time(seconds)}",
+        f"#BSUB -o {name}.%J.out",
+        f"#BSUB -e {name}.%J.err",
+        f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime",
+    ]
+    if job.account:
+        header.append(f"#BSUB -P {job.account}")
+    if job.queue:
+        header.append(f"#BSUB -q {job.queue}")
+    return header
+
+
+def _slurm_header(name: str, plan: _Plan, seconds: int, job: JobOptions) -> list[str]:
+    header = [
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={plan.nodes}",
+        f"#SBATCH --ntasks-per-node={plan.per_node}",
+        f"#SBATCH --time={slurm_time(seconds)}",
+        f"#SBATCH --output={name}.%j.out",
+        f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime",
+    ]
+    if plan.gpus_per_rank:
+        header.append(f"#SBATCH --gpus-per-task={plan.gpus_per_rank}")
+    if plan.gpu_bind:
+        header.append(f"#SBATCH --gpu-bind={plan.gpu_bind}")
+    if plan.cpus_per_rank:
+        header.append(f"#SBATCH --cpus-per-task={plan.cpus_per_rank}")
+    for option, value in (("account", job.account), ("partition", job.queue), ("qos", job.qos), ("constraint", plan.constraint)):
+        if value:
+            header.append(f"#SBATCH --{option}={value}")
+    return header
+
+
+def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> Path:
+    """Render and write the batch script; returns its path (default ``jobs/NAME.SCHEDULER.sh``)."""
+    text = render(scenario_path, job)
     name = load_scenario(scenario_path).name
-    path = out or path_under("jobs", f"{name}.{scheduler}.sh")
+    path = out or path_under("jobs", f"{name}.{job.scheduler_name()}.sh")
     atomic_write_text(path, text)
     path.chmod(0o755)
     return path

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import yaml
 
 from conftest import REPO, tiny_scenario
 from suite.records.results import iter_records
+from suite.running.sites import SITES
 
 pytestmark = pytest.mark.cluster
 
@@ -182,13 +184,15 @@ def test_srun_in_allocation(tmp_path):
 
 
 def test_sbatch_jobscript(tmp_path):
-    """`suite jobscript --scheduler slurm` output, submitted with sbatch, completes with a record and a report."""
+    """`suite jobscript --scheduler slurm` output, submitted with sbatch, completes with a record and a report; its
+    preamble runs on the first node, and `python3` is the one on the nodes' PATH (the default --python)."""
     scenario, out = scenario_file(tmp_path, "sbatch", "torch"), tmp_path / "results"
-    job = tmp_path / "job.sh"
+    job, preamble = tmp_path / "job.sh", tmp_path / "preamble.sh"
+    preamble.write_text('echo "preamble ran on $(hostname) with $(command -v python3)"\n')
     written = on(
         "node1",
         *[PY, "-m", "suite", "jobscript", scenario, "--scheduler", "slurm", "--out", job, "--results", out],
-        *["--nodes", "2", "--ranks-per-node", "1", "--gpus-per-rank", "0", "--walltime", "10m"],
+        *["--nodes", "2", "--ranks-per-node", "1", "--gpus-per-rank", "0", "--walltime", "10m", "--preamble", preamble],
         cwd=tmp_path,
     )
     assert written.returncode == 0, written.stderr
@@ -196,7 +200,41 @@ def test_sbatch_jobscript(tmp_path):
     submitted = on("node1", "sbatch", "--wait", job, cwd=tmp_path)
     outputs = "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp_path.glob("sbatch.*.out"))
     assert submitted.returncode == 0, f"sbatch: {submitted.stdout}{submitted.stderr}\njob output:\n{outputs}"
+    assert f"preamble ran on node1 with {VENV_BIN / 'python3'}" in outputs, outputs
     check_across("sbatch", the_record(out), link_bytes() - before)
+
+
+@pytest.mark.parametrize("site", [name for name, site in SITES.items() if site.scheduler == "slurm"])
+def test_site_presets_pass_sbatch(tmp_path, site):
+    """Each Slurm site preset's script, for a scenario whose largest run fills both nodes, is accepted by
+    `sbatch --test-only` with the preset's tasks per node, CPUs per task, GPUs, GPU binding and constraint
+    (the cluster's nodes are declared as large as a GPU site's: ci/cluster/cluster.sh); one asking for more
+    GPUs or a feature the nodes lack is refused, so the script's directives are what sbatch judged."""
+    preset = SITES[site]
+    procs = 2 * preset.ranks_per_node
+    scenario = tmp_path / f"{site}.yaml"
+    runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [2, procs]}]
+    scenario.write_text(yaml.safe_dump(tiny_scenario(site, runs)))
+
+    def test_only(*extra: str) -> subprocess.CompletedProcess:
+        job = tmp_path / "job.sh"
+        options = ["--site", site, "--out", job, "--account", "acct", "--qos", "normal", "--walltime", "1:00:00", *extra]
+        written = on("node1", PY, "-m", "suite", "jobscript", scenario, *options, cwd=tmp_path, timeout=60)
+        assert written.returncode == 0, written.stderr
+        return on("node1", "sbatch", "--test-only", job, cwd=tmp_path, timeout=60)
+
+    tested = test_only()
+    cpus = procs * preset.cpus_per_rank
+    expected = rf"sbatch: Job \d+ to start at \S+ using {cpus} processors on nodes node\[1-2\] in partition debug"
+    assert tested.returncode == 0 and re.search(expected, tested.stderr), f"{tested.stdout}{tested.stderr}"
+    too_many_gpus = test_only("--gpus-per-rank", str(8 // preset.ranks_per_node + 1))  # above 8 per node
+    no_such_feature = test_only("--constraint", "nosuchfeature")
+    assert too_many_gpus.returncode != 0 and no_such_feature.returncode != 0
+    assert "Invalid feature specification" in no_such_feature.stderr, no_such_feature.stderr
+    print(
+        f"\nCLUSTER sbatch --test-only ({site}): {tested.stderr.strip()}; more GPUs than the nodes have: "
+        f"{too_many_gpus.stderr.strip()}; an unknown feature: {no_such_feature.stderr.strip()}"
+    )
 
 
 # --- bad input: one line naming what is wrong, a record, no hang --------------------------------------------

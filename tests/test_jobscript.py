@@ -1,0 +1,289 @@
+"""`suite jobscript`: site presets, the preamble, the interpreter and working folder, the launcher
+inside the allocation, and one placement rule under jsrun and srun (the scripts as text; `make
+cluster-test` has sbatch accept each Slurm preset's script, tests/cluster/test_cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import tiny_scenario
+from suite.cli import main
+from suite.config.expansion import expand, load_scenario
+from suite.measure.network import PRESETS
+from suite.running.commands import LaunchOptions, command_for
+from suite.running.sites import SITES
+
+
+def scenario(tmp_path: Path, procs: list[int], engine: str = "mpi", name: str = "js") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario(name, [{"strategy": "data_parallel", "engine": engine, "procs": procs}])))
+    return path
+
+
+def script(tmp_path: Path, path: Path, *options: str) -> str:
+    out = tmp_path / "job.sh"
+    assert main(["jobscript", str(path), "--out", str(out), *options]) == 0
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # valid shell
+    return out.read_text()
+
+
+def directives(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(("#SBATCH", "#BSUB"))]
+
+
+def run_line(text: str) -> str:
+    return next(line for line in text.splitlines() if " -m suite run " in line)
+
+
+WARNING = "#SBATCH --signal=B:TERM@120  # SIGTERM to this script 120 s before the walltime"
+
+
+@pytest.mark.parametrize(
+    "site, lines, placement",
+    [
+        (
+            "summit",
+            [
+                "#BSUB -J js",
+                "#BSUB -nnodes 3",
+                "#BSUB -W 02:00",
+                "#BSUB -o js.%J.out",
+                "#BSUB -e js.%J.err",
+                "#BSUB -wa TERM -wt 2  # SIGTERM 2 minutes before the walltime",
+                "#BSUB -P ABC123",
+            ],
+            "--launcher jsrun --nodes 3 --ranks-per-node 6 --gpus-per-rank 1 --cpus-per-rank 7",
+        ),
+        (
+            "frontier",
+            [
+                "#SBATCH --job-name=js",
+                "#SBATCH --nodes=2",
+                "#SBATCH --ntasks-per-node=8",
+                "#SBATCH --time=02:00:00",
+                "#SBATCH --output=js.%j.out",
+                WARNING,
+                "#SBATCH --gpus-per-task=1",
+                "#SBATCH --gpu-bind=closest",
+                "#SBATCH --cpus-per-task=7",
+                "#SBATCH --account=ABC123",
+            ],
+            "--launcher srun --nodes 2 --ranks-per-node 8 --gpus-per-rank 1 --cpus-per-rank 7",
+        ),
+        (
+            "perlmutter",
+            [
+                "#SBATCH --job-name=js",
+                "#SBATCH --nodes=4",
+                "#SBATCH --ntasks-per-node=4",
+                "#SBATCH --time=02:00:00",
+                "#SBATCH --output=js.%j.out",
+                WARNING,
+                "#SBATCH --gpus-per-task=1",
+                "#SBATCH --gpu-bind=none",
+                "#SBATCH --cpus-per-task=32",
+                "#SBATCH --account=ABC123",
+                "#SBATCH --constraint=gpu",
+            ],
+            "--launcher srun --nodes 4 --ranks-per-node 4 --gpus-per-rank 1 --cpus-per-rank 32",
+        ),
+        (
+            "slurm-gpu",
+            [
+                "#SBATCH --job-name=js",
+                "#SBATCH --nodes=4",
+                "#SBATCH --ntasks-per-node=4",
+                "#SBATCH --time=02:00:00",
+                "#SBATCH --output=js.%j.out",
+                WARNING,
+                "#SBATCH --gpus-per-task=1",
+                "#SBATCH --gpu-bind=closest",
+                "#SBATCH --cpus-per-task=4",
+                "#SBATCH --account=ABC123",
+            ],
+            "--launcher srun --nodes 4 --ranks-per-node 4 --gpus-per-rank 1 --cpus-per-rank 4",
+        ),
+    ],
+)
+def test_each_site_preset_writes_its_placement(tmp_path, site, lines, placement):
+    text = script(tmp_path, scenario(tmp_path, [2, 16]), "--site", site, "--account", "ABC123")
+    assert directives(text) == lines
+    assert run_line(text) == (
+        f"python3 -m suite run {tmp_path / 'js.yaml'} --out results/js --resume --quiet --grace 60 {placement} "
+        '--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" &'
+    )
+    network = SITES[site].network
+    assert PRESETS[network].ranks_per_node == SITES[site].ranks_per_node  # the projection places ranks as the site does
+    assert f"its network for the projection: suite project results/js --network {network}" in text
+
+
+def test_tasks_per_node_follow_the_largest_run(tmp_path):
+    """A scenario of at most 2 ranks asks for 2 tasks on one node, with or without a site."""
+    path = scenario(tmp_path, [1, 2])
+    for options in (["--scheduler", "slurm"], ["--site", "frontier"], ["--site", "slurm-gpu", "--ranks-per-node", "6"]):
+        text = script(tmp_path, path, *options)
+        assert "#SBATCH --nodes=1" in directives(text) and "#SBATCH --ntasks-per-node=2" in directives(text)
+        assert "--nodes 1 --ranks-per-node 2 " in run_line(text)
+    text = script(tmp_path, path, "--scheduler", "lsf")
+    assert "#BSUB -nnodes 1" in directives(text) and "--nodes 1 --ranks-per-node 2 " in run_line(text)
+    # without a site or --ranks-per-node the largest run spreads evenly over --nodes
+    text = script(tmp_path, scenario(tmp_path, [1, 8]), "--scheduler", "slurm", "--nodes", "2")
+    assert "#SBATCH --nodes=2" in directives(text) and "#SBATCH --ntasks-per-node=4" in directives(text)
+
+
+def test_jsrun_and_srun_place_ranks_by_the_same_rule(tmp_path):
+    """Inside the script's allocation (6 ranks per node, 2 nodes) a run of 2 ranks fills one node under
+    jsrun and srun alike, and a run of 8 fills the first node and puts the rest on the second."""
+    runs = {r.procs: r for r in expand(load_scenario(scenario(tmp_path, [2, 8])))}
+    for launcher in ("jsrun", "srun"):
+        opts = LaunchOptions(launcher=launcher, nodes=2, ranks_per_node=6, gpus_per_rank=1, cpus_per_rank=7)
+        two, eight = (command_for(runs[p], tmp_path / "run", opts) for p in (2, 8))
+        if launcher == "jsrun":  # -r: resource sets (ranks) per host
+            assert two[:11] == ["jsrun", "-n", "2", "-r", "2", "-a", "1", "-c", "7", "-g", "1"]
+            assert eight[:5] == ["jsrun", "-n", "8", "-r", "6"]
+        else:
+            assert two[:7] == ["srun", "-N", "1", "-n", "2", "--ntasks-per-node", "2"]
+            assert eight[:7] == ["srun", "-N", "2", "-n", "8", "--ntasks-per-node", "6"]
+
+
+def test_summit_jsrun_gets_the_sites_cores_per_rank(tmp_path):
+    """jsrun's -c is the site's 7 cores per rank (it was 1), and --cpus-per-rank overrides it."""
+    text = script(tmp_path, scenario(tmp_path, [8]), "--site", "summit")
+    assert "--cpus-per-rank 7" in run_line(text)
+    text = script(tmp_path, scenario(tmp_path, [8]), "--site", "summit", "--cpus-per-rank", "4", "--gpus-per-rank", "0")
+    assert "--gpus-per-rank 0 --cpus-per-rank 4 " in run_line(text)
+
+
+def test_slurm_options_and_overrides(tmp_path):
+    text = script(
+        tmp_path,
+        scenario(tmp_path, [4]),
+        *["--site", "perlmutter", "--qos", "regular", "-C", "gpu&hbm80g", "--gpu-bind", "map_gpu:0,1,2,3"],
+        *["--mpi", "pmix", "--queue", "debug"],
+    )
+    assert directives(text)[-5:] == [
+        "#SBATCH --gpu-bind=map_gpu:0,1,2,3",
+        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --partition=debug",
+        "#SBATCH --qos=regular",
+        "#SBATCH --constraint=gpu&hbm80g",
+    ]
+    assert "export SLURM_MPI_TYPE=pmix  # srun --mpi=pmix" in text.splitlines()
+    # no GPUs: no GPU request and no binding, whatever the site binds
+    text = script(tmp_path, scenario(tmp_path, [4]), "--site", "frontier", "--gpus-per-rank", "0")
+    assert not [line for line in directives(text) if "gpu" in line]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--site", "summit", "--qos", "q"], "--qos: a Slurm setting; this is an LSF script"),
+        (["--scheduler", "lsf", "--gpu-bind", "closest"], "--gpu-bind: a Slurm setting; this is an LSF script"),
+        (["--scheduler", "lsf", "--mpi", "pmix"], "--mpi: a Slurm setting; this is an LSF script"),
+        (["--scheduler", "lsf", "-C", "gpu"], "--constraint: a Slurm setting; this is an LSF script"),
+        ([], "--scheduler: give --scheduler lsf|slurm or a --site preset"),
+        (["--site", "frontier", "--scheduler", "lsf"], "--scheduler lsf: site frontier runs slurm"),
+        (["--site", "frontier", "--nodes", "0"], "--nodes 0: must be at least 1"),
+        (["--site", "frontier", "--ranks-per-node", "0"], "--ranks-per-node 0: must be at least 1"),
+        (["--site", "summit", "--cpus-per-rank", "0"], "--cpus-per-rank 0: must be at least 1"),
+        (["--scheduler", "slurm", "--gpus-per-rank", "-1"], "--gpus-per-rank -1: must be at least 0"),
+        (["--preamble", "nonexistent.sh", "--scheduler", "slurm"], "--preamble nonexistent.sh: no such file"),
+        *(
+            (
+                ["--site", "frontier", "--launcher", launcher],
+                f"--launcher {launcher}: a Slurm job script starts its runs inside its allocation with srun, mpirun, "
+                f"horovodrun; {launcher} is not one of them",
+            )
+            for launcher in ("local", "torchrun", "deepspeed", "jsrun")
+        ),
+        (
+            ["--site", "summit", "--launcher", "srun"],
+            "--launcher srun: an LSF job script starts its runs inside its allocation with jsrun, mpirun, horovodrun; "
+            "srun is not one of them",
+        ),
+        (
+            ["--site", "frontier", "--launcher", "horovodrun"],
+            "horovodrun cannot start the mpi engine of data_parallel-bce-mpi-p2-r0; use one of: mpirun, jsrun, srun",
+        ),
+    ],
+)
+def test_what_a_job_script_cannot_do_is_refused_in_one_line(tmp_path, monkeypatch, capsys, options, message):
+    path = scenario(tmp_path, [2])
+    monkeypatch.chdir(tmp_path)
+    assert main(["jobscript", str(path), *options]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "jobs").exists()
+
+
+@pytest.mark.parametrize("scheduler, hosts", [("slurm", "scontrol show hostnames"), ("lsf", 'sort -u "$LSB_DJOB_HOSTFILE"')])
+def test_horovodrun_and_mpirun_start_the_runs_inside_the_allocation(tmp_path, scheduler, hosts):
+    path = scenario(tmp_path, [2, 4], engine="horovod")
+    text = script(tmp_path, path, "--scheduler", scheduler, "--launcher", "horovodrun", "--ranks-per-node", "2")
+    host_line = next(line for line in text.splitlines() if line.startswith("hosts="))
+    assert host_line.startswith(f"hosts=$({hosts}") and host_line.endswith("| sed 's/$/:2/' | paste -sd, -)  # horovodrun -H")
+    assert run_line(text).endswith(
+        "--launcher horovodrun --nodes 2 --ranks-per-node 2 --gpus-per-rank 1 "
+        '--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" --hosts "$hosts" &'
+    )
+    text = script(tmp_path, path, "--scheduler", scheduler, "--launcher", "mpirun", "--ranks-per-node", "2")
+    assert "--launcher mpirun --nodes 2 " in run_line(text) and "hosts=" not in text
+
+
+def test_the_preamble_interpreter_and_folder(tmp_path):
+    """The preamble is copied as it is before `set -u` and runs before suite; --python and --workdir are used, quoted."""
+    preamble = tmp_path / "site env.sh"
+    body = 'module load rocm/5.7 2>/dev/null || true\nexport MARK="preamble ran"\necho "$MARK $UNSET_IN_PREAMBLE"'
+    preamble.write_text(body)  # no final newline, and an unset variable: fine before `set -u`
+    work = tmp_path / "work dir"
+    work.mkdir()
+    text = script(
+        tmp_path,
+        scenario(tmp_path, [2]),
+        *["--scheduler", "slurm", "--preamble", str(preamble), "--python", "/bin/echo", "--workdir", str(work)],
+    )
+    lines = text.splitlines()
+    start = lines.index(f'# --- preamble "{preamble}", as it is ---')
+    assert lines[start + 1 : start + 5] == [*body.splitlines(), "# --- end of the preamble ---"]
+    assert lines[start + 5 : start + 7] == ["set -euo pipefail", f"cd '{work}'"]
+    env = {**os.environ, "SLURM_JOB_NODELIST": "n1", "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "scontrol").write_text('#!/bin/sh\necho "$3"\n')  # scontrol show hostnames LIST
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    assert printed[0] == "preamble ran "
+    assert printed[1].startswith(f"-m suite run {tmp_path / 'js.yaml'} --out results/js ")
+    assert printed[1].endswith("--master-addr n1 --master-port 29500")
+    assert printed[2] == "-m suite report results/js"
+
+
+def test_defaults_do_not_name_this_checkout(tmp_path):
+    """python3 on the nodes' PATH and the folder the job was submitted from; --master-addr is used as given."""
+    text = script(tmp_path, scenario(tmp_path, [2]), "--site", "summit", "--master-addr", "h1", "--master-port", "29600")
+    assert str(Path.cwd()) not in text.replace(str(tmp_path), "")
+    assert "/.venv/" not in text
+    lines = text.splitlines()
+    assert 'cd "${LS_SUBCWD:-$PWD}"' in lines
+    assert "export MASTER_ADDR=h1  # torch/deepspeed rendezvous (--master-addr)" in lines
+    assert "export MASTER_PORT=${MASTER_PORT:-29600}" in lines
+    assert lines[-2] == "python3 -m suite report results/js"
+    text = script(tmp_path, scenario(tmp_path, [2]), "--site", "frontier")
+    assert 'cd "${SLURM_SUBMIT_DIR:-$PWD}"' in text.splitlines()
+
+
+@pytest.mark.parametrize("option, shown", [("--constraint", "-C/--constraint"), ("--gpu-bind", "--gpu-bind")])
+@pytest.mark.parametrize("value", ["gpu\n#SBATCH --exclusive", "gpu $(touch x)", "a'b", ""])
+def test_a_directive_value_with_a_space_newline_quote_or_dollar_is_refused(tmp_path, capsys, option, shown, value):
+    with pytest.raises(SystemExit) as stop:
+        main(["jobscript", str(scenario(tmp_path, [2])), "--site", "frontier", option, value])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"suite jobscript: error: argument {shown}: {value!r} cannot go into a job script directive: use ASCII "
+        "letters, digits and . _ - : , & | * ( ) [ ] + (no space, quote or $), at most 200 characters"
+    )
