@@ -53,7 +53,8 @@ from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 log = logging.getLogger(__name__)
 
 
-EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 3}
+EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 5}
+"""The exit code gate.json records for each verdict: ``suite.cli.exitcodes``'s table (a test keeps them equal)."""
 
 
 EXIT_BAD_INPUT = 2
@@ -464,7 +465,7 @@ def run_gate(settings: Settings) -> GateResult:
                 f"{len(discarded)} discarded because other processes kept more than {settings.max_foreign_cores:g} "
                 "cores busy; rerun on a quiet machine"
             )
-            return finish(settings, paired.INCONCLUSIVE, 3, reason, sides, pairs, [], start, discarded)
+            return finish(settings, paired.INCONCLUSIVE, EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded)
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)

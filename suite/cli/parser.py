@@ -1,14 +1,45 @@
-"""The ``suite`` command's arguments: one sub-parser per sub-command, each calling its ``cmd_*`` function."""
+"""The ``suite`` command's arguments: one sub-parser per sub-command, each calling its ``cmd_*`` function.
+
+Every parser shows its options' defaults in ``--help`` (:class:`_HelpFormatter`) and takes ``-v/--verbose``
+before or after the sub-command (:class:`_Parser`).
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from .. import __version__
 from ..analysis.gate import Settings
 from ..config.registry import FEATURES
 from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
+from .scenarios import cmd_schema
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults in the help, where the help does not already say its default and there is one to say."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or isinstance(action.default, bool):
+            return text
+        return super()._get_help_string(action)
+
+
+_VERBOSE = argparse.ArgumentParser(add_help=False)
+# SUPPRESS: a sub-parser that does not see -v leaves the value the main parser set
+_VERBOSE.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the command: defaults in its help, ``-v`` among its options (sub-parsers are made alike)."""
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("parents", [_VERBOSE])
+        super().__init__(**kwargs)
 
 
 def _safe_name(value: str) -> str:
@@ -36,8 +67,13 @@ def _add_placement(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="suite", description="Reference benchmark suite for distributed GAN training.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser = _Parser(
+        prog="suite",
+        description="Reference benchmark suite for distributed GAN training.",
+        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.set_defaults(verbose=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a scenario's runs and record results")
@@ -61,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)",
     )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument(
+        "--set",
+        action="append",
+        dest="overrides",
+        metavar="FIELD=VALUE",
+        help="override a scenario field, e.g. --set train.lr=1e-3 (repeatable; the value is YAML, checked by the scenario's "
+        "schema; recorded in every run's record as settings.overrides)",
+    )
     p.add_argument(
         "--trace",
         action="store_true",
@@ -193,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
         "used by ci/gate_error_rates.py to measure the detection rate)",
     )
     p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a scenario file (editors validate scenarios with it)",
+        description="Print the JSON Schema of a scenario file: every section and field, its type, bounds, default and "
+        "doc, the registered strategies, engines and losses as choices. docs/reference/scenario.schema.json is this output.",
+    )
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("env", help="print versions and capabilities as JSON")
     p.set_defaults(func=cmd_env)
