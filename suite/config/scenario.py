@@ -21,6 +21,7 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 from pydantic import Field
 
+from .plan import MIN_IMAGE_SIZE
 from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
 from .schema import AtMost, OneOf, SchemaError, build
 
@@ -69,7 +70,7 @@ class DatasetConfig:
 
     name: Literal["digits", "mnist", "cifar10", "cifar100", "imagenet"] = "digits"
     """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
-    image_size: Annotated[int, AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")] = 32
+    image_size: Annotated[int, Field(ge=MIN_IMAGE_SIZE), AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")] = 32
     """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""

@@ -120,8 +120,40 @@ def _validator(tp: Any) -> SchemaValidator:
 
 
 def json_schema(cls: type) -> dict[str, Any]:
-    """The JSON Schema of dataclass ``cls`` (editors validate files with it; the docs' reference is made from it)."""
-    return _adapter(cls).json_schema()
+    """The JSON Schema of dataclass ``cls`` (editors validate files with it; the docs' reference is made from it).
+
+    pydantic leaves out the defaults that a ``default_factory`` makes; those that are plain values (``betas``'
+    ``[0.5, 0.999]``) are added, a section's (its fields' defaults) is not.
+    """
+    schema = _adapter(cls).json_schema()
+    for section in _dataclasses_in(cls):
+        node = schema if section is cls else schema.get("$defs", {}).get(section.__name__)
+        if node is None:
+            continue
+        for f in dataclasses.fields(section):
+            if f.init and f.default_factory is not dataclasses.MISSING and f.name in node.get("properties", {}):
+                value = f.default_factory()
+                if not dataclasses.is_dataclass(value):
+                    node["properties"][f.name]["default"] = value
+    return schema
+
+
+def _dataclasses_in(cls: type) -> list[type]:
+    """``cls`` and every dataclass its fields hold, at any depth."""
+    found: list[type] = []
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            if tp in found:
+                return
+            found.append(tp)
+            for hint in type_hints(tp).values():
+                visit(hint)
+        for arg in get_args(tp):
+            visit(arg)
+
+    visit(cls)
+    return found
 
 
 def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
