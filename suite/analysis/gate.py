@@ -47,6 +47,7 @@ import yaml
 
 from ..records.record import record_field
 from ..records.results import atomic_write_text
+from ..config.yamlfile import YamlError, load_yaml
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 
@@ -252,9 +253,20 @@ def check_side_imports(side: Side) -> None:
         )
 
 
+def _read_workload(scenario: Path) -> dict:
+    """The workload scenario's data (the suite's YAML reader); :class:`GateError` naming the file where it is not one."""
+    try:
+        data = load_yaml(scenario) or {}
+    except YamlError as error:
+        raise GateError(str(error)) from None
+    if not isinstance(data, dict):
+        raise GateError(f"{scenario}: expected a scenario (a mapping with name, train, ... and runs)")
+    return data
+
+
 def workload_seeds(scenario: Path) -> list[int]:
     """The seeds the pairs cycle through: ``train.seeds``, else ``[train.seed]`` (default 0)."""
-    data = yaml.safe_load(scenario.read_text()) or {}
+    data = _read_workload(scenario)
     train = data.get("train") or {}
     seeds = train.get("seeds") or [train.get("seed", 0)]
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
@@ -264,7 +276,7 @@ def workload_seeds(scenario: Path) -> list[int]:
 
 def seed_scenario(scenario: Path, seed: int, folder: Path) -> Path:
     """The workload with one seed (``train.seed``, no ``seeds``), which older revisions also read."""
-    data = yaml.safe_load(scenario.read_text()) or {}
+    data = _read_workload(scenario)
     train = dict(data.get("train") or {})
     train.pop("seeds", None)
     train["seed"] = seed
