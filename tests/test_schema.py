@@ -222,7 +222,7 @@ def test_a_file_that_is_not_utf8_text_is_named(tmp_path):
         load_scenario(path)
     assert str(error.value) == f"{path}: not UTF-8 text (byte 0xf0 at offset 4); a YAML file is expected"
     path.write_bytes(b"name: \x00\n")
-    with pytest.raises(YamlError, match=rf"^{path}: not valid YAML: line 1, column 7: .*#x0000") as error:
+    with pytest.raises(YamlError, match=rf"^{path}: not valid YAML: unacceptable character #x0000") as error:
         load_yaml(path)
     assert "\n" not in str(error.value)
 
