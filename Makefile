@@ -65,7 +65,7 @@ format: setup
 	$(BIN)/ruff format .
 
 # The CI regression gate: this checkout against the merge base with main, paired and interleaved on
-# this host (`suite gate`; exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input).
+# this host (`suite gate`; exit 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input).
 regression: setup
 	bash ci/regression.sh
 

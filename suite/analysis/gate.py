@@ -17,7 +17,7 @@ every pair's two models have the same digest; otherwise both sides' models are s
 candidate's pinned ruler and B's FID minus A's, pair by pair on the same seeds, is tested
 against the seed spread of A's FID (never one draw).
 
-Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input or a workload that failed on one side
+Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input or a workload that failed on one side
 (one line naming the side; the other side's results are kept in the output folder).
 
 Measurement knob: ``--inject-slowdown F`` sets ``SUITE_TEST_SLOWDOWN=F`` for the candidate's

@@ -62,18 +62,19 @@ def _add_placement(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus-per-rank", type=int, default=1, help="GPUs per rank (jsrun, srun; default 1)")
     g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank (jsrun, srun)")
     g.add_argument("--master-addr", help="rendezvous host for torchrun/deepspeed across nodes")
-    g.add_argument("--master-port", type=int, default=29500)
+    g.add_argument("--master-port", type=int, default=29500, help="rendezvous port for torchrun/deepspeed")
     g.add_argument("--python", help="interpreter on the compute nodes (default: this one)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
+        parents=[],
         prog="suite",
         description="Reference benchmark suite for distributed GAN training.",
         epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.set_defaults(verbose=False)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a scenario's runs and record results")
@@ -152,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sample", help="draw samples from a trained run into an .npz file")
     p.add_argument("run_dir", help="a run folder (holding generator.pt)")
-    p.add_argument("--n", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=int, default=1000, help="samples to draw")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise and labels")
     p.add_argument("--out", required=True, help="output .npz (arrays: images, labels)")
     p.set_defaults(func=cmd_sample)
 
@@ -163,11 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--samples", help=".npz with images (N, C, H, W) in [-1, 1] and optional labels")
     p.add_argument("--dataset", help="real data to compare with (default: the run's)")
     p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
-    p.add_argument("--split", default="train", choices=("train", "test"))
-    p.add_argument("--features", default="auto", choices=FEATURES.names())
+    p.add_argument("--split", default="train", choices=("train", "test"), help="split of the real data")
+    p.add_argument("--features", default="auto", choices=FEATURES.names(), help="feature network (docs/image-quality.md)")
     p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
     p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the samples and of the score's subsets")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func=cmd_score)
 
@@ -177,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dataset", required=True, help="digits, mnist, cifar10, cifar100 or imagenet")
     q.add_argument("--image-size", type=int, default=20, help="the ruler's input size; images are resized to it (default 20)")
     q.add_argument("--root", help="dataset folder (default $SUITE_DATA)")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=int, default=0, help="seed of the classifier's training")
     where = q.add_mutually_exclusive_group()
     where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
     where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")
@@ -190,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="regression gate: this checkout against a baseline revision, paired and interleaved on this host",
         description="Run the regression workload alternately from a baseline revision (a git worktree) and from this "
         "checkout (A B B A ...), then test the per-pair ratios (Wilcoxon signed-rank) against a practical threshold. "
-        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 3 INCONCLUSIVE (too noisy to "
+        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 5 INCONCLUSIVE (too noisy to "
         "tell), 2 bad input or a side whose workload failed. See docs/benchmarks-and-ci.md.",
     )
     p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
@@ -262,8 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gpu_check)
 
     p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
-    p.add_argument("scenario")
-    p.add_argument("--scheduler", choices=("lsf", "slurm"), required=True)
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--scheduler", choices=("lsf", "slurm"), required=True, help="batch system")
     p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
     p.add_argument(
