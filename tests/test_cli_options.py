@@ -80,11 +80,17 @@ def test_set_overrides_reach_the_runs_and_their_records(scenario, tmp_path, caps
             "warmup_steps, threads, budget_s, budget_images, class_schedule, stop_at_target, checkpoint_every (did you mean lr?)",
         ),
         (["train.lr.x=1"], "--set train.lr.x: train.lr is not a section"),
-        (["runs=[]"], "--set runs: a scenario has no field 'runs'; expected one of name, description, scaling, repeats, "
-         "dataset, model, train, wgan_gp, cellular, metrics, horovod, ddp"),
+        (
+            ["runs=[]"],
+            "--set runs: a scenario has no field 'runs'; expected one of name, description, scaling, repeats, "
+            "dataset, model, train, wgan_gp, cellular, metrics, horovod, ddp",
+        ),
         (["train.lr"], "--set train.lr: expected FIELD=VALUE, e.g. --set train.lr=1e-3"),
         (["train.lr=1", "train.lr=2"], "--set train.lr: given twice"),
-        (["train.betas=[0.5"], "--set train.betas: not valid YAML: line 1, column 5: expected ',' or ']', but got '<stream end>'"),
+        (
+            ["train.betas=[0.5"],
+            "--set train.betas: not valid YAML: line 1, column 5: expected ',' or ']', but got '<stream end>'",
+        ),
     ],
 )
 def test_bad_overrides_are_one_line_naming_the_field(scenario, tmp_path, capsys, sets, message):
@@ -124,5 +130,8 @@ def test_bad_input_exits_with_its_code(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text("name: t\nname: u\n")
     assert main(["run", str(path)]) == ExitCode.BAD_INPUT == 2
-    assert capsys.readouterr().err == f"error: {path}: not valid YAML: line 2, column 1: duplicate key 'name' (first given at line 1)\n"
+    assert (
+        capsys.readouterr().err
+        == f"error: {path}: not valid YAML: line 2, column 1: duplicate key 'name' (first given at line 1)\n"
+    )
     assert json.loads(json.dumps(int(ExitCode.INCONCLUSIVE))) == 5

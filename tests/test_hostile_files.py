@@ -213,7 +213,8 @@ MALFORMED = {
     "an empty object": (  # every missing field at once
         "{}",
         "; ".join(
-            f"{name}: required field is missing" for name in ("index", "rank", "group", "steps", "clock_s", "done", "fingerprint", "bytes")
+            f"{name}: required field is missing"
+            for name in ("index", "rank", "group", "steps", "clock_s", "done", "fingerprint", "bytes")
         ),
     ),
     "a list": ("[1, 2]", "expected a JSON object, got list"),

@@ -113,10 +113,7 @@ def test_nan_inf_negative_huge_and_mistyped_numbers_are_refused_in_one_line_nami
 def test_a_scenario_with_three_mistakes_reports_all_three(tmp_path):
     path = tmp_path / "three.yaml"
     path.write_text(
-        "name: t\n"
-        "train: {lrr: 0.001, budget_s: .nan}\n"
-        "wgan_gp: {gp_weight: -1}\n"
-        "runs: [{strategy: data_parallel, procs: [1]}]\n"
+        "name: t\ntrain: {lrr: 0.001, budget_s: .nan}\nwgan_gp: {gp_weight: -1}\nruns: [{strategy: data_parallel, procs: [1]}]\n"
     )
     with pytest.raises(ScenarioError) as error:
         load_scenario(path)
@@ -146,7 +143,9 @@ def test_three_broken_rules_across_fields_are_reported_together():
 
 
 def test_unknown_names_suggest_the_closest_one():
-    with pytest.raises(ScenarioError, match=r"runs\[0\].strategy: 'data_paralel' is not one of .*\(did you mean data_parallel\?\)$"):
+    with pytest.raises(
+        ScenarioError, match=r"runs\[0\].strategy: 'data_paralel' is not one of .*\(did you mean data_parallel\?\)$"
+    ):
         parse_scenario({"name": "t", "runs": [{"strategy": "data_paralel"}]})
     with pytest.raises(ScenarioError, match=r"modle: unknown field; expected one of name, runs, .* \(did you mean model\?\)$"):
         parse_scenario({**BASE, "modle": {}})

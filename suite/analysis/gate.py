@@ -45,9 +45,9 @@ from typing import Any
 
 import yaml
 
+from ..config.yamlfile import YamlError, load_yaml
 from ..records.record import record_field
 from ..records.results import atomic_write_text
-from ..config.yamlfile import YamlError, load_yaml
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 
@@ -477,7 +477,9 @@ def run_gate(settings: Settings) -> GateResult:
                 f"{len(discarded)} discarded because other processes kept more than {settings.max_foreign_cores:g} "
                 "cores busy; rerun on a quiet machine"
             )
-            return finish(settings, paired.INCONCLUSIVE, EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded)
+            return finish(
+                settings, paired.INCONCLUSIVE, EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded
+            )
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)

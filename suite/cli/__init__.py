@@ -28,8 +28,8 @@ __all__ = ["build_parser", "main"]
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
-    from ..config.yamlfile import YamlError
     from ..config.scenario import ScenarioError
+    from ..config.yamlfile import YamlError
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
     from ..records.results import WriteFailed
@@ -37,7 +37,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (UsageError, ScenarioError, YamlError, LaunchError, DataError, FeatureUnavailable, FileNotFoundError, ValueError) as error:
+    except (
+        UsageError,
+        ScenarioError,
+        YamlError,
+        LaunchError,
+        DataError,
+        FeatureUnavailable,
+        FileNotFoundError,
+        ValueError,
+    ) as error:
         if args.verbose:
             log.exception("details")
         print(f"error: {error}", file=sys.stderr)

@@ -70,13 +70,19 @@ class DatasetConfig:
 
     name: Literal["digits", "mnist", "cifar10", "cifar100", "imagenet"] = "digits"
     """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
-    image_size: Annotated[int, Field(ge=MIN_IMAGE_SIZE), AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")] = 32
+    image_size: Annotated[
+        int,
+        Field(ge=MIN_IMAGE_SIZE),
+        AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights"),
+    ] = 32
     """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
     split: Literal["train", "test"] = "train"
     """Which split trains the GANs (the metrics compare with the same split)."""
-    classes: list[Annotated[int, Field(ge=0), AtMost(999, "ImageNet, the dataset with the most classes, has labels 0..999")]] | None = None
+    classes: (
+        list[Annotated[int, Field(ge=0), AtMost(999, "ImageNet, the dataset with the most classes, has labels 0..999")]] | None
+    ) = None
     """Labels to keep (all when omitted)."""
     download: bool = False
     """Let torchvision download MNIST/CIFAR into ``root`` (needs internet)."""
@@ -103,7 +109,9 @@ class DatasetConfig:
 class ModelConfig:
     """The networks of seed 000's tables; only these knobs are exposed."""
 
-    latent_dim: Annotated[int, Field(ge=1), AtMost(4096, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")] = 100
+    latent_dim: Annotated[
+        int, Field(ge=1), AtMost(4096, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")
+    ] = 100
     """Size of the noise vector z."""
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.25
     """Dropout after each discriminator convolution."""
@@ -354,7 +362,9 @@ class Scenario:
     """Free text shown in the report."""
     scaling: Literal["strong", "weak"] = "strong"
     """What a sweep over procs means (see docs/scenarios.md, "What a sweep means")."""
-    repeats: Annotated[int, Field(ge=1), AtMost(1000, "every repeat runs the whole sweep again, and its runs are held in memory")] = 1
+    repeats: Annotated[
+        int, Field(ge=1), AtMost(1000, "every repeat runs the whole sweep again, and its runs are held in memory")
+    ] = 1
     """Repeat every run this many times (mean and std in the report)."""
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -272,8 +272,8 @@ def _problem(tp: Any, err: Any, path: str) -> str:
         return f"{where}: {value!r} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
     if kind in ("dataclass_type", "dataclass_args_type"):
         cls = _strip(_type_at(tp, loc))
-        names = ", ".join(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else "its fields"
-        return f"{where}: expected a mapping of {names}, got {value!r}"
+        fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
+        return f"{where}: expected a mapping of {fields}, got {value!r}"
     if kind in _EXPECTED:
         return f"{where}: expected {_EXPECTED[kind]}, got {value!r}"
     if kind == "finite_number":
