@@ -53,8 +53,8 @@ lint: setup
 	$(BIN)/mypy suite
 	$(BIN)/lint-imports
 
-# The documentation site: the scenario and CLI references generated from the code into docs/reference/,
-# then `mkdocs build --strict` (a warning, such as a broken link or anchor, fails it) into site/; .ci/run runs it.
+# The documentation site: the scenario's JSON Schema, the scenario and CLI references generated from the code into
+# docs/reference/ (committed; commit them again after a change), then `mkdocs build --strict` (a warning, such as a broken link or anchor, fails it) into site/; .ci/run runs it.
 docs: setup
 	$(BIN)/python ci/gen_docs.py docs/reference
 	$(BIN)/mkdocs build --strict --site-dir site
@@ -65,7 +65,7 @@ format: setup
 	$(BIN)/ruff format .
 
 # The CI regression gate: this checkout against the merge base with main, paired and interleaved on
-# this host (`suite gate`; exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input).
+# this host (`suite gate`; exit 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input).
 regression: setup
 	bash ci/regression.sh
 
@@ -82,4 +82,4 @@ lock: setup
 		--python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header -o ci/requirements.lock
 
 clean:
-	rm -rf results .pytest_cache .benchmarks site docs/reference
+	rm -rf results .pytest_cache .benchmarks site

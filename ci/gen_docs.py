@@ -1,37 +1,37 @@
 """Generate the reference pages of the documentation site from the code (`make docs` runs it).
 
-- ``docs/reference/scenario.md``: one table per scenario section (field, type, default, doc), read
-  from ``suite/config/scenario.py``: the dataclasses and their type hints and defaults by import, the
-  one docstring line under each field with ``ast`` (Python keeps no attribute docstrings at run
-  time). A field's doc exists once, in the code.
-- ``docs/reference/cli.md``: every sub-command's usage and help, from ``suite.cli.build_parser()``.
+- ``docs/reference/scenario.schema.json``: the JSON Schema of a scenario file (``suite schema`` prints the same),
+  made by pydantic from the dataclasses of ``suite/config/scenario.py``: types, bounds, defaults, the registered
+  names as choices, and each field's doc from the docstring written under it. Editors validate scenarios with it.
+- ``docs/reference/scenario.md``: one table per scenario section, generated FROM that JSON Schema (field, type,
+  bounds, default, doc), so the page and the schema cannot disagree. A field's doc exists once, in the code.
+- ``docs/reference/cli.md``: every sub-command's usage and help, from ``suite.cli.build_parser()``, and the exit codes
+  (``suite.cli.exitcodes``).
 
-Both are written deterministically (same code, same bytes) and are not committed (``.gitignore``).
-Usage: ``python ci/gen_docs.py [OUT_DIR]`` (default ``docs/reference``); ``--check`` only lists
-the fields without a doc and exits 1 if there are any.
+All are written deterministically (same code, same bytes) and committed, so that links to them resolve on a fresh
+clone; ``tests/test_docs.py`` checks that the committed files equal a fresh generation.
+Usage: ``python ci/gen_docs.py [OUT_DIR]`` (default ``docs/reference``); ``--check`` writes nothing and exits 1,
+naming the files, where OUT_DIR's files differ from a fresh generation or a scenario field has no doc.
+Installed plugins are left out (``SUITE_NO_PLUGINS``); ``suite schema`` prints their sections too.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import dataclasses
 import inspect
+import json
 import os
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ["SUITE_NO_PLUGINS"] = "1"  # the suite's own schema and commands: an installed plugin's are not committed
 
-from suite.config import scenario as scenario_module  # noqa: E402
-from suite.config.registry import Registry  # noqa: E402
+from suite.cli.exitcodes import markdown_table  # noqa: E402
+from suite.config.scenario import scenario_json_schema  # noqa: E402
 
-# Dataclasses of suite/config/scenario.py that are not part of a scenario file, and why.
-NOT_SCENARIO_FIELDS = {"Run": "one expanded run as written to run.json by suite run; not written by hand"}
 HELP_COLUMNS = "100"
 
 
@@ -41,83 +41,81 @@ def _clean(doc: str) -> str:
     return text.replace("``", "`").replace("|", "\\|")
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """The string literal right under each annotated field of ``cls``, read from its source with ``ast``."""
-    source = Path(inspect.getsourcefile(cls) or "").read_text()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            docs = {}
-            body = node.body
-            for stmt, following in zip(body, body[1:] + [None]):
-                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-                    continue
-                if (
-                    isinstance(following, ast.Expr)
-                    and isinstance(following.value, ast.Constant)
-                    and isinstance(following.value.value, str)
-                ):
-                    docs[stmt.target.id] = _clean(following.value.value)
-            return docs
-    raise LookupError(f"class {cls.__name__} not found in its source file")
+def _ref_name(node: dict[str, Any]) -> str | None:
+    ref = node.get("$ref")
+    return ref.rsplit("/", 1)[1] if ref else None
 
 
-def _section_types(hint: Any) -> list[type]:
-    """The dataclasses inside a type hint (``X``, ``X | None``, ``list[X]``)."""
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return [hint]
-    return [t for arg in typing.get_args(hint) for t in _section_types(arg)]
+def _refs(node: Any) -> list[tuple[str, bool]]:
+    """The sections a property holds (``(name, in a list)``): a ``$ref``, in ``anyOf`` or as the items of a list."""
+    if not isinstance(node, dict):
+        return []
+    if (name := _ref_name(node)) is not None:
+        return [(name, False)]
+    found = [ref for option in node.get("anyOf", []) for ref in _refs(option)]
+    if node.get("type") == "array":
+        found += [(name, True) for name, _ in _refs(node.get("items"))]
+    return found
 
 
-def sections() -> list[tuple[type, list[str]]]:
-    """Every dataclass of a scenario file, in the order a reader meets it, with the paths that use it."""
-    found: dict[type, list[str]] = {}
+def sections(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """Every section of a scenario file, as the reader meets it: ``(name, its schema, the paths that use it)``."""
+    defs = schema.get("$defs", {})
+    found: dict[str, list[str]] = {}
+    order: list[tuple[str, dict[str, Any]]] = []
 
-    def visit(cls: type, path: str) -> None:
-        found.setdefault(cls, []).append(path)
-        if len(found[cls]) > 1:
+    def visit(name: str, node: dict[str, Any], path: str) -> None:
+        if name in found:
+            found[name].append(path)
             return
-        hints = typing.get_type_hints(cls, include_extras=True)
-        # Sections first, lists of entries (``runs[]``) after them.
-        for f in sorted(dataclasses.fields(cls), key=lambda f: typing.get_origin(hints[f.name]) is list):
-            for sub in _section_types(hints[f.name]):
-                is_list = typing.get_origin(hints[f.name]) is list
-                visit(sub, f"{path}.{f.name}{'[]' if is_list else ''}".lstrip("."))
+        found[name] = [path]
+        order.append((name, node))
+        props = node.get("properties", {})
+        # sections first, lists of entries (``runs[]``) after them
+        for field, prop in sorted(props.items(), key=lambda item: any(in_list for _, in_list in _refs(item[1]))):
+            for ref, in_list in _refs(prop):
+                visit(ref, defs[ref], f"{path}.{field}{'[]' if in_list else ''}".lstrip("."))
 
-    visit(scenario_module.Scenario, "")
-    return list(found.items())
-
-
-def _anchor(cls: type) -> str:
-    return cls.__name__.lower()
+    visit("Scenario", schema, "")
+    return [(name, node, found[name]) for name, node in order]
 
 
-def _link(cls: type) -> str:
-    """A link to a section's table, named by the first path that uses it."""
-    paths = dict(sections())[cls]
-    return f"[`{paths[0]}`](#{_anchor(cls)})"
+def _anchor(name: str) -> str:
+    return name.lower()
 
 
-def _type(hint: Any) -> str:
-    """A type hint in words, for the reference table."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Annotated:
-        base, *extras = args
-        registries = [e for e in extras if isinstance(e, Registry)]
-        if registries:
-            return f"{registries[0].axis}: " + " \\| ".join(f"`{name}`" for name in registries[0].names())
-        return _type(base)
-    if origin is typing.Literal:
-        return " \\| ".join(f"`{a}`" for a in args)
-    if origin in (typing.Union, types.UnionType):
-        parts = [_type(a) for a in args if a is not type(None)]
-        return " or ".join(parts) + (" or null" if type(None) in args else "")
-    if origin is list:
-        return f"list of {_type(args[0])}" if args else "list"
-    if origin is dict or hint is dict:
-        return "mapping"
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return f"section {_link(hint)}"
-    return f"`{getattr(hint, '__name__', str(hint))}`"
+def _type(node: dict[str, Any], paths: dict[str, str]) -> str:
+    """A property's type in words."""
+    if (name := _ref_name(node)) is not None:
+        return f"section [`{paths[name]}`](#{_anchor(name)})"
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        text = " or ".join(_type(o, paths) for o in options)
+        return text + (" or null" if len(options) < len(node["anyOf"]) else "")
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    kind = node.get("type")
+    if kind == "array":
+        return f"list of {_type(node.get('items', {}), paths)}" if node.get("items") else "list"
+    return {"integer": "integer", "number": "number", "string": "string", "boolean": "boolean", "object": "mapping"}.get(
+        kind or "", "any"
+    )
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}".replace(",", " ") if isinstance(value, int) and abs(value) >= 10_000 else str(value)
+
+
+def _bounds(node: dict[str, Any]) -> str:
+    """A property's bounds (``≥ 1, ≤ 4096``), of its items for a list, of the value for ``X or null``."""
+    for option in node.get("anyOf", []):
+        if option.get("type") != "null" and (text := _bounds(option)):
+            return text
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        inner = _bounds(node["items"])
+        return f"each {inner}" if inner else ""
+    marks = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
+    return ", ".join(f"{mark} {_number(node[key])}" for key, mark in marks.items() if key in node)
 
 
 def _yaml(value: Any) -> str:
@@ -132,68 +130,65 @@ def _yaml(value: Any) -> str:
     return str(value)
 
 
-def _default(f: dataclasses.Field) -> str:
-    if f.default is not dataclasses.MISSING:
-        return f"`{_yaml(f.default)}`"
-    if f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
-        if dataclasses.is_dataclass(value):
-            return "its fields' defaults"
-        return f"`{_yaml(value)}`"
-    return "required"
+def _default(field: str, node: dict[str, Any], required: list[str]) -> str:
+    if "default" in node:
+        return f"`{_yaml(node['default'])}`"
+    if field in required:
+        return "required"
+    return "its fields' defaults" if _refs(node) else "see doc"
 
 
-def field_docs(cls: type) -> dict[str, str | None]:
-    """Each field's doc: its docstring line; a section-typed field without one takes the section's class docstring."""
-    own = attribute_docs(cls)
-    hints = typing.get_type_hints(cls, include_extras=True)
-    docs: dict[str, str | None] = {}
-    for f in dataclasses.fields(cls):
-        doc = own.get(f.name)
-        if doc is None and dataclasses.is_dataclass(hints[f.name]) and hints[f.name].__doc__:
-            doc = _clean(hints[f.name].__doc__.strip().splitlines()[0])
-        docs[f.name] = doc
-    return docs
+def _doc(node: dict[str, Any], defs: dict[str, Any]) -> str | None:
+    """A property's doc: its own description, else (a section) the section's first line."""
+    if node.get("description"):
+        return _clean(node["description"])
+    for ref, _ in _refs(node):
+        if defs[ref].get("description"):
+            return _clean(defs[ref]["description"].strip().splitlines()[0])
+    return None
 
 
-def missing_docs() -> list[str]:
-    """``Class.field`` of every scenario field without a doc (empty when the reference is complete)."""
-    return [f"{cls.__name__}.{name}" for cls, _ in sections() for name, doc in field_docs(cls).items() if not doc]
-
-
-def unlisted_dataclasses() -> list[str]:
-    """Dataclasses of suite/config/scenario.py that are neither in the reference nor in NOT_SCENARIO_FIELDS."""
-    listed = {cls.__name__ for cls, _ in sections()} | set(NOT_SCENARIO_FIELDS)
-    defined = [
-        name
-        for name, obj in vars(scenario_module).items()
-        if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == scenario_module.__name__
+def missing_docs(schema: dict[str, Any]) -> list[str]:
+    """``Section.field`` of every scenario field without a doc (empty when the reference is complete)."""
+    defs = schema.get("$defs", {})
+    return [
+        f"{name}.{field}"
+        for name, node, _ in sections(schema)
+        for field, prop in node.get("properties", {}).items()
+        if not _doc(prop, defs)
     ]
-    return [name for name in defined if name not in listed]
 
 
-def scenario_reference() -> str:
+def scenario_reference(schema: dict[str, Any]) -> str:
+    """The scenario fields page, from the scenario file's JSON Schema."""
     out = [
         "# Scenario fields",
         "",
-        "<!-- Generated by ci/gen_docs.py from suite/config/scenario.py (`make docs`); do not edit: edit the field's docstring. -->",
+        "<!-- Generated by ci/gen_docs.py from the JSON Schema of suite/config/scenario.py (`make docs`); do not edit: "
+        "edit the field's docstring. -->",
         "",
-        "Every field a scenario file may hold, generated from the schema in `suite/config/scenario.py`: the type, the default",
-        "and the one line of documentation written under each field there. Validation (`suite/config/`: the schema, then `validation.py`) rejects",
-        "unknown fields, wrong types and impossible combinations, naming the file and the field;",
-        "[Scenarios](../scenarios.md) explains what a sweep means and lists the shipped scenarios.",
+        "Every field a scenario file may hold, generated from its JSON Schema ([`scenario.schema.json`](scenario.schema.json),",
+        "also printed by `suite schema`; point an editor's YAML support at it to check scenarios as you type): the type,",
+        "the bounds, the default and the one line of documentation written under each field in `suite/config/scenario.py`.",
+        "Validation reports every mistake of a file at once, each naming its field; floats must be finite. See",
+        "[Scenarios](../scenarios.md) for what a sweep means and the shipped scenarios.",
         "",
     ]
-    for cls, paths in sections():
-        title = "top level" if paths == [""] else ", ".join(f"`{p}`" for p in paths)
-        out += [f"## {title} {{: #{_anchor(cls)} }}", ""]
-        if cls.__doc__:
-            out += [_clean(cls.__doc__), ""]
-        out += ["| field | type | default | doc |", "|---|---|---|---|"]
-        hints = typing.get_type_hints(cls, include_extras=True)
-        docs = field_docs(cls)
-        for f in dataclasses.fields(cls):
-            out.append(f"| `{f.name}` | {_type(hints[f.name])} | {_default(f)} | {docs[f.name] or '**undocumented**'} |")
+    all_sections = sections(schema)
+    paths = {name: used[0] or "top level" for name, _, used in all_sections}
+    defs = schema.get("$defs", {})
+    for name, node, used in all_sections:
+        title = "top level" if used == [""] else ", ".join(f"`{p}`" for p in used)
+        out += [f"## {title} {{: #{_anchor(name)} }}", ""]
+        if node.get("description") and name != "Scenario":
+            out += [_clean(node["description"]), ""]
+        out += ["| field | type | bounds | default | doc |", "|---|---|---|---|---|"]
+        required = node.get("required", [])
+        for field, prop in node.get("properties", {}).items():
+            out.append(
+                f"| `{field}` | {_type(prop, paths)} | {_bounds(prop)} | {_default(field, prop, required)} | "
+                f"{_doc(prop, defs) or '**undocumented**'} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -244,25 +239,41 @@ def _cli_reference(parser: argparse.ArgumentParser) -> str:
         if help_line:
             out += [help_line[0].upper() + help_line[1:] + ".", ""]
         out += ["```text", sub.format_help().rstrip(), "```", ""]
+    out += ["## Exit codes", "", "One number per meaning, from `suite/cli/exitcodes.py`:", "", markdown_table(), ""]
     return "\n".join(out)
+
+
+def generated() -> dict[str, str]:
+    """Every reference file by name, as this code generates it."""
+    schema = scenario_json_schema()
+    return {
+        "scenario.schema.json": json.dumps(schema, indent=2) + "\n",
+        "scenario.md": scenario_reference(schema),
+        "cli.md": cli_reference(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description="Generate docs/reference/ from the code.")
     cli.add_argument("out", nargs="?", default=str(ROOT / "docs" / "reference"))
-    cli.add_argument("--check", action="store_true", help="only check that every scenario field has a doc")
+    cli.add_argument("--check", action="store_true", help="write nothing; exit 1 where OUT differs from the code")
     args = cli.parse_args(argv)
-    problems = [f"{name}: no docstring" for name in missing_docs()]
-    problems += [f"{name}: dataclass neither in the reference nor in NOT_SCENARIO_FIELDS" for name in unlisted_dataclasses()]
+    problems = [f"{name}: no docstring" for name in missing_docs(scenario_json_schema())]
     for problem in problems:
         print(f"ci/gen_docs.py: suite/config/scenario.py: {problem}", file=sys.stderr)
-    if problems or args.check:
-        return 1 if problems else 0
     out = Path(args.out)
+    files = generated()
+    if args.check:
+        stale = [name for name, text in files.items() if not (out / name).is_file() or (out / name).read_text() != text]
+        for name in stale:
+            print(f"ci/gen_docs.py: {out / name} differs from the code; run `make docs` and commit it", file=sys.stderr)
+        return 1 if problems or stale else 0
+    if problems:
+        return 1
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.md").write_text(scenario_reference())
-    (out / "cli.md").write_text(cli_reference())
-    print(f"wrote {out / 'scenario.md'} and {out / 'cli.md'}")
+    for name, text in files.items():
+        (out / name).write_text(text)
+    print(f"wrote {', '.join(str(out / name) for name in files)}")
     return 0
 
 

@@ -6,7 +6,7 @@
 #   bash ci/regression.sh                       baseline: the merge base of HEAD with the main branch
 #   bash ci/regression.sh --baseline v1.2       any revision; other `suite gate` options pass through
 #
-# Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE (too noisy to tell), 2 bad input or a side whose
+# Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE (too noisy to tell), 2 bad input or a side whose
 # workload failed. The report is results/gate/gate.md. Environment: SUITE_VENV (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -335,7 +335,7 @@ def cellular_scenario(**cellular) -> dict:
             r"cellular\.mixture_samples: .* 2048-d Inception",
         ),
         ({"n_replacements": 2}, {}, r"cellular\.n_replacements: 2 is more than the population \(1\)"),
-        ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be in \[0, 1\]"),
+        ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be at most 1.0, got 1.5"),
         ({"discriminator_skip": -1}, {}, r"cellular\.discriminator_skip: must not be negative"),
         ({"mutation_scale": 0.1}, {}, r"cellular\.mutation_scale: unknown field"),
     ],

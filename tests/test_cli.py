@@ -18,7 +18,7 @@ def test_bad_scenario_is_one_clear_line(tmp_path, capsys):
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     fields = ", ".join(f.name for f in dataclasses.fields(TrainConfig))
-    assert err.strip() == f"error: {path}: train.epoch: unknown field; expected one of {fields}"
+    assert err.strip() == f"error: {path}: train.epoch: unknown field; expected one of {fields} (did you mean epochs?)"
     assert fields.startswith("epochs, steps, batch_size")
 
 

@@ -1,11 +1,11 @@
-"""The documentation's generated references (ci/gen_docs.py): complete and deterministic."""
+"""The documentation's generated references (ci/gen_docs.py): complete, deterministic, made from the JSON Schema,
+and committed as generated."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
+import json
 import sys
-import typing
 from pathlib import Path
 
 import pytest
@@ -23,58 +23,87 @@ def gen_docs():
     return module
 
 
-@dataclasses.dataclass
-class _Example:
-    documented: int = 1
-    """A field with its docstring."""
-    undocumented: int = 2
-    also_documented: str = "x"
-    """Another one."""
+@pytest.fixture(scope="module")
+def schema():
+    from suite.config.scenario import scenario_json_schema
+
+    return scenario_json_schema()
 
 
-def test_attribute_docstrings_are_read_from_the_source(gen_docs):
-    assert gen_docs.attribute_docs(_Example) == {"documented": "A field with its docstring.", "also_documented": "Another one."}
-
-
-def test_every_scenario_field_has_a_doc_in_the_reference(gen_docs):
-    assert gen_docs.missing_docs() == []
-    assert gen_docs.unlisted_dataclasses() == []
-    reference = gen_docs.scenario_reference()
+def test_every_scenario_field_has_a_doc_in_the_reference(gen_docs, schema):
+    assert gen_docs.missing_docs(schema) == []
+    reference = gen_docs.scenario_reference(schema)
     assert "undocumented" not in reference
-    for cls, _ in gen_docs.sections():
-        docs = gen_docs.field_docs(cls)
-        for field in dataclasses.fields(cls):
-            assert docs[field.name], f"{cls.__name__}.{field.name} has no docstring in suite/config/scenario.py"
-            assert f"| `{field.name}` |" in reference
+    for _, node, _ in gen_docs.sections(schema):
+        for field in node["properties"]:
+            assert f"| `{field}` |" in reference
 
 
-def test_the_reference_covers_every_section_of_a_scenario(gen_docs):
-    from suite.config.scenario import RunSpec, Scenario, TrainConfig
+def test_the_reference_covers_every_section_of_a_scenario(gen_docs, schema):
+    from suite.config.scenario import Scenario
+    from suite.config.schema import _dataclasses_in
 
-    classes = [cls for cls, _ in gen_docs.sections()]
-    assert classes[0] is Scenario
-    assert RunSpec in classes and TrainConfig in classes
-    hints = typing.get_type_hints(Scenario)
-    for field in dataclasses.fields(Scenario):
-        for section in gen_docs._section_types(hints[field.name]):
-            assert section in classes
+    names = [name for name, _, _ in gen_docs.sections(schema)]
+    assert names[0] == "Scenario"
+    assert set(names) == {cls.__name__ for cls in _dataclasses_in(Scenario)}
+    paths = dict((name, used) for name, _, used in gen_docs.sections(schema))
+    assert paths["TrainConfig"] == ["train"] and paths["HorovodConfig"] == ["horovod", "runs[].horovod"]
+
+
+def test_the_reference_shows_types_bounds_defaults_and_docs_from_the_schema(gen_docs, schema):
+    reference = gen_docs.scenario_reference(schema)
+    assert "| `repeats` | integer | ≥ 1, ≤ 1000 | `1` | Repeat every run this many times" in reference
+    assert "| `lr` | number | > 0 | `0.0002` | Adam learning rate (generator and discriminator). |" in reference
+    assert "| `betas` | list of number | each ≥ 0, < 1 | `[0.5, 0.999]` | Adam betas. |" in reference
+    assert "| `strategy` | `data_parallel` \\| `conditional` \\| `label_partitioned` \\| `cellular` |  | required |" in reference
 
 
 def test_references_are_deterministic(gen_docs, tmp_path):
-    assert gen_docs.scenario_reference() == gen_docs.scenario_reference()
     first, second = tmp_path / "a", tmp_path / "b"
     assert gen_docs.main([str(first)]) == 0
     assert gen_docs.main([str(second)]) == 0
-    for name in ("scenario.md", "cli.md"):
+    for name in ("scenario.md", "cli.md", "scenario.schema.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes()
+    json.loads((first / "scenario.schema.json").read_text())
 
 
-def test_cli_reference_has_every_sub_command(gen_docs):
+def test_the_committed_references_are_those_the_code_generates(gen_docs, tmp_path):
+    committed = ROOT / "docs" / "reference"
+    fresh = gen_docs.generated()
+    assert sorted(p.name for p in committed.iterdir()) == sorted(fresh)
+    for name, text in fresh.items():
+        assert (committed / name).read_text() == text, f"docs/reference/{name} is stale: run `make docs` and commit it"
+    assert gen_docs.main([str(committed), "--check"]) == 0
+    (tmp_path / "scenario.md").write_text("stale")
+    assert gen_docs.main([str(tmp_path), "--check"]) == 1
+
+
+def test_the_schema_command_prints_the_committed_schema(capsys):
+    from suite.cli import main
+
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((ROOT / "docs" / "reference" / "scenario.schema.json").read_text())
+
+
+def test_cli_reference_has_every_sub_command_and_the_exit_codes(gen_docs):
     from suite.cli import build_parser
+    from suite.cli.exitcodes import markdown_table
 
     reference = gen_docs.cli_reference()
     progs = [prog for prog, _, _ in gen_docs._subcommands(build_parser())]
-    assert {"suite run", "suite report", "suite compare", "suite ruler train", "suite gpu-check"} <= set(progs)
+    assert {"suite run", "suite report", "suite compare", "suite ruler train", "suite gpu-check", "suite schema"} <= set(progs)
     for prog in progs:
         assert f"## {prog}\n" in reference
         assert f"usage: {prog} " in reference
+    assert markdown_table() in reference
+
+
+def test_an_installed_plugins_section_joins_the_schema(gen_docs, plugins):
+    from suite.config import scenario
+
+    schema = scenario.scenario_json_schema()
+    section = schema["$defs"][schema["properties"]["local_sgd"]["$ref"].split("/")[-1]]
+    assert section["properties"]["average_every"]["type"] == "integer"
+    assert "local_sgd" in schema["$defs"]["RunSpec"]["properties"]  # a run entry may override it
+    assert "sections" not in schema["properties"] and "sections" not in schema["$defs"]["RunSpec"]["properties"]
+    assert "`average_every`" in gen_docs.scenario_reference(schema)

@@ -306,7 +306,7 @@ def test_a_host_busy_throughout_gives_inconclusive_not_a_verdict(repo, tmp_path,
     monkeypatch.setattr(gate, "run_workload", fake_workload(slowdown=1.5))
     monkeypatch.setattr(gate, "foreign_cores", lambda call: (call(), 1.0))
     result = gate.run_gate(settings(repo, tmp_path, max_pairs=5))
-    assert result.verdict == paired.INCONCLUSIVE and result.exit_code == 3 and result.pairs == []
+    assert result.verdict == paired.INCONCLUSIVE and result.exit_code == 5 and result.pairs == []
     assert result.reason.startswith("INCONCLUSIVE: the host was busy: 0 undisturbed pairs of the 5 needed, 6 discarded")
 
 

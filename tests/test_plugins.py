@@ -233,3 +233,15 @@ def test_local_sgd_runs_beside_data_parallel_and_shows_in_report_projection_and_
     assert projection is not None
     projected = projection.table[projection.table["strategy"] == "local_sgd"].set_index(["scaling", "procs"])["time_s"]
     assert projected.drop(("strong", 64)).notna().all() and len(projected) == 6  # 32 images do not split over 64 ranks
+
+
+def test_a_strategy_registered_after_the_schema_was_built_is_accepted(monkeypatch):
+    from dataclasses import replace
+
+    from suite.config import registry, schema
+    from suite.config.scenario import RunSpec
+
+    assert schema.build(RunSpec, {"strategy": "data_parallel"}, "run").strategy == "data_parallel"  # validator cached
+    late = replace(registry.STRATEGIES["data_parallel"], name="late")
+    monkeypatch.setattr(registry.STRATEGIES, "_entries", {**registry.STRATEGIES._entries, "late": late})
+    assert schema.build(RunSpec, {"strategy": "late"}, "run").strategy == "late"

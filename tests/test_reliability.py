@@ -44,7 +44,7 @@ HOST = socket.gethostname()
         ({}, "train.checkpoint_every: give exactly one of steps or minutes"),
         ({"steps": 5, "minutes": 1}, "train.checkpoint_every: give exactly one of steps or minutes"),
         ({"steps": 0}, "train.checkpoint_every.steps: must be at least 1, got 0"),
-        ({"minutes": -1}, "train.checkpoint_every.minutes: must be positive, got -1.0"),
+        ({"minutes": -1}, "train.checkpoint_every.minutes: must be positive, got -1"),
         ({"hours": 1}, "train.checkpoint_every.hours: unknown field; expected one of steps, minutes"),
     ],
 )

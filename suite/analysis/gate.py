@@ -17,7 +17,7 @@ every pair's two models have the same digest; otherwise both sides' models are s
 candidate's pinned ruler and B's FID minus A's, pair by pair on the same seeds, is tested
 against the seed spread of A's FID (never one draw).
 
-Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input or a workload that failed on one side
+Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input or a workload that failed on one side
 (one line naming the side; the other side's results are kept in the output folder).
 
 Measurement knob: ``--inject-slowdown F`` sets ``SUITE_TEST_SLOWDOWN=F`` for the candidate's
@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from ..config.yamlfile import YamlError, load_yaml
 from ..records.record import record_field
 from ..records.results import atomic_write_text
 from . import paired
@@ -53,7 +54,8 @@ from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 log = logging.getLogger(__name__)
 
 
-EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 3}
+EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 5}
+"""The exit code gate.json records for each verdict: ``suite.cli.exitcodes``'s table (a test keeps them equal)."""
 
 
 EXIT_BAD_INPUT = 2
@@ -251,9 +253,20 @@ def check_side_imports(side: Side) -> None:
         )
 
 
+def _read_workload(scenario: Path) -> dict:
+    """The workload scenario's data (the suite's YAML reader); :class:`GateError` naming the file where it is not one."""
+    try:
+        data = load_yaml(scenario) or {}
+    except YamlError as error:
+        raise GateError(str(error)) from None
+    if not isinstance(data, dict):
+        raise GateError(f"{scenario}: expected a scenario (a mapping with name, train, ... and runs)")
+    return data
+
+
 def workload_seeds(scenario: Path) -> list[int]:
     """The seeds the pairs cycle through: ``train.seeds``, else ``[train.seed]`` (default 0)."""
-    data = yaml.safe_load(scenario.read_text()) or {}
+    data = _read_workload(scenario)
     train = data.get("train") or {}
     seeds = train.get("seeds") or [train.get("seed", 0)]
     if not all(isinstance(s, int) and s >= 0 for s in seeds):
@@ -263,7 +276,7 @@ def workload_seeds(scenario: Path) -> list[int]:
 
 def seed_scenario(scenario: Path, seed: int, folder: Path) -> Path:
     """The workload with one seed (``train.seed``, no ``seeds``), which older revisions also read."""
-    data = yaml.safe_load(scenario.read_text()) or {}
+    data = _read_workload(scenario)
     train = dict(data.get("train") or {})
     train.pop("seeds", None)
     train["seed"] = seed
@@ -464,7 +477,9 @@ def run_gate(settings: Settings) -> GateResult:
                 f"{len(discarded)} discarded because other processes kept more than {settings.max_foreign_cores:g} "
                 "cores busy; rerun on a quiet machine"
             )
-            return finish(settings, paired.INCONCLUSIVE, 3, reason, sides, pairs, [], start, discarded)
+            return finish(
+                settings, paired.INCONCLUSIVE, EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded
+            )
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)

@@ -110,7 +110,7 @@ def markdown(result: GateResult) -> str:
         )
     lines += [
         "",
-        "Speed changes are B's time over A's (images/s inverted); positive is slower. Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input.",
+        "Speed changes are B's time over A's (images/s inverted); positive is slower. Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input.",
         "",
     ]
     return "\n".join(lines)

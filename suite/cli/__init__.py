@@ -1,9 +1,9 @@
-"""The ``suite`` command: run | report | tune | compare | score | sample | ruler | env | gpu-check | jobscript | project | probe.
+"""The ``suite`` command: run | report | tune | compare | score | sample | ruler | schema | env | gpu-check | jobscript | project | probe.
 
-Every sub-command turns bad input, and a file it cannot write (a full, read-only or vanished disk:
-:class:`suite.records.results.WriteFailed`), into one clear line on stderr and exit code 2; a failed
-run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run that
-diverged (:mod:`suite.gan.divergence`), when none failed, with code 3 (:data:`DIVERGED_EXIT_CODE`). ``suite run``
+Exit codes are defined once, in :mod:`.exitcodes`. Every sub-command turns bad input, and a file it cannot write
+(a full, read-only or vanished disk: :class:`suite.records.results.WriteFailed`), into one clear line on stderr
+and exit code 2; a failed run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run
+that diverged (:mod:`suite.gan.divergence`), when none failed, with code 3. ``suite run``
 holds its results folder's lock (:mod:`suite.running.lock`) while it works there; SIGTERM or SIGINT
 stops it after stopping the current run's ranks and recording the run as interrupted, with
 exit code 143 or 130.
@@ -19,6 +19,7 @@ import os
 import sys
 
 from .common import TIMESTAMP_FORMAT, TIMESTAMPED_FORMAT, UsageError, log
+from .exitcodes import ExitCode
 from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         datefmt=TIMESTAMP_FORMAT,
     )
     from ..config.scenario import ScenarioError
+    from ..config.yamlfile import YamlError
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
     from ..records.results import WriteFailed
@@ -40,14 +42,23 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (UsageError, ScenarioError, LaunchError, DataError, FeatureUnavailable, FileNotFoundError, ValueError) as error:
+    except (
+        UsageError,
+        ScenarioError,
+        YamlError,
+        LaunchError,
+        DataError,
+        FeatureUnavailable,
+        FileNotFoundError,
+        ValueError,
+    ) as error:
         if args.verbose:
             log.exception("details")
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted; finished runs keep their results (rerun with --resume)", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED_SIGINT
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -56,4 +67,4 @@ def main(argv: list[str] | None = None) -> int:
             log.exception("details")
         text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"
         print(f"error: {text}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .common import UsageError
+from .exitcodes import GATE_VERDICTS
 
 if TYPE_CHECKING:
     from ..measure.network import Network
@@ -68,7 +69,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return 2
     print((settings.out / "gate.md").read_text())
     print(result.reason, file=sys.stderr)
-    return result.exit_code
+    return GATE_VERDICTS[result.verdict]
 
 
 def _int_list(option: str, text: str) -> list[int]:

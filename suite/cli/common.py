@@ -1,10 +1,11 @@
-"""What every sub-command shares: the command's logger, the bad-input error and the exit codes."""
+"""What every sub-command shares: the command's logger, the bad-input error, ``--set`` overrides and the exit codes."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from ..running.sweep import DIVERGED_EXIT_CODE, TIMESTAMP_FORMAT  # noqa: F401  (the exit codes of every sub-command, in one place)
+from ..running.sweep import DIVERGED_EXIT_CODE, TIMESTAMP_FORMAT  # noqa: F401  (re-exported for the sub-commands)
 
 log = logging.getLogger("suite")
 
@@ -15,3 +16,29 @@ class UsageError(Exception):
 
 TIMESTAMPED_FORMAT = "%(asctime)s %(message)s"
 """The log lines of a command that runs runs (``suite run``): each begins with its local time."""
+
+
+def parse_overrides(texts: list[str] | None) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` options as ``{field: value}``, each value read as YAML 1.2 (``1e-3`` a number, ``[0.5, 0.9]``
+    a list, ``null``); :class:`UsageError` naming the option for one that names no scenario field or is given twice.
+
+    The values are checked later by the scenario's own schema, with the file's other fields.
+    """
+    from ..config.expansion import override_problem
+    from ..config.yamlfile import YamlError, parse_yaml
+
+    overrides: dict[str, Any] = {}
+    for text in texts or []:
+        key, equals, value = text.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise UsageError(f"--set {text}: expected FIELD=VALUE, e.g. --set train.lr=1e-3")
+        if (problem := override_problem(key)) is not None:
+            raise UsageError(f"--set {problem}")
+        if key in overrides:
+            raise UsageError(f"--set {key}: given twice")
+        try:
+            overrides[key] = parse_yaml(value, f"--set {key}")
+        except YamlError as error:
+            raise UsageError(str(error)) from None
+    return overrides

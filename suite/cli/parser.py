@@ -1,14 +1,45 @@
-"""The ``suite`` command's arguments: one sub-parser per sub-command, each calling its ``cmd_*`` function."""
+"""The ``suite`` command's arguments: one sub-parser per sub-command, each calling its ``cmd_*`` function.
+
+Every parser shows its options' defaults in ``--help`` (:class:`_HelpFormatter`) and takes ``-v/--verbose``
+before or after the sub-command (:class:`_Parser`).
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from .. import __version__
 from ..analysis.gate import Settings
 from ..config.registry import FEATURES
 from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
+from .scenarios import cmd_schema
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults in the help, where the help does not already say its default and there is one to say."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or isinstance(action.default, bool):
+            return text
+        return super()._get_help_string(action)
+
+
+_VERBOSE = argparse.ArgumentParser(add_help=False)
+# SUPPRESS: a sub-parser that does not see -v leaves the value the main parser set
+_VERBOSE.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the command: defaults in its help, ``-v`` among its options (sub-parsers are made alike)."""
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("parents", [_VERBOSE])
+        super().__init__(**kwargs)
 
 
 def _safe_name(value: str) -> str:
@@ -31,13 +62,19 @@ def _add_placement(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus-per-rank", type=int, default=1, help="GPUs per rank (jsrun, srun; default 1)")
     g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank (jsrun, srun)")
     g.add_argument("--master-addr", help="rendezvous host for torchrun/deepspeed across nodes")
-    g.add_argument("--master-port", type=int, default=29500)
+    g.add_argument("--master-port", type=int, default=29500, help="rendezvous port for torchrun/deepspeed")
     g.add_argument("--python", help="interpreter on the compute nodes (default: this one)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="suite", description="Reference benchmark suite for distributed GAN training.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser = _Parser(
+        parents=[],
+        prog="suite",
+        description="Reference benchmark suite for distributed GAN training.",
+        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a scenario's runs and record results")
@@ -61,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)",
     )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument(
+        "--set",
+        action="append",
+        dest="overrides",
+        metavar="FIELD=VALUE",
+        help="override a scenario field, e.g. --set train.lr=1e-3 (repeatable; the value is YAML, checked by the scenario's "
+        "schema; recorded in every run's record as settings.overrides)",
+    )
     p.add_argument(
         "--trace",
         action="store_true",
@@ -114,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sample", help="draw samples from a trained run into an .npz file")
     p.add_argument("run_dir", help="a run folder (holding generator.pt)")
-    p.add_argument("--n", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=int, default=1000, help="samples to draw")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise and labels")
     p.add_argument("--out", required=True, help="output .npz (arrays: images, labels)")
     p.set_defaults(func=cmd_sample)
 
@@ -125,11 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--samples", help=".npz with images (N, C, H, W) in [-1, 1] and optional labels")
     p.add_argument("--dataset", help="real data to compare with (default: the run's)")
     p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
-    p.add_argument("--split", default="train", choices=("train", "test"))
-    p.add_argument("--features", default="auto", choices=FEATURES.names())
+    p.add_argument("--split", default="train", choices=("train", "test"), help="split of the real data")
+    p.add_argument("--features", default="auto", choices=FEATURES.names(), help="feature network (docs/image-quality.md)")
     p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
     p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the samples and of the score's subsets")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func=cmd_score)
 
@@ -139,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dataset", required=True, help="digits, mnist, cifar10, cifar100 or imagenet")
     q.add_argument("--image-size", type=int, default=20, help="the ruler's input size; images are resized to it (default 20)")
     q.add_argument("--root", help="dataset folder (default $SUITE_DATA)")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=int, default=0, help="seed of the classifier's training")
     where = q.add_mutually_exclusive_group()
     where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
     where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")
@@ -152,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="regression gate: this checkout against a baseline revision, paired and interleaved on this host",
         description="Run the regression workload alternately from a baseline revision (a git worktree) and from this "
         "checkout (A B B A ...), then test the per-pair ratios (Wilcoxon signed-rank) against a practical threshold. "
-        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 3 INCONCLUSIVE (too noisy to "
+        "Exit codes: 0 PASS, 1 FAIL (significantly worse by the threshold or more), 5 INCONCLUSIVE (too noisy to "
         "tell), 2 bad input or a side whose workload failed. See docs/benchmarks-and-ci.md.",
     )
     p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
@@ -200,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_gate)
 
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a scenario file (editors validate scenarios with it)",
+        description="Print the JSON Schema of a scenario file: every section and field, its type, bounds, default and "
+        "doc, the registered strategies, engines and losses as choices. docs/reference/scenario.schema.json is this output.",
+    )
+    p.set_defaults(func=cmd_schema)
+
     p = sub.add_parser("env", help="print versions and capabilities as JSON")
     p.set_defaults(func=cmd_env)
 
@@ -225,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         return value
 
     p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
-    p.add_argument("scenario")
+    p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--scheduler", choices=("lsf", "slurm"), help="the batch system (default: the --site's)")
     p.add_argument(
         "--site",

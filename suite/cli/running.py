@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import UsageError
+from .common import UsageError, parse_overrides
 
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
@@ -44,8 +44,11 @@ def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], list[
     from ..config.expansion import expand, load_scenario
     from ..records.results import path_under
 
-    scenario = load_scenario(args.scenario)
+    overrides = parse_overrides(args.overrides)
+    scenario = load_scenario(args.scenario, overrides)
     runs = everything = expand(scenario)
+    for run in everything:  # provenance: run.json and every record (settings.overrides) say what the command line set
+        run.overrides = overrides or None
     if args.only:
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:

@@ -5,15 +5,15 @@ process count, seed and repeat, each named by :func:`run_id_for`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
 from .registry import ENGINES, LOSSES, STRATEGIES
 from .scenario import (
+    BUILT_IN_SECTIONS,
     Run,
     RunSpec,
     Scenario,
@@ -26,40 +26,135 @@ from .scenario import (
     run_train,
     seeds_of,
 )
+from .schema import did_you_mean, problems, section_type, type_hints
 from .sweep import sweep_id, sweep_points, with_point
 from .validation import check_one_seed_field, check_scenario, fail
+from .yamlfile import YamlError, load_yaml
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; raise :class:`ScenarioError` naming the file and field."""
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read and validate a scenario file, with ``overrides`` (``{"train.lr": 0.001}``, from ``suite run --set``) put
+    over its fields first; raise :class:`ScenarioError` naming the file and every field at fault."""
     path = Path(path)
     if not path.is_file():
         raise ScenarioError(f"{path}: no such scenario file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise ScenarioError(f"{path}: not valid YAML: {error}") from None
-    return parse_scenario(data, source=str(path))
+        data = load_yaml(path)
+    except YamlError as error:
+        raise ScenarioError(str(error)) from None
+    source = str(path)
+    if overrides:
+        data = with_overrides(data, overrides, source)
+        source += " with " + " ".join(f"--set {key}={value!r}" for key, value in overrides.items())
+    return parse_scenario(data, source=source)
+
+
+def override_problem(key: str) -> str | None:
+    """Why ``--set KEY=...`` names no field a scenario file can hold (one line), or None when it names one.
+
+    A key is a dotted path through the sections: ``repeats``, ``train.lr``, ``train.checkpoint_every.minutes``,
+    ``local_sgd.average_every`` for an installed plugin's section (:func:`suite.config.scenario.plugin_sections`).
+    """
+    cls: Any = Scenario
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if i == 0 and part in plugin_sections():
+            cls = plugin_sections()[part]
+            continue
+        names = [f.name for f in dataclasses.fields(cls) if f.init and not (cls is Scenario and f.name in ("runs", "sections"))]
+        if part not in names:
+            where = ".".join(parts[:i]) or "a scenario"
+            return f"{key}: {where} has no field {part!r}; expected one of {', '.join(names)}{did_you_mean(part, names)}"
+        inner = section_type(type_hints(cls)[part])
+        if i < len(parts) - 1 and inner is None:
+            return f"{key}: {'.'.join(parts[: i + 1])} is not a section"
+        cls = inner
+    return None
+
+
+def with_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    """Scenario ``data`` with each dotted field of ``overrides`` set (the sections on the way made where missing)."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
+    data = copy.deepcopy(data)
+    for key, value in overrides.items():
+        if (problem := override_problem(key)) is not None:
+            raise ScenarioError(f"--set {problem}")
+        *sections, name = key.split(".")
+        target = data
+        for section in sections:
+            if target.get(section) is None:
+                target[section] = {}
+            target = target[section]
+            if not isinstance(target, dict):
+                break  # the schema names the section that is not a mapping
+        else:
+            target[name] = value
+    return data
 
 
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate already-parsed scenario data."""
+    """Validate already-parsed scenario data; raise :class:`ScenarioError` naming the source and every field at fault.
+
+    The schema's problems are found in one pass: the file's own sections, each run entry's own section fields
+    (``runs[0].train.lr``) and the installed plugins' sections (:func:`suite.config.scenario.plugin_sections`), at
+    the top level and in run entries. Only data that fits them is checked against the rules across fields
+    (:func:`suite.config.validation.check_scenario`).
+    """
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
-
     try:
-        check_one_seed_field(data.get("train"), "train", fail)
-        for i, entry in enumerate(data.get("runs") or []):
-            if isinstance(entry, dict):
-                check_one_seed_field(entry.get("train"), f"runs[{i}].train", fail)
-        scenario = build_section(Scenario, lift_plugin_sections(data), "")
+        data = lift_plugin_sections(data)
+    except ScenarioError as error:
+        raise ScenarioError(f"{source}: {error}") from None
+    plugins = plugin_sections()
+    written = data.pop("sections")
+    found = problems(Scenario, data)
+    found += [p for name, section in written.items() for p in problems(plugins[name], section, name)]
+    found += _entry_problems(data.get("runs"))
+    found += _seed_problems(data)
+    if found:
+        raise ScenarioError(f"{source}: " + "; ".join(dict.fromkeys(found)))
+    try:
+        scenario = build_section(Scenario, data, "")
+        scenario.sections = {name: build_section(plugins[name], section, name) for name, section in written.items()}
         check_scenario(scenario)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None
     return scenario
+
+
+def _entry_problems(runs: Any) -> list[str]:
+    """The schema's problems with the section fields run entries give (``runs[i].train: {lr: ...}``)."""
+    if not isinstance(runs, list):
+        return []
+    sections = {**{name: type_hints(Scenario)[name] for name in BUILT_IN_SECTIONS}, **plugin_sections()}
+    found = []
+    for i, entry in enumerate(runs):
+        if not isinstance(entry, dict):
+            continue
+        for name, cls in sections.items():
+            own = entry.get(name, (entry.get("sections") or {}).get(name))
+            if isinstance(own, dict):
+                found += problems(cls, own, f"runs[{i}].{name}")
+    return found
+
+
+def _seed_problems(data: dict[str, Any]) -> list[str]:
+    """``seed`` and ``seeds`` given together, in the scenario's ``train`` or an entry's."""
+    found = []
+    places = [("train", data.get("train"))] + [
+        (f"runs[{i}].train", entry.get("train")) for i, entry in enumerate(data.get("runs") or []) if isinstance(entry, dict)
+    ]
+    for path, train in places:
+        try:
+            check_one_seed_field(train, path, fail)
+        except ScenarioError as error:
+            found.append(str(error))
+    return found
 
 
 def run_id_for(

@@ -268,6 +268,11 @@ class Registry(Generic[E]):
             raise ValueError(f"unknown {self.axis} '{name}'; choose one of {', '.join(self._entries)}")
         return self._entries[name]
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Registry[E]:
+        # One registry per axis: a copy (as the schema's validators deep-copy what they reference) would keep the
+        # names of the time it was made and miss the plugins loaded later.
+        return self
+
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         return name in self._entries

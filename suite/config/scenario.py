@@ -19,20 +19,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
+from pydantic import Field
+
+from .plan import MIN_IMAGE_SIZE
 from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
-from .schema import SchemaError, build, type_hints
+from .schema import AtMost, OneOf, SchemaError, build, did_you_mean, type_hints
 
-# Fields whose value must be a registered name (the converter checks them against the registry).
-StrategyName = Annotated[str, STRATEGIES]
+# Fields whose value must be a registered name (the schema checks them against the registry).
+StrategyName = Annotated[str, OneOf(STRATEGIES)]
+EngineName = Annotated[str, OneOf(ENGINES)]
+LossName = Annotated[str, OneOf(LOSSES)]
+FeatureName = Annotated[str, OneOf(FEATURES)]
 
+# Why an upper bound is where it is (the error gives the reason).
+_NEVER = "a run this long would never finish"
+_MONTH = "longer than a month"
+_CELL = "every cell holds this many networks in memory"
+_IMAGES = "the images are held in memory while they are scored"
+_BUFFER = "a buffer this large does not fit a device's memory"
 
-EngineName = Annotated[str, ENGINES]
+LearningRate = Annotated[float, Field(gt=0)]  # no upper bound: the divergence tests train at 1e30 on purpose
+Beta = Annotated[float, Field(ge=0, lt=1)]
+Seed = Annotated[int, Field(ge=0), AtMost(2**32 - 1, "NumPy's seeds are 32-bit")]
+Procs = Annotated[int, Field(ge=1), AtMost(1_000_000, "more ranks than the largest machines have")]
+GridSide = Annotated[int, Field(ge=1), AtMost(10_000, "every cell trains its own networks")]
 
-
-LossName = Annotated[str, LOSSES]
-
-
-FeatureName = Annotated[str, FEATURES]
+DATASET_CLASSES: dict[str, int | None] = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": None}
+"""Each dataset's class count, known before it is loaded (None: ImageNet's folders tell, checked when it loads)."""
 
 
 class ScenarioError(SchemaError):
@@ -57,29 +70,50 @@ class DatasetConfig:
 
     name: Literal["digits", "mnist", "cifar10", "cifar100", "imagenet"] = "digits"
     """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
-    image_size: int = 32
+    image_size: Annotated[
+        int,
+        Field(ge=MIN_IMAGE_SIZE),
+        AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights"),
+    ] = 32
     """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
     split: Literal["train", "test"] = "train"
     """Which split trains the GANs (the metrics compare with the same split)."""
-    classes: list[int] | None = None
+    classes: (
+        list[Annotated[int, Field(ge=0), AtMost(999, "ImageNet, the dataset with the most classes, has labels 0..999")]] | None
+    ) = None
     """Labels to keep (all when omitted)."""
     download: bool = False
     """Let torchvision download MNIST/CIFAR into ``root`` (needs internet)."""
-    limit: int | None = None
+    limit: Annotated[int, Field(ge=1), AtMost(10**8, "more images than any dataset the suite reads")] | None = None
     """Use only the first N images after class selection (quick trials)."""
-    workers: int = 0
+    workers: Annotated[int, Field(ge=0), AtMost(256, "each loader process holds its own prefetch queue")] = 0
     """Loader processes per rank for datasets read from disk (ImageNet)."""
+
+    @property
+    def class_count(self) -> int | None:
+        """Classes trained: those of ``classes``, else all of the dataset's (None where only its files tell)."""
+        return len(self.classes) if self.classes else DATASET_CLASSES[self.name]
+
+    @property
+    def class_labels(self) -> list[int] | None:
+        """The labels trained: ``classes``, else all of the dataset's (None where only its files tell)."""
+        if self.classes:
+            return list(self.classes)
+        count = DATASET_CLASSES[self.name]
+        return list(range(count)) if count is not None else None
 
 
 @dataclass
 class ModelConfig:
     """The networks of seed 000's tables; only these knobs are exposed."""
 
-    latent_dim: int = 100
+    latent_dim: Annotated[
+        int, Field(ge=1), AtMost(4096, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")
+    ] = 100
     """Size of the noise vector z."""
-    dropout: float = 0.25
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.25
     """Dropout after each discriminator convolution."""
     sync_batchnorm: bool = False
     """Normalise over the whole data-parallel batch instead of each rank's shard."""
@@ -91,9 +125,9 @@ class ModelConfig:
 class CheckpointEvery:
     """How often a run saves its training state: one of the two."""
 
-    steps: int | None = None
+    steps: Annotated[int, Field(ge=1), AtMost(10**9, _NEVER)] | None = None
     """Every this many generator steps of each GAN (cellular: iterations)."""
-    minutes: float | None = None
+    minutes: Annotated[float, Field(gt=0), AtMost(43_200, _MONTH)] | None = None
     """Every this many minutes of the training window, agreed by the ranks that train together."""
 
 
@@ -101,28 +135,28 @@ class CheckpointEvery:
 class TrainConfig:
     """Optimisation settings shared by all strategies."""
 
-    epochs: int = 2
+    epochs: Annotated[int, Field(ge=1), AtMost(100_000, _NEVER)] = 2
     """Passes over each GAN's training data."""
-    steps: int | None = None
+    steps: Annotated[int, Field(ge=1), AtMost(10**9, _NEVER)] | None = None
     """Stop each GAN after this many generator steps (overrides epochs when smaller)."""
-    batch_size: int = 64
+    batch_size: Annotated[int, Field(ge=1), AtMost(65_536, "the activations of a larger batch do not fit a device's memory")] = 64
     """Global batch of one GAN (split over the ranks that train it); per rank under weak scaling."""
-    lr: float = 0.0002
+    lr: LearningRate = 0.0002
     """Adam learning rate (generator and discriminator)."""
-    betas: list[float] = field(default_factory=lambda: [0.5, 0.999])
+    betas: list[Beta] = field(default_factory=lambda: [0.5, 0.999])
     """Adam betas."""
-    seed: int = 0
+    seed: Seed = 0
     """Every random number of a run derives from this."""
-    seeds: list[int] | None = None
+    seeds: list[Seed] | None = None
     """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds."""
-    warmup_steps: int = 2
+    warmup_steps: Annotated[int, Field(ge=0), AtMost(10**6, _NEVER)] = 2
     """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
-    threads: int | None = None
+    threads: Annotated[int, Field(ge=1), AtMost(1024, "more threads per rank than any node has cores")] | None = None
     """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node; at most 4 on a rank that trains on a GPU)."""
-    budget_s: float | None = None
+    budget_s: Annotated[float, Field(gt=0), AtMost(2_592_000, _MONTH)] | None = None
     """Seconds of every run's training, instead of epochs (still capped by ``steps``): equal-time comparisons. Warm-up
     counts inside it: the window gets the budget less the slowest rank's warm-up seconds."""
-    budget_images: int | None = None
+    budget_images: Annotated[int, Field(ge=1), AtMost(10**12, _NEVER)] | None = None
     """Real training images drawn into every system's training batches (those its discriminators train on), summed
     over its GANs (cells) and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
     equal-compute comparisons that do not depend on the host's speed (docs/scenarios.md, "Equal budgets"; not with
@@ -141,13 +175,13 @@ class TrainConfig:
 class WganGpConfig:
     """Settings used when ``loss: wgan-gp`` (Gulrajani et al. defaults)."""
 
-    n_critic: int = 5
+    n_critic: Annotated[int, Field(ge=1), AtMost(1000, _NEVER)] = 5
     """Critic steps per generator step."""
-    gp_weight: float = 10.0
+    gp_weight: Annotated[float, Field(ge=0), AtMost(1e6, "a penalty this large swamps the critic's loss")] = 10.0
     """Gradient-penalty coefficient lambda."""
-    lr: float = 0.0001
+    lr: LearningRate = 0.0001
     """Adam learning rate for critic and generator."""
-    betas: list[float] = field(default_factory=lambda: [0.0, 0.9])
+    betas: list[Beta] = field(default_factory=lambda: [0.0, 0.9])
     """Adam betas for critic and generator."""
 
 
@@ -155,29 +189,29 @@ class WganGpConfig:
 class CellularConfig:
     """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (seed 003, Table 1)."""
 
-    iterations: int | None = None
+    iterations: Annotated[int, Field(ge=1), AtMost(10**7, _NEVER)] | None = None
     """Coevolution iterations (default: train.epochs; 200 in the paper; one telemetry step each)."""
-    population: int = 1
+    population: Annotated[int, Field(ge=1), AtMost(1000, _CELL)] = 1
     """Generators and discriminators per cell."""
     neighbourhood: Literal["von_neumann", "moore"] = "von_neumann"
     """Cell plus its 4 (von Neumann) or 8 (Moore) torus neighbours."""
-    tournament_size: int = 2
+    tournament_size: Annotated[int, Field(ge=1), AtMost(1000, _CELL)] = 2
     """Individuals drawn per tournament."""
-    n_replacements: int = 1
+    n_replacements: Annotated[int, Field(ge=1), AtMost(1000, _CELL)] = 1
     """Trained individuals that may replace the cell's worst ones each iteration (at most population)."""
-    mutation_probability: float = 0.5
+    mutation_probability: Annotated[float, Field(ge=0, le=1)] = 0.5
     """Probability that a learning rate is mutated before each training step."""
-    mutation_rate: float = 0.0001
+    mutation_rate: Annotated[float, Field(ge=0), AtMost(1, "a learning rate moves by mutation_rate x N(-lr / 10, lr)")] = 0.0001
     """Lipizzaner's alpha: a mutated learning rate moves by mutation_rate * N(-train.lr / 10, train.lr)."""
-    fitness_samples: int = 1000
+    fitness_samples: Annotated[int, Field(ge=1), AtMost(10**6, _IMAGES)] = 1000
     """Real images (and as many generated) per fitness evaluation, run in batches of train.batch_size."""
-    batches_per_iteration: int = 0
+    batches_per_iteration: Annotated[int, Field(ge=0), AtMost(10**6, _NEVER)] = 0
     """Training batches per cell per iteration, without replacement (0 or more than a pass: one full pass)."""
-    discriminator_skip: int = 1
+    discriminator_skip: Annotated[int, Field(ge=0), AtMost(10**6, _NEVER)] = 1
     """Discriminators train on every (discriminator_skip + 1)-th batch only (0: on every batch)."""
-    mixture_scale: float = 0.01
+    mixture_scale: Annotated[float, Field(ge=0), AtMost(1, "mixture weights lie in [0, 1]")] = 0.01
     """Standard deviation of the (1+1)-ES step on mixture weights."""
-    mixture_samples: int = 1000
+    mixture_samples: Annotated[int, Field(ge=1), AtMost(10**6, _IMAGES)] = 1000
     """Generated (and real) images that score a mixture; more than the feature dimension."""
     mixture_features: Literal["logits", "metrics"] = "logits"
     """Mixture FID space: the suite classifier's class logits (10-d on digits, mnist, cifar10) or metrics.features."""
@@ -191,9 +225,9 @@ class CellularConfig:
 class QualityTarget:
     """A quality to reach, under the run's feature network (``metrics.features``): one of the two."""
 
-    fid: float | None = None
+    fid: Annotated[float, Field(ge=0), AtMost(10_000, "FIDs of images in [-1, 1] stay far below it")] | None = None
     """Reached when FID is at most this."""
-    kid: float | None = None
+    kid: Annotated[float, Field(ge=0), AtMost(100, "KIDs of images in [-1, 1] stay far below it")] | None = None
     """Reached when KID (mean) is at most this."""
 
     @property
@@ -215,13 +249,13 @@ class MetricsConfig:
 
     features: FeatureName = "auto"
     """``auto``, ``inception`` or ``classifier`` (see docs/image-quality.md)."""
-    samples: int = 1000
+    samples: Annotated[int, Field(ge=1), AtMost(10**6, _IMAGES)] = 1000
     """Generated (and real) images scored."""
     inception_weights: str | None = None
     """Path to pytorch-fid's Inception weights (else ``$SUITE_INCEPTION_WEIGHTS`` or the torch hub cache)."""
     enabled: bool = True
     """Score the trained generators (off: timing-only runs)."""
-    curve_points: int = 3
+    curve_points: Annotated[int, Field(ge=0), AtMost(1000, "every point samples and scores the generator")] = 3
     """Generator snapshots at evenly spaced steps (or times, with a budget), scored for quality over time."""
     target: QualityTarget | None = None
     """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
@@ -247,17 +281,17 @@ class HorovodConfig:
     and the others held fixed.
     """
 
-    cycle_time_ms: float | None = None
+    cycle_time_ms: Annotated[float, Field(ge=0), AtMost(60_000, "a cycle of a minute would stall every step")] | None = None
     """HOROVOD_CYCLE_TIME: milliseconds between the background thread's cycles (default: 10 on CPUs, Horovod's 1 on GPUs)."""
-    fusion_threshold_mb: int | None = None
+    fusion_threshold_mb: Annotated[int, Field(ge=0), AtMost(65_536, _BUFFER)] | None = None
     """HOROVOD_FUSION_THRESHOLD in MiB: the largest fused allreduce buffer, 0 disables fusion (default: Horovod's 128)."""
-    cache_capacity: int | None = None
+    cache_capacity: Annotated[int, Field(ge=0), AtMost(10**7, "the networks have far fewer tensors")] | None = None
     """HOROVOD_CACHE_CAPACITY: tensors in the response cache, 0 disables it (default: Horovod's 1024)."""
     hierarchical_allreduce: bool | None = None
     """HOROVOD_HIERARCHICAL_ALLREDUCE: reduce inside each node, then across nodes (NCCL builds, several nodes; default off)."""
     hierarchical_allgather: bool | None = None
     """HOROVOD_HIERARCHICAL_ALLGATHER: the same for allgather (default off)."""
-    groups: int | None = None
+    groups: Annotated[int, Field(ge=1), AtMost(1000, "the networks have far fewer tensors")] | None = None
     """DistributedOptimizer groups: reduce each network's gradients in this many groups, each once complete (default: none)."""
     autotune: bool | None = None
     """HOROVOD_AUTOTUNE: tune the null settings while training, logged to RUN_DIR/horovod-autotune.csv (default off)."""
@@ -269,7 +303,7 @@ class HorovodConfig:
 class DDPConfig:
     """torch engine settings: arguments of ``DistributedDataParallel`` (null: the suite's default)."""
 
-    bucket_cap_mb: float | None = None
+    bucket_cap_mb: Annotated[float, Field(gt=0), AtMost(65_536, _BUFFER)] | None = None
     """Gradient bucket size in MiB (default: DDP's 25)."""
     gradient_as_bucket_view: bool | None = None
     """Gradients are views into the allreduce buckets: no copy, less memory (default: true)."""
@@ -295,13 +329,13 @@ class RunSpec:
     """Training strategy."""
     engine: EngineName = "mpi"
     """Communication engine."""
-    procs: list[int] = field(default_factory=lambda: [1])
+    procs: list[Procs] = field(default_factory=lambda: [1])
     """Process counts to run."""
     loss: LossName | None = None
     """Loss (default: bce; mustangs for cellular; minimax, mse, heuristic: cellular only)."""
-    grid: list[int] | None = None
+    grid: list[GridSide] | None = None
     """Cellular grid [rows, cols] for strong scaling."""
-    grids: list[list[int]] | None = None
+    grids: list[list[GridSide]] | None = None
     """Cellular grids for weak scaling, one per procs entry, with the same cells per rank in each."""
     scaling: Literal["strong", "weak"] | None = None
     """Overrides the scenario's scaling for this entry."""
@@ -341,7 +375,9 @@ class Scenario:
     """Free text shown in the report."""
     scaling: Literal["strong", "weak"] = "strong"
     """What a sweep over procs means (see docs/scenarios.md, "What a sweep means")."""
-    repeats: int = 1
+    repeats: Annotated[
+        int, Field(ge=1), AtMost(1000, "every repeat runs the whole sweep again, and its runs are held in memory")
+    ] = 1
     """Repeat every run this many times (mean and std in the report)."""
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -359,10 +395,42 @@ class Scenario:
     """The sections of installed plugins, built (``local_sgd: {average_every: 4}`` at the top level of the file)."""
 
 
-PLACEMENT_FIELDS = ("sweep_ranks_per_node", "seed_order", "sweep_order", "sweep_procs", "trace", "logs", "tensorboard_dir")
+def scenario_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file (``suite schema`` prints it): :class:`Scenario`, with the installed plugins'
+    sections (:func:`plugin_sections`) beside the built-in ones at the top level and in run entries, so the docs and
+    editors show them too."""
+    from .schema import json_schema
+
+    schema = json_schema(Scenario)
+    del schema["properties"]["sections"]  # built from the plugins' sections, not written under this name
+    for name, cls in sorted(plugin_sections().items()):
+        section = json_schema(cls)
+        schema.setdefault("$defs", {}).update(section.pop("$defs", {}))
+        schema["$defs"][cls.__name__] = section
+        schema["properties"][name] = {"$ref": f"#/$defs/{cls.__name__}"}
+    entry = schema["$defs"][RunSpec.__name__]["properties"]
+    del entry["sections"]  # a run entry also writes a plugin's section under its own name
+    for name in sorted(plugin_sections()):
+        entry[name] = {"type": "object", "description": f"Fields of `{name}` that differ for this entry."}
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "suite scenario"
+    return schema
+
+
+PLACEMENT_FIELDS = (
+    "sweep_ranks_per_node",
+    "seed_order",
+    "sweep_order",
+    "sweep_procs",
+    "trace",
+    "logs",
+    "tensorboard_dir",
+    "overrides",
+)
 """Fields of a :class:`Run` that say where its ranks sit and where it comes in the sweep's order, not what it
-trains (``trace``, ``logs`` and ``tensorboard_dir`` only add traces and logs, and the command line sets them): a
-checkpoint resumes, and a finished run is the same run, whatever they are."""
+trains (``trace``, ``logs`` and ``tensorboard_dir`` only add traces and logs, and the command line sets them;
+``overrides`` says how the settings were reached, which the settings themselves hold): a checkpoint resumes, and a
+finished run is the same run, whatever they are."""
 
 
 @dataclass
@@ -408,6 +476,8 @@ class Run:
     sections: dict[str, Any] = field(default_factory=dict)
     """The plugin sections its strategy and loss read (:func:`plugin_sections`), by name; left out of ``run.json``
     when empty."""
+    overrides: dict[str, Any] | None = None
+    """The scenario fields ``suite run --set`` overrode for this run, by dotted field (``{"train.lr": 0.001}``); None without."""
 
     @property
     def critic_norm(self) -> str:
@@ -475,25 +545,25 @@ def section_class(name: str) -> type:
 
 def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
     """Scenario data with the plugins' sections, written at the top level and in run entries under their own names,
-    moved into ``sections`` (the top-level ones built and checked against their dataclasses).
+    moved into ``sections`` (as written: :func:`suite.config.expansion.parse_scenario` checks them against
+    :func:`plugin_sections`' dataclasses with every other section and builds them).
 
-    This is the seam a scenario schema takes over: a schema library builds the same sections from
-    :func:`plugin_sections`' dataclasses; the rest of the suite reads them through :func:`entry_section`
-    and :meth:`Run.section`.
+    A run entry naming a strategy that is not registered is refused here, before its sections, so that a plugin
+    that is not installed is named first.
     """
-    for i, entry in enumerate(data.get("runs") or []):  # before their sections: a missing plugin is named first
+    for i, entry in enumerate(data.get("runs") or []):
         strategy = entry.get("strategy") if isinstance(entry, dict) else None
         if isinstance(strategy, str) and strategy not in STRATEGIES:
+            hint = did_you_mean(strategy, STRATEGIES.names()) or " (a plugin's strategy needs its package installed)"
             raise ScenarioError(
-                f"runs[{i}].strategy: '{strategy}' is not one of {', '.join(map(repr, STRATEGIES.names()))} "
-                "(a plugin's strategy needs its package installed)"
+                f"runs[{i}].strategy: '{strategy}' is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
             )
     plugins = plugin_sections()
     for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(data.get("runs") or []))]:
         if isinstance(mapping, dict) and "sections" in mapping:
             raise ScenarioError(f"{where}sections: unknown field; give a plugin's section under its own name")
     lifted = {k: v for k, v in data.items() if k not in plugins}
-    lifted["sections"] = {name: build_section(cls, data[name], name) for name, cls in plugins.items() if name in data}
+    lifted["sections"] = {name: data[name] for name in plugins if name in data}
     runs = data.get("runs")
     if isinstance(runs, list):
         lifted["runs"] = [

@@ -1,30 +1,300 @@
-"""Plain data (parsed YAML or JSON) checked against dataclasses: the one converter of the suite.
+"""Plain data (parsed YAML or JSON) checked against dataclasses, on pydantic v2.
 
-Scenario files (:mod:`suite.config.scenario`) and run records (:mod:`suite.records.record`) are read through
-it. Every mapping must hold only the dataclass's fields and every value the field's type; an
-error names the field's path (``train.epoch: unknown field``, ``telemetry.step_p50: expected a
-number``). Types understood: ``bool``, ``int``, ``float`` (integers accepted), ``str``, ``dict``
-and ``dict[str, X]``, ``list[X]``, ``X | None``, ``Literal[...]``, ``Annotated[str, registry]``
-(one of the registry's names, see :mod:`suite.config.registry`), nested dataclasses and ``Any``.
+**Scenarios and runs** (:func:`build`, :func:`problems`): a dataclass is validated with a
+``pydantic.TypeAdapter`` under one configuration (:data:`CONFIG`): strict types (no ``"3"`` for an
+integer, no ``1`` for ``true``), NaN and infinities refused for every float, unknown fields refused,
+and the bounds each field carries as ``Annotated[int, Field(ge=1), AtMost(10_000, "why")]``. Every
+problem is found in one pass, and each is one line naming its field's path
+(``train.lr: must be a finite number, got nan``; ``train.epoch: unknown field; expected one of
+epochs, ... (did you mean epochs?)``); :func:`build` raises them joined by ``; `` in one
+:class:`SchemaError`. A field whose value is a registry's name is ``Annotated[str, OneOf(REGISTRY)]``:
+checked against the names registered when it is read, and listed as the JSON Schema's ``enum``.
+:func:`json_schema` is the same definitions as a JSON Schema (field docs from the attribute docstrings).
+
+**Records** (:func:`check`, :func:`convert`): a run record may lack any field (a failed run has few),
+so records keep the partial checker below, the suite's first: it checks the fields a record has and
+stops at the first that does not fit. Nothing else uses it.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import functools
-import re
 import types
 import typing
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
 from .registry import Registry
 
 
 class SchemaError(ValueError):
-    """Data does not fit its schema; the message starts with the field's path."""
+    """Data does not fit its schema; the message starts with the field's path (several: joined by ``; ``)."""
 
 
 T = TypeVar("T")
+
+CONFIG = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, use_attribute_docstrings=True)
+"""How every dataclass is read: unknown fields refused, no type coercion, finite floats only, field docs kept."""
+
+
+# --- field annotations ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``Annotated[str, OneOf(STRATEGIES)]``: one of the registry's names, read when a value is checked (plugins
+    registered later count), and the JSON Schema's ``enum`` when it is generated."""
+
+    registry: Registry
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> dict[str, Any]:
+        return {**handler(schema), "enum": list(self.registry.names())}
+
+    def _check(self, value: str) -> str:
+        names = self.registry.names()
+        if value not in names:
+            hint = did_you_mean(value, names)
+            raise PydanticCustomError("registry_name", "{text}", {"text": f"{value!r} is not one of {_quoted(names)}{hint}"})
+        return value
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """``Annotated[int, AtMost(4096, "the generator's first layer ...")]``: an upper bound with its reason, which the
+    error gives (sizes that cannot fit in memory, counts that would never finish)."""
+
+    limit: float
+    reason: str
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: Any) -> dict[str, Any]:
+        return {**handler(schema), "maximum": self.limit}
+
+    def _check(self, value: Any) -> Any:
+        if value > self.limit:
+            text = f"must be at most {_number(self.limit)}, got {_number(value)}: {self.reason}"
+            raise PydanticCustomError("at_most", "{text}", {"text": text})
+        return value
+
+
+# --- validation -----------------------------------------------------------------------------------------
+
+
+def _relax_dataclasses(node: Any) -> None:
+    """Let a strict dataclass schema take a mapping (pydantic's strict mode wants an instance); its fields stay strict."""
+    if isinstance(node, dict):
+        if node.get("type") == "dataclass":
+            node["strict"] = False
+        for value in node.values():
+            _relax_dataclasses(value)
+    elif isinstance(node, list):
+        for value in node:
+            _relax_dataclasses(value)
+
+
+@functools.cache
+def _adapter(tp: Any) -> TypeAdapter:
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if "__pydantic_config__" not in vars(tp):
+            tp.__pydantic_config__ = CONFIG  # type: ignore[attr-defined]
+        return TypeAdapter(tp)
+    return TypeAdapter(tp, config=CONFIG)
+
+
+@functools.cache
+def _validator(tp: Any) -> SchemaValidator:
+    schema = copy.deepcopy(_adapter(tp).core_schema)
+    _relax_dataclasses(schema)
+    return SchemaValidator(schema, CONFIG)  # type: ignore[arg-type]
+
+
+def json_schema(cls: type) -> dict[str, Any]:
+    """The JSON Schema of dataclass ``cls`` (editors validate files with it; the docs' reference is made from it).
+
+    pydantic leaves out the defaults that a ``default_factory`` makes; those that are plain values (``betas``'
+    ``[0.5, 0.999]``) are added, a section's (its fields' defaults) is not.
+    """
+    schema = _adapter(cls).json_schema()
+    for section in _dataclasses_in(cls):
+        node = schema if section is cls else schema.get("$defs", {}).get(section.__name__)
+        if node is None:
+            continue
+        for f in dataclasses.fields(section):
+            if f.init and f.default_factory is not dataclasses.MISSING and f.name in node.get("properties", {}):
+                value = f.default_factory()
+                if not dataclasses.is_dataclass(value):
+                    node["properties"][f.name]["default"] = value
+    return schema
+
+
+def _dataclasses_in(cls: type) -> list[type]:
+    """``cls`` and every dataclass its fields hold, at any depth."""
+    found: list[type] = []
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            if tp in found:
+                return
+            found.append(tp)
+            for hint in type_hints(tp).values():
+                visit(hint)
+        for arg in get_args(tp):
+            visit(arg)
+
+    visit(cls)
+    return found
+
+
+def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
+    """``(value, [])`` where ``data`` fits ``tp``, else ``(None, one line per problem)``."""
+    try:
+        return _validator(tp).validate_python(data), []
+    except ValidationError as error:
+        return None, [_problem(tp, err, path) for err in error.errors(include_url=False)]
+
+
+def problems(cls: type, data: Any, path: str = "") -> list[str]:
+    """Every way ``data`` does not fit dataclass ``cls``, one line each naming the field (empty: it fits)."""
+    return _validate(cls, data, path)[1]
+
+
+def build(cls: type[T], data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> T:
+    """An instance of dataclass ``cls`` from ``data``; raises ``error`` naming every field that does not fit."""
+    value, found = _validate(cls, data, path)
+    if found:
+        raise error("; ".join(found))
+    return typing.cast(T, value)
+
+
+def convert_field(cls: type, name: str, value: Any, path: str, error: type[SchemaError] = SchemaError) -> Any:
+    """``value`` checked as field ``name`` of dataclass ``cls`` (its type and bounds); raises ``error`` naming ``path``."""
+    converted, found = _validate(type_hints(cls)[name], value, path)
+    if found:
+        raise error("; ".join(found))
+    return converted
+
+
+# --- one line per problem -------------------------------------------------------------------------------
+
+
+def _quoted(names: Any) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def did_you_mean(word: str, names: Any) -> str:
+    close = difflib.get_close_matches(str(word), [str(n) for n in names], n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _strip(tp: Any) -> Any:
+    """``tp`` without ``Annotated`` and ``| None``."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (typing.Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def section_type(tp: Any) -> type | None:
+    """The dataclass a field of type ``tp`` holds (``X`` or ``X | None``), or None for any other field."""
+    inner = _strip(tp)
+    return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
+
+
+def _type_at(tp: Any, loc: tuple[Any, ...]) -> Any:
+    """The type at ``loc`` (pydantic's error location) inside ``tp``; Any where it cannot be told."""
+    for part in loc:
+        tp = _strip(tp)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(part, str):
+            tp = type_hints(tp).get(part, Any)
+        elif get_origin(tp) is list and isinstance(part, int):
+            tp = get_args(tp)[0]
+        elif get_origin(tp) is dict and get_args(tp):
+            tp = get_args(tp)[1]
+        else:
+            return Any
+    return tp
+
+
+def _path(path: str, loc: tuple[Any, ...]) -> str:
+    text = path
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _number(value: Any) -> str:
+    """A bound or a value as a reader writes it: ``10000``, ``0.0001``, ``1e+12``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value)) if abs(value) >= 1e4 else repr(value)
+    return repr(value)
+
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "none_required": "null",
+}
+
+
+def _problem(tp: Any, err: Any, path: str) -> str:
+    """One pydantic error as ``field.path: what is wrong, got what``."""
+    loc, kind, ctx, value = tuple(err["loc"]), err["type"], err.get("ctx") or {}, err.get("input")
+    where = _path(path, loc)
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        parent = _strip(_type_at(tp, loc[:-1]))
+        names = [f.name for f in dataclasses.fields(parent) if f.init] if dataclasses.is_dataclass(parent) else []
+        return f"{where}: unknown field; expected one of {', '.join(names)}{did_you_mean(loc[-1], names)}"
+    if kind in ("missing", "missing_argument"):
+        return f"{where}: required field is missing"
+    if kind == "literal_error":
+        choices = get_args(_strip(_type_at(tp, loc)))
+        return f"{where}: {value!r} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
+    if kind in ("dataclass_type", "dataclass_args_type"):
+        cls = _strip(_type_at(tp, loc))
+        fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
+        return f"{where}: expected a mapping of {fields}, got {value!r}"
+    if kind in _EXPECTED:
+        return f"{where}: expected {_EXPECTED[kind]}, got {value!r}"
+    if kind == "finite_number":
+        return f"{where}: must be a finite number, got {value!r}"
+    if kind == "greater_than_equal":
+        bound = "not be negative" if ctx["ge"] == 0 else f"be at least {_number(ctx['ge'])}"
+        return f"{where}: must {bound}, got {_number(value)}"
+    if kind == "greater_than":
+        bound = "positive" if ctx["gt"] == 0 else f"greater than {_number(ctx['gt'])}"
+        return f"{where}: must be {bound}, got {_number(value)}"
+    if kind == "less_than_equal":
+        return f"{where}: must be at most {_number(ctx['le'])}, got {_number(value)}"
+    if kind == "less_than":
+        return f"{where}: must be less than {_number(ctx['lt'])}, got {_number(value)}"
+    if kind in ("too_short", "too_long"):
+        return f"{where}: expected {ctx.get('min_length', ctx.get('max_length'))} items, got {value!r}"
+    message = str(err["msg"])
+    return f"{where}: {message[:1].lower()}{message[1:]}"
+
+
+# --- the partial checker of records ---------------------------------------------------------------------
 
 
 def _choices(tp: Any) -> tuple[Any, ...] | None:
@@ -32,8 +302,8 @@ def _choices(tp: Any) -> tuple[Any, ...] | None:
     if get_origin(tp) is Literal:
         return get_args(tp)
     if get_origin(tp) is Annotated:
-        registry = next((m for m in tp.__metadata__ if isinstance(m, Registry)), None)
-        return registry.names() if registry is not None else None
+        one_of = next((m for m in tp.__metadata__ if isinstance(m, OneOf)), None)
+        return one_of.registry.names() if one_of is not None else None
     return None
 
 
@@ -53,6 +323,8 @@ def type_name(tp: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in choices)
     if _is_optional(tp):
         return type_name(_strip_optional(tp)) + " or null"
+    if get_origin(tp) is Annotated:
+        return type_name(get_args(tp)[0])
     if get_origin(tp) is list:
         return f"a list of {type_name(get_args(tp)[0])}"
     if get_origin(tp) is dict:
@@ -69,11 +341,11 @@ _SCALARS: dict[Any, Any] = {
     str: lambda v: isinstance(v, str),
     dict: lambda v: isinstance(v, dict),
 }
-"""The plain types a field may have, and what a value must be to be one."""
+"""The plain types a record field may have, and what a value must be to be one."""
 
 
 def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaError, partial: bool = False) -> Any:
-    """``value`` as type ``tp`` (nested dataclasses built; with ``partial``, checked and left as mappings)."""
+    """``value`` as type ``tp`` for a record (nested dataclasses built; with ``partial``, checked and left as mappings)."""
     if tp is Any:
         return value
     if _is_optional(tp):
@@ -88,6 +360,8 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
         if value not in choices:
             raise error(f"{path}: {value!r} is not {type_name(tp)}")
         return value
+    if origin is Annotated:
+        return convert(get_args(tp)[0], value, path, error, partial)
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
@@ -100,18 +374,9 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
         return {k: convert(item, v, f"{path}.{k}", error, partial) for k, v in value.items()}
     if tp in _SCALARS:
         if not _SCALARS[tp](value):
-            hint = " (YAML reads a number such as 1e-4 as text: write 1.0e-4 or 0.0001)" if _number_text(tp, value) else ""
-            raise error(f"{path}: expected {type_name(tp)}, got {value!r}{hint}")
+            raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
         return float(value) if tp is float else value
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
-
-
-_EXPONENT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
-
-
-def _number_text(tp: Any, value: Any) -> bool:
-    """Whether ``value`` is a number that YAML read as a string (``1e-4``: YAML 1.1 floats need a dot)."""
-    return tp is float and isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()) is not None
 
 
 @functools.cache
@@ -120,27 +385,12 @@ def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _values(cls: type, data: dict[str, Any], path: str, error: type[SchemaError], partial: bool) -> dict[str, Any]:
-    hints = type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    prefix = f"{path}." if path else ""
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise error(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(fields)}")
-    values = {}
-    for name, f in fields.items():
-        if name in data:
-            values[name] = convert(hints[name], data[name], f"{prefix}{name}", error, partial)
-        elif not partial and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise error(f"{prefix}{name}: required field is missing")
-    return values
-
-
-def build(cls: type[T], data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> T:
-    """An instance of dataclass ``cls`` from ``data``; raises ``error`` naming the first field that does not fit."""
-    return cls(**_values(cls, data, path, error, partial=False))
-
-
 def check(cls: type, data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> dict[str, Any]:
     """``data`` checked against dataclass ``cls`` where fields may be missing (a partial record); returns it converted."""
-    return _values(cls, data, path, error, partial=True)
+    hints = type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    prefix = f"{path}." if path else ""
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise error(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(names)}")
+    return {name: convert(hints[name], data[name], f"{prefix}{name}", error, partial=True) for name in names if name in data}

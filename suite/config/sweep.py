@@ -6,7 +6,7 @@ for one run per combination (the cartesian product, the first-listed values firs
 the entry had given those values in its own sections (:func:`with_point`). Every run records its
 values (``sweep``) and the position of its combination (``sweep_order``), which
 :mod:`suite.analysis.tuning` ranks. Each value is converted like the field itself, and an error
-names it: ``runs[3].sweep.train.lr[1]: expected a number, got 'fast'``.
+names it: ``runs[3].sweep.train.lr[1]: expected a number, got 'fast'`` (its bounds too: ``must be positive``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .scenario import BUILT_IN_SECTIONS, RunSpec, ScenarioError, entry_own, entry_sections, section_class
-from .schema import convert, type_hints
+from .schema import convert_field, type_hints
 
 NOT_SWEPT = {
     "train.seed": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
@@ -76,7 +76,7 @@ def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
             raise _fail(where, f"expected a list of values to try, got {values!r}")
         if not values:
             raise _fail(where, "is empty: give the values to try")
-        converted = [convert(types[name], v, f"{where}[{k}]", ScenarioError) for k, v in enumerate(values)]
+        converted = [convert_field(section_class(section), name, v, f"{where}[{k}]", ScenarioError) for k, v in enumerate(values)]
         repeated = [v for k, v in enumerate(converted) if v in converted[:k]]
         if repeated:
             raise _fail(where, f"values repeat: {repeated}")

@@ -6,9 +6,10 @@ entry's strategy, engine, grid and process counts need. Every broken rule raises
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from .plan import (
     CLASSIFIER_FEATURE_DIM,
@@ -22,6 +23,7 @@ from .plan import (
 )
 from .registry import ENGINES, LOSSES, STRATEGIES, engines_for
 from .scenario import (
+    DATASET_CLASSES,
     CellularConfig,
     CheckpointEvery,
     DatasetConfig,
@@ -76,6 +78,33 @@ def directive_problem(value: str) -> str | None:
 
 
 def check_scenario(scenario: Scenario) -> None:
+    """The rules across fields; one :class:`ScenarioError` listing every rule broken (``; ``-joined).
+
+    Each group of rules below stops at its first broken rule (a later rule of the group may need an earlier one to
+    hold), and every group runs: the message names one problem per group at most.
+    """
+    groups: list[Callable[[], None]] = [
+        lambda: _check_top_level(scenario),
+        lambda: _check_train(scenario.train, "train", fail),
+        lambda: _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail),
+        lambda: _check_budget_and_target(scenario, fail),
+        lambda: _check_checkpoints(scenario.train.checkpoint_every, fail),
+        lambda: _check_cellular(scenario.cellular, "cellular", scenario, fail),
+        lambda: _check_engine_settings(scenario.horovod, scenario.ddp, "", fail),
+    ]
+    groups += [functools.partial(_check_plugin_section, name, section, name, fail) for name, section in scenario.sections.items()]
+    groups += [functools.partial(_check_entries, scenario, i, spec) for i, spec in enumerate(scenario.runs)]
+    found = []
+    for group in groups:
+        try:
+            group()
+        except ScenarioError as error:
+            found.append(str(error))
+    if found:
+        raise ScenarioError("; ".join(dict.fromkeys(found)))
+
+
+def _check_top_level(scenario: Scenario) -> None:
     if (problem := name_problem(scenario.name)) is not None:  # the results folder, the job's name
         fail("name", problem)
     try:
@@ -90,32 +119,28 @@ def check_scenario(scenario: Scenario) -> None:
     for path, value in positive.items():
         if value < 1:
             fail(path, f"must be at least 1, got {value}")
-    _check_train(scenario.train, "train", fail)
-    _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail)
     if not 0 <= scenario.model.dropout < 1:
         fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
-    _check_budget_and_target(scenario, fail)
-    _check_checkpoints(scenario.train.checkpoint_every, fail)
-    _check_cellular(scenario.cellular, "cellular", scenario, fail)
-    for name, section in scenario.sections.items():
-        _check_plugin_section(name, section, name, fail)
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
-    _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)
     if not scenario.runs:
         fail("runs", "at least one run is needed")
-    for i, spec in enumerate(scenario.runs):
-        path = f"runs[{i}]"
-        points = sweep_points(spec, path)  # the sweep's own shape and values first
-        _check_entry_sections(spec, path, fail)
-        for point in points:  # each combination as the entry reads with its values given
-            _check_entry(with_point(spec, point), path, scenario, _naming_sweep(spec, point, path, scenario))
+
+
+def _check_entries(scenario: Scenario, i: int, spec: RunSpec) -> None:
+    """The rules of run entry ``i``, for each combination of its sweep."""
+    path = f"runs[{i}]"
+    points = sweep_points(spec, path)  # the sweep's own shape and values first
+    _check_entry_sections(spec, path, fail)
+    for point in points:  # each combination as the entry reads with its values given
+        _check_entry(with_point(spec, point), path, scenario, _naming_sweep(spec, point, path, scenario))
 
 
 def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
     """The rules of one run entry, with its own sections over the scenario's."""
-    _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
+    if spec.train:  # without its own fields the entry's train is the scenario's, checked once as that
+        _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
     if spec.wgan_gp:
         _check_wgan_gp(entry_section(scenario, spec, "wgan_gp", f"{path}.wgan_gp"), f"{path}.wgan_gp", fail)
     if spec.cellular:
@@ -261,14 +286,10 @@ def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
         fail("train.checkpoint_every.minutes", f"must be positive, got {every.minutes}")
 
 
-# Classes of the datasets whose count is known before loading them (imagenet's is checked at run time).
-_DATASET_CLASSES = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
-
-
 def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
     """Dimension (None where unknown before loading the data) and name of the mixture FID space."""
     if cellular.mixture_features == "logits":
-        return _DATASET_CLASSES.get(dataset.name), f"class-logit space of the {dataset.name} classifier"
+        return DATASET_CLASSES[dataset.name], f"class-logit space of the {dataset.name} classifier"
     if metrics.features == "classifier":
         return CLASSIFIER_FEATURE_DIM, "classifier feature space (metrics.features)"
     # auto picks Inception wherever its weights are cached, so a scenario must be valid with it
@@ -390,13 +411,14 @@ def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenari
                 local_batch(batch, p)
             except TrainingError as error:
                 fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
-    classes = scenario.dataset.classes
+    classes = scenario.dataset.class_labels  # the dataset's own classes where dataset.classes is not given
     if STRATEGIES[spec.strategy].partitions_classes and classes:
+        selected = "selected" if scenario.dataset.classes else f"in {scenario.dataset.name}"
         for p in spec.procs:
             if scaling == "weak" and p > len(classes):
                 fail(
                     f"{path}.procs",
-                    f"weak scaling trains one class per rank, but only {len(classes)} classes are selected ({p} processes)",
+                    f"weak scaling trains one class per rank, but only {len(classes)} classes are {selected} ({p} processes)",
                 )
             try:
                 for ranks, _ in class_plan(classes, p):
@@ -413,7 +435,7 @@ def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenari
 def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str, scenario: Scenario) -> SystemSize:
     """What the settings say about one step of an entry's system at ``procs`` processes (see :class:`SystemSize`)."""
     train, dataset = run_train(scenario, spec, "train"), scenario.dataset
-    classes = len(dataset.classes) if dataset.classes else _DATASET_CLASSES.get(dataset.name)
+    classes = dataset.class_count
     if scaling == "weak" and classes is not None:  # weak label-partitioned runs train one class per rank
         classes = min(classes, procs)
     loss = spec.loss or default_loss(spec.strategy)
