@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
-from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
+from .registry import ENGINES, FEATURES, LOSSES, PROTOCOLS, STRATEGIES
 from .schema import SchemaError, build
 
 # Fields whose value must be a registered name (the converter checks them against the registry).
@@ -33,6 +33,9 @@ LossName = Annotated[str, LOSSES]
 
 
 FeatureName = Annotated[str, FEATURES]
+
+
+ProtocolName = Annotated[str, PROTOCOLS]
 
 
 class ScenarioError(SchemaError):
@@ -219,6 +222,10 @@ class MetricsConfig:
     """Generated (and real) images scored."""
     inception_weights: str | None = None
     """Path to pytorch-fid's Inception weights (else ``$SUITE_INCEPTION_WEIGHTS`` or the torch hub cache)."""
+    protocol: ProtocolName = "suite"
+    """``suite`` (samples as generated, against ``samples`` real images at ``image_size``) or ``standard``
+    (the papers' protocol: 8-bit samples, the whole real split at native size, 10000 or 50000 samples;
+    see docs/image-quality.md)."""
     enabled: bool = True
     """Score the trained generators (off: timing-only runs)."""
     curve_points: int = 3

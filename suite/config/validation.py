@@ -20,7 +20,7 @@ from .plan import (
     local_batch,
     process_grid,
 )
-from .registry import LOSSES, STRATEGIES, engines_for
+from .registry import LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
     ENTRY_SECTIONS,
     CellularConfig,
@@ -76,6 +76,7 @@ def check_scenario(scenario: Scenario) -> None:
     for path, value in positive.items():
         if value < 1:
             fail(path, f"must be at least 1, got {value}")
+    _check_protocol(scenario.metrics, fail)
     _check_train(scenario.train, "train", fail)
     _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail)
     if not 0 <= scenario.model.dropout < 1:
@@ -95,6 +96,14 @@ def check_scenario(scenario: Scenario) -> None:
         _check_entry_sections(spec, path, fail)
         for point in points:  # each combination as the entry reads with its values given
             _check_entry(with_point(spec, point), path, scenario, _naming_sweep(spec, point, path, scenario))
+
+
+def _check_protocol(metrics: MetricsConfig, fail: Fail) -> None:
+    """A protocol that fixes the sample count (``standard``: 10000 or 50000) gets one of its counts."""
+    counts = PROTOCOLS[metrics.protocol].sample_counts
+    if metrics.enabled and counts and metrics.samples not in counts:
+        allowed = " or ".join(str(c) for c in counts)
+        fail("metrics.samples", f"protocol {metrics.protocol} scores {allowed} samples, got {metrics.samples}")
 
 
 def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
