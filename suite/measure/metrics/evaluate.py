@@ -115,8 +115,14 @@ class Reference:
         return net, classifier
 
 
+def _prepares(ref: Reference) -> bool:
+    """Whether ``ref``'s protocol changes the images or the real set (so its statistics are cached apart)."""
+    entry = PROTOCOLS[ref.protocol]
+    return entry.quantised or entry.whole_split
+
+
 def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
-    protocol = [] if ref.protocol == "suite" else [ref.protocol, ref.real_size]  # the suite protocol keeps its earlier caches
+    protocol = [ref.protocol, ref.real_size] if _prepares(ref) else []  # one that prepares nothing keeps the earlier caches
     digest = hashlib.sha1(
         json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.sha256, *key, *protocol]).encode()
     )
@@ -341,7 +347,7 @@ def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet
     The result is cached beside the real-data statistics.
     """
     net = networks[0]
-    protocol = [] if ref.protocol == "suite" else [ref.protocol]
+    protocol = [ref.protocol] if _prepares(ref) else []
     key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, *protocol])
     path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
     if path.is_file():
