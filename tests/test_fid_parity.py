@@ -83,13 +83,23 @@ def test_the_suites_inception_fid_is_pytorch_fids(tmp_path, monkeypatch):
     save_pngs(rgb, tmp_path / "rgb")
 
     state = torch.load(weights, map_location="cpu", weights_only=True)
-    with mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state):
+    activations = []  # pytorch-fid's pool3 features of each folder, kept on their way to its statistics
+    get_activations = fid_score.get_activations
+    with (
+        mock.patch.object(pfi, "load_state_dict_from_url", lambda *a, **k: state),
+        mock.patch.object(
+            fid_score, "get_activations", lambda *a, **k: activations.append(get_activations(*a, **k)) or activations[-1]
+        ),
+    ):
         theirs = fid_score.calculate_fid_given_paths(
             [str(tmp_path / "grey"), str(tmp_path / "rgb")], batch_size=50, device="cpu", dims=2048, num_workers=0
         )
 
     monkeypatch.setattr("suite.measure.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(weights))
     net = feature_net("inception", "mnist", 28, inception_weights=str(weights))
-    ours = frechet_distance(*statistics(net(prepare(grey, "standard"))[0]), *statistics(net(prepare(rgb, "standard"))[0]))
+    features = [net(prepare(images, "standard"))[0] for images in (grey, rgb)]
+    for mine, pytorch_fids in zip(features, activations, strict=True):
+        assert np.array_equal(mine, pytorch_fids)  # 8-bit samples reach the network bit for bit as the PNGs do
+    ours = frechet_distance(*statistics(features[0]), *statistics(features[1]))
     assert ours == pytest.approx(theirs, rel=1e-6)
     assert theirs > 1  # two different sets: a distance well above rounding
