@@ -184,3 +184,22 @@ def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_pa
     # a dry run still shows the commands, and warns
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     assert "conditional-bce-torch-p1-r0" in capsys.readouterr().out
+
+
+def test_inception_weights_of_another_hash_stop_the_run_in_one_line_with_both_hashes(tmp_path, capsys):
+    from suite.measure.metrics.rulers import PYTORCH_FID_HASH_PREFIX
+    from suite.records.integrity import sha256_file
+
+    weights = tmp_path / "pt_inception-2015-12-05-6726825d.pth"
+    weights.write_bytes(b"not pytorch-fid's weights")
+    path = tmp_path / "s.yaml"
+    data = tiny_scenario("s", [{"strategy": "data_parallel", "engine": "torch", "procs": [1]}])
+    data["metrics"] = {"features": "inception", "samples": 200, "inception_weights": str(weights)}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(
+        f"error: ruler inception: {weights} has sha256 {sha256_file(weights)}, but {PYTORCH_FID_HASH_PREFIX} is pinned"
+    )
+    assert not (tmp_path / "r").exists()  # no rank started, nothing written

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.analysis.findings import findings, headline, not_learned_warnings, strong_speedup
+from suite.analysis.findings import findings, headline, not_learned_warnings, ruler_text, strong_speedup
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
 from suite.measure.metrics.signals import not_learned
@@ -329,3 +329,15 @@ def test_the_equal_budget_view_compares_at_equal_images_under_an_images_budget()
     timed = headline([{**r, "budget_images": None} for r in runs], {}).set_index("strategy")
     assert timed.loc["data_parallel / bce / horovod", "fid_at_equal_time"].endswith("at 10 s")
     assert pd.isna(timed.loc["label_partitioned / bce / mpi", "fid_at_equal_time"])
+
+
+def test_scores_of_another_protocol_are_under_another_ruler_text():
+    q = {
+        "features": "inception",
+        "ruler_sha256": "6726825d" + "0" * 56,
+        "n": 10000,
+        "classes": list(range(10)),
+        "num_classes": 10,
+    }
+    assert ruler_text(q) == ruler_text({**q, "protocol": "suite"}) == "inception 6726825d0000, n=10000"
+    assert ruler_text({**q, "protocol": "standard"}) == "inception 6726825d0000, n=10000, protocol standard"

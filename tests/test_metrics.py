@@ -424,3 +424,29 @@ def test_a_manifest_must_pin_a_whole_sha256(tmp_path, monkeypatch):
     (folder / "rulers.json").write_text(json.dumps([entry]))
     with pytest.raises(RulerError, match="not a ruler manifest"):
         ClassifierNet("mnist")
+
+
+# --- the scoring protocols -------------------------------------------------------------------------------
+
+
+def test_the_standard_protocol_scores_8bit_samples_against_the_whole_split_at_native_size(digits_classifier):
+    from suite.measure.metrics.protocol import quantise_8bit
+
+    images, labels = load_dataset("digits", 20, "test").fetch(np.arange(300))
+    on_grid = quantise_8bit(images).double() / 127.5 - 1  # 8-bit images, as decoded from a PNG
+    jittered = on_grid + (torch.rand(on_grid.shape, generator=torch.Generator().manual_seed(0)) - 0.5) * 0.6 / 127.5
+    networks = (digits_classifier, digits_classifier)
+    standard = Reference("digits", 20, features="classifier", n=300, protocol="standard")
+    q = evaluate_images(on_grid.float(), labels, standard, networks)
+    assert q["n_real"] == len(load_dataset("digits", 8, "train"))  # every training image, at the stored 8 px
+    assert (q["protocol"], q["papers_comparable"]) == ("standard", False)
+    assert q["comparability"] == (
+        "not comparable with the papers' numbers: not the papers' network (they score with pytorch-fid's Inception)"
+    )
+    # less than half an 8-bit step apart: the same PNG, so the same scores; the suite protocol sees the difference
+    assert evaluate_images(jittered.float(), labels, standard, networks)["fid"] == q["fid"]
+    suite = Reference("digits", 20, features="classifier", n=300)
+    q_suite = evaluate_images(on_grid.float(), labels, suite, networks)
+    assert q_suite["n_real"] == 300 and q_suite["protocol"] == "suite"
+    assert evaluate_images(jittered.float(), labels, suite, networks)["fid"] != q_suite["fid"]
+    assert q_suite["comparability"].endswith("; protocol suite, not the papers' (metrics.protocol: standard)")

@@ -385,7 +385,8 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     root = tmp_path / "results"
     mnist = {"name": "mnist", "classes": list(range(10))}
     weak = quality(features="classifier:mnist", labelled=True, classes=[0, 1])
-    paper_like = quality(features="inception", n=10000)
+    paper_like = {**quality(features="inception", n=10000), "protocol": "standard", "papers_comparable": True}
+    paper_like["comparability"] = "comparable with the papers' numbers (their network, their protocol)"
     write_record(
         root / "lp-p2",
         record(
@@ -403,9 +404,18 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     section = text.split("**Our runs beside them**")[1].split("**Seed 001")[0]
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}
     assert set(rows) == {"lp-p2", "dp-p8"}
+    # every quality table says, once, which ruler and protocol made its scores and whether the papers' compare
+    assert (
+        "**Every score below: ruler `inception`, protocol `standard`, comparable with the papers' numbers "
+        "(their network, their protocol).**" in text
+    )
+    assert (  # records from before protocols scored as the suite protocol does
+        "**Every score below: ruler `classifier:mnist`, protocol `suite`, not comparable with the papers' numbers: "
+        "scored before protocols (the suite protocol).**" in text
+    )
     lp = rows["lp-p2"]
     assert "| Distributed DC-CGAN | 3 | 0.1 (10×50) | 2.71 | 0.04 | classifier:mnist | 500 | 0,1 of 10 |" in lp
-    assert "network classifier:mnist, not Inception: not comparable" in lp
+    assert "ruler classifier:mnist with protocol suite, not Inception with standard: not comparable" in lp
     assert "2 of 10 classes (paper: all)" in lp and "n=500 in 10 splits of 50 (paper: thousands)" in lp
     assert "epochs 1 (paper: 1000)" in lp
     assert (

@@ -63,6 +63,8 @@ def test_smoke_scenario_runs_every_engine_at_one_and_two_processes():
         (with_(runs__0__loss="mustangs"), r"runs\[0\].loss: 'mustangs' is not available for data_parallel"),
         (with_(runs__0__grid=[2, 2]), r"runs\[0\].grid: only the cellular strategy takes a grid"),
         (with_(metrics__features="vgg"), r"metrics.features: 'vgg' is not one of"),
+        (with_(metrics__protocol="clean"), r"metrics.protocol: 'clean' is not one of 'suite', 'standard'"),
+        (with_(metrics__protocol="standard"), r"metrics.samples: protocol standard scores 10000 or 50000 samples, got 1000$"),
         ({"runs": []}, r"name: required field is missing"),
         ({"name": "x", "runs": []}, r"runs: at least one run is needed"),
         (with_(model__dropout=1.5), r"model.dropout: must be less than 1.0, got 1.5"),
@@ -320,3 +322,10 @@ def test_seeds_are_an_axis_like_procs_and_interleave():
 def test_bad_seeds_name_the_field(changes, message):
     with pytest.raises(ScenarioError, match=message):
         parse_scenario(with_(**changes))
+
+
+def test_the_standard_protocol_takes_the_papers_sample_counts():
+    for samples in (10_000, 50_000):
+        scenario = parse_scenario(with_(metrics__protocol="standard", metrics__samples=samples), source="my.yaml")
+        assert expand(scenario)[0].metrics.protocol == "standard"
+    assert expand(parse_scenario(with_(), source="my.yaml"))[0].metrics.protocol == "suite"

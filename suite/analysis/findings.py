@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.registry import STRATEGIES
+from ..config.scenario import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
@@ -101,12 +102,14 @@ def _quality_reader(metric: str) -> Callable[[dict], float | None]:
 
 
 def ruler_text(q: dict) -> str:
-    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, and the
-    classes scored against where they are not all of the dataset's."""
+    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, the
+    classes scored against where they are not all of the dataset's, and the protocol where it is not the default."""
     digest = (q.get("ruler_sha256") or "")[:12]
     classes = q.get("classes") or []
     subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.get("num_classes") or 0) else ""
-    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}{subset}"
+    protocol = q.get("protocol") or MetricsConfig.protocol  # records from before protocols scored as the default does
+    named = f", protocol {protocol}" if protocol != MetricsConfig.protocol else ""
+    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}{subset}{named}"
 
 
 def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | None]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import __version__
 from ..analysis.gate import Settings
-from ..config.registry import FEATURES
+from ..config.registry import FEATURES, PROTOCOLS
 from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
@@ -172,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="dataset folder (torchvision files / ImageNet)")
     p.add_argument("--split", default="train", choices=("train", "test"), help="split of the real data")
     p.add_argument("--features", default="auto", choices=FEATURES.names(), help="feature network (docs/image-quality.md)")
+    p.add_argument(
+        "--protocol",
+        default="suite",
+        choices=PROTOCOLS.names(),
+        help="suite: samples as given, against as many real images; standard: the papers' (8-bit samples, the whole "
+        "split at native size)",
+    )
     p.add_argument("--inception-weights", help="path to pytorch-fid's pt_inception-2015-12-05 weights")
     p.add_argument("--n", type=int, help="number of samples to score (default: all / 1000 for --run)")
     p.add_argument("--seed", type=int, default=0, help="seed of the samples and of the score's subsets")

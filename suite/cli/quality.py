@@ -90,6 +90,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         features=args.features,
         n=len(images),
         inception_weights=args.inception_weights,
+        protocol=args.protocol,
     )
     q = evaluate_images(images, labels, ref)
     if args.json:
@@ -101,6 +102,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             else f"n/a ({q['is_note']})"
         )
         print(f"features   {q['features']}  ({q['features_detail']}; {q['feature_dim']} dimensions)")
+        print(f"protocol   {q['protocol']}: {q['comparability']}")
         print(
             f"samples    {q['n']} generated, {q['n_real']} real ({dataset}/{args.split}, {len(q['classes'])} of {q['num_classes']} classes)"
         )

@@ -199,6 +199,25 @@ class LossEntry(Entry):
 class FeatureEntry(Entry):
     """A feature network for IS, FID and KID; its builder takes the run's dataset settings (see :mod:`suite.measure.metrics.features`)."""
 
+    inception_weights: bool = False
+    """It scores with pytorch-fid's Inception when ``metrics.inception_weights`` (or the hub cache) has it: that
+    file's hash is checked before any rank starts."""
+
+
+@dataclass(frozen=True)
+class ProtocolEntry(Entry):
+    """How samples and real images are prepared and counted for IS, FID and KID (``metrics.protocol``)."""
+
+    quantised: bool = False
+    """Samples and real images are rounded to 8 bits per channel, as a PNG stores them, before scoring."""
+    whole_split: bool = False
+    """The real statistics cover every image of the split at the dataset's native resolution (else the
+    reference draw of ``metrics.samples`` images at ``dataset.image_size``)."""
+    sample_counts: tuple[int, ...] = ()
+    """The generated sample counts it allows (empty: any)."""
+    literature: bool = False
+    """The protocol papers report FID and IS with: with the same network, their numbers are comparable with ours."""
+
 
 E = TypeVar("E", bound=Entry)
 
@@ -286,6 +305,7 @@ STRATEGIES: Registry[StrategyEntry] = Registry("strategy", StrategyEntry)
 ENGINES: Registry[EngineEntry] = Registry("engine", EngineEntry)
 LOSSES: Registry[LossEntry] = Registry("loss", LossEntry)
 FEATURES: Registry[FeatureEntry] = Registry("feature network", FeatureEntry)
+PROTOCOLS: Registry[ProtocolEntry] = Registry("metrics protocol", ProtocolEntry)
 
 
 def engines_for(strategy: str) -> tuple[str, ...]:
@@ -489,6 +509,11 @@ STRATEGIES.register(
     )
 )
 
-FEATURES.register(FeatureEntry("auto", "suite.measure.metrics.features:auto_net"))
-FEATURES.register(FeatureEntry("inception", "suite.measure.metrics.features:inception_net"))
+FEATURES.register(FeatureEntry("auto", "suite.measure.metrics.features:auto_net", inception_weights=True))
+FEATURES.register(FeatureEntry("inception", "suite.measure.metrics.features:inception_net", inception_weights=True))
 FEATURES.register(FeatureEntry("classifier", "suite.measure.metrics.features:classifier_net"))
+
+PROTOCOLS.register(ProtocolEntry("suite"))  # samples as generated, against a draw of as many real images at image_size
+PROTOCOLS.register(
+    ProtocolEntry("standard", quantised=True, whole_split=True, sample_counts=(10_000, 50_000), literature=True)
+)  # pytorch-fid's and TTUR's: PNG-quantised samples, the whole split at native size, 10k or 50k samples

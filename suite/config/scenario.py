@@ -22,7 +22,7 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 from pydantic import Field
 
 from .plan import MIN_IMAGE_SIZE
-from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
+from .registry import ENGINES, FEATURES, LOSSES, PROTOCOLS, STRATEGIES
 from .schema import AtMost, OneOf, SchemaError, build, did_you_mean, type_hints
 
 # Fields whose value must be a registered name (the schema checks them against the registry).
@@ -30,6 +30,7 @@ StrategyName = Annotated[str, OneOf(STRATEGIES)]
 EngineName = Annotated[str, OneOf(ENGINES)]
 LossName = Annotated[str, OneOf(LOSSES)]
 FeatureName = Annotated[str, OneOf(FEATURES)]
+ProtocolName = Annotated[str, OneOf(PROTOCOLS)]
 
 # Why an upper bound is where it is (the error gives the reason).
 _NEVER = "a run this long would never finish"
@@ -253,6 +254,10 @@ class MetricsConfig:
     """Generated (and real) images scored."""
     inception_weights: str | None = None
     """Path to pytorch-fid's Inception weights (else ``$SUITE_INCEPTION_WEIGHTS`` or the torch hub cache)."""
+    protocol: ProtocolName = "suite"
+    """``suite`` (samples as generated, against ``samples`` real images at ``image_size``) or ``standard``
+    (the papers' protocol: 8-bit samples, the whole real split at native size, 10000 or 50000 samples;
+    see docs/image-quality.md)."""
     enabled: bool = True
     """Score the trained generators (off: timing-only runs)."""
     curve_points: Annotated[int, Field(ge=0), AtMost(1000, "every point samples and scores the generator")] = 3

@@ -21,7 +21,7 @@ from .plan import (
     local_batch,
     process_grid,
 )
-from .registry import ENGINES, LOSSES, STRATEGIES, engines_for
+from .registry import ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
     DATASET_CLASSES,
     CellularConfig,
@@ -86,6 +86,7 @@ def check_scenario(scenario: Scenario) -> None:
     groups: list[Callable[[], None]] = [
         lambda: _check_top_level(scenario),
         lambda: _check_train(scenario.train, "train", fail),
+        lambda: _check_protocol(scenario.metrics, fail),
         lambda: _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail),
         lambda: _check_budget_and_target(scenario, fail),
         lambda: _check_checkpoints(scenario.train.checkpoint_every, fail),
@@ -135,6 +136,14 @@ def _check_entries(scenario: Scenario, i: int, spec: RunSpec) -> None:
     _check_entry_sections(spec, path, fail)
     for point in points:  # each combination as the entry reads with its values given
         _check_entry(with_point(spec, point), path, scenario, _naming_sweep(spec, point, path, scenario))
+
+
+def _check_protocol(metrics: MetricsConfig, fail: Fail) -> None:
+    """A protocol that fixes the sample count (``standard``: 10000 or 50000) gets one of its counts."""
+    counts = PROTOCOLS[metrics.protocol].sample_counts
+    if metrics.enabled and counts and metrics.samples not in counts:
+        allowed = " or ".join(str(c) for c in counts)
+        fail("metrics.samples", f"protocol {metrics.protocol} scores {allowed} samples, got {metrics.samples}")
 
 
 def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:

@@ -23,8 +23,15 @@ from torch.nn import functional as F
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "imagenet")
 CHANNELS = {"digits": 1, "mnist": 1, "cifar10": 3, "cifar100": 3, "imagenet": 3}
 SPLITS = ("train", "test")
+NATIVE_SIZE = {"digits": 8, "mnist": 28, "cifar10": 32, "cifar100": 32}
+"""Each dataset's stored resolution (ImageNet's images have none: they are resized and cropped to the image size)."""
 DIGITS_TEST_FRACTION = 0.2
 DIGITS_SPLIT_SEED = 0
+
+
+def native_size(name: str, image_size: int) -> int:
+    """The resolution ``name``'s images are stored at; ``image_size`` for a dataset without one (ImageNet)."""
+    return NATIVE_SIZE.get(name, image_size)
 
 
 def class_prior(labels: np.ndarray) -> dict[int, float]:

@@ -123,6 +123,12 @@ class Quality:
     """The ruler: the feature network (``inception``, ``classifier:<dataset>``, ...)."""
     ruler_sha256: str | None = column()
     """The pinned sha256 of the ruler's weights file (:mod:`suite.measure.metrics.rulers`)."""
+    protocol: str | None = column()
+    """``metrics.protocol``: ``suite`` or ``standard`` (the papers'); null in records written before protocols (``suite``)."""
+    papers_comparable: bool | None = column()
+    """The papers' network and protocol both: its IS and FID are comparable with the numbers papers print."""
+    comparability: str | None = None
+    """One line: comparable with the papers' numbers, or why not."""
     features_detail: str | None = None
     device: str | None = None
     """Where the feature network ran (``cpu``, ``cuda:0``)."""

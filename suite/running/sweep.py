@@ -55,11 +55,15 @@ class SweepOptions:
 
 def check_rulers(runs: list[Run]) -> None:
     """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
+    from ..config.registry import FEATURES
+    from ..measure.metrics.features import check_inception_weights
     from ..measure.metrics.rulers import find_classifier
 
     scoring = [r for r in runs if r.metrics.enabled or STRATEGIES[r.strategy].ranks_with_classifier]
     for dataset in sorted({r.dataset.name for r in scoring}):
         find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
+    for weights in sorted({r.metrics.inception_weights or "" for r in scoring if FEATURES[r.metrics.features].inception_weights}):
+        check_inception_weights(weights or None)  # a file of another hash: one line with both hashes, no rank started
 
 
 def run_scenario(

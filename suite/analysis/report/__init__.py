@@ -253,7 +253,9 @@ DEFINITIONS = """## Definitions
 - **IS / FID / KID**: always with the ruler that produced them, its name and the pinned sha256 of its weights file
   (`inception`: pytorch-fid's InceptionV3; `inception(fid-trunk)`: the same network's FID trunk, no IS;
   `classifier:<dataset>`: the suite's CNN, trained once and pinned) and the sample counts: `n` generated images against `n_real` real ones (a fixed seed-0 draw of the
-  training split). Numbers from different networks are never compared. IS is the mean over `splits×n` (10
+  training split; the whole split under `metrics.protocol: standard`). Numbers from different networks are never
+  compared; each quality table's caption names its ruler and protocol and says whether the papers' numbers compare
+  with it (only pytorch-fid's Inception under the `standard` protocol). IS is the mean over `splits×n` (10
   splits of n/10 samples; small splits bias IS low), its standard deviation over the splits in its own column. FID is given only where `n` and `n_real` both exceed the
   network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
   with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel

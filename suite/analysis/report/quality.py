@@ -88,20 +88,38 @@ def _per_class_rows(name: str, scores: dict) -> list[dict]:
     ]
 
 
-def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
-    """Per ruler: (scores table, {per-class field: per-class table}). Rulers are never mixed.
+PRE_PROTOCOL = "suite"
+"""The protocol of records written before ``metrics.protocol`` existed (they scored as ``suite`` does)."""
 
-    A ruler is a network name, and its hash where one name comes with several hashes.
+
+def protocol_of(q: dict) -> str:
+    """The scoring protocol a quality block was made with."""
+    return q.get("protocol") or PRE_PROTOCOL
+
+
+def comparability_of(q: dict) -> str:
+    """The record's line on whether its scores are comparable with the papers' numbers."""
+    return q.get("comparability") or "not comparable with the papers' numbers: scored before protocols (the suite protocol)"
+
+
+def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
+    """Per ruler and protocol: (scores table, {per-class field: per-class table}). Rulers and protocols are never mixed.
+
+    A ruler is a network name, and its hash where one name comes with several hashes; the protocol is
+    named where one ruler was used with several.
 
     Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
     basis (:data:`suite.records.results.PER_CLASS_BASES`), never merged into one column.
     """
     by_net: dict[str, list[tuple[str, dict, dict]]] = {}
     hashes: dict[str, set[str]] = {}
+    protocols: dict[str, set[str]] = {}
     for _, _, q in scored_models(records):
         hashes.setdefault(q["features"], set()).add(q.get("ruler_sha256") or "")
+        protocols.setdefault(q["features"], set()).add(protocol_of(q))
     for name, r, q in scored_models(records):
         key = q["features"] + (f" {q['ruler_sha256'][:12]}" if len(hashes[q["features"]]) > 1 and q.get("ruler_sha256") else "")
+        key += f" protocol-{protocol_of(q)}" if len(protocols[q["features"]]) > 1 else ""
         by_net.setdefault(key, []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
@@ -115,7 +133,11 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
                 "procs": r["procs"],
                 "seed": r.get("seed"),
                 "scaling": r.get("scaling"),
+                "ruler": q["features"],
                 "ruler_sha256": q.get("ruler_sha256"),
+                "protocol": protocol_of(q),
+                "papers_comparable": bool(q.get("papers_comparable")),
+                "comparability": comparability_of(q),
                 "classes": class_set(q),
                 "n": q["n"],
                 "n_real": q["n_real"],
@@ -185,8 +207,8 @@ PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the c
 def _protocol_differences(r: dict, q: dict) -> str:
     """Where a run's IS differs from seed 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
     notes = []
-    if q["features"] != "inception":
-        notes.append(f"network {q['features']}, not Inception: not comparable")
+    if not q.get("papers_comparable"):
+        notes.append(f"ruler {q['features']} with protocol {protocol_of(q)}, not Inception with standard: not comparable")
     if q["is_mean"] is None:
         notes.append(f"no IS ({q.get('is_note')})")
     classes = q.get("classes")
@@ -315,6 +337,10 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
             + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "")
             + (f"; weights sha256 `{digests[0]}`" if len(digests) == 1 else "")
             + ".\n"
+        )
+        lines.append(
+            f"**Every score below: ruler `{scores['ruler'].iloc[0]}`, protocol `{scores['protocol'].iloc[0]}`, "
+            f"{scores['comparability'].iloc[0]}.**\n"
         )
         summary = quality_over_seeds(scores)
         summary.drop(columns=[c for c in summary.columns if c.startswith("_")]).to_csv(

@@ -4,7 +4,10 @@
 
 * ``features`` (the ruler's name), ``ruler_sha256`` (the pinned hash of its weights file),
   ``features_detail`` and ``feature_dim`` (d, the feature size); ``device``, where the ruler ran;
-* ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`);
+* ``protocol`` (``metrics.protocol``, :mod:`.protocol`), ``papers_comparable`` (the papers' network
+  and protocol both) and ``comparability``, the one line saying so or why not;
+* ``n`` generated images and ``n_real`` real ones (the reference draw of :func:`reference_rows`, or
+  the whole split under the ``standard`` protocol);
   ``classes``, the real classes compared with, of the dataset's ``num_classes``;
 * ``is_mean``/``is_std`` over ``is_splits`` splits of ``is_split_n`` images each (the first
   ``n mod is_splits`` splits hold one more), or ``is_note`` saying why IS is absent;
@@ -38,10 +41,12 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
-from ...gan.data import CHANNELS, class_prior, load_dataset
+from ...config.registry import PROTOCOLS
+from ...gan.data import CHANNELS, class_prior, load_dataset, native_size
 from ...gan.models import build_pair
 from ...records.results import KID_FIELDS, PER_CLASS_BASES, atomic_write, atomic_write_text
 from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
+from .protocol import comparability, prepare
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 from .signals import pixel_std
 
@@ -54,6 +59,8 @@ log = logging.getLogger(__name__)
 MIN_PER_CLASS = 10  # no per-class score from fewer samples than this
 IS_SPLITS = 10  # IS is the mean and std over this many splits of the samples
 REAL_CHUNK = 2000  # real images featurised at a time for the per-class cache
+STEERING_PROTOCOL = "suite"
+"""The protocol of scores that steer training (cellular's mixture weights): samples as generated, against a draw of as many real images."""
 
 
 @dataclass
@@ -69,6 +76,13 @@ class Reference:
     n: int = 1000
     inception_weights: str | None = None
     device: str = "cpu"
+    protocol: str = "suite"
+    """``metrics.protocol``: how samples and real images are prepared and how many real images are scored."""
+
+    @property
+    def real_size(self) -> int:
+        """The resolution real images are scored at: native under a whole-split protocol, else the image size."""
+        return native_size(self.dataset, self.image_size) if PROTOCOLS[self.protocol].whole_split else self.image_size
 
     @classmethod
     def for_run(cls, run: Run, device: torch.device | str) -> Reference:
@@ -83,6 +97,7 @@ class Reference:
             n=run.metrics.samples,
             inception_weights=run.metrics.inception_weights,
             device=str(device),
+            protocol=run.metrics.protocol,
         )
 
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
@@ -100,8 +115,17 @@ class Reference:
         return net, classifier
 
 
+def _prepares(ref: Reference) -> bool:
+    """Whether ``ref``'s protocol changes the images or the real set (so its statistics are cached apart)."""
+    entry = PROTOCOLS[ref.protocol]
+    return entry.quantised or entry.whole_split
+
+
 def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
-    digest = hashlib.sha1(json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.sha256, *key]).encode())
+    protocol = [ref.protocol, ref.real_size] if _prepares(ref) else []  # one that prepares nothing keeps the earlier caches
+    digest = hashlib.sha1(
+        json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.sha256, *key, *protocol]).encode()
+    )
     return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
 
 
@@ -124,32 +148,41 @@ def reference_rows(size: int, n: int) -> np.ndarray:
 
 
 def real_statistics(ref: Reference, net: Features) -> dict:
-    """Real-data mean/covariance and features of the ``ref.n`` reference draw, cached per dataset/split/network/n."""
+    """Real-data mean/covariance and features, cached per dataset/split/network/n.
+
+    Of the ``ref.n`` reference draw, or of every image of the split under a whole-split protocol.
+    """
+    if PROTOCOLS[ref.protocol].whole_split:
+        every = real_class_features(ref, net)["features"]
+        mu, sigma = statistics(every)
+        return {"mu": mu, "sigma": sigma, "n": np.array(len(every)), "features": every}
 
     def compute() -> dict:
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         images, _ = data.fetch(reference_rows(len(data), ref.n))
-        features, _ = net(images)
+        features, _ = net(prepare(images, ref.protocol))
         mu, sigma = statistics(features)
         return {"mu": mu, "sigma": sigma, "n": np.array(len(features)), "features": features}
 
     return _cached(_cache_path(ref, net, ref.n), compute)
 
 
-def real_class_features(ref: Reference, net: FeatureNet) -> dict:
+def real_class_features(ref: Reference, net: Features) -> dict:
     """Features (float32) and labels of every real image of the split's selected classes.
 
     Per-class scores compare with all real images of a class, not only those in the reference
     draw. Computed in chunks and cached per dataset/split/image size/classes/network: one pass
-    over the split, once.
+    over the split, once. Float32 loses nothing: the networks compute in float32 (the classifier's
+    float64 features are rounded, as per-class scores can afford). At ``ref.real_size``, prepared
+    as the protocol says.
     """
 
     def compute() -> dict:
-        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        data = load_dataset(ref.dataset, ref.real_size, ref.split, ref.root, ref.classes)
         features = []
         for lo in range(0, len(data), REAL_CHUNK):
             images, _ = data.fetch(np.arange(lo, min(lo + REAL_CHUNK, len(data))))
-            features.append(net(images)[0].astype(np.float32))
+            features.append(net(prepare(images, ref.protocol))[0].astype(np.float32))
         return {"features": np.concatenate(features), "labels": data.labels, "num_classes": np.array(data.num_classes)}
 
     return _cached(_cache_path(ref, net, "all images"), compute)
@@ -256,8 +289,12 @@ def evaluate_images(
     net, classifier = networks or ref.networks()
     real = real_statistics(ref, net)
     every = real_class_features(ref, net)
+    protocol = PROTOCOLS[ref.protocol]
     identity: dict = {  # what every quality block says, scored or not
         "ruler_sha256": net.sha256,
+        "protocol": ref.protocol,
+        "papers_comparable": net.literature and protocol.literature,
+        "comparability": comparability(net.literature, ref.protocol),
         "device": str(net.device),
         "n": int(len(images)),
         "n_real": int(real["n"]),
@@ -265,7 +302,7 @@ def evaluate_images(
         "num_classes": int(every["num_classes"]),
     }
     reason, scores = unscorable_samples(images), {}
-    features, probs = net(images) if reason is None else (None, None)
+    features, probs = net(prepare(images, ref.protocol)) if reason is None else (None, None)
     if features is not None and not np.isfinite(features).all():
         reason = f"the {net.name} features of the samples are not finite"
     if reason is None and features is not None:
@@ -310,7 +347,8 @@ def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet
     The result is cached beside the real-data statistics.
     """
     net = networks[0]
-    key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim])
+    protocol = [ref.protocol] if _prepares(ref) else []
+    key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, *protocol])
     path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
     if path.is_file():
         return json.loads(path.read_text())

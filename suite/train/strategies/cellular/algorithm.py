@@ -336,7 +336,7 @@ class MixtureScorer:
     """
 
     def __init__(self, run: Run, device: torch.device, reference: Reference):
-        from ....measure.metrics.evaluate import real_statistics
+        from ....measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
         from ....measure.metrics.features import ClassifierNet
 
         cfg = run.cellular
@@ -347,7 +347,8 @@ class MixtureScorer:
         else:
             self.net = reference.networks()[0]
         self.name = self.net.name
-        self.real = real_statistics(dataclasses.replace(reference, n=self.n), self.net)
+        # a signal that steers training, not a reported score: its own sample count, samples as generated
+        self.real = real_statistics(dataclasses.replace(reference, n=self.n, protocol=STEERING_PROTOCOL), self.net)
         self.dim = len(self.real["mu"])
         if self.n <= self.dim:
             raise ValueError(
