@@ -32,6 +32,7 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
     from ..running.finished import check_unchanged
     from ..running.launch import command_for
@@ -41,6 +42,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = _launch_options(args)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
+    for problem in _missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
+        if not args.dry_run:
+            raise DataError(problem)
+        log.warning("warning: %s", problem)  # a dry run shows the commands; the real run stops here
     try:
         _check_rulers(runs)
     except FeatureUnavailable as error:
@@ -50,6 +55,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out):
         return _run_sweep(args, scenario, runs, out, opts)
+
+
+def _missing_data(runs: list[Run]) -> list[str]:
+    """One line per dataset the runs read that is not on disk (those that download it are left to torchvision)."""
+    from ..gan.data import missing_data
+
+    wanted = sorted({(r.dataset.name, r.dataset.root or "", r.dataset.split) for r in runs if not r.dataset.download})
+    return [line for name, root, split in wanted if (line := missing_data(name, root or None, split)) is not None]
 
 
 def _check_rulers(runs: list[Run]) -> None:

@@ -14,7 +14,7 @@ import yaml
 
 from .scenario import Run, RunSpec, Scenario, ScenarioError, build_section, default_loss, entry_section, run_train, seeds_of
 from .sweep import sweep_id, sweep_points, with_point
-from .validation import check_one_seed_field, check_scenario, fail
+from .validation import check_one_seed_field, check_scenario, fail, resolve_resolution
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -43,6 +43,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             if isinstance(entry, dict):
                 check_one_seed_field(entry.get("train"), f"runs[{i}].train", fail)
         scenario = build_section(Scenario, data, "")
+        resolve_resolution(scenario, data)
         check_scenario(scenario)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None

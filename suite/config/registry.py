@@ -18,7 +18,14 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from .plan import SystemSize, cellular_step_images, one_model_step_images, per_class_step_images
+from .plan import (
+    SystemSize,
+    cellular_step_images,
+    check_flat_image_size,
+    check_image_size,
+    one_model_step_images,
+    per_class_step_images,
+)
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,19 @@ class FeatureEntry(Entry):
     """A feature network for IS, FID and KID; its builder takes the run's dataset settings (see :mod:`suite.measure.metrics.features`)."""
 
 
+@dataclass(frozen=True)
+class ArchitectureEntry(Entry):
+    """A generator and discriminator pair; its builder takes ``(image_size, channels, latent_dim, num_classes, dropout,
+    critic_norm)`` and returns the two networks, initialised from the global random state (:mod:`suite.gan.models`)."""
+
+    check_image_size: Callable[[int], None] = check_image_size
+    """Raises ``ValueError`` (one line) unless both networks work at this image side."""
+    critic_norms: tuple[str, ...] = ()
+    """The discriminator normalisations it offers (``model.critic_norm``); empty: none, the setting stays ``auto``."""
+    paper: str = ""
+    """Where its layers are printed (shown in the report)."""
+
+
 E = TypeVar("E", bound=Entry)
 
 
@@ -148,6 +168,7 @@ STRATEGIES: Registry[StrategyEntry] = Registry("strategy")
 ENGINES: Registry[EngineEntry] = Registry("engine")
 LOSSES: Registry[LossEntry] = Registry("loss")
 FEATURES: Registry[FeatureEntry] = Registry("feature network")
+ARCHITECTURES: Registry[ArchitectureEntry] = Registry("architecture")
 
 
 def engines_for(strategy: str) -> tuple[str, ...]:
@@ -248,3 +269,17 @@ STRATEGIES.register(
 FEATURES.register(FeatureEntry("auto", "suite.measure.metrics.features:auto_net"))
 FEATURES.register(FeatureEntry("inception", "suite.measure.metrics.features:inception_net"))
 FEATURES.register(FeatureEntry("classifier", "suite.measure.metrics.features:classifier_net"))
+
+ARCHITECTURES.register(
+    ArchitectureEntry(
+        "dcgan",
+        "suite.gan.models:dcgan_pair",
+        critic_norms=("batch", "layer", "none"),
+        paper="seed 000, section 3.2, Tables 1-4",
+    )
+)
+ARCHITECTURES.register(
+    ArchitectureEntry(
+        "mlp", "suite.gan.mlp:mlp_pair", check_image_size=check_flat_image_size, paper="seed 003, Table 1 (MNIST column)"
+    )
+)

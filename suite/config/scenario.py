@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
-from .registry import ENGINES, FEATURES, LOSSES, STRATEGIES
+from .registry import ARCHITECTURES, ENGINES, FEATURES, LOSSES, STRATEGIES
 from .schema import SchemaError, build
 
 # Fields whose value must be a registered name (the converter checks them against the registry).
@@ -33,6 +33,9 @@ LossName = Annotated[str, LOSSES]
 
 
 FeatureName = Annotated[str, FEATURES]
+
+
+ArchitectureName = Annotated[str, ARCHITECTURES]
 
 
 class ScenarioError(SchemaError):
@@ -59,6 +62,9 @@ class DatasetConfig:
     """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
     image_size: int = 32
     """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
+    resolution: Literal["resized", "native"] = "resized"
+    """``native``: keep the images at the size their files hold (digits 8, mnist 28, cifar 32; seed 002), which
+    sets ``image_size`` to it; ``resized``: resize them to ``image_size``."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
     split: Literal["train", "test"] = "train"
@@ -75,8 +81,10 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    """The networks of seed 000's tables; only these knobs are exposed."""
+    """The networks every run of the scenario trains (one architecture for all, so strategies compare fairly)."""
 
+    architecture: ArchitectureName = "dcgan"
+    """``dcgan``: seed 000's Tables 1-4; ``mlp``: Lipizzaner's perceptrons (seed 003, Table 1: 2 hidden layers of 256, tanh)."""
     latent_dim: int = 100
     """Size of the noise vector z."""
     dropout: float = 0.25
@@ -386,7 +394,10 @@ class Run:
 
     @property
     def critic_norm(self) -> str:
-        """``model.critic_norm`` with ``auto`` resolved for this run's loss (``layer`` for wgan-gp)."""
+        """``model.critic_norm`` with ``auto`` resolved for this run's loss (``layer`` for wgan-gp; ``none`` for an
+        architecture without normalisation)."""
+        if not ARCHITECTURES[self.model.architecture].critic_norms:
+            return "none"
         if self.model.critic_norm != "auto":
             return self.model.critic_norm
         return "layer" if self.loss == "wgan-gp" else "batch"
