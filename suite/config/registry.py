@@ -92,7 +92,7 @@ class StrategyEntry(Entry):
     conditional: bool = False
     """Whether its networks take the class label (the conditional pair), which sets the bytes its gradients weigh."""
     paper_models: dict[str, str] = field(default_factory=dict)
-    """Seed 000's model that each of its losses reproduces, for the report."""
+    """The seed papers' model that each of its losses reproduces (seed 000's DC-GANs, seed 002's W-CGAN), for the reports."""
     settings: str | None = None
     """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
     step_images: Callable[[SystemSize], int | None] | None = None
@@ -249,7 +249,7 @@ STRATEGIES.register(
         engines=("horovod", "torch", "mpi"),
         splits=True,
         cost_model=CLASS_GROUPS,
-        paper_models={"bce": "Distributed DC-CGAN"},
+        paper_models={"bce": "Distributed DC-CGAN", "wgan-gp": "W-CGAN"},
         step_images=per_class_step_images,
     )
 )

@@ -237,9 +237,10 @@ def missing_data(name: str, root: str | os.PathLike | None, split: str = "train"
     if present:
         return None
     below = folder.relative_to(root_path)
+    fetch = "" if name == "imagenet" else ", or set dataset.download: true on a machine online"
     return (
         f"dataset '{name}' not found: looked in {folder} for {', '.join(files)}; put them there, or point "
-        f"dataset.root (or $SUITE_DATA) at the folder that holds {below}/, or set dataset.download: true on a machine online"
+        f"dataset.root (or $SUITE_DATA) at the folder that holds {below}/{fetch}"
     )
 
 
