@@ -137,6 +137,9 @@ def test_differences_name_what_is_not_the_papers():
         "epochs": 1000,
     }
     assert differences(same, setting) == "same setting"
+    short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
+    assert differences(short, setting) == "100 steps, not 1000 epochs"
+    assert differences({**same, "iterations": 10}, {**setting, "iterations": 200}) == "10 iterations, not 200"
 
 
 def test_pages_are_written_per_paper(tmp_path):

@@ -100,7 +100,7 @@ def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: st
 
 def differences(r: dict, setting: dict[str, object]) -> str:
     """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
-    provenance = (r.get("provenance") or {}).get("settings") or {}
+    settings = r.get("settings") or {}  # the run's whole settings, as the record keeps them
     dataset = r.get("dataset") or {}
     quality = r.get("quality") or {}
     found = []
@@ -116,9 +116,9 @@ def differences(r: dict, setting: dict[str, object]) -> str:
     elif r.get("budget_s"):
         found.append(f"a budget of {r['budget_s']:g} s")
     elif setting.get("epochs") and r.get("epochs") != setting["epochs"]:
-        steps = (provenance.get("train") or {}).get("steps")
-        found.append(f"{steps} steps" if steps else f"{r.get('epochs')} epochs" + f", not {setting['epochs']} epochs")
-    iterations = (provenance.get("cellular") or {}).get("iterations")
+        steps = (settings.get("train") or {}).get("steps")
+        found.append((f"{steps} steps" if steps else f"{r.get('epochs')} epochs") + f", not {setting['epochs']} epochs")
+    iterations = r.get("iterations")
     if setting.get("iterations") and iterations and iterations != setting["iterations"]:
         found.append(f"{iterations} iterations, not {setting['iterations']}")
     return "same setting" if not found else "; ".join(found)
@@ -329,6 +329,7 @@ def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
                 "grid": grid,
                 "FID of the mixture (suite)": _text(_quality(runs, "fid")),
                 "TVD (suite)": _text(_quality(runs, "tvd")),
+                "untrained FID (suite)": _text(_quality(runs, "untrained_fid")),
                 "FID (paper, MNIST)": f"{printed['statistic']} {printed['fid']}" if printed is not None else "none printed",
                 "where": printed["table"] if printed is not None else "Figure 3 (boxes, no values printed)",
                 "setting": differences(runs[0], setting),
@@ -394,7 +395,7 @@ PAPERS = {
         Paper(
             "seed003",
             "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
-            {"dataset": "mnist", "iterations": 200},
+            {"dataset": "mnist", "iterations": 200, "features": "Lipizzaner's MNIST classifier"},
             _seed003_numbers,
             (
                 Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid("fid", "FID")),
