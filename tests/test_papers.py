@@ -154,9 +154,11 @@ def test_pages_are_written_per_paper(tmp_path):
     other = tmp_path / "results" / "digits" / "run0"
     other.mkdir(parents=True)
     (other / "result.json").write_text(json.dumps(_run("digits", "conditional", "bce", 0, quality=_scored(5, 5))))
-    (page,) = write_papers([tmp_path / "results"], tmp_path / "papers", DEFAULT_BASELINES)
-    assert page == tmp_path / "papers" / "seed002" / "papers.md"
-    text = page.read_text()
+    pages = write_papers([tmp_path / "results"], tmp_path / "papers", DEFAULT_BASELINES)
+    assert pages == [tmp_path / "papers" / key / "papers.md" for key in ("seed000", "seed001", "seed002", "seed003")]
+    text = pages[2].read_text()
+    assert "No run of this paper's scenarios yet: `make papers-timing (on a quiet machine)`" in pages[1].read_text()
+    assert "| 4x4 | 1920 | 126.68 | 3.42 | 15.17 |" in pages[1].read_text()  # the paper's table, as printed
     assert "none: the seed's text (the abstract) prints no IS or FID" in text
     assert "- **holds**: Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)." in text
     assert paper_page(PAPERS["seed003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2

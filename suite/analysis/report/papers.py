@@ -57,6 +57,10 @@ class Paper:
     """The paper's own settings that a run's differ from (``dataset``, ``features``, ``image_size``, ``epochs``)."""
     numbers: Callable[[list[dict], Path, dict[str, object]], pd.DataFrame]
     claims: tuple[Claim, ...]
+    printed: str | None = None
+    """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
+    run_with: str = "make papers"
+    """The command that runs its reduced scenarios here."""
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -374,6 +378,8 @@ PAPERS = {
                     _weak_flat,
                 ),
             ),
+            printed="seed000_inception_scores.csv",
+            run_with="make papers (quality), make papers-timing (weak scaling, on a quiet machine)",
         ),
         Paper(
             "seed001",
@@ -384,6 +390,8 @@ PAPERS = {
                 Claim("The speedup grows with the grid: 8.53 (2x2), 13.65 (3x3), 15.17 (4x4) (summary table)", _speedup_grows),
                 Claim("Superlinear speedup for 2x2 and 3x3: above the processes (Experimental evaluation)", _superlinear),
             ),
+            printed="seed001_cellular_speedups.csv",
+            run_with="make papers-timing (on a quiet machine)",
         ),
         Paper(
             "seed002",
@@ -403,6 +411,7 @@ PAPERS = {
                     "Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid("tvd", "TVD")
                 ),
             ),
+            printed="seed003_fid.csv",
         ),
     )
 }
@@ -433,14 +442,24 @@ def collect(folders: Sequence[Path]) -> dict[str, list[dict]]:
 def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
     """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
     scenarios = sorted({r.get("scenario", "") for r in records})
+    ran = (
+        f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
+        if records
+        else f"No run of this paper's scenarios yet: `{paper.run_with}` runs the reduced ones (scenarios/papers/reduced/)."
+    )
     lines = [
         f"# {paper.title} ({paper.key}): its numbers beside the suite's\n",
-        f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}. "
-        "The paper's rows come from `baselines/`; a row's `setting` says where the run differs from the paper "
+        f"{ran} The paper's rows come from `baselines/`; a row's `setting` says where the run differs from the paper "
         "(docs/deviations.md lists every difference and assumption).\n",
-        "## Numbers\n",
+        "## What the paper prints\n",
     ]
-    table = paper.numbers(records, baselines, paper.setting)
+    if paper.printed is not None:
+        lines.append(f"From `baselines/{paper.printed}`:\n")
+        lines.append(markdown_table(pd.read_csv(baselines / paper.printed)))
+    else:
+        lines.append("No number the suite measures: the seed's text is the abstract.\n")
+    lines.append("## The suite's runs beside it\n")
+    table = paper.numbers(records, baselines, paper.setting) if records else pd.DataFrame()
     lines.append(markdown_table(table) if not table.empty else "No scored run of this paper's systems here.\n")
     lines.append("## Claims\n")
     for claim in paper.claims:
@@ -451,15 +470,15 @@ def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
 
 
 def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Path]:
-    """Write ``out/<paper>/papers.md`` for every paper that has runs under ``folders``; return the pages written."""
+    """Write ``out/<paper>/papers.md`` for every paper (the runs under ``folders`` beside its numbers); return the pages."""
     by_paper = collect(folders)
     if not by_paper:
         raise FileNotFoundError(
             f"no run of a paper scenario (scenarios/papers/, names seed000-... to seed003-...) under {', '.join(map(str, folders))}"
         )
     written = []
-    for key, records in sorted(by_paper.items()):
+    for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
         path = out / key / "papers.md"
-        atomic_write_text(path, paper_page(PAPERS[key], records, baselines))
+        atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
         written.append(path)
     return written
