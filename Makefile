@@ -18,12 +18,14 @@ digits: setup
 PAPERS_QUALITY := seed000-quality seed002-wcgan seed003-grids
 PAPERS_TIMING := seed000-weak seed001-speedup
 papers: setup
-	for s in $(PAPERS_QUALITY); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; done
+	for s in $(PAPERS_QUALITY); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; \
+		$(BIN)/suite report results/papers/$$s --out reports/papers/$${s%%-*}/$$s || exit 1; done
 	$(BIN)/suite papers results/papers --out reports/papers
 
 # The timing ones (weak scaling, cellular speedup): run them on a quiet machine, then the pages again.
 papers-timing: setup
-	for s in $(PAPERS_TIMING); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; done
+	for s in $(PAPERS_TIMING); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; \
+		$(BIN)/suite report results/papers/$$s --out reports/papers/$${s%%-*}/$$s || exit 1; done
 	$(BIN)/suite papers results/papers --out reports/papers
 
 # A quick pipeline check: every strategy and engine for a few steps (nothing learns).

@@ -125,7 +125,7 @@ def test_seed001_speedups_beside_the_table():
 
 def test_differences_name_what_is_not_the_papers():
     run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
-    setting = {"dataset": "mnist", "features": "inception", "epochs": 1000}
+    setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
     assert differences(run, setting) == (
         "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
     )
