@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits smoke gpu-check test test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
+.PHONY: setup digits papers papers-timing smoke gpu-check test test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -12,6 +12,21 @@ setup:
 digits: setup
 	$(BIN)/suite run scenarios/digits.yaml --out results/digits
 	$(BIN)/suite report results/digits
+
+# The seed papers' experiments reduced to the digits (scenarios/papers/reduced/): the quality ones, at equal
+# images budgets (host-independent), then a page per paper beside its printed numbers in reports/papers/<paper>/.
+PAPERS_QUALITY := seed000-quality seed002-wcgan seed003-grids
+PAPERS_TIMING := seed000-weak seed001-speedup
+papers: setup
+	for s in $(PAPERS_QUALITY); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; \
+		$(BIN)/suite report results/papers/$$s --out reports/papers/$${s%%-*}/$$s || exit 1; done
+	$(BIN)/suite papers results/papers --out reports/papers
+
+# The timing ones (weak scaling, cellular speedup): run them on a quiet machine, then the pages again.
+papers-timing: setup
+	for s in $(PAPERS_TIMING); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; \
+		$(BIN)/suite report results/papers/$$s --out reports/papers/$${s%%-*}/$$s || exit 1; done
+	$(BIN)/suite papers results/papers --out reports/papers
 
 # A quick pipeline check: every strategy and engine for a few steps (nothing learns).
 smoke: setup

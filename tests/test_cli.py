@@ -172,6 +172,11 @@ def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys,
 
 def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "no-rulers"))
+    raw = tmp_path / "data" / "MNIST" / "raw"  # the data is there (its names: nothing reads them before the ruler check)
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / name).write_bytes(b"")
+    monkeypatch.setenv("SUITE_DATA", str(tmp_path / "data"))
     path = tmp_path / "s.yaml"
     data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [1]}])
     data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}

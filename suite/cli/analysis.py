@@ -26,6 +26,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_papers(args: argparse.Namespace) -> int:
+    from ..analysis.report import DEFAULT_BASELINES
+    from ..analysis.report.papers import write_papers
+
+    folders = [Path(f) for f in args.results]
+    for folder in folders:
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: no such results folder; run `suite run scenarios/papers/... --out {folder}` first")
+    baselines = Path(args.baselines) if args.baselines else DEFAULT_BASELINES
+    for path in write_papers(folders, Path(args.out), baselines):
+        print(f"written {path}")
+    return 0
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from ..analysis.tuning import CHOSEN_YAML, write_tuning
 

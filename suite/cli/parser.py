@@ -12,7 +12,7 @@ from typing import Any
 from .. import __version__
 from ..analysis.gate import Settings
 from ..config.registry import FEATURES, PROTOCOLS
-from .analysis import cmd_compare, cmd_gate, cmd_probe, cmd_project, cmd_report, cmd_tune
+from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
 from .scenarios import cmd_schema
@@ -131,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report folder (default RESULTS/report)")
     p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "papers",
+        help="set each seed paper's printed numbers beside its scenarios' runs, one line per claim; write OUT/<paper>/papers.md",
+        description="Runs belong to a paper by their scenario's name (seed000-... to seed003-..., scenarios/papers/). "
+        "Each page sets the paper's numbers (baselines/) beside the suite's, each row saying 'same setting' or what "
+        "differs, and judges each claim: holds, does not hold, or cannot be judged at this scale.",
+    )
+    p.add_argument("results", nargs="+", help="results folders written by suite run, or folders of them")
+    p.add_argument("--out", default="reports/papers", help="output folder (default reports/papers)")
+    p.add_argument("--baselines", help="papers' numbers folder (default: the suite's baselines/)")
+    p.set_defaults(func=cmd_papers)
 
     p = sub.add_parser(
         "tune",

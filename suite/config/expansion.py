@@ -28,7 +28,7 @@ from .scenario import (
 )
 from .schema import did_you_mean, problems, section_type, type_hints
 from .sweep import sweep_id, sweep_points, with_point
-from .validation import check_one_seed_field, check_scenario, fail
+from .validation import check_one_seed_field, check_scenario, fail, resolve_resolution
 from .yamlfile import YamlError, load_yaml
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         scenario = build_section(Scenario, data, "")
         scenario.sections = {name: build_section(plugins[name], section, name) for name, section in written.items()}
+        resolve_resolution(scenario, data)
         check_scenario(scenario)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None

@@ -147,6 +147,16 @@ def check_image_size(image_size: int) -> None:
         )
 
 
+def check_flat_image_size(image_size: int) -> None:
+    """Raise ``ValueError`` unless ``image_size`` is a positive side: networks on flattened pixels work at any size."""
+    if image_size < 1:
+        raise ValueError(f"image_size {image_size} is not supported: it must be at least 1")
+
+
+NATIVE_IMAGE_SIZES = {"digits": 8, "mnist": 28, "cifar10": 32, "cifar100": 32}
+"""The side at which each dataset's files hold their images (``dataset.resolution: native``); ImageNet's vary."""
+
+
 # --- what one step of a system draws (the images budget) -----------------------------------------------------
 
 

@@ -28,7 +28,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from .plan import SystemSize, cellular_step_images, one_model_step_images, per_class_step_images
+from .plan import (
+    SystemSize,
+    cellular_step_images,
+    check_flat_image_size,
+    check_image_size,
+    one_model_step_images,
+    per_class_step_images,
+)
 
 
 class PluginError(ValueError):
@@ -117,7 +124,7 @@ class StrategyEntry(Entry):
     conditional: bool = False
     """Whether its networks take the class label (the conditional pair), which sets the bytes its gradients weigh."""
     paper_models: dict[str, str] = field(default_factory=dict)
-    """Seed 000's model that each of its losses reproduces, for the report."""
+    """The seed papers' model that each of its losses reproduces (seed 000's DC-GANs, seed 002's W-CGAN), for the reports."""
     speedups_baseline: str | None = None
     """File under ``baselines/`` of the papers' speedups of this strategy, shown beside its runs in the report."""
     settings: str | None = None
@@ -219,6 +226,19 @@ class ProtocolEntry(Entry):
     """The protocol papers report FID and IS with: with the same network, their numbers are comparable with ours."""
 
 
+@dataclass(frozen=True)
+class ArchitectureEntry(Entry):
+    """A generator and discriminator pair; its builder takes ``(image_size, channels, latent_dim, num_classes, dropout,
+    critic_norm)`` and returns the two networks, initialised from the global random state (:mod:`suite.gan.models`)."""
+
+    check_image_size: Callable[[int], None] = check_image_size
+    """Raises ``ValueError`` (one line) unless both networks work at this image side."""
+    critic_norms: tuple[str, ...] = ()
+    """The discriminator normalisations it offers (``model.critic_norm``); empty: none, the setting stays ``auto``."""
+    paper: str = ""
+    """Where its layers are printed (shown in the report)."""
+
+
 E = TypeVar("E", bound=Entry)
 
 
@@ -306,6 +326,7 @@ ENGINES: Registry[EngineEntry] = Registry("engine", EngineEntry)
 LOSSES: Registry[LossEntry] = Registry("loss", LossEntry)
 FEATURES: Registry[FeatureEntry] = Registry("feature network", FeatureEntry)
 PROTOCOLS: Registry[ProtocolEntry] = Registry("metrics protocol", ProtocolEntry)
+ARCHITECTURES: Registry[ArchitectureEntry] = Registry("architecture", ArchitectureEntry)
 
 
 def engines_for(strategy: str) -> tuple[str, ...]:
@@ -483,7 +504,7 @@ STRATEGIES.register(
         engines=("horovod", "torch", "mpi"),
         splits=True,
         cost_model=CLASS_GROUPS,
-        paper_models={"bce": "Distributed DC-CGAN"},
+        paper_models={"bce": "Distributed DC-CGAN", "wgan-gp": "W-CGAN"},
         step_images=per_class_step_images,
         partitions_classes=True,
         placement_invariant=_one_per_class,
@@ -517,3 +538,16 @@ PROTOCOLS.register(ProtocolEntry("suite"))  # samples as generated, against a dr
 PROTOCOLS.register(
     ProtocolEntry("standard", quantised=True, whole_split=True, sample_counts=(10_000, 50_000), literature=True)
 )  # pytorch-fid's and TTUR's: PNG-quantised samples, the whole split at native size, 10k or 50k samples
+ARCHITECTURES.register(
+    ArchitectureEntry(
+        "dcgan",
+        "suite.gan.models:dcgan_pair",
+        critic_norms=("batch", "layer", "none"),
+        paper="seed 000, section 3.2, Tables 1-4",
+    )
+)
+ARCHITECTURES.register(
+    ArchitectureEntry(
+        "mlp", "suite.gan.mlp:mlp_pair", check_image_size=check_flat_image_size, paper="seed 003, Table 1 (MNIST column)"
+    )
+)

@@ -21,8 +21,7 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 from pydantic import Field
 
-from .plan import MIN_IMAGE_SIZE
-from .registry import ENGINES, FEATURES, LOSSES, PROTOCOLS, STRATEGIES
+from .registry import ARCHITECTURES, ENGINES, FEATURES, LOSSES, PROTOCOLS, STRATEGIES
 from .schema import AtMost, OneOf, SchemaError, build, did_you_mean, type_hints
 
 # Fields whose value must be a registered name (the schema checks them against the registry).
@@ -31,6 +30,7 @@ EngineName = Annotated[str, OneOf(ENGINES)]
 LossName = Annotated[str, OneOf(LOSSES)]
 FeatureName = Annotated[str, OneOf(FEATURES)]
 ProtocolName = Annotated[str, OneOf(PROTOCOLS)]
+ArchitectureName = Annotated[str, OneOf(ARCHITECTURES)]
 
 # Why an upper bound is where it is (the error gives the reason).
 _NEVER = "a run this long would never finish"
@@ -73,10 +73,14 @@ class DatasetConfig:
     """Dataset; ``digits`` (scikit-learn, embedded) needs no files."""
     image_size: Annotated[
         int,
-        Field(ge=MIN_IMAGE_SIZE),
+        Field(ge=1),  # the architecture's own rule says which sizes it takes (dcgan: a multiple of 4, at least 20)
         AtMost(256, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights"),
     ] = 32
-    """Height and width the images are resized to (a multiple of 4; 32 in the papers)."""
+    """Height and width the images are resized to (32 in the papers; the architecture says which sizes it takes:
+    ``dcgan`` a multiple of 4 from 20, ``mlp`` any)."""
+    resolution: Literal["resized", "native"] = "resized"
+    """``native``: keep the images at the size their files hold (digits 8, mnist 28, cifar 32; seed 002), which
+    sets ``image_size`` to it; ``resized``: resize them to ``image_size``."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
     split: Literal["train", "test"] = "train"
@@ -108,8 +112,10 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    """The networks of seed 000's tables; only these knobs are exposed."""
+    """The networks every run of the scenario trains (one architecture for all, so strategies compare fairly)."""
 
+    architecture: ArchitectureName = "dcgan"
+    """``dcgan``: seed 000's Tables 1-4; ``mlp``: Lipizzaner's perceptrons (seed 003, Table 1: 2 hidden layers of 256, tanh)."""
     latent_dim: Annotated[
         int, Field(ge=1), AtMost(4096, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")
     ] = 100
@@ -486,7 +492,10 @@ class Run:
 
     @property
     def critic_norm(self) -> str:
-        """``model.critic_norm`` with ``auto`` resolved for this run's loss (its ``critic_norm`` trait)."""
+        """``model.critic_norm`` with ``auto`` resolved for this run's loss (its ``critic_norm`` trait); ``none`` for an
+        architecture without normalisation."""
+        if not ARCHITECTURES[self.model.architecture].critic_norms:
+            return "none"
         if self.model.critic_norm != "auto":
             return self.model.critic_norm
         return LOSSES[self.loss].critic_norm

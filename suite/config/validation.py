@@ -13,15 +13,15 @@ from typing import Any, Callable, NoReturn
 
 from .plan import (
     CLASSIFIER_FEATURE_DIM,
+    NATIVE_IMAGE_SIZES,
     SystemSize,
     TrainingError,
     budget_steps,
-    check_image_size,
     class_plan,
     local_batch,
     process_grid,
 )
-from .registry import ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
+from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
     DATASET_CLASSES,
     CellularConfig,
@@ -108,10 +108,7 @@ def check_scenario(scenario: Scenario) -> None:
 def _check_top_level(scenario: Scenario) -> None:
     if (problem := name_problem(scenario.name)) is not None:  # the results folder, the job's name
         fail("name", problem)
-    try:
-        check_image_size(scenario.dataset.image_size)
-    except ValueError as error:
-        fail("dataset.image_size", str(error))
+    _check_model(scenario, fail)
     positive = {
         "model.latent_dim": scenario.model.latent_dim,
         "repeats": scenario.repeats,
@@ -244,6 +241,38 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
             fail(f"{path}.seeds", f"seeds repeat: {repeated} (a seed is one training draw; timing repeats are `repeats`)")
         if min(train.seeds) < 0:
             fail(f"{path}.seeds", f"seeds must not be negative, got {train.seeds}")
+
+
+def resolve_resolution(scenario: Scenario, data: dict[str, Any]) -> None:
+    """``dataset.resolution: native`` sets ``dataset.image_size`` to the size the dataset's files hold."""
+    dataset = scenario.dataset
+    if dataset.resolution != "native":
+        return
+    native = NATIVE_IMAGE_SIZES.get(dataset.name)
+    if native is None:
+        fail(
+            "dataset.resolution",
+            f"{dataset.name} images have no one original size: give dataset.image_size with resolution: resized",
+        )
+    given = (data.get("dataset") or {}).get("image_size")
+    if given is not None and given != native:
+        fail(
+            "dataset.image_size",
+            f"{given} is not {dataset.name}'s original {native}px, which resolution: native keeps; leave it out",
+        )
+    dataset.image_size = native
+
+
+def _check_model(scenario: Scenario, fail: Fail) -> None:
+    """The image size and the discriminator normalisation the architecture offers (its registry traits)."""
+    model, entry = scenario.model, ARCHITECTURES[scenario.model.architecture]
+    try:
+        entry.check_image_size(scenario.dataset.image_size)
+    except ValueError as error:
+        fail("dataset.image_size", f"{error} (model.architecture {entry.name})")
+    if model.critic_norm != "auto" and model.critic_norm not in entry.critic_norms:
+        offered = f"one of auto, {', '.join(entry.critic_norms)}" if entry.critic_norms else "auto (it has no normalisation)"
+        fail("model.critic_norm", f"'{model.critic_norm}' is not offered by the {entry.name} architecture; use {offered}")
 
 
 def check_one_seed_field(data: Any, path: str, fail: Fail) -> None:

@@ -211,12 +211,48 @@ def _load_digits(split: str, image_size: int) -> ImageData:
     )
 
 
-def _missing(name: str, root: Path, error: Exception) -> DataError:
-    return DataError(
-        f"dataset '{name}' was not found under {root} ({error}). Either place the torchvision files "
-        f"there, point dataset.root (or the SUITE_DATA environment variable) at the folder that holds "
-        f"them, or set dataset.download: true on a machine with internet access."
+_TORCHVISION_FILES = {
+    "mnist": (
+        "MNIST/raw",
+        ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+    ),
+    "cifar10": ("cifar-10-batches-py", ("batches.meta", *(f"data_batch_{i}" for i in range(1, 6)), "test_batch")),
+    "cifar100": ("cifar-100-python", ("meta", "train", "test")),
+}
+"""Where torchvision looks for each dataset under the root, and the files it reads there."""
+
+
+def expected_files(name: str, root: Path, split: str = "train") -> tuple[Path, tuple[str, ...]]:
+    """The folder a dataset is read from and the files (or, for ImageNet, the class folders) it needs there."""
+    if name == "imagenet":
+        return root / ("val" if split == "test" else "train"), ("one folder of images per class",)
+    folder, files = _TORCHVISION_FILES[name]
+    return root / folder, files
+
+
+def missing_data(name: str, root: str | os.PathLike | None, split: str = "train") -> str | None:
+    """One line naming the dataset, the folder looked in and the files expected, when they are not all there
+    (None when they are, and for the embedded digits). Checks names only: nothing is read."""
+    if name == "digits":
+        return None
+    root_path = Path(root).expanduser() if root else default_root()
+    folder, files = expected_files(name, root_path, split)
+    if name == "imagenet":
+        present = folder.is_dir() and any(p.is_dir() for p in folder.iterdir())
+    else:
+        present = all((folder / f).is_file() for f in files)
+    if present:
+        return None
+    below = folder.relative_to(root_path)
+    fetch = "" if name == "imagenet" else ", or set dataset.download: true on a machine online"
+    return (
+        f"dataset '{name}' not found: looked in {folder} for {', '.join(files)}; put them there, or point "
+        f"dataset.root (or $SUITE_DATA) at the folder that holds {below}/{fetch}"
     )
+
+
+def _missing(name: str, root: Path, error: Exception) -> DataError:
+    return DataError(missing_data(name, root) or f"dataset '{name}' under {root} could not be read: {error}")
 
 
 def _load_torchvision(name: str, root: Path, split: str, image_size: int, download: bool) -> ImageData:

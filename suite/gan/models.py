@@ -52,6 +52,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..config.plan import check_image_size
+from ..config.registry import ARCHITECTURES
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -198,6 +199,15 @@ def init_weights(module: M, seed: int) -> M:
     return module
 
 
+def dcgan_pair(
+    image_size: int, channels: int, latent_dim: int, num_classes: int, dropout: float, critic_norm: str, seed: int
+) -> tuple[Generator, Discriminator]:
+    """The ``dcgan`` architecture's pair (Tables 1-4), initialised by :func:`init_weights`: G from ``seed``, D from ``seed + 1``."""
+    generator = init_weights(Generator(image_size, channels, latent_dim, num_classes), seed)
+    discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout, critic_norm), seed + 1)
+    return generator, discriminator
+
+
 def build_pair(
     image_size: int,
     channels: int,
@@ -206,18 +216,19 @@ def build_pair(
     dropout: float = 0.25,
     seed: int = 0,
     critic_norm: str = "batch",
-) -> tuple[Generator, Discriminator]:
+    architecture: str = "dcgan",
+) -> tuple[nn.Module, nn.Module]:
     """Build a generator and a discriminator (conditional on ``num_classes`` labels if > 0).
 
-    ``critic_norm`` is the discriminator's normalisation (:data:`CRITIC_NORMS`; the tables' ``batch``
-    unless given).
+    ``architecture`` names the pair (:data:`suite.config.registry.ARCHITECTURES`: ``dcgan``, this module's
+    networks, or ``mlp``, :mod:`suite.gan.mlp`). ``critic_norm`` is the discriminator's normalisation
+    (:data:`CRITIC_NORMS`; the tables' ``batch`` unless given; an architecture without normalisation ignores it).
 
     Both are initialised from ``seed`` (generator from ``seed``, discriminator from ``seed + 1``).
     Building them leaves the global random state untouched: PyTorch's default initialisation,
     which runs before ours, would otherwise shift later dropout masks depending on when and
     how many networks a process happens to build.
     """
+    builder = ARCHITECTURES[architecture].load()
     with torch.random.fork_rng(devices=[]):
-        generator = init_weights(Generator(image_size, channels, latent_dim, num_classes), seed)
-        discriminator = init_weights(Discriminator(image_size, channels, num_classes, dropout, critic_norm), seed + 1)
-    return generator, discriminator
+        return builder(image_size, channels, latent_dim, num_classes, dropout, critic_norm, seed)

@@ -29,7 +29,7 @@ import torch
 
 from ..records.record import FileDigest
 from ..records.results import GENERATOR_FILE, RECORD_FILE, atomic_write, read_record
-from .models import Generator
+from .models import build_pair
 from .seeding import derive_seed, torch_generator
 from .tensorfiles import load_tensors, save_tensors
 
@@ -52,6 +52,7 @@ class GeneratorBundle:
     generators: dict[str, dict[str, torch.Tensor]]  # key -> state_dict
     class_prior: dict[int, float]  # p(y) over the trained classes
     weights: dict[str, float] | None = None  # mixture weights per key (cellular)
+    architecture: str = "dcgan"  # model.architecture (suite.config.registry.ARCHITECTURES)
     classes: dict[str, int] | None = None  # per_class: key -> class label
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,10 +121,14 @@ class Sampler:
 
     def __init__(self, bundle: GeneratorBundle, device: torch.device | str = "cpu"):
         self.bundle, self.device = bundle, torch.device(device)
-        self.networks: dict[str, Generator] = {}
+        self.networks: dict[str, torch.nn.Module] = {}
         for key, state in bundle.generators.items():
-            net = Generator(
-                bundle.image_size, bundle.channels, bundle.latent_dim, bundle.num_classes if bundle.conditional else 0
+            net, _ = build_pair(
+                bundle.image_size,
+                bundle.channels,
+                bundle.latent_dim,
+                bundle.num_classes if bundle.conditional else 0,
+                architecture=bundle.architecture,
             )
             net.load_state_dict(state)
             self.networks[key] = net.to(self.device).eval()

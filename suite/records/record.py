@@ -212,6 +212,8 @@ class RunSettings:
     budget_s: float | None = column()
     budget_images: int | None = column()
     critic_norm: str | None = None
+    architecture: str | None = None
+    """``model.architecture``: the networks every run of its scenario trains (:data:`suite.config.registry.ARCHITECTURES`)."""
     traced: bool | None = None
 
 
@@ -428,6 +430,7 @@ def run_identity(run: Run) -> dict[str, Any]:
         seed=train.seed,
         budget_s=train.budget_s,
         budget_images=train.budget_images,
+        architecture=run.model.architecture,
         traced=run.trace,
     )
     return dataclasses.asdict(settings)

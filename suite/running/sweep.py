@@ -53,6 +53,14 @@ class SweepOptions:
     """Seconds a run that checkpoints gets to save one and exit when the sweep is stopped."""
 
 
+def missing_data(runs: list[Run]) -> list[str]:
+    """One line per dataset the runs read that is not on disk (those that download it are left to torchvision)."""
+    from ..gan.data import missing_data as missing
+
+    wanted = sorted({(r.dataset.name, r.dataset.root or "", r.dataset.split) for r in runs if not r.dataset.download})
+    return [line for name, root, split in wanted if (line := missing(name, root or None, split)) is not None]
+
+
 def check_rulers(runs: list[Run]) -> None:
     """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
     from ..config.registry import FEATURES
@@ -79,6 +87,7 @@ def run_scenario(
 
     Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s.
     """
+    from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
     from .finished import check_unchanged
     from .launch import command_for
@@ -86,6 +95,10 @@ def run_scenario(
 
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
+    for problem in missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
+        if not sweep.dry_run:
+            raise DataError(problem)
+        log.warning("warning: %s", problem)  # a dry run shows the commands; the real run stops here
     try:
         check_rulers(runs)
     except FeatureUnavailable as error:

@@ -167,7 +167,7 @@ def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, ste
 
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     quality = score(outcome.bundle)
-    untrained = untrained_baseline(ref, networks, run.model.latent_dim)
+    untrained = untrained_baseline(ref, networks, run.model.latent_dim, run.model.architecture)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
     # a strategy that scored while training (stop_at_target) brings its curve in its fields
     curve = outcome.fields.get("curve") or [

@@ -295,6 +295,7 @@ def footprint(run: Run) -> tuple[int, int]:
         run.model.latent_dim,
         num_classes=classes if strategy.conditional else 0,
         critic_norm=run.critic_norm,
+        architecture=run.model.architecture,
     )
     weights = sum(t.numel() for net in (g, d) for t in net.state_dict().values())
     gan = 4 * (weights + 2 * sum(p.numel() for net in (g, d) for p in net.parameters()))  # + Adam's two moments

@@ -213,6 +213,7 @@ class GanTrainer:
             dropout=run.model.dropout,
             seed=derive_seed(self.seed, "init", self.key),
             critic_norm=run.critic_norm,
+            architecture=run.model.architecture,
         )
         if run.model.sync_batchnorm:
             g = convert_sync_batchnorm(g, self.engine, self.group)

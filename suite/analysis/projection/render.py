@@ -258,8 +258,8 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
     if not result.comparison.empty:
         lines.append(f"{sub} Papers' points beside the projection\n")
         lines.append(
-            "The papers ran other hardware, networks and budgets; a `claimed` point is a statement of the "
-            "text without a printed number (`baselines/scaling_points.csv` says which).\n"
+            "The papers ran other hardware, networks and budgets; every point is a number they print "
+            "(`baselines/scaling_points.csv` and `seed001_cellular_speedups.csv` name the source).\n"
         )
         lines.append(markdown_table(result.comparison))
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")

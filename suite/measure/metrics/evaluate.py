@@ -341,18 +341,22 @@ def evaluate_sampler(
     return evaluate_images(images, labels, ref, networks)
 
 
-def untrained_baseline(ref: Reference, networks: tuple[FeatureNet, ClassifierNet], latent_dim: int = 100) -> dict:
+def untrained_baseline(
+    ref: Reference, networks: tuple[FeatureNet, ClassifierNet], latent_dim: int = 100, architecture: str = "dcgan"
+) -> dict:
     """FID (and KID, when available) of the suite's untrained generator against ``ref``'s real data.
 
     The result is cached beside the real-data statistics.
     """
     net = networks[0]
     protocol = [ref.protocol] if _prepares(ref) else []
-    key = json.dumps([ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, *protocol])
+    key = json.dumps(
+        [ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, architecture, *protocol]
+    )
     path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    generator, _ = build_pair(ref.image_size, CHANNELS[ref.dataset], latent_dim, seed=0)
+    generator, _ = build_pair(ref.image_size, CHANNELS[ref.dataset], latent_dim, seed=0, architecture=architecture)
     z = torch.randn(ref.n, latent_dim, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         images = generator.eval()(z)

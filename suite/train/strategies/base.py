@@ -117,6 +117,7 @@ def make_bundle(
         image_size=run.dataset.image_size,
         channels=data.channels,
         latent_dim=run.model.latent_dim,
+        architecture=run.model.architecture,
         num_classes=data.num_classes,
         conditional=conditional,
         generators=generators,

@@ -75,7 +75,12 @@ class Cellular:
 
     def _pair(self, seed: int) -> tuple[nn.Module, nn.Module]:
         g, d = build_pair(
-            self.run.dataset.image_size, self.data.channels, self.run.model.latent_dim, dropout=self.run.model.dropout, seed=seed
+            self.run.dataset.image_size,
+            self.data.channels,
+            self.run.model.latent_dim,
+            dropout=self.run.model.dropout,
+            seed=seed,
+            architecture=self.run.model.architecture,
         )
         return g.to(self.device), d.to(self.device)
 

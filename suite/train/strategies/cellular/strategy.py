@@ -285,7 +285,9 @@ def _results(
     grid, kind, iterations = strategy.grid, run.cellular.neighbourhood, fields.iterations or 0
 
     def best_generator(c: Cell) -> nn.Module:  # a cell keeps its individuals best first
-        g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0)[0]
+        g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0, architecture=run.model.architecture)[
+            0
+        ]
         g.load_state_dict(all_cells[c]["generators"][0])
         return g.to(strategy.device)
 

@@ -1,0 +1,486 @@
+"""The seed papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
+
+Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-...``: the scenarios of
+``scenarios/papers/`` and ``scenarios/papers/reduced/``). Each page has
+
+* the paper's printed numbers (``baselines/``, each row naming its section or table) beside the suite's
+  estimate of the same quantity, each row saying ``same setting`` or what differs;
+* one line per claim of the paper: ``holds``, ``does not hold`` or ``cannot be judged at this scale``.
+
+A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
+direction by Welch's test at 5 % (:func:`suite.analysis.verdicts.welch_p`), does not hold when they differ
+the other way, and cannot be judged when they do not differ or a side has one draw. A scaling claim is judged
+on the measured speedup or efficiency's 95 % interval (:mod:`suite.analysis.speedup`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from ...config.registry import STRATEGIES
+from ...records.results import atomic_write_text, iter_records
+from ..markdown import markdown_table
+from ..speedup import efficiency, speedup
+from ..verdicts import Summary, summarise, welch_p
+
+HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
+ALPHA = 0.05
+"""Two-sided level of the tests behind a claim's verdict."""
+FLAT_EFFICIENCY = 0.9
+"""Weak-scaling efficiency at or above which the time counts as "not affected" by the processes (seed 000, 3.7)."""
+
+Verdict = tuple[str, str]
+"""(verdict, the evidence in a few words)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of a paper and how the suite's runs judge it."""
+
+    text: str
+    """The claim, with where the paper makes it."""
+    judge: Callable[[list[dict]], Verdict]
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A seed paper: its title, the setting its numbers come from, its printed numbers beside ours, its claims."""
+
+    key: str
+    title: str
+    setting: dict[str, object]
+    """The paper's own settings that a run's differ from (``dataset``, ``features``, ``image_size``, ``epochs``)."""
+    numbers: Callable[[list[dict], Path, dict[str, object]], pd.DataFrame]
+    claims: tuple[Claim, ...]
+    printed: str | None = None
+    """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
+    run_with: str = "make papers"
+    """The command that runs its reduced scenarios here."""
+
+
+# --- helpers -------------------------------------------------------------------------------------------------
+
+
+def _ok(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("status") == "ok"]
+
+
+def _quality(records: Sequence[dict], field: str) -> Summary | None:
+    return summarise((r.get("quality") or {}).get(field) for r in records)
+
+
+def _text(summary: Summary | None, digits: int = 3) -> str:
+    return summary.text(digits) if summary is not None else "not measured"
+
+
+def _model_runs(records: list[dict], model: str) -> list[dict]:
+    """The scored runs of seed 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
+    return [r for r in _ok(records) if r.get("quality") and _paper_model(r) == model and _all_classes(r)]
+
+
+def _all_classes(r: dict) -> bool:
+    q = r.get("quality") or {}
+    return not q.get("classes") or len(q["classes"]) == q.get("num_classes", len(q["classes"]))
+
+
+def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: str) -> Verdict:
+    """Whether ``a`` beats ``b`` on one quality (Welch at :data:`ALPHA`), with the two estimates as evidence."""
+    evidence = f"{what} {_text(a)} against {_text(b)}"
+    if a is None or b is None:
+        return UNJUDGED, f"{evidence}: a side has no scored run"
+    p = welch_p(a, b)
+    if p is None:
+        return UNJUDGED, f"{evidence}: a side has one draw (or none varies), no test"
+    ahead = (a.center < b.center) if lower_is_better else (a.center > b.center)
+    if p >= ALPHA:
+        return UNJUDGED, f"{evidence}: no difference beyond the seeds' spread (Welch p = {p:.2g})"
+    return (HOLDS if ahead else FAILS), f"{evidence} (Welch p = {p:.2g})"
+
+
+def differences(r: dict, setting: dict[str, object]) -> str:
+    """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
+    settings = r.get("settings") or {}  # the run's whole settings, as the record keeps them
+    dataset = r.get("dataset") or {}
+    quality = r.get("quality") or {}
+    found = []
+    if setting.get("dataset") and dataset.get("name") != setting["dataset"]:
+        found.append(f"{dataset.get('name')} at {dataset.get('image_size')}px, not {setting['dataset']}")
+    elif setting.get("image_size") and dataset.get("image_size") != setting["image_size"]:
+        found.append(f"{dataset.get('image_size')}px, not {setting['image_size']}px")
+    features = quality.get("features")
+    if setting.get("features") and features and not str(features).startswith(str(setting["features"])):
+        found.append(f"scored with {features}, not {setting['features']}")
+    if r.get("budget_images"):
+        found.append(
+            f"an equal budget of {r['budget_images']:,} images, not {setting.get('training', 'the length the paper trained')}"
+        )
+    elif r.get("budget_s"):
+        found.append(f"a budget of {r['budget_s']:g} s")
+    elif setting.get("epochs") and r.get("epochs") != setting["epochs"]:
+        steps = (settings.get("train") or {}).get("steps")
+        found.append((f"{steps} steps" if steps else f"{r.get('epochs')} epochs") + f", not {setting['epochs']} epochs")
+    iterations = r.get("iterations")
+    if setting.get("iterations") and iterations and iterations != setting["iterations"]:
+        found.append(f"{iterations} iterations, not {setting['iterations']}")
+    return "same setting" if not found else "; ".join(found)
+
+
+def _first(records: list[dict]) -> dict:
+    return records[0] if records else {}
+
+
+# --- seed 000 ------------------------------------------------------------------------------------------------
+
+SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
+
+
+def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+    paper = pd.read_csv(baselines / "seed000_inception_scores.csv")
+    rows = []
+    for model in SEED000_MODELS:
+        runs = _model_runs(records, model)
+        if not runs:
+            continue
+        dataset = _first(runs).get("dataset", {}).get("name")
+        printed = paper[
+            (paper["model"] == model) & (paper["dataset"] == (dataset if dataset in set(paper["dataset"]) else "mnist"))
+        ]
+        row = printed.iloc[0]
+        rows.append(
+            {
+                "model": model,
+                "dataset": dataset,
+                "IS (suite, over seeds)": _text(_quality(runs, "is_mean")),
+                "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
+                "where": row["table"],
+                "setting": differences(_first(runs), {**setting, "dataset": row["dataset"]}),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _is_order(upper: str, lower: str) -> Callable[[list[dict]], Verdict]:
+    def judge(records: list[dict]) -> Verdict:
+        return better(
+            _quality(_model_runs(records, upper), "is_mean"), _quality(_model_runs(records, lower), "is_mean"), False, "IS"
+        )
+
+    return judge
+
+
+def _paper_model(r: dict) -> str | None:
+    """The seed papers' model a run reproduces (its strategy entry's ``paper_models`` trait), if any."""
+    entry = STRATEGIES[r["strategy"]] if r.get("strategy") in STRATEGIES else None
+    return entry.paper_models.get(r.get("loss", "")) if entry is not None else None
+
+
+def _weak_flat(records: list[dict]) -> Verdict:
+    weak = [r for r in _ok(records) if r.get("scaling") == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
+    procs = sorted({r["procs"] for r in weak})
+    if len(procs) < 2 or procs[0] != 1:
+        return UNJUDGED, "no weak sweep from one process here (run the timing scenario, `make papers-timing`)"
+    if any(r.get("oversubscribed") for r in weak):
+        return UNJUDGED, "the sweep's largest point had more processes than cores"
+    top = procs[-1]
+    e = efficiency([r for r in weak if r["procs"] == 1], [r for r in weak if r["procs"] == top], top, "weak")
+    return _at_least(e, FLAT_EFFICIENCY, f"weak-scaling efficiency T(1)/T({top})")
+
+
+def _at_least(value: Summary | None, floor: float, what: str) -> Verdict:
+    if value is None:
+        return UNJUDGED, f"{what} not measured"
+    interval = value.interval
+    evidence = f"{what} = {value.text()}, against {floor:g}"
+    if interval is None:
+        return UNJUDGED, f"{evidence}: one draw at an end, no interval"
+    if interval[0] >= floor:
+        return HOLDS, evidence
+    if interval[1] < floor:
+        return FAILS, evidence
+    return UNJUDGED, f"{evidence}: the interval straddles it"
+
+
+# --- seed 001 ------------------------------------------------------------------------------------------------
+
+
+def _grid_speedups(records: list[dict]) -> dict[str, tuple[int, Summary | None]]:
+    """Each grid's speedup of its most processes over one process: grid -> (processes, speedup)."""
+    cellular = [r for r in _ok(records) if r.get("grid") and r.get("scaling") == "strong"]
+    out = {}
+    for grid in sorted({tuple(r["grid"]) for r in cellular}, key=lambda g: (g[0] * g[1], g)):
+        runs = [r for r in cellular if tuple(r["grid"]) == grid]
+        top = max(r["procs"] for r in runs)
+        if top == 1:
+            continue
+        out[f"{grid[0]}x{grid[1]}"] = (
+            top,
+            speedup([r for r in runs if r["procs"] == 1], [r for r in runs if r["procs"] == top], top),
+        )
+    return out
+
+
+def _seed001_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+    paper = pd.read_csv(baselines / "seed001_cellular_speedups.csv").set_index("grid")
+    rows = []
+    for grid, (procs, s) in _grid_speedups(records).items():
+        cells = math.prod(int(v) for v in grid.split("x"))
+        run = _first([r for r in _ok(records) if r.get("grid") and "x".join(map(str, r["grid"])) == grid])
+        what = differences(run, setting)
+        if procs != cells:
+            what = ("" if what == "same setting" else what + "; ") + f"{procs} processes for {cells} cells"
+        if r_oversubscribed(records, grid):
+            what += "; oversubscribed (more processes than cores)"
+        rows.append(
+            {
+                "grid": grid,
+                "processes": procs,
+                "speedup (suite)": _text(s),
+                "speedup (paper)": paper.loc[grid, "speedup"] if grid in paper.index else "none printed (2x2 to 4x4 only)",
+                "where": paper.loc[grid, "table"] if grid in paper.index else "",
+                "setting": what,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def r_oversubscribed(records: list[dict], grid: str) -> bool:
+    """Whether a run of ``grid`` had more processes than cores."""
+    return any(r.get("oversubscribed") for r in _ok(records) if r.get("grid") and "x".join(map(str, r["grid"])) == grid)
+
+
+def _speedup_grows(records: list[dict]) -> Verdict:
+    measured = {g: s for g, (p, s) in _grid_speedups(records).items() if s is not None and not r_oversubscribed(records, g)}
+    if len(measured) < 2:
+        return UNJUDGED, "fewer than two grids with a measured speedup on enough cores"
+    ordered = list(measured.items())
+    evidence = ", ".join(f"{g}: {s.text(2)}" for g, s in ordered)
+    verdicts = [better(b, a, False, "")[0] for (_, a), (_, b) in zip(ordered, ordered[1:])]
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS, evidence
+    if any(v == FAILS for v in verdicts):
+        return FAILS, evidence
+    return UNJUDGED, f"{evidence}: not separated beyond the repeats' spread"
+
+
+def _superlinear(records: list[dict]) -> Verdict:
+    """Speedup above the processes (one cell each) for the grids measured."""
+    found = []
+    for grid, (procs, s) in _grid_speedups(records).items():
+        if procs == math.prod(int(v) for v in grid.split("x")) and not r_oversubscribed(records, grid):
+            found.append(_at_least(s, float(procs), f"{grid} speedup"))
+    if not found:
+        return UNJUDGED, "no grid measured with one cell per process on enough cores"
+    verdicts = {v for v, _ in found}
+    verdict = HOLDS if verdicts == {HOLDS} else FAILS if FAILS in verdicts else UNJUDGED
+    return verdict, "; ".join(e for _, e in found)
+
+
+SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
+"""Seed 002's per-class W-CGANs and the per-class DC-CGANs of seed 000 they improve on."""
+
+
+# --- seed 002 ------------------------------------------------------------------------------------------------
+
+
+def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+    rows = []
+    for name in SEED002_MODELS:
+        runs = _model_runs(records, name)
+        if runs:
+            rows.append(
+                {
+                    "model": name,
+                    "FID (suite)": _text(_quality(runs, "fid")),
+                    "IS (suite)": _text(_quality(runs, "is_mean")),
+                    "paper": "none: the seed's text (the abstract) prints no IS or FID",
+                    "setting": differences(_first(runs), setting),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _wcgan_better(records: list[dict]) -> Verdict:
+    w, d = (_model_runs(records, name) for name in SEED002_MODELS)
+    fid = better(_quality(w, "fid"), _quality(d, "fid"), True, "FID")
+    inception = better(_quality(w, "is_mean"), _quality(d, "is_mean"), False, "IS")
+    verdicts = {fid[0], inception[0]}
+    verdict = HOLDS if verdicts == {HOLDS} else FAILS if FAILS in verdicts else UNJUDGED
+    return verdict, f"{fid[1]}; {inception[1]}"
+
+
+# --- seed 003 ------------------------------------------------------------------------------------------------
+
+
+def _grid_runs(records: list[dict]) -> dict[str, list[dict]]:
+    runs: dict[str, list[dict]] = {}
+    for r in _ok(records):
+        if r.get("grid") and r.get("quality"):
+            runs.setdefault("x".join(map(str, r["grid"])), []).append(r)
+    return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
+
+
+def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+    paper = pd.read_csv(baselines / "seed003_fid.csv")
+    mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
+    rows = []
+    for grid, runs in _grid_runs(records).items():
+        printed = mnist.loc[grid] if grid in mnist.index else None
+        rows.append(
+            {
+                "grid": grid,
+                "FID of the mixture (suite)": _text(_quality(runs, "fid")),
+                "TVD (suite)": _text(_quality(runs, "tvd")),
+                "untrained FID (suite)": _text(_quality(runs, "untrained_fid")),
+                "FID (paper, MNIST)": f"{printed['statistic']} {printed['fid']}" if printed is not None else "none printed",
+                "where": printed["table"] if printed is not None else "Figure 3 (boxes, no values printed)",
+                "setting": differences(runs[0], setting),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _larger_grid(field: str, what: str) -> Callable[[list[dict]], Verdict]:
+    def judge(records: list[dict]) -> Verdict:
+        grids = _grid_runs(records)
+        if len(grids) < 2:
+            return UNJUDGED, "fewer than two grids scored"
+        (small, a), (large, b) = list(grids.items())[0], list(grids.items())[-1]
+        verdict, evidence = better(_quality(b, field), _quality(a, field), True, f"{what} {large} against {small}:")
+        return verdict, evidence
+
+    return judge
+
+
+# --- the papers ----------------------------------------------------------------------------------------------
+
+PAPERS = {
+    p.key: p
+    for p in (
+        Paper(
+            "seed000",
+            "Lupo Pasini et al., Scalable Balanced Training of Conditional GANs on Image Data",
+            {"features": "inception", "epochs": 1000, "training": "1000 epochs", "image_size": 32},
+            _seed000_numbers,
+            (
+                Claim(
+                    "Distributed DC-CGANs score a higher IS than DC-CGANs (Tables 5, 9, 13, 17)",
+                    _is_order("Distributed DC-CGAN", "DC-CGAN"),
+                ),
+                Claim(
+                    "DC-CGANs score a higher IS than DC-GANs (Tables 9, 13, 17; about equal on MNIST, Table 5)",
+                    _is_order("DC-CGAN", "DC-GAN"),
+                ),
+                Claim(
+                    "Weak scaling: the wall-clock time is not affected by the classes and processes (section 3.7, Figure 4)",
+                    _weak_flat,
+                ),
+            ),
+            printed="seed000_inception_scores.csv",
+            run_with="make papers (quality), make papers-timing (weak scaling, on a quiet machine)",
+        ),
+        Paper(
+            "seed001",
+            "Perez et al., Parallel/distributed implementation of cellular training for GANs",
+            {"dataset": "mnist", "iterations": 200},
+            _seed001_numbers,
+            (
+                Claim("The speedup grows with the grid: 8.53 (2x2), 13.65 (3x3), 15.17 (4x4) (summary table)", _speedup_grows),
+                Claim("Superlinear speedup for 2x2 and 3x3: above the processes (Experimental evaluation)", _superlinear),
+            ),
+            printed="seed001_cellular_speedups.csv",
+            run_with="make papers-timing (on a quiet machine)",
+        ),
+        Paper(
+            "seed002",
+            "Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs",
+            {"features": "inception", "training": "a fixed training time"},
+            _seed002_numbers,
+            (Claim("Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)", _wcgan_better),),
+        ),
+        Paper(
+            "seed003",
+            "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
+            {"dataset": "mnist", "iterations": 200, "features": "Lipizzaner's MNIST classifier"},
+            _seed003_numbers,
+            (
+                Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid("fid", "FID")),
+                Claim(
+                    "Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid("tvd", "TVD")
+                ),
+            ),
+            printed="seed003_fid.csv",
+        ),
+    )
+}
+
+
+def paper_of(scenario: str | None) -> Paper | None:
+    """The paper a scenario's runs belong to, by its name's first part (``seed000-mnist`` -> seed 000)."""
+    return PAPERS.get((scenario or "").split("-")[0])
+
+
+def collect(folders: Sequence[Path]) -> dict[str, list[dict]]:
+    """The records under ``folders`` (results folders, or folders of them) by paper key; other runs are left out."""
+    by_paper: dict[str, list[dict]] = {}
+    for folder in folders:
+        roots = (
+            [folder]
+            if any((d / "result.json").is_file() for d in folder.iterdir() if d.is_dir())
+            else sorted(d for d in folder.iterdir() if d.is_dir())
+        )
+        for root in roots:
+            for record in iter_records(root):
+                paper = paper_of(record.get("scenario"))
+                if paper is not None:
+                    by_paper.setdefault(paper.key, []).append(record)
+    return by_paper
+
+
+def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
+    """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
+    scenarios = sorted({r.get("scenario", "") for r in records})
+    ran = (
+        f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
+        if records
+        else f"No run of this paper's scenarios yet: `{paper.run_with}` runs the reduced ones (scenarios/papers/reduced/)."
+    )
+    lines = [
+        f"# {paper.title} ({paper.key}): its numbers beside the suite's\n",
+        f"{ran} The paper's rows come from `baselines/`; a row's `setting` says where the run differs from the paper "
+        "(docs/deviations.md lists every difference and assumption).\n",
+        "## What the paper prints\n",
+    ]
+    if paper.printed is not None:
+        lines.append(f"From `baselines/{paper.printed}`:\n")
+        lines.append(markdown_table(pd.read_csv(baselines / paper.printed)))
+    else:
+        lines.append("No number the suite measures: the seed's text is the abstract.\n")
+    lines.append("## The suite's runs beside it\n")
+    table = paper.numbers(records, baselines, paper.setting) if records else pd.DataFrame()
+    lines.append(markdown_table(table) if not table.empty else "No scored run of this paper's systems here.\n")
+    lines.append("## Claims\n")
+    for claim in paper.claims:
+        verdict, evidence = claim.judge(records)
+        lines.append(f"- **{verdict}**: {claim.text}. {evidence}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Path]:
+    """Write ``out/<paper>/papers.md`` for every paper (the runs under ``folders`` beside its numbers); return the pages."""
+    by_paper = collect(folders)
+    if not by_paper:
+        raise FileNotFoundError(
+            f"no run of a paper scenario (scenarios/papers/, names seed000-... to seed003-...) under {', '.join(map(str, folders))}"
+        )
+    written = []
+    for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
+        path = out / key / "papers.md"
+        atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
+        written.append(path)
+    return written

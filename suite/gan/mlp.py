@@ -1,0 +1,82 @@
+"""Lipizzaner's perceptrons (seed 003, Table 1, MNIST column): the ``mlp`` architecture.
+
+Generator::
+
+    z (latent_dim [+ num_classes one-hot]) -> Linear 256 -> tanh -> Linear 256 -> tanh -> Linear C*S*S -> tanh
+
+Discriminator::
+
+    image (C*S*S, flattened) -> Linear 256 -> tanh -> Linear 256 -> tanh -> Linear 1
+
+Table 1 prints 64 input neurons, 2 hidden layers of 256, 784 outputs (28 x 28 MNIST) and tanh as the
+activation; the outputs follow the image size here (64 on the 8 x 8 digits). As with the DC-GAN
+pair (:mod:`suite.gan.models`) the discriminator returns the raw score and the loss applies the
+sigmoid. A conditional pair (which Table 1 does not have) takes the one-hot label as extra generator
+inputs and conditions the discriminator by projection onto its last hidden layer, as the DC-CGAN does.
+The networks keep PyTorch's default initialisation, drawn from the seed alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+HIDDEN = (256, 256)
+"""Neurons of the two hidden layers (Table 1)."""
+
+
+def _perceptron(inputs: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in HIDDEN:
+        layers += [nn.Linear(inputs, width), nn.Tanh()]
+        inputs = width
+    return nn.Sequential(*layers)
+
+
+class MLPGenerator(nn.Module):
+    """Table 1's generator: ``latent_dim`` (+ classes) inputs, two tanh layers of 256, ``channels * size**2`` tanh outputs."""
+
+    def __init__(self, image_size: int, channels: int, latent_dim: int = 64, num_classes: int = 0):
+        super().__init__()
+        self.image_size, self.channels, self.latent_dim, self.num_classes = image_size, channels, latent_dim, num_classes
+        self.hidden = _perceptron(latent_dim + num_classes)
+        self.output = nn.Sequential(nn.Linear(HIDDEN[-1], channels * image_size * image_size), nn.Tanh())
+
+    def forward(self, z: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        if self.num_classes:
+            if labels is None:
+                raise ValueError("a conditional generator needs the labels to generate")
+            z = torch.cat([z, F.one_hot(labels, self.num_classes).to(z.dtype)], dim=1)
+        return self.output(self.hidden(z)).view(z.shape[0], self.channels, self.image_size, self.image_size)
+
+
+class MLPDiscriminator(nn.Module):
+    """Table 1's discriminator: the flattened image, two tanh layers of 256, one raw score."""
+
+    def __init__(self, image_size: int, channels: int, num_classes: int = 0):
+        super().__init__()
+        self.image_size, self.channels, self.num_classes = image_size, channels, num_classes
+        self.hidden = _perceptron(channels * image_size * image_size)
+        self.head = nn.Linear(HIDDEN[-1], 1)
+        self.embed = nn.Embedding(num_classes, HIDDEN[-1]) if num_classes else None
+
+    def forward(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.hidden(images.flatten(1))
+        score = self.head(h).squeeze(1)
+        if self.embed is not None:
+            if labels is None:
+                raise ValueError("a conditional discriminator needs the labels of the images")
+            score = score + (self.embed(labels) * h).sum(dim=1)
+        return score
+
+
+def mlp_pair(
+    image_size: int, channels: int, latent_dim: int, num_classes: int, dropout: float, critic_norm: str, seed: int
+) -> tuple[MLPGenerator, MLPDiscriminator]:
+    """The ``mlp`` architecture's pair: G drawn from ``seed``, D from ``seed + 1`` (no dropout, no normalisation:
+    Table 1 has neither, so ``dropout`` and ``critic_norm`` are not used)."""
+    torch.manual_seed(seed)
+    generator = MLPGenerator(image_size, channels, latent_dim, num_classes)
+    torch.manual_seed(seed + 1)
+    return generator, MLPDiscriminator(image_size, channels, num_classes)

@@ -1,0 +1,164 @@
+"""The papers' experiments: every scenario of scenarios/papers/ dry-runs, and `suite papers` judges the claims."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from suite.analysis.report import DEFAULT_BASELINES
+from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, differences, paper_page, write_papers
+from suite.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+PAPER_SCENARIOS = sorted((REPO / "scenarios" / "papers").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PAPER_SCENARIOS, ids=lambda p: str(p.relative_to(REPO / "scenarios" / "papers")))
+def test_every_paper_scenario_dry_runs(path, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SUITE_DATA", str(tmp_path / "no-data"))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    err = caplog.text
+    if "name: digits" not in path.read_text():  # the datasets on disk are named, with their folder, in one line
+        (line,) = [line for line in err.splitlines() if "not found: looked in" in line]
+        assert str(tmp_path / "no-data") in line
+    assert path.stem.split("-")[0] in PAPERS  # every scenario belongs to a paper by its name
+
+
+def test_a_missing_dataset_stops_the_run_before_any_rank(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SUITE_DATA", str(tmp_path))
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"")
+    code = main(["run", str(REPO / "scenarios" / "papers" / "seed000-cifar10.yaml"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert err == (
+        f"error: dataset 'cifar10' not found: looked in {tmp_path / 'cifar-10-batches-py'} for batches.meta, "
+        "data_batch_1, data_batch_2, data_batch_3, data_batch_4, data_batch_5, test_batch; put them there, or point "
+        "dataset.root (or $SUITE_DATA) at the folder that holds cifar-10-batches-py/, or set dataset.download: true "
+        "on a machine online"
+    )
+
+
+def _run(scenario, strategy, loss, seed, procs=1, scaling="strong", **fields):
+    record = {
+        "status": "ok",
+        "run_id": f"{strategy}-{loss}-p{procs}-{scaling}-s{seed}-r{fields.get('repeat', 0)}",
+        "scenario": scenario,
+        "strategy": strategy,
+        "loss": loss,
+        "procs": procs,
+        "scaling": scaling,
+        "seed": seed,
+        "dataset": {"name": "digits", "image_size": 20},
+        "budget_images": 2560,
+    }
+    record.update(fields)
+    return record
+
+
+def _scored(is_mean, fid, classes=10):
+    return {
+        "is_mean": is_mean,
+        "fid": fid,
+        "tvd": fid / 100,
+        "classes": list(range(classes)),
+        "num_classes": 10,
+        "features": "classifier:digits",
+    }
+
+
+def _judge(key, records):
+    return [claim.judge(records)[0] for claim in PAPERS[key].claims]
+
+
+def test_seed000_claims_follow_the_tests_of_the_scores():
+    ordered = [_run("seed000-x", "data_parallel", "bce", s, quality=_scored(v, 90)) for s, v in enumerate([3.0, 3.1, 3.05])] + [
+        _run("seed000-x", "conditional", "bce", s, quality=_scored(v, 80)) for s, v in enumerate([5.0, 5.2, 5.1])
+    ]
+    ordered += [
+        _run("seed000-x", "label_partitioned", "bce", s, 2, quality=_scored(v, 70)) for s, v in enumerate([6.0, 6.1, 6.2])
+    ]
+    weak = [
+        _run("seed000-x", "label_partitioned", "bce", 0, p, "weak", repeat=k, train_s=t, quality=_scored(5, 5, p))
+        for p, times in ((1, [10.0, 10.2, 9.9]), (2, [10.1, 10.0, 10.2]))
+        for k, t in enumerate(times)
+    ]
+    assert _judge("seed000", ordered + weak) == [HOLDS, HOLDS, HOLDS]
+    swapped = [
+        {
+            **r,
+            "loss": "bce",
+            "strategy": {"conditional": "label_partitioned", "label_partitioned": "conditional"}.get(
+                r["strategy"], r["strategy"]
+            ),
+        }
+        for r in ordered
+    ]
+    slow = [{**r, "train_s": r["train_s"] * (2 if r["procs"] == 2 else 1)} for r in weak]
+    assert _judge("seed000", swapped + slow) == [FAILS, HOLDS, FAILS]
+    one_seed = [r for r in ordered if r["seed"] == 0]
+    verdicts = [claim.judge(one_seed) for claim in PAPERS["seed000"].claims]
+    assert [v for v, _ in verdicts] == [UNJUDGED] * 3 and "one draw" in verdicts[0][1]
+
+
+def test_seed001_speedups_beside_the_table():
+    runs = [
+        _run("seed001-x", "cellular", "mustangs", 0, p, repeat=k, grid=g, train_s=t, budget_images=None)
+        for g, p, times in (
+            ([1, 2], 1, [20, 20.4, 19.8]),
+            ([1, 2], 2, [9.0, 9.1, 8.9]),
+            ([2, 2], 1, [40, 41, 39]),
+            ([2, 2], 4, [12, 12.2, 11.9]),
+        )
+        for k, t in enumerate(times)
+    ]
+    numbers = PAPERS["seed001"].numbers(runs, DEFAULT_BASELINES, PAPERS["seed001"].setting)
+    assert numbers["grid"].tolist() == ["1x2", "2x2"]
+    assert numbers["speedup (paper)"].tolist() == ["none printed (2x2 to 4x4 only)", 8.53]
+    assert numbers["setting"].tolist()[1] == "digits at 20px, not mnist"
+    assert _judge("seed001", runs) == [HOLDS, FAILS]  # speedups 2.2 then 3.3: growing; 2.2 > 2 but 3.3 < 4 cells
+    both_super = [{**r, "train_s": r["train_s"] / (1.5 if r["procs"] > 1 else 1)} for r in runs]
+    assert _judge("seed001", both_super)[1] == HOLDS
+
+
+def test_differences_name_what_is_not_the_papers():
+    run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
+    setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
+    assert differences(run, setting) == (
+        "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
+    )
+    same = {
+        **run,
+        "dataset": {"name": "mnist", "image_size": 32},
+        "quality": {"features": "inception"},
+        "budget_images": None,
+        "epochs": 1000,
+    }
+    assert differences(same, setting) == "same setting"
+    short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
+    assert differences(short, setting) == "100 steps, not 1000 epochs"
+    assert differences({**same, "iterations": 10}, {**setting, "iterations": 200}) == "10 iterations, not 200"
+
+
+def test_pages_are_written_per_paper(tmp_path):
+    results = tmp_path / "results" / "seed002-reduced"
+    for i, (loss, fid) in enumerate([("wgan-gp", 40), ("wgan-gp", 41), ("bce", 60), ("bce", 62)]):
+        folder = results / f"run{i}"
+        folder.mkdir(parents=True)
+        record = _run(
+            "seed002-reduced-wcgan", "label_partitioned", loss, i, 2, quality=_scored(6 if loss == "bce" else 7 + i / 10, fid)
+        )
+        (folder / "result.json").write_text(json.dumps(record))
+    other = tmp_path / "results" / "digits" / "run0"
+    other.mkdir(parents=True)
+    (other / "result.json").write_text(json.dumps(_run("digits", "conditional", "bce", 0, quality=_scored(5, 5))))
+    pages = write_papers([tmp_path / "results"], tmp_path / "papers", DEFAULT_BASELINES)
+    assert pages == [tmp_path / "papers" / key / "papers.md" for key in ("seed000", "seed001", "seed002", "seed003")]
+    text = pages[2].read_text()
+    assert "No run of this paper's scenarios yet: `make papers-timing (on a quiet machine)`" in pages[1].read_text()
+    assert "| 4x4 | 1920 | 126.68 | 3.42 | 15.17 |" in pages[1].read_text()  # the paper's table, as printed
+    assert "none: the seed's text (the abstract) prints no IS or FID" in text
+    assert "- **holds**: Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)." in text
+    assert paper_page(PAPERS["seed003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2
