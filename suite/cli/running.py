@@ -114,7 +114,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
 
     from ..records.results import atomic_write_text, read_record
     from ..running.buildlocks import check_build_locks
-    from ..running.launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
+    from ..running.launch import SignalGuard, Stop, check_devices, check_tools, command_for, launch, prepare
     from ..running.lock import check_room
     from ..running.reaper import Reaper
 
@@ -125,6 +125,7 @@ def _run_sweep(args: argparse.Namespace, scenario: Scenario, runs: list[Run], ou
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))
         return 0
     check_tools(runs, opts)
+    check_devices(runs)
     kept = {
         run.run_id for run, run_dir in zip(runs, run_dirs) if args.resume and ((read_record(run_dir) or {}).get("status") == "ok")
     }

@@ -38,6 +38,8 @@ class Entry:
         return getattr(importlib.import_module(module), attribute)
 
 
+CUDA_GRAPHS = "cuda_graphs"
+"""Engine capability: its gradient reduction can run in a training step captured as CUDA graphs (``performance.cuda_graphs``)."""
 CARTESIAN = "cartesian"
 """Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
 
@@ -88,6 +90,8 @@ class StrategyEntry(Entry):
     """Seed 000's model that each of its losses reproduces, for the report."""
     settings: str | None = None
     """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
+    performance: bool = True
+    """Whether it trains with the shared GAN trainer, which honours the ``performance`` settings (compile, CUDA graphs, ...)."""
     step_images: Callable[[SystemSize], int | None] | None = None
     """Real images one step of the system draws (:mod:`suite.config.plan`): how it turns ``train.budget_images``
     into its stopping rule, whole steps of this size (None: it cannot honour an images budget; the function
@@ -174,7 +178,11 @@ ENGINES.register(
 )
 ENGINES.register(
     EngineEntry(
-        "torch", "suite.train.engines.torch_dist:TorchEngine", local_launcher="torchrun", launchers=("torchrun", "deepspeed")
+        "torch",
+        "suite.train.engines.torch_dist:TorchEngine",
+        local_launcher="torchrun",
+        launchers=("torchrun", "deepspeed"),
+        capabilities=frozenset({CUDA_GRAPHS}),
     )
 )
 ENGINES.register(
@@ -241,6 +249,7 @@ STRATEGIES.register(
         requires=frozenset({CARTESIAN}),
         settings="cellular",
         cost_model=CELLS,
+        performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
         step_images=cellular_step_images,
     )
 )
