@@ -303,7 +303,12 @@ class GanTrainer:
             for critic in range(self.n_critic):
                 name, real, labels = self._next_batch()
                 # dropout masks come from the global generator: seed it by the batch's name
-                torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
+                # (the generators dropout draws from: torch.manual_seed would also reach every lazily
+                # initialised device type, formatting a stack trace for each, on every batch)
+                dropout_seed = derive_seed(self.seed, "dropout", self.key, self.group.rank, *name)
+                torch.default_generator.manual_seed(dropout_seed)
+                if self.engine.device.type == "cuda":
+                    torch.cuda.manual_seed(dropout_seed)  # this rank's device
                 losses[critic] = d_loss = self._discriminator_step(real, labels, name)
                 self._loss_sums[0] += d_loss
                 self.result.images += self.global_batch
