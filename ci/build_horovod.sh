@@ -17,8 +17,17 @@ CACHE=${SUITE_WHEEL_CACHE:-$HOME/.cache/suite/wheels}
 BIN=$(cd "$(dirname "$PYTHON")" && pwd)
 PYTHON="$BIN/$(basename "$PYTHON")"
 
-if "$PYTHON" -c "import horovod.torch" 2>/dev/null; then
-    echo "horovod: already installed"; exit 0
+BUILD_ONLY=${SUITE_HOROVOD_BUILD_ONLY:-0}  # 1: build and cache the wheel, install nothing (ci/build_horovod_nccl.sh)
+# Installed already with the GPU operations asked for: done. A CPU build gives way to an NCCL one, and an
+# NCCL build on a machine without a GPU driver gives way to the CPU build (with a one-line notice).
+installed=$("$PYTHON" -c "import horovod.torch as hvd; print('NCCL' if hvd.nccl_built() else 'none')" 2>/dev/null || echo absent)
+if [ "$BUILD_ONLY" != 1 ] && [ "$installed" != absent ]; then
+    if [ "$installed" = "${HOROVOD_GPU_OPERATIONS:-none}" ]; then
+        echo "horovod: already installed ($installed GPU operations)"; exit 0
+    elif [ "$installed" = none ] && [ "${HOROVOD_GPU_OPERATIONS:-none}" != NCCL ]; then
+        echo "horovod: already installed"; exit 0
+    fi
+    echo "horovod: the installed build has $installed GPU operations; installing the ${HOROVOD_GPU_OPERATIONS:-CPU} build"
 fi
 
 torch_tag=$("$PYTHON" -c "import torch, sys; print(f'torch{torch.__version__.replace(\"+\", \"_\")}-py{sys.version_info[0]}{sys.version_info[1]}')")
@@ -55,6 +64,9 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     "$PYTHON" -m pip wheel --no-build-isolation --no-deps -w "$wheel_dir.partial" "$src"
     rm -rf "$wheel_dir"; mv "$wheel_dir.partial" "$wheel_dir"
 fi
-"$PYTHON" -m pip install --quiet --no-deps "$wheel_dir"/horovod-*.whl
+if [ "$BUILD_ONLY" = 1 ]; then
+    echo "horovod: wheel cached in $wheel_dir"; exit 0
+fi
+"$PYTHON" -m pip install --quiet --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
 # Horovod's runtime needs, pinned in ci/requirements.lock: cloudpickle, psutil, pyyaml, packaging.
-"$PYTHON" -c "import horovod.torch as hvd; import horovod; print('horovod', horovod.__version__, 'mpi', hvd.mpi_built(), 'gloo', hvd.gloo_built())"
+"$PYTHON" -c "import horovod.torch as hvd; import horovod; print('horovod', horovod.__version__, 'mpi', hvd.mpi_built(), 'gloo', hvd.gloo_built(), 'nccl', hvd.nccl_built())"

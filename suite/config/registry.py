@@ -63,6 +63,8 @@ class Entry:
         return [] if self.target is not None else ["no implementation (target)"]
 
 
+CUDA_GRAPHS = "cuda_graphs"
+"""Engine capability: its gradient reduction can run in a training step captured as CUDA graphs (``performance.cuda_graphs``)."""
 CARTESIAN = "cartesian"
 """Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
 
@@ -133,6 +135,8 @@ class StrategyEntry(Entry):
     """The dataclass of that section where the scenario does not define it (a plugin's own section)."""
     check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
     """The rules of its section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``."""
+    performance: bool = True
+    """Whether it trains with the shared GAN trainer, which honours the ``performance`` settings (compile, CUDA graphs, ...)."""
     step_images: Callable[[SystemSize], int | None] | None = None
     """Real images one step of the system draws (:mod:`suite.config.plan`): how it turns ``train.budget_images``
     into its stopping rule, whole steps of this size (None: it cannot honour an images budget; the function
@@ -425,6 +429,7 @@ ENGINES.register(
         "suite.train.engines.torch_dist:TorchEngine",
         local_launcher="torchrun",
         launchers=("torchrun", "deepspeed"),
+        capabilities=frozenset({CUDA_GRAPHS}),
         settings="ddp",
         rendezvous=True,
         gpu_ready=_nccl,
@@ -520,6 +525,7 @@ STRATEGIES.register(
         requires=frozenset({CARTESIAN}),
         settings="cellular",
         cost_model=CELLS,
+        performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
         step_images=cellular_step_images,
         grid=True,
         placement_invariant=_always,  # every cell trains alone, on its own seeds

@@ -333,6 +333,27 @@ class LogsConfig:
 
 
 @dataclass
+class PerformanceConfig:
+    """Settings that keep a GPU busy, for every strategy that trains with the shared GAN trainer (docs/gpu.md).
+
+    A field left null is off; a run entry's own fields override the scenario's, field by field.
+    """
+
+    compile: bool | None = None
+    """``torch.compile`` the networks' forward passes (Inductor; on CPUs it needs a C++ compiler; default off)."""
+    cuda_graphs: bool | None = None
+    """CUDA graphs: compile with mode ``reduce-overhead``, a graph captured once per input shape (GPUs, torch engine; default off)."""
+    channels_last: bool | None = None
+    """Networks and images in the channels-last memory format (default off)."""
+    bf16: bool | None = None
+    """bfloat16 autocast of the forward passes and losses (default off; the models then differ from float32's)."""
+
+    def active(self) -> dict[str, bool]:
+        """Every setting, null read as off."""
+        return {f.name: bool(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass
 class RunSpec:
     """One entry of ``runs``: a strategy on an engine, swept over process counts."""
 
@@ -356,6 +377,8 @@ class RunSpec:
     """Settings of the horovod engine (over the scenario's ``horovod``, field by field)."""
     ddp: DDPConfig = field(default_factory=DDPConfig)
     """Settings of the torch engine (over the scenario's ``ddp``, field by field)."""
+    performance: PerformanceConfig = field(default_factory=PerformanceConfig)
+    """compile, cuda_graphs, channels_last, bf16 (over the scenario's ``performance``, field by field)."""
     trace: bool = False
     """Write traces: torch profiler, Horovod timeline, DeepSpeed communication log (also ``suite run --trace``)."""
     label: str | None = None
@@ -400,6 +423,8 @@ class Scenario:
     """Settings of every horovod run (a run's own ``horovod`` entries override them)."""
     ddp: DDPConfig = field(default_factory=DDPConfig)
     """Settings of every torch run (a run's own ``ddp`` entries override them)."""
+    performance: PerformanceConfig = field(default_factory=PerformanceConfig)
+    """compile, cuda_graphs, channels_last, bf16 for every run (a run's own ``performance`` entries override them)."""
     logs: LogsConfig = field(default_factory=LogsConfig)
     """Logs every run writes besides its own (TensorBoard events, MLPerf-style lines)."""
     sections: dict[str, Any] = field(default_factory=dict)
@@ -465,6 +490,8 @@ class Run:
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     horovod: HorovodConfig = field(default_factory=HorovodConfig)
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    performance: PerformanceConfig = field(default_factory=PerformanceConfig)
+    """The step's compile, CUDA graph, memory format and autocast settings (docs/gpu.md)."""
     trace: bool = False
     """Write traces into the run folder (their timings include the tracing overhead)."""
     logs: LogsConfig = field(default_factory=LogsConfig)

@@ -21,7 +21,7 @@ from .plan import (
     local_batch,
     process_grid,
 )
-from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
+from .registry import ARCHITECTURES, CUDA_GRAPHS, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
     DATASET_CLASSES,
     CellularConfig,
@@ -31,6 +31,7 @@ from .scenario import (
     Fail,
     HorovodConfig,
     MetricsConfig,
+    PerformanceConfig,
     RunSpec,
     Scenario,
     ScenarioError,
@@ -367,10 +368,49 @@ def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, 
         fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
 
 
+def _check_performance(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
+    """The ``performance`` settings an entry runs with (the scenario's, the entry's on top) suit its strategy and engine."""
+    own, base = spec.performance, scenario.performance
+    settings = PerformanceConfig(**{k: v if v is not None else getattr(base, k) for k, v in dataclasses.asdict(own).items()})
+    wanted = [name for name, on in settings.active().items() if on]
+    if wanted and not STRATEGIES[spec.strategy].performance:
+        fail(
+            f"{path}.performance.{wanted[0]}",
+            f"the {spec.strategy} strategy trains populations of networks swapped every iteration and does not honour it",
+        )
+    if settings.cuda_graphs and CUDA_GRAPHS not in ENGINES[spec.engine].capabilities:
+        able = ", ".join(e.name for e in ENGINES if CUDA_GRAPHS in e.capabilities)
+        fail(
+            f"{path}.performance.cuda_graphs",
+            f"the {spec.engine} engine reduces gradients outside the captured step (its own thread or library); use {able}",
+        )
+    if settings.cuda_graphs and scenario.model.sync_batchnorm:
+        fail(
+            f"{path}.performance.cuda_graphs",
+            "synchronised BatchNorm communicates inside the forward pass, which a graph cannot hold",
+        )
+
+
+def device_problem(settings: PerformanceConfig, on_gpu: bool, compiler: str | None) -> tuple[str, str] | None:
+    """Why ``settings`` cannot run on this machine, as (field, reason), or None: checked before any rank starts.
+
+    ``on_gpu``: the ranks train on a GPU; ``compiler``: the C++ compiler found (Inductor needs one on CPUs).
+    """
+    if settings.cuda_graphs and not on_gpu:
+        return (
+            "performance.cuda_graphs",
+            "CUDA graphs need a GPU, and this machine trains on the CPU (no CUDA, or SUITE_DEVICE=cpu)",
+        )
+    if settings.compile and not on_gpu and compiler is None:
+        return "performance.compile", "torch.compile on the CPU needs a C++ compiler (c++, g++ or clang++ on PATH, or CXX)"
+    return None
+
+
 def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
     if spec.label is not None and (problem := name_problem(spec.label)) is not None:  # the run folders' names
         fail(f"{path}.label", problem)
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
+    _check_performance(spec, path, scenario, fail)
     for engine in ENGINES:
         section = engine.settings
         if section is not None and engine.name != spec.engine and getattr(spec, section) != type(getattr(spec, section))():

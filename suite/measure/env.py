@@ -71,8 +71,12 @@ def _horovod() -> dict:
     import horovod
     import horovod.torch as hvd
 
+    nccl = hvd.nccl_built() != 0
     return {
         "version": horovod.__version__,
+        "build": "NCCL (GPU)" if nccl else "CPU",
+        "gpu_operations": "NCCL" if nccl else "none",
+        "gpu_available": bool(nccl and hvd.cuda_built() and _cuda_present()),
         "frameworks": {
             "pytorch": True,
             "tensorflow": _importable("horovod.tensorflow.mpi_lib"),
@@ -87,6 +91,12 @@ def _horovod() -> dict:
             "rocm": hvd.rocm_built(),
         },
     }
+
+
+def _cuda_present() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _importable(module: str) -> bool:

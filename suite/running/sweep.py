@@ -131,7 +131,7 @@ def run_sweep(
     """Launch ``runs`` one after another inside the results folder's lock (held by the caller)."""
     from ..records.results import atomic_write_text, read_record
     from .buildlocks import check_build_locks
-    from .launch import SignalGuard, Stop, check_tools, command_for, launch, prepare
+    from .launch import SignalGuard, Stop, check_devices, check_tools, command_for, launch, prepare
     from .lock import check_room
     from .reaper import Reaper
 
@@ -142,6 +142,7 @@ def run_sweep(
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))
         return 0
     check_tools(runs, opts)
+    check_devices(runs)
     kept = {
         run.run_id
         for run, run_dir in zip(runs, run_dirs)

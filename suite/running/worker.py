@@ -203,6 +203,7 @@ def _ok_record(
     import torch
 
     from ..measure.env import machine, numerics_digest, versions
+    from ..train.performance import record as performance_record
 
     telemetry = _summaries(per_rank)
     rates = [r["images_per_s"] for r in per_rank]
@@ -222,7 +223,7 @@ def _ok_record(
             )
         ),
         "launcher": launch.launcher,
-        "engine_settings": engine.settings(),
+        "engine_settings": {**engine.settings(), **performance_record(run.performance)},
         "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
         **placement,
         "setup_s": max(r["setup_s"] for r in per_rank),

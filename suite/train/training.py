@@ -30,6 +30,7 @@ from ..gan.losses import get_loss, gradient_penalty
 from ..gan.models import build_pair
 from ..gan.seeding import derive_seed, torch_generator
 from ..measure.telemetry import Telemetry
+from . import performance
 from .engines.base import Engine, Group, Replica
 from .flat import cpu_state
 from .syncbn import convert_sync_batchnorm
@@ -180,6 +181,13 @@ class GanTrainer:
                 f"epoch, {self.n_critic} critic steps per generator step); train longer or use smaller batches"
             )
         self.generator, self.discriminator = self._build()
+        # the forward passes the steps call, compiled where performance.compile asks (the penalty's stays eager):
+        # through the engine's wrapper (module) where gradients flow into the network, else the plain network
+        g, d, settings = self.generator, self.discriminator, run.performance
+        self._eager = (g.module, d.module, g.network, d.network)
+        self._compiled = tuple(performance.compiled(m, settings) for m in self._eager)
+        self._g_train, self._d_train, self._g_forward, self._d_forward = self._compiled
+        self._autocast = lambda: performance.autocast(run.performance, engine.device)
         self.result = GanResult(key, self.generator.network)
         self.snapshot_points, self.evaluate = snapshot_points, evaluate
         self._fixed_snapshot_steps = set(snapshot_steps) if snapshot_steps is not None else None
@@ -218,7 +226,7 @@ class GanTrainer:
         if run.model.sync_batchnorm:
             g = convert_sync_batchnorm(g, self.engine, self.group)
             d = convert_sync_batchnorm(d, self.engine, self.group)
-        g, d = g.to(device), d.to(device)
+        g, d = performance.place(g.to(device), run.performance), performance.place(d.to(device), run.performance)
         g.train()
         d.train()
         lr, betas = optimizer_settings(run)
@@ -247,7 +255,7 @@ class GanTrainer:
         name = (self._epoch, self._batch)
         with self.telemetry.data():
             real, labels = next(self._batches)
-            real = real.to(self.engine.device, non_blocking=True)
+            real = performance.images(real.to(self.engine.device, non_blocking=True), self.run.performance)
             labels = labels.to(self.engine.device, non_blocking=True) if self.conditional else None
         self._batch += 1
         if self._batch == self.batches_per_epoch:
@@ -265,10 +273,11 @@ class GanTrainer:
 
     # --- one step ----------------------------------------------------------------------------------
     def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
-        g, d = self.generator.network, self.discriminator
-        with torch.no_grad():
-            fake = g(self._noise(*name, "d"), labels)
-        d_loss = self.loss.discriminator(d.module(real, labels), d.module(fake, labels))
+        d = self.discriminator
+        with self._autocast():
+            with torch.no_grad():
+                fake = self._g_forward(self._noise(*name, "d"), labels)
+            d_loss = self.loss.discriminator(self._d_train(real, labels), self._d_train(fake, labels))
         if self.loss.needs_penalty:
             eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
             d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
@@ -280,8 +289,9 @@ class GanTrainer:
     def _generator_step(self, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
         g, d = self.generator, self.discriminator
         with d.frozen():
-            fake = g.module(self._noise(*name, "g"), labels)
-            g_loss = self.loss.generator(d.network(fake, labels))
+            with self._autocast():
+                fake = self._g_train(self._noise(*name, "g"), labels)
+                g_loss = self.loss.generator(self._d_forward(fake, labels))
             g.zero_grad()
             g.backward(g_loss)
             g.step()
@@ -290,13 +300,22 @@ class GanTrainer:
     def step(self) -> None:
         """One generator step: ``n_critic`` discriminator steps on the next batches, then G."""
         telemetry = self.telemetry
+        # the step that counts FLOPs runs eager: compiled code skips a frame under the counter's dispatch mode
+        self._g_train, self._d_train, self._g_forward, self._d_forward = (
+            self._eager if telemetry.counts_flops_next() else self._compiled
+        )
         with telemetry.counting_flops():
             telemetry.begin_step()
             losses = self._watch.row()  # on the device: written without a read
             for critic in range(self.n_critic):
                 name, real, labels = self._next_batch()
                 # dropout masks come from the global generator: seed it by the batch's name
-                torch.manual_seed(derive_seed(self.seed, "dropout", self.key, self.group.rank, *name))
+                # (the generators dropout draws from: torch.manual_seed would also reach every lazily
+                # initialised device type, formatting a stack trace for each, on every batch)
+                dropout_seed = derive_seed(self.seed, "dropout", self.key, self.group.rank, *name)
+                torch.default_generator.manual_seed(dropout_seed)
+                if self.engine.device.type == "cuda":
+                    torch.cuda.manual_seed(dropout_seed)  # this rank's device
                 losses[critic] = d_loss = self._discriminator_step(real, labels, name)
                 self._loss_sums[0] += d_loss
                 self.result.images += self.global_batch

@@ -1,0 +1,255 @@
+"""Side by side, in one run: the suite's step against a bare PyTorch loop, compile against eager, Horovod against DDP.
+
+Usage (on a quiet machine; the numbers of a shared one are not worth keeping)::
+
+    python ci/step_overhead.py --out reports/cpu-step --rounds 5 --steps 40 --engine-repeats 3
+    python ci/step_overhead.py --out /tmp/step --rounds 1 --steps 3 --skip-engines   # a quick check of the script
+
+Writes ``OUT/step-overhead.csv`` (one row per round and arm: seconds per step, images per second)
+and ``OUT/step-overhead.md`` (the medians and paired ratios). The arms are interleaved round by
+round (suite, bare, eager, compiled, suite, bare, ...) so that a machine's drift hits them alike.
+``--profile`` also writes ``OUT/suite-step.prof`` and the top functions of the suite's step
+(cProfile; relative shares stay meaningful on a loaded machine).
+
+- **suite vs bare**: :class:`suite.train.training.GanTrainer` on one rank against a loop of the
+  same networks, loss, optimizer, batch and threads with nothing else (no telemetry, checks, seeds
+  per batch). Goal: at most 1.03.
+- **compile vs eager**: the suite's step with ``performance.compile`` against without, after a
+  warm-up that compiles.
+- **horovod vs ddp**: ``suite run`` of ``data_parallel`` at P = 2 on each engine, interleaved
+  repeats (``scenarios`` written into OUT), images/s from the records. Goal: at least 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import csv
+import io
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from suite.config.expansion import expand, parse_scenario  # noqa: E402
+from suite.gan.data import load_dataset  # noqa: E402
+from suite.gan.losses import get_loss  # noqa: E402
+from suite.gan.models import build_pair  # noqa: E402
+from suite.measure.telemetry import CommStats, Telemetry  # noqa: E402
+from suite.train.engines.base import Engine, Group  # noqa: E402
+from suite.train.training import GanTrainer  # noqa: E402
+
+
+class OneRank(Engine):
+    """One process, no communication: the suite's step without an engine's cost."""
+
+    name = "one-rank"
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def split(self, groups: list[list[int]]) -> Group:
+        return Group(index=0, ranks=[0], rank=0)
+
+    def _replicate(self, network, optimizer, group, name):  # type: ignore[no-untyped-def]
+        raise AssertionError("one rank replicates nothing")
+
+    def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None: ...
+
+    def _max_(self, votes: torch.Tensor, group: Group) -> None: ...
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        return [obj]
+
+
+def scenario_dict(args: argparse.Namespace, perf: dict | None = None) -> dict:
+    return {
+        "name": "step-overhead",
+        "dataset": {"name": "digits", "image_size": args.image_size},
+        "train": {"epochs": 1000, "steps": 10**6, "batch_size": args.batch, "warmup_steps": 0, "threads": 1},
+        "metrics": {"enabled": False},
+        "performance": perf or {},
+        "runs": [{"strategy": "data_parallel", "engine": "mpi"}],
+    }
+
+
+def suite_arm(args: argparse.Namespace, perf: dict | None = None) -> Callable[[int], float]:
+    """The suite's step on one rank: ``run(steps)`` returns seconds per step."""
+    run = expand(parse_scenario(scenario_dict(args, perf)))[0]
+    engine = OneRank()
+    telemetry = Telemetry(engine.device, CommStats())
+    trainer = GanTrainer(
+        run, engine, engine.world(), load_dataset("digits", args.image_size), "all", False, args.batch, telemetry
+    )
+    trainer.warm_up(args.warmup)  # the FLOP-counting step and, with compile, the compilation
+    telemetry.open_window()
+    trainer.open_window()
+
+    def steps(n: int) -> float:
+        began = time.perf_counter()
+        for _ in range(n):
+            trainer.step()
+        return (time.perf_counter() - began) / n
+
+    return steps
+
+
+def bare_arm(args: argparse.Namespace) -> Callable[[int], float]:
+    """The same networks, loss, Adam and batch in a plain loop."""
+    data = load_dataset("digits", args.image_size)
+    images = data.images
+    assert images is not None, "digits are held in memory"
+    run = expand(parse_scenario(scenario_dict(args)))[0]  # the suite arm's model settings
+    g, d = build_pair(
+        args.image_size, data.channels, run.model.latent_dim, dropout=run.model.dropout, seed=0, critic_norm=run.critic_norm
+    )
+    loss = get_loss("bce")
+    lr, betas = run.train.lr, tuple(run.train.betas)
+    opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)  # type: ignore[arg-type]
+    opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)  # type: ignore[arg-type]
+    rng = torch.Generator().manual_seed(0)
+
+    def one() -> None:
+        real = images[torch.randint(len(images), (args.batch,), generator=rng)]
+        with torch.no_grad():
+            fake = g(torch.randn(args.batch, run.model.latent_dim, generator=rng), None)
+        d_loss = loss.discriminator(d(real, None), d(fake, None))
+        opt_d.zero_grad(set_to_none=True)
+        d_loss.backward()
+        opt_d.step()
+        for p in d.parameters():
+            p.requires_grad_(False)
+        g_loss = loss.generator(d(g(torch.randn(args.batch, run.model.latent_dim, generator=rng), None), None))
+        opt_g.zero_grad(set_to_none=True)
+        g_loss.backward()
+        opt_g.step()
+        for p in d.parameters():
+            p.requires_grad_(True)
+
+    for _ in range(args.warmup):
+        one()
+
+    def steps(n: int) -> float:
+        began = time.perf_counter()
+        for _ in range(n):
+            one()
+        return (time.perf_counter() - began) / n
+
+    return steps
+
+
+def engine_rows(args: argparse.Namespace) -> list[dict]:
+    """Horovod and DDP at P = 2, interleaved repeats of ``suite run``; images/s from the records."""
+    import yaml
+
+    spec = {
+        "name": "step-overhead-engines",
+        "repeats": args.engine_repeats,
+        "dataset": {"name": "digits", "image_size": args.image_size},
+        "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
+        "metrics": {"enabled": False},
+        "runs": [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch")],
+    }
+    path = args.out / "engines.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    results = args.out / "engines"
+    subprocess.run([sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet"], cwd=ROOT, check=True)
+    rows = []
+    for record_file in sorted(results.glob("*/result.json")):
+        record = json.loads(record_file.read_text())
+        rows.append({"arm": record["engine"], "round": record["repeat"], "images_per_s": record.get("images_per_s")})
+    return rows
+
+
+def profile_suite(args: argparse.Namespace) -> str:
+    """cProfile of the suite's steps: the top functions by own time, as text."""
+    arm = suite_arm(args)
+    profiler = cProfile.Profile()
+    profiler.runcall(arm, args.steps)
+    profiler.dump_stats(str(args.out / "suite-step.prof"))
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+    return text.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "cpu-step")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every arm")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per arm and round")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before the first round (compile happens here)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--engine-repeats", type=int, default=3)
+    parser.add_argument("--engine-epochs", type=int, default=1)
+    parser.add_argument("--skip-engines", action="store_true", help="no Horovod vs DDP runs")
+    parser.add_argument("--skip-compile", action="store_true", help="no compile arm (it compiles for minutes on a small CPU)")
+    parser.add_argument("--profile", action="store_true", help="also profile the suite's step with cProfile")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+
+    arms = {"suite": suite_arm(args), "bare": bare_arm(args)}
+    if not args.skip_compile:
+        arms["compiled"] = suite_arm(args, {"compile": True})
+    rows = []
+    for r in range(args.rounds):
+        for name, arm in arms.items():
+            seconds = arm(args.steps)
+            rows.append({"arm": name, "round": r, "step_s": seconds, "images_per_s": 3 * args.batch / seconds})
+    if not args.skip_engines:
+        rows += engine_rows(args)
+
+    with open(args.out / "step-overhead.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["arm", "round", "step_s", "images_per_s"])
+        writer.writeheader()
+        writer.writerows(rows)
+    args.out.joinpath("step-overhead.md").write_text(summary(rows, args) + (profile_section(args) if args.profile else ""))
+    print(args.out / "step-overhead.md")
+    return 0
+
+
+def paired(rows: list[dict], a: str, b: str, field: str) -> list[float]:
+    """Ratios a/b of one field, round by round."""
+    by = {(r["arm"], r["round"]): r[field] for r in rows if r.get(field) is not None}
+    return [by[(a, k)] / by[(b, k)] for (arm, k) in sorted(by) if arm == a and (b, k) in by]
+
+
+def summary(rows: list[dict], args: argparse.Namespace) -> str:
+    lines = [
+        "# Step overhead, side by side",
+        "",
+        f"digits {args.image_size} px, batch {args.batch}, 1 thread, {args.rounds} interleaved rounds of {args.steps} steps "
+        f"per arm; {sys.platform}, torch {torch.__version__}; `python ci/step_overhead.py` (docs/gpu.md).",
+        "",
+        "| comparison | paired ratios | median | goal |",
+        "|---|---|---|---|",
+    ]
+    for a, b, field, goal in (
+        ("suite", "bare", "step_s", "at most 1.03"),
+        ("compiled", "suite", "step_s", "below 1 to become the default"),
+        ("horovod", "torch", "images_per_s", "at least 0.95"),
+    ):
+        ratios = paired(rows, a, b, field)
+        if ratios:
+            shown = ", ".join(f"{x:.3f}" for x in ratios)
+            lines.append(f"| {a} / {b} ({field}) | {shown} | {statistics.median(ratios):.3f} | {goal} |")
+    return "\n".join(lines) + "\n"
+
+
+def profile_section(args: argparse.Namespace) -> str:
+    return "\n## Where the suite's step spends its time (cProfile, by own time)\n\n```text\n" + profile_suite(args) + "```\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
