@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from report_text import whole_report
 
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.report import write_report
@@ -81,7 +82,7 @@ class StubFeatures:
     """A fixed random projection as feature network and classifier (no training, no download)."""
 
     name, detail, is_unavailable, info = "stub", "a fixed random projection", None, {"heldout_accuracy": 1.0}
-    sha256, device = "0" * 64, torch.device("cpu")
+    sha256, device, literature = "0" * 64, torch.device("cpu"), False
 
     def __init__(self):
         self.weights = np.random.default_rng(0).normal(size=(400, 16))
@@ -251,5 +252,5 @@ def test_label_partitioned_and_cellular_runs_diverge_on_mpi(diverged_runs):
     assert cellular["telemetry"]["warmup_steps_per_rank"] == [1, 1]  # every rank stopped after the same iteration
     for record in (wcgan, cellular):
         assert "Traceback" not in (results / record["run_id"] / "log.txt").read_text()
-    text = write_report(results, results.parent / "report").read_text()  # a report of nothing but diverged runs
+    text = whole_report(write_report(results, results.parent / "report"))  # a report of nothing but diverged runs
     assert text.count("| diverged |") >= len(RUNS)

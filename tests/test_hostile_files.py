@@ -6,6 +6,7 @@ check first that it is live (plain :func:`pickle.load` creates the marker), then
 suite reads checkpoints, generators and class generators ever does.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -25,10 +26,13 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, read_record, write_record
 from suite.running.launch import finalize_record
-from suite.train.checkpoint import Checkpointer, CheckpointError, describe, resume_plan
+from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe, resume_plan
 from suite.train.strategies.label_partitioned import _load_classes
 
 HOST = socket.gethostname()
+MARK_FIELDS = [
+    f.name for f in dataclasses.fields(Mark) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+]
 SYSTEM = f"{os.system.__module__}.system"  # how a pickle names os.system: posix.system
 
 
@@ -377,7 +381,9 @@ def test_safeload_a_malformed_description_or_a_bomb_ends_its_run_in_one_line_and
     assert code == 1 and not marker.exists()
     first, second, third = (records[RUN.format(i)] for i in range(3))
     line = (
-        f"{emptied}: not a checkpoint description (index: required field is missing); "
+        f"{emptied}: not a checkpoint description ("
+        + "; ".join(f"{field}: required field is missing" for field in MARK_FIELDS)
+        + "); "
         "delete it and 000002-rank0.pt, and --resume continues from the checkpoint before"
     )
     assert first["status"] == "failed" and first["error"].splitlines()[:2] == [
