@@ -230,7 +230,9 @@ def test_a_short_run_leaves_events_and_mllog_lines_equal_to_its_record_and_times
     assert _series(events, "throughput/images_per_s") == [
         (record["curve"][-1]["step"], pytest.approx(record["images_per_s"], rel=1e-6))
     ]
-    assert [e.step for e in events.Images("samples")] == [record["curve"][-1]["step"]]
+    # the grid training saved at each curve point (samples/step_*.png), the last one the final model's
+    assert [e.step for e in events.Images("samples")] == [p["step"] for p in record["curve"]]
+    assert [e.step for e in events.Images("real")] == [0]
     mllog = _mllog(out / run_id / "mllog.txt")
     accuracy = [e for e in mllog if e["key"] == "eval_accuracy"]
     assert [(e["value"], e["metadata"]["metric"]) for e in accuracy] == [(p["kid_mean"], "kid_mean") for p in record["curve"]]
