@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -107,3 +108,13 @@ def test_an_installed_plugins_section_joins_the_schema(gen_docs, plugins):
     assert "local_sgd" in schema["$defs"]["RunSpec"]["properties"]  # a run entry may override it
     assert "sections" not in schema["properties"] and "sections" not in schema["$defs"]["RunSpec"]["properties"]
     assert "`average_every`" in gen_docs.scenario_reference(schema)
+
+
+def test_every_link_of_the_readme_resolves_in_the_repository():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    folders = {str(Path(f).parent) for f in tracked} | {p for f in tracked for p in map(str, Path(f).parents)}
+    links = [link.split("#")[0] for link in re.findall(r"\]\(([^)]+)\)", (ROOT / "README.md").read_text())]
+    local = [link.rstrip("/") for link in links if link and not link.startswith(("http:", "https:"))]
+    assert local and [link for link in local if link not in tracked and link not in folders] == []
