@@ -3,6 +3,7 @@ recorded in every run), and one table of exit codes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from suite import __version__
 from suite.cli import build_parser, main
 from suite.cli.exitcodes import EXIT_CODES, GATE_VERDICTS, ExitCode, markdown_table
-from suite.config.scenario import Run
+from suite.config.scenario import Run, Scenario
 from suite.records.record import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,8 +83,8 @@ def test_set_overrides_reach_the_runs_and_their_records(scenario, tmp_path, caps
         (["train.lr.x=1"], "--set train.lr.x: train.lr is not a section"),
         (
             ["runs=[]"],
-            "--set runs: a scenario has no field 'runs'; expected one of name, description, scaling, repeats, "
-            "dataset, model, train, wgan_gp, cellular, metrics, horovod, ddp, logs",
+            "--set runs: a scenario has no field 'runs'; expected one of "
+            + ", ".join(f.name for f in dataclasses.fields(Scenario) if f.init and f.name not in ("runs", "sections")),
         ),
         (["train.lr"], "--set train.lr: expected FIELD=VALUE, e.g. --set train.lr=1e-3"),
         (["train.lr=1", "train.lr=2"], "--set train.lr: given twice"),
