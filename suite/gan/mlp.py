@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .models import projection_score
+
 HIDDEN = (256, 256)
 """Neurons of the two hidden layers (Table 1)."""
 
@@ -62,13 +64,7 @@ class MLPDiscriminator(nn.Module):
         self.embed = nn.Embedding(num_classes, HIDDEN[-1]) if num_classes else None
 
     def forward(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
-        h = self.hidden(images.flatten(1))
-        score = self.head(h).squeeze(1)
-        if self.embed is not None:
-            if labels is None:
-                raise ValueError("a conditional discriminator needs the labels of the images")
-            score = score + (self.embed(labels) * h).sum(dim=1)
-        return score
+        return projection_score(self.hidden(images.flatten(1)), self.head, self.embed, labels)
 
 
 def mlp_pair(

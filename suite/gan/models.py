@@ -169,13 +169,18 @@ class Discriminator(nn.Module):
         return self.num_classes > 0
 
     def forward(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
-        h = self.features(images).flatten(1)
-        score = self.head(h).squeeze(1)
-        if self.embed is not None:
-            if labels is None:
-                raise ValueError("a conditional discriminator needs the labels of the images")
-            score = score + (self.embed(labels) * h).sum(dim=1)
-        return score
+        return projection_score(self.features(images).flatten(1), self.head, self.embed, labels)
+
+
+def projection_score(h: torch.Tensor, head: nn.Module, embed: nn.Embedding | None, labels: torch.Tensor | None) -> torch.Tensor:
+    """A discriminator's raw score from its last features ``h``: the linear head, plus, for a conditional one, the
+    projection of the label's embedding on ``h`` (Miyato & Koyama)."""
+    score = head(h).squeeze(1)
+    if embed is not None:
+        if labels is None:
+            raise ValueError("a conditional discriminator needs the labels of the images")
+        score = score + (embed(labels) * h).sum(dim=1)
+    return score
 
 
 def init_weights(module: M, seed: int) -> M:
