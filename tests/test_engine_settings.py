@@ -173,6 +173,82 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     assert [name for name, _ in made["named_parameters"]] == ["G.weight", "G.bias"]
 
 
+def fake_horovod(nccl: int) -> types.SimpleNamespace:
+    """What the Horovod engine calls of ``horovod.torch`` to form process sets and reduce (a recorder, no Horovod)."""
+    made = iter(range(1, 100))
+    return types.SimpleNamespace(
+        Sum="sum",
+        global_process_set=types.SimpleNamespace(process_set_id=0),
+        add_process_set=lambda ranks: types.SimpleNamespace(process_set_id=next(made), ranks=ranks),
+        allreduce_=lambda tensor, **kwargs: tensor,
+        nccl_built=lambda: nccl,
+        mpi_enabled=lambda: False,
+    )
+
+
+def test_horovod_records_its_process_sets_and_allreduce_operations(tmp_path):
+    """The record's ``sets_formed`` and ``allreduce_ops`` come from what the engine did, and pass its gpu-check."""
+    from suite.train.engines.horovod import HorovodEngine
+
+    engine = HorovodEngine(HorovodConfig(), tmp_path, groups=True)
+    engine.hvd, engine.size = fake_horovod(nccl=22907), 4
+    engine.world()
+    group = engine.split([[0, 1], [2, 3]])
+    engine.split([[0, 1], [2, 3]])  # formed once
+    assert engine.settings()["allreduce_ops"] == []  # nothing reduced yet
+    engine.allreduce_sum_(torch.ones(2), group)
+    settings = engine.settings()
+    assert settings["sets_formed"] == [{"sizes": [4], "process_sets": [0]}, {"sizes": [2, 2], "process_sets": [1, 2]}]
+    assert (settings["gpu_operations"], settings["allreduce_ops"]) == ("NCCL", ["Gloo"])  # a host tensor: Gloo's ops
+    engine.reduced_on.add("cuda")
+    assert engine.allreduce_ops() == ["Gloo", "NCCL"]
+    engine.hvd.nccl_built = lambda: 0
+    assert engine.allreduce_ops() == ["Gloo"] and engine.settings()["gpu_operations"] == "none"
+
+    engine.hvd.nccl_built, engine.reduced_on = (lambda: 22907), {"cuda"}
+    record = {
+        "strategy": "label_partitioned",
+        "procs": 4,
+        "classes": [0, 1],
+        "comm": {"largest_group": 2},
+        "engine_settings": engine.settings(),
+    }
+    assert HorovodEngine.gpu_checks(record) == [
+        ("horovod nccl", True, "Horovod built with NCCL GPU operations; allreduces over NCCL"),
+        ("horovod process sets", True, "P = 4, 2 classes: 2 groups of 2 ranks on process sets [1, 2]"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "error, hint",
+    [
+        (ModuleNotFoundError("No module named 'horovod'"), "; install Horovod with `make setup` (ci/setup.sh: the NCCL build"),
+        (
+            OSError("libmpi.so.40: cannot open shared object file: No such file or directory"),
+            f"; a wheel built elsewhere: export LD_LIBRARY_PATH={Path(sys.prefix) / 'lib'} (its MPI library), or install",
+        ),
+    ],
+)
+def test_horovod_that_cannot_be_imported_stops_the_engine_in_one_line(monkeypatch, tmp_path, error, hint):
+    import builtins
+
+    from suite.train.engines.horovod import HorovodEngine
+
+    real_import = builtins.__import__
+
+    def failing_import(name, *args, **kwargs):
+        if name == "horovod.torch":
+            raise error
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing_import)
+    with pytest.raises(RuntimeError) as raised:
+        HorovodEngine(HorovodConfig(), tmp_path).start()
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1 and raised.value.__cause__ is None
+    assert message.startswith(f"horovod engine: `import horovod.torch` failed ({type(error).__name__}: {error}){hint}")
+
+
 # --- DDP and DeepSpeed --------------------------------------------------------------------------------------
 
 

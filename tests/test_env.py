@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conftest import REPO
 from suite.cli import main
 from suite.measure.env import versions
@@ -16,7 +18,11 @@ def test_versions_name_the_benchmark_relevant_packages():
 
 def test_env_command_prints_capabilities_as_json(capsys):
     assert main(["env"]) == 0
-    info = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    info = json.loads(printed.out)
+    horovod = info["horovod"]
+    assert printed.err == f"horovod {horovod['version']}: {horovod['build']} build\n"  # this machine's CPU-only build
+    assert (horovod["build"], horovod["gpu_operations"], horovod["note"]) == ("CPU-only", "none", None)
     assert set(info) >= {"versions", "platform", "torch", "horovod", "mpi", "deepspeed", "nvml"}
     assert info["torch"]["distributed"]["gloo"] is True
     horovod = info["horovod"]
@@ -56,3 +62,40 @@ def test_one_machine_has_one_fingerprint_however_its_processes_were_launched(mon
     # which never loaded MPI, from mpirun's)
     records = json.loads((REPO / "reports" / "digits" / "records.json").read_text())
     assert len({env.fingerprint(r["machine"]) for r in records}) == 1
+
+
+def _fake_horovod(monkeypatch, nccl: int) -> None:
+    """``horovod`` and ``horovod.torch`` replaced by what ``suite env`` asks of them: a build with or without NCCL."""
+    import sys
+    import types
+
+    built = {name: (lambda: False) for name in ("ddl_built", "ccl_built", "rocm_built")}
+    fake = types.SimpleNamespace(
+        nccl_built=lambda: nccl, cuda_built=lambda: bool(nccl), mpi_built=lambda: True, gloo_built=lambda: True, **built
+    )
+    package = types.SimpleNamespace(__version__="0.28.1", torch=fake)
+    monkeypatch.setitem(sys.modules, "horovod", package)
+    monkeypatch.setitem(sys.modules, "horovod.torch", fake)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_env_says_an_nccl_build_without_a_gpu_runs_on_the_cpu(monkeypatch, gpu):
+    import torch
+
+    from suite.measure import env
+
+    _fake_horovod(monkeypatch, nccl=22907)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    info = env._horovod()
+    assert (info["build"], info["gpu_operations"], info["gpu_available"]) == ("NCCL (GPU)", "NCCL", gpu)
+    expected = "horovod 0.28.1: NCCL (GPU) build"
+    if not gpu:
+        expected += "; NCCL build without a visible GPU: runs on the CPU with its Gloo/MPI operations"
+    assert env.horovod_line(info) == expected
+
+
+def test_env_names_a_horovod_that_cannot_be_imported():
+    from suite.measure import env
+
+    failed = env._guard(lambda: (_ for _ in ()).throw(OSError("libmpi.so.40: cannot open shared object file")))
+    assert env.horovod_line(failed) == "horovod: not importable (OSError: libmpi.so.40: cannot open shared object file)"

@@ -25,7 +25,8 @@ from suite.running import gpucheck
 
 def fake_caps(horovod: str = "nccl", nccl: bool = True) -> dict:
     """What :func:`suite.measure.env.capabilities` says on a node with two GPUs; Horovod ``nccl``, ``cpu`` or ``missing``."""
-    hvd = {"version": "0.28.1", "tensor_ops": {"nccl": horovod == "nccl"}} if horovod != "missing" else {}
+    build = "NCCL (GPU)" if horovod == "nccl" else "CPU-only"
+    hvd = {"version": "0.28.1", "build": build, "tensor_ops": {"nccl": horovod == "nccl"}} if horovod != "missing" else {}
     return {
         "versions": {"horovod": "0.28.1", "deepspeed": "0.19.8", "mpi4py": "4.1.2"},
         "torch": {
@@ -163,7 +164,10 @@ def test_the_scenario_for_two_gpus_runs_every_strategy_on_every_installed_engine
     assert engines == [*with_horovod, "torch", "mpi", "deepspeed"]  # in the registry's order
     assert len(skipped) == (horovod != "nccl") and all(s.startswith("horovod") for s in skipped)
     if horovod == "cpu":
-        assert "built without NCCL (rebuild: HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh" in skipped[0]
+        assert skipped[0] == (
+            "horovod 0.28.1: built without NCCL (build and install the NCCL build: "
+            "bash ci/build_horovod_nccl.sh .venv/bin/python --install)"
+        )
     every = {
         ("data_parallel", "bce"): [*with_horovod, "torch", "mpi", "deepspeed"],
         ("conditional", "bce"): [*with_horovod, "torch", "mpi", "deepspeed"],
@@ -218,6 +222,8 @@ def test_the_whole_check_with_fakes_writes_its_report_and_exit_code(spoil, monke
     def fake_run(path, results, timeout):  # what `suite run` leaves: one record per run
         for i, run in enumerate(expand(load_scenario(path))):
             record = {**run_identity(run), **copy.deepcopy(good_record(run.run_id, run.procs))}
+            if run.engine == "horovod":
+                record.update(horovod_fields(run.strategy, run.procs))
             if spoil and i == 1:
                 _ranks(record)[-1]["device"] = "cuda:0"
             (results / run.run_id).mkdir(parents=True)
@@ -230,12 +236,149 @@ def test_the_whole_check_with_fakes_writes_its_report_and_exit_code(spoil, monke
     report = (out / "gpu-check.md").read_text()
     data = json.loads((out / "gpu-check.json").read_text())
     runs = len(expand(load_scenario(out / "gpu-check.yaml")))
-    assert runs == 30 and len(data["checks"]) == 2 + 5 * runs and data["passed"] is not spoil
+    horovod = {(r.strategy, r.procs) for r in expand(load_scenario(out / "gpu-check.yaml")) if r.engine == "horovod"}
+    with_sets = sum(s == "label_partitioned" for s, _ in horovod) * 2  # two losses per (strategy, procs)
+    assert runs == 30 and len(data["checks"]) == 2 + 5 * runs + 8 + with_sets and data["passed"] is not spoil
     assert "- GPUs: 2 visible: Fake GPU, Fake GPU" in report and "driver 999.99, CUDA 13.0 (torch 2.13.0), NCCL 2.27.3" in report
     assert "- PASS machine nccl: torch.distributed NCCL 2.27.3" in report
+    assert "(horovod 0.28.1 NCCL (GPU), deepspeed" in report
+    assert "- PASS label_partitioned-bce-horovod-p1-r0 horovod process sets: P = 1, 10 classes: one set of one rank" in report
     printed = capsys.readouterr().out
     if spoil:
-        assert "**FAIL: 1 of 152 checks failed**" in report
+        assert "**FAIL: 1 of 164 checks failed**" in report
         assert printed.startswith("FAIL data_parallel-bce-horovod-p2-r0 devices: 2 ranks on cuda:0, cuda:0\n")
     else:
-        assert "**PASS: all 152 checks passed**" in report and printed.startswith("gpu-check PASS")
+        assert "**PASS: all 164 checks passed**" in report and printed.startswith("gpu-check PASS")
+
+
+# --- Horovod on NCCL: the engine's own checks (HorovodEngine.gpu_checks, from the record alone) ---------------------
+
+
+def horovod_fields(strategy: str, procs: int, classes: int = 10, ops: list[str] | None = None) -> dict:
+    """What a Horovod run on GPUs records for the checks: its build's GPU operations, the operations its allreduces
+    ran with, the process sets of each split (the world first, then a label-partitioned run's class groups)."""
+    splits = [{"sizes": [procs], "process_sets": [0 if procs > 1 else None]}]
+    if strategy == "label_partitioned":
+        k = procs // classes if procs > classes else 1
+        groups = classes if procs > classes else procs
+        ids = list(range(1, groups + 1)) if k > 1 else [None] * groups
+        splits.append({"sizes": [k] * groups, "process_sets": ids})
+    largest = procs  # the ranks of the largest group that moved bytes: one model, or a class's group (1: ranks alone)
+    if strategy == "label_partitioned":
+        largest = procs // classes if procs > classes else 1
+    return {
+        "comm": {"largest_group": largest},
+        "strategy": strategy,
+        "engine": "horovod",
+        "classes": list(range(classes)) if strategy == "label_partitioned" else None,
+        "engine_settings": {
+            "gpu_operations": "NCCL",
+            "allreduce_ops": (["NCCL"] if largest > 1 else []) if ops is None else ops,
+            "sets_formed": splits,
+        },
+    }
+
+
+def horovod_record(strategy: str, procs: int, **fields) -> dict:
+    record = {**good_record(f"{strategy}-bce-horovod-p{procs}-r0", procs), **horovod_fields(strategy, procs, **fields)}
+    return record
+
+
+def _own(record: dict) -> list[str]:
+    return [c.line() for c in gpucheck.check_record(record)[5:]]
+
+
+def test_horovod_on_nccl_passes_with_its_evidence():
+    assert _own(horovod_record("data_parallel", 2)) == [
+        "PASS data_parallel-bce-horovod-p2-r0 horovod nccl: Horovod built with NCCL GPU operations; allreduces over NCCL"
+    ]
+    assert _own(horovod_record("data_parallel", 1)) == [
+        "PASS data_parallel-bce-horovod-p1-r0 horovod nccl: Horovod built with NCCL GPU operations; no allreduce ran: "
+        "every group is one rank (P = 1), nothing to reduce"
+    ]
+
+
+def test_a_label_partitioned_run_on_horovod_checks_its_process_sets():
+    one_gpu = _own(horovod_record("label_partitioned", 1))
+    assert one_gpu[1] == (
+        "PASS label_partitioned-bce-horovod-p1-r0 horovod process sets: P = 1, 10 classes: one set of one rank "
+        "(it trains every class alone; Horovod forms no process set for it)"
+    )
+    assert _own(horovod_record("label_partitioned", 2))[1].endswith(
+        "P = 2, 10 classes: 2 groups of 1 rank, each training alone (no process set needed)"
+    )
+    twenty = _own(horovod_record("label_partitioned", 20))
+    assert twenty == [
+        "PASS label_partitioned-bce-horovod-p20-r0 horovod nccl: Horovod built with NCCL GPU operations; allreduces over NCCL",
+        "PASS label_partitioned-bce-horovod-p20-r0 horovod process sets: P = 20, 10 classes: 10 groups of 2 ranks on "
+        "process sets [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]",
+    ]
+    assert len(_own(horovod_record("data_parallel", 2))) == 1  # one model: no class groups to check
+
+
+def _spoil_sets(r: dict, **split) -> None:
+    r["engine_settings"]["sets_formed"][-1].update(split)
+
+
+HOROVOD_BAD = {
+    "CPU-only build": (
+        "data_parallel",
+        2,
+        lambda r: r["engine_settings"].update(gpu_operations="none", allreduce_ops=["Gloo"]),
+        "horovod nccl",
+        "Horovod's build has GPU operations none, not NCCL (build and install it: bash ci/build_horovod_nccl.sh "
+        ".venv/bin/python --install)",
+    ),
+    "allreduces on host tensors": (
+        "data_parallel",
+        2,
+        lambda r: r["engine_settings"].update(allreduce_ops=["MPI", "NCCL"]),
+        "horovod nccl",
+        "allreduces over MPI, NCCL (host tensors: expected NCCL only)",
+    ),
+    "no allreduce in a group of two": (
+        "data_parallel",
+        2,
+        lambda r: r["engine_settings"].update(allreduce_ops=[]),
+        "horovod nccl",
+        "no allreduce ran in groups of 2 ranks",
+    ),
+    "a record without the settings": (
+        "data_parallel",
+        2,
+        lambda r: r.update(engine_settings={"gpu_operations": "NCCL"}),
+        "horovod nccl",
+        "its allreduce operations are not in the record",
+    ),
+    "no class groups formed": (
+        "label_partitioned",
+        20,
+        lambda r: r["engine_settings"].update(sets_formed=r["engine_settings"]["sets_formed"][:1]),
+        "horovod process sets",
+        "P = 20, 10 classes: expected 10 groups of 2 ranks, formed 1 group of 20 ranks",
+    ),
+    "two groups on one process set": (
+        "label_partitioned",
+        20,
+        lambda r: _spoil_sets(r, process_sets=[1, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        "horovod process sets",
+        "(expected a distinct set per group)",
+    ),
+    "a group without its set": (
+        "label_partitioned",
+        20,
+        lambda r: _spoil_sets(r, process_sets=[1, 2, 3, 4, 5, 6, 7, 8, 9, None]),
+        "horovod process sets",
+        "process sets [1, 2, 3, 4, 5, 6, 7, 8, 9, None] (expected a distinct set per group)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", HOROVOD_BAD)
+def test_each_horovod_fault_fails_its_check(case):
+    strategy, procs, spoil, name, evidence = HOROVOD_BAD[case]
+    record = horovod_record(strategy, procs)
+    spoil(record)
+    failed = [c for c in gpucheck.check_record(record) if not c.ok]
+    assert [c.name for c in failed] == [name]
+    assert failed[0].line().startswith(f"FAIL {strategy}-bce-horovod-p{procs}-r0 {name}: ") and evidence in failed[0].evidence

@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("env", help="print versions and capabilities as JSON")
+    p = sub.add_parser("env", help="print versions and capabilities as JSON (and the Horovod build in one line on stderr)")
     p.set_defaults(func=cmd_env)
 
     p = sub.add_parser(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,7 +158,9 @@ def cmd_ruler_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from ..measure.env import capabilities
+    from ..measure.env import capabilities, horovod_line
 
-    print(json.dumps(capabilities(), indent=2))
+    caps = capabilities()
+    print(json.dumps(caps, indent=2))
+    print(horovod_line(caps["horovod"]), file=sys.stderr)  # stdout stays JSON
     return 0

@@ -361,12 +361,16 @@ def _nccl(caps: dict[str, Any]) -> str | None:
     return None if (caps["torch"].get("distributed") or {}).get("nccl") else "torch: torch.distributed has no NCCL here"
 
 
+HOROVOD_NCCL_BUILD = "bash ci/build_horovod_nccl.sh .venv/bin/python --install"
+"""The command that builds Horovod with NCCL GPU operations (no GPU needed to build) and installs it."""
+
+
 def _horovod_nccl(caps: dict[str, Any]) -> str | None:
     horovod = caps["horovod"]
     if "version" not in horovod:
         return f"horovod: not installed ({horovod.get('error')})"
     if not horovod["tensor_ops"]["nccl"]:
-        return f"horovod {horovod['version']}: built without NCCL (rebuild: HOROVOD_GPU_OPERATIONS=NCCL bash ci/build_horovod.sh .venv/bin/python)"
+        return f"horovod {horovod['version']}: built without NCCL (build and install the NCCL build: {HOROVOD_NCCL_BUILD})"
     return None
 
 

@@ -67,16 +67,22 @@ def _torch() -> dict:
     return info
 
 
+NCCL_WITHOUT_GPU = "NCCL build without a visible GPU: runs on the CPU with its Gloo/MPI operations"
+"""``suite env``'s note on a Horovod built with NCCL where torch sees no GPU (it imports and runs there, on host tensors)."""
+
+
 def _horovod() -> dict:
     import horovod
     import horovod.torch as hvd
 
     nccl = hvd.nccl_built() != 0
+    gpu = bool(nccl and hvd.cuda_built() and _cuda_present())
     return {
         "version": horovod.__version__,
-        "build": "NCCL (GPU)" if nccl else "CPU",
+        "build": "NCCL (GPU)" if nccl else "CPU-only",
         "gpu_operations": "NCCL" if nccl else "none",
-        "gpu_available": bool(nccl and hvd.cuda_built() and _cuda_present()),
+        "gpu_available": gpu,
+        "note": NCCL_WITHOUT_GPU if nccl and not gpu else None,
         "frameworks": {
             "pytorch": True,
             "tensorflow": _importable("horovod.tensorflow.mpi_lib"),
@@ -91,6 +97,15 @@ def _horovod() -> dict:
             "rocm": hvd.rocm_built(),
         },
     }
+
+
+def horovod_line(info: dict[str, Any]) -> str:
+    """One line on the Horovod build from :func:`capabilities`'s ``horovod``: its version and build (``CPU-only`` or
+    ``NCCL (GPU)``), the note where an NCCL build sees no GPU, or why it cannot be imported."""
+    if "version" not in info:
+        return f"horovod: not importable ({info.get('error')})"
+    note = f"; {info['note']}" if info.get("note") else ""
+    return f"horovod {info['version']}: {info['build']} build{note}"
 
 
 def _cuda_present() -> bool:

@@ -4,7 +4,8 @@ It trains each strategy on each installed engine that runs it on GPUs (torch.dis
 NCCL; Horovod built with NCCL, DeepSpeed and mpi4py where present) for a few seconds, at P = 1
 and P = the visible GPUs, through ``suite run``; then checks every record: the run is ok, its
 ranks sat on distinct CUDA devices, NVML utilisation and memory were sampled and are plausible,
-steps were timed with CUDA events, and quality was scored on the GPU. It writes
+steps were timed with CUDA events, and quality was scored on the GPU; and what the run's engine checks of its own
+(Horovod: built with NCCL GPU operations, allreduces over NCCL, the per-class process sets formed). It writes
 ``gpu-check.md`` and ``gpu-check.json`` (one line per check, PASS or FAIL with its evidence),
 the scenario it ran and the runs' results into the ``--out`` folder.
 
@@ -123,8 +124,20 @@ def _nvml_check(rid: str, per_rank: list[dict]) -> Check:
     return Check(rid, "nvml", ok, evidence)
 
 
+def engine_checks(record: dict[str, Any]) -> list[Check]:
+    """The checks the record's engine class asks for (its ``gpu_checks``: Horovod's NCCL operations and process sets)."""
+    from ..config.registry import ENGINES
+
+    engine = record.get("engine")
+    if not isinstance(engine, str) or engine not in ENGINES:
+        return []
+    rid = record.get("run_id") or "?"
+    return [Check(rid, name, ok, evidence) for name, ok, evidence in ENGINES[engine].load().gpu_checks(record)]
+
+
 def check_record(record: dict[str, Any]) -> list[Check]:
-    """The checks of one run's record: status, devices, nvml, timeline, scoring (only status when it failed)."""
+    """The checks of one run's record: status, devices, nvml, timeline, scoring, then its engine's own
+    (:func:`engine_checks`); only status when it failed."""
     rid = record.get("run_id") or "?"
     if record.get("status") != "ok":
         error = (record.get("error") or "no error recorded").splitlines()[0]
@@ -152,6 +165,7 @@ def check_record(record: dict[str, Any]) -> list[Check]:
             f"quality scored on {scored}"
             + (f" ({quality.get('features')}, n {quality.get('n')})" if quality else ": no quality"),
         ),
+        *engine_checks(record),
     ]
 
 
@@ -161,7 +175,8 @@ def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequen
         f"- GPUs: {len(t.get('devices', []))} visible: {', '.join(t.get('devices', []))}",
         f"- driver {caps['nvml'].get('driver', 'unknown (NVML: ' + str(caps['nvml'].get('error')) + ')')}, "
         f"CUDA {t.get('cuda_build')} (torch {t.get('version')}), NCCL {t.get('nccl_version', 'none')}",
-        f"- engines checked: {', '.join(engines) or 'none'} (horovod {versions.get('horovod')}, "
+        f"- engines checked: {', '.join(engines) or 'none'} (horovod {versions.get('horovod')} "
+        f"{caps['horovod'].get('build', 'not importable')}, "
         f"deepspeed {versions.get('deepspeed')}, mpi4py {versions.get('mpi4py')})",
         *(f"- not checked: {s}" for s in skipped),
     ]

@@ -145,6 +145,12 @@ class Engine(ABC):
         """The engine's settings in effect (for the run's record); engines without any return {}."""
         return {}
 
+    @classmethod
+    def gpu_checks(cls, record: dict[str, Any]) -> list[tuple[str, bool, str]]:
+        """What ``suite gpu-check`` checks of an ok record of this engine's runs beyond the checks every run gets:
+        ``(name, passed, evidence)`` each, from the record alone (none for an engine without checks of its own)."""
+        return []
+
     def pick_device(self) -> torch.device:
         """The GPU of this rank's local rank when CUDA is available, else the CPU."""
         if uses_cuda():

@@ -20,13 +20,15 @@ from __future__ import annotations
 import csv
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
 
-from ...config.registry import STRATEGIES
+from ...config.plan import TrainingError, class_plan
+from ...config.registry import HOROVOD_NCCL_BUILD, STRATEGIES
 from ...config.scenario import HorovodConfig, Run
 from ...records.results import AUTOTUNE_LOG, TIMELINE_FILE
 from ..launchenv import LaunchInfo
@@ -128,6 +130,23 @@ def horovod_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     return settings
 
 
+INSTALL_HINT = "install Horovod with `make setup` (ci/setup.sh: the NCCL build where nvidia-smi answers, else the CPU build)"
+
+
+def import_horovod() -> Any:
+    """``horovod.torch``, or a one-line :class:`RuntimeError` naming why it cannot be imported (a missing
+    library, a wheel built against another torch, a shared library not found) and how to install it."""
+    try:
+        import horovod.torch as hvd
+    except Exception as error:  # ImportError, OSError from a shared library, a build for another torch
+        cause = " ".join(str(error).split())[:300]
+        hint = INSTALL_HINT
+        if "cannot open shared object file" in cause:  # a wheel built in another venv looks for its MPI library there
+            hint = f"a wheel built elsewhere: export LD_LIBRARY_PATH={Path(sys.prefix) / 'lib'} (its MPI library), or {hint}"
+        raise RuntimeError(f"horovod engine: `import horovod.torch` failed ({type(error).__name__}: {cause}); {hint}") from None
+    return hvd
+
+
 class HorovodReplica(Replica):
     def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer, engine: "HorovodEngine", group: Group, name: str):
         import horovod.torch as hvd
@@ -156,10 +175,71 @@ class HorovodReplica(Replica):
         backward_done = timeline.mark()
         timeline.wait(backward_done)
         self.optimizer.synchronize()
+        self.engine.reduced_on.update(p.grad.device.type for p in self.params if p.grad is not None)
         grads = tensor_bytes(p.grad for p in self.params if p.grad is not None)
         self.engine.comm.add(grads, self.group_size, (backward_done, timeline.mark()))
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
+
+
+def nccl_check(record: dict[str, Any]) -> tuple[str, bool, str]:
+    """``horovod nccl``: Horovod was built with NCCL GPU operations and every allreduce it ran went over NCCL (a run
+    whose ranks all train alone, ``comm.largest_group`` 1, reduces nothing, which passes and says so)."""
+    settings = record.get("engine_settings") or {}
+    build, ops = settings.get("gpu_operations"), settings.get("allreduce_ops")
+    if build != "NCCL":
+        return (
+            "horovod nccl",
+            False,
+            f"Horovod's build has GPU operations {build or 'unrecorded'}, not NCCL (build and install it: {HOROVOD_NCCL_BUILD})",
+        )
+    built = "Horovod built with NCCL GPU operations"
+    if ops is None:
+        return "horovod nccl", False, f"{built}; its allreduce operations are not in the record"
+    if not ops:
+        largest = (record.get("comm") or {}).get("largest_group") or 1
+        alone = f"{built}; no allreduce ran: every group is one rank (P = {record.get('procs')}), nothing to reduce"
+        return "horovod nccl", largest == 1, alone if largest == 1 else f"{built}; no allreduce ran in groups of {largest} ranks"
+    return (
+        "horovod nccl",
+        ops == ["NCCL"],
+        f"{built}; allreduces over {', '.join(ops)}" + ("" if ops == ["NCCL"] else " (host tensors: expected NCCL only)"),
+    )
+
+
+def _groups(sizes: list[int]) -> str:
+    return f"{len(sizes)} group{'s' * (len(sizes) > 1)} of {sizes[0]} rank{'s' * (sizes[0] > 1)}" if sizes else "no group"
+
+
+def process_sets_check(record: dict[str, Any]) -> tuple[str, bool, str]:
+    """``horovod process sets``: a split with one group per :func:`suite.config.plan.class_plan` entry, of its sizes,
+    each group of several ranks on a process set of its own (a group of one rank forms none)."""
+    procs, classes = record.get("procs") or 0, record.get("classes") or (record.get("dataset") or {}).get("classes") or []
+    plan = f"P = {procs}, {len(classes)} classes"
+    try:
+        expected = [len(ranks) for ranks, _ in class_plan(list(classes), procs)]
+    except (TrainingError, ZeroDivisionError) as error:
+        return "horovod process sets", False, f"{plan}: no class plan ({error})"
+    splits = (record.get("engine_settings") or {}).get("sets_formed") or []
+    formed = next((s for s in splits if s["sizes"] == expected), None)
+    if formed is None:
+        found = "; ".join(_groups(s["sizes"]) for s in splits) or "none recorded"
+        return "horovod process sets", False, f"{plan}: expected {_groups(expected)}, formed {found}"
+    ids = [i for size, i in zip(formed["sizes"], formed["process_sets"]) if size > 1]
+    if procs == 1:
+        return (
+            "horovod process sets",
+            True,
+            f"{plan}: one set of one rank (it trains every class alone; Horovod forms no process set for it)",
+        )
+    if not ids:
+        return "horovod process sets", True, f"{plan}: {_groups(expected)}, each training alone (no process set needed)"
+    ok = None not in ids and len(set(ids)) == len(ids)
+    return (
+        "horovod process sets",
+        ok,
+        f"{plan}: {_groups(expected)} on process sets {ids}" + ("" if ok else " (expected a distinct set per group)"),
+    )
 
 
 class HorovodEngine(Engine):
@@ -169,15 +249,18 @@ class HorovodEngine(Engine):
         """``groups``: the run splits its ranks into groups (dynamic process sets)."""
         super().__init__()
         self.config, self.run_dir, self.trace, self.groups = config, Path(run_dir), trace, groups
+        self.reduced_on: set[str] = set()
+        """Device types of the tensors handed to Horovod's allreduce (gradients and counted sums)."""
+        self.sets_formed: list[dict[str, list]] = []
+        """Each split, in order: its groups' sizes and the ids of the process sets Horovod registered for them (0 the
+        global set; None for a group of one, which communicates with nobody)."""
 
     @classmethod
     def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> HorovodEngine:
         return cls(run.horovod, run_dir, run.trace, groups=STRATEGIES[run.strategy].splits)
 
     def start(self) -> None:
-        import horovod.torch as hvd
-
-        self.hvd = hvd
+        hvd = self.hvd = import_horovod()
         # Horovod: settings are environment variables, read once by hvd.init()
         os.environ.update(horovod_environment(self.config, os.environ, uses_cuda(), self.run_dir, self.trace))
         hvd.init(process_sets="dynamic" if self.groups else None)
@@ -192,26 +275,55 @@ class HorovodEngine(Engine):
             "groups": self.config.groups,
             "controller": "mpi" if self.hvd.mpi_enabled() else "gloo",
             "process_sets": "dynamic" if _flag(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS", "0")) else "global",
+            "gpu_operations": "NCCL" if self.hvd.nccl_built() else "none",
+            "allreduce_ops": self.allreduce_ops(),
+            "sets_formed": self.sets_formed,
         }
+
+    def allreduce_ops(self) -> list[str]:
+        """The operations Horovod ran this rank's allreduces with, by Horovod's own rule: NCCL for GPU tensors in a
+        build with NCCL GPU operations, the controller's (MPI or Gloo) for host tensors; empty where none ran (one rank)."""
+        host = "MPI" if self.hvd.mpi_enabled() else "Gloo"
+        nccl = bool(self.hvd.nccl_built())
+        return sorted({"NCCL" if device == "cuda" and nccl else host for device in self.reduced_on})
+
+    @classmethod
+    def gpu_checks(cls, record: dict[str, Any]) -> list[tuple[str, bool, str]]:
+        """Horovod on NCCL: the build's GPU operations and its allreduces' (:func:`nccl_check`), and for a strategy
+        that shares out the classes, its per-class process sets (:func:`process_sets_check`)."""
+        checks = [nccl_check(record)]
+        if record.get("strategy") in STRATEGIES and STRATEGIES[record["strategy"]].partitions_classes:
+            checks.append(process_sets_check(record))
+        return checks
 
     def shutdown(self) -> None:
         self.hvd.join()
         self.hvd.shutdown()
 
     def split(self, groups: list[list[int]]) -> Group:
+        ids: dict[tuple[int, ...], int] = {}
+
         def new_handle(ranks: list[int]) -> Any:
             if len(groups) == 1 and len(ranks) == self.size:
-                return self.hvd.global_process_set
-            if not self.groups:
+                handle = self.hvd.global_process_set
+            elif not self.groups:
                 raise RuntimeError("Horovod was started without dynamic process sets: create the engine with groups=True")
-            return self.hvd.add_process_set(ranks)
+            else:
+                handle = self.hvd.add_process_set(ranks)
+            ids[tuple(ranks)] = handle.process_set_id
+            return handle
 
-        return self._split_with(groups, new_handle)
+        fresh = tuple(tuple(ranks) for ranks in groups) not in self._splits
+        group = self._split_with(groups, new_handle)
+        if fresh:
+            self.sets_formed.append({"sizes": [len(r) for r in groups], "process_sets": [ids.get(tuple(r)) for r in groups]})
+        return group
 
     def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return HorovodReplica(network, optimizer, self, group, name)
 
     def _allreduce_sum_(self, tensor: torch.Tensor, group: Group) -> None:
+        self.reduced_on.add(tensor.device.type)
         self.hvd.allreduce_(tensor, op=self.hvd.Sum, process_set=group.handle)
 
     def _max_(self, votes: torch.Tensor, group: Group) -> None:
