@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits papers papers-timing smoke gpu-check test test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
+.PHONY: setup digits papers papers-timing smoke gpu-check test test-matrix test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -37,9 +37,13 @@ smoke: setup
 gpu-check: setup
 	$(BIN)/suite gpu-check --out results/gpu-check
 
-# The test suite (unit tests and real 1-4 process runs on CPU).
+# The test suite (unit tests and real 1-4 process runs on CPU): every behaviour once, on the engine and launcher
+# users meet first. `make test-matrix` checks the same behaviours on the other engines and launchers; CI runs both.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not matrix"
+
+test-matrix: setup
+	$(BIN)/python -m pytest -m matrix
 
 # The developer loop: unit tests without multi-process runs or slow training (under a minute on 2 cores).
 test-fast: setup

@@ -13,9 +13,11 @@ import torch
 
 from conftest import run_scenario, tiny_scenario
 
-ENGINES = ["horovod", "torch", "deepspeed"]
+ENGINES = ["horovod"]
 """Engines whose 2-rank data-parallel runs are compared with one 1-rank run after 3 steps."""
-ONE_RANK = "torch"
+MATRIX_ENGINES = ["torch", "deepspeed"]
+"""The same comparison on the other engines (`make test-matrix`)."""
+ONE_RANK = "horovod"
 """The engine of the 1-rank reference: one rank communicates nothing, so one engine's serves all."""
 ONE_STEP = [("conditional", "bce"), ("data_parallel", "wgan-gp")]
 """Runs compared after their first step (MPI, P = 1 and 2): the DC-CGAN slices labels with images and
@@ -25,9 +27,7 @@ noise; the Wasserstein critic slices the penalty's interpolation draws too."""
 @pytest.fixture(scope="module")
 def equivalence_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("equivalence")
-    runs = [{"strategy": "data_parallel", "engine": e, "procs": [1, 2] if e == ONE_RANK else [2]} for e in ENGINES]
-    scenario = tiny_scenario("equivalence", runs, model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 3})
-    code, records = run_scenario(tmp, scenario)
+    code, records = run_scenario(tmp, equivalence_scenario([ONE_RANK], [1, 2]))
     # the one-step comparison: runs stopped after the first step
     one_step = tiny_scenario(
         "one-step",
@@ -39,6 +39,18 @@ def equivalence_runs(tmp_path_factory):
     (tmp / "one").mkdir()
     code_one, _ = run_scenario(tmp / "one", one_step)
     return code + code_one, records, tmp
+
+
+def equivalence_scenario(engines: list[str], procs: list[int]) -> dict:
+    runs = [{"strategy": "data_parallel", "engine": e, "procs": procs} for e in engines]
+    return tiny_scenario("equivalence", runs, model={"dropout": 0.0, "sync_batchnorm": True}, train={"steps": 3})
+
+
+@pytest.fixture(scope="module")
+def equivalence_matrix_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("equivalence-matrix")
+    code, records = run_scenario(tmp, equivalence_scenario(MATRIX_ENGINES, [2]))
+    return code, records, tmp / "results"
 
 
 def generator_weights(results, run_id):
@@ -65,17 +77,20 @@ def test_after_one_step_two_ranks_equal_one_rank(equivalence_runs, strategy, los
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("engine", ENGINES)
-def test_two_ranks_track_one_rank(equivalence_runs, engine):
+@pytest.mark.parametrize("engine", [*ENGINES, *(pytest.param(e, marks=pytest.mark.matrix) for e in MATRIX_ENGINES)])
+def test_two_ranks_track_one_rank(request, equivalence_runs, engine):
     code, records, tmp = equivalence_runs
-    results = tmp / "results"
     one, two = f"data_parallel-bce-{ONE_RANK}-p1-r0", f"data_parallel-bce-{engine}-p2-r0"
+    folders = {one: tmp / "results", two: tmp / "results"}
+    if engine in MATRIX_ENGINES:
+        code, matrix, folders[two] = request.getfixturevalue("equivalence_matrix_runs")
+        records = {**records, two: matrix[two]}
     assert records[one]["status"] == "ok", records[one].get("error")
     assert records[two]["status"] == "ok", records[two].get("error")
     assert records[two]["replicas_identical"] is True
     assert len(records[two]["replica_digests"]) == 2
     assert records[one]["generator_steps"] == records[two]["generator_steps"] == 3
-    a, b = generator_weights(results, one), generator_weights(results, two)
+    a, b = generator_weights(folders[one], one), generator_weights(folders[two], two)
     assert a.keys() == b.keys()
     gap = torch.cat([(a[k].float() - b[k].float()).abs().flatten() for k in a])
     # most weights still agree to float rounding; the few Adam-amplified ones stay within a few updates
@@ -91,6 +106,6 @@ def test_training_actually_changed_the_weights(equivalence_runs):
     from suite.gan.seeding import derive_seed
 
     _, _, tmp = equivalence_runs
-    trained = generator_weights(tmp / "results", "data_parallel-bce-torch-p1-r0")
+    trained = generator_weights(tmp / "results", f"data_parallel-bce-{ONE_RANK}-p1-r0")
     initial, _ = build_pair(20, 1, 100, dropout=0.0, seed=derive_seed(0, "init", "all"))
     assert not torch.allclose(trained["input.0.weight"], initial.input[0].weight)

@@ -2,6 +2,7 @@
 cannot be scored say why instead of raising, and the report gives diverged runs their own rows."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,7 +187,8 @@ def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
 # The data-parallel runs train normally; rank 1's divergence check sees an infinite loss at step 3 (the worker's
 # test hook), after one warm-up step and a checkpoint at step 2. The W-CGAN diverges by itself at wgan_gp.lr 1000,
 # the cellular grid at a learning rate of 1e30.
-ENGINES = ("horovod", "torch", "deepspeed", "mpi")
+ENGINES = ("horovod", "mpi")
+MATRIX_ENGINES = ("torch", "deepspeed")  # torch.distributed's objects, as DeepSpeed's: `make test-matrix`
 RUNS = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ENGINES] + [
     {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [2]},
     {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [2], "train": {"lr": 1e30}},
@@ -201,21 +203,31 @@ SCENARIO = tiny_scenario(
 )
 
 
-@pytest.fixture(scope="module")
-def diverged_runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("divergence")
+def diverge(folder: Path, scenario: dict) -> tuple[int, dict, Path]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SUITE_TEST_DIVERGE_AT_STEP", "3")
-        code, records = run_scenario(folder, SCENARIO)
+        code, records = run_scenario(folder, scenario)
     return code, records, folder / "results"
 
 
+@pytest.fixture(scope="module")
+def diverged_runs(tmp_path_factory):
+    return diverge(tmp_path_factory.mktemp("divergence"), SCENARIO)
+
+
+@pytest.fixture(scope="module")
+def diverged_matrix_runs(tmp_path_factory):
+    runs = [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in MATRIX_ENGINES]
+    return diverge(tmp_path_factory.mktemp("divergence-matrix"), {**SCENARIO, "runs": runs})
+
+
 @pytest.mark.multiproc
-@pytest.mark.parametrize("run_id", [f"data_parallel-bce-{e}-p2-r0" for e in ENGINES])
-def test_every_engine_stops_all_ranks_at_the_step_a_rank_diverged(diverged_runs, run_id):
+@pytest.mark.parametrize("engine", [*ENGINES, *(pytest.param(e, marks=pytest.mark.matrix) for e in MATRIX_ENGINES)])
+def test_every_engine_stops_all_ranks_at_the_step_a_rank_diverged(request, engine):
     from test_reliability import survivors
 
-    code, records, results = diverged_runs
+    code, records, results = request.getfixturevalue("diverged_matrix_runs" if engine in MATRIX_ENGINES else "diverged_runs")
+    run_id = f"data_parallel-bce-{engine}-p2-r0"
     record, run_dir = records[run_id], results / run_id
     assert code == 3  # suite run: no run failed, some diverged
     assert record["status"] == "diverged" and record["exit_code"] == 0 and record["error"] is None

@@ -1,6 +1,7 @@
 """Label-partitioned training: class ownership, per-class communicators, losses, per-class sampling."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,15 +165,7 @@ def test_labelled_models_sample_by_class_in_class_order_and_have_a_digest():
 # --- real runs ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def partitioned(tmp_path_factory):
-    """Classes 0 and 1 of digits on 2 (Horovod) and 4 processes (three engines), both losses."""
-    tmp = tmp_path_factory.mktemp("partitioned")
-    runs = [
-        {"strategy": "label_partitioned", "engine": "mpi", "loss": "bce", "procs": [4]},
-        {"strategy": "label_partitioned", "engine": "horovod", "loss": "wgan-gp", "procs": [2, 4]},
-        {"strategy": "label_partitioned", "engine": "torch", "loss": "bce", "procs": [4]},
-    ]
+def partition(folder: Path, runs: list[dict]) -> tuple[int, dict, Path]:
     scenario = tiny_scenario(
         "partitioned",
         runs,
@@ -180,8 +173,25 @@ def partitioned(tmp_path_factory):
         wgan_gp={"n_critic": 2},
         metrics={"enabled": True, "samples": 200, "curve_points": 2},
     )
-    code, records = run_scenario(tmp, scenario)
-    return code, records, tmp / "results"
+    code, records = run_scenario(folder, scenario)
+    return code, records, folder / "results"
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory):
+    """Classes 0 and 1 of digits on 2 (Horovod) and 4 processes (Horovod and MPI), both losses."""
+    runs = [
+        {"strategy": "label_partitioned", "engine": "mpi", "loss": "bce", "procs": [4]},
+        {"strategy": "label_partitioned", "engine": "horovod", "loss": "wgan-gp", "procs": [2, 4]},
+    ]
+    return partition(tmp_path_factory.mktemp("partitioned"), runs)
+
+
+@pytest.fixture(scope="module")
+def partitioned_matrix(tmp_path_factory):
+    """The same on torch.distributed's groups (`make test-matrix`)."""
+    runs = [{"strategy": "label_partitioned", "engine": "torch", "loss": "bce", "procs": [4]}]
+    return partition(tmp_path_factory.mktemp("partitioned-matrix"), runs)
 
 
 @pytest.mark.multiproc
@@ -196,10 +206,15 @@ def test_as_many_ranks_as_classes_communicate_nothing(partitioned):
 
 @pytest.mark.multiproc
 @pytest.mark.parametrize(
-    "run_id", ["label_partitioned-bce-mpi-p4-r0", "label_partitioned-wgan-gp-horovod-p4-r0", "label_partitioned-bce-torch-p4-r0"]
+    "run_id",
+    [
+        "label_partitioned-bce-mpi-p4-r0",
+        "label_partitioned-wgan-gp-horovod-p4-r0",
+        pytest.param("label_partitioned-bce-torch-p4-r0", marks=pytest.mark.matrix),
+    ],
 )
-def test_more_ranks_than_classes_train_in_class_groups(partitioned, run_id):
-    _, records, _ = partitioned
+def test_more_ranks_than_classes_train_in_class_groups(request, run_id):
+    _, records, _ = request.getfixturevalue("partitioned_matrix" if "-torch-" in run_id else "partitioned")
     r = records[run_id]
     assert r["status"] == "ok", r.get("error")
     assert [g["ranks"] for g in r["groups"]] == [[0, 1], [2, 3]]

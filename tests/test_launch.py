@@ -370,23 +370,26 @@ def test_a_bad_walltime_is_one_clear_line(tmp_path, capsys, walltime, message):
 # --- real runs under each launcher --------------------------------------------------------------------------
 
 
+EXTRA = {"torchrun": ["--master-addr", "127.0.0.1"]}
+"""Arguments a launcher needs beside ``--launcher``."""
+
+
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("launchers")
-    scenario = tiny_scenario(
-        "launchers", [{"strategy": "data_parallel", "engine": e, "procs": [2]} for e in ("horovod", "torch", "deepspeed")]
-    )
-    results = {}
-    for launcher, patterns, extra in (
-        ("mpirun", ["*"], []),
-        ("horovodrun", ["*horovod*"], []),
-        ("torchrun", ["*torch*"], ["--master-addr", "127.0.0.1"]),
-        ("deepspeed", ["*deepspeed*"], []),
-    ):
-        (tmp / launcher).mkdir()
-        code, records = run_scenario(tmp / launcher, scenario, "--launcher", launcher, "--only", *patterns, *extra)
-        results[launcher] = (code, records)
-    return results
+    """``launched(launcher, engine)``: (exit code, record) of a 2-rank data-parallel run of ``engine`` under
+    ``launcher``, each run when a test first asks for it (``make test`` leaves out the matrix)."""
+    tmp, done = tmp_path_factory.mktemp("launchers"), {}
+
+    def run(launcher: str, engine: str) -> tuple[int, dict]:
+        if (launcher, engine) not in done:
+            folder = tmp / f"{launcher}-{engine}"
+            folder.mkdir()
+            scenario = tiny_scenario("launchers", [{"strategy": "data_parallel", "engine": engine, "procs": [2]}])
+            code, records = run_scenario(folder, scenario, "--launcher", launcher, *EXTRA.get(launcher, []))
+            done[launcher, engine] = code, records[f"data_parallel-bce-{engine}-p2-r0"]
+        return done[launcher, engine]
+
+    return run
 
 
 @pytest.mark.multiproc
@@ -395,15 +398,15 @@ def launched(tmp_path_factory):
     [
         ("mpirun", "horovod"),
         ("mpirun", "torch"),
-        ("mpirun", "deepspeed"),
-        ("horovodrun", "horovod"),
-        ("torchrun", "torch"),
+        pytest.param("mpirun", "deepspeed", marks=pytest.mark.matrix),
+        # the engines' own launchers: every other multi-process test launches with them too
+        pytest.param("horovodrun", "horovod", marks=pytest.mark.matrix),
+        pytest.param("torchrun", "torch", marks=pytest.mark.matrix),
         ("deepspeed", "deepspeed"),
     ],
 )
 def test_real_two_process_runs_under_each_launcher(launched, launcher, engine):
-    code, records = launched[launcher]
-    r = records[f"data_parallel-bce-{engine}-p2-r0"]
+    code, r = launched(launcher, engine)
     assert r["status"] == "ok", r.get("error")
     assert r["replicas_identical"] is True and r["comm"]["bytes"] > 0
     expected = {"mpirun": "openmpi", "horovodrun": "openmpi", "torchrun": "torchrun", "deepspeed": "deepspeed"}[launcher]

@@ -405,12 +405,25 @@ SCENARIO = tiny_scenario(
 )
 
 
+class Uninterrupted:
+    """The runs of SCENARIO without interruption, each run when a test first asks for it: the generators a resumed
+    run must reproduce (only those of the selected tests are trained; ``make test`` leaves out the matrix)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.records = folder, {}
+
+    def __getitem__(self, run_id: str) -> dict:
+        if run_id not in self.records:
+            (self.folder / run_id).mkdir()
+            code, records = run_scenario(self.folder / run_id, SCENARIO, "--only", run_id)
+            assert code == 0 and run_id in records, {k: r.get("error") for k, r in records.items()}
+            self.records[run_id] = records[run_id]
+        return self.records[run_id]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    """Every run of SCENARIO without interruption: the generators a resumed run must reproduce."""
-    code, records = run_scenario(tmp_path_factory.mktemp("uninterrupted"), SCENARIO)
-    assert code == 0, {k: r.get("error") for k, r in records.items()}
-    return records
+    return Uninterrupted(tmp_path_factory.mktemp("uninterrupted"))
 
 
 def survivors(run_dir: Path) -> list[int]:
@@ -477,7 +490,9 @@ def assert_same_model(record: dict, reference: dict) -> None:
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("engine", ["horovod", "torch"])  # raising ranks: the DeepSpeed (torchrun) and MPI runs below
+@pytest.mark.parametrize(
+    "engine", ["horovod", pytest.param("torch", marks=pytest.mark.matrix)]
+)  # raising ranks: the DeepSpeed (torchrun) and MPI runs below
 def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninterrupted, tmp_path, engine):
     run_id = f"data_parallel-bce-{engine}-p2-r0"
     run_dir = tmp_path / "results" / run_id
@@ -509,7 +524,7 @@ def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninte
 @pytest.mark.parametrize(
     "run_id, how",
     [
-        ("data_parallel-bce-deepspeed-p2-r0", "raise"),
+        pytest.param("data_parallel-bce-deepspeed-p2-r0", "raise", marks=pytest.mark.matrix),
         ("label_partitioned-bce-mpi-p2-r0", "raise"),
         ("cellular-mustangs-mpi-p2-g2x2-r0", "kill"),
     ],
