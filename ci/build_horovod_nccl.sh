@@ -23,6 +23,14 @@ site=$("$PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 cuda_major=$("$PYTHON" -c "import torch; print((torch.version.cuda or '').split('.')[0])")
 [ -n "$cuda_major" ] || { echo "horovod-nccl: this torch has no CUDA build; nothing to build against" >&2; exit 1; }
 
+# A wheel built before (here, or carried to a machine without a package registry): install it without the compiler.
+torch_tag=$("$PYTHON" -c "import torch, sys; print(f'torch{torch.__version__.replace(\"+\", \"_\")}-py{sys.version_info[0]}{sys.version_info[1]}')")
+if ls "$CACHE"/horovod-*-"$torch_tag"-mpi*-gpuNCCL/horovod-*.whl >/dev/null 2>&1; then
+    echo "horovod-nccl: a wheel for $torch_tag is cached in $CACHE; no compiler needed"
+    export HOROVOD_GPU_OPERATIONS=NCCL SUITE_HOROVOD_BUILD_ONLY=$([ "$INSTALL" = "--install" ] && echo 0 || echo 1)
+    exec bash "$(dirname "$0")/build_horovod.sh" "$PYTHON"
+fi
+
 toolkit="$CACHE/cuda-toolkit-$NVCC_VERSION"
 if [ ! -x "$toolkit/pkgs/nvidia/cu$cuda_major/bin/nvcc" ]; then
     echo "horovod-nccl: fetching the CUDA $NVCC_VERSION compiler from PyPI into $toolkit"
