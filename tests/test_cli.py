@@ -14,7 +14,6 @@ from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.scenario import TrainConfig
 
-
 HEAVY_LIBRARIES = ("torch", "matplotlib", "scipy", "pandas")
 
 
