@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--master-port", type=int, default=29500)
     p.set_defaults(func=cmd_jobscript)
 
-    from ..analysis.projection.model import DEFAULT_RANKS
+    from ..analysis.projection_defaults import DEFAULT_RANKS
     from ..measure.network import ALGORITHMS, PRESETS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")

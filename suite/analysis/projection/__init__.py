@@ -43,24 +43,27 @@ say, the fit, its validation and projections) and :mod:`.render` (the papers' po
 markdown and CSVs).
 """
 
-from __future__ import annotations
+from ..projection_defaults import DEFAULT_RANKS
+from .fit import fit, fit_all, project, validate
+from .model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
+from .render import REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
 
-import importlib
-from typing import Any
-
-_HOMES = {
-    "fit": ("fit", "fit_all", "project", "validate"),
-    "model": ("DEFAULT_RANKS", "CellularModel", "ClassGroupsModel", "GanModel", "Problem", "exchange_plan", "predict"),
-    "render": ("REPORT_RANKS", "compare_papers", "paper_points", "report_section", "run_projection", "write_projection"),
-}
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-
-__all__ = sorted(_HOME_OF)
-
-
-def __getattr__(name: str) -> Any:
-    # The names load with their module on first use: the render (matplotlib, scipy, torch) only where it is asked
-    # for, so that `suite --help` and the parser's defaults (model.DEFAULT_RANKS) do not pay for it.
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_HOME_OF[name]}", __name__), name)
+__all__ = [
+    "DEFAULT_RANKS",
+    "REPORT_RANKS",
+    "CellularModel",
+    "ClassGroupsModel",
+    "GanModel",
+    "Problem",
+    "compare_papers",
+    "exchange_plan",
+    "fit",
+    "fit_all",
+    "paper_points",
+    "predict",
+    "project",
+    "report_section",
+    "run_projection",
+    "validate",
+    "write_projection",
+]

@@ -12,9 +12,6 @@ import numpy as np
 
 from ...measure.network import Network, allreduce_seconds
 
-DEFAULT_RANKS = [2**i for i in range(13)]
-"""``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
-
 
 def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> list[dict[int, int]]:
     """Per rank (Cartesian, row-major), the number of cells it sends to each other rank per iteration."""
