@@ -2,14 +2,37 @@
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
 from report_text import whole_report
 
-from conftest import run_scenario, tiny_scenario
+from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.scenario import TrainConfig
+
+HEAVY_LIBRARIES = ("torch", "matplotlib", "scipy", "pandas")
+
+
+@pytest.mark.parametrize("call", ["build_parser()", "main(['--version'])", "main(['--help'])", "main(['run', '--help'])"])
+def test_the_parser_and_help_load_none_of_the_heavy_libraries(call):
+    # a fresh interpreter: this one has long imported them all
+    code = (
+        "import sys\n"
+        "from suite.cli import main\n"
+        "from suite.cli.parser import build_parser\n"
+        "try:\n"
+        f"    {call}\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {HEAVY_LIBRARIES!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_bad_scenario_is_one_clear_line(tmp_path, capsys):

@@ -25,6 +25,21 @@ from .parser import build_parser
 __all__ = ["build_parser", "main"]
 
 
+def _bad_input_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean bad input (exit 2, one line).
+
+    Those of modules that load torch (the data, the feature networks) are taken only from modules already imported:
+    a module never imported cannot have raised its error, and importing it here would cost every command seconds.
+    """
+    from ..config.scenario import ScenarioError
+    from ..config.yamlfile import YamlError
+    from ..running.commands import LaunchError
+
+    light = (UsageError, ScenarioError, YamlError, LaunchError, FileNotFoundError, ValueError)
+    heavy = (("suite.gan.data", "DataError"), ("suite.measure.metrics.features", "FeatureUnavailable"))
+    return light + tuple(getattr(sys.modules[module], name) for module, name in heavy if module in sys.modules)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     timestamped = getattr(args, "timestamped", False)
@@ -33,25 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         format=TIMESTAMPED_FORMAT if timestamped else "%(message)s",
         datefmt=TIMESTAMP_FORMAT,
     )
-    from ..config.scenario import ScenarioError
-    from ..config.yamlfile import YamlError
-    from ..gan.data import DataError
-    from ..measure.metrics.features import FeatureUnavailable
-    from ..records.results import WriteFailed
-    from ..running.launch import LaunchError
-
     try:
         return args.func(args)
-    except (
-        UsageError,
-        ScenarioError,
-        YamlError,
-        LaunchError,
-        DataError,
-        FeatureUnavailable,
-        FileNotFoundError,
-        ValueError,
-    ) as error:
+    except _bad_input_errors() as error:  # evaluated once an error is raised: by then its module is imported
         if args.verbose:
             log.exception("details")
         print(f"error: {error}", file=sys.stderr)
@@ -63,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as error:  # a full, read-only or vanished disk: one line naming the file
+        from ..records.results import WriteFailed
+
         if args.verbose:
             log.exception("details")
         text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"

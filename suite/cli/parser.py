@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from .. import __version__
-from ..analysis.gate import Settings
+from ..analysis.gate_settings import Settings
 from ..config.registry import FEATURES, PROTOCOLS
 from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
@@ -52,7 +52,7 @@ def _safe_name(value: str) -> str:
 
 
 def _add_placement(p: argparse.ArgumentParser) -> None:
-    from ..running.launch import LAUNCHERS
+    from ..running.commands import LAUNCHERS
 
     g = p.add_argument_group("placement (cluster launchers)")
     g.add_argument("--launcher", choices=LAUNCHERS, default="local", help="how to start the ranks (default: local processes)")
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--master-port", type=int, default=29500)
     p.set_defaults(func=cmd_jobscript)
 
-    from ..analysis.projection.fit import DEFAULT_RANKS
+    from ..analysis.projection_defaults import DEFAULT_RANKS
     from ..measure.network import ALGORITHMS, PRESETS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")

@@ -43,7 +43,8 @@ say, the fit, its validation and projections) and :mod:`.render` (the papers' po
 markdown and CSVs).
 """
 
-from .fit import DEFAULT_RANKS, fit, fit_all, project, validate
+from ..projection_defaults import DEFAULT_RANKS
+from .fit import fit, fit_all, project, validate
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
 from .render import REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
 

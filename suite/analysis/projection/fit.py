@@ -15,10 +15,6 @@ from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES
 from ...measure.network import Network
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
-DEFAULT_RANKS = [2**i for i in range(13)]
-"""``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
-
-
 BUSY_SHARE = 0.8
 """A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 

@@ -1,0 +1,6 @@
+"""The defaults of ``suite project`` that its ``--help`` shows: light (no numpy, pandas or matplotlib), so that the
+parser reads them without loading :mod:`suite.analysis.projection`, whose package imports its rendering.
+"""
+
+DEFAULT_RANKS = [2**i for i in range(13)]
+"""``suite project --ranks`` by default: 1, 2, 4, ..., 4096."""
