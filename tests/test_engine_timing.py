@@ -69,6 +69,7 @@ def test_horovod_waits_for_the_backward_pass_before_synchronize():
 
     class Engine:
         timeline = RecordingTimeline(log)
+        reduced_on: set[str] = set()
 
         class comm:
             waits = []

@@ -99,3 +99,29 @@ def test_env_names_a_horovod_that_cannot_be_imported():
 
     failed = env._guard(lambda: (_ for _ in ()).throw(OSError("libmpi.so.40: cannot open shared object file")))
     assert env.horovod_line(failed) == "horovod: not importable (OSError: libmpi.so.40: cannot open shared object file)"
+
+
+def test_the_cpu_numerics_digest_is_kept_per_kernel_choice_and_computed_once(monkeypatch, tmp_path):
+    import torch
+
+    from suite.measure import env
+
+    monkeypatch.setenv("SUITE_CACHE", str(tmp_path))
+    computed = []
+    real = env._numerics_digest
+    monkeypatch.setattr(env, "_numerics_digest", lambda device: computed.append(device) or real(device))
+    first = env.numerics_digest()
+    assert env.numerics_digest() == first and len(computed) == 1  # the second run reads it back
+    (kept,) = (tmp_path / "numerics").glob("*.json")
+    threads = torch.get_num_threads()
+    try:  # another thread count picks other kernels: its own digest, computed
+        torch.set_num_threads(threads + 1)
+        env.numerics_digest()
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # so does oneDNN's cap
+        env.numerics_digest()
+    finally:
+        torch.set_num_threads(threads)
+    assert len(computed) == 3 and len(list((tmp_path / "numerics").glob("*.json"))) == 3
+    kept.write_text("{not json")  # a damaged entry is computed again, never trusted
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert env.numerics_digest() == first and len(computed) == 4

@@ -112,7 +112,7 @@ def test_the_reaper_ends_every_marked_process_once_its_runner_is_killed(tmp_path
 
 @pytest.mark.multiproc
 @pytest.mark.parametrize(
-    "engine", [pytest.param("mpi", marks=pytest.mark.matrix), "torch", "horovod"]
+    "engine", [pytest.param("mpi", marks=pytest.mark.matrix), pytest.param("torch", marks=pytest.mark.matrix), "horovod"]
 )  # under mpirun, torchrun and horovodrun (mpirun's ranks: horovodrun's, one level up)
 def test_kill_9_of_suite_run_leaves_no_process_of_the_run(tmp_path, engine):
     scenario = tiny_scenario("orphans", [{"strategy": "data_parallel", "engine": engine, "procs": [2]}], train={"steps": 100000})

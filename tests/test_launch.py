@@ -397,7 +397,7 @@ def launched(tmp_path_factory):
     "launcher, engine",
     [
         ("mpirun", "horovod"),
-        ("mpirun", "torch"),
+        pytest.param("mpirun", "torch", marks=pytest.mark.matrix),
         pytest.param("mpirun", "deepspeed", marks=pytest.mark.matrix),
         # the engines' own launchers: every other multi-process test launches with them too
         pytest.param("horovodrun", "horovod", marks=pytest.mark.matrix),

@@ -525,8 +525,9 @@ def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninte
     "run_id, how",
     [
         pytest.param("data_parallel-bce-deepspeed-p2-r0", "raise", marks=pytest.mark.matrix),
-        ("label_partitioned-bce-mpi-p2-r0", "raise"),
-        ("cellular-mustangs-mpi-p2-g2x2-r0", "kill"),
+        # resuming the class GANs: also tests/test_budgets.py (in make test)
+        pytest.param("label_partitioned-bce-mpi-p2-r0", "raise", marks=pytest.mark.matrix),
+        pytest.param("cellular-mustangs-mpi-p2-g2x2-r0", "kill", marks=pytest.mark.matrix),
     ],
 )
 def test_deepspeed_label_partitioned_and_cellular_runs_resume_to_the_same_generator(uninterrupted, tmp_path, run_id, how):

@@ -299,7 +299,42 @@ def numerics_digest(device: Any = "cpu") -> str:
 
     The generator and discriminator of the tables (20x20, seed 0) on a fixed batch of 8: equal
     digests mean this machine's kernels compute these networks bit for bit like the other's.
+    On the CPU the digest is kept in the suite's cache under everything that picks the kernels (torch's
+    version, the CPU model, its kernel set and oneDNN's cap, the threads), so a run does not compute it again.
     """
+    import hashlib
+    import json
+
+    import torch
+
+    from ..gan.data import cache_dir
+    from ..records.results import atomic_write_text
+
+    if getattr(device, "type", device) != "cpu":
+        return _numerics_digest(device)
+    picks = [
+        torch.__version__,
+        _cpu_model(),
+        torch.backends.cpu.get_cpu_capability(),
+        os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA"),
+        torch.get_num_threads(),
+    ]
+    path = cache_dir() / "numerics" / f"{hashlib.sha256(json.dumps(picks).encode()).hexdigest()[:16]}.json"
+    try:
+        kept = json.loads(path.read_text())
+        if kept.get("picks") == picks and isinstance(kept.get("digest"), str):
+            return kept["digest"]
+    except (OSError, ValueError, AttributeError):  # none yet, or unreadable: computed again
+        pass
+    digest = _numerics_digest(device)
+    try:
+        atomic_write_text(path, json.dumps({"picks": picks, "digest": digest}))
+    except OSError:  # a read-only or full cache costs the next run the same half second, nothing more
+        pass
+    return digest
+
+
+def _numerics_digest(device: Any) -> str:
     import hashlib
 
     import torch
