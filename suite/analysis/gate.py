@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..records.record import record_field
 from ..records.results import atomic_write_text
@@ -55,11 +56,11 @@ from .gate_settings import GateError, Settings
 log = logging.getLogger(__name__)
 
 
-EXIT_CODES = {paired.PASS: 0, paired.FAIL: 1, paired.INCONCLUSIVE: 5}
+EXIT_CODES = {paired.PASS: ExitCode.OK, paired.FAIL: ExitCode.FAILED, paired.INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 """The exit code gate.json records for each verdict: ``suite.cli.exitcodes``'s table (a test keeps them equal)."""
 
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 
 
 LOCK_FILE = "ci/requirements.lock"

@@ -2,41 +2,15 @@
 
 A code means the same thing wherever it appears, and two meanings never share a code: ``suite run``'s
 "a run diverged" (3) and ``suite gate``'s "too noisy to tell" (5) are different numbers. The CLI docs
-(docs/index.md, "Exit codes") show :data:`EXIT_CODES` as a table; a test checks that the lower layers
-that record or return a code (:mod:`suite.analysis.gate`, :mod:`suite.running.gpucheck`, :mod:`suite.running.sweep`) agree with it.
+(docs/index.md, "Exit codes") show :data:`EXIT_CODES` as a table. The codes themselves are
+:class:`suite.config.exitcodes.ExitCode`, which the lower layers that return a code use too.
 """
 
 from __future__ import annotations
 
-import enum
-import signal
+from ..config.exitcodes import MEANINGS, ExitCode
 
-
-class ExitCode(enum.IntEnum):
-    """What the ``suite`` command's exit status says (:data:`MEANINGS`)."""
-
-    OK = 0
-    FAILED = 1
-    BAD_INPUT = 2
-    DIVERGED = 3
-    NO_GPU = 4
-    INCONCLUSIVE = 5
-    INTERRUPTED_SIGINT = 128 + signal.SIGINT
-    INTERRUPTED_SIGTERM = 128 + signal.SIGTERM
-
-
-MEANINGS = {
-    ExitCode.OK: "done: every run ok, the gate passed, every check passed",
-    ExitCode.FAILED: "what was measured or checked failed: a run failed, a regression (gate FAIL, compare), a broken ruler "
-    "or GPU check",
-    ExitCode.BAD_INPUT: "bad input or a file that cannot be written, told in one line; nothing was measured",
-    ExitCode.DIVERGED: "no run failed, but a model diverged: the benchmark worked, a model did not",
-    ExitCode.NO_GPU: "skipped: no CUDA GPU is visible",
-    ExitCode.INCONCLUSIVE: "too noisy to tell PASS from FAIL, or the host was busy: rerun on a quiet machine",
-    ExitCode.INTERRUPTED_SIGINT: "stopped by SIGINT (Ctrl-C): finished runs keep their results; --resume continues",
-    ExitCode.INTERRUPTED_SIGTERM: "stopped by SIGTERM (a scheduler, kill): as SIGINT",
-}
-"""Each code's one meaning."""
+__all__ = ["EXIT_CODES", "EVERY", "GATE_VERDICTS", "MEANINGS", "ExitCode", "markdown_table", "users"]
 
 EVERY = "every sub-command"
 

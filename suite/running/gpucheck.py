@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = 0, 1, 4
+from ..config.exitcodes import ExitCode
+
+EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU
 RUN_SECONDS = 4.0
 """Training window of every run: NVML is sampled every 0.2 s, so it sees about 20 samples per rank."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def stamped(text: str) -> str:
     return f"{time.strftime(TIMESTAMP_FORMAT)} {text}"
 
 
-DIVERGED_EXIT_CODE = 3
+DIVERGED_EXIT_CODE = ExitCode.DIVERGED
 """``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
 
 
