@@ -167,9 +167,16 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     assert "classifier:digits d6ea892040bc, n=500" in text.split("| strategy |")[0]
     assert not any("(n=" in cell or "reached by" in cell for row in first.rows for cell in row.values())
     verdicts = {row["strategy"]: row["verdict"] for row in first.rows}
-    assert verdicts["conditional / bce / horovod"] == "best FID; worst speedup"  # found better than all 4 others
-    assert verdicts["label_partitioned / bce / mpi"] == "FID beats 3; best speedup"
-    assert verdicts["cellular / mustangs / mpi"] == "FID behind 2"  # beats none; the two found better say so
+    # FIDs depend on the seeds and the images budget alone: the same verdicts in every rerun
+    fid = {k: v.split("; ")[0] for k, v in verdicts.items()}
+    assert fid["conditional / bce / horovod"] == "best FID"  # found better than all 4 others
+    assert fid["label_partitioned / bce / mpi"] == "FID beats 3"
+    assert fid["cellular / mustangs / mpi"] == "FID behind 2"  # beats none; the two found better say so
+    # speedups are timings: a verdict names them only where the report's test found the pair different
+    (speedup_line,) = [line for line in lines if line.startswith("- Strong-scaling speedup at P=2:")]
+    found = "No pair differs significantly" not in speedup_line
+    assert ("; worst speedup" in verdicts["conditional / bce / horovod"]) == found
+    assert ("; best speedup" in verdicts["label_partitioned / bce / mpi"]) == found
 
 
 def test_every_detail_page_is_in_the_index_and_every_link_resolves(report_md):
