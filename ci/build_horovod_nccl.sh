@@ -25,7 +25,10 @@ cuda_major=$("$PYTHON" -c "import torch; print((torch.version.cuda or '').split(
 
 # A wheel built before (here, or carried to a machine without a package registry): install it without the compiler.
 torch_tag=$("$PYTHON" -c "import torch, sys; print(f'torch{torch.__version__.replace(\"+\", \"_\")}-py{sys.version_info[0]}{sys.version_info[1]}')")
-if ls "$CACHE"/horovod-*-"$torch_tag"-mpi*-gpuNCCL/horovod-*.whl >/dev/null 2>&1; then
+# (the key is build_horovod.sh's: its pinned version, this torch and Python, MPI or not, NCCL)
+horovod_version=$(sed -n 's/^HOROVOD_VERSION=//p' "$(dirname "$0")/build_horovod.sh")
+with_mpi=0; [ -x "$BIN/mpicxx" ] || command -v mpicxx >/dev/null && with_mpi=1
+if ls "$CACHE/horovod-$horovod_version-$torch_tag-mpi$with_mpi-gpuNCCL"/horovod-*.whl >/dev/null 2>&1; then
     echo "horovod-nccl: a wheel for $torch_tag is cached in $CACHE; no compiler needed"
     export HOROVOD_GPU_OPERATIONS=NCCL SUITE_HOROVOD_BUILD_ONLY=$([ "$INSTALL" = "--install" ] && echo 0 || echo 1)
     exec bash "$(dirname "$0")/build_horovod.sh" "$PYTHON"

@@ -276,7 +276,9 @@ def summary(rows: list[dict], args: argparse.Namespace) -> str:
             continue
         estimate, low, high = ratio_interval(ratios)
         shown = ", ".join(f"{x:.3f}" for x in ratios)
-        if met is None:  # a floor: the interval's lower end must clear it
+        if math.isnan(low):  # one round: no interval
+            verdict = "not shown"
+        elif met is None:  # a floor: the interval's lower end must clear it
             verdict = "yes" if low >= 0.95 else ("no" if high < 0.95 else "not shown")
         else:
             verdict = "yes" if met(high) else ("no" if not met(low) else "not shown")

