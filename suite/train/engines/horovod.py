@@ -175,9 +175,10 @@ class HorovodReplica(Replica):
         backward_done = timeline.mark()
         timeline.wait(backward_done)
         self.optimizer.synchronize()
-        self.engine.reduced_on.update(p.grad.device.type for p in self.params if p.grad is not None)
-        grads = tensor_bytes(p.grad for p in self.params if p.grad is not None)
-        self.engine.comm.add(grads, self.group_size, (backward_done, timeline.mark()))
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:  # a replica's parameters share its rank's device: one look at it is enough
+            self.engine.reduced_on.add(grads[0].device.type)
+        self.engine.comm.add(tensor_bytes(grads), self.group_size, (backward_done, timeline.mark()))
         with self.optimizer.skip_synchronize():
             self.optimizer.step()
 
