@@ -173,6 +173,25 @@ def test_each_group_resumes_from_the_latest_checkpoint_all_its_ranks_wrote(tmp_p
         + ["000005-rank2.pt", "000005-rank2.json"]
     )
     assert describe(None) == "no checkpoint yet: --resume starts it again from step 0"
+    assert describe(plan.checkpoint()) == (
+        "--resume continues from checkpoint 2 (step 4, 3 s of training); rank 3 has none yet and starts again from step 0"
+    )
+
+
+def test_a_class_group_with_a_checkpoint_is_named_when_the_first_has_none(tmp_path):
+    """Class groups checkpoint apart: rank 0's may have none yet while rank 2's has one."""
+    run = expand(parse_scenario(tiny_scenario("s", [{"strategy": "label_partitioned", "engine": "mpi", "procs": [3]}])))[0]
+    folder = tmp_path / CHECKPOINT_DIR
+    _mark(folder, run, 2, 1, [2])
+    plan = resume_plan(tmp_path, run)
+    checkpoint = plan.checkpoint()
+    assert plan.ranks == {0: None, 1: None, 2: 1}
+    assert checkpoint["rank"] == 2 and checkpoint["ranks"] == 1 and checkpoint["from_start"] == [0, 1]
+    assert checkpoint["path"] == str(folder / "000001-rank2.pt")
+    assert describe(checkpoint) == (
+        "--resume continues from checkpoint 1 of rank 2 (step 2, 2 s of training); "
+        "ranks 0, 1 have none yet and start again from step 0"
+    )
 
 
 # --- what ended a run, in one line ------------------------------------------------------------------------------
@@ -522,21 +541,36 @@ def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninte
 
 @pytest.mark.multiproc
 @pytest.mark.parametrize(
-    "run_id, how",
+    "run_id, how, rank, step",
     [
-        pytest.param("data_parallel-bce-deepspeed-p2-r0", "raise", marks=pytest.mark.matrix),
-        # resuming the class GANs: also tests/test_budgets.py (in make test)
-        pytest.param("label_partitioned-bce-mpi-p2-r0", "raise", marks=pytest.mark.matrix),
-        pytest.param("cellular-mustangs-mpi-p2-g2x2-r0", "kill", marks=pytest.mark.matrix),
+        pytest.param("data_parallel-bce-deepspeed-p2-r0", "raise", 1, 3, marks=pytest.mark.matrix),
+        # resuming the class GANs: also tests/test_budgets.py (in make test). The class GANs of the two ranks train
+        # independently, so only the failing rank's own checkpoint is certain: rank 0 (classes 0 and 1, whose
+        # checkpoint the record names) fails after its 5th step (the 2 warm-up steps, round 1, which brings both GANs to
+        # step 2 and checkpoint 1, then a step of round 2); rank 1 (class 2) may be anywhere by then, and resumes from
+        # its own latest checkpoint.
+        pytest.param("label_partitioned-bce-mpi-p2-r0", "raise", 0, 5, marks=pytest.mark.matrix),
+        pytest.param("cellular-mustangs-mpi-p2-g2x2-r0", "kill", 1, 3, marks=pytest.mark.matrix),
     ],
 )
-def test_deepspeed_label_partitioned_and_cellular_runs_resume_to_the_same_generator(uninterrupted, tmp_path, run_id, how):
+def test_deepspeed_label_partitioned_and_cellular_runs_resume_to_the_same_generator(
+    uninterrupted, tmp_path, run_id, how, rank, step
+):
     run_dir = tmp_path / "results" / run_id
-    code, record, seconds = watched(
-        suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3", SUITE_TEST_FAIL_HOW=how), run_dir
+    proc = suite_run(
+        tmp_path,
+        SCENARIO,
+        "--only",
+        run_id,
+        SUITE_TEST_FAIL_AT_STEP=str(step),
+        SUITE_TEST_FAIL_RANK=str(rank),
+        SUITE_TEST_FAIL_HOW=how,
     )
-    expected = "was killed by SIGKILL" if how == "kill" else "exited with code 1: RuntimeError: injected failure after step 3"
-    assert code == 1 and record["error"].splitlines()[0].startswith(f"rank 1 on {HOST} {expected}")
+    code, record, seconds = watched(proc, run_dir, rank=rank)
+    expected = (
+        "was killed by SIGKILL" if how == "kill" else f"exited with code 1: RuntimeError: injected failure after step {step}"
+    )
+    assert code == 1 and record["error"].splitlines()[0].startswith(f"rank {rank} on {HOST} {expected}")
     assert record["checkpoint"] is not None and seconds is not None and seconds < 30
     assert not survivors(run_dir)
     code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume"), run_dir)

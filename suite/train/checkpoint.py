@@ -142,18 +142,26 @@ class ResumePlan:
     folder: Path
 
     def checkpoint(self) -> dict | None:
-        """The checkpoint a resumed run starts from, as its record names it (rank 0's), or None."""
-        first = self.ranks.get(0)
-        if first is None:
+        """The checkpoint a resumed run starts from, as its record names it, or None where no rank has one.
+
+        It is rank 0's, or where rank 0 has none the lowest rank's that has one: groups that train apart
+        (the class groups of ``label_partitioned``) checkpoint apart, so one may have a checkpoint when
+        another has none yet; ``from_start`` lists the ranks that start again from step 0.
+        """
+        resuming = [rank for rank, index in sorted(self.ranks.items()) if index is not None]
+        if not resuming:
             return None
-        mark = self.marks[0][first]
+        rank = resuming[0]
+        mark = self.marks[rank][self.ranks[rank]]  # type: ignore[index]  # not None: the rank is resuming
         return {
             "index": mark.index,
             "steps": mark.steps,
             "train_s": mark.clock_s,
             "done": mark.done,
-            "ranks": sum(index is not None for index in self.ranks.values()),
-            "path": str(_path(self.folder, mark.index, 0, "pt")),
+            "ranks": len(resuming),
+            "rank": rank,
+            "from_start": [r for r, index in sorted(self.ranks.items()) if index is None],
+            "path": str(_path(self.folder, mark.index, rank, "pt")),
         }
 
 
@@ -255,7 +263,14 @@ def describe(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
         start = "no intact checkpoint" if skipped else "no checkpoint yet"
         return f"{start}: --resume starts it again from step 0{passed}"
     when = "training over" if checkpoint["done"] else f"step {checkpoint['steps']}"
-    return f"--resume continues from checkpoint {checkpoint['index']} ({when}, {checkpoint['train_s']:.0f} s of training){passed}"
+    whose = f" of rank {checkpoint['rank']}" if checkpoint.get("rank") else ""
+    line = f"--resume continues from checkpoint {checkpoint['index']}{whose} ({when}, {checkpoint['train_s']:.0f} s of training)"
+    anew = checkpoint.get("from_start") or []
+    if anew:
+        names = ", ".join(map(str, anew[:8])) + (f" and {len(anew) - 8} more" if len(anew) > 8 else "")
+        line += f"; {'rank' if len(anew) == 1 else 'ranks'} {names} {'has' if len(anew) == 1 else 'have'} none yet"
+        line += f" and {'starts' if len(anew) == 1 else 'start'} again from step 0"
+    return line + passed
 
 
 def remove_stale(run_dir: Path, plan: dict[int, int | None]) -> None:
