@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 BUNDLE_FORMAT = 1
 UNCONDITIONAL_LABEL = -1
+SAMPLE_BATCH = 100
+"""Samples generated at a time: on a CPU, 500 samples in batches of 100 take two thirds of the time of one batch
+of 500 (the activations stay in cache); on the CPU here the images are bitwise the same either way."""
 
 
 @dataclass
@@ -123,14 +126,17 @@ class Sampler:
         self.bundle, self.device = bundle, torch.device(device)
         self.networks: dict[str, torch.nn.Module] = {}
         for key, state in bundle.generators.items():
-            net, _ = build_pair(
-                bundle.image_size,
-                bundle.channels,
-                bundle.latent_dim,
-                bundle.num_classes if bundle.conditional else 0,
-                architecture=bundle.architecture,
-            )
-            net.load_state_dict(state)
+            # built without storage (the meta device: no initialisation to overwrite), then given the
+            # bundle's own tensors, which sampling only reads
+            with torch.device("meta"):
+                net, _ = build_pair(
+                    bundle.image_size,
+                    bundle.channels,
+                    bundle.latent_dim,
+                    bundle.num_classes if bundle.conditional else 0,
+                    architecture=bundle.architecture,
+                )
+            net.load_state_dict(state, assign=True)
             self.networks[key] = net.to(self.device).eval()
         self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
         self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)
@@ -177,7 +183,7 @@ class Sampler:
         return images
 
     @torch.no_grad()
-    def sample(self, n: int, seed: int = 0, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, n: int, seed: int = 0, batch_size: int = SAMPLE_BATCH) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` images (float32, (N, C, H, W), [-1, 1]) and their labels (int64; -1 unconditional)."""
         rng = np.random.default_rng(derive_seed(seed, "sample-components"))
         keys, labels = self._components(n, rng)
