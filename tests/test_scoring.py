@@ -1,6 +1,7 @@
 """Scoring a finished run: what is sampled, and that nothing is scored twice."""
 
 import dataclasses
+import threading
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from suite.gan.models import build_pair
 from suite.gan.sampling import GeneratorBundle, Sampler
 from suite.gan.seeding import torch_generator
 from suite.measure import metrics
-from suite.running import worker
+from suite.running import scoring
 from suite.train.strategies.base import Outcome
 
 PRIOR = {c: 0.1 for c in range(10)}
@@ -43,30 +44,96 @@ def test_the_sampler_draws_what_the_generator_makes_in_any_batch_size(conditiona
     assert (labels >= 0).all() if conditional else (labels == -1).all()
 
 
-def test_a_snapshot_identical_to_the_final_model_is_scored_once(monkeypatch):
-    run = expand(
-        parse_scenario(
-            tiny_scenario(
-                "s",
-                [{"strategy": "conditional", "procs": [1]}],
-                metrics={"enabled": True, "features": "classifier", "samples": 200, "curve_points": 3},
-            )
-        )
-    )[0]
-    scored = []
+def scoring_run(samples: int = 200):
+    metrics_settings = {"enabled": True, "features": "classifier", "samples": samples, "curve_points": 3}
+    return expand(parse_scenario(tiny_scenario("s", [{"strategy": "conditional", "procs": [2]}], metrics=metrics_settings)))[0]
+
+
+class ThreadRank:
+    """A rank of a run whose ranks are threads of this process: the two collectives scoring uses."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, rank: int, board: list, barrier: threading.Barrier):
+        self.rank, self.size, self.board, self.barrier = rank, len(board), board, barrier
+
+    def allgather_object(self, obj):
+        self.barrier.wait()  # the board's last values are read
+        self.board[self.rank] = obj
+        self.barrier.wait()
+        return list(self.board)
+
+    def gather_object(self, obj):
+        everything = self.allgather_object(obj)
+        return everything if self.rank == 0 else None
+
+
+def score_on_ranks(run, outcome, size: int):
+    """score_models on ``size`` thread ranks: (rank 0's result, which thread scored which bundle)."""
+    board, barrier, results, errors = [None] * size, threading.Barrier(size), {}, []
+
+    def rank(r: int) -> None:
+        try:
+            results[r] = scoring.score_models(run, ThreadRank(r, board, barrier), outcome if r == 0 else Outcome(None))
+        except BaseException as error:  # noqa: BLE001  (reported below, in the test's thread)
+            errors.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,), name=f"rank{r}") for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results
+
+
+@pytest.fixture
+def scored_by(monkeypatch):
+    """Which thread scored each bundle (by id), in order."""
+    seen = []
     evaluate = metrics.evaluate_sampler
 
     def counted(sampler, *args, **kwargs):
-        scored.append(sampler.bundle)
+        seen.append((threading.current_thread().name, id(sampler.bundle)))
         return evaluate(sampler, *args, **kwargs)
 
     monkeypatch.setattr(metrics, "evaluate_sampler", counted)
+    return seen
+
+
+def test_the_models_are_shared_out_over_the_ranks_the_final_one_on_rank_0():
+    final, a, b, c = bundle(0), bundle(1), bundle(2), bundle(3)
+    curve = [(1.0, 2, 64, a), (1.5, 3, 96, b), (2.0, 4, 128, copy_of(final))]
+    outcome = Outcome(final, curve=curve, extra_bundles={"best_cell": c})
+    plan = {r: [(key, id(m)) for key, m in jobs] for r, jobs in scoring.share_out(outcome, 2).items()}
+    assert plan == {0: [("final", id(final)), ("curve1", id(b))], 1: [("curve0", id(a)), ("extra:best_cell", id(c))]}
+    assert list(scoring.share_out(outcome, 1)) == [0]
+    scored_while_training = Outcome(final, curve=curve, fields={"curve": [{"step": 4}]})
+    assert [key for jobs in scoring.share_out(scored_while_training, 4).values() for key, _ in jobs] == ["final"]
+
+
+def test_models_too_large_to_hand_out_are_scored_on_rank_0(monkeypatch):
+    final, a = bundle(0), bundle(1)
+    monkeypatch.setattr(scoring, "SHARE_LIMIT_BYTES", scoring.bundle_bytes(a) - 1)
+    assert list(scoring.share_out(Outcome(final, curve=[(1.0, 2, 64, a)]), 2)) == [0]
+
+
+def test_scores_shared_over_ranks_are_those_of_one_rank_and_a_snapshot_of_the_final_model_is_not_scored(scored_by):
+    run = scoring_run()
     final, earlier = bundle(0), bundle(1)
     other_prior = copy_of(final, class_prior={**PRIOR, 0: 0.3})  # the same tensors, other samples
     curve = [(1.0, 2, 64, earlier), (1.5, 3, 96, other_prior), (2.0, 4, 128, copy_of(final))]
-    fields = worker._score(run, Outcome(final, curve=curve), torch.device("cpu"), 2.0, 4, 128)
-    assert [id(b) for b in scored] == [id(final), id(earlier), id(other_prior)]  # the last snapshot is the final model
+    outcome = Outcome(final, curve=curve)
+    alone = score_on_ranks(run, outcome, 1)[0]
+    assert sorted(scored_by) == sorted(("rank0", id(m)) for m in (final, earlier, other_prior))  # the last snapshot: final
+    scored_by.clear()
+    shared = score_on_ranks(run, outcome, 2)
+    expected = [("rank0", id(final)), ("rank0", id(other_prior)), ("rank1", id(earlier))]
+    assert shared[1] is None and sorted(scored_by) == sorted(expected)
+    assert shared[0][0] == alone[0]  # every score, bit for bit
+    fields = scoring.quality_fields(run, outcome, shared[0], 2.0, 4, 128)
     last = fields["curve"][-1]
     assert last["step"] == 4 and len(fields["curve"]) == 3
     assert (last["fid"], last["kid_mean"], last["is_mean"]) == tuple(fields["quality"][k] for k in ("fid", "kid_mean", "is_mean"))
-    assert fields["curve"][0]["fid"] != last["fid"]
+    assert fields["curve"][0]["fid"] != last["fid"] and fields["quality"]["untrained_fid"] > 0

@@ -3,7 +3,8 @@
 Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
 hand launches), starts the engine, sets up the run's strategy, warms it up, trains inside the
 training window (between two barriers), and hands its measurements to rank 0, which
-packages and scores the trained model and writes ``RUN_DIR/result.json``.
+packages the trained model; every rank then scores a share of its models and snapshots
+(:mod:`suite.running.scoring`), and rank 0 writes ``RUN_DIR/result.json``.
 
 Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
 ``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
@@ -55,10 +56,9 @@ from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
 from .runlogs import write_run_logs
+from .scoring import quality_fields, score_models
 
 if TYPE_CHECKING:
-    import torch
-
     from ..gan.data import ImageData
     from ..gan.sampling import GeneratorBundle
     from ..measure.telemetry import Telemetry
@@ -149,51 +149,6 @@ def _summaries(per_rank: list[dict]) -> dict:
         per_rank=per_rank,
     )
     return asdict(summary)
-
-
-def _score(run: Run, outcome: Outcome, device: torch.device, train_s: float, steps: int, images: int | None) -> dict:
-    """Record fields of quality: the final model's, its curve along the window, time to target,
-    extra models (cellular's best cell), and the untrained generator's as a yardstick (rank 0)."""
-    from ..gan.sampling import Sampler
-    from ..measure.metrics import Reference, evaluate_sampler
-    from ..measure.metrics.curve import curve_point, time_to_target
-    from ..measure.metrics.evaluate import untrained_baseline
-
-    ref = Reference.for_run(run, device)
-    networks = ref.networks()
-
-    def score(bundle: GeneratorBundle) -> dict:
-        return evaluate_sampler(Sampler(bundle, device), ref, seed=run.train.seed, networks=networks)
-
-    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    quality = score(outcome.bundle)
-    final = outcome.bundle
-
-    def score_snapshot(bundle: GeneratorBundle) -> dict:
-        # the snapshot at the window's end is mostly the final model itself: the same samples, the same scores
-        same = bundle.digest() == final.digest() and _traits(bundle) == _traits(final)
-        return quality if same else score(bundle)
-    untrained = untrained_baseline(ref, networks, run.model.latent_dim, run.model.architecture)
-    quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
-    # a strategy that scored while training (stop_at_target) brings its curve in its fields
-    curve = outcome.fields.get("curve") or [
-        curve_point(score_snapshot(bundle), clock, step, at) for clock, step, at, bundle in outcome.curve
-    ]
-    if not curve or curve[-1]["step"] != steps:
-        curve.append(curve_point(quality, train_s, steps, images))  # the final model, as the window ends
-    fields = {
-        "quality": quality,
-        "curve": curve,
-        **{f"quality_{name}": score(bundle) for name, bundle in outcome.extra_bundles.items()},
-    }
-    if run.metrics.target is not None:
-        fields["time_to_target"] = time_to_target(curve, run.metrics.target, quality["features"])
-    return fields
-
-
-def _traits(bundle: GeneratorBundle) -> dict:
-    """What decides a bundle's samples besides its tensors (kind, sizes, class prior, mixture weights)."""
-    return {k: v for k, v in vars(bundle).items() if k != "generators"}
 
 
 def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
@@ -303,17 +258,18 @@ def _end_diverged(
     engine.shutdown()
 
 
-def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, device: torch.device, data: ImageData) -> None:
-    """Rank 0: score the model and its snapshots, and save a sample grid and the grids over training."""
+def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, data: ImageData, scored: tuple | None) -> None:
+    """Rank 0: the quality fields from the scores (:func:`suite.running.scoring.score_models`), a sample grid
+    and the grids over training."""
     from ..gan.grids import save_training_grids
 
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     steps = record["generator_steps"]
     total = sum(steps.values()) if isinstance(steps, dict) else steps
+    if scored is not None:
+        record.update(quality_fields(run, outcome, scored, record["train_s"], total, record.get("images_consumed")))
+    _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
-    if run.metrics.enabled:
-        record.update(_score(run, outcome, device, record["train_s"], total, record.get("images_consumed")))
 
 
 def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
@@ -514,6 +470,7 @@ def execute(run: Run, run_dir: Path) -> int:
             return 0
         assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
+        record = None
         if per_rank is not None:  # rank 0
             assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
             record = {
@@ -526,8 +483,10 @@ def execute(run: Run, run_dir: Path) -> int:
             bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
             record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
             record["finalize_s"] = time.perf_counter() - finalize_start
-            score_start = time.perf_counter()
-            _finish(run, run_dir, record, outcome, engine.device, data)
+        score_start = time.perf_counter()
+        scored = score_models(run, engine, outcome) if run.metrics.enabled else None  # every rank scores a share
+        if record is not None:  # rank 0
+            _finish(run, run_dir, record, outcome, data, scored)
             record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
             record.update(_provenance(run, started_utc))
