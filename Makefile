@@ -39,8 +39,11 @@ gpu-check: setup
 
 # The test suite (unit tests and real 1-4 process runs on CPU): every behaviour once, on the engine and launcher
 # users meet first. `make test-matrix` checks the same behaviours on the other engines and launchers; CI runs both.
+# The in-process tests run on two workers (pytest-xdist); the real runs one at a time after them, as their timings
+# and the cores they count are theirs alone.
 test: setup
-	$(BIN)/python -m pytest -m "not matrix"
+	$(BIN)/python -m pytest -m "not matrix and not multiproc" -n 2
+	$(BIN)/python -m pytest -m "not matrix and multiproc"
 
 test-matrix: setup
 	$(BIN)/python -m pytest -m matrix
