@@ -15,6 +15,13 @@ from suite.train.engines.base import Group
 
 REPO = Path(__file__).resolve().parent.parent
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs the in-process tests on two workers, one per core: torch's own pool of a thread per core in
+    # each would put four busy threads on two cores (a test that compares thread counts sets them itself)
+    import torch
+
+    torch.set_num_threads(1)
+
 # The two-node cluster tests run only inside the cluster `make cluster-test` builds (ci/cluster/run.sh
 # names it in SUITE_CLUSTER_STATE); elsewhere, `make test` included, they are not collected.
 collect_ignore_glob = [] if os.environ.get("SUITE_CLUSTER_STATE") else ["cluster/*"]
