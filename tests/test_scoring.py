@@ -88,14 +88,19 @@ def score_on_ranks(run, outcome, size: int):
     return results
 
 
+def identity(model: GeneratorBundle) -> tuple:
+    """A model as scoring tells it apart (a model handed to another rank is a copy): its tensors and prior."""
+    return model.digest(), tuple(model.class_prior.values())
+
+
 @pytest.fixture
 def scored_by(monkeypatch):
-    """Which thread scored each bundle (by id), in order."""
+    """Which thread scored each bundle (by :func:`identity`), in order."""
     seen = []
     evaluate = metrics.evaluate_sampler
 
     def counted(sampler, *args, **kwargs):
-        seen.append((threading.current_thread().name, id(sampler.bundle)))
+        seen.append((threading.current_thread().name, identity(sampler.bundle)))
         return evaluate(sampler, *args, **kwargs)
 
     monkeypatch.setattr(metrics, "evaluate_sampler", counted)
@@ -126,10 +131,10 @@ def test_scores_shared_over_ranks_are_those_of_one_rank_and_a_snapshot_of_the_fi
     curve = [(1.0, 2, 64, earlier), (1.5, 3, 96, other_prior), (2.0, 4, 128, copy_of(final))]
     outcome = Outcome(final, curve=curve)
     alone = score_on_ranks(run, outcome, 1)[0]
-    assert sorted(scored_by) == sorted(("rank0", id(m)) for m in (final, earlier, other_prior))  # the last snapshot: final
+    assert sorted(scored_by) == sorted(("rank0", identity(m)) for m in (final, earlier, other_prior))  # last snapshot: final
     scored_by.clear()
     shared = score_on_ranks(run, outcome, 2)
-    expected = [("rank0", id(final)), ("rank0", id(other_prior)), ("rank1", id(earlier))]
+    expected = [("rank0", identity(final)), ("rank0", identity(other_prior)), ("rank1", identity(earlier))]
     assert shared[1] is None and sorted(scored_by) == sorted(expected)
     assert shared[0][0] == alone[0]  # every score, bit for bit
     fields = scoring.quality_fields(run, outcome, shared[0], 2.0, 4, 128)

@@ -45,6 +45,14 @@ def same_model(a: GeneratorBundle, b: GeneratorBundle) -> bool:
     return a is b or (traits(a) == traits(b) and a.digest() == b.digest())
 
 
+def on_cpu(bundle: GeneratorBundle) -> GeneratorBundle:
+    """The bundle with its tensors in host memory (a GPU tensor handed over would land on the sender's device)."""
+    import dataclasses
+
+    generators = {key: {name: t.cpu() for name, t in state.items()} for key, state in bundle.generators.items()}
+    return dataclasses.replace(bundle, generators=generators)
+
+
 def bundle_bytes(bundle: GeneratorBundle) -> int:
     """The bytes of a bundle's tensors."""
     return sum(t.numel() * t.element_size() for state in bundle.generators.values() for t in state.values())
@@ -96,7 +104,7 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
         engine.gather_object(score_jobs(run, handed.get(engine.rank, []), engine.device))
         return None
     plan = share_out(outcome, engine.size)
-    engine.allgather_object({r: jobs for r, jobs in plan.items() if r != 0})
+    engine.allgather_object({r: [(key, on_cpu(b)) for key, b in jobs] for r, jobs in plan.items() if r != 0})
     ruled = ruler(run, engine.device)
     gathered = engine.gather_object(score_jobs(run, plan.get(0, []), engine.device, ruled))
     assert gathered is not None, "rank 0 gathers"
