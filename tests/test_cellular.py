@@ -449,6 +449,10 @@ def test_cellular_record(placements):
     assert one["quality"]["features"] == "classifier:digits"
     best = one["quality_best_cell"]  # 100 samples in 128 dimensions: FID withheld, KID given
     assert best["fid"] is None and "128 feature dimensions" in best["fid_note"] and best["kid_mean"] > 0
+    # at P = 2 rank 1 scores a share of the models (snapshots, the best cell): the same scores as one rank's
+    assert two["quality_best_cell"] == best and two["quality"] == one["quality"]
+    scores = ("step", "fid", "kid_mean", "kid_std", "is_mean", "n")
+    assert [[p[k] for k in scores] for p in two["curve"]] == [[p[k] for k in scores] for p in one["curve"]]
     # what the ES saw, each iteration: mixture scores on 40 samples; the quality curve: the best mixture of each
     # snapshot scored like the final model (100 samples), ending with the model at the end of the window
     assert len(one["mixture_curve"]) == 2 and one["mixture_curve"][0]["n"] == 40

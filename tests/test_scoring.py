@@ -1,5 +1,6 @@
 """Scoring a finished run: what is sampled, and that nothing is scored twice."""
 
+import copy
 import dataclasses
 import threading
 
@@ -142,3 +143,31 @@ def test_scores_shared_over_ranks_are_those_of_one_rank_and_a_snapshot_of_the_fi
     assert last["step"] == 4 and len(fields["curve"]) == 3
     assert (last["fid"], last["kid_mean"], last["is_mean"]) == tuple(fields["quality"][k] for k in ("fid", "kid_mean", "is_mean"))
     assert fields["curve"][0]["fid"] != last["fid"] and fields["quality"]["untrained_fid"] > 0
+
+
+@pytest.mark.parametrize("how", ["no ruler", "another ruler"])
+def test_a_rank_without_rank_0s_ruler_hands_its_share_back_to_rank_0(scored_by, monkeypatch, caplog, how):
+    from suite.measure.metrics.features import FeatureUnavailable
+
+    run = scoring_run()
+    final, earlier = bundle(0), bundle(1)
+    outcome = Outcome(final, curve=[(1.0, 2, 64, earlier), (2.0, 4, 128, copy_of(final))])
+    alone = score_on_ranks(run, outcome, 1)[0]
+    scored_by.clear()
+    load = scoring.ruler
+
+    def rank_1_differs(run, device):
+        if threading.current_thread().name != "rank1":
+            return load(run, device)
+        if how == "no ruler":
+            raise FeatureUnavailable("no inception weights on this node")
+        ref, (net, classifier) = load(run, device)
+        other = copy.copy(net)
+        other.sha256 = "0" * 64  # another file of the same name
+        return ref, (other, classifier)
+
+    monkeypatch.setattr(scoring, "ruler", rank_1_differs)
+    caplog.set_level("WARNING", logger="suite.running.scoring")
+    shared = score_on_ranks(run, outcome, 2)[0]
+    assert sorted(scored_by) == sorted([("rank0", identity(final)), ("rank0", identity(earlier))])
+    assert shared[0] == alone[0] and "rank 0 scores its 1 models" in caplog.text

@@ -136,7 +136,7 @@ class Sampler:
                     bundle.num_classes if bundle.conditional else 0,
                     architecture=bundle.architecture,
                 )
-            net.load_state_dict(state, assign=True)
+            net.load_state_dict({name: t.contiguous() for name, t in state.items()}, assign=True)  # the usual layout
             self.networks[key] = net.to(self.device).eval()
         self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
         self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)

@@ -1,13 +1,15 @@
-"""Scoring a finished run's models, shared out over its ranks (every rank calls :func:`score_run`).
+"""Scoring a finished run's models, shared out over its ranks (every rank calls :func:`score_models`).
 
 Rank 0 holds the models: the final one, the snapshots of the quality curve and the strategy's
 extra models (cellular's best cell). It lists the distinct ones (a snapshot that is the final
 model itself, the curve's last point mostly, takes the final model's scores instead of being
 scored again), keeps the final model and hands the others round-robin to the ranks in one
-collective; every rank scores its share with the run's ruler, seed and threads, as rank 0 would
-(a score depends on the model, the seed and the node's kernels, not on which rank computes it),
-and rank 0 gathers the scores into the record's quality fields. After training the other ranks
-would only wait, so a run at P = 2 scores in about half the time.
+collective, naming the ruler it loaded; every rank scores its share with the run's ruler, seed and
+threads, as rank 0 would (a score depends on the model, the seed and the node's kernels, not on
+which rank computes it), and rank 0 gathers the scores into the record's quality fields. After
+training the other ranks would only wait, so a run at P = 2 scores in about half the time. A rank
+whose node gives another ruler (``features: auto`` picks by what a node has) or none hands its share
+back, and rank 0 scores it: every score of a record comes from rank 0's ruler.
 
 Models that are large to hand out (more than :data:`SHARE_LIMIT_BYTES` together, e.g. the class
 generators of a label-partitioned run over many classes) stay on rank 0, which then scores them all.
@@ -15,6 +17,7 @@ generators of a label-partitioned run over many classes) stay on rank 0, which t
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ..config.scenario import Run
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
     from ..measure.metrics.features import ClassifierNet, FeatureNet
     from ..train.engines.base import Engine
     from ..train.strategies.base import Outcome
+
+log = logging.getLogger(__name__)
 
 FINAL = "final"
 SHARE_LIMIT_BYTES = 256 * 2**20
@@ -58,17 +63,26 @@ def bundle_bytes(bundle: GeneratorBundle) -> int:
     return sum(t.numel() * t.element_size() for state in bundle.generators.values() for t in state.values())
 
 
-def share_out(outcome: Outcome, size: int) -> dict[int, Jobs]:
+def final_aliases(outcome: Outcome) -> list[str]:
+    """The keys of the curve's snapshots that are the final model itself (the curve's last point mostly): they take its
+    scores (none where the strategy scored its curve while training)."""
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+    if outcome.fields.get("curve"):
+        return []
+    return [f"curve{i}" for i, (_, _, _, b) in enumerate(outcome.curve) if same_model(b, outcome.bundle)]
+
+
+def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> dict[int, Jobs]:
     """Which rank scores which model: ``{rank: [(key, bundle)]}``, the final model (key ``final``) on rank 0.
 
-    The curve's snapshots are ``curve<i>`` (none where the strategy scored them while training, or
-    where a snapshot is the final model), the extra models ``extra:<name>``.
+    The curve's snapshots are ``curve<i>`` (none where the strategy scored them while training, nor
+    the :func:`final_aliases`), the extra models ``extra:<name>``.
     """
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    final = outcome.bundle
-    jobs: Jobs = [(FINAL, final)]
+    skipped = set(final_aliases(outcome) if aliases is None else aliases)
+    jobs: Jobs = [(FINAL, outcome.bundle)]
     if not outcome.fields.get("curve"):  # a strategy that scored while training brings its curve in its fields
-        jobs += [(f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve) if not same_model(b, final)]
+        jobs += [(key, b) for key, b in ((f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)) if key not in skipped]
     jobs += [(f"extra:{name}", b) for name, b in outcome.extra_bundles.items()]
     shared = size > 1 and sum(bundle_bytes(b) for _, b in jobs[1:]) <= SHARE_LIMIT_BYTES
     plan: dict[int, Jobs] = {}
@@ -96,19 +110,56 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple | None =
     return {key: evaluate_sampler(Sampler(b, device), ref, seed=run.train.seed, networks=networks) for key, b in jobs}
 
 
+def ruler_identity(ruled: tuple) -> tuple[str, str | None]:
+    """The feature network's name and weights' sha256: equal identities, equal scores of equal samples."""
+    net = ruled[1][0]
+    return net.name, net.sha256
+
+
+def _score_share(run: Run, engine: Engine, handed: dict) -> dict[str, dict] | None:
+    """A rank other than 0: the scores of its share, or None where its ruler is not rank 0's (rank 0 then scores it)."""
+    from ..measure.metrics.features import FeatureUnavailable
+
+    jobs = handed["jobs"].get(engine.rank, [])
+    if not jobs:
+        return {}
+    try:
+        ruled = ruler(run, engine.device)
+    except (FeatureUnavailable, OSError) as error:
+        log.warning("rank %d cannot load the ruler (%s): rank 0 scores its %d models", engine.rank, error, len(jobs))
+        return None
+    if ruler_identity(ruled) != tuple(handed["ruler"]):
+        log.warning(
+            "rank %d's ruler is %s, rank 0's %s: rank 0 scores its %d models",
+            engine.rank,
+            ruler_identity(ruled),
+            tuple(handed["ruler"]),
+            len(jobs),
+        )
+        return None
+    return score_jobs(run, jobs, engine.device, ruled)
+
+
 def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, dict], tuple] | None:
     """Every rank (a collective): score the run's models over the ranks. Rank 0 (whose ``outcome`` holds them)
-    gets every score by :func:`share_out`'s key and the ruler it loaded (for :func:`quality_fields`); the others None."""
+    gets the score of every key of :func:`share_out` and :func:`final_aliases`, and the ruler it loaded (for
+    :func:`quality_fields`); the others None."""
     if engine.rank != 0:
         handed = engine.allgather_object(None)[0]
-        engine.gather_object(score_jobs(run, handed.get(engine.rank, []), engine.device))
+        engine.gather_object(_score_share(run, engine, handed))
         return None
-    plan = share_out(outcome, engine.size)
-    engine.allgather_object({r: [(key, on_cpu(b)) for key, b in jobs] for r, jobs in plan.items() if r != 0})
     ruled = ruler(run, engine.device)
+    aliases = final_aliases(outcome)
+    plan = share_out(outcome, engine.size, aliases)
+    jobs = {r: [(key, on_cpu(b)) for key, b in share] for r, share in plan.items() if r != 0}
+    engine.allgather_object({"ruler": ruler_identity(ruled), "jobs": jobs})
     gathered = engine.gather_object(score_jobs(run, plan.get(0, []), engine.device, ruled))
     assert gathered is not None, "rank 0 gathers"
-    return {key: quality for part in gathered for key, quality in part.items()}, ruled
+    scores: dict[str, dict] = {}
+    for rank, part in enumerate(gathered):
+        scores.update(score_jobs(run, plan.get(rank, []), engine.device, ruled) if part is None else part)
+    scores.update({key: scores[FINAL] for key in aliases})
+    return scores, ruled
 
 
 def quality_fields(
@@ -124,7 +175,7 @@ def quality_fields(
     untrained = untrained_baseline(ref, networks, run.model.latent_dim, run.model.architecture)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
     curve = outcome.fields.get("curve") or [
-        curve_point(scores.get(f"curve{i}", quality), clock, step, at) for i, (clock, step, at, _) in enumerate(outcome.curve)
+        curve_point(scores[f"curve{i}"], clock, step, at) for i, (clock, step, at, _) in enumerate(outcome.curve)
     ]
     if not curve or curve[-1]["step"] != steps:
         curve.append(curve_point(quality, train_s, steps, images))  # the final model, as the window ends

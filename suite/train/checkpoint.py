@@ -251,7 +251,7 @@ def resume_plan(run_dir: Path, run: Run) -> ResumePlan:
 
 
 def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
-    """The checkpoint a resumed run starts from, as its record names it (rank 0's), or None."""
+    """The checkpoint a resumed run starts from, as its record names it (:meth:`ResumePlan.checkpoint`), or None."""
     return resume_plan(run_dir, run).checkpoint()
 
 
