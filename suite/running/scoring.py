@@ -45,17 +45,14 @@ def traits(bundle: GeneratorBundle) -> dict:
     return {k: v for k, v in vars(bundle).items() if k != "generators"}
 
 
-def same_model(a: GeneratorBundle, b: GeneratorBundle) -> bool:
-    """Whether two bundles draw the same samples from the same seed (equal tensors and traits)."""
-    return a is b or (traits(a) == traits(b) and a.digest() == b.digest())
-
-
 def on_cpu(bundle: GeneratorBundle) -> GeneratorBundle:
-    """The bundle with its tensors in host memory (a GPU tensor handed over would land on the sender's device)."""
+    """The bundle as it crosses processes: host copies of its tensors (a GPU tensor handed over would land on the
+    sender's device)."""
     import dataclasses
 
-    generators = {key: {name: t.cpu() for name, t in state.items()} for key, state in bundle.generators.items()}
-    return dataclasses.replace(bundle, generators=generators)
+    from ..train.flat import cpu_state
+
+    return dataclasses.replace(bundle, generators={key: cpu_state(state) for key, state in bundle.generators.items()})
 
 
 def bundle_bytes(bundle: GeneratorBundle) -> int:
@@ -64,12 +61,16 @@ def bundle_bytes(bundle: GeneratorBundle) -> int:
 
 
 def final_aliases(outcome: Outcome) -> list[str]:
-    """The keys of the curve's snapshots that are the final model itself (the curve's last point mostly): they take its
-    scores (none where the strategy scored its curve while training)."""
-    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+    """The keys of the curve's snapshots that are the final model itself (equal tensors and traits; the curve's last
+    point mostly): they take its scores (none where the strategy scored its curve while training)."""
+    final = outcome.bundle
+    assert final is not None, "a strategy's bundle is complete on rank 0"
     if outcome.fields.get("curve"):
         return []
-    return [f"curve{i}" for i, (_, _, _, b) in enumerate(outcome.curve) if same_model(b, outcome.bundle)]
+    digest, kind = final.digest(), traits(final)
+    return [
+        f"curve{i}" for i, (_, _, _, b) in enumerate(outcome.curve) if b is final or (traits(b) == kind and b.digest() == digest)
+    ]
 
 
 def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> dict[int, Jobs]:
@@ -82,7 +83,8 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
     skipped = set(final_aliases(outcome) if aliases is None else aliases)
     jobs: Jobs = [(FINAL, outcome.bundle)]
     if not outcome.fields.get("curve"):  # a strategy that scored while training brings its curve in its fields
-        jobs += [(key, b) for key, b in ((f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)) if key not in skipped]
+        curve = [(f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)]
+        jobs += [(key, b) for key, b in curve if key not in skipped]
     jobs += [(f"extra:{name}", b) for name, b in outcome.extra_bundles.items()]
     shared = size > 1 and sum(bundle_bytes(b) for _, b in jobs[1:]) <= SHARE_LIMIT_BYTES
     plan: dict[int, Jobs] = {}
