@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -21,8 +21,10 @@ from ..config.scenario import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import record_field
+from .power import PairPower, undistinguished_power
+from .settling import Anytime, Curves, Trend, anytime, common_positions, curve_anytime, last_stretch
 from .speedup import speedup
-from .verdicts import Family, Summary, compare_all, sentence, summarise
+from .verdicts import Family, Summary, compare_all, ratio, sentence, summarise
 
 
 def system_name(record: dict) -> str:
@@ -194,6 +196,7 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
         row.update(
             _top=top,
             _main=main,
+            _base=[r for r in runs if r["scaling"] == "strong" and r["procs"] == 1 and top > 1],
             _speedup=speedup,
             _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
             _target_missed=_missed(targets, reached),
@@ -314,6 +317,23 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
 
 
 @dataclass(frozen=True)
+class Scale:
+    """At what scale a family's verdict holds: the budget, the ranking over the budget, who was still improving."""
+
+    budget: str
+    """The budget in words: images per system and steps per GAN (or the training time)."""
+    anytime: Anytime | None = None
+    """The same family at every curve point (None: the runs have no common curve points to rank at)."""
+    trends: tuple[Trend, ...] = ()
+    """Each system's last stretch (empty for timing families, where "still improving" does not apply)."""
+
+    @property
+    def improving(self) -> list[str]:
+        """The systems found still improving at the end of the budget."""
+        return [t.system for t in self.trends if t.improving]
+
+
+@dataclass(frozen=True)
 class Finding:
     """One sentence under the headline; ``family`` is the family of tests it states (None: a sentence that tests nothing)."""
 
@@ -323,6 +343,105 @@ class Finding:
     family: Family | None = None
     what: str = ""
     """What the sentence ranks, as it opens (``Final quality (FID, ruler)``)."""
+    scale: Scale | None = None
+    """At what budget the family's verdict holds, and whether it settled (None: a sentence that tests nothing)."""
+
+    @property
+    def power(self) -> list[PairPower]:
+        """Per pair not distinguishable, what this run could have detected (from its own spread)."""
+        return undistinguished_power(self.family) if self.family is not None else []
+
+    def budget_bound(self, name: str) -> bool:
+        """Whether what the family claims of ``name`` holds at this budget only: it, or a system it was found better
+        or worse than, was still improving at the end."""
+        if self.family is None or self.scale is None:
+            return False
+        improving = set(self.scale.improving)
+        partners = {p.second for p in self.family.claims if p.first == name} | {
+            p.first for p in self.family.claims if p.second == name
+        }
+        return bool(partners) and (name in improving or bool(partners & improving))
+
+
+def _gan_steps(record: dict) -> list[int]:
+    """The generator steps each GAN of a run took (one per class GAN, per cell, or the one GAN's)."""
+    steps = record.get("steps_per_gan", record.get("generator_steps"))
+    if isinstance(steps, dict):
+        return [int(v) for v in steps.values() if isinstance(v, (int, float))]
+    return [int(steps)] if isinstance(steps, (int, float)) else []
+
+
+def _span(values: Iterable[float]) -> str:
+    kept = sorted(set(values))
+    if not kept:
+        return "not recorded"
+    return f"{kept[0]:,.0f}" if len(kept) == 1 else f"{kept[0]:,.0f}-{kept[-1]:,.0f}"
+
+
+def budget_text(rows: list[dict]) -> str:
+    """The budget the rows' verdicts are about: training images per system (or seconds, or steps), and steps per GAN."""
+    runs = [r for row in rows for r in row["_main"]]
+    images = [r["budget_images"] for r in runs if r.get("budget_images")]
+    seconds = [r["budget_s"] for r in runs if r.get("budget_s")]
+    if images and len(images) == len(runs):
+        budget = f"{_span(images)} training images per system"
+    elif seconds and len(seconds) == len(runs):
+        budget = f"{_span(seconds)} s of training per run"
+    else:
+        budget = "each run's own steps or epochs (no equal budget)"
+    steps = ", ".join(f"{row['strategy']} {_span(s for r in row['_main'] for s in _gan_steps(r))}" for row in rows)
+    return f"{budget}; generator steps per GAN: {steps}"
+
+
+def quality_curves(rows: list[dict], metric: str = "fid") -> Curves:
+    """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
+    out: dict[str, dict[object, list[tuple[float, float]]]] = {}
+    for row in rows:
+        draws: dict[object, list[tuple[float, float]]] = defaultdict(list)
+        for r in row["_main"]:
+            for point in r.get("curve") or []:
+                if point.get("images") is not None and point.get(metric) is not None:
+                    draws[r.get("seed")].append((float(point["images"]), float(point[metric])))
+        out[row["strategy"]] = dict(draws)
+    return out
+
+
+def quality_scale(rows: list[dict], metric: str = "fid") -> Scale:
+    """The scale of a quality family: the budget, the family at every curve point, each system's last stretch."""
+    curves = quality_curves(rows, metric)
+    ranked = curve_anytime(curves) if all(curves.values()) else None
+    trends = tuple(t for name, draws in curves.items() if (t := last_stretch(name, draws)) is not None)
+    return Scale(budget_text(rows), ranked if ranked is not None and ranked.positions else None, trends)
+
+
+def _clock_at(record: dict, images: float) -> float | None:
+    clocks = [p.get("clock_s") for p in record.get("curve") or [] if p.get("images") == images]
+    return float(clocks[-1]) if clocks and clocks[-1] else None
+
+
+def speedup_scale(rows: list[dict], top: int) -> Scale:
+    """The scale of a speedup family: the budget, and the speedup of the training clock at every common curve point."""
+    ends: dict[str, tuple[list[dict], list[dict]]] = {}
+    for row in rows:
+        strong = [r for r in row["_main"] + row.get("_base", []) if r["scaling"] == "strong"]
+        ends[row["strategy"]] = ([r for r in strong if r["procs"] == 1], [r for r in strong if r["procs"] == top])
+    curves: dict[str, dict[object, list[tuple[float, float]]]] = {
+        name: {
+            i: [(float(p["images"]), 1.0) for p in r.get("curve") or [] if p.get("images") is not None]
+            for i, r in enumerate(base + at_top)
+        }
+        for name, (base, at_top) in ends.items()
+    }
+    positions = common_positions(curves) if all(curves.values()) else []
+
+    def summaries_at(x: float) -> dict[str, Summary | None]:
+        return {
+            name: ratio([_clock_at(r, x) for r in base], [_clock_at(r, x) for r in at_top], ("P=1", f"P={top}"))
+            for name, (base, at_top) in ends.items()
+        }
+
+    ranked = anytime(positions, summaries_at, lower_is_better=False) if positions else None
+    return Scale(budget_text(rows), ranked)
 
 
 def _ranked(
@@ -373,7 +492,7 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
             )
         else:
             missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
-            out.append(Finding(said.text + missing, said.quantity, said.family, said.what))
+            out.append(Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows))))
     unlearned = unlearned_configs(rows)
     scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
     rulers = {row["quality"] for row in scored}
@@ -382,7 +501,7 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
         what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
         said = _ranked(scored, metric, True, what, metric[1:].upper(), records, scaling)
         if said:
-            out.append(said)
+            out.append(replace(said, scale=quality_scale(scored, metric[1:].replace("kid", "kid_mean"))))
     elif len(rulers) > 1:
         out.append(
             Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality")
@@ -403,14 +522,14 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
         what = f"Quality at {budget}, {next(iter(rulers))})"
         said = _ranked(at_time, "_fid_at_equal_time", True, what, EQUAL_BUDGET, records, scaling)
         if said:
-            out.append(said)
+            out.append(replace(said, scale=quality_scale(at_time)))
     scaled = [row for row in rows if row["_speedup"] is not None]
     if scaled:
         top = max(row["_top"] for row in scaled)
         at_top = [row for row in scaled if row["_top"] == top]
         said = _ranked(at_top, "_speedup", False, f"Strong-scaling speedup at P={top}", "speedup", records, scaling)
         if said:
-            out.append(said)
+            out.append(replace(said, scale=speedup_scale(at_top, top)))
     return out
 
 
@@ -425,14 +544,17 @@ def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str
     ``best Q`` where the family found it better than every other candidate on Q, ``worst Q`` where every
     other was found better, ``Q beats k`` where it was found better than k others (those found better than
     it say so on their own rows), ``Q behind k`` where it beats none; a family that repeats an earlier one
-    (:func:`repeats`) is said once.
+    (:func:`repeats`) is said once. A tag whose claims involve a system still improving at the end of the budget
+    ends ``(this budget)``: it holds at this budget only (:meth:`Finding.budget_bound`).
     """
-    families = [(f.quantity, f.family) for f, again in zip(found, repeats(found)) if f.family is not None and not again]
+    kept = [f for f, again in zip(found, repeats(found)) if f.family is not None and not again]
     out = {}
     for name in names:
         tags = ["not learned"] if name in set(unlearned) else []
         tested = False
-        for quantity, family in families:
+        for finding in kept:
+            quantity, family = finding.quantity, finding.family
+            assert family is not None
             if name not in family.order:
                 continue
             tested = tested or bool(family.tested)
@@ -440,13 +562,16 @@ def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str
             wins = sum(p.first == name for p in family.claims)
             losses = sum(p.second == name for p in family.claims)
             if others and wins == others:
-                tags.append(f"best {quantity}")
+                tag = f"best {quantity}"
             elif others and losses == others:
-                tags.append(f"worst {quantity}")
+                tag = f"worst {quantity}"
             elif wins:
-                tags.append(f"{quantity} beats {wins}")
+                tag = f"{quantity} beats {wins}"
             elif losses:
-                tags.append(f"{quantity} behind {losses}")
+                tag = f"{quantity} behind {losses}"
+            else:
+                continue
+            tags.append(tag + (" (this budget)" if finding.budget_bound(name) else ""))
         out[name] = "; ".join(tags) or ("no difference found" if tested else "not tested")
     return out
 

@@ -16,7 +16,9 @@ import pandas as pd
 
 from ..findings import Finding, repeats, unlearned_configs, verdicts
 from ..markdown import NA, markdown_table
-from ..verdicts import TEST, TESTS, Summary
+from ..power import POWER, REFERENCE_RATIO, family_level
+from ..settling import claims_of
+from ..verdicts import ALPHA, TEST, TESTS, Summary
 
 DRAWS = re.compile(r" \(n=[^)]*\)$")
 """The draws an estimate's text ends with, said once above the short table instead of in every cell."""
@@ -87,13 +89,97 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md).\n"
     )
     lines.append(markdown_table(pd.DataFrame(shown)))
+    kernels = kernel_line(records)
+    if kernels:
+        lines.append(kernels)
     if notes:
         lines += [*notes, ""]
     for finding, again in zip(found, repeats(found)):
         sentence = f"{finding.what}: the same pairs found different as by the final quality." if again else finding.text
         lines.append(f"- {sentence}")
     lines.append("")
+    lines += scale_section(found)
     return lines
+
+
+def _positions(xs: list[float]) -> str:
+    return ", ".join(f"{x:,.0f}" for x in xs[:-1]) + f" and {xs[-1]:,.0f}" if len(xs) > 1 else f"{xs[0]:,.0f}"
+
+
+def scale_line(finding: Finding) -> str | None:
+    """One line on what a family's verdict is worth: its budget, whether its ranking held over the last half of the
+    budget, who was still improving at the end, and what its pairs not distinguishable could have shown."""
+    scale, family = finding.scale, finding.family
+    if scale is None or family is None:
+        return None
+    budget = scale.budget.split(";")[0]
+    parts = [f"**{finding.quantity}** at {budget}"]
+    ranked = scale.anytime
+    if ranked is not None and ranked.held is not None:
+        half = [x for x, _ in ranked.last_half]
+        if ranked.held:
+            parts.append(f"the same claims at {_positions(half)} images (held over the last half)")
+        else:
+            counts = ", ".join(f"{len(claims_of(f))} at {x:,.0f}" for x, f in ranked.last_half)
+            parts.append(f"the claims changed over the last half of the budget ({counts} images; details/headline.md)")
+    if scale.trends:
+        improving = [t for t in scale.trends if t.improving]
+        flat = [t.system for t in scale.trends if not t.improving]
+        stretch = f"{scale.trends[0].start:,.0f}-{scale.trends[0].end:,.0f} images"
+        test = f"one-sided paired t on log values over {stretch}, {ALPHA * 100:g} % per system"
+        if improving:
+            parts.append(
+                f"still improving at the end ({test}): {'; '.join(t.text() for t in improving)}; "
+                "claims involving them hold at this budget only"
+            )
+        else:
+            parts.append(f"no system found still improving at the end ({test})")
+        if flat and improving:
+            parts.append(f"no fall found for {', '.join(flat)} (not shown settled)")
+    power = finding.power
+    if power:
+        level = family_level(family)
+        parts.append(
+            f"not distinguishable, and the smallest ratio this run could have detected at {POWER * 100:g} % power "
+            f"(level {level * 100:.2g} %, from its own spread): " + "; ".join(p.text() for p in power)
+        )
+    return "- " + "; ".join(parts) + "."
+
+
+def scale_section(found: list[Finding]) -> list[str]:
+    """``**At what scale**``: the budget and steps per GAN once, then one line per family (:func:`scale_line`)."""
+    lines = [line for finding, again in zip(found, repeats(found)) if not again and (line := scale_line(finding))]
+    if not lines:
+        return []
+    budget = next(f.scale.budget for f in found if f.scale is not None)
+    return [
+        f"**At what scale these verdicts hold** ({budget}; a {REFERENCE_RATIO:g}x ratio's seeds are per side at "
+        f"{POWER * 100:g} % power):\n",
+        *lines,
+        "",
+    ]
+
+
+def kernel_line(records: list[dict]) -> str:
+    """What the models' bits depend on besides the seed: the CPU kernel set (``machine.numerics``), in one line; runs
+    from more than one kernel set are named as such."""
+    sets: dict[str, set[str]] = {}
+    for r in records:
+        machine = r.get("machine")
+        if isinstance(machine, dict) and machine.get("numerics"):
+            sets.setdefault(str(machine["numerics"]), set()).add(str(machine.get("cpu_capability") or "unknown ISA"))
+    if not sets:
+        return ""
+    named = ", ".join(f"{'/'.join(sorted(isa))} (numerics {digest})" for digest, isa in sorted(sets.items()))
+    if len(sets) > 1:
+        return (
+            f"These runs come from {len(sets)} CPU kernel sets, {named}: the same seed gives another model on each, so "
+            "their scores differ as other seeds' would and are compared only through the spread over seeds.\n"
+        )
+    return (
+        f"Models and scores are bit-identical only on the same CPU kernel set (here {named}); on another the same seeds "
+        "give other models, so the verdicts rest on the spread over seeds, not on any one score.\n"
+    )
 
 
 MOST_WARNINGS = 8
@@ -150,6 +236,13 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]
         "",
         "## Findings\n",
         *(f"- {finding.text}" for finding in found),
+        "",
+        *scale_section(found),
+        *(
+            f"- {f.quantity}: where the last half of the budget claimed otherwise than its end: {'; '.join(changes)}."
+            for f, again in zip(found, repeats(found))
+            if not again and f.scale is not None and f.scale.anytime is not None and (changes := f.scale.anytime.changes())
+        ),
         "",
     ]
     if warnings:

@@ -9,8 +9,11 @@ Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-..
 
 A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
 direction by Welch's test at 5 % (:func:`suite.analysis.verdicts.welch_p`), does not hold when they differ
-the other way, and cannot be judged when they do not differ or a side has one draw. A scaling claim is judged
-on the measured speedup or efficiency's 95 % interval (:mod:`suite.analysis.speedup`).
+the other way, and cannot be judged when they do not differ. A scaling claim is judged on the measured speedup
+or efficiency's 95 % interval (:mod:`suite.analysis.speedup`). Only what can be judged is: a claim needs at least
+:data:`MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
+significantly below its untrained generator's, :func:`learned`); otherwise it cannot be judged at this scale, and
+the line says why.
 """
 
 from __future__ import annotations
@@ -23,14 +26,18 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from ...config.registry import STRATEGIES
-from ...records.results import atomic_write_text, iter_records
+from ...measure.metrics.signals import UNTRAINED_MARGIN
+from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..markdown import markdown_table
+from ..settling import below_p
 from ..speedup import efficiency, speedup
 from ..verdicts import Summary, summarise, welch_p
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
 ALPHA = 0.05
 """Two-sided level of the tests behind a claim's verdict."""
+MIN_DRAWS = 3
+"""Runs per arm below which a claim is not judged (two draws give a Welch test about 1.3 degrees of freedom)."""
 FLAT_EFFICIENCY = 0.9
 """Weak-scaling efficiency at or above which the time counts as "not affected" by the processes (seed 000, 3.7)."""
 
@@ -93,6 +100,8 @@ def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: st
     evidence = f"{what} {_text(a)} against {_text(b)}"
     if a is None or b is None:
         return UNJUDGED, f"{evidence}: a side has no scored run"
+    if min(a.ns + b.ns) < MIN_DRAWS:
+        return UNJUDGED, f"{evidence}: fewer than {MIN_DRAWS} runs per arm"
     p = welch_p(a, b)
     if p is None:
         return UNJUDGED, f"{evidence}: a side has one draw (or none varies), no test"
@@ -100,6 +109,33 @@ def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: st
     if p >= ALPHA:
         return UNJUDGED, f"{evidence}: no difference beyond the seeds' spread (Welch p = {p:.2g})"
     return (HOLDS if ahead else FAILS), f"{evidence} (Welch p = {p:.2g})"
+
+
+def learned(arms: dict[str, list[dict]]) -> str | None:
+    """None where every arm's model learned: its FIDs over seeds significantly below ``UNTRAINED_MARGIN`` times its
+    untrained generator's (the report's "has not learned" line; a one-sided t-test on log values at :data:`ALPHA`);
+    else why the claim cannot be judged."""
+    for name, runs in arms.items():
+        fids = [(r.get("quality") or {}).get("fid") for r in runs]
+        untrained = [(r.get("quality") or {}).get("untrained_fid") for r in runs]
+        known = [u for u in untrained if isinstance(u, (int, float)) and u > 0]
+        if not known:
+            return f"{name} has no untrained FID recorded: whether it learned is not known"
+        reference = UNTRAINED_MARGIN * min(known)  # the report's "has not learned" line, tested over the seeds
+        p = below_p(fids, reference)
+        if p is None or p >= ALPHA:
+            tested = f"one-sided t on log values, p = {p:.2g}" if p is not None else "not testable"
+            return (
+                f"{name} has not learned at this scale: FID {_text(summarise(fids))}, not below {UNTRAINED_MARGIN:g} times "
+                f"the untrained generator's {min(known):.0f} ({tested})"
+            )
+    return None
+
+
+def _judged_if_learned(arms: dict[str, list[dict]], verdict: Verdict) -> Verdict:
+    """``verdict``, unless an arm's model has not learned (then it cannot be judged, and the evidence says why)."""
+    reason = learned(arms)
+    return verdict if reason is None else (UNJUDGED, f"{verdict[1]}; {reason}")
 
 
 def differences(r: dict, setting: dict[str, object]) -> str:
@@ -166,9 +202,8 @@ def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
 
 def _is_order(upper: str, lower: str) -> Callable[[list[dict]], Verdict]:
     def judge(records: list[dict]) -> Verdict:
-        return better(
-            _quality(_model_runs(records, upper), "is_mean"), _quality(_model_runs(records, lower), "is_mean"), False, "IS"
-        )
+        arms = {name: _model_runs(records, name) for name in (upper, lower)}
+        return _judged_if_learned(arms, better(_quality(arms[upper], "is_mean"), _quality(arms[lower], "is_mean"), False, "IS"))
 
     return judge
 
@@ -196,6 +231,8 @@ def _at_least(value: Summary | None, floor: float, what: str) -> Verdict:
         return UNJUDGED, f"{what} not measured"
     interval = value.interval
     evidence = f"{what} = {value.text()}, against {floor:g}"
+    if min(value.ns) < MIN_DRAWS:
+        return UNJUDGED, f"{evidence}: fewer than {MIN_DRAWS} runs at an end"
     if interval is None:
         return UNJUDGED, f"{evidence}: one draw at an end, no interval"
     if interval[0] >= floor:
@@ -310,7 +347,7 @@ def _wcgan_better(records: list[dict]) -> Verdict:
     inception = better(_quality(w, "is_mean"), _quality(d, "is_mean"), False, "IS")
     verdicts = {fid[0], inception[0]}
     verdict = HOLDS if verdicts == {HOLDS} else FAILS if FAILS in verdicts else UNJUDGED
-    return verdict, f"{fid[1]}; {inception[1]}"
+    return _judged_if_learned(dict(zip(SEED002_MODELS, (w, d))), (verdict, f"{fid[1]}; {inception[1]}"))
 
 
 # --- seed 003 ------------------------------------------------------------------------------------------------
@@ -350,8 +387,8 @@ def _larger_grid(field: str, what: str) -> Callable[[list[dict]], Verdict]:
         if len(grids) < 2:
             return UNJUDGED, "fewer than two grids scored"
         (small, a), (large, b) = list(grids.items())[0], list(grids.items())[-1]
-        verdict, evidence = better(_quality(b, field), _quality(a, field), True, f"{what} {large} against {small}:")
-        return verdict, evidence
+        verdict = better(_quality(b, field), _quality(a, field), True, f"{what} {large} against {small}:")
+        return _judged_if_learned({large: b, small: a}, verdict)
 
     return judge
 
@@ -424,17 +461,24 @@ def paper_of(scenario: str | None) -> Paper | None:
     return PAPERS.get((scenario or "").split("-")[0])
 
 
+def _roots(folder: Path, depth: int = 2) -> list[Path]:
+    """The results folders (run folders with a ``result.json``) and report folders (a ``records.json``) at or under
+    ``folder``, ``depth`` levels down at most; links are not followed."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    children = sorted(d for d in folder.iterdir() if d.is_dir() and not d.is_symlink())
+    if (folder / RECORDS_FILE).is_file() or any((d / RECORD_FILE).is_file() for d in children):
+        return [folder]
+    return [root for d in children for root in _roots(d, depth - 1)] if depth > 0 else []
+
+
 def collect(folders: Sequence[Path]) -> dict[str, list[dict]]:
-    """The records under ``folders`` (results folders, or folders of them) by paper key; other runs are left out."""
+    """The records under ``folders`` by paper key: results folders, report folders (their ``records.json``, so that
+    ``suite papers reports/papers`` judges the committed reports again), or folders of either; other runs are left out."""
     by_paper: dict[str, list[dict]] = {}
     for folder in folders:
-        roots = (
-            [folder]
-            if any((d / "result.json").is_file() for d in folder.iterdir() if d.is_dir())
-            else sorted(d for d in folder.iterdir() if d.is_dir())
-        )
-        for root in roots:
-            for record in iter_records(root):
+        for root in _roots(folder):
+            for record in read_records(root):
                 paper = paper_of(record.get("scenario"))
                 if paper is not None:
                     by_paper.setdefault(paper.key, []).append(record)
