@@ -230,3 +230,38 @@ def test_the_main_job_trains_each_system_with_the_settings_its_committed_tuning_
         assert own == tuned[system], system  # its tuned settings, and nothing else of its own
     for section in ("train", "wgan_gp"):  # no system keeps a scenario-wide setting that the search tuned for others
         assert not {"lr", "n_critic"} & set(main_job.get(section) or {}), section
+
+
+def test_a_best_setting_at_the_grids_edge_is_said_and_unequal_grids_are_named(tmp_path):
+    from suite.analysis.tuning import balance, tune, tuning_markdown
+
+    def run(strategy, lr, seed, fid):
+        return {
+            "status": "ok",
+            "run_id": f"{strategy}-lr{lr}-s{seed}",
+            "scenario": "tuning",
+            "strategy": strategy,
+            "loss": "bce",
+            "engine": "mpi",
+            "procs": 2,
+            "scaling": "strong",
+            "seed": seed,
+            "sweep": {"train.lr": lr},
+            "sweep_order": [0.0001, 0.001, 0.01].index(lr),
+            "quality": {"fid": fid, "features": "classifier:digits", "n": 500},
+        }
+
+    records = [run("conditional", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 60), (0.01, 40)) for s in (10, 11, 12)]
+    records += [run("data_parallel", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 30)) for s in (10, 11)]
+    systems = tune(records)
+    by_name = {s.name: s for s in systems}
+    assert by_name["conditional / bce / mpi"].edges() == ["train.lr: the largest swept, 0.01"]
+    assert balance(systems) == [
+        "systems got different numbers of settings: conditional / bce / mpi 3, data_parallel / bce / mpi 2",
+        "systems got different numbers of seeds: conditional / bce / mpi 3, data_parallel / bce / mpi 2",
+    ]
+    text = "\n".join(tuning_markdown(systems, "results", "tuning", len(records)))
+    assert "**At the edge**" in text and "conditional / bce / mpi: train.lr: the largest swept, 0.01" in text
+    interior = [run("conditional", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 30), (0.01, 40)) for s in (10, 11, 12)]
+    (system,) = tune(interior)
+    assert system.edges() == [] and "**Bracketed**" in "\n".join(tuning_markdown([system], "r", "tuning", 9))

@@ -84,10 +84,40 @@ class SystemTuning:
     def chosen(self) -> Setting:
         return self.settings[0]
 
+    def edges(self) -> list[str]:
+        """Each swept numeric field whose chosen value is the smallest or largest the grid tried (of two or more):
+        the optimum may lie outside the grid, which should be extended there (``train.lr: the largest swept, 0.003``)."""
+        out = []
+        for key, value in self.chosen.values.items():
+            tried = sorted({v for s in self.settings for k, v in s.values.items() if k == key and _number(v)})
+            if len(tried) < 2 or not _number(value):
+                continue
+            if value == tried[0]:
+                out.append(f"{key}: the smallest swept, {value:g}")
+            elif value == tried[-1]:
+                out.append(f"{key}: the largest swept, {value:g}")
+        return out
+
     @property
     def tied(self) -> bool:
         """Whether the runner-up ranks equal to the chosen setting (the sweep's order decided)."""
         return len(self.settings) > 1 and self.settings[1].rank_key() == self.chosen.rank_key()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def balance(systems: list[SystemTuning]) -> list[str]:
+    """What makes the tuning unequal between systems: different numbers of settings, or of seeds per setting."""
+    out = []
+    counts = {s.name: len(s.settings) for s in systems}
+    if len(set(counts.values())) > 1:
+        out.append("systems got different numbers of settings: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    seeds = {s.name: len(s.seeds) for s in systems}
+    if len(set(seeds.values())) > 1:
+        out.append("systems got different numbers of seeds: " + ", ".join(f"{k} {v}" for k, v in seeds.items()))
+    return out
 
 
 def _problem(record: dict) -> str | None:
@@ -223,8 +253,22 @@ def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, run
         "in the sweep. The best is the chosen setting; `chosen.yaml` holds it as the overrides of a run entry.\n",
         "With a few seeds per setting, a difference smaller than the seeds' spread (`std`) is not a finding: the pick "
         "follows the protocol, so that every system is tuned alike; it does not claim that one setting is better.\n",
-        "## Chosen settings\n",
     ]
+    unequal = balance(systems)
+    lines.append(
+        f"**Equal tuning**: {'; '.join(unequal)}.\n"
+        if unequal
+        else f"**Equal tuning**: every system got {len(systems[0].settings)} settings and {len(systems[0].seeds)} seeds "
+        "per setting.\n"
+    )
+    at_edge = [f"{s.name}: {', '.join(s.edges())}" for s in systems if s.edges()]
+    lines.append(
+        "**At the edge** (the best setting is the grid's smallest or largest value: the optimum may lie outside the "
+        f"grid, which should be extended): {'; '.join(at_edge)}.\n"
+        if at_edge
+        else "**Bracketed**: every system's best setting is inside its grid.\n"
+    )
+    lines.append("## Chosen settings\n")
     summary = pd.DataFrame(
         [
             {
@@ -264,11 +308,14 @@ def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, run
 def _note(system: SystemTuning) -> str:
     if len(system.settings) == 1:
         return "one setting: nothing to choose"
+    notes = []
     if system.chosen.problems:
-        return f"every setting has a run that counts as worst; chosen: the fewest ({len(system.chosen.problems)})"
-    if system.tied:
-        return f"tied with the runner-up (mean FID {fmt(system.chosen.mean)}): the first listed is chosen"
-    return ""
+        notes.append(f"every setting has a run that counts as worst; chosen: the fewest ({len(system.chosen.problems)})")
+    elif system.tied:
+        notes.append(f"tied with the runner-up (mean FID {fmt(system.chosen.mean)}): the first listed is chosen")
+    if system.edges():
+        notes.append("at the edge: " + "; ".join(system.edges()))
+    return "; ".join(notes)
 
 
 def write_tuning(results: Path, out_dir: Path) -> Path:
