@@ -118,3 +118,20 @@ def test_every_link_of_the_readme_resolves_in_the_repository():
     links = [link.split("#")[0] for link in re.findall(r"\]\(([^)]+)\)", (ROOT / "README.md").read_text())]
     local = [link.rstrip("/") for link in links if link and not link.startswith(("http:", "https:"))]
     assert local and [link for link in local if link not in tracked and link not in folders] == []
+
+
+def test_every_error_rate_the_docs_quote_is_the_committed_files():
+    """The README and the docs quote the verdict engine's error rates only as the committed file gives them: a
+    figure from an older run of ci/verdict_error_rates.py, or a power figure at a spread that is not this run's, fails."""
+    import pandas as pd
+
+    rates = pd.read_csv(ROOT / "reports" / "verdicts" / "error-rates.csv")
+    used = rates[(rates["test"] == "welch") & (rates["truth"] == "no difference")]
+    worst = f"{(used['false_claims'] / used['reports'] * 100).max():.1f}"
+    readme = (ROOT / "README.md").read_text()
+    (quoted,) = re.findall(r"a false\s+claim in at most ([\d.]+) % of simulated reports", readme)
+    assert quoted == worst
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text()
+        # no fixed power figure: what a run could have found is on its own first page
+        assert not re.search(r"found in [\d.]+ % of (simulated )?reports", text), path

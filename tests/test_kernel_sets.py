@@ -1,0 +1,55 @@
+"""ci/kernel_sets.py: the same scenario on two CPU kernel sets, its spreads and claims compared."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def kernel_sets():
+    spec = importlib.util.spec_from_file_location("kernel_sets", ROOT / "ci" / "kernel_sets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _records(fids: dict[str, list[float]], numerics: str) -> list[dict]:
+    return [
+        {
+            "status": "ok",
+            "run_id": f"{strategy}-s{seed}",
+            "strategy": strategy,
+            "loss": "bce",
+            "engine": "mpi",
+            "procs": 2,
+            "scaling": "strong",
+            "seed": seed,
+            "train_s": 10.0,
+            "machine": {"cpu_capability": numerics.upper(), "numerics": numerics},
+            "quality": {"fid": fid, "features": "classifier:digits", "n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+        }
+        for strategy, values in fids.items()
+        for seed, fid in enumerate(values)
+    ]
+
+
+def test_spreads_and_claims_across_kernel_sets(kernel_sets):
+    native = _records({"conditional": [60, 66, 63], "data_parallel": [300, 330, 315]}, "avx512")
+    other = _records({"conditional": [62, 65, 61], "data_parallel": [310, 320, 318]}, "avx2")
+    table, claims = kernel_sets.compare(native, other)
+    row = table.set_index("system").loc["conditional / bce / mpi"]
+    diffs = [math.log(62 / 60), math.log(65 / 66), math.log(61 / 63)]
+    mean = sum(diffs) / 3
+    assert row["kernel_sd"] == pytest.approx(math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2) / math.sqrt(2))
+    assert row["mean_shift"] == pytest.approx(mean)
+    assert claims["native"] == claims["other"] == [("conditional / bce / mpi", "data_parallel / bce / mpi")]
+    assert claims["contradictions"] == []
+    flipped = _records({"conditional": [300, 330, 315], "data_parallel": [60, 66, 63]}, "avx2")
+    _, claims = kernel_sets.compare(native, flipped)
+    assert claims["contradictions"] == [("conditional / bce / mpi", "data_parallel / bce / mpi")]
