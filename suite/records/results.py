@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..config.sweep import sweep_text
+from .nofollow import check_entry, make_folder, make_folders
 from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
 
 if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
@@ -158,29 +159,31 @@ def _sync_folder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_write(path: str | os.PathLike, mode: int = 0o666) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block succeeds it is synced to disk and replaces ``path``.
 
     Readers see the old file or the new one, never a part; a failure leaves the old file and no
     temporary behind (an ``OSError`` comes out as :class:`WriteFailed`, naming ``path``). The
-    temporary keeps ``path``'s suffix, for writers that go by it (``np.savez``, Pillow), and a
-    unique name, so concurrent writers do not collide.
+    temporary keeps ``path``'s suffix, for writers that go by it (``np.savez``, Pillow), and a unique name, so
+    concurrent writers do not collide. ``path``'s folder is made as :func:`.nofollow.make_folder`
+    makes it: below a confined results folder, no link is followed (and a link at ``path`` itself is
+    replaced, never written through). ``mode``: the file's permissions before the umask.
     """
     path = Path(path)
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        folder = make_folder(path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=folder)
         os.close(fd)
         tmp = Path(name)
         umask = os.umask(0)
         os.umask(umask)
-        tmp.chmod(0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
+        tmp.chmod(mode & ~umask)  # mkstemp makes 0600; results are meant to be shared
         yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())
-        os.replace(tmp, path)
-        _sync_folder(path.parent)
+        os.replace(tmp, folder / path.name)
+        _sync_folder(folder)
     except OSError as error:
         raise write_failed(path, error) from error
     finally:
@@ -189,9 +192,9 @@ def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
                 tmp.unlink(missing_ok=True)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o666) -> None:
     """Write ``text`` to ``path`` atomically (see :func:`atomic_write`), synced to disk."""
-    with atomic_write(path) as tmp:
+    with atomic_write(path, mode) as tmp:
         tmp.write_text(text)
 
 
@@ -202,8 +205,12 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
 
     A block that fails (a full disk) leaves ``folder`` as it was. The staging folder sits beside
     ``folder``, at the same depth, so paths written relative to it are right in ``folder`` too.
+    Neither ``folder`` nor anything in it is reached through a link: a link, FIFO, socket or device
+    there is refused before the block runs (:class:`.nofollow.UnsafeEntry`), and the moves walk
+    ``folder`` without following one (:func:`.nofollow.make_folders`).
     """
-    folder = Path(folder)
+    folder = Path(os.path.abspath(folder))
+    check_entry(folder)
     staging = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -214,12 +221,12 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
                 with open(source, "rb") as written:
                     os.fsync(written.fileno())
         for source in sorted(staging.rglob("*")):
-            target = folder / source.relative_to(staging)
+            inside = source.relative_to(staging)
             if source.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
+                make_folders(folder.parent, folder.name, *inside.parts)
             else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(source, target)
+                target = make_folders(folder.parent, folder.name, *inside.parent.parts)
+                os.replace(source, target / source.name)
         _sync_folder(folder)
     except OSError as error:
         raise write_failed(getattr(error, "filename", None) or folder, error) from error
