@@ -187,7 +187,8 @@ def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys,
     assert manifest["classifier:digits"]["sha256"] == digest and manifest["classifier:digits"]["image_size"] == 12
     assert main(["ruler", "list"]) == 0
     listing = capsys.readouterr().out
-    assert listing.count("classifier:digits") == 2 and listing.count(" ok") == 2  # the packaged one and the new one
+    assert listing.count("classifier:digits") == 2  # the packaged one and the new one
+    assert listing.count(" ok") == 3 and listing.count(" ruler ") == 2  # and the packaged steering network
     (tmp_path / "rulers" / "classifier-digits.pt").write_bytes(b"not a ruler")
     assert main(["ruler", "list"]) == 1
     assert "BROKEN: ruler classifier:digits" in capsys.readouterr().out

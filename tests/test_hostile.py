@@ -336,7 +336,13 @@ def test_a_run_folder_that_vanished_before_its_launch_stops_the_sweep_in_one_lin
     path, out = _scenario_file(tmp_path), tmp_path / "results"
     run_dir = out / "data_parallel-bce-mpi-p1-r0"
     # the run folders are written, then the run's folder goes (a cleaner, an unmounted disk) before its launch
-    monkeypatch.setattr("suite.running.launch.check_tools", lambda runs, opts: shutil.rmtree(run_dir))
+    from suite.running import launch
+
+    environment = launch.child_environment
+    monkeypatch.setattr("suite.running.launch.check_tools", lambda runs, opts: None)
+    monkeypatch.setattr(
+        "suite.running.launch.child_environment", lambda run, opts: (shutil.rmtree(run_dir), environment(run, opts))[1]
+    )
     assert main(["run", str(path), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
         f"error: run 1 of 1, {run_dir.name}, has no record: could not write {run_dir / 'log.txt'} (No such file or "

@@ -204,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--image-size", type=int, default=20, help="the ruler's input size; images are resized to it (default 20)")
     q.add_argument("--root", help="dataset folder (default $SUITE_DATA)")
     q.add_argument("--seed", type=int, default=0, help="seed of the classifier's training")
+    q.add_argument(
+        "--steering",
+        action="store_true",
+        help="make the dataset's steering network (steering:DATASET), which strategies use inside training, "
+        "instead of its ruler (classifier:DATASET); it never scores",
+    )
+    q.add_argument("--half", choices=("even", "odd"), help="train on one half of the training split: its even or odd rows")
     where = q.add_mutually_exclusive_group()
     where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
     where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")

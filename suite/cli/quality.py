@@ -126,15 +126,16 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_ruler_train(args: argparse.Namespace) -> int:
     from ..measure.metrics.features import ClassifierSpec, make_classifier_ruler
-    from ..measure.metrics.rulers import PACKAGED_RULERS, user_rulers
+    from ..measure.metrics.rulers import PACKAGED_RULERS, RULER, STEERING, user_rulers
 
     folder = Path(args.out) if args.out else (PACKAGED_RULERS if args.packaged else user_rulers())
     if args.image_size < 8 or args.image_size % 4:
         raise UsageError(f"--image-size: {args.image_size} is not a multiple of 4 of at least 8")
-    spec = ClassifierSpec(args.dataset, args.image_size, args.root, "train", args.seed)
-    log.info("training the %s classifier ruler at %dpx (seed %d) into %s", args.dataset, args.image_size, args.seed, folder)
+    role = STEERING if args.steering else RULER
+    spec = ClassifierSpec(args.dataset, args.image_size, args.root, "train", args.seed, args.half, role)
+    log.info("training the %s %s at %dpx (seed %d) into %s", args.dataset, role, args.image_size, args.seed, folder)
     ruler = make_classifier_ruler(spec, folder)
-    print(f"{ruler.name}  {folder / ruler.file}")
+    print(f"{ruler.name}  {folder / ruler.file}  ({ruler.role})")
     print(f"sha256 {ruler.sha256}  (pinned in {folder / 'rulers.json'})")
     print(f"held-out accuracy {ruler.heldout_accuracy:.4f} on {ruler.heldout_images} {ruler.heldout_split} images")
     return 0
@@ -152,7 +153,8 @@ def cmd_ruler_list(args: argparse.Namespace) -> int:
             except RulerError as error:
                 state, broken = f"BROKEN: {error}", broken + 1
             print(
-                f"{name:24s} {ruler.sha256}  {ruler.image_size}px  acc {ruler.heldout_accuracy:.3f}  {folder / ruler.file}  {state}"
+                f"{name:24s} {ruler.role:8s} {ruler.sha256}  {ruler.image_size}px  acc {ruler.heldout_accuracy:.3f}  "
+                f"{folder / ruler.file}  {state}"
             )
     return 1 if broken else 0
 

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Protocol
 
+from ..records.nofollow import check_entry
 from ..records.results import PROFILER_TRACE
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def profiled_steps(trace: bool, run_dir: Path, engine: Rank, telemetry: Telemetr
     from torch.profiler import ProfilerActivity, profile, schedule
 
     path = Path(run_dir) / PROFILER_TRACE.format(rank=engine.rank)
+    check_entry(path)  # the profiler opens it itself, following a link: refuse one (or a FIFO) there first
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if engine.device.type == "cuda" else [])
     profiler = profile(
         activities=activities,

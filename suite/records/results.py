@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..config.sweep import sweep_text
 from .nofollow import check_entry, make_folder, make_folders
+from .nofollow import check_tree, make_folder, make_folders
 from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
 
 if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
@@ -206,11 +207,11 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
     A block that fails (a full disk) leaves ``folder`` as it was. The staging folder sits beside
     ``folder``, at the same depth, so paths written relative to it are right in ``folder`` too.
     Neither ``folder`` nor anything in it is reached through a link: a link, FIFO, socket or device
-    there is refused before the block runs (:class:`.nofollow.UnsafeEntry`), and the moves walk
-    ``folder`` without following one (:func:`.nofollow.make_folders`).
+    at or below it is refused before the block runs (:func:`.nofollow.check_tree`), and the moves
+    walk ``folder`` without following one (:func:`.nofollow.make_folders`).
     """
     folder = Path(os.path.abspath(folder))
-    check_entry(folder)
+    check_tree(folder)
     staging = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..config.expansion import expand, load_scenario
 from ..config.scenario import Run
+from ..records.nofollow import make_folders
 from ..records.results import atomic_write_text, path_under
 from .commands import LaunchOptions, command_for
 from .sites import SCHEDULER_LAUNCHER, SITES, Site
@@ -367,11 +368,15 @@ def _slurm_header(name: str, plan: _Plan, seconds: int, job: JobOptions) -> list
     return header
 
 
+JOBS_DIR = "jobs"
+"""Where ``suite jobscript`` writes its script without ``--out`` (in the working folder)."""
+
+
 def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> Path:
-    """Render and write the batch script; returns its path (default ``jobs/NAME.SCHEDULER.sh``)."""
+    """Render and write the batch script; returns its path (default ``jobs/NAME.SCHEDULER.sh``; a link, FIFO or other
+    non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
     text = render(scenario_path, job)
     name = load_scenario(scenario_path).name
-    path = out or path_under("jobs", f"{name}.{job.scheduler_name()}.sh")
-    atomic_write_text(path, text)
-    path.chmod(0o755)
+    path = out or path_under(make_folders(Path("."), JOBS_DIR), f"{name}.{job.scheduler_name()}.sh")
+    atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
     return path

@@ -55,6 +55,7 @@ import psutil
 from ..config.scenario import Run
 from ..measure.env import source_revision
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
+from ..records.nofollow import UnsafeEntry, open_regular, read_text, remove_entry, remove_files, remove_tree
 from ..records.record import provenance, run_identity, utc_now
 from ..records.results import (
     CHECKPOINT_DIR,
@@ -112,10 +113,16 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     return env
 
 
-def _tail(path: Path, lines: int = 25) -> str:
-    if not path.is_file():
+def _log_text(path: Path) -> str:
+    """The launcher's output so far; empty where there is none, or something other than a regular file (never followed)."""
+    try:
+        return read_text(path, errors="replace")
+    except (OSError, UnsafeEntry):
         return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    return "\n".join(_log_text(path).splitlines()[-lines:])
 
 
 def finalize_record(
@@ -139,13 +146,13 @@ def finalize_record(
     launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
     if record is not None and record.get("status") == "ok" and exit_code == 0:
-        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        remove_tree(run_dir / RANKS_DIR)
         return update_record(run_dir, **launch_fields)
     if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
-        shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        remove_tree(run_dir / RANKS_DIR)
         return update_record(run_dir, checkpoint=resume_point(run_dir, run)[0], **launch_fields)
     log_path = run_dir / LOG_FILE
-    log_text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    log_text = _log_text(log_path)
     statuses = read_statuses(run_dir)
     failure, status, details = None, "failed", [f"launcher output: {log_path}"]
     if interrupted:
@@ -207,11 +214,11 @@ class _LogWatch:
     def problem(self) -> str | None:
         """The problem the complete lines written since the last call name, or None."""
         try:
-            with open(self.path, errors="replace") as f:
+            with open(open_regular(self.path, os.O_RDONLY), errors="replace") as f:  # never a FIFO put in its place
                 f.seek(self.offset)
                 text = self.partial + f.read()
                 self.offset = f.tell()
-        except OSError:
+        except (OSError, UnsafeEntry):
             return None
         complete, _, self.partial = text.rpartition("\n")
         return launch_problem(complete)
@@ -287,12 +294,11 @@ class _Launched:
 
 
 def _remove_temporaries(run_dir: Path) -> None:
-    """Remove what writers that were killed left half-written (``atomic_write``'s hidden temporaries)."""
+    """Remove what writers that were killed left half-written (``atomic_write``'s hidden temporaries), through each
+    folder's descriptor: never a file of another folder, whatever link was put in the run folder
+    (:func:`suite.records.nofollow.remove_files`)."""
     for folder in (run_dir, run_dir / RANKS_DIR, run_dir / CHECKPOINT_DIR, run_dir / SCRATCH_DIR):
-        if folder.is_dir():
-            for path in folder.glob(".*"):
-                if path.is_file():
-                    path.unlink(missing_ok=True)
+        remove_files(folder, lambda name: name.startswith("."))
 
 
 def _stop_at_checkpoint(
@@ -370,16 +376,16 @@ def launch(
     """
     command = command_for(run, run_dir, opts)
     for stale in (run_dir / RECORD_FILE, run_dir / CHECKPOINT_DIR / STOP_FILE):
-        stale.unlink(missing_ok=True)
-    shutil.rmtree(run_dir / RANKS_DIR, ignore_errors=True)
+        remove_entry(stale)
+    remove_tree(run_dir / RANKS_DIR)
     env = child_environment(run, opts)
     if opts.launcher in ENV_FILE_LAUNCHERS and opts.hosts:  # ranks on other nodes, started over ssh
         env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
     start, started_utc = time.perf_counter(), utc_now()
     timed_out, interrupted = False, None
-    try:
-        logfile = open(run_dir / LOG_FILE, "wb", buffering=0)  # unbuffered: a failed write leaves nothing to flush
-    except OSError as error:
+    try:  # a link, FIFO, socket or device there is refused, never followed or waited on
+        logfile = open(open_regular(run_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb", buffering=0)
+    except OSError as error:  # unbuffered: a failed write leaves nothing to flush
         raise write_failed(run_dir / LOG_FILE, error) from None
     with logfile:
         try:
@@ -418,7 +424,7 @@ def launch(
         else:
             launched.stop(wait=5)  # whatever outlived the launcher
     _remove_temporaries(run_dir)
-    (run_dir / CHECKPOINT_DIR / STOP_FILE).unlink(missing_ok=True)
+    remove_entry(run_dir / CHECKPOINT_DIR / STOP_FILE)
     wall_s = time.perf_counter() - start
     if interrupted is not None:
         name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"

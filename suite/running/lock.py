@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..config.scenario import Run
+from ..records.nofollow import open_regular
 from ..records.results import LOCK_FILE, write_failed
 from ..train.checkpoint import footprint
 from .processes import ProcessId, wait_until_gone
@@ -76,6 +77,7 @@ class ResultsLock:
     def __init__(self, folder: Path):
         self.folder, self.path = Path(folder), Path(folder) / LOCK_FILE
         self._file: TextIO | None = None
+        self._made: list[Path] = []  # the lock file and the folder, where this lock made them
 
     @property
     def _handle(self) -> TextIO:
@@ -91,21 +93,54 @@ class ResultsLock:
         except ValueError:
             return {"command": text[:200]}
 
-    def __enter__(self) -> "ResultsLock":
+    def _open(self) -> None:
+        """Open the lock file, made if absent, never through a link (:func:`suite.records.nofollow.open_regular`: a link,
+        FIFO, socket or device there is refused, naming it); ``self._made`` notes what this made."""
+        if not self.folder.exists():
+            self._made.append(self.folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise ResultsFolderError(str(write_failed(self.folder, error))) from None
         try:
-            self._file = open(self.path, "a+")  # not truncated: the holder's name stays readable
+            try:
+                fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+                self._made.append(self.path)
+            except FileExistsError:
+                fd = open_regular(self.path, os.O_RDWR | os.O_APPEND)  # not truncated: the holder's name stays readable
         except OSError as error:
             raise ResultsFolderError(str(write_failed(self.path, error))) from None
+        self._file = os.fdopen(fd, "a+")
+
+    def _same_file(self) -> bool:
+        """Whether the lock file's name still leads to the file this holds (a lock that refused removes the file it made)."""
         try:
-            self._take()
-        except BaseException:
-            self._release(unlock=False)
-            raise
+            return os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(self._handle.fileno()).st_ino
+        except OSError:
+            return False
+
+    def __enter__(self) -> "ResultsLock":
+        for attempt in range(3):
+            self._open()
+            try:
+                self._take()
+            except BaseException:
+                self._release(unlock=False)
+                raise
+            if self._same_file() or attempt == 2:
+                return self
+            self._release(unlock=True)  # locked a file its maker removed as this opened it: lock the one there now
         return self
+
+    def discard(self) -> None:
+        """Remove the lock file, and the results folder if it is left empty, where this lock made them: the sweep was
+        refused before it wrote anything (call it while the lock is held)."""
+        if self.path in self._made and self._same_file():
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        if self.folder in self._made:
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()  # only if empty
 
     def _take(self) -> None:
         try:

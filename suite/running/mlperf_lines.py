@@ -11,8 +11,11 @@ Times are the record's: the window's opening plus the window's clock (:mod:`.run
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
+
+from ..records.nofollow import open_regular
 
 QUALITY_VALUES = ("fid", "kid_mean")
 """What ``eval_accuracy`` carries, the first a curve point has."""
@@ -30,7 +33,8 @@ def write_mllog(path: Path, record: dict[str, Any], window_opened: float | None)
     from .tensorboard_events import final_step
 
     logger = logging.Logger(f"suite.mllog.{record.get('run_id')}")  # not registered: one per file, no other handler
-    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    stream = open(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8")  # never a link
+    handler = logging.StreamHandler(stream)
     logger.addHandler(handler)
     ml = MLLogger(logger=logger, default_namespace="")
     opened = window_opened or 0.0
@@ -81,3 +85,4 @@ def write_mllog(path: Path, record: dict[str, Any], window_opened: float | None)
     finally:
         logger.removeHandler(handler)
         handler.close()
+        stream.close()

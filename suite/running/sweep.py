@@ -1,9 +1,13 @@
 """Running a scenario's runs one after another: the loop behind ``suite run`` (and ``suite gpu-check``).
 
 :func:`run_scenario` checks what must hold before anything is written (every launch command builds, the
-rulers are there, finished runs keep their settings), takes the results folder's lock and runs
+rulers are there, finished runs keep their settings, the run folders hold no symbolic link, FIFO, socket
+or device: :func:`suite.records.nofollow.check_tree`), takes the results folder's lock, checks inside it
+what else must hold (:func:`check_before_start`: the launchers, devices and room are there; a refusal
+leaves the folder as it was) and runs
 :func:`run_sweep`: each run is launched in turn, its outcome printed in one line, and the exit code
-says whether any failed (1) or diverged (:data:`DIVERGED_EXIT_CODE`).
+says whether any failed (1) or diverged (:data:`DIVERGED_EXIT_CODE`). Below the results folder nothing
+is reached through a link (:func:`suite.records.nofollow.confine`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection
 
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
@@ -90,10 +94,13 @@ def run_scenario(
     """
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
+    from ..records.nofollow import check_tree, confine
     from .finished import check_unchanged
     from .launch import command_for
     from .lock import ResultsLock
 
+    for run in runs:  # first: the run folders are read (finished runs) and written only if none holds a link
+        check_tree(out / run.run_id)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
     for problem in missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
@@ -107,8 +114,34 @@ def run_scenario(
             raise
         log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
     check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
-    with ResultsLock(out):
-        return run_sweep(scenario_file, scenario, runs, out, opts, sweep)
+    with ResultsLock(out) as lock, confine(out):  # below `out`, no link is followed (suite.records.nofollow)
+        try:
+            kept = check_before_start(runs, out, opts, sweep)
+        except BaseException:
+            lock.discard()  # refused before the first write: the lock file and folder it made go too
+            raise
+        return run_sweep(scenario_file, scenario, runs, out, opts, sweep, kept)
+
+
+def check_before_start(runs: list[Run], out: Path, opts: LaunchOptions, sweep: SweepOptions) -> set[str]:
+    """What must hold, inside the results folder's lock, before anything is written; returns the runs ``--resume`` keeps.
+
+    A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
+    build lock.
+    """
+    from ..records.results import read_record
+    from .buildlocks import check_build_locks
+    from .launch import check_devices, check_tools
+    from .lock import check_room
+
+    if sweep.dry_run:
+        return set()
+    check_tools(runs, opts)
+    check_devices(runs)
+    kept = {run.run_id for run in runs if sweep.resume and (read_record(out / run.run_id) or {}).get("status") == "ok"}
+    check_room(out, [run for run in runs if run.run_id not in kept])
+    check_build_locks([run for run in runs if run.run_id not in kept])
+    return kept
 
 
 def result_lines(position: str, run: Run, record: dict) -> list[str]:
@@ -127,13 +160,18 @@ def result_lines(position: str, run: Run, record: dict) -> list[str]:
 
 
 def run_sweep(
-    scenario_file: Path, scenario: Scenario, runs: list[Run], out: Path, opts: LaunchOptions, sweep: SweepOptions
+    scenario_file: Path,
+    scenario: Scenario,
+    runs: list[Run],
+    out: Path,
+    opts: LaunchOptions,
+    sweep: SweepOptions,
+    kept: Collection[str] = (),
 ) -> int:
-    """Launch ``runs`` one after another inside the results folder's lock (held by the caller)."""
+    """Launch ``runs`` one after another inside the results folder's lock (held by the caller, who checked
+    :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
     from ..records.results import atomic_write_text, read_record
-    from .buildlocks import check_build_locks
-    from .launch import SignalGuard, Stop, check_devices, check_tools, command_for, launch, prepare
-    from .lock import check_room
+    from .launch import SignalGuard, Stop, command_for, launch, prepare
     from .reaper import Reaper
 
     atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
@@ -142,15 +180,6 @@ def run_sweep(
         for run, run_dir in zip(runs, run_dirs):
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))
         return 0
-    check_tools(runs, opts)
-    check_devices(runs)
-    kept = {
-        run.run_id
-        for run, run_dir in zip(runs, run_dirs)
-        if sweep.resume and ((read_record(run_dir) or {}).get("status") == "ok")
-    }
-    check_room(out, [run for run in runs if run.run_id not in kept])
-    check_build_locks([run for run in runs if run.run_id not in kept])
     failures = diverged = 0
     progress = None
     if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs

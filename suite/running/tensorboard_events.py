@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..records.nofollow import make_folder, remove_files
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, SAMPLES_FILE
 
 STEP_KEYS = ("step", "iteration")
@@ -142,9 +143,8 @@ def write_events(folder: Path, record: dict[str, Any], run_dir: Path, window_ope
     from PIL import Image
     from torch.utils.tensorboard import SummaryWriter
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("events.out.tfevents.*"):
-        old.unlink()
+    make_folder(folder)  # inside the run folder: without following a link (suite.records.nofollow)
+    remove_files(folder, lambda name: name.startswith("events.out.tfevents."))
     origin = window_opened or 0.0
 
     def walltime(clock: float | None) -> float | None:

@@ -51,6 +51,7 @@ from ..measure.flops import rank_peak_use
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
+from ..records.nofollow import confine
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
@@ -543,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as error:  # ScenarioError and JSONDecodeError are ValueErrors
         print(f"error: {path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", file=sys.stderr)
         return 2
-    return execute(run, args.run_dir)
+    with confine(args.run_dir):  # every file of the run folder is reached without following a link (records.nofollow)
+        return execute(run, args.run_dir)
 
 
 def run_and_exit() -> NoReturn:

@@ -58,7 +58,6 @@ import hashlib
 import json
 import logging
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +70,7 @@ from ..gan.divergence import all_finite
 from ..gan.tensorfiles import load_tensors, save_tensors
 from ..records.failures import write_status
 from ..records.integrity import damage
+from ..records.nofollow import remove_entry, remove_files, remove_tree
 from ..records.record import CheckpointInfo
 from ..records.results import CHECKPOINT_DIR, STOP_FILE, atomic_write_text
 
@@ -275,20 +275,17 @@ def describe(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
 
 def remove_stale(run_dir: Path, plan: dict[int, int | None]) -> None:
     """Remove what no resume will read: checkpoints after a rank's planned one or of other settings,
-    temporaries of interrupted writes, and a stop request (call only while no rank writes)."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    if not folder.is_dir():
-        return
-    for path in folder.iterdir():
-        match = _FILE.match(path.name)
-        if match:
-            index, rank = int(match[1]), int(match[2])
-            planned = plan.get(rank)
-            keep = planned is not None and index <= planned
-        else:
-            keep = False  # ".<name>.<random>" temporaries, STOP
-        if not keep:
-            path.unlink(missing_ok=True)
+    temporaries of interrupted writes, and a stop request (call only while no rank writes). Files are removed
+    through the folder's descriptor (:func:`suite.records.nofollow.remove_files`): never a file elsewhere."""
+
+    def stale(name: str) -> bool:
+        match = _FILE.match(name)
+        if not match:
+            return True  # ".<name>.<random>" temporaries, STOP
+        planned = plan.get(int(match[2]))
+        return planned is None or int(match[1]) > planned
+
+    remove_files(Path(run_dir) / CHECKPOINT_DIR, stale)
 
 
 def footprint(run: Run) -> tuple[int, int]:
@@ -477,8 +474,8 @@ class Checkpointer:
                 self.engine.any_rank([True], self.group)  # the whole group wrote this one before any rank goes on
             old = self.index - KEEP
             if old > 0:  # the description first: a checkpoint half removed never looks complete
-                _path(self.folder, old, self.rank, "json").unlink(missing_ok=True)
-                _path(self.folder, old, self.rank, "pt").unlink(missing_ok=True)
+                remove_entry(_path(self.folder, old, self.rank, "json"))
+                remove_entry(_path(self.folder, old, self.rank, "pt"))
         self.last_clock = clock
         self.written += 1
 
@@ -490,7 +487,7 @@ class Checkpointer:
 
     def clear(self) -> None:
         """Remove the run's checkpoints (rank 0, once its record is written)."""
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_tree(self.folder)
 
     def fields(self, per_rank: list[dict]) -> dict[str, Any]:
         """Record fields: the schedule, time spent saving, where this segment started, the segments."""

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 from ... import __version__
+from ...records.nofollow import read_text
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records, staged_folder
 from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
@@ -56,7 +58,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     if not records:
         raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
     probe = results_dir / PROBE_FILE
-    copy_probe = probe.is_file() and probe.resolve() != (out_dir / PROBE_FILE).resolve()
+    copy_probe = os.path.lexists(probe) and probe.resolve() != (out_dir / PROBE_FILE).resolve()
     with staged_folder(out_dir) as staging:
         _write_report_files(results_dir, records, staging, baselines, copy_probe)
     return out_dir / "report.md"
@@ -163,7 +165,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     # the records and the measured network: `suite project REPORT` fits and validates what the report shows
     atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
     if copy_probe:
-        atomic_write_text(out_dir / PROBE_FILE, (results_dir / PROBE_FILE).read_text())
+        atomic_write_text(out_dir / PROBE_FILE, read_text(results_dir / PROBE_FILE))  # a link there: refused, not copied
 
 
 DEFINITIONS = """## Definitions

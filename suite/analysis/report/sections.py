@@ -4,11 +4,13 @@ scaling, where the time goes, engines, samples, the scenario, environment and ru
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
+from ...records.nofollow import read_text
 from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
 from ..markdown import NA, details, markdown_table
@@ -230,11 +232,12 @@ def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> li
 
 
 def scenario_section(results_dir: Path) -> list[str]:
-    """The scenario file the runs were started from, as it was (nothing where the results folder has none)."""
+    """The scenario file the runs were started from, as it was (nothing where the results folder has none; a link
+    there is refused, not followed: :func:`suite.records.nofollow.read_text`)."""
     scenario_file = results_dir / "scenario.yaml"
-    if not scenario_file.is_file():
+    if not os.path.lexists(scenario_file):
         return []
-    return ["## Scenario\n", "```yaml\n" + scenario_file.read_text().strip() + "\n```\n"]
+    return ["## Scenario\n", "```yaml\n" + read_text(scenario_file).strip() + "\n```\n"]
 
 
 def environment_section(records: list[dict], out_dir: Path) -> list[str]:

@@ -10,6 +10,8 @@
   ``suite ruler train`` and pinned by its sha256 (:mod:`suite.measure.metrics.rulers`; the digits ruler
   ships with the package). It runs in float64. Softmax gives IS, the penultimate layer gives FID
   features. Works offline for any labelled dataset.
+* ``steering:<dataset>``: the same CNN trained on another part of the data with another seed, for what
+  a strategy uses inside training (:func:`steering_net`; cellular's mixture weights). It never scores.
 * Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
 * ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
   (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
@@ -41,11 +43,15 @@ from .rulers import (
     FID_TRUNK_SHA256,
     PYTORCH_FID_HASH_PREFIX,
     PYTORCH_FID_WEIGHTS,
+    RULER,
+    STEERING,
     Ruler,
     RulerError,
     classifier_name,
     find_classifier,
+    find_steering,
     read_manifest,
+    steering_name,
     verify,
     write_manifest,
 )
@@ -249,17 +255,28 @@ class SmallCNN(nn.Module):
         return features, self.head(features)
 
 
+HALVES = ("even", "odd")
+"""The halves of a split a network can be trained on: its even or its odd rows."""
+
+
 @dataclass
 class ClassifierSpec:
+    """What ``suite ruler train`` trains: the data, the seed and the role of the network."""
+
     dataset: str
     image_size: int
     root: str | None = None
     split: str = "train"
     seed: int = 0
+    half: str | None = None
+    """Train on one half of ``split`` only: its ``even`` or ``odd`` rows (None: all of them)."""
+    role: str = RULER
+    """:data:`RULER` (``classifier:<dataset>``) or :data:`STEERING` (``steering:<dataset>``)."""
 
     @property
     def key(self) -> str:
-        return f"{self.dataset}-{self.split}-{self.image_size}px-seed{self.seed}"
+        rows = f"-{self.half}" if self.half else ""
+        return f"{self.dataset}-{self.split}{rows}-{self.image_size}px-seed{self.seed}"
 
 
 def _heldout_split(split: str) -> str:
@@ -269,13 +286,17 @@ def _heldout_split(split: str) -> str:
 def train_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -> tuple[SmallCNN, dict]:
     """Train the classifier of ``spec`` on the real data (deterministic for a given seed)."""
     train = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root)
+    if spec.half is not None:
+        train = train.subset(np.arange(HALVES.index(spec.half), len(train), 2))
     heldout = load_dataset(spec.dataset, spec.image_size, _heldout_split(spec.split), spec.root)
     generator = torch.Generator().manual_seed(spec.seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         net = SmallCNN(train.channels, train.num_classes).to(device)
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-        epochs = max(2, min(12, 18000 // len(train)))
+        # about 18,000 images shown, 2 to 24 epochs: 12 for the digits' 1,437 training images, 2 for MNIST or
+        # CIFAR, 24 for half the digits (the cap was 12 before halves: no ruler of 1,385 images or more changes)
+        epochs = max(2, min(24, 18000 // len(train)))
         batch = 64
         net.train()
         for _ in range(epochs):
@@ -314,14 +335,15 @@ def evaluate_accuracy(net: SmallCNN, data: ImageData, device: torch.device | str
 def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.device | str = "cpu") -> Ruler:
     """Train the classifier of ``spec`` and pin it in the ruler folder ``folder`` (``suite ruler train``).
 
-    Writes ``classifier-<dataset>.pt`` (float32 weights) and its entry in ``folder/rulers.json``
-    with the file's sha256, replacing an earlier ruler of that name; returns the entry.
+    Writes ``classifier-<dataset>.pt`` (a ruler) or ``steering-<dataset>.pt`` (a steering network; float32
+    weights) and its entry in ``folder/rulers.json`` with the file's sha256 and role, replacing an earlier
+    entry of that name; returns the entry.
     """
     import platform
 
-    name = classifier_name(spec.dataset)
+    name = steering_name(spec.dataset) if spec.role == STEERING else classifier_name(spec.dataset)
     net, info = train_classifier(spec, device)
-    path = folder / f"classifier-{spec.dataset}.pt"
+    path = folder / f"{name.replace(':', '-')}.pt"
     with atomic_write(path) as tmp:
         torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, tmp)
     probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
@@ -340,8 +362,12 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
         heldout_accuracy=info["heldout_accuracy"],
         epochs=info["epochs"],
         seed=spec.seed,
-        made_with=f"suite ruler train --dataset {spec.dataset} --image-size {spec.image_size} --seed {spec.seed}; "
-        f"torch {torch.__version__}, python {platform.python_version()}",
+        made_with=f"suite ruler train --dataset {spec.dataset} --image-size {spec.image_size} --seed {spec.seed}"
+        + (" --steering" if spec.role == STEERING else "")
+        + (f" --half {spec.half}" if spec.half else "")
+        + f"; torch {torch.__version__}, python {platform.python_version()}",
+        role=spec.role,
+        train_rows=spec.half or "all",
     )
     rulers = read_manifest(folder)
     rulers[name] = ruler
@@ -349,13 +375,16 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
     return ruler
 
 
-def load_classifier(dataset: str, device: torch.device | str = "cpu") -> tuple[SmallCNN, Ruler]:
+def load_classifier(
+    dataset: str, device: torch.device | str = "cpu", role: str = RULER, field: str = "steering"
+) -> tuple[SmallCNN, Ruler]:
     """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode.
 
-    Float64 makes its features independent of the CPU's kernel set to far below the scores'
-    precision: float32 convolutions differ in their last bits between instruction sets.
+    ``role`` :data:`STEERING`: the dataset's steering network instead (never a ruler; ``field`` names what
+    asked for it in the error line). Float64 makes its features independent of the CPU's kernel set to far
+    below the scores' precision: float32 convolutions differ in their last bits between instruction sets.
     """
-    ruler, path = find_classifier(dataset)
+    ruler, path = find_steering(dataset, field) if role == STEERING else find_classifier(dataset)
     net = SmallCNN(ruler.channels, ruler.num_classes)
     try:
         net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
@@ -371,14 +400,17 @@ class ClassifierNet(FeatureNet):
     and generated images, so one ruler serves every image size of its dataset.
     """
 
-    def __init__(self, dataset: str, device: torch.device | str = "cpu", batch_size: int = 500):
+    def __init__(
+        self, dataset: str, device: torch.device | str = "cpu", batch_size: int = 500, role: str = RULER, field: str = "steering"
+    ):
         super().__init__(device, batch_size)
-        self.net, self.ruler = load_classifier(dataset, self.device)
+        self.net, self.ruler = load_classifier(dataset, self.device, role, field)
+        self.role = role
         self.name = self.ruler.name
         self.sha256 = self.ruler.sha256
         self.info = {"heldout_accuracy": self.ruler.heldout_accuracy, "heldout_split": self.ruler.heldout_split}
         self.detail = (
-            f"suite SmallCNN trained on {dataset}/{self.ruler.train_split} at {self.ruler.image_size}px "
+            f"suite SmallCNN trained on {dataset}/{self.ruler.train_split}{_rows(self.ruler)} at {self.ruler.image_size}px "
             f"(held-out accuracy {self.ruler.heldout_accuracy:.3f} on {self.ruler.heldout_split}; sha256 {self.ruler.short})"
         )
 
@@ -396,6 +428,26 @@ class ClassifierNet(FeatureNet):
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits (float64) of one batch of images in [-1, 1]."""
         return self.net(self._input(images))[1]
+
+
+def _rows(ruler: Ruler) -> str:
+    return "" if ruler.train_rows == "all" else f" ({ruler.train_rows} rows)"
+
+
+def steering_net(dataset: str, device: torch.device | str = "cpu", field: str = "steering") -> ClassifierNet:
+    """The pinned steering network of ``dataset``: what a strategy may use inside training (never the ruler).
+
+    A :class:`ClassifierNet` (``name`` ``steering:<dataset>``, ``sha256``, ``logits``, features); a
+    :class:`RulerError` naming ``field`` where none is pinned or its file is a ruler's. A strategy that
+    uses it sets ``steering=True`` on its registry entry and names it in its record
+    (:func:`steering_record`).
+    """
+    return ClassifierNet(dataset, device, role=STEERING, field=field)
+
+
+def steering_record(net: ClassifierNet, use: str) -> dict[str, Any]:
+    """The record's ``steering`` part (:class:`suite.records.record.Steering`): which network steered what."""
+    return {"name": net.name, "sha256": net.sha256, "use": use}
 
 
 @dataclass(frozen=True)
@@ -470,6 +522,8 @@ __all__ = [
     "SmallCNN",
     "feature_net",
     "load_classifier",
+    "steering_net",
+    "steering_record",
     "find_inception_weights",
     "check_inception_weights",
     "signed_range",

