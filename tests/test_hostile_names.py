@@ -16,6 +16,7 @@ import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
 from suite.cli import main
+from suite.config.shown import shown
 from suite.config.validation import SAFE_NAME_RULE
 from suite.records.record import SCHEMA_VERSION
 
@@ -58,7 +59,7 @@ def test_names_a_hostile_scenario_name_is_refused_and_nothing_is_written(tmp_pat
     monkeypatch.chdir(here)
     before = _tree(tmp_path)
     assert main(["run", str(path), "--dry-run"]) == 2
-    assert capsys.readouterr().err == f"error: {path}: name: {name!r} is not a safe name: {SAFE_NAME_RULE}\n"
+    assert capsys.readouterr().err == f"error: {path}: name: {shown(name)} is not a safe name: {SAFE_NAME_RULE}\n"
     assert _tree(tmp_path) == before
 
 
@@ -69,7 +70,7 @@ def test_names_a_hostile_run_label_is_refused_and_nothing_is_written(tmp_path, c
     out = tmp_path / "a" / "b" / "out"
     before = _tree(tmp_path)
     assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 2
-    assert capsys.readouterr().err == f"error: {path}: runs[0].label: {label!r} is not a safe name: {SAFE_NAME_RULE}\n"
+    assert capsys.readouterr().err == f"error: {path}: runs[0].label: {shown(label)} is not a safe name: {SAFE_NAME_RULE}\n"
     assert _tree(tmp_path) == before
 
 
@@ -111,14 +112,15 @@ def test_names_a_jobscript_refuses_an_unsafe_queue_or_account(tmp_path, monkeypa
         main(["jobscript", str(path), "--scheduler", "slurm", option, value])
     assert stop.value.code == 2
     last = capsys.readouterr().err.splitlines()[-1]
-    assert last == f"suite jobscript: error: argument {option}: {value!r} is not a safe name: {SAFE_NAME_RULE}"
+    assert last == f"suite jobscript: error: argument {option}: {shown(value)} is not a safe name: {SAFE_NAME_RULE}"
     assert _tree(tmp_path) == before
 
 
 @pytest.mark.parametrize("scheduler", ["slurm", "lsf"])
 def test_names_free_text_in_a_jobscript_is_quoted_and_runs_as_data(tmp_path, monkeypatch, scheduler):
-    """A results folder with a newline and a command reaches `suite run` as one argument; the command never runs."""
-    results = f"r\ntouch {tmp_path / 'touched'}\n$(touch {tmp_path / 'touched'}); x"
+    """A results folder holding commands reaches `suite run` as one argument; the command never runs (a newline is
+    refused: tests/test_jobscript_hostile.py)."""
+    results = f"r; touch {tmp_path / 'touched'} # $(touch {tmp_path / 'touched'}); `touch {tmp_path / 'touched'}` x"
     path = _scenario(tmp_path, name="quoted")
     monkeypatch.chdir(tmp_path)
     # /bin/echo stands for the compute nodes' python: the script then prints the commands it would run

@@ -51,6 +51,37 @@ def _safe_name(value: str) -> str:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _add_caps(p: argparse.ArgumentParser) -> None:
+    """The caps on the scenario a command reads (:class:`suite.config.scenario.ScenarioCaps`), each raised by its flag."""
+    from ..config.scenario import MAX_RUNS, MAX_SCENARIO_BYTES
+
+    g = p.add_argument_group("caps on the scenario (a huge sweep or file is refused, naming the cap)")
+    g.add_argument(
+        "--max-runs",
+        type=_positive_int,
+        default=MAX_RUNS,
+        metavar="N",
+        help="refuse a scenario that expands to more runs than this (default %(default)d)",
+    )
+    g.add_argument(
+        "--max-scenario-bytes",
+        type=_positive_int,
+        default=MAX_SCENARIO_BYTES,
+        metavar="N",
+        help="refuse a scenario file larger than this (default %(default)d: 1 MiB)",
+    )
+
+
 def _add_placement(p: argparse.ArgumentParser) -> None:
     from ..running.commands import LAUNCHERS
 
@@ -124,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one log line per run instead of a progress bar (automatic when not in a terminal)",
     )
     _add_placement(p)
+    _add_caps(p)
     p.set_defaults(func=cmd_run, timestamped=True)
 
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
@@ -347,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-bind", type=directive_value, help="Slurm --gpu-bind, e.g. closest, none (default: the site's)")
     g.add_argument("--master-addr", help="torch/deepspeed rendezvous host (default: the allocation's first compute host)")
     g.add_argument("--master-port", type=int, default=29500)
+    _add_caps(p)
     p.set_defaults(func=cmd_jobscript)
 
     from ..analysis.projection_defaults import DEFAULT_RANKS

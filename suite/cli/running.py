@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .common import UsageError, parse_overrides
 
 if TYPE_CHECKING:
-    from ..config.scenario import Run, Scenario
+    from ..config.scenario import Run, Scenario, ScenarioCaps
     from ..running.launch import LaunchOptions
 
 
@@ -45,7 +45,7 @@ def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], list[
     from ..records.results import path_under
 
     overrides = parse_overrides(args.overrides)
-    scenario = load_scenario(args.scenario, overrides)
+    scenario = load_scenario(args.scenario, overrides, _caps(args))
     runs = everything = expand(scenario)
     for run in everything:  # provenance: run.json and every record (settings.overrides) say what the command line set
         run.overrides = overrides or None
@@ -73,6 +73,13 @@ def _ask_for_logs(runs: list[Run], args: argparse.Namespace) -> None:
         if args.tensorboard:
             run.tensorboard_dir = str(Path(args.tensorboard).resolve())
     check_available(runs)
+
+
+def _caps(args: argparse.Namespace) -> ScenarioCaps:
+    """``--max-runs`` and ``--max-scenario-bytes``."""
+    from ..config.scenario import ScenarioCaps
+
+    return ScenarioCaps(runs=args.max_runs, scenario_bytes=args.max_scenario_bytes)
 
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
@@ -107,6 +114,7 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         cpus_per_rank=args.cpus_per_rank,
         master_addr=args.master_addr,
         master_port=args.master_port,
+        caps=_caps(args),
     )
     path = write_jobscript(Path(args.scenario), Path(args.out) if args.out else None, job)
     print(f"job script written to {path}")

@@ -17,6 +17,7 @@ from .scenario import (
     Run,
     RunSpec,
     Scenario,
+    ScenarioCaps,
     ScenarioError,
     build_section,
     default_loss,
@@ -27,29 +28,35 @@ from .scenario import (
     seeds_of,
 )
 from .schema import did_you_mean, problems, section_type, type_hints
+from .shown import listed, shown
 from .sweep import sweep_id, sweep_points, with_point
 from .validation import check_one_seed_field, check_scenario, fail, resolve_resolution
-from .yamlfile import YamlError, load_yaml
+from .yamlfile import YamlError, YamlTooLarge, load_yaml
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, caps: ScenarioCaps | None = None) -> Scenario:
     """Read and validate a scenario file, with ``overrides`` (``{"train.lr": 0.001}``, from ``suite run --set``) put
-    over its fields first; raise :class:`ScenarioError` naming the file and every field at fault."""
-    path = Path(path)
+    over its fields first; raise :class:`ScenarioError` naming the file and every field at fault, or the cap
+    (``caps``, default :class:`ScenarioCaps`) that the file or its runs exceed."""
+    path, caps = Path(path), caps or ScenarioCaps()
     if not path.is_file():
         raise ScenarioError(f"{path}: no such scenario file")
     try:
-        data = load_yaml(path)
+        data = load_yaml(path, max_bytes=caps.scenario_bytes)
+    except YamlTooLarge as error:
+        raise ScenarioError(
+            f"{path}: larger than the cap of {error.limit:,} bytes on a scenario file (--max-scenario-bytes raises it)"
+        ) from None
     except YamlError as error:
         raise ScenarioError(str(error)) from None
     source = str(path)
     if overrides:
         data = with_overrides(data, overrides, source)
-        source += " with " + " ".join(f"--set {key}={value!r}" for key, value in overrides.items())
-    return parse_scenario(data, source=source)
+        source += " with " + " ".join(f"--set {key}={shown(value)}" for key, value in overrides.items())
+    return parse_scenario(data, source=source, caps=caps)
 
 
 def override_problem(key: str) -> str | None:
@@ -67,7 +74,7 @@ def override_problem(key: str) -> str | None:
         names = [f.name for f in dataclasses.fields(cls) if f.init and not (cls is Scenario and f.name in ("runs", "sections"))]
         if part not in names:
             where = ".".join(parts[:i]) or "a scenario"
-            return f"{key}: {where} has no field {part!r}; expected one of {', '.join(names)}{did_you_mean(part, names)}"
+            return f"{key}: {where} has no field {shown(part)}; expected one of {', '.join(names)}{did_you_mean(part, names)}"
         inner = section_type(type_hints(cls)[part])
         if i < len(parts) - 1 and inner is None:
             return f"{key}: {'.'.join(parts[: i + 1])} is not a section"
@@ -96,13 +103,14 @@ def with_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict[st
     return data
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | None = None) -> Scenario:
     """Validate already-parsed scenario data; raise :class:`ScenarioError` naming the source and every field at fault.
 
     The schema's problems are found in one pass: the file's own sections, each run entry's own section fields
     (``runs[0].train.lr``) and the installed plugins' sections (:func:`suite.config.scenario.plugin_sections`), at
     the top level and in run entries. Only data that fits them is checked against the rules across fields
-    (:func:`suite.config.validation.check_scenario`).
+    (:func:`suite.config.validation.check_scenario`), after its run count is found within ``caps.runs``
+    (:func:`run_count`; default :data:`suite.config.scenario.MAX_RUNS`), so a huge sweep is refused before it is planned.
     """
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
@@ -117,15 +125,39 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     found += _entry_problems(data.get("runs"))
     found += _seed_problems(data)
     if found:
-        raise ScenarioError(f"{source}: " + "; ".join(dict.fromkeys(found)))
+        raise ScenarioError(f"{source}: " + listed(found))
     try:
         scenario = build_section(Scenario, data, "")
         scenario.sections = {name: build_section(plugins[name], section, name) for name, section in written.items()}
         resolve_resolution(scenario, data)
+        _check_run_count(scenario, (caps or ScenarioCaps()).runs)
         check_scenario(scenario)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None
     return scenario
+
+
+def run_count(scenario: Scenario) -> int:
+    """How many runs the scenario expands to (:func:`expand`), counted without making them: per entry, its sweep's
+    combinations times its process counts times its seeds, times the repeats. An entry whose sweep or train
+    section is malformed counts as one combination and one seed (validation names its fault)."""
+    total = 0
+    for i, spec in enumerate(scenario.runs):
+        combinations = 1
+        for values in (spec.sweep or {}).values():
+            combinations *= len(values) if isinstance(values, list) and values else 1
+        try:
+            seeds = len(seeds_of(run_train(scenario, spec, f"runs[{i}].train")))
+        except ScenarioError:
+            seeds = 1
+        total += combinations * max(len(spec.procs), 1) * seeds
+    return total * scenario.repeats
+
+
+def _check_run_count(scenario: Scenario, cap: int) -> None:
+    count = run_count(scenario)
+    if count > cap:
+        fail("runs", f"the scenario expands to {count:,} runs, more than the cap of {cap:,} (--max-runs raises it)")
 
 
 def _entry_problems(runs: Any) -> list[str]:

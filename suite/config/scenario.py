@@ -56,6 +56,25 @@ class ScenarioError(SchemaError):
     """A scenario is invalid; the message names the file and field."""
 
 
+MAX_RUNS = 1000
+"""The most runs a scenario may expand to unless the command raises the cap (``--max-runs``): the largest shipped
+scenario has 70, and a sweep of 15,000 took minutes to plan before its first run."""
+
+MAX_SCENARIO_BYTES = 1 << 20
+"""The largest scenario file read unless the command raises the cap (``--max-scenario-bytes``): the shipped ones
+are under 4 KB."""
+
+
+@dataclass(frozen=True)
+class ScenarioCaps:
+    """How large a scenario may be; ``suite run`` and ``suite jobscript`` raise each with a flag of its name."""
+
+    runs: int = MAX_RUNS
+    """The most runs it may expand to (``--max-runs``)."""
+    scenario_bytes: int = MAX_SCENARIO_BYTES
+    """The largest file (``--max-scenario-bytes``)."""
+
+
 B = TypeVar("B")
 
 

@@ -31,6 +31,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
 from .registry import Registry
+from .shown import listed, shown, shown_name
 
 
 class SchemaError(ValueError):
@@ -63,7 +64,7 @@ class OneOf:
         names = self.registry.names()
         if value not in names:
             hint = did_you_mean(value, names)
-            raise PydanticCustomError("registry_name", "{text}", {"text": f"{value!r} is not one of {_quoted(names)}{hint}"})
+            raise PydanticCustomError("registry_name", "{text}", {"text": f"{shown(value)} is not one of {_quoted(names)}{hint}"})
         return value
 
 
@@ -173,7 +174,7 @@ def build(cls: type[T], data: dict[str, Any], path: str, error: type[SchemaError
     """An instance of dataclass ``cls`` from ``data``; raises ``error`` naming every field that does not fit."""
     value, found = _validate(cls, data, path)
     if found:
-        raise error("; ".join(found))
+        raise error(listed(found))
     return typing.cast(T, value)
 
 
@@ -181,7 +182,7 @@ def convert_field(cls: type, name: str, value: Any, path: str, error: type[Schem
     """``value`` checked as field ``name`` of dataclass ``cls`` (its type and bounds); raises ``error`` naming ``path``."""
     converted, found = _validate(type_hints(cls)[name], value, path)
     if found:
-        raise error("; ".join(found))
+        raise error(listed(found))
     return converted
 
 
@@ -189,7 +190,7 @@ def convert_field(cls: type, name: str, value: Any, path: str, error: type[Schem
 
 
 def _quoted(names: Any) -> str:
-    return ", ".join(repr(n) for n in names)
+    return ", ".join(shown(n) for n in names)
 
 
 def did_you_mean(word: str, names: Any) -> str:
@@ -235,7 +236,8 @@ def _type_at(tp: Any, loc: tuple[Any, ...]) -> Any:
 def _path(path: str, loc: tuple[Any, ...]) -> str:
     text = path
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        name = shown_name(part)
+        text += f"[{part}]" if isinstance(part, int) else (f".{name}" if text else name)
     return text
 
 
@@ -243,7 +245,7 @@ def _number(value: Any) -> str:
     """A bound or a value as a reader writes it: ``10000``, ``0.0001``, ``1e+12``."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return str(int(value)) if abs(value) >= 1e4 else repr(value)
-    return repr(value)
+    return shown(value)
 
 
 _EXPECTED = {
@@ -269,15 +271,15 @@ def _problem(tp: Any, err: Any, path: str) -> str:
         return f"{where}: required field is missing"
     if kind == "literal_error":
         choices = get_args(_strip(_type_at(tp, loc)))
-        return f"{where}: {value!r} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
+        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
     if kind in ("dataclass_type", "dataclass_args_type"):
         cls = _strip(_type_at(tp, loc))
         fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
-        return f"{where}: expected a mapping of {fields}, got {value!r}"
+        return f"{where}: expected a mapping of {fields}, got {shown(value)}"
     if kind in _EXPECTED:
-        return f"{where}: expected {_EXPECTED[kind]}, got {value!r}"
+        return f"{where}: expected {_EXPECTED[kind]}, got {shown(value)}"
     if kind == "finite_number":
-        return f"{where}: must be a finite number, got {value!r}"
+        return f"{where}: must be a finite number, got {shown(value)}"
     if kind == "greater_than_equal":
         bound = "not be negative" if ctx["ge"] == 0 else f"be at least {_number(ctx['ge'])}"
         return f"{where}: must {bound}, got {_number(value)}"
@@ -289,7 +291,7 @@ def _problem(tp: Any, err: Any, path: str) -> str:
     if kind == "less_than":
         return f"{where}: must be less than {_number(ctx['lt'])}, got {_number(value)}"
     if kind in ("too_short", "too_long"):
-        return f"{where}: expected {ctx.get('min_length', ctx.get('max_length'))} items, got {value!r}"
+        return f"{where}: expected {ctx.get('min_length', ctx.get('max_length'))} items, got {shown(value)}"
     message = str(err["msg"])
     return f"{where}: {message[:1].lower()}{message[1:]}"
 
@@ -358,23 +360,23 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
     choices = _choices(tp)
     if choices is not None:
         if value not in choices:
-            raise error(f"{path}: {value!r} is not {type_name(tp)}")
+            raise error(f"{path}: {shown(value)} is not {type_name(tp)}")
         return value
     if origin is Annotated:
         return convert(get_args(tp)[0], value, path, error, partial)
     if origin is list:
         if not isinstance(value, (list, tuple)):
-            raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
+            raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         (item,) = get_args(tp)
         return [convert(item, v, f"{path}[{i}]", error, partial) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
+            raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         _, item = get_args(tp)
         return {k: convert(item, v, f"{path}.{k}", error, partial) for k, v in value.items()}
     if tp in _SCALARS:
         if not _SCALARS[tp](value):
-            raise error(f"{path}: expected {type_name(tp)}, got {value!r}")
+            raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         return float(value) if tp is float else value
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
 

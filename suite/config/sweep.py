@@ -18,6 +18,7 @@ from typing import Any
 
 from .scenario import BUILT_IN_SECTIONS, RunSpec, ScenarioError, entry_own, entry_sections, section_class
 from .schema import convert_field, type_hints
+from .shown import shown
 
 NOT_SWEPT = {
     "train.seed": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
@@ -73,13 +74,13 @@ def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
         if name in (entry_own(spec, section) or {}):
             raise _fail(where, f"also set in {path}.{section}; give it in one place")
         if not isinstance(values, list):
-            raise _fail(where, f"expected a list of values to try, got {values!r}")
+            raise _fail(where, f"expected a list of values to try, got {shown(values)}")
         if not values:
             raise _fail(where, "is empty: give the values to try")
         converted = [convert_field(section_class(section), name, v, f"{where}[{k}]", ScenarioError) for k, v in enumerate(values)]
         repeated = [v for k, v in enumerate(converted) if v in converted[:k]]
         if repeated:
-            raise _fail(where, f"values repeat: {repeated}")
+            raise _fail(where, f"values repeat: {shown(repeated)}")
         fields[key] = converted
     combinations = itertools.product(*(list(enumerate(v)) for v in fields.values()))
     return [

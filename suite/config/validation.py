@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import math
 import re
+import unicodedata
 from typing import Any, Callable, NoReturn
 
 from .plan import (
@@ -44,6 +45,7 @@ from .scenario import (
     entry_sections,
     run_train,
 )
+from .shown import listed, shown
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point
 
 
@@ -62,7 +64,7 @@ def name_problem(value: str) -> str | None:
     """Why ``value`` is not a :data:`SAFE_NAME` (one line, the value quoted), or None when it is one."""
     if SAFE_NAME.fullmatch(value):
         return None
-    return f"{value!r} is not a safe name: {SAFE_NAME_RULE}"
+    return f"{shown(value)} is not a safe name: {SAFE_NAME_RULE}"
 
 
 DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9(\[][A-Za-z0-9._:,&|*()\[\]+-]{0,199}")
@@ -75,7 +77,34 @@ def directive_problem(value: str) -> str | None:
     """Why ``value`` cannot be a :data:`DIRECTIVE_VALUE` (one line, the value quoted), or None when it can."""
     if DIRECTIVE_VALUE.fullmatch(value):
         return None
-    return f"{value!r} cannot go into a job script directive: {DIRECTIVE_VALUE_RULE}"
+    return f"{shown(value)} cannot go into a job script directive: {DIRECTIVE_VALUE_RULE}"
+
+
+_NOT_IN_SCRIPTS = {
+    "Cc": "a control character",
+    "Cf": "a format character",
+    "Cs": "a lone surrogate (bytes that are not UTF-8)",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+"""The Unicode categories a string written into a job script may not hold: C0 and C1 controls (newline, CR, NUL,
+NEL), invisible format characters (bidirectional overrides), undecodable bytes, and line or paragraph separators."""
+
+
+def script_text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be written into a job script, even quoted (one line, the value shortened), or None.
+
+    A quoted word keeps ``$``, quotes, ``;`` and spaces inert, but not a line break in a comment, and a control
+    character is never what a path or a host name means.
+    """
+    for position, char in enumerate(value, 1):
+        what = _NOT_IN_SCRIPTS.get(unicodedata.category(char))
+        if what is not None:
+            return (
+                f"{shown(value)} holds U+{ord(char):04X}, {what}, at character {position}: a job script takes no "
+                "control characters, line or paragraph separators"
+            )
+    return None
 
 
 def check_scenario(scenario: Scenario) -> None:
@@ -103,7 +132,7 @@ def check_scenario(scenario: Scenario) -> None:
         except ScenarioError as error:
             found.append(str(error))
     if found:
-        raise ScenarioError("; ".join(dict.fromkeys(found)))
+        raise ScenarioError(listed(found))
 
 
 def _check_top_level(scenario: Scenario) -> None:
@@ -117,12 +146,12 @@ def _check_top_level(scenario: Scenario) -> None:
     }
     for path, value in positive.items():
         if value < 1:
-            fail(path, f"must be at least 1, got {value}")
+            fail(path, f"must be at least 1, got {shown(value)}")
     if not 0 <= scenario.model.dropout < 1:
-        fail("model.dropout", f"must be in [0, 1), got {scenario.model.dropout}")
+        fail("model.dropout", f"must be in [0, 1), got {shown(scenario.model.dropout)}")
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
-        fail("dataset.classes", f"expected distinct non-negative labels, got {classes}")
+        fail("dataset.classes", f"expected distinct non-negative labels, got {shown(classes)}")
     if not scenario.runs:
         fail("runs", "at least one run is needed")
 
@@ -141,7 +170,7 @@ def _check_protocol(metrics: MetricsConfig, fail: Fail) -> None:
     counts = PROTOCOLS[metrics.protocol].sample_counts
     if metrics.enabled and counts and metrics.samples not in counts:
         allowed = " or ".join(str(c) for c in counts)
-        fail("metrics.samples", f"protocol {metrics.protocol} scores {allowed} samples, got {metrics.samples}")
+        fail("metrics.samples", f"protocol {metrics.protocol} scores {allowed} samples, got {shown(metrics.samples)}")
 
 
 def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
@@ -202,7 +231,7 @@ def _check_entry_sections(spec: RunSpec, path: str, fail: Fail) -> None:
 
 def _check_wgan_gp(wgan_gp: WganGpConfig, path: str, fail: Fail) -> None:
     if wgan_gp.n_critic < 1:
-        fail(f"{path}.n_critic", f"must be at least 1, got {wgan_gp.n_critic}")
+        fail(f"{path}.n_critic", f"must be at least 1, got {shown(wgan_gp.n_critic)}")
     if wgan_gp.lr <= 0:
         fail(f"{path}.lr", "must be positive")
     _check_betas(wgan_gp.betas, f"{path}.betas", fail)
@@ -210,38 +239,38 @@ def _check_wgan_gp(wgan_gp: WganGpConfig, path: str, fail: Fail) -> None:
 
 def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
     if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-        fail(path, f"expected two numbers in [0, 1), got {betas}")
+        fail(path, f"expected two numbers in [0, 1), got {shown(betas)}")
 
 
 def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
     for name in ("epochs", "batch_size"):
         if getattr(train, name) < 1:
-            fail(f"{path}.{name}", f"must be at least 1, got {getattr(train, name)}")
+            fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(train, name))}")
     if train.steps is not None and train.steps < 1:
-        fail(f"{path}.steps", f"must be at least 1, got {train.steps}")
+        fail(f"{path}.steps", f"must be at least 1, got {shown(train.steps)}")
     if train.warmup_steps < 0:
         fail(f"{path}.warmup_steps", "must not be negative")
     if train.lr <= 0:
         fail(f"{path}.lr", "must be positive")
     _check_betas(train.betas, f"{path}.betas", fail)
     if train.budget_s is not None and not (math.isfinite(train.budget_s) and train.budget_s > 0):
-        fail(f"{path}.budget_s", f"must be a positive number of seconds, got {train.budget_s}")
+        fail(f"{path}.budget_s", f"must be a positive number of seconds, got {shown(train.budget_s)}")
     if train.budget_images is not None:
         if train.budget_images < 1:
-            fail(f"{path}.budget_images", f"must be at least 1 image, got {train.budget_images}")
+            fail(f"{path}.budget_images", f"must be at least 1 image, got {shown(train.budget_images)}")
         if train.budget_s is not None:
             fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
     if train.seed < 0:
-        fail(f"{path}.seed", f"must not be negative, got {train.seed}")
+        fail(f"{path}.seed", f"must not be negative, got {shown(train.seed)}")
     if train.seeds is not None:
         if not train.seeds:
             fail(f"{path}.seeds", "is empty: give at least one seed, e.g. [0, 1, 2], or use seed")
         repeated = sorted({s for s in train.seeds if train.seeds.count(s) > 1})
         if repeated:
-            fail(f"{path}.seeds", f"seeds repeat: {repeated} (a seed is one training draw; timing repeats are `repeats`)")
+            fail(f"{path}.seeds", f"seeds repeat: {shown(repeated)} (a seed is one training draw; timing repeats are `repeats`)")
         if min(train.seeds) < 0:
-            fail(f"{path}.seeds", f"seeds must not be negative, got {train.seeds}")
+            fail(f"{path}.seeds", f"seeds must not be negative, got {shown(train.seeds)}")
 
 
 def resolve_resolution(scenario: Scenario, data: dict[str, Any]) -> None:
@@ -288,7 +317,7 @@ def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
         if (target.fid is None) == (target.kid is None):
             fail("metrics.target", "give exactly one of fid or kid, e.g. {fid: 30}")
         if target.value < 0:
-            fail(f"metrics.target.{target.metric}", f"must not be negative, got {target.value}")
+            fail(f"metrics.target.{target.metric}", f"must not be negative, got {shown(target.value)}")
         if scenario.metrics.features == "auto":
             fail(
                 "metrics.target",
@@ -320,9 +349,9 @@ def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
     if (every.steps is None) == (every.minutes is None):
         fail("train.checkpoint_every", "give exactly one of steps or minutes, e.g. {minutes: 30} or {steps: 500}")
     if every.steps is not None and every.steps < 1:
-        fail("train.checkpoint_every.steps", f"must be at least 1, got {every.steps}")
+        fail("train.checkpoint_every.steps", f"must be at least 1, got {shown(every.steps)}")
     if every.minutes is not None and every.minutes <= 0:
-        fail("train.checkpoint_every.minutes", f"must be positive, got {every.minutes}")
+        fail("train.checkpoint_every.minutes", f"must be positive, got {shown(every.minutes)}")
 
 
 def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
@@ -338,14 +367,14 @@ def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, met
 def _check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
     for name in ("population", "tournament_size", "n_replacements", "fitness_samples", "mixture_samples"):
         if getattr(cellular, name) < 1:
-            fail(f"{path}.{name}", f"must be at least 1, got {getattr(cellular, name)}")
+            fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(cellular, name))}")
     if cellular.iterations is not None and cellular.iterations < 1:
         fail(f"{path}.iterations", "must be at least 1")
     for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
         if getattr(cellular, name) < 0:
             fail(f"{path}.{name}", "must not be negative")
     if not 0 <= cellular.mutation_probability <= 1:
-        fail(f"{path}.mutation_probability", f"must be in [0, 1], got {cellular.mutation_probability}")
+        fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
     if cellular.n_replacements > cellular.population:
         fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
     dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
@@ -361,11 +390,11 @@ def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, 
     for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
         value = getattr(horovod, name)
         if value is not None and value < 0:
-            fail(f"{prefix}horovod.{name}", f"must not be negative, got {value}")
+            fail(f"{prefix}horovod.{name}", f"must not be negative, got {shown(value)}")
     if horovod.groups is not None and horovod.groups < 1:
-        fail(f"{prefix}horovod.groups", f"must be at least 1, got {horovod.groups}")
+        fail(f"{prefix}horovod.groups", f"must be at least 1, got {shown(horovod.groups)}")
     if ddp.bucket_cap_mb is not None and ddp.bucket_cap_mb <= 0:
-        fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {ddp.bucket_cap_mb}")
+        fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {shown(ddp.bucket_cap_mb)}")
 
 
 def _check_performance(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
@@ -421,9 +450,9 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
     if spec.engine not in engines:
         fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(engines)}")
     if not spec.procs or any(p < 1 for p in spec.procs):
-        fail(f"{path}.procs", f"expected process counts of at least 1, got {spec.procs}")
+        fail(f"{path}.procs", f"expected process counts of at least 1, got {shown(spec.procs)}")
     if len(set(spec.procs)) != len(spec.procs):
-        fail(f"{path}.procs", f"process counts repeat: {spec.procs}")
+        fail(f"{path}.procs", f"process counts repeat: {shown(spec.procs)}")
     scaling = spec.scaling or scenario.scaling
     strategy = STRATEGIES[spec.strategy]
     if strategy.grid:
@@ -460,12 +489,12 @@ def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> 
         for p, g in zip(spec.procs, spec.grids):
             try:
                 if len(g) != 2 or min(g) < 1:
-                    raise ValueError(f"{g} is not [rows, cols]")
+                    raise ValueError(f"{shown(g)} is not [rows, cols]")
                 process_grid(g, p)
             except ValueError:
                 fail(
                     f"{path}.grids",
-                    f"grid {g} cannot be shared evenly by {p} processes; give each rank the same number of cells",
+                    f"grid {shown(g)} cannot be shared evenly by {p} processes; give each rank the same number of cells",
                 )
             blocks.add(g[0] * g[1] // p)
         if len(blocks) > 1:
@@ -519,7 +548,8 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
     loss = spec.loss or default_loss(spec.strategy)
     settings = LOSSES[loss].settings
     own = entry_section(scenario, spec, settings, settings) if settings else None  # the entry's over the scenario's
-    per_cell = entry_section(scenario, spec, "cellular", "cellular").batches_per_iteration  # 0: a full pass
+    cellular = entry_section(scenario, spec, "cellular", "cellular")
+    per_cell = cellular.batches_per_iteration  # 0: a full pass
     return SystemSize(
         batch_size=train.batch_size,
         procs=procs,
@@ -528,16 +558,19 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
         classes=classes,
         cells=grid[0] * grid[1] if grid else None,
         batches_per_iteration=per_cell or None,
+        discriminator_skip=cellular.discriminator_skip,
     )
 
 
 def _check_images_budget(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
-    """An entry's ``train.budget_images``: a system that can honour it, and at least one step of it at every process count.
+    """An entry's ``train.budget_images``: a system that can honour it, and at least one step of it after the warm-up
+    steps (``train.warmup_steps``) at every process count, so that every run has a timed step.
 
     Where only the data tells the size of a step (a cellular full pass, ImageNet's classes) the
     strategy checks it when it sets up, before training.
     """
-    budget = run_train(scenario, spec, f"{path}.train").budget_images
+    train = run_train(scenario, spec, f"{path}.train")
+    budget = train.budget_images
     if budget is None:
         return
     where = f"{path}.train.budget_images" if "budget_images" in (spec.train or {}) else "train.budget_images"
@@ -555,6 +588,6 @@ def _check_images_budget(spec: RunSpec, path: str, scaling: str, scenario: Scena
         if step is None:
             continue
         try:
-            budget_steps(budget, step, f"{spec.strategy} at P = {procs} ({path})")
+            budget_steps(budget, step, f"{spec.strategy} at P = {procs} ({path})", train.warmup_steps)
         except TrainingError as error:
             fail(where, error.reason)

@@ -5,6 +5,12 @@ PyYAML's safe loader with two changes, so that a file means what it says:
 - numbers as YAML 1.2 reads them: ``1e-3`` is a float (YAML 1.1 needs a dot, ``1.0e-3``, and reads ``1e-3`` as text);
 - a key given twice in one mapping is an error naming the key and both lines (YAML 1.1 keeps the last one silently).
 
+Parsing is bounded, so that a small hostile file cannot take the machine: collections nest at most
+:data:`MAX_DEPTH` deep, aliases may add at most :data:`MAX_ALIAS_NODES` nodes to what the file spells out (a
+"billion laughs" of 1 KB would add 387 million), an alias may not contain itself, and a file is read up to a
+size its caller gives (:class:`YamlTooLarge`). These are checked on the composed node graph, before any value is
+built, so a refused file never becomes a huge value that an error message would format.
+
 Every problem is a :class:`YamlError` of one line naming the file: a file that is not UTF-8 text, or not YAML.
 """
 
@@ -16,9 +22,27 @@ from typing import Any
 
 import yaml
 
+from .shown import shown
+
 
 class YamlError(ValueError):
     """A YAML file or value cannot be read; the message is one line naming the file (or the value)."""
+
+
+class YamlTooLarge(YamlError):
+    """A YAML file larger than its reader's limit (``size``: at least this many bytes; ``limit``)."""
+
+    def __init__(self, message: str, size: int, limit: int):
+        super().__init__(message)
+        self.size, self.limit = size, limit
+
+
+MAX_DEPTH = 50
+"""Collections (mappings, lists) nested deeper than this, aliases followed, are refused."""
+
+MAX_ALIAS_NODES = 100_000
+"""Aliases may add at most this many nodes to the document as written (every use of an alias counts its whole
+node); a scenario that repeats a block of settings with anchors adds hundreds."""
 
 
 _FLOAT_1_2 = re.compile(
@@ -32,12 +56,30 @@ _FLOAT_1_2 = re.compile(
 """PyYAML's float pattern with the exponent form of YAML 1.2 added (``1e-3``, ``2E5``: digits, no dot)."""
 
 
+class _TooDeep(yaml.composer.ComposerError):
+    """Collections nested deeper than :data:`MAX_DEPTH` (found while composing)."""
+
+
 class _Loader(yaml.SafeLoader):
-    """The safe loader, reading YAML 1.2 floats and refusing duplicate keys."""
+    """The safe loader, reading YAML 1.2 floats, refusing duplicate keys and collections nested too deep."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        # bounded here, while composing: the composer recurses once per level (Python's stack would overflow first)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _TooDeep(None, None, f"nested more than {MAX_DEPTH} deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`, merged by the base class
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -46,7 +88,7 @@ class _Loader(yaml.SafeLoader):
                 break
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given at line {first})", key_node.start_mark
+                    None, None, f"duplicate key {shown(key)} (first given at line {first})", key_node.start_mark
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
@@ -70,21 +112,79 @@ def _one_line(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
+def _alias_problem(root: yaml.Node) -> str | None:
+    """Why the node graph under ``root`` is too large or too deep once its aliases are followed, or None.
+
+    An alias is the very node its anchor marks, so the document as written is a graph; its size and depth with
+    every alias expanded are counted once per node (iteratively: nothing here recurses).
+    """
+    size: dict[int, int] = {}  # node -> nodes under it, itself included, aliases expanded
+    depth: dict[int, int] = {}  # node -> collections on the deepest path down from it, itself included
+    distinct = 0
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        if children_done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            depth[key] = (0 if isinstance(node, yaml.ScalarNode) else 1) + max((depth[id(c)] for c in children), default=0)
+            if depth[key] > MAX_DEPTH:
+                return f"nested more than {MAX_DEPTH} deep once its aliases are followed"
+            if size[key] - distinct > MAX_ALIAS_NODES:  # nodes beyond those written: what the aliases add
+                return f"its aliases expand to more than {MAX_ALIAS_NODES:,} nodes beyond the ones written"
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            line = node.start_mark.line + 1
+            return f"line {line}: an alias refers to a node that contains it (a recursive structure)"
+        on_path.add(key)
+        distinct += 1
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
+    return None
+
+
 def parse_yaml(text: str, source: str) -> Any:
-    """The data of YAML ``text``; :class:`YamlError` naming ``source`` where it is not YAML."""
+    """The data of YAML ``text``; :class:`YamlError` naming ``source`` where it is not YAML or is too large or
+    too deep once its aliases are followed (:data:`MAX_DEPTH`, :data:`MAX_ALIAS_NODES`)."""
+    loader = None
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 (the safe loader's subclass)
+        loader = _Loader(text)  # its reader refuses characters YAML does not allow (NUL) at once
+        node = loader.get_single_node()
+        problem = _alias_problem(node) if node is not None else None
+        data = loader.construct_document(node) if node is not None and problem is None else None
+    except ValueError as error:  # a value PyYAML cannot build: a timestamp of month 13, an integer of 5,000 digits
+        raise YamlError(f"{source}: not valid YAML: {' '.join(str(error).split())[:160]}") from None
     except yaml.YAMLError as error:
-        raise YamlError(f"{source}: not valid YAML: {_one_line(error)}") from None
+        what = "refused" if isinstance(error, _TooDeep) else "not valid YAML"
+        raise YamlError(f"{source}: {what}: {_one_line(error)}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if problem is not None:
+        raise YamlError(f"{source}: refused: {problem}")
+    return data
 
 
-def load_yaml(path: str | Path) -> Any:
-    """The data of YAML file ``path``; :class:`YamlError` naming the file where it is not UTF-8 text or not YAML."""
+def load_yaml(path: str | Path, max_bytes: int | None = None) -> Any:
+    """The data of YAML file ``path``; :class:`YamlError` naming the file where it is not UTF-8 text or not YAML,
+    :class:`YamlTooLarge` where it holds more than ``max_bytes`` (None: no limit)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as file:
+            raw = file.read() if max_bytes is None else file.read(max_bytes + 1)
     except OSError as error:
         raise YamlError(f"{path}: cannot be read ({error.strerror})") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise YamlTooLarge(f"{path}: larger than {max_bytes:,} bytes", len(raw), max_bytes)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -24,8 +24,12 @@ scheduler's own.
 Nothing in the script is free text but the preamble, the user's own shell file: the scenario's
 name (the job's name, its output files) is a safe name (:func:`suite.config.validation.name_problem`,
 checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
-``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`; all checked
-when the command line is parsed), and every path and command word is quoted with :func:`shlex.quote`.
+``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`), ``--mpi``,
+``--site``, ``--scheduler`` and ``--launcher`` are among their choices, and every other string (the scenario's
+path, ``--results``, ``--python``, ``--workdir``, ``--master-addr``, ``--preamble``'s path) holds no control
+character or line break (:func:`suite.config.validation.script_text_problem`) and is quoted with
+:func:`shlex.quote` wherever it is written, comments included. :func:`render` checks them all, whether the
+options came from the command line or from Python, and an error names the option.
 """
 
 from __future__ import annotations
@@ -34,15 +38,17 @@ import json
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.expansion import expand, load_scenario
-from ..config.scenario import Run
+from ..config.scenario import Run, ScenarioCaps
+from ..config.shown import shown
+from ..config.validation import directive_problem, name_problem, script_text_problem
 from ..records.nofollow import make_folders
 from ..records.results import atomic_write_text, path_under
 from .commands import LaunchOptions, command_for
-from .sites import SCHEDULER_LAUNCHER, SITES, Site
+from .sites import SCHEDULER_LAUNCHER, SITES, SLURM_MPI_TYPES, Site
 
 WARNING_S = 120
 """Seconds before the walltime at which the scheduler sends SIGTERM; ``--grace`` fits inside them."""
@@ -65,7 +71,7 @@ def parse_walltime(text: str) -> int:
     """
 
     def bad(why: str) -> ValueError:
-        return ValueError(f"--walltime {text!r}: {why}")
+        return ValueError(f"--walltime {shown(text)}: {why}")
 
     value = text.strip().lower()
     clock = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", value)
@@ -148,9 +154,14 @@ class JobOptions:
     cpus_per_rank: int | None = None
     master_addr: str | None = None  # default: the allocation's first compute host
     master_port: int = 29500
+    caps: ScenarioCaps = field(default_factory=ScenarioCaps)  # --max-runs, --max-scenario-bytes
 
     def scheduler_name(self) -> str:
         """``--scheduler``, else the site's (errors name the option)."""
+        if self.site is not None and self.site not in SITES:
+            raise ValueError(f"--site {shown(self.site)}: not a site preset; choose one of {', '.join(SITES)}")
+        if self.scheduler is not None and self.scheduler not in SCRIPT_LAUNCHERS:
+            raise ValueError(f"--scheduler {shown(self.scheduler)}: choose one of {', '.join(SCRIPT_LAUNCHERS)}")
         site = SITES[self.site] if self.site else None
         scheduler = self.scheduler or (site.scheduler if site else None)
         if scheduler is None:
@@ -178,8 +189,8 @@ class _Plan:
 
 def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
     """Merge the command line with the site preset; errors name the option."""
+    scheduler = job.scheduler_name()  # checks --site and --scheduler first
     site = SITES[job.site] if job.site else None
-    scheduler = job.scheduler_name()
     for option, value, least in (
         ("--nodes", job.nodes, 1),
         ("--ranks-per-node", job.ranks_per_node, 1),
@@ -231,6 +242,46 @@ def _check_runs(runs: list[Run], plan: _Plan) -> None:
         command_for(run, Path("RESULTS") / run.run_id, opts)
 
 
+def check_strings(scenario_path: Path, job: JobOptions) -> None:
+    """Every string the script will hold is data: :class:`ValueError` naming the option of the first that is not.
+
+    Paths and command words hold no control character or line break (they are quoted where written); names and
+    directive values written unquoted into ``#BSUB`` / ``#SBATCH`` lines keep to their safe characters; a results
+    folder or working folder does not start with ``-`` (``suite run --out`` and ``cd`` would read it as an option).
+    """
+    quoted = {
+        "scenario": str(scenario_path),
+        "--results": job.results,
+        "--python": job.python,
+        "--workdir": job.workdir,
+        "--master-addr": job.master_addr,
+        "--preamble": None if job.preamble is None else str(job.preamble),
+        "--walltime": job.walltime,
+    }
+    for option, value in quoted.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{option}: expected text, got {type(value).__name__}")
+        if (problem := script_text_problem(value)) is not None:
+            raise ValueError(f"{option} {problem}")
+        if option in ("--results", "--workdir", "--python") and value.startswith("-"):
+            raise ValueError(f"{option} {shown(value)}: starts with '-', which would be read as an option; write it as ./NAME")
+    for option, value, problem_of in (
+        ("--account", job.account, name_problem),
+        ("--queue", job.queue, name_problem),
+        ("--qos", job.qos, name_problem),
+        ("--constraint", job.constraint, directive_problem),
+        ("--gpu-bind", job.gpu_bind, directive_problem),
+    ):
+        if value is not None and (problem := problem_of(value)) is not None:
+            raise ValueError(f"{option}: {problem}")
+    if job.mpi is not None and job.mpi not in SLURM_MPI_TYPES:
+        raise ValueError(f"--mpi {shown(job.mpi)}: choose one of {', '.join(SLURM_MPI_TYPES)}")
+    if isinstance(job.master_port, bool) or not isinstance(job.master_port, int) or not 0 < job.master_port < 65536:
+        raise ValueError(f"--master-port {shown(job.master_port)}: expected a port number from 1 to 65535")
+
+
 def _preamble(path: Path) -> list[str]:
     """The preamble file's lines between two marking comments."""
     try:
@@ -247,8 +298,9 @@ def _preamble(path: Path) -> list[str]:
 
 def render(scenario_path: Path, job: JobOptions) -> str:
     """The batch script for ``scenario_path`` (validated first; errors name the field or the option)."""
+    check_strings(scenario_path, job)
     seconds = parse_walltime(job.walltime)
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path, caps=job.caps)
     runs = expand(scenario)
     plan = _plan(job, runs)
     _check_runs(runs, plan)
@@ -376,7 +428,7 @@ def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> P
     """Render and write the batch script; returns its path (default ``jobs/NAME.SCHEDULER.sh``; a link, FIFO or other
     non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
     text = render(scenario_path, job)
-    name = load_scenario(scenario_path).name
+    name = load_scenario(scenario_path, caps=job.caps).name
     path = out or path_under(make_folders(Path("."), JOBS_DIR), f"{name}.{job.scheduler_name()}.sh")
     atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
     return path
