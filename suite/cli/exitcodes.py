@@ -15,7 +15,13 @@ __all__ = ["EXIT_CODES", "EVERY", "GATE_VERDICTS", "MEANINGS", "ExitCode", "mark
 EVERY = "every sub-command"
 
 EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
-    "run": (ExitCode.FAILED, ExitCode.DIVERGED, ExitCode.INTERRUPTED_SIGINT, ExitCode.INTERRUPTED_SIGTERM),
+    "run": (
+        ExitCode.FAILED,
+        ExitCode.DIVERGED,
+        ExitCode.INTERRUPTED_SIGHUP,
+        ExitCode.INTERRUPTED_SIGINT,
+        ExitCode.INTERRUPTED_SIGTERM,
+    ),
     "gate": (ExitCode.FAILED, ExitCode.INCONCLUSIVE),
     "compare": (ExitCode.FAILED,),
     "gpu-check": (ExitCode.FAILED, ExitCode.NO_GPU),

@@ -17,6 +17,7 @@ class ExitCode(enum.IntEnum):
     DIVERGED = 3
     NO_GPU = 4
     INCONCLUSIVE = 5
+    INTERRUPTED_SIGHUP = 128 + signal.SIGHUP
     INTERRUPTED_SIGINT = 128 + signal.SIGINT
     INTERRUPTED_SIGTERM = 128 + signal.SIGTERM
 
@@ -29,6 +30,7 @@ MEANINGS = {
     ExitCode.DIVERGED: "no run failed, but a model diverged: the benchmark worked, a model did not",
     ExitCode.NO_GPU: "skipped: no CUDA GPU is visible",
     ExitCode.INCONCLUSIVE: "too noisy to tell PASS from FAIL, or the host was busy: rerun on a quiet machine",
+    ExitCode.INTERRUPTED_SIGHUP: "stopped by SIGHUP (its terminal or ssh session went away): as SIGINT",
     ExitCode.INTERRUPTED_SIGINT: "stopped by SIGINT (Ctrl-C): finished runs keep their results; --resume continues",
     ExitCode.INTERRUPTED_SIGTERM: "stopped by SIGTERM (a scheduler, kill): as SIGINT",
 }

@@ -325,8 +325,12 @@ def _stop_at_checkpoint(
     return None
 
 
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""The signals that stop ``suite run`` as :class:`Stop` (SIGHUP: the terminal or ssh session it ran in is gone)."""
+
+
 class Stop(BaseException):
-    """``suite run`` received a signal that stops it (SIGTERM, SIGINT)."""
+    """``suite run`` received a signal that stops it (:data:`STOPPING_SIGNALS`)."""
 
     def __init__(self, signum: int):
         super().__init__(signal_name(signum))
@@ -334,7 +338,7 @@ class Stop(BaseException):
 
 
 class SignalGuard:
-    """Within it, the first SIGTERM or SIGINT raises :class:`Stop` in the main thread; later ones only
+    """Within it, the first SIGTERM, SIGINT or SIGHUP raises :class:`Stop` in the main thread; later ones only
     cut a checkpoint's grace short (``hurry``), so that stopping the ranks is never interrupted."""
 
     def __init__(self) -> None:
@@ -349,7 +353,7 @@ class SignalGuard:
         self.hurry = True
 
     def __enter__(self) -> "SignalGuard":
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOPPING_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -415,7 +419,7 @@ def launch(
                         break
                     if tick is not None:
                         tick(elapsed)
-        except BaseException as error:  # Stop (SIGTERM, SIGINT) or Ctrl-C: stop the ranks too, and say so in the record
+        except BaseException as error:  # Stop (SIGTERM, SIGINT, SIGHUP) or Ctrl-C: stop the ranks too, and say so in the record
             interrupted = error
             if run.train.checkpoint_every and grace > 0:
                 exit_code = _stop_at_checkpoint(process, run_dir, run.procs, grace, lambda: guard is not None and guard.hurry)
