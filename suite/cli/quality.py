@@ -26,10 +26,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         raise UsageError("--n: must be at least 1")
     images, labels = Sampler(bundle).sample(args.n, seed=args.seed)
     out = Path(args.out)
-    with atomic_write(out) as tmp:
-        np.savez(tmp, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
+    with atomic_write(out) as tmp, open(tmp, "wb") as handle:  # a file, not a path: numpy adds .npz to a path without it
+        np.savez(handle, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
+    named = "" if out.suffix == ".npz" else ", named as given"
     print(
-        f"{args.n} samples written to {out} (images {tuple(images.shape)} in [-1, 1], labels {'-1: unconditional' if (labels < 0).all() else 'per sample'})"
+        f"{args.n} samples written to {out} (an .npz archive{named}: images {tuple(images.shape)} in [-1, 1], "
+        f"labels {'-1: unconditional' if (labels < 0).all() else 'per sample'})"
     )
     return 0
 
