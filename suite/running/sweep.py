@@ -241,6 +241,6 @@ def run_sweep(
         progress.close()
     print(
         f"results in {out}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
-        f"Next: suite report {out}"
+        f"Next: suite report {shlex.quote(str(out))}"
     )
     return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0
