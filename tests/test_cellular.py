@@ -2,6 +2,7 @@
 Mustangs' losses, and placement invariance."""
 
 import itertools
+import json
 import random
 
 import numpy as np
@@ -15,6 +16,7 @@ from suite.config.plan import process_grid
 from suite.config.scenario import ScenarioError
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
+from suite.measure.metrics.rulers import PACKAGED_RULERS
 from suite.train.strategies.cellular.grid import (
     cells,
     discriminator_trains,
@@ -325,14 +327,15 @@ def cellular_scenario(**cellular) -> dict:
             r"cellular\.mixture_samples: 10 samples give a rank-deficient covariance in the 10-d class-logit",
         ),
         (
-            {"mixture_samples": 100, "mixture_features": "metrics"},
-            {"features": "classifier"},
-            r"cellular\.mixture_samples: .* 128-d classifier",
-        ),
-        (
-            {"mixture_samples": 1000, "mixture_features": "metrics"},
+            {"mixture_samples": 100, "mixture_features": "features"},
             {"features": "auto"},
-            r"cellular\.mixture_samples: .* 2048-d Inception",
+            r"cellular\.mixture_samples: .* 128-d feature space of the steering network steering:digits",
+        ),
+        (  # the run's metrics network is the ruler that judges the comparison: it never steers training
+            {"mixture_features": "metrics"},
+            {"features": "classifier"},
+            r"cellular\.mixture_features: metrics would steer the mixture weights with the run's ruler "
+            r"\(metrics\.features: classifier\), the network that judges the comparison; .* steering:digits",
         ),
         ({"n_replacements": 2}, {}, r"cellular\.n_replacements: 2 is more than the population \(1\)"),
         ({"mutation_probability": 1.5}, {}, r"cellular\.mutation_probability: must be at most 1.0, got 1.5"),
@@ -458,15 +461,20 @@ def test_cellular_record(placements):
     assert len(one["mixture_curve"]) == 2 and one["mixture_curve"][0]["n"] == 40
     assert one["curve"][-1]["n"] == 100 and one["curve"][-1]["step"] == 8 and one["curve"][-1]["kid_mean"] is not None
     assert one["model_digest"] == two["model_digest"]  # the same model on 1 and 2 ranks (4: test-matrix)
-    # the mixtures were scored in the classifier's 10 class logits, on 40 generated and 40 real images
+    # the mixtures were scored in the steering network's 10 class logits, on 40 generated and 40 real images
     assert one["mixture_score"] == {
-        "features": "classifier:digits/logits",
+        "features": "steering:digits/logits",
         "dim": 10,
         "n": 40,
         "n_real": 40,
         "sampling": "exact_proportion",
     }
-    assert one["ranking"]["features"] == "classifier:digits/logits" and one["ranking"]["n"] == 40
+    assert one["ranking"]["features"] == "steering:digits/logits" and one["ranking"]["n"] == 40
+    # the record names both networks: the one that steered the mixture weights and the ruler that scored the run
+    steering = json.loads((PACKAGED_RULERS / "rulers.json").read_text())["steering:digits"]
+    named = {"name": "steering:digits", "sha256": steering["sha256"], "use": "cellular mixture weights (logits)"}
+    assert one["steering"] == two["steering"] == named
+    assert one["quality"]["ruler_sha256"] != steering["sha256"]
     # learning rates mutate by alpha * N(-lr/10, lr) per step: they move, by about 1e-8 a step
     lrs = [lr for r in (one, two) for h in r["history"].values() for e in h for lr in e["lr_g"] + e["lr_d"]]
     assert len(set(lrs)) > 1 and all(abs(lr - 2e-4) < 1e-6 for lr in lrs)

@@ -1,13 +1,19 @@
 """No system trains on the judge: the steering network (what a strategy uses inside training) is never the ruler."""
 
+import dataclasses
 import json
 import shutil
 
 import numpy as np
 import pytest
+import torch
+import yaml
 
+from conftest import tiny_scenario
 from suite.cli import main
+from suite.config.expansion import expand, parse_scenario
 from suite.gan.data import load_dataset
+from suite.gan.models import build_pair
 from suite.measure.metrics.features import ClassifierNet, steering_net
 from suite.measure.metrics.rulers import (
     PACKAGED_RULERS,
@@ -101,3 +107,56 @@ def test_suite_ruler_train_makes_a_steering_network_on_half_the_split(tmp_path, 
         ("steering:digits", "steering", "ok"),
         ("steering:digits", "steering", "ok"),  # the packaged one first: it is the one found
     ]
+
+
+def _cellular_run(**cellular):
+    scenario = tiny_scenario(
+        "steer",
+        [{"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [1]}],
+        cellular={"mixture_samples": 150, **cellular},
+    )
+    return expand(parse_scenario(scenario))[0]
+
+
+@pytest.mark.parametrize("space, dim", [("logits", 10), ("features", 128)])
+def test_cellular_mixtures_are_scored_by_the_steering_network_and_never_load_the_ruler(monkeypatch, space, dim):
+    import suite.measure.metrics.features as features
+    from suite.measure.metrics import Reference
+    from suite.train.strategies.cellular.algorithm import MixtureScorer
+
+    def no_ruler(dataset):
+        raise AssertionError(f"the mixture scorer loaded the ruler of {dataset}")
+
+    monkeypatch.setattr(features, "find_classifier", no_ruler)
+    run = _cellular_run(mixture_features=space)
+    scorer = MixtureScorer(run, torch.device("cpu"), Reference.for_run(run, "cpu"))
+    steering = json.loads((PACKAGED_RULERS / "rulers.json").read_text())["steering:digits"]
+    assert scorer.net.sha256 == steering["sha256"] and scorer.dim == dim
+    assert scorer.name == ("steering:digits/logits" if space == "logits" else "steering:digits")
+    assert dataclasses.asdict(scorer.steering) == {
+        "name": "steering:digits",
+        "sha256": steering["sha256"],
+        "use": f"cellular mixture weights ({space})",
+    }
+    # and its score is an FID in that network's space: a generator's samples score finite and positive
+    generator = build_pair(20, 1, run.model.latent_dim, seed=0, architecture=run.model.architecture)[0]
+    assert 0 < scorer([generator], np.ones(1), 0) < float("inf")
+
+
+def test_a_run_whose_strategy_steers_stops_before_training_without_a_steering_network(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "no-rulers"))
+    raw = tmp_path / "data" / "MNIST" / "raw"  # the data is there (its names: nothing reads them before the check)
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / name).write_bytes(b"")
+    monkeypatch.setenv("SUITE_DATA", str(tmp_path / "data"))
+    path = tmp_path / "s.yaml"
+    data = tiny_scenario("s", [{"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [1]}])
+    data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}
+    data["metrics"] = {"enabled": False}  # nothing scored: only the steering network is needed, and it is not there
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: cellular.mixture_features: no pinned steering network steering:mnist")
+    assert "suite ruler train --dataset mnist --steering" in err and not (tmp_path / "r").exists()

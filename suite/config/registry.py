@@ -153,8 +153,11 @@ class StrategyEntry(Entry):
     """From a run's record, whether its model is bitwise the same on any number of ranks (None: never)."""
     critic_norms: tuple[str, ...] | None = None
     """The ``model.critic_norm`` values it accepts (None: every one)."""
-    ranks_with_classifier: bool = False
-    """Whether it scores with the dataset's classifier ruler while training (so the ruler must be there)."""
+    steering: str | None = None
+    """The scenario field under which it uses a network inside training (``cellular.mixture_features``), None where
+    it uses none. Such a network is the dataset's steering network (:func:`suite.measure.metrics.features.steering_net`),
+    never the ruler that scores the comparison: ``suite run`` checks it is pinned before any rank starts (an error
+    line names this field), and the record's ``steering`` names it."""
     gpu_check: Callable[[int], list[dict[str, Any]]] | None = None
     """What ``suite gpu-check`` runs of it on ``gpus`` GPUs: run entries without strategy and engine (None: nothing)."""
 
@@ -534,7 +537,7 @@ STRATEGIES.register(
         grid=True,
         placement_invariant=_always,  # every cell trains alone, on its own seeds
         critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator
-        ranks_with_classifier=True,  # it ranks mixtures with the classifier
+        steering="cellular.mixture_features",  # its mixture weights evolve under the steering network's FID
         speedups_baseline="seed001_cellular_speedups.csv",
         gpu_check=_gpu_cells,
     )

@@ -195,8 +195,9 @@ class CellularConfig:
     """Standard deviation of the (1+1)-ES step on mixture weights."""
     mixture_samples: Annotated[int, Field(ge=1), AtMost(10**6, _IMAGES)] = 1000
     """Generated (and real) images that score a mixture; more than the feature dimension."""
-    mixture_features: Literal["logits", "metrics"] = "logits"
-    """Mixture FID space: the suite classifier's class logits (10-d on digits, mnist, cifar10) or metrics.features."""
+    mixture_features: Literal["logits", "features", "metrics"] = "logits"
+    """Mixture FID space, always of the steering network steering:<dataset>, never the ruler: its class logits
+    (10-d on digits, mnist, cifar10) or its 128-d features; metrics (the run's ruler) is refused."""
     mixture_sampling: Literal["exact_proportion", "independent_probability"] = "exact_proportion"
     """How a mixture's samples pick their generator: exact shares of the weights, or each independently."""
     mustangs_choice: Literal["batch", "cell"] = "batch"

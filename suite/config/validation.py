@@ -354,14 +354,12 @@ def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
         fail("train.checkpoint_every.minutes", f"must be positive, got {shown(every.minutes)}")
 
 
-def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig, metrics: MetricsConfig) -> tuple[int | None, str]:
-    """Dimension (None where unknown before loading the data) and name of the mixture FID space."""
+def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig) -> tuple[int | None, str]:
+    """Dimension (None where unknown before loading the data) and name of the mixture FID space: always
+    the dataset's steering network (``steering:<dataset>``), never the ruler that scores the comparison."""
     if cellular.mixture_features == "logits":
-        return DATASET_CLASSES[dataset.name], f"class-logit space of the {dataset.name} classifier"
-    if metrics.features == "classifier":
-        return CLASSIFIER_FEATURE_DIM, "classifier feature space (metrics.features)"
-    # auto picks Inception wherever its weights are cached, so a scenario must be valid with it
-    return 2048, f"Inception pool space (metrics.features: {metrics.features})"
+        return DATASET_CLASSES[dataset.name], f"class-logit space of the steering network steering:{dataset.name}"
+    return CLASSIFIER_FEATURE_DIM, f"feature space of the steering network steering:{dataset.name}"
 
 
 def _check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
@@ -377,7 +375,14 @@ def _check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fai
         fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
     if cellular.n_replacements > cellular.population:
         fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
-    dim, space = _mixture_feature_space(cellular, scenario.dataset, scenario.metrics)
+    if cellular.mixture_features == "metrics":
+        fail(
+            f"{path}.mixture_features",
+            f"metrics would steer the mixture weights with the run's ruler (metrics.features: {scenario.metrics.features}), "
+            f"the network that judges the comparison; no system trains on its judge: use logits or features "
+            f"(the steering network steering:{scenario.dataset.name})",
+        )
+    dim, space = _mixture_feature_space(cellular, scenario.dataset)
     if dim is not None and cellular.mixture_samples <= dim:
         fail(
             f"{path}.mixture_samples",

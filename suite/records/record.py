@@ -256,6 +256,19 @@ class Throughput:
 
 
 @dataclass
+class Steering:
+    """``steering``: the network a strategy used inside training, never the ruler that scores the comparison
+    (``quality.features`` and ``quality.ruler_sha256``; see :mod:`suite.measure.metrics.rulers`)."""
+
+    name: str | None = None
+    """``steering:<dataset>``."""
+    sha256: str | None = None
+    """The pinned sha256 of its weights file."""
+    use: str | None = None
+    """What it steered: ``cellular mixture weights (class logits)``."""
+
+
+@dataclass
 class StrategyFields:
     """What every strategy adds to the record (its ``Outcome.fields``, built from a subclass below)."""
 
@@ -272,6 +285,8 @@ class StrategyFields:
     budget_steps: int | None = column()
     """Under ``train.budget_images``: the whole steps the budget bought, warm-up included: generator steps of the model
     (label_partitioned: of each class GAN; cellular: iterations)."""
+    steering: Steering | None = None
+    """The network that steered training (cellular's mixture weights); null where none did."""
     allreduce_every: int | None = column()
     """Steps between two synchronisations of the model's replicas (missing or 1: every step; local SGD: its
     averaging period), which the projection's one-group cost model reads."""

@@ -67,14 +67,17 @@ def missing_data(runs: list[Run]) -> list[str]:
 
 
 def check_rulers(runs: list[Run]) -> None:
-    """Every ruler the runs will score with is there and is the pinned file, before anything trains."""
+    """Every ruler the runs will score with, and every steering network their strategies use inside training
+    (never a ruler's file), is there and is the pinned file, before anything trains."""
     from ..config.registry import FEATURES
     from ..measure.metrics.features import check_inception_weights
-    from ..measure.metrics.rulers import find_classifier
+    from ..measure.metrics.rulers import find_classifier, find_steering
 
-    scoring = [r for r in runs if r.metrics.enabled or STRATEGIES[r.strategy].ranks_with_classifier]
+    scoring = [r for r in runs if r.metrics.enabled]
     for dataset in sorted({r.dataset.name for r in scoring}):
-        find_classifier(dataset)  # every scored run also predicts classes with it; cellular ranks mixtures with it
+        find_classifier(dataset)  # every scored run also predicts classes with it
+    for dataset, field in sorted({(r.dataset.name, f) for r in runs if (f := STRATEGIES[r.strategy].steering) is not None}):
+        find_steering(dataset, field)  # cellular ranks mixtures with it
     for weights in sorted({r.metrics.inception_weights or "" for r in scoring if FEATURES[r.metrics.features].inception_weights}):
         check_inception_weights(weights or None)  # a file of another hash: one line with both hashes, no rank started
 

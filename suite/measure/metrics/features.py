@@ -38,6 +38,7 @@ from ...config.plan import CLASSIFIER_FEATURE_DIM
 from ...config.registry import FEATURES
 from ...gan.data import ImageData, cache_dir, load_dataset
 from ...records.integrity import sha256_file
+from ...records.record import Steering
 from ...records.results import atomic_write
 from .rulers import (
     FID_TRUNK_SHA256,
@@ -445,9 +446,9 @@ def steering_net(dataset: str, device: torch.device | str = "cpu", field: str = 
     return ClassifierNet(dataset, device, role=STEERING, field=field)
 
 
-def steering_record(net: ClassifierNet, use: str) -> dict[str, Any]:
-    """The record's ``steering`` part (:class:`suite.records.record.Steering`): which network steered what."""
-    return {"name": net.name, "sha256": net.sha256, "use": use}
+def steering_record(net: ClassifierNet, use: str) -> Steering:
+    """The record's ``steering`` part (a strategy's ``Outcome.fields["steering"]``): which network steered what."""
+    return Steering(name=net.name, sha256=net.sha256, use=use)
 
 
 @dataclass(frozen=True)

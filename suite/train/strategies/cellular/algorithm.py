@@ -316,7 +316,7 @@ class Cellular:
 
 
 class ClassLogits:
-    """The suite classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs)."""
+    """A classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs): the steering network's."""
 
     def __init__(self, classifier: ClassifierNet):
         self.classifier = classifier
@@ -337,21 +337,22 @@ class MixtureScorer:
 
     ``cellular.mixture_samples`` generated images, each generator's share drawn as
     ``cellular.mixture_sampling`` says, against as many real training images, in the space of
-    ``cellular.mixture_features``: the suite classifier's class logits, or the run's metrics network.
+    ``cellular.mixture_features``: the class logits or the features of the dataset's steering network
+    (``steering:<dataset>``), never the ruler that scores the comparison (``steering`` names it in the record).
     """
 
     def __init__(self, run: Run, device: torch.device, reference: Reference):
         from ....measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
-        from ....measure.metrics.features import ClassifierNet
+        from ....measure.metrics.features import steering_net, steering_record
 
         cfg = run.cellular
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
-        self.net: Features
-        if cfg.mixture_features == "logits":
-            self.net = ClassLogits(ClassifierNet(reference.dataset, reference.device))
-        else:
-            self.net = reference.networks()[0]
+        if cfg.mixture_features not in ("logits", "features"):  # metrics, the ruler: refused when the scenario is read
+            raise ValueError(f"cellular.mixture_features: {cfg.mixture_features} is not the steering network's logits or features")
+        steering = steering_net(reference.dataset, reference.device, field="cellular.mixture_features")
+        self.net: Features = ClassLogits(steering) if cfg.mixture_features == "logits" else steering
         self.name = self.net.name
+        self.steering = steering_record(steering, f"cellular mixture weights ({cfg.mixture_features})")
         # a signal that steers training, not a reported score: its own sample count, samples as generated
         self.real = real_statistics(dataclasses.replace(reference, n=self.n, protocol=STEERING_PROTOCOL), self.net)
         self.dim = len(self.real["mu"])

@@ -306,6 +306,7 @@ def _results(
     best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
     fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
     fields.mixture_weights, fields.mixture_score = weights, scorer.record()
+    fields.steering = scorer.steering  # the network the mixture weights evolved under: never the ruler
     fields.ranking = {
         "features": scorer.name,
         "n": scorer.n,
