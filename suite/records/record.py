@@ -11,8 +11,8 @@ reads a dotted path and fails on one the schema does not have.
 Fields marked with :func:`column` are the columns of the report's flat table
 (:data:`FLAT_COLUMNS`): the column is named after the field unless the mark names it.
 
-Records of schema 1 (before this module) have the same layout less the later fields; they load unchecked.
-Records of schema 3 are checked like those of schema 4 (4 only added fields).
+Records of every schema version are checked when read (:func:`check_record`); those of schema 1 and 2 (before this
+module) have the same layout less the later fields, and fields renamed since are passed over.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..config.schema import SchemaError, check, type_hints
+from ..config.schema import SchemaError, check, section_type, type_hints
+from ..config.shown import shown, shown_name
+from ..config.validation import name_problem
 
 if TYPE_CHECKING:
     from ..config.scenario import Run
@@ -466,24 +468,75 @@ def provenance(run: Run, source: dict[str, Any], started_utc: str) -> dict[str, 
 # --- reading -----------------------------------------------------------------------------------------------
 
 
-def check_record(data: Any, source: str = "record") -> dict[str, Any]:
+STATUSES = ("ok", "failed", "interrupted", "diverged")
+"""A record's ``status``: how the run ended (see :class:`RunOutcome`)."""
+IDENTITY = ("run_id", "status", "strategy", "engine", "procs")
+"""The fields without which a record names no run: the report, ``suite compare`` and ``suite tune`` group by them."""
+NAMES = ("run_id", "scenario", "strategy", "engine", "loss", "scaling", "label")
+"""The fields that are safe names (:data:`suite.config.validation.SAFE_NAME`) wherever a record has them: they become
+file names, markdown and words of the report."""
+MAX_NUMBER = 1e18
+"""The largest magnitude of a number in a record (seconds, bytes, FLOP/s, images): larger is no measurement."""
+
+
+def _known_part(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys dataclass ``cls`` (and the dataclasses it holds) does not have: an older record's
+    fields that were renamed since."""
+    hints = type_hints(cls)
+    part: dict[str, Any] = {}
+    for name, value in data.items():
+        if name in hints:
+            inner = section_type(hints[name])
+            part[name] = _known_part(inner, value) if inner is not None and isinstance(value, dict) else value
+    return part
+
+
+def _number_problem(value: Any, path: str) -> str | None:
+    """Where in ``value`` (a record's data, at ``path``) a number is larger than :data:`MAX_NUMBER`, or None."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            stack += [(v, f"{where}.{shown_name(k)}" if where else shown_name(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(item)]
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and not abs(item) <= MAX_NUMBER:
+            return f"{where}: {shown(item)} is not a measurement (at most {MAX_NUMBER:g} in size)"
+    return None
+
+
+def check_record(data: Any, source: str = "record", required: tuple[str, ...] = ()) -> dict[str, Any]:
     """``data`` if it is a record this suite reads; :class:`RecordError` naming ``source`` and the field otherwise.
 
-    Records of this schema version (and of schema 3, a subset) are checked against :class:`Record`; older ones (schema 1,
-    the same layout) are returned as they are; newer ones are refused.
+    Records of every schema version up to this one are checked against :class:`Record`: every field's type, ``status``
+    one of :data:`STATUSES`, the :data:`NAMES` safe names (they become file names and markdown), every number finite
+    (the JSON reader refuses NaN) and at most :data:`MAX_NUMBER` in size. Older records (schema 1 and 2, the same
+    layout) may hold fields renamed since, which are passed over; newer ones are refused. ``required``: fields
+    that must be there (:data:`IDENTITY` for a reader that groups runs).
     """
     if not isinstance(data, dict):
         raise RecordError(f"{source}: expected a JSON object (a run record), got {type(data).__name__}")
     version = data.get("schema", 1)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise RecordError(
-            f"{source}: record schema {version!r} is newer than this suite reads ({SCHEMA_VERSION}); update the suite"
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        what = (
+            f"newer than this suite reads ({SCHEMA_VERSION}); update the suite" if newer else f"not one (1 to {SCHEMA_VERSION})"
         )
-    if version >= 3:
-        try:
-            check(Record, data, "", RecordError)
-        except RecordError as error:
-            raise RecordError(f"{source}: {error}") from None
+        raise RecordError(f"{source}: schema: record schema {shown(version)} is {what}")
+    try:
+        check(Record, data if version >= 3 else _known_part(Record, data), "", RecordError)
+        missing = [name for name in required if data.get(name) is None]
+        if missing:
+            raise RecordError(f"{missing[0]}: required field is missing; a record names its run by {', '.join(IDENTITY)}")
+        if data.get("status") is not None and data["status"] not in STATUSES:
+            raise RecordError(f"status: {shown(data['status'])} is not one of {', '.join(STATUSES)}")
+        for name in NAMES:
+            if isinstance(data.get(name), str) and (problem := name_problem(data[name])) is not None:
+                raise RecordError(f"{name}: {problem}")
+        if (problem := _number_problem(data, "")) is not None:
+            raise RecordError(problem)
+    except RecordError as error:
+        raise RecordError(f"{source}: {error}") from None
     return data
 
 

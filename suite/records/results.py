@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import math
 import os
 import shutil
@@ -22,10 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from ..config.jsonfile import JsonError, read_json
 from ..config.sweep import sweep_text
-from .nofollow import check_entry, make_folder, make_folders
 from .nofollow import check_tree, make_folder, make_folders
-from .record import FLAT_COLUMNS, SCHEMA_VERSION, check_record, record_field
+from .record import FLAT_COLUMNS, IDENTITY, SCHEMA_VERSION, check_record, record_field
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # every rank imports this module: pandas (a third of a second) only where tables are made
     import pandas as pd
@@ -255,16 +258,18 @@ def write_record(run_dir: str | os.PathLike, record: dict[str, Any]) -> Path:
     return path
 
 
-def read_record(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """The record of ``run_dir``, or None when the run left none."""
+def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The record of ``run_dir``, or None when the run left none; :class:`ValueError` naming the file and the field
+    where it is not a record (:func:`suite.config.jsonfile.read_json`'s bounds, then :func:`check_record`; ``required``:
+    fields it must have)."""
     path = Path(run_dir) / RECORD_FILE
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not a valid result record ({error}); delete it and rerun the run") from None
-    return check_record(data, str(path))
+        data = read_json(path)
+    except JsonError as error:
+        raise ValueError(f"{path}: not a valid result record ({error.reason}); delete it and rerun the run") from None
+    return check_record(data, str(path), required)
 
 
 def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
@@ -275,13 +280,25 @@ def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
     return record
 
 
-def iter_records(results_dir: str | os.PathLike) -> Iterable[dict[str, Any]]:
-    """Every record under ``results_dir`` (one level of run folders)."""
+def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iterable[dict[str, Any]]:
+    """Every record under ``results_dir`` (one level of run folders), each with the fields that name its run
+    (:data:`IDENTITY`).
+
+    A record that is not one raises :class:`ValueError` naming its file and field; with ``skip_bad`` it is passed
+    over with a warning line saying the same (``suite report``: one run folder someone else broke does not stop the
+    report of the others).
+    """
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such results folder; run `suite run SCENARIO --out {root}` first")
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        record = read_record(run_dir)
+        try:
+            record = read_record(run_dir, IDENTITY)
+        except ValueError as error:
+            if not skip_bad:
+                raise
+            log.warning("skipped %s", error)
+            continue
         if record is not None:
             yield record
 
@@ -303,13 +320,10 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
         return records
     if not path.is_file():
         raise ValueError(f"{path}: no such results folder or records file")
-    try:
-        records = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not a JSON list of result records ({error})") from None
-    if not isinstance(records, list) or not records or not all(isinstance(r, dict) and "run_id" in r for r in records):
+    records = read_json(path)
+    if not isinstance(records, list) or not records:
         raise ValueError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
-    return [check_record(r, f"{path}: record {i} ({r['run_id']})") for i, r in enumerate(records)]
+    return [check_record(r, f"{path}: record {i}", IDENTITY) for i, r in enumerate(records)]
 
 
 KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ... import __version__
 from ...records.nofollow import read_text
-from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, load_records, staged_folder
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, records_frame, staged_folder
 from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
 from ..projection.render import report_section
@@ -54,7 +54,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     The files are written beside ``out_dir`` and moved in once all are complete (:func:`staged_folder`),
     so a report that fails half-way (a full disk) leaves the previous one as it was.
     """
-    records = list(iter_records(results_dir))
+    records = list(iter_records(results_dir, skip_bad=True))  # a record that is not one: named in a warning, left out
     if not records:
         raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
     probe = results_dir / PROBE_FILE
@@ -65,7 +65,7 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
 
 
 def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, baselines: Path | None, copy_probe: bool) -> None:
-    frame = load_records(results_dir)
+    frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
     ok_count = int((frame["status"] == "ok").sum())
     failed = int((~frame["status"].isin(("ok", "diverged"))).sum())
