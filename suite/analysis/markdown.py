@@ -28,16 +28,19 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def cell(text: Any) -> str:
+    """``text`` as data in one line of markdown (a table's cell, a sentence): ``<`` and ``>`` as entities, so that a
+    string from a record (an error, a host name) never becomes HTML; ``|`` escaped, a line break a space."""
+    return str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (no extra dependency)."""
+    """A GitHub-flavoured markdown table (no extra dependency); every cell is data (:func:`cell`)."""
     if frame.empty:
         return "_(none)_\n"
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = [
-        "| " + " | ".join(fmt(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
-        for row in frame.itertuples(index=False)
-    ]
+    rows = ["| " + " | ".join(cell(fmt(v)) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *rows]) + "\n"
 
 

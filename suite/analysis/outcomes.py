@@ -5,6 +5,7 @@ diverged (:mod:`suite.gan.divergence`) and those whose model has not learned
 from __future__ import annotations
 
 from ..measure.metrics.signals import not_learned
+from .markdown import cell
 
 
 def outcome_rows(records: list[dict]) -> list[dict]:
@@ -38,5 +39,5 @@ def outcomes_section(records: list[dict]) -> list[str]:
     ]
     for row in rows:
         cells = [row["run_id"], row["status"], "" if row["step"] is None else str(row["step"]), str(row["reason"])]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return [*lines, ""]

@@ -7,14 +7,16 @@ record (``telemetry.per_rank``).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from ..records.images import ImageError, read_pixels
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
 from .palette import style_of
 from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skipped
+
+log = logging.getLogger(__name__)
 
 COLUMNS = 4
 """Points of training shown per system (evenly spaced over its grids, the last always)."""
@@ -39,14 +41,18 @@ def _spaced(items: list, count: int) -> list:
 
 
 def _show(ax: Any, path: Path, title: str) -> None:
-    """A grid image in ``ax``, its rows labelled with their classes where the grid names them."""
-    from PIL import Image
-
-    with Image.open(path) as picture:
-        pixels = np.asarray(picture.convert("L"))
+    """A grid image in ``ax``, its rows labelled with their classes where the grid names them; a file that is no grid
+    the suite reads (too many pixels, damaged: :mod:`suite.records.images`) is named in a warning and its place
+    labelled ``unreadable``."""
+    try:
+        pixels, rows = read_pixels(path, "L"), grid_rows(path)
+    except ImageError as error:
+        log.warning("skipped %s", error)
+        ax.axis("off")
+        ax.set_title(f"{title}: unreadable", fontsize=8)
+        return
     ax.imshow(pixels, cmap="gray", vmin=0, vmax=255)
     ax.set_xticks([])
-    rows = grid_rows(path)
     if rows:
         height = pixels.shape[0] / len(rows)
         ax.set_yticks([(i + 0.5) * height for i in range(len(rows))], labels=[str(c) for c in rows], fontsize=6)

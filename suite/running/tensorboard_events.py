@@ -9,12 +9,16 @@ package), imported only here.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..records.images import ImageError, read_pixels
 from ..records.nofollow import make_folder, remove_files
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, SAMPLES_FILE
+
+log = logging.getLogger(__name__)
 
 STEP_KEYS = ("step", "iteration")
 """What counts the steps of a history point (cellular: coevolution iterations)."""
@@ -139,8 +143,6 @@ def sample_grids(run_dir: Path, last: int) -> list[tuple[str, int, Path]]:
 def write_events(folder: Path, record: dict[str, Any], run_dir: Path, window_opened: float | None) -> None:
     """Write ``record``'s scalars, the run folder's sample grids and the run's settings as TensorBoard events into
     ``folder``, replacing the events an earlier attempt of the run left there."""
-    import numpy as np
-    from PIL import Image
     from torch.utils.tensorboard import SummaryWriter
 
     make_folder(folder)  # inside the run folder: without following a link (suite.records.nofollow)
@@ -157,6 +159,9 @@ def write_events(folder: Path, record: dict[str, Any], run_dir: Path, window_ope
         for point in scalars(record):
             writer.add_scalar(point.tag, point.value, point.step, walltime=walltime(point.clock_s))
         for tag, step, path in sample_grids(run_dir, last):
-            with Image.open(path) as image:
-                pixels = np.asarray(image.convert("RGB"))
+            try:
+                pixels = read_pixels(path, "RGB")  # with a pixel limit: the folder may hold someone else's file
+            except ImageError as error:
+                log.warning("skipped %s", error)
+                continue
             writer.add_image(tag, pixels, step, dataformats="HWC")

@@ -4,16 +4,18 @@ scaling, where the time goes, engines, samples, the scenario, environment and ru
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
+from ...records.images import image_problem
 from ...records.nofollow import read_text
 from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
-from ..markdown import NA, details, markdown_table
+from ..markdown import NA, cell, details, markdown_table
 from ..plots import plot_scaling
 from ..run_plots import plot_rank_timeline
 from ..verdicts import summarise
@@ -30,6 +32,8 @@ from .tables import (
     trace_table,
     utilization_table,
 )
+
+log = logging.getLogger(__name__)
 
 
 def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
@@ -208,6 +212,9 @@ def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> li
     for r in records:
         # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
         if r.get("status") == "ok" and (source := path_under(results_dir, r["run_id"], SAMPLES_FILE)).is_file():
+            if (problem := image_problem(source)) is not None:  # a pixel bomb, a damaged file: named, not shown
+                log.warning("skipped %s", problem)
+                continue
             by_config.setdefault(config_name(r), []).append(r)
             samples_dir.mkdir(exist_ok=True)
             shutil.copyfile(source, path_under(samples_dir, f"{r['run_id']}.png"))
@@ -279,7 +286,7 @@ def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
     if not failed.empty:
         lines.append(
             f"**{len(failed)} run(s) failed:** "
-            + "; ".join(f"{rid}: {str(err).splitlines()[0][:160]}" for rid, err in zip(failed["run_id"], failed["error"]))
+            + "; ".join(f"{rid}: {cell(str(err).splitlines()[0][:160])}" for rid, err in zip(failed["run_id"], failed["error"]))
             + "\n"
         )
     lines.append(details(f"All {len(runs)} runs", markdown_table(shown)))
