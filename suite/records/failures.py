@@ -25,6 +25,7 @@ names; the first rank that failed by its status file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -34,7 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.jsonfile import JsonError, read_json
+from ..config.shown import shown
 from .results import RANKS_DIR, atomic_write_text
+
+log = logging.getLogger(__name__)
 
 # what shells and launchers say for a signal (strsignal: "Killed", "Terminated", "Segmentation fault", ...)
 _SIGNAL_WORDS = {word.lower(): int(s) for s in signal.Signals if (word := signal.strsignal(s))}
@@ -51,15 +56,56 @@ def write_status(run_dir: Path, rank: int, status: str, **fields: Any) -> None:
     atomic_write_text(status_path(run_dir, rank), json.dumps(entry))
 
 
+RANK_STATUSES = ("running", "failed", "trained", "stopped", "diverged")
+"""What a rank's status file says of it (see the module)."""
+_STATUS_FILE = re.compile(r"rank(\d+)\.json")
+_STATUS_BYTES = 16 << 20
+_warned: set[str] = set()
+
+
+def status_problem(entry: Any, rank: int) -> str | None:
+    """Why ``entry`` (a status file's data, named for ``rank``) is not a rank's status, naming the field; None if it is."""
+    if not isinstance(entry, dict):
+        return f"expected a JSON object (a rank's status), got {type(entry).__name__}"
+    if entry.get("rank") != rank or isinstance(entry.get("rank"), bool):
+        return f"rank: expected {rank}, the rank its name gives, got {shown(entry.get('rank'))}"
+    if entry.get("status") not in RANK_STATUSES:
+        return f"status: expected one of {', '.join(RANK_STATUSES)}, got {shown(entry.get('status'))}"
+    number = entry.get("time")
+    if not isinstance(number, (int, float)) or isinstance(number, bool):
+        return f"time: expected a number (seconds since the epoch), got {shown(number)}"
+    for name, kind in (("pid", int), ("host", str), ("error", str), ("traceback", str)):
+        value = entry.get(name)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"{name}: expected {'an integer' if kind is int else 'a string'}, got {shown(value)}"
+    return None
+
+
 def read_statuses(run_dir: Path) -> dict[int, dict]:
-    """Every rank's latest status, by rank (ranks that never started are missing)."""
+    """Every rank's latest status, by rank (ranks that never started are missing).
+
+    A status file that is not one (someone else's, or damaged) is left out, with one warning line naming the file
+    and the field (once per file): the failure is then named from the launcher's output alone.
+    """
     statuses = {}
     for path in (Path(run_dir) / RANKS_DIR).glob("rank*.json"):
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):  # a file being replaced: its rank is not needed to name a failure
+        match = _STATUS_FILE.fullmatch(path.name)
+        if match is None:
             continue
-        statuses[int(entry["rank"])] = entry
+        try:
+            entry = read_json(path, max_bytes=_STATUS_BYTES)
+        except OSError:  # a file being replaced: its rank is not needed to name a failure
+            continue
+        except JsonError as error:
+            problem: str | None = error.reason
+        else:
+            problem = status_problem(entry, int(match[1]))
+        if problem is not None:
+            if str(path) not in _warned:
+                _warned.add(str(path))
+                log.warning("%s: not a rank's status file, left out (%s)", path, problem)
+            continue
+        statuses[int(match[1])] = entry
     return statuses
 
 
@@ -283,5 +329,5 @@ def first_failure(run_dir: Path, log_text: str) -> Failure | None:
     if status.get("host") and failure.host in (None, "localhost"):  # torchrun says localhost; the rank knows better
         failure.host = status["host"]
     if status.get("status") == "failed" and failure.signal is None and not failure.vanished:
-        failure.message = status["error"]
+        failure.message = status.get("error")
     return failure
