@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,8 +109,9 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
     if args.alpha is not None:
         if args.network:
             raise UsageError("--network: give either --network or --alpha and --beta, not both")
-        if args.alpha < 0 or args.beta < 0:
-            raise UsageError("--alpha/--beta: latency (s) and seconds per byte must not be negative")
+        for option, value in (("--alpha", args.alpha), ("--beta", args.beta)):
+            if not (math.isfinite(value) and value >= 0):  # a projection from nan or a negative cost is no projection
+                raise UsageError(f"{option}: latency (s) and seconds per byte must be finite and not negative, got {value}")
         net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
     else:
         net = resolve(args.network or "summit", out)
@@ -128,7 +130,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     ranks = _int_list("--ranks", args.ranks)
     fit_procs = _int_list("--fit-procs", args.fit_procs) if args.fit_procs else None
-    if args.compute_scale <= 0:
+    if not (math.isfinite(args.compute_scale) and args.compute_scale > 0):
         raise UsageError("--compute-scale: must be positive (0.01: a device 100 times faster than the measured one)")
     source = Path(args.results)
     records = read_records(source)  # a results folder, a report folder (its records.json) or a records file

@@ -25,14 +25,17 @@ measurements; ``suite probe`` measures this machine instead.
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..config.jsonfile import read_json
+from ..config.shown import shown
 
 ALGORITHMS = ("best", "ring", "tree", "rhd")
 GB = 1e9
@@ -204,26 +207,63 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> Link:
     return Link(float(alpha), float(beta))
 
 
+PROBE_BYTES = 16 << 20
+"""The largest probe file read (the suite's are a few KB)."""
+
+
+_LABEL = re.compile(r"[\w .,:()/+-]{1,100}")
+
+
+def _label(value: object) -> str | None:
+    """A probe file's host or engine as the network's description quotes it: None unless plain words (it goes into
+    markdown and the terminal)."""
+    return value if isinstance(value, str) and _LABEL.fullmatch(value) else None
+
+
+def _probe_link(data: dict, field: str, source: Path) -> Link:
+    """The link at ``field`` of a probe file's data; :class:`ValueError` naming the file and the field unless it is
+    one: a mapping of ``alpha`` and ``beta``, each a finite number that is not negative."""
+    value = data.get(field)
+    if not isinstance(value, dict):
+        raise ValueError(f"{source}: {field}: expected a mapping of alpha and beta, got {shown(value)}")
+    numbers = []
+    for name in ("alpha", "beta"):
+        number = value.get(name)
+        if not isinstance(number, (int, float)) or isinstance(number, bool) or not math.isfinite(number) or number < 0:
+            got = f"got {shown(number)}" if name in value else "it is missing"
+            raise ValueError(f"{source}: {field}.{name}: expected a finite number of seconds, not negative; {got}")
+        numbers.append(float(number))
+    return Link(*numbers)
+
+
 def probe_network(path: str | os.PathLike) -> Network:
-    """The network measured by ``suite probe`` (its JSON file).
+    """The network measured by ``suite probe`` (its JSON file); :class:`ValueError` naming the file and the field
+    where it is not one (``link`` and ``inter`` mappings of alpha and beta, finite and not negative; ``ranks_per_node``
+    a positive integer).
 
     A probe on one machine measures the intra-node link only; the inter-node link is then taken
     equal to it, which the name says.
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-        link = Link(**data["link"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{path}: not a probe file written by `suite probe` ({error})") from None
-    inter = Link(**data["inter"]) if data.get("inter") else link
-    note = "" if data.get("inter") else "; one machine: intra-node only, inter-node taken equal"
+        data = read_json(path, max_bytes=PROBE_BYTES)
+    except OSError as error:
+        raise ValueError(f"{path}: not a probe file written by `suite probe` ({error.strerror or error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a probe file written by `suite probe` (a JSON object), got {type(data).__name__}")
+    link = _probe_link(data, "link", path)
+    inter = _probe_link(data, "inter", path) if data.get("inter") is not None else link
+    ranks = data.get("ranks_per_node")
+    if ranks is not None and (not isinstance(ranks, int) or isinstance(ranks, bool) or not 1 <= ranks <= ONE_NODE):
+        raise ValueError(f"{path}: ranks_per_node: expected a whole number from 1 to {ONE_NODE}, got {shown(ranks)}")
+    host, engine = (_label(data.get(key)) for key in ("host", "engine"))
+    note = "" if data.get("inter") is not None else "; one machine: intra-node only, inter-node taken equal"
     return Network(
         f"probe:{path.name}",
         link,
         inter,
-        data.get("ranks_per_node") or os.cpu_count() or 1,
-        f"measured by `suite probe` on {data.get('host', 'this machine')} over {data.get('engine', 'mpi')}{note}",
+        ranks or os.cpu_count() or 1,
+        f"measured by `suite probe` on {host or 'this machine'} over {engine or 'mpi'}{note}",
     )
 
 
