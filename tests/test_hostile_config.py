@@ -273,3 +273,105 @@ def test_a_scenario_given_as_data_has_the_run_cap_too():
     with pytest.raises(ScenarioError, match=r"^<scenario>: runs: the scenario expands to 6 runs, more than the cap of 5 "):
         parse_scenario(data, caps=ScenarioCaps(runs=5))
     assert len(expand(parse_scenario(data, caps=ScenarioCaps(runs=6)))) == 6
+
+
+# --- third-party configs (issue 43, hole 6) -------------------------------------------------------------------------
+
+
+def _deepspeed(tmp_path: Path, config: object) -> Path:
+    entry = {"strategy": "data_parallel", "engine": "deepspeed", "procs": [1], "deepspeed": {"config": config}}
+    path = tmp_path / "ds.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("ds", [entry])))
+    return path
+
+
+ELSEWHERE = "/tmp/elsewhere"
+
+
+@pytest.mark.parametrize(
+    "config, key, reason",
+    [
+        ({"csv_monitor": {"enabled": True, "output_path": ELSEWHERE}}, "csv_monitor.output_path", "the suite sets it"),
+        ({"csv_monitor": {"enabled": True, "job_name": "../../x"}}, "csv_monitor.job_name", "the suite sets it"),
+        ({"tensorboard": {"enabled": True, "output_path": ELSEWHERE}}, "tensorboard", "logs.tensorboard"),
+        ({"wandb": {"enabled": True}}, "wandb", "Weights & Biases"),
+        ({"comet": {"enabled": True}}, "comet", "Comet"),
+        ({"flops_profiler": {"enabled": True, "output_file": ELSEWHERE}}, "flops_profiler", "bwd_microstep timer"),
+        ({"autotuning": {"enabled": True, "results_dir": ELSEWHERE}}, "autotuning", "launches runs of its own"),
+        ({"aio": {"block_size": 1048576}}, "aio", "NVMe swap files"),
+        ({"nebula": {"enabled": True, "persistent_storage_path": ELSEWHERE}}, "nebula", "persistent_storage_path"),
+        ({"checkpoint": {"use_node_local_storage": True}}, "checkpoint", "train.checkpoint_every"),
+        ({"data_efficiency": {"enabled": True}}, "data_efficiency", "paths of its own"),
+        (
+            {"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": ELSEWHERE}}},
+            "zero_optimization.offload_optimizer",
+            "NVMe files",
+        ),
+        ({"zero_optimization": {"stage": 3}}, "zero_optimization.stage", "use deepspeed.zero_stage"),
+        ({"zero_optimization": {"some_path": ELSEWHERE}}, "zero_optimization.some_path", "zero_optimization takes only"),
+        ({"optimizer": {"type": "SGD"}}, "optimizer", "the run's own Adam"),
+        ({"train_batch_size": 7}, "train_batch_size", "train.batch_size"),
+        ({"fp16": {"enabled": True}}, "fp16", "performance.bf16"),
+        ({"output_file": ELSEWHERE}, "output_file", "the suite hands DeepSpeed only"),
+        ({"gradient_clipping": "1; rm -rf /"}, "gradient_clipping", "expected a finite number"),
+        ({"gradient_predivide_factor": 0}, "gradient_predivide_factor", "must be greater than 0"),
+        ({"zero_optimization": {"reduce_bucket_size": 0}}, "zero_optimization.reduce_bucket_size", "must be at least 1"),
+        ({"comms_logger": {"prof_ops": "all"}}, "comms_logger.prof_ops", "expected a list of names"),
+        ({"communication_data_type": "fp8"}, "communication_data_type", "expected one of fp32, fp16, bf16"),
+    ],
+)
+def test_a_deepspeed_key_that_writes_elsewhere_or_crashes_is_refused_before_the_run(tmp_path, capsys, config, key, reason):
+    path = _deepspeed(tmp_path, config)
+    assert _dry_run(tmp_path, path) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"error: {path}: runs[0].deepspeed.config.{key}: "), line
+    assert reason in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_deepspeed_settings_on_another_engine_are_still_refused_as_before(tmp_path, capsys):
+    entry = {"strategy": "data_parallel", "engine": "torch", "procs": [1], "deepspeed": {"config": {"wandb": {}}}}
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("t", [entry])))
+    assert _dry_run(tmp_path, path) == 2
+    assert "runs[0].deepspeed: only the deepspeed engine takes deepspeed settings, not torch" in _one_line(capsys)
+
+
+def test_allowed_deepspeed_keys_are_handed_on_and_the_csv_monitor_writes_inside_the_run_folder(tmp_path):
+    from suite.train.engines.deepspeed import DeepSpeedEngine
+    from suite.train.launchenv import LaunchInfo
+
+    config = {
+        "csv_monitor": {"enabled": True},
+        "zero_optimization": {"overlap_comm": True, "reduce_bucket_size": 1000},
+        "gradient_clipping": 1.0,
+        "communication_data_type": "fp32",
+    }
+    (run,) = expand(load_scenario(_deepspeed(tmp_path, config)))
+    assert run.deepspeed.config == config
+    run_dir = tmp_path / "out" / run.run_id
+    engine = DeepSpeedEngine.from_run(run, LaunchInfo("torchrun", 0, 1, 0, 1), run_dir)
+    handed = engine.config_for(16, 1, "all.G")
+    assert handed["csv_monitor"] == {"enabled": True, "output_path": str(run_dir / "deepspeed-monitor"), "job_name": "all.G"}
+    assert handed["zero_optimization"] == {"stage": 0, "overlap_comm": True, "reduce_bucket_size": 1000}
+    assert handed["gradient_clipping"] == 1.0 and handed["train_batch_size"] == 16
+    assert run.deepspeed.config == config  # the run's own settings are not changed by the confinement
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"csv_monitor": {"enabled": True, "output_path": ELSEWHERE}}, "deepspeed.config.csv_monitor.output_path: refused"),
+        ({"flops_profiler": {"enabled": True}}, "deepspeed.config.flops_profiler: refused: it crashes this engine"),
+        ("not a mapping", "deepspeed.config: expected a mapping of DeepSpeed config keys"),
+    ],
+)
+def test_a_rank_refuses_a_hostile_deepspeed_config_from_a_run_file_too(tmp_path, config, message):
+    """A run.json written by hand (or by someone else) is checked again where the config is made."""
+    from suite.train.engines.deepspeed import DeepSpeedEngine
+    from suite.train.launchenv import LaunchInfo
+
+    engine = DeepSpeedEngine(LaunchInfo("torchrun", 0, 1, 0, 1), 0, config, monitor_dir=tmp_path / "m")  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as error:
+        engine.config_for(16, 1, "all.G")
+    assert str(error.value).startswith(message)

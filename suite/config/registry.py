@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
+from .engine_configs import check_deepspeed_settings
 from .plan import (
     SystemSize,
     cellular_step_images,
@@ -95,6 +96,9 @@ class EngineEntry(Entry):
     """The run entry's section of its own settings (``horovod``, ``ddp``, ``deepspeed``): only its runs may set it."""
     run_id_part: Callable[[Any], str] | None = None
     """What its settings section adds to a run id (``zero2`` for ZeRO stage 2; '' for nothing)."""
+    check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
+    """The rules of its settings section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``
+    (the deepspeed engine's: which keys of its free-form ``config`` it hands on, :mod:`suite.config.engine_configs`)."""
     rendezvous: bool = False
     """Whether its ranks meet at ``MASTER_ADDR:MASTER_PORT``, which a generic launcher (mpirun) must pass them."""
     baseline: bool = False
@@ -460,6 +464,7 @@ ENGINES.register(
         builds_extensions=True,  # its CPU ops (the shared-memory allreduce), on first use
         settings="deepspeed",
         run_id_part=_zero_stage,
+        check_settings=check_deepspeed_settings,
         gpu_ready=_installed("deepspeed", "version"),
     )
 )

@@ -444,6 +444,9 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
     if spec.label is not None and (problem := name_problem(spec.label)) is not None:  # the run folders' names
         fail(f"{path}.label", problem)
     _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
+    own = ENGINES[spec.engine]
+    if own.settings is not None and own.check_settings is not None:
+        own.check_settings(getattr(spec, own.settings), f"{path}.{own.settings}", fail)
     _check_performance(spec, path, scenario, fail)
     for engine in ENGINES:
         section = engine.settings

@@ -2,7 +2,9 @@
 
 The generator and the discriminator each get their own DeepSpeed engine with the run's Adam
 as client optimizer and a config generated from the scenario (``deepspeed.config`` entries are
-merged on top). DeepSpeed reduces gradients inside ``backward``; its collectives go through
+merged on top, ``zero_optimization`` key by key; only the keys :mod:`suite.config.engine_configs`
+allows, checked again here, and DeepSpeed's CSV monitor writes into the run folder,
+``RUN_DIR/deepspeed-monitor/<network>``). DeepSpeed reduces gradients inside ``backward``; its collectives go through
 ``torch.distributed``, whose functions are wrapped while the engine runs so that payload bytes
 and waits are counted like every other engine's (object gathering after training is not
 counted). A synchronous collective's wait is marked around the call: on a GPU those marks are
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 
+from ...config.engine_configs import DEEPSPEED_MONITOR_DIR, confined_deepspeed_config
 from ...config.scenario import Run
 from ...records.results import COMMS_LOG, atomic_write_text
 from ..launchenv import LaunchInfo
@@ -75,7 +78,7 @@ class DeepSpeedReplica(Replica):
         import deepspeed
 
         super().__init__(network, optimizer)
-        config = engine.config_for(local_batch, group.size)
+        config = engine.config_for(local_batch, group.size, name)
         self.module: Any  # DeepSpeed's engine: backward() and step() of its own
         self.optimizer: Any
         self.module, self.optimizer, _, _ = deepspeed.initialize(model=network, optimizer=optimizer, config=config)
@@ -107,32 +110,42 @@ class DeepSpeedEngine(TorchEngine):
     exit_without_finalizing = False  # only the plain torch engine was seen to abort while finalizing
 
     def __init__(
-        self, launch: LaunchInfo, zero_stage: int = 0, extra_config: dict | None = None, comms_log_dir: Path | None = None
+        self,
+        launch: LaunchInfo,
+        zero_stage: int = 0,
+        extra_config: dict | None = None,
+        comms_log_dir: Path | None = None,
+        monitor_dir: Path | None = None,
     ) -> None:
         super().__init__(launch)
         self.zero_stage, self.extra_config, self.comms_log_dir = zero_stage, extra_config, comms_log_dir
+        self.monitor_dir = monitor_dir or Path(DEEPSPEED_MONITOR_DIR)  # where DeepSpeed's CSV monitor writes
         self.config: dict[str, Any] | None = None  # the last config handed to deepspeed.initialize
         self._counting = True
 
     @classmethod
     def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> DeepSpeedEngine:
-        return cls(launch, run.deepspeed.zero_stage, run.deepspeed.config, run_dir if run.trace else None)
+        comms = run_dir if run.trace else None
+        return cls(launch, run.deepspeed.zero_stage, run.deepspeed.config, comms, run_dir / DEEPSPEED_MONITOR_DIR)
 
-    def config_for(self, local_batch: int, group_size: int) -> dict[str, Any]:
-        """The DeepSpeed config of one network: generated, with the run's ``deepspeed.config`` on top."""
+    def config_for(self, local_batch: int, group_size: int, network: str = "model") -> dict[str, Any]:
+        """The DeepSpeed config of one network: generated, with the run's ``deepspeed.config`` on top (confined:
+        :func:`suite.config.engine_configs.confined_deepspeed_config`; :class:`ValueError` naming a refused key)."""
+        extra = confined_deepspeed_config(self.extra_config, str(self.monitor_dir), network)
+        zero = {"stage": self.zero_stage, **extra.pop("zero_optimization", {})}
         self.config = {
             "train_micro_batch_size_per_gpu": local_batch,
             "gradient_accumulation_steps": 1,
             "train_batch_size": local_batch * group_size,
             "steps_per_print": 10**9,
-            "zero_optimization": {"stage": self.zero_stage},
+            "zero_optimization": zero,
             "wall_clock_breakdown": False,
             **(
                 {"comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}}
                 if self.comms_log_dir
                 else {}
             ),
-            **(self.extra_config or {}),
+            **extra,
         }
         return self.config
 
