@@ -375,3 +375,25 @@ def test_a_rank_refuses_a_hostile_deepspeed_config_from_a_run_file_too(tmp_path,
     with pytest.raises(ValueError) as error:
         engine.config_for(16, 1, "all.G")
     assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("where", ["top", "entry", "train", "sweep", "strategy"])
+def test_a_huge_key_or_name_is_shown_shortened_in_the_error(tmp_path, capsys, where):
+    huge = "k" * 100_000
+    data = tiny_scenario("keys", [{"strategy": "data_parallel"}])
+    if where == "top":
+        data[huge] = 1
+    elif where == "entry":
+        data["runs"][0][huge] = 1
+    elif where == "train":
+        data["train"][huge] = 1
+    elif where == "sweep":
+        data["runs"][0]["sweep"] = {f"train.{huge}": [1]}
+    else:
+        data["runs"][0]["strategy"] = huge
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump(data, width=1 << 30))
+    assert _dry_run(tmp_path, path) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"error: {path}: ") and "kkk..." in line
+    assert len(line) < 1000, line[:2000]

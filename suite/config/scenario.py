@@ -50,6 +50,7 @@ from .sections import (  # noqa: F401  (the sections, also read from here by the
     TrainConfig,
     WganGpConfig,
 )
+from .shown import shown
 
 
 class ScenarioError(SchemaError):
@@ -331,7 +332,7 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(strategy, str) and strategy not in STRATEGIES:
             hint = did_you_mean(strategy, STRATEGIES.names()) or " (a plugin's strategy needs its package installed)"
             raise ScenarioError(
-                f"runs[{i}].strategy: '{strategy}' is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
+                f"runs[{i}].strategy: {shown(strategy)} is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
             )
     plugins = plugin_sections()
     for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(data.get("runs") or []))]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .scenario import BUILT_IN_SECTIONS, RunSpec, ScenarioError, entry_own, entry_sections, section_class
 from .schema import convert_field, type_hints
-from .shown import shown
+from .shown import shown, shown_name
 
 NOT_SWEPT = {
     "train.seed": "seeds are an axis of their own: give train.seeds, and every setting runs on every seed",
@@ -61,7 +61,7 @@ def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
         raise _fail(f"{path}.sweep", "is empty: name the fields to try and their values, e.g. {train.lr: [0.0001, 0.001]}")
     fields: dict[str, list[Any]] = {}
     for key, values in spec.sweep.items():
-        where = f"{path}.sweep.{key}"
+        where = f"{path}.sweep.{shown_name(key)}"
         section, _, name = str(key).partition(".")
         sections = entry_sections()
         if section not in sections or not name:
