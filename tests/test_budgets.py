@@ -17,14 +17,19 @@ from suite.train.training import window_seconds
 CLASSES = [0, 1, 2]
 
 
-def in_process(tmp_path, strategy: str, train: dict, points: int = 3, slowdown: str | None = None, monkeypatch=None):
-    """Train ``strategy`` on one process as the worker does (set-up, warm-up, window, finalize): (strategy, outcome)."""
+def in_process(
+    tmp_path, strategy: str, train: dict, points: int = 3, slowdown: str | None = None, monkeypatch=None, loss=None, extra=None
+):
+    """Train ``strategy`` on one process as the worker does (set-up, warm-up, window, finalize): (strategy, outcome).
+
+    ``loss``: the run entry's; ``extra``: more scenario sections (``{"wgan_gp": {"n_critic": 2}}``)."""
     scenario = {
         "name": "b",
         "dataset": {"name": "digits", "image_size": 20, "classes": CLASSES},
         "train": {"epochs": 1, "batch_size": 16, "warmup_steps": 2, **train},
         "metrics": {"enabled": False, "curve_points": points},
-        "runs": [{"strategy": strategy, "engine": "mpi"}],
+        "runs": [{"strategy": strategy, "engine": "mpi", **({"loss": loss} if loss else {})}],
+        **(extra or {}),
     }
     run = expand(parse_scenario(scenario))[0]
     engine = SoloEngine()
@@ -43,6 +48,7 @@ def in_process(tmp_path, strategy: str, train: dict, points: int = 3, slowdown: 
     telemetry.start_warmup()
     strategy_.warm_up()
     strategy_.window_s = window_seconds(run.train.budget_s, telemetry.warmup_seconds())
+    strategy_.window_opens_s = telemetry.warmup_seconds()
     telemetry.open_window()
     strategy_.train()
     telemetry.training_done()
@@ -79,9 +85,10 @@ def test_an_images_budget_gives_the_same_model_on_a_slower_host(tmp_path, monkey
 @pytest.mark.slow
 def test_snapshots_inside_the_warm_up_count_toward_the_budget(tmp_path):
     strategy, outcome = in_process(tmp_path, "data_parallel", {"budget_images": 160, "warmup_steps": 4}, points=4)
-    # fractions of 10 steps: 2, 5, 7, 10; the first falls in the 4 warm-up steps, at window clock 0
+    # fractions of 10 steps: 2, 5, 7, 10; the first falls in the 4 warm-up steps, which are on the training clock
     assert [(step, images) for _, step, images, _ in outcome.curve] == [(2, 32), (5, 80), (7, 112), (10, 160)]
-    assert outcome.curve[0][0] == 0.0 and all(clock > 0 for clock, *_ in outcome.curve[1:])
+    clocks = [clock for clock, *_ in outcome.curve]
+    assert 0 < clocks[0] <= strategy.telemetry.warmup["seconds"] < clocks[1] < clocks[2] < clocks[3]
     assert strategy.trainer.warmup_steps == 4 and outcome.fields["warmup_images_consumed"] == 64
 
 
@@ -187,6 +194,13 @@ def budgeted(tmp_path_factory):
             "label": "timed",
             "train": {"budget_images": None, "budget_s": 2.0, "steps": None},
         },
+        {  # one step, and it is the warm-up: no timed step
+            "strategy": "data_parallel",
+            "engine": "mpi",
+            "procs": [1],
+            "label": "warmonly",
+            "train": {"budget_images": None, "steps": 1},
+        },
     ]
     scenario = tiny_scenario(
         "budgeted",
@@ -207,7 +221,8 @@ def budgeted(tmp_path_factory):
     [
         ("data_parallel-bce-mpi-p2-r0", 60, 16),  # a global step: one batch of 16
         ("label_partitioned-bce-mpi-p2-r0", 20, 48),  # a step of each of the 3 class GANs
-        ("cellular-mustangs-mpi-p1-g1x2-r0", 10, 96),  # an iteration: 3 batches of 16 in each of 2 cells
+        # an iteration: 3 batches of 16 in each of 2 cells, the discriminators trained on 2 of them (skip 1)
+        ("cellular-mustangs-mpi-p1-g1x2-r0", 15, 64),
     ],
 )
 def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgeted, run_id, steps, step_images):
@@ -216,9 +231,17 @@ def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgete
     assert r["budget_images"] == 960 and r["budget_s"] is None and r["budget_window_s"] is None
     assert r["budget_steps"] == steps and r["images_consumed"] == steps * step_images == 960
     assert r["warmup_images_consumed"] == step_images  # one warm-up step of the system
-    assert r["warmup_s"] > 0 and r["train_s"] > 0
-    # the curve: at half the budget and at its end
-    assert [p["images"] for p in r["curve"]] == [480, 960]
+    # the warm-up is on the training clock, and the throughput counts its training images
+    assert r["train_s"] > r["warmup_s"] > 0 and r["telemetry"]["timed_steps"] == steps - 1 and not r["warnings"]
+    assert r["train_images"] == r["images_consumed"] and r["images_per_s"] == pytest.approx(960 / r["train_s"], rel=0.05)
+    # work as a trait of the strategy: a cellular generator steps on every batch, its discriminators on 2 of 3 (skip
+    # 1); only cellular scores images while it trains (fitness and mixtures)
+    cellular = run_id.startswith("cellular")
+    assert (r["steps_per_gan"], r["generator_only_steps"]) == ((steps * 3, steps) if cellular else (steps, 0))
+    assert (r["eval_images"] > 0) == cellular
+    # the curve: at the last whole step within half the budget (cellular: 7 of 15 iterations), and at its end
+    assert [p["images"] for p in r["curve"]] == [s * step_images for s in budget_fraction_steps(960, step_images, 2)]
+    assert r["curve"][-1]["images"] == 960 and r["curve"][0]["images"] == (448 if cellular else 480)
 
 
 @pytest.mark.multiproc
@@ -228,5 +251,46 @@ def test_a_time_budget_window_is_what_the_warm_up_left(budgeted):
     assert r["budget_s"] == 2.0 and r["budget_images"] is None
     # the window was the budget less the warm-up the ranks agreed on (measured a moment before warmup_s)
     assert 0 < r["budget_window_s"] < 2.0 and r["budget_window_s"] + r["warmup_s"] >= 2.0
-    assert r["train_s"] >= r["budget_window_s"]  # training stops after the first step past the window
+    # the warm-up is inside the clock: training stops after the first step past the whole budget
+    assert r["train_s"] >= 2.0 - 1e-9 and r["train_s"] >= r["warmup_s"] + r["budget_window_s"] - 1e-9
     assert r["images_consumed"] == 16 * r["generator_steps"] and r["warmup_images_consumed"] == 16
+
+
+@pytest.mark.multiproc
+def test_a_run_without_a_timed_step_is_not_plainly_ok(budgeted):
+    r = budgeted["warmonly-p1-r0"]
+    assert r["status"] == "ok" and r["telemetry"]["timed_steps"] == 0 and r["generator_steps"] == 1
+    assert len(r["warnings"]) == 1 and r["warnings"][0].startswith("no timed step after the warm-up (1 warm-up step,")
+    # its throughput is still measured: the warm-up is on the training clock
+    assert r["train_s"] >= r["warmup_s"] > 0 and r["images_per_s"] == pytest.approx(16 / r["train_s"], rel=0.05)
+    assert r["telemetry"]["step_p50"] is None  # no step time without a timed step
+
+
+# --- bad input: a budget that buys no timed step ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "run, budget, step",
+    [
+        ({"strategy": "data_parallel", "engine": "mpi", "procs": [1]}, 31, 16),  # one step of 16: the warm-up
+        ({"strategy": "label_partitioned", "engine": "mpi", "procs": [1]}, 95, 48),  # one step of the 3 class GANs
+        # a cellular iteration: 2 cells x the 2 of 3 batches its discriminators train on (skip 1) x 16 images
+        ({"strategy": "cellular", "engine": "mpi", "procs": [1], "grid": [1, 2]}, 127, 64),
+    ],
+)
+def test_a_budget_that_buys_no_timed_step_is_refused_before_any_rank_starts(tmp_path, capsys, run, budget, step):
+    scenario = tiny_scenario(
+        "refused",
+        [run],
+        dataset={"classes": CLASSES},
+        train={"budget_images": budget, "batch_size": 16, "warmup_steps": 1, "steps": None},
+        cellular={"batches_per_iteration": 3, "fitness_samples": 32, "mixture_samples": 40},
+    )
+    code, records = run_scenario(tmp_path, scenario)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and records == {} and not (tmp_path / "results").exists()
+    # one line: the field, the system, and the images one step after the warm-up needs
+    assert len(err) == 1 and "train.budget_images" in err[0] and f"{run['strategy']} at P = 1" in err[0]
+    assert f"after its 1 warm-up step: it needs {2 * step} images" in err[0]
+    # the same settings with the images it asked for are accepted
+    assert expand(parse_scenario({**scenario, "train": {**scenario["train"], "budget_images": 2 * step}}))

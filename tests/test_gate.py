@@ -248,7 +248,7 @@ class FakeTelemetry:
         if self._step is None:
             self._step = "running"
 
-    def end_step(self, images):
+    def end_step(self, images, train_images=0, eval_images=0):
         self._step = None
         self.ended.append(images)
 

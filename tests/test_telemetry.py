@@ -13,14 +13,15 @@ from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, 
 from suite.running.worker import _summaries
 
 
-def test_window_excludes_warmup_and_phases_add_up():
+def test_warmup_is_on_the_clock_but_not_a_timed_step_and_phases_add_up():
     comm = CommStats()
     t = Telemetry(torch.device("cpu"), comm)
     t.start_warmup()
-    for _ in range(2):  # warm-up steps train but are not timed
+    for _ in range(2):  # warm-up steps train and are on the clock, but are not timed steps
         t.begin_step()
         time.sleep(0.01)
-        t.end_step(images=64)
+        t.end_step(images=64, train_images=16, eval_images=8)
+    warmed = t.clock()
     t.open_window()
     waited = 0.0
     for _ in range(3):
@@ -33,18 +34,21 @@ def test_window_excludes_warmup_and_phases_add_up():
         comm.add(1000, 2, (start, end))
         waited += t.timeline.seconds(start, end)
         time.sleep(0.03)
-        t.end_step(images=64)
+        t.end_step(images=64, train_images=16)
     t.training_done()
     t.close_window()
     d = t.as_dict()
-    assert d["steps"] == 5 and d["images"] == 320
-    assert d["warmup"]["steps"] == 2 and d["warmup"]["images"] == 128 and d["warmup"]["seconds"] >= 0.02
+    assert d["steps"] == 5 and d["images"] == 320 and d["train_images"] == 80 and d["eval_images"] == 16
+    assert d["warmup"]["steps"] == 2 and d["warmup"]["images"] == 128 and d["warmup"]["train_images"] == 32
+    assert d["warmup"]["seconds"] >= warmed >= 0.02
     w = d["window"]
-    assert w["steps"] == 3 and w["images"] == 192 and w["comm_bytes"] == 3000
+    assert w["steps"] == 3 and w["images"] == 192 and w["train_images"] == 48 and w["comm_bytes"] == 3000
     assert w["comm"] == pytest.approx(waited) and waited >= 0.06 and w["data"] >= 0.03 and w["compute"] > 0
     assert w["step_seconds"] == pytest.approx(w["data"] + w["comm"] + w["compute"])
-    assert w["seconds"] >= w["busy_seconds"] >= w["step_seconds"]
-    assert d["images_per_s"] == pytest.approx(192 / w["seconds"])
+    # the clock holds the warm-up and the timed steps; busy seconds only the timed steps (the projection's)
+    assert w["seconds"] >= warmed + w["busy_seconds"] and w["busy_seconds"] >= w["step_seconds"]
+    # throughput: every training image, warm-up included, over the whole clock
+    assert d["images_per_s"] == pytest.approx(80 / w["seconds"])
     assert d["step_times"]["count"] == 3
     # on a CPU nothing about GPUs is reported, and the record says why
     assert d["gpu_util"] is None and d["gpu_mem_used_bytes"] is None and d["gpu_mem_peak_bytes"] is None

@@ -8,15 +8,17 @@ what one step of a system draws from the data (:class:`SystemSize`, :func:`budge
 strategy's rule is a trait of its registry entry, :mod:`suite.config.registry`).
 Their errors name the rule; validation re-raises them under the scenario field at fault.
 
-**The images budget** (``train.budget_images``): the real training images drawn into the system's
-training batches, the batches its discriminators (critics) train on, summed over all its GANs (or
-cells) and all its ranks, a batch of B real images counting B once per GAN (cell) that draws it,
-warm-up steps included. (A cellular cell draws ``batches_per_iteration`` batches an iteration: its
-generators step on each, its discriminators on every ``discriminator_skip + 1``-th.) Generated
-images, and the real images that cellular fitness and mixture evaluations score, do not count.
-One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
-:func:`per_class_step_images`, :func:`cellular_step_images`); a budget buys
-``budget_images // step`` whole steps (:func:`budget_steps`).
+**The images budget** (``train.budget_images``) charges *training images*: the real images that reach a
+discriminator (critic) update, summed over all the system's GANs (or cells) and all its ranks, a batch of B
+real images counting B once per GAN (cell) that trains on it, warm-up steps included. (A cellular cell
+makes ``batches_per_iteration`` generator steps an iteration; its discriminators train on every
+``discriminator_skip + 1``-th of those batches only, :func:`discriminator_batches`: the others are
+generator-only steps, which draw no real images and are not charged.) Generated images, and the
+*evaluation images* that networks score without an update (cellular fitness and mixture evaluation),
+do not count. One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
+:func:`per_class_step_images`, :func:`cellular_step_images`); a budget buys ``budget_images // step``
+whole steps (:func:`budget_steps`), of which the first ``train.warmup_steps`` are warm-up: a budget must
+buy at least one step more.
 """
 
 from __future__ import annotations
@@ -177,7 +179,9 @@ class SystemSize:
     cells: int | None = None
     """Cells of the grid (cellular)."""
     batches_per_iteration: int | None = None
-    """Training batches of a cell per iteration (cellular)."""
+    """Generator steps (batches) of a cell per iteration (cellular)."""
+    discriminator_skip: int = 0
+    """Of those, the discriminators train on every ``discriminator_skip + 1``-th (cellular; 0: on every batch)."""
 
 
 def one_model_step_images(size: SystemSize) -> int | None:
@@ -190,22 +194,41 @@ def per_class_step_images(size: SystemSize) -> int | None:
     return None if size.classes is None else size.classes * size.critic_steps * size.batch_size
 
 
+def discriminator_batches(batches: int, skip: int) -> int:
+    """Of ``batches`` consecutive batches (the first numbered 0), those a discriminator trains on when it trains on
+    every ``skip + 1``-th: the batches whose real images are training images.
+
+    >>> discriminator_batches(10, 1), discriminator_batches(3, 1), discriminator_batches(3, 0)
+    (5, 2, 3)
+    """
+    return (batches + skip) // (skip + 1)
+
+
 def cellular_step_images(size: SystemSize) -> int | None:
-    """One iteration: ``batches_per_iteration`` batches of every cell of the grid."""
+    """One iteration: the batches of every cell of the grid that its discriminators train on."""
     if size.cells is None or size.batches_per_iteration is None:
         return None
-    return size.cells * size.batches_per_iteration * size.batch_size
+    return size.cells * discriminator_batches(size.batches_per_iteration, size.discriminator_skip) * size.batch_size
 
 
-def budget_steps(budget_images: int, step_images: int, system: str) -> int:
-    """The whole steps ``budget_images`` buys at ``step_images`` a step; :class:`TrainingError` below one step.
+def budget_steps(budget_images: int, step_images: int, system: str, warmup_steps: int = 0) -> int:
+    """The whole steps ``budget_images`` buys at ``step_images`` a step; :class:`TrainingError` where it buys no step
+    after the ``warmup_steps`` of warm-up (a run whose every step is warm-up has no timed step).
 
     >>> budget_steps(1000, 320, "label_partitioned")
     3
     """
-    if budget_images < step_images:
+    needed = (warmup_steps + 1) * step_images
+    if budget_images < needed:
+        bought = budget_images // step_images
+        what = (
+            f"one step of {system}"
+            if not warmup_steps
+            else f"one step of {system} after its {warmup_steps} warm-up step" + ("s" if warmup_steps > 1 else "")
+        )
         raise TrainingError(
-            f"{budget_images} images are less than one step of {system}, {step_images} images; give at least {step_images}",
+            f"{budget_images} images buy {bought} step{'' if bought == 1 else 's'} of {step_images} images, too few for {what}: "
+            f"it needs {needed} images; give at least {needed}" + (" or fewer train.warmup_steps" if warmup_steps else ""),
             "train.budget_images",
         )
     return budget_images // step_images

@@ -132,15 +132,15 @@ class TrainConfig:
     seeds: list[Seed] | None = None
     """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds."""
     warmup_steps: Annotated[int, Field(ge=0), AtMost(10**6, _NEVER)] = 2
-    """Generator steps (cellular: iterations) of every GAN made before the training window opens."""
+    """Generator steps (cellular: iterations) of every GAN at the start of the training window: on its clock, not timed as steps."""
     threads: Annotated[int, Field(ge=1), AtMost(1024, "more threads per rank than any node has cores")] | None = None
     """CPU threads per rank (default: the node's cores / the sweep's largest ranks per node; at most 4 on a rank that trains on a GPU)."""
     budget_s: Annotated[float, Field(gt=0), AtMost(2_592_000, _MONTH)] | None = None
     """Seconds of every run's training, instead of epochs (still capped by ``steps``): equal-time comparisons. Warm-up
     counts inside it: the window gets the budget less the slowest rank's warm-up seconds."""
     budget_images: Annotated[int, Field(ge=1), AtMost(10**12, _NEVER)] | None = None
-    """Real training images drawn into every system's training batches (those its discriminators train on), summed
-    over its GANs (cells) and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
+    """Training images (real images that reach a discriminator update) of every system, summed over its GANs (cells)
+    and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
     equal-compute comparisons that do not depend on the host's speed (docs/scenarios.md, "Equal budgets"; not with
     ``budget_s``)."""
     class_schedule: Literal["interleaved", "sequential"] = "interleaved"

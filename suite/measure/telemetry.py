@@ -3,9 +3,13 @@ communication wait, their spread, throughput, FLOPs, CPU and host memory, GPU ut
 
 What is measured, precisely:
 
-* The **training window** opens at a barrier after all set-up and warm-up steps
-  (:meth:`Telemetry.open_window`) and closes at a barrier after the last training step
-  (:meth:`Telemetry.close_window`). Only steps inside it count towards throughput and step times.
+* The **training clock** starts at a barrier after set-up, as the warm-up steps begin
+  (:meth:`Telemetry.start_warmup`), and stops at a barrier after the last training step
+  (:meth:`Telemetry.close_window`): the warm-up is inside it for every system, so the run's
+  training seconds (``train_s``) and its throughput count the warm-up steps. The **timed steps**
+  are those after the warm-up (from :meth:`Telemetry.open_window`, at the barrier that ends it):
+  the step times, their spread and split, the window's traffic and FLOP/s come from them alone, so
+  that a first step's one-off costs (allocation, kernel selection) do not enter them.
 * A **step** is one generator update and the discriminator updates before it (a cellular
   iteration for the cellular strategy).
 * **data** is time spent fetching a batch and handing it to the device; **comm** is time the
@@ -16,7 +20,14 @@ What is measured, precisely:
   lazily, at progress points and when the window closes, so the training loop never waits for
   the device to report a step; and because they time the device's own stream, a collective
   that NCCL completes asynchronously is timed where the stream actually waits for it.
-* **images** counts images that went through a discriminator: real plus generated.
+* **images** counts images that went through a discriminator: real plus generated (the work of a
+  step, which the projection fits). **train_images** counts *training images*, the real images that
+  reach a discriminator (critic) update (what ``train.budget_images`` charges, :mod:`suite.config.plan`),
+  and **eval_images** the *evaluation images*, those a network scores without an update during
+  training (cellular's fitness and mixture evaluation). Throughput (``images_per_s``) is training
+  images per second of the training clock, warm-up included.
+* The **host's load** over the training clock (load average, CPU steal, CPU time of processes
+  outside the run) is read by :class:`suite.measure.hostload.HostLoadMeter`.
 * Time spent saving checkpoints is not training: the window's clock stops meanwhile and it is
   counted apart (``checkpoint_s``). A run resumed from a checkpoint continues the clock, the
   window's totals and the step-time statistics where the checkpoint left them, so its window is
@@ -46,6 +57,8 @@ from typing import Any, Iterator
 import numpy as np
 import psutil
 import torch
+
+from .hostload import HostLoadMeter
 
 RESERVOIR_SIZE = 4096
 """Step times kept per rank for percentiles (a uniform sample once a window has more steps)."""
@@ -234,20 +247,24 @@ class _Step:
     data: list[tuple[Any, Any]]
     comm: list[tuple[Any, Any]]
     images: int
+    train_images: int = 0
+    eval_images: int = 0
 
 
 @dataclass
 class WindowTotals:
-    """What this rank did inside the training window."""
+    """What this rank did in its timed steps (those after the warm-up), and the training clock's seconds."""
 
     steps: int = 0
     images: int = 0
-    step_seconds: float = 0.0  # sum of step times (the window minus time between steps)
+    train_images: int = 0
+    eval_images: int = 0
+    step_seconds: float = 0.0  # sum of step times (the timed steps' part of the clock less the time between steps)
     data: float = 0.0
     comm: float = 0.0
     compute: float = 0.0
-    seconds: float = 0.0  # the window itself, barrier to barrier
-    busy_seconds: float = 0.0  # from the window's start to this rank's last step
+    seconds: float = 0.0  # the training clock, barrier to barrier: warm-up and timed steps
+    busy_seconds: float = 0.0  # from the end of the warm-up to this rank's last step
     comm_bytes: int = 0
 
 
@@ -283,7 +300,9 @@ class Telemetry:
         self.timeline = timeline or timeline_for(device)
         self.steps = 0  # all steps, warm-up included
         self.images = 0
-        self.warmup = {"steps": 0, "images": 0, "seconds": 0.0}
+        self.train_images = 0  # training images of all steps, warm-up included (see the module's docstring)
+        self.eval_images = 0  # evaluation images of all steps, warm-up included
+        self.warmup = {"steps": 0, "images": 0, "train_images": 0, "seconds": 0.0}
         self.window = WindowTotals()
         self.step_times = StepTimes()
         self.flops_per_step: int | None = None
@@ -291,17 +310,30 @@ class Telemetry:
         self.paused_s = 0.0
         self.checkpoint_s = 0.0
         self._resumed: dict[str, Any] | None = None  # the checkpoint's clock and window traffic, until the window opens
-        self._window_start: float | None = None
+        self._clock_start: float | None = None  # perf_counter when the training clock started (less a resumed clock)
+        self._window_clock0 = 0.0  # the clock's reading when the warm-up ended (the timed steps began)
         self._warmup_start: float | None = None
         self._window_bytes0 = 0
         self._pending: list[_Step] = []
         self._step: _Step | None = None
         self.sampler = ResourceSampler(device)
+        self.host_load = HostLoadMeter()
 
     # --- phases ------------------------------------------------------------------------------------
     def start_warmup(self) -> None:
-        """Set-up is over: warm-up steps follow (they train, but are not timed)."""
+        """Set-up is over (call right after a barrier): the training clock starts, and warm-up steps follow (they
+        train and are on the clock, but are not timed steps)."""
         self._warmup_start = time.perf_counter()
+        self._start_clock()
+
+    def _start_clock(self) -> None:
+        """Start the training clock (once): a resumed run's clock goes on from the checkpoint's."""
+        if self._clock_start is not None:
+            return
+        resumed = (self._resumed or {}).get("clock_s", 0.0)
+        self._clock_start = time.perf_counter() - resumed - self.paused_s - self.checkpoint_s
+        self.sampler.start()
+        self.host_load.start()
 
     def warmup_seconds(self) -> float:
         """Seconds of warm-up so far: this segment's since :meth:`start_warmup`, plus a resumed run's earlier ones."""
@@ -309,38 +341,42 @@ class Telemetry:
         return self.warmup["seconds"] + running
 
     def open_window(self) -> None:
-        """Start the training window (call right after a barrier that follows set-up and warm-up)."""
+        """The warm-up is over: the timed steps begin (call right after the barrier that ends the warm-up; it starts
+        the training clock too where no warm-up phase did)."""
         self.flush()
-        self.comm.take_waits()  # waits of set-up (initial broadcasts) belong to no step
+        self.comm.take_waits()  # waits of set-up (initial broadcasts) and warm-up belong to no timed step
         if self._warmup_start is not None:
             self.warmup["seconds"] += time.perf_counter() - self._warmup_start
+            self._warmup_start = None
         resumed = self._resumed or {"clock_s": 0.0, "window_comm_bytes": 0}
         self._window_bytes0 = self.comm.bytes - resumed["window_comm_bytes"]
+        self._start_clock()
+        # a resumed run's timed steps began where its first segment's warm-up ended (0.0: a checkpoint from before
+        # the warm-up was on the clock)
+        self._window_clock0 = resumed.get("window_clock0", 0.0) if self._resumed is not None else self.clock()
         self.in_window = True
-        self.sampler.start()
-        # a resumed window's clock goes on from the checkpoint's
-        self._window_start = time.perf_counter() - resumed["clock_s"] - self.paused_s - self.checkpoint_s
         self._resumed = None
 
     def training_done(self) -> None:
         """This rank made its last training step (before the barrier that closes the window)."""
         self.timeline.synchronize()
-        self.window.busy_seconds = self.clock()
+        self.window.busy_seconds = self.clock() - self._window_clock0
 
     def close_window(self) -> None:
-        """End the training window (call right after the barrier that follows the last step)."""
+        """Stop the training clock (call right after the barrier that follows the last step)."""
         self.window.seconds = self.clock()
         self.in_window = False
         self.sampler.stop()
+        self.host_load.stop()
         self.flush()
         self.window.comm_bytes = self.comm.bytes - self._window_bytes0
 
     def clock(self) -> float:
-        """Seconds of training since the window opened, on the host, pauses excluded (the x-axis
-        of quality-over-time curves)."""
-        if self._window_start is None:
+        """Seconds of training since the clock started (the warm-up's start), on the host, pauses excluded (the
+        x-axis of quality-over-time curves)."""
+        if self._clock_start is None:
             return 0.0
-        return time.perf_counter() - self._window_start - self.paused_s - self.checkpoint_s
+        return time.perf_counter() - self._clock_start - self.paused_s - self.checkpoint_s
 
     @contextmanager
     def _stopped(self, counter: str) -> Iterator[None]:
@@ -364,8 +400,11 @@ class Telemetry:
         self.flush()
         return {
             "clock_s": self.clock(),
+            "window_clock0": self._window_clock0,
             "steps": self.steps,
             "images": self.images,
+            "train_images": self.train_images,
+            "eval_images": self.eval_images,
             "warmup": dict(self.warmup),
             "window": dict(self.window.__dict__),
             "step_times": self.step_times.state_dict(),
@@ -380,11 +419,16 @@ class Telemetry:
         """Continue from a checkpoint's measurements (before the window opens): the window's clock,
         totals, step times and traffic go on from where the checkpoint left them."""
         self.steps, self.images, self.warmup = state["steps"], state["images"], dict(state["warmup"])
+        self.train_images, self.eval_images = state.get("train_images", 0), state.get("eval_images", 0)
         self.window = WindowTotals(**state["window"])
         self.step_times.load_state_dict(state["step_times"])
         self.flops_per_step, self.paused_s, self.checkpoint_s = state["flops_per_step"], state["paused_s"], state["checkpoint_s"]
         self.comm.bytes += state["comm_bytes"]  # traffic of the earlier segments, on top of this one's set-up
-        self._resumed = {"clock_s": state["clock_s"], "window_comm_bytes": state["window_comm_bytes"]}
+        self._resumed = {
+            "clock_s": state["clock_s"],
+            "window_comm_bytes": state["window_comm_bytes"],
+            "window_clock0": state.get("window_clock0", 0.0),
+        }
 
     # --- steps ---------------------------------------------------------------------------------------
     def begin_step(self) -> None:
@@ -400,17 +444,22 @@ class Telemetry:
         if self._step is not None:
             self._step.data.append((start, self.timeline.mark()))
 
-    def end_step(self, images: int) -> None:
+    def end_step(self, images: int, train_images: int = 0, eval_images: int = 0) -> None:
+        """End the step :meth:`begin_step` began: ``images`` through a discriminator, of which ``train_images`` reached
+        an update; ``eval_images`` scored without one (see the module's docstring)."""
         step, self._step = self._step, None
         if step is None:
             raise RuntimeError("end_step without begin_step")
-        step.end, step.images = self.timeline.mark(), images
+        step.end, step.images, step.train_images, step.eval_images = self.timeline.mark(), images, train_images, eval_images
         step.comm = self.comm.take_waits()
         self.steps += 1
         self.images += images
+        self.train_images += train_images
+        self.eval_images += eval_images
         if not self.in_window:
             self.warmup["steps"] += 1
             self.warmup["images"] += images
+            self.warmup["train_images"] = self.warmup.get("train_images", 0) + train_images
             return
         self._pending.append(step)
         if len(self._pending) >= MAX_PENDING_STEPS:
@@ -429,6 +478,8 @@ class Telemetry:
             comm = sum(seconds(a, b) for a, b in step.comm)
             w.steps += 1
             w.images += step.images
+            w.train_images += step.train_images
+            w.eval_images += step.eval_images
             w.step_seconds += total
             w.data += data
             w.comm += comm
@@ -469,12 +520,16 @@ class Telemetry:
             "timeline": self.timeline.kind,  # host_clock or cuda_events
             "steps": self.steps,
             "images": self.images,
+            "train_images": self.train_images,
+            "eval_images": self.eval_images,
             "warmup": dict(self.warmup),
             "paused_s": self.paused_s,
             "checkpoint_s": self.checkpoint_s,
             "window": {**w.__dict__},
             "step_times": self.step_times.as_dict(),
-            "images_per_s": w.images / w.seconds if w.seconds > 0 and w.steps else None,
+            # training images per second of the training clock, warm-up included
+            "images_per_s": self.train_images / w.seconds if w.seconds > 0 and self.train_images else None,
+            "host_load": self.host_load.as_dict(),
             "flops_per_step": self.flops_per_step,
             "cpu_util": summary(self.sampler.cpu_util),
             "host_mem_peak_bytes": peak_rss_kib * 1024,

@@ -76,8 +76,8 @@ def profiled_steps(trace: bool, run_dir: Path, engine: Rank, telemetry: Telemetr
         )
     end_step = telemetry.end_step
 
-    def end_step_and_advance(images: int) -> None:
-        end_step(images)
+    def end_step_and_advance(images: int, train_images: int = 0, eval_images: int = 0) -> None:
+        end_step(images, train_images, eval_images)
         profiler.step()
 
     telemetry.end_step = end_step_and_advance  # type: ignore[method-assign]  # this object only; removed below

@@ -27,14 +27,18 @@ from typing import TYPE_CHECKING, Any
 from ..config.schema import SchemaError, check, section_type, type_hints
 from ..config.shown import shown, shown_name
 from ..config.validation import name_problem
+from .upgrade import upgraded
 
 if TYPE_CHECKING:
     from ..config.scenario import Run
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the record layout written now, checked against :class:`Record` when read (3 added ``machine``,
 ``quality.ruler_sha256``, ``quality.device``, ``quality.not_scorable`` and the ``diverged`` fields; 4 added
-``sweep``, ``sweep_order``, ``model_files``, ``checkpoints_skipped`` and the :class:`Provenance` fields)."""
+``sweep``, ``sweep_order``, ``model_files``, ``checkpoints_skipped`` and the :class:`Provenance` fields; 5 put the
+warm-up inside ``train_s``, made ``images_per_s`` count training images and added ``train_images``,
+``eval_images``, ``steps_per_gan``, ``generator_only_steps``, ``host_load`` and ``warnings``: older records are
+brought to its meaning as they are read, :mod:`suite.records.upgrade`)."""
 
 
 class RecordError(SchemaError):
@@ -187,6 +191,30 @@ class Machine:
     """A digest of one fixed forward and backward pass on the run's device and threads (:func:`suite.measure.env.numerics_digest`)."""
 
 
+@dataclass
+class HostLoad:
+    """``host_load``: the host's load over the run's training clock (:mod:`suite.measure.hostload`), on its busiest host."""
+
+    contended: bool | None = column()
+    """The run's timings were taken while other processes used its cores, or steal took the CPUs
+    (:func:`suite.measure.hostload.contention`); None: unknown (no ``/proc/stat``)."""
+    contention: str | None = None
+    """Why, in a few words."""
+    outside_cores: float | None = column()
+    """Cores that processes outside the run kept busy, on average over its training clock."""
+    outside_share: float | None = None
+    """``outside_cores`` as a share of the host's cores (of the window's core-seconds, those others used)."""
+    free_cores: float | None = None
+    """The host's cores that the run's ranks did not claim (its cores less their threads)."""
+    cores: int | None = None
+    steal_share: float | None = column()
+    """CPU steal as a share of the host's CPU time."""
+    load_avg: list[float | None] | None = column()
+    """The host's 1-minute load average as the training clock started and as it stopped."""
+    hosts: list[dict] | None = None
+    """The same per host, for a run over several nodes."""
+
+
 # --- top-level parts ---------------------------------------------------------------------------------------
 
 
@@ -232,7 +260,8 @@ class Placement:
 
 @dataclass
 class Timing:
-    """Seconds of each phase (the slowest rank's); only ``train_s`` is the training window."""
+    """Seconds of each phase (the slowest rank's); ``train_s`` is the training clock: the warm-up (``warmup_s``)
+    and the timed steps after it, the same for every system."""
 
     setup_s: float | None = column()
     warmup_s: float | None = column()
@@ -250,11 +279,20 @@ class Timing:
 
 @dataclass
 class Throughput:
-    """Images per second of the window."""
+    """Training images per second of the training clock, and the work counted the same way for every strategy
+    (:mod:`suite.measure.telemetry`)."""
 
     images_per_s: float | None = column()
+    """Training images (real images that reach a discriminator update) per second of ``train_s``, warm-up
+    included, all ranks."""
     images_per_s_ci95: list[float | None] | None = column()
     images_per_s_per_rank: float | None = column()
+    train_images: int | None = column()
+    """Training images of the run, all ranks, warm-up included: what ``images_per_s`` counts (and
+    ``train.budget_images`` charges)."""
+    eval_images: int | None = column()
+    """Evaluation images: images that networks scored without an update during training (cellular's fitness
+    and mixture evaluation), all ranks; 0 for a strategy that scores nothing while it trains."""
 
 
 @dataclass
@@ -292,6 +330,11 @@ class StrategyFields:
     allreduce_every: int | None = column()
     """Steps between two synchronisations of the model's replicas (missing or 1: every step; local SGD: its
     averaging period), which the projection's one-group cost model reads."""
+    steps_per_gan: int | None = column()
+    """Generator steps of one GAN's generator, warm-up included (label_partitioned: the fewest of a class GAN;
+    cellular: of each generator of a cell, an iteration's batches per iteration)."""
+    generator_only_steps: int | None = column()
+    """Of ``steps_per_gan``, the steps without a discriminator step (cellular's ``discriminator_skip``; 0 elsewhere)."""
 
 
 @dataclass
@@ -399,6 +442,10 @@ class RunOutcome:
     """cellular: the best single cell's generator, scored like the model."""
     curve: list[dict] | None = None
     time_to_target: dict | None = None
+    host_load: HostLoad | None = None
+    """The host's load over the training clock, and whether it makes the run's timings contended."""
+    warnings: list[str] | None = column()
+    """What to distrust about an ``ok`` run, one line each (e.g. no timed step after the warm-up)."""
 
 
 @dataclass
@@ -537,7 +584,7 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
             raise RecordError(problem)
     except RecordError as error:
         raise RecordError(f"{source}: {error}") from None
-    return data
+    return upgraded(data)
 
 
 def _field_type(cls: type, name: str) -> Any:

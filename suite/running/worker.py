@@ -1,8 +1,8 @@
 """The per-rank entry point: ``python -m suite.running.worker RUN_DIR`` (or its short name, ``python -m suite.worker``).
 
 Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
-hand launches), starts the engine, sets up the run's strategy, warms it up, trains inside the
-training window (between two barriers), and hands its measurements to rank 0, which
+hand launches), starts the engine, sets up the run's strategy, warms it up and trains on the
+training clock (between two barriers, the warm-up inside), and hands its measurements to rank 0, which
 packages the trained model; every rank then scores a share of its models and snapshots
 (:mod:`suite.running.scoring`), and rank 0 writes ``RUN_DIR/result.json``.
 
@@ -48,6 +48,7 @@ import numpy as np
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..measure.flops import rank_peak_use
+from ..measure.hostload import host_load
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
@@ -181,9 +182,13 @@ def _ok_record(
         relative = telemetry["step_ci95"] / telemetry["step_mean"]
         ci = [images_per_s / (1 + relative), images_per_s / (1 - relative) if relative < 1 else None]
     windows = [r["window"] for r in per_rank]
+    warnings = []
+    if not telemetry["timed_steps"]:
+        warnings.append(no_timed_step_warning(per_rank[0]["warmup"]["steps"]))
     return {
         "status": "ok",
         "error": None,
+        "warnings": warnings or None,
         "dataset": asdict(
             DatasetInfo(
                 name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
@@ -201,6 +206,9 @@ def _ok_record(
         "images_per_s": images_per_s,
         "images_per_s_ci95": ci,
         "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
+        "train_images": int(sum(r["train_images"] for r in per_rank)),
+        "eval_images": int(sum(r["eval_images"] for r in per_rank)),
+        "host_load": host_load((r["host"], r["host_load"], placement["threads_per_rank"]) for r in per_rank),
         "comm": asdict(
             Communication(
                 bytes=int(sum(w["comm_bytes"] for w in windows)),
@@ -216,6 +224,15 @@ def _ok_record(
         "machine": {**machine(engine.device), "numerics": numerics_digest(engine.device)},
         **outcome.fields,
     }
+
+
+def no_timed_step_warning(warmup_steps: int) -> str:
+    """The record's warning for a run whose every step was warm-up: its throughput holds, its step times do not."""
+    return (
+        f"no timed step after the warm-up ({warmup_steps} warm-up step{'s' if warmup_steps != 1 else ''}, "
+        "train.warmup_steps, and no other): its step times, their spread and FLOP/s are not measured; train longer "
+        "or warm up less"
+    )
 
 
 def _provenance(run: Run, started_utc: str) -> dict:
@@ -293,8 +310,8 @@ def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
         return
     end_step = telemetry.end_step
 
-    def failing_end_step(images: int) -> None:
-        end_step(images)
+    def failing_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
+        end_step(images, train_images, eval_images)
         if telemetry.steps == int(at):
             if os.environ.get("SUITE_TEST_FAIL_HOW") == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -316,9 +333,9 @@ def _slow_down_steps(telemetry: Telemetry) -> None:
             began[0] = time.perf_counter()
         begin_step()
 
-    def slowed_end_step(images: int) -> None:
+    def slowed_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
         time.sleep(factor * (time.perf_counter() - began[0]))
-        end_step(images)
+        end_step(images, train_images, eval_images)
 
     telemetry.begin_step = timed_begin_step  # type: ignore[method-assign]  # this object only
     telemetry.end_step = slowed_end_step  # type: ignore[method-assign]
@@ -380,8 +397,8 @@ def execute(run: Run, run_dir: Path) -> int:
     """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
 
     The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak),
-    warm-up, the training window (between two barriers), finalize (gathers, hand-offs,
-    saving) and scoring. Only the window goes into speedup and efficiency.
+    the training clock (between two barriers: the warm-up, then the timed steps), finalize (gathers,
+    hand-offs, saving) and scoring. Only the training clock goes into speedup and efficiency.
     """
     started, started_utc = time.perf_counter(), utc_now()
     launch = detect()
@@ -436,6 +453,7 @@ def execute(run: Run, run_dir: Path) -> int:
         engine.barrier()  # every rank measures its share of the machine at the same time
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
+        engine.barrier()  # the training clock starts on every rank at once, with the warm-up
         telemetry.start_warmup()
         if resumed is None:  # a resumed run is past its warm-up
             strategy.warm_up()
@@ -443,6 +461,7 @@ def execute(run: Run, run_dir: Path) -> int:
         # every rank's warm-up seconds, agreed: a time budget's window is what the slowest warm-up left of it
         warmups = engine.allgather_object(telemetry.warmup_seconds())  # also the barrier that opens the window
         strategy.window_s = window_seconds(run.train.budget_s, max(warmups))
+        strategy.window_opens_s = max(warmups)
         telemetry.open_window()
         with profiled_steps(run.trace, run_dir, engine, telemetry):
             strategy.train()

@@ -323,7 +323,8 @@ class GanTrainer:
             self._loss_sums[1] += g_loss
             self.result.steps += 1
             self._watch.done(self.result.steps)
-            telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1))
+            # real and generated images through D; the real ones of the critic steps are training images
+            telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1), train_images=self.local_batch * self.n_critic)
         self._loss_steps[0] += self.n_critic
         self._loss_steps[1] += 1
 
@@ -433,9 +434,9 @@ class GanTrainer:
 
     # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:
-        """The first ``steps`` generator steps (they train; the window has not opened yet).
+        """The first ``steps`` generator steps (they train, on the training clock, but are not timed steps).
 
-        Where ``snapshot_steps`` fall inside them, the snapshots are taken here (at window clock 0).
+        Where ``snapshot_steps`` fall inside them, the snapshots are taken here.
         """
         count = min(steps, self.max_steps - self.result.steps)
         for i in range(count):

@@ -53,6 +53,14 @@ class Strategy(ABC):
     window_s: float | None = None
     """Under ``train.budget_s``: the window's seconds, the budget less the slowest rank's warm-up (set by the worker
     as the window opens; every rank gets the same)."""
+    window_opens_s: float = 0.0
+    """The training clock's reading as the window opened: the slowest rank's warm-up seconds (set by the worker;
+    the clock starts with the warm-up, :mod:`suite.measure.telemetry`)."""
+
+    def deadline(self, share: float = 1.0) -> float | None:
+        """Under ``train.budget_s``: the training clock's reading at which ``share`` of the window is over (None
+        without a time budget)."""
+        return None if self.window_s is None else self.window_opens_s + share * self.window_s
 
     def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
         """The entry point of every strategy (see :func:`suite.train.strategies.create`)."""
@@ -161,5 +169,5 @@ def images_budget(run: Run, size: SystemSize) -> ImagesBudget | None:
     step = rule(size) if rule is not None else None
     if step is None:
         raise TrainingError(f"{run.strategy} cannot stop at an images budget", "train.budget_images")
-    steps = budget_steps(budget, step, f"{run.strategy} at P = {run.procs}")
+    steps = budget_steps(budget, step, f"{run.strategy} at P = {run.procs}", run.train.warmup_steps)
     return ImagesBudget(steps, step, budget_fraction_steps(budget, step, run.metrics.curve_points))

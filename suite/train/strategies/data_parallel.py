@@ -101,7 +101,7 @@ class DataParallel(Strategy):
         self.scored_curve = list(mine["scored_curve"])
 
     def train(self) -> None:
-        self.trainer.train(deadline=self.window_s)
+        self.trainer.train(deadline=self.deadline())
 
     def divergence(self) -> Divergence | None:
         return self.trainer.diverged
@@ -125,6 +125,8 @@ class DataParallel(Strategy):
                 images_consumed=result.images,
                 warmup_images_consumed=result.warmup_images,
                 budget_steps=self.budget.steps if self.budget is not None else None,
+                steps_per_gan=result.steps,
+                generator_only_steps=0,
                 replica_digests=digests,
                 replicas_identical=len(set(digests)) == 1,
             )

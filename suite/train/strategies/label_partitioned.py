@@ -103,17 +103,16 @@ class LabelPartitioned(Strategy):
             for trainer in self.trainers:
                 trainer.take_snapshot()
             self.window_opened = True
-        window = self.window_s
         for i, trainer in enumerate(self.trainers):  # with a time budget, each of this rank's GANs gets an equal share
             if self.halted():
                 return
-            trainer.train(deadline=None if window is None else window * (i + 1) / len(self.trainers))
+            trainer.train(deadline=self.deadline((i + 1) / len(self.trainers)))
 
     def _train_interleaved(self) -> None:
         """Rounds of one window step of each unfinished GAN; checkpoints fall between rounds."""
         self.window_opened = True
         for trainer in self.trainers:
-            trainer.open_window(self.window_s)
+            trainer.open_window(self.deadline())
         while True:
             training = False
             for trainer in self.trainers:
@@ -194,6 +193,7 @@ class LabelPartitioned(Strategy):
         fields.history = {str(e["label"]): e["history"] for e in per_class}
         fields.images_consumed = sum(e["images"] for e in per_class)
         fields.warmup_images_consumed = sum(e["warmup_images"] for e in per_class)
+        fields.steps_per_gan, fields.generator_only_steps = min(e["steps"] for e in per_class), 0
         return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields))
 
 

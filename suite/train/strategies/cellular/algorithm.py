@@ -69,7 +69,8 @@ class Cellular:
         self.cells = {c: self._new_cell(c) for c in self.exchange.mine}
         self.phase_s = dict.fromkeys(PHASES, 0.0)
         self.images = 0  # images through a discriminator: real and generated, training and fitness
-        self.real_images = 0  # real images drawn into this rank's cells' training batches (see suite.config.plan)
+        self.real_images = 0  # training images: real images of this rank's cells' discriminator steps (suite.config.plan)
+        self.eval_images = 0  # evaluation images: scored without an update (fitness and mixture), this rank's cells
         self.bound = loss_bound(run.loss)
         self.diverged: Divergence | None = None  # the first divergence this rank saw (see suite.gan.divergence)
 
@@ -116,10 +117,15 @@ class Cellular:
     def _noise(self, n: int, *name: object) -> torch.Tensor:
         return torch.randn(n, self.run.model.latent_dim, generator=torch_generator(self.seed, "z", *name)).to(self.device)
 
-    def _training_batches(self, coords: Cell, it: int) -> Iterator[torch.Tensor]:
-        """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice)."""
+    def _training_batches(self, coords: Cell, it: int) -> Iterator[torch.Tensor | None]:
+        """This iteration's batches: a fresh shuffle of the data cut into batches (no image twice). A batch whose
+        discriminator step is skipped (``discriminator_skip``) is a generator-only step: its real images are never
+        used, so they are neither loaded (None) nor counted as training images."""
         order = np.random.default_rng(derive_seed(self.seed, "order", coords, it)).permutation(len(self.data))
         for b in range(self.batches):
+            if not discriminator_trains(b, self.cfg.discriminator_skip):
+                yield None
+                continue
             real = self._fetch(order[b * self.batch : (b + 1) * self.batch])
             self.real_images += len(real)
             yield real
@@ -161,6 +167,7 @@ class Cellular:
                         g_fit[k] += share * float(loss.generator(fake_scores)) / len(discs)
                         d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(fakes)
                 self.images += len(images) * len(discs) * (1 + len(fakes))
+                self.eval_images += len(images) * len(discs) * (1 + len(fakes))
         return g_fit, d_fit
 
     # --- one iteration ---------------------------------------------------------------------------------------
@@ -233,21 +240,22 @@ class Cellular:
         mutation = np.random.default_rng(derive_seed(self.seed, "mutation", cell.coords, it))
         for b, real in enumerate(self._training_batches(cell.coords, it)):
             loss = self._loss(cell, rng)
-            self._step(cell, "g", real, loss, rng, mutation, (cell.coords, it, b))
-            if discriminator_trains(b, self.cfg.discriminator_skip):
+            self._step(cell, "g", None, loss, rng, mutation, (cell.coords, it, b))
+            if real is not None:  # the discriminators train on this batch (discriminator_skip)
                 self._step(cell, "d", real, loss, rng, mutation, (cell.coords, it, b))
 
     def _step(
         self,
         cell: CellState,
         kind: str,
-        real: torch.Tensor,
+        real: torch.Tensor | None,
         loss: Loss,
         rng: random.Random,
         mutation: np.random.Generator,
         name: tuple,
     ) -> None:
-        """One step of the cell's generators (``kind`` "g") or discriminators ("d").
+        """One step of the cell's generators (``kind`` "g", on a batch of generated images: ``real`` None) or
+        discriminators ("d", on the ``real`` batch and as many generated images).
 
         As Lipizzaner's ``step``: the learning rates mutate, then every individual trains against
         one opponent drawn from the cell's other side.
@@ -257,18 +265,19 @@ class Cellular:
         opponents = cell.side("d" if kind == "g" else "g")[0]
         opponent = opponents[rng.randrange(len(opponents))]
         for s, (net, opt) in enumerate(zip(nets, opts)):
-            z = self._noise(len(real), kind, *name, s)
+            z = self._noise(self.batch, kind, *name, s)  # a training batch is always whole (batches <= a pass)
             opt.param_groups[0]["lr"] = lrs[s]
             opt.zero_grad(set_to_none=True)
             if kind == "g":
                 with frozen(opponent):
                     loss.generator(opponent(net(z))).backward()
-                self.images += len(real)
+                self.images += self.batch
             else:
+                assert real is not None, "a discriminator step trains on a real batch"
                 with torch.no_grad():
                     fake = opponent(z)
                 loss.discriminator(net(real), net(fake)).backward()
-                self.images += 2 * len(real)
+                self.images += 2 * self.batch
             opt.step()
 
     def _replace(self, cell: CellState, previous: torch.Tensor, fitness: dict) -> None:
@@ -297,11 +306,13 @@ class Cellular:
         # before and after the proposal the same noise and draws: only the weights differ
         sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
         score, accepted = self.scorer(nets, cell.mixture, sample_seed), False
+        self.eval_images += self.scorer.n  # each scoring passes its samples through the feature network
         if len(nets) > 1:  # a one-cell mixture has nothing to evolve (Lipizzaner on a 1x1 grid)
             proposal = propose_weights(
                 cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it))
             )
             cell.mixture, score, accepted = es_step(cell.mixture, score, proposal, self.scorer(nets, proposal, sample_seed))
+            self.eval_images += self.scorer.n
         cell.mixture_score = score
         cell.history.append(
             {

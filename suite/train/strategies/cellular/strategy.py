@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ....config.plan import SystemSize
+from ....config.plan import SystemSize, discriminator_batches
 from ....config.registry import CARTESIAN, engines_for
 from ....config.scenario import Run
 from ....gan.divergence import Divergence
@@ -59,6 +59,7 @@ class CellularStrategy(Strategy):
             1,
             cells=rows * cols,
             batches_per_iteration=self.cellular.batches,
+            discriminator_skip=run.cellular.discriminator_skip,
         )
         self.budget = images_budget(run, size)
         if self.budget is not None:  # the iterations the budget buys, warm-up included
@@ -74,9 +75,13 @@ class CellularStrategy(Strategy):
         strategy, telemetry, it = self.cellular, self.telemetry, self.next_iteration
         with telemetry.counting_flops():
             telemetry.begin_step()
-            before = strategy.images
+            before = (strategy.images, strategy.real_images, strategy.eval_images)
             strategy.iteration(it)
-            telemetry.end_step(images=strategy.images - before)
+            telemetry.end_step(
+                images=strategy.images - before[0],
+                train_images=strategy.real_images - before[1],
+                eval_images=strategy.eval_images - before[2],
+            )
         self.next_iteration += 1
         if self.engine.rank == 0:
             log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
@@ -112,7 +117,7 @@ class CellularStrategy(Strategy):
         budget, points = self.window_s, run.metrics.curve_points
         if self.window is None:  # the window opens (a resumed run continues the saved one)
             strategy.phase_s = dict.fromkeys(PHASES, 0.0)  # the phases of the window's iterations
-            times = [budget * (k + 1) / max(1, points) for k in range(points)] if budget is not None else []
+            times = [self.deadline((k + 1) / max(1, points)) for k in range(points)] if budget is not None else []
             self.window = {"first": self.next_iteration, "times": times, "finished": False}
         if self.window["finished"] or self.stopped:  # resumed after training was over, or diverged in warm-up
             return
@@ -131,9 +136,10 @@ class CellularStrategy(Strategy):
                 snapshot, stop = self.next_iteration in due, self.next_iteration >= last
                 self.stopped = self.engine.any_rank([diverged], self.engine.world())[0]  # once per iteration
             else:
-                clock = telemetry.clock()
+                clock, end = telemetry.clock(), self.deadline()
+                assert end is not None, "a time budget has a deadline"
                 snapshot, stop, self.stopped = self.engine.any_rank(
-                    [bool(times) and clock >= times[0], clock >= budget, diverged], self.engine.world()
+                    [bool(times) and clock >= times[0], clock >= end, diverged], self.engine.world()
                 )
                 while times and clock >= times[0]:
                     times.pop(0)
@@ -222,7 +228,7 @@ class CellularStrategy(Strategy):
                 "warmup_images": self.warmup_images,
             }
         )
-        iterations = self.next_iteration
+        iterations, skip = self.next_iteration, run.cellular.discriminator_skip
         fields = CellularFields(
             grid=list(strategy.grid),
             process_grid=list(strategy.exchange.pgrid),
@@ -238,6 +244,9 @@ class CellularStrategy(Strategy):
             # generator updates of the whole grid
             generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
             budget_steps=self.budget.steps if self.budget is not None else None,
+            # each generator of a cell steps on every batch; the discriminators skip some (discriminator_skip)
+            steps_per_gan=iterations * strategy.batches,
+            generator_only_steps=iterations * (strategy.batches - discriminator_batches(strategy.batches, skip)),
         )
         if gathered is None:  # not rank 0
             return Outcome(None, fields=dataclasses.asdict(fields))
