@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..config.shown import shown, shown_name
 from ..records.record import FileDigest
 from ..records.results import GENERATOR_FILE, RECORD_FILE, atomic_write, read_record
 from .models import build_pair
@@ -36,6 +37,10 @@ from .tensorfiles import load_tensors, save_tensors
 log = logging.getLogger(__name__)
 
 BUNDLE_FORMAT = 1
+MAX_CLASSES = 1000
+"""The most classes a bundle's dataset has (ImageNet's)."""
+MAX_GENERATORS = 10_000
+"""The most generators of one bundle (a cellular grid's cells, a label-partitioned run's classes)."""
 UNCONDITIONAL_LABEL = -1
 SAMPLE_BATCH = 100
 """Samples generated at a time: on a CPU, 500 samples in batches of 100 take two thirds of the time of one batch
@@ -83,7 +88,9 @@ class GeneratorBundle:
 
     @classmethod
     def load(cls, path: str | Path, written: FileDigest | None = None) -> "GeneratorBundle":
-        """The bundle in ``path``, checked against ``written`` when given; only tensors and plain data are read."""
+        """The bundle in ``path``, checked against ``written`` when given; only tensors and plain data are read, and
+        every field is checked before any network is built (:func:`bundle_problem`): :class:`ValueError` naming the
+        file and the field."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no generator saved here; is this a finished run folder?")
@@ -93,8 +100,123 @@ class GeneratorBundle:
         fields = dataclasses.fields(cls)
         required = {f.name for f in fields if f.default is dataclasses.MISSING}
         if not required <= set(data) <= {f.name for f in fields}:
-            raise ValueError(f"{path}: not a generator bundle (it holds {', '.join(sorted(map(str, data))) or 'nothing'})")
+            held = ", ".join(sorted(shown_name(k) for k in data)[:20]) or "nothing"
+            raise ValueError(f"{path}: not a generator bundle (it holds {held})")
+        problem = bundle_problem(data)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}; not a generator the suite wrote")
         return cls(**data)
+
+
+KINDS = ("single", "per_class", "mixture")
+"""A bundle's ``kind`` (see the module)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _sizes_problem(data: dict[str, Any]) -> str | None:
+    """The sizes of a bundle's networks, checked by the scenario's own fields (their bounds and reasons)."""
+    from ..config.registry import ARCHITECTURES
+    from ..config.schema import SchemaError, convert_field
+    from ..config.sections import DatasetConfig, ModelConfig
+
+    try:
+        convert_field(DatasetConfig, "image_size", data["image_size"], "image_size")
+        convert_field(ModelConfig, "latent_dim", data["latent_dim"], "latent_dim")
+        convert_field(ModelConfig, "architecture", data.get("architecture", "dcgan"), "architecture")
+        ARCHITECTURES[data.get("architecture", "dcgan")].check_image_size(data["image_size"])
+    except SchemaError as error:
+        return str(error)
+    except ValueError as error:
+        return f"image_size: {error}"
+    if not _is_int(data["channels"]) or data["channels"] not in (1, 3):
+        return f"channels: expected 1 or 3, got {shown(data['channels'])}"
+    if not _is_int(data["num_classes"]) or not 0 <= data["num_classes"] <= MAX_CLASSES:
+        return f"num_classes: expected a whole number from 0 to {MAX_CLASSES}, got {shown(data['num_classes'])}"
+    if not isinstance(data["conditional"], bool) or (data["conditional"] and data["num_classes"] < 1):
+        return f"conditional: expected true or false (true with num_classes at least 1), got {shown(data['conditional'])}"
+    return None
+
+
+def _parts_problem(data: dict[str, Any]) -> str | None:
+    """The generators' tensors and the prior, weights and classes that pick among them."""
+    generators = data["generators"]
+    if not isinstance(generators, dict) or not generators or len(generators) > MAX_GENERATORS:
+        return f"generators: expected 1 to {MAX_GENERATORS} generators by name, got {shown(generators)}"
+    for key, state in generators.items():
+        if not isinstance(key, str) or not isinstance(state, dict) or not state:
+            return f"generators.{shown_name(key)}: expected a generator's weights by name"
+        for name, tensor in state.items():
+            where = f"generators.{shown_name(key)}.{shown_name(name)}"
+            if not isinstance(name, str) or not isinstance(tensor, torch.Tensor):
+                return f"{where}: expected a tensor, got {type(tensor).__name__}"
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                return f"{where}: holds NaN or infinite weights"
+    prior = data["class_prior"]
+    if (
+        not isinstance(prior, dict)
+        or not 1 <= len(prior) <= MAX_CLASSES
+        or not all(_is_int(c) and 0 <= c < MAX_CLASSES and _is_number(p) and p >= 0 for c, p in prior.items())
+        or not sum(prior.values()) > 0
+    ):
+        return f"class_prior: expected finite non-negative probabilities by class, not all 0, got {shown(prior)}"
+    weights, classes = data.get("weights"), data.get("classes")
+    if data["kind"] == "mixture" and (
+        not isinstance(weights, dict) or set(weights) != set(generators) or not all(_is_number(w) for w in weights.values())
+    ):
+        return f"weights: expected a finite weight for each of the generators {', '.join(map(shown_name, generators))}, got {shown(weights)}"
+    if data["kind"] == "per_class" and (
+        not isinstance(classes, dict)
+        or set(classes) != set(generators)
+        or not all(_is_int(c) for c in classes.values())
+        or not set(prior) <= set(classes.values())
+    ):
+        return f"classes: expected the class of each generator, covering class_prior's classes, got {shown(classes)}"
+    if data["kind"] == "single" and data["conditional"] and not all(c < data["num_classes"] for c in prior):
+        return f"class_prior: a class past num_classes {data['num_classes']}: {shown(sorted(prior))}"
+    return None
+
+
+def _shapes_problem(data: dict[str, Any]) -> str | None:
+    """Whether each generator's weights are those of the network the sizes describe (built without storage)."""
+    with torch.device("meta"):
+        net, _ = build_pair(
+            data["image_size"],
+            data["channels"],
+            data["latent_dim"],
+            data["num_classes"] if data["conditional"] else 0,
+            architecture=data.get("architecture", "dcgan"),
+        )
+    expected = {name: tuple(t.shape) for name, t in net.state_dict().items()}
+    for key, state in data["generators"].items():
+        given = {name: tuple(t.shape) for name, t in state.items()}
+        if given != expected:
+            wrong = sorted(set(given) ^ set(expected)) or sorted(n for n in given if given[n] != expected[n])
+            name = shown_name(wrong[0])
+            return (
+                f"generators.{shown_name(key)}: not the weights of the {data.get('architecture', 'dcgan')} generator its "
+                f"image_size, latent_dim and classes describe ({name}: {given.get(wrong[0], 'missing')} where "
+                f"{expected.get(wrong[0], 'none')} belongs)"
+            )
+    return None
+
+
+def bundle_problem(data: dict[str, Any]) -> str | None:
+    """Why ``data`` (a bundle file's fields) is not a generator bundle the suite samples, naming the field, or None.
+
+    Sizes are checked by the scenario's own bounds (``dataset.image_size``, ``model.latent_dim``) before any
+    network is built, every weight must be finite (a NaN generator would give NaN "images"), and each generator's
+    weights must have the shapes of the network its sizes describe.
+    """
+    if not isinstance(data["kind"], str) or data["kind"] not in KINDS:
+        return f"kind: expected one of {', '.join(KINDS)}, got {shown(data['kind'])}"
+    return _sizes_problem(data) or _parts_problem(data) or _shapes_problem(data)
 
 
 def load_model(run_dir: str | Path, name: str = GENERATOR_FILE) -> GeneratorBundle:

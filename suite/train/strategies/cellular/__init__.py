@@ -22,7 +22,8 @@ synchronously, what one iteration of Lipizzaner's ``LipizzanerGANTrainer.train``
    the same fitness sample (``n_replacements``); a cell keeps its individuals best first;
 6. **mixture**: the cell's weights over its neighbourhood's best generators take one (1+1)-ES
    step, kept only when the mixture's FID improves (``mixture_samples`` samples, by default in
-   the suite classifier's class-logit space, as Lipizzaner scores MNIST in its CNN's 10 outputs).
+   the class-logit space of the steering network ``steering:<dataset>``, as Lipizzaner scores
+   MNIST in its CNN's 10 outputs; never the ruler that scores the comparison).
 
 Distribution: ranks form a periodic Cartesian communicator; each owns an equal rectangular
 block of cells. Once per iteration every rank sends the states of its boundary cells to the
