@@ -213,7 +213,8 @@ def test_safeload_a_pickle_bomb_in_place_of_a_checkpoint_is_skipped_by_its_sha25
 
 
 MALFORMED = {
-    "emptied": ("", "Expecting value: line 1 column 1 (char 0)"),
+    "emptied": ("", "not valid JSON (Expecting value: line 1 column 1 (char 0))"),
+    "nested 100,000 deep": ("[" * 100_000, "nested more than 64 levels deep; not a file the suite wrote"),
     "an empty object": (  # every missing field at once
         "{}",
         "; ".join(

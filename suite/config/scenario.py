@@ -21,6 +21,7 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 from pydantic import Field
 
+from .jsonfile import read_json
 from .registry import ARCHITECTURES, LOSSES, STRATEGIES
 from .schema import AtMost, SchemaError, build, did_you_mean, type_hints
 from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
@@ -290,7 +291,7 @@ class Run:
 
     @classmethod
     def load(cls, path: Path) -> "Run":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_json(path))  # bounded (size, nesting): run.json lies in a shared results folder
 
 
 BUILT_IN_SECTIONS = ("train", "wgan_gp", "cellular")

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..config.jsonfile import read_json
 from ..config.scenario import PLACEMENT_FIELDS, Run
 from ..records.results import RUN_FILE, path_under, read_record
 
@@ -37,8 +38,8 @@ def finished_settings(run_dir: Path) -> dict[str, Any] | None:
     settings = record.get("settings")
     if settings is None and (run_dir / RUN_FILE).is_file():  # a record from before provenance
         try:
-            settings = json.loads((run_dir / RUN_FILE).read_text())
-        except ValueError:
+            settings = read_json(run_dir / RUN_FILE)  # bounded (nesting, size): the folder may be someone else's
+        except (ValueError, OSError):
             return None
     if not isinstance(settings, dict):
         return None

@@ -57,15 +57,18 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from ..config.jsonfile import JsonError, read_json
 from ..config.registry import STRATEGIES
 from ..config.scenario import CheckpointEvery, Run
 from ..config.schema import SchemaError, build
+from ..config.shown import shown
 from ..gan.divergence import all_finite
 from ..gan.tensorfiles import load_tensors, save_tensors
 from ..records.failures import write_status
@@ -165,6 +168,30 @@ class ResumePlan:
         }
 
 
+def _state_problem(state: dict[str, Any]) -> str | None:
+    """Why a checkpoint's state lacks what resuming reads before the strategy's own part (the step, the clocks, the
+    segments), naming the field; None where it has it."""
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+    strategy, telemetry, mine = state["strategy"], state["telemetry"], state["checkpointer"]
+    if not isinstance(state["done"], bool):
+        return f"done: expected true or false, got {shown(state['done'])}"
+    if not isinstance(strategy, dict) or not isinstance(strategy.get("steps"), int) or isinstance(strategy["steps"], bool):
+        return "strategy.steps: expected a whole number of steps"
+    if strategy["steps"] < 0:
+        return f"strategy.steps: must not be negative, got {strategy['steps']}"
+    if not isinstance(telemetry, dict) or not number(telemetry.get("clock_s")):
+        return "telemetry.clock_s: expected a finite number of seconds, not negative"
+    if not isinstance(mine, dict) or not number(mine.get("last_clock")):
+        return "checkpointer.last_clock: expected a finite number of seconds, not negative"
+    segments = mine.get("segments")
+    if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments) or len(segments) > 10_000:
+        return "checkpointer.segments: expected a list of the run's segments"
+    return None
+
+
 def fingerprint(run: Run) -> str:
     """A digest of the run's settings (placement aside): checkpoints resume only the settings that wrote them."""
     return hashlib.sha256(json.dumps(run.settings(), sort_keys=True).encode()).hexdigest()[:16]
@@ -180,14 +207,15 @@ def read_mark(path: Path) -> Mark:
     assert match and match[3] == "json", f"{path.name} is not named as a checkpoint description"
     remedy = f"delete it and {path.with_suffix('.pt').name}, and --resume continues from the checkpoint before"
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path, max_bytes=1 << 20)  # bounded: size, nesting, finite numbers
         if not isinstance(data, dict):
             raise SchemaError(f"expected a JSON object, got {type(data).__name__}")
         if not isinstance(data.get("format", 1), int) or data.get("format", 1) > FORMAT:
             raise SchemaError(f"format {data.get('format')!r} is newer than this suite reads ({FORMAT}); update the suite")
         mark = build(Mark, data, "")
-    except (OSError, ValueError) as error:  # SchemaError, JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise CheckpointError(f"{path}: not a checkpoint description ({error}); {remedy}") from None
+    except (OSError, ValueError) as error:  # SchemaError and JsonError are ValueErrors
+        reason = error.reason if isinstance(error, JsonError) else error
+        raise CheckpointError(f"{path}: not a checkpoint description ({reason}); {remedy}") from None
     if (mark.index, mark.rank) != (int(match[1]), int(match[2])) or mark.rank not in mark.group:
         raise CheckpointError(
             f"{path}: not a checkpoint description (it describes checkpoint {mark.index} of rank {mark.rank} "
@@ -388,8 +416,18 @@ class Checkpointer:
             return loaded[rank]
 
         mine = load(self.rank)
-        self.strategy.restore(lambda rank: load(rank)["strategy"])
-        self.telemetry.load_state_dict(mine["telemetry"])
+        path = _path(self.folder, index, self.rank, "pt")
+        try:  # a state of other networks or another layout (its description and sha256 may be forged too): one line
+            self.strategy.restore(lambda rank: load(rank)["strategy"])
+            self.telemetry.load_state_dict(mine["telemetry"])
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError, AttributeError) as error:
+            if isinstance(error, CheckpointError):
+                raise
+            first = (" ".join(str(error).split()) or type(error).__name__)[:200]
+            raise CheckpointError(
+                f"{path}: resuming from it failed ({type(error).__name__}: {first}); if it is not this run's training "
+                f"state, delete {self.folder} to start the run again from step 0"
+            ) from None
         steps, clock = mine["strategy"]["steps"], mine["telemetry"]["clock_s"]
         self.index, self.last_clock = index, mine["checkpointer"]["last_clock"]
         self.segments = mine["checkpointer"]["segments"] + [{"from_step": steps, "from_train_s": clock}]
@@ -408,6 +446,8 @@ class Checkpointer:
         )
         if not isinstance(state, dict) or not all(key in state for key in _STATE_KEYS):
             raise CheckpointError(f"{path}: not a checkpoint of this suite (it lacks {', '.join(_STATE_KEYS)})")
+        if (problem := _state_problem(state)) is not None:
+            raise CheckpointError(f"{path}: not a checkpoint of this suite ({problem}); delete {self.folder} to start again")
         return state
 
     # --- saving -----------------------------------------------------------------------------------
