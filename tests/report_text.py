@@ -18,7 +18,7 @@ ONE_DRAW = re.compile(rf"^({NUMBER}) \(n=1\)")
 PLUS_MINUS = re.compile(rf"^({NUMBER}) ± ({NUMBER})")
 PLAIN = re.compile(rf"^({NUMBER})$")
 
-ALIASES = {"measured_s": "train_s", "step_mean": "step_s", "images/s": "images_per_s"}
+ALIASES = {"step_mean": "step_s", "images/s": "images_per_s"}
 """Columns that print the same quantity under another name."""
 KEY_COLUMNS = {"run_id", "class", "strategy", "config", "procs", "p", "scaling", "seed", "seeds"}
 """Columns that say which system a row is about, never a quantity."""

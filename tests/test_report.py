@@ -434,10 +434,11 @@ def test_environment_is_printed_once_with_what_differs(results, tmp_path):
 
 def test_time_outside_training_is_reported(results, tmp_path):
     text = whole_report(write_report(results, tmp_path / "report"))
-    # 10 ok runs: wall = train + 5, set-up 3, warm-up 1, finalize 0.5, scoring 2 (the rest, start-up, clipped at 0)
+    # 10 ok runs: wall = train + 5, set-up 3, warm-up 1 (a part of the window), finalize 0.5, scoring 2 (the rest,
+    # start-up, clipped at 0)
     assert (
-        "were inside training windows; set-up 30 s, warm-up 10 s, evaluation during training 0 s, finalize 5 s, scoring 20 s"
-        in text
+        "were inside training windows (their warm-up 10 s included); set-up 30 s, evaluation during training 0 s, "
+        "finalize 5 s, scoring 20 s" in text
     )
     times = pd.read_csv(tmp_path / "report" / "time.csv").set_index("run_id")
     assert times.loc["dp-p1-r0", "train_share"] == pytest.approx(100 / 105)

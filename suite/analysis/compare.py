@@ -56,7 +56,7 @@ class Metric:
 METRICS = {
     m.name: m
     for m in (
-        Metric("images_per_s", True, 10.0, "images through a discriminator per second, all ranks (interval: images_per_s_ci95)"),
+        Metric("images_per_s", True, 10.0, "training images per second of the window, all ranks (interval: images_per_s_ci95)"),
         Metric("step_p50", False, 10.0, "median window step, seconds (interval: step_ci95 relative to step_mean)"),
         Metric("speedup", True, 10.0, "strong scaling T(1)/T(P), P > 1; efficiency S/P changes by the same fraction"),
         Metric("efficiency", True, 10.0, "weak scaling T(1)/T(P), P > 1"),

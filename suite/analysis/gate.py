@@ -47,6 +47,7 @@ import yaml
 
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
+from ..measure.hostload import contention, read_cpu_times
 from ..records.record import record_field
 from ..records.results import atomic_write_text
 from . import paired
@@ -445,13 +446,10 @@ def run_gate(settings: Settings) -> GateResult:
 
 
 def host_cpu_seconds() -> float | None:
-    """CPU seconds the whole host has been busy since boot (``/proc/stat``), or None where there is none."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds the whole host has been busy since boot, steal included (:func:`suite.measure.hostload.read_cpu_times`),
+    or None where there is no ``/proc/stat``."""
+    times = read_cpu_times()
+    return None if times is None else times.busy + times.steal
 
 
 def children_cpu_seconds() -> float:
@@ -499,8 +497,12 @@ def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Pat
 
 
 def disturbed(pair: dict, settings: Settings) -> bool:
-    """Whether other processes used more of the host than ``max_foreign_cores`` during either run of ``pair``."""
-    return any(v is not None and v > settings.max_foreign_cores for v in pair["foreign_cores"].values())
+    """Whether other processes used more of the host than ``max_foreign_cores`` during either run of ``pair``: the
+    suite's one rule of contention (:func:`suite.measure.hostload.contention`), the workload taking every core."""
+    cores = os.cpu_count() or 1
+    return any(
+        contention(v, 0.0, cores, None, limit=settings.max_foreign_cores) is not None for v in pair["foreign_cores"].values()
+    )
 
 
 def host_info() -> dict[str, Any]:

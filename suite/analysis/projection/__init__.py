@@ -5,7 +5,7 @@ Everything is read from the run records. Per rank r of a run, ``busy_r`` is its 
 its last step and ``comm_r`` the time it was blocked on communication; the model fits the
 rest, ``busy_r - comm_r``, and adds communication from the network model
 (:mod:`suite.measure.network`: alpha-beta links, allreduce algorithms, presets). T is the training
-window (``train_s``, the slowest rank); S steps; x images through a discriminator per step and
+window's timed steps (``train_s`` less its warm-up ``warmup_s``, the slowest rank); S steps; x images through a discriminator per step and
 rank; m bytes one rank hands to collectives per step (counted by the engines); AR(m, p) an
 allreduce over p ranks.
 

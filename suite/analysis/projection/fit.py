@@ -200,6 +200,13 @@ def cpu_share(record: dict) -> float | None:
     return util / 100 / record["threads_per_rank"]
 
 
+def timed_window(record: dict) -> float | None:
+    """The part of a run's training window that its timed steps took: ``train_s`` less its warm-up (``warmup_s``),
+    which is on the clock but not among the steps the model fits (:mod:`suite.measure.telemetry`)."""
+    train_s = record.get("train_s")
+    return None if train_s is None else train_s - (record.get("warmup_s") or 0.0)
+
+
 def validate(records: list[dict], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
     """Predicted against measured training windows, one row per ok run.
 
@@ -230,7 +237,7 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 "run_id": r["run_id"],
                 "procs": r["procs"],
                 "scaling": r["scaling"],
-                "measured_s": r["train_s"],
+                "measured_s": timed_window(r),
                 "predicted_s": None,
                 "error": None,
                 "cpu_share": cpu_share(r),
@@ -253,8 +260,9 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 outcome = predict(model, problem_of(r), r["procs"], _local(net, r), algorithm, weak=False)
                 row["predicted_s"] = outcome.time
                 row["fitted_on"] = "P=" + ",".join(map(str, chosen))
-                if usable(r) and outcome.time is not None:
-                    row["error"] = outcome.time / r["train_s"] - 1
+                measured = timed_window(r)
+                if usable(r) and outcome.time is not None and measured:
+                    row["error"] = outcome.time / measured - 1
                 elif outcome.note:
                     row["role"] += f"; {outcome.note}"
             rows.append(row)

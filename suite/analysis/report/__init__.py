@@ -23,6 +23,7 @@ from pathlib import Path
 from ... import __version__
 from ...records.nofollow import read_text
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, records_frame, staged_folder
+from ..conditions import condition_warnings
 from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
 from ..projection.render import report_section
@@ -73,7 +74,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     table = headline(records, scaling)
     headline_csv(table).to_csv(out_dir / "headline.csv", index=False)
     found = tested_findings(table, records, scaling)
-    warnings = not_learned_warnings(records) + sweep_warnings(frame)
+    warnings = not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
 
     papers: list[str] = []
     baseline_section(baselines, records, papers)
@@ -183,14 +184,25 @@ DEFINITIONS = """## Definitions
 - **has not learned**: IS within 5 % of 1, or a pixel standard deviation across samples below 0.05 (all samples
   alike), or FID above 0.9 times the untrained generator's (the suite's generator at its seeded initialisation, scored
   once per dataset, network and n and cached as `untrained_fid`).
-- **training window**: from a barrier after all set-up and warm-up steps to a barrier after every rank's last training
-  step. **train_s** is its length (the slowest rank's). Set-up (engine, data, networks, broadcasts, engine wrappers,
-  feature networks), warm-up (the first `train.warmup_steps` steps of every GAN), finalize (gathers, hand-offs, the
-  cellular ranking, saving) and scoring are timed apart (`setup_s`, `warmup_s`, `finalize_s`, `score_s`) and never
-  enter speedup or efficiency; `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside
-  the window (it is part of the algorithm). With `train.budget_s` every run's window is the budget less its
-  warm-up (`budget_window_s`) and speedups compare images/s; with `train.budget_images` every run trains the same
-  real images (`images_consumed`), warm-up included.
+- **training window**: the training clock, from a barrier after set-up, as the warm-up begins, to a barrier after
+  every rank's last training step: the warm-up (the first `train.warmup_steps` steps of every GAN, `warmup_s`) is
+  inside it for every system. **train_s** is its length (the slowest rank's). The step times, their spread and
+  split, the window's traffic and FLOP/s come from the timed steps after the warm-up. Set-up (engine, data,
+  networks, broadcasts, engine wrappers, feature networks), finalize (gathers, hand-offs, the cellular ranking,
+  saving) and scoring are timed apart (`setup_s`, `finalize_s`, `score_s`) and never enter speedup or efficiency;
+  `wall_s` in runs.csv is the whole launch. Cellular iterations score mixtures inside the window (it is part of
+  the algorithm). With `train.budget_s` every run's window is the budget, warm-up included (`budget_window_s` is
+  what the warm-up left) and speedups compare images/s; with `train.budget_images` every run trains the same
+  training images (`train_images`), warm-up included.
+- **training and evaluation images**: `train_images` are the real images that reach a discriminator (critic)
+  update, over all GANs (cells) and ranks, warm-up included (what `train.budget_images` charges; a cellular
+  generator-only step, whose discriminators skip the batch, draws none); `eval_images` are those networks score
+  without an update while training (cellular fitness and mixture evaluation). `steps_per_gan` counts one
+  generator's steps, `generator_only_steps` those of them without a discriminator step.
+- **contended**: the run's timings were taken on a busy host: processes outside the run kept busy more of the host's
+  cores than the run left free, by more than 5 % of its cores, or CPU steal took more than 5 % of its CPU time,
+  over the training clock (`host_load` in the record: `outside_cores`, `steal_share`, the 1-minute `load_avg` at
+  its start and end). Its times, images/s and speedups measure the host too.
 - **strong scaling**: the total problem is fixed (same data, epochs, global batch / class set / grid) while the
   number of processes P grows. Speedup S(P) = T(1)/T(P); efficiency E = S(P)/P. T(1) and T(P) are the geometric
   means of the runs at each end, and the headline and the scaling tables print the same S and E (one function).
@@ -233,9 +245,9 @@ DEFINITIONS = """## Definitions
 - **machine**: CPU model, the kernel set torch dispatches to (`cpu_capability`), versions, GPU and driver; `fingerprint`, a
   digest of those that identify the machine however it was launched (not `cpu_capability`, `onednn_max_isa`, `mpi`, `host`);
   `numerics`, a digest of one fixed forward and backward pass on the run's device and threads. Equal numerics digests: the same seed gives the same model bit for bit; different ones: it need not.
-- **images_per_s**: images that went through a discriminator (real plus generated) per second of the training window,
-  summed over ranks; `images_per_s_per_rank` is the mean per rank; `images_per_s_lo/hi` its 95 % interval, from the
-  interval of the mean step time.
+- **images_per_s**: training images (`train_images`) per second of the training window, warm-up included, summed
+  over ranks, counted the same way for every strategy; `images_per_s_per_rank` is the mean per rank;
+  `images_per_s_lo/hi` its 95 % interval, from the interval of the mean step time.
 - **step_p50 / step_p95 / step_mean / step_ci95**: seconds per window step, all ranks' steps pooled: median, 95th
   percentile (from a uniform sample of at most 4,096 steps per rank), mean and the half-width of its 95 % confidence
   interval (Student t, steps treated as independent).

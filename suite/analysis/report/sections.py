@@ -163,8 +163,8 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
         }
         lines.append(
             f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
-            f"({sums['train_s'] / total:.0%}) were inside training windows; set-up {sums['setup_s']:.0f} s, "
-            f"warm-up {sums['warmup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
+            f"({sums['train_s'] / total:.0%}) were inside training windows (their warm-up {sums['warmup_s']:.0f} s "
+            f"included); set-up {sums['setup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
             f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
             f"{sums['other_s']:.0f} s.\n"
         )
@@ -276,6 +276,9 @@ def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
             "wall_s",
             "train_s",
             "images_per_s",
+            "train_images",
+            "eval_images",
+            "contended",
             "error",
         ]
     ]

@@ -366,12 +366,15 @@ def machine_note(records: list[dict]) -> str:
 
 
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where each run's wall time went: set-up, warm-up, the window, evaluation pauses, finalize, scoring."""
+    """Where each run's wall time went: set-up, the window (its warm-up a part of it), evaluation pauses, finalize,
+    scoring; and whether the host was busy while it was timed (``contended``, :mod:`suite.measure.hostload`)."""
     ok = frame[frame["status"] == "ok"]
     table = ok[["run_id", "wall_s", "setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].copy()
-    parts = table[["setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].fillna(0).sum(axis=1)
+    parts = table[["setup_s", "train_s", "eval_s", "finalize_s", "score_s"]].fillna(0).sum(axis=1)  # warm-up: in train_s
     table["other_s"] = (table["wall_s"] - parts).clip(lower=0)  # process start-up, imports, launcher
     table["train_share"] = table["train_s"] / table["wall_s"]
+    table["contended"] = ok["contended"]
+    table["outside_cores"] = ok["outside_cores"]
     return table
 
 

@@ -1,0 +1,104 @@
+"""What a run's conditions say about comparing it, from the records alone: equal work, a quiet host, a timed step.
+
+* **Equal work** (:func:`unequal_work`): a scenario that stops its systems by ``train.steps`` or ``train.epochs``
+  (no ``train.budget_images``, nor ``train.budget_s``, which compares at equal time by design) gives them the
+  work their own step makes: a label-partitioned system trains
+  one GAN per class for as many steps as the one DC-GAN, a cellular grid a population per cell. Where the
+  systems of one scenario and process count trained different numbers of training images (real images that
+  reach a discriminator update, ``train_images``), their quality is compared at unequal work: one line names
+  them and their images.
+* **A busy host** (:func:`contended_systems`, :func:`contention_warnings`): a run whose record marks it
+  ``host_load.contended`` (:func:`suite.measure.hostload.contention`) was timed while other processes used
+  its cores: its times, throughput and speedups measure the host too.
+* **A run's own warnings** (:func:`run_warnings`): what the worker found wrong with an ``ok`` run (e.g. no
+  timed step after its warm-up).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .findings import config_name
+
+MOST_NAMED = 3
+"""Runs named in one warning line before the rest are counted."""
+
+
+def _training_images(record: dict[str, Any]) -> float | None:
+    """A run's training images: ``train_images`` (schema 5), else ``images_consumed``."""
+    value = record.get("train_images")
+    if value is None:
+        value = record.get("images_consumed")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def unequal_work(records: list[dict[str, Any]]) -> list[str]:
+    """One warning per scenario and process count whose systems, stopped by steps or epochs (no images budget),
+    trained unequal numbers of training images: the systems and their images (mean over seeds), fewest first."""
+    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("status") != "ok" or r.get("budget_images") is not None or r.get("budget_s") is not None:
+            continue
+        images = _training_images(r)
+        if images is None:
+            continue
+        key = (r.get("scenario") or "?", r.get("scaling") or "strong", r.get("procs"))
+        groups[key][config_name(r)].append(images)
+    lines = []
+    for (scenario, scaling, procs), systems in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        means = {name: sum(v) / len(v) for name, v in systems.items()}
+        if len(means) < 2 or max(means.values()) - min(means.values()) <= 0.01 * max(means.values()):
+            continue
+        named = ", ".join(f"{name} {_count(images)}" for name, images in sorted(means.items(), key=lambda kv: (kv[1], kv[0])))
+        lines.append(
+            f"Unequal work in scenario {scenario} ({scaling} scaling, P = {procs}), stopped by train.steps or epochs "
+            f"without an images budget: training images {named} (up to {max(means.values()) / min(means.values()):.3g}x); their quality "
+            "is compared at unequal training: give train.budget_images for equal work"
+        )
+    return lines
+
+
+def contended(record: dict[str, Any]) -> bool:
+    """Whether the record marks its run's timings as taken on a busy host."""
+    return bool((record.get("host_load") or {}).get("contended"))
+
+
+def contended_systems(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The configurations (:func:`suite.analysis.findings.config_name`) with runs timed on a busy host: their run ids.
+
+    The timing verdicts of these systems (train_s, images/s, speedup) measure the host as well as the system.
+    """
+    found: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        if r.get("status") in ("ok", "diverged") and contended(r):
+            found[config_name(r)].append(str(r.get("run_id")))
+    return dict(found)
+
+
+def contention_warnings(records: list[dict[str, Any]]) -> list[str]:
+    """One line naming the runs timed on a busy host and why (the first :data:`MOST_NAMED`), or none."""
+    busy = [r for r in records if r.get("status") in ("ok", "diverged") and contended(r)]
+    if not busy:
+        return []
+    timed = sum(1 for r in records if r.get("status") in ("ok", "diverged"))
+    named = "; ".join(f"{r.get('run_id')}: {(r.get('host_load') or {}).get('contention')}" for r in busy[:MOST_NAMED])
+    more = f"; and {len(busy) - MOST_NAMED} more" if len(busy) > MOST_NAMED else ""
+    return [
+        f"Busy host: {len(busy)} of {timed} runs were timed while other processes used their cores ({named}{more}): "
+        "their times, images/s and speedups measure the host too (host_load in their records)"
+    ]
+
+
+def run_warnings(records: list[dict[str, Any]]) -> list[str]:
+    """Every ``ok`` run's own warnings (its record's ``warnings``), one line each, prefixed by the run id."""
+    return [f"{r.get('run_id')}: {w}" for r in records if r.get("status") == "ok" for w in (r.get("warnings") or [])]
+
+
+def condition_warnings(records: list[dict[str, Any]]) -> list[str]:
+    """The report's warnings about the conditions of its runs: unequal work, busy hosts, the runs' own."""
+    return unequal_work(records) + contention_warnings(records) + run_warnings(records)
