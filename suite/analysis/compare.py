@@ -9,7 +9,9 @@ difference of two measurements with half-widths h_b and h_n. A configuration's i
 envelope of its repeats' intervals (each run's from its step-time confidence interval where the
 metric has one, else the run's value), so the spread over repeats widens it.
 
-A failed run in NEW is a regression. The comparison refuses results from different devices
+A failed run in NEW is a regression. An ok run on either side whose throughput (``images_per_s``) is missing, zero
+or negative is ``INVALID``, a failure too, and left out of the comparison: an ok run always measures one, so
+nothing can say such a run did not regress. The comparison refuses results from different devices
 unless asked (`allow_different_device`), and lists every other difference of environment
 (package versions, threads per rank, workload settings) above the table.
 """
@@ -35,6 +37,8 @@ from .report.tables import config_label as sweep_label  # the configuration labe
 from .report.tables import scaling_table
 
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
+INVALID = "INVALID"
+"""The verdict on an ok run without a throughput: a failure, like a regression (nothing says it is not one)."""
 
 
 class CompareError(ValueError):
@@ -117,9 +121,29 @@ class Config:
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
+def throughput_problem(record: dict) -> str | None:
+    """Why an ok ``record`` has no throughput to compare (``images_per_s`` missing, not finite, zero or negative), or None."""
+    value = record.get("images_per_s")
+    if value is None:
+        return "images_per_s is missing"
+    if _number(value) is None or value <= 0:
+        return f"images_per_s is {value!r}, not a throughput"
+    return None
+
+
+def _invalid_rows(records: list[dict], side: str) -> list[Row]:
+    """An :data:`INVALID` row for each ok record of ``side`` without a throughput, naming the record and the field."""
+    rows = []
+    for r in records:
+        if r.get("status") == "ok" and (problem := throughput_problem(r)) is not None:
+            note = f"run {r.get('run_id')} ({side}): {problem}; an ok run records a positive throughput"
+            rows.append(Row(re.sub(r"-r\d+$", "", str(r.get("run_id"))), "images_per_s", None, None, None, 0.0, INVALID, note))
+    return rows
+
+
 def _configs(records: list[dict]) -> dict[tuple, Config]:
     """The ok records grouped by (scaling, report label, procs)."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.get("status") == "ok" and throughput_problem(r) is None]  # the others: INVALID rows
     if not ok:
         return {}
     frame = records_frame(ok)
@@ -409,9 +433,14 @@ class Comparison:
         return [r for r in self.rows if r.verdict == REGRESSION]
 
     @property
+    def invalid(self) -> list[Row]:
+        """The rows of ok runs without a throughput (:data:`INVALID`)."""
+        return [r for r in self.rows if r.verdict == INVALID]
+
+    @property
     def exit_code(self) -> int:
-        """1 with a regression, else 0 (inputs that cannot be compared raise :class:`CompareError` instead)."""
-        return 1 if self.regressions else 0
+        """1 with a regression or an invalid record, else 0 (inputs that cannot be compared raise :class:`CompareError`)."""
+        return 1 if self.regressions or self.invalid else 0
 
     def as_dict(self) -> dict[str, Any]:
         """The whole comparison for ``--json``."""
@@ -419,6 +448,7 @@ class Comparison:
             "new": self.new_path,
             "baseline": self.baseline_path,
             "regressions": len(self.regressions),
+            "invalid": len(self.invalid),
             "environment": self.environment,
             "rows": [r.as_dict() for r in self.rows],
             "baseline_only": self.baseline_only,
@@ -436,7 +466,8 @@ def compare(
     base_configs, new_configs = _configs(base_records), _configs(new_records)
     matched = {k: (base_configs[k], new_configs[k]) for k in new_configs if k in base_configs}
     failed = [r for r in new_records if r.get("status") != "ok"]
-    if not matched and not failed:
+    invalid = _invalid_rows(new_records, "new results") + _invalid_rows(base_records, "baseline")
+    if not matched and not failed and not invalid:
         raise CompareError(
             "nothing to compare: no configuration matches. "
             f"New ({new_path}): {'; '.join(c.name for c in new_configs.values()) or 'no ok run'}. "
@@ -464,7 +495,7 @@ def compare(
             + str(r.get("error") or r.get("reason") or "no error recorded").splitlines()[0],  # diverged: its reason
         )
         for r in failed
-    ]
+    ] + invalid
     for key in sorted(matched):
         rows += _compare_config(key, *matched[key], scaling, tolerances)
     return Comparison(
@@ -491,12 +522,16 @@ def _show(m: Measure | None) -> str:
 
 def to_markdown(result: Comparison) -> str:
     """The comparison as markdown: verdict, environment differences, the table, what was not compared."""
-    regressions = result.regressions
+    regressions, invalid = result.regressions, result.invalid
     lines = [f"# Comparison: `{result.new_path}` against `{result.baseline_path}`\n"]
     if regressions:
         names = sorted({f"{r.config}: {r.metric}" for r in regressions})
         lines.append(f"**{len(regressions)} regression{'s' if len(regressions) > 1 else ''}**: {'; '.join(names)}.\n")
-    else:
+    if invalid:
+        lines.append(
+            f"**{len(invalid)} INVALID record{'s' if len(invalid) > 1 else ''}**: {'; '.join(r.note for r in invalid)}.\n"
+        )
+    if not regressions and not invalid:
         lines.append(f"**No regression** ({sum(r.verdict != NOT_COMPARED for r in result.rows)} metrics compared).\n")
     lines.append("## Environment\n")
     if result.environment:
@@ -522,7 +557,7 @@ def to_markdown(result: Comparison) -> str:
                 "new": _show(r.new),
                 "change": "n/a" if r.change is None else f"{r.change:+.1f} {r.unit}",
                 "tolerance": f"{r.tolerance:g} {r.unit}" if r.unit else "",
-                "verdict": f"**{r.verdict}**" if r.verdict == REGRESSION else r.verdict,
+                "verdict": f"**{r.verdict}**" if r.verdict in (REGRESSION, INVALID) else r.verdict,
                 "note": r.note,
             }
             for r in result.rows

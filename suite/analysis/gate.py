@@ -48,8 +48,8 @@ import yaml
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..measure.hostload import contention, read_cpu_times
-from ..records.record import record_field
-from ..records.results import atomic_write_text
+from ..records.record import IDENTITY, record_field
+from ..records.results import RECORD_FILE, atomic_write_text, read_record
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 from .gate_settings import GateError, Settings
@@ -79,10 +79,23 @@ class Metric:
     higher_is_better: bool
     count: bool = False
     """A count (bytes): compared as a relative change, not as a log ratio of times."""
+    required: bool = False
+    """Every ok run records it (the throughput): a run without it is a FAIL (B) or INCONCLUSIVE (A), never skipped."""
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be compared (missing where required, not finite, zero or negative where a ratio of
+        it is taken, a negative count), or None; a value missing where not required is not compared at all."""
+        if value is None:
+            return f"{self.path} is missing" if self.required else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return f"{self.path} is {value!r}, not a number"
+        if value < 0 or (value == 0 and not self.count):
+            return f"{self.path} is {value!r}, not a {'count' if self.count else 'rate or a time'}"
+        return None
 
 
 METRICS = (
-    Metric("images_per_s", "images_per_s", higher_is_better=True),
+    Metric("images_per_s", "images_per_s", higher_is_better=True, required=True),
     Metric("step_p50", "telemetry.step_p50", higher_is_better=False),
     Metric("comm_bytes", "comm.bytes", higher_is_better=False, count=True),
 )
@@ -253,9 +266,12 @@ def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[
         raise GateError(f"{side.name} side: the workload did not finish within {timeout * 4:.0f} s ({out})") from None
     atomic_write_text(out / "gate-run.log", done.stdout + done.stderr)
     records = {}
-    for path in sorted(out.glob("*/result.json")):
-        record = json.loads(path.read_text())
-        records[record.get("run_id", path.parent.name)] = record
+    for path in sorted(out.glob(f"*/{RECORD_FILE}")):
+        try:  # the suite's checked reader: a record that is not one is named, never a traceback
+            record = read_record(path.parent, IDENTITY) or {}
+        except ValueError as error:
+            raise GateError(f"{side.name} side ({side.label}): {error}") from None
+        records[record["run_id"]] = record
     failed = [rid for rid, r in records.items() if r.get("status") != "ok"]
     if done.returncode != 0 or failed or not records:
         rid = failed[0] if failed else None
@@ -290,12 +306,35 @@ def change_pct(metric: Metric, value: float) -> float:
     return 100 * value if metric.count else 100 * (math.exp(value) - 1)
 
 
+def _unusable(metric: Metric, rid: str, pairs: list[dict]) -> dict | None:
+    """A verdict row for a metric some run of ``rid`` recorded as no value can be (:meth:`Metric.problem`), naming
+    the record: FAIL where the candidate's (B) is, else INCONCLUSIVE (the baseline's); None where every value is usable."""
+    for key, verdict in (("B", paired.FAIL), ("A", paired.INCONCLUSIVE)):
+        for p in pairs:
+            if (problem := metric.problem(p[key][rid][metric.name])) is not None:
+                where = Path(p["dirs"][key]) / rid / RECORD_FILE
+                side = "candidate" if key == "B" else "baseline"
+                note = f"{side} ({key}), pair {p['pair']}: {problem} in {where}"
+                return {
+                    "run_id": rid,
+                    "metric": metric.name,
+                    "verdict": verdict,
+                    "pairs": len(pairs),
+                    "problem": note,
+                    "note": note,
+                }
+    return None
+
+
 def speed_verdicts(pairs: list[dict], settings: Settings) -> list[dict]:
     """One verdict per run id and speed metric over the pairs."""
     rows = []
     for rid in pairs[0]["A"]:
         for metric in METRICS:
             values = [(p["A"][rid][metric.name], p["B"][rid][metric.name]) for p in pairs]
+            if (bad := _unusable(metric, rid, pairs)) is not None:
+                rows.append(bad)
+                continue
             if any(a is None or b is None for a, b in values):
                 continue  # a metric this revision does not record (comm.bytes of a run that moves none)
             diffs = [difference(metric, a, b) for a, b in values]

@@ -40,6 +40,8 @@ def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
         return "FAIL: " + "; ".join(f"{v['run_id']} {v['metric']} {_change_text(v)}" for v in bad)
     if verdict == paired.INCONCLUSIVE:
         open_ = [v for v in verdicts if v["verdict"] == paired.INCONCLUSIVE]
+        if broken := [v["problem"] for v in open_ if v.get("problem")]:  # the baseline recorded no usable value
+            return "INCONCLUSIVE: " + "; ".join(broken)
         more = max((v.get("more_pairs") or 0 for v in open_), default=0)
         if more > MANY_PAIRS:  # the mean sits on the threshold: more pairs narrow the bound only slowly
             hint = f"; the change is close to the threshold: more than {MANY_PAIRS} more pairs would be needed"
@@ -50,6 +52,8 @@ def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
 
 
 def _change_text(v: dict) -> str:
+    if v.get("problem"):  # a record without a usable value (suite.analysis.gate._unusable)
+        return v["problem"]
     if "change_pct" in v:
         return (
             f"{v['change_pct']:+.1f} % worse (p = {v['p_value']:.3g})"

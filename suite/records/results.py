@@ -266,9 +266,9 @@ def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> d
     where it is not a record (:func:`suite.config.jsonfile.read_json`'s bounds, then :func:`check_record`; ``required``:
     fields it must have)."""
     path = Path(run_dir) / RECORD_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    try:
+    try:  # anything in the record's place that is not a regular file (a FIFO, a folder) is refused, named
         data = read_json(path)
     except JsonError as error:
         raise ValueError(f"{path}: not a valid result record ({error.reason}); delete it and rerun the run") from None
