@@ -330,10 +330,10 @@ class Telemetry:
         """Start the training clock (once): a resumed run's clock goes on from the checkpoint's."""
         if self._clock_start is not None:
             return
+        self.sampler.start()
+        self.host_load.start()  # its readings take a moment: the clock starts after them
         resumed = (self._resumed or {}).get("clock_s", 0.0)
         self._clock_start = time.perf_counter() - resumed - self.paused_s - self.checkpoint_s
-        self.sampler.start()
-        self.host_load.start()
 
     def warmup_seconds(self) -> float:
         """Seconds of warm-up so far: this segment's since :meth:`start_warmup`, plus a resumed run's earlier ones."""
