@@ -235,9 +235,15 @@ DEFINITIONS = """## Definitions
   lists every estimate, says "A is significantly better than B" for each pair the test found different (with the
   adjusted p) and that the other pairs are not distinguishable; it never infers one pair from others, and a pair
   with one draw (or no spread) on a side is not testable. The test was chosen by its measured error rates
-  (`reports/verdicts/error-rates.md`, 1,000 simulated reports of 5 candidates per cell): with nothing different,
-  at most 4.4 % of reports made any false claim (n = 3, 5, 10); a 1.5-fold better FID at the digits job's typical
-  seed spread was found in 78.5 % of reports with 3 seeds, in all with 5.
+  (`reports/verdicts/error-rates.md`, 1,000 simulated reports of 5 candidates per cell): at most 5 % of
+  reports may make any false claim. What a test could have found depends on the run's own spread: under "At what
+  scale these verdicts hold" the first page gives, per pair not distinguishable, the smallest ratio this run would
+  have detected at 80 % power and the seeds a 1.5-fold difference would need.
+- **at what scale**: per family, the budget (training images per system, generator steps per GAN), whether the
+  family's claims were the same at every curve point of the last half of the budget (the same tests run at each
+  point), and which systems were still improving at the end: a one-sided paired t-test on each seed's change of
+  log score over the last stretch of its curve, 5 % per system. A verdict tag whose claims involve such a system
+  ends "(this budget)": it holds at this budget only. Not found improving is not shown settled.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
   shortest of their windows), or by the same real training images where every run had `train.budget_images` (its
   curve points sit at equal fractions of the budget): quality under a fixed budget, beside the final FID and the
