@@ -229,27 +229,35 @@ CELLULAR = {"strategy": "cellular", "engine": "mpi", "grid": [2, 2], "procs": [1
             {"train": {"budget_images": 6400, "budget_s": 30}},
             r"^<scenario>: train.budget_images: given alongside train.budget_s: give one budget, in seconds or in images$",
         ),
-        (  # a data-parallel step: the global batch (64)
-            {"runs": [{"strategy": "data_parallel", "train": {"budget_images": 63}}]},
-            r"^<scenario>: runs\[0\].train.budget_images: 63 images are less than one step of data_parallel at P = 1 "
-            r"\(runs\[0\]\), 64 images; give at least 64$",
+        (  # a data-parallel step: the global batch (64); the budget must buy one after the 2 warm-up steps
+            {"runs": [{"strategy": "data_parallel", "train": {"budget_images": 191}}]},
+            r"^<scenario>: runs\[0\].train.budget_images: 191 images buy 2 steps of 64 images, too few for one step of "
+            r"data_parallel at P = 1 \(runs\[0\]\) after its 2 warm-up steps: it needs 192 images; give at least 192 or "
+            r"fewer train.warmup_steps$",
+        ),
+        (  # without warm-up, one step is enough
+            {"train": {"warmup_steps": 0}, "runs": [{"strategy": "data_parallel", "train": {"budget_images": 63}}]},
+            r"^<scenario>: runs\[0\].train.budget_images: 63 images buy 0 steps of 64 images, too few for one step of "
+            r"data_parallel at P = 1 \(runs\[0\]\): it needs 64 images; give at least 64$",
         ),
         (  # weak scaling holds each rank's work fixed: a whole system's images budget would shrink it as P grows
             {"train": {"budget_images": 1000}, "runs": [{"strategy": "conditional", "procs": [1, 2], "scaling": "weak"}]},
             r"^<scenario>: train.budget_images: an images budget is the whole system's work, so it cannot hold a weak "
             r"sweep's work per rank \(runs\[0\] is weak\); give train.budget_s or epochs instead$",
         ),
-        (  # a step of every class GAN: 3 classes x n_critic 2 x batch 64
-            {"train": {"budget_images": 383}, "dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "runs": [LP]},
-            r"train.budget_images: 383 images are less than one step of label_partitioned at P = 1 \(runs\[0\]\), 384 images",
+        (  # a step of every class GAN: 3 classes x n_critic 2 x batch 64, 3 of them (2 warm-up)
+            {"train": {"budget_images": 1151}, "dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "runs": [LP]},
+            r"train.budget_images: 1151 images buy 2 steps of 384 images, too few for one step of label_partitioned at "
+            r"P = 1 \(runs\[0\]\) after its 2 warm-up steps: it needs 1152 images",
         ),
         (  # the entry's own n_critic, not the scenario's: 3 classes x 5 x batch 64
-            {"train": {"budget_images": 959}, "dataset": {"classes": [0, 1, 2]}, "runs": [{**LP, "wgan_gp": {"n_critic": 5}}]},
-            r"train.budget_images: 959 images are less than one step of label_partitioned at P = 1 \(runs\[0\]\), 960 images",
+            {"train": {"budget_images": 2879}, "dataset": {"classes": [0, 1, 2]}, "runs": [{**LP, "wgan_gp": {"n_critic": 5}}]},
+            r"train.budget_images: 2879 images buy 2 steps of 960 images, too few .* it needs 2880 images",
         ),
-        (  # one iteration: 4 cells x 5 batches x batch 64
-            {"train": {"budget_images": 1279}, "cellular": {"batches_per_iteration": 5}, "runs": [CELLULAR]},
-            r"train.budget_images: 1279 images are less than one step of cellular at P = 1 \(runs\[0\]\), 1280 images",
+        (  # one iteration: 4 cells x the 3 of 5 batches their discriminators train on (skip 1) x batch 64
+            {"train": {"budget_images": 2303}, "cellular": {"batches_per_iteration": 5}, "runs": [CELLULAR]},
+            r"train.budget_images: 2303 images buy 2 steps of 768 images, too few for one step of cellular at P = 1 "
+            r"\(runs\[0\]\) after its 2 warm-up steps: it needs 2304 images",
         ),
     ],
 )
@@ -258,11 +266,11 @@ def test_bad_budgets_name_the_field_in_one_line(data, message):
         parse_scenario({"name": "t", "runs": [{"strategy": "data_parallel"}], **data})
 
 
-def test_an_images_budget_of_one_step_or_more_is_accepted_and_recorded():
+def test_an_images_budget_of_one_step_after_the_warm_up_or_more_is_accepted_and_recorded():
     data = {"dataset": {"classes": [0, 1, 2]}, "wgan_gp": {"n_critic": 2}, "cellular": {"batches_per_iteration": 5}}
-    runs = expand(parse_scenario({"name": "t", "train": {"budget_images": 1280}, "runs": [LP, CELLULAR], **data}))
-    assert [r.train.budget_images for r in runs] == [1280] * 4
-    assert run_identity(runs[0])["budget_images"] == 1280 and run_identity(runs[0])["budget_s"] is None
+    runs = expand(parse_scenario({"name": "t", "train": {"budget_images": 2304}, "runs": [LP, CELLULAR], **data}))
+    assert [r.train.budget_images for r in runs] == [2304] * 4
+    assert run_identity(runs[0])["budget_images"] == 2304 and run_identity(runs[0])["budget_s"] is None
     assert runs[0].train.class_schedule == "interleaved"  # the default; sequential is the other choice
     # a cellular full pass is known only once the data is loaded: the strategy checks it then
     expand(parse_scenario({"name": "t", "train": {"budget_images": 1}, "runs": [CELLULAR]}))
