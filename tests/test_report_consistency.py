@@ -150,8 +150,9 @@ def test_the_check_tells_a_rounding_from_another_number():
 
 
 FIRST_PAGE_LINES = 150
-FIRST_PAGE_ROW = 120
-"""The first page's budget (issue 37): read in two minutes, its table rows readable without scrolling."""
+FIRST_PAGE_ROW = 150
+"""The first page's budget (issue 37): read in two minutes, its table rows readable without scrolling on a wide
+screen (the verdict column names up to three families: time to target, FID and speedup, each with its mark)."""
 
 
 def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, records):
@@ -167,11 +168,31 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     assert "classifier:digits d6ea892040bc, n=500" in text.split("| strategy |")[0]
     assert not any("(n=" in cell or "reached by" in cell for row in first.rows for cell in row.values())
     verdicts = {row["strategy"]: row["verdict"] for row in first.rows}
-    # FIDs depend on the seeds and the images budget alone: the same verdicts in every rerun
-    fid = {k: v.split("; ")[0] for k, v in verdicts.items()}
-    assert fid["conditional / bce / horovod"] == "best FID"  # found better than all 4 others
-    assert fid["label_partitioned / bce / mpi"] == "FID beats 3"
-    assert fid["cellular / mustangs / mpi"] == "FID behind 2"  # beats none; the two found better say so
+    # each FID tag says what the final-quality sentence found: its wins and losses among the pairs it claims (the
+    # FIDs themselves depend on the seeds, the budget and the CPU's kernel set, so no verdict is written down here)
+    (quality_line,) = [line for line in lines if line.startswith("- Final quality (FID")]
+    names = sorted(verdicts, key=len, reverse=True)
+    wins = {name: 0 for name in verdicts}
+    losses = dict(wins)
+    for clause in re.findall(r"([^.;]+?) is significantly better than ([^;]+?)(?:;|\.(?: |$))", quality_line):
+        first_name = next(n for n in names if clause[0].strip().endswith(n))
+        for other in re.findall(r"(.+?) \(p = [^)]*\)(?:, | and |$)", clause[1]):
+            other_name = next(n for n in names if other.strip().endswith(n))
+            wins[first_name] += 1
+            losses[other_name] += 1
+    others = len(verdicts) - 1
+    for name, verdict in verdicts.items():
+        fid = next((tag for tag in verdict.split("; ") if "FID" in tag), "no FID tag").rstrip("†")
+        if wins[name] == others:
+            assert fid == "best FID", name
+        elif losses[name] == others:
+            assert fid == "worst FID", name
+        elif wins[name]:
+            assert fid == f"FID beats {wins[name]}", name
+        elif losses[name]:
+            assert fid == f"FID behind {losses[name]}", name
+        else:
+            assert fid == "no FID tag", name
     # speedups are timings: a verdict names them only where the report's test found the pair different
     (speedup_line,) = [line for line in lines if line.startswith("- Strong-scaling speedup at P=2:")]
     found = "No pair differs significantly" not in speedup_line

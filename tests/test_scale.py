@@ -141,12 +141,13 @@ def test_the_first_page_names_the_budget_the_improving_systems_and_the_power():
     fid = next(f for f in found if f.quantity == "FID")
     assert fid.scale.improving == ["label_partitioned / bce / mpi"]
     said = verdicts(found, [row for row in table["strategy"]])
-    assert said["conditional / bce / mpi"] == "worst FID (this budget)"  # its better was still improving
+    assert said["conditional / bce / mpi"] == "worst FID†"  # its better was still improving
     page = "\n".join(first_page_headline(table, found, records))
     assert "**At what scale these verdicts hold** (4,000 training images per system" in page
     assert "generator steps per GAN: conditional / bce / mpi 125" in page
     assert "still improving at the end" in page and "label_partitioned / bce / mpi 0.5" in page
     assert "claims involving them hold at this budget only" in page
+    assert "| worst FID† |" in page and "† Holds at this budget only" in page
     assert "bit-identical only on the same CPU kernel set (here AVX2 (numerics aaaa))" in page
 
 

@@ -208,6 +208,8 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+BUDGET_BOUND = "†"
+"""The mark of a verdict tag that holds at this budget only (a system in its claims was still improving)."""
 EQUAL_BUDGET = "FID at equal budget"
 """The quantity of the equal-budget finding, as the verdict column names it."""
 EQUAL_TIME_SLACK = 1.05
@@ -545,7 +547,7 @@ def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str
     other was found better, ``Q beats k`` where it was found better than k others (those found better than
     it say so on their own rows), ``Q behind k`` where it beats none; a family that repeats an earlier one
     (:func:`repeats`) is said once. A tag whose claims involve a system still improving at the end of the budget
-    ends ``(this budget)``: it holds at this budget only (:meth:`Finding.budget_bound`).
+    ends :data:`BUDGET_BOUND`: it holds at this budget only (:meth:`Finding.budget_bound`).
     """
     kept = [f for f, again in zip(found, repeats(found)) if f.family is not None and not again]
     out = {}
@@ -571,7 +573,7 @@ def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str
                 tag = f"{quantity} behind {losses}"
             else:
                 continue
-            tags.append(tag + (" (this budget)" if finding.budget_bound(name) else ""))
+            tags.append(tag + (BUDGET_BOUND if finding.budget_bound(name) else ""))
         out[name] = "; ".join(tags) or ("no difference found" if tested else "not tested")
     return out
 

@@ -243,7 +243,7 @@ DEFINITIONS = """## Definitions
   family's claims were the same at every curve point of the last half of the budget (the same tests run at each
   point), and which systems were still improving at the end: a one-sided paired t-test on each seed's change of
   log score over the last stretch of its curve, 5 % per system. A verdict tag whose claims involve such a system
-  ends "(this budget)": it holds at this budget only. Not found improving is not shown settled.
+  ends "†": it holds at this budget only. Not found improving is not shown settled.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
   shortest of their windows), or by the same real training images where every run had `train.budget_images` (its
   curve points sit at equal fractions of the budget): quality under a fixed budget, beside the final FID and the

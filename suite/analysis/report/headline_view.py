@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..findings import Finding, repeats, unlearned_configs, verdicts
+from ..findings import BUDGET_BOUND, Finding, repeats, unlearned_configs, verdicts
 from ..markdown import NA, markdown_table
 from ..power import POWER, REFERENCE_RATIO, family_level
 from ..settling import claims_of
@@ -89,6 +89,10 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md).\n"
     )
     lines.append(markdown_table(pd.DataFrame(shown)))
+    if any(BUDGET_BOUND in row["verdict"] for row in shown):
+        lines.append(
+            f"{BUDGET_BOUND} Holds at this budget only: a system in its claims was still improving at the end (below).\n"
+        )
     kernels = kernel_line(records)
     if kernels:
         lines.append(kernels)
