@@ -171,3 +171,28 @@ def test_power_is_stated_for_every_pair_not_distinguishable():
     page = "\n".join(first_page_headline(table, found, records))
     assert "smallest ratio this run could have detected at 80 % power" in page
     assert isinstance(table, pd.DataFrame)
+
+
+def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
+    records = []
+    for strategy, times in (("label_partitioned", [10.0, 10.5, 9.8]), ("conditional", [20.0, 21.0, 19.5])):
+        for procs, factor in ((1, 2.0), (2, 1.0)):
+            for seed, t in enumerate(times):
+                r = _record(strategy, seed, [300, 200, 150, 140], procs=procs)
+                r["train_s"] = t * factor * (1.0 if strategy == "label_partitioned" else 0.8 if procs == 1 else 1.0)
+                r["run_id"] += f"-p{procs}"
+                records.append(r)
+    busy = next(r for r in records if r["strategy"] == "label_partitioned" and r["procs"] == 2)
+    busy["host_load"] = {"contended": True}
+    table = headline(records, {})
+    found = findings.tested_findings(table, records, {})
+    speedup = next(f for f in found if f.quantity == "speedup")
+    assert speedup.family.claims  # label-partitioned scales 2x, the DC-CGAN 1.6x: found different
+    page = "\n".join(first_page_headline(table, found, records))
+    row = next(line for line in page.splitlines() if line.startswith("| label_partitioned"))
+    assert "best speedup‡" in row
+    assert "‡ Timed on a busy host: 1 of these runs were contended" in page
+    assert "ran on a busy host (contended)" in speedup.text
+    quiet = [{**r, "host_load": {"contended": False}} for r in records]
+    page = "\n".join(first_page_headline(headline(quiet, {}), findings.tested_findings(headline(quiet, {}), quiet, {}), quiet))
+    assert "‡" not in page

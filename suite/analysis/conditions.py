@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .findings import config_name
+from .findings import config_name, contended
 
 MOST_NAMED = 3
 """Runs named in one warning line before the rest are counted."""
@@ -61,11 +61,6 @@ def unequal_work(records: list[dict[str, Any]]) -> list[str]:
             "is compared at unequal training: give train.budget_images for equal work"
         )
     return lines
-
-
-def contended(record: dict[str, Any]) -> bool:
-    """Whether the record marks its run's timings as taken on a busy host."""
-    return bool((record.get("host_load") or {}).get("contended"))
 
 
 def contended_systems(records: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -51,6 +51,12 @@ def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
     return [r for r in strong if r["procs"] == top], top
 
 
+def contended(record: dict) -> bool:
+    """Whether the record marks its run's timings as taken on a busy host (``host_load.contended``)."""
+    host_load = record.get("host_load")
+    return isinstance(host_load, dict) and bool(host_load.get("contended"))
+
+
 def placement_invariant(record: dict) -> bool:
     """Whether this run's model should be bitwise the same on any number of ranks."""
     if record["strategy"] not in STRATEGIES:  # a plugin's records, the plugin not installed
@@ -208,6 +214,10 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+TIMING = ("time to target", "speedup")
+"""The quantities of the findings that are timings (a busy host weakens them)."""
+BUSY_HOST = "‡"
+"""The mark of a timing verdict tag of a configuration some of whose runs were timed on a busy host."""
 BUDGET_BOUND = "†"
 """The mark of a verdict tag that holds at this budget only (a system in its claims was still improving)."""
 EQUAL_BUDGET = "FID at equal budget"
@@ -315,6 +325,9 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
         out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
     if any(r.get("budget_s") for r in main):
         out.append("time-budgeted runs: speedup compares throughput")
+    busy = [r for r in main + row.get("_base", []) if contended(r)]
+    if busy:
+        out.append(f"{len(busy)} of its timed runs ran on a busy host (contended), so its timings measure the host too")
     return out
 
 
@@ -540,15 +553,19 @@ def unlearned_configs(rows: list[dict]) -> set[str]:
     return {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
 
 
-def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = ()) -> dict[str, str]:
+def verdicts(
+    found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = (), timed: dict[str, list[dict]] | None = None
+) -> dict[str, str]:
     """Per configuration, what the tested findings say of it in a few words: the verdict column of the headline.
 
     ``best Q`` where the family found it better than every other candidate on Q, ``worst Q`` where every
     other was found better, ``Q beats k`` where it was found better than k others (those found better than
     it say so on their own rows), ``Q behind k`` where it beats none; a family that repeats an earlier one
     (:func:`repeats`) is said once. A tag whose claims involve a system still improving at the end of the budget
-    ends :data:`BUDGET_BOUND`: it holds at this budget only (:meth:`Finding.budget_bound`).
+    ends :data:`BUDGET_BOUND`: it holds at this budget only (:meth:`Finding.budget_bound`). A timing tag of a
+    configuration with a run in ``timed`` (its runs, by name) timed on a busy host ends :data:`BUSY_HOST`.
     """
+    timed = timed or {}
     kept = [f for f, again in zip(found, repeats(found)) if f.family is not None and not again]
     out = {}
     for name in names:
@@ -573,7 +590,8 @@ def verdicts(found: list[Finding], names: Iterable[str], unlearned: Iterable[str
                 tag = f"{quantity} behind {losses}"
             else:
                 continue
-            tags.append(tag + (BUDGET_BOUND if finding.budget_bound(name) else ""))
+            busy = quantity in TIMING and any(contended(r) for r in timed.get(name, []))
+            tags.append(tag + (BUDGET_BOUND if finding.budget_bound(name) else "") + (BUSY_HOST if busy else ""))
         out[name] = "; ".join(tags) or ("no difference found" if tested else "not tested")
     return out
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..findings import BUDGET_BOUND, Finding, repeats, unlearned_configs, verdicts
+from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, repeats, unlearned_configs, verdicts
 from ..markdown import NA, markdown_table
 from ..power import POWER, REFERENCE_RATIO, family_level
 from ..settling import claims_of
@@ -57,7 +57,8 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         return lines + ["_No run finished: nothing to compare (see the runs on [Runs](details/runs.md))._\n"]
     rows = table.to_dict("records")
     metric = quality_metric(rows)
-    said = verdicts(found, [row["strategy"] for row in rows], unlearned_configs(rows))
+    timed = {row["strategy"]: row["_main"] + row.get("_base", []) for row in rows}
+    said = verdicts(found, [row["strategy"] for row in rows], unlearned_configs(rows), timed)
     rulers = sorted({row["quality"] for row in rows if isinstance(row["quality"], str)})
     notes: list[str] = []
     shown = []
@@ -92,6 +93,12 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     if any(BUDGET_BOUND in row["verdict"] for row in shown):
         lines.append(
             f"{BUDGET_BOUND} Holds at this budget only: a system in its claims was still improving at the end (below).\n"
+        )
+    if any(BUSY_HOST in row["verdict"] for row in shown):
+        busy = sum(contended(r) for runs in timed.values() for r in runs)
+        lines.append(
+            f"{BUSY_HOST} Timed on a busy host: {busy} of these runs were contended (other processes kept the cores busy "
+            "during their training clock), so this timing verdict measures the host too; rerun on a quiet host.\n"
         )
     kernels = kernel_line(records)
     if kernels:
