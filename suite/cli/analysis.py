@@ -101,7 +101,7 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
     """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
     import dataclasses
 
-    from ..measure.network import with_link
+    from ..measure.network import cost_problem, with_link
     from ..running.probe import resolve
 
     if (args.alpha is None) != (args.beta is None):
@@ -110,8 +110,8 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
         if args.network:
             raise UsageError("--network: give either --network or --alpha and --beta, not both")
         for option, value in (("--alpha", args.alpha), ("--beta", args.beta)):
-            if not (math.isfinite(value) and value >= 0):  # a projection from nan or a negative cost is no projection
-                raise UsageError(f"{option}: latency (s) and seconds per byte must be finite and not negative, got {value}")
+            if (problem := cost_problem(value)) is not None:  # a projection from nan or a negative cost is no projection
+                raise UsageError(f"{option}: {problem}")
         net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
     else:
         net = resolve(args.network or "summit", out)

@@ -27,6 +27,7 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
         text = _REPR.repr(value)
     except ValueError:  # an integer past Python's digit limit for text (sys.set_int_max_str_digits)
         text = f"<an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits>" if isinstance(value, int) else "<?>"
+    text = " ".join(text.splitlines())  # a repr over several lines (a tensor's, an array's) stays on the message's line
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

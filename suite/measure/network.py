@@ -211,6 +211,19 @@ PROBE_BYTES = 16 << 20
 """The largest probe file read (the suite's are a few KB)."""
 
 
+MAX_LINK_S = 1.0
+"""The largest latency (seconds) and the largest seconds per byte of a link: a slower one is no network."""
+
+
+def cost_problem(value: object) -> str | None:
+    """Why ``value`` is not a link's alpha or beta (a finite number of seconds from 0 to :data:`MAX_LINK_S`), or None."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return f"expected a finite number of seconds, got {shown(value)}"
+    if not 0 <= value <= MAX_LINK_S:
+        return f"must be from 0 to {MAX_LINK_S:g} seconds, got {shown(value)}"
+    return None
+
+
 _LABEL = re.compile(r"[\w .,:()/+-]{1,100}")
 
 
@@ -222,24 +235,24 @@ def _label(value: object) -> str | None:
 
 def _probe_link(data: dict, field: str, source: Path) -> Link:
     """The link at ``field`` of a probe file's data; :class:`ValueError` naming the file and the field unless it is
-    one: a mapping of ``alpha`` and ``beta``, each a finite number that is not negative."""
+    one: a mapping of ``alpha`` and ``beta``, each of :func:`cost_problem`'s range."""
     value = data.get(field)
     if not isinstance(value, dict):
         raise ValueError(f"{source}: {field}: expected a mapping of alpha and beta, got {shown(value)}")
     numbers = []
     for name in ("alpha", "beta"):
-        number = value.get(name)
-        if not isinstance(number, (int, float)) or isinstance(number, bool) or not math.isfinite(number) or number < 0:
-            got = f"got {shown(number)}" if name in value else "it is missing"
-            raise ValueError(f"{source}: {field}.{name}: expected a finite number of seconds, not negative; {got}")
-        numbers.append(float(number))
+        if name not in value:
+            raise ValueError(f"{source}: {field}.{name}: required field is missing")
+        if (problem := cost_problem(value[name])) is not None:
+            raise ValueError(f"{source}: {field}.{name}: {problem}")
+        numbers.append(float(value[name]))
     return Link(*numbers)
 
 
 def probe_network(path: str | os.PathLike) -> Network:
     """The network measured by ``suite probe`` (its JSON file); :class:`ValueError` naming the file and the field
-    where it is not one (``link`` and ``inter`` mappings of alpha and beta, finite and not negative; ``ranks_per_node``
-    a positive integer).
+    where it is not one (``link`` and ``inter`` mappings of alpha and beta, finite seconds from 0 to 1;
+    ``ranks_per_node`` a positive integer).
 
     A probe on one machine measures the intra-node link only; the inter-node link is then taken
     equal to it, which the name says.

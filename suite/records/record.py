@@ -552,6 +552,17 @@ def _number_problem(value: Any, path: str) -> str | None:
     return None
 
 
+def _steps_problem(steps: Any) -> str | None:
+    """Why ``generator_steps`` (free-form in the schema) is not a whole number of steps or one per class GAN, or None."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if steps is None or whole(steps) or (isinstance(steps, dict) and all(whole(v) for v in steps.values())):
+        return None
+    return f"generator_steps: expected a whole number of steps, or one per class GAN, got {shown(steps)}"
+
+
 def check_record(data: Any, source: str = "record", required: tuple[str, ...] = ()) -> dict[str, Any]:
     """``data`` if it is a record this suite reads; :class:`RecordError` naming ``source`` and the field otherwise.
 
@@ -581,6 +592,8 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
             if isinstance(data.get(name), str) and (problem := name_problem(data[name])) is not None:
                 raise RecordError(f"{name}: {problem}")
         if (problem := _number_problem(data, "")) is not None:
+            raise RecordError(problem)
+        if (problem := _steps_problem(data.get("generator_steps"))) is not None:
             raise RecordError(problem)
     except RecordError as error:
         raise RecordError(f"{source}: {error}") from None
