@@ -163,7 +163,7 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
             "seeds": len({r.get("seed") for r in main}),
-            "train_s": _text(summarise(r["train_s"] for r in main)),
+            "train_s": _text(summarise(r.get("train_s") for r in main)),
             "speedup": _text(speedup),
             "efficiency": _text(speedup.scaled(1 / top)) if speedup is not None else None,
             "weak_efficiency": None,
@@ -308,8 +308,8 @@ def _target_text(targets: list[dict], reached: Summary | None) -> str:
     return got + (f" (best {best.text()})" if best is not None else "")
 
 
-def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
-    """What weakens a finding about one configuration."""
+def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame], timing: bool = False) -> list[str]:
+    """What weakens a finding about one configuration (``timing``: of a timing family, which a busy host weakens)."""
     out = []
     main = row["_main"]
     if any(r.get("oversubscribed") for r in main):
@@ -325,7 +325,7 @@ def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame]) -
         out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
     if any(r.get("budget_s") for r in main):
         out.append("time-budgeted runs: speedup compares throughput")
-    busy = [r for r in main + row.get("_base", []) if contended(r)]
+    busy = [r for r in main + row.get("_base", []) if contended(r)] if timing else []
     if busy:
         out.append(f"{len(busy)} of its timed runs ran on a busy host (contended), so its timings measure the host too")
     return out
@@ -470,7 +470,7 @@ def _ranked(
     text = sentence(family, what)
     named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
     for name in named:
-        caveats = _caveats(next(row for row in rows if row["strategy"] == name), records, scaling)
+        caveats = _caveats(next(row for row in rows if row["strategy"] == name), records, scaling, quantity in TIMING)
         if caveats:
             text += f" Caveat for {name}: {', '.join(caveats)}."
     return Finding(text, quantity, family, what)
