@@ -104,7 +104,7 @@ def test_the_projection_states_the_bytes_each_configuration_moved(report, record
         per_step = float(measured["comm_mb"]) / procs / steps
         stated = models[row["config"]]
         if per_step == 0:
-            limit = re.search(r"0 bytes at P <= (\d+)", stated)
+            limit = re.search(r"0 bytes at P (?:<|&lt;)= (\d+)", stated)
             assert limit and procs <= int(limit[1]), f"{row['run_id']} moved 0 bytes; the model says: {stated}"
         else:
             mib = re.search(rf"({NUMBER}) MiB allreduced per step", stated)
@@ -113,11 +113,12 @@ def test_the_projection_states_the_bytes_each_configuration_moved(report, record
     assert checked == sum(r["procs"] > 1 and r["strategy"] != "cellular" for r in records)
 
 
-def test_one_machine_is_one_kind_of_machine(report):
+def test_one_machine_is_one_kind_of_machine(report, records):
     environment = report.split("\n# Environment\n", 1)[1]
     assert "Every run on one kind of machine" in environment.split("\n\n")[1]
     shared = {row["item"]: row["value"] for row in table(report, "Environment").rows}
-    assert shared["machine.cpu_model"] == "AMD EPYC" and "machine.fingerprint" in shared
+    models = {r["machine"]["cpu_model"] for r in records}
+    assert len(models) == 1 and shared["machine.cpu_model"] == models.pop() and "machine.fingerprint" in shared
 
 
 def test_the_check_tells_a_rounding_from_another_number():
@@ -196,8 +197,9 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     # speedups are timings: a verdict names them only where the report's test found the pair different
     (speedup_line,) = [line for line in lines if line.startswith("- Strong-scaling speedup at P=2:")]
     found = "No pair differs significantly" not in speedup_line
-    assert ("; worst speedup" in verdicts["conditional / bce / horovod"]) == found
-    assert ("; best speedup" in verdicts["label_partitioned / bce / mpi"]) == found
+    tags = {name: [tag.rstrip("†‡") for tag in verdict.split("; ")] for name, verdict in verdicts.items()}
+    assert ("worst speedup" in tags["conditional / bce / horovod"]) == found
+    assert ("best speedup" in tags["label_partitioned / bce / mpi"]) == found
 
 
 def test_every_detail_page_is_in_the_index_and_every_link_resolves(report_md):
@@ -222,4 +224,7 @@ def test_a_note_every_row_shares_is_one_sentence(report, report_md):
     assert csv.count("FID withheld") == 150  # the CSV keeps each row's note
     headline = (report_md.parent / "details" / "headline.md").read_text()
     assert "reached by" not in "".join(line for line in headline.splitlines() if line.startswith("|"))
-    assert "¹ cellular / mustangs / mpi: reached by 0 of 3 draws; best 311 [172, 561] (n=3)." in headline
+    # a target missed in some draws is a footnote of its row, said once
+    assert re.search(
+        r"^¹ cellular / mustangs / mpi: reached by 0 of 3 draws; best [\d.]+ \[[\d.]+, [\d.]+\] \(n=3\)\.$", headline, re.M
+    )
