@@ -359,7 +359,9 @@ class MixtureScorer:
         cfg = run.cellular
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
         if cfg.mixture_features not in ("logits", "features"):  # metrics, the ruler: refused when the scenario is read
-            raise ValueError(f"cellular.mixture_features: {cfg.mixture_features} is not the steering network's logits or features")
+            raise ValueError(
+                f"cellular.mixture_features: {cfg.mixture_features} is not the steering network's logits or features"
+            )
         steering = steering_net(reference.dataset, reference.device, field="cellular.mixture_features")
         self.net: Features = ClassLogits(steering) if cfg.mixture_features == "logits" else steering
         self.name = self.net.name
