@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,14 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+"""A ``<`` that could open HTML (a tag, a closing tag, a comment, a declaration); ``p < 0.05`` and ``P <= 10`` cannot."""
+
+
 def cell(text: Any) -> str:
-    """``text`` as data in one line of markdown (a table's cell, a sentence): ``<`` and ``>`` as entities, so that a
-    string from a record (an error, a host name) never becomes HTML; ``|`` escaped, a line break a space."""
-    return str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """``text`` as data in one line of markdown (a table's cell, a sentence): a ``<`` that could open HTML as ``&lt;``,
+    so that a string from a record (an error, a host name) never becomes HTML; ``|`` escaped, a line break a space."""
+    return _TAG_START.sub("&lt;", str(text)).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
