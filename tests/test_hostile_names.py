@@ -136,7 +136,7 @@ def test_names_free_text_in_a_jobscript_is_quoted_and_runs_as_data(tmp_path, mon
     assert f"-m suite report {results}\n" in done.stdout
 
 
-def test_names_a_report_refuses_a_record_whose_run_id_leads_out(tmp_path, capsys):
+def test_names_a_report_refuses_a_record_whose_run_id_leads_out(tmp_path, capsys, caplog):
     from test_report import record
 
     from suite.records.results import write_record
@@ -147,8 +147,12 @@ def test_names_a_report_refuses_a_record_whose_run_id_leads_out(tmp_path, capsys
     (tmp_path / "evil" / "samples.png").write_bytes(b"not ours")
     before = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("results/report/")}
     assert main(["report", str(results)]) == 2
+    # the record is named and left out (a report of the others would go on); with none left, one line says so
+    assert (
+        f"skipped {results / 'evil' / 'result.json'}" in caplog.text and "run_id: '../../evil' is not a safe name" in caplog.text
+    )
     assert capsys.readouterr().err == (
-        f"error: {results / '../../evil'}: not inside {results}; a name must not lead out of its folder\n"
+        f"error: {results}: no result.json found; run `suite run SCENARIO --out {results}` first\n"
     )
     assert {k: v for k, v in _tree(tmp_path).items() if not k.startswith("results/report/")} == before
 

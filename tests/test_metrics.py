@@ -406,7 +406,7 @@ def test_score_command_rejects_bad_samples(tmp_path, capsys):
     np.savez(tmp_path / "wrong.npz", pictures=np.zeros((4, 1, 32, 32), np.float32))
     np.savez(tmp_path / "range.npz", images=np.full((4, 1, 32, 32), 255, np.float32))
     assert main(["score", "--samples", str(tmp_path / "wrong.npz"), "--dataset", "digits"]) == 2
-    assert "has no 'images' array (found pictures)" in capsys.readouterr().err
+    assert "images: no such array (it holds pictures)" in capsys.readouterr().err
     assert main(["score", "--samples", str(tmp_path / "range.npz"), "--dataset", "digits"]) == 2
     assert "must be scaled to [-1, 1]" in capsys.readouterr().err
     assert main(["score", "--samples", str(tmp_path / "none.npz"), "--dataset", "digits"]) == 2
