@@ -103,9 +103,9 @@ def mutated_doc(draw: st.DrawFn, doc: Any, values: st.SearchStrategy = VALUES) -
             doc = set_at(doc, where, None, delete=True)
         elif how == "add" and where == ():
             if isinstance(doc, dict):
-                doc[draw(st.sampled_from(["extra", "schema", "status", "rank", "link", "images"]))] = draw(values)
-        else:
-            doc = set_at(doc, where, draw(values))
+                doc[draw(st.sampled_from(["extra", "schema", "status", "rank", "link", "images"]))] = copy.deepcopy(draw(values))
+        else:  # a copy: a container drawn twice must not end up inside itself
+            doc = set_at(doc, where, copy.deepcopy(draw(values)))
     return doc
 
 
@@ -146,27 +146,61 @@ RECORDS = digits_records(
 RECORDS.append({**RECORDS[2], "run_id": "failed-r0", "status": "failed", "error": "RuntimeError: boom\nTraceback ..."})
 
 
+def report_tables(records: list[dict], out: Path) -> None:
+    """What the report, suite compare, suite tune and suite project compute from records, short of drawing figures."""
+    from suite.analysis.compare import throughput_problem
+    from suite.analysis.findings import headline, not_learned_warnings, tested_findings
+    from suite.analysis.markdown import markdown_table
+    from suite.analysis.outcomes import outcomes_section
+    from suite.analysis.projection.render import run_projection
+    from suite.analysis.report import DEFAULT_BASELINES
+    from suite.analysis.report.quality import per_class_section, quality_section
+    from suite.analysis.report.tables import (
+        communication_table,
+        environment_tables,
+        scaling_table,
+        step_table,
+        time_table,
+        utilization_table,
+    )
+    from suite.measure.network import PRESETS
+    from suite.records.results import records_frame
+
+    frame = records_frame(records)
+    assert "<script" not in markdown_table(frame)
+    scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
+    table = headline(records, scaling)
+    tested_findings(table, records, scaling)
+    not_learned_warnings(records)
+    outcomes_section(records)
+    for made in (step_table(frame, records), time_table(frame), communication_table(frame), utilization_table(frame)):
+        markdown_table(made)
+    environment_tables(records)
+    quality_section(records, out)
+    per_class_section(records, out)
+    run_projection(records, PRESETS["summit"], PRESETS["shm"], [1, 2, 64], DEFAULT_BASELINES)
+    for record in records:
+        throughput_problem(record)
+
+
 @FUZZ
 @given(data=st.data())
 def test_fuzzed_records_are_read_or_refused_in_one_line_and_what_is_read_reads_downstream(tmp_path, data):
-    from suite.analysis.compare import throughput_problem
-    from suite.analysis.markdown import markdown_table
-    from suite.records.results import read_record, read_records, records_frame
+    from suite.records.results import read_record, read_records
 
     base = data.draw(st.sampled_from(RECORDS))
     path = tmp_path / "run" / "result.json"
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(data.draw(mutated_text(base)))
-    before = files_of(tmp_path)
+    before = {k: v for k, v in files_of(tmp_path).items() if not k.startswith("out")}
     try:
         record = read_record(path.parent, IDENTITY)
     except ValueError as error:
         refused(error, path)
     else:
         assert isinstance(record, dict) and all(record.get(k) is not None for k in IDENTITY)
-        frame = records_frame([record])  # the report's table, compare's and tune's grouping read from it
-        assert "<script" not in markdown_table(frame)
-        throughput_problem(record)
+        (tmp_path / "out").mkdir(exist_ok=True)
+        report_tables([record, *(r for r in RECORDS if r is not base)], tmp_path / "out")
     listing = tmp_path / "records.json"  # the same record inside a records file, as a report writes it
     listing.write_bytes(b"[" + path.read_bytes() + b"]")
     try:
@@ -174,7 +208,7 @@ def test_fuzzed_records_are_read_or_refused_in_one_line_and_what_is_read_reads_d
     except ValueError as error:
         refused(error, listing)
     listing.unlink()
-    assert files_of(tmp_path) == before
+    assert {k: v for k, v in files_of(tmp_path).items() if not k.startswith("out")} == before
 
 
 # --- rank status files ---------------------------------------------------------------------------------------------
@@ -419,6 +453,56 @@ def test_fuzzed_scenarios_are_read_or_refused_in_one_line_naming_the_file(tmp_pa
         refused(error, path)
     else:
         assert isinstance(scenario, Scenario)
+
+
+# --- the papers' numbers (baselines/) ------------------------------------------------------------------------------
+
+BASELINES = REPO / "baselines"
+CELLS = st.sampled_from(["", "nan", "inf", "-inf", "1e400", "abc", "<script>alert(1)</script>", "-5", "2x", "0x0", "99999x1",
+                         "1,2", '"', "\x00", "3.5", "1e308", "x" * 3000])  # fmt: skip
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_baselines_are_read_with_their_columns_checked_or_refused_in_one_line(tmp_path, data):
+    import csv
+    import io
+    import shutil
+
+    from suite.analysis.baselines import read_baseline
+    from suite.analysis.projection.render import paper_points
+    from suite.analysis.report.quality import baseline_section
+
+    folder = tmp_path / "baselines"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(BASELINES, folder)
+    name = data.draw(st.sampled_from(sorted(p.name for p in folder.glob("*.csv"))))
+    rows = list(csv.reader(io.StringIO((folder / name).read_text())))
+    for _ in range(data.draw(st.integers(1, 3))):
+        how = data.draw(st.sampled_from(["cell", "cell", "header", "drop column", "truncate", "garbage"]))
+        if how in ("cell", "header") and rows and rows[0]:
+            row = 0 if how == "header" else data.draw(st.integers(0, len(rows) - 1))
+            if rows[row]:
+                rows[row][data.draw(st.integers(0, len(rows[row]) - 1))] = data.draw(CELLS)
+        elif how == "drop column" and rows and rows[0]:
+            column = data.draw(st.integers(0, len(rows[0]) - 1))
+            rows = [r[:column] + r[column + 1 :] for r in rows]
+        elif how == "truncate":
+            rows = rows[: data.draw(st.integers(0, len(rows)))]
+    text = io.StringIO()
+    csv.writer(text).writerows(rows)
+    content = text.getvalue().encode()
+    if data.draw(st.booleans()) and how == "garbage":
+        content = data.draw(GARBAGE)
+    path = folder / name
+    path.write_bytes(content)
+    try:
+        read_baseline(path)
+    except ValueError as error:
+        refused(error, path)
+        return
+    paper_points(folder)  # what the projection and the report read of it
+    baseline_section(folder, RECORDS, [])
 
 
 # --- a few cases through the command line ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def test_a_misspelt_path_fails_instead_of_reading_none():
 def test_old_records_load_and_newer_ones_are_refused(tmp_path):
     old = tmp_path / "old" / "result.json"
     old.parent.mkdir()
-    identity = {"status": "ok", "strategy": "data_parallel", "engine": "torch", "procs": 1}
+    identity = {"status": "ok", "strategy": "data_parallel", "engine": "torch", "loss": "bce", "procs": 1, "scaling": "strong"}
     old.write_text(json.dumps({"schema": 1, "run_id": "old", **identity, "telemetry": {"comm_s": 0.1}}))  # a key schema 1 had
     assert [r["run_id"] for r in iter_records(tmp_path)] == ["old"]
     with pytest.raises(RecordError, match="record schema 99 is newer than this suite reads"):

@@ -117,7 +117,7 @@ def ruler_text(q: dict) -> str:
     subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.get("num_classes") or 0) else ""
     protocol = q.get("protocol") or MetricsConfig.protocol  # records from before protocols scored as the default does
     named = f", protocol {protocol}" if protocol != MetricsConfig.protocol else ""
-    return f"{q['features']}" + (f" {digest}" if digest else "") + f", n={q['n']}{subset}{named}"
+    return f"{q.get('features')}" + (f" {digest}" if digest else "") + f", n={q.get('n')}{subset}{named}"
 
 
 def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | None]:
@@ -279,7 +279,7 @@ def _targets_per_seed(main: list[dict]) -> list[dict]:
             by_seed[r.get("seed")].append(r["time_to_target"])
     out = []
     for targets in by_seed.values():
-        reached = all(t["reached"] for t in targets)
+        reached = all(t["reached"] and t.get("clock_s") is not None for t in targets)
         out.append(
             {
                 "reached": reached,
@@ -496,7 +496,9 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
     out: list[Finding] = []
     target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
     if target is not None:
-        what = f"Time to {target['metric'].upper()} <= {target['target']:g} ({target['features']}, n={target['n']}), seconds of training"
+        goal = f"{target['target']:g}" if target.get("target") is not None else "its target"
+        metric = str(target.get("metric") or "the score").upper()
+        what = f"Time to {metric} <= {goal} ({target.get('features')}, n={target.get('n')}), seconds of training"
         said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
         missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
         if said is None:

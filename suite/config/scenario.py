@@ -328,7 +328,8 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
     A run entry naming a strategy that is not registered is refused here, before its sections, so that a plugin
     that is not installed is named first.
     """
-    for i, entry in enumerate(data.get("runs") or []):
+    entries = data.get("runs") if isinstance(data.get("runs"), list) else []  # not a list: the schema names it later
+    for i, entry in enumerate(entries):
         strategy = entry.get("strategy") if isinstance(entry, dict) else None
         if isinstance(strategy, str) and strategy not in STRATEGIES:
             hint = did_you_mean(strategy, STRATEGIES.names()) or " (a plugin's strategy needs its package installed)"
@@ -336,7 +337,7 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
                 f"runs[{i}].strategy: {shown(strategy)} is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
             )
     plugins = plugin_sections()
-    for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(data.get("runs") or []))]:
+    for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(entries))]:
         if isinstance(mapping, dict) and "sections" in mapping:
             raise ScenarioError(f"{where}sections: unknown field; give a plugin's section under its own name")
     lifted = {k: v for k, v in data.items() if k not in plugins}

@@ -325,6 +325,8 @@ def type_name(tp: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in choices)
     if _is_optional(tp):
         return type_name(_strip_optional(tp)) + " or null"
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(type_name(a) for a in get_args(tp))
     if get_origin(tp) is Annotated:
         return type_name(get_args(tp)[0])
     if get_origin(tp) is list:
@@ -353,6 +355,8 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
     if _is_optional(tp):
         return None if value is None else convert(_strip_optional(tp), value, path, error, partial)
     origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _convert_union(tp, value, path, error, partial)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise error(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
@@ -363,7 +367,7 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
             raise error(f"{path}: {shown(value)} is not {type_name(tp)}")
         return value
     if origin is Annotated:
-        return convert(get_args(tp)[0], value, path, error, partial)
+        return _convert_bounded(tp, value, path, error, partial)
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
@@ -373,12 +377,56 @@ def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaErr
         if not isinstance(value, dict):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         _, item = get_args(tp)
-        return {k: convert(item, v, f"{path}.{k}", error, partial) for k, v in value.items()}
+        return {k: convert(item, v, f"{path}.{shown_name(k)}", error, partial) for k, v in value.items()}
     if tp in _SCALARS:
         if not _SCALARS[tp](value):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         return float(value) if tp is float else value
     raise TypeError(f"unsupported field type {tp} at {path}")  # a bug in the schema, not in the input
+
+
+def _bounds_problem(tp: Any, value: Any) -> str | None:
+    """Why ``value`` breaks a bound of ``Annotated`` type ``tp`` (``Field(ge=1)``, :class:`AtMost`), as :func:`_problem`
+    words it; None where it keeps them (or is no number)."""
+    if isinstance(value, list):  # a list's length: Field(min_length=2, max_length=2)
+        for mark in tp.__metadata__:
+            for bound in getattr(mark, "metadata", ()):
+                least, most = getattr(bound, "min_length", None), getattr(bound, "max_length", None)
+                if (least is not None and len(value) < least) or (most is not None and len(value) > most):
+                    return f"expected {least if least is not None else most} items, got {shown(value)}"
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    for mark in tp.__metadata__:
+        if isinstance(mark, AtMost) and value > mark.limit:
+            return f"must be at most {_number(mark.limit)}, got {_number(value)}: {mark.reason}"
+        for bound in getattr(mark, "metadata", ()):  # a pydantic Field's annotated_types bounds
+            if (ge := getattr(bound, "ge", None)) is not None and not value >= ge:
+                return f"must {'not be negative' if ge == 0 else f'be at least {_number(ge)}'}, got {_number(value)}"
+            if (gt := getattr(bound, "gt", None)) is not None and not value > gt:
+                return f"must be {'positive' if gt == 0 else f'greater than {_number(gt)}'}, got {_number(value)}"
+            if (le := getattr(bound, "le", None)) is not None and not value <= le:
+                return f"must be at most {_number(le)}, got {_number(value)}"
+    return None
+
+
+def _convert_bounded(tp: Any, value: Any, path: str, error: type[SchemaError], partial: bool) -> Any:
+    """``value`` as ``Annotated`` type ``tp``: its base type, then its bounds (:func:`_bounds_problem`)."""
+    converted = convert(get_args(tp)[0], value, path, error, partial)
+    if (problem := _bounds_problem(tp, converted)) is not None:
+        raise error(f"{path}: {problem}")
+    return converted
+
+
+def _convert_union(tp: Any, value: Any, path: str, error: type[SchemaError], partial: bool) -> Any:
+    """``value`` as the first of ``tp``'s alternatives it fits (one of several shapes: a list of points, or a list per
+    class GAN); ``error`` naming them all where it fits none."""
+    for alternative in get_args(tp):
+        try:
+            return convert(alternative, value, path, error, partial)
+        except SchemaError:
+            continue
+    raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
 
 
 @functools.cache
@@ -388,11 +436,18 @@ def type_hints(cls: type) -> dict[str, Any]:
 
 
 def check(cls: type, data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> dict[str, Any]:
-    """``data`` checked against dataclass ``cls`` where fields may be missing (a partial record); returns it converted."""
+    """``data`` checked against dataclass ``cls`` where fields may be missing (a partial record); returns it converted.
+
+    A class that says ``OPEN = True`` (a part whose keys grow with the suite, a rank's telemetry) has the fields it
+    declares checked and keys it does not declare passed over; any other refuses an unknown key. A field without a
+    default must be there."""
     hints = type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     prefix = f"{path}." if path else ""
-    unknown = sorted(set(data) - set(names))
-    if unknown:
+    unknown = sorted(set(data) - set(names), key=str)
+    if unknown and not getattr(cls, "OPEN", False):
         raise error(f"{prefix}{unknown[0]}: unknown field; expected one of {', '.join(names)}")
+    required = [f.name for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING]
+    if missing := [name for name in required if name not in data]:  # a field without a default: every writer sets it
+        raise error(f"{prefix}{missing[0]}: required field is missing")
     return {name: convert(hints[name], data[name], f"{prefix}{name}", error, partial=True) for name in names if name in data}

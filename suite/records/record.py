@@ -22,9 +22,11 @@ import datetime as dt
 import types
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from ..config.schema import SchemaError, check, section_type, type_hints
+from pydantic import Field
+
+from ..config.schema import SchemaError, check, convert, section_type, type_hints
 from ..config.shown import shown, shown_name
 from ..config.validation import name_problem
 from .upgrade import upgraded
@@ -39,6 +41,16 @@ SCHEMA_VERSION = 5
 warm-up inside ``train_s``, made ``images_per_s`` count training images and added ``train_images``,
 ``eval_images``, ``steps_per_gan``, ``generator_only_steps``, ``host_load`` and ``warnings``: older records are
 brought to its meaning as they are read, :mod:`suite.records.upgrade`)."""
+
+
+Count = Annotated[int, Field(ge=0)]
+"""A record's count of steps, images or bytes."""
+Positive = Annotated[int, Field(ge=1)]
+"""A record's count that is at least 1: processes, threads, cores, a batch, a grid's side."""
+Seconds = Annotated[float, Field(ge=0)]
+"""A record's duration."""
+Grid = Annotated[list[Positive], Field(min_length=2, max_length=2)]
+"""A cellular grid or process grid: rows and columns."""
 
 
 class RecordError(SchemaError):
@@ -59,8 +71,8 @@ class DatasetInfo:
 
     name: str | None = column("dataset")
     split: str | None = None
-    image_size: int | None = None
-    images: int | None = None
+    image_size: Positive | None = None
+    images: Count | None = None
     """Training images (after class selection and limit)."""
     classes: list[int] | None = None
 
@@ -69,23 +81,177 @@ class DatasetInfo:
 class Communication:
     """``comm``: what the engine moved inside the training window."""
 
-    bytes: int | None = column("comm_bytes")
+    bytes: Count | None = column("comm_bytes")
     """Payload bytes handed to collectives by all ranks inside the window."""
     bytes_outside_window: int | None = None
-    seconds: float | None = column("comm_s")
+    seconds: Seconds | None = column("comm_s")
     """Mean over ranks of the seconds each was blocked in communication, over the whole window
     (``telemetry.comm_wait_s`` is the same wait per window step)."""
     largest_group: int | None = None
-    per_rank_bytes: list[int] | None = None
-    per_rank_seconds: list[float] | None = None
+    per_rank_bytes: list[Count] | None = None
+    per_rank_seconds: list[Seconds] | None = None
+
+
+@dataclass
+class StepTimesPart:
+    """``step_times`` of a rank's telemetry: the count, mean and spread of its window steps and a sample of them."""
+
+    OPEN: ClassVar[bool] = True  # keys it does not declare are passed over (the parts of telemetry grow)
+    count: Count | None = None
+    mean: float | None = None
+    std: float | None = None
+    sample: list[float] | None = None
+
+
+@dataclass
+class WarmupPart:
+    """``warmup`` of a rank's telemetry: its warm-up steps, images and seconds."""
+
+    OPEN: ClassVar[bool] = True
+    steps: Count | None = None
+    images: Count | None = None
+    seconds: Seconds | None = None
+
+
+@dataclass
+class WindowPart:
+    """``window`` of a rank's telemetry: its timed steps, images, seconds and where the seconds went."""
+
+    OPEN: ClassVar[bool] = True
+    steps: Count
+    step_seconds: Seconds
+    seconds: Seconds | None = None
+    images: Count | None = None
+    busy_seconds: Seconds | None = None
+    data: Seconds | None = None
+    comm: Seconds | None = None
+    compute: Seconds | None = None
+    comm_bytes: Count | None = None
+
+
+@dataclass
+class PeakPart:
+    """``peak`` of a rank's telemetry: the FLOP/s it could reach, and how that was found."""
+
+    OPEN: ClassVar[bool] = True
+    flops: float | None
+    source: str | None = None
+
+
+@dataclass
+class RankTelemetry:
+    """One entry of ``telemetry.per_rank`` (:meth:`suite.measure.telemetry.Telemetry.as_dict`): what the report, the
+    projection and the plots read of a rank is checked; the rest (utilisation, memory, host load) is passed over."""
+
+    OPEN: ClassVar[bool] = True
+    rank: Count | None = None
+    host: str | None = None
+    steps: Count | None = None
+    images: Count | None = None
+    setup_s: Seconds | None = None
+    paused_s: Seconds | None = None
+    checkpoint_s: Seconds | None = None
+    images_per_s: float | None = None
+    flops_per_step: float | None = None
+    comm_bytes: Count | None = None
+    peak: PeakPart | None = None
+    window: WindowPart | None = None
+    warmup: WarmupPart | None = None
+    step_times: StepTimesPart | None = None
+
+
+@dataclass
+class GroupPart:
+    """One entry of ``groups`` (label_partitioned): a communicator group's ranks, the classes it trains and their
+    replicas' digests."""
+
+    OPEN: ClassVar[bool] = True
+    ranks: list[Count]
+    classes: list[Count]
+    digests: list[str] | None = None
+
+
+@dataclass
+class TimeToTarget:
+    """``time_to_target``: when the run's score first reached the target (``metrics.target``), on which ruler."""
+
+    OPEN: ClassVar[bool] = True
+    reached: bool
+    metric: str | None = None
+    target: float | None = None
+    features: str | None = None
+    n: Count | None = None
+    clock_s: Seconds | None = None
+    step: Count | None = None
+    best: float | None = None
+    points: Count | None = None
+
+
+@dataclass
+class CurvePoint:
+    """A point of ``curve`` or ``mixture_curve``: a model scored during training, at a clock reading and a step (or a
+    cellular iteration)."""
+
+    OPEN: ClassVar[bool] = True
+    clock_s: Seconds
+    step: Count | None = None
+    iteration: Count | None = None
+    images: Count | None = None
+    fid: float | None = None
+    kid_mean: float | None = None
+    kid_std: float | None = None
+    is_mean: float | None = None
+    features: str | None = None
+    n: Count | None = None
+
+
+@dataclass
+class LossPoint:
+    """A point of ``history``: the losses at a generator step (null where they were not finite)."""
+
+    OPEN: ClassVar[bool] = True
+    step: Count
+    epoch: Count | None = None
+    clock_s: Seconds | None = None
+    d_loss: float | None = None
+    g_loss: float | None = None
+
+
+@dataclass
+class CellPoint:
+    """A point of a cellular cell's ``history``: its learning rates and mixture FID at an iteration."""
+
+    OPEN: ClassVar[bool] = True
+    iteration: Count
+    clock_s: Seconds | None = None
+    lr_d: float | list[float] | None = None
+    lr_g: float | list[float] | None = None
+    mixture_fid: float | None = None
+    accepted: bool | None = None
+
+
+@dataclass
+class PerClassScore:
+    """One class of ``quality.per_class_label`` or ``per_class_predicted``: its samples and FID or KID."""
+
+    OPEN: ClassVar[bool] = True
+    n: Count
+    metric: Literal["fid", "kid"] | None
+    n_real: Count | None
+    fid: float | None
+    kid_mean: float | None
+    kid_std: float | None
+    kid_subset_size: Count | None
+    kid_subsets: Count | None
+    note: str | None
 
 
 @dataclass
 class TelemetrySummary:
     """``telemetry``: the ranks' step timers and samplers, summarised (see :mod:`suite.measure.telemetry`)."""
 
-    warmup_steps_per_rank: list[int] | None = None
-    timed_steps: int | None = column()
+    warmup_steps_per_rank: list[Count] | None = None
+    timed_steps: Count | None = column()
     """Window steps of the rank that made the fewest."""
     step_s: float | None = column()
     step_p50: float | None = column()
@@ -97,10 +263,10 @@ class TelemetrySummary:
     comm_wait_s: float | None = column()
     """Seconds per window step blocked in communication (mean over ranks)."""
     comm_share: float | None = column()
-    steps: int | None = None
-    work_images_per_rank: list[int] | None = column()
-    work_steps_per_rank: list[int] | None = column()
-    busy_s_per_rank: list[float] | None = None
+    steps: Count | None = None
+    work_images_per_rank: list[Count] | None = column()
+    work_steps_per_rank: list[Count] | None = column()
+    busy_s_per_rank: list[Seconds] | None = None
     flops_per_step: float | None = column()
     flops_per_step_per_rank: list[float | None] | None = None
     achieved_flops_per_rank: float | None = column("achieved_flops")
@@ -118,7 +284,7 @@ class TelemetrySummary:
     gpu_mem_peak_mb: float | None = column()
     gpu_note: str | None = None
     per_rank: list[dict] | None = None
-    """Each rank's raw telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict`)."""
+    """Each rank's raw telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict`), read as :class:`RankTelemetry`."""
 
 
 @dataclass
@@ -227,20 +393,20 @@ class RunSettings:
     strategy: str | None = column()
     engine: str | None = column()
     loss: str | None = column()
-    procs: int | None = column()
+    procs: Positive | None = column()
     scaling: str | None = column()
-    repeat: int | None = column()
-    grid: list[int] | None = column()
+    repeat: Count | None = column()
+    grid: Grid | None = column()
     label: str | None = column()
     sweep: dict[str, Any] | None = column()
     """The values its entry's ``sweep`` gave this run, by dotted field (:mod:`suite.config.sweep`); the flat
     table shows them as text (``lr=0.001, n_critic=5``)."""
-    sweep_order: int | None = None
+    sweep_order: Count | None = None
     """Position of those values among the sweep's combinations (0: the first listed)."""
-    epochs: int | None = column()
-    seed: int | None = column()
-    budget_s: float | None = column()
-    budget_images: int | None = column()
+    epochs: Count | None = column()
+    seed: Count | None = column()
+    budget_s: Seconds | None = column()
+    budget_images: Count | None = column()
     critic_norm: str | None = None
     architecture: str | None = None
     """``model.architecture``: the networks every run of its scenario trains (:data:`suite.config.registry.ARCHITECTURES`)."""
@@ -251,10 +417,10 @@ class RunSettings:
 class Placement:
     """How the run sat on its node."""
 
-    threads_per_rank: int | None = column()
-    cores_per_node: int | None = column()
-    cores_allowed: int | None = None
-    ranks_per_node: int | None = column()
+    threads_per_rank: Positive | None = column()
+    cores_per_node: Positive | None = column()
+    cores_allowed: Positive | None = None
+    ranks_per_node: Positive | None = column()
     oversubscribed: bool | None = column()
 
 
@@ -263,17 +429,17 @@ class Timing:
     """Seconds of each phase (the slowest rank's); ``train_s`` is the training clock: the warm-up (``warmup_s``)
     and the timed steps after it, the same for every system."""
 
-    setup_s: float | None = column()
-    warmup_s: float | None = column()
-    budget_window_s: float | None = column()
+    setup_s: Seconds | None = column()
+    warmup_s: Seconds | None = column()
+    budget_window_s: Seconds | None = column()
     """Under ``train.budget_s``: the training window the budget left after the slowest rank's warm-up."""
-    train_s: float | None = column()
-    eval_s: float | None = column()
+    train_s: Seconds | None = column()
+    eval_s: Seconds | None = column()
     """Scoring during training (stop_at_target), with the window's clock stopped."""
-    finalize_s: float | None = column()
-    score_s: float | None = column()
-    worker_s: float | None = None
-    wall_s: float | None = column()
+    finalize_s: Seconds | None = column()
+    score_s: Seconds | None = column()
+    worker_s: Seconds | None = None
+    wall_s: Seconds | None = column()
     """The launch, as ``suite run`` timed it."""
 
 
@@ -285,7 +451,7 @@ class Throughput:
     images_per_s: float | None = column()
     """Training images (real images that reach a discriminator update) per second of ``train_s``, warm-up
     included, all ranks."""
-    images_per_s_ci95: list[float | None] | None = column()
+    images_per_s_ci95: Annotated[list[float | None], Field(min_length=2, max_length=2)] | None = column()
     images_per_s_per_rank: float | None = column()
     train_images: int | None = column()
     """Training images of the run, all ranks, warm-up included: what ``images_per_s`` counts (and
@@ -312,22 +478,22 @@ class Steering:
 class StrategyFields:
     """What every strategy adds to the record (its ``Outcome.fields``, built from a subclass below)."""
 
-    global_batch: int | None = column()
+    global_batch: Positive | None = column()
     generator_steps: Any = column("steps")
     """Generator steps: a number, or per class GAN (label_partitioned)."""
     history: Any = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
-    images_consumed: int | None = column()
+    images_consumed: Count | None = column()
     """Real training images drawn into the system's training batches, over all its GANs (cells) and ranks, warm-up
     included: what ``train.budget_images`` counts (defined in :mod:`suite.config.plan`)."""
-    warmup_images_consumed: int | None = column()
+    warmup_images_consumed: Count | None = column()
     """The part of ``images_consumed`` that warm-up steps consumed."""
-    budget_steps: int | None = column()
+    budget_steps: Count | None = column()
     """Under ``train.budget_images``: the whole steps the budget bought, warm-up included: generator steps of the model
     (label_partitioned: of each class GAN; cellular: iterations)."""
     steering: Steering | None = None
     """The network that steered training (cellular's mixture weights); null where none did."""
-    allreduce_every: int | None = column()
+    allreduce_every: Positive | None = column()
     """Steps between two synchronisations of the model's replicas (missing or 1: every step; local SGD: its
     averaging period), which the projection's one-group cost model reads."""
     steps_per_gan: int | None = column()
@@ -361,9 +527,9 @@ class LabelPartitionedFields(StrategyFields):
 class CellularFields(StrategyFields):
     """cellular: the grid, its coevolution, and the ranking of its cells and mixtures."""
 
-    grid: list[int] | None = column()
-    process_grid: list[int] | None = None
-    cells_per_rank: int | None = column()
+    grid: Grid | None = column()
+    process_grid: Grid | None = None
+    cells_per_rank: Positive | None = column()
     neighbourhood: str | None = None
     neighbourhood_size: int | None = column()
     population: int | None = None
@@ -517,7 +683,7 @@ def provenance(run: Run, source: dict[str, Any], started_utc: str) -> dict[str, 
 
 STATUSES = ("ok", "failed", "interrupted", "diverged")
 """A record's ``status``: how the run ended (see :class:`RunOutcome`)."""
-IDENTITY = ("run_id", "status", "strategy", "engine", "procs")
+IDENTITY = ("run_id", "status", "strategy", "engine", "loss", "procs", "scaling")
 """The fields without which a record names no run: the report, ``suite compare`` and ``suite tune`` group by them."""
 NAMES = ("run_id", "scenario", "strategy", "engine", "loss", "scaling", "label")
 """The fields that are safe names (:data:`suite.config.validation.SAFE_NAME`) wherever a record has them: they become
@@ -550,6 +716,40 @@ def _number_problem(value: Any, path: str) -> str | None:
         elif isinstance(item, (int, float)) and not isinstance(item, bool) and not abs(item) <= MAX_NUMBER:
             return f"{where}: {shown(item)} is not a measurement (at most {MAX_NUMBER:g} in size)"
     return None
+
+
+PARTS: dict[str, Any] = {
+    "curve": list[CurvePoint],
+    "mixture_curve": list[CurvePoint],
+    "history": list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]],
+    "groups": list[GroupPart],
+    "time_to_target": TimeToTarget,
+    "telemetry.per_rank": list[RankTelemetry],
+    "quality.per_class_label": dict[str, PerClassScore],
+    "quality.per_class_predicted": dict[str, PerClassScore],
+    "quality_best_cell.per_class_label": dict[str, PerClassScore],
+    "quality_best_cell.per_class_predicted": dict[str, PerClassScore],
+}
+"""The parts whose layout the record's dataclasses leave free (their writers hand over plain mappings), as readers
+find them: each is checked as its type when a record is read (:func:`check_record`)."""
+
+
+REQUIRED_IN = {"quality": ("features",), "quality_best_cell": ("features",)}
+"""Fields a part must have where the record has it: a score is nothing without its ruler."""
+
+
+def _parts_problem(data: dict[str, Any]) -> None:
+    """Raise :class:`RecordError` naming the field where a part of :data:`PARTS` is not of its type, or a part lacks
+    a field of :data:`REQUIRED_IN`."""
+    for part, names in REQUIRED_IN.items():
+        if isinstance(data.get(part), dict) and (missing := [n for n in names if data[part].get(n) is None]):
+            raise RecordError(f"{part}.{missing[0]}: required field is missing")
+    for path, tp in PARTS.items():
+        value: Any = data
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            convert(tp, value, path, RecordError, partial=True)
 
 
 def _steps_problem(steps: Any) -> str | None:
@@ -595,6 +795,7 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
             raise RecordError(problem)
         if (problem := _steps_problem(data.get("generator_steps"))) is not None:
             raise RecordError(problem)
+        _parts_problem(data)
     except RecordError as error:
         raise RecordError(f"{source}: {error}") from None
     return upgraded(data)

@@ -346,7 +346,7 @@ def per_class_summary(scores: dict | None) -> dict | None:
     """
     if not scores:
         return None
-    scored = [e for e in scores.values() if e["metric"]]
+    scored = [e for e in scores.values() if e["metric"] and e["kid_mean"] is not None]
     counts = [e["n"] for e in scores.values()]
     return {
         "classes": len(scores),

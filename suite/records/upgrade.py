@@ -34,7 +34,8 @@ def _training_images(data: dict[str, Any]) -> int | None:
     if not isinstance(consumed, int) or isinstance(consumed, bool):
         return None
     batches = data.get("batches_per_iteration")  # a grid's cells: batches (generator steps) per iteration
-    skip = ((data.get("settings") or {}).get("cellular") or {}).get("discriminator_skip")
+    cellular = (data.get("settings") or {}).get("cellular")  # settings is a free-form mapping: its parts are unchecked
+    skip = cellular.get("discriminator_skip") if isinstance(cellular, dict) else None
     if isinstance(batches, int) and batches > 0 and isinstance(skip, int) and skip > 0:
         return consumed // batches * discriminator_batches(batches, skip)
     return consumed

@@ -75,6 +75,39 @@ def usable(record: dict) -> bool:
         and not record.get("oversubscribed")
         and bool(telemetry.get("busy_s_per_rank"))
         and bool(telemetry.get("timed_steps"))
+        and _per_rank_lists(record)
+    )
+
+
+def _per_rank_lists(record: dict) -> bool:
+    """Whether the record has each rank's window steps, images, busy and blocked seconds, one per rank alike, and a
+    label-partitioned run its groups' ranks and classes among its warm-up and steps (a record the suite wrote has;
+    one edited by someone else may not)."""
+    telemetry, comm = record.get("telemetry") or {}, record.get("comm") or {}
+    lists = [telemetry.get(k) for k in ("work_steps_per_rank", "work_images_per_rank", "busy_s_per_rank")]
+    lists.append(comm.get("per_rank_seconds"))
+    steps = lists[0]
+    if not isinstance(steps, list) or not steps or not steps[0]:
+        return False  # a rank's steps and images per step are taken from the first rank's, which must have made some
+    if len(steps) != record.get("procs") or not all(isinstance(v, list) and len(v) == len(steps) for v in lists):
+        return False
+    if cost_model(record) == CELLS:  # the phases per rank, and what the exchange plan reads
+        phases = record.get("phases_s")
+        return (
+            isinstance(phases, dict)
+            and all(len(phases.get(part) or []) == len(steps) for part in ("fitness", "mixture"))
+            and all(record.get(k) for k in ("cells_per_rank", "neighbourhood_size", "population", "grid", "process_grid"))
+            and record.get("neighbourhood") is not None
+        )
+    if not record.get("global_batch"):  # the images a step of the group draws
+        return False
+    if cost_model(record) != CLASS_GROUPS:
+        return True
+    groups, steps, warmup = record.get("groups") or [], record.get("generator_steps"), telemetry.get("warmup_steps_per_rank")
+    if not (groups and isinstance(steps, dict) and isinstance(warmup, list)):
+        return False
+    return all(g["ranks"] and 0 <= g["ranks"][0] < len(warmup) and g["classes"] for g in groups) and all(
+        str(c) in steps for g in groups for c in g["classes"]
     )
 
 
@@ -88,8 +121,9 @@ def _counted(record: dict) -> bool:
     """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do)."""
     return (
         record.get("status") == "ok"
-        and "per_rank_bytes" in (record.get("comm") or {})
+        and len((record.get("comm") or {}).get("per_rank_bytes") or []) == record.get("procs")
         and "work_steps_per_rank" in (record.get("telemetry") or {})
+        and _per_rank_lists(record)
     )
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.results import PROBE_FILE
+from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..palette import style_of
 from ..plots import pyplot
@@ -37,10 +38,10 @@ def paper_points(baselines: Path) -> pd.DataFrame:
     frames = []
     points = baselines / PAPER_POINTS
     if points.is_file():
-        frames.append(pd.read_csv(points))
+        frames.append(read_baseline(points))
     speedups = baselines / SEED001_SPEEDUPS
     if speedups.is_file():
-        s = pd.read_csv(speedups)
+        s = read_baseline(speedups)
         cells = s["grid"].map(lambda g: math.prod(int(v) for v in g.split("x")))
         frames.append(
             pd.DataFrame(

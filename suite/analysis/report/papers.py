@@ -28,6 +28,7 @@ import pandas as pd
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
+from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..settling import below_p
 from ..speedup import efficiency, speedup
@@ -176,7 +177,7 @@ SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
 
 def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
-    paper = pd.read_csv(baselines / "seed000_inception_scores.csv")
+    paper = read_baseline(baselines / "seed000_inception_scores.csv")
     rows = []
     for model in SEED000_MODELS:
         runs = _model_runs(records, model)
@@ -262,7 +263,7 @@ def _grid_speedups(records: list[dict]) -> dict[str, tuple[int, Summary | None]]
 
 
 def _seed001_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
-    paper = pd.read_csv(baselines / "seed001_cellular_speedups.csv").set_index("grid")
+    paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index("grid")
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
@@ -362,7 +363,7 @@ def _grid_runs(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
-    paper = pd.read_csv(baselines / "seed003_fid.csv")
+    paper = read_baseline(baselines / "seed003_fid.csv")
     mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
     rows = []
     for grid, runs in _grid_runs(records).items():
@@ -501,7 +502,7 @@ def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
     ]
     if paper.printed is not None:
         lines.append(f"From `baselines/{paper.printed}`:\n")
-        lines.append(markdown_table(pd.read_csv(baselines / paper.printed)))
+        lines.append(markdown_table(read_baseline(baselines / paper.printed)))
     else:
         lines.append("No number the suite measures: the seed's text is the abstract.\n")
     lines.append("## The suite's runs beside it\n")

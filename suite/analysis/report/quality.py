@@ -11,6 +11,7 @@ import pandas as pd
 
 from ...config.registry import STRATEGIES
 from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
+from ..baselines import read_baseline
 from ..findings import config_name
 from ..markdown import NA, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
@@ -36,7 +37,7 @@ def class_set(q: dict) -> str | None:
         return None
     contiguous = classes == list(range(classes[0], classes[-1] + 1))
     shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
-    return f"{shown} of {q['num_classes']}"
+    return f"{shown} of {q.get('num_classes')}"
 
 
 def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
@@ -139,14 +140,14 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
                 "papers_comparable": bool(q.get("papers_comparable")),
                 "comparability": comparability_of(q),
                 "classes": class_set(q),
-                "n": q["n"],
-                "n_real": q["n_real"],
+                "n": q.get("n"),
+                "n_real": q.get("n_real"),
                 "feature_dim": q.get("feature_dim"),
-                "is_mean": q["is_mean"],
-                "is_std": q["is_std"],
+                "is_mean": q.get("is_mean"),
+                "is_std": q.get("is_std"),
                 "is_splits": q.get("is_splits"),
                 "is_split_n": q.get("is_split_n"),
-                "fid": q["fid"],
+                "fid": q.get("fid"),
                 "fid_note": q.get("fid_note"),
                 **{k: q.get(k) for k in KID_FIELDS},
             }
@@ -156,7 +157,7 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
                 row[f"{field}_scored"] = f"{summary['scored']}/{summary['classes']}" if summary else None
                 row[f"{field}_n"] = f"{summary['n_min']}-{summary['n_max']}" if summary else None
                 per_class[field] += _per_class_rows(name, q.get(field) or {})
-            scores.append({**row, "tvd": q["tvd"], "label_acc": q["label_acc"], "is_note": q.get("is_note")})
+            scores.append({**row, "tvd": q.get("tvd"), "label_acc": q.get("label_acc"), "is_note": q.get("is_note")})
         tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})
     return tables
 
@@ -234,7 +235,7 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
     )
     inception = baselines / "seed000_inception_scores.csv"
     if inception.is_file():
-        paper = pd.read_csv(inception)
+        paper = read_baseline(inception)
         datasets = {(r.get("dataset") or {}).get("name") for r in records if r.get("status") == "ok"}
         shown = paper[paper["dataset"].isin(datasets)]
         note = (
@@ -279,7 +280,7 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
         speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
         if speedups is not None and speedups.is_file() and any(r.get("strategy") == entry.name for r in records):
             lines.append(f"**Seed 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
-            lines.append(markdown_table(pd.read_csv(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+            lines.append(markdown_table(read_baseline(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
 
 
 def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: Path | None = None) -> list[str]:
@@ -326,9 +327,12 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
         slug = file_slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
         detail = next(
-            r["quality"]["features_detail"]
-            for r in records
-            if r.get("quality", {}) and r["quality"]["features"] == net.split(" ")[0]
+            (
+                r["quality"].get("features_detail")
+                for r in records
+                if r.get("quality", {}) and r["quality"].get("features") == net.split(" ")[0]
+            ),
+            None,
         )
         dims = scores["feature_dim"].dropna()
         digests = sorted({d for d in scores["ruler_sha256"] if isinstance(d, str)})

@@ -224,7 +224,10 @@ def _peak_use(record: dict, row: pd.Series) -> PeakUse:
     """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
     ``peak_raised_ranks`` are read the same way), else as the record gives it."""
     per_rank = (record.get("telemetry") or {}).get("per_rank") or []
-    if per_rank and all(r.get("peak") and r.get("window") and "flops_per_step" in r for r in per_rank):
+    usable = [
+        r.get("peak") and r["peak"].get("flops") and r.get("window") and r.get("flops_per_step") is not None for r in per_rank
+    ]
+    if per_rank and all(usable):
         return rank_peak_use(per_rank)
     raised = row["peak_raised_ranks"] if isinstance(row["peak_raised_ranks"], list) else []
     achieved, peak, fraction = (
