@@ -179,7 +179,8 @@ def _entry_problems(runs: Any) -> list[str]:
 def _seed_problems(data: dict[str, Any]) -> list[str]:
     """``seed`` and ``seeds`` given together, in the scenario's ``train`` or an entry's."""
     found = []
-    entries = data.get("runs") if isinstance(data.get("runs"), list) else []  # not a list: the schema names it
+    runs = data.get("runs")
+    entries: list[Any] = runs if isinstance(runs, list) else []  # not a list: the schema names it
     places = [("train", data.get("train"))] + [
         (f"runs[{i}].train", entry.get("train")) for i, entry in enumerate(entries) if isinstance(entry, dict)
     ]

@@ -328,7 +328,8 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
     A run entry naming a strategy that is not registered is refused here, before its sections, so that a plugin
     that is not installed is named first.
     """
-    entries = data.get("runs") if isinstance(data.get("runs"), list) else []  # not a list: the schema names it later
+    runs = data.get("runs")
+    entries: list[Any] = runs if isinstance(runs, list) else []  # not a list: the schema names it later
     for i, entry in enumerate(entries):
         strategy = entry.get("strategy") if isinstance(entry, dict) else None
         if isinstance(strategy, str) and strategy not in STRATEGIES:
