@@ -798,7 +798,7 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
         _parts_problem(data)
     except RecordError as error:
         raise RecordError(f"{source}: {error}") from None
-    return upgraded(data)
+    return upgraded(data, SCHEMA_VERSION)
 
 
 def _field_type(cls: type, name: str) -> Any:

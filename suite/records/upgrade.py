@@ -41,15 +41,14 @@ def _training_images(data: dict[str, Any]) -> int | None:
     return consumed
 
 
-def upgraded(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a checked record) in the meaning of the current schema: as it is where it is of schema 5 or later,
-    else a copy with ``train_s``, the clock readings, ``images_per_s`` and ``train_images`` rewritten (module docstring)."""
+def upgraded(data: dict[str, Any], current: int) -> dict[str, Any]:
+    """``data`` (a checked record) in the meaning of the ``current`` schema (the record module's version, passed in so
+    that this module does not import it back): as it is where it is of schema 5 or later, else a copy with ``train_s``,
+    the clock readings, ``images_per_s`` and ``train_images`` rewritten (module docstring)."""
     version = data.get("schema", 1)
     if not isinstance(version, int) or version > UPGRADED_FROM:
         return data
-    from .record import SCHEMA_VERSION
-
-    data = dict(data, schema=SCHEMA_VERSION)
+    data = dict(data, schema=current)
     train_s, warmup_s = _number(data.get("train_s")), _number(data.get("warmup_s"))
     if train_s is not None and warmup_s is not None:
         train_s = data["train_s"] = train_s + warmup_s
