@@ -14,19 +14,21 @@ fractions of an images budget):
   this budget only than not). Not finding an improvement is not "settled": with three seeds only a
   consistent fall is found.
 
-Pure functions on curves: ``{system: {draw: [(position, value), ...]}}``; the findings build them from records.
+Pure functions on curves: ``{system: {draw: [(position, value), ...]}}``; :func:`quality_scale` and
+:func:`speedup_scale` build them from the headline's rows (their runs' records) for the findings.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
-from .verdicts import ALPHA, Family, Summary, compare_all, summarise
+from .verdicts import ALPHA, Family, Summary, compare_all, ratio, summarise
 
 Curve = Sequence[tuple[float, float]]
 """(position, value) points of one draw: images trained (or seconds), and the score there."""
@@ -177,3 +179,104 @@ def below_p(values: Sequence[float | None], reference: float) -> float | None:
     if float(np.std(logs)) == 0:  # no spread: the t statistic's limit, every draw on one side
         return 0.0 if logs[0] < 0 else 1.0
     return float(stats.ttest_1samp(logs, 0.0, alternative="less").pvalue)
+
+
+# --- the scale of a family of the report, from its headline rows ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    """At what scale a family's verdict holds: the budget, the ranking over the budget, who was still improving."""
+
+    budget: str
+    """The budget in words: images per system and steps per GAN (or the training time)."""
+    anytime: Anytime | None = None
+    """The same family at every curve point (None: the runs have no common curve points to rank at)."""
+    trends: tuple[Trend, ...] = ()
+    """Each system's last stretch (empty for timing families, where "still improving" does not apply)."""
+
+    @property
+    def improving(self) -> list[str]:
+        """The systems found still improving at the end of the budget."""
+        return [t.system for t in self.trends if t.improving]
+
+
+def _gan_steps(record: dict) -> list[int]:
+    """The generator steps each GAN of a run took (one per class GAN, per cell, or the one GAN's)."""
+    steps = record.get("steps_per_gan", record.get("generator_steps"))
+    if isinstance(steps, dict):
+        return [int(v) for v in steps.values() if isinstance(v, (int, float))]
+    return [int(steps)] if isinstance(steps, (int, float)) else []
+
+
+def _span(values: Iterable[float]) -> str:
+    kept = sorted(set(values))
+    if not kept:
+        return "not recorded"
+    return f"{kept[0]:,.0f}" if len(kept) == 1 else f"{kept[0]:,.0f}-{kept[-1]:,.0f}"
+
+
+def budget_text(rows: list[dict]) -> str:
+    """The budget the rows' verdicts are about: training images per system (or seconds, or steps), and steps per GAN."""
+    runs = [r for row in rows for r in row["_main"]]
+    images = [r["budget_images"] for r in runs if r.get("budget_images")]
+    seconds = [r["budget_s"] for r in runs if r.get("budget_s")]
+    if images and len(images) == len(runs):
+        budget = f"{_span(images)} training images per system"
+    elif seconds and len(seconds) == len(runs):
+        budget = f"{_span(seconds)} s of training per run"
+    else:
+        budget = "each run's own steps or epochs (no equal budget)"
+    steps = ", ".join(f"{row['strategy']} {_span(s for r in row['_main'] for s in _gan_steps(r))}" for row in rows)
+    return f"{budget}; generator steps per GAN: {steps}"
+
+
+def quality_curves(rows: list[dict], metric: str = "fid") -> Curves:
+    """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
+    out: dict[str, dict[object, list[tuple[float, float]]]] = {}
+    for row in rows:
+        draws: dict[object, list[tuple[float, float]]] = defaultdict(list)
+        for r in row["_main"]:
+            for point in r.get("curve") or []:
+                if point.get("images") is not None and point.get(metric) is not None:
+                    draws[r.get("seed")].append((float(point["images"]), float(point[metric])))
+        out[row["strategy"]] = dict(draws)
+    return out
+
+
+def quality_scale(rows: list[dict], metric: str = "fid") -> Scale:
+    """The scale of a quality family: the budget, the family at every curve point, each system's last stretch."""
+    curves = quality_curves(rows, metric)
+    ranked = curve_anytime(curves) if all(curves.values()) else None
+    trends = tuple(t for name, draws in curves.items() if (t := last_stretch(name, draws)) is not None)
+    return Scale(budget_text(rows), ranked if ranked is not None and ranked.positions else None, trends)
+
+
+def _clock_at(record: dict, images: float) -> float | None:
+    clocks = [p.get("clock_s") for p in record.get("curve") or [] if p.get("images") == images]
+    return float(clocks[-1]) if clocks and clocks[-1] else None
+
+
+def speedup_scale(rows: list[dict], top: int) -> Scale:
+    """The scale of a speedup family: the budget, and the speedup of the training clock at every common curve point."""
+    ends: dict[str, tuple[list[dict], list[dict]]] = {}
+    for row in rows:
+        strong = [r for r in row["_main"] + row.get("_base", []) if r["scaling"] == "strong"]
+        ends[row["strategy"]] = ([r for r in strong if r["procs"] == 1], [r for r in strong if r["procs"] == top])
+    curves: dict[str, dict[object, list[tuple[float, float]]]] = {
+        name: {
+            i: [(float(p["images"]), 1.0) for p in r.get("curve") or [] if p.get("images") is not None]
+            for i, r in enumerate(base + at_top)
+        }
+        for name, (base, at_top) in ends.items()
+    }
+    positions = common_positions(curves) if all(curves.values()) else []
+
+    def summaries_at(x: float) -> dict[str, Summary | None]:
+        return {
+            name: ratio([_clock_at(r, x) for r in base], [_clock_at(r, x) for r in at_top], ("P=1", f"P={top}"))
+            for name, (base, at_top) in ends.items()
+        }
+
+    ranked = anytime(positions, summaries_at, lower_is_better=False) if positions else None
+    return Scale(budget_text(rows), ranked)
