@@ -306,12 +306,33 @@ def test_a_disk_filled_mid_run_stops_the_sweep_in_one_line_and_keeps_every_earli
     now = digests(out)
     assert {name: now.get(name) for name in kept} == kept  # every earlier file intact
     assert not [p for p in out.rglob(".*") if p.name != LOCK_FILE]  # no half-written temporaries
-    # again on the full disk: scenario.yaml (two pages) cannot be rewritten, and stays as it was
+    # again on the disk, full once more (the failed run's temporaries were freed): refused at the lock, before
+    # anything else is written, and scenario.yaml stays as it was
+    fill(disk)
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
     assert capsys.readouterr().err == (
-        f"error: could not write {out / 'scenario.yaml'} (No space left on device); it needs free space on its file system\n"
+        f"error: could not write {out / LOCK_FILE} (No space left on device); it needs free space on its file system\n"
     )
     assert digests(out)["scenario.yaml"] == kept["scenario.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (errno.ENOSPC, "could not write {out} (No space left on device); it needs free space on its file system; choose another --out"),
+        (errno.EACCES, "{out} is not writable (Permission denied); choose another --out or fix its permissions"),
+    ],
+)
+def test_a_results_folder_that_takes_no_file_is_refused_with_what_it_needs(tmp_path, monkeypatch, code, reason):
+    from suite.running.lock import ResultsFolderError, check_room
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr("suite.running.lock.tempfile.NamedTemporaryFile", refuse)
+    with pytest.raises(ResultsFolderError) as refused:
+        check_room(tmp_path, [])
+    assert str(refused.value) == reason.format(out=tmp_path)
 
 
 def test_a_folder_of_files_written_on_a_full_disk_keeps_its_previous_files(tmp_path):

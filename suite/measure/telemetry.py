@@ -323,8 +323,8 @@ class Telemetry:
     def start_warmup(self) -> None:
         """Set-up is over (call right after a barrier): the training clock starts, and warm-up steps follow (they
         train and are on the clock, but are not timed steps)."""
+        self._start_clock()  # first: starting the samplers takes a moment that is on neither clock
         self._warmup_start = time.perf_counter()
-        self._start_clock()
 
     def _start_clock(self) -> None:
         """Start the training clock (once): a resumed run's clock goes on from the checkpoint's."""

@@ -20,6 +20,7 @@ run keeps and the one being written), plus a 100 MB margin.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -217,9 +218,11 @@ def check_room(folder: Path, runs: list[Run]) -> None:
             probe.flush()
             os.fsync(probe.fileno())
     except OSError as error:
-        raise ResultsFolderError(
-            f"{folder} is not writable ({error.strerror}); choose another --out or fix its permissions"
-        ) from None
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise ResultsFolderError(
+                f"{folder} is not writable ({error.strerror}); choose another --out or fix its permissions"
+            ) from None
+        raise ResultsFolderError(f"{write_failed(folder, error)}; choose another --out") from None  # a full disk, ...
     sizes = [footprint(run) for run in runs]
     outputs = sum(files for _, files in sizes)
     checkpoints = 3 * max((ckpt for run, (ckpt, _) in zip(runs, sizes) if run.train.checkpoint_every), default=0)
