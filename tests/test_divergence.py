@@ -72,7 +72,11 @@ def test_a_trainer_stops_at_the_first_check_point_after_its_losses_leave_the_bou
     assert trainer.result.history[-1]["step"] == 3  # the losses up to the stop are kept
     warm, _ = trainer_with(lr=1e6, steps=30, warmup=2)
     warm.warm_up(2)
-    assert warm.halted and warm.diverged.step == 1 and warm.diverged.line().startswith("diverged at step 1 on rank 0: generator loss ")
+    assert (
+        warm.halted
+        and warm.diverged.step == 1
+        and warm.diverged.line().startswith("diverged at step 1 on rank 0: generator loss ")
+    )
     assert warm.train().steps == 2  # nothing more after a divergence in warm-up
 
 

@@ -319,7 +319,10 @@ def test_a_disk_filled_mid_run_stops_the_sweep_in_one_line_and_keeps_every_earli
 @pytest.mark.parametrize(
     ("code", "reason"),
     [
-        (errno.ENOSPC, "could not write {out} (No space left on device); it needs free space on its file system; choose another --out"),
+        (
+            errno.ENOSPC,
+            "could not write {out} (No space left on device); it needs free space on its file system; choose another --out",
+        ),
         (errno.EACCES, "{out} is not writable (Permission denied); choose another --out or fix its permissions"),
     ],
 )

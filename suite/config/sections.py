@@ -30,7 +30,8 @@ _CELL = "every cell holds this many networks in memory"
 _IMAGES = "the images are held in memory while they are scored"
 _BUFFER = "a buffer this large does not fit a device's memory"
 
-LearningRate = Annotated[float, Field(gt=0), AtMost(1e6, "a step this large only diverges")]  # a record reads back numbers up to 1e18
+# at most 1e6: a record reads back numbers up to 1e18, and the divergence tests train at 1e6 on purpose
+LearningRate = Annotated[float, Field(gt=0), AtMost(1e6, "a step this large only diverges")]
 Beta = Annotated[float, Field(ge=0, lt=1)]
 Seed = Annotated[int, Field(ge=0), AtMost(2**32 - 1, "NumPy's seeds are 32-bit")]
 Procs = Annotated[int, Field(ge=1), AtMost(1_000_000, "more ranks than the largest machines have")]
