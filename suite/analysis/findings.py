@@ -159,13 +159,15 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
         speedup = strong_speedup(runs, top)
+        train_s = summarise(r.get("train_s") for r in main)
+        efficiency = speedup.scaled(1 / top) if speedup is not None else None
         row: dict[str, Any] = {
             "strategy": name,
             "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
             "seeds": len({r.get("seed") for r in main}),
-            "train_s": _text(summarise(r.get("train_s") for r in main)),
+            "train_s": _text(train_s),
             "speedup": _text(speedup),
-            "efficiency": _text(speedup.scaled(1 / top)) if speedup is not None else None,
+            "efficiency": _text(efficiency),
             "weak_efficiency": None,
             "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
             "images_per_s": _text(summarise(r.get("images_per_s") for r in main)),
@@ -183,9 +185,8 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             part = part[part["procs"] == part["procs"].max()] if not part.empty else part
             if not part.empty and part["procs"].iloc[0] > 1:
                 work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
-                row["weak_efficiency"] = _text(
-                    work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
-                )
+                weak = work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
+                row["weak_efficiency"], row["_weak_efficiency"] = _text(weak), weak
         qualities = [r["quality"] for r in main if r.get("quality")]
         summaries = {
             metric: summarise(per_seed(main, _quality_reader(metric)), fraction=metric == "label_acc")
@@ -201,6 +202,12 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             row["time_to_target"] = _target_text(targets, reached)
         row.update(
             _top=top,
+            _procs=sorted({r["procs"] for r in runs}),
+            _train_s=train_s,
+            _efficiency=efficiency,
+            _weak_efficiency=row.get("_weak_efficiency"),
+            _targets=len(targets),
+            _targets_reached=reached.n if reached is not None else 0,
             _main=main,
             _base=[r for r in runs if r["scaling"] == "strong" and r["procs"] == 1 and top > 1],
             _speedup=speedup,

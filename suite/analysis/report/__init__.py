@@ -28,6 +28,7 @@ from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
 from ..projection.render import report_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
+from .machine_line import machine_lines
 from .pages import Page, figures, figures_page, index_section, key_figures, write_pages
 from .quality import baseline_section, per_class_section, quality_over_time_section, quality_section
 from .sections import (
@@ -155,6 +156,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
         f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
         f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
     )
+    lines += machine_lines(records)
     lines += first_page_headline(table, found, records)
     lines += warnings_section(warnings, failed)
     key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
@@ -280,7 +282,9 @@ DEFINITIONS = """## Definitions
   network's feature dimensions (below that the covariances are singular and FID is biased); otherwise it is n/a
   with the reason, and KID stands in. KID (Binkowski et al.) is the unbiased MMD² under the kernel
   k(x, y) = (x·y/d + 1)³, the mean over `subsets×n` random subsets (100 subsets of half the smaller sample, at
-  most 1000; their standard deviation in its own column); unbiased at any n, so it may be slightly negative; 0 means the same distribution.
+  most 1000; their standard deviation in its own column); unbiased at any n, so it may be slightly negative; 0 means the same distribution. Its units are torch-fidelity's
+  (the raw MMD², no ×10³): about 0.001 to 0.1 on Inception features, tens to hundreds on the `classifier:*` rulers,
+  whose 128 features are larger (a mean square of about 9 per dimension on the real digits); compare under one ruler.
 - **per-class scores**: the samples of one class against every real image of that class in the split (`n` and
   `n_real` per class), FID where both exceed the feature dimensions (`metric: fid`), KID otherwise (`metric: kid`),
   nothing below 10 samples. Two bases, in separate tables and columns: *by generated label* (conditional,

@@ -19,6 +19,7 @@ from ..markdown import NA, markdown_table
 from ..power import POWER, REFERENCE_RATIO, family_level
 from ..settling import claims_of
 from ..verdicts import ALPHA, TEST, TESTS, Summary
+from .tables import KID_UNITS
 
 DRAWS = re.compile(r" \(n=[^)]*\)$")
 """The draws an estimate's text ends with, said once above the short table instead of in every cell."""
@@ -87,7 +88,9 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
         f"{metric.upper()}{ruler} of the final model (lower is better); images/s through the discriminators in the "
         "training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: what the tests below "
-        f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md).\n"
+        f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md)."
+        + (f" {KID_UNITS}" if metric == "kid" else "")
+        + "\n"
     )
     lines.append(markdown_table(pd.DataFrame(shown)))
     if any(BUDGET_BOUND in row["verdict"] for row in shown):
@@ -241,7 +244,7 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]
             if len(rulers) == 1
             else " `quality`: the ruler of each row's scores."
         )
-        + "\n",
+        + f" {KID_UNITS}\n",
         markdown_table(shown),
         *notes,
         "",
@@ -261,16 +264,53 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]
     return lines
 
 
+CSV_QUANTITIES = (
+    "train_s",
+    "images_per_s",
+    "speedup",
+    "efficiency",
+    "weak_efficiency",
+    "time_to_target",
+    "fid",
+    "fid_at_equal_time",
+    "kid",
+    "label_acc",
+)
+"""The headline's estimates, each written to ``headline.csv`` as ``NAME_estimate``, ``NAME_lo``, ``NAME_hi``, ``NAME_n``."""
+COUNTS = ("P", "P_smallest", "seeds", "time_to_target_draws", "time_to_target_reached")
+"""The columns of ``headline.csv`` (besides each estimate's ``_n``) that count: written as integers."""
+CSV_TEXT = ("strategy", "quality", "checks", "equal_budget_unit")
+"""The columns of ``headline.csv`` that hold words (names, the ruler, the checks); every other column is a number."""
+
+
 def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
-    """The headline as a CSV: every printed column, with each estimate's centre and interval as numbers beside it."""
-    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")]).copy()
-    for name in ("fid", "kid", "label_acc", "images_per_s", "speedup", "time_to_target", "fid_at_equal_time"):
-        hidden = f"_{name}"
-        if hidden in table:
-            shown[f"{name}_estimate"] = [_center(s) for s in table[hidden]]
-            shown[f"{name}_lo"] = [_bound(s, 0) for s in table[hidden]]
-            shown[f"{name}_hi"] = [_bound(s, 1) for s in table[hidden]]
-    return shown
+    """The headline as numbers, one column per number: ``P`` (the largest process count, the row's) and
+    ``P_smallest``, the seeds, then each estimate's centre, 95 % interval and draws (:data:`CSV_QUANTITIES`; a ratio's
+    ``_n`` is the fewer draws of its two ends), ``comm_share``, the draws that reached the target, the equal budget;
+    the ruler and the checks as words. The display strings (``24.7 [18.4, 33.1] (n=3)``) are the markdown's only."""
+    rows = []
+    for row in table.to_dict("records"):
+        procs = row.get("_procs") or [row["_top"]]
+        out: dict[str, Any] = {"strategy": row["strategy"], "P": int(row["_top"]), "P_smallest": int(min(procs))}
+        out["seeds"] = int(row["seeds"])
+        for name in CSV_QUANTITIES:
+            summary = row.get(f"_{name}")
+            out[f"{name}_estimate"] = _center(summary)
+            out[f"{name}_lo"] = _bound(summary, 0)
+            out[f"{name}_hi"] = _bound(summary, 1)
+            out[f"{name}_n"] = min(summary.ns) if isinstance(summary, Summary) else None
+        out["comm_share"] = row.get("comm_share")
+        out["time_to_target_draws"] = row.get("_targets") or None
+        out["time_to_target_reached"] = row.get("_targets_reached") if row.get("_targets") else None
+        equal = row.get("_equal_time")
+        out["equal_budget"] = equal
+        out["equal_budget_unit"] = ("images" if row.get("_equal_axis") == "images" else "s") if equal is not None else None
+        out["quality"] = row.get("quality")
+        out["checks"] = row.get("checks") or None
+        rows.append(out)
+    frame = pd.DataFrame(rows)
+    counts = [c for c in frame.columns if c.endswith("_n") or c in COUNTS]
+    return frame.astype({c: "Int64" for c in counts})
 
 
 def _center(summary: Any) -> float | None:

@@ -17,6 +17,7 @@ from ..markdown import NA, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..verdicts import summarise
+from .tables import KID_UNITS
 
 
 def scored_models(records: list[dict]) -> Iterator[tuple[str, dict, dict]]:
@@ -164,6 +165,14 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
 
 SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "label_acc"}
 """Scores summarised over seeds (record field -> column title)."""
+
+
+def seeds_csv(summary: pd.DataFrame) -> pd.DataFrame:
+    """The over-seeds table for its CSV: ``seeds`` the number of seeds, ``seed_list`` which (``[0, 1, 2]``)."""
+    lists = [[int(v) for v in str(text).split(",") if v.strip()] for text in summary["seeds"]]
+    out = summary.assign(seeds=[len(seeds) for seeds in lists])
+    out.insert(list(out.columns).index("seeds") + 1, "seed_list", [str(seeds) for seeds in lists])
+    return out
 
 
 def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
@@ -347,13 +356,13 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
             f"{scores['comparability'].iloc[0]}.**\n"
         )
         summary = quality_over_seeds(scores)
-        summary.drop(columns=[c for c in summary.columns if c.startswith("_")]).to_csv(
+        seeds_csv(summary.drop(columns=[c for c in summary.columns if c.startswith("_")])).to_csv(
             out_dir / f"quality_over_seeds_{slug}.csv", index=False
         )
         lines.append(
             "Over seeds (each seed a separate training draw): geometric mean [95 % interval] (n seeds); label_acc: "
             "arithmetic mean. The `*_estimate` columns of the CSV hold the same. "
-            "Per-seed values follow, and are in the CSVs.\n"
+            f"Per-seed values follow, and are in the CSVs. {KID_UNITS}\n"
         )
         shown = summary[["config", "scaling", "procs", "seeds"]].copy()
         for field, title in SEED_METRICS.items():

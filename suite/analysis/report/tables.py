@@ -20,6 +20,14 @@ from ..markdown import NA
 from ..speedup import budgeted, efficiency, speedup, work_efficiency
 from ..verdicts import summarise
 
+KID_UNITS = (
+    "KID is the raw unbiased MMD² under the cubic kernel (x·y/d + 1)³, in torch-fidelity's and clean-fid's units (no "
+    "×10³ scale): on Inception's pool features it reads about 0.001 to 0.1. The suite classifier's 128 features are "
+    "larger (a mean square of about 9 per dimension on the real digits), so the kernel is in the hundreds and KIDs "
+    "under `classifier:*` rulers read tens to hundreds: compare KIDs under one ruler only."
+)
+"""What a KID number is, said wherever the report prints KIDs."""
+
 
 def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
     """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] (sweep) [grid or block]."""
