@@ -10,6 +10,7 @@ as a pair tested later in Holm's order meets a looser level.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -31,21 +32,33 @@ SIMULATIONS = 20000
 """Simulated reruns behind each power figure (fixed seed: the same run gives the same figures)."""
 
 
-def _welch_power(delta: float, per_draw: Sequence[float], ns: Sequence[int], level: float) -> float:
-    """The share of reruns in which Welch's test at ``level`` finds a true difference ``delta`` of mean logs.
+@functools.lru_cache(maxsize=256)
+def _reruns(per_draw: tuple[float, ...], ns: tuple[int, ...], level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The simulated reruns of Welch's test, apart from the true difference: per rerun the estimate's noise and the
+    distance it must exceed (the rerun's critical t at ``level`` times its standard error).
 
-    ``per_draw``: each term's variance of one draw's log, taken as the truth; ``ns`` its draws. Each rerun draws the
-    terms' means and sample variances (normal and chi-square), then the test as the report runs it: Welch-Satterthwaite's
-    degrees of freedom from the sample variances, which at three draws a side vary widely and cost power a fixed-df
-    formula would not show.
+    Each rerun draws the terms' means and sample variances (normal and chi-square), then the test as the report runs
+    it: Welch-Satterthwaite's degrees of freedom from the sample variances, which at three draws a side vary widely
+    and cost power a fixed-df formula would not show. Drawn once per spread and level (fixed seed), so every
+    difference tried meets the same reruns.
     """
     rng = np.random.default_rng(20261127)
     true_se = math.sqrt(sum(v / n for v, n in zip(per_draw, ns)))
     parts = [v * rng.chisquare(n - 1, SIMULATIONS) / (n - 1) / n for v, n in zip(per_draw, ns)]
     variance = np.sum(parts, axis=0)
     df = variance**2 / np.sum([part**2 / (n - 1) for part, n in zip(parts, ns)], axis=0)
-    t = (delta + true_se * rng.standard_normal(SIMULATIONS)) / np.sqrt(variance)
-    return float(np.mean(2 * special.stdtr(df, -np.abs(t)) < level))
+    noise = true_se * rng.standard_normal(SIMULATIONS)
+    # two-sided p < level  <=>  |t| > t_(1 - level/2, df)
+    return noise, -special.stdtrit(df, level / 2) * np.sqrt(variance)
+
+
+def _welch_power(delta: float, per_draw: Sequence[float], ns: Sequence[int], level: float) -> float:
+    """The share of reruns in which Welch's test at ``level`` finds a true difference ``delta`` of mean logs.
+
+    ``per_draw``: each term's variance of one draw's log, taken as the truth; ``ns`` its draws (:func:`_reruns`).
+    """
+    noise, distance = _reruns(tuple(float(v) for v in per_draw), tuple(int(n) for n in ns), float(level))
+    return float(np.mean(np.abs(delta + noise) > distance))
 
 
 def _log_terms(a: Summary, b: Summary) -> tuple[list[float], list[int]] | None:
