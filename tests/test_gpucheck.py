@@ -179,6 +179,19 @@ def test_the_scenario_for_two_gpus_runs_every_strategy_on_every_installed_engine
     assert scenario["train"]["budget_s"] == gpucheck.RUN_SECONDS and scenario["metrics"]["features"] == "classifier"
 
 
+def test_asked_engines_are_the_only_ones_checked_and_the_others_are_said():
+    engines, skipped = gpucheck.gpu_engines(fake_caps("nccl"), ["mpi", "torch"])
+    assert engines == ["torch", "mpi"]  # in the registry's order
+    assert skipped == ["horovod: not asked (engines mpi, torch)", "deepspeed: not asked (engines mpi, torch)"]
+
+
+def test_an_unknown_engine_is_bad_input_in_one_line(tmp_path, capsys):
+    assert gpucheck.gpu_check(tmp_path / "out", engines=["torch", "nccl"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu-check: engines: nccl not an engine (choose from horovod, torch,") and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_without_nccl_torch_is_not_a_gpu_engine():
     engines, _ = gpucheck.gpu_engines(fake_caps(nccl=False))
     assert "torch" not in engines

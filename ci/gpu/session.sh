@@ -9,6 +9,8 @@
 #   steps: scenarios/gpu-steps.yaml (eager vs compile vs CUDA graphs vs bf16, 1/4/16 threads, Horovod
 #      vs DDP; NVML busy share and FLOP/s in the records) and its report;
 #   gate: `suite gate` A/A on the GPU (this checkout against itself): false alarm or not, minutes taken.
+# It needs a venv made from ci/requirements.lock; a machine with only its own Python and torch (no registry) runs
+# the carry folder of ci/gpu/carry.py instead (bash carry/run.sh OUT; docs/gpu.md).
 # Usage: bash ci/gpu/session.sh OUT [PYTHON] [STEPS]
 #   STEPS: any of horovod,check,steps,gate,digits,sweep (default all of them, in this order)
 # Each step has a time limit, so that a hung step cannot take the others' time; a step that fails

@@ -68,14 +68,26 @@ def no_gpu_reason() -> str | None:
     return f"gpu-check: no CUDA GPU visible ({'; '.join(parts)}): nothing to check"
 
 
-def gpu_engines(caps: dict[str, Any]) -> tuple[list[str], list[str]]:
+def unknown_engines(asked: Sequence[str]) -> str | None:
+    """One line naming the engines in ``asked`` that are not registered, or None when every one is."""
+    from ..config.registry import ENGINES
+
+    unknown = [e for e in asked if e not in ENGINES]
+    if not unknown:
+        return None
+    return f"gpu-check: engines: {', '.join(unknown)} not an engine (choose from {', '.join(e.name for e in ENGINES)})"
+
+
+def gpu_engines(caps: dict[str, Any], asked: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """The engines that can train on GPUs here (from :func:`suite.measure.env.capabilities`), and why others are left
-    out: each engine's ``gpu_ready`` trait."""
+    out: each engine's ``gpu_ready`` trait; with ``asked``, only those of them (the others: not asked)."""
     from ..config.registry import ENGINES
 
     engines, skipped = [], []
     for engine in ENGINES:
         reason = engine.gpu_ready(caps) if engine.gpu_ready is not None else f"{engine.name}: no GPU check of its own"
+        if reason is None and asked is not None and engine.name not in asked:
+            reason = f"{engine.name}: not asked (engines {', '.join(asked)})"
         if reason is None:
             engines.append(engine.name)
         else:
@@ -199,8 +211,12 @@ def _run_scenario(path: Path, results: Path, timeout: float) -> int:
     return run_scenario(path, scenario, expand(scenario), [], results, LaunchOptions(), SweepOptions(quiet=True, timeout=timeout))
 
 
-def gpu_check(out: Path, timeout: float = 600.0) -> int:
-    """Run the check into ``out`` and return its exit code (module docstring)."""
+def gpu_check(out: Path, timeout: float = 600.0, engines: Sequence[str] | None = None) -> int:
+    """Run the check into ``out`` and return its exit code (module docstring); ``engines``: only these of the installed
+    GPU engines (default every one; ``ci/gpu/run.py`` checks those that fit its time)."""
+    if engines is not None and (problem := unknown_engines(engines)):
+        print(problem, file=sys.stderr)
+        return ExitCode.BAD_INPUT
     reason = no_gpu_reason()
     if reason:
         print(reason, file=sys.stderr)
@@ -213,11 +229,11 @@ def gpu_check(out: Path, timeout: float = 600.0) -> int:
     from ..records.results import atomic_write_text, read_record
 
     caps = capabilities()
-    engines, skipped = gpu_engines(caps)
+    checked, skipped = gpu_engines(caps, engines)
     nccl = caps["torch"].get("nccl_version")
     has_nccl = bool((caps["torch"].get("distributed") or {}).get("nccl"))
     checks = [Check("machine", "nccl", has_nccl, f"torch.distributed NCCL {nccl or 'not available in this torch build'}")]
-    scenario = scenario_for(torch.cuda.device_count(), engines)
+    scenario = scenario_for(torch.cuda.device_count(), checked)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "gpu-check.yaml", yaml.safe_dump(scenario, sort_keys=False))
     if scenario["runs"]:
@@ -229,9 +245,9 @@ def gpu_check(out: Path, timeout: float = 600.0) -> int:
             checks += check_record(read_record(out / "runs" / run.run_id) or missing)
     failed = [c for c in checks if not c.ok]
     verdict = f"FAIL: {len(failed)} of {len(checks)} checks failed" if failed else f"PASS: all {len(checks)} checks passed"
-    lines = ["# suite gpu-check", "", *_machine_lines(caps, engines, skipped), "", f"**{verdict}**", ""]
+    lines = ["# suite gpu-check", "", *_machine_lines(caps, checked, skipped), "", f"**{verdict}**", ""]
     atomic_write_text(out / "gpu-check.md", "\n".join([*lines, *(f"- {c.line()}" for c in checks), ""]))
-    report = {"passed": not failed, "engines": engines, "skipped": skipped, "capabilities": caps}
+    report = {"passed": not failed, "engines": checked, "skipped": skipped, "capabilities": caps}
     atomic_write_text(
         out / "gpu-check.json", json.dumps({**report, "checks": [asdict(c) for c in checks]}, indent=2, default=str)
     )
