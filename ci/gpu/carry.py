@@ -261,6 +261,7 @@ def build(args: argparse.Namespace) -> Path:
             raise CarryError(f"--horovod-wheel: no file {path}")
         horovod = horovod_from_key(path, args.horovod_torch)
         check_horovod(horovod, args.python, args.torch)
+    out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=out.parent))
     work.chmod(0o755)  # mkdtemp's 0700 would keep the folder from others who run it there
     try:
