@@ -1,11 +1,13 @@
-"""MLPerf-style ``:::MLLOG`` lines from a run's record, written with the ``mlperf-logging`` package's logger.
+"""``:::MLLOG`` lines from a run's record, written with the ``mlperf-logging`` package's logger, that pass its
+compliance checker under this suite's benchmark rules (:data:`RULES`; docs/logs.md).
 
-One JSON line per event, as MLPerf training logs have them: ``init_start`` at the worker's start, the run's
-seed, global batch and training images, ``init_stop`` and ``run_start`` as the training window opens, a block
-(``block_start`` .. ``block_stop``) from one quality curve point to the next, each ending with ``eval_start``,
-``eval_accuracy`` (the point's FID, or KID where no FID was scored; lower is better, unlike an accuracy) and
-``eval_stop``, and ``run_stop`` as the window closes (status ``success``, or ``aborted`` for a diverged run).
-Times are the record's: the window's opening plus the window's clock (:mod:`.runlogs`).
+One JSON line per event, as MLPerf training logs have them: ``cache_clear``, ``init_start`` at the worker's start,
+the ``submission_*`` lines (which say that the suite wrote the log, no MLPerf submission), the run's hyperparameters
+and disclosures, ``init_stop`` and ``run_start`` as the training clock starts (warm-up included, as it trains), a
+block (``block_start`` .. ``block_stop``) from one quality curve point to the next, each ending with
+``eval_start``, one ``eval_accuracy`` per score of the point (metadata ``metric`` FID, KID or IS and
+``lower_is_better``, as MLPerf's stable diffusion logs its FID), ``eval_stop``, and ``run_stop`` as the window
+closes (status ``success``, or ``aborted`` for a diverged run). Every value is the record's.
 """
 
 from __future__ import annotations
@@ -15,18 +17,86 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..config.registry import STRATEGIES
 from ..records.nofollow import open_regular
+from ..records.results import RUN_FILE
 
-QUALITY_VALUES = ("fid", "kid_mean")
-"""What ``eval_accuracy`` carries, the first a curve point has."""
+RULES = Path(__file__).with_name("mlperf_rules.yaml")
+"""The compliance checker's config for these logs: ``python -m mlperf_logging.compliance_checker --usage training
+--ruleset 6.1.0 --config RULES mllog.txt`` (an absolute path: the checker joins a relative one to its own folder)."""
+
+SUITE = "gan-scaling-suite"
+"""What ``submission_org`` names: the suite that wrote the log."""
+NOT_A_SUBMISSION = f"written by {SUITE}; not an MLPerf submission"
+
+QUALITY_METRICS = (("fid", "FID", True), ("kid_mean", "KID", True), ("is_mean", "IS", False))
+"""A curve point's scores as ``eval_accuracy`` lines: (record field, metric, lower is better)."""
+
+PRECISIONS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bfloat16"}
+"""DeepSpeed's ``communication_data_type`` as the checker spells precisions."""
 
 
 def _ms(seconds: float) -> int:
     return int(round(seconds * 1000))
 
 
-def write_mllog(path: Path, record: dict[str, Any], window_opened: float | None) -> None:
-    """Write ``record``'s events as ``:::MLLOG`` lines into ``path`` (replacing an earlier attempt's)."""
+def benchmark(record: dict[str, Any]) -> str:
+    """``submission_benchmark``: the networks and the data, ``<architecture>_<dataset>`` (``dcgan_digits``)."""
+    return f"{record.get('architecture')}_{(record.get('dataset') or {}).get('name')}"
+
+
+def platform(record: dict[str, Any]) -> str:
+    """``submission_platform``: the ranks and what each ran on (``2x NVIDIA H100 80GB HBM3``, ``2x <CPU> (1 thread
+    per rank)``)."""
+    machine = record.get("machine") or {}
+    procs = record.get("procs")
+    if str(record.get("device") or "").startswith("cuda"):
+        return f"{procs}x {machine.get('gpu') or 'CUDA GPU'}"
+    threads = record.get("threads_per_rank")
+    return f"{procs}x {machine.get('cpu_model') or 'CPU'} ({threads} thread{'s' if threads != 1 else ''} per rank)"
+
+
+def micro_batch(record: dict[str, Any]) -> int | None:
+    """Real images one rank trains on per discriminator step (rank 0's): the global batch over the ranks that share
+    it (all ranks of a data-parallel strategy, rank 0's class group of a label-partitioned one), else the whole batch
+    (a rank that trains networks of its own, as a cellular cell)."""
+    batch, strategy = record.get("global_batch"), str(record.get("strategy"))
+    if not batch or strategy not in STRATEGIES:
+        return None
+    if STRATEGIES[strategy].data_parallel:
+        sharing = int(record.get("procs") or 1)
+    else:
+        sharing = next((len(g["ranks"]) for g in record.get("groups") or [] if 0 in g.get("ranks", [])), 1)
+    return int(batch) // sharing
+
+
+def _settings(record: dict[str, Any], section: str) -> dict[str, Any]:
+    return (record.get("settings") or {}).get(section) or {}
+
+
+def linear_precision(record: dict[str, Any]) -> tuple[str, str]:
+    """``lowest_numerical_precision_in_linear`` and why: bfloat16 under ``performance.bf16``; on a GPU TF32, which
+    cuDNN's default (kept by the suite) allows in convolutions; else float32."""
+    bf16 = (record.get("engine_settings") or {}).get("bf16", _settings(record, "performance").get("bf16"))
+    if bf16:
+        return "bfloat16", "performance.bf16: forward passes and losses under bfloat16 autocast"
+    if str(record.get("device") or "").startswith("cuda"):
+        return "tf32", "cuDNN's default allow_tf32 (kept) lets convolutions run in TF32 on GPUs of compute capability 8.0+"
+    return "fp32", "float32 throughout (CPU)"
+
+
+def comm_precision(record: dict[str, Any]) -> str:
+    """``lowest_numerical_precision_in_comm``: float32 gradients and parameters, unless DeepSpeed's
+    ``communication_data_type`` says otherwise."""
+    if record.get("engine") == "deepspeed":
+        chosen = (_settings(record, "deepspeed").get("config") or {}).get("communication_data_type")
+        return PRECISIONS.get(str(chosen), "fp32")
+    return "fp32"
+
+
+def write_mllog(path: Path, record: dict[str, Any], started: float | None) -> None:
+    """Write ``record``'s events as ``:::MLLOG`` lines into ``path`` (replacing an earlier attempt's); ``started`` is
+    the worker's start in seconds since 1970 (None: 0)."""
     from mlperf_logging.mllog import constants as c
     from mlperf_logging.mllog.mllog import MLLogger
 
@@ -37,50 +107,65 @@ def write_mllog(path: Path, record: dict[str, Any], window_opened: float | None)
     handler = logging.StreamHandler(stream)
     logger.addHandler(handler)
     ml = MLLogger(logger=logger, default_namespace="")
-    opened = window_opened or 0.0
-    started = opened - (record.get("setup_s") or 0.0) - (record.get("warmup_s") or 0.0)
+    start = started or 0.0
+    clock0 = start + (record.get("setup_s") or 0.0)  # the training clock starts with the warm-up, which trains
     identity = {key: record.get(key) for key in ("run_id", "strategy", "engine", "loss", "procs")}
+    curve = record.get("curve") or []
+    linear, linear_why = linear_precision(record)
+    whole = "every rank holds whole networks: no tensor, pipeline, context or expert parallelism"
+    at_init: list[tuple[str, Any, dict[str, Any] | None]] = [
+        (c.SUBMISSION_ORG, SUITE, {"note": NOT_A_SUBMISSION}),
+        (c.SUBMISSION_DIVISION, "open", {"note": f"{NOT_A_SUBMISSION}; open: a model and quality metric of its own"}),
+        (c.SUBMISSION_BENCHMARK, benchmark(record), {"architecture": record.get("architecture"), "dataset": (record.get("dataset") or {}).get("name")}),
+        (c.SUBMISSION_PLATFORM, platform(record), {"device": record.get("device"), "host": (record.get("machine") or {}).get("host")}),
+        (c.CONFIG_FILENAME, RUN_FILE, {"scenario": record.get("scenario"), "note": "the run's settings, in its run folder"}),
+        (c.SEED, record.get("seed"), None),
+        (c.GLOBAL_BATCH_SIZE, record.get("global_batch"), None),
+        (c.MICRO_BATCH_SIZE, micro_batch(record), {"note": "real images per rank per discriminator step, rank 0's"}),
+        (c.GRADIENT_ACCUMULATION_STEPS, 1, None),
+        (c.TRAIN_SAMPLES, (record.get("dataset") or {}).get("images"), None),
+        (c.EVAL_SAMPLES, int(curve[-1].get("n") or 0) if curve else 0, {"note": "generated images scored at each curve point"}),
+        (c.LOWEST_NUMERICAL_PRECISION_IN_LINEAR, linear, {"note": linear_why}),
+        (c.LOWEST_NUMERICAL_PRECISION_IN_COMM, comm_precision(record), None),
+        *((key, 1, {"note": whole}) for key in (c.TENSOR_PARALLELISM, c.PIPELINE_PARALLELISM, c.CONTEXT_PARALLELISM, c.EXPERT_PARALLELISM)),
+    ]  # fmt: skip
     try:
-        ml.start(c.INIT_START, metadata=identity, time_ms=_ms(started))
-        ml.event(c.SEED, record.get("seed"), time_ms=_ms(started))
-        ml.event(c.GLOBAL_BATCH_SIZE, record.get("global_batch"), time_ms=_ms(started))
-        ml.event(c.TRAIN_SAMPLES, (record.get("dataset") or {}).get("images"), time_ms=_ms(started))
-        ml.end(c.INIT_STOP, time_ms=_ms(opened))
-        ml.start(c.RUN_START, metadata=identity, time_ms=_ms(opened))
-        step, clock = 0, 0.0
-        for point in record.get("curve") or []:
-            block = {"first_step": step, "step_count": int(point["step"]) - step}
-            ml.start(c.BLOCK_START, metadata=block, time_ms=_ms(opened + clock))
-            step, clock = int(point["step"]), float(point["clock_s"])
-            at = _ms(opened + clock)
-            ml.end(c.BLOCK_STOP, metadata=block, time_ms=at)
-            ml.start(c.EVAL_START, metadata={"step": step}, time_ms=at)
-            metric = next((key for key in QUALITY_VALUES if point.get(key) is not None), None)
-            ml.event(
-                c.EVAL_ACCURACY,
-                point.get(metric) if metric else None,
-                metadata={
-                    "step": step,
-                    "metric": metric,
-                    "lower_is_better": True,
-                    "features": point.get("features"),
-                    "samples_count": point.get("images"),
-                    **{key: point.get(key) for key in ("fid", "kid_mean", "is_mean")},
-                },
-                time_ms=at,
-            )
-            ml.end(c.EVAL_STOP, metadata={"step": step}, time_ms=at)
+        ml.event(c.CACHE_CLEAR, False, metadata={"note": "the suite clears no caches before a run"}, time_ms=_ms(start))
+        ml.start(c.INIT_START, metadata=identity, time_ms=_ms(start))
+        for key, value, metadata in at_init:
+            ml.event(key, value, metadata=metadata, time_ms=_ms(start))
+        ml.end(c.INIT_STOP, time_ms=_ms(clock0))
+        ml.start(c.RUN_START, metadata=identity, time_ms=_ms(clock0))
+        step, clock, images = 0, 0.0, 0
+        for point in curve:
+            block = {c.SAMPLES_COUNT: images, "first_step": step, "step_count": int(point["step"]) - step}
+            ml.start(c.BLOCK_START, metadata=block, time_ms=_ms(clock0 + clock))
+            step, clock, images = int(point["step"]), float(point["clock_s"]), int(point.get("images") or 0)
+            at = _ms(clock0 + clock)
+            ml.end(c.BLOCK_STOP, metadata={**block, c.SAMPLES_COUNT: images}, time_ms=at)
+            where = {c.SAMPLES_COUNT: images, "step": step}
+            ml.start(c.EVAL_START, metadata=where, time_ms=at)
+            for field, metric, lower in QUALITY_METRICS:
+                if point.get(field) is not None:
+                    scored = {"metric": metric, "lower_is_better": lower, "features": point.get("features"), "n": point.get("n")}
+                    ml.event(c.EVAL_ACCURACY, point[field], metadata={**where, **scored}, time_ms=at)
+            ml.end(c.EVAL_STOP, metadata=where, time_ms=at)
         train_s = float(record.get("train_s") or clock)
         last = final_step(record)
         if last > step:  # no curve, or training went on past its last point
-            block = {"first_step": step, "step_count": last - step}
-            ml.start(c.BLOCK_START, metadata=block, time_ms=_ms(opened + clock))
-            ml.end(c.BLOCK_STOP, metadata=block, time_ms=_ms(opened + train_s))
+            block = {c.SAMPLES_COUNT: images, "first_step": step, "step_count": last - step}
+            ml.start(c.BLOCK_START, metadata=block, time_ms=_ms(clock0 + clock))
+            images = int(record.get("train_images") or images)
+            ml.end(c.BLOCK_STOP, metadata={**block, c.SAMPLES_COUNT: images}, time_ms=_ms(clock0 + train_s))
         diverged = record.get("status") == "diverged"
         ml.end(
             c.RUN_STOP,
-            metadata={"status": c.ABORTED if diverged else c.SUCCESS, **({"reason": record.get("reason")} if diverged else {})},
-            time_ms=_ms(opened + train_s),
+            metadata={
+                "status": c.ABORTED if diverged else c.SUCCESS,
+                c.SAMPLES_COUNT: images,
+                **({"reason": record.get("reason")} if diverged else {}),
+            },
+            time_ms=_ms(clock0 + train_s),
         )
     finally:
         logger.removeHandler(handler)

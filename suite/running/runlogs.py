@@ -89,6 +89,6 @@ def write_run_logs(run: Run, run_dir: Path) -> None:
             else:
                 from .mlperf_lines import write_mllog
 
-                write_mllog(run_dir / MLLOG_FILE, record, window_opened(record))
+                write_mllog(run_dir / MLLOG_FILE, record, epoch_seconds(record.get("started_utc")))
         except Exception as error:  # a log is an extra: the run and its record stand
             log.warning("%s: %s log not written: %s: %s", run.run_id, name, type(error).__name__, error)
