@@ -5,6 +5,7 @@ cluster-test` has sbatch accept each Slurm preset's script, tests/cluster/test_c
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -72,6 +73,7 @@ WARNING = "#SBATCH --signal=B:TERM@120  # SIGTERM to this script 120 s before th
                 "#SBATCH --gpu-bind=closest",
                 "#SBATCH --cpus-per-task=7",
                 "#SBATCH --account=ABC123",
+                "#SBATCH --partition=batch",
             ],
             "--launcher srun --nodes 2 --ranks-per-node 8 --gpus-per-rank 1 --cpus-per-rank 7",
         ),
@@ -84,10 +86,11 @@ WARNING = "#SBATCH --signal=B:TERM@120  # SIGTERM to this script 120 s before th
                 "#SBATCH --time=02:00:00",
                 "#SBATCH --output=js.%j.out",
                 WARNING,
-                "#SBATCH --gpus-per-task=1",
+                "#SBATCH --gpus-per-node=4",
                 "#SBATCH --gpu-bind=none",
                 "#SBATCH --cpus-per-task=32",
                 "#SBATCH --account=ABC123",
+                "#SBATCH --qos=regular",
                 "#SBATCH --constraint=gpu",
             ],
             "--launcher srun --nodes 4 --ranks-per-node 4 --gpus-per-rank 1 --cpus-per-rank 32",
@@ -125,7 +128,11 @@ def test_each_site_preset_writes_its_placement(tmp_path, site, lines, placement)
 def test_tasks_per_node_follow_the_largest_run(tmp_path):
     """A scenario of at most 2 ranks asks for 2 tasks on one node, with or without a site."""
     path = scenario(tmp_path, [1, 2])
-    for options in (["--scheduler", "slurm"], ["--site", "frontier"], ["--site", "slurm-gpu", "--ranks-per-node", "6"]):
+    for options in (
+        ["--scheduler", "slurm"],
+        ["--site", "frontier", "--account", "p1"],
+        ["--site", "slurm-gpu", "--ranks-per-node", "6"],
+    ):
         text = script(tmp_path, path, *options)
         assert "#SBATCH --nodes=1" in directives(text) and "#SBATCH --ntasks-per-node=2" in directives(text)
         assert "--nodes 1 --ranks-per-node 2 " in run_line(text)
@@ -163,19 +170,19 @@ def test_slurm_options_and_overrides(tmp_path):
     text = script(
         tmp_path,
         scenario(tmp_path, [4]),
-        *["--site", "perlmutter", "--qos", "regular", "-C", "gpu&hbm80g", "--gpu-bind", "map_gpu:0,1,2,3"],
+        *["--site", "slurm-gpu", "--qos", "regular", "-C", "gpu&hbm80g", "--gpu-bind", "map_gpu:0,1,2,3"],
         *["--mpi", "pmix", "--queue", "debug"],
     )
     assert directives(text)[-5:] == [
         "#SBATCH --gpu-bind=map_gpu:0,1,2,3",
-        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --cpus-per-task=4",
         "#SBATCH --partition=debug",
         "#SBATCH --qos=regular",
         "#SBATCH --constraint=gpu&hbm80g",
     ]
     assert "export SLURM_MPI_TYPE=pmix  # srun --mpi=pmix" in text.splitlines()
     # no GPUs: no GPU request and no binding, whatever the site binds
-    text = script(tmp_path, scenario(tmp_path, [4]), "--site", "frontier", "--gpus-per-rank", "0")
+    text = script(tmp_path, scenario(tmp_path, [4]), "--site", "frontier", "--account", "p1", "--gpus-per-rank", "0")
     assert not [line for line in directives(text) if "gpu" in line]
 
 
@@ -207,7 +214,7 @@ def test_slurm_options_and_overrides(tmp_path):
             "srun is not one of them",
         ),
         (
-            ["--site", "frontier", "--launcher", "horovodrun"],
+            ["--site", "frontier", "--account", "p1", "--launcher", "horovodrun"],
             "horovodrun cannot start the mpi engine of data_parallel-bce-mpi-p2-r0; use one of: mpirun, jsrun, srun",
         ),
     ],
@@ -273,7 +280,7 @@ def test_defaults_do_not_name_this_checkout(tmp_path):
     assert "export MASTER_ADDR=h1  # torch/deepspeed rendezvous (--master-addr)" in lines
     assert "export MASTER_PORT=${MASTER_PORT:-29600}" in lines
     assert lines[-2] == "python3 -m suite report results/js"
-    text = script(tmp_path, scenario(tmp_path, [2]), "--site", "frontier")
+    text = script(tmp_path, scenario(tmp_path, [2]), "--site", "frontier", "--account", "p1")
     assert 'cd "${SLURM_SUBMIT_DIR:-$PWD}"' in text.splitlines()
 
 
@@ -287,3 +294,202 @@ def test_a_directive_value_with_a_space_newline_quote_or_dollar_is_refused(tmp_p
         f"suite jobscript: error: argument {shown}: {value!r} cannot go into a job script directive: use ASCII "
         "letters, digits and . _ - : , & | * ( ) [ ] + (no space, quote or $), at most 200 characters"
     )
+
+
+# --- issue 47: the sites as their guides write a job, arrays, containers -------------------------------------------
+
+
+def test_each_preset_writes_its_sites_setup_and_what_runs_there(tmp_path):
+    """Frontier: its modules and RCCL's interface, what runs on its AMD GPUs (Horovod's GPU path refused); Perlmutter:
+    `module load pytorch` and srun's --cpu-bind=cores as SLURM_CPU_BIND (sbatch has no such option); the generic site
+    none; --no-site-setup leaves them out; the setup comes before the preamble and before `set -u`."""
+    path = scenario(tmp_path, [2, 16])
+    frontier = script(tmp_path, path, "--site", "frontier", "--account", "p1").splitlines()
+    start = frontier.index("# --- frontier's setup, as its user guide writes it (leave out: --no-site-setup) ---")
+    assert frontier[start + 1 : start + 5] == [
+        "module load PrgEnv-gnu",
+        "module load rocm",
+        "module load craype-accel-amd-gfx90a",
+        "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
+    ]
+    assert frontier.index("set -euo pipefail") == start + 5
+    works = next(line for line in frontier if line.startswith("# What runs on frontier's GPUs: "))
+    assert "the torch engine on RCCL" in works and "AMD SMI" in works and "Horovod's GPU operations are refused" in works
+    perlmutter = script(tmp_path, path, "--site", "perlmutter").splitlines()
+    assert "module load pytorch" in perlmutter
+    assert "export SLURM_CPU_BIND=cores  # srun --cpu-bind=cores, as the site's guide does" in perlmutter
+    assert "NCCL_SOCKET_IFNAME" not in "\n".join(perlmutter) and "# What runs on perlmutter's GPUs: a CUDA torch" in "\n".join(
+        perlmutter
+    )
+    generic = script(tmp_path, path, "--site", "slurm-gpu")
+    assert "module load" not in generic and "SLURM_CPU_BIND" not in generic
+    preamble = tmp_path / "env.sh"
+    preamble.write_text("module load rocm/6.2.4\n")
+    bare = script(tmp_path, path, "--site", "frontier", "--account", "p1", "--no-site-setup", "--preamble", str(preamble))
+    assert "module load rocm\n" not in bare and "module load rocm/6.2.4\n" in bare
+
+
+def test_perlmutters_queue_is_its_qos(tmp_path, capsys):
+    """NERSC's regular, debug and preempt are QOSes: --queue writes -q there, never a partition; the QOS defaults to
+    regular; --queue and a different --qos are refused in one line."""
+    path = scenario(tmp_path, [4])
+    lines = directives(script(tmp_path, path, "--site", "perlmutter", "--queue", "debug"))
+    assert "#SBATCH --qos=debug" in lines and not [line for line in lines if "partition" in line]
+    assert "#SBATCH --qos=regular" in directives(script(tmp_path, path, "--site", "perlmutter"))
+    assert main(["jobscript", str(path), "--site", "perlmutter", "--queue", "debug", "--qos", "regular"]) == 2
+    assert (
+        capsys.readouterr().err == "error: --queue debug: on perlmutter a queue is a QOS (-q), and --qos says regular; give one\n"
+    )
+    # elsewhere --queue is the partition, over the site's (frontier: batch)
+    lines = directives(script(tmp_path, path, "--site", "frontier", "--account", "p1", "--queue", "extended"))
+    assert "#SBATCH --partition=extended" in lines and "#SBATCH --partition=batch" not in lines
+
+
+def test_frontier_refuses_a_job_without_an_account(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["jobscript", str(scenario(tmp_path, [2])), "--site", "frontier"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "error: --account: site frontier refuses a job without an account (-A); give --account PROJECT\n"
+    )
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_the_file_name_carries_the_site(tmp_path, monkeypatch):
+    """The Slurm presets, the same scenario without a site and as an array: five files, none overwritten."""
+    monkeypatch.chdir(tmp_path)
+    path = scenario(tmp_path, [2])
+    for options in (
+        ["--site", "perlmutter"],
+        ["--site", "frontier", "--account", "p1"],
+        ["--site", "slurm-gpu"],
+        ["--scheduler", "slurm"],
+        ["--site", "frontier", "--account", "p1", "--array"],
+    ):
+        assert main(["jobscript", str(path), *options]) == 0
+    written = sorted(p.name for p in (tmp_path / "jobs").iterdir())
+    assert written == [
+        "js.frontier.array.slurm.sh",
+        "js.frontier.slurm.sh",
+        "js.perlmutter.slurm.sh",
+        "js.slurm-gpu.slurm.sh",
+        "js.slurm.sh",
+    ]
+    assert "--partition=batch" in (tmp_path / "jobs" / "js.frontier.slurm.sh").read_text()
+    assert "--constraint=gpu" in (tmp_path / "jobs" / "js.perlmutter.slurm.sh").read_text()
+
+
+def test_a_sweep_as_a_job_array_runs_one_run_per_task(tmp_path, capsys):
+    """--array: one task per run (in the scenario's order), one at a time; task i runs `suite run --only RUN_i`, then the
+    report; run with a stand-in scontrol and /bin/echo as python, task 1 selects the second run."""
+    path = scenario(tmp_path, [1, 2, 4])
+    text = script(tmp_path, path, "--site", "slurm-gpu", "--array", "--python", "/bin/echo")
+    ids = [run.run_id for run in expand(load_scenario(path))]
+    lines = directives(text)
+    assert "#SBATCH --array=0-2%1  # one task per run, one at a time" in lines and "#SBATCH --output=js.%A_%a.out" in lines
+    assert f"runs=({' '.join(ids)})  # task i runs runs[i]" in text.splitlines()
+    assert run_line(text).endswith('--only "$run_id" &')
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "scontrol").write_text('#!/bin/sh\necho "$3"\n')
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    env = {
+        **os.environ,
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_ARRAY_TASK_ID": "1",
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(f"--master-addr n1 --master-port 29500 --only {ids[1]}")
+    assert done.stdout.splitlines()[1] == "-m suite report results/js"
+    # an LSF script has no arrays here
+    assert main(["jobscript", str(path), "--site", "summit", "--array", "--out", str(tmp_path / "l.sh")]) == 2
+    assert capsys.readouterr().err == "error: --array: a Slurm setting; this is an LSF script\n"
+
+
+@pytest.mark.parametrize(
+    "options, gpus",
+    [
+        (["--site", "frontier", "--account", "p1"], "amd"),
+        (["--site", "perlmutter"], "nvidia"),
+        (["--site", "slurm-gpu", "--gpus-per-rank", "0"], "none"),
+    ],
+)
+def test_a_container_wraps_each_rank_and_is_told_the_sites_gpus(tmp_path, options, gpus):
+    text = script(tmp_path, scenario(tmp_path, [2]), *options, "--container", "apptainer", "/sw/suite.sif")
+    assert f" --container apptainer /sw/suite.sif --container-gpus {gpus} " in run_line(text)
+
+
+def test_the_container_words_under_each_runtime(tmp_path, monkeypatch):
+    from suite.running.commands import Container, LaunchError
+    from suite.train.launchenv import LAUNCH_VARIABLES
+
+    monkeypatch.chdir(tmp_path)
+    run = expand(load_scenario(scenario(tmp_path, [2], engine="torch")))[0]
+    apptainer = LaunchOptions(
+        launcher="srun", nodes=1, gpus_per_rank=1, python="python3", container=Container("apptainer", "a b.sif", "amd")
+    )
+    command = command_for(run, tmp_path / "results" / "r", apptainer)
+    start = command.index("apptainer")
+    assert command[start:] == [
+        "apptainer",
+        "exec",
+        "--rocm",
+        "a b.sif",
+        "python3",
+        "-m",
+        "suite.running.worker",
+        str(tmp_path / "results" / "r"),
+    ]
+    assert command[:start][-1] == "--kill-on-bad-exit=1"  # srun's own options first
+    elsewhere = tmp_path.parent / "shared-results" / "r"
+    podman = LaunchOptions(
+        launcher="srun",
+        nodes=1,
+        gpus_per_rank=1,
+        python="python3",
+        container=Container("podman-hpc", "docker.io/me/suite:1", "nvidia"),
+    )
+    command = command_for(run, elsewhere, podman)
+    start = command.index("podman-hpc")
+    here = str(tmp_path)
+    assert command[start : start + 13] == [
+        "podman-hpc", "run", "--rm", "--mpi", "--gpu", "--net", "host",
+        "-v", f"{here}:{here}", "-v", f"{elsewhere.parent}:{elsewhere.parent}", "-w", here,
+    ]  # fmt: skip
+    passed = command[start + 13 : command.index("docker.io/me/suite:1")]
+    assert passed == [word for name in LAUNCH_VARIABLES for word in ("-e", name)]
+    assert {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT"} <= set(LAUNCH_VARIABLES)
+    torchrun = LaunchOptions(launcher="torchrun", nodes=1, container=Container("apptainer", "x.sif"))
+    with pytest.raises(LaunchError, match=r"^--container: torchrun starts its own agents on each node"):
+        command_for(run, tmp_path / "r", torchrun)
+
+
+@pytest.mark.parametrize("image", ["$(touch PWNED).sif", 'a\'b "c"; touch PWNED #'])
+def test_a_hostile_image_is_one_quoted_word(tmp_path, image):
+    text = script(tmp_path, scenario(tmp_path, [2]), "--site", "slurm-gpu", "--container", "apptainer", image)
+    assert f" --container apptainer {shlex.quote(image)} " in run_line(text)
+    assert text.count(shlex.quote(image)) == 1  # nowhere else
+    words = shlex.split(run_line(text))
+    assert words[words.index("--container") + 2] == image  # one word, as given
+
+
+def test_a_container_option_is_checked(tmp_path, capsys):
+    """An unknown runtime, an image with a control character or one read as an option: one line naming --container,
+    from the command line or from Python (render checks its options itself)."""
+    from suite.running.jobscript import JobOptions, render
+
+    path = scenario(tmp_path, [2])
+    assert (
+        main(["jobscript", str(path), "--site", "slurm-gpu", "--container", "docker", "x.sif", "--out", str(tmp_path / "j.sh")])
+        == 2
+    )
+    assert capsys.readouterr().err == "error: --container 'docker': choose one of apptainer, podman-hpc\n"
+    assert not (tmp_path / "j.sh").exists()
+    for image, message in (
+        ("-v", "--container '-v': starts with '-', which would be read as an option; write it as ./NAME"),
+        ("a\nb", "--container 'a\\nb' holds U+000A, a control character, at character 2"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            render(path, JobOptions(site="slurm-gpu", container=("apptainer", image)))
+        assert str(refused.value).startswith(message) and "\n" not in str(refused.value)

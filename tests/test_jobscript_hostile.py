@@ -81,7 +81,7 @@ def _arguments(tmp_path: Path, option: str, value: str) -> tuple[Path, dict[str,
 
 
 def _write(tmp_path: Path, site: str, scenario: Path, options: dict[str, str], out: Path) -> int:
-    argv = ["jobscript", str(scenario), "--site", site, "--out", str(out)]
+    argv = ["jobscript", str(scenario), "--site", site, "--out", str(out), "--account", "p1"]
     for option, value in options.items():
         argv.append(f"{option}={value}")
     return main(argv)

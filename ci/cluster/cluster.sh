@@ -132,8 +132,9 @@ EOF
         { cat /etc/passwd; echo "sshd:x:$uid:65534::/run/sshd:/usr/sbin/nologin"; } >"$STATE/passwd"
     fi
     local cpus mem
-    # The nodes are declared as large as a GPU site's (128 CPUs, 8 GPUs, feature gpu), so that sbatch
-    # --test-only can judge each site preset's job script (tests/cluster: test_site_presets_pass_sbatch);
+    # The nodes are declared as large as a GPU site's (128 CPUs, 8 GPUs, feature gpu), with a partition
+    # batch besides the default debug (Frontier's), so that sbatch --test-only can judge each site
+    # preset's job script (tests/cluster: test_site_presets_pass_sbatch);
     # config_overrides keeps slurmd from draining a node that has fewer. Slurm drops a GPU without a
     # device file, so the GPUs are device files nothing opens, in STATE (a plain file where mknod fails).
     cpus=$(($(nproc) > 128 ? $(nproc) : 128))
@@ -181,6 +182,7 @@ MinJobAge=300
 NodeName=node1 NodeAddr=$(addr node1) CPUs=$cpus RealMemory=$mem Gres=gpu:8 Feature=gpu State=UNKNOWN
 NodeName=node2 NodeAddr=$(addr node2) CPUs=$cpus RealMemory=$mem Gres=gpu:8 Feature=gpu State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PartitionName=batch Nodes=node1,node2 Default=NO MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 }
 

@@ -84,6 +84,7 @@ def _add_caps(p: argparse.ArgumentParser) -> None:
 
 def _add_placement(p: argparse.ArgumentParser) -> None:
     from ..running.commands import LAUNCHERS
+    from ..running.sites import GPU_VENDORS
 
     g = p.add_argument_group("placement (cluster launchers)")
     g.add_argument("--launcher", choices=LAUNCHERS, default="local", help="how to start the ranks (default: local processes)")
@@ -94,7 +95,37 @@ def _add_placement(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank (jsrun, srun)")
     g.add_argument("--master-addr", help="rendezvous host for torchrun/deepspeed across nodes")
     g.add_argument("--master-port", type=int, default=29500, help="rendezvous port for torchrun/deepspeed")
-    g.add_argument("--python", help="interpreter on the compute nodes (default: this one)")
+    g.add_argument(
+        "--python", help="interpreter on the compute nodes (default: this one; python3 on the image's PATH with --container)"
+    )
+    _add_container(g, "start each rank inside this container (srun, mpirun, jsrun); the image holds the suite")
+    g.add_argument(
+        "--container-gpus",
+        choices=(*GPU_VENDORS, "none"),
+        default="nvidia",
+        help="the GPUs a --container is given: apptainer --nv (nvidia) or --rocm (amd); podman-hpc --gpu",
+    )
+
+
+def _container_image(value: str) -> str:
+    """``--container``'s words: a runtime among the choices, then an image that can be written into a job script."""
+    from ..config.validation import script_text_problem
+
+    if (problem := script_text_problem(value)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def _add_container(g: Any, what: str) -> None:
+    from ..running.commands import CONTAINER_RUNTIMES
+
+    g.add_argument(
+        "--container",
+        nargs=2,
+        type=_container_image,
+        metavar=("RUNTIME", "IMAGE"),
+        help=f"{what}: RUNTIME one of {', '.join(CONTAINER_RUNTIMES)}; IMAGE an image file (.sif) or registry name",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -345,16 +376,27 @@ def build_parser() -> argparse.ArgumentParser:
         + "; ".join(f"{s.name}: {s.description}" for s in SITES.values())
         + ")",
     )
-    p.add_argument("--out", help="script path (default jobs/<scenario>.<scheduler>.sh)")
+    p.add_argument("--out", help="script path (default jobs/<scenario>[.<site>][.array].<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
     p.add_argument(
         "--walltime",
         default="2:00:00",
         help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (default 2:00:00; MM:SS is refused)",
     )
-    p.add_argument("--account", type=_safe_name, help="project / account to charge (letters, digits, '.', '_', '-')")
-    p.add_argument("--queue", type=_safe_name, help="queue (LSF) or partition (Slurm) (letters, digits, '.', '_', '-')")
-    p.add_argument("--qos", type=_safe_name, help="Slurm quality of service (letters, digits, '.', '_', '-')")
+    p.add_argument(
+        "--account", type=_safe_name, help="project / account to charge (letters, digits, '.', '_', '-'; frontier: required)"
+    )
+    p.add_argument(
+        "--queue",
+        type=_safe_name,
+        help="queue (LSF) or partition (Slurm; on perlmutter the QOS, -q, as NERSC's queues are QOSes) "
+        "(default: the site's: frontier batch) (letters, digits, '.', '_', '-')",
+    )
+    p.add_argument(
+        "--qos",
+        type=_safe_name,
+        help="Slurm quality of service (default: the site's: perlmutter regular) (letters, digits, '.', '_', '-')",
+    )
     p.add_argument("-C", "--constraint", type=directive_value, help="Slurm node features, e.g. gpu (default: the site's)")
     p.add_argument("--mpi", choices=SLURM_MPI_TYPES, help="Slurm's MPI plugin for srun (default: the cluster's)")
     p.add_argument(
@@ -362,8 +404,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="shell file copied into the script as it is, before suite runs: module load, environment activation",
     )
     p.add_argument(
+        "--no-site-setup",
+        dest="site_setup",
+        action="store_false",
+        help="leave out the site's module load lines (the --preamble then sets up the environment)",
+    )
+    p.add_argument(
         "--python", default="python3", help="interpreter on the compute nodes, after the preamble (default python3 on PATH)"
     )
+    p.add_argument(
+        "--array",
+        action="store_true",
+        help="Slurm: a job array, one task per run of the sweep (suite run --only RUN_ID), one task at a time",
+    )
+    _add_container(p, "start each rank inside this container")
     p.add_argument("--workdir", help="folder the job works in (default: the folder it was submitted from)")
     g = p.add_argument_group("placement (inside the allocation; ranks fill a node before the next)")
     g.add_argument(

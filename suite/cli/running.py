@@ -16,8 +16,17 @@ if TYPE_CHECKING:
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:
+    from ..running.commands import CONTAINER_RUNTIMES, Container
     from ..running.launch import LaunchOptions
 
+    container = None
+    if getattr(args, "container", None):
+        runtime, image = args.container
+        if runtime not in CONTAINER_RUNTIMES:
+            raise ValueError(f"--container {runtime}: choose one of {', '.join(CONTAINER_RUNTIMES)}")
+        if image.startswith("-"):
+            raise ValueError(f"--container {image}: starts with '-', which would be read as an option; write it as ./NAME")
+        container = Container(runtime, image, None if args.container_gpus == "none" else args.container_gpus)
     return LaunchOptions(
         launcher=args.launcher,
         hosts=args.hosts,
@@ -27,7 +36,8 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
         cpus_per_rank=args.cpus_per_rank,
         master_addr=args.master_addr,
         master_port=args.master_port,
-        python=args.python or sys.executable,
+        python=args.python or ("python3" if container else sys.executable),
+        container=container,
     )
 
 
@@ -114,6 +124,9 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         cpus_per_rank=args.cpus_per_rank,
         master_addr=args.master_addr,
         master_port=args.master_port,
+        site_setup=args.site_setup,
+        array=args.array,
+        container=tuple(args.container) if args.container else None,
         caps=_caps(args),
     )
     path = write_jobscript(Path(args.scenario), Path(args.out) if args.out else None, job)

@@ -8,6 +8,8 @@ import platform
 from importlib import metadata
 from typing import Any, Callable
 
+from .gpu_platform import driver_version
+
 PACKAGES = (
     "gan-scaling-suite",
     "torch",
@@ -52,6 +54,7 @@ def _torch() -> dict:
     info = {
         "version": torch.__version__,
         "cuda_build": torch.version.cuda,
+        "hip_build": getattr(torch.version, "hip", None),  # a ROCm build: torch.cuda drives AMD GPUs, RCCL behind nccl
         "cuda_available": torch.cuda.is_available(),
         "device_count": torch.cuda.device_count(),
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
@@ -285,9 +288,9 @@ def machine(device: Any = None) -> dict[str, Any]:
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
         "mpi": _mpi_library(),
         "gpu": torch.cuda.get_device_name(device) if cuda else None,
-        "gpu_driver": _guard(lambda: _nvml()["driver"]) if cuda else None,
+        "gpu_driver": _guard(driver_version) if cuda else None,  # NVML's, or AMD SMI's on a ROCm torch
     }
-    if isinstance(info["gpu_driver"], dict):  # NVML could not be read
+    if isinstance(info["gpu_driver"], dict):  # NVML or AMD SMI could not be read
         info["gpu_driver"] = None
     info["fingerprint"] = fingerprint(info)
     info["host"] = platform.node()

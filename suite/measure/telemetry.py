@@ -58,6 +58,7 @@ import numpy as np
 import psutil
 import torch
 
+from .gpu_platform import monitor_unavailable
 from .hostload import HostLoadMeter
 
 RESERVOIR_SIZE = 4096
@@ -191,12 +192,13 @@ def spread(step_dicts: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 class ResourceSampler:
-    """Samples GPU utilisation/memory (NVML) and process CPU utilisation in a thread."""
+    """Samples GPU utilisation/memory (NVML, or AMD SMI on a ROCm torch: :mod:`suite.measure.gpu_platform`) and
+    process CPU utilisation in a thread."""
 
     def __init__(self, device: torch.device, interval: float = 0.2):
         self.device, self.interval = device, interval
-        self.gpu_util: list[float] = []  # % of time a kernel was running (NVML utilization.gpu)
-        self.gpu_mem: list[float] = []  # device memory in use, bytes (NVML, as nvidia-smi shows)
+        self.gpu_util: list[float] = []  # % of time a kernel was running (NVML utilization.gpu; AMD SMI gfx_activity)
+        self.gpu_mem: list[float] = []  # device memory in use, bytes (NVML as nvidia-smi shows; AMD SMI as amd-smi shows)
         self.cpu_util: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -207,8 +209,8 @@ class ResourceSampler:
         try:
             self.gpu_util.append(float(torch.cuda.utilization(self.device)))
             self.gpu_mem.append(float(torch.cuda.device_memory_used(self.device)))
-        except Exception as error:  # no NVML library, or no permission: report n/a, say why
-            self.gpu_error = f"NVML unavailable: {error}"
+        except Exception as error:  # no NVML / AMD SMI library, or no permission: report n/a, say why
+            self.gpu_error = monitor_unavailable(error)
             self.device = torch.device("cpu")
 
     def _run(self) -> None:

@@ -37,10 +37,50 @@ class LaunchOptions:
     master_port: int = 29500
     python: str = field(default_factory=lambda: sys.executable)
     extra: list[str] = field(default_factory=list)  # appended to the launcher's own options
+    container: Container | None = None  # each rank starts inside it (mpirun, jsrun, srun)
+
+
+CONTAINER_LAUNCHERS = ("srun", "mpirun", "jsrun")
+"""The launchers that start each rank itself, so that a rank can start inside a container (``--container``)."""
+CONTAINER_RUNTIMES = ("apptainer", "podman-hpc")
+"""``--container`` runtimes: Apptainer (OLCF, most Slurm sites) and NERSC's podman-hpc (Perlmutter)."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """The image each rank starts in, its runtime, and the vendor of the GPUs it is given (None: no GPU)."""
+
+    runtime: str  # one of CONTAINER_RUNTIMES
+    image: str  # an image file (apptainer's .sif) or a registry name
+    gpus: str | None = None  # nvidia | amd (suite.running.sites.GPU_VENDORS) | None
+
+
+def container_words(container: Container, cwd: Path, run_dir: Path) -> list[str]:
+    """The words that start a rank inside ``container``, before its interpreter.
+
+    Apptainer passes the environment (the launcher's rank variables, ``MASTER_ADDR``) and binds the working folder
+    itself; ``--nv`` or ``--rocm`` brings in the host's GPU driver. podman-hpc is told to run in the host's network
+    (``--net host``, for the rendezvous), with MPI and GPUs (``--mpi``, ``--gpu``: NERSC's modules), the working folder
+    bound at its own path (and the results folder, where it lies outside it), and each variable a rank reads
+    (:data:`suite.train.launchenv.LAUNCH_VARIABLES`) passed.
+    """
+    if container.runtime == "apptainer":
+        gpu = {"nvidia": ["--nv"], "amd": ["--rocm"], None: []}[container.gpus]
+        return ["apptainer", "exec", *gpu, container.image]
+    if container.runtime == "podman-hpc":
+        from ..train.launchenv import LAUNCH_VARIABLES
+
+        passed = [word for name in LAUNCH_VARIABLES for word in ("-e", name)]
+        gpu = ["--gpu"] if container.gpus else []
+        folders = [cwd, *([run_dir.parent] if run_dir.is_absolute() and not run_dir.is_relative_to(cwd) else [])]
+        binds = [word for folder in folders for word in ("-v", f"{folder}:{folder}")]
+        return ["podman-hpc", "run", "--rm", "--mpi", *gpu, "--net", "host", *binds, "-w", str(cwd), *passed, container.image]
+    raise LaunchError(f"--container {container.runtime}: choose one of {', '.join(CONTAINER_RUNTIMES)}")
 
 
 def _worker(opts: LaunchOptions, run_dir: Path) -> list[str]:
-    return [opts.python, "-m", "suite.running.worker", str(run_dir)]
+    wrapper = container_words(opts.container, Path.cwd(), run_dir) if opts.container else []
+    return [*wrapper, opts.python, "-m", "suite.running.worker", str(run_dir)]
 
 
 def _tool(name: str, python: str) -> str:
@@ -80,6 +120,11 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
     if launcher in starts and run.engine not in starts[launcher]:
         able = ["mpirun", "jsrun", "srun", *ENGINES[run.engine].launchers]
         raise LaunchError(f"{launcher} cannot start the {run.engine} engine of {run.run_id}; use one of: {', '.join(able)}")
+    if opts.container is not None and launcher not in CONTAINER_LAUNCHERS:
+        raise LaunchError(
+            f"--container: {launcher} starts its own agents on each node, not the ranks, so they cannot be started in "
+            f"a container; use --launcher {' or '.join(CONTAINER_LAUNCHERS)}"
+        )
     return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
 
 

@@ -30,6 +30,20 @@ path, ``--results``, ``--python``, ``--workdir``, ``--master-addr``, ``--preambl
 character or line break (:func:`suite.config.validation.script_text_problem`) and is quoted with
 :func:`shlex.quote` wherever it is written, comments included. :func:`render` checks them all, whether the
 options came from the command line or from Python, and an error names the option.
+
+A site preset also writes what the site's guide asks of every job (:mod:`suite.running.sites`): Frontier refuses a
+job without ``--account`` (so does this command) and takes ``-p batch``; Perlmutter takes ``-C gpu``, a QOS
+(``-q regular``; ``--queue`` there names the QOS, as NERSC's queues are QOSes), ``--gpus-per-node`` and
+``--cpu-bind=cores``; each starts with the ``module load`` lines of its guide (``--no-site-setup`` leaves them out),
+before the user's preamble. The script is written to ``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh``
+without a site), so presets do not overwrite each other's.
+
+``--array`` (Slurm) writes the sweep as a job array: task ``i`` runs the scenario's run ``i`` alone
+(``suite run --only RUN_ID``) in its own allocation, sized for the largest run, then updates the report. The tasks
+run one at a time (``%1``): one ``suite run`` holds a results folder at a time (:mod:`suite.running.lock`).
+
+``--container RUNTIME IMAGE`` starts each rank inside a container (apptainer or NERSC's podman-hpc;
+:func:`suite.running.commands.container_words`); the image is a quoted word like every other string.
 """
 
 from __future__ import annotations
@@ -47,7 +61,7 @@ from ..config.shown import shown
 from ..config.validation import directive_problem, name_problem, script_text_problem
 from ..records.nofollow import make_folders
 from ..records.results import atomic_write_text, path_under
-from .commands import LaunchOptions, command_for
+from .commands import CONTAINER_RUNTIMES, Container, LaunchOptions, command_for
 from .sites import SCHEDULER_LAUNCHER, SITES, SLURM_MPI_TYPES, Site
 
 WARNING_S = 120
@@ -115,7 +129,7 @@ def lsf_time(seconds: int) -> str:
 SCRIPT_LAUNCHERS = {"lsf": ("jsrun", "mpirun", "horovodrun"), "slurm": ("srun", "mpirun", "horovodrun")}
 """The launchers a batch script of each scheduler can start its runs with from inside its allocation."""
 
-SLURM_ONLY = ("qos", "constraint", "gpu_bind", "mpi")
+SLURM_ONLY = ("qos", "constraint", "gpu_bind", "mpi", "array")
 """Job settings only Slurm has (LSF binds GPUs through jsrun's resource sets)."""
 
 _ALLOCATION_HOSTS = {
@@ -154,6 +168,9 @@ class JobOptions:
     cpus_per_rank: int | None = None
     master_addr: str | None = None  # default: the allocation's first compute host
     master_port: int = 29500
+    site_setup: bool = True  # the site's module load lines (False: --no-site-setup)
+    array: bool = False  # a Slurm job array, one task per run
+    container: tuple[str, str] | None = None  # (runtime, image): each rank starts inside it
     caps: ScenarioCaps = field(default_factory=ScenarioCaps)  # --max-runs, --max-scenario-bytes
 
     def scheduler_name(self) -> str:
@@ -184,7 +201,10 @@ class _Plan:
     gpu_bind: str | None
     constraint: str | None
     mpi: str | None
+    partition: str | None
+    qos: str | None
     site: Site | None
+    container: Container | None
 
 
 def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
@@ -201,7 +221,7 @@ def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
             raise ValueError(f"{option} {value}: must be at least {least}")
     if scheduler != "slurm":
         for field in SLURM_ONLY:
-            if getattr(job, field) is not None:
+            if getattr(job, field) not in (None, False):
                 raise ValueError(f"--{field.replace('_', '-')}: a Slurm setting; this is {_A_SCRIPT[scheduler]} script")
     launcher = job.launcher or SCHEDULER_LAUNCHER[scheduler]
     if launcher not in SCRIPT_LAUNCHERS[scheduler]:
@@ -209,10 +229,25 @@ def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
             f"--launcher {launcher}: {_A_SCRIPT[scheduler]} job script starts its runs inside its allocation with "
             f"{', '.join(SCRIPT_LAUNCHERS[scheduler])}; {launcher} is not one of them"
         )
+    if job.array and (odd := next((r.run_id for r in runs if any(c in r.run_id for c in "*?[]")), None)):
+        raise ValueError(
+            f"--array: run id {shown(odd)} holds a shell pattern character; its task could not select it with --only"
+        )
     largest = max(r.procs for r in runs)
     wanted = job.ranks_per_node or (site.ranks_per_node if site else None)
     per_node = min(wanted, largest) if wanted else math.ceil(largest / job.nodes)
     gpus = job.gpus_per_rank if job.gpus_per_rank is not None else (site.gpus_per_rank if site else 1)
+    if site and site.account_required and not job.account:
+        raise ValueError(f"--account: site {site.name} refuses a job without an account (-A); give --account PROJECT")
+    partition, qos = job.queue, job.qos
+    if site and site.queue_is_qos and job.queue is not None:
+        if job.qos is not None and job.qos != job.queue:
+            raise ValueError(f"--queue {job.queue}: on {site.name} a queue is a QOS (-q), and --qos says {job.qos}; give one")
+        partition, qos = None, job.queue
+    container = None
+    if job.container is not None:
+        runtime, image = job.container
+        container = Container(runtime, image, (site.gpu_vendor if site else "nvidia") if gpus else None)
     return _Plan(
         scheduler=scheduler,
         launcher=launcher,
@@ -223,7 +258,10 @@ def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
         gpu_bind=(job.gpu_bind or (site.gpu_bind if site else None)) if gpus else None,
         constraint=job.constraint or (site.constraint if site else None),
         mpi=job.mpi or (site.mpi if site else None),
+        partition=partition or (site.partition if site else None),
+        qos=qos or (site.qos if site else None),
         site=site,
+        container=container,
     )
 
 
@@ -237,6 +275,7 @@ def _check_runs(runs: list[Run], plan: _Plan) -> None:
         cpus_per_rank=plan.cpus_per_rank,
         hosts="HOSTS",
         master_addr="MASTER",
+        container=plan.container,
     )
     for run in runs:
         command_for(run, Path("RESULTS") / run.run_id, opts)
@@ -276,10 +315,27 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
     ):
         if value is not None and (problem := problem_of(value)) is not None:
             raise ValueError(f"{option}: {problem}")
+    if job.container is not None:
+        _check_container(job.container)
     if job.mpi is not None and job.mpi not in SLURM_MPI_TYPES:
         raise ValueError(f"--mpi {shown(job.mpi)}: choose one of {', '.join(SLURM_MPI_TYPES)}")
     if isinstance(job.master_port, bool) or not isinstance(job.master_port, int) or not 0 < job.master_port < 65536:
         raise ValueError(f"--master-port {shown(job.master_port)}: expected a port number from 1 to 65535")
+
+
+def _check_container(container: object) -> None:
+    """``--container RUNTIME IMAGE``: a runtime among the choices and an image that is one word of text."""
+    if not isinstance(container, tuple) or len(container) != 2:
+        raise ValueError(f"--container: expected RUNTIME IMAGE, got {shown(container)}")
+    runtime, image = container
+    if runtime not in CONTAINER_RUNTIMES:
+        raise ValueError(f"--container {shown(runtime)}: choose one of {', '.join(CONTAINER_RUNTIMES)}")
+    if not isinstance(image, str) or not image:
+        raise ValueError(f"--container {runtime}: expected an image (a file or a registry name), got {shown(image)}")
+    if (problem := script_text_problem(image)) is not None:
+        raise ValueError(f"--container {problem}")
+    if image.startswith("-"):
+        raise ValueError(f"--container {shown(image)}: starts with '-', which would be read as an option; write it as ./NAME")
 
 
 def _preamble(path: Path) -> list[str]:
@@ -329,12 +385,20 @@ def render(scenario_path: Path, job: JobOptions) -> str:
     ]
     if plan.cpus_per_rank:
         run_args += ["--cpus-per-rank", str(plan.cpus_per_rank)]
+    if plan.container:
+        run_args += ["--container", plan.container.runtime, plan.container.image]
+        run_args += ["--container-gpus", plan.container.gpus or "none"]
     # the rendezvous of the torch and deepspeed engines (mpirun passes it with -x; the others pass the environment)
     run_line = shlex.join(run_args) + ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
     if plan.launcher == "horovodrun":
         run_line += ' --hosts "$hosts"'
+    if job.array:
+        run_line += ' --only "$run_id"'
     name = scenario.name
-    header = _lsf_header(name, nodes, seconds, job) if plan.scheduler == "lsf" else _slurm_header(name, plan, seconds, job)
+    if plan.scheduler == "lsf":
+        header = _lsf_header(name, nodes, seconds, job)
+    else:
+        header = _slurm_header(name, plan, seconds, job, len(runs) if job.array else None)
     if job.master_addr:
         master = f"export MASTER_ADDR={shlex.quote(job.master_addr)}  # torch/deepspeed rendezvous (--master-addr)"
     else:  # LSF's batch script runs on a launch node: the first compute host hosts the rendezvous
@@ -351,17 +415,22 @@ def render(scenario_path: Path, job: JobOptions) -> str:
             f"# Site {plan.site.name}: {plan.site.description}; "
             f"its network for the projection: suite project {shlex.quote(out)} --network {plan.site.network}"
         )
+        if plan.site.works:
+            lines.append(f"# What runs on {plan.site.name}'s GPUs: {plan.site.works}.")
+    if job.array:
+        lines.append(
+            f"# A job array: task i runs run i of the {len(runs)} alone, in its own allocation sized for the largest run, then "
+            "updates the report; one task at a time (%1), as one suite run holds a results folder at a time."
+        )
     lines.append(f"# Generated by `suite jobscript`; submit with `{'bsub' if plan.scheduler == 'lsf' else 'sbatch'} THIS_FILE`.")
-    if job.preamble:
-        lines += _preamble(job.preamble)  # before `set -u`: module and conda scripts read unset variables
+    lines += _setup(plan, job)
     lines += [
         "set -euo pipefail",
         f"cd {shlex.quote(job.workdir)}" if job.workdir else f'cd "${{{_SUBMIT_DIR[plan.scheduler]}:-$PWD}}"',
         master,
         f"export MASTER_PORT=${{MASTER_PORT:-{job.master_port}}}",
     ]
-    if plan.mpi:
-        lines.append(f"export SLURM_MPI_TYPE={plan.mpi}  # srun --mpi={plan.mpi}")
+    lines += _slurm_exports(plan, job, runs)
     if plan.launcher == "horovodrun":
         lines.append(f"hosts=$({_ALLOCATION_HOSTS[plan.scheduler]} | sed 's/$/:{per_node}/' | paste -sd, -)  # horovodrun -H")
     lines += [
@@ -373,7 +442,9 @@ def render(scenario_path: Path, job: JobOptions) -> str:
         'wait "$runner" || status=$?',
         'while kill -0 "$runner" 2>/dev/null; do wait "$runner" || status=$?; done  # a trapped signal ends the first wait early',
         'if [ "$status" -eq 143 ] || [ "$status" -eq 130 ]; then',
-        '  echo "stopped before the walltime; submit this script again to continue" >&2',
+        '  echo "stopped before the walltime; submit this script again to continue" >&2'
+        if not job.array
+        else '  echo "stopped before the walltime; submit this task again to continue: sbatch --array=$SLURM_ARRAY_TASK_ID THIS_FILE" >&2',
         '  exit "$status"',
         "fi",
         shlex.join([*suite, "report", out]),
@@ -381,6 +452,36 @@ def render(scenario_path: Path, job: JobOptions) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _setup(plan: _Plan, job: JobOptions) -> list[str]:
+    """The site's setup lines, then the user's preamble: both before ``set -u`` (module and conda scripts read unset
+    variables), the preamble last so that it can load other versions."""
+    lines = []
+    if plan.site and plan.site.setup and job.site_setup:
+        lines += [
+            f"# --- {plan.site.name}'s setup, as its user guide writes it (leave out: --no-site-setup) ---",
+            *plan.site.setup,
+        ]
+    if job.preamble:
+        lines += _preamble(job.preamble)
+    return lines
+
+
+def _slurm_exports(plan: _Plan, job: JobOptions, runs: list[Run]) -> list[str]:
+    """srun's MPI plugin and CPU binding as its input variables (sbatch has no --cpu-bind), and a job array's runs."""
+    lines = []
+    if plan.mpi:
+        lines.append(f"export SLURM_MPI_TYPE={plan.mpi}  # srun --mpi={plan.mpi}")
+    if plan.scheduler == "slurm" and plan.site and plan.site.cpu_bind:
+        bind = plan.site.cpu_bind
+        lines.append(f"export SLURM_CPU_BIND={bind}  # srun --cpu-bind={bind}, as the site's guide does")
+    if job.array:
+        lines += [
+            f"runs=({' '.join(shlex.quote(run.run_id) for run in runs)})  # task i runs runs[i]",
+            "run_id=${runs[$SLURM_ARRAY_TASK_ID]}",
+        ]
+    return lines
 
 
 def _lsf_header(name: str, nodes: int, seconds: int, job: JobOptions) -> list[str]:
@@ -399,25 +500,41 @@ def _lsf_header(name: str, nodes: int, seconds: int, job: JobOptions) -> list[st
     return header
 
 
-def _slurm_header(name: str, plan: _Plan, seconds: int, job: JobOptions) -> list[str]:
+def _slurm_header(name: str, plan: _Plan, seconds: int, job: JobOptions, array: int | None) -> list[str]:
+    """``#SBATCH`` lines; ``array``: the tasks of a job array (one per run), or None."""
     header = [
         f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={plan.nodes}",
         f"#SBATCH --ntasks-per-node={plan.per_node}",
         f"#SBATCH --time={slurm_time(seconds)}",
-        f"#SBATCH --output={name}.%j.out",
+        f"#SBATCH --output={name}.%A_%a.out" if array else f"#SBATCH --output={name}.%j.out",
         f"#SBATCH --signal=B:TERM@{WARNING_S}  # SIGTERM to this script {WARNING_S} s before the walltime",
     ]
-    if plan.gpus_per_rank:
+    if array:
+        header.append(f"#SBATCH --array=0-{array - 1}%1  # one task per run, one at a time")
+    if plan.gpus_per_rank and plan.site and plan.site.gpus_per_node:
+        header.append(f"#SBATCH --gpus-per-node={plan.gpus_per_rank * plan.per_node}")
+    elif plan.gpus_per_rank:
         header.append(f"#SBATCH --gpus-per-task={plan.gpus_per_rank}")
     if plan.gpu_bind:
         header.append(f"#SBATCH --gpu-bind={plan.gpu_bind}")
     if plan.cpus_per_rank:
         header.append(f"#SBATCH --cpus-per-task={plan.cpus_per_rank}")
-    for option, value in (("account", job.account), ("partition", job.queue), ("qos", job.qos), ("constraint", plan.constraint)):
+    for option, value in (
+        ("account", job.account),
+        ("partition", plan.partition),
+        ("qos", plan.qos),
+        ("constraint", plan.constraint),
+    ):
         if value:
             header.append(f"#SBATCH --{option}={value}")
     return header
+
+
+def default_name(name: str, job: JobOptions) -> str:
+    """``NAME[.SITE][.array].SCHEDULER.sh``: the site in the name, so that presets do not overwrite each other's."""
+    parts = [name, *([job.site] if job.site else []), *(["array"] if job.array else []), job.scheduler_name(), "sh"]
+    return ".".join(parts)
 
 
 JOBS_DIR = "jobs"
@@ -425,10 +542,10 @@ JOBS_DIR = "jobs"
 
 
 def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> Path:
-    """Render and write the batch script; returns its path (default ``jobs/NAME.SCHEDULER.sh``; a link, FIFO or other
-    non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
+    """Render and write the batch script; returns its path (default :func:`default_name` under ``jobs/``; a link, FIFO
+    or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
     text = render(scenario_path, job)
     name = load_scenario(scenario_path, caps=job.caps).name
-    path = out or path_under(make_folders(Path("."), JOBS_DIR), f"{name}.{job.scheduler_name()}.sh")
+    path = out or path_under(make_folders(Path("."), JOBS_DIR), default_name(name, job))
     atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
     return path

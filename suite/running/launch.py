@@ -104,7 +104,8 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
     cores, _ = node_cores()
     threads = threads_per_rank(run.train.threads, run.sweep_ranks_per_node or placement(run, opts)[1], cores, on_gpu=uses_cuda())
     env["OMP_NUM_THREADS"] = str(threads)
-    env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
+    if Path(opts.python).parent != Path("."):  # a bare name (python3 in a container) is looked up on PATH as it is
+        env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
     env[OWNER_VARIABLE] = ProcessId.current().mark()  # every process of the launch: ended with this one (.reaper)
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told
@@ -468,12 +469,19 @@ def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
 
 
 def check_devices(runs: list[Run]) -> None:
-    """Fail before any rank starts, naming the run and setting, where a ``performance`` setting cannot run here."""
+    """Fail before any rank starts, naming the run and setting, where a ``performance`` setting cannot run here, or
+    where a run's engine needs an NVIDIA GPU and this torch is a ROCm build (:mod:`suite.measure.gpu_platform`)."""
+    from ..config.registry import ENGINES
     from ..config.validation import device_problem
+    from ..measure.gpu_platform import current as current_platform
     from ..train.engines.base import uses_cuda  # torch: imported only when runs are launched
 
     on_gpu = uses_cuda()
     compiler = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
+    if on_gpu and current_platform().name != "cuda":  # an engine whose GPU path needs NVIDIA says so on its class
+        for run in runs:
+            if (refusal := ENGINES[run.engine].load().gpu_refusal()) is not None:
+                raise LaunchError(f"{run.run_id}: {refusal}")
     for run in runs:
         problem = device_problem(run.performance, on_gpu, compiler)
         if problem is not None:

@@ -1,10 +1,12 @@
-"""Site presets of ``suite jobscript --site``: how a known cluster places ranks, CPUs and GPUs.
+"""Site presets of ``suite jobscript --site``: how a known cluster places ranks, CPUs and GPUs, as its user guide writes it.
 
 A preset names the scheduler and its launcher, the ranks per node (one per GPU, or per GCD on
-Frontier), the CPU cores of each rank, the GPUs of each rank and how Slurm binds them, and the
-network preset (:data:`suite.measure.network.PRESETS`) that ``suite project`` models the site
-with. Every value can be overridden on the command line; the figures follow each site's user
-guide for one rank per GPU.
+Frontier), the CPU cores of each rank, the GPUs of each rank and how Slurm binds them, what the
+site asks every job to say (Frontier: an account and ``-p batch``; Perlmutter: ``-C gpu`` and a QOS,
+``-q``), the ``module load`` lines its guide starts a PyTorch job with, its GPUs' vendor, and the
+network preset (:data:`suite.measure.network.PRESETS`) that ``suite project`` models the site with.
+Every value can be overridden on the command line. The figures follow NERSC's Perlmutter and OLCF's
+Frontier user guides for one rank per GPU (GCD); Summit (retired) is kept as an LSF example.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ SCHEDULER_LAUNCHER = {"lsf": "jsrun", "slurm": "srun"}
 SLURM_MPI_TYPES = ("pmix", "pmi2", "cray_shasta", "none")
 """``--mpi`` choices: Slurm's MPI plugin for srun (``SLURM_MPI_TYPE``); the site's default when not given."""
 
+GPU_VENDORS = ("nvidia", "amd")
+"""The GPU vendors a site's nodes carry: what a container runtime is told to bring in (``--nv`` or ``--rocm``)."""
+
 
 @dataclass(frozen=True)
 class Site:
-    """One cluster's placement for one rank per GPU."""
+    """One cluster's placement for one rank per GPU, and what its jobs must say."""
 
     name: str
     scheduler: str  # lsf | slurm
@@ -32,6 +37,15 @@ class Site:
     gpu_bind: str | None = None  # Slurm --gpu-bind; LSF binds with jsrun's resource sets (-g)
     constraint: str | None = None  # Slurm -C
     mpi: str | None = None  # Slurm --mpi (SLURM_MPI_TYPE)
+    partition: str | None = None  # Slurm -p written unless --queue names another
+    qos: str | None = None  # Slurm -q written unless --qos names another
+    queue_is_qos: bool = False  # --queue is the site's QOS (NERSC's regular, debug, ...), written as -q
+    account_required: bool = False  # the site refuses a job without -A
+    gpus_per_node: bool = False  # ask --gpus-per-node (the site's guide) rather than --gpus-per-task
+    cpu_bind: str | None = None  # srun --cpu-bind, written as SLURM_CPU_BIND (sbatch has no such option)
+    setup: tuple[str, ...] = ()  # module load / export lines of the site's guide, before the user's preamble
+    gpu_vendor: str = "nvidia"  # one of GPU_VENDORS
+    works: str = ""  # what runs on the site's GPUs with this suite, said in the script and the docs
 
 
 SITES = {
@@ -44,7 +58,7 @@ SITES = {
             cpus_per_rank=7,  # 42 usable POWER9 cores (2 of 44 are the system's), 7 per GPU
             gpus_per_rank=1,
             network="summit",
-            description="OLCF Summit: LSF and jsrun, 6 V100 and 42 usable cores per node",
+            description="OLCF Summit (retired 2024; kept as an LSF example): LSF and jsrun, 6 V100 and 42 usable cores per node",
         ),
         Site(
             "frontier",
@@ -54,7 +68,21 @@ SITES = {
             gpus_per_rank=1,
             gpu_bind="closest",  # each rank's GCD on its own NUMA domain, as OLCF's guide does
             network="frontier",
-            description="OLCF Frontier: Slurm, 8 GCDs (4 MI250X) and 56 usable cores per node",
+            partition="batch",
+            account_required=True,
+            setup=(
+                "module load PrgEnv-gnu",
+                "module load rocm",
+                "module load craype-accel-amd-gfx90a",
+                "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
+            ),
+            gpu_vendor="amd",
+            works=(
+                "a ROCm torch (torch.version.hip): the torch engine on RCCL (torch.distributed's nccl backend), "
+                "the mpi engine on host buffers, GPU busy share and memory from AMD SMI (the amdsmi package) where "
+                "installed; Horovod's GPU operations are refused (this suite checks only its CUDA NCCL build)"
+            ),
+            description="OLCF Frontier: Slurm (-A required, -p batch), 8 GCDs (4 AMD MI250X) and 56 usable cores per node",
         ),
         Site(
             "perlmutter",
@@ -64,8 +92,15 @@ SITES = {
             gpus_per_rank=1,
             gpu_bind="none",  # every rank sees the node's 4 GPUs, so NCCL can use NVLink (NERSC's advice)
             constraint="gpu",
+            qos="regular",
+            queue_is_qos=True,
+            gpus_per_node=True,
+            cpu_bind="cores",
+            setup=("module load pytorch",),
             network="perlmutter",
-            description="NERSC Perlmutter GPU nodes: Slurm with -C gpu, 4 A100 and 128 logical CPUs per node",
+            works="a CUDA torch: every engine, NVML sampling, Horovod with its NCCL build",
+            description="NERSC Perlmutter GPU nodes: Slurm with -C gpu and a QOS (-q regular), 4 NVIDIA A100 and "
+            "128 logical CPUs per node",
         ),
         Site(
             "slurm-gpu",
@@ -75,7 +110,8 @@ SITES = {
             gpus_per_rank=1,
             gpu_bind="closest",
             network="edr-cluster",
-            description="a generic Slurm GPU cluster: 4 GPUs and at least 16 cores per node",
+            works="a CUDA torch: every engine, NVML sampling, Horovod with its NCCL build",
+            description="a generic Slurm cluster of NVIDIA GPUs: 4 GPUs and at least 16 cores per node",
         ),
     )
 }

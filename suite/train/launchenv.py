@@ -60,6 +60,12 @@ _FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], t
 )
 
 
+LAUNCH_VARIABLES = tuple(
+    sorted({name for family in _FAMILIES for names in family[1:] for name in names} | {"SLURM_TASKS_PER_NODE", "CROSS_RANK"})
+) + ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "PYTHONUNBUFFERED")
+"""Every variable a rank reads its place (and the torch rendezvous, its threads) from: what a container must be given."""
+
+
 def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
     """Read the launcher's variables from ``env`` (default: this process's environment)."""
     env = os.environ if env is None else env

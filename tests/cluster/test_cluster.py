@@ -207,7 +207,8 @@ def test_sbatch_jobscript(tmp_path):
 @pytest.mark.parametrize("site", [name for name, site in SITES.items() if site.scheduler == "slurm"])
 def test_site_presets_pass_sbatch(tmp_path, site):
     """Each Slurm site preset's script, for a scenario whose largest run fills both nodes, is accepted by
-    `sbatch --test-only` with the preset's tasks per node, CPUs per task, GPUs, GPU binding and constraint
+    `sbatch --test-only` with the preset's tasks per node, CPUs per task, GPUs, GPU binding, partition, QOS and
+    constraint, also written as a job array (--array) and with each rank in a container
     (the cluster's nodes are declared as large as a GPU site's: ci/cluster/cluster.sh); one asking for more
     GPUs or a feature the nodes lack is refused, so the script's directives are what sbatch judged."""
     preset = SITES[site]
@@ -218,22 +219,25 @@ def test_site_presets_pass_sbatch(tmp_path, site):
 
     def test_only(*extra: str) -> subprocess.CompletedProcess:
         job = tmp_path / "job.sh"
-        options = ["--site", site, "--out", job, "--account", "acct", "--qos", "normal", "--walltime", "1:00:00", *extra]
+        options = ["--site", site, "--out", job, "--account", "acct", "--walltime", "1:00:00", *extra]
         written = on("node1", PY, "-m", "suite", "jobscript", scenario, *options, cwd=tmp_path, timeout=60)
         assert written.returncode == 0, written.stderr
         return on("node1", "sbatch", "--test-only", job, cwd=tmp_path, timeout=60)
 
-    tested = test_only()
     cpus = procs * preset.cpus_per_rank
-    expected = rf"sbatch: Job \d+ to start at \S+ using {cpus} processors on nodes node\[1-2\] in partition debug"
-    assert tested.returncode == 0 and re.search(expected, tested.stderr), f"{tested.stdout}{tested.stderr}"
+    partition = preset.partition or "debug"  # frontier's -p batch; the others the cluster's default
+    expected = rf"sbatch: Job \d+ to start at \S+ using {cpus} processors on nodes node\[1-2\] in partition {partition}"
+    # the preset as it is (its QOS, -p, -C, GPUs per task or node), the sweep as a job array, each rank in a container
+    for extra in ((), ("--array",), ("--container", "apptainer", "suite image.sif")):
+        tested = test_only(*extra)
+        assert tested.returncode == 0 and re.search(expected, tested.stderr), f"{extra}: {tested.stdout}{tested.stderr}"
     too_many_gpus = test_only("--gpus-per-rank", str(8 // preset.ranks_per_node + 1))  # above 8 per node
     no_such_feature = test_only("--constraint", "nosuchfeature")
     assert too_many_gpus.returncode != 0 and no_such_feature.returncode != 0
     assert "Invalid feature specification" in no_such_feature.stderr, no_such_feature.stderr
     print(
-        f"\nCLUSTER sbatch --test-only ({site}): {tested.stderr.strip()}; more GPUs than the nodes have: "
-        f"{too_many_gpus.stderr.strip()}; an unknown feature: {no_such_feature.stderr.strip()}"
+        f"\nCLUSTER sbatch --test-only ({site}, also as a job array and in a container): {tested.stderr.strip()}; "
+        f"more GPUs than the nodes have: {too_many_gpus.stderr.strip()}; an unknown feature: {no_such_feature.stderr.strip()}"
     )
 
 

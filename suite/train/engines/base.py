@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
+from ...measure.gpu_platform import nvidia_only_problem
 from ...measure.telemetry import CommStats, CudaTimeline, HostTimeline, timeline_for
 
 if TYPE_CHECKING:
@@ -113,6 +114,14 @@ class Engine(ABC):
     exit_without_finalizing: bool = False
     """Whether a rank that has written everything leaves without finalizing the interpreter
     (:data:`suite.running.worker._exit_without_finalizing`: torch.distributed's Gloo threads may abort it)."""
+    needs_nvidia: str | None = None
+    """What in its GPU path needs an NVIDIA GPU, refused in one line on a ROCm torch (:func:`gpu_refusal`); None: its
+    GPU path runs on AMD GPUs too (torch's ``cuda`` API, RCCL behind ``nccl``)."""
+
+    @classmethod
+    def gpu_refusal(cls) -> str | None:
+        """Why this engine cannot train on this machine's GPUs (a ROCm torch meeting :attr:`needs_nvidia`), or None."""
+        return nvidia_only_problem(f"the {cls.name} engine on GPUs", cls.needs_nvidia) if cls.needs_nvidia else None
 
     def __init__(self) -> None:
         self.comm = CommStats()
@@ -154,6 +163,8 @@ class Engine(ABC):
     def pick_device(self) -> torch.device:
         """The GPU of this rank's local rank when CUDA is available, else the CPU."""
         if uses_cuda():
+            if (refusal := self.gpu_refusal()) is not None:
+                raise RuntimeError(refusal)
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
             device = torch.device("cuda", torch.cuda.current_device())
         else:

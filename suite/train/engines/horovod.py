@@ -254,6 +254,10 @@ def process_sets_check(record: dict[str, Any]) -> tuple[str, bool, str]:
 
 class HorovodEngine(Engine):
     name = "horovod"
+    needs_nvidia = (
+        "its GPU operations are checked only for Horovod's CUDA NCCL build "
+        "(ci/build_horovod_nccl.sh; a ROCm Horovod with RCCL is untested here)"
+    )
 
     def __init__(self, config: HorovodConfig, run_dir: Path, trace: bool = False, groups: bool = True) -> None:
         """``groups``: the run splits its ranks into groups (dynamic process sets)."""

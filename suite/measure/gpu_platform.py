@@ -1,0 +1,90 @@
+"""The GPU platform this torch drives, NVIDIA (CUDA) or AMD (ROCm), and what differs between the two: one place.
+
+torch's ROCm build keeps the ``cuda`` device API (``torch.cuda``, ``torch.device("cuda")``, CUDA events and streams
+are HIP's underneath) and runs RCCL behind torch.distributed's ``nccl`` backend, so the engines choose their device
+and backend alike on both (:func:`suite.train.engines.base.uses_cuda`, ``backend="nccl"``). What differs is named
+here: the toolkit and its version (``torch.version.hip`` is set on a ROCm build), the collective library, and the
+library the GPU busy share and memory in use come from: ``torch.cuda.utilization`` and ``device_memory_used`` read
+NVML (the ``pynvml`` package) on NVIDIA and AMD SMI (the ``amdsmi`` package) on ROCm; where that package is missing
+the samples are recorded as unavailable, naming it (:func:`monitor_unavailable`).
+
+A feature this suite runs on NVIDIA only is refused on a ROCm torch in one line (:func:`nvidia_only_problem`):
+an engine says so with its ``needs_nvidia`` reason (:class:`suite.train.engines.base.Engine`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuPlatform:
+    """One GPU platform: what torch's ``cuda`` API runs on, talks with and is monitored through."""
+
+    name: str  # cuda | rocm
+    vendor: str
+    toolkit: str  # the torch.version attribute that names it: cuda | hip
+    collectives: str  # the library behind torch.distributed's nccl backend
+    monitor: str  # the library the busy share and memory come from
+    monitor_package: str  # the Python package that reads it
+
+
+PLATFORMS = {
+    "cuda": GpuPlatform("cuda", "NVIDIA", "cuda", "NCCL", "NVML", "pynvml"),
+    "rocm": GpuPlatform("rocm", "AMD", "hip", "RCCL", "AMD SMI", "amdsmi"),
+}
+"""The platforms by name: ``rocm`` where torch is a ROCm build, else ``cuda``."""
+
+
+def current() -> GpuPlatform:
+    """The platform of this torch build: ``rocm`` when ``torch.version.hip`` is set, else ``cuda``."""
+    import torch
+
+    return PLATFORMS["rocm" if getattr(torch.version, "hip", None) else "cuda"]
+
+
+def toolkit_version() -> str | None:
+    """The build's CUDA or HIP version (None for a CPU-only torch)."""
+    import torch
+
+    return getattr(torch.version, current().toolkit, None)
+
+
+def monitor_unavailable(error: BaseException | str) -> str:
+    """Why no GPU busy share or memory was sampled, naming the library and package: ``AMD SMI unavailable (amdsmi): ...``."""
+    platform = current()
+    return f"{platform.monitor} unavailable (the {platform.monitor_package} package): {error}"
+
+
+def nvidia_only_problem(feature: str, why: str) -> str | None:
+    """One line refusing ``feature`` on a ROCm torch (``why``: what in it needs NVIDIA), or None on any other build."""
+    platform = current()
+    if platform.name == "cuda":
+        return None
+    return (
+        f"{feature} needs an NVIDIA GPU: {why}; this torch is a ROCm build (HIP {toolkit_version()}); "
+        "the torch engine runs on AMD GPUs (RCCL behind the nccl backend)"
+    )
+
+
+def driver_version() -> str | None:
+    """The GPU driver's version from the platform's monitor library (NVML or AMD SMI); raises when it cannot be read."""
+    if current().name == "rocm":
+        amdsmi: Any = importlib.import_module("amdsmi")
+        amdsmi.amdsmi_init()
+        try:
+            handles = amdsmi.amdsmi_get_processor_handles()
+            if not handles:
+                return None
+            info = amdsmi.amdsmi_get_gpu_driver_info(handles[0])
+            return str(info.get("driver_version")) if info.get("driver_version") else None
+        finally:
+            amdsmi.amdsmi_shut_down()
+    pynvml: Any = importlib.import_module("pynvml")
+    pynvml.nvmlInit()
+    try:
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    finally:
+        pynvml.nvmlShutdown()
