@@ -101,6 +101,7 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
     """The network to project on, from --network / --alpha --beta / --ranks-per-node (``measure`` probes into ``out``)."""
     import dataclasses
 
+    from ..analysis.projection_defaults import DEFAULT_NETWORK
     from ..measure.network import cost_problem, with_link
     from ..running.probe import resolve
 
@@ -114,7 +115,7 @@ def _target_network(args: argparse.Namespace, out: Path) -> Network:
                 raise UsageError(f"{option}: {problem}")
         net = with_link(f"alpha {args.alpha:g} s, beta {args.beta:g} s/B", args.alpha, args.beta)
     else:
-        net = resolve(args.network or "summit", out)
+        net = resolve(args.network or DEFAULT_NETWORK, out)
     if args.ranks_per_node is not None:
         if args.ranks_per_node < 1:
             raise UsageError("--ranks-per-node: must be at least 1")

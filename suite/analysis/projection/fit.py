@@ -15,6 +15,8 @@ from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES
 from ...measure.network import Network
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
+MIN_FIT_PROCS = 2
+"""Process counts a configuration's fit runs must cover before its model is projected."""
 BUSY_SHARE = 0.8
 """A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 
@@ -315,6 +317,20 @@ class Fitted:
     strong: Problem
     weak: Problem
     block: tuple[int, int] | None = None  # cellular weak scaling: cells per rank as rows x cols
+    procs: tuple[int, ...] = ()
+    """The process counts of the runs it was fitted on."""
+
+    @property
+    def refused(self) -> str:
+        """Why this model is not projected (empty where it is): fitted on one process count, it would extrapolate a
+        scaling law from one point."""
+        if len(self.procs) >= MIN_FIT_PROCS:
+            return ""
+        counts = ", ".join(map(str, self.procs))
+        return (
+            f"not projected: fitted on one process count (P={counts}), and a scaling law is not extrapolated from one "
+            f"point (run at least {MIN_FIT_PROCS} process counts, e.g. `scenarios/projection-check.yaml`)"
+        )
 
 
 def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fitted]:
@@ -334,22 +350,23 @@ def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fit
             continue
         base = runs[0]
         problem = problem_of(base)
+        procs = tuple(sorted({r["procs"] for r in runs}))
         if cost_model(base) == CELLS:
             strong_runs = [r for r in runs if r["scaling"] == "strong"]
             grid = (
                 tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
             )
             block = (base["grid"][0] // base["process_grid"][0], base["grid"][1] // base["process_grid"][1])
-            fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block))
+            fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, procs))
         elif cost_model(base) == CLASS_GROUPS:
             steps: dict[int, int] = {}
             for r in runs:
                 steps = {**_class_steps(r), **steps}
             whole = dataclasses.replace(problem, class_steps=dict(sorted(steps.items())))
-            fitted.append(Fitted(key, fit(runs, records), whole, whole))
+            fitted.append(Fitted(key, fit(runs, records), whole, whole, procs=procs))
         else:
             per_rank = dataclasses.replace(problem, batch=problem.batch // base["procs"])
-            fitted.append(Fitted(key, fit(runs, records), problem, per_rank))
+            fitted.append(Fitted(key, fit(runs, records), problem, per_rank, procs=procs))
     return fitted
 
 
@@ -361,7 +378,9 @@ def scaled_model(model: Any, compute_scale: float) -> Any:
         return dataclasses.replace(
             model, rest=model.rest * compute_scale, fitness=model.fitness * compute_scale, mixture=model.mixture * compute_scale
         )
-    step = StepCost(model.step.per_step * compute_scale, model.step.per_image * compute_scale, model.step.note)
+    step = dataclasses.replace(
+        model.step, per_step=model.step.per_step * compute_scale, per_image=model.step.per_image * compute_scale
+    )
     return dataclasses.replace(model, step=step)
 
 
@@ -370,10 +389,11 @@ def project(
 ) -> pd.DataFrame:
     """Strong- and weak-scaling time, speedup and efficiency of every configuration at ``ranks``.
 
-    Speedup and efficiency are against the model's own P = 1 time of the same problem.
+    Speedup and efficiency are against the model's own P = 1 time of the same problem. A model fitted on one process
+    count (:attr:`Fitted.refused`) gets no rows.
     """
     rows = []
-    for f in fitted:
+    for f in (f for f in fitted if not f.refused):
         model = scaled_model(f.model, compute_scale)
         for scaling, problem in (("strong", f.strong), ("weak", f.weak)):
             weak = scaling == "weak"

@@ -35,6 +35,10 @@ def _square_split(procs: int) -> tuple[int, int]:
     return rows, procs // rows
 
 
+SAME_BATCH = 0.05
+"""Batch sizes (images per step) within this share of each other count as one: the fit cannot tell c0 from c1."""
+
+
 @dataclass
 class StepCost:
     """Seconds of one step of one rank outside communication: ``per_step + per_image * x``."""
@@ -42,9 +46,22 @@ class StepCost:
     per_step: float
     per_image: float
     note: str = ""
+    images: float | None = None
+    """The one batch size (images per step) of the fit points where the fixed cost could not be told from the cost per
+    image (``per_step`` set to 0); None where the fit saw two or more."""
 
     def seconds(self, images: float) -> float:
         return self.per_step + self.per_image * images
+
+    def unidentified_at(self, images: float) -> str | None:
+        """Why ``images`` per step lies beyond what the fit identified (None where it does not): with one batch size
+        among the fit points the fixed cost per step is unknown, so a step of another size is not extrapolated."""
+        if self.images is None or abs(images / self.images - 1) <= SAME_BATCH:
+            return None
+        return (
+            f"not extrapolated: the fit saw one batch size ({self.images:.0f} images per step), so the fixed cost per step "
+            f"is not identified and a step of {images:.0f} images is not predicted (fit two batch sizes or process counts)"
+        )
 
     @classmethod
     def fit(cls, points: list[tuple[float, float]]) -> "StepCost":
@@ -52,13 +69,15 @@ class StepCost:
         from scipy.optimize import nnls
 
         x, y = np.array(points, dtype=float).T
-        if x.max() > 1.05 * x.min():
+        if x.max() > (1 + SAME_BATCH) * x.min():
             (c0, c1), _ = nnls(np.column_stack([np.ones_like(x), x]), y)
             return cls(float(c0), float(c1))
         return cls(
             0.0,
             float(x @ y / (x @ x)),
-            f"one batch size ({x.mean():.0f} images per step) among the fit points: time taken proportional to the images",
+            f"one batch size ({x.mean():.0f} images per step) among the fit points: the fixed cost per step is not "
+            "identified, so no step of another size is predicted",
+            float(x.mean()),
         )
 
 
@@ -79,6 +98,9 @@ class GanModel:
         ``every`` steps, or why not."""
         if group > 1 and self.grad_bytes is None:
             return "no multi-rank run of these networks: their allreduce bytes were never counted (run one at P=2)"
+        unidentified = self.step.unidentified_at(images)
+        if unidentified:
+            return unidentified
         return self.step.seconds(images), allreduce_seconds(self.grad_bytes or 0.0, group, net, algorithm) / every
 
     def traffic(self) -> str:

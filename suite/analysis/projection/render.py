@@ -17,6 +17,7 @@ from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..palette import style_of
 from ..plots import pyplot
+from ..projection_defaults import DEFAULT_NETWORK
 from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
@@ -67,7 +68,7 @@ def compare_papers(
     """Each published point beside the model's projection of the same strategy, scaling and P."""
     rows = []
     for _, point in papers.iterrows():
-        for f in (f for f in fitted if f.key[0] == point["strategy"]):
+        for f in (f for f in fitted if f.key[0] == point["strategy"] and not f.refused):
             model, weak = scaled_model(f.model, compute_scale), point["scaling"] == "weak"
             problem = f.weak if weak else f.strong
             if isinstance(f.model, CellularModel) and not weak and isinstance(point.get("grid"), str):
@@ -118,7 +119,10 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
             (handles[str(config)],) = ax.plot(
                 part["procs"], part[column], markersize=5, lw=2.4 if solid else 1.3, zorder=2, **look
             )
-        reported = reported_all[reported_all["scaling"] == scaling] if not reported_all.empty else reported_all
+        if reported_all.empty:  # no papers' numbers (a --baselines folder without them, or none installed)
+            reported = pd.DataFrame(columns=["source", "procs", "value"])
+        else:
+            reported = reported_all[reported_all["scaling"] == scaling]
         for source, part in reported.groupby("source", sort=True):
             (handles[f"{source} (reported)"],) = ax.plot(
                 part["procs"], part["value"], linestyle="none", marker=markers[source], markersize=9, color="black", zorder=5
@@ -151,12 +155,51 @@ def _pivot(table: pd.DataFrame, scaling: str, column: str) -> pd.DataFrame:
     return pivot.map(lambda v: f"{v:.4g}" if pd.notna(v) else None).reset_index()
 
 
-def _not_projected(validation: pd.DataFrame) -> list[str]:
-    """One line per configuration whose strategy the projection cannot cost, naming it and why."""
+def _not_projected(validation: pd.DataFrame, fitted: list[Fitted]) -> list[str]:
+    """One line per configuration the projection does not project, naming it and why: a strategy it cannot cost, or a
+    model fitted on one process count."""
     left = validation[validation["role"].str.startswith("not projected")]
-    return [f"- {config}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups] + (
-        [""] if not left.empty else []
-    )
+    lines = [f"- {config}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups]
+    lines += [f"- {config_name(f.key)}: {f.refused}." for f in fitted if f.refused]
+    return lines + ([""] if lines else [])
+
+
+HELD_OUT = ("heldout_runs", "heldout_median_abs_error", "heldout_worst_error")
+"""The columns of ``projection.csv`` (and the papers' comparison) that carry each configuration's held-out error."""
+
+
+def heldout_errors(validation: pd.DataFrame) -> dict[str, tuple[int, float, float]]:
+    """Per configuration: (held-out runs, median |relative error|, the largest error, signed) of its validation."""
+    held = validation[(validation["role"] == "held out") & validation["error"].notna()]
+    out = {}
+    for config, part in held.groupby("config", sort=True):
+        errors = part["error"].astype(float)
+        out[str(config)] = (len(errors), float(errors.abs().median()), float(errors.loc[errors.abs().idxmax()]))
+    return out
+
+
+def heldout_text(errors: tuple[int, float, float] | None) -> str:
+    """``±57% median, worst +88% (6 runs)``, or that the model was not validated."""
+    if errors is None:
+        return "not validated"
+    runs, median, worst = errors
+    return f"±{median:.0%} median, worst {worst:+.0%} ({runs} run{'s' if runs != 1 else ''})"
+
+
+def _with_heldout(frame: pd.DataFrame, errors: dict[str, tuple[int, float, float]]) -> pd.DataFrame:
+    """``frame`` with each row's configuration's held-out error beside its figures (:data:`HELD_OUT`)."""
+    found = [errors.get(str(config)) for config in frame["config"]] if "config" in frame else []
+    columns = {name: [e[i] if e else None for e in found] for i, name in enumerate(HELD_OUT)}
+    return frame.assign(**columns) if len(frame) else frame.reindex(columns=[*frame.columns, *HELD_OUT])
+
+
+def _pivot_with_error(
+    table: pd.DataFrame, scaling: str, column: str, errors: dict[str, tuple[int, float, float]]
+) -> pd.DataFrame:
+    """:func:`_pivot` with a first row giving each configuration's held-out error."""
+    pivot = _pivot(table, scaling, column)
+    first = {"procs": "held-out error", **{c: heldout_text(errors.get(str(c))) for c in pivot.columns if c != "procs"}}
+    return pd.concat([pd.DataFrame([first]), pivot.astype(object)], ignore_index=True)
 
 
 def _notes(table: pd.DataFrame) -> list[str]:
@@ -203,12 +246,16 @@ def run_projection(
     if not fitted:
         return None
     papers = paper_points(baselines)
+    validation = validate(records, local, fit_procs, algorithm)
+    errors = heldout_errors(validation)
     return Projection(
         fitted,
-        validate(records, local, fit_procs, algorithm),
-        project(fitted, net, ranks, algorithm, compute_scale),
+        validation,
+        _with_heldout(project(fitted, net, ranks, algorithm, compute_scale), errors),
         papers,
-        compare_papers(fitted, papers, net, algorithm, compute_scale) if not papers.empty else pd.DataFrame(),
+        _with_heldout(compare_papers(fitted, papers, net, algorithm, compute_scale), errors)
+        if not papers.empty
+        else pd.DataFrame(),
         net,
         local,
         compute_scale,
@@ -232,7 +279,7 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
         "",
         f"{sub} Fitted model\n",
         markdown_table(model_table(result.fitted)),
-        *_not_projected(result.validation),
+        *_not_projected(result.validation, result.fitted),
         f"{sub} Predicted against measured\n",
     ]
     v = result.validation
@@ -251,9 +298,16 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
             f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
             "machine, and their errors measure that too. Re-run them on a quiet machine.\n"
         )
+    errors = heldout_errors(v)
     for scaling, column in (("strong", "speedup"), ("weak", "efficiency")):
         lines.append(f"{sub} {scaling.capitalize()} scaling, projected {column}\n")
-        lines.append(markdown_table(_pivot(result.table, scaling, column)))
+        if result.table.empty:
+            lines.append("_No configuration is projected (see above)._\n")
+            continue
+        lines.append(
+            "The first row is each model's error on the runs it was not fitted on (above): read every figure below with it.\n"
+        )
+        lines.append(markdown_table(_pivot_with_error(result.table, scaling, column, errors)))
     lines += _notes(result.table)
     lines.append("")
     if not result.comparison.empty:
@@ -263,6 +317,9 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
             "(`baselines/scaling_points.csv` and `seed001_cellular_speedups.csv` name the source).\n"
         )
         lines.append(markdown_table(result.comparison))
+    elif not result.papers.empty:
+        strategies = ", ".join(sorted(set(result.papers["strategy"])))
+        lines.append(f"The papers' scaling points ({strategies}) are not compared: no model of theirs is projected here.\n")
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
     lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")
     lines.append(ASSUMPTIONS + "\n")
@@ -278,6 +335,7 @@ def local_network(results_dir: Path, probe: str | None = None) -> Network:
 
 
 def report_section(records: list[dict], results_dir: Path, out_dir: Path, baselines: Path) -> list[str]:
-    """The report's "Projection" section (on ``summit``, to 1,024 ranks), or nothing when no run can be fitted."""
-    result = run_projection(records, PRESETS["summit"], local_network(results_dir), REPORT_RANKS, baselines)
+    """The report's "Projection" section (on :data:`DEFAULT_NETWORK`, to 1,024 ranks), or nothing when no run can be
+    fitted."""
+    result = run_projection(records, PRESETS[DEFAULT_NETWORK], local_network(results_dir), REPORT_RANKS, baselines)
     return write_projection(result, out_dir, "##") if result else []
