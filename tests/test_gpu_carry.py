@@ -252,3 +252,42 @@ def test_run_options_are_checked_in_one_line(capsys):
     with pytest.raises(SystemExit):
         runner.parse_args(["/tmp/out", "--engines", "torch,nccl"])
     assert "--engines torch,nccl" in capsys.readouterr().err
+
+
+def test_a_stopped_session_packs_what_it_has_and_stops_the_step_in_progress(tmp_path):
+    """run.py as the device tool runs it, stopped by SIGTERM during a step: exit 143, the step named, its log packed,
+    its process gone. The machine is a fake Python: facts without a GPU, a pip that installs nothing, a step that hangs."""
+    import signal
+    import subprocess
+    import time
+
+    folder = tmp_path / "carry"
+    (folder / "wheels").mkdir(parents=True)
+    (folder / "MANIFEST.json").write_text(json.dumps({**manifest(), "wheels": [], "horovod": None}))
+    facts = {"python": "3.12", "python_full": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": False}
+    pid_file = tmp_path / "step.pid"
+    script = tmp_path / "python3"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"case \"$1\" in\n  -c) echo '{json.dumps(facts)}' ;;\n  -m) exit 0 ;;\n"
+        f"  *) echo $$ > {pid_file}; echo measuring; exec sleep 30 ;;\nesac\n"
+    )
+    script.chmod(0o755)
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = [str(out), "--carry", str(folder), "--target", str(tmp_path / "site"), "--work", str(work), "--steps", "steps"]
+    session = subprocess.Popen([sys.executable, str(ROOT / "ci" / "gpu" / "run.py"), *argv, "--python", str(script)])
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline and session.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.2)  # the step has written its first line
+    session.send_signal(signal.SIGTERM)
+    assert session.wait(timeout=60) == 128 + signal.SIGTERM
+    summary = (out / "summary.txt").read_text()
+    assert "stopped by SIGTERM during step steps" in summary and "no CUDA GPU visible" in summary
+    with tarfile.open(out / "logs.tgz") as tar:
+        log = tar.extractfile("logs/steps.log")
+        assert log is not None and b"measuring" in log.read()
+    step_pid = int(pid_file.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(step_pid, 0)  # the step's process was stopped with the session

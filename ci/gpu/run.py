@@ -187,6 +187,7 @@ class Session:
     packed: dict[str, Path] = field(default_factory=dict)  # OUT file name -> the work folder it packs
     child: subprocess.Popen | None = None
     failed: list[str] = field(default_factory=list)  # the steps that failed (not a missing GPU, not a skip)
+    current: str = ""  # the step in progress
 
     def left(self) -> float:
         """Seconds of the budget left for steps (the packing's share kept back)."""
@@ -251,17 +252,19 @@ def run_step(session: Session, name: str, command: list[str], limit: float, env:
         return STOPPED
     log = session.work / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
+    began, session.current = time.monotonic(), name
     with open(log, "wb") as sink:
         # its own process group (stopped as one), in this session (ended with this call's command, not left running)
-        session.child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=CHECKOUT, preexec_fn=os.setpgrp)
+        session.child = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=CHECKOUT, preexec_fn=os.setpgrp
+        )
         try:
             code = session.child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             stop_child(session)
             code = STOPPED
         finally:
-            session.child = None
+            session.child, session.current = None, ""
     session.say(f"step {name}: exit {code} in {time.monotonic() - began:.0f} s (limit {limit:.0f} s): {describe(code, log)}")
     if code not in (0, NO_GPU):
         session.failed.append(name)
@@ -298,9 +301,10 @@ def install(session: Session, carry: Path, target: Path, python: str) -> dict[st
         shutil.rmtree(target)
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     command = [python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile", "--target", str(target)]
-    code = run_step(session, "install", [*command, *map(str, wheels)], LIMITS_S["install"], env)
+    code = run_step(session, "install", [*command, *map(str, wheels)], LIMITS_S["install"], env) if wheels else 0
     if code != 0:
         raise Refused(f"install: pip could not install the carried wheels into {target} (logs.tgz: install.log)")
+    target.mkdir(parents=True, exist_ok=True)
     stamp.write_text(digest + "\n")
     return facts
 
@@ -444,8 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     session.out.mkdir(parents=True, exist_ok=True)
 
     def stopped(signum: int, frame: Any) -> None:
+        during = f" during step {session.current} (what it wrote is packed too)" if session.current else ""
         stop_child(session)
-        session.say(f"stopped by {signal.Signals(signum).name}: the steps finished so far are packed")
+        session.say(f"stopped by {signal.Signals(signum).name}{during}: the steps finished so far are packed")
         pack(session)
         os._exit(128 + signum)
 
@@ -455,8 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         facts = install(session, args.carry.resolve(), args.target, args.python)
     except (Refused, subprocess.TimeoutExpired) as error:
-        session.say(f"run.py: refused: {error}")
-        print(f"run.py: refused: {error}", file=sys.stderr)
+        session.lines.append(f"run.py: refused: {error}")
+        print(f"run.py: refused: {error}", file=sys.stderr)  # one line, on stderr only
         pack(session)
         return BAD_INPUT
     env = suite_env(args.target)
