@@ -100,7 +100,8 @@ def scenario_dict(args: argparse.Namespace, perf: dict | None = None) -> dict:
         "train": {"epochs": 1000, "steps": 10**6, "batch_size": args.batch, "warmup_steps": 0, "threads": 1},
         "metrics": {"enabled": False},
         "performance": perf or {},
-        "runs": [{"strategy": "data_parallel", "engine": "mpi"}],
+        # the engine is never started (one rank, OneRank); CUDA graphs are allowed on the torch engine only
+        "runs": [{"strategy": "data_parallel", "engine": "torch" if (perf or {}).get("cuda_graphs") else "mpi"}],
     }
 
 
