@@ -269,7 +269,7 @@ up() {
 
 nodes_idle() {
     local out
-    out=$(on node1 env SLURM_CONF="$STATE/slurm.conf" sinfo -h -N -o '%N %t')
+    out=$(on node1 env SLURM_CONF="$STATE/slurm.conf" sinfo -h -N -o '%N %t' | sort -u) # a node once, whatever its partitions
     [ "$(echo "$out" | grep -c ' idle$')" -eq ${#NODES[@]} ]
 }
 

@@ -115,7 +115,7 @@ def test_cluster_is_up():
     assert on("node1", "hostname").stdout.strip() == "node1"
     assert on("node2", "hostname").stdout.strip() == "node2"
     assert on("node1", "ssh", "node2", "hostname").stdout.strip() == "node2"
-    sinfo = on("node1", "sinfo", "-h", "-N", "-o", "%N %t").stdout.split()
+    sinfo = on("node1", "sinfo", "-h", "-N", "-p", "debug", "-o", "%N %t").stdout.split()  # also in partition batch
     assert sinfo == ["node1", "idle", "node2", "idle"], sinfo
     srun = on("node1", "srun", "-N", "2", "-n", "2", "hostname", timeout=60)
     assert sorted(srun.stdout.split()) == list(NODES), srun.stderr
