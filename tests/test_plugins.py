@@ -12,7 +12,7 @@ import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
-from suite.config.registry import LOSSES, PluginError, StrategyEntry
+from suite.config.registry import LOSSES, STRATEGIES, PluginError, StrategyEntry
 from suite.config.scenario import ScenarioError
 
 # --- no name compared outside its entry ---------------------------------------------------------------------
@@ -167,14 +167,21 @@ def test_mistakes_in_the_plugin_section_name_the_field(plugins, change, message)
     assert str(error.value) == message
 
 
-def test_without_the_plugin_the_scenario_fails_in_one_line_naming_the_strategy(tmp_path, capsys):
+def test_without_the_plugin_the_scenario_fails_naming_the_strategy_and_what_waits_for_it(tmp_path, capsys):
     from suite.cli import main
 
     path = tmp_path / "plug.yaml"
     path.write_text(yaml.safe_dump(_local_sgd_scenario()))
     assert main(["run", str(path), "--out", str(tmp_path / "results"), "-q"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "runs[0].strategy: 'local_sgd' is not one of 'data_parallel'" in err
+    names = ", ".join(repr(name) for name in STRATEGIES.names())
+    unknown = f"'local_sgd' is not one of {names} (a plugin's strategy needs its package installed)"
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {path}: 2 problems:",
+        f"  runs[0].strategy: {unknown}",
+        f"  runs[1].strategy: {unknown}",
+        "  runs[0]: not checked until its strategy is known (nor its local_sgd)",  # the plugin's section, not lifted
+        "  runs[1]: not checked until its strategy is known",
+    ]
     assert not (tmp_path / "results").exists()
 
 

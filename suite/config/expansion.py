@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,11 +27,20 @@ from .scenario import (
     plugin_sections,
     run_train,
     seeds_of,
+    unknown_strategies,
 )
-from .schema import did_you_mean, problems, section_type, type_hints
-from .shown import listed, shown
+from .schema import Located, did_you_mean, located_problems, section_type, type_hints
+from .shown import itemised, shown, shown_name
 from .sweep import sweep_id, sweep_points, with_point
-from .validation import check_one_seed_field, check_scenario, fail, resolve_resolution
+from .validation import (
+    NOT_READ_BY_ENTRIES,
+    Unchecked,
+    check_one_seed_field,
+    check_scenario,
+    fail,
+    resolve_resolution,
+    scenario_problems,
+)
 from .yamlfile import YamlError, YamlTooLarge, load_yaml
 
 if TYPE_CHECKING:
@@ -104,13 +114,15 @@ def with_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict[st
 
 
 def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | None = None) -> Scenario:
-    """Validate already-parsed scenario data; raise :class:`ScenarioError` naming the source and every field at fault.
+    """Validate already-parsed scenario data; raise :class:`ScenarioError` naming the source and every field at fault
+    (one problem: one line; several: a line that counts them, then one line each, :func:`suite.config.shown.itemised`).
 
     The schema's problems are found in one pass: the file's own sections, each run entry's own section fields
     (``runs[0].train.lr``) and the installed plugins' sections (:func:`suite.config.scenario.plugin_sections`), at
-    the top level and in run entries. Only data that fits them is checked against the rules across fields
-    (:func:`suite.config.validation.check_scenario`), after its run count is found within ``caps.runs``
-    (:func:`run_count`; default :data:`suite.config.scenario.MAX_RUNS`), so a huge sweep is refused before it is planned.
+    the top level and in run entries. The rules across fields (:func:`suite.config.validation.scenario_problems`) are
+    checked after the run count is found within ``caps.runs`` (:func:`run_count`; default
+    :data:`suite.config.scenario.MAX_RUNS`), so a huge sweep is refused before it is planned; where the schema found
+    problems, on the parts that fit it only (:func:`_problems_beside`).
     """
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
@@ -120,12 +132,15 @@ def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | N
         raise ScenarioError(f"{source}: {error}") from None
     plugins = plugin_sections()
     written = data.pop("sections")
-    found = problems(Scenario, data)
-    found += [p for name, section in written.items() for p in problems(plugins[name], section, name)]
+    hints = dict(unknown_strategies(data))  # the schema's problem at runs[i].strategy, with the plugin hint
+    found = [(loc, hints.get(loc, text)) for loc, text in located_problems(Scenario, data)]
+    found += [
+        ((name, *loc), text) for name, section in written.items() for loc, text in located_problems(plugins[name], section, name)
+    ]
     found += _entry_problems(data.get("runs"))
     found += _seed_problems(data)
     if found:
-        raise ScenarioError(f"{source}: " + listed(found))
+        raise ScenarioError(f"{source}: " + itemised(*_problems_beside(found, data, written, caps or ScenarioCaps())))
     try:
         scenario = build_section(Scenario, data, "")
         scenario.sections = {name: build_section(plugins[name], section, name) for name, section in written.items()}
@@ -135,6 +150,63 @@ def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | N
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None
     return scenario
+
+
+NAMED_FIELDS = ("strategy", "loss", "engine")
+"""A run entry's fields that name a registry entry: the rest of the entry is not checked until they are known."""
+
+
+def _problems_beside(
+    found: list[Located], data: dict[str, Any], written: dict[str, Any], caps: ScenarioCaps
+) -> tuple[list[str], list[str]]:
+    """The schema's problems ``found``, then the rules across fields of the parts of ``data`` that fit the schema,
+    and notes on what is not checked yet: each run entry whose strategy, loss or engine is not known (with the
+    keys of it left unchecked, perhaps a plugin's section), and the entries that read a section that does not fit.
+
+    Top-level sections that do not fit (and the one an unknown key most resembles, perhaps misspelt) take their
+    defaults, and entries that do not fit are left out; a rule that reads any of them is not checked, so that no
+    default stands in for what the file meant.
+    """
+    plugins, fields = plugin_sections(), [f.name for f in dataclasses.fields(Scenario) if f.init]
+    unknown: dict[int, list[str]] = {}  # entry -> its named fields not known
+    for loc, _ in found:
+        if len(loc) == 3 and loc[0] == "runs" and loc[2] in NAMED_FIELDS:
+            unknown.setdefault(loc[1], []).append(loc[2])
+    known = {f.name for f in dataclasses.fields(RunSpec)}
+    hidden = [loc for loc, _ in found if len(loc) == 3 and loc[0] == "runs" and loc[1] in unknown and loc[2] not in known]
+    problems = [text for loc, text in found if loc not in hidden]
+    notes = [
+        f"runs[{i}]: not checked until its {' and '.join(names)} {'is' if len(names) == 1 else 'are'} known"
+        + "".join(f" (nor its {shown_name(loc[2])})" for loc in hidden if loc[1] == i)
+        for i, names in unknown.items()
+    ]
+    broken: set[str] = set()
+    for key in {loc[0] for loc, _ in found if loc}:
+        broken.update([key] if key in fields or key in plugins else difflib.get_close_matches(str(key), fields, n=1))
+    runs = data.get("runs")
+    entries: list[Any] = runs if isinstance(runs, list) else []
+    bad = {loc[1] for loc, _ in found if len(loc) > 1 and loc[0] == "runs"}
+    positions = [i for i in range(len(entries)) if i not in bad]
+    fitting = {key: value for key, value in data.items() if key in fields and key not in broken}
+    fitting.setdefault("name", "unchecked")  # the name's own problem is listed; no rule reads this one
+    fitting["runs"] = [entries[i] for i in positions]
+    try:
+        scenario = build_section(Scenario, fitting, "")
+        scenario.sections = {
+            name: build_section(plugins[name], value, name) for name, value in written.items() if name not in broken
+        }
+        if "dataset" not in broken:
+            resolve_resolution(scenario, fitting)
+        _check_run_count(scenario, caps.runs)
+    except ScenarioError as error:  # a rule on what fits that the others need: it is the last one told
+        return [*problems, str(error)], notes
+    problems += scenario_problems(scenario, Unchecked(frozenset(broken), tuple(positions)))
+    held = sorted(broken - NOT_READ_BY_ENTRIES)
+    if held and positions:
+        waiting = [f"runs[{i}]" for i in positions]
+        named = ", ".join(waiting) if len(waiting) <= 3 else f"{waiting[0]} and {len(waiting) - 1} more entries"
+        notes.append(f"{named}: not checked until {' and '.join(held)} {'is' if len(held) == 1 else 'are'} fixed")
+    return problems, notes
 
 
 def run_count(scenario: Scenario) -> int:
@@ -160,35 +232,37 @@ def _check_run_count(scenario: Scenario, cap: int) -> None:
         fail("runs", f"the scenario expands to {count:,} runs, more than the cap of {cap:,} (--max-runs raises it)")
 
 
-def _entry_problems(runs: Any) -> list[str]:
+def _entry_problems(runs: Any) -> list[Located]:
     """The schema's problems with the section fields run entries give (``runs[i].train: {lr: ...}``)."""
     if not isinstance(runs, list):
         return []
     sections = {**{name: type_hints(Scenario)[name] for name in BUILT_IN_SECTIONS}, **plugin_sections()}
-    found = []
+    found: list[Located] = []
     for i, entry in enumerate(runs):
         if not isinstance(entry, dict):
             continue
         for name, cls in sections.items():
             own = entry.get(name, (entry.get("sections") or {}).get(name))
             if isinstance(own, dict):
-                found += problems(cls, own, f"runs[{i}].{name}")
+                found += [(("runs", i, name, *loc), text) for loc, text in located_problems(cls, own, f"runs[{i}].{name}")]
     return found
 
 
-def _seed_problems(data: dict[str, Any]) -> list[str]:
+def _seed_problems(data: dict[str, Any]) -> list[Located]:
     """``seed`` and ``seeds`` given together, in the scenario's ``train`` or an entry's."""
-    found = []
+    found: list[Located] = []
     runs = data.get("runs")
     entries: list[Any] = runs if isinstance(runs, list) else []  # not a list: the schema names it
-    places = [("train", data.get("train"))] + [
-        (f"runs[{i}].train", entry.get("train")) for i, entry in enumerate(entries) if isinstance(entry, dict)
+    places = [(("train",), "train", data.get("train"))] + [
+        (("runs", i, "train"), f"runs[{i}].train", entry.get("train"))
+        for i, entry in enumerate(entries)
+        if isinstance(entry, dict)
     ]
-    for path, train in places:
+    for loc, path, train in places:
         try:
             check_one_seed_field(train, path, fail)
         except ScenarioError as error:
-            found.append(str(error))
+            found.append(((*loc, "seeds"), str(error)))
     return found
 
 

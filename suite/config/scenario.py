@@ -23,7 +23,7 @@ from pydantic import Field
 
 from .jsonfile import read_json
 from .registry import ARCHITECTURES, LOSSES, STRATEGIES
-from .schema import AtMost, SchemaError, build, did_you_mean, type_hints
+from .schema import AtMost, Located, SchemaError, build, did_you_mean, type_hints
 from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
     DATASET_CLASSES,
     ArchitectureName,
@@ -325,18 +325,11 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
     moved into ``sections`` (as written: :func:`suite.config.expansion.parse_scenario` checks them against
     :func:`plugin_sections`' dataclasses with every other section and builds them).
 
-    A run entry naming a strategy that is not registered is refused here, before its sections, so that a plugin
-    that is not installed is named first.
+    A run entry naming a strategy that is not registered keeps its keys: :func:`unknown_strategies` names the
+    strategy, and the rest of the entry is not checked until it is known.
     """
     runs = data.get("runs")
     entries: list[Any] = runs if isinstance(runs, list) else []  # not a list: the schema names it later
-    for i, entry in enumerate(entries):
-        strategy = entry.get("strategy") if isinstance(entry, dict) else None
-        if isinstance(strategy, str) and strategy not in STRATEGIES:
-            hint = did_you_mean(strategy, STRATEGIES.names()) or " (a plugin's strategy needs its package installed)"
-            raise ScenarioError(
-                f"runs[{i}].strategy: {shown(strategy)} is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
-            )
     plugins = plugin_sections()
     for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(entries))]:
         if isinstance(mapping, dict) and "sections" in mapping:
@@ -352,6 +345,21 @@ def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
             for e in runs
         ]
     return lifted
+
+
+def unknown_strategies(data: dict[str, Any]) -> list[Located]:
+    """The run entries of scenario ``data`` whose strategy is not registered, as the schema's problems at
+    ``runs[i].strategy``, with a did-you-mean, or where none is close, the reminder that a plugin's strategy needs
+    its package installed."""
+    runs = data.get("runs")
+    found: list[Located] = []
+    for i, entry in enumerate(runs if isinstance(runs, list) else []):  # not a list: the schema names it
+        strategy = entry.get("strategy") if isinstance(entry, dict) else None
+        if isinstance(strategy, str) and strategy not in STRATEGIES:
+            hint = did_you_mean(strategy, STRATEGIES.names()) or " (a plugin's strategy needs its package installed)"
+            text = f"runs[{i}].strategy: {shown(strategy)} is not one of {', '.join(map(repr, STRATEGIES.names()))}{hint}"
+            found.append((("runs", i, "strategy"), text))
+    return found
 
 
 def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:

@@ -157,17 +157,33 @@ def _dataclasses_in(cls: type) -> list[type]:
     return found
 
 
-def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
-    """``(value, [])`` where ``data`` fits ``tp``, else ``(None, one line per problem)``."""
+Located = tuple[tuple[Any, ...], str]
+"""A problem and where it lies: the field names and list indices from the data's top (``("runs", 0, "strategy")``),
+and its line (``runs[0].strategy: ...``)."""
+
+
+def _located(tp: Any, data: Any, path: str) -> tuple[Any, list[Located]]:
+    """``(value, [])`` where ``data`` fits ``tp``, else ``(None, every problem with its location)``."""
     try:
         return _validator(tp).validate_python(data), []
     except ValidationError as error:
-        return None, [_problem(tp, err, path) for err in error.errors(include_url=False)]
+        return None, [(tuple(err["loc"]), _problem(tp, err, path)) for err in error.errors(include_url=False)]
+
+
+def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
+    """``(value, [])`` where ``data`` fits ``tp``, else ``(None, one line per problem)``."""
+    value, found = _located(tp, data, path)
+    return value, [text for _, text in found]
 
 
 def problems(cls: type, data: Any, path: str = "") -> list[str]:
     """Every way ``data`` does not fit dataclass ``cls``, one line each naming the field (empty: it fits)."""
     return _validate(cls, data, path)[1]
+
+
+def located_problems(cls: type, data: Any, path: str = "") -> list[Located]:
+    """:func:`problems`, each with its location in ``data`` (:data:`Located`)."""
+    return _located(cls, data, path)[1]
 
 
 def build(cls: type[T], data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> T:

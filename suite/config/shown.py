@@ -47,3 +47,19 @@ def shown_name(name: Any, limit: int = 40) -> str:
     (non-printable characters escaped)."""
     text = name[: limit + 1] if isinstance(name, str) and name[: limit + 1].isprintable() else shown(name, limit)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def itemised(problems: Iterable[str], notes: Iterable[str] = (), limit: int = LISTED_PROBLEMS) -> str:
+    """A file's problems as one message: a single problem as its one line; several as a first line that counts
+    them, then one indented line each (repeats dropped, at most ``limit``, then how many more), then ``notes`` (what
+    was left unchecked, one line each, as many at most; a single problem's message goes without them)."""
+    unique, notes = list(dict.fromkeys(problems)), list(notes)
+    if len(unique) == 1:
+        return unique[0]
+    lines = [f"{len(unique)} problems:", *unique[:limit]]
+    if len(unique) > limit:
+        lines.append(f"and {len(unique) - limit} more")
+    lines += notes[:limit]
+    if len(notes) > limit:
+        lines.append(f"and {len(notes) - limit} more entries not checked")
+    return "\n  ".join(lines)

@@ -10,24 +10,20 @@ import functools
 import math
 import re
 import unicodedata
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, Sequence
 
+from .cellular_rules import check_cellular, check_cellular_spec
 from .plan import (
-    CLASSIFIER_FEATURE_DIM,
     NATIVE_IMAGE_SIZES,
     SystemSize,
     TrainingError,
     budget_steps,
     class_plan,
     local_batch,
-    process_grid,
 )
 from .registry import ARCHITECTURES, CUDA_GRAPHS, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
-    DATASET_CLASSES,
-    CellularConfig,
     CheckpointEvery,
-    DatasetConfig,
     DDPConfig,
     Fail,
     HorovodConfig,
@@ -45,7 +41,7 @@ from .scenario import (
     entry_sections,
     run_train,
 )
-from .shown import listed, shown
+from .shown import itemised, shown
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point
 
 
@@ -107,32 +103,54 @@ def script_text_problem(value: str) -> str | None:
     return None
 
 
-def check_scenario(scenario: Scenario) -> None:
-    """The rules across fields; one :class:`ScenarioError` listing every rule broken (``; ``-joined).
+@dataclasses.dataclass(frozen=True)
+class Unchecked:
+    """What :func:`scenario_problems` leaves out where the file does not fit its schema: the top-level fields that
+    do not (defaults stand in), and the file's index of each entry left in ``runs`` (those that do not fit are out)."""
 
-    Each group of rules below stops at its first broken rule (a later rule of the group may need an earlier one to
-    hold), and every group runs: the message names one problem per group at most.
-    """
-    groups: list[Callable[[], None]] = [
-        lambda: _check_top_level(scenario),
-        lambda: _check_train(scenario.train, "train", fail),
-        lambda: _check_protocol(scenario.metrics, fail),
-        lambda: _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail),
-        lambda: _check_budget_and_target(scenario, fail),
-        lambda: _check_checkpoints(scenario.train.checkpoint_every, fail),
-        lambda: _check_cellular(scenario.cellular, "cellular", scenario, fail),
-        lambda: _check_engine_settings(scenario.horovod, scenario.ddp, "", fail),
+    fields: frozenset[str] = frozenset()
+    positions: tuple[int, ...] | None = None
+
+
+NOT_READ_BY_ENTRIES = frozenset({"name", "description", "repeats", "logs", "runs"})
+"""The top-level fields no run entry's rules read: every other one that does not fit its schema holds them back."""
+
+
+def check_scenario(scenario: Scenario) -> None:
+    """The rules across fields; one :class:`ScenarioError` listing every group's broken rule (:func:`scenario_problems`)."""
+    if found := scenario_problems(scenario):
+        raise ScenarioError(itemised(found))
+
+
+def scenario_problems(scenario: Scenario, unchecked: Unchecked = Unchecked()) -> list[str]:
+    """One line per group of rules broken; a group that reads a field of ``unchecked`` is left out. Each group stops
+    at its first broken rule (a later rule of the group may need an earlier one to hold), and every group runs."""
+    positions = unchecked.positions if unchecked.positions is not None else range(len(scenario.runs))
+    entries = set(unchecked.fields - NOT_READ_BY_ENTRIES)  # an entry's rules read every other field: any unchecked holds them
+    groups: list[tuple[set[str], Callable[[], object]]] = [
+        ({"name", "model", "dataset", "repeats", "metrics"}, lambda: _check_top_level(scenario)),
+        ({"runs"}, lambda: scenario.runs or fail("runs", "at least one run is needed")),
+        ({"train"}, lambda: _check_train(scenario.train, "train", fail)),
+        ({"metrics"}, lambda: _check_protocol(scenario.metrics, fail)),
+        ({"wgan_gp"}, lambda: _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail)),
+        ({"metrics", "train"}, lambda: _check_budget_and_target(scenario, positions, fail)),
+        ({"train"}, lambda: _check_checkpoints(scenario.train.checkpoint_every, fail)),
+        ({"cellular", "metrics", "dataset"}, lambda: check_cellular(scenario.cellular, "cellular", scenario, fail)),
+        ({"horovod", "ddp"}, lambda: _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)),
     ]
-    groups += [functools.partial(_check_plugin_section, name, section, name, fail) for name, section in scenario.sections.items()]
-    groups += [functools.partial(_check_entries, scenario, i, spec) for i, spec in enumerate(scenario.runs)]
+    groups += [
+        ({name}, functools.partial(_check_plugin_section, name, section, name, fail))
+        for name, section in scenario.sections.items()
+    ]
+    groups += [(entries, functools.partial(_check_entries, scenario, i, spec)) for i, spec in zip(positions, scenario.runs)]
     found = []
-    for group in groups:
+    for reads, group in groups:
         try:
-            group()
+            if not reads & unchecked.fields:
+                group()
         except ScenarioError as error:
             found.append(str(error))
-    if found:
-        raise ScenarioError(listed(found))
+    return found
 
 
 def _check_top_level(scenario: Scenario) -> None:
@@ -152,8 +170,6 @@ def _check_top_level(scenario: Scenario) -> None:
     classes = scenario.dataset.classes
     if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
         fail("dataset.classes", f"expected distinct non-negative labels, got {shown(classes)}")
-    if not scenario.runs:
-        fail("runs", "at least one run is needed")
 
 
 def _check_entries(scenario: Scenario, i: int, spec: RunSpec) -> None:
@@ -180,7 +196,7 @@ def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> No
     if spec.wgan_gp:
         _check_wgan_gp(entry_section(scenario, spec, "wgan_gp", f"{path}.wgan_gp"), f"{path}.wgan_gp", fail)
     if spec.cellular:
-        _check_cellular(entry_section(scenario, spec, "cellular", f"{path}.cellular"), f"{path}.cellular", scenario, fail)
+        check_cellular(entry_section(scenario, spec, "cellular", f"{path}.cellular"), f"{path}.cellular", scenario, fail)
     for name in spec.sections:
         _check_plugin_section(name, entry_section(scenario, spec, name, f"{path}.{name}"), f"{path}.{name}", fail)
     _check_run_spec(spec, path, scenario, fail)
@@ -311,7 +327,7 @@ def check_one_seed_field(data: Any, path: str, fail: Fail) -> None:
         fail(f"{path}.seeds", f"given alongside {path}.seed: give either one seed or a list of seeds")
 
 
-def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
+def _check_budget_and_target(scenario: Scenario, positions: Sequence[int], fail: Fail) -> None:
     target = scenario.metrics.target
     if target is not None:
         if (target.fid is None) == (target.kid is None):
@@ -328,7 +344,7 @@ def _check_budget_and_target(scenario: Scenario, fail: Fail) -> None:
                 "metrics.target",
                 "time to a target needs scoring during training: metrics.enabled true and curve_points at least 1",
             )
-    for i, spec in enumerate(scenario.runs):
+    for i, spec in zip(positions, scenario.runs):
         if not run_train(scenario, spec, f"runs[{i}].train").stop_at_target:
             continue
         path = "train.stop_at_target" if not (spec.train or {}).get("stop_at_target") else f"runs[{i}].train.stop_at_target"
@@ -352,43 +368,6 @@ def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
         fail("train.checkpoint_every.steps", f"must be at least 1, got {shown(every.steps)}")
     if every.minutes is not None and every.minutes <= 0:
         fail("train.checkpoint_every.minutes", f"must be positive, got {shown(every.minutes)}")
-
-
-def _mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig) -> tuple[int | None, str]:
-    """Dimension (None where unknown before loading the data) and name of the mixture FID space: always
-    the dataset's steering network (``steering:<dataset>``), never the ruler that scores the comparison."""
-    if cellular.mixture_features == "logits":
-        return DATASET_CLASSES[dataset.name], f"class-logit space of the steering network steering:{dataset.name}"
-    return CLASSIFIER_FEATURE_DIM, f"feature space of the steering network steering:{dataset.name}"
-
-
-def _check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
-    for name in ("population", "tournament_size", "n_replacements", "fitness_samples", "mixture_samples"):
-        if getattr(cellular, name) < 1:
-            fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(cellular, name))}")
-    if cellular.iterations is not None and cellular.iterations < 1:
-        fail(f"{path}.iterations", "must be at least 1")
-    for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
-        if getattr(cellular, name) < 0:
-            fail(f"{path}.{name}", "must not be negative")
-    if not 0 <= cellular.mutation_probability <= 1:
-        fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
-    if cellular.n_replacements > cellular.population:
-        fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
-    if cellular.mixture_features == "metrics":
-        fail(
-            f"{path}.mixture_features",
-            f"metrics would steer the mixture weights with the run's ruler (metrics.features: {scenario.metrics.features}), "
-            f"the network that judges the comparison; no system trains on its judge: use logits or features "
-            f"(the steering network steering:{scenario.dataset.name})",
-        )
-    dim, space = _mixture_feature_space(cellular, scenario.dataset)
-    if dim is not None and cellular.mixture_samples <= dim:
-        fail(
-            f"{path}.mixture_samples",
-            f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
-            f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)",
-        )
 
 
 def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail: Fail) -> None:
@@ -464,7 +443,7 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
     scaling = spec.scaling or scenario.scaling
     strategy = STRATEGIES[spec.strategy]
     if strategy.grid:
-        _check_cellular_spec(spec, path, scaling, fail)
+        check_cellular_spec(spec, path, scaling, fail)
     elif spec.grid is not None or spec.grids is not None:
         on_grids = [e.name for e in STRATEGIES if e.grid]
         takes = "strategy takes" if len(on_grids) == 1 else "strategies take"
@@ -477,40 +456,6 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
         )
     _check_batch_split(spec, path, scaling, scenario, fail)
     _check_images_budget(spec, path, scaling, scenario, fail)
-
-
-def _check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
-    """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
-    if scaling == "strong":
-        grid = spec.grid
-        if grid is None or len(grid) != 2 or min(grid) < 1:
-            fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
-        for p in spec.procs:
-            try:
-                process_grid(grid, p)
-            except ValueError as error:
-                fail(f"{path}.procs", str(error))
-    else:
-        if spec.grids is None or len(spec.grids) != len(spec.procs):
-            fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
-        blocks = set()
-        for p, g in zip(spec.procs, spec.grids):
-            try:
-                if len(g) != 2 or min(g) < 1:
-                    raise ValueError(f"{shown(g)} is not [rows, cols]")
-                process_grid(g, p)
-            except ValueError:
-                fail(
-                    f"{path}.grids",
-                    f"grid {shown(g)} cannot be shared evenly by {p} processes; give each rank the same number of cells",
-                )
-            blocks.add(g[0] * g[1] // p)
-        if len(blocks) > 1:
-            fail(
-                f"{path}.grids",
-                f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
-                "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)",
-            )
 
 
 def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:

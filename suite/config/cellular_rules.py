@@ -1,0 +1,81 @@
+"""The rules of the cellular strategy's settings that their types cannot say: the ``cellular`` section (the scenario's,
+or one entry's with its own fields on top) and a cellular entry's grids. Part of :mod:`suite.config.validation`, which
+runs them with the other rules; each broken rule is reported through ``fail`` naming the field.
+"""
+
+from __future__ import annotations
+
+from .plan import CLASSIFIER_FEATURE_DIM, process_grid
+from .scenario import DATASET_CLASSES, CellularConfig, DatasetConfig, Fail, RunSpec, Scenario
+from .shown import shown
+
+
+def mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig) -> tuple[int | None, str]:
+    """Dimension (None where unknown before loading the data) and name of the mixture FID space: always
+    the dataset's steering network (``steering:<dataset>``), never the ruler that scores the comparison."""
+    if cellular.mixture_features == "logits":
+        return DATASET_CLASSES[dataset.name], f"class-logit space of the steering network steering:{dataset.name}"
+    return CLASSIFIER_FEATURE_DIM, f"feature space of the steering network steering:{dataset.name}"
+
+
+def check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
+    for name in ("population", "tournament_size", "n_replacements", "fitness_samples", "mixture_samples"):
+        if getattr(cellular, name) < 1:
+            fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(cellular, name))}")
+    if cellular.iterations is not None and cellular.iterations < 1:
+        fail(f"{path}.iterations", "must be at least 1")
+    for name in ("batches_per_iteration", "discriminator_skip", "mutation_rate", "mixture_scale"):
+        if getattr(cellular, name) < 0:
+            fail(f"{path}.{name}", "must not be negative")
+    if not 0 <= cellular.mutation_probability <= 1:
+        fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
+    if cellular.n_replacements > cellular.population:
+        fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
+    if cellular.mixture_features == "metrics":
+        fail(
+            f"{path}.mixture_features",
+            f"metrics would steer the mixture weights with the run's ruler (metrics.features: {scenario.metrics.features}), "
+            f"the network that judges the comparison; no system trains on its judge: use logits or features "
+            f"(the steering network steering:{scenario.dataset.name})",
+        )
+    dim, space = mixture_feature_space(cellular, scenario.dataset)
+    if dim is not None and cellular.mixture_samples <= dim:
+        fail(
+            f"{path}.mixture_samples",
+            f"{cellular.mixture_samples} samples give a rank-deficient covariance in the "
+            f"{dim}-d {space}: an FID needs more samples than dimensions (Lipizzaner: 1000 in 10-d)",
+        )
+
+
+def check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
+    """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    if scaling == "strong":
+        grid = spec.grid
+        if grid is None or len(grid) != 2 or min(grid) < 1:
+            fail(f"{path}.grid", "cellular strong scaling needs grid: [rows, cols]")
+        for p in spec.procs:
+            try:
+                process_grid(grid, p)
+            except ValueError as error:
+                fail(f"{path}.procs", str(error))
+    else:
+        if spec.grids is None or len(spec.grids) != len(spec.procs):
+            fail(f"{path}.grids", "cellular weak scaling needs one grid [rows, cols] per procs entry")
+        blocks = set()
+        for p, g in zip(spec.procs, spec.grids):
+            try:
+                if len(g) != 2 or min(g) < 1:
+                    raise ValueError(f"{shown(g)} is not [rows, cols]")
+                process_grid(g, p)
+            except ValueError:
+                fail(
+                    f"{path}.grids",
+                    f"grid {shown(g)} cannot be shared evenly by {p} processes; give each rank the same number of cells",
+                )
+            blocks.add(g[0] * g[1] // p)
+        if len(blocks) > 1:
+            fail(
+                f"{path}.grids",
+                f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
+                "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)",
+            )
