@@ -1,4 +1,4 @@
-"""The networks follow seed 000's Tables 1-4 layer by layer."""
+"""The networks follow paper 000's Tables 1-4 layer by layer."""
 
 import pytest
 import torch

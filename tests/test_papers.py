@@ -183,6 +183,6 @@ def test_pages_are_written_per_paper(tmp_path):
     text = pages[2].read_text()
     assert "No run of this paper's scenarios yet: `make papers-timing (on a quiet machine)`" in pages[1].read_text()
     assert "| 4x4 | 1920 | 126.68 | 3.42 | 15.17 |" in pages[1].read_text()  # the paper's table, as printed
-    assert "none: the seed's text (the abstract) prints no IS or FID" in text
+    assert "none: the paper's text (the abstract) prints no IS or FID" in text
     assert "- **holds**: Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)." in text
     assert paper_page(PAPERS["seed003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2

@@ -373,7 +373,7 @@ def test_suite_project_writes_tables_and_plot(results, capsys):
     folder = results / "projection"
     text = (folder / "projection.md").read_text()
     assert "## Predicted against measured" in text and "probe:probe.json" in text
-    assert "seed 001 (Perez et al.), MNIST, grid 4x4" in text and "Horovod benchmarks, VGG-16" in text
+    assert "paper 001 (Perez et al.), MNIST, grid 4x4" in text and "Horovod benchmarks, VGG-16" in text
     table = pd.read_csv(folder / "projection.csv")
     assert sorted(table["procs"].unique()) == [1, 2, 4, 1024]
     assert (folder / "projection.png").stat().st_size > 0

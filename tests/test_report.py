@@ -274,7 +274,7 @@ def test_report_sections_csvs_and_plots(results, tmp_path):
     assert "IS n/a: no logits." in text
     assert "FID n/a for t-p4: FID withheld: 500 generated and 500 real samples are not both above the 2048" in text
     # the papers' numbers are printed as the paper's, in their own table
-    assert "Seed 000, Inception Score" in text and "| mnist | DC-GAN | 2.54 | 0.54 | Table 5 |" in text
+    assert "Paper 000, Inception Score" in text and "| mnist | DC-GAN | 2.54 | 0.54 | Table 5 |" in text
     assert "| t-p8 | failed |" in text and "**1 run(s) failed:** t-p8: RuntimeError: boom" in text
     assert "no P=1 run" in text
     assert "<details><summary>All 11 runs</summary>" in text  # per-run tables are folded
@@ -401,7 +401,7 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     write_record(root / "dp-p8", record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch"))
     write_record(root / "cell", record("cell", strategy="cellular", quality=quality(), dataset=mnist))  # no paper row
     text = whole_report(write_report(root, tmp_path / "report"))
-    section = text.split("**Our runs beside them**")[1].split("**Seed 001")[0]
+    section = text.split("**Our runs beside them**")[1].split("**Paper 001")[0]
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}
     assert set(rows) == {"lp-p2", "dp-p8"}
     # every quality table says, once, which ruler and protocol made its scores and whether the papers' compare

@@ -1,6 +1,6 @@
 """The papers' numbers (``baselines/`` or ``--baselines DIR``): CSV tables read with their columns checked.
 
-The report, the papers' pages and the projection set the seed papers' printed numbers beside the suite's. The
+The report, the papers' pages and the projection set the papers' printed numbers beside the suite's. The
 folder may be someone else's (``--baselines``), so every table is read by :func:`read_baseline`: at most
 :data:`BASELINE_BYTES`, UTF-8 CSV, each known file's columns present (:data:`COLUMNS`) and each cell of the kind
 its column holds (a finite number, a whole number, a grid ``RxC``), or one line naming the file, the row and the

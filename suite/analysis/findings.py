@@ -258,7 +258,7 @@ def quality_at(record: dict, clock: float, metric: str = "fid", axis: str = "clo
 
 
 def _add_equal_time_quality(rows: list[dict]) -> None:
-    """Seed 002's framing, quality under a fixed budget: each configuration's FID at the same training time, or at
+    """Paper 002's framing, quality under a fixed budget: each configuration's FID at the same training time, or at
     the same real training images where every run had an images budget."""
     axis = budget_axis(rows)
     clock = equal_time(rows, axis) if len(rows) > 1 else None

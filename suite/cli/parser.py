@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "papers",
-        help="set each seed paper's printed numbers beside its scenarios' runs, one line per claim; write OUT/<paper>/papers.md",
+        help="set each paper's printed numbers beside its scenarios' runs, one line per claim; write OUT/<paper>/papers.md",
         description="Runs belong to a paper by their scenario's name (seed000-... to seed003-..., scenarios/papers/). "
         "Each page sets the paper's numbers (baselines/) beside the suite's, each row saying 'same setting' or what "
         "differs, and judges each claim: holds, does not hold, or cannot be judged at this scale.",
@@ -436,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_caps(p)
     p.set_defaults(func=cmd_jobscript)
 
-    from ..analysis.projection_defaults import DEFAULT_RANKS
+    from ..analysis.projection_defaults import DEFAULT_NETWORK, DEFAULT_RANKS
     from ..measure.network import ALGORITHMS, PRESETS
 
     p = sub.add_parser("project", help="fit a cost model per strategy on the runs, validate it, project it to many ranks")
@@ -447,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranks", default=",".join(map(str, DEFAULT_RANKS)), help="process counts to project (default 1,2,4,...,4096)"
     )
     p.add_argument(
-        "--network", help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default summit)"
+        "--network",
+        help=f"network to project on: a preset ({', '.join(PRESETS)}), a probe file, or 'measure' (default {DEFAULT_NETWORK})",
     )
     p.add_argument("--alpha", type=float, help="latency in seconds of one link everywhere (with --beta)")
     p.add_argument("--beta", type=float, help="seconds per byte of that link (with --alpha)")

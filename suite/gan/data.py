@@ -80,7 +80,7 @@ class ImageData:
         return sorted(int(c) for c in np.unique(self.labels))
 
     def class_prior(self) -> dict[int, float]:
-        """Fraction of images in each present class: the p(y) of seed 000's factorisation."""
+        """Fraction of images in each present class: the p(y) of paper 000's factorisation."""
         return class_prior(self.labels)
 
     def fetch(self, indices: Sequence[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

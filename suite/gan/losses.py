@@ -5,11 +5,11 @@ Each loss is a small object with two methods taking raw discriminator scores (se
 Losses that need more than scores (the gradient penalty) say so with ``needs_penalty``.
 Every generator loss is written with ``D(G(z)) = sigmoid(score)``.
 
-* ``bce``: the non-saturating GAN loss of seed 000, eqs. (3) and (4): the generator minimises
+* ``bce``: the non-saturating GAN loss of paper 000, eqs. (3) and (4): the generator minimises
   ``-E log D(G(z))``; the sigmoid of the tables is applied here, stably, through
   ``binary_cross_entropy_with_logits``. It is also Lipizzaner's ``bceloss`` (its generator
   computes ``BCELoss(D(G(z)), 1)``).
-* ``wgan-gp``: Wasserstein loss with gradient penalty (seed 002's W-CGAN; Gulrajani et al.).
+* ``wgan-gp``: Wasserstein loss with gradient penalty (paper 002's W-CGAN; Gulrajani et al.).
 * ``minimax``: Goodfellow's original objective, the generator minimising ``1/2 E log(1 - D(G(z)))``
   (E-GAN's minimax mutation: the BCE loss of the Mustangs paper); BCE discriminator loss.
 * ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it: the

@@ -1,4 +1,4 @@
-"""Lipizzaner's perceptrons (seed 003, Table 1, MNIST column): the ``mlp`` architecture.
+"""Lipizzaner's perceptrons (paper 003, Table 1, MNIST column): the ``mlp`` architecture.
 
 Generator::
 

@@ -1,4 +1,4 @@
-"""The one generator and discriminator of the suite (seed 000, section 3.2, Tables 1-4).
+"""The one generator and discriminator of the suite (paper 000, section 3.2, Tables 1-4).
 
 Every strategy builds its networks here, so a comparison between strategies is a comparison
 between training methods, never between architectures.
@@ -30,7 +30,7 @@ Two choices the tables leave open, made once here:
   ``bce`` loss (``BCEWithLogitsLoss``, the same function, computed stably); Table 4 and the
   Wasserstein critic use the raw score as it is ("None" activation).
 * The conditional discriminator (Table 4) is conditioned by projection (Miyato & Koyama,
-  seed 000 reference [24]): ``D(x, y) = w.h(x) + b + <embed(y), h(x)>``. This keeps every
+  paper 000 reference [24]): ``D(x, y) = w.h(x) + b + <embed(y), h(x)>``. This keeps every
   layer of the table at its printed size, which concatenating label maps to the input would not.
 
 One option the tables do not have: the discriminator's normalisation (``critic_norm``, one of
@@ -184,7 +184,7 @@ def projection_score(h: torch.Tensor, head: nn.Module, embed: nn.Embedding | Non
 
 
 def init_weights(module: M, seed: int) -> M:
-    """DC-GAN initialisation (Radford et al., seed 000 reference [2]) drawn from ``seed`` alone.
+    """DC-GAN initialisation (Radford et al., paper 000 reference [2]) drawn from ``seed`` alone.
 
     All weights ~ N(0, 0.02), BatchNorm (and the critic's GroupNorm) scales ~ N(1, 0.02), biases 0. Drawing from a private
     generator makes a network depend on its seed only, not on what else the process built

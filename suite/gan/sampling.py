@@ -8,7 +8,7 @@ code, see :mod:`suite.gan.tensorfiles`); its record keeps the file's sha256 and 
 * ``single``: one generator (``data_parallel``: unconditional; ``conditional``: labels are
   drawn from the class prior and fed to it).
 * ``per_class``: one generator per class (``label_partitioned``); a sample draws a class ``y``
-  from the class prior p(y), then an image from that class's generator: seed 000's
+  from the class prior p(y), then an image from that class's generator: paper 000's
   factorisation p(x) = sum_y p(x|y) p(y).
 * ``mixture``: weighted generators (``cellular``); a sample draws a component by its mixture
   weight, then an image from it. Labels are unknown (-1).

@@ -35,7 +35,7 @@ PAPER_MARKERS = ["*", "P", "X", "D", "v", "^", "<", ">", "h", "8"] * 3
 
 
 def paper_points(baselines: Path) -> pd.DataFrame:
-    """Published scaling points: ``scaling_points.csv`` and seed 001's cellular speedups (P = cells)."""
+    """Published scaling points: ``scaling_points.csv`` and paper 001's cellular speedups (P = cells)."""
     frames = []
     points = baselines / PAPER_POINTS
     if points.is_file():
@@ -47,7 +47,7 @@ def paper_points(baselines: Path) -> pd.DataFrame:
         frames.append(
             pd.DataFrame(
                 {
-                    "source": "seed 001 (Perez et al.), MNIST, grid " + s["grid"],
+                    "source": "paper 001 (Perez et al.), MNIST, grid " + s["grid"],
                     "strategy": "cellular",
                     "scaling": "strong",
                     "procs": cells,

@@ -122,7 +122,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
         Page(
             "papers",
             "Papers' numbers (not measured here)",
-            "the seed papers' numbers beside ours, and where our protocol differs",
+            "the papers' numbers beside ours, and where our protocol differs",
             papers,
         ),
         Page(

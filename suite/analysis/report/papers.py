@@ -1,4 +1,4 @@
-"""The seed papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
+"""The papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
 
 Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-...``: the scenarios of
 ``scenarios/papers/`` and ``scenarios/papers/reduced/``). Each page has
@@ -40,7 +40,7 @@ ALPHA = 0.05
 MIN_DRAWS = 3
 """Runs per arm below which a claim is not judged (two draws give a Welch test about 1.3 degrees of freedom)."""
 FLAT_EFFICIENCY = 0.9
-"""Weak-scaling efficiency at or above which the time counts as "not affected" by the processes (seed 000, 3.7)."""
+"""Weak-scaling efficiency at or above which the time counts as "not affected" by the processes (paper 000, 3.7)."""
 
 Verdict = tuple[str, str]
 """(verdict, the evidence in a few words)."""
@@ -55,9 +55,15 @@ class Claim:
     judge: Callable[[list[dict]], Verdict]
 
 
+PAPER_NAME = "paper {}"
+"""The papers' one name in prose, pages and plots: ``paper 000`` to ``paper 003`` ("seed" is a random seed)."""
+PAPER_KEY_PREFIX = "seed"
+"""The prefix of a paper's key (``seed000``), as its scenarios, baselines files and report folders are named."""
+
+
 @dataclass(frozen=True)
 class Paper:
-    """A seed paper: its title, the setting its numbers come from, its printed numbers beside ours, its claims."""
+    """A paper: its title, the setting its numbers come from, its printed numbers beside ours, its claims."""
 
     key: str
     title: str
@@ -69,6 +75,11 @@ class Paper:
     """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
     run_with: str = "make papers"
     """The command that runs its reduced scenarios here."""
+
+    @property
+    def name(self) -> str:
+        """What every page, plot and doc calls it: ``paper 000`` (``key`` ``seed000`` names its scenarios and folders)."""
+        return PAPER_NAME.format(self.key.removeprefix(PAPER_KEY_PREFIX))
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -87,7 +98,7 @@ def _text(summary: Summary | None, digits: int = 3) -> str:
 
 
 def _model_runs(records: list[dict], model: str) -> list[dict]:
-    """The scored runs of seed 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
+    """The scored runs of paper 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
     return [r for r in _ok(records) if r.get("quality") and _paper_model(r) == model and _all_classes(r)]
 
 
@@ -171,7 +182,7 @@ def _first(records: list[dict]) -> dict:
     return records[0] if records else {}
 
 
-# --- seed 000 ------------------------------------------------------------------------------------------------
+# --- paper 000 ------------------------------------------------------------------------------------------------
 
 SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
@@ -210,7 +221,7 @@ def _is_order(upper: str, lower: str) -> Callable[[list[dict]], Verdict]:
 
 
 def _paper_model(r: dict) -> str | None:
-    """The seed papers' model a run reproduces (its strategy entry's ``paper_models`` trait), if any."""
+    """The papers' model a run reproduces (its strategy entry's ``paper_models`` trait), if any."""
     entry = STRATEGIES[r["strategy"]] if r.get("strategy") in STRATEGIES else None
     return entry.paper_models.get(r.get("loss", "")) if entry is not None else None
 
@@ -243,7 +254,7 @@ def _at_least(value: Summary | None, floor: float, what: str) -> Verdict:
     return UNJUDGED, f"{evidence}: the interval straddles it"
 
 
-# --- seed 001 ------------------------------------------------------------------------------------------------
+# --- paper 001 ------------------------------------------------------------------------------------------------
 
 
 def _grid_speedups(records: list[dict]) -> dict[str, tuple[int, Summary | None]]:
@@ -319,10 +330,10 @@ def _superlinear(records: list[dict]) -> Verdict:
 
 
 SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
-"""Seed 002's per-class W-CGANs and the per-class DC-CGANs of seed 000 they improve on."""
+"""Paper 002's per-class W-CGANs and the per-class DC-CGANs of paper 000 they improve on."""
 
 
-# --- seed 002 ------------------------------------------------------------------------------------------------
+# --- paper 002 ------------------------------------------------------------------------------------------------
 
 
 def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
@@ -335,7 +346,7 @@ def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
                     "model": name,
                     "FID (suite)": _text(_quality(runs, "fid")),
                     "IS (suite)": _text(_quality(runs, "is_mean")),
-                    "paper": "none: the seed's text (the abstract) prints no IS or FID",
+                    "paper": "none: the paper's text (the abstract) prints no IS or FID",
                     "setting": differences(_first(runs), setting),
                 }
             )
@@ -351,7 +362,7 @@ def _wcgan_better(records: list[dict]) -> Verdict:
     return _judged_if_learned(dict(zip(SEED002_MODELS, (w, d))), (verdict, f"{fid[1]}; {inception[1]}"))
 
 
-# --- seed 003 ------------------------------------------------------------------------------------------------
+# --- paper 003 ------------------------------------------------------------------------------------------------
 
 
 def _grid_runs(records: list[dict]) -> dict[str, list[dict]]:
@@ -458,7 +469,7 @@ PAPERS = {
 
 
 def paper_of(scenario: str | None) -> Paper | None:
-    """The paper a scenario's runs belong to, by its name's first part (``seed000-mnist`` -> seed 000)."""
+    """The paper a scenario's runs belong to, by its name's first part (``seed000-mnist`` -> paper 000)."""
     return PAPERS.get((scenario or "").split("-")[0])
 
 
@@ -495,7 +506,7 @@ def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
         else f"No run of this paper's scenarios yet: `{paper.run_with}` runs the reduced ones (scenarios/papers/reduced/)."
     )
     lines = [
-        f"# {paper.title} ({paper.key}): its numbers beside the suite's\n",
+        f"# {paper.name.capitalize()}, {paper.title}: its numbers beside the suite's\n",
         f"{ran} The paper's rows come from `baselines/`; a row's `setting` says where the run differs from the paper "
         "(docs/deviations.md lists every difference and assumption).\n",
         "## What the paper prints\n",
@@ -504,7 +515,7 @@ def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
         lines.append(f"From `baselines/{paper.printed}`:\n")
         lines.append(markdown_table(read_baseline(baselines / paper.printed)))
     else:
-        lines.append("No number the suite measures: the seed's text is the abstract.\n")
+        lines.append("No number the suite measures: the paper's text is the abstract.\n")
     lines.append("## The suite's runs beside it\n")
     table = paper.numbers(records, baselines, paper.setting) if records else pd.DataFrame()
     lines.append(markdown_table(table) if not table.empty else "No scored run of this paper's systems here.\n")

@@ -208,14 +208,14 @@ def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-PAPER_EPOCHS = 1000  # seed 000 trains every model for 1,000 epochs
+PAPER_EPOCHS = 1000  # paper 000 trains every model for 1,000 epochs
 
 
-PAPER_MIN_IS_SAMPLES = 5000  # seed 000's IS is over thousands of samples (the count is not stated)
+PAPER_MIN_IS_SAMPLES = 5000  # paper 000's IS is over thousands of samples (the count is not stated)
 
 
 def _protocol_differences(r: dict, q: dict) -> str:
-    """Where a run's IS differs from seed 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
+    """Where a run's IS differs from paper 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
     notes = []
     if not q.get("papers_comparable"):
         notes.append(f"ruler {q['features']} with protocol {protocol_of(q)}, not Inception with standard: not comparable")
@@ -253,10 +253,10 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
             else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
         )
         shown = paper if shown.empty else shown
-        lines.append(f"**Seed 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
+        lines.append(f"**Paper 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
         lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
         lines.append(
-            "Seed 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
+            "Paper 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
             f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
             "distributed DC-CGAN to `label_partitioned` with loss `bce`. Each of our rows below says where its "
             "protocol differs from the paper's; only a row without such a difference is comparable.\n"
@@ -288,7 +288,7 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
     for entry in STRATEGIES:
         speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
         if speedups is not None and speedups.is_file() and any(r.get("strategy") == entry.name for r in records):
-            lines.append(f"**Seed 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
+            lines.append(f"**Paper 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
             lines.append(markdown_table(read_baseline(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
 
 

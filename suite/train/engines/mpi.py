@@ -1,4 +1,4 @@
-"""mpi4py engine: ``Comm.Split`` groups and explicit gradient allreduce (seed 000's tool).
+"""mpi4py engine: ``Comm.Split`` groups and explicit gradient allreduce (paper 000's tool).
 
 Gradients are flattened into one buffer, summed with ``Allreduce`` and divided by the group
 size after each backward pass; nothing overlaps, so all of that time is communication wait.

@@ -1,4 +1,4 @@
-"""``cellular``: Lipizzaner / Mustangs coevolution on a toroidal grid, over MPI (seeds 001, 003).
+"""``cellular``: Lipizzaner / Mustangs coevolution on a toroidal grid, over MPI (papers 001, 003).
 
 Each cell of an R x C torus holds ``population`` generators and discriminators. Each is an
 *individual*: network weights, its own Adam state and its own learning rate, which travel

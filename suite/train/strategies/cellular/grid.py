@@ -2,7 +2,7 @@
 
 Pure functions, no communication: neighbourhoods on a torus, which rank owns which cell (both in
 :mod:`suite.config.plan`, which the projection reads too), and Lipizzaner's operators (tournament, learning-rate mutation, replacement, the (1+1)-ES on
-mixture weights and the sampling of a mixture). Lipizzaner (seed 003) hard-codes its
+mixture weights and the sampling of a mixture). Lipizzaner (paper 003) hard-codes its
 neighbourhood with a transposed index; here a cell is ``(row, col)`` everywhere and the
 tests compare every neighbourhood with brute-force torus arithmetic.
 """
