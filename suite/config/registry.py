@@ -65,7 +65,13 @@ class Entry:
 
 
 CUDA_GRAPHS = "cuda_graphs"
-"""Engine capability: its gradient reduction can run in a training step captured as CUDA graphs (``performance.cuda_graphs``)."""
+"""Engine capability: its step on one rank holds nothing outside the device's stream (the plain network and optimizer,
+no thread, library or host callback of its own), so that the whole step can be captured as one CUDA graph
+(``performance.cuda_graphs``, :mod:`suite.train.graphs`)."""
+CUDA_GRAPHS_REDUCTION = "cuda_graphs_reduction"
+"""Engine capability: its gradient reduction over two or more ranks runs on the device's stream and is documented as
+capturable, so that ``performance.cuda_graphs`` runs at ``procs`` above 1 (no engine has it yet: DDP's bucket hooks
+run on the host every step)."""
 CARTESIAN = "cartesian"
 """Engine capability: a Cartesian (torus) communicator over all ranks, for neighbour exchanges."""
 
@@ -204,6 +210,9 @@ class LossEntry(Entry):
     """The discriminator's normalisation that ``model.critic_norm: auto`` means for it."""
     loss_bound: float = 1e4
     """Largest loss magnitude before a run has diverged (:mod:`suite.gan.divergence`): 1e4 for bounded scores."""
+    uncapturable: str | None = None
+    """Why its training step cannot be captured as a CUDA graph (``performance.cuda_graphs`` is then refused, naming
+    this reason); None: it can."""
 
     def problems(self) -> list[str]:
         """What the suite needs of a loss that this entry lacks (empty: nothing)."""
@@ -479,12 +488,15 @@ LOSSES.register(
         critic_steps=n_critic,
         critic_norm="layer",
         loss_bound=1e6,  # Wasserstein scores are unbounded in principle
+        uncapturable="its gradient penalty takes a double backward, which the captured step does not hold",
     )
 )
 LOSSES.register(LossEntry("minimax", "suite.gan.losses:MinimaxLoss"))
 LOSSES.register(LossEntry("mse", "suite.gan.losses:MSELoss"))
 LOSSES.register(LossEntry("heuristic", "suite.gan.losses:HeuristicLoss"))
-LOSSES.register(LossEntry("mustangs", draws=("minimax", "mse", "heuristic")))
+LOSSES.register(
+    LossEntry("mustangs", draws=("minimax", "mse", "heuristic"), uncapturable="it draws a loss per batch on the host")
+)
 
 _GAN_LOSSES = ("bce", "wgan-gp")
 _DATA_PARALLEL = "suite.train.strategies.data_parallel:DataParallel"  # one class, conditional or not

@@ -319,7 +319,7 @@ class PerformanceConfig:
     compile: bool | None = None
     """``torch.compile`` the networks' forward passes (Inductor; on CPUs it needs a C++ compiler; default off)."""
     cuda_graphs: bool | None = None
-    """CUDA graphs: compile with mode ``reduce-overhead``, a graph captured once per input shape (GPUs, torch engine; default off)."""
+    """CUDA graphs: the whole training step captured once and replayed (GPUs, torch engine, one rank; default off)."""
     channels_last: bool | None = None
     """Networks and images in the channels-last memory format (default off)."""
     bf16: bool | None = None

@@ -13,6 +13,7 @@ import unicodedata
 from typing import Any, Callable, NoReturn, Sequence
 
 from .cellular_rules import check_cellular, check_cellular_spec
+from .graph_rules import check_cuda_graphs
 from .plan import (
     NATIVE_IMAGE_SIZES,
     SystemSize,
@@ -21,7 +22,7 @@ from .plan import (
     class_plan,
     local_batch,
 )
-from .registry import ARCHITECTURES, CUDA_GRAPHS, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
+from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .scenario import (
     CheckpointEvery,
     DDPConfig,
@@ -391,17 +392,7 @@ def _check_performance(spec: RunSpec, path: str, scenario: Scenario, fail: Fail)
             f"{path}.performance.{wanted[0]}",
             f"the {spec.strategy} strategy trains populations of networks swapped every iteration and does not honour it",
         )
-    if settings.cuda_graphs and CUDA_GRAPHS not in ENGINES[spec.engine].capabilities:
-        able = ", ".join(e.name for e in ENGINES if CUDA_GRAPHS in e.capabilities)
-        fail(
-            f"{path}.performance.cuda_graphs",
-            f"the {spec.engine} engine reduces gradients outside the captured step (its own thread or library); use {able}",
-        )
-    if settings.cuda_graphs and scenario.model.sync_batchnorm:
-        fail(
-            f"{path}.performance.cuda_graphs",
-            "synchronised BatchNorm communicates inside the forward pass, which a graph cannot hold",
-        )
+    check_cuda_graphs(spec, settings, path, scenario, fail)
 
 
 def device_problem(settings: PerformanceConfig, on_gpu: bool, compiler: str | None) -> tuple[str, str] | None:

@@ -5,8 +5,11 @@ What each changes in the trained model (docs/gpu.md, "Engine settings that keep 
 - ``compile``: Inductor generates fused kernels for the forward and backward passes. Fusion
   may reorder float32 sums, so the model is identical to eager's only up to rounding; on the
   CPU the test suite checks the digest after a few steps (``tests/test_performance.py``).
-- ``cuda_graphs``: compile with mode ``reduce-overhead``, which captures each graph once per
-  input shape and replays it; the kernels are compile's, so the same claim holds.
+- ``cuda_graphs``: the whole training step (D's forward, loss, backward and Adam step, then G's)
+  captured once as one CUDA graph and replayed (:mod:`suite.train.graphs`); the kernels are
+  eager's, on the same batches, noise and dropout seeds, with Adam's step counters on the
+  device (``capturable``), so the model equals eager's up to the rounding of Adam's bias
+  correction in float32 on the device (docs/gpu.md states the tolerance).
 - ``channels_last``: the same convolutions on a different memory layout; cuDNN and oneDNN
   pick other algorithms, so equal up to rounding.
 - ``bf16``: forward passes and losses in bfloat16 (8 bits of mantissa); the model differs from
@@ -28,15 +31,14 @@ from ..config.scenario import PerformanceConfig
 
 M = TypeVar("M", bound=nn.Module)
 
-COMPILE_MODES = {False: "default", True: "reduce-overhead"}
-"""torch.compile's mode without and with ``cuda_graphs`` (``reduce-overhead`` captures CUDA graphs)."""
+COMPILE_MODE = "default"
+"""torch.compile's mode under ``compile`` (CUDA graphs are the captured step's own, not ``reduce-overhead``'s)."""
 
 
 def record(settings: PerformanceConfig) -> dict[str, Any]:
     """The settings in effect, for the run's ``engine_settings`` (with compile's mode where it compiles)."""
     active = settings.active()
-    compiles = active["compile"] or active["cuda_graphs"]
-    return {**active, "compile_mode": COMPILE_MODES[active["cuda_graphs"]] if compiles else None}
+    return {**active, "compile_mode": COMPILE_MODE if active["compile"] else None}
 
 
 def place(network: M, settings: PerformanceConfig) -> M:
@@ -53,13 +55,18 @@ def images(batch: torch.Tensor, settings: PerformanceConfig) -> torch.Tensor:
 
 def compiled(module: nn.Module, settings: PerformanceConfig) -> nn.Module:
     """``module`` compiled as the settings ask (itself when they do not); its parameters stay the module's own."""
-    if not (settings.compile or settings.cuda_graphs):
+    if not settings.compile:
         return module
-    return torch.compile(module, mode=COMPILE_MODES[bool(settings.cuda_graphs)])  # type: ignore[return-value]
+    return torch.compile(module, mode=COMPILE_MODE)  # type: ignore[return-value]
 
 
-def autocast(settings: PerformanceConfig, device: torch.device) -> ContextManager[Any]:
-    """bfloat16 autocast on ``device`` when the settings ask for it, else nothing."""
+def autocast(settings: PerformanceConfig, device: torch.device, cache: bool = True) -> ContextManager[Any]:
+    """bfloat16 autocast on ``device`` when the settings ask for it, else nothing.
+
+    ``cache=False`` keeps no casts of the weights between operations (a captured step asks it, as CUDA graphs need).
+    """
     if not settings.bf16:
         return contextlib.nullcontext()
+    if not cache:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=False)
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

@@ -30,7 +30,7 @@ from ..gan.losses import get_loss, gradient_penalty
 from ..gan.models import build_pair
 from ..gan.seeding import derive_seed, torch_generator
 from ..measure.telemetry import Telemetry
-from . import performance
+from . import graphs, performance
 from .engines.base import Engine, Group, Replica
 from .flat import cpu_state
 from .syncbn import convert_sync_batchnorm
@@ -138,6 +138,9 @@ class GanTrainer:
     gradient_group:
         The ranks whose gradients are averaged every step (default: ``group``). A strategy that averages its models
         itself every few steps (local SGD) gives each rank a group of its own here.
+    capture:
+        How ``performance.cuda_graphs`` captures the step (default: :class:`suite.train.graphs.CudaGraphs` on the
+        rank's GPU); the tests give one that runs on the CPU.
     """
 
     def __init__(
@@ -156,6 +159,7 @@ class GanTrainer:
         checkpointer: Checkpointer | None = None,
         snapshot_steps: list[int] | None = None,
         gradient_group: Group | None = None,
+        capture: graphs.Capture | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.gradient_group = gradient_group or group
@@ -187,7 +191,14 @@ class GanTrainer:
         self._eager = (g.module, d.module, g.network, d.network)
         self._compiled = tuple(performance.compiled(m, settings) for m in self._eager)
         self._g_train, self._d_train, self._g_forward, self._d_forward = self._compiled
-        self._autocast = lambda: performance.autocast(run.performance, engine.device)
+        graphed = bool(settings.cuda_graphs)
+        self._autocast = lambda: performance.autocast(run.performance, engine.device, cache=not graphed)
+        # performance.cuda_graphs: the whole step, a function of static inputs, captured once and replayed
+        self._graphed: graphs.GraphedStep | None = None
+        self._static = graphs.StaticInputs()
+        if graphed:
+            graphs.check_capturable((self.generator, self.discriminator), self.loss, self.n_critic)
+            self._graphed = graphs.GraphedStep(capture or graphs.CudaGraphs(engine.device))
         self.result = GanResult(key, self.generator.network)
         self.snapshot_points, self.evaluate = snapshot_points, evaluate
         self._fixed_snapshot_steps = set(snapshot_steps) if snapshot_steps is not None else None
@@ -230,8 +241,10 @@ class GanTrainer:
         g.train()
         d.train()
         lr, betas = optimizer_settings(run)
-        opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas)
-        opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas)
+        # a captured step keeps Adam's step counters on the device (capturable), where the graph counts them
+        capturable = bool(run.performance.cuda_graphs) and device.type == "cuda"
+        opt_g = torch.optim.Adam(g.parameters(), lr=lr, betas=betas, capturable=capturable)
+        opt_d = torch.optim.Adam(d.parameters(), lr=lr, betas=betas, capturable=capturable)
         return (
             self.engine.replicate(g, opt_g, self.gradient_group, f"{self.key}.G", self.local_batch),
             self.engine.replicate(d, opt_d, self.gradient_group, f"{self.key}.D", self.local_batch),
@@ -272,13 +285,17 @@ class GanTrainer:
         return self._my_slice(z).to(self.engine.device, non_blocking=True)
 
     # --- one step ----------------------------------------------------------------------------------
-    def _discriminator_step(self, real: torch.Tensor, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
+    def _discriminator_step(
+        self, real: torch.Tensor, labels: torch.Tensor | None, z: torch.Tensor, name: tuple | None
+    ) -> torch.Tensor:
+        """D's update on ``real`` and G's images of noise ``z``; its loss (``name``: the batch's, for the penalty's draw)."""
         d = self.discriminator
         with self._autocast():
             with torch.no_grad():
-                fake = self._g_forward(self._noise(*name, "d"), labels)
+                fake = self._g_forward(z, labels)
             d_loss = self.loss.discriminator(self._d_train(real, labels), self._d_train(fake, labels))
         if self.loss.needs_penalty:
+            assert name is not None, "the penalty draws by the batch's name (a captured step has no penalty)"
             eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
             d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
         d.zero_grad()
@@ -286,11 +303,12 @@ class GanTrainer:
         d.step()
         return d_loss.detach()
 
-    def _generator_step(self, labels: torch.Tensor | None, name: tuple) -> torch.Tensor:
+    def _generator_step(self, labels: torch.Tensor | None, z: torch.Tensor) -> torch.Tensor:
+        """G's update through the frozen D on its images of noise ``z``; its loss."""
         g, d = self.generator, self.discriminator
         with d.frozen():
             with self._autocast():
-                fake = self._g_train(self._noise(*name, "g"), labels)
+                fake = self._g_train(z, labels)
                 g_loss = self.loss.generator(self._d_forward(fake, labels))
             g.zero_grad()
             g.backward(g_loss)
@@ -301,32 +319,64 @@ class GanTrainer:
         """One generator step: ``n_critic`` discriminator steps on the next batches, then G."""
         telemetry = self.telemetry
         # the step that counts FLOPs runs eager: compiled code skips a frame under the counter's dispatch mode
-        self._g_train, self._d_train, self._g_forward, self._d_forward = (
-            self._eager if telemetry.counts_flops_next() else self._compiled
-        )
+        counting = telemetry.counts_flops_next()
+        self._g_train, self._d_train, self._g_forward, self._d_forward = self._eager if counting else self._compiled
         with telemetry.counting_flops():
             telemetry.begin_step()
             losses = self._watch.row()  # on the device: written without a read
-            for critic in range(self.n_critic):
-                name, real, labels = self._next_batch()
-                # dropout masks come from the global generator: seed it by the batch's name
-                # (the generators dropout draws from: torch.manual_seed would also reach every lazily
-                # initialised device type, formatting a stack trace for each, on every batch)
-                dropout_seed = derive_seed(self.seed, "dropout", self.key, self.group.rank, *name)
-                torch.default_generator.manual_seed(dropout_seed)
-                if self.engine.device.type == "cuda":
-                    torch.cuda.manual_seed(dropout_seed)  # this rank's device
-                losses[critic] = d_loss = self._discriminator_step(real, labels, name)
-                self._loss_sums[0] += d_loss
-                self.result.images += self.global_batch
-            losses[self.n_critic] = g_loss = self._generator_step(labels, name)
-            self._loss_sums[1] += g_loss
+            if self._graphed is None:
+                self._eager_step(losses)
+            else:
+                self._graphed_step(self._graphed, losses, eager=counting)
             self.result.steps += 1
             self._watch.done(self.result.steps)
             # real and generated images through D; the real ones of the critic steps are training images
             telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1), train_images=self.local_batch * self.n_critic)
         self._loss_steps[0] += self.n_critic
         self._loss_steps[1] += 1
+
+    def _seed_dropout(self, name: tuple[int, int]) -> None:
+        """Seed the global generators that dropout draws from by the batch's name.
+
+        (torch.manual_seed would also reach every lazily initialised device type, formatting a stack trace for
+        each, on every batch.)"""
+        dropout_seed = derive_seed(self.seed, "dropout", self.key, self.group.rank, *name)
+        torch.default_generator.manual_seed(dropout_seed)
+        if self.engine.device.type == "cuda":
+            torch.cuda.manual_seed(dropout_seed)  # this rank's device (a captured step's replay reads its state)
+
+    def _eager_step(self, losses: torch.Tensor) -> None:
+        """The step's batches and updates, its losses into the device row ``losses`` and the loss sums."""
+        for critic in range(self.n_critic):
+            name, real, labels = self._next_batch()
+            self._seed_dropout(name)  # dropout masks come from the global generator: seeded by the batch's name
+            losses[critic] = d_loss = self._discriminator_step(real, labels, self._noise(*name, "d"), name)
+            self._loss_sums[0] += d_loss
+            self.result.images += self.global_batch
+        losses[self.n_critic] = g_loss = self._generator_step(labels, self._noise(*name, "g"))
+        self._loss_sums[1] += g_loss
+
+    def _captured_step(self) -> torch.Tensor:
+        """The step of the static inputs (one critic step, then G's), as a graph captures it: [D's loss, G's loss].
+
+        It reads nothing back to the host and draws nothing there; dropout draws on the device."""
+        s = self._static
+        d_loss = self._discriminator_step(s["real"], s.get("labels"), s["z_d"], None)
+        g_loss = self._generator_step(s.get("labels"), s["z_g"])
+        return torch.stack([d_loss, g_loss])
+
+    def _graphed_step(self, graphed: graphs.GraphedStep, losses: torch.Tensor, eager: bool) -> None:
+        """:meth:`_eager_step` under ``performance.cuda_graphs``: the same batch, noise and dropout seed, copied
+        into the static inputs, then the captured step (run eagerly while it warms up, and where ``eager``: the
+        step that counts FLOPs). Its losses are copied on the device; the host reads them at check points only."""
+        name, real, labels = self._next_batch()
+        self._seed_dropout(name)
+        self._static.fill(real=real, labels=labels, z_d=self._noise(*name, "d"), z_g=self._noise(*name, "g"))
+        self.result.images += self.global_batch
+        out = graphed(self._captured_step, eager=eager)  # once captured, the same tensor each step
+        losses.copy_(out)
+        self._loss_sums[0] += out[0]
+        self._loss_sums[1] += out[1]
 
     # --- what happens between steps ----------------------------------------------------------------
     def take_snapshot(self, scheduled: bool = False) -> None:
@@ -550,6 +600,8 @@ class GanTrainer:
         self._times, self.finished = copy.deepcopy(position["times"]), position["finished"]
         self._loss_sums = state["loss_sums"].to(device)
         self._loss_steps = list(state["loss_steps"])
+        if self._graphed is not None:  # the optimizers' states are new tensors, which an earlier capture would miss
+            self._graphed.reset()
         if self.group.rank == 0:
             self.result.history = copy.deepcopy(shared["history"])
             self.result.snapshots = [

@@ -1,0 +1,52 @@
+"""Where ``performance.cuda_graphs`` can work: the rules that refuse it, each in one line naming the field and why,
+before any rank starts. Part of :mod:`suite.config.validation`, which runs them with the other rules.
+
+The captured step (:mod:`suite.train.graphs`) holds the whole training step of one rank: the discriminator's and
+the generator's forward, loss, backward and optimizer step. It is refused where something in that step runs
+outside the device's stream or cannot be repeated by a replay: an engine whose step or reduction does (its
+traits :data:`~suite.config.registry.CUDA_GRAPHS` and :data:`~suite.config.registry.CUDA_GRAPHS_REDUCTION`), a
+loss whose step does (its ``uncapturable`` trait), several critic steps per generator step (each reseeds dropout
+on the host), synchronised BatchNorm (collectives in the forward pass) and ``performance.compile`` beside it. A
+machine that trains on the CPU is refused as the runs launch (:func:`suite.config.validation.device_problem`).
+"""
+
+from __future__ import annotations
+
+from .registry import CUDA_GRAPHS, CUDA_GRAPHS_REDUCTION, ENGINES, LOSSES
+from .scenario import Fail, PerformanceConfig, RunSpec, Scenario, critic_steps, default_loss, entry_section
+
+
+def check_cuda_graphs(spec: RunSpec, settings: PerformanceConfig, path: str, scenario: Scenario, fail: Fail) -> None:
+    """``settings`` (an entry's, over the scenario's) ask for CUDA graphs only where the captured step can hold the
+    whole training step of entry ``spec`` at ``path``; else ``fail(field, why)``."""
+    if not settings.cuda_graphs:
+        return
+    field = f"{path}.performance.cuda_graphs"
+    engine = ENGINES[spec.engine]
+    if CUDA_GRAPHS not in engine.capabilities:
+        able = ", ".join(e.name for e in ENGINES if CUDA_GRAPHS in e.capabilities)
+        fail(
+            field, f"the {spec.engine} engine reduces gradients outside the captured step (its own thread or library); use {able}"
+        )
+    many = [p for p in spec.procs if p > 1]
+    if many and CUDA_GRAPHS_REDUCTION not in engine.capabilities:
+        fail(
+            field,
+            f"at procs {many[0]} the {spec.engine} engine averages gradients with host-side work every step (a hook per "
+            "bucket), which a graph cannot hold; the captured step is one rank's: procs: [1]",
+        )
+    loss = spec.loss or default_loss(spec.strategy)
+    if (reason := LOSSES[loss].uncapturable) is not None:
+        fail(field, f"the {loss} loss cannot be captured: {reason}")
+    section = LOSSES[loss].settings
+    critics = critic_steps(loss, entry_section(scenario, spec, section, section) if section else None)
+    if critics > 1:
+        fail(
+            field,
+            f"{critics} critic steps per generator step: each batch reseeds dropout on the host, which one captured step "
+            "cannot repeat",
+        )
+    if scenario.model.sync_batchnorm:
+        fail(field, "synchronised BatchNorm communicates inside the forward pass, which a graph cannot hold")
+    if settings.compile:
+        fail(field, "the captured step runs the eager networks, not compiled ones: turn performance.compile off beside it")
