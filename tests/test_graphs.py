@@ -5,6 +5,8 @@ dispatch mode that fails on any read back to the host): the graphed trainer must
 bit. On a GPU (when there is one) the real capture is compared with eager within the tolerance docs/gpu.md states.
 """
 
+import contextlib
+import inspect
 import os
 import sys
 
@@ -152,6 +154,72 @@ def test_static_inputs_keep_their_tensors_and_refuse_another_shape():
 def test_a_capture_on_the_cpu_is_refused_naming_the_field():
     with pytest.raises(TrainingError, match=r"^performance\.cuda_graphs: CUDA graphs need a GPU"):
         graphs.CudaGraphs(torch.device("cpu"))
+
+
+def test_the_cuda_capture_warms_up_on_a_side_stream_then_captures_and_replays(monkeypatch):
+    """CudaGraphs against fakes of torch.cuda that log each call, its arguments bound to the real signatures."""
+    real = {name: inspect.signature(getattr(torch.cuda, name)) for name in ("current_stream", "stream", "graph")}
+    log = []
+
+    def bound(name, *args, **kwargs):
+        real[name].bind(*((None,) if name == "graph" else ()), *args, **kwargs)  # graph's self
+        log.append((name, *args, *kwargs.values()))
+
+    class Stream:
+        def __init__(self, device=None, priority=0):
+            self.name = "side" if device is not None else "current"
+
+        def wait_stream(self, other):
+            log.append(("wait", self.name, other.name))
+
+    current = Stream()
+
+    class Graph:
+        def replay(self):
+            log.append(("replay",))
+
+    @contextlib.contextmanager
+    def in_stream(stream):
+        bound("stream", stream)
+        log.append(("enter", stream.name))
+        yield
+        log.append(("leave", stream.name))
+
+    @contextlib.contextmanager
+    def capturing(graph, **kwargs):
+        bound("graph", graph, **kwargs)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: bound("current_stream", device) or current)
+    monkeypatch.setattr(torch.cuda, "stream", in_stream)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", capturing)
+    runner = graphs.GraphedStep(graphs.CudaGraphs(torch.device("cuda", 0)), warmup=1)
+    calls = []
+
+    def step():
+        calls.append(len(log))
+        return torch.ones(2) * len(calls)
+
+    first = runner(step)
+    del log[:]
+    second, third = runner(step), runner(step)
+    assert first.tolist() == [1.0, 1.0] and second is third and second.tolist() == [2.0, 2.0]
+    assert len(calls) == 2  # one eager call, one capture; replays do not call the step
+    assert log == [("graph", log[0][1], "thread_local"), ("replay",), ("replay",)]
+    runner.reset()
+    del log[:]
+    runner(step)
+    device = torch.device("cuda", 0)
+    assert log == [
+        ("current_stream", device),
+        ("wait", "side", "current"),  # the side stream waits for the static inputs' copies
+        ("stream", log[2][1]),
+        ("enter", "side"),
+        ("leave", "side"),
+        ("wait", "current", "side"),  # and the current stream for the step
+    ]
 
 
 def test_the_trainer_refuses_what_it_cannot_capture():
