@@ -109,3 +109,19 @@ def test_a_rank_refuses_too_when_started_by_hand(monkeypatch, rocm):
     base.Engine.__init__(engine)
     with pytest.raises(RuntimeError, match=r"^the horovod engine on GPUs needs an NVIDIA GPU"):
         engine.pick_device()
+
+
+def test_gpu_check_leaves_an_nvidia_only_engine_out_on_rocm(monkeypatch, rocm):
+    """On a ROCm torch gpu-check does not plan Horovod GPU runs it would refuse: it says why, and keeps the others."""
+    from suite.config.registry import ENGINES
+    from suite.running.gpucheck import gpu_engines
+
+    # every engine's own readiness passes (as where all are installed): a property shadows the entries' field
+    monkeypatch.setattr(type(ENGINES["horovod"]), "gpu_ready", property(lambda self: lambda caps: None), raising=False)
+    caps = {"torch": {"hip_build": HIP}}
+    checked, skipped = gpu_engines(caps)
+    assert "horovod" not in checked and "torch" in checked
+    assert any(line.startswith("the horovod engine on GPUs needs an NVIDIA GPU") for line in skipped)
+    caps = {"torch": {"hip_build": None}}
+    checked, _ = gpu_engines(caps)
+    assert "horovod" in checked  # a CUDA torch: every engine whose own check passes

@@ -3,7 +3,7 @@
 It trains each strategy on each installed engine that runs it on GPUs (torch.distributed with
 NCCL; Horovod built with NCCL, DeepSpeed and mpi4py where present) for a few seconds, at P = 1
 and P = the visible GPUs, through ``suite run``; then checks every record: the run is ok, its
-ranks sat on distinct CUDA devices, NVML utilisation and memory were sampled and are plausible,
+ranks sat on distinct CUDA devices, NVML (AMD SMI on a ROCm torch) utilisation and memory were sampled and are plausible,
 steps were timed with CUDA events, and quality was scored on the GPU; and what the run's engine checks of its own
 (Horovod: built with NCCL GPU operations, allreduces over NCCL, the per-class process sets formed). It writes
 ``gpu-check.md`` and ``gpu-check.json`` (one line per check, PASS or FAIL with its evidence),
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..config.exitcodes import ExitCode
+from ..measure.gpu_platform import current as current_platform
 
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU
 RUN_SECONDS = 4.0
@@ -80,12 +81,16 @@ def unknown_engines(asked: Sequence[str]) -> str | None:
 
 def gpu_engines(caps: dict[str, Any], asked: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """The engines that can train on GPUs here (from :func:`suite.measure.env.capabilities`), and why others are left
-    out: each engine's ``gpu_ready`` trait; with ``asked``, only those of them (the others: not asked)."""
+    out: each engine's ``gpu_ready`` trait, and on a ROCm torch its class's NVIDIA-only refusal
+    (:meth:`suite.train.engines.base.Engine.gpu_refusal`); with ``asked``, only those of them (the others: not asked)."""
     from ..config.registry import ENGINES
 
     engines, skipped = [], []
+    rocm = bool(caps["torch"].get("hip_build"))
     for engine in ENGINES:
         reason = engine.gpu_ready(caps) if engine.gpu_ready is not None else f"{engine.name}: no GPU check of its own"
+        if reason is None and rocm:
+            reason = engine.load().gpu_refusal()
         if reason is None and asked is not None and engine.name not in asked:
             reason = f"{engine.name}: not asked (engines {', '.join(asked)})"
         if reason is None:
@@ -121,7 +126,8 @@ def _nvml_check(rid: str, per_rank: list[dict]) -> Check:
     missing = [i for i, r in enumerate(per_rank) if r.get("gpu_util") is None or r.get("gpu_mem_used_bytes") is None]
     if missing or not per_rank:
         notes = {str(r["gpu_note"]) for r in per_rank if r.get("gpu_note")}
-        return Check(rid, "nvml", False, f"no NVML samples on ranks {missing}: {'; '.join(sorted(notes)) or 'no note'}")
+        monitor = current_platform().monitor  # NVML, or AMD SMI on a ROCm torch
+        return Check(rid, "nvml", False, f"no {monitor} samples on ranks {missing}: {'; '.join(sorted(notes)) or 'no note'}")
     util: list[dict] = [r["gpu_util"] for r in per_rank]
     mem: list[dict] = [r["gpu_mem_used_bytes"] for r in per_rank]
     values = [v for u in util for v in (u["mean"], u["p95"])]
