@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RESULTS ?= results/digits
 
-.PHONY: setup digits papers papers-timing smoke gpu-check test test-matrix test-fast cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
+.PHONY: setup digits papers papers-timing smoke gpu-check test test-matrix test-fast pip-check cluster-test cluster-down cluster-projection lint docs format regression bench report lock clean
 
 setup:
 	@SUITE_VENV=$(VENV) bash ci/setup.sh
@@ -51,6 +51,12 @@ test-matrix: setup
 # The developer loop: unit tests without multi-process runs or slow training (under a minute on 2 cores).
 test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
+
+# The README's pip route, in a fresh virtual environment: `pip install ".[mpi,logs,fid]"` (through uv, PyPI's torch, the
+# versions of ci/requirements.lock), then `suite`, a tiny torch-engine run with its logs and report, and a horovod
+# entry refused in one line without Horovod (ci/pip_check.sh; a few minutes with uv's cache warm). .ci/run runs it.
+pip-check: setup
+	bash ci/pip_check.sh
 
 # Every cluster launcher across a two-node cluster built here (network namespaces, sshd, munge, Slurm;
 # root only; Debian's packages fetched and unpacked into a private root by ci/cluster/setup.sh, never installed), torn down afterwards; prints SKIPPED and

