@@ -342,6 +342,28 @@ def test_the_graphed_trainer_trains_eagers_model_bit_for_bit(conditional):
 
 
 @pytest.mark.slow
+def test_a_checkpoint_loaded_into_a_graphed_trainer_drops_the_capture_and_training_goes_on_as_eager():
+    eager = trained(*build({}, steps=8))
+    capture = ReplayByCalling()
+    graphed, telemetry = build({"cuda_graphs": True}, capture=capture, steps=8)
+    graphed.warm_up(2)
+    telemetry.open_window()
+    graphed.open_window()
+    graphed.advance()
+    graphed.advance()  # step 3 captured and replayed, step 4 replayed
+    assert graphed._graphed.captured is not None
+    state = graphed.state_dict()
+    graphed.load_state_dict(state, state["shared"])  # new optimizer state tensors: a capture would miss them
+    assert graphed._graphed.captured is None and graphed._graphed.calls == 0
+    graphed.train()
+    assert graphed.result.steps == 8 and (capture.warm_calls, capture.captures, capture.replays) == (4, 2, 4)  # 5, 6 warm again
+    a, b = states(eager), states(graphed)
+    for key in a:
+        if key != "loss_sums":
+            assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.slow
 def test_the_graphed_trainer_reads_losses_at_check_points_only(monkeypatch):
     capture = ReplayByCalling()
     trainer, telemetry = build({"cuda_graphs": True}, capture=capture, steps=24, batch=4)
