@@ -2,6 +2,7 @@
 it alike, warm-up counts inside a time budget, and label-partitioned ranks interleave their class GANs."""
 
 import time
+from pathlib import Path
 
 import pytest
 from test_training import SoloEngine
@@ -210,7 +211,8 @@ def budgeted(tmp_path_factory):
         cellular={"batches_per_iteration": 3, "fitness_samples": 32, "mixture_samples": 40},
         metrics={"enabled": True, "samples": 100, "curve_points": 2, "features": "classifier"},
     )
-    code, records = run_scenario(tmp_path_factory.mktemp("budgeted"), scenario)
+    folder = tmp_path_factory.mktemp("budgeted")
+    code, records = run_scenario(folder, scenario, "--tensorboard", str(folder / "tb"))  # events change no training
     assert code == 0, {k: r.get("error") for k, r in records.items()}
     return records
 
@@ -242,6 +244,33 @@ def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgete
     # the curve: at the last whole step within half the budget (cellular: 7 of 15 iterations), and at its end
     assert [p["images"] for p in r["curve"]] == [s * step_images for s in budget_fraction_steps(960, step_images, 2)]
     assert r["curve"][-1]["images"] == 960 and r["curve"][0]["images"] == (448 if cellular else 480)
+
+
+@pytest.mark.multiproc
+@pytest.mark.parametrize(
+    "run_id, step_images, writers",
+    [
+        ("data_parallel-bce-mpi-p2-r0", 16, [0]),  # rank 0 keeps the one model's history
+        ("label_partitioned-bce-mpi-p2-r0", 48, [0, 1]),  # each rank its own class GANs' (classes 0, 1 and 2)
+        ("cellular-mustangs-mpi-p1-g1x2-r0", 64, [0]),  # each rank its own cells'
+    ],
+)
+def test_every_system_writes_its_tensorboard_events_on_one_axis_of_training_images(budgeted, run_id, step_images, writers):
+    from test_logs import _events, _series
+
+    r = budgeted[run_id]
+    events = _events(Path(r["settings"]["tensorboard_dir"]) / run_id)
+    tags = events.Tags()["scalars"]
+    steps = {tag: [e.step for e in events.Scalars(tag)] for tag in tags}
+    trained = [tag for tag in tags if tag.startswith(("loss/", "train/mixture_fid"))]
+    assert trained and all(s % step_images == 0 for tag in trained for s in steps[tag])  # whole steps of the system
+    assert max(s for points in steps.values() for s in points) == r["train_images"] == 960  # nothing beyond the run
+    assert _series(events, "quality/kid_mean") == [(p["images"], pytest.approx(p["kid_mean"], rel=1e-6)) for p in r["curve"]]
+    assert sorted(t for t in tags if t.startswith("time/step_mean_s/rank")) == [f"time/step_mean_s/rank{w}" for w in writers]
+    # rank 0's step times as training ended are the record's own (its last point comes after its last step)
+    assert _series(events, "time/step_mean_s/rank0")[-1][1] == pytest.approx(
+        r["telemetry"]["per_rank"][0]["step_times"]["mean"], rel=1e-6
+    )
 
 
 @pytest.mark.multiproc

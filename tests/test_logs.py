@@ -1,5 +1,6 @@
-"""Logs in other tools' formats (suite.running.runlogs): TensorBoard events and :::MLLOG lines that read back as the
-record's numbers, the settings that ask for them, and timestamped `suite run` lines."""
+"""Logs in other tools' formats (suite.running.runlogs): TensorBoard events, written while training and read back
+mid-run on one step axis (training images) and as the record's numbers, :::MLLOG lines that read back as the record's
+numbers, the settings that ask for them, and timestamped `suite run` lines."""
 
 from __future__ import annotations
 
@@ -91,43 +92,136 @@ def _series(events, tag: str) -> list[tuple[int, float]]:
     return [(e.step, e.value) for e in events.Scalars(tag)]
 
 
-def test_tensorboard_scalars_and_images_read_back_as_the_record(tmp_path):
-    record = _record()
+def test_tensorboard_end_of_run_scalars_and_images_sit_at_the_record_training_images(tmp_path):
+    record = {**_record(), "train_images": 1920}
     run_dir = tmp_path / "run"
     _png(run_dir / "samples" / "real.png", 200)
     _png(run_dir / "samples" / "step_00000015.png", 100)
-    _png(run_dir / "samples.png", 50)  # the final grid, at step 30 (no step_00000030.png)
+    _png(run_dir / "samples" / "step_00000011.png", 100)  # the step of no curve point: no images to sit at
+    _png(run_dir / "samples.png", 50)  # the final grid, at the run's training images (no step_00000030.png)
+    (tmp_path / "tb").mkdir()
+    (tmp_path / "tb" / "events.out.tfevents.1.host.1.0").write_bytes(b"")  # training's own: written beside, not removed
     opened = window_opened(record)
     write_events(tmp_path / "tb", record, run_dir, opened)
+    assert (tmp_path / "tb" / "events.out.tfevents.1.host.1.0").exists()
     events = _events(tmp_path / "tb")
-    assert _series(events, "loss/d_loss") == [(10, pytest.approx(0.69)), (20, pytest.approx(0.61)), (30, pytest.approx(0.55))]
-    assert _series(events, "loss/g_loss") == [(10, pytest.approx(0.71)), (20, pytest.approx(0.93)), (30, pytest.approx(1.07))]
-    assert _series(events, "time/seconds_per_step") == [(20, pytest.approx(0.45)), (30, pytest.approx(0.35))]
-    assert _series(events, "quality/fid") == [(15, 210.5), (30, 150.25)]
-    assert _series(events, "quality/is_mean") == [(15, 3.5), (30, 4.5)]
-    assert _series(events, "throughput/images_per_s") == [(30, 530.25)]
-    assert _series(events, "time/step_mean_s") == [(30, 0.375)]
-    assert _series(events, "time/step_mean_s/rank1") == [(30, pytest.approx(0.38))]
-    assert "epoch" not in " ".join(events.Tags()["scalars"])  # when a point is, not what it measured
-    # wall time: the window's opening (start + set-up + warm-up) plus the window's clock
-    assert [e.wall_time for e in events.Scalars("loss/d_loss")] == [epoch_seconds(STARTED) + 1.75 + c for c in (4.0, 8.5, 12.0)]
-    assert [(e.step, e.width, e.height) for e in events.Images("samples")] == [(15, 8, 6), (30, 8, 6)]
+    # one axis: the training images of the curve points and of the whole run, not generator steps
+    assert _series(events, "quality/fid") == [(960, 210.5), (1920, 150.25)]
+    assert _series(events, "quality/is_mean") == [(960, 3.5), (1920, 4.5)]
+    assert _series(events, "throughput/images_per_s") == [(1920, 530.25)]
+    assert _series(events, "time/step_mean_s") == [(1920, 0.375)]
+    # the history and the step times between its points are training's own events now (none from the record)
+    assert not [t for t in events.Tags()["scalars"] if t.startswith(("loss/", "time/seconds_per_step"))]
+    # wall time: the training clock's start (the worker's start plus set-up) plus the clock
+    assert [e.wall_time for e in events.Scalars("quality/fid")] == [epoch_seconds(STARTED) + 1.5 + c for c in (6.0, 12.0)]
+    assert [(e.step, e.width, e.height) for e in events.Images("samples")] == [(960, 8, 6), (1920, 8, 6)]
     assert [e.step for e in events.Images("real")] == [0]
-    # a second attempt of the run replaces the first one's events
-    record["history"] = record["history"][:1]
-    write_events(tmp_path / "tb", record, run_dir, opened)
-    assert _series(_events(tmp_path / "tb"), "loss/d_loss") == [(10, pytest.approx(0.69))]
+    assert "the record's quality curve" in events.SummaryMetadata("quality/fid").summary_description
+    assert "training images seen by the whole system" in events.SummaryMetadata("time/step_mean_s").summary_description
 
 
-def test_tensorboard_history_per_class_gets_one_tag_per_class(tmp_path):
-    record = _record()
-    record["history"] = {
-        "3": [{"step": 5, "clock_s": 1.0, "d_loss": 0.5, "g_loss": 0.25}],
-        "7": [{"step": 5, "clock_s": 1.0, "d_loss": 0.125, "g_loss": 2.0}],
+# --- events written while training (suite.measure.tensorboard_writer) --------------------------------------------
+
+
+def _live(tmp_path, strategy: str, train: dict, classes=None, limit=None, points: int = 2):
+    """A strategy set up on one process as the worker sets it up, writing events into ``tmp_path/tb``, its warm-up
+    done and its window open: (run, strategy, telemetry, writer)."""
+    from test_training import SoloEngine
+
+    from suite.gan.data import load_dataset
+    from suite.measure.telemetry import CommStats, Telemetry
+    from suite.measure.tensorboard_writer import EventWriter
+    from suite.train import strategies
+
+    dataset = {"name": "digits", "image_size": 20, "limit": limit, "classes": classes}
+    scenario = {
+        "name": "live",
+        "dataset": dataset,
+        "train": {"epochs": 50, "batch_size": 16, "warmup_steps": 1, **train},
+        "metrics": {"enabled": False, "curve_points": points},
+        "runs": [{"strategy": strategy, "engine": "mpi"}],
     }
-    write_events(tmp_path / "tb", record, tmp_path, None)
+    run = expand(parse_scenario(scenario))[0]
+    engine = SoloEngine()
+    telemetry = Telemetry(engine.device, CommStats())
+    data = load_dataset("digits", 20, classes=classes, limit=limit)
+    made = strategies.create(run, engine, data, telemetry, tmp_path / "scratch")
+    writer = made.events = EventWriter(tmp_path / "tb", run.strategy, 0)
+    writer.start(run.to_dict())
+    made.setup()
+    telemetry.start_warmup()
+    made.warm_up()
+    telemetry.open_window()
+    return run, made, telemetry, writer
+
+
+def test_tensorboard_events_are_read_back_mid_run_on_the_training_images_axis(tmp_path):
+    _, made, telemetry, writer = _live(tmp_path, "data_parallel", {"steps": 6}, limit=48, points=2)
+    trainer = made.trainer
+    trainer.open_window()
+    while not trainer.result.snapshots:  # to the first curve point, training not over
+        assert not trainer.advance()
+    assert trainer.result.steps == 3 < trainer.max_steps
+    events = _events(tmp_path / "tb")  # the writer is open: what it wrote was flushed at the curve point
+    step_images = 16  # one generator step of the one model: a global batch
+    losses = _series(events, "loss/d_loss")
+    assert losses and [s for s, _ in losses] == [h["step"] * step_images for h in trainer.result.history]
+    assert [v for _, v in losses] == [pytest.approx(h["d_loss"]) for h in trainer.result.history]
+    # at the curve point: the training images the system has seen (the telemetry's count, warm-up included)
+    at_curve = _series(events, "time/step_mean_s/rank0")[-1]
+    assert at_curve[0] == 3 * step_images == telemetry.train_images
+    assert at_curve[1] == pytest.approx(telemetry.step_times.mean)  # the record's per-rank definition
+    # an epoch ends every 3 steps (48 images, batches of 16): passes over the data so far
+    assert (3 * step_images, 1.0) in _series(events, "train/epoch")
+    assert "training images seen by the whole system" in events.SummaryMetadata("loss/d_loss").summary_description
+    assert "training images" in events.Tensors("axis/text_summary")[0].tensor_proto.string_val[0].decode()
+    while not trainer.advance():
+        pass
+    telemetry.training_done()
+    telemetry.close_window()
     events = _events(tmp_path / "tb")
-    assert _series(events, "loss/d_loss/3") == [(5, 0.5)] and _series(events, "loss/g_loss/7") == [(5, 2.0)]
+    # the last point's step times are the rank's record ones: the end of run's pooled mean equals them on one rank
+    from suite.measure.telemetry import spread
+
+    last = _series(events, "time/step_mean_s/rank0")[-1]
+    assert last == (6 * step_images, pytest.approx(telemetry.as_dict()["step_times"]["mean"]))
+    assert last[1] == pytest.approx(spread([telemetry.step_times.as_dict()])["mean"])
+    assert "time/seconds_per_step" not in events.Tags()["scalars"]  # the clock between points is not a step time
+    writer.close()
+
+
+def test_tensorboard_class_gans_losses_and_quality_share_the_system_images_axis(tmp_path):
+    run, made, telemetry, writer = _live(tmp_path, "label_partitioned", {"steps": 3}, classes=[0, 1, 2], points=2)
+    made.train()
+    telemetry.training_done()
+    telemetry.close_window()
+    outcome = made.finalize()
+    writer.close()
+    step_images = 3 * 16  # a step of the system: one generator step of each of the 3 class GANs
+    events = _events(tmp_path / "tb")
+    for label in (0, 1, 2):
+        points = outcome.fields["history"][str(label)]
+        assert _series(events, f"loss/g_loss/class{label}") == [
+            (p["step"] * step_images, pytest.approx(p["g_loss"])) for p in points
+        ]
+    assert max(s for s, _ in _series(events, "loss/d_loss/class2")) == 3 * step_images == telemetry.train_images
+    # the end of the run: its curve (as scored from these snapshots) on the same axis
+    curve = [{"step": step, "images": images, "clock_s": clock, "fid": 100.0 - step} for clock, step, images, _ in outcome.curve]
+    record = {"strategy": run.strategy, "train_images": telemetry.train_images, "curve": curve, "train_s": 1.0}
+    write_events(tmp_path / "tb", record, tmp_path / "run", None)
+    fid = _series(_events(tmp_path / "tb"), "quality/fid")
+    assert [s for s, _ in fid] == [2 * step_images, 3 * step_images]  # not the summed class steps (6, 9)
+
+
+def test_tensorboard_events_survive_a_full_disk_as_one_warning(tmp_path, caplog):
+    from suite.measure.tensorboard_writer import EventWriter
+
+    (tmp_path / "tb").write_text("a file where the folder should be")
+    writer = EventWriter(tmp_path / "tb", "data_parallel", 0)
+    writer.scalars(16, {"loss/d_loss": 0.5})
+    writer.scalars(32, {"loss/d_loss": 0.5})
+    writer.flush()
+    assert writer.failed and len([r for r in caplog.records if "TensorBoard events of rank 0 stop" in r.message]) == 1
 
 
 def _mllog(path: Path) -> list[dict]:
@@ -184,16 +278,25 @@ def test_a_short_run_leaves_events_and_mllog_lines_equal_to_its_record_and_times
     record = json.loads((out / run_id / "result.json").read_text())
     assert record["settings"]["tensorboard_dir"] == str(tb.resolve()) and record["settings"]["logs"]["mllog"] is True
     events = _events(tb / run_id)
-    assert _series(events, "loss/d_loss") == [(h["step"], pytest.approx(h["d_loss"], rel=1e-6)) for h in record["history"]]
+    # one axis, the training images: the losses training wrote at its progress points, the record's curve and totals
+    batch = record["global_batch"]
+    assert _series(events, "loss/d_loss") == [
+        (h["step"] * batch, pytest.approx(h["d_loss"], rel=1e-6)) for h in record["history"]
+    ]
     # 64 samples are too few for FID under the classifier's 128 features: the curve has KID, and so have the logs
     assert [p["fid"] for p in record["curve"]] == [None, None] and "quality/fid" not in events.Tags()["scalars"]
-    assert _series(events, "quality/kid_mean") == [(p["step"], pytest.approx(p["kid_mean"], rel=1e-6)) for p in record["curve"]]
-    assert _series(events, "throughput/images_per_s") == [
-        (record["curve"][-1]["step"], pytest.approx(record["images_per_s"], rel=1e-6))
-    ]
+    assert _series(events, "quality/kid_mean") == [(p["images"], pytest.approx(p["kid_mean"], rel=1e-6)) for p in record["curve"]]
+    last = record["train_images"]
+    assert last == record["curve"][-1]["images"] == record["history"][-1]["step"] * batch
+    assert _series(events, "throughput/images_per_s") == [(last, pytest.approx(record["images_per_s"], rel=1e-6))]
+    # step times as the record has them: rank 0's own mean as training ends, the pooled mean at the end of the run
+    per_rank = record["telemetry"]["per_rank"][0]["step_times"]["mean"]
+    assert _series(events, "time/step_mean_s/rank0")[-1] == (last, pytest.approx(per_rank, rel=1e-6))
+    assert _series(events, "time/step_mean_s") == [(last, pytest.approx(record["telemetry"]["step_mean"], rel=1e-6))]
     # the grid training saved at each curve point (samples/step_*.png), the last one the final model's
-    assert [e.step for e in events.Images("samples")] == [p["step"] for p in record["curve"]]
+    assert [e.step for e in events.Images("samples")] == [p["images"] for p in record["curve"]]
     assert [e.step for e in events.Images("real")] == [0]
+    assert len(list((tb / run_id).glob("events.out.tfevents.*"))) == 2  # training's own, and the end of the run's
     mllog = _mllog(out / run_id / "mllog.txt")
     accuracy = [e for e in mllog if e["key"] == "eval_accuracy"]
     assert [(e["value"], e["metadata"]["metric"]) for e in accuracy if e["metadata"]["metric"] != "IS"] == [

@@ -94,7 +94,8 @@ COMMS_LOG = "deepspeed-comms.json"
 AUTOTUNE_LOG = "horovod-autotune.csv"
 """Horovod's autotuner log of a run with ``horovod.autotune`` (not a trace: written whenever it tunes)."""
 TENSORBOARD_DIR = "tensorboard"
-"""TensorBoard event files of a run with ``logs.tensorboard`` (:mod:`suite.running.tensorboard_events`)."""
+"""TensorBoard event files of a run with ``logs.tensorboard`` (:mod:`suite.measure.tensorboard_writer` while it trains,
+:mod:`suite.running.tensorboard_events` as it ends)."""
 MLLOG_FILE = "mllog.txt"
 """MLPerf-style ``:::MLLOG`` lines of a run with ``logs.mllog`` (:mod:`suite.running.mlperf_lines`)."""
 

@@ -1,30 +1,24 @@
-"""TensorBoard event files from a run's record: losses, step times, throughput, quality, sample grids.
+"""The end of a run's TensorBoard events, from its record: the quality curve, the whole-window numbers, sample grids.
 
-Every scalar is a number of the record (:func:`scalars` says which), at the generator step the record gives it,
-and at the wall time when it happened (the training window's opening plus the window's clock), so TensorBoard's
-"relative" axis reads as the training clock. Written with ``torch.utils.tensorboard`` (the ``tensorboard``
-package), imported only here.
+Training writes its own events while it runs (:mod:`suite.measure.tensorboard_writer`: losses, epochs, step times);
+rank 0 adds these once the record is written, into a second event file of the same folder, on the same step axis
+(:data:`~suite.measure.tensorboard_writer.AXIS`): a curve point at the training images it was taken at (the record's
+``curve[].images``), the whole-window numbers at the run's ``train_images``. Each point's wall time is when it happened:
+the training clock's start (the worker's start plus the record's ``setup_s``) plus the clock's reading.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..measure.tensorboard_writer import EventWriter
 from ..records.images import ImageError, read_pixels
-from ..records.nofollow import make_folder, remove_files
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, SAMPLES_FILE
 
 log = logging.getLogger(__name__)
-
-STEP_KEYS = ("step", "iteration")
-"""What counts the steps of a history point (cellular: coevolution iterations)."""
-
-NOT_SCALARS = ("epoch", "clock_s", *STEP_KEYS)
-"""Fields of a history point that say when it is, not what was measured."""
 
 SUMMARY = {
     "time/step_mean_s": ("telemetry", "step_mean"),
@@ -35,7 +29,7 @@ SUMMARY = {
     "throughput/images_per_s": ("images_per_s",),
     "throughput/images_per_s_per_rank": ("images_per_s_per_rank",),
 }
-"""Whole-window numbers of the record, by tag, each written once at the last step."""
+"""Whole-window numbers of the record, by tag, each written once at the run's training images."""
 
 QUALITY = ("fid", "kid_mean", "is_mean")
 """Fields of a curve point written as ``quality/<field>``."""
@@ -43,52 +37,16 @@ QUALITY = ("fid", "kid_mean", "is_mean")
 
 @dataclass
 class Scalar:
-    """One point of one TensorBoard scalar: its tag, step, value and the window's clock when it was measured."""
+    """One point of one TensorBoard scalar: its tag, training images, value and the training clock when it was measured."""
 
     tag: str
-    step: int
+    images: int
     value: float
     clock_s: float | None
 
 
 def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _history_points(history: Any) -> list[tuple[str, list[dict]]]:
-    """``(suffix, points)`` of a history: one list, or one per class or cell (suffix ``/KEY``)."""
-    if isinstance(history, list):
-        return [("", history)]
-    if isinstance(history, dict):
-        return [(f"/{key}", points) for key, points in history.items() if isinstance(points, list)]
-    return []
-
-
-def _step_of(point: dict) -> int | None:
-    return next((int(point[key]) for key in STEP_KEYS if _number(point.get(key))), None)
-
-
-def history_scalars(history: Any) -> list[Scalar]:
-    """Every number of every history point (``loss/d_loss``, ``loss/g_loss``, cellular's ``train/mixture_fid``), and
-    ``time/seconds_per_step``: the window's clock between two points over the steps between them."""
-    found: list[Scalar] = []
-    for suffix, points in _history_points(history):
-        previous: tuple[int, float] | None = None
-        for point in points:
-            step, clock = _step_of(point), point.get("clock_s")
-            if step is None:
-                continue
-            for key, value in point.items():
-                if key not in NOT_SCALARS and _number(value):
-                    group = "loss" if key.endswith("_loss") else "train"
-                    found.append(Scalar(f"{group}/{key}{suffix}", step, float(value), clock))
-            if _number(clock):
-                if previous is not None and step > previous[0]:
-                    found.append(
-                        Scalar(f"time/seconds_per_step{suffix}", step, (clock - previous[1]) / (step - previous[0]), clock)
-                    )
-                previous = step, clock
-    return found
 
 
 def final_step(record: dict[str, Any]) -> int:
@@ -102,66 +60,73 @@ def final_step(record: dict[str, Any]) -> int:
     return int(steps or 0)
 
 
+def final_images(record: dict[str, Any]) -> int:
+    """The run's training images (``train_images``; an older record's images consumed, else its curve's last point's)."""
+    for value in (record.get("train_images"), record.get("images_consumed"), ((record.get("curve") or [{}])[-1]).get("images")):
+        if _number(value):
+            return int(value)
+    return 0
+
+
 def scalars(record: dict[str, Any]) -> list[Scalar]:
-    """Every scalar written for ``record``: its history, its quality curve, its whole-window numbers, each rank's step time."""
-    found = history_scalars(record.get("history"))
-    for point in record.get("curve") or []:
-        found += [
-            Scalar(f"quality/{key}", int(point["step"]), float(point[key]), point.get("clock_s"))
-            for key in QUALITY
-            if _number(point.get(key))
-        ]
-    last, train_s = final_step(record), record.get("train_s")
+    """Every scalar written for ``record``: its quality curve (each point at its training images; a point without them
+    is left out) and its whole-window numbers."""
+    found = [
+        Scalar(f"quality/{key}", int(point["images"]), float(point[key]), point.get("clock_s"))
+        for point in record.get("curve") or []
+        if _number(point.get("images"))
+        for key in QUALITY
+        if _number(point.get(key))
+    ]
+    last, train_s = final_images(record), record.get("train_s")
     for tag, path in SUMMARY.items():
         value: Any = record
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
         if _number(value):
             found.append(Scalar(tag, last, float(value), train_s))
-    for rank, part in enumerate((record.get("telemetry") or {}).get("per_rank") or []):
-        mean = (part.get("step_times") or {}).get("mean")
-        if _number(mean):
-            found.append(Scalar(f"time/step_mean_s/rank{rank}", last, float(mean), train_s))
     return found
 
 
-def sample_grids(run_dir: Path, last: int) -> list[tuple[str, int, Path]]:
-    """``(tag, step, file)`` of the run's sample grids: one per curve point, the real images', and the final one."""
-    folder = run_dir / SAMPLE_GRIDS_DIR
+def sample_grids(run_dir: Path, record: dict[str, Any]) -> list[tuple[str, int, Path]]:
+    """``(tag, images, file)`` of the run's sample grids: one per curve point (at the point's images), the real images'
+    (at 0) and the final one (at the run's training images)."""
+    folder, last = run_dir / SAMPLE_GRIDS_DIR, final_images(record)
+    at = {int(p["step"]): int(p["images"]) for p in record.get("curve") or [] if _number(p.get("images"))}
     grids: list[tuple[str, int, Path]] = []
     if (folder / REAL_GRID_FILE).is_file():
         grids.append(("real", 0, folder / REAL_GRID_FILE))
     for path in sorted(folder.glob("step_*.png")):
         number = path.stem.removeprefix("step_")
-        if number.isdigit():
-            grids.append(("samples", int(number), path))
-    if (run_dir / SAMPLES_FILE).is_file() and not any(tag == "samples" and step == last for tag, step, _ in grids):
+        if number.isdigit() and int(number) in at:  # a grid of no curve point has no training images to sit at
+            grids.append(("samples", at[int(number)], path))
+    if (run_dir / SAMPLES_FILE).is_file() and not any(tag == "samples" and images == last for tag, images, _ in grids):
         grids.append(("samples", last, run_dir / SAMPLES_FILE))
     return grids
 
 
 def write_events(folder: Path, record: dict[str, Any], run_dir: Path, window_opened: float | None) -> None:
-    """Write ``record``'s scalars, the run folder's sample grids and the run's settings as TensorBoard events into
-    ``folder``, replacing the events an earlier attempt of the run left there."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    make_folder(folder)  # inside the run folder: without following a link (suite.records.nofollow)
-    remove_files(folder, lambda name: name.startswith("events.out.tfevents."))
-    origin = window_opened or 0.0
+    """Rank 0, once the record is written: ``record``'s quality curve and whole-window numbers and the run folder's
+    sample grids as TensorBoard events in ``folder``, beside the events training wrote there. ``window_opened`` is
+    when the training window opened (seconds since 1970; :func:`suite.running.runlogs.window_opened`)."""
+    # the training clock starts with the warm-up: it read 0 warm-up seconds before the window opened
+    origin = window_opened - (record.get("warmup_s") or 0.0) if window_opened is not None else None
 
     def walltime(clock: float | None) -> float | None:
-        return origin + clock if window_opened is not None and clock is not None else None
+        return origin + clock if origin is not None and clock is not None else None
 
-    last = final_step(record)
-    with SummaryWriter(log_dir=str(folder)) as writer:
-        settings = record.get("settings") or {}
-        writer.add_text("settings", "```json\n" + json.dumps(settings, indent=2) + "\n```", 0, walltime(0.0))
+    writer = EventWriter(folder, str(record.get("strategy")), 0)
+    try:
         for point in scalars(record):
-            writer.add_scalar(point.tag, point.value, point.step, walltime=walltime(point.clock_s))
-        for tag, step, path in sample_grids(run_dir, last):
+            writer.scalars(point.images, {point.tag: point.value}, walltime(point.clock_s))
+        for tag, images, path in sample_grids(run_dir, record):
             try:
                 pixels = read_pixels(path, "RGB")  # with a pixel limit: the folder may hold someone else's file
             except ImageError as error:
                 log.warning("skipped %s", error)
                 continue
-            writer.add_image(tag, pixels, step, dataformats="HWC")
+            writer.image(tag, images, pixels)
+    finally:
+        writer.close()
+    if writer.failed:
+        raise OSError(f"TensorBoard events not written to {folder} (see the warning above)")

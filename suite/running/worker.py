@@ -57,13 +57,14 @@ from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DI
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
-from .runlogs import write_run_logs
+from .runlogs import tensorboard_folder, write_run_logs
 from .scoring import quality_fields, score_models
 
 if TYPE_CHECKING:
     from ..gan.data import ImageData
     from ..gan.sampling import GeneratorBundle
     from ..measure.telemetry import Telemetry
+    from ..measure.tensorboard_writer import EventWriter
     from ..train.engines.base import Engine
     from ..train.strategies.base import Outcome, Strategy
 
@@ -303,6 +304,25 @@ def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
     return asdict(placement)
 
 
+def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
+    """This rank's TensorBoard writer where the run asks for events (docs/logs.md), made during set-up, before the
+    barriers that precede training: rank 0 removes an earlier attempt's events and writes the settings. None without,
+    or (one warning line) where TensorBoard's writer cannot be imported on this rank."""
+    folder = tensorboard_folder(run, run_dir)
+    if folder is None:
+        return None
+    from ..measure.tensorboard_writer import EventWriter
+
+    try:
+        events = EventWriter(folder, run.strategy, rank)
+    except ImportError as error:  # suite run checked the package where it ran; a node may lack it
+        log.warning("%s (rank %d): no TensorBoard events: %s", run.run_id, rank, error)
+        return None
+    if rank == 0:
+        events.start(run.to_dict())
+    return events
+
+
 def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
     """The test hook of the module docstring: make this rank fail after a given step."""
     at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
@@ -413,6 +433,7 @@ def execute(run: Run, run_dir: Path) -> int:
     torch.set_num_threads(threads)
     rank = launch.rank
     engine = None
+    events: EventWriter | None = None
     try:
         write_status(run_dir, rank, "running")
         from ..gan.data import load_dataset
@@ -442,6 +463,7 @@ def execute(run: Run, run_dir: Path) -> int:
         _diverge_at_step(rank)
         _slow_down_steps(telemetry)
         strategy = strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
+        events = strategy.events = _event_writer(run, run_dir, rank)
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
         )
@@ -532,6 +554,9 @@ def execute(run: Run, run_dir: Path) -> int:
             logging.shutdown()
             engine.abort(1)
         return 1
+    finally:
+        if events is not None:  # every point was flushed as it was written: closing loses nothing if it never happens
+            events.close()
 
 
 def _log_format() -> str:

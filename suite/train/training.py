@@ -36,6 +36,7 @@ from .flat import cpu_state
 from .syncbn import convert_sync_batchnorm
 
 if TYPE_CHECKING:
+    from ..measure.tensorboard_writer import EventWriter
     from .checkpoint import Checkpointer
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class GanTrainer:
     capture:
         How ``performance.cuda_graphs`` captures the step (default: :class:`suite.train.graphs.CudaGraphs` on the
         rank's GPU); the tests give one that runs on the CPU.
+    events:
+        This rank's TensorBoard writer where the run asks for events: the group's first rank writes the GAN's losses,
+        epochs and its step times at every progress point, curve point (snapshot) and epoch end, between steps.
     """
 
     def __init__(
@@ -160,6 +164,7 @@ class GanTrainer:
         snapshot_steps: list[int] | None = None,
         gradient_group: Group | None = None,
         capture: graphs.Capture | None = None,
+        events: EventWriter | None = None,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.gradient_group = gradient_group or group
@@ -221,6 +226,8 @@ class GanTrainer:
         self._watch = LossWatch(engine.device, columns, loss_bound(run.loss), engine.rank, where)
         self.diverged: Divergence | None = None  # the first divergence this rank saw
         self.halted = False  # its group stopped training because a rank of it diverged
+        self.events = events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
+        self._told = (0, -1, self._epoch)  # history points written, the step and the epoch of the last events
 
     def _build(self) -> tuple[Replica, Replica]:
         run, device = self.run, self.engine.device
@@ -334,6 +341,8 @@ class GanTrainer:
             telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1), train_images=self.local_batch * self.n_critic)
         self._loss_steps[0] += self.n_critic
         self._loss_steps[1] += 1
+        if self.events is not None and self._epoch != self._told[2]:  # an epoch ended in this step
+            self._tell_events()
 
     def _seed_dropout(self, name: tuple[int, int]) -> None:
         """Seed the global generators that dropout draws from by the batch's name.
@@ -394,6 +403,8 @@ class GanTrainer:
                 "scheduled": scheduled,
             }
         )
+        if scheduled and self.events is not None:  # a curve point
+            self._tell_events()
 
     def _due(self, name: str, clock: float) -> bool:
         """Whether a budgeted GAN passed its next time for ``name`` (dropping every time passed)."""
@@ -471,6 +482,8 @@ class GanTrainer:
         )
         self._loss_sums.zero_()
         self._loss_steps = [0, 0]
+        if self.events is not None:
+            self._tell_events(synced=True)  # the loss read above waited for the device
         if self.deadline is not None:
             log.info(
                 "%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock)
@@ -481,6 +494,29 @@ class GanTrainer:
             log.info("%s: step %d/%d, %.0fs in the training window, ETA %.0fs", self.key, steps, self.max_steps, clock, eta)
         else:
             log.info("%s: step %d/%d, %.0fs in the training window", self.key, steps, self.max_steps, clock)
+
+    def _tell_events(self, synced: bool = False) -> None:
+        """The group's first rank, between steps: the history points not written yet, the epochs and this rank's step
+        times so far, each at the system's training images when this GAN had made that many steps; then a flush.
+
+        The step times are read first where that waits for nothing: on a CPU, or once the device is ``synced``
+        (a GPU's are otherwise those read at the last progress point, :mod:`suite.measure.telemetry`)."""
+        events = self.events
+        assert events is not None, "only a writing rank tells"
+        if synced or not self.telemetry.timeline.on_device:
+            self.telemetry.flush()
+        suffix = "" if self.key == "all" else f"/{self.key}"
+        own = self.n_critic * self.global_batch  # this GAN's images a step
+        written, last_step, _ = self._told
+        for point in self.result.history[written:]:
+            values = {f"loss/d_loss{suffix}": point["d_loss"], f"loss/g_loss{suffix}": point["g_loss"]}
+            events.scalars(events.images(point["step"], own), values)
+        if self.result.steps != last_step:
+            images = events.images(self.result.steps, own)
+            events.scalars(images, {f"train/epoch{suffix}": self._epoch + self._batch / self.batches_per_epoch})
+            events.step_times(images, self.telemetry.step_times)
+        events.flush()
+        self._told = (len(self.result.history), self.result.steps, self._epoch)
 
     # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:

@@ -19,6 +19,7 @@ from ...gan.sampling import GeneratorBundle
 if TYPE_CHECKING:
     from ...gan.divergence import Divergence
     from ...measure.telemetry import Telemetry
+    from ...measure.tensorboard_writer import EventWriter
     from ..checkpoint import Checkpointer
     from ..engines.base import Engine, Group
 
@@ -50,6 +51,9 @@ class Strategy(ABC):
     """
 
     checkpointer: Checkpointer | None = None  # None: no checkpoints
+    events: EventWriter | None = None
+    """This rank's TensorBoard writer where the run asks for events (set by the worker before :meth:`setup`, which tells
+    it the size of the system's step); the ranks that keep history points write them while training."""
     window_s: float | None = None
     """Under ``train.budget_s``: the window's seconds, the budget less the slowest rank's warm-up (set by the worker
     as the window opens; every rank gets the same)."""

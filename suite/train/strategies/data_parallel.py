@@ -38,6 +38,8 @@ class DataParallel(Strategy):
         steps = generator_steps(run, len(self.data), run.train.batch_size) if weak and run.train.budget_s is None else None
         size = SystemSize(run.train.batch_size, group.size, weak, critic_steps(run))
         self.budget = images_budget(run, size)
+        if self.events is not None:
+            self.events.count_steps(size)
         if self.budget is not None:
             steps = self.budget.steps
         self.scored_curve: list[dict] = []
@@ -63,6 +65,7 @@ class DataParallel(Strategy):
             evaluate=evaluate,
             checkpointer=self.checkpointer,
             snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
+            events=self.events,
         )
 
     def make_trainer(self, **settings: Any) -> GanTrainer:

@@ -69,6 +69,8 @@ class LabelPartitioned(Strategy):
             run.train.batch_size, engine.size, run.scaling == "weak", critic_steps(run), classes=len(self.data.classes)
         )
         self.budget = images_budget(run, size)
+        if self.events is not None:
+            self.events.count_steps(size)
         self.trainers = [
             GanTrainer(
                 run,
@@ -84,6 +86,7 @@ class LabelPartitioned(Strategy):
                 # interleaved GANs are checkpointed together, between rounds
                 checkpointer=None if self.interleaved else self.checkpointer,
                 snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
+                events=self.events,
             )
             for label in self.plan[self.group.index][1]
         ]

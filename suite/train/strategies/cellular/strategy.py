@@ -62,6 +62,9 @@ class CellularStrategy(Strategy):
             discriminator_skip=run.cellular.discriminator_skip,
         )
         self.budget = images_budget(run, size)
+        if self.events is not None:
+            self.events.count_steps(size)
+            self.told: dict[Cell, int] = {}  # history points of each cell written as events
         if self.budget is not None:  # the iterations the budget buys, warm-up included
             self.cellular.iterations = self.budget.steps
         self.warmup_images = 0  # real images of this rank's warm-up iterations
@@ -83,8 +86,26 @@ class CellularStrategy(Strategy):
                 eval_images=strategy.eval_images - before[2],
             )
         self.next_iteration += 1
+        if self.events is not None:
+            self._tell_events()
         if self.engine.rank == 0:
             log.info("iteration %d, %.0fs in the training window", it + 1, telemetry.clock())
+
+    def _tell_events(self) -> None:
+        """After an iteration (outside its timed step): this rank's cells' new history points and its step times so far,
+        at the system's training images after that iteration; then a flush (every rank writes its own cells)."""
+        events, strategy = self.events, self.cellular
+        assert events is not None, "only a writing rank tells"
+        self.telemetry.flush()  # the iteration's scoring already waited for the device
+        own = strategy.real_images // max(1, self.next_iteration)  # this rank's images an iteration
+        for c, cell in sorted(strategy.cells.items()):
+            for point in cell.history[self.told.get(c, 0) :]:
+                events.scalars(
+                    events.images(point["iteration"] + 1, own), {f"train/mixture_fid/cell{c[0]},{c[1]}": point["mixture_fid"]}
+                )
+            self.told[c] = len(cell.history)
+        events.step_times(events.images(self.next_iteration, own), self.telemetry.step_times)
+        events.flush()
 
     def warm_up(self) -> None:
         """The first ``train.warmup_steps`` iterations; snapshots that an images budget places in them are taken here."""
