@@ -513,12 +513,18 @@ def assert_same_model(record: dict, reference: dict) -> None:
     "engine", ["horovod", pytest.param("torch", marks=pytest.mark.matrix)]
 )  # raising ranks: the DeepSpeed (torchrun) and MPI runs below
 def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninterrupted, tmp_path, engine):
+    from test_logs import _events, _series
+
     run_id = f"data_parallel-bce-{engine}-p2-r0"
-    run_dir = tmp_path / "results" / run_id
+    run_dir, tb = tmp_path / "results" / run_id, ("--tensorboard", str(tmp_path / "tb"))  # events change no training
     # rank 1 is killed after step 3, a step after the first checkpoint
     code, record, seconds = watched(
-        suite_run(tmp_path, SCENARIO, "--only", run_id, SUITE_TEST_FAIL_AT_STEP="3", SUITE_TEST_FAIL_HOW="kill"), run_dir
+        suite_run(tmp_path, SCENARIO, "--only", run_id, *tb, SUITE_TEST_FAIL_AT_STEP="3", SUITE_TEST_FAIL_HOW="kill"),
+        run_dir,
     )
+    # the killed run keeps the events training wrote: rank 0's losses at step 2 at least, on the images axis (16 a step)
+    killed = _series(_events(tmp_path / "tb" / run_id), "loss/d_loss")
+    assert killed and killed[0][0] == 32 and {s for s, _ in killed} <= {32, 48}
     lines = record["error"].splitlines()
     assert code == 1 and record["status"] == "failed"
     assert lines[0] == f"rank 1 on {HOST} was killed by SIGKILL"
@@ -530,11 +536,14 @@ def test_a_killed_rank_ends_the_run_and_resuming_gives_the_same_generator(uninte
     assert seconds is not None and seconds < 30
     assert not survivors(run_dir)
     # resumed, to the end: the uninterrupted run's generator, bit for bit
-    code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, "--resume"), run_dir)
+    code, record, _ = watched(suite_run(tmp_path, SCENARIO, "--only", run_id, *tb, "--resume"), run_dir)
     reference = uninterrupted[run_id]
     assert code == 0
     assert_same_model(record, reference)
     assert [h["g_loss"] for h in record["history"]] == [h["g_loss"] for h in reference["history"]]
+    # the new attempt replaced the killed one's events and wrote the restored history again: the record's, once
+    events = _events(tmp_path / "tb" / run_id)
+    assert _series(events, "loss/g_loss") == [(16 * h["step"], pytest.approx(h["g_loss"], rel=1e-6)) for h in record["history"]]
     assert record["resumed_from"]["step"] == 2 and [s["from_step"] for s in record["segments"]] == [0, 2]
     assert 0 < record["train_s"] and not (run_dir / CHECKPOINT_DIR).exists() and not (run_dir / "ranks").exists()
 
