@@ -52,7 +52,7 @@ def test_every_projected_figure_carries_its_models_held_out_error(tmp_path):
     text = "\n".join(write_projection(result, tmp_path))
     strong = text.split("## Strong scaling, projected speedup\n")[1].split("\n#")[0]
     first_row = next(line for line in strong.splitlines() if line.startswith("| held-out error |"))
-    assert f"±{median:.0%} median, worst {worst:+.0%} (5 runs)" in first_row
+    assert f"median abs. error {median:.0%}, worst {worst:+.0%} (5 runs)" in first_row
     assert "conditional / bce / mpi (digits 20px, 1 thread, cpu): not projected: fitted on one process count" in text
     assert "conditional" not in strong
 

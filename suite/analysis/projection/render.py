@@ -179,11 +179,11 @@ def heldout_errors(validation: pd.DataFrame) -> dict[str, tuple[int, float, floa
 
 
 def heldout_text(errors: tuple[int, float, float] | None) -> str:
-    """``±57% median, worst +88% (6 runs)``, or that the model was not validated."""
+    """``median abs. error 57%, worst +88% (6 runs)``, or that the model was not validated."""
     if errors is None:
         return "not validated"
     runs, median, worst = errors
-    return f"±{median:.0%} median, worst {worst:+.0%} ({runs} run{'s' if runs != 1 else ''})"
+    return f"median abs. error {median:.0%}, worst {worst:+.0%} ({runs} run{'s' if runs != 1 else ''})"
 
 
 def _with_heldout(frame: pd.DataFrame, errors: dict[str, tuple[int, float, float]]) -> pd.DataFrame:
