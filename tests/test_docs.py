@@ -54,7 +54,7 @@ def test_the_reference_covers_every_section_of_a_scenario(gen_docs, schema):
 def test_the_reference_shows_types_bounds_defaults_and_docs_from_the_schema(gen_docs, schema):
     reference = gen_docs.scenario_reference(schema)
     assert "| `repeats` | integer | ≥ 1, ≤ 1000 | `1` | Repeat every run this many times" in reference
-    assert "| `lr` | number | > 0 | `0.0002` | Adam learning rate (generator and discriminator). |" in reference
+    assert "| `lr` | number | > 0, ≤ 1000000.0 | `0.0002` | Adam learning rate (generator and discriminator). |" in reference
     assert "| `betas` | list of number | each ≥ 0, < 1 | `[0.5, 0.999]` | Adam betas. |" in reference
     assert "| `strategy` | `data_parallel` \\| `conditional` \\| `label_partitioned` \\| `cellular` |  | required |" in reference
 

@@ -173,16 +173,16 @@ def test_mllog_disclosures_follow_the_strategy_the_device_and_the_precision():
     assert micro_batch({**record, "strategy": "label_partitioned", "procs": 4, "groups": groups}) == 32
     assert micro_batch({**record, "strategy": "label_partitioned", "procs": 1, "groups": [{"ranks": [0]}]}) == 64
     assert micro_batch({**record, "strategy": "cellular", "procs": 2}) == 64  # each cell trains on whole batches
-    gpu = {**record, "device": "cuda", "machine": {"gpu": "NVIDIA H100 80GB HBM3"}}
+    gpu = {**record, "device": "NVIDIA H100 80GB HBM3", "machine": {"gpu": "NVIDIA H100 80GB HBM3"}}
     assert platform(gpu) == "2x NVIDIA H100 80GB HBM3" and linear_precision(gpu)[0] == "tf32"
     assert linear_precision({**gpu, "engine_settings": {"bf16": True}})[0] == "bfloat16"
     assert (
         comm_precision(
-            {**record, "engine": "deepspeed", "settings": {"deepspeed": {"config": {"communication_data_type": "bf16"}}}}
+            {**record, "engine": "deepspeed", "engine_settings": {"zero_stage": 0, "config": {"communication_data_type": "bf16"}}}
         )
         == "bfloat16"
     )
-    assert comm_precision({**record, "engine": "deepspeed", "settings": {"deepspeed": {"config": None}}}) == "fp32"
+    assert comm_precision({**record, "engine": "deepspeed", "engine_settings": {"config": None}}) == "fp32"
 
 
 def test_mllog_of_a_diverged_run_without_a_curve_is_one_aborted_block_and_fails_the_checker(tmp_path):

@@ -50,7 +50,7 @@ def platform(record: dict[str, Any]) -> str:
     per rank)``)."""
     machine = record.get("machine") or {}
     procs = record.get("procs")
-    if str(record.get("device") or "").startswith("cuda"):
+    if str(record.get("device") or "cpu") != "cpu":  # a GPU's record names the card (e.g. "NVIDIA H100 80GB HBM3")
         return f"{procs}x {machine.get('gpu') or 'CUDA GPU'}"
     threads = record.get("threads_per_rank")
     return f"{procs}x {machine.get('cpu_model') or 'CPU'} ({threads} thread{'s' if threads != 1 else ''} per rank)"
@@ -80,7 +80,7 @@ def linear_precision(record: dict[str, Any]) -> tuple[str, str]:
     bf16 = (record.get("engine_settings") or {}).get("bf16", _settings(record, "performance").get("bf16"))
     if bf16:
         return "bfloat16", "performance.bf16: forward passes and losses under bfloat16 autocast"
-    if str(record.get("device") or "").startswith("cuda"):
+    if str(record.get("device") or "cpu") != "cpu":  # a GPU's record names the card (e.g. "NVIDIA H100 80GB HBM3")
         return "tf32", "cuDNN's default allow_tf32 (kept) lets convolutions run in TF32 on GPUs of compute capability 8.0+"
     return "fp32", "float32 throughout (CPU)"
 
@@ -88,10 +88,10 @@ def linear_precision(record: dict[str, Any]) -> tuple[str, str]:
 def comm_precision(record: dict[str, Any]) -> str:
     """``lowest_numerical_precision_in_comm``: float32 gradients and parameters, unless DeepSpeed's
     ``communication_data_type`` says otherwise."""
-    if record.get("engine") == "deepspeed":
-        chosen = (_settings(record, "deepspeed").get("config") or {}).get("communication_data_type")
-        return PRECISIONS.get(str(chosen), "fp32")
-    return "fp32"
+    # an engine that hands its reduction a config (DeepSpeed) records it in its engine settings
+    config = (record.get("engine_settings") or {}).get("config")
+    chosen = config.get("communication_data_type") if isinstance(config, dict) else None
+    return PRECISIONS.get(str(chosen), "fp32") if chosen is not None else "fp32"
 
 
 def write_mllog(path: Path, record: dict[str, Any], started: float | None) -> None:
