@@ -136,7 +136,7 @@ class StrategyEntry(Entry):
     conditional: bool = False
     """Whether its networks take the class label (the conditional pair), which sets the bytes its gradients weigh."""
     paper_models: dict[str, str] = field(default_factory=dict)
-    """The seed papers' model that each of its losses reproduces (seed 000's DC-GANs, seed 002's W-CGAN), for the reports."""
+    """The papers' model that each of its losses reproduces (paper 000's DC-GANs, paper 002's W-CGAN), for the reports."""
     speedups_baseline: str | None = None
     """File under ``baselines/`` of the papers' speedups of this strategy, shown beside its runs in the report."""
     settings: str | None = None
@@ -573,11 +573,11 @@ ARCHITECTURES.register(
         "dcgan",
         "suite.gan.models:dcgan_pair",
         critic_norms=("batch", "layer", "none"),
-        paper="seed 000, section 3.2, Tables 1-4",
+        paper="paper 000, section 3.2, Tables 1-4",
     )
 )
 ARCHITECTURES.register(
     ArchitectureEntry(
-        "mlp", "suite.gan.mlp:mlp_pair", check_image_size=check_flat_image_size, paper="seed 003, Table 1 (MNIST column)"
+        "mlp", "suite.gan.mlp:mlp_pair", check_image_size=check_flat_image_size, paper="paper 003, Table 1 (MNIST column)"
     )
 )

@@ -55,7 +55,7 @@ class DatasetConfig:
     """Height and width the images are resized to (32 in the papers; the architecture says which sizes it takes:
     ``dcgan`` a multiple of 4 from 20, ``mlp`` any)."""
     resolution: Literal["resized", "native"] = "resized"
-    """``native``: keep the images at the size their files hold (digits 8, mnist 28, cifar 32; seed 002), which
+    """``native``: keep the images at the size their files hold (digits 8, mnist 28, cifar 32; paper 002), which
     sets ``image_size`` to it; ``resized``: resize them to ``image_size``."""
     root: str | None = None
     """Folder holding torchvision's files or ImageNet's train/ and val/ (default ``$SUITE_DATA``)."""
@@ -91,7 +91,7 @@ class ModelConfig:
     """The networks every run of the scenario trains (one architecture for all, so strategies compare fairly)."""
 
     architecture: ArchitectureName = "dcgan"
-    """``dcgan``: seed 000's Tables 1-4; ``mlp``: Lipizzaner's perceptrons (seed 003, Table 1: 2 hidden layers of 256, tanh)."""
+    """``dcgan``: paper 000's Tables 1-4; ``mlp``: Lipizzaner's perceptrons (paper 003, Table 1: 2 hidden layers of 256, tanh)."""
     latent_dim: Annotated[
         int, Field(ge=1), AtMost(4096, "the generator's first layer holds latent_dim x 128 x (image_size / 4)^2 weights")
     ] = 100
@@ -170,7 +170,7 @@ class WganGpConfig:
 
 @dataclass
 class CellularConfig:
-    """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (seed 003, Table 1)."""
+    """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (paper 003, Table 1)."""
 
     iterations: Annotated[int, Field(ge=1), AtMost(10**7, _NEVER)] | None = None
     """Coevolution iterations (default: train.epochs; 200 in the paper; one telemetry step each)."""

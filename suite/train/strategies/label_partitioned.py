@@ -1,4 +1,4 @@
-"""``label_partitioned``: one GAN per class, trained concurrently (seeds 000 and 002).
+"""``label_partitioned``: one GAN per class, trained concurrently (papers 000 and 002).
 
 With C classes on P ranks:
 
@@ -16,8 +16,8 @@ Budgets: under ``train.budget_images`` the budget is split equally over the clas
 the system is one generator step of every class GAN); under ``train.budget_s`` interleaved GANs
 share the rank's window, sequential ones get equal consecutive shares of it.
 
-Loss ``bce`` gives seed 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
-seed 002's W-CGAN. After training, the first rank of each group writes its class generators
+Loss ``bce`` gives paper 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
+paper 002's W-CGAN. After training, the first rank of each group writes its class generators
 into the run folder, all at once, and rank 0 assembles the model from those files (each checked
 against the sha256 its writer sends, and read as tensors only): with a thousand classes the
 generators weigh gigabytes, which a collective would copy to every rank.
