@@ -390,11 +390,8 @@ def session_steps(
         else:
             chosen = list(ALL_ENGINES) if args.engines == "all" else args.engines.split(",")
         session.packed["check.tgz"] = results
-        code = (
-            "import sys\nfrom pathlib import Path\nfrom suite.running.gpucheck import gpu_check\n"
-            f"sys.exit(gpu_check(Path({str(results)!r}), {args.check_timeout!r}, {chosen!r}))"
-        )
-        run_step(session, "check", [python, "-c", code], session.left(), env)
+        command = [python, "-m", "suite", "gpu-check", "--out", str(results), "--timeout", f"{args.check_timeout:g}"]
+        run_step(session, "check", [*command, "--engines", ",".join(chosen)], session.left(), env)
 
     return {"steps": steps, "engines": engines, "digits": digits, "check": check}
 

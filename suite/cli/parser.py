@@ -355,6 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="results/gpu-check", help="folder for the report and the runs (default results/gpu-check)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a run is stopped and recorded as failed")
+    p.add_argument(
+        "--engines",
+        help="only these of the installed GPU engines, comma-separated (e.g. torch,horovod; default every one; "
+        "the others are listed as not asked)",
+    )
     p.set_defaults(func=cmd_gpu_check)
 
     from ..config.validation import directive_problem

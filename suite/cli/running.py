@@ -97,7 +97,10 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout: must be positive")
-    return gpu_check(Path(args.out), args.timeout)
+    engines = None if args.engines is None else [e.strip() for e in args.engines.split(",") if e.strip()]
+    if engines is not None and not engines:
+        raise UsageError("--engines: name at least one engine")
+    return gpu_check(Path(args.out), args.timeout, engines)
 
 
 def cmd_jobscript(args: argparse.Namespace) -> int:
