@@ -291,3 +291,16 @@ def test_a_stopped_session_packs_what_it_has_and_stops_the_step_in_progress(tmp_
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(step_pid, 0)  # the step's process was stopped with the session
+
+
+def test_step_overhead_on_cuda_without_a_gpu_ends_in_one_line(monkeypatch, capsys, tmp_path):
+    overhead = _load("step_overhead", ROOT / "ci" / "step_overhead.py")
+    monkeypatch.setattr(overhead.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["step_overhead.py", "--device", "cuda", "--out", str(tmp_path / "o")])
+    assert overhead.main() == 4
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("step_overhead: --device cuda: no CUDA GPU visible (torch ") and err.endswith("nothing measured")
+    assert "\n" not in err and not (tmp_path / "o").exists()
+    monkeypatch.setattr(sys, "argv", ["step_overhead.py", "--cuda-graphs", "--out", str(tmp_path / "o")])
+    assert overhead.main() == 2
+    assert capsys.readouterr().err.strip() == "step_overhead: --cuda-graphs: CUDA graphs need --device cuda"
