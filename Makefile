@@ -13,7 +13,7 @@ digits: setup
 	$(BIN)/suite run scenarios/digits.yaml --out results/digits
 	$(BIN)/suite report results/digits
 
-# The seed papers' experiments reduced to the digits (scenarios/papers/reduced/): the quality ones, at equal
+# The papers' experiments reduced to the digits (scenarios/papers/reduced/): the quality ones, at equal
 # images budgets (host-independent), then a page per paper beside its printed numbers in reports/papers/<paper>/.
 PAPERS_QUALITY := seed000-quality seed002-wcgan seed003-grids
 PAPERS_TIMING := seed000-weak seed001-speedup
