@@ -450,7 +450,12 @@ def test_fuzzed_scenarios_are_read_or_refused_in_one_line_naming_the_file(tmp_pa
     try:
         scenario = load_scenario(path)
     except ValueError as error:  # ScenarioError and YamlError
-        refused(error, path)
+        first, *more = str(error).split("\n")
+        # one problem is one line; several are a line that names the file and counts them, then one line each
+        if more:
+            assert first.startswith(f"{path}: ") and first.endswith(" problems:"), error
+            assert all(line.startswith("  ") and line.strip() for line in more), error
+        refused(ValueError(first), path)
     else:
         assert isinstance(scenario, Scenario)
 
