@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["SUITE_NO_PLUGINS"] = "1"  # the suite's own schema and commands: an installed plugin's are not committed
 
-from suite.cli.exitcodes import markdown_table  # noqa: E402
+from suite.cli.exitcodes import exit_code_table  # noqa: E402
 from suite.config.scenario import scenario_json_schema  # noqa: E402
 
 HELP_COLUMNS = "100"
@@ -239,7 +239,7 @@ def _cli_reference(parser: argparse.ArgumentParser) -> str:
         if help_line:
             out += [help_line[0].upper() + help_line[1:] + ".", ""]
         out += ["```text", sub.format_help().rstrip(), "```", ""]
-    out += ["## Exit codes", "", "One number per meaning, from `suite/cli/exitcodes.py`:", "", markdown_table(), ""]
+    out += ["## Exit codes", "", "One number per meaning, from `suite/cli/exitcodes.py`:", "", exit_code_table(), ""]
     return "\n".join(out)
 
 

@@ -144,10 +144,10 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     import subprocess
 
     from suite.config.expansion import expand, parse_scenario
-    from suite.running.launch import LaunchOptions, launch, prepare
+    from suite.running.launch import LaunchOptions, launch, prepare_run_folder
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
-    run_dir = prepare(run, tmp_path, LaunchOptions())
+    run_dir = prepare_run_folder(run, tmp_path, LaunchOptions())
 
     class Interrupted(subprocess.Popen):
         def wait(self, timeout=None):

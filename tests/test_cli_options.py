@@ -11,7 +11,7 @@ import pytest
 
 from suite import __version__
 from suite.cli import build_parser, main
-from suite.cli.exitcodes import EXIT_CODES, GATE_VERDICTS, ExitCode, markdown_table
+from suite.cli.exitcodes import EXIT_CODES, GATE_VERDICTS, ExitCode, exit_code_table
 from suite.config.scenario import Run, Scenario
 from suite.records.record import provenance
 
@@ -119,13 +119,13 @@ def test_the_lower_layers_record_the_tables_codes():
     from suite.cli.common import DIVERGED_EXIT_CODE
     from suite.running import gpucheck
 
-    assert {v: int(GATE_VERDICTS[v]) for v in (paired.PASS, paired.FAIL, paired.INCONCLUSIVE)} == gate.EXIT_CODES
+    assert {v: int(GATE_VERDICTS[v]) for v in (paired.PASS, paired.FAIL, paired.INCONCLUSIVE)} == gate.VERDICT_EXIT_CODES
     assert gate.EXIT_BAD_INPUT == ExitCode.BAD_INPUT and DIVERGED_EXIT_CODE == ExitCode.DIVERGED == 3
     assert (gpucheck.EXIT_PASS, gpucheck.EXIT_FAIL, gpucheck.EXIT_NO_GPU) == (ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU)
 
 
 def test_the_cli_docs_show_the_exit_code_table():
-    assert markdown_table() in (ROOT / "docs" / "index.md").read_text()
+    assert exit_code_table() in (ROOT / "docs" / "index.md").read_text()
 
 
 def test_bad_input_exits_with_its_code(tmp_path, capsys):

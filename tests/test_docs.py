@@ -88,7 +88,7 @@ def test_the_schema_command_prints_the_committed_schema(capsys):
 
 def test_cli_reference_has_every_sub_command_and_the_exit_codes(gen_docs):
     from suite.cli import build_parser
-    from suite.cli.exitcodes import markdown_table
+    from suite.cli.exitcodes import exit_code_table
 
     reference = gen_docs.cli_reference()
     progs = [prog for prog, _, _ in gen_docs._subcommands(build_parser())]
@@ -96,7 +96,7 @@ def test_cli_reference_has_every_sub_command_and_the_exit_codes(gen_docs):
     for prog in progs:
         assert f"## {prog}\n" in reference
         assert f"usage: {prog} " in reference
-    assert markdown_table() in reference
+    assert exit_code_table() in reference
 
 
 def test_an_installed_plugins_section_joins_the_schema(gen_docs, plugins):

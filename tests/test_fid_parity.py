@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 from suite.measure.metrics import feature_net, frechet_distance, statistics
-from suite.measure.metrics.protocol import prepare, quantise_8bit
+from suite.measure.metrics.protocol import protocol_images, quantise_8bit
 from suite.records.integrity import sha256_file
 
 
@@ -67,7 +67,7 @@ def test_quantise_8bit_gives_the_bytes_of_a_png(tmp_path):
     save_pngs(images, tmp_path / "png")
     stored = np.stack([np.asarray(Image.open(tmp_path / "png" / f"{i:03d}.png")) for i in range(3)])
     assert np.array_equal(quantise_8bit(images).permute(0, 2, 3, 1).numpy(), stored)
-    assert prepare(images, "suite") is images  # the suite protocol scores the samples as generated
+    assert protocol_images(images, "suite") is images  # the suite protocol scores the samples as generated
 
 
 @pytest.mark.slow
@@ -97,7 +97,7 @@ def test_the_suites_inception_fid_is_pytorch_fids(tmp_path, monkeypatch):
 
     monkeypatch.setattr("suite.measure.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(weights))
     net = feature_net("inception", "mnist", 28, inception_weights=str(weights))
-    features = [net(prepare(images, "standard"))[0] for images in (grey, rgb)]
+    features = [net(protocol_images(images, "standard"))[0] for images in (grey, rgb)]
     for mine, pytorch_fids in zip(features, activations, strict=True):
         assert np.array_equal(mine, pytorch_fids)  # 8-bit samples reach the network bit for bit as the PNGs do
     ours = frechet_distance(*statistics(features[0]), *statistics(features[1]))

@@ -52,7 +52,7 @@ def test_a_count_that_does_not_vary_is_decided_on_its_value():
 
 
 def test_differences_point_the_same_way_for_every_metric():
-    images, step, bytes_ = gate.METRICS
+    images, step, bytes_ = gate.GATED_METRICS
     assert gate.difference(images, 1000, 800) == pytest.approx(math.log(1.25))  # fewer images/s: slower
     assert gate.difference(step, 0.1, 0.125) == pytest.approx(math.log(1.25))  # longer steps: slower
     assert gate.difference(bytes_, 100, 120) == pytest.approx(0.2)

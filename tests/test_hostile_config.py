@@ -21,7 +21,7 @@ from suite.cli import main
 from suite.config.expansion import expand, load_scenario, run_count
 from suite.config.scenario import MAX_RUNS, MAX_SCENARIO_BYTES, ScenarioCaps, ScenarioError
 from suite.config.shown import LISTED_PROBLEMS, SHOWN_CHARS, shown
-from suite.config.yamlfile import MAX_ALIAS_NODES, MAX_DEPTH, YamlError, parse_yaml
+from suite.config.yamlfile import MAX_ALIAS_NODES, MAX_YAML_DEPTH, YamlError, parse_yaml
 
 WATCHDOG_S = 60
 """A hang guard, not a timing target: a case that has not ended by then failed."""
@@ -120,13 +120,16 @@ def test_aliases_a_scenario_really_uses_are_read(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("x: " + "[" * 100_000 + "]" * 100_000, f"refused: line 1, column {MAX_DEPTH + 3}: nested more than {MAX_DEPTH} deep"),
-        ("x: " + "{a: " * 100_000 + "1" + "}" * 100_000, f"nested more than {MAX_DEPTH} deep"),
+        (
+            "x: " + "[" * 100_000 + "]" * 100_000,
+            f"refused: line 1, column {MAX_YAML_DEPTH + 3}: nested more than {MAX_YAML_DEPTH} deep",
+        ),
+        ("x: " + "{a: " * 100_000 + "1" + "}" * 100_000, f"nested more than {MAX_YAML_DEPTH} deep"),
         ("a: &a [*a]", "refused: line 1: an alias refers to a node that contains it (a recursive structure)"),
         ("a: &a\n  b: *a", "refused: line 1: an alias refers to a node that contains it (a recursive structure)"),
         (
             "a: &a " + "[" * 30 + "1" + "]" * 30 + "\nb: &b " + "[" * 30 + "*a" + "]" * 30,
-            f"refused: nested more than {MAX_DEPTH} deep once its aliases are followed",
+            f"refused: nested more than {MAX_YAML_DEPTH} deep once its aliases are followed",
         ),
         ("n: " + "9" * 5000, "not valid YAML: Exceeds the limit"),
         ("d: 2020-13-45", "not valid YAML: month must be in 1..12"),
@@ -144,9 +147,9 @@ def test_deep_recursive_or_unbuildable_yaml_is_refused_in_one_line(tmp_path, cap
 
 
 def test_nesting_up_to_the_limit_is_read():
-    assert parse_yaml("[" * MAX_DEPTH + "]" * MAX_DEPTH, "t") == _nested(MAX_DEPTH - 1)
-    with pytest.raises(YamlError, match=f"nested more than {MAX_DEPTH} deep"):
-        parse_yaml("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "t")
+    assert parse_yaml("[" * MAX_YAML_DEPTH + "]" * MAX_YAML_DEPTH, "t") == _nested(MAX_YAML_DEPTH - 1)
+    with pytest.raises(YamlError, match=f"nested more than {MAX_YAML_DEPTH} deep"):
+        parse_yaml("[" * (MAX_YAML_DEPTH + 1) + "]" * (MAX_YAML_DEPTH + 1), "t")
 
 
 def _nested(depth: int) -> list:

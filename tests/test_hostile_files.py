@@ -26,7 +26,7 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, read_record, write_record
 from suite.running.launch import finalize_record
-from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe, resume_plan
+from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe_checkpoint, resume_plan
 from suite.train.strategies.label_partitioned import _load_classes
 
 HOST = socket.gethostname()
@@ -154,7 +154,7 @@ def test_safeload_a_damaged_newest_checkpoint_is_skipped_and_the_one_before_resu
     skipped = [f"checkpoint 2: 000002-rank0.pt {why}"]
     plan = resume_plan(tmp_path, run)
     assert plan.ranks == {0: 1} and plan.skipped == skipped
-    assert describe(plan.checkpoint(), plan.skipped) == (
+    assert describe_checkpoint(plan.checkpoint(), plan.skipped) == (
         f"--resume continues from checkpoint 1 (step 1, 0 s of training), skipping checkpoint 2: 000002-rank0.pt {why}"
     )
     checkpointer, strategy, _ = checkpointer_for(tmp_path)
@@ -168,7 +168,7 @@ def test_safeload_without_an_intact_checkpoint_the_run_starts_again_and_says_why
     (tmp_path / CHECKPOINT_DIR / "000001-rank0.pt").unlink()
     plan = resume_plan(tmp_path, run)
     assert plan.ranks == {0: None} and plan.checkpoint() is None
-    assert describe(None, plan.skipped) == (
+    assert describe_checkpoint(None, plan.skipped) == (
         "no intact checkpoint: --resume starts it again from step 0, skipping checkpoint 1: 000001-rank0.pt is missing"
     )
 

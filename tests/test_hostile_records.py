@@ -25,7 +25,7 @@ from suite.analysis import gate
 from suite.analysis.gate_files import summary_line
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
-from suite.config.jsonfile import MAX_DEPTH, JsonError, parse_json
+from suite.config.jsonfile import MAX_JSON_DEPTH, JsonError, parse_json
 from suite.records.images import MAX_PIXELS, ImageError, read_pixels
 from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError, check_record
@@ -167,9 +167,9 @@ def test_a_record_without_a_schema_key_is_read_as_schema_1_and_checked(tmp_path)
 
 
 def test_json_nesting_is_counted_before_parsing_and_strings_do_not_count():
-    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "f") is not None
+    assert parse_json("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH, "f") is not None
     with pytest.raises(JsonError, match=r"^f: nested more than 64 levels deep"):
-        parse_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "f")
+        parse_json("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), "f")
     assert parse_json(json.dumps({"a": "[" * 10_000}), "f") == {"a": "[" * 10_000}
     for text, words in (("1e400", "1e400 is too large for a number"), ("-Infinity", "-Infinity is not a JSON number")):
         with pytest.raises(JsonError, match=f"^f: {words}"):

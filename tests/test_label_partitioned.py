@@ -10,7 +10,7 @@ from torch import nn
 
 from conftest import run_scenario, tiny_scenario
 from suite.config.plan import TrainingError, class_plan
-from suite.gan.losses import LOSSES, get_loss, gradient_penalty
+from suite.gan.losses import LOSS_OBJECTS, get_loss, gradient_penalty
 from suite.gan.sampling import GeneratorBundle, Sampler
 
 # --- who owns which class --------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_losses_have_the_expected_signs():
         assert loss.generator(good) < loss.generator(bad), name
     wgan = get_loss("wgan-gp")
     assert wgan.needs_penalty and wgan.discriminator(good, bad).item() == -10.0 and wgan.generator(good).item() == -5.0
-    assert set(LOSSES) == {"bce", "heuristic", "minimax", "mse", "wgan-gp"}
+    assert set(LOSS_OBJECTS) == {"bce", "heuristic", "minimax", "mse", "wgan-gp"}
     with pytest.raises(ValueError, match="unknown loss"):
         get_loss("hinge")
 

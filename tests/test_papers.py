@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from suite.analysis.report import DEFAULT_BASELINES
-from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, differences, paper_page, write_papers
+from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, paper_page, setting_differences, write_papers
 from suite.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,7 +150,7 @@ def test_seed001_speedups_beside_the_table():
 def test_differences_name_what_is_not_the_papers():
     run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
     setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
-    assert differences(run, setting) == (
+    assert setting_differences(run, setting) == (
         "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
     )
     same = {
@@ -160,10 +160,10 @@ def test_differences_name_what_is_not_the_papers():
         "budget_images": None,
         "epochs": 1000,
     }
-    assert differences(same, setting) == "same setting"
+    assert setting_differences(same, setting) == "same setting"
     short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
-    assert differences(short, setting) == "100 steps, not 1000 epochs"
-    assert differences({**same, "iterations": 10}, {**setting, "iterations": 200}) == "10 iterations, not 200"
+    assert setting_differences(short, setting) == "100 steps, not 1000 epochs"
+    assert setting_differences({**same, "iterations": 10}, {**setting, "iterations": 200}) == "10 iterations, not 200"
 
 
 def test_pages_are_written_per_paper(tmp_path):

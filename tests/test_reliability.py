@@ -30,7 +30,7 @@ from suite.records.failures import Failure, first_failure, launch_problem, launc
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launch import _LogWatch, finalize_record
 from suite.running.lock import ResultsLock
-from suite.train.checkpoint import describe, fingerprint, remove_stale, resume_plan
+from suite.train.checkpoint import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()
 
@@ -146,7 +146,7 @@ def _mark(folder: Path, run, rank: int, index: int, group: list[int], fp: str | 
         "steps": 2 * index,
         "clock_s": 1.5 * index,
         "done": False,
-        "fingerprint": fp or fingerprint(run),
+        "fingerprint": fp or settings_fingerprint(run),
         "bytes": len(state),
         "sha256": hashlib.sha256(state).hexdigest(),
     }
@@ -172,8 +172,8 @@ def test_each_group_resumes_from_the_latest_checkpoint_all_its_ranks_wrote(tmp_p
         [f"00000{i}-rank{r}.{s}" for i in (1, 2) for r in (0, 1) for s in ("pt", "json")]
         + ["000005-rank2.pt", "000005-rank2.json"]
     )
-    assert describe(None) == "no checkpoint yet: --resume starts it again from step 0"
-    assert describe(plan.checkpoint()) == (
+    assert describe_checkpoint(None) == "no checkpoint yet: --resume starts it again from step 0"
+    assert describe_checkpoint(plan.checkpoint()) == (
         "--resume continues from checkpoint 2 (step 4, 3 s of training); rank 3 has none yet and starts again from step 0"
     )
 
@@ -188,7 +188,7 @@ def test_a_class_group_with_a_checkpoint_is_named_when_the_first_has_none(tmp_pa
     assert plan.ranks == {0: None, 1: None, 2: 1}
     assert checkpoint["rank"] == 2 and checkpoint["ranks"] == 1 and checkpoint["from_start"] == [0, 1]
     assert checkpoint["path"] == str(folder / "000001-rank2.pt")
-    assert describe(checkpoint) == (
+    assert describe_checkpoint(checkpoint) == (
         "--resume continues from checkpoint 1 of rank 2 (step 2, 2 s of training); "
         "ranks 0, 1 have none yet and start again from step 0"
     )

@@ -31,7 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from suite.analysis.projection.fit import config_key, config_name, fit_all, problem_of  # noqa: E402
+from suite.analysis.projection.fit import config_key, fit_all, model_name, problem_of  # noqa: E402
 from suite.analysis.projection.model import predict  # noqa: E402
 from suite.measure.network import Link, Network  # noqa: E402
 from suite.records.results import iter_records  # noqa: E402
@@ -127,7 +127,7 @@ def main() -> int:
                         compute_ms=(outcome.compute or 0) / steps * 1000,
                         comm_ms=(outcome.comm or 0) / steps * 1000,
                         error=outcome.time / record["train_s"] - 1,
-                        config=config_name(config_key(record)),
+                        config=model_name(config_key(record)),
                     )
             rows.append(row)
 

@@ -33,6 +33,7 @@ from ..records.record import record_field
 from ..records.results import read_records, records_frame
 from .findings import ruler_text
 from .markdown import markdown_table
+from .metric_table import METRICS
 from .report.tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
 from .report.tables import scaling_table
 
@@ -43,33 +44,6 @@ INVALID = "INVALID"
 
 class CompareError(ValueError):
     """Inputs that cannot be compared (nothing matches, different devices, unreadable files)."""
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One compared quantity: which way is better, its default tolerance, and what it is (shown under the table)."""
-
-    name: str
-    higher_is_better: bool
-    tolerance: float
-    """Default: the worsening accepted, in % of the baseline (percentage points when ``absolute``)."""
-    doc: str
-    absolute: bool = False
-
-
-METRICS = {
-    m.name: m
-    for m in (
-        Metric("images_per_s", True, 10.0, "training images per second of the window, all ranks (interval: images_per_s_ci95)"),
-        Metric("step_p50", False, 10.0, "median window step, seconds (interval: step_ci95 relative to step_mean)"),
-        Metric("speedup", True, 10.0, "strong scaling T(1)/T(P), P > 1; efficiency S/P changes by the same fraction"),
-        Metric("efficiency", True, 10.0, "weak scaling T(1)/T(P), P > 1"),
-        Metric("comm_share", False, 5.0, "share of a step blocked on communication (0 to 1), tolerance in points", absolute=True),
-        Metric("comm_bytes", False, 1.0, "collective payload in the training window, all ranks"),
-        Metric("fid", False, 10.0, "FID, same feature network and sample count only"),
-        Metric("kid", False, 10.0, "KID mean, same feature network and sample count only (interval: ± kid_std)"),
-    )
-}
 
 
 def parse_tolerances(items: list[str] | None) -> dict[str, float]:

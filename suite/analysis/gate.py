@@ -53,55 +53,29 @@ from ..records.results import RECORD_FILE, atomic_write_text, read_record
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 from .gate_settings import GateError, Settings
+from .metric_table import GATED, METRICS, Metric
 
 log = logging.getLogger(__name__)
 
 
-EXIT_CODES = {paired.PASS: ExitCode.OK, paired.FAIL: ExitCode.FAILED, paired.INCONCLUSIVE: ExitCode.INCONCLUSIVE}
+VERDICT_EXIT_CODES = {paired.PASS: ExitCode.OK, paired.FAIL: ExitCode.FAILED, paired.INCONCLUSIVE: ExitCode.INCONCLUSIVE}
 """The exit code gate.json records for each verdict: ``suite.cli.exitcodes``'s table (a test keeps them equal)."""
 
 
 EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 
 
-LOCK_FILE = "ci/requirements.lock"
+REQUIREMENTS_LOCK = "ci/requirements.lock"
 
 
 MAIN_BRANCHES = ("origin/main", "main", "origin/master", "master")
 
 
-@dataclass(frozen=True)
-class Metric:
-    """A speed metric of a run record and which way is better."""
-
-    name: str
-    path: str
-    higher_is_better: bool
-    count: bool = False
-    """A count (bytes): compared as a relative change, not as a log ratio of times."""
-    required: bool = False
-    """Every ok run records it (the throughput): a run without it is a FAIL (B) or INCONCLUSIVE (A), never skipped."""
-
-    def problem(self, value: Any) -> str | None:
-        """Why ``value`` cannot be compared (missing where required, not finite, zero or negative where a ratio of
-        it is taken, a negative count), or None; a value missing where not required is not compared at all."""
-        if value is None:
-            return f"{self.path} is missing" if self.required else None
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            return f"{self.path} is {value!r}, not a number"
-        if value < 0 or (value == 0 and not self.count):
-            return f"{self.path} is {value!r}, not a {'count' if self.count else 'rate or a time'}"
-        return None
+GATED_METRICS = tuple(METRICS[name] for name in GATED)
+"""The metrics the gate tests (:data:`.metric_table.GATED`)."""
 
 
-METRICS = (
-    Metric("images_per_s", "images_per_s", higher_is_better=True, required=True),
-    Metric("step_p50", "telemetry.step_p50", higher_is_better=False),
-    Metric("comm_bytes", "comm.bytes", higher_is_better=False, count=True),
-)
-
-
-QUALITY = "fid"
+GATED_QUALITY = "fid"
 
 
 @dataclass
@@ -176,11 +150,13 @@ def baseline_side(repo: Path, label: str, commit: str, out: Path) -> Side:
         shutil.rmtree(src, ignore_errors=True)
     git(repo, "worktree", "prune")
     git(repo, "worktree", "add", "--detach", str(src), commit)
-    same_lock = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commit, "HEAD", "--", LOCK_FILE]).returncode == 0
+    same_lock = (
+        subprocess.run(["git", "-C", str(repo), "diff", "--quiet", commit, "HEAD", "--", REQUIREMENTS_LOCK]).returncode == 0
+    )
     if same_lock:
         return Side("baseline", label, commit, src, Path(sys.executable))
     venv = out / "baseline-venv"
-    log.info("baseline: %s differs from the candidate's; building its own environment in %s", LOCK_FILE, venv)
+    log.info("baseline: %s differs from the candidate's; building its own environment in %s", REQUIREMENTS_LOCK, venv)
     done = subprocess.run(
         ["bash", "ci/setup.sh"], cwd=src, env={**os.environ, "SUITE_VENV": str(venv.resolve())}, capture_output=True, text=True
     )
@@ -284,7 +260,7 @@ def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[
 def values_of(records: dict[str, dict]) -> dict[str, dict[str, Any]]:
     """Run id -> the gate's metrics and the model digest, read from the records."""
     return {
-        rid: {**{m.name: record_field(r, m.path) for m in METRICS}, "model_digest": r.get("model_digest")}
+        rid: {**{m.name: record_field(r, m.path) for m in GATED_METRICS}, "model_digest": r.get("model_digest")}
         for rid, r in records.items()
     }
 
@@ -330,7 +306,7 @@ def speed_verdicts(pairs: list[dict], settings: Settings) -> list[dict]:
     """One verdict per run id and speed metric over the pairs."""
     rows = []
     for rid in pairs[0]["A"]:
-        for metric in METRICS:
+        for metric in GATED_METRICS:
             values = [(p["A"][rid][metric.name], p["B"][rid][metric.name]) for p in pairs]
             if (bad := _unusable(metric, rid, pairs)) is not None:
                 rows.append(bad)
@@ -363,7 +339,7 @@ def quality_verdicts(pairs: list[dict], settings: Settings, scorer: Side) -> lis
         digests = [(p["A"][rid]["model_digest"], p["B"][rid]["model_digest"]) for p in pairs]
         if all(a is not None and a == b for a, b in digests):
             rows.append(
-                {"run_id": rid, "metric": QUALITY, "verdict": paired.PASS, "pairs": len(pairs), "note": "identical models"}
+                {"run_id": rid, "metric": GATED_QUALITY, "verdict": paired.PASS, "pairs": len(pairs), "note": "identical models"}
             )
             continue
         fids = [
@@ -373,7 +349,7 @@ def quality_verdicts(pairs: list[dict], settings: Settings, scorer: Side) -> lis
         for p, (a, _) in zip(pairs, fids):
             by_seed.setdefault(p["seed"], []).append(a)
         seed_means = [sum(v) / len(v) for v in by_seed.values()]
-        row: dict[str, Any] = {"run_id": rid, "metric": QUALITY, "pairs": len(pairs)}
+        row: dict[str, Any] = {"run_id": rid, "metric": GATED_QUALITY, "pairs": len(pairs)}
         if len(seed_means) < 2:
             rows.append(
                 {
@@ -471,12 +447,12 @@ def run_gate(settings: Settings) -> GateResult:
                 "cores busy; rerun on a quiet machine"
             )
             return finish(
-                settings, paired.INCONCLUSIVE, EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded
+                settings, paired.INCONCLUSIVE, VERDICT_EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded
             )
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)
-        return finish(settings, verdict, EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
+        return finish(settings, verdict, VERDICT_EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
     except GateError as error:
         finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start, discarded)
         raise

@@ -18,7 +18,7 @@ from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skippe
 
 log = logging.getLogger(__name__)
 
-COLUMNS = 4
+SAMPLE_COLUMNS = 4
 """Points of training shown per system (evenly spaced over its grids, the last always)."""
 
 
@@ -64,14 +64,14 @@ def _show(ax: Any, path: Path, title: str) -> None:
 
 def plot_samples_over_time(records: list[dict], results_dir: Path, out: Path) -> list[str]:
     """``samples_over_time.png``: per system (one row), the real data's grid, then its generator's grids at up to
-    :data:`COLUMNS` points of training (generator step and training-window seconds); rows labelled by class."""
+    :data:`SAMPLE_COLUMNS` points of training (generator step and training-window seconds); rows labelled by class."""
     shown = []
     for name, runs in by_config(records).items():
         run = one_per_seed(runs)[0]
         run_dir = path_under(results_dir, run["run_id"])
         grids = _grids(run_dir)
         if grids:
-            shown.append((name, run, run_dir, _spaced(grids, COLUMNS)))
+            shown.append((name, run, run_dir, _spaced(grids, SAMPLE_COLUMNS)))
     if not shown:
         return skipped("samples_over_time.png", f"no run under {results_dir} saved sample grids over training")
     plt = pyplot()
@@ -100,7 +100,7 @@ def plot_samples_over_time(records: list[dict], results_dir: Path, out: Path) ->
 
 # --- per-rank timelines -------------------------------------------------------------------------------------------
 
-PHASES = (
+TIMELINE_PHASES = (
     ("set-up", "#bbbbbb", ""),
     ("warm-up", "#dddddd", ""),
     ("window: compute", "#555555", ""),
@@ -112,7 +112,7 @@ PHASES = (
 
 
 def _phases(rank: dict) -> list[float]:
-    """Seconds of each of :data:`PHASES` on one rank."""
+    """Seconds of each of :data:`TIMELINE_PHASES` on one rank."""
     window = rank.get("window") or {}
     inside = [float(window.get(key) or 0.0) for key in ("compute", "comm", "data")]
     other = max(float(window.get("seconds") or 0.0) - sum(inside), 0.0)
@@ -141,7 +141,7 @@ def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
         look = style_of(name)
         for i, rank in enumerate(per_rank):
             start = 0.0
-            for (phase, fill, hatch), seconds in zip(PHASES, _phases(rank)):
+            for (phase, fill, hatch), seconds in zip(TIMELINE_PHASES, _phases(rank)):
                 label = phase if row == 0 and i == 0 else None
                 gantt.barh(i, seconds, left=start, color=fill, hatch=hatch, edgecolor="black", lw=0.4, label=label)
                 start += seconds
@@ -167,6 +167,8 @@ def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
         steps.set_title("step times per rank", fontsize=9)
         legend_outside(steps)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(PHASES), fontsize=8, frameon=False)
+    fig.legend(
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(TIMELINE_PHASES), fontsize=8, frameon=False
+    )
     fig.tight_layout()
     return save(fig, out, "rank_timeline.png")

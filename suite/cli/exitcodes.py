@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..config.exitcodes import MEANINGS, ExitCode
 
-__all__ = ["EXIT_CODES", "EVERY", "GATE_VERDICTS", "MEANINGS", "ExitCode", "markdown_table", "users"]
+__all__ = ["EXIT_CODES", "EVERY", "GATE_VERDICTS", "MEANINGS", "ExitCode", "exit_code_table", "users"]
 
 EVERY = "every sub-command"
 
@@ -40,7 +40,7 @@ def users(code: ExitCode) -> list[str]:
     return [name for name, codes in EXIT_CODES.items() if code in codes]
 
 
-def markdown_table() -> str:
+def exit_code_table() -> str:
     """The codes as a markdown table: code, name, meaning, the sub-commands that end with it."""
     lines = ["| code | name | meaning | sub-commands |", "|---|---|---|---|"]
     for code in ExitCode:

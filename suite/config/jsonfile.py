@@ -4,7 +4,7 @@ checkpoint descriptions, run settings).
 A results folder is shared, so any of its files may come from someone else. Reading one is bounded:
 
 - its size: a file larger than ``max_bytes`` (:data:`MAX_BYTES` unless the reader says) is refused unread;
-- its nesting: arrays and objects more than :data:`MAX_DEPTH` deep are refused, counted on the text before it is
+- its nesting: arrays and objects more than :data:`MAX_JSON_DEPTH` deep are refused, counted on the text before it is
   parsed (Python's parser and every reader of the data recurse: 100,000 ``[`` would be a ``RecursionError``);
 - its numbers: ``NaN``, ``Infinity`` and a number too large for a float (``1e400``) are not JSON, though Python's
   parser takes them (the suite writes ``null`` for a number it has not got); an integer must fit in 64 bits;
@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-MAX_DEPTH = 64
+MAX_JSON_DEPTH = 64
 """Arrays and objects inside one another: the suite's own files nest fewer than 10 deep."""
 MAX_BYTES = 256 << 20
 """The largest JSON file read by default (256 MiB: a ``records.json`` of some thousand runs is a few MiB)."""
@@ -42,7 +42,7 @@ class JsonError(ValueError):
         self.source, self.reason = source, reason
 
 
-def nesting(text: str, limit: int = MAX_DEPTH) -> int:
+def nesting(text: str, limit: int = MAX_JSON_DEPTH) -> int:
     """How deep arrays and objects nest in JSON ``text`` (strings skipped), counted up to ``limit + 1``."""
     skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
     depth = deepest = 0
@@ -75,7 +75,7 @@ def _int(text: str) -> int:
     return value
 
 
-def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
+def parse_json(text: str, source: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """The data of JSON ``text``; :class:`JsonError` naming ``source`` where it is not JSON the suite reads (above)."""
     if nesting(text, max_depth) > max_depth:
         raise JsonError(source, f"nested more than {max_depth} levels deep; not a file the suite wrote")
@@ -87,7 +87,7 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
         raise JsonError(source, f"not valid JSON ({' '.join(str(error).split())[:200]})") from None
 
 
-def read_json(path: str | os.PathLike, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+def read_json(path: str | os.PathLike, max_bytes: int = MAX_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """The data of the JSON file at ``path``, read as bounded above; :class:`JsonError` naming it.
 
     A FIFO, device or folder in the file's place is refused without waiting on it. An ``OSError`` (no such file, no

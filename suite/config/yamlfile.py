@@ -6,7 +6,7 @@ PyYAML's safe loader with two changes, so that a file means what it says:
 - a key given twice in one mapping is an error naming the key and both lines (YAML 1.1 keeps the last one silently).
 
 Parsing is bounded, so that a small hostile file cannot take the machine: collections nest at most
-:data:`MAX_DEPTH` deep, aliases may add at most :data:`MAX_ALIAS_NODES` nodes to what the file spells out (a
+:data:`MAX_YAML_DEPTH` deep, aliases may add at most :data:`MAX_ALIAS_NODES` nodes to what the file spells out (a
 "billion laughs" of 1 KB would add 387 million), an alias may not contain itself, and a file is read up to a
 size its caller gives (:class:`YamlTooLarge`). These are checked on the composed node graph, before any value is
 built, so a refused file never becomes a huge value that an error message would format.
@@ -37,7 +37,7 @@ class YamlTooLarge(YamlError):
         self.size, self.limit = size, limit
 
 
-MAX_DEPTH = 50
+MAX_YAML_DEPTH = 50
 """Collections (mappings, lists) nested deeper than this, aliases followed, are refused."""
 
 MAX_ALIAS_NODES = 100_000
@@ -57,7 +57,7 @@ _FLOAT_1_2 = re.compile(
 
 
 class _TooDeep(yaml.composer.ComposerError):
-    """Collections nested deeper than :data:`MAX_DEPTH` (found while composing)."""
+    """Collections nested deeper than :data:`MAX_YAML_DEPTH` (found while composing)."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -69,8 +69,8 @@ class _Loader(yaml.SafeLoader):
         # bounded here, while composing: the composer recurses once per level (Python's stack would overflow first)
         self._depth += 1
         try:
-            if self._depth > MAX_DEPTH:
-                raise _TooDeep(None, None, f"nested more than {MAX_DEPTH} deep", self.peek_event().start_mark)
+            if self._depth > MAX_YAML_DEPTH:
+                raise _TooDeep(None, None, f"nested more than {MAX_YAML_DEPTH} deep", self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -135,8 +135,8 @@ def _alias_problem(root: yaml.Node) -> str | None:
             on_path.discard(key)
             size[key] = 1 + sum(size[id(c)] for c in children)
             depth[key] = (0 if isinstance(node, yaml.ScalarNode) else 1) + max((depth[id(c)] for c in children), default=0)
-            if depth[key] > MAX_DEPTH:
-                return f"nested more than {MAX_DEPTH} deep once its aliases are followed"
+            if depth[key] > MAX_YAML_DEPTH:
+                return f"nested more than {MAX_YAML_DEPTH} deep once its aliases are followed"
             if size[key] - distinct > MAX_ALIAS_NODES:  # nodes beyond those written: what the aliases add
                 return f"its aliases expand to more than {MAX_ALIAS_NODES:,} nodes beyond the ones written"
             continue
@@ -154,7 +154,7 @@ def _alias_problem(root: yaml.Node) -> str | None:
 
 def parse_yaml(text: str, source: str) -> Any:
     """The data of YAML ``text``; :class:`YamlError` naming ``source`` where it is not YAML or is too large or
-    too deep once its aliases are followed (:data:`MAX_DEPTH`, :data:`MAX_ALIAS_NODES`)."""
+    too deep once its aliases are followed (:data:`MAX_YAML_DEPTH`, :data:`MAX_ALIAS_NODES`)."""
     loader = None
     try:
         loader = _Loader(text)  # its reader refuses characters YAML does not allow (NUL) at once

@@ -92,22 +92,22 @@ class WassersteinLoss(Loss):
         return -fake.mean()
 
 
-LOSSES: dict[str, Loss] = {entry.name: entry.load()(entry.name) for entry in LOSS_ENTRIES if entry.target is not None}
+LOSS_OBJECTS: dict[str, Loss] = {entry.name: entry.load()(entry.name) for entry in LOSS_ENTRIES if entry.target is not None}
 """Every registered loss of its own (not the random draws such as ``mustangs``), by name."""
 MUSTANGS_CHOICES = LOSS_ENTRIES["mustangs"].draws
 
 
 def get_loss(name: str) -> Loss:
     """The loss called ``name`` (``mustangs`` is resolved per batch by :func:`mustangs_draw`)."""
-    if name not in LOSSES:
+    if name not in LOSS_OBJECTS:
         drawn = ", ".join(e.name for e in LOSS_ENTRIES if e.draws)
-        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSSES)} or {drawn}")
-    return LOSSES[name]
+        raise ValueError(f"unknown loss '{name}'; choose one of {', '.join(LOSS_OBJECTS)} or {drawn}")
+    return LOSS_OBJECTS[name]
 
 
 def mustangs_draw(rng: random.Random) -> Loss:
     """Draw one of Mustangs' three losses uniformly."""
-    return LOSSES[rng.choice(MUSTANGS_CHOICES)]
+    return LOSS_OBJECTS[rng.choice(MUSTANGS_CHOICES)]
 
 
 def gradient_penalty(

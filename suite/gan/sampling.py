@@ -108,7 +108,7 @@ class GeneratorBundle:
         return cls(**data)
 
 
-KINDS = ("single", "per_class", "mixture")
+BUNDLE_KINDS = ("single", "per_class", "mixture")
 """A bundle's ``kind`` (see the module)."""
 
 
@@ -214,8 +214,8 @@ def bundle_problem(data: dict[str, Any]) -> str | None:
     network is built, every weight must be finite (a NaN generator would give NaN "images"), and each generator's
     weights must have the shapes of the network its sizes describe.
     """
-    if not isinstance(data["kind"], str) or data["kind"] not in KINDS:
-        return f"kind: expected one of {', '.join(KINDS)}, got {shown(data['kind'])}"
+    if not isinstance(data["kind"], str) or data["kind"] not in BUNDLE_KINDS:
+        return f"kind: expected one of {', '.join(BUNDLE_KINDS)}, got {shown(data['kind'])}"
     return _sizes_problem(data) or _parts_problem(data) or _shapes_problem(data)
 
 

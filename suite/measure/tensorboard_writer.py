@@ -53,7 +53,7 @@ DESCRIPTIONS = {
 """What each tag (the longest prefix here that matches it) holds, shown in TensorBoard with the axis."""
 
 
-def describe(tag: str) -> str:
+def tag_description(tag: str) -> str:
     """The description of ``tag``: what it holds and the step axis."""
     prefix = max((p for p in DESCRIPTIONS if tag.startswith(p)), key=len, default=None)
     what = DESCRIPTIONS[prefix] if prefix is not None else tag
@@ -110,7 +110,8 @@ class EventWriter:
                 if tag not in self._described:
                     entry.metadata.CopyFrom(
                         SummaryMetadata(
-                            plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"), summary_description=describe(tag)
+                            plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"),
+                            summary_description=tag_description(tag),
                         )
                     )
                     self._described.add(tag)

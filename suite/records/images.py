@@ -67,7 +67,7 @@ def read_pixels(path: str | os.PathLike, mode: str = "L") -> np.ndarray:
             raise ImageError(f"{path}: a damaged image ({' '.join(str(error).split())[:120]})") from None
 
 
-def read_text(path: str | os.PathLike, key: str) -> str:
+def read_png_text(path: str | os.PathLike, key: str) -> str:
     """The PNG text chunk ``key`` of the image at ``path`` ("" where it has none), after the size check above."""
     path = Path(path)
     with _opened(path) as picture:

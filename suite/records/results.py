@@ -67,9 +67,9 @@ def sample_grid_file(step: int) -> str:
 def grid_rows(path: Path) -> list[int] | None:
     """The classes of a sample grid's rows, from its :data:`GRID_ROWS_TEXT` chunk (None where its rows are not classes);
     :class:`~suite.records.images.ImageError` naming the file where it is no grid the suite reads."""
-    from .images import ImageError, read_text
+    from .images import ImageError, read_png_text
 
-    text = read_text(path, GRID_ROWS_TEXT)
+    text = read_png_text(path, GRID_ROWS_TEXT)
     if text and not re.fullmatch(r"\d{1,4}(,\d{1,4}){0,999}", text):
         raise ImageError(f"{path}: its {GRID_ROWS_TEXT!r} text is not a list of classes ({text[:40]!r})")
     return [int(v) for v in text.split(",")] if text else None

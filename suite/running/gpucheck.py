@@ -160,7 +160,7 @@ def engine_checks(record: dict[str, Any]) -> list[Check]:
     return [Check(rid, name, ok, evidence) for name, ok, evidence in found]
 
 
-def check_record(record: dict[str, Any]) -> list[Check]:
+def record_checks(record: dict[str, Any]) -> list[Check]:
     """The checks of one run's record: status, devices, nvml, timeline, scoring, then its engine's own
     (:func:`engine_checks`); only status when it failed."""
     rid = record.get("run_id") or "?"
@@ -248,7 +248,7 @@ def gpu_check(out: Path, timeout: float = 600.0, engines: Sequence[str] | None =
         checks.append(Check("machine", "suite run", code in (0, 1), f"exit code {code}{note}"))
         for run in expand(parse_scenario(scenario, "gpu-check.yaml")):
             missing = {"run_id": run.run_id, "status": "missing", "error": "no result.json"}
-            checks += check_record(read_record(out / "runs" / run.run_id) or missing)
+            checks += record_checks(read_record(out / "runs" / run.run_id) or missing)
     failed = [c for c in checks if not c.ok]
     verdict = f"FAIL: {len(failed)} of {len(checks)} checks failed" if failed else f"PASS: all {len(checks)} checks passed"
     lines = ["# suite gpu-check", "", *_machine_lines(caps, checked, skipped), "", f"**{verdict}**", ""]

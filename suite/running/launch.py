@@ -72,7 +72,7 @@ from ..records.results import (
     write_failed,
     write_record,
 )
-from ..train.checkpoint import CheckpointError, describe, resume_plan
+from ..train.checkpoint import CheckpointError, describe_checkpoint, resume_plan
 from ..train.launchenv import node_cores, threads_per_rank
 from .commands import (  # noqa: F401  (re-exported: the launch API is imported from here)
     ENV_FILE_LAUNCHERS,
@@ -202,7 +202,7 @@ def resume_point(run_dir: Path, run: Run) -> tuple[dict | None, str]:
         plan = resume_plan(run_dir, run)
     except CheckpointError as error:
         return None, f"--resume cannot continue: {error}"
-    return plan.checkpoint(), describe(plan.checkpoint(), plan.skipped)
+    return plan.checkpoint(), describe_checkpoint(plan.checkpoint(), plan.skipped)
 
 
 class _LogWatch:
@@ -441,7 +441,7 @@ def launch(
     return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out, started_utc=started_utc)
 
 
-def prepare(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
+def prepare_run_folder(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
     """Create ``results_dir/RUN_ID`` with its ``run.json``; return the folder.
 
     The run's sweep placement (ranks per node of its largest run) is recorded here, so that a

@@ -29,7 +29,7 @@ SUITE = "gan-scaling-suite"
 """What ``submission_org`` names: the suite that wrote the log."""
 NOT_A_SUBMISSION = f"written by {SUITE}; not an MLPerf submission"
 
-QUALITY_METRICS = (("fid", "FID", True), ("kid_mean", "KID", True), ("is_mean", "IS", False))
+MLLOG_SCORES = (("fid", "FID", True), ("kid_mean", "KID", True), ("is_mean", "IS", False))
 """A curve point's scores as ``eval_accuracy`` lines: (record field, metric, lower is better)."""
 
 PRECISIONS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bfloat16"}
@@ -145,7 +145,7 @@ def write_mllog(path: Path, record: dict[str, Any], started: float | None) -> No
             ml.end(c.BLOCK_STOP, metadata={**block, c.SAMPLES_COUNT: images}, time_ms=at)
             where = {c.SAMPLES_COUNT: images, "step": step}
             ml.start(c.EVAL_START, metadata=where, time_ms=at)
-            for field, metric, lower in QUALITY_METRICS:
+            for field, metric, lower in MLLOG_SCORES:
                 if point.get(field) is not None:
                     scored = {"metric": metric, "lower_is_better": lower, "features": point.get("features"), "n": point.get("n")}
                     ml.event(c.EVAL_ACCURACY, point[field], metadata={**where, **scored}, time_ms=at)

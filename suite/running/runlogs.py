@@ -24,7 +24,7 @@ from .commands import LaunchError
 
 log = logging.getLogger(__name__)
 
-PACKAGES = {"tensorboard": "tensorboard", "mllog": "mlperf_logging"}
+LOG_PACKAGES = {"tensorboard": "tensorboard", "mllog": "mlperf_logging"}
 """The module each log needs, by the setting that asks for it (both in the suite's ``logs`` extra)."""
 
 INSTALL = {"tensorboard": "tensorboard", "mllog": "mlperf-logging"}
@@ -49,7 +49,7 @@ def wanted(run: Run) -> list[str]:
 def check_available(runs: list[Run]) -> None:
     """Raise :class:`LaunchError` naming the package when a run asks for a log whose package is not installed."""
     for name in sorted({name for run in runs for name in wanted(run)}):
-        if importlib.util.find_spec(PACKAGES[name]) is None:
+        if importlib.util.find_spec(LOG_PACKAGES[name]) is None:
             setting = "--tensorboard / logs.tensorboard" if name == "tensorboard" else "--mllog / logs.mllog"
             raise LaunchError(
                 f"{setting} needs the {INSTALL[name]} package: pip install {INSTALL[name]} (or the suite's `logs` extra)"

@@ -58,7 +58,7 @@ class SweepOptions:
     """Seconds a run that checkpoints gets to save one and exit when the sweep is stopped."""
 
 
-def missing_data(runs: list[Run]) -> list[str]:
+def runs_missing_data(runs: list[Run]) -> list[str]:
     """One line per dataset the runs read that is not on disk (those that download it are left to torchvision)."""
     from ..gan.data import missing_data as missing
 
@@ -106,7 +106,7 @@ def run_scenario(
         check_tree(out / run.run_id)
     for run in runs:  # build every command first: a launcher problem shows before anything is written
         command_for(run, out / run.run_id, opts)
-    for problem in missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
+    for problem in runs_missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
         if not sweep.dry_run:
             raise DataError(problem)
         log.warning("warning: %s", problem)  # a dry run shows the commands; the real run stops here
@@ -174,11 +174,11 @@ def run_sweep(
     """Launch ``runs`` one after another inside the results folder's lock (held by the caller, who checked
     :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
     from ..records.results import atomic_write_text, read_record
-    from .launch import SignalGuard, Stop, command_for, launch, prepare
+    from .launch import SignalGuard, Stop, command_for, launch, prepare_run_folder
     from .reaper import Reaper
 
     atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
-    run_dirs = [prepare(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
+    run_dirs = [prepare_run_folder(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
     if sweep.dry_run:
         for run, run_dir in zip(runs, run_dirs):
             print(shlex.join(command_for(run, run_dir.resolve(), opts)))

@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Strategy(Protocol):
+class CheckpointedStrategy(Protocol):
     """What a checkpointer saves and restores: a set-up strategy (:class:`suite.train.strategies.base.Strategy`)."""
 
     def peers(self) -> Group: ...
@@ -192,7 +192,7 @@ def _state_problem(state: dict[str, Any]) -> str | None:
     return None
 
 
-def fingerprint(run: Run) -> str:
+def settings_fingerprint(run: Run) -> str:
     """A digest of the run's settings (placement aside): checkpoints resume only the settings that wrote them."""
     return hashlib.sha256(json.dumps(run.settings(), sort_keys=True).encode()).hexdigest()[:16]
 
@@ -246,7 +246,7 @@ def resume_plan(run_dir: Path, run: Run) -> ResumePlan:
     passes over are listed in :attr:`ResumePlan.skipped`. Only the indices tried are hashed.
     """
     folder = Path(run_dir) / CHECKPOINT_DIR
-    wanted = fingerprint(run)
+    wanted = settings_fingerprint(run)
     marks = {
         rank: {k: m for k, m in by_index.items() if m.fingerprint == wanted} for rank, by_index in read_marks(run_dir).items()
     }
@@ -283,7 +283,7 @@ def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
     return resume_plan(run_dir, run).checkpoint()
 
 
-def describe(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
+def describe_checkpoint(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
     """Where ``--resume`` continues: ``--resume continues from checkpoint 3 (step 40, 12 s of training)``,
     and the damaged checkpoints it skips."""
     passed = f", skipping {'; '.join(skipped)}" if skipped else ""
@@ -328,7 +328,8 @@ def footprint(run: Run) -> tuple[int, int]:
     from ..gan.models import build_pair
 
     strategy = STRATEGIES[run.strategy]
-    classes = len(run.dataset.classes) if run.dataset.classes else {"cifar100": 100, "imagenet": 1000}.get(run.dataset.name, 10)
+    # where only the dataset's files tell its classes (ImageNet's folders), a room estimate takes ImageNet's 1,000
+    classes = run.dataset.class_count or 1000
     g, d = build_pair(
         run.dataset.image_size,
         CHANNELS[run.dataset.name],
@@ -365,22 +366,22 @@ class Checkpointer:
         self.run, self.engine, self.telemetry = run, engine, telemetry
         self.every: CheckpointEvery = run.train.checkpoint_every
         self.run_dir, self.folder = Path(run_dir), Path(run_dir) / CHECKPOINT_DIR
-        self.rank, self.fingerprint = engine.rank, fingerprint(run)
+        self.rank, self.fingerprint = engine.rank, settings_fingerprint(run)
         self.index = 0  # of the last checkpoint written or resumed from
         self.written = 0
         self.last_clock = 0.0  # window clock of the last checkpoint
         self.segments = [{"from_step": 0, "from_train_s": 0.0}]  # the launches that trained this model
         self.resumed_from: dict | None = None
         self.skipped: list[str] = []  # newer checkpoints passed over when resuming (damaged)
-        self._attached: tuple[Strategy, Group] | None = None
+        self._attached: tuple[CheckpointedStrategy, Group] | None = None
         self._next_poll = 0.0
 
-    def attach(self, strategy: Strategy) -> None:
+    def attach(self, strategy: CheckpointedStrategy) -> None:
         """The set-up strategy whose state is saved; its peers are the group that checkpoints together."""
         self._attached = strategy, strategy.peers()
 
     @property
-    def strategy(self) -> Strategy:
+    def strategy(self) -> CheckpointedStrategy:
         """The attached strategy."""
         assert self._attached is not None, "attach() the strategy first"
         return self._attached[0]

@@ -64,7 +64,7 @@ def optimizer_settings(run: Run) -> tuple[float, tuple[float, float]]:
     return section.lr, (beta1, beta2)
 
 
-def critic_steps(run: Run) -> int:
+def run_critic_steps(run: Run) -> int:
     """Discriminator steps per generator step: the loss's ``critic_steps`` trait (``wgan_gp.n_critic`` under WGAN-GP), else one."""
     settings = LOSSES[run.loss].settings
     return scenario_critic_steps(run.loss, run.section(settings) if settings else None)
@@ -76,7 +76,7 @@ def generator_steps(run: Run, images: int, global_batch: int) -> int:
     A pass over ``images`` makes ``images // global_batch`` discriminator steps; WGAN-GP makes
     ``n_critic`` of them per generator step.
     """
-    steps = run.train.epochs * (images // global_batch) // critic_steps(run)
+    steps = run.train.epochs * (images // global_batch) // run_critic_steps(run)
     return min(steps, run.train.steps) if run.train.steps else steps
 
 
@@ -179,7 +179,7 @@ class GanTrainer:
                 f"{global_batch}; lower train.batch_size or select more data"
             )
         self.batches_per_epoch = len(data) // global_batch
-        self.n_critic = critic_steps(run)
+        self.n_critic = run_critic_steps(run)
         if max_steps is None:
             budgeted = run.train.budget_s is not None
             max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, len(data), global_batch)

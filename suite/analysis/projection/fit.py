@@ -17,7 +17,7 @@ from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost,
 
 MIN_FIT_PROCS = 2
 """Process counts a configuration's fit runs must cover before its model is projected."""
-BUSY_SHARE = 0.8
+MIN_CORE_SHARE = 0.8
 """A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 
 
@@ -34,7 +34,7 @@ def config_key(record: dict) -> tuple:
     )
 
 
-def config_name(key: tuple) -> str:
+def model_name(key: tuple) -> str:
     """``strategy / loss / engine (dataset NNpx, T threads, device)``."""
     strategy, engine, loss, dataset, size, threads, device = key
     return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
@@ -269,7 +269,7 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
 
         for r in runs:
             row = {
-                "config": config_name(key),
+                "config": model_name(key),
                 "run_id": r["run_id"],
                 "procs": r["procs"],
                 "scaling": r["scaling"],
@@ -401,7 +401,7 @@ def project(
             for p in ranks:
                 out = predict(model, problem, p, net, algorithm, weak, f.block)
                 row = {
-                    "config": config_name(f.key),
+                    "config": model_name(f.key),
                     "strategy": f.key[0],
                     "scaling": scaling,
                     "procs": p,
@@ -439,7 +439,7 @@ def model_table(fitted: list[Fitted]) -> pd.DataFrame:
     """The fitted parameters of every configuration, with the traffic its cost model says it has."""
     rows = [
         {
-            "config": config_name(f.key),
+            "config": model_name(f.key),
             "parameters": f.model.describe(),
             "note": f.model.step.note if isinstance(f.model, GanModel) else "",
         }

@@ -111,7 +111,7 @@ class GanModel:
         """The fitted parameters and the traffic, one line."""
         return f"c0 {self.step.per_step:.4g} s/step, c1 {self.step.per_image:.4g} s/image; {self.traffic()}"
 
-    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
         return _gan_time(self, problem, procs, net, algorithm, weak)
 
 
@@ -130,7 +130,7 @@ class ClassGroupsModel(GanModel):
         )
         return f"0 bytes at P <= {self.classes} (a rank trains its class GANs alone); above, {above}"
 
-    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
         return _classes_time(self, problem, procs, net, algorithm, weak)
 
 
@@ -154,7 +154,7 @@ class CellularModel:
         costs = f"tau {self.rest:.4g} s, phi {self.fitness:.4g} s, mu {self.mixture:.4g} s per cell-iteration"
         return costs + (f"; genome {_mib(self.cell_bytes)} per cell" if self.cell_bytes else "; genome bytes not counted")
 
-    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> Outcome:
+    def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
         return _cellular_time(self, problem, procs, net, weak, block)
 
 
@@ -179,7 +179,7 @@ class Problem:
 
 
 @dataclass
-class Outcome:
+class ProjectedStep:
     """A predicted training window and its parts, or why it cannot be predicted."""
 
     time: float | None = None
@@ -188,21 +188,21 @@ class Outcome:
     note: str = ""
 
 
-def _gan_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> Outcome:
+def _gan_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> ProjectedStep:
     if weak:
         local = problem.batch
     elif problem.batch % procs:
-        return Outcome(note=f"the global batch of {problem.batch} does not split over the ranks")
+        return ProjectedStep(note=f"the global batch of {problem.batch} does not split over the ranks")
     else:
         local = problem.batch // procs
     cost = model.step_seconds(local * problem.factor, procs, net, algorithm, problem.allreduce_every)
     if isinstance(cost, str):
-        return Outcome(note=cost)
+        return ProjectedStep(note=cost)
     compute, comm = cost
-    return Outcome(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm)
+    return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm)
 
 
-def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> Outcome:
+def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> ProjectedStep:
     from ...config.plan import class_plan
 
     labels = sorted(problem.class_steps)
@@ -212,21 +212,21 @@ def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, a
         labels = list(range(procs))
     n = len(labels)
     if procs > n and procs % n:
-        return Outcome(note=f"above the {n} classes, the ranks must be a multiple of the class count")
+        return ProjectedStep(note=f"above the {n} classes, the ranks must be a multiple of the class count")
     group = max(1, procs // n)
     if problem.batch % group:
-        return Outcome(note=f"a class batch of {problem.batch} does not split over the ranks of a class group")
+        return ProjectedStep(note=f"a class batch of {problem.batch} does not split over the ranks of a class group")
     cost = model.step_seconds(problem.batch // group * problem.factor, group, net, algorithm)
     if isinstance(cost, str):
-        return Outcome(note=cost)
+        return ProjectedStep(note=cost)
     compute, comm = cost
     slowest = max(sum(steps[c] for c in classes) for _, classes in class_plan(labels, procs))
-    return Outcome(slowest * (compute + comm), slowest * compute, slowest * comm)
+    return ProjectedStep(slowest * (compute + comm), slowest * compute, slowest * comm)
 
 
 def _cellular_time(
     model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
-) -> Outcome:
+) -> ProjectedStep:
     from ...config.plan import neighbourhood, process_grid
 
     grid = problem.grid
@@ -238,10 +238,10 @@ def _cellular_time(
     try:
         pgrid = process_grid(grid, procs)
     except ValueError:
-        return Outcome(note=f"the {grid[0]}x{grid[1]} grid's cells do not split into equal blocks over the ranks")
+        return ProjectedStep(note=f"the {grid[0]}x{grid[1]} grid's cells do not split into equal blocks over the ranks")
     plan = exchange_plan(grid, pgrid, model.kind)
     if any(plan) and model.cell_bytes is None:
-        return Outcome(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
+        return ProjectedStep(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
     cell_bytes = model.cell_bytes or 0
     k = grid[0] * grid[1] // procs
     compute = k * model.cell_seconds(len(neighbourhood((0, 0), grid, model.kind)))
@@ -252,7 +252,7 @@ def _cellular_time(
 
     comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
     note = f"grid {grid[0]}x{grid[1]}" if weak else ""
-    return Outcome(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
+    return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
 
 
 def predict(
@@ -263,7 +263,7 @@ def predict(
     algorithm: str = "best",
     weak: bool = False,
     block: tuple[int, int] | None = None,
-) -> Outcome:
+) -> ProjectedStep:
     """The training window of ``problem`` on ``procs`` ranks of ``net`` (strong scaling unless ``weak``).
 
     Weak scaling keeps the per-rank work of ``problem``: the per-rank batch (``problem.batch``),

@@ -18,7 +18,7 @@ from ..markdown import markdown_table
 from ..palette import style_of
 from ..plots import pyplot
 from ..projection_defaults import DEFAULT_NETWORK
-from .fit import BUSY_SHARE, Fitted, config_name, fit_all, model_table, project, scaled_model, validate
+from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
 REPORT_RANKS = [2**i for i in range(11)]
@@ -88,7 +88,7 @@ def compare_papers(
                     "metric": point["metric"],
                     "paper": point["value"],
                     "kind": point["kind"],
-                    "config": config_name(f.key),
+                    "config": model_name(f.key),
                     "projected": value,
                     "note": at.note or "",
                 }
@@ -160,7 +160,7 @@ def _not_projected(validation: pd.DataFrame, fitted: list[Fitted]) -> list[str]:
     model fitted on one process count."""
     left = validation[validation["role"].str.startswith("not projected")]
     lines = [f"- {config}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups]
-    lines += [f"- {config_name(f.key)}: {f.refused}." for f in fitted if f.refused]
+    lines += [f"- {model_name(f.key)}: {f.refused}." for f in fitted if f.refused]
     return lines + ([""] if lines else [])
 
 
@@ -291,10 +291,10 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
             f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
             f"{worst['error']:+.1%} ({worst['run_id']}).\n"
         )
-    starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < BUSY_SHARE)]
+    starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < MIN_CORE_SHARE)]
     if not starved.empty:
         lines.append(
-            f"{len(starved)} runs got less than {BUSY_SHARE:.0%} of their cores (`cpu_share`, down to "
+            f"{len(starved)} runs got less than {MIN_CORE_SHARE:.0%} of their cores (`cpu_share`, down to "
             f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
             "machine, and their errors measure that too. Re-run them on a quiet machine.\n"
         )

@@ -37,7 +37,7 @@ from .sections import (
     runs_section,
     samples_section,
     scaling_section,
-    scenario_section,
+    scenario_lines,
     time_section,
 )
 from .tables import scaling_table, sweep_warnings
@@ -135,7 +135,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
             "environment",
             "Environment",
             "the machine and versions, what differs between runs, and the scenario",
-            environment_section(records, out_dir) + scenario_section(results_dir),
+            environment_section(records, out_dir) + scenario_lines(results_dir),
         ),
         Page(
             "runs",

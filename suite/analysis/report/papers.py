@@ -32,11 +32,9 @@ from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..settling import below_p
 from ..speedup import efficiency, speedup
-from ..verdicts import Summary, summarise, welch_p
+from ..verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
-ALPHA = 0.05
-"""Two-sided level of the tests behind a claim's verdict."""
 MIN_DRAWS = 3
 """Runs per arm below which a claim is not judged (two draws give a Welch test about 1.3 degrees of freedom)."""
 FLAT_EFFICIENCY = 0.9
@@ -150,7 +148,7 @@ def _judged_if_learned(arms: dict[str, list[dict]], verdict: Verdict) -> Verdict
     return verdict if reason is None else (UNJUDGED, f"{verdict[1]}; {reason}")
 
 
-def differences(r: dict, setting: dict[str, object]) -> str:
+def setting_differences(r: dict, setting: dict[str, object]) -> str:
     """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
     settings = r.get("settings") or {}  # the run's whole settings, as the record keeps them
     dataset = r.get("dataset") or {}
@@ -206,7 +204,7 @@ def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
                 "IS (suite, over seeds)": _text(_quality(runs, "is_mean")),
                 "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
                 "where": row["table"],
-                "setting": differences(_first(runs), {**setting, "dataset": row["dataset"]}),
+                "setting": setting_differences(_first(runs), {**setting, "dataset": row["dataset"]}),
             }
         )
     return pd.DataFrame(rows)
@@ -279,7 +277,7 @@ def _seed001_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
         run = _first([r for r in _ok(records) if r.get("grid") and "x".join(map(str, r["grid"])) == grid])
-        what = differences(run, setting)
+        what = setting_differences(run, setting)
         if procs != cells:
             what = ("" if what == "same setting" else what + "; ") + f"{procs} processes for {cells} cells"
         if r_oversubscribed(records, grid):
@@ -347,7 +345,7 @@ def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
                     "FID (suite)": _text(_quality(runs, "fid")),
                     "IS (suite)": _text(_quality(runs, "is_mean")),
                     "paper": "none: the paper's text (the abstract) prints no IS or FID",
-                    "setting": differences(_first(runs), setting),
+                    "setting": setting_differences(_first(runs), setting),
                 }
             )
     return pd.DataFrame(rows)
@@ -387,7 +385,7 @@ def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
                 "untrained FID (suite)": _text(_quality(runs, "untrained_fid")),
                 "FID (paper, MNIST)": f"{printed['statistic']} {printed['fid']}" if printed is not None else "none printed",
                 "where": printed["table"] if printed is not None else "Figure 3 (boxes, no values printed)",
-                "setting": differences(runs[0], setting),
+                "setting": setting_differences(runs[0], setting),
             }
         )
     return pd.DataFrame(rows)

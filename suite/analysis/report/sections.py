@@ -238,7 +238,7 @@ def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> li
     return lines
 
 
-def scenario_section(results_dir: Path) -> list[str]:
+def scenario_lines(results_dir: Path) -> list[str]:
     """The scenario file the runs were started from, as it was (nothing where the results folder has none; a link
     there is refused, not followed: :func:`suite.records.nofollow.read_text`)."""
     scenario_file = results_dir / "scenario.yaml"

@@ -46,7 +46,7 @@ from ...gan.data import CHANNELS, class_prior, load_dataset, native_size
 from ...gan.models import build_pair
 from ...records.results import KID_FIELDS, PER_CLASS_BASES, atomic_write, atomic_write_text
 from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
-from .protocol import comparability, prepare
+from .protocol import comparability, protocol_images
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 from .signals import pixel_std
 
@@ -160,7 +160,7 @@ def real_statistics(ref: Reference, net: Features) -> dict:
     def compute() -> dict:
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         images, _ = data.fetch(reference_rows(len(data), ref.n))
-        features, _ = net(prepare(images, ref.protocol))
+        features, _ = net(protocol_images(images, ref.protocol))
         mu, sigma = statistics(features)
         return {"mu": mu, "sigma": sigma, "n": np.array(len(features)), "features": features}
 
@@ -182,7 +182,7 @@ def real_class_features(ref: Reference, net: Features) -> dict:
         features = []
         for lo in range(0, len(data), REAL_CHUNK):
             images, _ = data.fetch(np.arange(lo, min(lo + REAL_CHUNK, len(data))))
-            features.append(net(prepare(images, ref.protocol))[0].astype(np.float32))
+            features.append(net(protocol_images(images, ref.protocol))[0].astype(np.float32))
         return {"features": np.concatenate(features), "labels": data.labels, "num_classes": np.array(data.num_classes)}
 
     return _cached(_cache_path(ref, net, "all images"), compute)
@@ -302,7 +302,7 @@ def evaluate_images(
         "num_classes": int(every["num_classes"]),
     }
     reason, scores = unscorable_samples(images), {}
-    features, probs = net(prepare(images, ref.protocol)) if reason is None else (None, None)
+    features, probs = net(protocol_images(images, ref.protocol)) if reason is None else (None, None)
     if features is not None and not np.isfinite(features).all():
         reason = f"the {net.name} features of the samples are not finite"
     if reason is None and features is not None:

@@ -25,7 +25,7 @@ def quantise_8bit(images: torch.Tensor) -> torch.Tensor:
     return ((images.float() + 1) / 2).mul(255).add(0.5).clamp(0, 255).to(torch.uint8)
 
 
-def prepare(images: torch.Tensor, protocol: str) -> torch.Tensor:
+def protocol_images(images: torch.Tensor, protocol: str) -> torch.Tensor:
     """``images`` (float in [-1, 1]) as ``protocol`` scores them: 8-bit for a quantised protocol, else unchanged."""
     return quantise_8bit(images) if PROTOCOLS[protocol].quantised else images
 

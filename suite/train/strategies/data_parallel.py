@@ -18,7 +18,7 @@ from ...config.plan import SystemSize
 from ...config.registry import STRATEGIES
 from ...records.record import DataParallelFields
 from ..flat import cpu_state
-from ..training import GanTrainer, critic_steps, generator_steps
+from ..training import GanTrainer, generator_steps, run_critic_steps
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class DataParallel(Strategy):
         self.global_batch = run.train.batch_size * (group.size if weak else 1)
         # weak scaling: the one-rank run's number of generator steps
         steps = generator_steps(run, len(self.data), run.train.batch_size) if weak and run.train.budget_s is None else None
-        size = SystemSize(run.train.batch_size, group.size, weak, critic_steps(run))
+        size = SystemSize(run.train.batch_size, group.size, weak, run_critic_steps(run))
         self.budget = images_budget(run, size)
         if self.events is not None:
             self.events.count_steps(size)

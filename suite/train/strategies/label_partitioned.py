@@ -36,7 +36,7 @@ from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.nofollow import remove_tree
 from ...records.record import FileDigest, LabelPartitionedFields
 from ..flat import cpu_state
-from ..training import GanTrainer, critic_steps
+from ..training import GanTrainer, run_critic_steps
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class LabelPartitioned(Strategy):
         self.group = engine.split([ranks for ranks, _ in self.plan])
         self.interleaved = run.train.class_schedule == "interleaved"
         size = SystemSize(
-            run.train.batch_size, engine.size, run.scaling == "weak", critic_steps(run), classes=len(self.data.classes)
+            run.train.batch_size, engine.size, run.scaling == "weak", run_critic_steps(run), classes=len(self.data.classes)
         )
         self.budget = images_budget(run, size)
         if self.events is not None:
