@@ -128,17 +128,8 @@ def _add_container(g: Any, what: str) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        parents=[],
-        prog="suite",
-        description="Reference benchmark suite for distributed GAN training.",
-        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_run(sub: Any) -> None:
+    """``suite run``: its options and handler."""
     p = sub.add_parser("run", help="run a scenario's runs and record results")
     p.add_argument("scenario", help="scenario YAML file, e.g. scenarios/smoke.yaml")
     p.add_argument("--out", help="results folder (default results/<scenario name>)")
@@ -189,12 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_caps(p)
     p.set_defaults(func=cmd_run, timestamped=True)
 
+
+def _add_report(sub: Any) -> None:
+    """``suite report``: its options and handler."""
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
     p.add_argument("results", help="results folder written by suite run")
     p.add_argument("--out", help="report folder (default RESULTS/report)")
     p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
     p.set_defaults(func=cmd_report)
 
+
+def _add_papers(sub: Any) -> None:
+    """``suite papers``: its options and handler."""
     p = sub.add_parser(
         "papers",
         help="set each paper's printed numbers beside its scenarios' runs, one line per claim; write OUT/<paper>/papers.md",
@@ -207,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", help="papers' numbers folder (default: the suite's baselines/)")
     p.set_defaults(func=cmd_papers)
 
+
+def _add_tune(sub: Any) -> None:
+    """``suite tune``: its options and handler."""
     p = sub.add_parser(
         "tune",
         help="rank each system's swept settings by mean final FID over its seeds; write tuning.md, tuning.csv, chosen.yaml",
@@ -218,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RESULTS/tuning)")
     p.set_defaults(func=cmd_tune)
 
+
+def _add_compare(sub: Any) -> None:
+    """``suite compare``: its options and handler."""
     p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
     p.add_argument("new", help="results folder (or records JSON) to check")
     p.add_argument("baseline", help="baseline: a results folder, a records JSON list, or a folder holding records.json")
@@ -232,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of markdown")
     p.set_defaults(func=cmd_compare)
 
+
+def _add_sample(sub: Any) -> None:
+    """``suite sample``: its options and handler."""
     p = sub.add_parser("sample", help="draw samples from a trained run into an .npz file")
     p.add_argument("run_dir", help="a run folder (holding generator.pt)")
     p.add_argument("--n", type=int, default=1000, help="samples to draw")
@@ -239,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output .npz (arrays: images, labels)")
     p.set_defaults(func=cmd_sample)
 
+
+def _add_score(sub: Any) -> None:
+    """``suite score``: its options and handler."""
     p = sub.add_parser("score", help="IS / FID / KID / per-class FID or KID / TVD of a run or of samples")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", help="a run folder: sample its model and score it")
@@ -260,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func=cmd_score)
 
+
+def _add_ruler(sub: Any) -> None:
+    """``suite ruler``: its options and handler."""
     p = sub.add_parser("ruler", help="make or list the pinned feature networks (rulers) that IS / FID / KID use")
     ruler = p.add_subparsers(dest="ruler_command", required=True)
     q = ruler.add_parser("train", help="train the suite classifier of a dataset once and pin its sha256")
@@ -281,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = ruler.add_parser("list", help="list the pinned rulers and check every file against its hash (exit 1 if one fails)")
     q.set_defaults(func=cmd_ruler_list)
 
+
+def _add_gate(sub: Any) -> None:
+    """``suite gate``: its options and handler."""
     p = sub.add_parser(
         "gate",
         help="regression gate: this checkout against a baseline revision, paired and interleaved on this host",
@@ -334,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_gate)
 
+
+def _add_schema(sub: Any) -> None:
+    """``suite schema``: its options and handler."""
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of a scenario file (editors validate scenarios with it)",
@@ -342,9 +360,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_schema)
 
+
+def _add_env(sub: Any) -> None:
+    """``suite env``: its options and handler."""
     p = sub.add_parser("env", help="print versions and capabilities as JSON (and the Horovod build in one line on stderr)")
     p.set_defaults(func=cmd_env)
 
+
+def _add_gpu_check(sub: Any) -> None:
+    """``suite gpu-check``: its options and handler."""
     p = sub.add_parser(
         "gpu-check",
         help="self-check of the GPU paths on this node: short runs of every strategy and engine on every GPU",
@@ -362,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_gpu_check)
 
+
+def _add_jobscript(sub: Any) -> None:
+    """``suite jobscript``: its options and handler."""
     from ..config.validation import directive_problem
     from ..running.commands import LAUNCHERS
     from ..running.sites import SITES, SLURM_MPI_TYPES
@@ -441,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_caps(p)
     p.set_defaults(func=cmd_jobscript)
 
+
+def _add_project(sub: Any) -> None:
+    """``suite project``: its options and handler."""
     from ..analysis.projection_defaults import DEFAULT_NETWORK, DEFAULT_RANKS
     from ..measure.network import ALGORITHMS, PRESETS
 
@@ -472,10 +502,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
     p.set_defaults(func=cmd_project)
 
+
+def _add_probe(sub: Any) -> None:
+    """``suite probe``: its options and handler."""
     p = sub.add_parser("probe", help="measure this machine's latency and bandwidth (MPI ping-pong and allreduce)")
     p.add_argument(
         "--out", default="probe.json", help="JSON file to write (default probe.json; RESULTS/probe.json is read by suite project)"
     )
     p.add_argument("--np", type=int, default=2, help="processes (default 2)")
     p.set_defaults(func=cmd_probe)
+
+
+_COMMANDS = (
+    _add_run,
+    _add_report,
+    _add_papers,
+    _add_tune,
+    _add_compare,
+    _add_sample,
+    _add_score,
+    _add_ruler,
+    _add_gate,
+    _add_schema,
+    _add_env,
+    _add_gpu_check,
+    _add_jobscript,
+    _add_project,
+    _add_probe,
+)
+"""Every sub-command's parser, in the order ``suite --help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        parents=[],
+        prog="suite",
+        description="Reference benchmark suite for distributed GAN training.",
+        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in _COMMANDS:
+        add(sub)
     return parser
