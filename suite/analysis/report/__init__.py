@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...records.nofollow import read_text
@@ -41,6 +42,11 @@ from .sections import (
     time_section,
 )
 from .tables import scaling_table, sweep_warnings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..findings import Finding
 
 DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 """The papers' numbers beside the checkout's package (``baselines/``)."""
@@ -76,7 +82,45 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     headline_csv(table).to_csv(out_dir / "headline.csv", index=False)
     found = tested_findings(table, records, scaling)
     warnings = not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
+    pages = _detail_pages(results_dir, records, out_dir, baselines, frame, scaling, table, found, warnings)
+    pictures = figures(pages)
+    pages.insert(
+        -1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures))
+    )
+    written = write_pages(out_dir, pages)
 
+    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
+    lines.append(
+        f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
+        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
+    )
+    lines += machine_lines(records)
+    lines += first_page_headline(table, found, records)
+    lines += warnings_section(warnings, failed)
+    key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
+    if key:
+        lines.append("## Key figures\n")
+        lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
+    lines += index_section(written)
+    atomic_write_text(out_dir / "report.md", "\n".join(lines))
+    # the records and the measured network: `suite project REPORT` fits and validates what the report shows
+    atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
+    if copy_probe:
+        atomic_write_text(out_dir / PROBE_FILE, read_text(results_dir / PROBE_FILE))  # a link there: refused, not copied
+
+
+def _detail_pages(
+    results_dir: Path,
+    records: list[dict],
+    out_dir: Path,
+    baselines: Path,
+    frame: pd.DataFrame,
+    scaling: dict[str, pd.DataFrame],
+    table: pd.DataFrame,
+    found: list[Finding],
+    warnings: list[str],
+) -> list[Page]:
+    """The report's detail pages, in their order (each section writes its CSVs and figures into ``out_dir``)."""
     papers: list[str] = []
     baseline_section(baselines, records, papers)
     engines: list[str] = []
@@ -145,30 +189,7 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
         ),
         Page("definitions", "Definitions", "what every column and word of the report means", [DEFINITIONS]),
     ]
-    pictures = figures(pages)
-    pages.insert(
-        -1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures))
-    )
-    written = write_pages(out_dir, pages)
-
-    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
-    lines.append(
-        f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
-        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
-    )
-    lines += machine_lines(records)
-    lines += first_page_headline(table, found, records)
-    lines += warnings_section(warnings, failed)
-    key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
-    if key:
-        lines.append("## Key figures\n")
-        lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
-    lines += index_section(written)
-    atomic_write_text(out_dir / "report.md", "\n".join(lines))
-    # the records and the measured network: `suite project REPORT` fits and validates what the report shows
-    atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
-    if copy_probe:
-        atomic_write_text(out_dir / PROBE_FILE, read_text(results_dir / PROBE_FILE))  # a link there: refused, not copied
+    return pages
 
 
 DEFINITIONS = """## Definitions
