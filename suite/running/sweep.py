@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection
+from typing import TYPE_CHECKING, Any, Collection
 
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
@@ -162,6 +162,31 @@ def result_lines(position: str, run: Run, record: dict) -> list[str]:
     ] + [line]
 
 
+def _show(progress: Any, lines: list[str]) -> None:
+    """A finished run's lines: above the progress bar (which moves on by one), else as log lines."""
+    if progress:
+        for text in lines:
+            progress.write(stamped(text))
+        progress.update(1)
+    else:
+        for text in lines:
+            log.info(text)
+
+
+def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
+    """What a sweep stopped by a signal says: the signal, the run it stopped (and its record's reason) or none."""
+    from ..records.results import read_record
+
+    record = (read_record(current[1]) or {}) if current else {}
+    if not current:
+        where = "no run was going"
+    elif record.get("status") == "interrupted":
+        where = f"{current[0].run_id}: {record['error']}"
+    else:
+        where = f"{current[0].run_id} has no record (it could not be written)"
+    return f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues"
+
+
 def run_sweep(
     scenario_file: Path,
     scenario: Scenario,
@@ -173,7 +198,7 @@ def run_sweep(
 ) -> int:
     """Launch ``runs`` one after another inside the results folder's lock (held by the caller, who checked
     :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
-    from ..records.results import atomic_write_text, read_record
+    from ..records.results import atomic_write_text
     from .launch import SignalGuard, Stop, command_for, launch, prepare_run_folder
     from .reaper import Reaper
 
@@ -218,27 +243,10 @@ def run_sweep(
                 ok, diverging = record["status"] == "ok", record["status"] == "diverged"
                 failures += not ok and not diverging
                 diverged += diverging
-                lines = result_lines(f"[{i + 1}/{len(runs)}]", run, record)
-                if progress:
-                    for text in lines:
-                        progress.write(stamped(text))
-                    progress.update(1)
-                else:
-                    for text in lines:
-                        log.info(text)
+                _show(progress, result_lines(f"[{i + 1}/{len(runs)}]", run, record))
         except Stop as stop:
             progress and progress.close()
-            record = (read_record(current[1]) or {}) if current else {}
-            if not current:
-                where = "no run was going"
-            elif record.get("status") == "interrupted":
-                where = f"{current[0].run_id}: {record['error']}"
-            else:
-                where = f"{current[0].run_id} has no record (it could not be written)"
-            print(
-                f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues",
-                file=sys.stderr,
-            )
+            print(_stopped(stop, current), file=sys.stderr)
             return 128 + stop.signum
     if progress:
         progress.close()
