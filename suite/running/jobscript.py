@@ -364,36 +364,7 @@ def render(scenario_path: Path, job: JobOptions) -> str:
     nodes, per_node = plan.nodes, plan.per_node
     out = job.results or f"results/{scenario.name}"
     suite = [job.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
-    run_args = [
-        *suite,
-        "run",
-        str(scenario_path),
-        "--out",
-        out,
-        "--resume",
-        "--quiet",
-        "--grace",
-        str(WARNING_S // 2),
-        "--launcher",
-        plan.launcher,
-        "--nodes",
-        str(nodes),
-        "--ranks-per-node",
-        str(per_node),
-        "--gpus-per-rank",
-        str(plan.gpus_per_rank),
-    ]
-    if plan.cpus_per_rank:
-        run_args += ["--cpus-per-rank", str(plan.cpus_per_rank)]
-    if plan.container:
-        run_args += ["--container", plan.container.runtime, plan.container.image]
-        run_args += ["--container-gpus", plan.container.gpus or "none"]
-    # the rendezvous of the torch and deepspeed engines (mpirun passes it with -x; the others pass the environment)
-    run_line = shlex.join(run_args) + ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
-    if plan.launcher == "horovodrun":
-        run_line += ' --hosts "$hosts"'
-    if job.array:
-        run_line += ' --only "$run_id"'
+    run_line = _run_line(suite, scenario_path, out, plan, job)
     name = scenario.name
     if plan.scheduler == "lsf":
         header = _lsf_header(name, nodes, seconds, job)
@@ -452,6 +423,43 @@ def render(scenario_path: Path, job: JobOptions) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _run_line(suite: list[str], scenario_path: Path, out: str, plan: _Plan, job: JobOptions) -> str:
+    """The script's ``suite run`` line: the scenario into ``out``, resumable, placed as ``plan`` says (shell words
+    quoted; the rendezvous, hosts and array task's run come from variables the script sets)."""
+    nodes, per_node = plan.nodes, plan.per_node
+    run_args = [
+        *suite,
+        "run",
+        str(scenario_path),
+        "--out",
+        out,
+        "--resume",
+        "--quiet",
+        "--grace",
+        str(WARNING_S // 2),
+        "--launcher",
+        plan.launcher,
+        "--nodes",
+        str(nodes),
+        "--ranks-per-node",
+        str(per_node),
+        "--gpus-per-rank",
+        str(plan.gpus_per_rank),
+    ]
+    if plan.cpus_per_rank:
+        run_args += ["--cpus-per-rank", str(plan.cpus_per_rank)]
+    if plan.container:
+        run_args += ["--container", plan.container.runtime, plan.container.image]
+        run_args += ["--container-gpus", plan.container.gpus or "none"]
+    # the rendezvous of the torch and deepspeed engines (mpirun passes it with -x; the others pass the environment)
+    run_line = shlex.join(run_args) + ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
+    if plan.launcher == "horovodrun":
+        run_line += ' --hosts "$hosts"'
+    if job.array:
+        run_line += ' --only "$run_id"'
+    return run_line
 
 
 def _setup(plan: _Plan, job: JobOptions) -> list[str]:
