@@ -507,7 +507,7 @@ def test_fuzzed_baselines_are_read_with_their_columns_checked_or_refused_in_one_
         refused(error, path)
         return
     paper_points(folder)  # what the projection and the report read of it
-    baseline_section(folder, RECORDS, [])
+    baseline_section(folder, RECORDS)
 
 
 # --- a few cases through the command line ---------------------------------------------------------------------------

@@ -413,15 +413,9 @@ def _wait_for_stopped(run_dir: Path, procs: int, timeout: float = 30.0) -> None:
         time.sleep(0.5)
 
 
-def execute(run: Run, run_dir: Path) -> int:
-    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
-
-    The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak),
-    the training clock (between two barriers: the warm-up, then the timed steps), finalize (gathers,
-    hand-offs, saving) and scoring. Only the training clock goes into speedup and efficiency.
-    """
-    started, started_utc = time.perf_counter(), utc_now()
-    launch = detect()
+def _set_threads(run: Run, launch: LaunchInfo) -> int:
+    """Give torch this rank's share of the node's cores (``train.threads``, else the cores over the ranks placed on the
+    node); returns the threads."""
     import torch
 
     from ..train.engines.base import uses_cuda
@@ -431,38 +425,126 @@ def execute(run: Run, run_dir: Path) -> int:
         run.train.threads, run.sweep_ranks_per_node or launch.local_size, cores, allowed, on_gpu=uses_cuda()
     )
     torch.set_num_threads(threads)
-    rank = launch.rank
-    engine = None
+    return threads
+
+
+def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, Telemetry, Strategy]:
+    """The run's data, this rank's telemetry and its strategy, created (not yet set up) on the started ``engine``."""
+    from ..gan.data import load_dataset
+    from ..measure.telemetry import Telemetry
+    from ..train import strategies
+
+    dataset = run.dataset
+    data = load_dataset(
+        dataset.name, dataset.image_size, dataset.split, dataset.root, dataset.classes, dataset.download, dataset.limit
+    )
+    import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
+
+    telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
+    _fail_at_step(telemetry, engine.rank)
+    _diverge_at_step(engine.rank)
+    _slow_down_steps(telemetry)
+    return data, telemetry, strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
+
+
+def _rank_summary(engine: Engine, telemetry: Telemetry, strategy: Strategy, setup_s: float, peak: dict) -> dict:
+    """What this rank hands rank 0 for the record: its telemetry, set-up seconds, device peak and traffic."""
+    return {
+        **telemetry.as_dict(),
+        "rank": engine.rank,
+        "setup_s": setup_s,
+        "peak": peak,
+        "comm_bytes": engine.comm.bytes,
+        "comm_largest_group": engine.comm.largest_group,
+        "budget_window_s": strategy.window_s,
+    }
+
+
+def _train(
+    run: Run,
+    run_dir: Path,
+    engine: Engine,
+    strategy: Strategy,
+    telemetry: Telemetry,
+    checkpointer: Checkpointer | None,
+    warm_up: bool,
+) -> None:
+    """The training clock, barrier to barrier: the warm-up (unless a resumed run is past it), then the window's timed
+    steps; a time budget's window is what the slowest rank's warm-up left of it."""
+    from ..measure.tracing import profiled_steps
+
+    engine.barrier()  # the training clock starts on every rank at once, with the warm-up
+    telemetry.start_warmup()
+    if warm_up:
+        strategy.warm_up()
+    engine.timeline.synchronize()
+    # every rank's warm-up seconds, agreed: a time budget's window is what the slowest warm-up left of it
+    warmups = engine.allgather_object(telemetry.warmup_seconds())  # also the barrier that opens the window
+    strategy.window_s = window_seconds(run.train.budget_s, max(warmups))
+    strategy.window_opens_s = max(warmups)
+    telemetry.open_window()
+    with profiled_steps(run.trace, run_dir, engine, telemetry):
+        strategy.train()
+    if checkpointer is not None and not strategy.halted():  # a diverged model is not worth resuming
+        checkpointer.finish()
+    telemetry.training_done()
+    engine.barrier()
+    telemetry.close_window()
+
+
+def _saved_record(
+    run: Run,
+    run_dir: Path,
+    launch: LaunchInfo,
+    engine: Engine,
+    data: ImageData,
+    per_rank: list[dict],
+    outcome: Outcome,
+    placement: dict,
+    checkpointer: Checkpointer | None,
+) -> dict:
+    """Rank 0's record of an ok run, with its checkpoints' fields, once its generators are saved in ``run_dir``."""
+    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
+    record = {**run_identity(run), **_ok_record(run, launch, engine, data, per_rank, outcome, placement)}
+    if checkpointer is not None:
+        record.update(checkpointer.fields(per_rank))
+    record["model_digest"] = outcome.bundle.digest()
+    bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
+    record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
+    return record
+
+
+def _write_ok(run: Run, run_dir: Path, record: dict, checkpointer: Checkpointer | None) -> None:
+    """Rank 0's last word on an ok run: its record and logs written, its checkpoints no longer needed."""
+    write_record(run_dir, record)
+    write_run_logs(run, run_dir)
+    if checkpointer is not None:
+        checkpointer.clear()
+    log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
+
+
+def execute(run: Run, run_dir: Path) -> int:
+    """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
+
+    The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak), the training clock
+    (:func:`_train`), finalize (gathers, hand-offs, saving) and scoring. Only the training clock goes into speedup and
+    efficiency.
+    """
+    started, started_utc = time.perf_counter(), utc_now()
+    launch = detect()
+    threads = _set_threads(run, launch)
+    rank, engine = launch.rank, None
     events: EventWriter | None = None
     try:
         write_status(run_dir, rank, "running")
-        from ..gan.data import load_dataset
         from ..measure.flops import device_peak
-        from ..measure.telemetry import Telemetry
-        from ..measure.tracing import profiled_steps
-        from ..train import strategies
         from ..train.engines import create_engine
 
         engine = create_engine(run, launch, run_dir)
         engine.start()
         rank = engine.rank
         _check_agreement(engine, launch, run)
-        data = load_dataset(
-            run.dataset.name,
-            run.dataset.image_size,
-            run.dataset.split,
-            run.dataset.root,
-            run.dataset.classes,
-            run.dataset.download,
-            run.dataset.limit,
-        )
-        import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
-
-        telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
-        _fail_at_step(telemetry, rank)
-        _diverge_at_step(rank)
-        _slow_down_steps(telemetry)
-        strategy = strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
+        data, telemetry, strategy = _strategy_for(run, run_dir, engine)
         events = strategy.events = _event_writer(run, run_dir, rank)
         checkpointer = strategy.checkpointer = (
             Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
@@ -475,36 +557,12 @@ def execute(run: Run, run_dir: Path) -> int:
         engine.barrier()  # every rank measures its share of the machine at the same time
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
-        engine.barrier()  # the training clock starts on every rank at once, with the warm-up
-        telemetry.start_warmup()
-        if resumed is None:  # a resumed run is past its warm-up
-            strategy.warm_up()
-        engine.timeline.synchronize()
-        # every rank's warm-up seconds, agreed: a time budget's window is what the slowest warm-up left of it
-        warmups = engine.allgather_object(telemetry.warmup_seconds())  # also the barrier that opens the window
-        strategy.window_s = window_seconds(run.train.budget_s, max(warmups))
-        strategy.window_opens_s = max(warmups)
-        telemetry.open_window()
-        with profiled_steps(run.trace, run_dir, engine, telemetry):
-            strategy.train()
-        if checkpointer is not None and not strategy.halted():  # a diverged model is not worth resuming
-            checkpointer.finish()
-        telemetry.training_done()
-        engine.barrier()
-        telemetry.close_window()
+        _train(run, run_dir, engine, strategy, telemetry, checkpointer, warm_up=resumed is None)
         # every group's verdict, after the window (groups that train apart learn of each other here)
         diverged = first_divergence(engine.allgather_object(strategy.divergence()))
         finalize_start = time.perf_counter()
         outcome = strategy.finalize() if diverged is None else None
-        mine = {
-            **telemetry.as_dict(),
-            "rank": engine.rank,
-            "setup_s": setup_s,
-            "peak": peak,
-            "comm_bytes": engine.comm.bytes,
-            "comm_largest_group": engine.comm.largest_group,
-            "budget_window_s": strategy.window_s,
-        }
+        mine = _rank_summary(engine, telemetry, strategy, setup_s, peak)
         if diverged is not None:
             _end_diverged(
                 run, run_dir, started_utc, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads)
@@ -514,16 +572,8 @@ def execute(run: Run, run_dir: Path) -> int:
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         record = None
         if per_rank is not None:  # rank 0
-            assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-            record = {
-                **run_identity(run),
-                **_ok_record(run, launch, engine, data, per_rank, outcome, _placement(run, launch, threads)),
-            }
-            if checkpointer is not None:
-                record.update(checkpointer.fields(per_rank))
-            record["model_digest"] = outcome.bundle.digest()
-            bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
-            record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
+            placement = _placement(run, launch, threads)
+            record = _saved_record(run, run_dir, launch, engine, data, per_rank, outcome, placement, checkpointer)
             record["finalize_s"] = time.perf_counter() - finalize_start
         score_start = time.perf_counter()
         scored = score_models(run, engine, outcome) if run.metrics.enabled else None  # every rank scores a share
@@ -532,11 +582,7 @@ def execute(run: Run, run_dir: Path) -> int:
             record["score_s"] = time.perf_counter() - score_start
             record["worker_s"] = time.perf_counter() - started
             record.update(_provenance(run, started_utc))
-            write_record(run_dir, record)
-            write_run_logs(run, run_dir)
-            if checkpointer is not None:
-                checkpointer.clear()
-            log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
+            _write_ok(run, run_dir, record, checkpointer)
         engine.shutdown()
         global _exit_without_finalizing
         _exit_without_finalizing = engine.exit_without_finalizing

@@ -104,6 +104,27 @@ def evenly_spaced_steps(total: int, points: int) -> list[int]:
     return sorted({max(1, int(round(total * (i + 1) / points))) for i in range(points)})
 
 
+def _step_counts(run: Run, images: int, global_batch: int, key: str, max_steps: int | None) -> tuple[int, int, int]:
+    """A GAN's batches per epoch, critic steps per generator step and generator steps (``max_steps`` where given,
+    else the run's budget); :class:`TrainingError` naming the field where it would make no step."""
+    if images < global_batch:
+        raise TrainingError(
+            f"train.batch_size: GAN '{key}' has {images} training images, fewer than one batch of "
+            f"{global_batch}; lower train.batch_size or select more data"
+        )
+    batches_per_epoch = images // global_batch
+    n_critic = run_critic_steps(run)
+    if max_steps is None:
+        budgeted = run.train.budget_s is not None
+        max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, images, global_batch)
+    if max_steps < 1:
+        raise TrainingError(
+            f"train.epochs: GAN '{key}' would make no generator step ({batches_per_epoch} batches per "
+            f"epoch, {n_critic} critic steps per generator step); train longer or use smaller batches"
+        )
+    return batches_per_epoch, n_critic, max_steps
+
+
 class GanTrainer:
     """Builds one G/D pair for a group of ranks and trains it step by step.
 
@@ -173,22 +194,7 @@ class GanTrainer:
         self.loss = get_loss(run.loss)
         self.seed = run.train.seed
         self.local_batch = local_batch(global_batch, group.size)
-        if len(data) < global_batch:
-            raise TrainingError(
-                f"train.batch_size: GAN '{key}' has {len(data)} training images, fewer than one batch of "
-                f"{global_batch}; lower train.batch_size or select more data"
-            )
-        self.batches_per_epoch = len(data) // global_batch
-        self.n_critic = run_critic_steps(run)
-        if max_steps is None:
-            budgeted = run.train.budget_s is not None
-            max_steps = (run.train.steps or UNLIMITED) if budgeted else generator_steps(run, len(data), global_batch)
-        self.max_steps = max_steps
-        if self.max_steps < 1:
-            raise TrainingError(
-                f"train.epochs: GAN '{key}' would make no generator step ({self.batches_per_epoch} batches per "
-                f"epoch, {self.n_critic} critic steps per generator step); train longer or use smaller batches"
-            )
+        self.batches_per_epoch, self.n_critic, self.max_steps = _step_counts(run, len(data), global_batch, key, max_steps)
         self.generator, self.discriminator = self._build()
         # the forward passes the steps call, compiled where performance.compile asks (the penalty's stays eager):
         # through the engine's wrapper (module) where gradients flow into the network, else the plain network

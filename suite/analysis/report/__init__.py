@@ -121,8 +121,7 @@ def _detail_pages(
     warnings: list[str],
 ) -> list[Page]:
     """The report's detail pages, in their order (each section writes its CSVs and figures into ``out_dir``)."""
-    papers: list[str] = []
-    baseline_section(baselines, records, papers)
+    papers = baseline_section(baselines, records)
     engines: list[str] = []
     engine_section(records, results_dir, out_dir, engines)
     pages = [

@@ -236,7 +236,9 @@ def _protocol_differences(r: dict, q: dict) -> str:
     return "; ".join(notes) or "same protocol"
 
 
-def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> None:
+def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
+    """The papers' numbers beside the runs' (the report's papers page)."""
+    lines: list[str] = []
     lines.append("## Papers' numbers (not measured here)\n")
     lines.append(
         "Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
@@ -290,6 +292,7 @@ def baseline_section(baselines: Path, records: list[dict], lines: list[str]) -> 
         if speedups is not None and speedups.is_file() and any(r.get("strategy") == entry.name for r in records):
             lines.append(f"**Paper 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
             lines.append(markdown_table(read_baseline(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+    return lines
 
 
 def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: Path | None = None) -> list[str]:
