@@ -186,3 +186,22 @@ def test_pages_are_written_per_paper(tmp_path):
     assert "none: the paper's text (the abstract) prints no IS or FID" in text
     assert "- **holds**: Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)." in text
     assert paper_page(PAPERS["seed003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2
+
+
+def test_a_quality_claim_says_its_budget_and_which_arm_was_still_improving():
+    from suite.analysis.report.papers import scale_note
+
+    def runs(last_ratios):
+        # three seeds, each with curve points at 1,000 and 2,000 images: the FID's ratio over that last stretch
+        return [
+            {"seed": s, "curve": [{"images": 1000, "fid": 300.0}, {"images": 2000, "fid": 300.0 * r}]}
+            for s, r in enumerate(last_ratios)
+        ]
+
+    note = scale_note({"W-CGAN": runs([0.5, 0.55, 0.6]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
+    assert note.startswith("at 2,000 training images, still improving (FID over the last stretch): W-CGAN 0.548 ")
+    assert "DC-CGAN" not in note
+    flat = scale_note({"W-CGAN": runs([1.0, 1.01, 0.99]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
+    assert flat.startswith("at 2,000 training images, no arm still improving") and "W-CGAN" in flat
+    one_point = {"A": [{"seed": 0, "curve": [{"images": 1000, "fid": 300.0}]}]}
+    assert scale_note(one_point) == "whether the arms were still improving is not known (fewer than two curve points)"

@@ -30,7 +30,7 @@ from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import read_baseline
 from ..markdown import markdown_table
-from ..settling import below_p
+from ..settling import below_p, last_stretch
 from ..speedup import efficiency, speedup
 from ..verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
 
@@ -142,10 +142,35 @@ def learned(arms: dict[str, list[dict]]) -> str | None:
     return None
 
 
+def scale_note(arms: dict[str, list[dict]]) -> str:
+    """At what budget a quality claim was judged and whether each arm was still improving there: each arm's FID over
+    the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`.settling.last_stretch`)."""
+    trends = []
+    for name, runs in arms.items():
+        draws = {}
+        for r in runs:
+            points = [(float(p["images"]), float(p["fid"])) for p in r.get("curve") or [] if p.get("images") and p.get("fid")]
+            if points:
+                draws[r.get("seed")] = points
+        if draws and (trend := last_stretch(name, draws)) is not None:
+            trends.append(trend)
+    if not trends:
+        return "whether the arms were still improving is not known (fewer than two curve points)"
+    budget = f"at {max(t.end for t in trends):,.0f} training images"
+    still = [t for t in trends if t.improving]
+    if still:
+        return f"{budget}, still improving (FID over the last stretch): {'; '.join(t.text() for t in still)}"
+    tested = ", ".join(t.text() for t in trends)
+    return f"{budget}, no arm still improving (FID over the last stretch, one-sided paired t at {ALPHA:.0%}: {tested})"
+
+
 def _judged_if_learned(arms: dict[str, list[dict]], verdict: Verdict) -> Verdict:
-    """``verdict``, unless an arm's model has not learned (then it cannot be judged, and the evidence says why)."""
+    """``verdict`` with the budget it was judged at and who was still improving there, unless an arm's model has not
+    learned (then it cannot be judged, and the evidence says why)."""
     reason = learned(arms)
-    return verdict if reason is None else (UNJUDGED, f"{verdict[1]}; {reason}")
+    if reason is not None:
+        return UNJUDGED, f"{verdict[1]}; {reason}"
+    return verdict[0], f"{verdict[1]}; {scale_note(arms)}"
 
 
 def setting_differences(r: dict, setting: dict[str, object]) -> str:
