@@ -97,7 +97,10 @@ def scenario_dict(args: argparse.Namespace, perf: dict | None = None) -> dict:
     return {
         "name": "step-overhead",
         "dataset": {"name": "digits", "image_size": args.image_size},
-        "train": {"epochs": 1000, "steps": 10**6, "batch_size": args.batch, "warmup_steps": 0, "threads": 1},
+        # the arms' warm-up is --warmup's untimed steps; a graphed scenario must still name enough warm-up steps to be
+        # accepted (the capture after two eager steps)
+        "train": {"epochs": 1000, "steps": 10**6, "batch_size": args.batch, "threads": 1}
+        | {"warmup_steps": 3 if (perf or {}).get("cuda_graphs") else 0},
         "metrics": {"enabled": False},
         "performance": perf or {},
         # the engine is never started (one rank, OneRank); CUDA graphs are allowed on the torch engine only

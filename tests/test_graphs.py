@@ -249,7 +249,7 @@ def test_the_record_states_no_compile_mode_for_the_captured_step():
 
 def _scenario(entry: dict, top: dict | None = None):
     spec = {"strategy": "data_parallel", "engine": "torch", "procs": [1], "performance": {"cuda_graphs": True}, **entry}
-    return parse_scenario({"name": "t", "runs": [spec], **(top or {})})
+    return parse_scenario({"name": "t", "train": {"warmup_steps": 3}, "runs": [spec], **(top or {})})
 
 
 @pytest.mark.parametrize(
@@ -269,6 +269,15 @@ def test_cuda_graphs_where_they_cannot_work_are_one_line_naming_the_field(entry,
     message = str(refused.value)
     assert "runs[0].performance.cuda_graphs: " in message and why in message
     assert "\n" not in message
+
+
+def test_cuda_graphs_with_too_few_warm_up_steps_to_capture_before_the_window_are_refused():
+    with pytest.raises(ScenarioError) as refused:
+        _scenario({"train": {"warmup_steps": 2}})
+    assert str(refused.value) == (
+        "<scenario>: runs[0].train.warmup_steps: 2 with performance.cuda_graphs: the step runs eagerly 2 times, then "
+        "is captured; give at least 3 warm-up steps so that the capture is not timed"
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from suite.train import performance
 
 def scenario(perf=None, **entry):
     spec = {"strategy": "data_parallel", "engine": "torch", **entry}
-    return parse_scenario({"name": "t", "performance": perf or {}, "runs": [spec]})
+    # three warm-up steps: a captured step is captured after two eager ones, before the window
+    return parse_scenario({"name": "t", "train": {"warmup_steps": 3}, "performance": perf or {}, "runs": [spec]})
 
 
 def test_a_run_takes_the_scenarios_settings_with_its_own_on_top():

@@ -15,6 +15,11 @@ from __future__ import annotations
 from .registry import CUDA_GRAPHS, CUDA_GRAPHS_REDUCTION, ENGINES, LOSSES
 from .scenario import Fail, PerformanceConfig, RunSpec, Scenario, critic_steps, default_loss, entry_section
 
+GRAPH_WARMUP_CALLS = 2
+"""Eager calls of the step before it is captured (each a real training step: the first counts FLOPs, both make
+Adam's state and pick cuDNN's algorithms), as torch.cuda.graphs asks; the third step is captured and replayed, so
+``train.warmup_steps`` must be more than this for the capture to happen before the timed window opens."""
+
 
 def check_cuda_graphs(spec: RunSpec, settings: PerformanceConfig, path: str, scenario: Scenario, fail: Fail) -> None:
     """``settings`` (an entry's, over the scenario's) ask for CUDA graphs only where the captured step can hold the
@@ -50,3 +55,10 @@ def check_cuda_graphs(spec: RunSpec, settings: PerformanceConfig, path: str, sce
         fail(field, "synchronised BatchNorm communicates inside the forward pass, which a graph cannot hold")
     if settings.compile:
         fail(field, "the captured step runs the eager networks, not compiled ones: turn performance.compile off beside it")
+    warmup = entry_section(scenario, spec, "train", path).warmup_steps
+    if warmup <= GRAPH_WARMUP_CALLS:
+        fail(
+            f"{path}.train.warmup_steps",
+            f"{warmup} with performance.cuda_graphs: the step runs eagerly {GRAPH_WARMUP_CALLS} times, then is captured; "
+            f"give at least {GRAPH_WARMUP_CALLS + 1} warm-up steps so that the capture is not timed",
+        )

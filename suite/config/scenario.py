@@ -286,7 +286,7 @@ class Run:
         return build_section(cls, data, "run")
 
     def to_json(self) -> str:
-        """The run as ``run.json`` holds it (written atomically by :func:`suite.running.launch.prepare`)."""
+        """The run as ``run.json`` holds it (written atomically by :func:`suite.running.launch.prepare_run_folder`)."""
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod

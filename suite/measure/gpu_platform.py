@@ -85,6 +85,7 @@ def driver_version() -> str | None:
     pynvml: Any = importlib.import_module("pynvml")
     pynvml.nvmlInit()
     try:
-        return str(pynvml.nvmlSystemGetDriverVersion())
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)  # older pynvml returns bytes
     finally:
         pynvml.nvmlShutdown()

@@ -24,14 +24,10 @@ from typing import Callable, Protocol
 
 import torch
 
+from ..config.graph_rules import GRAPH_WARMUP_CALLS
 from ..config.plan import TrainingError
 from ..gan.losses import Loss
 from .engines.base import Replica
-
-GRAPH_WARMUP_CALLS = 2
-"""Eager calls of the step before it is captured (each a real training step: the first counts FLOPs, both make
-Adam's state and pick cuDNN's algorithms), as torch.cuda.graphs asks; the third step is captured and replayed, so
-``train.warmup_steps`` of 3 or more capture it before the window opens."""
 
 Step = Callable[[], torch.Tensor]
 """A step of static inputs: it reads only :class:`StaticInputs` and the model, and returns its losses."""
