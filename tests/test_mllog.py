@@ -9,23 +9,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_logs import STARTED
+from test_logs import _record as logs_record
 
 from suite.running.mlperf_lines import RULES, comm_precision, linear_precision, micro_batch, platform, write_mllog
 from suite.running.runlogs import epoch_seconds
 
-STARTED = "2026-01-02T03:04:05Z"
-
 
 def _record() -> dict:
-    """A finished run's record, with the fields the logs read (numbers chosen so that no two coincide)."""
+    """tests/test_logs.py's finished run, with the fields the MLPerf lines read besides: the machine and device, the
+    precision settings, the work and the scenario."""
     return {
-        "run_id": "dp-p2-r0",
-        "strategy": "data_parallel",
-        "engine": "mpi",
-        "loss": "bce",
-        "procs": 2,
-        "seed": 7,
-        "global_batch": 64,
+        **logs_record(),
         "scenario": "logs",
         "architecture": "dcgan",
         "dataset": {"name": "digits", "images": 1797},
@@ -34,40 +29,6 @@ def _record() -> dict:
         "machine": {"cpu_model": "Test CPU", "gpu": None, "host": "h"},
         "engine_settings": {"bf16": False},
         "train_images": 1920,
-        "status": "ok",
-        "started_utc": STARTED,
-        "setup_s": 1.5,
-        "warmup_s": 0.25,
-        "train_s": 12.0,
-        "images_per_s": 530.25,
-        "images_per_s_per_rank": 265.125,
-        "generator_steps": 30,
-        "telemetry": {
-            "step_mean": 0.375,
-            "step_p50": 0.36,
-            "step_p95": 0.51,
-            "comm_share": 0.2,
-            "per_rank": [{"step_times": {"mean": 0.37}}, {"step_times": {"mean": 0.38}}],
-        },
-        "history": [
-            {"step": 10, "epoch": 0, "clock_s": 4.0, "d_loss": 0.69, "g_loss": 0.71},
-            {"step": 20, "epoch": 1, "clock_s": 8.5, "d_loss": 0.61, "g_loss": 0.93},
-            {"step": 30, "epoch": 2, "clock_s": 12.0, "d_loss": 0.55, "g_loss": 1.07},
-        ],
-        "curve": [
-            {"clock_s": 6.0, "step": 15, "images": 960, "fid": 210.5, "kid_mean": 120.0, "is_mean": 3.5, "features": "f", "n": 5},
-            {
-                "clock_s": 12.0,
-                "step": 30,
-                "images": 1920,
-                "fid": 150.25,
-                "kid_mean": 90.0,
-                "is_mean": 4.5,
-                "features": "f",
-                "n": 5,
-            },
-        ],
-        "settings": {"run_id": "dp-p2-r0"},
     }
 
 
