@@ -231,17 +231,19 @@ def budget_text(rows: list[dict]) -> str:
     return f"{budget}; generator steps per GAN: {steps}"
 
 
+def seed_curves(records: Iterable[dict], metric: str = "fid") -> dict[object, list[tuple[float, float]]]:
+    """Per seed, the (real training images, score) points of its records' curves (seeds without one left out)."""
+    draws: dict[object, list[tuple[float, float]]] = defaultdict(list)
+    for r in records:
+        for point in r.get("curve") or []:
+            if point.get("images") is not None and point.get(metric) is not None:
+                draws[r.get("seed")].append((float(point["images"]), float(point[metric])))
+    return dict(draws)
+
+
 def quality_curves(rows: list[dict], metric: str = "fid") -> Curves:
     """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
-    out: dict[str, dict[object, list[tuple[float, float]]]] = {}
-    for row in rows:
-        draws: dict[object, list[tuple[float, float]]] = defaultdict(list)
-        for r in row["_main"]:
-            for point in r.get("curve") or []:
-                if point.get("images") is not None and point.get(metric) is not None:
-                    draws[r.get("seed")].append((float(point["images"]), float(point[metric])))
-        out[row["strategy"]] = dict(draws)
-    return out
+    return {row["strategy"]: seed_curves(row["_main"], metric) for row in rows}
 
 
 def quality_scale(rows: list[dict], metric: str = "fid") -> Scale:

@@ -30,7 +30,7 @@ from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import read_baseline
 from ..markdown import markdown_table
-from ..settling import below_p, last_stretch
+from ..settling import below_p, last_stretch, seed_curves
 from ..speedup import efficiency, speedup
 from ..verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
 
@@ -147,11 +147,7 @@ def scale_note(arms: dict[str, list[dict]]) -> str:
     the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`.settling.last_stretch`)."""
     trends = []
     for name, runs in arms.items():
-        draws = {}
-        for r in runs:
-            points = [(float(p["images"]), float(p["fid"])) for p in r.get("curve") or [] if p.get("images") and p.get("fid")]
-            if points:
-                draws[r.get("seed")] = points
+        draws = seed_curves(runs)
         if draws and (trend := last_stretch(name, draws)) is not None:
             trends.append(trend)
     if not trends:
