@@ -139,9 +139,19 @@ class PeakPart:
 
 
 @dataclass
+class SampledPart:
+    """A quantity a rank's sampler read over its run (:func:`suite.measure.telemetry.summary`): its mean and 95th
+    percentile."""
+
+    OPEN: ClassVar[bool] = True
+    mean: float | None = None
+    p95: float | None = None
+
+
+@dataclass
 class RankTelemetry:
-    """One entry of ``telemetry.per_rank`` (:meth:`suite.measure.telemetry.Telemetry.as_dict`): what the report, the
-    projection and the plots read of a rank is checked; the rest (utilisation, memory, host load) is passed over."""
+    """One entry of ``telemetry.per_rank`` (:meth:`suite.measure.telemetry.Telemetry.as_dict`): every field it writes
+    is checked; keys it does not declare (a newer suite's) are kept as they are."""
 
     OPEN: ClassVar[bool] = True
     rank: Count | None = None
@@ -158,6 +168,22 @@ class RankTelemetry:
     window: WindowPart | None = None
     warmup: WarmupPart | None = None
     step_times: StepTimesPart | None = None
+    device: str | None = None
+    """This rank's device (``cpu``, ``cuda:1``)."""
+    timeline: str | None = None
+    """How its steps were timed: ``host_clock`` or ``cuda_events``."""
+    train_images: Count | None = None
+    eval_images: Count | None = None
+    host_load: dict[str, Any] | None = None
+    """The load of its host over the training clock (:meth:`suite.measure.hostload.HostLoadSampler.as_dict`)."""
+    cpu_util: SampledPart | None = None
+    host_mem_peak_bytes: Count | None = None
+    gpu_util: SampledPart | None = None
+    gpu_mem_used_bytes: SampledPart | None = None
+    gpu_mem_peak_bytes: Count | None = None
+    gpu_note: str | None = None
+    comm_largest_group: int | None = None
+    budget_window_s: Seconds | None = None
 
 
 @dataclass
@@ -230,6 +256,10 @@ class CellPoint:
     accepted: bool | None = None
 
 
+History = list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]]
+"""``history``: the losses along training, a list, or per class GAN (label_partitioned) or per cell (cellular)."""
+
+
 @dataclass
 class PerClassScore:
     """One class of ``quality.per_class_label`` or ``per_class_predicted``: its samples and FID or KID."""
@@ -283,7 +313,7 @@ class TelemetrySummary:
     gpu_mem_used_mb: float | None = column()
     gpu_mem_peak_mb: float | None = column()
     gpu_note: str | None = None
-    per_rank: list[dict] | None = None
+    per_rank: list[RankTelemetry] | None = None
     """Each rank's raw telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict`), read as :class:`RankTelemetry`."""
 
 
@@ -324,8 +354,8 @@ class Quality:
     tvd: float | None = column()
     label_acc: float | None = column()
     classifier_accuracy: float | None = None
-    per_class_label: dict[str, dict] | None = None
-    per_class_predicted: dict[str, dict] | None = None
+    per_class_label: dict[str, PerClassScore] | None = None
+    per_class_predicted: dict[str, PerClassScore] | None = None
     untrained_fid: float | None = None
     untrained_kid: float | None = None
     not_scorable: str | None = None
@@ -481,7 +511,7 @@ class StrategyFields:
     global_batch: Positive | None = column()
     generator_steps: Any = column("steps")
     """Generator steps: a number, or per class GAN (label_partitioned)."""
-    history: Any = None
+    history: History | None = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""
     images_consumed: Count | None = column()
     """Real training images drawn into the system's training batches, over all its GANs (cells) and ranks, warm-up
@@ -518,7 +548,7 @@ class LabelPartitionedFields(StrategyFields):
     classes: list[int] | None = column()
     class_schedule: str | None = column()
     """``train.class_schedule`` as the ranks applied it: ``interleaved`` or ``sequential``."""
-    groups: list[dict] | None = None
+    groups: list[GroupPart] | None = None
     """Each communicator group's ranks, classes and replica digests."""
     replicas_identical: bool | None = None
 
@@ -541,7 +571,7 @@ class CellularFields(StrategyFields):
     mixture_weights: dict[str, float] | None = None
     mixture_score: dict | None = None
     ranking: dict | None = None
-    mixture_curve: list[dict] | None = None
+    mixture_curve: list[CurvePoint] | None = None
 
 
 @dataclass
@@ -606,8 +636,8 @@ class RunOutcome:
     quality: Quality | None = None
     quality_best_cell: Quality | None = None
     """cellular: the best single cell's generator, scored like the model."""
-    curve: list[dict] | None = None
-    time_to_target: dict | None = None
+    curve: list[CurvePoint] | None = None
+    time_to_target: TimeToTarget | None = None
     host_load: HostLoad | None = None
     """The host's load over the training clock, and whether it makes the run's timings contended."""
     warnings: list[str] | None = column()
@@ -718,38 +748,15 @@ def _number_problem(value: Any, path: str) -> str | None:
     return None
 
 
-PARTS: dict[str, Any] = {
-    "curve": list[CurvePoint],
-    "mixture_curve": list[CurvePoint],
-    "history": list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]],
-    "groups": list[GroupPart],
-    "time_to_target": TimeToTarget,
-    "telemetry.per_rank": list[RankTelemetry],
-    "quality.per_class_label": dict[str, PerClassScore],
-    "quality.per_class_predicted": dict[str, PerClassScore],
-    "quality_best_cell.per_class_label": dict[str, PerClassScore],
-    "quality_best_cell.per_class_predicted": dict[str, PerClassScore],
-}
-"""The parts whose layout the record's dataclasses leave free (their writers hand over plain mappings), as readers
-find them: each is checked as its type when a record is read (:func:`check_record`)."""
-
-
 REQUIRED_IN = {"quality": ("features",), "quality_best_cell": ("features",)}
 """Fields a part must have where the record has it: a score is nothing without its ruler."""
 
 
 def _parts_problem(data: dict[str, Any]) -> None:
-    """Raise :class:`RecordError` naming the field where a part of :data:`PARTS` is not of its type, or a part lacks
-    a field of :data:`REQUIRED_IN`."""
+    """Raise :class:`RecordError` naming the field where a part lacks a field of :data:`REQUIRED_IN`."""
     for part, names in REQUIRED_IN.items():
         if isinstance(data.get(part), dict) and (missing := [n for n in names if data[part].get(n) is None]):
             raise RecordError(f"{part}.{missing[0]}: required field is missing")
-    for path, tp in PARTS.items():
-        value: Any = data
-        for key in path.split("."):
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None:
-            convert(tp, value, path, RecordError, partial=True)
 
 
 def _steps_problem(steps: Any) -> str | None:
@@ -801,6 +808,82 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     return upgraded(data, SCHEMA_VERSION)
 
 
+def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = ()) -> Record:
+    """``data`` as a :class:`Record`: the one way a record's data becomes one (every reader goes through it).
+
+    It is checked (:func:`check_record`: :class:`RecordError` naming ``source`` and the field), brought to this
+    schema's meaning (:mod:`suite.records.upgrade`) and its parts built as their dataclasses; a part that takes keys it
+    does not declare (``OPEN``) keeps them for :func:`record_data`, so that a record rewritten loses nothing.
+    """
+    built: Record = _built(Record, check_record(data, source, required))
+    return built
+
+
+def _without_none(tp: Any) -> Any:
+    """``tp`` without ``None`` among its alternatives, and without its ``Annotated`` bounds."""
+    if typing.get_origin(tp) is Annotated:
+        return _without_none(typing.get_args(tp)[0])
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _without_none(args[0])
+    return tp
+
+
+EXTRAS = "_extras"
+"""The attribute where a built ``OPEN`` part keeps the keys it does not declare (:func:`record_data` writes them back)."""
+
+
+def _built(tp: Any, value: Any) -> Any:
+    """``value``, already checked as ``tp``, with every dataclass in it built as an instance."""
+    tp = _without_none(tp)
+    if value is None or tp is Any:
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        made = tp(**{name: _built(hints[name], v) for name, v in value.items() if name in names})
+        extras = {k: v for k, v in value.items() if k not in names}
+        if extras:
+            setattr(made, EXTRAS, extras)
+        return made
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):  # the first alternative it fits, as the check chose it
+        for alternative in typing.get_args(tp):
+            try:
+                convert(alternative, value, "", RecordError, partial=True)
+            except SchemaError:
+                continue
+            return _built(alternative, value)
+        return value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_built(item, v) for v in value]
+    if origin is dict:
+        item = typing.get_args(tp)[1]
+        return {k: _built(item, v) for k, v in value.items()}
+    return value
+
+
+def record_data(value: Any) -> Any:
+    """A :class:`Record` (or any of its parts) as the plain data of its JSON file: a field that is None and has a
+    default is left out (it reads back as None), and the keys an ``OPEN`` part did not declare are written back."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            if item is not None or not has_default:
+                data[f.name] = record_data(item)
+        data.update(getattr(value, EXTRAS, {}))
+        return data
+    if isinstance(value, (list, tuple)):
+        return [record_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: record_data(v) for k, v in value.items()}
+    return value
+
+
 def _field_type(cls: type, name: str) -> Any:
     """The type of field ``name`` of dataclass ``cls`` with None stripped (Any where it is free-form)."""
     tp = type_hints(cls)[name]
@@ -824,18 +907,21 @@ def check_path(path: str) -> None:
         cls = _field_type(cls, part)
 
 
-def record_field(record: dict, path: str) -> Any:
+def record_field(record: Record, path: str) -> Any:
     """The value at a dotted ``path`` of ``record`` (``"telemetry.step_p50"``), or None where the record has none.
 
     A path that the schema does not have raises :class:`RecordError`: a misspelt key fails here
-    instead of giving an empty column.
+    instead of giving an empty column. Below a free-form field (a mapping) the path reads its keys.
     """
     check_path(path)
     value: Any = record
     for part in path.split("."):
-        if not isinstance(value, dict):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = getattr(value, part, None)
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
             return None
-        value = value.get(part)
     return value
 
 

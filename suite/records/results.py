@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from ..config.jsonfile import JsonError, read_json
 from ..config.sweep import sweep_text
 from .nofollow import check_tree, make_folder, make_folders
-from .record import FLAT_COLUMNS, IDENTITY, SCHEMA_VERSION, check_record, record_field
+from .record import FLAT_COLUMNS, IDENTITY, SCHEMA_VERSION, PerClassScore, Record, parse_record, record_data, record_field
 
 log = logging.getLogger(__name__)
 
@@ -255,17 +255,24 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_record(run_dir: str | os.PathLike, record: dict[str, Any]) -> Path:
+def new_record(fields: dict[str, Any], source: str = "record") -> Record:
+    """The :class:`Record` a process builds from the ``fields`` it measured (numpy and torch scalars made plain numbers,
+    non-finite ones null), checked as every record read is (:func:`suite.records.record.parse_record`)."""
+    return parse_record(_jsonable({"schema": SCHEMA_VERSION, **fields}), source)
+
+
+def write_record(run_dir: str | os.PathLike, record: Record) -> Path:
     """Atomically write ``record`` as ``run_dir/result.json``."""
     path = Path(run_dir) / RECORD_FILE
-    atomic_write_text(path, json.dumps(_jsonable({"schema": SCHEMA_VERSION, **record}), indent=2, sort_keys=False))
+    data = {"schema": SCHEMA_VERSION, **_jsonable(record_data(record))}
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False))
     return path
 
 
-def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> Record | None:
     """The record of ``run_dir``, or None when the run left none; :class:`ValueError` naming the file and the field
-    where it is not a record (:func:`suite.config.jsonfile.read_json`'s bounds, then :func:`check_record`; ``required``:
-    fields it must have)."""
+    where it is not a record (:func:`suite.config.jsonfile.read_json`'s bounds, then
+    :func:`suite.records.record.parse_record`; ``required``: fields it must have)."""
     path = Path(run_dir) / RECORD_FILE
     if not os.path.lexists(path):
         return None
@@ -273,18 +280,10 @@ def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> d
         data = read_json(path)
     except JsonError as error:
         raise ValueError(f"{path}: not a valid result record ({error.reason}); delete it and rerun the run") from None
-    return check_record(data, str(path), required)
+    return parse_record(data, str(path), required)
 
 
-def update_record(run_dir: str | os.PathLike, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into the record of ``run_dir`` (created if absent) and rewrite it."""
-    record = read_record(run_dir) or {}
-    record.update(fields)
-    write_record(run_dir, record)
-    return record
-
-
-def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iterable[dict[str, Any]]:
+def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iterator[Record]:
     """Every record under ``results_dir`` (one level of run folders), each with the fields that name its run
     (:data:`IDENTITY`).
 
@@ -307,7 +306,7 @@ def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iter
             yield record
 
 
-def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+def read_records(path: str | os.PathLike) -> list[Record]:
     """The records of a results folder, of a folder holding ``records.json`` (a report), or of a records JSON list.
 
     A folder whose run folders hold no ``result.json`` is read from its ``records.json``, so a
@@ -327,7 +326,7 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     records = read_json(path)
     if not isinstance(records, list) or not records:
         raise ValueError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")
-    return [check_record(r, f"{path}: record {i}", IDENTITY) for i, r in enumerate(records)]
+    return [parse_record(r, f"{path}: record {i}", IDENTITY) for i, r in enumerate(records)]
 
 
 KID_FIELDS = ("kid_mean", "kid_std", "kid_subset_size", "kid_subsets")
@@ -340,22 +339,22 @@ PER_CLASS_BASES = {
 by the class the suite classifier predicts (see :mod:`suite.measure.metrics.evaluate`)."""
 
 
-def per_class_summary(scores: dict | None) -> dict | None:
+def per_class_summary(scores: dict[str, PerClassScore] | None) -> dict[str, Any] | None:
     """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID.
 
     ``kid_mean`` is the mean per-class KID over the scored classes (None when none was scored).
     """
     if not scores:
         return None
-    scored = [e for e in scores.values() if e["metric"] and e["kid_mean"] is not None]
-    counts = [e["n"] for e in scores.values()]
+    scored = [e for e in scores.values() if e.metric and e.kid_mean is not None]
+    counts = [e.n for e in scores.values()]
     return {
         "classes": len(scores),
         "scored": len(scored),
-        "fid_classes": sum(e["metric"] == "fid" for e in scored),
+        "fid_classes": sum(e.metric == "fid" for e in scored),
         "n_min": min(counts),
         "n_max": max(counts),
-        "kid_mean": sum(e["kid_mean"] for e in scored) / len(scored) if scored else None,
+        "kid_mean": sum(e.kid_mean or 0.0 for e in scored) / len(scored) if scored else None,
     }
 
 
@@ -364,7 +363,7 @@ def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
     return records_frame(iter_records(results_dir))
 
 
-def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[Record]) -> pd.DataFrame:
     """``records`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
     import pandas as pd
 
