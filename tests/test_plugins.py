@@ -191,12 +191,14 @@ def test_without_the_plugin_the_scenario_fails_naming_the_strategy_and_what_wait
 def test_a_strategy_without_a_cost_model_is_reported_as_not_projected_by_name(plugins, monkeypatch):
     from suite.analysis.projection.fit import fit_all, not_projected, validate
     from suite.measure.network import PRESETS
+    from suite.records.record import parse_record
 
     _points(monkeypatch, plugins, "test_plugins:NO_COST")
-    record = {"run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "status": "ok", "procs": 2}
-    record |= {"scaling": "strong", "train_s": 1.0, "telemetry": {"busy_s_per_rank": [1.0], "timed_steps": 3}}
+    data = {"run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "status": "ok", "procs": 2}
+    data |= {"scaling": "strong", "train_s": 1.0, "telemetry": {"busy_s_per_rank": [1.0], "timed_steps": 3}}
+    record = parse_record(data)
     assert not_projected(record) == "not projected: strategy 'gossip' names no cost model the projection knows"
-    assert not_projected({**record, "strategy": "gone"}).startswith("not projected: strategy 'gone' is not installed")
+    assert not_projected(parse_record({**data, "strategy": "gone"})).startswith("not projected: strategy 'gone' is not installed")
     assert fit_all([record]) == []
     rows = validate([record], PRESETS["shm"])
     assert list(rows["role"]) == ["not projected: strategy 'gossip' names no cost model the projection knows"]

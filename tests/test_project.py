@@ -29,7 +29,7 @@ from suite.analysis.report import DEFAULT_BASELINES, write_report
 from suite.cli import main
 from suite.config.registry import ONE_GROUP, STRATEGIES
 from suite.measure.network import PRESETS, Link, Network, allreduce_seconds, fit_link
-from suite.records.results import write_record
+from suite.records.results import new_record, write_record
 from suite.running.probe import resolve
 
 ALPHA, BETA = 2e-5, 1e-9  # the synthetic machine: 20 us, 1 GB/s
@@ -38,7 +38,7 @@ C0, C1, GRAD = 0.05, 0.002, 4e6  # seconds per step, per image; allreduced bytes
 
 
 def base(run_id, strategy, procs, train_s, scaling="strong", **extra):
-    return {
+    fields = {
         "run_id": run_id,
         "status": "ok",
         "error": None,
@@ -57,6 +57,7 @@ def base(run_id, strategy, procs, train_s, scaling="strong", **extra):
         "train_s": train_s,
         **extra,
     }
+    return new_record(fields)
 
 
 def gan_record(run_id, procs, batch, steps=20, strategy="data_parallel", scaling="strong", **extra):
@@ -182,7 +183,7 @@ def synthetic_records():
 
 
 def by_strategy(records, strategy):
-    return [r for r in records if r["strategy"] == strategy]
+    return [r for r in records if r.strategy == strategy]
 
 
 # --- the network -----------------------------------------------------------------------------------------
@@ -300,9 +301,8 @@ def test_fit_procs_fits_on_those_and_predicts_the_rest():
 
 def test_oversubscribed_runs_are_neither_fitted_nor_validated():
     records = synthetic_records()
-    crowded = gan_record("dp-p4-crowded", 4, 32)
-    crowded.update(train_s=1000.0, oversubscribed=True, cores_per_node=2)
-    crowded["telemetry"]["busy_s_per_rank"] = [1000.0] * 4
+    crowded = dataclasses.replace(gan_record("dp-p4-crowded", 4, 32), train_s=1000.0, oversubscribed=True, cores_per_node=2)
+    crowded.telemetry.busy_s_per_rank = [1000.0] * 4
     model = fit(by_strategy(records, "data_parallel"), records)
     table = validate([*records, crowded], NET).set_index("run_id")
     row = table.loc["dp-p4-crowded"]
@@ -361,7 +361,7 @@ def test_papers_points_are_compared_at_their_process_counts():
 def results(tmp_path):
     root = tmp_path / "results"
     for r in synthetic_records():
-        write_record(root / r["run_id"], r)
+        write_record(root / r.run_id, r)
     (root / "probe.json").write_text(json.dumps({"link": {"alpha": ALPHA, "beta": BETA}, "host": "synthetic"}))
     return root
 
@@ -424,8 +424,7 @@ def test_a_missing_probe_file_is_a_clear_error(results, capsys):
 
 def test_nothing_to_fit_is_a_clear_error(tmp_path, capsys):
     root = tmp_path / "crowded"
-    r = gan_record("dp-p4", 4, 32)
-    r["oversubscribed"] = True
+    r = dataclasses.replace(gan_record("dp-p4", 4, 32), oversubscribed=True)
     write_record(root / "dp-p4", r)
     assert main(["project", str(root)]) == 2
     assert "no run to fit" in capsys.readouterr().err
@@ -488,8 +487,8 @@ def test_report_has_a_projection_section_only_when_runs_can_be_fitted(results, t
     assert (tmp_path / "report" / "projection.png").is_file()
     old = tmp_path / "old"
     for r in synthetic_records()[:3]:
-        del r["telemetry"]["busy_s_per_rank"]  # records from before the training-window fields
-        write_record(old / r["run_id"], r)
+        r.telemetry.busy_s_per_rank = None  # records from before the training-window fields
+        write_record(old / r.run_id, r)
     first = write_report(old, tmp_path / "old-report")
     assert "details/projection.md" not in first.read_text() and not (first.parent / "details" / "projection.md").exists()
 

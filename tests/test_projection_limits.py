@@ -30,7 +30,7 @@ def test_a_model_fitted_on_one_process_count_is_not_projected():
 
 
 def test_a_step_of_a_size_the_fit_never_saw_is_not_extrapolated():
-    weak = [r for r in synthetic_records() if r["run_id"] in ("dpw-p1", "dpw-p2")]  # one per-rank batch: 48 images
+    weak = [r for r in synthetic_records() if r.run_id in ("dpw-p1", "dpw-p2")]  # one per-rank batch: 48 images
     (fitted,) = fit_all(weak)
     assert fitted.procs == (1, 2) and fitted.refused == ""
     table = project([fitted], NET, [1, 4]).set_index(["scaling", "procs"])

@@ -4,6 +4,7 @@ improving at its end (suite.analysis.power, suite.analysis.settling, and how the
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,8 @@ from suite.analysis.power import POWER, detectable_ratio, seeds_needed, undistin
 from suite.analysis.report.headline_view import first_page_headline, kernel_line
 from suite.analysis.settling import below_p, claims_of, curve_anytime, last_stretch
 from suite.analysis.verdicts import compare_all, summarise, welch_p
+from suite.records.record import HostLoad, Machine
+from suite.records.results import new_record
 
 
 def _simulated_power(ratio: float, sd: float, n: int, level: float, reps: int = 4000, seed: int = 0) -> float:
@@ -107,7 +110,7 @@ def test_a_model_learned_when_its_fids_fall_significantly_below_the_reference():
 
 
 def _record(strategy, seed, curve, procs=2, numerics="aaaa"):
-    return {
+    data = {
         "status": "ok",
         "run_id": f"{strategy}-s{seed}",
         "strategy": strategy,
@@ -124,6 +127,7 @@ def _record(strategy, seed, curve, procs=2, numerics="aaaa"):
         "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "is_mean": 3.0, "pixel_std": 0.3},
         "curve": [{"images": 1000 * (i + 1), "clock_s": 2.0 * (i + 1), "fid": v} for i, v in enumerate(curve)],
     }
+    return new_record(data)
 
 
 def _records():
@@ -153,17 +157,17 @@ def test_the_first_page_names_the_budget_the_improving_systems_and_the_power():
 
 def test_records_of_two_kernel_sets_are_named_as_such():
     records = _records()
-    records[0] = {**records[0], "machine": {"numerics": "bbbb", "cpu_capability": "AVX512"}}
+    records[0] = replace(records[0], machine=Machine(numerics="bbbb", cpu_capability="AVX512"))
     line = kernel_line(records)
     assert line.startswith("These runs come from 2 CPU kernel sets") and "AVX512 (numerics bbbb)" in line
-    assert kernel_line([{k: v for k, v in r.items() if k != "machine"} for r in records]) == ""
+    assert kernel_line([replace(r, machine=None) for r in records]) == ""
 
 
 def test_power_is_stated_for_every_pair_not_distinguishable():
     records = _records()
     for r in records:  # two systems with the same scores: not distinguishable
-        if r["strategy"] == "conditional":
-            r["quality"]["fid"] = r["curve"][-1]["fid"] = 155.0 + r["seed"] * 3
+        if r.strategy == "conditional":
+            r.quality.fid = r.curve[-1].fid = 155.0 + r.seed * 3
     table = headline(records, {})
     found = findings.tested_findings(table, records, {})
     fid = next(f for f in found if f.quantity == "FID")
@@ -179,11 +183,10 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
         for procs, factor in ((1, 2.0), (2, 1.0)):
             for seed, t in enumerate(times):
                 r = _record(strategy, seed, [300, 200, 150, 140], procs=procs)
-                r["train_s"] = t * factor * (1.0 if strategy == "label_partitioned" else 0.8 if procs == 1 else 1.0)
-                r["run_id"] += f"-p{procs}"
-                records.append(r)
-    busy = next(r for r in records if r["strategy"] == "label_partitioned" and r["procs"] == 2)
-    busy["host_load"] = {"contended": True}
+                train_s = t * factor * (1.0 if strategy == "label_partitioned" else 0.8 if procs == 1 else 1.0)
+                records.append(replace(r, train_s=train_s, run_id=f"{r.run_id}-p{procs}"))
+    busy = next(r for r in records if r.strategy == "label_partitioned" and r.procs == 2)
+    busy.host_load = HostLoad(contended=True)
     table = headline(records, {})
     found = findings.tested_findings(table, records, {})
     speedup = next(f for f in found if f.quantity == "speedup")
@@ -193,6 +196,6 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
     assert "best speedup‡" in row
     assert "‡ Timed on a busy host: 1 of these runs were contended" in page
     assert "ran on a busy host (contended)" in speedup.text
-    quiet = [{**r, "host_load": {"contended": False}} for r in records]
+    quiet = [replace(r, host_load=HostLoad(contended=False)) for r in records]
     page = "\n".join(first_page_headline(headline(quiet, {}), findings.tested_findings(headline(quiet, {}), quiet, {}), quiet))
     assert "‡" not in page

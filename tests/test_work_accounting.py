@@ -2,6 +2,7 @@
 evaluation images (scored without an update), generator-only steps, throughput over the training clock with the
 warm-up inside it, and older records read in that meaning."""
 
+from dataclasses import replace
 from types import MethodType, SimpleNamespace
 
 import pytest
@@ -11,7 +12,8 @@ from test_budgets import in_process
 from suite.analysis.conditions import condition_warnings, unequal_work
 from suite.config.plan import SystemSize, cellular_step_images, discriminator_batches
 from suite.measure.telemetry import CommStats, Telemetry
-from suite.records.record import SCHEMA_VERSION, check_record
+from suite.records.record import SCHEMA_VERSION, Record, check_record
+from suite.records.results import new_record
 from suite.train.strategies.cellular.algorithm import Cellular
 from suite.train.strategies.cellular.grid import discriminator_trains
 
@@ -133,8 +135,8 @@ def test_an_older_record_is_read_in_the_current_meaning():
     assert check_record(current) == current
 
 
-def record(strategy: str, loss: str, images: int, **fields) -> dict:
-    return {
+def record(strategy: str, loss: str, images: int, **fields) -> Record:
+    data = {
         "run_id": f"{strategy}-{loss}-p2-r0",
         "status": "ok",
         "scenario": "smoke",
@@ -148,6 +150,7 @@ def record(strategy: str, loss: str, images: int, **fields) -> dict:
         "train_images": images,
         **fields,
     }
+    return new_record(data)
 
 
 def test_systems_that_trained_unequal_images_under_steps_are_named_with_their_images():
@@ -158,10 +161,10 @@ def test_systems_that_trained_unequal_images_under_steps_are_named_with_their_im
     assert line.endswith("give train.budget_images for equal work")
     # equal images, an images budget, or a time budget (equal time by design): nothing to say
     assert unequal_work([record("data_parallel", "bce", 256), record("conditional", "bce", 256)]) == []
-    assert unequal_work([{**r, "budget_images": 2560} for r in runs]) == []
-    assert unequal_work([{**r, "budget_s": 30.0} for r in runs]) == []
+    assert unequal_work([replace(r, budget_images=2560) for r in runs]) == []
+    assert unequal_work([replace(r, budget_s=30.0) for r in runs]) == []
     # other process counts are other comparisons
-    assert unequal_work([runs[0], {**runs[1], "procs": 1}]) == []
+    assert unequal_work([runs[0], replace(runs[1], procs=1)]) == []
 
 
 def test_a_runs_own_warnings_reach_the_report():

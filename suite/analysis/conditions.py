@@ -17,19 +17,19 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from ..records.record import Record
 from .findings import config_name, contended
 
 MOST_NAMED = 3
 """Runs named in one warning line before the rest are counted."""
 
 
-def _training_images(record: dict[str, Any]) -> float | None:
+def _training_images(record: Record) -> float | None:
     """A run's training images: ``train_images`` (schema 5), else ``images_consumed``."""
-    value = record.get("train_images")
+    value = record.train_images
     if value is None:
-        value = record.get("images_consumed")
+        value = record.images_consumed
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -37,17 +37,17 @@ def _count(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def unequal_work(records: list[dict[str, Any]]) -> list[str]:
+def unequal_work(records: list[Record]) -> list[str]:
     """One warning per scenario and process count whose systems, stopped by steps or epochs (no images budget),
     trained unequal numbers of training images: the systems and their images (mean over seeds), fewest first."""
-    groups: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    groups: dict[tuple[str, str, int | None], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r.get("status") != "ok" or r.get("budget_images") is not None or r.get("budget_s") is not None:
+        if r.status != "ok" or r.budget_images is not None or r.budget_s is not None:
             continue
         images = _training_images(r)
         if images is None:
             continue
-        key = (r.get("scenario") or "?", r.get("scaling") or "strong", r.get("procs"))
+        key = (r.scenario or "?", r.scaling or "strong", r.procs)
         groups[key][config_name(r)].append(images)
     lines = []
     for (scenario, scaling, procs), systems in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
@@ -63,25 +63,25 @@ def unequal_work(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def contended_systems(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+def contended_systems(records: list[Record]) -> dict[str, list[str]]:
     """The configurations (:func:`suite.analysis.findings.config_name`) with runs timed on a busy host: their run ids.
 
     The timing verdicts of these systems (train_s, images/s, speedup) measure the host as well as the system.
     """
     found: dict[str, list[str]] = defaultdict(list)
     for r in records:
-        if r.get("status") in ("ok", "diverged") and contended(r):
-            found[config_name(r)].append(str(r.get("run_id")))
+        if r.status in ("ok", "diverged") and contended(r):
+            found[config_name(r)].append(str(r.run_id))
     return dict(found)
 
 
-def contention_warnings(records: list[dict[str, Any]]) -> list[str]:
+def contention_warnings(records: list[Record]) -> list[str]:
     """One line naming the runs timed on a busy host and why (the first :data:`MOST_NAMED`), or none."""
-    busy = [r for r in records if r.get("status") in ("ok", "diverged") and contended(r)]
+    busy = [r for r in records if r.status in ("ok", "diverged") and contended(r)]
     if not busy:
         return []
-    timed = sum(1 for r in records if r.get("status") in ("ok", "diverged"))
-    named = "; ".join(f"{r.get('run_id')}: {(r.get('host_load') or {}).get('contention')}" for r in busy[:MOST_NAMED])
+    timed = sum(1 for r in records if r.status in ("ok", "diverged"))
+    named = "; ".join(f"{r.run_id}: {r.host_load.contention if r.host_load else None}" for r in busy[:MOST_NAMED])
     more = f"; and {len(busy) - MOST_NAMED} more" if len(busy) > MOST_NAMED else ""
     return [
         f"Busy host: {len(busy)} of {timed} runs were timed while other processes used their cores ({named}{more}): "
@@ -89,11 +89,11 @@ def contention_warnings(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def run_warnings(records: list[dict[str, Any]]) -> list[str]:
+def run_warnings(records: list[Record]) -> list[str]:
     """Every ``ok`` run's own warnings (its record's ``warnings``), one line each, prefixed by the run id."""
-    return [f"{r.get('run_id')}: {w}" for r in records if r.get("status") == "ok" for w in (r.get("warnings") or [])]
+    return [f"{r.run_id}: {w}" for r in records if r.status == "ok" for w in (r.warnings or [])]
 
 
-def condition_warnings(records: list[dict[str, Any]]) -> list[str]:
+def condition_warnings(records: list[Record]) -> list[str]:
     """The report's warnings about the conditions of its runs: unequal work, busy hosts, the runs' own."""
     return unequal_work(records) + contention_warnings(records) + run_warnings(records)

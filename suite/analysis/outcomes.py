@@ -4,28 +4,41 @@ diverged (:mod:`suite.gan.divergence`) and those whose model has not learned
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..measure.metrics.signals import not_learned
+from ..records.record import Record, record_data
 from .markdown import cell
 
 
-def outcome_rows(records: list[dict]) -> list[dict]:
+@dataclass(frozen=True)
+class OutcomeRow:
+    """A row of the table: the run (and which of its models), its status, the step it diverged at, and why."""
+
+    run_id: str
+    status: str
+    step: Any
+    """The step of the first value out of bounds (the record's free-form ``diverged.step``), None where none."""
+    reason: str | None
+
+
+def outcome_rows(records: list[Record]) -> list[OutcomeRow]:
     """One row per diverged run, then per scored model that has not learned: run, status, step, reason."""
     rows = []
-    for r in sorted(records, key=lambda r: r.get("run_id") or ""):
-        if r.get("status") == "diverged":
-            step = (r.get("diverged") or {}).get("step")
-            rows.append({"run_id": r["run_id"], "status": "diverged", "step": step, "reason": r.get("reason")})
-        elif r.get("status") == "ok":
-            for name, quality in (("", r.get("quality")), (" (best cell)", r.get("quality_best_cell"))):
-                reasons = not_learned(quality) if quality else []
+    for r in sorted(records, key=lambda r: r.run_id or ""):
+        if r.status == "diverged":
+            step = (r.diverged or {}).get("step")
+            rows.append(OutcomeRow(f"{r.run_id}", "diverged", step, r.reason))
+        elif r.status == "ok":
+            for name, quality in (("", r.quality), (" (best cell)", r.quality_best_cell)):
+                reasons = not_learned(record_data(quality)) if quality is not None else []
                 if reasons:
-                    rows.append(
-                        {"run_id": r["run_id"] + name, "status": "not learned", "step": None, "reason": "; ".join(reasons)}
-                    )
-    return sorted(rows, key=lambda row: row["status"] != "diverged")  # stable: by run id within each
+                    rows.append(OutcomeRow(f"{r.run_id}{name}", "not learned", None, "; ".join(reasons)))
+    return sorted(rows, key=lambda row: row.status != "diverged")  # stable: by run id within each
 
 
-def outcomes_section(records: list[dict]) -> list[str]:
+def outcomes_section(records: list[Record]) -> list[str]:
     """``## Diverged and not learned``: a table of :func:`outcome_rows`, or nothing when there are none."""
     rows = outcome_rows(records)
     if not rows:
@@ -38,6 +51,6 @@ def outcomes_section(records: list[dict]) -> list[str]:
         "|---|---|---|---|",
     ]
     for row in rows:
-        cells = [row["run_id"], row["status"], "" if row["step"] is None else str(row["step"]), str(row["reason"])]
+        cells = [row.run_id, row.status, "" if row.step is None else str(row.step), str(row.reason)]
         lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return [*lines, ""]

@@ -88,7 +88,7 @@ def _more_pairs(d: np.ndarray, margin: float, mean: float, alpha: float) -> int 
     spread, gap = float(np.std(d, ddof=1)), abs(margin - mean)
     if spread == 0 or gap == 0:
         return None
-    needed = math.ceil((stats.norm.ppf(1 - alpha) * spread / gap) ** 2)
+    needed = math.ceil((float(stats.norm.ppf(1 - alpha)) * spread / gap) ** 2)
     return max(needed - len(d), 1)
 
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
+from ..records.record import CurvePoint, Record
 from .verdicts import ALPHA, Family, Summary, compare_all, ratio, summarise
 
 Curve = Sequence[tuple[float, float]]
@@ -201,9 +202,9 @@ class Scale:
         return [t.system for t in self.trends if t.improving]
 
 
-def _gan_steps(record: dict) -> list[int]:
+def _gan_steps(record: Record) -> list[int]:
     """The generator steps each GAN of a run took (one per class GAN, per cell, or the one GAN's)."""
-    steps = record.get("steps_per_gan", record.get("generator_steps"))
+    steps = record.steps_per_gan if record.steps_per_gan is not None else record.generator_steps
     if isinstance(steps, dict):
         return [int(v) for v in steps.values() if isinstance(v, (int, float))]
     return [int(steps)] if isinstance(steps, (int, float)) else []
@@ -216,11 +217,11 @@ def _span(values: Iterable[float]) -> str:
     return f"{kept[0]:,.0f}" if len(kept) == 1 else f"{kept[0]:,.0f}-{kept[-1]:,.0f}"
 
 
-def budget_text(rows: list[dict]) -> str:
+def budget_text(rows: list[dict[str, Any]]) -> str:
     """The budget the rows' verdicts are about: training images per system (or seconds, or steps), and steps per GAN."""
-    runs = [r for row in rows for r in row["_main"]]
-    images = [r["budget_images"] for r in runs if r.get("budget_images")]
-    seconds = [r["budget_s"] for r in runs if r.get("budget_s")]
+    runs: list[Record] = [r for row in rows for r in row["_main"]]
+    images = [r.budget_images for r in runs if r.budget_images]
+    seconds = [r.budget_s for r in runs if r.budget_s]
     if images and len(images) == len(runs):
         budget = f"{_span(images)} training images per system"
     elif seconds and len(seconds) == len(runs):
@@ -231,22 +232,28 @@ def budget_text(rows: list[dict]) -> str:
     return f"{budget}; generator steps per GAN: {steps}"
 
 
-def seed_curves(records: Iterable[dict], metric: str = "fid") -> dict[object, list[tuple[float, float]]]:
+def _score(point: CurvePoint, metric: str) -> float | None:
+    """A curve point's ``metric`` (``fid``, ``kid_mean``, ``is_mean``), None where it has none."""
+    value = getattr(point, metric)
+    return None if value is None else float(value)
+
+
+def seed_curves(records: Iterable[Record], metric: str = "fid") -> dict[object, list[tuple[float, float]]]:
     """Per seed, the (real training images, score) points of its records' curves (seeds without one left out)."""
     draws: dict[object, list[tuple[float, float]]] = defaultdict(list)
     for r in records:
-        for point in r.get("curve") or []:
-            if point.get("images") is not None and point.get(metric) is not None:
-                draws[r.get("seed")].append((float(point["images"]), float(point[metric])))
+        for point in r.curve or []:
+            if point.images is not None and (score := _score(point, metric)) is not None:
+                draws[r.seed].append((float(point.images), score))
     return dict(draws)
 
 
-def quality_curves(rows: list[dict], metric: str = "fid") -> Curves:
+def quality_curves(rows: list[dict[str, Any]], metric: str = "fid") -> Curves:
     """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
     return {row["strategy"]: seed_curves(row["_main"], metric) for row in rows}
 
 
-def quality_scale(rows: list[dict], metric: str = "fid") -> Scale:
+def quality_scale(rows: list[dict[str, Any]], metric: str = "fid") -> Scale:
     """The scale of a quality family: the budget, the family at every curve point, each system's last stretch."""
     curves = quality_curves(rows, metric)
     ranked = curve_anytime(curves) if all(curves.values()) else None
@@ -254,22 +261,20 @@ def quality_scale(rows: list[dict], metric: str = "fid") -> Scale:
     return Scale(budget_text(rows), ranked if ranked is not None and ranked.positions else None, trends)
 
 
-def _clock_at(record: dict, images: float) -> float | None:
-    clocks = [p.get("clock_s") for p in record.get("curve") or [] if p.get("images") == images]
+def _clock_at(record: Record, images: float) -> float | None:
+    clocks = [p.clock_s for p in record.curve or [] if p.images == images]
     return float(clocks[-1]) if clocks and clocks[-1] else None
 
 
-def speedup_scale(rows: list[dict], top: int) -> Scale:
+def speedup_scale(rows: list[dict[str, Any]], top: int) -> Scale:
     """The scale of a speedup family: the budget, and the speedup of the training clock at every common curve point."""
-    ends: dict[str, tuple[list[dict], list[dict]]] = {}
+    ends: dict[str, tuple[list[Record], list[Record]]] = {}
     for row in rows:
-        strong = [r for r in row["_main"] + row.get("_base", []) if r["scaling"] == "strong"]
-        ends[row["strategy"]] = ([r for r in strong if r["procs"] == 1], [r for r in strong if r["procs"] == top])
+        runs: list[Record] = row["_main"] + row.get("_base", [])
+        strong = [r for r in runs if r.scaling == "strong"]
+        ends[row["strategy"]] = ([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top])
     curves: dict[str, dict[object, list[tuple[float, float]]]] = {
-        name: {
-            i: [(float(p["images"]), 1.0) for p in r.get("curve") or [] if p.get("images") is not None]
-            for i, r in enumerate(base + at_top)
-        }
+        name: {i: [(float(p.images), 1.0) for p in r.curve or [] if p.images is not None] for i, r in enumerate(base + at_top)}
         for name, (base, at_top) in ends.items()
     }
     positions = common_positions(curves) if all(curves.values()) else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from ..records.record import Record
 from .verdicts import Summary, ratio
 
 
@@ -18,12 +19,12 @@ def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and bool(value)
 
 
-def budgeted(runs: Sequence[dict]) -> bool:
+def budgeted(runs: Sequence[Record]) -> bool:
     """Whether the runs trained for a fixed time (``train.budget_s``): their windows are equally long, their work is not."""
-    return any(_given(r.get("budget_s")) for r in runs)
+    return any(_given(r.budget_s) for r in runs)
 
 
-def speedup(base: Sequence[dict], runs: Sequence[dict], procs: int) -> Summary | None:
+def speedup(base: Sequence[Record], runs: Sequence[Record], procs: int) -> Summary | None:
     """S(P) = T(1)/T(P) of the training windows (``train_s``) of ``base`` (the P = 1 runs) and ``runs`` (at ``procs``).
 
     For time-budgeted runs, whose windows are all as long, the ratio of images per second
@@ -33,11 +34,11 @@ def speedup(base: Sequence[dict], runs: Sequence[dict], procs: int) -> Summary |
         return None
     labels = (f"P={procs}", "P=1")
     if budgeted([*base, *runs]):
-        return ratio([r.get("images_per_s") for r in runs], [r.get("images_per_s") for r in base], labels)
-    return ratio([r.get("train_s") for r in base], [r.get("train_s") for r in runs], labels[::-1])
+        return ratio([r.images_per_s for r in runs], [r.images_per_s for r in base], labels)
+    return ratio([r.train_s for r in base], [r.train_s for r in runs], labels[::-1])
 
 
-def efficiency(base: Sequence[dict], runs: Sequence[dict], procs: int, scaling: str) -> Summary | None:
+def efficiency(base: Sequence[Record], runs: Sequence[Record], procs: int, scaling: str) -> Summary | None:
     """E(P): strong scaling S(P)/P; weak scaling T(1)/T(P) (time-budgeted: per-rank images/s at P over P = 1's)."""
     s = speedup(base, runs, procs)
     if s is None:
@@ -45,10 +46,8 @@ def efficiency(base: Sequence[dict], runs: Sequence[dict], procs: int, scaling: 
     return s if scaling == "weak" and not budgeted([*base, *runs]) else s.scaled(1 / procs)
 
 
-def work_efficiency(base: Sequence[dict], runs: Sequence[dict], procs: int) -> Summary | None:
+def work_efficiency(base: Sequence[Record], runs: Sequence[Record], procs: int) -> Summary | None:
     """Weak scaling's work-normalised efficiency: per-rank images/s at P over P = 1's (fair when the work per rank differs)."""
     if procs == 1 or not base or not runs:
         return None
-    return ratio(
-        [r.get("images_per_s_per_rank") for r in runs], [r.get("images_per_s_per_rank") for r in base], (f"P={procs}", "P=1")
-    )
+    return ratio([r.images_per_s_per_rank for r in runs], [r.images_per_s_per_rank for r in base], (f"P={procs}", "P=1"))

@@ -285,7 +285,8 @@ def _welch_t(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Welch's t of each row of ``x`` against the same row of ``y``."""
     se = np.sqrt(x.var(axis=1, ddof=1) / x.shape[1] + y.var(axis=1, ddof=1) / y.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (x.mean(axis=1) - y.mean(axis=1)) / se
+        t: np.ndarray = (x.mean(axis=1) - y.mean(axis=1)) / se
+    return t
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES
+from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES, StrategyEntry
 from ...measure.network import Network
+from ...records.record import Record, TelemetrySummary
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
 MIN_FIT_PROCS = 2
@@ -20,127 +21,167 @@ MIN_FIT_PROCS = 2
 MIN_CORE_SHARE = 0.8
 """A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 
+ConfigKey = tuple[str | None, str | None, str | None, str | None, int | None, int | None, str | None]
+"""What runs sharing one cost model share (:func:`config_key`)."""
+PairKey = tuple[str, str | None, str | None, int | None]
+"""Which networks a run's collectives carry (:func:`_pair_key`)."""
 
-def config_key(record: dict) -> tuple:
+T = TypeVar("T")
+
+
+def _given(value: T | None) -> T:
+    """``value``, which the checks that chose the record (:func:`usable`, :func:`_counted`) found there."""
+    assert value is not None, "a record the projection fits has its per-rank fields"
+    return value
+
+
+def config_key(record: Record) -> ConfigKey:
     """Runs sharing a key share one cost model: strategy, engine, loss, data, threads, device."""
+    dataset = record.dataset
     return (
-        record["strategy"],
-        record["engine"],
-        record["loss"],
-        (record.get("dataset") or {}).get("name"),
-        (record.get("dataset") or {}).get("image_size"),
-        record.get("threads_per_rank"),
-        record.get("device"),
+        record.strategy,
+        record.engine,
+        record.loss,
+        dataset.name if dataset else None,
+        dataset.image_size if dataset else None,
+        record.threads_per_rank,
+        record.device,
     )
 
 
-def model_name(key: tuple) -> str:
+def model_name(key: ConfigKey) -> str:
     """``strategy / loss / engine (dataset NNpx, T threads, device)``."""
     strategy, engine, loss, dataset, size, threads, device = key
     return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
 
 
-def cost_model(record: dict) -> str | None:
+def _entry(record: Record) -> StrategyEntry | None:
+    """The registry's entry of a record's strategy; None when it is not installed."""
+    strategy = record.strategy
+    return STRATEGIES[strategy] if strategy is not None and strategy in STRATEGIES else None
+
+
+def cost_model(record: Record) -> str | None:
     """The cost model of a record's strategy (:class:`suite.config.registry.StrategyEntry`'s ``cost_model``); None
     when it names none or is not installed."""
-    strategy = record["strategy"]
-    return STRATEGIES[strategy].cost_model if strategy in STRATEGIES else None
+    entry = _entry(record)
+    return entry.cost_model if entry is not None else None
 
 
-def not_projected(record: dict) -> str | None:
+def not_projected(record: Record) -> str | None:
     """Why a record's strategy is not projected (one line naming it), or None when it is."""
-    strategy = record["strategy"]
-    if strategy not in STRATEGIES:
+    strategy, entry = record.strategy, _entry(record)
+    if entry is None:
         return f"not projected: strategy {strategy!r} is not installed (its plugin brings its cost model)"
-    if STRATEGIES[strategy].cost_model is None:
+    if entry.cost_model is None:
         return f"not projected: strategy {strategy!r} names no cost model the projection knows"
     return None
 
 
-def _every(record: dict) -> int:
+def _every(record: Record) -> int:
     """Steps between two allreduces of a one-group run (its ``allreduce_every``; 1 when it says nothing)."""
-    return int(record.get("allreduce_every") or 1)
+    return int(record.allreduce_every or 1)
 
 
-def _pair_key(record: dict) -> tuple:
+def _pair_key(record: Record) -> PairKey:
     """Which networks a run's collectives carry: every unconditional strategy trains data_parallel's pair."""
-    pair = "conditional" if record["strategy"] in STRATEGIES and STRATEGIES[record["strategy"]].conditional else "unconditional"
-    return (pair, record["loss"], (record.get("dataset") or {}).get("name"), (record.get("dataset") or {}).get("image_size"))
+    entry = _entry(record)
+    pair = "conditional" if entry is not None and entry.conditional else "unconditional"
+    dataset = record.dataset
+    return (pair, record.loss, dataset.name if dataset else None, dataset.image_size if dataset else None)
 
 
-def usable(record: dict) -> bool:
+def usable(record: Record) -> bool:
     """An ok run with per-rank window times, not oversubscribed: one the model may be fitted on."""
-    telemetry = record.get("telemetry") or {}
+    telemetry = record.telemetry
     return (
-        record.get("status") == "ok"
+        record.status == "ok"
         and cost_model(record) is not None
-        and not record.get("oversubscribed")
-        and bool(telemetry.get("busy_s_per_rank"))
-        and bool(telemetry.get("timed_steps"))
+        and not record.oversubscribed
+        and telemetry is not None
+        and bool(telemetry.busy_s_per_rank)
+        and bool(telemetry.timed_steps)
         and _per_rank_lists(record)
     )
 
 
-def _per_rank_lists(record: dict) -> bool:
+def _per_rank_lists(record: Record) -> bool:
     """Whether the record has each rank's window steps, images, busy and blocked seconds, one per rank alike, and a
     label-partitioned run its groups' ranks and classes among its warm-up and steps (a record the suite wrote has;
     one edited by someone else may not)."""
-    telemetry, comm = record.get("telemetry") or {}, record.get("comm") or {}
-    lists = [telemetry.get(k) for k in ("work_steps_per_rank", "work_images_per_rank", "busy_s_per_rank")]
-    lists.append(comm.get("per_rank_seconds"))
+    telemetry, comm = record.telemetry, record.comm
+    lists: list[Sequence[float] | None] = [
+        telemetry.work_steps_per_rank if telemetry else None,
+        telemetry.work_images_per_rank if telemetry else None,
+        telemetry.busy_s_per_rank if telemetry else None,
+        comm.per_rank_seconds if comm else None,
+    ]
     steps = lists[0]
     if not isinstance(steps, list) or not steps or not steps[0]:
         return False  # a rank's steps and images per step are taken from the first rank's, which must have made some
-    if len(steps) != record.get("procs") or not all(isinstance(v, list) and len(v) == len(steps) for v in lists):
+    if len(steps) != record.procs or not all(isinstance(v, list) and len(v) == len(steps) for v in lists):
         return False
     if cost_model(record) == CELLS:  # the phases per rank, and what the exchange plan reads
-        phases = record.get("phases_s")
+        phases = record.phases_s
         return (
             isinstance(phases, dict)
             and all(len(phases.get(part) or []) == len(steps) for part in ("fitness", "mixture"))
-            and all(record.get(k) for k in ("cells_per_rank", "neighbourhood_size", "population", "grid", "process_grid"))
-            and record.get("neighbourhood") is not None
+            and all((record.cells_per_rank, record.neighbourhood_size, record.population, record.grid, record.process_grid))
+            and record.neighbourhood is not None
         )
-    if not record.get("global_batch"):  # the images a step of the group draws
+    if not record.global_batch:  # the images a step of the group draws
         return False
     if cost_model(record) != CLASS_GROUPS:
         return True
-    groups, steps, warmup = record.get("groups") or [], record.get("generator_steps"), telemetry.get("warmup_steps_per_rank")
-    if not (groups and isinstance(steps, dict) and isinstance(warmup, list)):
+    groups, generator_steps = record.groups or [], record.generator_steps
+    warmup = telemetry.warmup_steps_per_rank if telemetry else None
+    if not (groups and isinstance(generator_steps, dict) and isinstance(warmup, list)):
         return False
-    return all(g["ranks"] and 0 <= g["ranks"][0] < len(warmup) and g["classes"] for g in groups) and all(
-        str(c) in steps for g in groups for c in g["classes"]
+    return all(g.ranks and 0 <= g.ranks[0] < len(warmup) and g.classes for g in groups) and all(
+        str(c) in generator_steps for g in groups for c in g.classes
     )
 
 
-def _ranks(record: dict) -> Iterator[tuple[int, int, float, float]]:
+def _telemetry(record: Record) -> TelemetrySummary:
+    return _given(record.telemetry)
+
+
+def _ranks(record: Record) -> Iterator[tuple[int, int, float, float]]:
     """(window steps, images, busy seconds, blocked seconds) of each rank."""
-    t = record["telemetry"]
-    return zip(t["work_steps_per_rank"], t["work_images_per_rank"], t["busy_s_per_rank"], record["comm"]["per_rank_seconds"])
+    t = _telemetry(record)
+    return zip(
+        _given(t.work_steps_per_rank),
+        _given(t.work_images_per_rank),
+        _given(t.busy_s_per_rank),
+        _given(_given(record.comm).per_rank_seconds),
+    )
 
 
-def _counted(record: dict) -> bool:
+def _counted(record: Record) -> bool:
     """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do)."""
+    comm, telemetry = record.comm, record.telemetry
     return (
-        record.get("status") == "ok"
-        and len((record.get("comm") or {}).get("per_rank_bytes") or []) == record.get("procs")
-        and "work_steps_per_rank" in (record.get("telemetry") or {})
+        record.status == "ok"
+        and len((comm.per_rank_bytes if comm else None) or []) == record.procs
+        and telemetry is not None
+        and telemetry.work_steps_per_rank is not None
         and _per_rank_lists(record)
     )
 
 
-def _class_steps(record: dict) -> dict[int, int]:
+def _class_steps(record: Record) -> dict[int, int]:
     """Window steps of each class GAN of a label-partitioned run (its steps minus its warm-up)."""
-    warmup = record["telemetry"]["warmup_steps_per_rank"]
-    steps = {}
-    for group in record["groups"]:
-        per_gan = warmup[group["ranks"][0]] / len(group["classes"])
-        for c in group["classes"]:
-            steps[int(c)] = int(record["generator_steps"][str(c)] - per_gan)
+    warmup = _given(_telemetry(record).warmup_steps_per_rank)
+    generator_steps = record.generator_steps
+    steps: dict[int, int] = {}
+    for group in _given(record.groups):
+        per_gan = warmup[group.ranks[0]] / len(group.classes)
+        for c in group.classes:
+            steps[int(c)] = int(generator_steps[str(c)] - per_gan)
     return steps
 
 
-def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
+def _fit_gan(records: list[Record], all_records: list[Record]) -> GanModel:
     """A step cost from ``records``; the gradients' bytes from every counted run of the same networks."""
     points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
     pair = _pair_key(records[0])
@@ -148,7 +189,7 @@ def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
         nbytes / steps * _every(r)
         for r in all_records
         if _counted(r) and _pair_key(r) == pair
-        for steps, nbytes in zip(r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"])
+        for steps, nbytes in zip(_given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes))
         if steps and nbytes
     ]
     step, grad_bytes = StepCost.fit(points), float(np.mean(per_step)) if per_step else None
@@ -157,23 +198,27 @@ def _fit_gan(records: list[dict], all_records: list[dict]) -> GanModel:
     return GanModel(step, grad_bytes)
 
 
-def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel:
-    fitness, mixture, rest = [], [], []
+def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularModel:
+    fitness: list[tuple[float, float]] = []
+    mixture: list[tuple[float, float]] = []
+    rest: list[float] = []
     for r in records:
-        k, h, p = r["cells_per_rank"], r["neighbourhood_size"], r["population"]
+        k, h, p = _given(r.cells_per_rank), _given(r.neighbourhood_size), _given(r.population)
+        phases = _given(r.phases_s)
         for i, (steps, _, busy, blocked) in enumerate(_ranks(r)):
             units = steps * k
-            f, m = r["phases_s"]["fitness"][i] / units, r["phases_s"]["mixture"][i] / units
+            f, m = phases["fitness"][i] / units, phases["mixture"][i] / units
             fitness.append((p * (2 * h + 1), f))
             mixture.append((1 if h == 1 else 2, m))
             rest.append((busy - blocked) / units - f - m)
-    per_cell = []
+    per_cell: list[float] = []
     for r in all_records:
-        if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and r["procs"] > 1:
-            sent = exchange_plan(r["grid"], r["process_grid"], r["neighbourhood"])
-            steps, nbytes = r["telemetry"]["work_steps_per_rank"], r["comm"]["per_rank_bytes"]
+        if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and _given(r.procs) > 1:
+            grid, pgrid = _given(r.grid), _given(r.process_grid)
+            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(r.neighbourhood))
+            work, nbytes = _given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes)
             per_cell += [
-                nbytes[i] / steps[i] / sum(sent[i].values()) for i in range(r["procs"]) if steps[i] and nbytes[i] and sent[i]
+                nbytes[i] / work[i] / sum(sent[i].values()) for i in range(_given(r.procs)) if work[i] and nbytes[i] and sent[i]
             ]
 
     def through_origin(pairs: Sequence[tuple[float, float]]) -> float:
@@ -186,93 +231,98 @@ def _fit_cellular(records: list[dict], all_records: list[dict]) -> CellularModel
         through_origin(fitness),
         through_origin(mixture),
         float(np.mean(per_cell)) if per_cell else None,
-        first["population"],
-        first["neighbourhood"],
+        _given(first.population),
+        _given(first.neighbourhood),
     )
 
 
-def fit(records: list[dict], all_records: list[dict]) -> GanModel | CellularModel:
+def fit(records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
     """The cost model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
     if cost_model(records[0]) == CELLS:
         return _fit_cellular(records, all_records)
     return _fit_gan(records, all_records)
 
 
-def problem_of(record: dict) -> Problem:
+def problem_of(record: Record) -> Problem:
     """The problem a record solved (at its own process count)."""
-    t, model = record["telemetry"], cost_model(record)
+    t, model = _telemetry(record), cost_model(record)
+    strategy, timed_steps = _given(record.strategy), _given(t.timed_steps)
     if model == CELLS:
-        return Problem(record["strategy"], t["timed_steps"], grid=tuple(record["grid"]))
-    steps, images = t["work_steps_per_rank"], t["work_images_per_rank"]
-    group = len(record["groups"][0]["ranks"]) if model == CLASS_GROUPS else record["procs"]
-    factor = images[0] / steps[0] / (record["global_batch"] / group)
+        grid = _given(record.grid)
+        return Problem(strategy, timed_steps, grid=(grid[0], grid[1]))
+    steps, images = _given(t.work_steps_per_rank), _given(t.work_images_per_rank)
+    batch = _given(record.global_batch)
+    group = len(_given(record.groups)[0].ranks) if model == CLASS_GROUPS else _given(record.procs)
+    factor = images[0] / steps[0] / (batch / group)
     if model == CLASS_GROUPS:
-        return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor, _class_steps(record))
-    return Problem(record["strategy"], t["timed_steps"], record["global_batch"], factor, allreduce_every=_every(record))
+        return Problem(strategy, timed_steps, batch, factor, _class_steps(record))
+    return Problem(strategy, timed_steps, batch, factor, allreduce_every=_every(record))
 
 
-def _local(net: Network, record: dict) -> Network:
+def _local(net: Network, record: Record) -> Network:
     """``net`` with the record's own ranks per node (where its ranks really sat)."""
-    return dataclasses.replace(net, ranks_per_node=record.get("ranks_per_node") or net.ranks_per_node)
+    return dataclasses.replace(net, ranks_per_node=record.ranks_per_node or net.ranks_per_node)
 
 
-def _oversubscribed(record: dict) -> str:
-    threads = record["threads_per_rank"]
+def _oversubscribed(record: Record) -> str:
+    threads = record.threads_per_rank
     return (
-        f"oversubscribed ({record['ranks_per_node']} ranks x {threads} thread{'s' if threads != 1 else ''} on "
-        f"{record['cores_per_node']} cores): measures contention; not fitted, not validated"
+        f"oversubscribed ({record.ranks_per_node} ranks x {threads} thread{'s' if threads != 1 else ''} on "
+        f"{record.cores_per_node} cores): measures contention; not fitted, not validated"
     )
 
 
-def cpu_share(record: dict) -> float | None:
+def cpu_share(record: Record) -> float | None:
     """Of the cores its threads could use, the share a CPU run's ranks got (mean over ranks); None on GPUs.
 
     Well below 1 outside oversubscription, other processes were using the machine: the run's time
     measures them too, which no model of the strategy predicts.
     """
-    util = (record.get("telemetry") or {}).get("cpu_util_mean")
-    if record.get("device") != "cpu" or util is None or not record.get("threads_per_rank"):
+    util = record.telemetry.cpu_util_mean if record.telemetry else None
+    if record.device != "cpu" or util is None or not record.threads_per_rank:
         return None
-    return util / 100 / record["threads_per_rank"]
+    return util / 100 / record.threads_per_rank
 
 
-def timed_window(record: dict) -> float | None:
+def timed_window(record: Record) -> float | None:
     """The part of a run's training window that its timed steps took: ``train_s`` less its warm-up (``warmup_s``),
     which is on the clock but not among the steps the model fits (:mod:`suite.measure.telemetry`)."""
-    train_s = record.get("train_s")
-    return None if train_s is None else train_s - (record.get("warmup_s") or 0.0)
+    train_s = record.train_s
+    return None if train_s is None else train_s - (record.warmup_s or 0.0)
 
 
-def validate(records: list[dict], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
+def validate(records: list[Record], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
     """Predicted against measured training windows, one row per ok run.
 
     Without ``fit_procs`` each process count is held out in turn: its runs are predicted by a
     model fitted on the configuration's other process counts. With ``fit_procs`` the model is
     fitted on those and predicts the rest. ``net`` is the network the runs were measured on.
     """
-    rows = []
-    ok = [r for r in records if r.get("status") == "ok" and r.get("telemetry")]
+    rows: list[dict[str, Any]] = []
+    ok = [r for r in records if r.status == "ok" and r.telemetry is not None]
     for key in sorted({config_key(r) for r in ok}, key=str):
-        runs = sorted((r for r in ok if config_key(r) == key), key=lambda r: (r["procs"], r["run_id"]))
+        runs = sorted((r for r in ok if config_key(r) == key), key=lambda r: (_given(r.procs), _given(r.run_id)))
         fittable = [r for r in runs if usable(r)]
-        models: dict[tuple, Any] = {}
+        models: dict[tuple[int, ...], GanModel | CellularModel] = {}
 
         def model_without(
-            procs: int | None, fittable: list[dict] = fittable, models: dict[tuple, Any] = models
-        ) -> tuple[tuple, Any]:
+            procs: int | None,
+            fittable: list[Record] = fittable,
+            models: dict[tuple[int, ...], GanModel | CellularModel] = models,
+        ) -> tuple[tuple[int, ...], GanModel | CellularModel | None]:
             chosen = tuple(
-                sorted({r["procs"] for r in fittable if (r["procs"] in fit_procs if fit_procs else r["procs"] != procs)})
+                sorted({_given(r.procs) for r in fittable if (r.procs in fit_procs if fit_procs else r.procs != procs)})
             )
             if chosen and chosen not in models:
-                models[chosen] = fit([r for r in fittable if r["procs"] in chosen], records)
+                models[chosen] = fit([r for r in fittable if r.procs in chosen], records)
             return chosen, models.get(chosen)
 
         for r in runs:
-            row = {
+            row: dict[str, Any] = {
                 "config": model_name(key),
-                "run_id": r["run_id"],
-                "procs": r["procs"],
-                "scaling": r["scaling"],
+                "run_id": r.run_id,
+                "procs": r.procs,
+                "scaling": r.scaling,
                 "measured_s": timed_window(r),
                 "predicted_s": None,
                 "error": None,
@@ -285,15 +335,15 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
                 continue
             if not usable(r):
                 chosen, model = model_without(None)
-                row["role"] = _oversubscribed(r) if r.get("oversubscribed") else "not fitted: no per-rank window times"
+                row["role"] = _oversubscribed(r) if r.oversubscribed else "not fitted: no per-rank window times"
             else:
-                chosen, model = model_without(r["procs"])
-                in_fit = r["procs"] in (fit_procs or [])
+                chosen, model = model_without(r.procs)
+                in_fit = r.procs in (fit_procs or [])
                 row["role"] = "fitted (in-sample)" if in_fit else "held out"
             if model is None:
                 row["role"] = (row["role"] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
             else:
-                outcome = predict(model, problem_of(r), r["procs"], _local(net, r), algorithm, weak=False)
+                outcome = predict(model, problem_of(r), _given(r.procs), _local(net, r), algorithm, weak=False)
                 row["predicted_s"] = outcome.time
                 row["fitted_on"] = "P=" + ",".join(map(str, chosen))
                 measured = timed_window(r)
@@ -312,7 +362,7 @@ def validate(records: list[dict], net: Network, fit_procs: list[int] | None = No
 class Fitted:
     """One configuration's model with the problems it is projected on."""
 
-    key: tuple
+    key: ConfigKey
     model: GanModel | CellularModel
     strong: Problem
     weak: Problem
@@ -333,30 +383,30 @@ class Fitted:
         )
 
 
-def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fitted]:
+def fit_all(records: list[Record], fit_procs: list[int] | None = None) -> list[Fitted]:
     """A model per configuration with a usable run, and its strong and weak problems.
 
     The strong problem is the smallest run's whole problem (label_partitioned: the largest class
     set measured; cellular: a strong-scaling grid if one was run); the weak one is its per-rank
     share (cellular: its block of cells per rank).
     """
-    fitted = []
+    fitted: list[Fitted] = []
     for key in sorted({config_key(r) for r in records if usable(r)}, key=str):
         runs = sorted(
-            (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r["procs"] in fit_procs)),
-            key=lambda r: (r["procs"], r["scaling"] != "strong"),
+            (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r.procs in fit_procs)),
+            key=lambda r: (_given(r.procs), r.scaling != "strong"),
         )
         if not runs:
             continue
         base = runs[0]
         problem = problem_of(base)
-        procs = tuple(sorted({r["procs"] for r in runs}))
+        procs = tuple(sorted({_given(r.procs) for r in runs}))
         if cost_model(base) == CELLS:
-            strong_runs = [r for r in runs if r["scaling"] == "strong"]
-            grid = (
-                tuple(strong_runs[0]["grid"]) if strong_runs else max((tuple(r["grid"]) for r in runs), key=lambda g: g[0] * g[1])
-            )
-            block = (base["grid"][0] // base["process_grid"][0], base["grid"][1] // base["process_grid"][1])
+            grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
+            strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
+            grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
+            base_grid, base_pgrid = _given(base.grid), _given(base.process_grid)
+            block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
             fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, procs))
         elif cost_model(base) == CLASS_GROUPS:
             steps: dict[int, int] = {}
@@ -365,12 +415,12 @@ def fit_all(records: list[dict], fit_procs: list[int] | None = None) -> list[Fit
             whole = dataclasses.replace(problem, class_steps=dict(sorted(steps.items())))
             fitted.append(Fitted(key, fit(runs, records), whole, whole, procs=procs))
         else:
-            per_rank = dataclasses.replace(problem, batch=problem.batch // base["procs"])
+            per_rank = dataclasses.replace(problem, batch=problem.batch // _given(base.procs))
             fitted.append(Fitted(key, fit(runs, records), problem, per_rank, procs=procs))
     return fitted
 
 
-def scaled_model(model: Any, compute_scale: float) -> Any:
+def scaled_model(model: GanModel | CellularModel, compute_scale: float) -> GanModel | CellularModel:
     """``model`` with its computation times multiplied by ``compute_scale`` (a faster or slower device)."""
     if compute_scale == 1:
         return model
@@ -392,7 +442,7 @@ def project(
     Speedup and efficiency are against the model's own P = 1 time of the same problem. A model fitted on one process
     count (:attr:`Fitted.refused`) gets no rows.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for f in (f for f in fitted if not f.refused):
         model = scaled_model(f.model, compute_scale)
         for scaling, problem in (("strong", f.strong), ("weak", f.weak)):

@@ -21,7 +21,7 @@ def exchange_plan(grid: Sequence[int], pgrid: tuple[int, int], kind: str) -> lis
         i, j = owner(c, grid, pgrid)
         return i * pgrid[1] + j
 
-    needed: list[dict[int, set]] = [dict() for _ in range(pgrid[0] * pgrid[1])]
+    needed: list[dict[int, set[tuple[int, int]]]] = [dict() for _ in range(pgrid[0] * pgrid[1])]
     for c in cells(grid):
         for n in neighbourhood(c, grid, kind):
             if rank(n) != rank(c):
@@ -247,7 +247,9 @@ def _cellular_time(
     compute = k * model.cell_seconds(len(neighbourhood((0, 0), grid, model.kind)))
 
     def exchange(rank: int) -> float:
-        same_node = lambda dest: dest // net.ranks_per_node == rank // net.ranks_per_node  # noqa: E731
+        def same_node(dest: int) -> bool:
+            return dest // net.ranks_per_node == rank // net.ranks_per_node
+
         return sum((net.intra if same_node(dest) else net.inter).seconds(n * cell_bytes) for dest, n in plan[rank].items())
 
     comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
@@ -256,7 +258,7 @@ def _cellular_time(
 
 
 def predict(
-    model: Any,
+    model: GanModel | CellularModel,
     problem: Problem,
     procs: int,
     net: Network,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...measure.network import PRESETS, Network, probe_network
+from ...records.record import Record
 from ...records.results import PROBE_FILE
 from ..baselines import read_baseline
 from ..markdown import markdown_table
@@ -232,7 +233,7 @@ class Projection:
 
 
 def run_projection(
-    records: list[dict],
+    records: list[Record],
     net: Network,
     local: Network,
     ranks: list[int],
@@ -334,7 +335,7 @@ def local_network(results_dir: Path, probe: str | None = None) -> Network:
     return PRESETS["shm"]
 
 
-def report_section(records: list[dict], results_dir: Path, out_dir: Path, baselines: Path) -> list[str]:
+def report_section(records: list[Record], results_dir: Path, out_dir: Path, baselines: Path) -> list[str]:
     """The report's "Projection" section (on :data:`DEFAULT_NETWORK`, to 1,024 ranks), or nothing when no run can be
     fitted."""
     result = run_projection(records, PRESETS[DEFAULT_NETWORK], local_network(results_dir), REPORT_RANKS, baselines)
