@@ -13,6 +13,7 @@ import pytest
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.conditions import contended_systems, contention_warnings
 from suite.measure.hostload import BUSY_SHARE, STEAL_SHARE, HostLoadMeter, contention, host_load, read_cpu_times
+from suite.records.record import Record
 
 # --- the rule --------------------------------------------------------------------------------------------------------
 
@@ -102,14 +103,14 @@ def outside_cores_now(seconds: float = 2.0) -> float | None:
     return max(0.0, r["host"]["busy_s"] - r["own_cpu_s"]) / r["wall_s"]
 
 
-def timed_run(tmp_path, name: str) -> dict:
+def timed_run(tmp_path, name: str) -> Record:
     """A small run holding every core of the host (one rank, a thread per core)."""
     cores = os.cpu_count() or 1
     runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}]
     scenario = tiny_scenario(name, runs, train={"steps": 8, "batch_size": 32, "warmup_steps": 1, "threads": cores})
     (tmp_path / name).mkdir()
     code, records = run_scenario(tmp_path / name, scenario)
-    assert code == 0, {k: r.get("error") for k, r in records.items()}
+    assert code == 0, {k: r.error for k, r in records.items()}
     return next(iter(records.values()))
 
 
@@ -122,21 +123,21 @@ def test_a_run_beside_a_busy_loop_is_marked_contended_and_a_quiet_one_is_not(tmp
         busy = timed_run(tmp_path, "busy")
     finally:
         stop(loop)
-    load = busy["host_load"]
-    assert busy["status"] == "ok" and load["contended"] is True and load["free_cores"] == 0
-    assert load["outside_cores"] > BUSY_SHARE * cores and "cores busy" in load["contention"]
-    assert len(load["load_avg"]) == 2 and load["cores"] == cores
-    assert contended_systems([busy]) == {"data_parallel / bce / mpi": [busy["run_id"]]}
+    load = busy.host_load
+    assert busy.status == "ok" and load.contended is True and load.free_cores == 0
+    assert load.outside_cores > BUSY_SHARE * cores and "cores busy" in load.contention
+    assert len(load.load_avg) == 2 and load.cores == cores
+    assert contended_systems([busy]) == {"data_parallel / bce / mpi": [busy.run_id]}
     assert contention_warnings([busy])[0].startswith("Busy host: 1 of 1 runs were timed while other processes used")
 
     before = outside_cores_now()
     if before is None or before > BUSY_SHARE * cores:
         pytest.skip(f"the host is busy with others' work ({before:.2f} cores before the quiet run): quiet is not testable now")
     quiet = timed_run(tmp_path, "quiet")
-    load = quiet["host_load"]
-    if load["contended"]:
+    load = quiet.host_load
+    if load.contended:
         after = outside_cores_now()
         if after is None or after > BUSY_SHARE * cores:
             pytest.skip(f"others loaded the host during the quiet run ({after:.2f} cores after it)")
-    assert load["contended"] is False, load
+    assert load.contended is False, load
     assert contended_systems([quiet]) == {} and contention_warnings([quiet]) == []
