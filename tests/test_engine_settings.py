@@ -313,8 +313,9 @@ def record(run_id, engine, images_per_s, digest="d1", label=None, repeat=0, proc
 
 def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
     from suite.analysis.report.tables import engine_comparison_table
+    from suite.records.results import new_record
 
-    records = [
+    runs = [
         record("ddp-r0", "torch", 300.0),
         record("ddp-r1", "torch", 280.0, repeat=1),
         record("hvd-r0", "horovod", 290.0, engine_settings={"cycle_time_ms": 10.0, "timeline": "/r/horovod-timeline.json"}),
@@ -323,7 +324,7 @@ def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
         record("alone-p4", "horovod", 500.0, procs=4),  # no other engine at 4 processes: not compared
         record("failed", "torch", 1.0, status="failed"),
     ]
-    table = engine_comparison_table(records).set_index(["engine", "label"], drop=False)
+    table = engine_comparison_table([new_record(r) for r in runs]).set_index(["engine", "label"], drop=False)
     assert list(table["engine"]) == ["horovod", "horovod", "mpi", "torch"]  # the Horovod baseline first
     assert set(table["procs"]) == {2}
     hvd, hvd1, mpi, ddp = (table.iloc[i] for i in range(4))
@@ -337,5 +338,7 @@ def test_engine_comparison_puts_one_strategy_on_several_engines_side_by_side():
 
 def test_no_comparison_without_two_engines():
     from suite.analysis.report.tables import engine_comparison_table
+    from suite.records.results import new_record
 
-    assert engine_comparison_table([record("a", "torch", 1.0), record("b", "torch", 2.0, label="x")]).empty
+    runs = [record("a", "torch", 1.0), record("b", "torch", 2.0, label="x")]
+    assert engine_comparison_table([new_record(r) for r in runs]).empty

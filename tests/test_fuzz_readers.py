@@ -34,7 +34,7 @@ from test_hostile_records import bundle_fields, digits_records, results_folder
 
 from conftest import REPO
 from suite.cli.common import UsageError
-from suite.records.record import IDENTITY
+from suite.records.record import IDENTITY, Record, parse_record
 
 EXAMPLES = int(os.environ.get("SUITE_FUZZ_EXAMPLES", "0"))
 """Cases per reader for a longer, random search (``SUITE_FUZZ_EXAMPLES=2000``); unset: 40, the same every time."""
@@ -146,7 +146,7 @@ RECORDS = digits_records(
 RECORDS.append({**RECORDS[2], "run_id": "failed-r0", "status": "failed", "error": "RuntimeError: boom\nTraceback ..."})
 
 
-def report_tables(records: list[dict], out: Path) -> None:
+def report_tables(records: list[Record], out: Path) -> None:
     """What the report, suite compare, suite tune and suite project compute from records, short of drawing figures."""
     from suite.analysis.compare import throughput_problem
     from suite.analysis.findings import headline, not_learned_warnings, tested_findings
@@ -198,9 +198,9 @@ def test_fuzzed_records_are_read_or_refused_in_one_line_and_what_is_read_reads_d
     except ValueError as error:
         refused(error, path)
     else:
-        assert isinstance(record, dict) and all(record.get(k) is not None for k in IDENTITY)
+        assert isinstance(record, Record) and all(getattr(record, k) is not None for k in IDENTITY)
         (tmp_path / "out").mkdir(exist_ok=True)
-        report_tables([record, *(r for r in RECORDS if r is not base)], tmp_path / "out")
+        report_tables([record, *(parse_record(r) for r in RECORDS if r is not base)], tmp_path / "out")
     listing = tmp_path / "records.json"  # the same record inside a records file, as a report writes it
     listing.write_bytes(b"[" + path.read_bytes() + b"]")
     try:
@@ -507,7 +507,7 @@ def test_fuzzed_baselines_are_read_with_their_columns_checked_or_refused_in_one_
         refused(error, path)
         return
     paper_points(folder)  # what the projection and the report read of it
-    baseline_section(folder, RECORDS)
+    baseline_section(folder, [parse_record(r) for r in RECORDS])
 
 
 # --- a few cases through the command line ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from suite.analysis.report import DEFAULT_BASELINES
 from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, paper_page, setting_differences, write_papers
 from suite.cli import main
+from suite.records.results import new_record
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER_SCENARIOS = sorted((REPO / "scenarios" / "papers").rglob("*.yaml"))
@@ -71,8 +72,13 @@ def _scored(is_mean, fid, classes=10):
     }
 
 
+def _records(runs):
+    """The runs' data as the records the claims judge."""
+    return [new_record(r) for r in runs]
+
+
 def _judge(key, records):
-    return [claim.judge(records)[0] for claim in PAPERS[key].claims]
+    return [claim.judge(_records(records))[0] for claim in PAPERS[key].claims]
 
 
 def test_seed000_claims_follow_the_tests_of_the_scores():
@@ -101,7 +107,7 @@ def test_seed000_claims_follow_the_tests_of_the_scores():
     slow = [{**r, "train_s": r["train_s"] * (2 if r["procs"] == 2 else 1)} for r in weak]
     assert _judge("seed000", swapped + slow) == [FAILS, HOLDS, FAILS]
     one_seed = [r for r in ordered if r["seed"] == 0]
-    verdicts = [claim.judge(one_seed) for claim in PAPERS["seed000"].claims]
+    verdicts = [claim.judge(_records(one_seed)) for claim in PAPERS["seed000"].claims]
     assert [v for v, _ in verdicts] == [UNJUDGED] * 3 and "fewer than 3 runs per arm" in verdicts[0][1]
 
 
@@ -114,7 +120,11 @@ def test_a_claim_is_judged_only_from_three_runs_per_arm_of_models_that_learned()
 
     distributed = arm("label_partitioned", [6.0, 6.1, 6.2], [70, 72, 71])
     conditional = arm("conditional", [5.0, 5.2, 5.1], [80, 82, 79])
-    first = PAPERS["seed000"].claims[0].judge
+    claim = PAPERS["seed000"].claims[0].judge
+
+    def first(runs):
+        return claim(_records(runs))
+
     assert first(distributed + conditional)[0] == HOLDS
     two_a_side = first(distributed[:2] + conditional[:2])  # the same scores, one seed fewer: Welch's df about 1.3
     assert two_a_side[0] == UNJUDGED and "fewer than 3 runs per arm" in two_a_side[1]
@@ -138,7 +148,7 @@ def test_seed001_speedups_beside_the_table():
         )
         for k, t in enumerate(times)
     ]
-    numbers = PAPERS["seed001"].numbers(runs, DEFAULT_BASELINES, PAPERS["seed001"].setting)
+    numbers = PAPERS["seed001"].numbers(_records(runs), DEFAULT_BASELINES, PAPERS["seed001"].setting)
     assert numbers["grid"].tolist() == ["1x2", "2x2"]
     assert numbers["speedup (paper)"].tolist() == ["none printed (2x2 to 4x4 only)", 8.53]
     assert numbers["setting"].tolist()[1] == "digits at 20px, not mnist"
@@ -150,7 +160,7 @@ def test_seed001_speedups_beside_the_table():
 def test_differences_name_what_is_not_the_papers():
     run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
     setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
-    assert setting_differences(run, setting) == (
+    assert setting_differences(new_record(run), setting) == (
         "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
     )
     same = {
@@ -160,10 +170,10 @@ def test_differences_name_what_is_not_the_papers():
         "budget_images": None,
         "epochs": 1000,
     }
-    assert setting_differences(same, setting) == "same setting"
+    assert setting_differences(new_record(same), setting) == "same setting"
     short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
-    assert setting_differences(short, setting) == "100 steps, not 1000 epochs"
-    assert setting_differences({**same, "iterations": 10}, {**setting, "iterations": 200}) == "10 iterations, not 200"
+    assert setting_differences(new_record(short), setting) == "100 steps, not 1000 epochs"
+    assert setting_differences(new_record({**same, "iterations": 10}), {**setting, "iterations": 200}) == "10 iterations, not 200"
 
 
 def test_pages_are_written_per_paper(tmp_path):
@@ -193,15 +203,18 @@ def test_a_quality_claim_says_its_budget_and_which_arm_was_still_improving():
 
     def runs(last_ratios):
         # three seeds, each with curve points at 1,000 and 2,000 images: the FID's ratio over that last stretch
-        return [
-            {"seed": s, "curve": [{"images": 1000, "fid": 300.0}, {"images": 2000, "fid": 300.0 * r}]}
+        return _records(
+            {
+                "seed": s,
+                "curve": [{"clock_s": 1.0, "images": 1000, "fid": 300.0}, {"clock_s": 2.0, "images": 2000, "fid": 300.0 * r}],
+            }
             for s, r in enumerate(last_ratios)
-        ]
+        )
 
     note = scale_note({"W-CGAN": runs([0.5, 0.55, 0.6]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
     assert note.startswith("at 2,000 training images, still improving (FID over the last stretch): W-CGAN 0.548 ")
     assert "DC-CGAN" not in note
     flat = scale_note({"W-CGAN": runs([1.0, 1.01, 0.99]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
     assert flat.startswith("at 2,000 training images, no arm still improving") and "W-CGAN" in flat
-    one_point = {"A": [{"seed": 0, "curve": [{"images": 1000, "fid": 300.0}]}]}
+    one_point = {"A": _records([{"seed": 0, "curve": [{"clock_s": 1.0, "images": 1000, "fid": 300.0}]}])}
     assert scale_note(one_point) == "whether the arms were still improving is not known (fewer than two curve points)"

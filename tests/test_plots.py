@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib.colors as mcolors
 import pytest
 import torch
@@ -16,7 +18,8 @@ from suite.gan.data import load_dataset
 from suite.gan.grids import PER_ROW, grid_scale, save_training_grids
 from suite.gan.models import Generator
 from suite.gan.sampling import GeneratorBundle
-from suite.records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, sample_grid_file
+from suite.records.record import Record
+from suite.records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, new_record, sample_grid_file
 
 
 def record(strategy: str, loss: str, engine: str, seed: int, fids: list[float]) -> dict:
@@ -44,9 +47,11 @@ def record(strategy: str, loss: str, engine: str, seed: int, fids: list[float]) 
 SYSTEMS = [("conditional", "bce", "horovod"), ("label_partitioned", "wgan-gp", "mpi"), ("data_parallel", "bce", "horovod")]
 
 
-def records_for(seeds: list[int]) -> list[dict]:
+def records_for(seeds: list[int]) -> list[Record]:
     return [
-        record(s, loss, e, seed, [300.0 - 10 * seed, 200.0 + seed, 100.0 + 2 * seed]) for s, loss, e in SYSTEMS for seed in seeds
+        new_record(record(s, loss, e, seed, [300.0 - 10 * seed, 200.0 + seed, 100.0 + 2 * seed]))
+        for s, loss, e in SYSTEMS
+        for seed in seeds
     ]
 
 
@@ -100,7 +105,7 @@ def test_the_mean_line_is_the_geometric_mean_over_seeds():
 def test_every_plot_says_why_and_draws_nothing_without_data(tmp_path, caplog):
     import pandas as pd
 
-    no_history = [{**r, "history": None, "curve": None} for r in records_for([0])]
+    no_history = [dataclasses.replace(r, history=None, curve=None) for r in records_for([0])]
     caplog.set_level("INFO", logger="suite.analysis.plots")
     assert plot_scaling(pd.DataFrame(columns=["config", "procs"]), "strong", tmp_path) == []
     assert plot_quality_curves(no_history, tmp_path) == []

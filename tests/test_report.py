@@ -11,7 +11,7 @@ from scipy import stats
 from suite.analysis.markdown import markdown_table
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
-from suite.records.results import load_records, write_record
+from suite.records.results import load_records, new_record, write_record
 
 
 def record(
@@ -171,7 +171,7 @@ def results(tmp_path):
         record("t-p8", engine="torch", procs=8, status="failed"),
     ]
     for r in runs:
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     return root
 
 
@@ -214,7 +214,7 @@ def test_compute_slowdown_counts_the_images_of_a_step(tmp_path):
     for procs in (1, 2):
         r = record(f"dp-p{procs}", procs=procs, train_s=100.0 / procs)
         r["telemetry"].update(compute_s=1.0, work_images_per_rank=[960 // procs] * procs, work_steps_per_rank=[10] * procs)
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     table = scaling_table(load_records(root), "strong").set_index("procs")
     assert table.loc[2, "compute_slowdown"] == pytest.approx(2.0) and table.loc[2, "efficiency"] == pytest.approx(1.0)
 
@@ -291,7 +291,7 @@ def test_cpu_only_runs_show_gpu_utilization_as_na(results, tmp_path):
 
 def test_gpu_numbers_are_reported_when_measured(tmp_path):
     root = tmp_path / "results"
-    write_record(root / "g", record("g", gpu=71.5))
+    write_record(root / "g", new_record(record("g", gpu=71.5)))
     text = whole_report(write_report(root, tmp_path / "report"))
     assert "| g | 1 | cpu | 71.5 | 71.5 | 2000 | 100 |" in text and "all runs ran on CPUs" not in text
 
@@ -319,7 +319,7 @@ def test_sweep_warnings(tmp_path):
     ]
     runs[5]["telemetry"]["work_images_per_rank"] = [1800, 2100]  # unequal class sizes
     for r in runs:
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     text = whole_report(write_report(root, tmp_path / "report"))
     warnings = text.split("**Warnings:**")[1].split("##")[0]
     assert "data_parallel / bce / horovod (strong): threads per rank differ across the sweep (1, 2)" in warnings
@@ -389,17 +389,20 @@ def test_runs_beside_the_papers_say_where_their_protocol_differs(tmp_path):
     paper_like["comparability"] = "comparable with the papers' numbers (their network, their protocol)"
     write_record(
         root / "lp-p2",
-        record(
-            "lp-p2",
-            strategy="label_partitioned",
-            procs=2,
-            scaling="weak",
-            quality=weak,
-            dataset={"name": "mnist", "classes": [0, 1]},
+        new_record(
+            record(
+                "lp-p2",
+                strategy="label_partitioned",
+                procs=2,
+                scaling="weak",
+                quality=weak,
+                dataset={"name": "mnist", "classes": [0, 1]},
+            )
         ),
     )
-    write_record(root / "dp-p8", record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch"))
-    write_record(root / "cell", record("cell", strategy="cellular", quality=quality(), dataset=mnist))  # no paper row
+    dp = record("dp-p8", procs=8, epochs=1000, quality=paper_like, dataset=mnist, critic_norm="batch")
+    write_record(root / "dp-p8", new_record(dp))
+    write_record(root / "cell", new_record(record("cell", strategy="cellular", quality=quality(), dataset=mnist)))  # no paper row
     text = whole_report(write_report(root, tmp_path / "report"))
     section = text.split("**Our runs beside them**")[1].split("**Paper 001")[0]
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ") and "run_id" not in line}

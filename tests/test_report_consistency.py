@@ -14,7 +14,7 @@ from report_text import NUMBER, disagreements, quantities, same_number, tables, 
 
 from conftest import REPO
 from suite.analysis.report import write_report
-from suite.records.results import write_record
+from suite.records.results import new_record, write_record
 
 COMMITTED = REPO / "reports" / "digits" / "records.json"
 SPEEDUP = {"speedup", "efficiency"}
@@ -31,7 +31,7 @@ def report_md(tmp_path_factory, records) -> Path:
     """report.md of the committed digits records, rebuilt by the current code."""
     root = tmp_path_factory.mktemp("digits")
     for record in records:
-        write_record(root / "results" / record["run_id"], record)
+        write_record(root / "results" / record["run_id"], new_record(record))
     return write_report(root / "results", root / "report")
 
 

@@ -9,7 +9,7 @@ from test_report import quality, record
 from suite.analysis.report import write_report
 from suite.analysis.report.headline_view import CSV_QUANTITIES, CSV_TEXT
 from suite.analysis.report.machine_line import machine_lines
-from suite.records.results import write_record
+from suite.records.results import new_record, write_record
 
 DISPLAY = re.compile(r"\d \[[-\d.e+]+, [-\d.e+]+\]|\(n=|^\d+(,\d+)+$")
 """A display string: ``24.7 [18.4, 33.1]``, ``(n=3)``, a list of process counts ``1,2``."""
@@ -47,7 +47,7 @@ def _results(tmp_path, host_load=True, kid_only=False):
         r["machine"] = {"cpu_model": "Test CPU 9000", "cores": 8, "gpu": None, "fingerprint": "f", "numerics": "n"}
         if host_load:
             r["host_load"] = _busy(0.5 if i < 2 else 0.0)
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     return root
 
 
@@ -63,10 +63,10 @@ def test_machine_lines_name_the_gpus_and_a_quiet_or_unmeasured_host():
     gpu = [record(f"g{p}", procs=p, device="NVIDIA H100 80GB HBM3", threads_per_rank=4, host_load=_busy(0.0)) for p in (1, 4)]
     for r in gpu:
         r["machine"] = {"cpu_model": "Xeon", "cores": 16, "gpu": "NVIDIA H100 80GB HBM3"}
-    line = machine_lines(gpu)[0]
+    line = machine_lines([new_record(r) for r in gpu])[0]
     assert "1-4 GPUs (one per rank): NVIDIA H100 80GB HBM3; host Xeon, 16 cores, 4 threads per rank" in line
     assert "**Quiet host**: none of the 2 measured runs was contended." in line
-    unmeasured = machine_lines([record("c", threads_per_rank=1)])[0]
+    unmeasured = machine_lines([new_record(record("c", threads_per_rank=1))])[0]
     assert "1 thread per rank" in unmeasured and "**Host load** not measured" in unmeasured
 
 

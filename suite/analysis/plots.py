@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
+from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
 from .findings import config_name, main_runs
 from .palette import style_of
 from .verdicts import Summary, critical_t, summarise
@@ -187,65 +189,77 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
 # --- quality over training ---------------------------------------------------------------------------------------
 
 
-def by_config(records: list[dict]) -> dict[str, list[dict]]:
+def by_config(records: list[Record]) -> dict[str, list[Record]]:
     """Ok runs by configuration, each at its headline's process count (:func:`suite.analysis.findings.main_runs`)."""
-    runs: dict[str, list[dict]] = defaultdict(list)
+    runs: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        if r.get("status") == "ok":
+        if r.status == "ok":
             runs[config_name(r)].append(r)
     return {name: main_runs(group)[0] for name, group in sorted(runs.items())}
 
 
-def one_per_seed(runs: list[dict]) -> list[dict]:
+def one_per_seed(runs: list[Record]) -> list[Record]:
     """One run per seed (its first repeat), in seed order: quality varies with the seed."""
-    first: dict[str, dict] = {}
-    for r in sorted(runs, key=lambda r: (str(r.get("seed")), r.get("repeat", 0))):
-        first.setdefault(str(r.get("seed")), r)
+    first: dict[str, Record] = {}
+    for r in sorted(runs, key=lambda r: (str(r.seed), r.repeat or 0)):
+        first.setdefault(str(r.seed), r)
     return list(first.values())
 
 
-def _ruler(curves: list[dict]) -> tuple[tuple[str, int], str, dict | None]:
-    """The ruler the figure uses (the target's, else the most common), the field it reads, and the target."""
-    target = next((r["time_to_target"] for r in curves if r.get("time_to_target")), None)
-    kinds = [(p["features"], p["n"]) for r in curves for p in r["curve"]]
-    kind = (target["features"], target["n"]) if target and target["n"] else max(set(kinds), key=kinds.count)
-    field = "kid_mean" if target and target["metric"] == "kid" else "fid"
-    return kind, field, target
+Ruler = tuple[str | None, int | None]
+"""The feature network and the sample count that scored a curve point."""
 
 
-def plot_quality_curves(records: list[dict], out: Path) -> list[str]:
+def _kid_mean(point: CurvePoint) -> float | None:
+    return point.kid_mean
+
+
+def _fid(point: CurvePoint) -> float | None:
+    return point.fid
+
+
+def _ruler(curves: list[Record]) -> tuple[Ruler, Callable[[CurvePoint], float | None], TimeToTarget | None]:
+    """The ruler the figure uses (the target's, else the most common), the score it reads, and the target."""
+    target = next((r.time_to_target for r in curves if r.time_to_target is not None), None)
+    kinds = [(p.features, p.n) for r in curves for p in r.curve or []]
+    kind = (target.features, target.n) if target and target.n else max(set(kinds), key=kinds.count)
+    score = _kid_mean if target and target.metric == "kid" else _fid
+    return kind, score, target
+
+
+def plot_quality_curves(records: list[Record], out: Path) -> list[str]:
     """``quality_vs_time_<ruler>.png``: each system's FID (KID) at its curve points against training-window time.
 
     One line per system at its largest P: at each curve point the geometric mean over seeds with its 95 %
     interval as a band (where there are two seeds or more), at the seeds' mean time. Only points scored
     with one feature network and sample count share the figure (the target's, else the most common).
     """
-    curves = [r for r in records if r.get("status") == "ok" and r.get("curve")]
+    curves = [r for r in records if r.status == "ok" and r.curve]
     if not curves:
         return skipped("quality_vs_time", "no run has a quality curve")
     fig, name = quality_figure(curves)
     return save(fig, out, name)
 
 
-def quality_figure(curves: list[dict]) -> tuple[Any, str]:
+def quality_figure(curves: list[Record]) -> tuple[Any, str]:
     """The figure of :func:`plot_quality_curves` and its file name."""
-    kind, field, target = _ruler(curves)
+    kind, score, target = _ruler(curves)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name, runs in by_config(curves).items():
         series = []
         for r in one_per_seed(runs):
-            points = [p for p in r.get("curve") or [] if (p["features"], p["n"]) == kind and p.get(field) is not None]
+            points = [(p.clock_s, value) for p in r.curve or [] if (p.features, p.n) == kind and (value := score(p)) is not None]
             if points:
                 series.append(points)
         if not series:
             continue
         length = min(len(s) for s in series)  # seeds share the schedule of curve points
-        clocks = [float(np.mean([s[i]["clock_s"] for s in series])) for i in range(length)]
-        summaries = [summarise(s[i][field] for s in series) for i in range(length)]
+        clocks = [float(np.mean([s[i][0] for s in series])) for i in range(length)]
+        summaries = [summarise(s[i][1] for s in series) for i in range(length)]
         look = style_of(name)
         centers = [s.center if s else math.nan for s in summaries]
-        top = runs[0]["procs"]
+        top = runs[0].procs
         ax.plot(
             clocks, centers, label=f"{name}, P={top} ({len(series)} seed{'s' if len(series) > 1 else ''})", **look.plot_kwargs()
         )
@@ -255,34 +269,45 @@ def quality_figure(curves: list[dict]) -> tuple[Any, str]:
                 clocks, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0
             )
     if target:
-        ax.axhline(
-            target["target"], color="black", lw=1, ls="--", label=f"target {target['metric'].upper()} {target['target']:g}"
-        )
-    label = "KID" if field == "kid_mean" else "FID"
+        ax.axhline(target.target, color="black", lw=1, ls="--", label=f"target {str(target.metric).upper()} {target.target:g}")
+    label = "KID" if score is _kid_mean else "FID"
     ax.set_xlabel("training-window time (s)")
     ax.set_ylabel(f"{label} ({kind[0]}, n={kind[1]}), lower is better")
     ax.set_yscale("log")
     plain_log_ticks(ax)
     ax.set_title(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
     legend_outside(ax)
-    return fig, f"quality_vs_time_{file_slug(kind[0])}.png"
+    return fig, f"quality_vs_time_{file_slug(str(kind[0]))}.png"
 
 
 # --- losses -------------------------------------------------------------------------------------------------------
 
 
-def loss_series(record: dict) -> list[dict] | None:
+@dataclass(frozen=True)
+class Losses:
+    """The losses at a generator step (a mean over a run's class GANs, or over seeds' steps)."""
+
+    step: float
+    d_loss: float
+    g_loss: float
+
+
+def loss_series(record: Record) -> list[Losses] | None:
     """A run's losses over generator steps: its history, or the mean over its class GANs' (None without losses)."""
-    history = record.get("history")
-    parts = list(history.values()) if isinstance(history, dict) else [history] if history else []
-    parts = [[p for p in part if p.get("d_loss") is not None and p.get("g_loss") is not None] for part in parts if part]
+    history = record.history
+    found: list[list[LossPoint] | list[CellPoint]] = (
+        list(history.values()) if isinstance(history, dict) else [history] if history else []
+    )
+    parts = [
+        [(p.step, p.d_loss, p.g_loss) for p in part if isinstance(p, LossPoint) and p.d_loss is not None and p.g_loss is not None]
+        for part in found
+        if part
+    ]
     parts = [part for part in parts if part]
     if not parts:
         return None
     length = min(len(part) for part in parts)
-    return [
-        {key: float(np.mean([part[i][key] for part in parts])) for key in ("step", "d_loss", "g_loss")} for i in range(length)
-    ]
+    return [Losses(*(float(np.mean([part[i][k] for part in parts])) for k in range(3))) for i in range(length)]
 
 
 def mean_band(values: list[float]) -> tuple[float, tuple[float, float] | None]:
@@ -296,7 +321,7 @@ def mean_band(values: list[float]) -> tuple[float, tuple[float, float] | None]:
     return mean, (mean - half, mean + half)
 
 
-def plot_losses(records: list[dict], out: Path) -> list[str]:
+def plot_losses(records: list[Record], out: Path) -> list[str]:
     """``losses.png``: discriminator and generator loss over generator steps, per system at its largest P:
     the mean over seeds with its 95 % band (class GANs averaged within a run; cellular runs keep no losses)."""
     fig = losses_figure(records)
@@ -305,7 +330,7 @@ def plot_losses(records: list[dict], out: Path) -> list[str]:
     return save(fig, out, "losses.png")
 
 
-def losses_figure(records: list[dict]) -> Any | None:
+def losses_figure(records: list[Record]) -> Any | None:
     """The figure of :func:`plot_losses` (None without losses)."""
     systems = {}
     for name, runs in by_config(records).items():
@@ -316,11 +341,15 @@ def losses_figure(records: list[dict]) -> Any | None:
         return None
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
-    for ax, key, title in ((axes[0], "d_loss", "discriminator"), (axes[1], "g_loss", "generator")):
+    losses: tuple[tuple[Any, Callable[[Losses], float], str], ...] = (
+        (axes[0], lambda p: p.d_loss, "discriminator"),
+        (axes[1], lambda p: p.g_loss, "generator"),
+    )
+    for ax, loss, title in losses:
         for name, series in systems.items():
             length = min(len(s) for s in series)
-            steps = [float(np.mean([s[i]["step"] for s in series])) for i in range(length)]
-            stats = [mean_band([s[i][key] for s in series]) for i in range(length)]
+            steps = [float(np.mean([s[i].step for s in series])) for i in range(length)]
+            stats = [mean_band([loss(s[i]) for s in series]) for i in range(length)]
             look = style_of(name)
             ax.plot(
                 steps,

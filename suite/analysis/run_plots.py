@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.images import ImageError, read_pixels
+from ..records.record import RankTelemetry, Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
 from .palette import style_of
 from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skipped
@@ -33,7 +34,7 @@ def _grids(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _spaced(items: list, count: int) -> list:
+def _spaced(items: list[tuple[int, Path]], count: int) -> list[tuple[int, Path]]:
     """``count`` items evenly spaced over ``items``, the first and the last included."""
     if len(items) <= count:
         return items
@@ -62,13 +63,13 @@ def _show(ax: Any, path: Path, title: str) -> None:
     ax.set_title(title, fontsize=8)
 
 
-def plot_samples_over_time(records: list[dict], results_dir: Path, out: Path) -> list[str]:
+def plot_samples_over_time(records: list[Record], results_dir: Path, out: Path) -> list[str]:
     """``samples_over_time.png``: per system (one row), the real data's grid, then its generator's grids at up to
     :data:`SAMPLE_COLUMNS` points of training (generator step and training-window seconds); rows labelled by class."""
     shown = []
     for name, runs in by_config(records).items():
         run = one_per_seed(runs)[0]
-        run_dir = path_under(results_dir, run["run_id"])
+        run_dir = path_under(results_dir, str(run.run_id))
         grids = _grids(run_dir)
         if grids:
             shown.append((name, run, run_dir, _spaced(grids, SAMPLE_COLUMNS)))
@@ -78,13 +79,13 @@ def plot_samples_over_time(records: list[dict], results_dir: Path, out: Path) ->
     columns = 1 + max(len(grids) for *_, grids in shown)
     fig, axes = plt.subplots(len(shown), columns, figsize=(2.2 * columns, 2.45 * len(shown)), squeeze=False)
     for row, (name, run, run_dir, grids) in enumerate(shown):
-        clocks = {p["step"]: p["clock_s"] for p in run.get("curve") or []}
+        clocks = {p.step: p.clock_s for p in run.curve or []}
         real = run_dir / SAMPLE_GRIDS_DIR / REAL_GRID_FILE
         if real.is_file():
             _show(axes[row][0], real, "real data")
         else:
             axes[row][0].axis("off")
-        axes[row][0].set_ylabel(f"{name}\nP={run['procs']}, seed {run.get('seed')}", fontsize=8, color=style_of(name).color)
+        axes[row][0].set_ylabel(f"{name}\nP={run.procs}, seed {run.seed}", fontsize=8, color=style_of(name).color)
         for col in range(1, columns):
             ax = axes[row][col]
             if col > len(grids):
@@ -111,15 +112,21 @@ TIMELINE_PHASES = (
 """Each phase's fill and hatch (greys: the systems' colours keep their meaning)."""
 
 
-def _phases(rank: dict) -> list[float]:
+def _phases(rank: RankTelemetry) -> list[float]:
     """Seconds of each of :data:`TIMELINE_PHASES` on one rank."""
-    window = rank.get("window") or {}
-    inside = [float(window.get(key) or 0.0) for key in ("compute", "comm", "data")]
-    other = max(float(window.get("seconds") or 0.0) - sum(inside), 0.0)
-    return [float(rank.get("setup_s") or 0.0), float((rank.get("warmup") or {}).get("seconds") or 0.0), *inside, other]
+    window = rank.window
+    inside = [float(s or 0.0) for s in ((window.compute, window.comm, window.data) if window else (None, None, None))]
+    other = max(float((window.seconds if window else None) or 0.0) - sum(inside), 0.0)
+    warmup = rank.warmup.seconds if rank.warmup is not None else None
+    return [float(rank.setup_s or 0.0), float(warmup or 0.0), *inside, other]
 
 
-def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
+def _rank(rank: RankTelemetry, default: int) -> int:
+    """A rank's number, or ``default`` where its telemetry does not say."""
+    return rank.rank if rank.rank is not None else default
+
+
+def plot_rank_timeline(records: list[Record], out: Path) -> list[str]:
     """``rank_timeline.png``: per system (one row, its first seed at its largest P), each rank's phases in
     order (set-up, warm-up, the window split into compute, communication, data) and, beside them, each
     rank's window step times in step order (from the step sample, which keeps every step of windows up
@@ -127,9 +134,9 @@ def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
     shown = []
     for name, runs in by_config(records).items():
         run = one_per_seed(runs)[0]
-        per_rank = ((run.get("telemetry") or {}).get("per_rank")) or []
-        if per_rank and all(r.get("window") for r in per_rank):
-            shown.append((name, run, sorted(per_rank, key=lambda r: r.get("rank", 0))))
+        per_rank = (run.telemetry.per_rank if run.telemetry is not None else None) or []
+        if per_rank and all(r.window is not None for r in per_rank):
+            shown.append((name, run, sorted(per_rank, key=lambda r: _rank(r, 0))))
     if not shown:
         return skipped("rank_timeline.png", "no run recorded per-rank telemetry")
     plt = pyplot()
@@ -145,8 +152,8 @@ def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
                 label = phase if row == 0 and i == 0 else None
                 gantt.barh(i, seconds, left=start, color=fill, hatch=hatch, edgecolor="black", lw=0.4, label=label)
                 start += seconds
-            times = (rank.get("step_times") or {}).get("sample") or []
-            in_order = (rank.get("step_times") or {}).get("count") == len(times)
+            times = (rank.step_times.sample if rank.step_times is not None else None) or []
+            in_order = (rank.step_times.count if rank.step_times is not None else None) == len(times)
             shade = 0.5 * i / max(len(per_rank) - 1, 1)
             steps.plot(
                 range(1, len(times) + 1),
@@ -156,12 +163,12 @@ def plot_rank_timeline(records: list[dict], out: Path) -> list[str]:
                 marker=look.marker,
                 markersize=3,
                 lw=1,
-                label=f"rank {rank.get('rank', i)}" + ("" if in_order else " (sample, not in order)"),
+                label=f"rank {_rank(rank, i)}" + ("" if in_order else " (sample, not in order)"),
             )
-        gantt.set_yticks(range(len(per_rank)), labels=[f"rank {r.get('rank', i)}" for i, r in enumerate(per_rank)], fontsize=8)
+        gantt.set_yticks(range(len(per_rank)), labels=[f"rank {_rank(r, i)}" for i, r in enumerate(per_rank)], fontsize=8)
         gantt.invert_yaxis()
         gantt.set_xlabel("seconds from the rank's start of set-up")
-        gantt.set_title(f"{name}, P={run['procs']}, seed {run.get('seed')}", fontsize=9, color=look.color)
+        gantt.set_title(f"{name}, P={run.procs}, seed {run.seed}", fontsize=9, color=look.color)
         steps.set_xlabel("window step")
         steps.set_ylabel("step time (s)")
         steps.set_title("step times per rank", fontsize=9)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...records.nofollow import read_text
+from ...records.record import Record, record_data
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, records_frame, staged_folder
 from ..conditions import condition_warnings
 from ..findings import headline, not_learned_warnings, tested_findings
@@ -72,7 +73,9 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     return out_dir / "report.md"
 
 
-def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, baselines: Path | None, copy_probe: bool) -> None:
+def _write_report_files(
+    results_dir: Path, records: list[Record], out_dir: Path, baselines: Path | None, copy_probe: bool
+) -> None:
     frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
     ok_count = int((frame["status"] == "ok").sum())
@@ -89,7 +92,8 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     )
     written = write_pages(out_dir, pages)
 
-    lines = [f"# Benchmark report: {records[0].get('scenario', results_dir.name)}\n"]
+    scenario = records[0].scenario if records[0].scenario is not None else results_dir.name
+    lines = [f"# Benchmark report: {scenario}\n"]
     lines.append(
         f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
         f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
@@ -104,14 +108,14 @@ def _write_report_files(results_dir: Path, records: list[dict], out_dir: Path, b
     lines += index_section(written)
     atomic_write_text(out_dir / "report.md", "\n".join(lines))
     # the records and the measured network: `suite project REPORT` fits and validates what the report shows
-    atomic_write_text(out_dir / RECORDS_FILE, json.dumps(records, indent=1))
+    atomic_write_text(out_dir / RECORDS_FILE, json.dumps([record_data(r) for r in records], indent=1))
     if copy_probe:
         atomic_write_text(out_dir / PROBE_FILE, read_text(results_dir / PROBE_FILE))  # a link there: refused, not copied
 
 
 def _detail_pages(
     results_dir: Path,
-    records: list[dict],
+    records: list[Record],
     out_dir: Path,
     baselines: Path,
     frame: pd.DataFrame,

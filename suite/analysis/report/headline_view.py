@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...records.record import Record
 from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, repeats, unlearned_configs, verdicts
 from ..markdown import NA, markdown_table
 from ..power import POWER, REFERENCE_RATIO, family_level
@@ -39,19 +40,19 @@ def short(summary: Summary | None) -> str:
     return DRAWS.sub("", text) if summary.interval is not None and not summary.arithmetic_fallback else text
 
 
-def _draws(rows: list[dict]) -> str:
+def _draws(rows: list[dict[str, Any]]) -> str:
     """How many seeds the rows' estimates are over: one number where every row has the same."""
     counts = sorted({int(row["seeds"]) for row in rows})
     return f"{counts[0]} seed{'s' if counts[0] != 1 else ''} each" if len(counts) == 1 else "the seeds in the `seeds` column"
 
 
-def quality_metric(rows: list[dict]) -> str:
+def quality_metric(rows: list[dict[str, Any]]) -> str:
     """The score the short headline shows: FID where every scored row has one, else KID."""
     scored = [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
     return "fid" if scored and all(row["_fid"] is not None for row in scored) else "kid"
 
 
-def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[dict]) -> list[str]:
+def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[Record]) -> list[str]:
     """``## Headline``: the short table, its footnotes, the findings and what to distrust."""
     lines = ["## Headline\n"]
     if table.empty:
@@ -174,14 +175,14 @@ def scale_section(found: list[Finding]) -> list[str]:
     ]
 
 
-def kernel_line(records: list[dict]) -> str:
+def kernel_line(records: list[Record]) -> str:
     """What the models' bits depend on besides the seed: the CPU kernel set (``machine.numerics``), in one line; runs
     from more than one kernel set are named as such."""
     sets: dict[str, set[str]] = {}
     for r in records:
-        machine = r.get("machine")
-        if isinstance(machine, dict) and machine.get("numerics"):
-            sets.setdefault(str(machine["numerics"]), set()).add(str(machine.get("cpu_capability") or "unknown ISA"))
+        machine = r.machine
+        if machine is not None and machine.numerics:
+            sets.setdefault(str(machine.numerics), set()).add(str(machine.cpu_capability or "unknown ISA"))
     if not sets:
         return ""
     named = ", ".join(f"{'/'.join(sorted(isa))} (numerics {digest})" for digest, isa in sorted(sets.items()))
@@ -211,7 +212,7 @@ def warnings_section(warnings: list[str], failed: int) -> list[str]:
     return ["**Warnings:**\n", *lines, ""] if lines else []
 
 
-def full_headline(table: pd.DataFrame, found: list[Finding], records: list[dict], warnings: list[str]) -> list[str]:
+def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Record], warnings: list[str]) -> list[str]:
     """The headline page: every column, one ruler said once, missed targets as footnotes, every warning."""
     if table.empty:
         return []

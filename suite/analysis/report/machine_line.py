@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ...records.record import Machine, Record
 from ..findings import contended
 
 TIMED = ("ok", "diverged")
@@ -32,30 +33,29 @@ def _number(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
-def _kind(record: dict) -> tuple[str, str]:
+def _kind(record: Record) -> tuple[str, str]:
     """(the device this run computed on, the host's CPU), as the records name them."""
-    found = record.get("machine")
-    machine: dict = found if isinstance(found, dict) else {}
-    cpu = str(machine.get("cpu_model") or "unknown CPU")
-    cores = _number(machine.get("cores")) or _number(record.get("cores_per_node"))
+    machine = record.machine or Machine()
+    cpu = str(machine.cpu_model or "unknown CPU")
+    cores = _number(machine.cores) or _number(record.cores_per_node)
     host = f"{cpu}, {_plural(cores, 'core')}" if cores else cpu
-    device = str(record.get("device") or "cpu")
+    device = str(record.device or "cpu")
     if device == "cpu":
         return "cpu", host
-    return str(machine.get("gpu") or device), host
+    return str(machine.gpu or device), host
 
 
-def device_line(records: list[dict]) -> str:
+def device_line(records: list[Record]) -> str:
     """What the timed runs computed on: per kind of machine, the GPU model and the GPUs used, or the CPU model, its
     cores and the threads per rank (an empty string where no run was timed)."""
-    runs = [r for r in records if r.get("status") in TIMED]
-    kinds: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    runs = [r for r in records if r.status in TIMED]
+    kinds: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in runs:
         kinds[_kind(r)].append(r)
     parts = []
     for (device, host), group in sorted(kinds.items()):
-        threads = [t for r in group if (t := _number(r.get("threads_per_rank")))]
-        procs = [p for r in group if (p := _number(r.get("procs")))]
+        threads = [t for r in group if (t := _number(r.threads_per_rank))]
+        procs = [p for r in group if (p := _number(r.procs))]
         per_rank = f", {_span(threads, 'thread')} per rank" if threads else ""
         if device == "cpu":
             ranks = f", {_span(procs, 'rank')}" if procs else ""
@@ -68,12 +68,12 @@ def device_line(records: list[dict]) -> str:
     return "**Ran on** " + "; and ".join(parts) + f" ({_plural(len(runs), 'timed run')})."
 
 
-def host_line(records: list[dict]) -> str:
+def host_line(records: list[Record]) -> str:
     """Whether the host was busy while the runs were timed: how many were contended, or quiet, or not measured."""
-    runs = [r for r in records if r.get("status") in TIMED]
+    runs = [r for r in records if r.status in TIMED]
     if not runs:
         return ""
-    measured = [r for r in runs if isinstance(r.get("host_load"), dict)]
+    measured = [r for r in runs if r.host_load is not None]
     busy = [r for r in measured if contended(r)]
     unmeasured = len(runs) - len(measured)
     unknown = f"; not measured for {unmeasured} (no host_load in their records)" if unmeasured and measured else ""
@@ -87,7 +87,7 @@ def host_line(records: list[dict]) -> str:
     return f"**Quiet host**: none of the {len(measured)} measured runs was contended{unknown}."
 
 
-def machine_lines(records: list[dict]) -> list[str]:
+def machine_lines(records: list[Record]) -> list[str]:
     """The first page's lines on the machine: :func:`device_line` and :func:`host_line`, one paragraph."""
     said = [line for line in (device_line(records), host_line(records)) if line]
     return [" ".join(said) + " [Environment](details/environment.md).\n"] if said else []

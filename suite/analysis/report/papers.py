@@ -27,6 +27,7 @@ import pandas as pd
 
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
+from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import read_baseline
 from ..markdown import markdown_table
@@ -50,7 +51,7 @@ class Claim:
 
     text: str
     """The claim, with where the paper makes it."""
-    judge: Callable[[list[dict]], Verdict]
+    judge: Callable[[list[Record]], Verdict]
 
 
 PAPER_NAME = "paper {}"
@@ -67,7 +68,7 @@ class Paper:
     title: str
     setting: dict[str, object]
     """The paper's own settings that a run's differ from (``dataset``, ``features``, ``image_size``, ``epochs``)."""
-    numbers: Callable[[list[dict], Path, dict[str, object]], pd.DataFrame]
+    numbers: Callable[[list[Record], Path, dict[str, object]], pd.DataFrame]
     claims: tuple[Claim, ...]
     printed: str | None = None
     """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
@@ -83,26 +84,51 @@ class Paper:
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
-def _ok(records: list[dict]) -> list[dict]:
-    return [r for r in records if r.get("status") == "ok"]
+Score = Callable[[Quality], float | None]
+"""One score of a quality block (``lambda q: q.fid``)."""
 
 
-def _quality(records: Sequence[dict], field: str) -> Summary | None:
-    return summarise((r.get("quality") or {}).get(field) for r in records)
+def _ok(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.status == "ok"]
+
+
+def _score(r: Record, score: Score) -> float | None:
+    """A run's score (None where it has no quality block)."""
+    return score(r.quality) if r.quality is not None else None
+
+
+def _quality(records: Sequence[Record], score: Score) -> Summary | None:
+    return summarise(_score(r, score) for r in records)
 
 
 def _text(summary: Summary | None, digits: int = 3) -> str:
     return summary.text(digits) if summary is not None else "not measured"
 
 
-def _model_runs(records: list[dict], model: str) -> list[dict]:
+def _model_runs(records: list[Record], model: str) -> list[Record]:
     """The scored runs of paper 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
-    return [r for r in _ok(records) if r.get("quality") and _paper_model(r) == model and _all_classes(r)]
+    return [r for r in _ok(records) if r.quality is not None and _paper_model(r) == model and _all_classes(r)]
 
 
-def _all_classes(r: dict) -> bool:
-    q = r.get("quality") or {}
-    return not q.get("classes") or len(q["classes"]) == q.get("num_classes", len(q["classes"]))
+def _all_classes(r: Record) -> bool:
+    q = r.quality or Quality()
+    return not q.classes or len(q.classes) == (q.num_classes if q.num_classes is not None else len(q.classes))
+
+
+def _fid(q: Quality) -> float | None:
+    return q.fid
+
+
+def _is_mean(q: Quality) -> float | None:
+    return q.is_mean
+
+
+def _tvd(q: Quality) -> float | None:
+    return q.tvd
+
+
+def _untrained_fid(q: Quality) -> float | None:
+    return q.untrained_fid
 
 
 def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: str) -> Verdict:
@@ -121,13 +147,13 @@ def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: st
     return (HOLDS if ahead else FAILS), f"{evidence} (Welch p = {p:.2g})"
 
 
-def learned(arms: dict[str, list[dict]]) -> str | None:
+def learned(arms: dict[str, list[Record]]) -> str | None:
     """None where every arm's model learned: its FIDs over seeds significantly below ``UNTRAINED_MARGIN`` times its
     untrained generator's (the report's "has not learned" line; a one-sided t-test on log values at :data:`ALPHA`);
     else why the claim cannot be judged."""
     for name, runs in arms.items():
-        fids = [(r.get("quality") or {}).get("fid") for r in runs]
-        untrained = [(r.get("quality") or {}).get("untrained_fid") for r in runs]
+        fids = [_score(r, _fid) for r in runs]
+        untrained = [_score(r, _untrained_fid) for r in runs]
         known = [u for u in untrained if isinstance(u, (int, float)) and u > 0]
         if not known:
             return f"{name} has no untrained FID recorded: whether it learned is not known"
@@ -142,7 +168,7 @@ def learned(arms: dict[str, list[dict]]) -> str | None:
     return None
 
 
-def scale_note(arms: dict[str, list[dict]]) -> str:
+def scale_note(arms: dict[str, list[Record]]) -> str:
     """At what budget a quality claim was judged and whether each arm was still improving there: each arm's FID over
     the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`.settling.last_stretch`)."""
     trends = []
@@ -160,7 +186,7 @@ def scale_note(arms: dict[str, list[dict]]) -> str:
     return f"{budget}, no arm still improving (FID over the last stretch, one-sided paired t at {ALPHA:.0%}: {tested})"
 
 
-def _judged_if_learned(arms: dict[str, list[dict]], verdict: Verdict) -> Verdict:
+def _judged_if_learned(arms: dict[str, list[Record]], verdict: Verdict) -> Verdict:
     """``verdict`` with the budget it was judged at and who was still improving there, unless an arm's model has not
     learned (then it cannot be judged, and the evidence says why)."""
     reason = learned(arms)
@@ -169,36 +195,36 @@ def _judged_if_learned(arms: dict[str, list[dict]], verdict: Verdict) -> Verdict
     return verdict[0], f"{verdict[1]}; {scale_note(arms)}"
 
 
-def setting_differences(r: dict, setting: dict[str, object]) -> str:
+def setting_differences(r: Record, setting: dict[str, object]) -> str:
     """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
-    settings = r.get("settings") or {}  # the run's whole settings, as the record keeps them
-    dataset = r.get("dataset") or {}
-    quality = r.get("quality") or {}
+    settings = r.settings or {}  # the run's whole settings, as the record keeps them
+    dataset = r.dataset or DatasetInfo()
+    quality = r.quality or Quality()
     found = []
-    if setting.get("dataset") and dataset.get("name") != setting["dataset"]:
-        found.append(f"{dataset.get('name')} at {dataset.get('image_size')}px, not {setting['dataset']}")
-    elif setting.get("image_size") and dataset.get("image_size") != setting["image_size"]:
-        found.append(f"{dataset.get('image_size')}px, not {setting['image_size']}px")
-    features = quality.get("features")
+    if setting.get("dataset") and dataset.name != setting["dataset"]:
+        found.append(f"{dataset.name} at {dataset.image_size}px, not {setting['dataset']}")
+    elif setting.get("image_size") and dataset.image_size != setting["image_size"]:
+        found.append(f"{dataset.image_size}px, not {setting['image_size']}px")
+    features = quality.features
     if setting.get("features") and features and not str(features).startswith(str(setting["features"])):
         found.append(f"scored with {features}, not {setting['features']}")
-    if r.get("budget_images"):
+    if r.budget_images:
         found.append(
-            f"an equal budget of {r['budget_images']:,} images, not {setting.get('training', 'the length the paper trained')}"
+            f"an equal budget of {r.budget_images:,} images, not {setting.get('training', 'the length the paper trained')}"
         )
-    elif r.get("budget_s"):
-        found.append(f"a budget of {r['budget_s']:g} s")
-    elif setting.get("epochs") and r.get("epochs") != setting["epochs"]:
+    elif r.budget_s:
+        found.append(f"a budget of {r.budget_s:g} s")
+    elif setting.get("epochs") and r.epochs != setting["epochs"]:
         steps = (settings.get("train") or {}).get("steps")
-        found.append((f"{steps} steps" if steps else f"{r.get('epochs')} epochs") + f", not {setting['epochs']} epochs")
-    iterations = r.get("iterations")
+        found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting['epochs']} epochs")
+    iterations = r.iterations
     if setting.get("iterations") and iterations and iterations != setting["iterations"]:
         found.append(f"{iterations} iterations, not {setting['iterations']}")
     return "same setting" if not found else "; ".join(found)
 
 
-def _first(records: list[dict]) -> dict:
-    return records[0] if records else {}
+def _first(records: list[Record]) -> Record:
+    return records[0] if records else Record()
 
 
 # --- paper 000 ------------------------------------------------------------------------------------------------
@@ -206,14 +232,15 @@ def _first(records: list[dict]) -> dict:
 SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
 
-def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed000_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed000_inception_scores.csv")
     rows = []
     for model in SEED000_MODELS:
         runs = _model_runs(records, model)
         if not runs:
             continue
-        dataset = _first(runs).get("dataset", {}).get("name")
+        found = _first(runs).dataset
+        dataset = found.name if found is not None else None
         printed = paper[
             (paper["model"] == model) & (paper["dataset"] == (dataset if dataset in set(paper["dataset"]) else "mnist"))
         ]
@@ -222,7 +249,7 @@ def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
             {
                 "model": model,
                 "dataset": dataset,
-                "IS (suite, over seeds)": _text(_quality(runs, "is_mean")),
+                "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
                 "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
                 "where": row["table"],
                 "setting": setting_differences(_first(runs), {**setting, "dataset": row["dataset"]}),
@@ -231,29 +258,41 @@ def _seed000_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
     return pd.DataFrame(rows)
 
 
-def _is_order(upper: str, lower: str) -> Callable[[list[dict]], Verdict]:
-    def judge(records: list[dict]) -> Verdict:
+def _is_order(upper: str, lower: str) -> Callable[[list[Record]], Verdict]:
+    def judge(records: list[Record]) -> Verdict:
         arms = {name: _model_runs(records, name) for name in (upper, lower)}
-        return _judged_if_learned(arms, better(_quality(arms[upper], "is_mean"), _quality(arms[lower], "is_mean"), False, "IS"))
+        return _judged_if_learned(arms, better(_quality(arms[upper], _is_mean), _quality(arms[lower], _is_mean), False, "IS"))
 
     return judge
 
 
-def _paper_model(r: dict) -> str | None:
+def _paper_model(r: Record) -> str | None:
     """The papers' model a run reproduces (its strategy entry's ``paper_models`` trait), if any."""
-    entry = STRATEGIES[r["strategy"]] if r.get("strategy") in STRATEGIES else None
-    return entry.paper_models.get(r.get("loss", "")) if entry is not None else None
+    entry = STRATEGIES[r.strategy] if r.strategy is not None and r.strategy in STRATEGIES else None
+    return entry.paper_models.get(r.loss if r.loss is not None else "") if entry is not None else None
 
 
-def _weak_flat(records: list[dict]) -> Verdict:
-    weak = [r for r in _ok(records) if r.get("scaling") == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
-    procs = sorted({r["procs"] for r in weak})
+def _procs(r: Record) -> int:
+    """A run's processes (every record read has them: :data:`suite.records.record.IDENTITY`)."""
+    if r.procs is None:
+        raise KeyError("procs")
+    return r.procs
+
+
+def _grid(r: Record) -> tuple[int, ...]:
+    """A cellular run's grid (rows, columns); empty for a run without one."""
+    return tuple(r.grid or ())
+
+
+def _weak_flat(records: list[Record]) -> Verdict:
+    weak = [r for r in _ok(records) if r.scaling == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
+    procs = sorted({_procs(r) for r in weak})
     if len(procs) < 2 or procs[0] != 1:
         return UNJUDGED, "no weak sweep from one process here (run the timing scenario, `make papers-timing`)"
-    if any(r.get("oversubscribed") for r in weak):
+    if any(r.oversubscribed for r in weak):
         return UNJUDGED, "the sweep's largest point had more processes than cores"
     top = procs[-1]
-    e = efficiency([r for r in weak if r["procs"] == 1], [r for r in weak if r["procs"] == top], top, "weak")
+    e = efficiency([r for r in weak if r.procs == 1], [r for r in weak if r.procs == top], top, "weak")
     return _at_least(e, FLAT_EFFICIENCY, f"weak-scaling efficiency T(1)/T({top})")
 
 
@@ -276,28 +315,28 @@ def _at_least(value: Summary | None, floor: float, what: str) -> Verdict:
 # --- paper 001 ------------------------------------------------------------------------------------------------
 
 
-def _grid_speedups(records: list[dict]) -> dict[str, tuple[int, Summary | None]]:
+def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None]]:
     """Each grid's speedup of its most processes over one process: grid -> (processes, speedup)."""
-    cellular = [r for r in _ok(records) if r.get("grid") and r.get("scaling") == "strong"]
+    cellular = [r for r in _ok(records) if r.grid and r.scaling == "strong"]
     out = {}
-    for grid in sorted({tuple(r["grid"]) for r in cellular}, key=lambda g: (g[0] * g[1], g)):
-        runs = [r for r in cellular if tuple(r["grid"]) == grid]
-        top = max(r["procs"] for r in runs)
+    for grid in sorted({_grid(r) for r in cellular}, key=lambda g: (g[0] * g[1], g)):
+        runs = [r for r in cellular if _grid(r) == grid]
+        top = max(_procs(r) for r in runs)
         if top == 1:
             continue
         out[f"{grid[0]}x{grid[1]}"] = (
             top,
-            speedup([r for r in runs if r["procs"] == 1], [r for r in runs if r["procs"] == top], top),
+            speedup([r for r in runs if r.procs == 1], [r for r in runs if r.procs == top], top),
         )
     return out
 
 
-def _seed001_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed001_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index("grid")
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
-        run = _first([r for r in _ok(records) if r.get("grid") and "x".join(map(str, r["grid"])) == grid])
+        run = _first([r for r in _ok(records) if r.grid and "x".join(map(str, r.grid)) == grid])
         what = setting_differences(run, setting)
         if procs != cells:
             what = ("" if what == "same setting" else what + "; ") + f"{procs} processes for {cells} cells"
@@ -316,12 +355,12 @@ def _seed001_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
     return pd.DataFrame(rows)
 
 
-def r_oversubscribed(records: list[dict], grid: str) -> bool:
+def r_oversubscribed(records: list[Record], grid: str) -> bool:
     """Whether a run of ``grid`` had more processes than cores."""
-    return any(r.get("oversubscribed") for r in _ok(records) if r.get("grid") and "x".join(map(str, r["grid"])) == grid)
+    return any(r.oversubscribed for r in _ok(records) if r.grid and "x".join(map(str, r.grid)) == grid)
 
 
-def _speedup_grows(records: list[dict]) -> Verdict:
+def _speedup_grows(records: list[Record]) -> Verdict:
     measured = {g: s for g, (p, s) in _grid_speedups(records).items() if s is not None and not r_oversubscribed(records, g)}
     if len(measured) < 2:
         return UNJUDGED, "fewer than two grids with a measured speedup on enough cores"
@@ -335,7 +374,7 @@ def _speedup_grows(records: list[dict]) -> Verdict:
     return UNJUDGED, f"{evidence}: not separated beyond the repeats' spread"
 
 
-def _superlinear(records: list[dict]) -> Verdict:
+def _superlinear(records: list[Record]) -> Verdict:
     """Speedup above the processes (one cell each) for the grids measured."""
     found = []
     for grid, (procs, s) in _grid_speedups(records).items():
@@ -355,7 +394,7 @@ SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
 # --- paper 002 ------------------------------------------------------------------------------------------------
 
 
-def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed002_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
     rows = []
     for name in SEED002_MODELS:
         runs = _model_runs(records, name)
@@ -363,8 +402,8 @@ def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
             rows.append(
                 {
                     "model": name,
-                    "FID (suite)": _text(_quality(runs, "fid")),
-                    "IS (suite)": _text(_quality(runs, "is_mean")),
+                    "FID (suite)": _text(_quality(runs, _fid)),
+                    "IS (suite)": _text(_quality(runs, _is_mean)),
                     "paper": "none: the paper's text (the abstract) prints no IS or FID",
                     "setting": setting_differences(_first(runs), setting),
                 }
@@ -372,10 +411,10 @@ def _seed002_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
     return pd.DataFrame(rows)
 
 
-def _wcgan_better(records: list[dict]) -> Verdict:
+def _wcgan_better(records: list[Record]) -> Verdict:
     w, d = (_model_runs(records, name) for name in SEED002_MODELS)
-    fid = better(_quality(w, "fid"), _quality(d, "fid"), True, "FID")
-    inception = better(_quality(w, "is_mean"), _quality(d, "is_mean"), False, "IS")
+    fid = better(_quality(w, _fid), _quality(d, _fid), True, "FID")
+    inception = better(_quality(w, _is_mean), _quality(d, _is_mean), False, "IS")
     verdicts = {fid[0], inception[0]}
     verdict = HOLDS if verdicts == {HOLDS} else FAILS if FAILS in verdicts else UNJUDGED
     return _judged_if_learned(dict(zip(SEED002_MODELS, (w, d))), (verdict, f"{fid[1]}; {inception[1]}"))
@@ -384,15 +423,15 @@ def _wcgan_better(records: list[dict]) -> Verdict:
 # --- paper 003 ------------------------------------------------------------------------------------------------
 
 
-def _grid_runs(records: list[dict]) -> dict[str, list[dict]]:
-    runs: dict[str, list[dict]] = {}
+def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
+    runs: dict[str, list[Record]] = {}
     for r in _ok(records):
-        if r.get("grid") and r.get("quality"):
-            runs.setdefault("x".join(map(str, r["grid"])), []).append(r)
+        if r.grid and r.quality is not None:
+            runs.setdefault("x".join(map(str, r.grid)), []).append(r)
     return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
 
 
-def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed003_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed003_fid.csv")
     mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
     rows = []
@@ -401,9 +440,9 @@ def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
         rows.append(
             {
                 "grid": grid,
-                "FID of the mixture (suite)": _text(_quality(runs, "fid")),
-                "TVD (suite)": _text(_quality(runs, "tvd")),
-                "untrained FID (suite)": _text(_quality(runs, "untrained_fid")),
+                "FID of the mixture (suite)": _text(_quality(runs, _fid)),
+                "TVD (suite)": _text(_quality(runs, _tvd)),
+                "untrained FID (suite)": _text(_quality(runs, _untrained_fid)),
                 "FID (paper, MNIST)": f"{printed['statistic']} {printed['fid']}" if printed is not None else "none printed",
                 "where": printed["table"] if printed is not None else "Figure 3 (boxes, no values printed)",
                 "setting": setting_differences(runs[0], setting),
@@ -412,13 +451,13 @@ def _seed003_numbers(records: list[dict], baselines: Path, setting: dict[str, ob
     return pd.DataFrame(rows)
 
 
-def _larger_grid(field: str, what: str) -> Callable[[list[dict]], Verdict]:
-    def judge(records: list[dict]) -> Verdict:
+def _larger_grid(score: Score, what: str) -> Callable[[list[Record]], Verdict]:
+    def judge(records: list[Record]) -> Verdict:
         grids = _grid_runs(records)
         if len(grids) < 2:
             return UNJUDGED, "fewer than two grids scored"
         (small, a), (large, b) = list(grids.items())[0], list(grids.items())[-1]
-        verdict = better(_quality(b, field), _quality(a, field), True, f"{what} {large} against {small}:")
+        verdict = better(_quality(b, score), _quality(a, score), True, f"{what} {large} against {small}:")
         return _judged_if_learned({large: b, small: a}, verdict)
 
     return judge
@@ -476,10 +515,8 @@ PAPERS = {
             {"dataset": "mnist", "iterations": 200, "features": "Lipizzaner's MNIST classifier"},
             _seed003_numbers,
             (
-                Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid("fid", "FID")),
-                Claim(
-                    "Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid("tvd", "TVD")
-                ),
+                Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(_fid, "FID")),
+                Claim("Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid(_tvd, "TVD")),
             ),
             printed="seed003_fid.csv",
         ),
@@ -503,22 +540,22 @@ def _roots(folder: Path, depth: int = 2) -> list[Path]:
     return [root for d in children for root in _roots(d, depth - 1)] if depth > 0 else []
 
 
-def collect(folders: Sequence[Path]) -> dict[str, list[dict]]:
+def collect(folders: Sequence[Path]) -> dict[str, list[Record]]:
     """The records under ``folders`` by paper key: results folders, report folders (their ``records.json``, so that
     ``suite papers reports/papers`` judges the committed reports again), or folders of either; other runs are left out."""
-    by_paper: dict[str, list[dict]] = {}
+    by_paper: dict[str, list[Record]] = {}
     for folder in folders:
         for root in _roots(folder):
             for record in read_records(root):
-                paper = paper_of(record.get("scenario"))
+                paper = paper_of(record.scenario)
                 if paper is not None:
                     by_paper.setdefault(paper.key, []).append(record)
     return by_paper
 
 
-def paper_page(paper: Paper, records: list[dict], baselines: Path) -> str:
+def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
     """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
-    scenarios = sorted({r.get("scenario", "") for r in records})
+    scenarios = sorted({r.scenario if r.scenario is not None else "" for r in records})
     ran = (
         f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
         if records

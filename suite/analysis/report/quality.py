@@ -10,7 +10,8 @@ from typing import Any, Iterator
 import pandas as pd
 
 from ...config.registry import STRATEGIES
-from ...records.results import KID_FIELDS, PER_CLASS_BASES, per_class_summary
+from ...records.record import PerClassScore, Quality, Record
+from ...records.results import PER_CLASS_BASES, per_class_summary
 from ..baselines import read_baseline
 from ..findings import config_name
 from ..markdown import NA, details, given, markdown_table, significant, std_over
@@ -20,25 +21,25 @@ from ..verdicts import summarise
 from .tables import KID_UNITS
 
 
-def scored_models(records: list[dict]) -> Iterator[tuple[str, dict, dict]]:
+def scored_models(records: list[Record]) -> Iterator[tuple[str, Record, Quality]]:
     """(run id shown, record, quality) for every scored model: the run's, and cellular's best cell."""
     for r in records:
-        if r.get("status") != "ok":
+        if r.status != "ok":
             continue
-        if r.get("quality"):
-            yield r["run_id"] + (" (best mixture)" if r.get("quality_best_cell") else ""), r, r["quality"]
-        if r.get("quality_best_cell"):
-            yield r["run_id"] + " (best cell)", r, r["quality_best_cell"]
+        if r.quality is not None:
+            yield f"{r.run_id}" + (" (best mixture)" if r.quality_best_cell is not None else ""), r, r.quality
+        if r.quality_best_cell is not None:
+            yield f"{r.run_id} (best cell)", r, r.quality_best_cell
 
 
-def class_set(q: dict) -> str | None:
+def class_set(q: Quality) -> str | None:
     """The real classes a model was scored against, e.g. ``0-9 of 10`` or ``0,3 of 10``."""
-    classes = q.get("classes")
+    classes = q.classes
     if not classes:
         return None
     contiguous = classes == list(range(classes[0], classes[-1] + 1))
     shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
-    return f"{shown} of {q.get('num_classes')}"
+    return f"{shown} of {q.num_classes}"
 
 
 def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
@@ -69,42 +70,55 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def _ruler(q: Quality) -> str:
+    """The ruler that made a quality block's scores (every quality block names one: ``REQUIRED_IN``)."""
+    return str(q.features)
+
+
 def _score(value: Any) -> str:
     """A score to three significant digits (n/a when missing)."""
     return significant(value) if given(value) else NA
 
 
-def _per_class_rows(name: str, scores: dict) -> list[dict]:
+def _per_class_rows(name: str, scores: dict[str, PerClassScore]) -> list[dict[str, Any]]:
     return [
         {
             "run_id": name,
             "class": c,
-            "n": e["n"],
-            "n_real": e["n_real"],
-            "metric": e["metric"],
-            "fid": e["fid"],
-            **{k: e[k] for k in KID_FIELDS},
-            "note": e["note"],
+            "n": e.n,
+            "n_real": e.n_real,
+            "metric": e.metric,
+            "fid": e.fid,
+            "kid_mean": e.kid_mean,
+            "kid_std": e.kid_std,
+            "kid_subset_size": e.kid_subset_size,
+            "kid_subsets": e.kid_subsets,
+            "note": e.note,
         }
         for c, e in scores.items()
     ]
+
+
+def _per_class(q: Quality, field: str) -> dict[str, PerClassScore] | None:
+    """The per-class scores of ``q`` on one basis of :data:`~suite.records.results.PER_CLASS_BASES`."""
+    return q.per_class_label if field == "per_class_label" else q.per_class_predicted
 
 
 PRE_PROTOCOL = "suite"
 """The protocol of records written before ``metrics.protocol`` existed (they scored as ``suite`` does)."""
 
 
-def protocol_of(q: dict) -> str:
+def protocol_of(q: Quality) -> str:
     """The scoring protocol a quality block was made with."""
-    return q.get("protocol") or PRE_PROTOCOL
+    return q.protocol or PRE_PROTOCOL
 
 
-def comparability_of(q: dict) -> str:
+def comparability_of(q: Quality) -> str:
     """The record's line on whether its scores are comparable with the papers' numbers."""
-    return q.get("comparability") or "not comparable with the papers' numbers: scored before protocols (the suite protocol)"
+    return q.comparability or "not comparable with the papers' numbers: scored before protocols (the suite protocol)"
 
 
-def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
+def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
     """Per ruler and protocol: (scores table, {per-class field: per-class table}). Rulers and protocols are never mixed.
 
     A ruler is a network name, and its hash where one name comes with several hashes; the protocol is
@@ -113,52 +127,56 @@ def quality_tables(records: list[dict]) -> dict[str, tuple[pd.DataFrame, dict[st
     Every FID has KID and the sample counts beside it. The per-class tables are one per grouping
     basis (:data:`suite.records.results.PER_CLASS_BASES`), never merged into one column.
     """
-    by_net: dict[str, list[tuple[str, dict, dict]]] = {}
+    by_net: dict[str, list[tuple[str, Record, Quality]]] = {}
     hashes: dict[str, set[str]] = {}
     protocols: dict[str, set[str]] = {}
     for _, _, q in scored_models(records):
-        hashes.setdefault(q["features"], set()).add(q.get("ruler_sha256") or "")
-        protocols.setdefault(q["features"], set()).add(protocol_of(q))
+        hashes.setdefault(_ruler(q), set()).add(q.ruler_sha256 or "")
+        protocols.setdefault(_ruler(q), set()).add(protocol_of(q))
     for name, r, q in scored_models(records):
-        key = q["features"] + (f" {q['ruler_sha256'][:12]}" if len(hashes[q["features"]]) > 1 and q.get("ruler_sha256") else "")
-        key += f" protocol-{protocol_of(q)}" if len(protocols[q["features"]]) > 1 else ""
+        ruler = _ruler(q)
+        key = ruler + (f" {q.ruler_sha256[:12]}" if len(hashes[ruler]) > 1 and q.ruler_sha256 else "")
+        key += f" protocol-{protocol_of(q)}" if len(protocols[ruler]) > 1 else ""
         by_net.setdefault(key, []).append((name, r, q))
     tables = {}
     for net, models in sorted(by_net.items()):
-        scores: list[dict] = []
-        per_class: dict[str, list[dict]] = {field: [] for field in PER_CLASS_BASES}
+        scores: list[dict[str, Any]] = []
+        per_class: dict[str, list[dict[str, Any]]] = {field: [] for field in PER_CLASS_BASES}
         for name, r, q in models:
             row = {
                 "run_id": name,
                 "config": config_name(r) + (" (best cell)" if name.endswith("(best cell)") else ""),
-                "strategy": r["strategy"],
-                "procs": r["procs"],
-                "seed": r.get("seed"),
-                "scaling": r.get("scaling"),
-                "ruler": q["features"],
-                "ruler_sha256": q.get("ruler_sha256"),
+                "strategy": r.strategy,
+                "procs": r.procs,
+                "seed": r.seed,
+                "scaling": r.scaling,
+                "ruler": q.features,
+                "ruler_sha256": q.ruler_sha256,
                 "protocol": protocol_of(q),
-                "papers_comparable": bool(q.get("papers_comparable")),
+                "papers_comparable": bool(q.papers_comparable),
                 "comparability": comparability_of(q),
                 "classes": class_set(q),
-                "n": q.get("n"),
-                "n_real": q.get("n_real"),
-                "feature_dim": q.get("feature_dim"),
-                "is_mean": q.get("is_mean"),
-                "is_std": q.get("is_std"),
-                "is_splits": q.get("is_splits"),
-                "is_split_n": q.get("is_split_n"),
-                "fid": q.get("fid"),
-                "fid_note": q.get("fid_note"),
-                **{k: q.get(k) for k in KID_FIELDS},
+                "n": q.n,
+                "n_real": q.n_real,
+                "feature_dim": q.feature_dim,
+                "is_mean": q.is_mean,
+                "is_std": q.is_std,
+                "is_splits": q.is_splits,
+                "is_split_n": q.is_split_n,
+                "fid": q.fid,
+                "fid_note": q.fid_note,
+                "kid_mean": q.kid_mean,
+                "kid_std": q.kid_std,
+                "kid_subset_size": q.kid_subset_size,
+                "kid_subsets": q.kid_subsets,
             }
             for field in PER_CLASS_BASES:
-                summary = per_class_summary(q.get(field)) or {}
+                summary = per_class_summary(_per_class(q, field)) or {}
                 row[f"{field}_kid_mean"] = summary.get("kid_mean")
                 row[f"{field}_scored"] = f"{summary['scored']}/{summary['classes']}" if summary else None
                 row[f"{field}_n"] = f"{summary['n_min']}-{summary['n_max']}" if summary else None
-                per_class[field] += _per_class_rows(name, q.get(field) or {})
-            scores.append({**row, "tvd": q.get("tvd"), "label_acc": q.get("label_acc"), "is_note": q.get("is_note")})
+                per_class[field] += _per_class_rows(name, _per_class(q, field) or {})
+            scores.append({**row, "tvd": q.tvd, "label_acc": q.label_acc, "is_note": q.is_note})
         tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})
     return tables
 
@@ -214,29 +232,27 @@ PAPER_EPOCHS = 1000  # paper 000 trains every model for 1,000 epochs
 PAPER_MIN_IS_SAMPLES = 5000  # paper 000's IS is over thousands of samples (the count is not stated)
 
 
-def _protocol_differences(r: dict, q: dict) -> str:
+def _protocol_differences(r: Record, q: Quality) -> str:
     """Where a run's IS differs from paper 000's protocol (Inception, all classes, thousands of samples, 1,000 epochs)."""
     notes = []
-    if not q.get("papers_comparable"):
-        notes.append(f"ruler {q['features']} with protocol {protocol_of(q)}, not Inception with standard: not comparable")
-    if q["is_mean"] is None:
-        notes.append(f"no IS ({q.get('is_note')})")
-    classes = q.get("classes")
-    if classes and len(classes) < q["num_classes"]:
-        notes.append(
-            f"{len(classes)} of {q['num_classes']} classes (paper: all): IS grows with the classes sampled, not comparable"
-        )
-    if q["n"] < PAPER_MIN_IS_SAMPLES:
-        split = f" in {q['is_splits']} splits of {q['is_split_n']}" if q.get("is_splits") else ""
-        notes.append(f"n={q['n']}{split} (paper: thousands): small splits bias IS low")
-    if r.get("epochs") != PAPER_EPOCHS:
-        notes.append(f"epochs {r.get('epochs')} (paper: {PAPER_EPOCHS})")
-    if r.get("critic_norm", "batch") != "batch":
-        notes.append(f"discriminator norm {r['critic_norm']} (tables: batch)")
+    if not q.papers_comparable:
+        notes.append(f"ruler {q.features} with protocol {protocol_of(q)}, not Inception with standard: not comparable")
+    if q.is_mean is None:
+        notes.append(f"no IS ({q.is_note})")
+    classes = q.classes
+    if classes and q.num_classes is not None and len(classes) < q.num_classes:
+        notes.append(f"{len(classes)} of {q.num_classes} classes (paper: all): IS grows with the classes sampled, not comparable")
+    if q.n is not None and q.n < PAPER_MIN_IS_SAMPLES:
+        split = f" in {q.is_splits} splits of {q.is_split_n}" if q.is_splits else ""
+        notes.append(f"n={q.n}{split} (paper: thousands): small splits bias IS low")
+    if r.epochs != PAPER_EPOCHS:
+        notes.append(f"epochs {r.epochs} (paper: {PAPER_EPOCHS})")
+    if r.critic_norm is not None and r.critic_norm != "batch":
+        notes.append(f"discriminator norm {r.critic_norm} (tables: batch)")
     return "; ".join(notes) or "same protocol"
 
 
-def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
+def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
     """The papers' numbers beside the runs' (the report's papers page)."""
     lines: list[str] = []
     lines.append("## Papers' numbers (not measured here)\n")
@@ -247,7 +263,7 @@ def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
     inception = baselines / "seed000_inception_scores.csv"
     if inception.is_file():
         paper = read_baseline(inception)
-        datasets = {(r.get("dataset") or {}).get("name") for r in records if r.get("status") == "ok"}
+        datasets = {r.dataset.name if r.dataset is not None else None for r in records if r.status == "ok"}
         shown = paper[paper["dataset"].isin(datasets)]
         note = (
             ""
@@ -265,8 +281,12 @@ def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
         )
         ours = []
         for name, r, q in scored_models(records):
-            model = STRATEGIES[r["strategy"]].paper_models.get(r["loss"]) if r["strategy"] in STRATEGIES else None
-            dataset = (r.get("dataset") or {}).get("name")
+            model = (
+                STRATEGIES[r.strategy].paper_models.get(r.loss or "")
+                if r.strategy is not None and r.strategy in STRATEGIES
+                else None
+            )
+            dataset = r.dataset.name if r.dataset is not None else None
             row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
             if model is None or row.empty:
                 continue
@@ -274,12 +294,12 @@ def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
                 {
                     "run_id": name,
                     "model": model,
-                    "IS (ours)": _score(q["is_mean"]),
-                    "IS std (ours, splits×n)": std_over(q["is_std"], q.get("is_splits"), q.get("is_split_n")),
+                    "IS (ours)": _score(q.is_mean),
+                    "IS std (ours, splits×n)": std_over(q.is_std, q.is_splits, q.is_split_n),
                     "IS (paper)": float(row["is_mean"].iloc[0]),
                     "IS std (paper)": float(row["is_std"].iloc[0]),
-                    "network": q["features"],
-                    "n": q["n"],
+                    "network": q.features,
+                    "n": q.n,
                     "classes": class_set(q),
                     "differences from the paper's protocol": _protocol_differences(r, q),
                 }
@@ -289,15 +309,15 @@ def baseline_section(baselines: Path, records: list[dict]) -> list[str]:
             lines.append(markdown_table(pd.DataFrame(ours)))
     for entry in STRATEGIES:
         speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
-        if speedups is not None and speedups.is_file() and any(r.get("strategy") == entry.name for r in records):
+        if speedups is not None and speedups.is_file() and any(r.strategy == entry.name for r in records):
             lines.append(f"**Paper 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
             lines.append(markdown_table(read_baseline(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
     return lines
 
 
-def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: Path | None = None) -> list[str]:
+def quality_over_time_section(records: list[Record], out_dir: Path, results_dir: Path | None = None) -> list[str]:
     """Quality, losses and samples over training time (the samples where ``results_dir`` has the run folders)."""
-    timed = [r for r in records if r.get("status") == "ok" and r.get("time_to_target")]
+    timed = [(r, r.time_to_target) for r in records if r.status == "ok" and r.time_to_target is not None]
     plots = plot_quality_curves(records, out_dir) + plot_losses(records, out_dir)
     if results_dir is not None:
         plots += plot_samples_over_time(records, results_dir, out_dir)
@@ -306,23 +326,23 @@ def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: P
     lines = ["## Quality over training time\n"]
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plots]
     if timed:
-        t = timed[0]["time_to_target"]
+        t = timed[0][1]
         rows = [
             {
-                "run_id": r["run_id"],
-                "procs": r["procs"],
-                "reached": r["time_to_target"]["reached"],
-                "time_to_target_s": r["time_to_target"]["clock_s"],
-                "step": r["time_to_target"]["step"],
-                "best": r["time_to_target"]["best"],
-                "points": r["time_to_target"]["points"],
+                "run_id": r.run_id,
+                "procs": r.procs,
+                "reached": target.reached,
+                "time_to_target_s": target.clock_s,
+                "step": target.step,
+                "best": target.best,
+                "points": target.points,
             }
-            for r in timed
+            for r, target in timed
         ]
         table = pd.DataFrame(rows)
         table.to_csv(out_dir / "time_to_target.csv", index=False)
         lines.append(
-            f"Time to {t['metric'].upper()} <= {t['target']:g} ({t['features']}, n={t['n']}): training-window "
+            f"Time to {str(t.metric).upper()} <= {t.target:g} ({t.features}, n={t.n}): training-window "
             "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
             "pauses are not counted).\n"
         )
@@ -330,7 +350,7 @@ def quality_over_time_section(records: list[dict], out_dir: Path, results_dir: P
     return lines
 
 
-def quality_section(records: list[dict], out_dir: Path) -> list[str]:
+def quality_section(records: list[Record], out_dir: Path) -> list[str]:
     lines = ["## Image quality\n"]
     quality = quality_tables(records)
     if not quality:
@@ -339,11 +359,7 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
         slug = file_slug(net)
         scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
         detail = next(
-            (
-                r["quality"].get("features_detail")
-                for r in records
-                if r.get("quality", {}) and r["quality"].get("features") == net.split(" ")[0]
-            ),
+            (r.quality.features_detail for r in records if r.quality is not None and r.quality.features == net.split(" ")[0]),
             None,
         )
         dims = scores["feature_dim"].dropna()
@@ -380,7 +396,7 @@ def quality_section(records: list[dict], out_dir: Path) -> list[str]:
     return lines
 
 
-def per_class_section(records: list[dict], out_dir: Path) -> list[str]:
+def per_class_section(records: list[Record], out_dir: Path) -> list[str]:
     """Each class's score per ruler and grouping basis; where FID is withheld (too few samples per class for the
     feature dimensions, KID instead), one sentence says so for all those rows rather than a note on each."""
     lines: list[str] = []

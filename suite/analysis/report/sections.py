@@ -8,11 +8,13 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from ...records.images import image_problem
 from ...records.nofollow import read_text
+from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
 from ..markdown import NA, cell, details, markdown_table
@@ -36,19 +38,19 @@ from .tables import (
 log = logging.getLogger(__name__)
 
 
-def engine_section(records: list[dict], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
+def engine_section(records: list[Record], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
     """Engine settings of every run, the engine comparison, and links to traces."""
     lines.append("## Engines\n")
     settings = pd.DataFrame(
         [
             {
-                "run_id": r["run_id"],
-                "engine": r["engine"],
-                "traced": bool(r.get("traced")),
-                "settings": settings_text(r.get("engine_settings")),
+                "run_id": r.run_id,
+                "engine": r.engine,
+                "traced": bool(r.traced),
+                "settings": settings_text(r.engine_settings),
             }
             for r in records
-            if r.get("status") == "ok"
+            if r.status == "ok"
         ],
         columns=["run_id", "engine", "traced", "settings"],
     )
@@ -136,7 +138,7 @@ def hidden(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if str(c).startswith("_")]
 
 
-def _draws(frame: pd.DataFrame, scaling: str) -> dict[tuple, dict[str, str]]:
+def _draws(frame: pd.DataFrame, scaling: str) -> dict[tuple[Any, ...], dict[str, str]]:
     """Per (configuration, process count) of a scaling table: its runs' train_s and images/s as an interval."""
     ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)]
     ok = ok.assign(config=config_label(ok, scaling))
@@ -151,7 +153,7 @@ def _interval(values: pd.Series) -> str:
     return summary.text() if summary is not None else NA
 
 
-def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> list[str]:
+def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> list[str]:
     """Where the time goes: outside the window, inside a step, on communication, on the GPU."""
     lines = ["## Where the time goes\n"]
     times = time_table(frame)
@@ -204,25 +206,25 @@ def time_section(frame: pd.DataFrame, records: list[dict], out_dir: Path) -> lis
     return lines
 
 
-def samples_section(records: list[dict], results_dir: Path, out_dir: Path) -> list[str]:
+def samples_section(records: list[Record], results_dir: Path, out_dir: Path) -> list[str]:
     """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded."""
     samples_dir = out_dir / "samples"
     shown, folded = [], []
-    by_config: dict[str, list[dict]] = {}
+    by_config: dict[str, list[Record]] = {}
     for r in records:
         # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
-        if r.get("status") == "ok" and (source := path_under(results_dir, r["run_id"], SAMPLES_FILE)).is_file():
+        if r.status == "ok" and (source := path_under(results_dir, str(r.run_id), SAMPLES_FILE)).is_file():
             if (problem := image_problem(source)) is not None:  # a pixel bomb, a damaged file: named, not shown
                 log.warning("skipped %s", problem)
                 continue
             by_config.setdefault(config_name(r), []).append(r)
             samples_dir.mkdir(exist_ok=True)
-            shutil.copyfile(source, path_under(samples_dir, f"{r['run_id']}.png"))
+            shutil.copyfile(source, path_under(samples_dir, f"{r.run_id}.png"))
     for name, runs in sorted(by_config.items()):
         main, _ = main_runs(runs)
-        first = min(main, key=lambda r: r.get("repeat", 0))
-        shown.append(f'| {name} | <img src="samples/{first["run_id"]}.png" width="200" title="{first["run_id"]}"> |')
-        folded += [f'<img src="samples/{r["run_id"]}.png" width="120" title="{r["run_id"]}">' for r in runs if r is not first]
+        first = min(main, key=lambda r: r.repeat or 0)
+        shown.append(f'| {name} | <img src="samples/{first.run_id}.png" width="200" title="{first.run_id}"> |')
+        folded += [f'<img src="samples/{r.run_id}.png" width="120" title="{r.run_id}">' for r in runs if r is not first]
     if not shown:
         return []
     lines = [
@@ -247,7 +249,7 @@ def scenario_lines(results_dir: Path) -> list[str]:
     return ["## Scenario\n", "```yaml\n" + read_text(scenario_file).strip() + "\n```\n"]
 
 
-def environment_section(records: list[dict], out_dir: Path) -> list[str]:
+def environment_section(records: list[Record], out_dir: Path) -> list[str]:
     common, varying = environment_tables(records)
     common.to_csv(out_dir / "environment.csv", index=False)
     lines = ["## Environment\n", machine_note(records) + "\n", "Shared by every run:\n", markdown_table(common)]

@@ -14,7 +14,8 @@ import pandas as pd
 
 from ...config.registry import ENGINES
 from ...measure.env import fingerprint
-from ...measure.flops import PeakUse, rank_peak_use
+from ...measure.flops import PeakUse, achieved_flops, peak_use
+from ...records.record import RankTelemetry, Record, RecordError, record_data
 from ...records.results import trace_files
 from ..markdown import NA
 from ..speedup import budgeted, efficiency, speedup, work_efficiency
@@ -119,7 +120,7 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     rows = []
     for config, part in grouped.groupby("config", sort=True):
         runs = ok[ok["config"] == config]
-        base = runs[runs["procs"] == 1].to_dict("records")
+        base = _timed(runs[runs["procs"] == 1])
         base_per_image = part[part["procs"] == 1]["compute_per_image"]
         for _, row in part.iterrows():
             out = row.to_dict()
@@ -128,10 +129,10 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
                 per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
             )
             out.update(compute_slowdown=slowdown, note="", _train_s=summarise(runs[runs["procs"] == row["procs"]]["train_s"]))
-            out.update(_ratios(base, runs[runs["procs"] == row["procs"]].to_dict("records"), int(row["procs"]), scaling))
+            out.update(_ratios(base, _timed(runs[runs["procs"] == row["procs"]]), int(row["procs"]), scaling))
             if not base:
                 out["note"] = "no P=1 run: speedup and efficiency not computed"
-            elif budgeted(runs.to_dict("records")):
+            elif budgeted(_timed(runs)):
                 out["note"] = "time-budgeted runs: ratio of images/s"
             rows.append(out)
     return pd.DataFrame(rows, columns=columns)
@@ -142,7 +143,20 @@ RATIOS = ("speedup", "efficiency", "efficiency_work")
 RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
 
 
-def _ratios(base: list[dict], at: list[dict], procs: int, scaling: str) -> dict[str, Any]:
+TIMED_COLUMNS = ("run_id", "procs", "train_s", "images_per_s", "images_per_s_per_rank", "budget_s")
+"""The flat table's columns that speedup and efficiency read (:mod:`suite.analysis.speedup`): its rows as records."""
+
+
+def _timed(runs: pd.DataFrame) -> list[Record]:
+    """The rows of the flat table as records of their :data:`TIMED_COLUMNS`, the fields :mod:`suite.analysis.speedup`
+    reads (a value the frame holds as NaN is missing, None)."""
+    return [
+        Record(**{column: None if pd.isna(row[column]) else row[column] for column in TIMED_COLUMNS})
+        for row in runs.to_dict("records")
+    ]
+
+
+def _ratios(base: list[Record], at: list[Record], procs: int, scaling: str) -> dict[str, Any]:
     """The point's speedup and efficiencies: numbers, interval bounds and the summaries (1 at P = 1 itself)."""
     out: dict[str, Any] = {column: None for column in RATIO_COLUMNS} | {f"_{name}": None for name in RATIOS}
     if not base:
@@ -228,15 +242,26 @@ def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def _peak_use(record: dict, row: pd.Series) -> PeakUse:
+def _own_peak_use(per_rank: list[RankTelemetry]) -> PeakUse | None:
+    """:func:`suite.measure.flops.peak_use` of the ranks' own telemetry; None unless every rank recorded its peak,
+    its window and its FLOPs per step."""
+    achieved: list[float | None] = []
+    peaks: list[float] = []
+    for r in per_rank:
+        if r.peak is None or not r.peak.flops or r.window is None or r.flops_per_step is None:
+            return None
+        achieved.append(achieved_flops(r.flops_per_step, r.window.steps, r.window.step_seconds))
+        peaks.append(r.peak.flops)
+    return peak_use(achieved, peaks) if per_rank else None
+
+
+def _peak_use(record: Record | None, row: pd.Series) -> PeakUse:
     """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
     ``peak_raised_ranks`` are read the same way), else as the record gives it."""
-    per_rank = (record.get("telemetry") or {}).get("per_rank") or []
-    usable = [
-        r.get("peak") and r["peak"].get("flops") and r.get("window") and r.get("flops_per_step") is not None for r in per_rank
-    ]
-    if per_rank and all(usable):
-        return rank_peak_use(per_rank)
+    per_rank = (record.telemetry.per_rank if record is not None and record.telemetry is not None else None) or []
+    own = _own_peak_use(per_rank)
+    if own is not None:
+        return own
     raised = row["peak_raised_ranks"] if isinstance(row["peak_raised_ranks"], list) else []
     achieved, peak, fraction = (
         None if pd.isna(row[c]) else float(row[c]) for c in ("achieved_flops", "peak_flops", "fraction_of_peak")
@@ -244,14 +269,14 @@ def _peak_use(record: dict, row: pd.Series) -> PeakUse:
     return PeakUse(achieved, peak, fraction, raised)
 
 
-def step_table(frame: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
+def step_table(frame: pd.DataFrame, records: list[Record]) -> pd.DataFrame:
     """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
     ok = frame[frame["status"] == "ok"]
-    by_id = {r["run_id"]: r for r in records}
+    by_id = {r.run_id: r for r in records}
     rows = []
     for _, r in ok.iterrows():
         ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
-        peak = _peak_use(by_id.get(r["run_id"], {}), r)
+        peak = _peak_use(by_id.get(r["run_id"]), r)
         rows.append(
             {
                 "run_id": r["run_id"],
@@ -293,37 +318,38 @@ def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
     ].copy()
 
 
-def cellular_phase_table(records: list[dict]) -> pd.DataFrame:
+def cellular_phase_table(records: list[Record]) -> pd.DataFrame:
     rows = [
         {
-            "run_id": r["run_id"],
-            "procs": r["procs"],
-            "grid": "x".join(map(str, r["grid"])),
-            "cells_per_rank": r["cells_per_rank"],
-            **{phase: float(np.mean(values)) for phase, values in r["phases_s"].items()},
+            "run_id": r.run_id,
+            "procs": r.procs,
+            "grid": "x".join(map(str, r.grid or [])),
+            "cells_per_rank": r.cells_per_rank,
+            **{phase: float(np.mean(values)) for phase, values in r.phases_s.items()},
         }
         for r in records
-        if r.get("status") == "ok" and r.get("phases_s")
+        if r.status == "ok" and r.phases_s
     ]
     return pd.DataFrame(rows)
 
 
-def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def environment_tables(records: list[Record]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The environment once: (fields every run shares as item/value, the fields that differ per run)."""
     rows = []
     for r in records:
-        if r.get("status") != "ok":
+        if r.status != "ok":
             continue
-        env = r.get("env") or {}
+        env = r.env or {}
+        revision = {"suite_version": r.suite_version, "git_commit": r.git_commit, "git_dirty": r.git_dirty}
         rows.append(
             {
-                "run_id": r["run_id"],
-                "device": r.get("device"),
-                "launcher": r.get("launcher"),
-                "cores_per_node": r.get("cores_per_node"),
-                "ranks_per_node": r.get("ranks_per_node"),
-                "threads_per_rank": r.get("threads_per_rank"),
-                **{k: r[k] for k in ("suite_version", "git_commit", "git_dirty") if r.get(k) is not None},  # the code's revision
+                "run_id": r.run_id,
+                "device": r.device,
+                "launcher": r.launcher,
+                "cores_per_node": r.cores_per_node,
+                "ranks_per_node": r.ranks_per_node,
+                "threads_per_rank": r.threads_per_rank,
+                **{k: v for k, v in revision.items() if v is not None},  # the code's revision
                 **{f"machine.{k}": v for k, v in _machine(r).items() if v is not None},
                 **{k: v for k, v in env.items() if v},
             }
@@ -339,21 +365,22 @@ def environment_tables(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]
     )
 
 
-def _machine(record: dict) -> dict:
-    """The record's ``machine`` with its fingerprint of the fields that identify a machine (:func:`suite.measure.env.fingerprint`),
-    also for records written when the fingerprint digested the launch-dependent fields too."""
-    machine = record.get("machine") or {}
+def _machine(record: Record) -> dict[str, Any]:
+    """The record's ``machine`` as its JSON data, with its fingerprint of the fields that identify a machine
+    (:func:`suite.measure.env.fingerprint`), also for records written when the fingerprint digested the
+    launch-dependent fields too."""
+    machine: dict[str, Any] = record_data(record.machine) if record.machine is not None else {}
     return {**machine, "fingerprint": fingerprint(machine)} if machine else {}
 
 
-def machine_note(records: list[dict]) -> str:
+def machine_note(records: list[Record]) -> str:
     """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
-    machines = {(m.get("fingerprint"), m.get("numerics")): m for r in records if r.get("status") == "ok" and (m := _machine(r))}
+    machines = {(m.get("fingerprint"), m.get("numerics")): m for r in records if r.status == "ok" and (m := _machine(r))}
     if not machines:
         return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
     kinds = sorted({str(f) for f, _ in machines})
     numerics = sorted({str(n) for _, n in machines if n})
-    unknown = sum(1 for r in records if r.get("status") == "ok" and not r.get("machine"))
+    unknown = sum(1 for r in records if r.status == "ok" and r.machine is None)
     first = next(iter(machines.values()))
     described = (
         f"{first.get('gpu') or first.get('cpu_model')} ({first.get('cpu_capability')} kernels, torch {first.get('torch')})"
@@ -389,7 +416,7 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def settings_text(settings: dict | None) -> str:
+def settings_text(settings: dict[str, Any] | None) -> str:
     """An engine's settings as ``name=value`` pairs (mappings and lists as compact JSON; paths by file name)."""
     if settings is None:
         return NA
@@ -403,12 +430,24 @@ def settings_text(settings: dict | None) -> str:
     return ", ".join(parts) or "none"
 
 
-def _baseline_engine(engine: str) -> bool:
+def _named(name: str | None) -> str:
+    """A name that every record read has (:data:`suite.records.record.IDENTITY`: ``run_id``, ``engine``, ...)."""
+    if name is None:
+        raise RecordError("a record without the fields that name its run (run_id, engine, ...)")
+    return name
+
+
+def _baseline_engine(engine: str | None) -> bool:
     """Whether the engine comparison measures the others against ``engine`` (its registry trait)."""
-    return engine in ENGINES and ENGINES[engine].baseline
+    return engine is not None and engine in ENGINES and ENGINES[engine].baseline
 
 
-def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
+def _first_digest(record: Record) -> str | None:
+    """The first replica's digest of a run's model (None where it records none)."""
+    return record.replica_digests[0] if record.replica_digests else None
+
+
+def engine_comparison_table(records: list[Record]) -> pd.DataFrame:
     """Configurations of one strategy (same loss, processes, scaling, dataset) on several engines, side by side.
 
     One row per engine and label, averaged over repeats: step time, communication share and
@@ -417,25 +456,25 @@ def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
     whether the model is bitwise the baseline's (``same_model``: the first replica digests of
     the first repeats agree; n/a for strategies that record none).
     """
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple[Any, ...], list[Record]] = {}
     for r in records:
-        if r.get("status") == "ok":
-            key = (r["strategy"], r["loss"], r["procs"], r["scaling"], (r.get("dataset") or {}).get("name"))
+        if r.status == "ok":
+            key = (r.strategy, r.loss, r.procs, r.scaling, r.dataset.name if r.dataset is not None else None)
             groups.setdefault(key, []).append(r)
     rows = []
     for (strategy, loss, procs, scaling, dataset), runs in sorted(groups.items(), key=lambda item: str(item[0])):
-        if len({r["engine"] for r in runs}) < 2:
+        if len({r.engine for r in runs}) < 2:
             continue
-        configs: dict[tuple, list[dict]] = {}
-        for r in sorted(runs, key=lambda r: (not _baseline_engine(r["engine"]), r["engine"], r.get("label") or "", r["repeat"])):
-            configs.setdefault((r["engine"], r.get("label")), []).append(r)
+        configs: dict[tuple[str | None, str | None], list[Record]] = {}
+        for r in sorted(runs, key=lambda r: (not _baseline_engine(r.engine), r.engine, r.label or "", r.repeat)):
+            configs.setdefault((r.engine, r.label), []).append(r)
         baseline = next(iter(configs.values()))
-        base_rate = mean_of_lists(r.get("images_per_s") for r in baseline)
-        base_digest = (baseline[0].get("replica_digests") or [None])[0]
+        base_rate = mean_of_lists(r.images_per_s for r in baseline)
+        base_digest = _first_digest(baseline[0])
         for (engine, label), rs in configs.items():
-            rates = [r["images_per_s"] for r in rs if r.get("images_per_s") is not None]
-            digest = (rs[0].get("replica_digests") or [None])[0]
-            identical = [r.get("replicas_identical") for r in rs if r.get("replicas_identical") is not None]
+            rates = [r.images_per_s for r in rs if r.images_per_s is not None]
+            digest = _first_digest(rs[0])
+            identical = [r.replicas_identical for r in rs if r.replicas_identical is not None]
             rows.append(
                 {
                     "strategy": strategy,
@@ -446,27 +485,27 @@ def engine_comparison_table(records: list[dict]) -> pd.DataFrame:
                     "engine": engine,
                     "label": label,
                     "runs": len(rs),
-                    "threads_per_rank": threads_text(r.get("threads_per_rank") for r in rs),
-                    "traced": any(r.get("traced") for r in rs),
-                    "step_s": mean_of_lists((r.get("telemetry") or {}).get("step_s") for r in rs),
-                    "comm_share": mean_of_lists((r.get("telemetry") or {}).get("comm_share") for r in rs),
+                    "threads_per_rank": threads_text(r.threads_per_rank for r in rs),
+                    "traced": any(r.traced for r in rs),
+                    "step_s": mean_of_lists(r.telemetry.step_s if r.telemetry is not None else None for r in rs),
+                    "comm_share": mean_of_lists(r.telemetry.comm_share if r.telemetry is not None else None for r in rs),
                     "images_per_s": float(np.mean(rates)) if rates else None,
                     "images_per_s_std": float(np.std(rates, ddof=1)) if len(rates) > 1 else None,
                     "vs_baseline": float(np.mean(rates)) / base_rate if rates and base_rate else None,
                     "replicas_identical": all(identical) if identical else None,
                     "same_model": digest == base_digest if digest and base_digest else None,
-                    "settings": settings_text(rs[0].get("engine_settings")),
+                    "settings": settings_text(rs[0].engine_settings),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def trace_table(records: list[dict], results_dir: Path, out_dir: Path) -> pd.DataFrame:
+def trace_table(records: list[Record], results_dir: Path, out_dir: Path) -> pd.DataFrame:
     """Per run with traces or engine logs in its folder: the files, as links relative to ``out_dir``."""
     rows = []
     for r in records:
-        files = trace_files(results_dir / r["run_id"])
+        files = trace_files(results_dir / _named(r.run_id))
         if files:
             links = ", ".join(f"[{f.name}]({os.path.relpath(f, out_dir)})" for f in files)
-            rows.append({"run_id": r["run_id"], "engine": r.get("engine"), "traced": bool(r.get("traced")), "files": links})
+            rows.append({"run_id": r.run_id, "engine": r.engine, "traced": bool(r.traced), "files": links})
     return pd.DataFrame(rows, columns=["run_id", "engine", "traced", "files"])
