@@ -9,7 +9,8 @@ from conftest import run_scenario, tiny_scenario
 from suite.analysis.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
 from suite.cli import main
 from suite.measure.metrics.features import ClassifierNet
-from suite.records.results import iter_records, write_record
+from suite.records.record import record_data
+from suite.records.results import iter_records, new_record, write_record
 
 P1, P2 = "data_parallel / bce / mpi / P=1", "data_parallel / bce / mpi / P=2"
 
@@ -31,11 +32,12 @@ def results(tmp_path_factory) -> Path:
 
 
 def edited_copy(results: Path, to: Path, edit, procs: int | None = None) -> Path:
-    """A copy of the records of ``results`` with ``edit(record)`` applied to those of ``procs`` (all when None)."""
+    """A copy of the records of ``results`` with ``edit(data)`` applied to the data of those of ``procs`` (all when None)."""
     for record in iter_records(results):
-        if procs is None or record["procs"] == procs:
-            edit(record)
-        write_record(to / record["run_id"], record)
+        data = record_data(record)
+        if procs is None or record.procs == procs:
+            edit(data)
+        write_record(to / record.run_id, new_record(data))
     return to
 
 
@@ -136,7 +138,7 @@ def test_different_devices_are_refused_unless_allowed(results, tmp_path, capsys)
 
     gpu = edited_copy(results, tmp_path / "gpu", on_a_gpu)
     assert main(["compare", str(gpu), str(results)]) == 2
-    cores = next(iter_records(results))["cores_per_node"]
+    cores = next(iter_records(results)).cores_per_node
     assert (
         capsys.readouterr().err.strip()
         == f"error: the baseline ran on cpu ({cores} cores) and the new results on NVIDIA H100 80GB HBM3: timings of "
@@ -158,8 +160,8 @@ def test_environment_differences_are_listed_at_the_top(results, tmp_path, capsys
     assert main(["compare", str(changed), str(results)]) == 0
     text = capsys.readouterr().out
     environment = text.split("## Environment")[1].split("## Metrics")[0]
-    torch = next(iter_records(results))["env"]["torch"]
-    threads = next(r for r in iter_records(results) if r["procs"] == 2)["threads_per_rank"]
+    torch = next(iter_records(results)).env["torch"]
+    threads = next(r for r in iter_records(results) if r.procs == 2).threads_per_rank
     assert f"| version of torch | {torch} | 9.9.9 |" in environment
     assert f"| threads per rank ({P2}) | {threads} | {threads + 1} |" in environment
 
@@ -168,7 +170,9 @@ def test_environment_differences_are_listed_at_the_top(results, tmp_path, capsys
 def test_a_failed_run_is_a_regression(results, tmp_path, capsys):
     failed = edited_copy(results, tmp_path / "failed", lambda r: None)
     record = json.loads((failed / "data_parallel-bce-mpi-p2-r1" / "result.json").read_text())
-    write_record(failed / record["run_id"], {**record, "status": "failed", "error": "RuntimeError: boom\nTraceback ..."})
+    write_record(
+        failed / record["run_id"], new_record({**record, "status": "failed", "error": "RuntimeError: boom\nTraceback ..."})
+    )
     code, report = compare_json(capsys, failed, results)
     assert code == 1
     assert row(report, "data_parallel-bce-mpi-p2", "status") == {
@@ -230,7 +234,7 @@ def test_quality_from_another_ruler_file_of_the_same_name_is_not_compared(result
 def test_a_stored_baseline_file_or_its_folder(results, tmp_path, capsys):
     stored = tmp_path / "baselines" / "records.json"
     stored.parent.mkdir()
-    stored.write_text(json.dumps(list(iter_records(results)), indent=1))
+    stored.write_text(json.dumps([record_data(r) for r in iter_records(results)], indent=1))
     for baseline in (stored, stored.parent):
         code, report = compare_json(capsys, results, baseline)
         assert code == 0 and report["baseline"] == str(baseline) and len(report["rows"]) == 13

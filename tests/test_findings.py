@@ -1,5 +1,7 @@
 """The report's first screen from synthetic records: headline rows, checks, findings, warnings."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +12,8 @@ from suite.analysis.findings import findings, headline, not_learned_warnings, ru
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
 from suite.measure.metrics.signals import not_learned
-from suite.records.results import load_records, write_record
+from suite.records.record import Quality
+from suite.records.results import load_records, new_record, write_record
 
 
 def learned(fid=40.0, **extra):
@@ -82,7 +85,7 @@ def scenario(tmp_path):
         ),
     ]
     for r in runs:
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     return root
 
 
@@ -163,7 +166,7 @@ def test_one_draw_is_never_a_verdict(tmp_path):
         record("a", quality=learned(30.0), time_to_target=target(True, 10.0)),
         record("b", strategy="conditional", quality=learned(60.0), time_to_target=target(True, 20.0)),
     ):
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
     text = " ".join(findings(table, records, scaling))
     assert "significantly better" not in text
@@ -184,7 +187,7 @@ def same_distribution(tmp_path, seed):
         runs = seeded(f"{strategy}-p2", fids, clocks, train_s=t2, strategy=strategy, engine=engine, procs=2)
         runs += seeded(f"{strategy}-p1", fids, clocks, train_s=t1, strategy=strategy, engine=engine, procs=1)
         for r in runs:
-            write_record(root / r["run_id"], r)
+            write_record(root / r["run_id"], new_record(r))
     return root
 
 
@@ -207,7 +210,7 @@ def test_a_tie_with_both_never_becomes_b_beats_c(tmp_path):
         ("c", "label_partitioned", [90.0, 95.0, 86.0]),
     ):
         for r in seeded(stem, fids, strategy=strategy, procs=2):
-            write_record(root / r["run_id"], r)
+            write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
     quality = next(s for s in findings(table, records, scaling) if s.startswith("Final quality"))
     assert "data_parallel / bce / horovod is significantly better than label_partitioned / bce / horovod (p = " in quality
@@ -219,7 +222,7 @@ def test_a_tie_with_both_never_becomes_b_beats_c(tmp_path):
 def test_fid_intervals_in_the_headline_never_go_below_zero(tmp_path):
     root = tmp_path / "results"
     for r in seeded("dp", [749.6, 327.2, 197.7], procs=2):  # reports/digits' widest per-seed FIDs
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     _, _, table = tables(root)
     summary = table["_fid"].iloc[0]
     assert summary.interval[0] > 0 and table["fid"].iloc[0] == summary.text()
@@ -230,7 +233,7 @@ def test_the_speedup_interval_carries_the_p1_spread_and_the_scaling_table_prints
     root = tmp_path / "results"
     t1, t2 = [100.0, 108.0, 94.0], [52.0, 55.0, 50.0]
     for r in [*seeded("dp-p1", [40.0] * 3, train_s=t1, procs=1), *seeded("dp-p2", [40.0] * 3, train_s=t2, procs=2)]:
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
     speedup = table["_speedup"].iloc[0]
     p2_alone = stats.t.interval(0.95, 2, loc=np.log(stats.gmean(t1) / np.array(t2)).mean(), scale=stats.sem(np.log(t2)))
@@ -268,7 +271,7 @@ def test_a_caveat_follows_a_finding_about_an_oversubscribed_or_unlearned_model(t
             quality={**learned(30.0), "pixel_std": 0.01},
         ),
     ):
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
     text = " ".join(findings(table, records, scaling))
     assert (
@@ -285,7 +288,7 @@ def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
         record("b-r0", strategy="conditional", quality=learned(60.0), repeat=0, seed=0),
         record("b-r1", strategy="conditional", quality=learned(60.0), repeat=1, seed=0),
     ):
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
     rows = table.set_index("strategy")
     assert rows.loc["data_parallel / bce / horovod", "fid"] == "30 (n=1)"  # one seed, however often it ran
@@ -296,14 +299,14 @@ def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
 
 def test_time_budgeted_speedup_is_the_ratio_of_throughput():
     runs = [
-        record("p1", procs=1, train_s=30.0, budget_s=30.0, images_per_s=100.0),
-        record("p2-a", procs=2, train_s=30.0, budget_s=30.0, images_per_s=190.0),
-        record("p2-b", procs=2, train_s=30.0, budget_s=30.0, images_per_s=194.0),
+        new_record(record("p1", procs=1, train_s=30.0, budget_s=30.0, images_per_s=100.0)),
+        new_record(record("p2-a", procs=2, train_s=30.0, budget_s=30.0, images_per_s=190.0)),
+        new_record(record("p2-b", procs=2, train_s=30.0, budget_s=30.0, images_per_s=194.0)),
     ]
     speedup = strong_speedup(runs, 2)
     assert speedup.center == pytest.approx(stats.gmean([190.0, 194.0]) / 100.0)
     assert speedup.interval is None and speedup.text().endswith("(n=2 at P=2, 1 at P=1: no interval)")  # one P=1 run
-    plain = [{**r, "budget_s": None} for r in runs]
+    plain = [dataclasses.replace(r, budget_s=None) for r in runs]
     assert strong_speedup(plain, 2).center == pytest.approx(1.0)
 
 
@@ -318,15 +321,15 @@ def test_the_equal_budget_view_compares_at_equal_images_under_an_images_budget()
     slow = curve([(20.0, 480, 90.0), (40.0, 960, 40.0)])  # a slow one: in 20 s
     lp = dict(strategy="label_partitioned", engine="mpi", classes=list(range(10)))
     runs = [
-        *[{**r, "curve": fast} for r in seeded("dp", [50, 50, 50], train_s=[10, 10, 10], budget_images=960)],
-        *[{**r, "curve": slow} for r in seeded("lp", [40, 40, 40], train_s=[40, 40, 40], budget_images=960, **lp)],
+        *[new_record({**r, "curve": fast}) for r in seeded("dp", [50, 50, 50], train_s=[10, 10, 10], budget_images=960)],
+        *[new_record({**r, "curve": slow}) for r in seeded("lp", [40, 40, 40], train_s=[40, 40, 40], budget_images=960, **lp)],
     ]
     table = headline(runs, {}).set_index("strategy")
     assert table["fid_at_equal_time"].str.endswith("at 960 images").all()  # both at their whole budget
     assert table.loc["label_partitioned / bce / mpi", "_fid_at_equal_time"].center == pytest.approx(40.0)
     assert table.loc["data_parallel / bce / horovod", "_fid_at_equal_time"].center == pytest.approx(50.0)
     # without an images budget the view holds the window's seconds equal: the slow system has no point by 10 s
-    timed = headline([{**r, "budget_images": None} for r in runs], {}).set_index("strategy")
+    timed = headline([dataclasses.replace(r, budget_images=None) for r in runs], {}).set_index("strategy")
     assert timed.loc["data_parallel / bce / horovod", "fid_at_equal_time"].endswith("at 10 s")
     assert pd.isna(timed.loc["label_partitioned / bce / mpi", "fid_at_equal_time"])
 
@@ -339,5 +342,5 @@ def test_scores_of_another_protocol_are_under_another_ruler_text():
         "classes": list(range(10)),
         "num_classes": 10,
     }
-    assert ruler_text(q) == ruler_text({**q, "protocol": "suite"}) == "inception 6726825d0000, n=10000"
-    assert ruler_text({**q, "protocol": "standard"}) == "inception 6726825d0000, n=10000, protocol standard"
+    assert ruler_text(Quality(**q)) == ruler_text(Quality(**q, protocol="suite")) == "inception 6726825d0000, n=10000"
+    assert ruler_text(Quality(**q, protocol="standard")) == "inception 6726825d0000, n=10000, protocol standard"

@@ -14,6 +14,7 @@ import yaml
 from conftest import tiny_scenario
 from suite.analysis import gate, paired
 from suite.cli import main
+from suite.records.results import new_record
 from suite.running import worker
 
 LOG_10PCT = math.log(1.1)
@@ -103,7 +104,9 @@ def fake_workload(slowdown=1.0, fail_on=None, digests_differ=False):
         digest = side.name if digests_differ else "same"
         out.mkdir(parents=True, exist_ok=True)
         return {
-            "r0": {"images_per_s": speed, "telemetry": {"step_p50": 64 / speed}, "comm": {"bytes": 5}, "model_digest": digest}
+            "r0": new_record(
+                {"images_per_s": speed, "telemetry": {"step_p50": 64 / speed}, "comm": {"bytes": 5}, "model_digest": digest}
+            )
         }
 
     run.calls = calls

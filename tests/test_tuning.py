@@ -11,7 +11,7 @@ from conftest import run_scenario, tiny_scenario
 from suite.analysis.tuning import tune
 from suite.cli import main
 from suite.config.expansion import expand, load_scenario
-from suite.records.results import write_record
+from suite.records.results import new_record, write_record
 
 RULER = {"features": "classifier:digits", "ruler_sha256": "ab" * 32, "n": 500, "classes": list(range(10)), "num_classes": 10}
 CGAN = {"strategy": "conditional", "loss": "bce", "engine": "horovod"}
@@ -44,8 +44,13 @@ def run(system, sweep, order, seed, fid=None, status="ok", procs=2, label=None, 
 def write(tmp_path, records):
     root = tmp_path / "results"
     for record in records:
-        write_record(root / record["run_id"], record)
+        write_record(root / record["run_id"], new_record(record))
     return root
+
+
+def typed(records):
+    """The records' data as the :class:`~suite.records.record.Record` objects tune takes."""
+    return [new_record(r) for r in records]
 
 
 LRS = [0.0001, 0.0003, 0.001]
@@ -112,10 +117,10 @@ def test_each_system_ranks_its_settings_by_mean_fid_and_failures_count_as_worst(
 
 def test_ties_go_to_the_setting_listed_first_and_are_stated(tmp_path):
     records = [run(CGAN, {"train.lr": lr}, order, seed, 50.0) for order, lr in enumerate([0.001, 0.0001]) for seed in (10, 11)]
-    (system,) = tune(records)
+    (system,) = tune(typed(records))
     assert system.chosen.values == {"train.lr": 0.001} and system.tied
     reordered = [dict(r, sweep_order=1 - r["sweep_order"]) for r in records]  # 0.0001 listed first
-    assert tune(reordered)[0].chosen.values == {"train.lr": 0.0001}
+    assert tune(typed(reordered))[0].chosen.values == {"train.lr": 0.0001}
     root = write(tmp_path, records)
     assert main(["tune", str(root), "--out", str(tmp_path / "t")]) == 0
     assert "tied with the runner-up (mean FID 50): the first listed is chosen" in (tmp_path / "t" / "tuning.md").read_text()
@@ -126,7 +131,7 @@ def test_a_missing_seed_counts_as_worst_and_systems_differ_by_label_and_procs():
     records.append(run(CGAN, {"train.lr": 0.0001}, 1, 11, 70.0))  # 0.001 has no seed-11 run
     records.append(run(CGAN, {"train.lr": 0.001}, 0, 10, 10.0, label="other"))
     records.append(run(CGAN, {"train.lr": 0.001}, 0, 10, 10.0, procs=1))
-    systems = {(s.name, s.procs): s for s in tune(records)}
+    systems = {(s.name, s.procs): s for s in tune(typed(records))}
     assert set(systems) == {
         ("conditional / bce / horovod", 2),
         ("conditional / bce / horovod [other]", 2),
@@ -262,7 +267,7 @@ def test_a_best_setting_at_the_grids_edge_is_said_and_unequal_grids_are_named(tm
 
     records = [run("conditional", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 60), (0.01, 40)) for s in (10, 11, 12)]
     records += [run("data_parallel", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 30)) for s in (10, 11)]
-    systems = tune(records)
+    systems = tune(typed(records))
     by_name = {s.name: s for s in systems}
     assert by_name["conditional / bce / mpi"].edges() == ["train.lr: the largest swept, 0.01"]
     assert balance(systems) == [
@@ -272,5 +277,5 @@ def test_a_best_setting_at_the_grids_edge_is_said_and_unequal_grids_are_named(tm
     text = "\n".join(tuning_markdown(systems, "results", "tuning", len(records)))
     assert "**At the edge**" in text and "conditional / bce / mpi: train.lr: the largest swept, 0.01" in text
     interior = [run("conditional", lr, s, fid) for lr, fid in ((0.0001, 90), (0.001, 30), (0.01, 40)) for s in (10, 11, 12)]
-    (system,) = tune(interior)
+    (system,) = tune(typed(interior))
     assert system.edges() == [] and "**Bracketed**" in "\n".join(tuning_markdown([system], "r", "tuning", 9))

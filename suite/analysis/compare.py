@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..measure.env import fingerprint
-from ..records.record import record_field
+from ..records.record import Record, record_data
 from ..records.results import read_records, records_frame
 from .findings import ruler_text
 from .markdown import markdown_table
@@ -65,7 +65,7 @@ def parse_tolerances(items: list[str] | None) -> dict[str, float]:
 # --- loading -------------------------------------------------------------------------------------
 
 
-def load_side(path: Path) -> list[dict]:
+def load_side(path: Path) -> list[Record]:
     """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
 
     ``records.json`` is what ``suite report`` writes beside its report (``RESULTS/report/records.json``),
@@ -80,6 +80,10 @@ def load_side(path: Path) -> list[dict]:
 # --- configurations and their measurements ---------------------------------------------------------
 
 
+ConfigKey = tuple[str, str, int]
+"""A configuration: (scaling, report label, procs)."""
+
+
 @dataclass
 class Config:
     """The ok runs (repeats) of one configuration on one side."""
@@ -87,7 +91,7 @@ class Config:
     scaling: str
     label: str
     procs: int
-    records: list[dict] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -95,9 +99,9 @@ class Config:
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
-def throughput_problem(record: dict) -> str | None:
+def throughput_problem(record: Record) -> str | None:
     """Why an ok ``record`` has no throughput to compare (``images_per_s`` missing, not finite, zero or negative), or None."""
-    value = record.get("images_per_s")
+    value = record.images_per_s
     if value is None:
         return "images_per_s is missing"
     if _number(value) is None or value <= 0:
@@ -105,19 +109,19 @@ def throughput_problem(record: dict) -> str | None:
     return None
 
 
-def _invalid_rows(records: list[dict], side: str) -> list[Row]:
+def _invalid_rows(records: list[Record], side: str) -> list[Row]:
     """An :data:`INVALID` row for each ok record of ``side`` without a throughput, naming the record and the field."""
     rows = []
     for r in records:
-        if r.get("status") == "ok" and (problem := throughput_problem(r)) is not None:
-            note = f"run {r.get('run_id')} ({side}): {problem}; an ok run records a positive throughput"
-            rows.append(Row(re.sub(r"-r\d+$", "", str(r.get("run_id"))), "images_per_s", None, None, None, 0.0, INVALID, note))
+        if r.status == "ok" and (problem := throughput_problem(r)) is not None:
+            note = f"run {r.run_id} ({side}): {problem}; an ok run records a positive throughput"
+            rows.append(Row(re.sub(r"-r\d+$", "", str(r.run_id)), "images_per_s", None, None, None, 0.0, INVALID, note))
     return rows
 
 
-def _configs(records: list[dict]) -> dict[tuple, Config]:
+def _configs(records: list[Record]) -> dict[ConfigKey, Config]:
     """The ok records grouped by (scaling, report label, procs)."""
-    ok = [r for r in records if r.get("status") == "ok" and throughput_problem(r) is None]  # the others: INVALID rows
+    ok = [r for r in records if r.status == "ok" and throughput_problem(r) is None]  # the others: INVALID rows
     if not ok:
         return {}
     frame = records_frame(ok)
@@ -125,7 +129,7 @@ def _configs(records: list[dict]) -> dict[tuple, Config]:
     for scaling in frame["scaling"].unique():
         rows = frame["scaling"] == scaling
         labels[rows] = sweep_label(frame[rows], scaling)
-    configs: dict[tuple, Config] = {}
+    configs: dict[ConfigKey, Config] = {}
     for record, scaling, label, procs in zip(ok, frame["scaling"], labels, frame["procs"], strict=True):
         key = (scaling, label, int(procs))
         configs.setdefault(key, Config(scaling, label, int(procs))).records.append(record)
@@ -150,47 +154,49 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-def _images_per_s(record: dict) -> tuple[float, float, float] | None:
-    value = _number(record.get("images_per_s"))
+def _images_per_s(record: Record) -> tuple[float, float, float] | None:
+    value = _number(record.images_per_s)
     if value is None:
         return None
-    ci = record.get("images_per_s_ci95")
+    ci = record.images_per_s_ci95
     if not ci:  # no interval recorded (a single timed step): the value alone
         return value, value, value
     lo, hi = _number(ci[0]), _number(ci[1])  # hi is None when the step-time interval reaches zero
     return value, value if lo is None else lo, math.inf if hi is None else hi
 
 
-def _step_p50(record: dict) -> tuple[float, float, float] | None:
-    p50, mean, half = (_number(record_field(record, f"telemetry.{k}")) for k in ("step_p50", "step_mean", "step_ci95"))
+def _step_p50(record: Record) -> tuple[float, float, float] | None:
+    t = record.telemetry
+    p50, mean, half = (_number(t.step_p50), _number(t.step_mean), _number(t.step_ci95)) if t is not None else (None, None, None)
     if p50 is None:
         return None
     relative = half / mean if half is not None and mean else 0.0
     return p50, p50 * max(0.0, 1 - relative), p50 * (1 + relative)  # a step takes no negative time
 
 
-def _point(path: str) -> Callable[[dict], tuple[float, float, float] | None]:
-    def read(record: dict) -> tuple[float, float, float] | None:
-        value = _number(record_field(record, path))
+def _point(field_of: Callable[[Record], Any]) -> Callable[[Record], tuple[float, float, float] | None]:
+    def read(record: Record) -> tuple[float, float, float] | None:
+        value = _number(field_of(record))
         return None if value is None else (value, value, value)
 
     return read
 
 
-def _kid(record: dict) -> tuple[float, float, float] | None:
-    mean, std = _number(record_field(record, "quality.kid_mean")), _number(record_field(record, "quality.kid_std"))
+def _kid(record: Record) -> tuple[float, float, float] | None:
+    q = record.quality
+    mean, std = (_number(q.kid_mean), _number(q.kid_std)) if q is not None else (None, None)
     if mean is None:
         return None
     return mean, mean - (std or 0.0), mean + (std or 0.0)
 
 
 # metric -> (value, lo, hi) of one run
-RUN_READERS: dict[str, Callable[[dict], tuple[float, float, float] | None]] = {
+RUN_READERS: dict[str, Callable[[Record], tuple[float, float, float] | None]] = {
     "images_per_s": _images_per_s,
     "step_p50": _step_p50,
-    "comm_share": _point("telemetry.comm_share"),
-    "comm_bytes": _point("comm.bytes"),
-    "fid": _point("quality.fid"),
+    "comm_share": _point(lambda r: r.telemetry.comm_share if r.telemetry is not None else None),
+    "comm_bytes": _point(lambda r: r.comm.bytes if r.comm is not None else None),
+    "fid": _point(lambda r: r.quality.fid if r.quality is not None else None),
     "kid": _kid,
 }
 QUALITY_METRICS = ("fid", "kid")
@@ -210,16 +216,16 @@ def _quality_basis(config: Config) -> str:
 
     Records from before rulers were pinned have no hash: their scores are never compared with pinned ones.
     """
-    return " / ".join(sorted({ruler_text(r["quality"]) for r in config.records if isinstance(r.get("quality"), dict)}))
+    return " / ".join(sorted({ruler_text(r.quality) for r in config.records if r.quality is not None}))
 
 
-def scaling_measures(configs: dict[tuple, Config]) -> dict[tuple, Measure]:
+def scaling_measures(configs: dict[ConfigKey, Config]) -> dict[tuple[ConfigKey, str], Measure]:
     """Speedup (strong) or efficiency (weak) per (configuration key, metric) with P > 1, from the report's scaling table.
 
     The interval is the value times 1 ± the root sum of squares of the relative half-widths of
     the images/s intervals at P and at P = 1 (a ratio of two noisy rates).
     """
-    out: dict[tuple, Measure] = {}
+    out: dict[tuple[ConfigKey, str], Measure] = {}
     for scaling, metric in (("strong", "speedup"), ("weak", "efficiency")):
         records = [r for (s, _, _), c in configs.items() if s == scaling for r in c.records]
         if not records:
@@ -319,7 +325,11 @@ def judge(metric: str, base: Measure, new: Measure, tolerance: float) -> tuple[f
 
 
 def _compare_config(
-    key: tuple, base: Config, new: Config, scaling: dict[str, dict[tuple, Measure]], tolerances: dict[str, float]
+    key: ConfigKey,
+    base: Config,
+    new: Config,
+    scaling: dict[str, dict[tuple[ConfigKey, str], Measure]],
+    tolerances: dict[str, float],
 ) -> list[Row]:
     rows = []
     comparable_quality = _quality_basis(base) == _quality_basis(new)
@@ -341,39 +351,54 @@ def _compare_config(
     return rows
 
 
-def _device_kind(record: dict) -> str:
-    device = str(record.get("device"))
-    return f"{device} ({record.get('cores_per_node')} cores)" if device == "cpu" else device
+def _device_kind(record: Record) -> str:
+    device = str(record.device)
+    return f"{device} ({record.cores_per_node} cores)" if device == "cpu" else device
 
+
+Reader = Callable[[Record], Any]
+"""How to read an item of the environment differences from a record."""
 
 # (item, how to read it from a record) for the environment differences listed per configuration
-CONFIG_SETTINGS = (
-    ("threads per rank", lambda r: r.get("threads_per_rank")),
-    ("dataset", lambda r: record_field(r, "dataset.name")),
-    ("image size", lambda r: record_field(r, "dataset.image_size")),
-    ("global batch", lambda r: r.get("global_batch")),
-    ("generator steps", lambda r: json.dumps(r.get("generator_steps"), sort_keys=True)),
+CONFIG_SETTINGS: tuple[tuple[str, Reader], ...] = (
+    ("threads per rank", lambda r: r.threads_per_rank),
+    ("dataset", lambda r: r.dataset.name if r.dataset is not None else None),
+    ("image size", lambda r: r.dataset.image_size if r.dataset is not None else None),
+    ("global batch", lambda r: r.global_batch),
+    ("generator steps", lambda r: json.dumps(r.generator_steps, sort_keys=True)),
 )
 
 
-def _values(records: list[dict], read: Callable[[dict], Any]) -> str:
+def _values(records: list[Record], read: Reader) -> str:
     return ", ".join(sorted({str(read(r)) for r in records}))
 
 
-def environment_differences(base: list[dict], new: list[dict], matched: dict[tuple, tuple[Config, Config]]) -> list[dict]:
+def _fingerprint(record: Record) -> str | None:
+    """The digest of the machine that ran ``record`` (:func:`suite.measure.env.fingerprint`), None where it has none."""
+    machine = record_data(record.machine) if record.machine is not None else None
+    return fingerprint(machine) if machine else None
+
+
+def _version(package: str) -> Reader:
+    return lambda r: (r.env or {}).get(package)
+
+
+def environment_differences(
+    base: list[Record], new: list[Record], matched: dict[ConfigKey, tuple[Config, Config]]
+) -> list[dict[str, str]]:
     """What differs between the two sides: device, package versions, and per configuration the settings."""
     rows = []
-    packages = sorted({k for r in base + new for k in (r.get("env") or {})})
-    items = [
+    packages = sorted({k for r in base + new for k in (r.env or {})})
+    items: list[tuple[str, Reader]] = [
         ("device", _device_kind),
-        ("machine fingerprint", lambda r: fingerprint(r["machine"]) if r.get("machine") else None),
-        ("CPU kernel set", lambda r: (r.get("machine") or {}).get("cpu_capability")),
+        ("machine fingerprint", _fingerprint),
+        ("CPU kernel set", lambda r: r.machine.cpu_capability if r.machine is not None else None),
         (
             "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",
-            lambda r: (r.get("machine") or {}).get("numerics"),
+            lambda r: r.machine.numerics if r.machine is not None else None,
         ),
-        ("ruler sha256", lambda r: (r.get("quality") or {}).get("ruler_sha256")),
-    ] + [(f"version of {p}", lambda r, p=p: (r.get("env") or {}).get(p)) for p in packages]
+        ("ruler sha256", lambda r: r.quality.ruler_sha256 if r.quality is not None else None),
+    ] + [(f"version of {p}", _version(p)) for p in packages]
     for item, read in items:
         b, n = _values(base, read), _values(new, read)
         if b != n:
@@ -395,7 +420,7 @@ class Comparison:
 
     new_path: str
     baseline_path: str
-    environment: list[dict]
+    environment: list[dict[str, str]]
     rows: list[Row]
     baseline_only: list[str]
     new_only: list[str]
@@ -439,7 +464,7 @@ def compare(
     base_records, new_records = load_side(baseline_path), load_side(new_path)
     base_configs, new_configs = _configs(base_records), _configs(new_records)
     matched = {k: (base_configs[k], new_configs[k]) for k in new_configs if k in base_configs}
-    failed = [r for r in new_records if r.get("status") != "ok"]
+    failed = [r for r in new_records if r.status != "ok"]
     invalid = _invalid_rows(new_records, "new results") + _invalid_rows(base_records, "baseline")
     if not matched and not failed and not invalid:
         raise CompareError(
@@ -447,8 +472,8 @@ def compare(
             f"New ({new_path}): {'; '.join(c.name for c in new_configs.values()) or 'no ok run'}. "
             f"Baseline ({baseline_path}): {'; '.join(c.name for c in base_configs.values()) or 'no ok run'}"
         )
-    base_ok = [r for r in base_records if r.get("status") == "ok"]
-    new_ok = [r for r in new_records if r.get("status") == "ok"]
+    base_ok = [r for r in base_records if r.status == "ok"]
+    new_ok = [r for r in new_records if r.status == "ok"]
     devices = _values(base_ok, _device_kind), _values(new_ok, _device_kind)
     if devices[0] != devices[1] and new_ok and not allow_different_device:
         raise CompareError(
@@ -458,15 +483,15 @@ def compare(
     scaling = {"baseline": scaling_measures(base_configs), "new": scaling_measures(new_configs)}
     rows = [
         Row(
-            config=re.sub(r"-r\d+$", "", str(r.get("run_id"))),
+            config=re.sub(r"-r\d+$", "", str(r.run_id)),
             metric="status",
             baseline=None,
             new=None,
             change=None,
             tolerance=0.0,
             verdict=REGRESSION,
-            note=f"run {r.get('run_id')} {r.get('status') or 'failed'}: "
-            + str(r.get("error") or r.get("reason") or "no error recorded").splitlines()[0],  # diverged: its reason
+            note=f"run {r.run_id} {r.status or 'failed'}: "
+            + str(r.error or r.reason or "no error recorded").splitlines()[0],  # diverged: its reason
         )
         for r in failed
     ] + invalid
@@ -479,7 +504,7 @@ def compare(
         rows=rows,
         baseline_only=[c.name for k, c in sorted(base_configs.items()) if k not in new_configs],
         new_only=[c.name for k, c in sorted(new_configs.items()) if k not in base_configs],
-        ignored_baseline_failures=[str(r.get("run_id")) for r in base_records if r.get("status") != "ok"],
+        ignored_baseline_failures=[str(r.run_id) for r in base_records if r.status != "ok"],
     )
 
 

@@ -11,31 +11,31 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 import numpy as np
 import pandas as pd
 
 from ..config.registry import STRATEGIES
-from ..config.scenario import MetricsConfig
+from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
-from ..records.record import record_field
+from ..records.record import CurvePoint, Quality, Record, TimeToTarget, record_data
 from .power import PairPower, undistinguished_power
 from .settling import Scale, budget_text, quality_scale, speedup_scale
 from .speedup import speedup
 from .verdicts import Family, Summary, compare_all, sentence, summarise
 
 
-def system_name(record: dict) -> str:
+def system_name(record: Record) -> str:
     """strategy / loss / engine [label]: the system a run trains, whatever its swept settings."""
-    name = f"{record['strategy']} / {record['loss']} / {record['engine']}"
-    return name + (f" [{record['label']}]" if record.get("label") else "")
+    name = f"{record.strategy} / {record.loss} / {record.engine}"
+    return name + (f" [{record.label}]" if record.label else "")
 
 
-def config_name(record: dict) -> str:
+def config_name(record: Record) -> str:
     """strategy / loss / engine [label] (swept settings): what a headline row describes."""
-    swept = sweep_text(record.get("sweep"))
+    swept = sweep_text(record.sweep)
     return system_name(record) + (f" ({swept})" if swept else "")
 
 
@@ -44,83 +44,100 @@ def _mean(values: Iterable[Any]) -> float | None:
     return float(np.mean(numbers)) if numbers else None
 
 
-def main_runs(runs: list[dict]) -> tuple[list[dict], int]:
+def procs_of(record: Record) -> int:
+    """The record's ``procs``, which every record read for a report has (:data:`suite.records.record.IDENTITY`)."""
+    assert record.procs is not None, f"record {record.run_id}: procs is missing"
+    return record.procs
+
+
+def main_runs(runs: list[Record]) -> tuple[list[Record], int]:
     """The runs a headline row reports: the strong sweep's largest P (else the weak sweep's)."""
-    strong = [r for r in runs if r["scaling"] == "strong"] or runs
-    top = max(r["procs"] for r in strong)
-    return [r for r in strong if r["procs"] == top], top
+    strong = [r for r in runs if r.scaling == "strong"] or runs
+    top = max(procs_of(r) for r in strong)
+    return [r for r in strong if r.procs == top], top
 
 
-def contended(record: dict) -> bool:
+def contended(record: Record) -> bool:
     """Whether the record marks its run's timings as taken on a busy host (``host_load.contended``)."""
-    host_load = record.get("host_load")
-    return isinstance(host_load, dict) and bool(host_load.get("contended"))
+    return record.host_load is not None and bool(record.host_load.contended)
 
 
-def placement_invariant(record: dict) -> bool:
+def placement_invariant(record: Record) -> bool:
     """Whether this run's model should be bitwise the same on any number of ranks."""
-    if record["strategy"] not in STRATEGIES:  # a plugin's records, the plugin not installed
+    if record.strategy is None or record.strategy not in STRATEGIES:  # a plugin's records, the plugin not installed
         return False
-    invariant = STRATEGIES[record["strategy"]].placement_invariant
-    return invariant is not None and invariant(record)
+    invariant = STRATEGIES[record.strategy].placement_invariant
+    return invariant is not None and invariant(record_data(record))  # the registry's test reads the record's data
 
 
-def checks(runs: list[dict], everything: list[dict]) -> list[str]:
+def _repeat(record: Record) -> int:
+    """The record's ``repeat``, 0 where it has none."""
+    return record.repeat if record.repeat is not None else 0
+
+
+def checks(runs: list[Record], everything: list[Record]) -> list[str]:
     """The equivalences the suite verifies for one configuration, as short statements.
 
     Models are compared seed by seed: a different seed is a different model by design.
     """
     out = []
-    identical = [r.get("replicas_identical") for r in runs if r.get("replicas_identical") is not None]
+    identical = [r.replicas_identical for r in runs if r.replicas_identical is not None]
     if identical:
         out.append("replicas identical" if all(identical) else "REPLICAS DIFFER")
-    strong = [r for r in runs if r["scaling"] == "strong" and r.get("model_digest") and r.get("repeat", 0) == 0]
-    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    strong = [r for r in runs if r.scaling == "strong" and r.model_digest and _repeat(r) == 0]
+    by_seed: dict[Any, list[Record]] = defaultdict(list)
     for r in strong:
-        by_seed[r.get("seed")].append(r)
-    swept = [group for group in by_seed.values() if len({r["procs"] for r in group}) > 1]
+        by_seed[r.seed].append(r)
+    swept = [group for group in by_seed.values() if len({r.procs for r in group}) > 1]
     if swept and all(placement_invariant(r) for group in swept for r in group):
-        procs = ",".join(str(p) for p in sorted({r["procs"] for group in swept for r in group}))
-        same = all(len({r["model_digest"] for r in group}) == 1 for group in swept)
+        procs = ",".join(str(p) for p in sorted({procs_of(r) for group in swept for r in group}))
+        same = all(len({r.model_digest for r in group}) == 1 for group in swept)
         out.append(f"same model on P={procs}" if same else f"MODEL DIFFERS across P={procs}")
     # the same strategy on other engines: the same model?
     for r in strong:
         twins = [
             o
             for o in everything
-            if o.get("model_digest")
-            and o["engine"] != r["engine"]
-            and (o["strategy"], o["loss"], o["procs"], o["scaling"], o.get("repeat", 0), o.get("seed"))
-            == (r["strategy"], r["loss"], r["procs"], r["scaling"], r.get("repeat", 0), r.get("seed"))
+            if o.model_digest
+            and o.engine != r.engine
+            and (o.strategy, o.loss, o.procs, o.scaling, _repeat(o), o.seed)
+            == (r.strategy, r.loss, r.procs, r.scaling, _repeat(r), r.seed)
         ]
-        equal = sorted({o["engine"] for o in twins if o["model_digest"] == r["model_digest"]})
-        text = f"same model as {'/'.join(equal)} at P={r['procs']}"
+        equal = sorted({str(o.engine) for o in twins if o.model_digest == r.model_digest})
+        text = f"same model as {'/'.join(equal)} at P={r.procs}"
         if equal and text not in out:
             out.append(text)
     return out
 
 
-def _quality_value(q: dict, metric: str) -> float | None:
-    return q.get("kid_mean") if metric == "kid" else q.get(metric)
+def _quality_value(q: Quality, metric: str) -> float | None:
+    value: float | None = q.kid_mean if metric == "kid" else getattr(q, metric, None)
+    return value
 
 
-def _quality_reader(metric: str) -> Callable[[dict], float | None]:
+def _quality_reader(metric: str) -> Callable[[Record], float | None]:
     """A record's ``metric`` (fid, kid or label_acc) of its quality block."""
-    return lambda record: _quality_value(record.get("quality") or {}, metric)
+    return lambda record: _quality_value(record.quality, metric) if record.quality is not None else None
 
 
-def ruler_text(q: dict) -> str:
+def not_learned_reasons(quality: Quality) -> list[str]:
+    """Why ``quality`` says its model has not learned (:func:`suite.measure.metrics.signals.not_learned`, which
+    reads the block's data)."""
+    return not_learned(record_data(quality))
+
+
+def ruler_text(q: Quality) -> str:
     """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, the
     classes scored against where they are not all of the dataset's, and the protocol where it is not the default."""
-    digest = (q.get("ruler_sha256") or "")[:12]
-    classes = q.get("classes") or []
-    subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.get("num_classes") or 0) else ""
-    protocol = q.get("protocol") or MetricsConfig.protocol  # records from before protocols scored as the default does
+    digest = (q.ruler_sha256 or "")[:12]
+    classes = q.classes or []
+    subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.num_classes or 0) else ""
+    protocol = q.protocol or MetricsConfig.protocol  # records from before protocols scored as the default does
     named = f", protocol {protocol}" if protocol != MetricsConfig.protocol else ""
-    return f"{q.get('features')}" + (f" {digest}" if digest else "") + f", n={q.get('n')}{subset}{named}"
+    return f"{q.features}" + (f" {digest}" if digest else "") + f", n={q.n}{subset}{named}"
 
 
-def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | None]:
+def per_seed(runs: list[Record], value: Callable[[Record], Any]) -> list[float | None]:
     """One value per seed: ``value`` of each run, averaged over the seed's repeats (repeats retrain the same model).
 
     Quality varies with the seed, not the repeat, so a seed counts once however often it ran.
@@ -128,49 +145,49 @@ def per_seed(runs: list[dict], value: Callable[[dict], Any]) -> list[float | Non
     by_seed: dict[Any, list[float]] = defaultdict(list)
     for r in runs:
         v = value(r)
-        by_seed.setdefault(r.get("seed"), [])  # a seed whose runs have no value still counts, as missing
+        by_seed.setdefault(r.seed, [])  # a seed whose runs have no value still counts, as missing
         if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            by_seed[r.get("seed")].append(float(v))
+            by_seed[r.seed].append(float(v))
     return [float(np.mean(values)) if values else None for _, values in sorted(by_seed.items(), key=lambda kv: str(kv[0]))]
 
 
-def strong_speedup(runs: list[dict], top: int) -> Summary | None:
+def strong_speedup(runs: list[Record], top: int) -> Summary | None:
     """The strong sweep's speedup at ``top`` against its P=1 runs (:func:`suite.analysis.speedup.speedup`, as the scaling table's)."""
-    strong = [r for r in runs if r["scaling"] == "strong"]
-    return speedup([r for r in strong if r["procs"] == 1], [r for r in strong if r["procs"] == top], top)
+    strong = [r for r in runs if r.scaling == "strong"]
+    return speedup([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top], top)
 
 
 def _text(summary: Summary | None, digits: int = 3) -> str | None:
     return summary.text(digits) if summary is not None else None
 
 
-def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
     Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.verdicts.Summary.text`:
     geometric means of positive quantities); the hidden ``_*`` columns keep the summaries the findings test with.
     """
-    by_config: dict[str, list[dict]] = defaultdict(list)
+    by_config: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        if r.get("status") == "ok":
+        if r.status == "ok":
             by_config[config_name(r)].append(r)
     rows = []
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
         speedup = strong_speedup(runs, top)
-        train_s = summarise(r.get("train_s") for r in main)
+        train_s = summarise(r.train_s for r in main)
         efficiency = speedup.scaled(1 / top) if speedup is not None else None
         row: dict[str, Any] = {
             "strategy": name,
-            "P": ",".join(str(p) for p in sorted({r["procs"] for r in runs})),
-            "seeds": len({r.get("seed") for r in main}),
+            "P": ",".join(str(p) for p in sorted({procs_of(r) for r in runs})),
+            "seeds": len({r.seed for r in main}),
             "train_s": _text(train_s),
             "speedup": _text(speedup),
             "efficiency": _text(efficiency),
             "weak_efficiency": None,
-            "comm_share": _mean(record_field(r, "telemetry.comm_share") for r in main),
-            "images_per_s": _text(summarise(r.get("images_per_s") for r in main)),
+            "comm_share": _mean(r.telemetry.comm_share if r.telemetry is not None else None for r in main),
+            "images_per_s": _text(summarise(r.images_per_s for r in main)),
             "time_to_target": None,
             "fid": None,
             "fid_at_equal_time": None,
@@ -187,7 +204,7 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
                 work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
                 weak = work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
                 row["weak_efficiency"], row["_weak_efficiency"] = _text(weak), weak
-        qualities = [r["quality"] for r in main if r.get("quality")]
+        qualities = [r.quality for r in main if r.quality is not None]
         summaries = {
             metric: summarise(per_seed(main, _quality_reader(metric)), fraction=metric == "label_acc")
             for metric in ("fid", "kid", "label_acc")
@@ -197,23 +214,23 @@ def headline(records: list[dict], scaling: dict[str, pd.DataFrame]) -> pd.DataFr
             row["label_acc"] = _text(summaries["label_acc"], 2)
             row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
         targets = _targets_per_seed(main)
-        reached = summarise(t["clock_s"] for t in targets if t["reached"])
+        reached = summarise(t.clock_s for t in targets if t.reached)
         if targets:
             row["time_to_target"] = _target_text(targets, reached)
         row.update(
             _top=top,
-            _procs=sorted({r["procs"] for r in runs}),
+            _procs=sorted({procs_of(r) for r in runs}),
             _train_s=train_s,
             _efficiency=efficiency,
             _weak_efficiency=row.get("_weak_efficiency"),
             _targets=len(targets),
             _targets_reached=reached.n if reached is not None else 0,
             _main=main,
-            _base=[r for r in runs if r["scaling"] == "strong" and r["procs"] == 1 and top > 1],
+            _base=[r for r in runs if r.scaling == "strong" and r.procs == 1 and top > 1],
             _speedup=speedup,
             _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
             _target_missed=_missed(targets, reached),
-            _images_per_s=summarise(r.get("images_per_s") for r in main),
+            _images_per_s=summarise(r.images_per_s for r in main),
         )
         row.update({f"_{metric}": summary for metric, summary in summaries.items()})
         rows.append(row)
@@ -233,31 +250,36 @@ EQUAL_TIME_SLACK = 1.05
 """A curve point counts as "at" the common time when its clock is at most this factor past it."""
 
 
-def budget_axis(rows: list[dict]) -> str:
+def budget_axis(rows: list[dict[str, Any]]) -> str:
     """What the equal-budget view holds equal: the real training ``images`` where every run compared trained to
     ``train.budget_images`` (its curve points sit at equal fractions of it), else the window's seconds (``clock_s``)."""
-    runs = [r for row in rows for r in row["_main"]]
-    images = all(r.get("budget_images") and all(p.get("images") is not None for p in r.get("curve") or []) for r in runs)
+    runs: list[Record] = [r for row in rows for r in row["_main"]]
+    images = all(r.budget_images and all(p.images is not None for p in r.curve or []) for r in runs)
     return "images" if runs and images else "clock_s"
 
 
-def equal_time(rows: list[dict], axis: str = "clock_s") -> float | None:
+def _at(point: CurvePoint, field: str) -> Any:
+    """A curve point's ``field`` (``clock_s``, ``images``, ``fid``, ...), None where it has none."""
+    return getattr(point, field, None)
+
+
+def equal_time(rows: list[dict[str, Any]], axis: str = "clock_s") -> float | None:
     """The longest training time (or ``axis``) every configuration's quality curves reach: the shortest final curve point."""
-    ends = [max(p[axis] for p in r["curve"]) for row in rows for r in row["_main"] if r.get("curve")]
-    return min(ends) if ends and all(any(r.get("curve") for r in row["_main"]) for row in rows) else None
+    ends: list[float] = [max(_at(p, axis) for p in r.curve) for row in rows for r in row["_main"] if r.curve]
+    return min(ends) if ends and all(any(r.curve for r in row["_main"]) for row in rows) else None
 
 
-def quality_at(record: dict, clock: float, metric: str = "fid", axis: str = "clock_s") -> tuple[float | None, float | None]:
+def quality_at(record: Record, clock: float, metric: str = "fid", axis: str = "clock_s") -> tuple[float | None, float | None]:
     """(score, its clock) of the last curve point of ``record`` at or before ``clock`` (within :data:`EQUAL_TIME_SLACK`),
     or at or before that many images with ``axis="images"``."""
-    points = [p for p in record.get("curve") or [] if p[axis] <= clock * EQUAL_TIME_SLACK and p.get(metric) is not None]
+    points = [p for p in record.curve or [] if _at(p, axis) <= clock * EQUAL_TIME_SLACK and _at(p, metric) is not None]
     if not points:
         return None, None
-    last = max(points, key=lambda p: p[axis])
-    return last[metric], last[axis]
+    last = max(points, key=lambda p: _at(p, axis))
+    return _at(last, metric), _at(last, axis)
 
 
-def _add_equal_time_quality(rows: list[dict]) -> None:
+def _add_equal_time_quality(rows: list[dict[str, Any]]) -> None:
     """Paper 002's framing, quality under a fixed budget: each configuration's FID at the same training time, or at
     the same real training images where every run had an images budget."""
     axis = budget_axis(rows)
@@ -278,59 +300,71 @@ def _add_equal_time_quality(rows: list[dict]) -> None:
         row["_equal_time"], row["_equal_axis"] = clock, axis
 
 
-def _targets_per_seed(main: list[dict]) -> list[dict]:
+@dataclass(frozen=True)
+class SeedTarget:
+    """A seed's time to target (:func:`_targets_per_seed`)."""
+
+    reached: bool
+    """Every repeat of the seed reached the target."""
+    clock_s: float | None
+    """Their mean clock when they reached it (None where one did not)."""
+    best: float | None
+    """The mean of their best values."""
+
+
+def _targets_per_seed(main: list[Record]) -> list[SeedTarget]:
     """Time to target per seed: reached where every repeat of the seed reached it, at their mean clock."""
-    by_seed: dict[Any, list[dict]] = defaultdict(list)
+    by_seed: dict[Any, list[TimeToTarget]] = defaultdict(list)
     for r in main:
-        if r.get("time_to_target"):
-            by_seed[r.get("seed")].append(r["time_to_target"])
+        if r.time_to_target is not None:
+            by_seed[r.seed].append(r.time_to_target)
     out = []
     for targets in by_seed.values():
-        reached = all(t["reached"] and t.get("clock_s") is not None for t in targets)
+        reached = all(t.reached and t.clock_s is not None for t in targets)
         out.append(
-            {
-                "reached": reached,
-                "clock_s": float(np.mean([t["clock_s"] for t in targets])) if reached else None,
-                "best": _mean(t.get("best") for t in targets),
-            }
+            SeedTarget(
+                reached=reached,
+                clock_s=float(np.mean([t.clock_s for t in targets])) if reached else None,
+                best=_mean(t.best for t in targets),
+            )
         )
     return out
 
 
-def _missed(targets: list[dict], reached: Summary | None) -> str | None:
+def _missed(targets: list[SeedTarget], reached: Summary | None) -> str | None:
     """Where some draws missed the target: how many reached it, and the best value the curves got to (None otherwise)."""
     if not targets or (reached is not None and reached.n == len(targets)):
         return None
-    best = summarise(t["best"] for t in targets)
+    best = summarise(t.best for t in targets)
     return f"reached by {reached.n if reached else 0} of {len(targets)} draws" + (
         f"; best {best.text()}" if best is not None else ""
     )
 
 
-def _target_text(targets: list[dict], reached: Summary | None) -> str:
+def _target_text(targets: list[SeedTarget], reached: Summary | None) -> str:
     if reached is not None and reached.n == len(targets):
         return f"{reached.text()} s"
-    best = summarise(t["best"] for t in targets)
+    best = summarise(t.best for t in targets)
     got = f"reached by {reached.n if reached else 0} of {len(targets)} draws"
     return got + (f" (best {best.text()})" if best is not None else "")
 
 
-def _caveats(row: dict, records: list[dict], scaling: dict[str, pd.DataFrame], timing: bool = False) -> list[str]:
+def _caveats(row: dict[str, Any], records: list[Record], scaling: dict[str, pd.DataFrame], timing: bool = False) -> list[str]:
     """What weakens a finding about one configuration (``timing``: of a timing family, which a busy host weakens)."""
     out = []
-    main = row["_main"]
-    if any(r.get("oversubscribed") for r in main):
+    main: list[Record] = row["_main"]
+    if any(r.oversubscribed for r in main):
         out.append(f"its P={row['_top']} runs oversubscribe the cores")
     for kind, table in scaling.items():
         part = table[table["config"].str.startswith(row["strategy"])] if not table.empty else table
         if not part.empty and len({t for value in part["threads_per_rank"] for t in str(value).split(",")}) > 1:
             out.append(f"threads per rank differ across its {kind} sweep")
-    unlearned = [r for r in main if r.get("quality") and not_learned(r["quality"])]
+    unlearned = [reasons for r in main if r.quality is not None and (reasons := not_learned_reasons(r.quality))]
     if unlearned:
-        first = "; ".join(not_learned(unlearned[0]["quality"]))
+        first = "; ".join(unlearned[0])
         draws = "" if len(main) == 1 else f" in {len(unlearned)} of {len(main)} draws"
         out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
-    if any(r.get("budget_s") for r in main):
+    if any(r.budget_s for r in main):
         out.append("time-budgeted runs: speedup compares throughput")
     busy = [r for r in main + row.get("_base", []) if contended(r)] if timing else []
     if busy:
@@ -369,7 +403,13 @@ class Finding:
 
 
 def _ranked(
-    rows: list[dict], column: str, lower_is_better: bool, what: str, quantity: str, records: list[dict], scaling: dict
+    rows: list[dict[str, Any]],
+    column: str,
+    lower_is_better: bool,
+    what: str,
+    quantity: str,
+    records: list[Record],
+    scaling: dict[str, pd.DataFrame],
 ) -> Finding | None:
     """The verdict of every pair of the rows' ``column`` summaries, with the caveats of each candidate found better."""
     candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
@@ -385,12 +425,12 @@ def _ranked(
     return Finding(text, quantity, family, what)
 
 
-def findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[str]:
+def findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[str]:
     """A few sentences stating what the headline numbers support, each with its caveats (:func:`tested_findings`)."""
     return [finding.text for finding in tested_findings(table, records, scaling)]
 
 
-def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
+def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
     """The headline's findings, each a sentence and the family of tests behind it.
 
     Each tested finding is one family (:func:`suite.analysis.verdicts.compare_all`): every pair
@@ -401,19 +441,20 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
     """
     if table.empty:
         return []
-    rows = table.to_dict("records")
+    rows: list[dict[str, Any]] = table.to_dict("records")
     out: list[Finding] = []
-    target = next((r["time_to_target"] for r in records if r.get("status") == "ok" and r.get("time_to_target")), None)
+    target = next((r.time_to_target for r in records if r.status == "ok" and r.time_to_target is not None), None)
     if target is not None:
-        goal = f"{target['target']:g}" if target.get("target") is not None else "its target"
-        metric = str(target.get("metric") or "the score").upper()
-        what = f"Time to {metric} <= {goal} ({target.get('features')}, n={target.get('n')}), seconds of training"
+        goal = f"{target.target:g}" if target.target is not None else "its target"
+        metric = str(target.metric or "the score").upper()
+        what = f"Time to {metric} <= {goal} ({target.features}, n={target.n}), seconds of training"
         said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
         missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
         if said is None:
             out.append(
                 Finding(
-                    f"No strategy reached {target['metric'].upper()} <= {target['target']:g} in every draw.", "time to target"
+                    f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.",
+                    "time to target",
                 )
             )
         else:
@@ -459,13 +500,15 @@ def tested_findings(table: pd.DataFrame, records: list[dict], scaling: dict[str,
     return out
 
 
-def unlearned_configs(rows: list[dict]) -> set[str]:
+def unlearned_configs(rows: list[dict[str, Any]]) -> set[str]:
     """The headline rows (configurations) with a model that has not learned in some draw."""
-    return {row["strategy"] for row in rows if any(r.get("quality") and not_learned(r["quality"]) for r in row["_main"])}
+    return {
+        row["strategy"] for row in rows if any(r.quality is not None and not_learned_reasons(r.quality) for r in row["_main"])
+    }
 
 
 def verdicts(
-    found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = (), timed: dict[str, list[dict]] | None = None
+    found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = (), timed: dict[str, list[Record]] | None = None
 ) -> dict[str, str]:
     """Per configuration, what the tested findings say of it in a few words: the verdict column of the headline.
 
@@ -520,14 +563,14 @@ def repeats(found: list[Finding]) -> list[bool]:
     return out
 
 
-def not_learned_warnings(records: list[dict]) -> list[str]:
+def not_learned_warnings(records: list[Record]) -> list[str]:
     """One line per scored model that has not learned, with the reasons."""
     out = []
     for r in records:
-        if r.get("status") != "ok":
+        if r.status != "ok":
             continue
-        for name, quality in (("", r.get("quality")), (" (best cell)", r.get("quality_best_cell"))):
-            reasons = not_learned(quality) if quality else []
+        for name, quality in (("", r.quality), (" (best cell)", r.quality_best_cell)):
+            reasons = not_learned_reasons(quality) if quality is not None else []
             if reasons:
-                out.append(f"{r['run_id']}{name} has not learned: {'; '.join(reasons)}.")
+                out.append(f"{r.run_id}{name} has not learned: {'; '.join(reasons)}.")
     return out

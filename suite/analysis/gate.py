@@ -48,7 +48,7 @@ import yaml
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..measure.hostload import contention, read_cpu_times
-from ..records.record import IDENTITY, record_field
+from ..records.record import IDENTITY, Record, record_field
 from ..records.results import RECORD_FILE, atomic_write_text, read_record
 from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
@@ -196,7 +196,7 @@ def check_side_imports(side: Side) -> None:
         )
 
 
-def _read_workload(scenario: Path) -> dict:
+def _read_workload(scenario: Path) -> dict[str, Any]:
     """The workload scenario's data (the suite's YAML reader); :class:`GateError` naming the file where it is not one."""
     try:
         data = load_yaml(scenario) or {}
@@ -230,7 +230,7 @@ def seed_scenario(scenario: Path, seed: int, folder: Path) -> Path:
     return path
 
 
-def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[str, dict]:
+def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[str, Record]:
     """Run the workload once on ``side`` into ``out``: its records by run id; :class:`GateError` if one failed."""
     command = [str(side.python), "-m", "suite", "run", str(scenario.resolve()), "--out", str(out.resolve()), "-q"]
     command += ["--timeout", str(timeout)]
@@ -241,26 +241,27 @@ def run_workload(side: Side, scenario: Path, out: Path, timeout: float) -> dict[
     except subprocess.TimeoutExpired:
         raise GateError(f"{side.name} side: the workload did not finish within {timeout * 4:.0f} s ({out})") from None
     atomic_write_text(out / "gate-run.log", done.stdout + done.stderr)
-    records = {}
+    records: dict[str, Record] = {}
     for path in sorted(out.glob(f"*/{RECORD_FILE}")):
         try:  # the suite's checked reader: a record that is not one is named, never a traceback
-            record = read_record(path.parent, IDENTITY) or {}
+            record = read_record(path.parent, IDENTITY)
         except ValueError as error:
             raise GateError(f"{side.name} side ({side.label}): {error}") from None
-        records[record["run_id"]] = record
-    failed = [rid for rid, r in records.items() if r.get("status") != "ok"]
+        if record is not None and record.run_id is not None:  # IDENTITY: a record read names its run
+            records[record.run_id] = record
+    failed = [rid for rid, r in records.items() if r.status != "ok"]
     if done.returncode != 0 or failed or not records:
         rid = failed[0] if failed else None
-        why = (records[rid].get("reason") or records[rid].get("error") or records[rid].get("status")) if rid else None
+        why = (records[rid].reason or records[rid].error or records[rid].status) if rid else None
         why = why or (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise GateError(f"{side.name} side ({side.label}): {'run ' + rid if rid else 'the workload'} failed: {why} ({out})")
     return records
 
 
-def values_of(records: dict[str, dict]) -> dict[str, dict[str, Any]]:
+def values_of(records: dict[str, Record]) -> dict[str, dict[str, Any]]:
     """Run id -> the gate's metrics and the model digest, read from the records."""
     return {
-        rid: {**{m.name: record_field(r, m.path) for m in GATED_METRICS}, "model_digest": r.get("model_digest")}
+        rid: {**{m.name: record_field(r, m.path) for m in GATED_METRICS}, "model_digest": r.model_digest}
         for rid, r in records.items()
     }
 
@@ -282,7 +283,7 @@ def change_pct(metric: Metric, value: float) -> float:
     return 100 * value if metric.count else 100 * (math.exp(value) - 1)
 
 
-def _unusable(metric: Metric, rid: str, pairs: list[dict]) -> dict | None:
+def _unusable(metric: Metric, rid: str, pairs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A verdict row for a metric some run of ``rid`` recorded as no value can be (:meth:`Metric.problem`), naming
     the record: FAIL where the candidate's (B) is, else INCONCLUSIVE (the baseline's); None where every value is usable."""
     for key, verdict in (("B", paired.FAIL), ("A", paired.INCONCLUSIVE)):
@@ -302,7 +303,7 @@ def _unusable(metric: Metric, rid: str, pairs: list[dict]) -> dict | None:
     return None
 
 
-def speed_verdicts(pairs: list[dict], settings: Settings) -> list[dict]:
+def speed_verdicts(pairs: list[dict[str, Any]], settings: Settings) -> list[dict[str, Any]]:
     """One verdict per run id and speed metric over the pairs."""
     rows = []
     for rid in pairs[0]["A"]:
@@ -332,7 +333,7 @@ def speed_verdicts(pairs: list[dict], settings: Settings) -> list[dict]:
     return rows
 
 
-def quality_verdicts(pairs: list[dict], settings: Settings, scorer: Side) -> list[dict]:
+def quality_verdicts(pairs: list[dict[str, Any]], settings: Settings, scorer: Side) -> list[dict[str, Any]]:
     """Per run id: ``identical`` when every pair's models match, else FID over the same seeds against the seed spread."""
     rows = []
     for rid in pairs[0]["A"]:
@@ -403,9 +404,9 @@ def run_gate(settings: Settings) -> GateResult:
     label, commit = baseline_commit(repo, settings.baseline)
     settings.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    pairs: list[dict] = []
-    discarded: list[dict] = []
-    verdicts: list[dict] = []
+    pairs: list[dict[str, Any]] = []
+    discarded: list[dict[str, Any]] = []
+    verdicts: list[dict[str, Any]] = []
     sides = {"B": candidate}
     try:
         baseline = sides["A"] = baseline_side(repo, label, commit, settings.out)
@@ -485,7 +486,9 @@ def foreign_cores(run: Any) -> tuple[Any, float | None]:
     return result, max(0.0, (host1 - host0) - (own1 - own0)) / wall
 
 
-def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Path], settings: Settings, attempt: int = 0) -> dict:
+def run_pair(
+    sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Path], settings: Settings, attempt: int = 0
+) -> dict[str, Any]:
     """Pair ``i``: both sides on one seed, A first on even pairs and B first on odd ones (A B B A ...).
 
     ``foreign_cores`` says, per side, how many cores other processes kept busy during its run.
@@ -511,7 +514,7 @@ def run_pair(sides: dict[str, Side], i: int, seed: int, scenarios: dict[int, Pat
     }
 
 
-def disturbed(pair: dict, settings: Settings) -> bool:
+def disturbed(pair: dict[str, Any], settings: Settings) -> bool:
     """Whether other processes used more of the host than ``max_foreign_cores`` during either run of ``pair``: the
     suite's one rule of contention (:func:`suite.measure.hostload.contention`), the workload taking every core."""
     cores = os.cpu_count() or 1
@@ -531,10 +534,10 @@ def finish(
     code: int,
     reason: str,
     sides: dict[str, Side],
-    pairs: list[dict],
-    verdicts: list[dict],
+    pairs: list[dict[str, Any]],
+    verdicts: list[dict[str, Any]],
     start: float,
-    discarded: list[dict] | None = None,
+    discarded: list[dict[str, Any]] | None = None,
 ) -> GateResult:
     """Write the gate's files and return its result."""
     result = GateResult(

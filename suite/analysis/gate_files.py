@@ -19,13 +19,13 @@ class GateResult:
     verdict: str
     exit_code: int
     reason: str
-    sides: dict[str, dict]
+    sides: dict[str, dict[str, Any]]
     settings: dict[str, Any]
     host: dict[str, Any]
-    pairs: list[dict]
-    verdicts: list[dict]
+    pairs: list[dict[str, Any]]
+    verdicts: list[dict[str, Any]]
     minutes: float
-    discarded: list[dict] = field(default_factory=list)
+    discarded: list[dict[str, Any]] = field(default_factory=list)
     """Pairs run again because other processes used the host meanwhile (their ``foreign_cores``)."""
 
 
@@ -33,7 +33,7 @@ MANY_PAIRS = 50
 """Beyond this many more pairs the summary says the change is too close to the threshold instead of a count."""
 
 
-def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
+def summary_line(verdict: str, verdicts: list[dict[str, Any]], threshold: float) -> str:
     """One line: the verdict and what decided it."""
     if verdict == paired.FAIL:
         bad = [v for v in verdicts if v["verdict"] == paired.FAIL]
@@ -51,9 +51,9 @@ def summary_line(verdict: str, verdicts: list[dict], threshold: float) -> str:
     return f"PASS: no metric is worse by {threshold:g} % or more"
 
 
-def _change_text(v: dict) -> str:
+def _change_text(v: dict[str, Any]) -> str:
     if v.get("problem"):  # a record without a usable value (suite.analysis.gate._unusable)
-        return v["problem"]
+        return str(v["problem"])
     if "change_pct" in v:
         return (
             f"{v['change_pct']:+.1f} % worse (p = {v['p_value']:.3g})"
@@ -63,7 +63,7 @@ def _change_text(v: dict) -> str:
     return f"FID {v.get('change', 0):+.3g} (p = {v.get('p_value')})"
 
 
-def write_pairs_csv(path: Path, pairs: list[dict]) -> None:
+def write_pairs_csv(path: Path, pairs: list[dict[str, Any]]) -> None:
     """One row per pair, side and run: the metrics the verdicts used."""
     import pandas as pd
 

@@ -26,8 +26,9 @@ import pandas as pd
 import yaml
 
 from ..config.sweep import overrides_of, sweep_text
+from ..records.record import Record
 from ..records.results import atomic_write_text, read_records
-from .findings import ruler_text, system_name
+from .findings import procs_of, ruler_text, system_name
 from .markdown import fmt, markdown_table
 
 TUNING_MD, TUNING_CSV, CHOSEN_YAML = "tuning.md", "tuning.csv", "chosen.yaml"
@@ -120,48 +121,54 @@ def balance(systems: list[SystemTuning]) -> list[str]:
     return out
 
 
-def _problem(record: dict) -> str | None:
+def _problem(record: Record) -> str | None:
     """Why a run counts as worst (None: it has a final FID)."""
-    status = record.get("status")
+    status = record.status
     if status != "ok":
-        reason = str(record.get("reason") or record.get("error") or "no reason recorded").splitlines()[0][:160]
+        reason = str(record.reason or record.error or "no reason recorded").splitlines()[0][:160]
         return reason if reason.startswith(str(status)) else f"{status}: {reason}"
-    quality = record.get("quality") or {}
-    if quality.get("fid") is None:
-        why = quality.get("not_scorable") or quality.get("fid_note") or "not scored (metrics.enabled off?)"
+    quality = record.quality
+    if quality is None or quality.fid is None:
+        why = (quality.not_scorable or quality.fid_note if quality is not None else None) or "not scored (metrics.enabled off?)"
         return f"no FID: {why}"
     return None
 
 
-def tune(records: list[dict]) -> list[SystemTuning]:
+def _fid(record: Record) -> float | None:
+    """The record's final FID, None where it has none."""
+    return record.quality.fid if record.quality is not None else None
+
+
+def tune(records: list[Record]) -> list[SystemTuning]:
     """Each system's settings ranked by the protocol above; :class:`ValueError` in one line where it cannot be applied."""
-    groups: dict[tuple[str, int, str], list[dict]] = {}
+    groups: dict[tuple[str, int, str], list[Record]] = {}
     for record in records:
-        groups.setdefault((system_name(record), record["procs"], record.get("scaling") or "strong"), []).append(record)
+        groups.setdefault((system_name(record), procs_of(record), record.scaling or "strong"), []).append(record)
     if not any(_problem(r) is None for r in records):
         raise ValueError("no run has a final FID to rank by: tune runs with metrics.enabled, and look at why they failed")
     return [_system(name, procs, scaling, groups[(name, procs, scaling)]) for name, procs, scaling in sorted(groups)]
 
 
-def _system(name: str, procs: int, scaling: str, runs: list[dict]) -> SystemTuning:
-    rulers = sorted({ruler_text(r["quality"]) for r in runs if r.get("quality") and r["quality"].get("fid") is not None})
+def _system(name: str, procs: int, scaling: str, runs: list[Record]) -> SystemTuning:
+    rulers = sorted({ruler_text(r.quality) for r in runs if r.quality is not None and r.quality.fid is not None})
     if len(rulers) > 1:
         raise ValueError(
             f"{name} at P={procs}: its runs were scored under different rulers ({'; '.join(rulers)}); tune under one"
         )
-    seeds = sorted({r.get("seed") for r in runs}, key=str)
+    seeds = sorted({r.seed for r in runs}, key=str)
     settings: dict[str, Setting] = {}
-    ran: dict[str, set] = {}  # the seeds each setting has a run of
-    for record in sorted(runs, key=lambda r: (r.get("sweep_order") or 0, r.get("run_id", ""))):
-        values = record.get("sweep") or {}
+    ran: dict[str, set[Any]] = {}  # the seeds each setting has a run of
+    for record in sorted(runs, key=lambda r: (r.sweep_order or 0, r.run_id or "")):
+        values = record.sweep or {}
         key = json.dumps(values)
-        setting = settings.setdefault(key, Setting(values, record.get("sweep_order") or 0))
-        ran.setdefault(key, set()).add(record.get("seed"))
+        setting = settings.setdefault(key, Setting(values, record.sweep_order or 0))
+        ran.setdefault(key, set()).add(record.seed)
         problem = _problem(record)
-        if problem is None:
-            setting.fids.setdefault(record.get("seed"), []).append(float(record["quality"]["fid"]))
+        fid = _fid(record)
+        if problem is None and fid is not None:  # no problem: it has a final FID
+            setting.fids.setdefault(record.seed, []).append(float(fid))
         else:
-            setting.problems.append(f"seed {record.get('seed')} ({record.get('run_id')}): {problem}")
+            setting.problems.append(f"seed {record.seed} ({record.run_id}): {problem}")
     for key, setting in settings.items():
         setting.problems += [f"seed {seed}: no run" for seed in seeds if seed not in ran[key]]
     first = runs[0]
@@ -169,10 +176,10 @@ def _system(name: str, procs: int, scaling: str, runs: list[dict]) -> SystemTuni
     suffix = "" if scaling == "strong" else f" ({scaling})"
     return SystemTuning(
         name + suffix,
-        first["strategy"],
-        first["loss"],
-        first["engine"],
-        first.get("label"),
+        str(first.strategy),
+        str(first.loss),
+        str(first.engine),
+        first.label,
         procs,
         rulers[0] if rulers else None,
         seeds,
@@ -238,7 +245,7 @@ def chosen_yaml(systems: list[SystemTuning], source: str) -> str:
         "# (docs/tuning.md). Paste a system's overrides into its run entry, e.g.\n"
         "#   - {strategy: conditional, engine: horovod, procs: [2], train: {lr: 0.001}}\n"
     )
-    return header + yaml.safe_dump({"systems": entries}, sort_keys=False, default_flow_style=None)
+    return header + str(yaml.safe_dump({"systems": entries}, sort_keys=False, default_flow_style=None))
 
 
 def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, runs: int) -> list[str]:
@@ -323,7 +330,7 @@ def write_tuning(results: Path, out_dir: Path) -> Path:
     records = read_records(results)
     systems = tune(records)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scenario = records[0].get("scenario") or Path(results).name
+    scenario = records[0].scenario or Path(results).name
     atomic_write_text(out_dir / TUNING_CSV, tuning_table(systems).to_csv(index=False))
     atomic_write_text(out_dir / CHOSEN_YAML, chosen_yaml(systems, str(results)))
     path = out_dir / TUNING_MD

@@ -83,16 +83,18 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 def cmd_score(args: argparse.Namespace) -> int:
     from ..gan.sampling import Sampler, load_model
     from ..measure.metrics import Reference, evaluate_images
+    from ..records.record import PerClassScore
     from ..records.results import PER_CLASS_BASES, per_class_summary, read_record
 
     if args.run:
         bundle = load_model(args.run)
-        record = read_record(args.run) or {}
+        record = read_record(args.run)
         n = args.n or 1000
         labels: torch.Tensor | np.ndarray
         images, labels = Sampler(bundle).sample(n, seed=args.seed)
-        dataset = args.dataset or (record.get("dataset") or {}).get("name")
-        classes = (record.get("dataset") or {}).get("classes")
+        info = record.dataset if record is not None else None
+        dataset = args.dataset or (info.name if info is not None else None)
+        classes = info.classes if info is not None else None
         image_size = bundle.image_size
     else:
         images, labels = _load_samples(Path(args.samples))
@@ -133,7 +135,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         if q["kid_mean"] is not None:
             print(f"KID        {q['kid_mean']:.3g} ± {q['kid_std']:.3g}  ({q['kid_subsets']} subsets of {q['kid_subset_size']})")
         for field, basis in PER_CLASS_BASES.items():
-            summary = per_class_summary(q[field])
+            scores = q[field]  # the evaluation's per-class entries, each the fields of a PerClassScore
+            summary = per_class_summary({c: PerClassScore(**entry) for c, entry in scores.items()} if scores else None)
             if summary and summary["kid_mean"] is not None:
                 print(
                     f"per class  by {basis}: mean KID {summary['kid_mean']:.3g} over {summary['scored']} of "
