@@ -15,7 +15,7 @@ import pandas as pd
 from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
-from ...records.record import RankTelemetry, Record, RecordError, record_data
+from ...records.record import Machine, RankTelemetry, Record, RecordError, record_data
 from ...records.results import trace_files
 from ..markdown import NA
 from ..speedup import budgeted, efficiency, speedup, work_efficiency
@@ -375,16 +375,17 @@ def _machine(record: Record) -> dict[str, Any]:
 
 def machine_note(records: list[Record]) -> str:
     """Which machines the runs come from, and whether runs of the same seed are expected to agree bit for bit."""
-    machines = {(m.get("fingerprint"), m.get("numerics")): m for r in records if r.status == "ok" and (m := _machine(r))}
+    machines: dict[tuple[str, str | None], Machine] = {}  # by fingerprint and numerics digest: the last run's
+    for r in records:
+        if r.status == "ok" and r.machine is not None and (data := _machine(r)):
+            machines[(data["fingerprint"], r.machine.numerics)] = r.machine
     if not machines:
         return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
     kinds = sorted({str(f) for f, _ in machines})
     numerics = sorted({str(n) for _, n in machines if n})
     unknown = sum(1 for r in records if r.status == "ok" and r.machine is None)
     first = next(iter(machines.values()))
-    described = (
-        f"{first.get('gpu') or first.get('cpu_model')} ({first.get('cpu_capability')} kernels, torch {first.get('torch')})"
-    )
+    described = f"{first.gpu or first.cpu_model} ({first.cpu_capability} kernels, torch {first.torch})"
     if unknown:
         kinds.append(f"unknown for {unknown} runs recorded before schema 3")
     if len(kinds) == 1 and len(numerics) <= 1:
