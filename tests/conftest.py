@@ -74,15 +74,17 @@ def tiny_scenario(name: str, runs: list[dict], **sections) -> dict:
 
 
 def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict[str, dict]]:
-    """Write ``scenario`` to YAML, run it with `suite run`, return (exit code, records by run id)."""
+    """Write ``scenario`` to YAML, run it with `suite run`, return (exit code, records' data by run id)."""
     from suite.cli import main
+    from suite.records.record import record_data
     from suite.records.results import iter_records
 
     path = tmp_path / f"{scenario['name']}.yaml"
     path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "results"
     code = main(["run", str(path), "--out", str(out), "-q", "--timeout", "600", *extra])
-    records = {r["run_id"]: r for r in iter_records(out)} if out.is_dir() else {}
+    # each record's data as its result.json holds it (a field that is None is left out)
+    records = {r.run_id: record_data(r) for r in iter_records(out)} if out.is_dir() else {}
     return code, records
 
 

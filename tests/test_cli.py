@@ -106,16 +106,18 @@ def test_report_of_an_empty_folder_is_a_clear_error(tmp_path, capsys):
 
 
 def test_records_are_written_atomically_and_readable_by_others(tmp_path):
+    import dataclasses
     import stat
 
-    from suite.records.results import read_record, update_record, write_record
+    from suite.records.results import new_record, read_record, write_record
 
-    write_record(tmp_path / "run", {"run_id": "x", "status": "ok", "train_s": float("nan")})  # a field of the record schema
+    record = new_record({"run_id": "x", "status": "ok", "train_s": float("nan")})  # a field of the record schema
+    write_record(tmp_path / "run", record)
     path = tmp_path / "run" / "result.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
-    assert read_record(tmp_path / "run")["train_s"] is None  # JSON has no NaN: n/a
-    update_record(tmp_path / "run", wall_s=1.5)
-    assert read_record(tmp_path / "run")["wall_s"] == 1.5 and read_record(tmp_path / "run")["status"] == "ok"
+    assert read_record(tmp_path / "run").train_s is None  # JSON has no NaN: n/a
+    write_record(tmp_path / "run", dataclasses.replace(record, wall_s=1.5))
+    assert read_record(tmp_path / "run").wall_s == 1.5 and read_record(tmp_path / "run").status == "ok"
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["result.json"]  # no temporary files left
     path.write_text("{broken")
     with pytest.raises(ValueError, match="not a valid result record"):

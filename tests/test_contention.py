@@ -13,7 +13,7 @@ import pytest
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.conditions import contended_systems, contention_warnings
 from suite.measure.hostload import BUSY_SHARE, STEAL_SHARE, HostLoadMeter, contention, host_load, read_cpu_times
-from suite.records.record import Record
+from suite.records.record import Record, parse_record
 
 # --- the rule --------------------------------------------------------------------------------------------------------
 
@@ -110,8 +110,8 @@ def timed_run(tmp_path, name: str) -> Record:
     scenario = tiny_scenario(name, runs, train={"steps": 8, "batch_size": 32, "warmup_steps": 1, "threads": cores})
     (tmp_path / name).mkdir()
     code, records = run_scenario(tmp_path / name, scenario)
-    assert code == 0, {k: r.error for k, r in records.items()}
-    return next(iter(records.values()))
+    assert code == 0, {k: r.get("error") for k, r in records.items()}
+    return parse_record(next(iter(records.values())))
 
 
 @pytest.mark.multiproc

@@ -17,7 +17,7 @@ from suite.gan.divergence import CHECK_EVERY, LOSS_BOUND, PARAMETER_NORM_BOUND, 
 from suite.measure.metrics.evaluate import Reference, evaluate_images
 from suite.measure.metrics.signals import not_learned
 from suite.measure.telemetry import CommStats, Telemetry
-from suite.records.results import write_record
+from suite.records.results import new_record, write_record
 from suite.train.training import GanTrainer
 
 # --- the check itself ---------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_the_report_shows_diverged_and_not_learned_runs_in_their_own_rows(tmp_pa
         diverged,
     ]
     for r in runs:
-        write_record(root / r["run_id"], r)
+        write_record(root / r["run_id"], new_record(r))
     text = whole_report(write_report(root, tmp_path / "report"))
     section = text.split("## Diverged and not learned")[1].split("\n# ")[0]  # on the Runs page
     assert f"| lp-wgan-p2 | diverged | 12 | {line} |" in section

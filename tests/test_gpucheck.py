@@ -19,8 +19,14 @@ from suite.cli import main
 from suite.config.expansion import expand, load_scenario, parse_scenario
 from suite.records.record import SCHEMA_VERSION, run_identity
 from suite.records.record import check_record as check_schema
+from suite.records.record import parse_record
 from suite.records.results import write_record
 from suite.running import gpucheck
+
+
+def checks_of(data: dict) -> list:
+    """``suite gpu-check``'s checks of a record with ``data``, read as every record is."""
+    return gpucheck.record_checks(parse_record({"schema": SCHEMA_VERSION, **data}))
 
 
 def fake_caps(horovod: str = "nccl", nccl: bool = True) -> dict:
@@ -94,7 +100,7 @@ def test_the_real_command_refuses_here(tmp_path):
 def test_a_good_record_passes_every_check():
     record = good_record()
     check_schema({"schema": SCHEMA_VERSION, **record})  # the synthetic record fits the real record schema
-    checks = gpucheck.record_checks(record)
+    checks = checks_of(record)
     assert [c.name for c in checks] == ["status", "devices", "nvml", "timeline", "scoring"]
     assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
     assert checks[1].line() == "PASS data_parallel-bce-torch-p2-r0 devices: 2 ranks on cuda:0, cuda:1"
@@ -140,16 +146,14 @@ def test_each_fault_fails_its_check_with_a_clear_line(case):
     spoil, name, evidence = BAD[case]
     record = good_record()
     spoil(record)
-    failed = [c for c in gpucheck.record_checks(record) if not c.ok]
+    failed = [c for c in checks_of(record) if not c.ok]
     assert [c.name for c in failed] == [name]
     assert failed[0].line().startswith(f"FAIL data_parallel-bce-torch-p2-r0 {name}: ") and evidence in failed[0].evidence
 
 
 def test_a_failed_run_fails_its_status_only():
     record = {"run_id": "cellular-mustangs-mpi-p2-r0", "status": "failed", "error": "rank 1 exited with 1\ndetails"}
-    assert [c.line() for c in gpucheck.record_checks(record)] == [
-        "FAIL cellular-mustangs-mpi-p2-r0 status: failed: rank 1 exited with 1"
-    ]
+    assert [c.line() for c in checks_of(record)] == ["FAIL cellular-mustangs-mpi-p2-r0 status: failed: rank 1 exited with 1"]
 
 
 def _planned(scenario: dict) -> set[tuple]:
@@ -214,7 +218,7 @@ def test_a_real_cpu_record_carries_what_the_check_reads(tmp_path):
     )
     code, records = run_scenario(tmp_path, scenario)
     assert code == 0
-    lines = [c.line() for c in gpucheck.record_checks(records["data_parallel-bce-mpi-p1-r0"])]
+    lines = [c.line() for c in checks_of(records["data_parallel-bce-mpi-p1-r0"])]
     assert lines[0].startswith("PASS data_parallel-bce-mpi-p1-r0 status: ok, training window ")
     assert lines[1:] == [
         "FAIL data_parallel-bce-mpi-p1-r0 devices: 1 ranks on cpu",
@@ -298,7 +302,7 @@ def horovod_record(strategy: str, procs: int, **fields) -> dict:
 
 
 def _own(record: dict) -> list[str]:
-    return [c.line() for c in gpucheck.record_checks(record)[5:]]
+    return [c.line() for c in checks_of(record)[5:]]
 
 
 def test_horovod_on_nccl_passes_with_its_evidence():
@@ -392,6 +396,6 @@ def test_each_horovod_fault_fails_its_check(case):
     strategy, procs, spoil, name, evidence = HOROVOD_BAD[case]
     record = horovod_record(strategy, procs)
     spoil(record)
-    failed = [c for c in gpucheck.record_checks(record) if not c.ok]
+    failed = [c for c in checks_of(record) if not c.ok]
     assert [c.name for c in failed] == [name]
     assert failed[0].line().startswith(f"FAIL {strategy}-bce-horovod-p{procs}-r0 {name}: ") and evidence in failed[0].evidence

@@ -27,7 +27,7 @@ from conftest import tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.records.failures import read_statuses
-from suite.records.results import LOCK_FILE, WriteFailed, staged_folder, write_record
+from suite.records.results import LOCK_FILE, WriteFailed, new_record, staged_folder, write_record
 from suite.running import buildlocks
 from suite.running.processes import OWNER_VARIABLE, ProcessId
 
@@ -275,7 +275,7 @@ def test_a_disk_filled_mid_run_stops_the_sweep_in_one_line_and_keeps_every_earli
     path.write_text(path.read_text() + "".join(f"# padding line {i:04d}: a scenario longer than one page\n" for i in range(120)))
     earlier, filled = expand(parse_scenario(yaml.safe_load(path.read_text()), str(path)))[0], {}
     # the first run finished in an earlier sweep: --resume keeps it
-    write_record(out / earlier.run_id, record(earlier.run_id, engine="mpi"))
+    write_record(out / earlier.run_id, new_record(record(earlier.run_id, engine="mpi")))
     (out / earlier.run_id / "generator.pt").write_bytes(os.urandom(2**20))
     second = out / "data_parallel-wgan-gp-mpi-p1-r0"
 

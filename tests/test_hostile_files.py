@@ -24,7 +24,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.gan.tensorfiles import UnreadableFileError, UnsafeFileError, save_tensors
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
-from suite.records.results import CHECKPOINT_DIR, read_record, write_record
+from suite.records.results import CHECKPOINT_DIR, new_record, read_record, write_record
 from suite.running.launch import finalize_record
 from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe_checkpoint, resume_plan
 from suite.train.strategies.label_partitioned import _load_classes
@@ -246,9 +246,9 @@ def test_safeload_a_malformed_checkpoint_description_is_one_line_naming_it_and_t
         resume_plan(tmp_path, run)
     assert str(error.value) == line
     record = finalize_record(run, tmp_path, ["mpirun", "python"], 1, 2.0)  # what suite run does after the worker failed
-    assert record["status"] == "failed" and record["checkpoint"] is None
-    assert record["error"].splitlines()[1] == f"--resume cannot continue: {line}"
-    assert read_record(tmp_path)["error"] == record["error"]
+    assert record.status == "failed" and record.checkpoint is None
+    assert record.error.splitlines()[1] == f"--resume cannot continue: {line}"
+    assert read_record(tmp_path).error == record.error
 
 
 # --- generators -------------------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def tiny_bundle():
 def test_safeload_a_generator_is_recorded_with_its_sha256_and_sampled_after_the_check(tmp_path, capsys):
     written = tiny_bundle().save(tmp_path / "generator.pt")
     assert written == digest_file(tmp_path / "generator.pt")
-    write_record(tmp_path, {"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(written)}})
+    write_record(tmp_path, new_record({"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(written)}}))
     assert main(["sample", str(tmp_path), "--n", "3", "--out", str(tmp_path / "s.npz")]) == 0
     data = (tmp_path / "generator.pt").read_bytes()
     (tmp_path / "generator.pt").write_bytes(data[:-10] + bytes(10))  # damaged, the same size
@@ -286,7 +286,9 @@ def test_safeload_a_pickle_bomb_as_generator_is_refused_by_sample_and_score(tmp_
     path = tmp_path / "generator.pt"
     write_bomb(path, marker, form)
     if recorded == "its sha256":  # a crafted run folder whose record vouches for the bomb
-        write_record(tmp_path, {"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(digest_file(path))}})
+        write_record(
+            tmp_path, new_record({"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(digest_file(path))}})
+        )
     for command in (["sample", str(tmp_path), "--out", str(tmp_path / "s.npz")], ["score", "--run", str(tmp_path)]):
         assert main(command) == 2
         assert capsys.readouterr().err.splitlines()[-1] == f"error: {refusal(path, 'generator bundle', form)}"

@@ -28,7 +28,7 @@ from test_hostile_files import tiny_bundle
 from conftest import REPO, tiny_scenario
 from suite.cli import main
 from suite.records import nofollow
-from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, atomic_write_text, read_record, write_record
+from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, atomic_write_text, new_record, read_record, write_record
 from suite.running.launch import _remove_temporaries
 
 RUN_ID = "data_parallel-bce-torch-p1-r0"
@@ -171,7 +171,7 @@ def test_a_socket_in_a_run_folder_is_refused(tmp_path, monkeypatch):
 def _one_record(out: Path) -> None:
     from test_report import record
 
-    write_record(out / "dp-p1-r0", record("dp-p1-r0"))
+    write_record(out / "dp-p1-r0", new_record(record("dp-p1-r0")))
 
 
 @pytest.mark.parametrize("given", [False, True], ids=["default", "--out"])
@@ -278,7 +278,7 @@ def test_a_run_refused_for_room_leaves_no_file_it_made(tmp_path, capsys, monkeyp
 
     out = tmp_path / "results"
     if existed:
-        write_record(out / "other-run", {"run_id": "other-run", "status": "ok"})
+        write_record(out / "other-run", new_record({"run_id": "other-run", "status": "ok"}))
     path = scenario_file(tmp_path)
     before = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")}
     usage = collections.namedtuple("usage", "total used free")
@@ -297,7 +297,7 @@ def test_sample_writes_exactly_the_path_it_was_given(tmp_path, capsys, name):
 
     run_dir = tmp_path / "run"
     written = tiny_bundle().save(run_dir / "generator.pt")
-    write_record(run_dir, {"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(written)}})
+    write_record(run_dir, new_record({"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(written)}}))
     out = tmp_path / "smp" / name
     assert main(["sample", str(run_dir), "--n", "4", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.parent.iterdir()) == [name]  # no .npz added, no hidden temporary left

@@ -29,7 +29,7 @@ from suite.config.jsonfile import MAX_JSON_DEPTH, JsonError, parse_json
 from suite.records.images import MAX_PIXELS, ImageError, read_pixels
 from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError, check_record
-from suite.records.results import iter_records, write_record
+from suite.records.results import iter_records, new_record, write_record
 from suite.running.launch import finalize_record
 
 DIGITS = REPO / "reports" / "digits" / "records.json"
@@ -198,8 +198,8 @@ def test_a_rank_status_that_is_not_one_is_named_and_the_launchers_part_of_the_re
     status = tmp_path / "ranks" / "rank0.json"
     status.write_text(json.dumps({"rank": "x"}))
     record = finalize_record(run, tmp_path, ["mpirun", "python"], 1, 2.0)
-    assert record["status"] == "failed" and record["command"] == "mpirun python" and record["exit_code"] == 1
-    assert record["wall_s"] == 2.0 and record["error"].startswith("exited with code 1 before writing a result")
+    assert record.status == "failed" and record.command == "mpirun python" and record.exit_code == 1
+    assert record.wall_s == 2.0 and record.error.startswith("exited with code 1 before writing a result")
     assert f"{status}: not a rank's status file, left out (rank: expected 0, the rank its name gives, got 'x')" in [
         r.getMessage() for r in caplog.records
     ]
@@ -247,7 +247,7 @@ def test_a_crafted_generator_is_one_line_naming_the_file_and_field_in_sample_and
     path = tmp_path / "generator.pt"
     torch.save(make(bundle_fields()), path)
     # a crafted run folder whose record vouches for the file: its sha256 matches, its fields are what is wrong
-    write_record(tmp_path, {"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(digest_file(path))}})
+    write_record(tmp_path, new_record({"run_id": "r", "status": "ok", "model_files": {"generator.pt": vars(digest_file(path))}}))
     out = tmp_path / "s.npz"
     for command in (["sample", str(tmp_path), "--out", str(out), "--n", "4"], ["score", "--run", str(tmp_path), "--n", "8"]):
         assert main(command) == 2
@@ -460,5 +460,5 @@ def test_every_committed_record_passes_the_checks(tmp_path):
         shutil.rmtree(tmp_path / "r", ignore_errors=True)
         records = json.loads(source.read_text())
         for record in records:
-            write_record(tmp_path / "r" / record["run_id"], record)
-        assert [r["run_id"] for r in iter_records(tmp_path / "r")] == sorted(r["run_id"] for r in records)
+            write_record(tmp_path / "r" / record["run_id"], new_record(record))
+        assert [r.run_id for r in iter_records(tmp_path / "r")] == sorted(r["run_id"] for r in records)

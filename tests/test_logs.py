@@ -17,6 +17,7 @@ import yaml
 from conftest import tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
+from suite.records.results import new_record
 from suite.running.mlperf_lines import RULES
 from suite.running.runlogs import check_available, epoch_seconds, tensorboard_folder, window_opened
 from suite.running.tensorboard_events import write_events
@@ -93,7 +94,7 @@ def _series(events, tag: str) -> list[tuple[int, float]]:
 
 
 def test_tensorboard_end_of_run_scalars_and_images_sit_at_the_record_training_images(tmp_path):
-    record = {**_record(), "train_images": 1920}
+    record = new_record({**_record(), "train_images": 1920})
     run_dir = tmp_path / "run"
     _png(run_dir / "samples" / "real.png", 200)
     _png(run_dir / "samples" / "step_00000015.png", 100)
@@ -207,7 +208,7 @@ def test_tensorboard_class_gans_losses_and_quality_share_the_system_images_axis(
     assert max(s for s, _ in _series(events, "loss/d_loss/class2")) == 3 * step_images == telemetry.train_images
     # the end of the run: its curve (as scored from these snapshots) on the same axis
     curve = [{"step": step, "images": images, "clock_s": clock, "fid": 100.0 - step} for clock, step, images, _ in outcome.curve]
-    record = {"strategy": run.strategy, "train_images": telemetry.train_images, "curve": curve, "train_s": 1.0}
+    record = new_record({"strategy": run.strategy, "train_images": telemetry.train_images, "curve": curve, "train_s": 1.0})
     write_events(tmp_path / "tb", record, tmp_path / "run", None)
     fid = _series(_events(tmp_path / "tb"), "quality/fid")
     assert [s for s, _ in fid] == [2 * step_images, 3 * step_images]  # not the summed class steps (6, 9)

@@ -12,8 +12,14 @@ import yaml
 from test_logs import STARTED
 from test_logs import _record as logs_record
 
+from suite.records.record import SCHEMA_VERSION, Record, parse_record
 from suite.running.mlperf_lines import RULES, comm_precision, linear_precision, micro_batch, platform, write_mllog
 from suite.running.runlogs import epoch_seconds
+
+
+def typed(data: dict) -> Record:
+    """The record with ``data``, read as every record is."""
+    return parse_record({"schema": SCHEMA_VERSION, **data})
 
 
 def _record() -> dict:
@@ -40,7 +46,7 @@ def _mllog(path: Path) -> list[dict]:
 
 def test_mllog_lines_carry_the_record_events_and_values(tmp_path):
     record = _record()
-    write_mllog(tmp_path / "mllog.txt", record, epoch_seconds(STARTED))
+    write_mllog(tmp_path / "mllog.txt", typed(record), epoch_seconds(STARTED))
     events = _mllog(tmp_path / "mllog.txt")
     point = ["block_start", "block_stop", "eval_start", "eval_accuracy", "eval_accuracy", "eval_accuracy", "eval_stop"]
     assert [e["key"] for e in events] == [
@@ -93,7 +99,7 @@ def _compliance(path: Path, rules: Path = RULES) -> tuple[bool, str]:
 
 def test_mllog_lines_pass_the_compliance_checker_and_a_wrong_direction_does_not(tmp_path):
     log = tmp_path / "mllog.txt"
-    write_mllog(log, _record(), epoch_seconds(STARTED))
+    write_mllog(log, typed(_record()), epoch_seconds(STARTED))
     assert _compliance(log) == (True, "")
     # a quality score whose direction is missing or wrong is refused
     lines = log.read_text().splitlines()
@@ -102,7 +108,7 @@ def test_mllog_lines_pass_the_compliance_checker_and_a_wrong_direction_does_not(
     passed, messages = _compliance(log)
     assert not passed and "CHECK for 'eval_accuracy' failed" in messages
     # MLPerf's own rules know no GAN benchmark: the standard ruleset looks for the benchmark's rule file in vain
-    write_mllog(log, _record(), epoch_seconds(STARTED))
+    write_mllog(log, typed(_record()), epoch_seconds(STARTED))
     from mlperf_logging import compliance_checker
 
     standard = Path(compliance_checker.__file__).parent / "training_6.1.0" / "common.yaml"
@@ -129,27 +135,36 @@ def test_mllog_rules_are_the_checkers_common_rules_but_for_the_benchmark_ones():
 
 def test_mllog_disclosures_follow_the_strategy_the_device_and_the_precision():
     record = _record()
-    assert micro_batch({**record, "strategy": "conditional", "procs": 4}) == 16
+    assert micro_batch(typed({**record, "strategy": "conditional", "procs": 4})) == 16
     groups = [{"ranks": [0, 1], "classes": [0]}, {"ranks": [2, 3], "classes": [1]}]
-    assert micro_batch({**record, "strategy": "label_partitioned", "procs": 4, "groups": groups}) == 32
-    assert micro_batch({**record, "strategy": "label_partitioned", "procs": 1, "groups": [{"ranks": [0]}]}) == 64
-    assert micro_batch({**record, "strategy": "cellular", "procs": 2}) == 64  # each cell trains on whole batches
+    assert micro_batch(typed({**record, "strategy": "label_partitioned", "procs": 4, "groups": groups})) == 32
+    assert (
+        micro_batch(typed({**record, "strategy": "label_partitioned", "procs": 1, "groups": [{"ranks": [0], "classes": [0, 1]}]}))
+        == 64
+    )
+    assert micro_batch(typed({**record, "strategy": "cellular", "procs": 2})) == 64  # each cell trains on whole batches
     gpu = {**record, "device": "NVIDIA H100 80GB HBM3", "machine": {"gpu": "NVIDIA H100 80GB HBM3"}}
-    assert platform(gpu) == "2x NVIDIA H100 80GB HBM3" and linear_precision(gpu)[0] == "tf32"
-    assert linear_precision({**gpu, "engine_settings": {"bf16": True}})[0] == "bfloat16"
+    assert platform(typed(gpu)) == "2x NVIDIA H100 80GB HBM3" and linear_precision(typed(gpu))[0] == "tf32"
+    assert linear_precision(typed({**gpu, "engine_settings": {"bf16": True}}))[0] == "bfloat16"
     assert (
         comm_precision(
-            {**record, "engine": "deepspeed", "engine_settings": {"zero_stage": 0, "config": {"communication_data_type": "bf16"}}}
+            typed(
+                {
+                    **record,
+                    "engine": "deepspeed",
+                    "engine_settings": {"zero_stage": 0, "config": {"communication_data_type": "bf16"}},
+                }
+            )
         )
         == "bfloat16"
     )
-    assert comm_precision({**record, "engine": "deepspeed", "engine_settings": {"config": None}}) == "fp32"
+    assert comm_precision(typed({**record, "engine": "deepspeed", "engine_settings": {"config": None}})) == "fp32"
 
 
 def test_mllog_of_a_diverged_run_without_a_curve_is_one_aborted_block_and_fails_the_checker(tmp_path):
     record = {**_record(), "status": "diverged", "reason": "diverged at step 12 on rank 0: discriminator loss inf", "curve": None}
     record["generator_steps"], record["train_images"] = 12, 768
-    write_mllog(tmp_path / "mllog.txt", record, epoch_seconds(STARTED))
+    write_mllog(tmp_path / "mllog.txt", typed(record), epoch_seconds(STARTED))
     events = _mllog(tmp_path / "mllog.txt")
     assert [e["key"] for e in events][-3:] == ["block_start", "block_stop", "run_stop"]
     assert [

@@ -18,7 +18,7 @@ from suite.gan.data import load_dataset
 from suite.gan.grids import PER_ROW, grid_scale, save_training_grids
 from suite.gan.models import Generator
 from suite.gan.sampling import GeneratorBundle
-from suite.records.record import Record
+from suite.records.record import Record, parse_record
 from suite.records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, new_record, sample_grid_file
 
 
@@ -162,4 +162,5 @@ def test_a_short_run_saves_its_sample_grids_and_the_report_shows_them(tmp_path):
     assert names[-1] == "step_00000004.png" and REAL_GRID_FILE in names and len(names) >= 3
     with Image.open(folder / names[-1]) as picture:
         assert picture.format == "PNG" and picture.size == (((20 + 2) * PER_ROW + 2) * grid_scale(20),) * 2
-    assert plot_samples_over_time(list(records.values()), tmp_path / "results", tmp_path) == ["samples_over_time.png"]
+    typed = [parse_record(r) for r in records.values()]
+    assert plot_samples_over_time(typed, tmp_path / "results", tmp_path) == ["samples_over_time.png"]

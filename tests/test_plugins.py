@@ -14,6 +14,7 @@ from conftest import REPO, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.config.registry import LOSSES, STRATEGIES, PluginError, StrategyEntry
 from suite.config.scenario import ScenarioError
+from suite.records.record import parse_record
 
 # --- no name compared outside its entry ---------------------------------------------------------------------
 
@@ -232,14 +233,16 @@ def test_local_sgd_runs_beside_data_parallel_and_shows_in_report_projection_and_
     ]
     scenario = tiny_scenario("plug", runs, train={"steps": 5, "checkpoint_every": {"steps": 2}})
     code, records = run_scenario(tmp_path, scenario)
-    assert code == 0, {k: r.error for k, r in records.items()}
+    assert code == 0, {k: r.get("error") for k, r in records.items()}
     local = records["local_sgd-bce-mpi-p2-r0"]
-    assert local.status == "ok" and local.allreduce_every == 2 and local.generator_steps == 5
-    assert local.checkpoints_written >= 1 and local.replicas_identical is True  # averaged at the end
-    assert 0 < local.comm.bytes < records["data_parallel-bce-mpi-p2-r0"].comm.bytes
+    assert local["status"] == "ok" and local["allreduce_every"] == 2 and local["generator_steps"] == 5
+    assert local["checkpoints_written"] >= 1 and local["replicas_identical"] is True  # averaged at the end
+    assert 0 < local["comm"]["bytes"] < records["data_parallel-bce-mpi-p2-r0"]["comm"]["bytes"]
     report = write_report(tmp_path / "results", tmp_path / "report", REPO / "baselines").read_text()
     assert "local_sgd / bce / mpi" in report
-    projection = run_projection(list(records.values()), PRESETS["summit"], PRESETS["shm"], [1, 2, 64], REPO / "baselines")
+    projection = run_projection(
+        [parse_record(r) for r in records.values()], PRESETS["summit"], PRESETS["shm"], [1, 2, 64], REPO / "baselines"
+    )
     assert projection is not None
     projected = projection.table[projection.table["strategy"] == "local_sgd"].set_index(["scaling", "procs"])["time_s"]
     assert projected.drop(("strong", 64)).notna().all() and len(projected) == 6  # 32 images do not split over 64 ranks

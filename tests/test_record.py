@@ -5,19 +5,59 @@ import json
 import pytest
 
 from suite.config.expansion import expand, parse_scenario
-from suite.records.record import FLAT_COLUMNS, SCHEMA_VERSION, RecordError, check_record, record_field, run_identity
-from suite.records.results import iter_records, read_record, write_record
+from suite.records.record import (
+    FLAT_COLUMNS,
+    SCHEMA_VERSION,
+    CurvePoint,
+    RankTelemetry,
+    Record,
+    RecordError,
+    check_record,
+    parse_record,
+    record_data,
+    record_field,
+    run_identity,
+)
+from suite.records.results import RECORD_FILE, iter_records, new_record, read_record, write_record
 
 
 def test_a_written_record_reads_back_with_the_current_schema(tmp_path):
-    write_record(tmp_path / "a", {"run_id": "a", "status": "ok", "telemetry": {"step_p50": 0.1}})
+    write_record(tmp_path / "a", new_record({"run_id": "a", "status": "ok", "telemetry": {"step_p50": 0.1}}))
     record = read_record(tmp_path / "a")
-    assert record["schema"] == SCHEMA_VERSION and record_field(record, "telemetry.step_p50") == 0.1
+    assert record.schema == SCHEMA_VERSION and record_field(record, "telemetry.step_p50") == 0.1
+    assert record.telemetry.step_p50 == 0.1
     assert record_field(record, "quality.fid") is None  # a field of the schema this record does not have
+    assert json.loads((tmp_path / "a" / RECORD_FILE).read_text())["schema"] == SCHEMA_VERSION
+
+
+def test_a_record_is_read_into_typed_parts_and_written_back_losing_nothing(tmp_path):
+    data = {
+        "schema": SCHEMA_VERSION,
+        "run_id": "a",
+        "status": "ok",
+        "curve": [{"clock_s": 1.5, "step": 3, "fid": 40.0}],
+        "telemetry": {"per_rank": [{"rank": 0, "window": {"steps": 2, "step_seconds": 0.5}, "a_newer_key": [1, 2]}]},
+        "history": {"0": [{"step": 1, "d_loss": 0.5, "g_loss": None}]},
+        "env": {"torch": "2.13", "free": None},
+    }
+    record = parse_record(data)
+    assert isinstance(record, Record) and isinstance(record.curve[0], CurvePoint) and record.curve[0].fid == 40.0
+    (rank,) = record.telemetry.per_rank
+    assert isinstance(rank, RankTelemetry) and rank.window.steps == 2 and rank.window.seconds is None
+    assert record.history["0"][0].d_loss == 0.5  # the per-class alternative of history, its points typed
+    written = record_data(record)
+    # None where the data had no value is left out; what the data held, a key no part declares too, is kept
+    assert written["telemetry"]["per_rank"][0]["a_newer_key"] == [1, 2] and written["env"] == data["env"]
+    assert "quality" not in written and "seconds" not in written["telemetry"]["per_rank"][0]["window"]
+    assert parse_record(written) == record
+    write_record(tmp_path / "a", record)
+    assert read_record(tmp_path / "a") == record
 
 
 def test_an_unknown_key_is_an_error_naming_the_file_and_the_field(tmp_path):
-    write_record(tmp_path / "a", {"run_id": "a", "status": "ok", "telemetry": {"step_p5O": 0.1}})
+    (tmp_path / "a").mkdir()
+    raw = {"schema": SCHEMA_VERSION, "run_id": "a", "status": "ok", "telemetry": {"step_p5O": 0.1}}
+    (tmp_path / "a" / RECORD_FILE).write_text(json.dumps(raw))
     with pytest.raises(RecordError, match=r"result.json: telemetry.step_p5O: unknown field"):
         read_record(tmp_path / "a")
     with pytest.raises(RecordError, match="telemetry.step_p50: expected a number"):
@@ -35,7 +75,7 @@ def test_old_records_load_and_newer_ones_are_refused(tmp_path):
     old.parent.mkdir()
     identity = {"status": "ok", "strategy": "data_parallel", "engine": "torch", "loss": "bce", "procs": 1, "scaling": "strong"}
     old.write_text(json.dumps({"schema": 1, "run_id": "old", **identity, "telemetry": {"comm_s": 0.1}}))  # a key schema 1 had
-    assert [r["run_id"] for r in iter_records(tmp_path)] == ["old"]
+    assert [r.run_id for r in iter_records(tmp_path)] == ["old"]
     with pytest.raises(RecordError, match="record schema 99 is newer than this suite reads"):
         check_record({"schema": 99, "run_id": "new"})
 

@@ -7,7 +7,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import Run, ScenarioError
 from suite.config.sweep import overrides_of, sweep_text
 from suite.records.record import check_record, run_identity
-from suite.records.results import records_frame, write_record
+from suite.records.results import new_record, records_frame, write_record
 
 WCGAN = {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [2]}
 CGAN = {"strategy": "conditional", "engine": "horovod", "procs": [2]}
@@ -129,7 +129,7 @@ def test_bad_sweeps_and_sections_are_one_line_errors_naming_the_field(data, mess
 def test_records_carry_the_sweep_and_the_runs_table_shows_it(tmp_path):
     run = expand(parse_scenario(scenario({**WCGAN, "sweep": {"wgan_gp.lr": [0.001], "wgan_gp.n_critic": [1]}})))[0]
     record = {**run_identity(run), "status": "ok"}
-    write_record(tmp_path / run.run_id, record)
+    write_record(tmp_path / run.run_id, new_record(record))
     check_record({"schema": 4, **record})  # the fields are the record schema's
     frame = records_frame([record])
     assert frame.loc[0, "sweep"] == "lr=0.001, n_critic=1"

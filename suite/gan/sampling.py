@@ -228,17 +228,15 @@ def load_model(run_dir: str | Path, name: str = GENERATOR_FILE) -> GeneratorBund
     run_dir = Path(run_dir)
     if not (run_dir / name).is_file():
         raise FileNotFoundError(f"{run_dir / name}: no generator saved here; is this a finished run folder?")
-    record = read_record(run_dir) or {}
-    written = (record.get("model_files") or {}).get(name)
+    record = read_record(run_dir)
+    written = (record.model_files or {}).get(name) if record is not None else None
     if written is None:
         log.warning(
             "%s: %s names no sha256 for it (a run of an older suite, or no record): loaded without checking it",
             run_dir / name,
             RECORD_FILE,
         )
-    elif not (isinstance(written, dict) and {"sha256", "bytes"} <= set(written)):
-        raise ValueError(f"{run_dir / RECORD_FILE}: model_files.{name}: expected its sha256 and bytes, got {written!r}")
-    return GeneratorBundle.load(run_dir / name, FileDigest(written["sha256"], written["bytes"]) if written else None)
+    return GeneratorBundle.load(run_dir / name, written)  # the record's check made it a FileDigest: sha256 and bytes
 
 
 class Sampler:

@@ -816,6 +816,7 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     does not declare (``OPEN``) keeps them for :func:`record_data`, so that a record rewritten loses nothing.
     """
     built: Record = _built(Record, check_record(data, source, required))
+    built.schema = SCHEMA_VERSION  # in this schema's meaning now, whatever it was written in
     return built
 
 

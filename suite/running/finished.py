@@ -33,9 +33,9 @@ class SettingsChanged(ValueError):
 def finished_settings(run_dir: Path) -> dict[str, Any] | None:
     """The settings a finished run was made with (placement aside), or None when ``run_dir`` holds no finished run."""
     record = read_record(run_dir)
-    if record is None or record.get("status") not in FINISHED:
+    if record is None or record.status not in FINISHED:
         return None
-    settings = record.get("settings")
+    settings = record.settings
     if settings is None and (run_dir / RUN_FILE).is_file():  # a record from before provenance
         try:
             settings = read_json(run_dir / RUN_FILE)  # bounded (nesting, size): the folder may be someone else's

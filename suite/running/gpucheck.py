@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from ..config.exitcodes import ExitCode
 from ..measure.gpu_platform import current as current_platform
+from ..records.record import RankTelemetry, Record, SampledPart
 
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU
 RUN_SECONDS = 4.0
@@ -122,21 +123,20 @@ def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _nvml_check(rid: str, per_rank: list[dict]) -> Check:
-    missing = [i for i, r in enumerate(per_rank) if r.get("gpu_util") is None or r.get("gpu_mem_used_bytes") is None]
+def _nvml_check(rid: str, per_rank: list[RankTelemetry]) -> Check:
+    missing = [i for i, r in enumerate(per_rank) if not _sampled(r.gpu_util) or not _sampled(r.gpu_mem_used_bytes)]
     if missing or not per_rank:
-        notes = {str(r["gpu_note"]) for r in per_rank if r.get("gpu_note")}
+        notes = {str(r.gpu_note) for r in per_rank if r.gpu_note}
         monitor = current_platform().monitor  # NVML, or AMD SMI on a ROCm torch
         return Check(rid, "nvml", False, f"no {monitor} samples on ranks {missing}: {'; '.join(sorted(notes)) or 'no note'}")
-    util: list[dict] = [r["gpu_util"] for r in per_rank]
-    mem: list[dict] = [r["gpu_mem_used_bytes"] for r in per_rank]
-    values = [v for u in util for v in (u["mean"], u["p95"])]
-    mean = sum(u["mean"] for u in util) / len(util)
-    used = [m["mean"] / 2**20 for m in mem]
+    util = [(r.gpu_util.mean or 0.0, r.gpu_util.p95 or 0.0) for r in per_rank if r.gpu_util is not None]
+    used = [(r.gpu_mem_used_bytes.mean or 0.0) / 2**20 for r in per_rank if r.gpu_mem_used_bytes is not None]
+    values = [v for u in util for v in u]
+    mean = sum(m for m, _ in util) / len(util)
     ok = 0 < mean and 0 <= min(values) and max(values) <= 100 and min(used) > 0
-    ranks = ", ".join(f"{u['mean']:.1f}" for u in util)
+    ranks = ", ".join(f"{m:.1f}" for m, _ in util)
     evidence = (
-        f"utilisation mean {mean:.1f} % (per rank {ranks}; highest p95 {max(u['p95'] for u in util):.1f} %), "
+        f"utilisation mean {mean:.1f} % (per rank {ranks}; highest p95 {max(p for _, p in util):.1f} %), "
         f"memory used {min(used):.0f}-{max(used):.0f} MiB"
     )
     if not ok:
@@ -144,14 +144,19 @@ def _nvml_check(rid: str, per_rank: list[dict]) -> Check:
     return Check(rid, "nvml", ok, evidence)
 
 
-def engine_checks(record: dict[str, Any]) -> list[Check]:
+def _sampled(part: SampledPart | None) -> bool:
+    """A sampler's summary with both its numbers (a record of an older suite may lack one)."""
+    return part is not None and part.mean is not None and part.p95 is not None
+
+
+def engine_checks(record: Record) -> list[Check]:
     """The checks the record's engine class asks for (its ``gpu_checks``: Horovod's NCCL operations and process sets)."""
     from ..config.registry import ENGINES
 
-    engine = record.get("engine")
+    engine = record.engine
     if not isinstance(engine, str) or engine not in ENGINES:
         return []
-    rid = record.get("run_id") or "?"
+    rid = record.run_id or "?"
     try:
         checks = getattr(ENGINES[engine].load(), "gpu_checks", None)
         found = checks(record) if checks is not None else []
@@ -160,22 +165,22 @@ def engine_checks(record: dict[str, Any]) -> list[Check]:
     return [Check(rid, name, ok, evidence) for name, ok, evidence in found]
 
 
-def record_checks(record: dict[str, Any]) -> list[Check]:
+def record_checks(record: Record) -> list[Check]:
     """The checks of one run's record: status, devices, nvml, timeline, scoring, then its engine's own
     (:func:`engine_checks`); only status when it failed."""
-    rid = record.get("run_id") or "?"
-    if record.get("status") != "ok":
-        error = (record.get("error") or "no error recorded").splitlines()[0]
-        return [Check(rid, "status", False, f"{record.get('status')}: {error}")]
-    per_rank = (record.get("telemetry") or {}).get("per_rank") or []
-    devices = [str(r.get("device")) for r in per_rank]
-    distinct = len(set(devices)) == len(devices) == record.get("procs") and all(d.startswith("cuda") for d in devices)
-    timelines = [r.get("timeline") for r in per_rank]
-    quality = record.get("quality") or {}
-    scored = str(quality.get("device"))
+    rid = record.run_id or "?"
+    if record.status != "ok":
+        error = (record.error or "no error recorded").splitlines()[0]
+        return [Check(rid, "status", False, f"{record.status}: {error}")]
+    per_rank = (record.telemetry.per_rank if record.telemetry else None) or []
+    devices = [str(r.device) for r in per_rank]
+    distinct = len(set(devices)) == len(devices) == record.procs and all(d.startswith("cuda") for d in devices)
+    timelines = [r.timeline for r in per_rank]
+    quality = record.quality
+    scored = str(quality.device if quality else None)
     return [
-        Check(rid, "status", True, f"ok, training window {record.get('train_s', 0):.1f} s on {record.get('device')}"),
-        Check(rid, "devices", distinct, f"{record.get('procs')} ranks on {', '.join(devices) or 'no device recorded'}"),
+        Check(rid, "status", True, f"ok, training window {record.train_s or 0:.1f} s on {record.device}"),
+        Check(rid, "devices", distinct, f"{record.procs} ranks on {', '.join(devices) or 'no device recorded'}"),
         _nvml_check(rid, per_rank),
         Check(
             rid,
@@ -187,8 +192,7 @@ def record_checks(record: dict[str, Any]) -> list[Check]:
             rid,
             "scoring",
             scored.startswith("cuda"),
-            f"quality scored on {scored}"
-            + (f" ({quality.get('features')}, n {quality.get('n')})" if quality else ": no quality"),
+            f"quality scored on {scored}" + (f" ({quality.features}, n {quality.n})" if quality else ": no quality"),
         ),
         *engine_checks(record),
     ]
@@ -247,7 +251,7 @@ def gpu_check(out: Path, timeout: float = 600.0, engines: Sequence[str] | None =
         note = {0: "", 1: " (a run failed: below)"}.get(code, " (suite run stopped: see its message above)")
         checks.append(Check("machine", "suite run", code in (0, 1), f"exit code {code}{note}"))
         for run in expand(parse_scenario(scenario, "gpu-check.yaml")):
-            missing = {"run_id": run.run_id, "status": "missing", "error": "no result.json"}
+            missing = Record(run_id=run.run_id, status="missing", error="no result.json")
             checks += record_checks(read_record(out / "runs" / run.run_id) or missing)
     failed = [c for c in checks if not c.ok]
     verdict = f"FAIL: {len(failed)} of {len(checks)} checks failed" if failed else f"PASS: all {len(checks)} checks passed"

@@ -39,6 +39,7 @@ srun        ``srun -n P --ntasks-per-node K --gpus-per-task G ...``     all
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shlex
@@ -56,7 +57,7 @@ from ..config.scenario import Run
 from ..measure.env import source_revision
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.nofollow import UnsafeEntry, open_regular, read_text, remove_entry, remove_files, remove_tree
-from ..records.record import provenance, run_identity, utc_now
+from ..records.record import Record, provenance, record_data, run_identity, utc_now
 from ..records.results import (
     CHECKPOINT_DIR,
     LOG_FILE,
@@ -66,9 +67,9 @@ from ..records.results import (
     SCRATCH_DIR,
     STOP_FILE,
     atomic_write_text,
+    new_record,
     path_under,
     read_record,
-    update_record,
     write_failed,
     write_record,
 )
@@ -135,8 +136,8 @@ def finalize_record(
     timed_out: bool = False,
     interrupted: str | None = None,
     started_utc: str | None = None,
-) -> dict:
-    """Complete the worker's record with the launch, or write a failed (or interrupted) one.
+) -> Record:
+    """Complete the worker's record with the launch, or write a failed (or interrupted) one; returns the record written.
 
     The error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``,
     ``interrupted by SIGTERM after 12 s``, ...); the next say where the launcher's output is and
@@ -146,12 +147,14 @@ def finalize_record(
     """
     launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
-    if record is not None and record.get("status") == "ok" and exit_code == 0:
+    if record is not None and record.status in ("ok", "diverged") and exit_code == 0:  # the worker's own end
         remove_tree(run_dir / RANKS_DIR)
-        return update_record(run_dir, **launch_fields)
-    if record is not None and record.get("status") == "diverged" and exit_code == 0:  # recorded by the worker
-        remove_tree(run_dir / RANKS_DIR)
-        return update_record(run_dir, checkpoint=resume_point(run_dir, run)[0], **launch_fields)
+        checkpoint = resume_point(run_dir, run)[0] if record.status == "diverged" else record.checkpoint
+        completed = dataclasses.replace(
+            record, checkpoint=checkpoint, command=shlex.join(command), exit_code=exit_code, wall_s=wall_s
+        )
+        write_record(run_dir, completed)
+        return completed
     log_path = run_dir / LOG_FILE
     log_text = _log_text(log_path)
     statuses = read_statuses(run_dir)
@@ -170,8 +173,8 @@ def finalize_record(
         status, reason = "interrupted", f"stopped on request ({CHECKPOINT_DIR}/{STOP_FILE}) after {wall_s:.0f} s"
     elif (failure := first_failure(run_dir, log_text)) is not None:
         reason = failure.line()
-    elif record is not None and record.get("status") == "failed":
-        reason = record["error"]
+    elif record is not None and record.status == "failed":
+        reason = record.error or "failed"
     elif record is not None and exit_code not in (0, None):
         reason = f"the worker wrote its record but a rank exited with code {exit_code}"
     else:
@@ -182,7 +185,7 @@ def finalize_record(
     made = provenance(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
     fields = {
         **made,
-        **(record or {}),
+        **(record_data(record) if record is not None else {}),
         **run_identity(run),
         "status": status,
         "error": error,
@@ -191,8 +194,9 @@ def finalize_record(
     }
     if failure is not None:
         fields["failure"] = failure.as_dict()
-    write_record(run_dir, fields)
-    return fields
+    failed = new_record(fields, f"{run_dir / RECORD_FILE}")
+    write_record(run_dir, failed)
+    return failed
 
 
 def resume_point(run_dir: Path, run: Run) -> tuple[dict | None, str]:
@@ -371,7 +375,7 @@ def launch(
     tick: Callable[[float], None] | None = None,
     grace: float = 0.0,
     guard: SignalGuard | None = None,
-) -> dict:
+) -> Record:
     """Run ``run`` to completion (or timeout) and return its final record.
 
     ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the

@@ -16,10 +16,10 @@ import datetime as dt
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any
 
 from ..config.scenario import Run
-from ..records.results import MLLOG_FILE, TENSORBOARD_DIR, path_under, read_record
+from ..records.record import Record
+from ..records.results import MLLOG_FILE, TENSORBOARD_DIR, path_under
 from .commands import LaunchError
 
 log = logging.getLogger(__name__)
@@ -63,21 +63,19 @@ def epoch_seconds(utc: str | None) -> float | None:
     return dt.datetime.strptime(utc, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
 
 
-def window_opened(record: dict[str, Any]) -> float | None:
+def window_opened(record: Record) -> float | None:
     """When the training window opened, in seconds since 1970: the worker's start plus set-up and warm-up."""
-    started = epoch_seconds(record.get("started_utc"))
+    started = epoch_seconds(record.started_utc)
     if started is None:
         return None
-    return started + (record.get("setup_s") or 0.0) + (record.get("warmup_s") or 0.0)
+    return started + (record.setup_s or 0.0) + (record.warmup_s or 0.0)
 
 
-def write_run_logs(run: Run, run_dir: Path) -> None:
-    """Rank 0, once ``result.json`` is written: the logs ``run`` asks for; a log that fails is a warning, never an error."""
+def write_run_logs(run: Run, run_dir: Path, record: Record) -> None:
+    """Rank 0, once ``record`` is written as ``result.json``: the logs ``run`` asks for; a log that fails is a warning,
+    never an error."""
     names = wanted(run)
     if not names:
-        return
-    record = read_record(run_dir)
-    if record is None:
         return
     for name in names:
         try:
@@ -90,6 +88,6 @@ def write_run_logs(run: Run, run_dir: Path) -> None:
             else:
                 from .mlperf_lines import write_mllog
 
-                write_mllog(run_dir / MLLOG_FILE, record, epoch_seconds(record.get("started_utc")))
+                write_mllog(run_dir / MLLOG_FILE, record, epoch_seconds(record.started_utc))
         except Exception as error:  # a log is an extra: the run and its record stand
             log.warning("%s: %s log not written: %s: %s", run.run_id, name, type(error).__name__, error)

@@ -25,6 +25,7 @@ from ..config.registry import STRATEGIES
 
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
+    from ..records.record import Record
     from .launch import LaunchOptions
 
 log = logging.getLogger("suite")
@@ -141,24 +142,29 @@ def check_before_start(runs: list[Run], out: Path, opts: LaunchOptions, sweep: S
         return set()
     check_tools(runs, opts)
     check_devices(runs)
-    kept = {run.run_id for run in runs if sweep.resume and (read_record(out / run.run_id) or {}).get("status") == "ok"}
+    kept = {run.run_id for run in runs if sweep.resume and _status(read_record(out / run.run_id)) == "ok"}
     check_room(out, [run for run in runs if run.run_id not in kept])
     check_build_locks([run for run in runs if run.run_id not in kept])
     return kept
 
 
-def result_lines(position: str, run: Run, record: dict) -> list[str]:
+def _status(record: Record | None) -> str | None:
+    return record.status if record is not None else None
+
+
+def result_lines(position: str, run: Run, record: Record) -> list[str]:
     """What ``suite run`` prints for one finished launch: skipped checkpoints, then its outcome."""
-    if record["status"] == "diverged":  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
-        line = f"{position} {run.run_id}: {record['reason']} ({record['wall_s']:.1f}s)"
+    wall_s = record.wall_s or 0.0
+    if record.status == "diverged":  # "RUN: diverged at step 12 on rank 0: discriminator loss inf"
+        line = f"{position} {run.run_id}: {record.reason} ({wall_s:.1f}s)"
     else:
-        line = f"{position} {run.run_id}: {record['status']} in {record['wall_s']:.1f}s" + (
-            "" if record["status"] == "ok" else f": {record['error'].splitlines()[0]}"
+        line = f"{position} {run.run_id}: {record.status} in {wall_s:.1f}s" + (
+            "" if record.status == "ok" else f": {(record.error or '').splitlines()[0]}"
         )
-    resumed = record.get("resumed_from")
+    resumed = record.resumed_from  # the checkpoint's description: a free-form mapping
     return [
         f"{run.run_id}: skipped {skipped}; continued from " + (f"checkpoint {resumed['index']}" if resumed else "step 0")
-        for skipped in record.get("checkpoints_skipped") or []
+        for skipped in record.checkpoints_skipped or []
     ] + [line]
 
 
@@ -177,11 +183,11 @@ def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
     """What a sweep stopped by a signal says: the signal, the run it stopped (and its record's reason) or none."""
     from ..records.results import read_record
 
-    record = (read_record(current[1]) or {}) if current else {}
+    record = read_record(current[1]) if current else None
     if not current:
         where = "no run was going"
-    elif record.get("status") == "interrupted":
-        where = f"{current[0].run_id}: {record['error']}"
+    elif record is not None and record.status == "interrupted":
+        where = f"{current[0].run_id}: {record.error}"
     else:
         where = f"{current[0].run_id} has no record (it could not be written)"
     return f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues"
@@ -240,7 +246,7 @@ def run_sweep(
                     )
                     return 1
                 current = None
-                ok, diverging = record["status"] == "ok", record["status"] == "diverged"
+                ok, diverging = record.status == "ok", record.status == "diverged"
                 failures += not ok and not diverging
                 diverged += diverging
                 _show(progress, result_lines(f"[{i + 1}/{len(runs)}]", run, record))

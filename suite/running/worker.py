@@ -53,7 +53,7 @@ from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.nofollow import confine
 from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
-from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
+from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, new_record, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
@@ -149,9 +149,8 @@ def _summaries(per_rank: list[dict]) -> dict:
         gpu_mem_used_mb=gpu_used / 2**20 if gpu_used is not None else None,
         gpu_mem_peak_mb=max(gpu_peaks) / 2**20 if gpu_peaks else None,
         gpu_note=per_rank[0].get("gpu_note"),
-        per_rank=per_rank,
     )
-    return asdict(summary)
+    return {**asdict(summary), "per_rank": per_rank}  # the ranks' own telemetry, as each measured it
 
 
 def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
@@ -267,26 +266,27 @@ def _end_diverged(
         else:
             history = parts[0] if parts else None
         outcome = Outcome(None, fields={"history": history})
-        record = {**run_identity(run), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
+        fields = {**run_identity(run), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
         reason = diverged.line()
-        record.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **_provenance(run, started_utc))
+        fields.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **_provenance(run, started_utc))
+        record = new_record(fields, f"{run.run_id}: the record")
         write_record(run_dir, record)
-        write_run_logs(run, run_dir)
+        write_run_logs(run, run_dir, record)
         log.warning("%s: %s", run.run_id, reason)
     write_status(run_dir, engine.rank, "diverged", error=diverged.line())
     engine.shutdown()
 
 
-def _finish(run: Run, run_dir: Path, record: dict, outcome: Outcome, data: ImageData, scored: tuple | None) -> None:
-    """Rank 0: the quality fields from the scores (:func:`suite.running.scoring.score_models`), a sample grid
-    and the grids over training."""
+def _finish(run: Run, run_dir: Path, fields: dict, outcome: Outcome, data: ImageData, scored: tuple | None) -> None:
+    """Rank 0: the quality fields from the scores (:func:`suite.running.scoring.score_models`) added to the record's
+    ``fields``, a sample grid and the grids over training."""
     from ..gan.grids import save_training_grids
 
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    steps = record["generator_steps"]
+    steps = fields["generator_steps"]
     total = sum(steps.values()) if isinstance(steps, dict) else steps
     if scored is not None:
-        record.update(quality_fields(run, outcome, scored, record["train_s"], total, record.get("images_consumed")))
+        fields.update(quality_fields(run, outcome, scored, fields["train_s"], total, fields.get("images_consumed")))
     _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
     save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
 
@@ -387,18 +387,16 @@ def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error:
     try:
         write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
         if rank == 0:
-            write_record(
-                run_dir,
-                {
-                    **base,
-                    **_provenance(run, started_utc),
-                    "status": "failed",
-                    "error": failure.line(),
-                    "failure": failure.as_dict(),
-                    "traceback": traceback.format_exc(),
-                },
-            )
-    except OSError as write_error:
+            fields = {
+                **base,
+                **_provenance(run, started_utc),
+                "status": "failed",
+                "error": failure.line(),
+                "failure": failure.as_dict(),
+                "traceback": traceback.format_exc(),
+            }
+            write_record(run_dir, new_record(fields, f"{run.run_id}: the failed record"))
+    except (OSError, ValueError) as write_error:  # a full disk; a record that is not one is a bug, named here
         log.error("%s (rank %d): could not record the failure: %s", base["run_id"], rank, write_error)
 
 
@@ -492,7 +490,7 @@ def _train(
     telemetry.close_window()
 
 
-def _saved_record(
+def _record_fields(
     run: Run,
     run_dir: Path,
     launch: LaunchInfo,
@@ -503,24 +501,26 @@ def _saved_record(
     placement: dict,
     checkpointer: Checkpointer | None,
 ) -> dict:
-    """Rank 0's record of an ok run, with its checkpoints' fields, once its generators are saved in ``run_dir``."""
+    """Rank 0's fields of an ok run's record, with its checkpoints', once its generators are saved in ``run_dir``."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    record = {**run_identity(run), **_ok_record(run, launch, engine, data, per_rank, outcome, placement)}
+    fields = {**run_identity(run), **_ok_record(run, launch, engine, data, per_rank, outcome, placement)}
     if checkpointer is not None:
-        record.update(checkpointer.fields(per_rank))
-    record["model_digest"] = outcome.bundle.digest()
+        fields.update(checkpointer.fields(per_rank))
+    fields["model_digest"] = outcome.bundle.digest()
     bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
-    record["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
-    return record
+    fields["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
+    return fields
 
 
-def _write_ok(run: Run, run_dir: Path, record: dict, checkpointer: Checkpointer | None) -> None:
-    """Rank 0's last word on an ok run: its record and logs written, its checkpoints no longer needed."""
+def _write_ok(run: Run, run_dir: Path, fields: dict, checkpointer: Checkpointer | None) -> None:
+    """Rank 0's last word on an ok run: its record built from ``fields`` and written once, its logs written, its
+    checkpoints no longer needed."""
+    record = new_record(fields, f"{run.run_id}: the record")
     write_record(run_dir, record)
-    write_run_logs(run, run_dir)
+    write_run_logs(run, run_dir, record)
     if checkpointer is not None:
         checkpointer.clear()
-    log.info("%s: ok, training window %.1fs", run.run_id, record["train_s"])
+    log.info("%s: ok, training window %.1fs", run.run_id, record.train_s)
 
 
 def execute(run: Run, run_dir: Path) -> int:
@@ -570,19 +570,19 @@ def execute(run: Run, run_dir: Path) -> int:
             return 0
         assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
-        record = None
+        fields = None
         if per_rank is not None:  # rank 0
             placement = _placement(run, launch, threads)
-            record = _saved_record(run, run_dir, launch, engine, data, per_rank, outcome, placement, checkpointer)
-            record["finalize_s"] = time.perf_counter() - finalize_start
+            fields = _record_fields(run, run_dir, launch, engine, data, per_rank, outcome, placement, checkpointer)
+            fields["finalize_s"] = time.perf_counter() - finalize_start
         score_start = time.perf_counter()
         scored = score_models(run, engine, outcome) if run.metrics.enabled else None  # every rank scores a share
-        if record is not None:  # rank 0
-            _finish(run, run_dir, record, outcome, data, scored)
-            record["score_s"] = time.perf_counter() - score_start
-            record["worker_s"] = time.perf_counter() - started
-            record.update(_provenance(run, started_utc))
-            _write_ok(run, run_dir, record, checkpointer)
+        if fields is not None:  # rank 0
+            _finish(run, run_dir, fields, outcome, data, scored)
+            fields["score_s"] = time.perf_counter() - score_start
+            fields["worker_s"] = time.perf_counter() - started
+            fields.update(_provenance(run, started_utc))
+            _write_ok(run, run_dir, fields, checkpointer)
         engine.shutdown()
         global _exit_without_finalizing
         _exit_without_finalizing = engine.exit_without_finalizing

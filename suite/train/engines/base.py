@@ -24,6 +24,7 @@ from ...measure.telemetry import CommStats, CudaTimeline, HostTimeline, timeline
 
 if TYPE_CHECKING:
     from ...config.scenario import Run
+    from ...records.record import Record
     from ..launchenv import LaunchInfo
 
 
@@ -155,7 +156,7 @@ class Engine(ABC):
         return {}
 
     @classmethod
-    def gpu_checks(cls, record: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    def gpu_checks(cls, record: Record) -> list[tuple[str, bool, str]]:
         """What ``suite gpu-check`` checks of an ok record of this engine's runs beyond the checks every run gets:
         ``(name, passed, evidence)`` each, from the record alone (none for an engine without checks of its own)."""
         return []

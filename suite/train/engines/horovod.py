@@ -29,8 +29,10 @@ from torch import nn
 
 from ...config.plan import TrainingError, class_plan
 from ...config.registry import HOROVOD_NCCL_BUILD, STRATEGIES
-from ...config.scenario import HorovodConfig, Run
+from ...config.scenario import Run
+from ...config.sections import HorovodConfig
 from ...records.nofollow import check_entry
+from ...records.record import Record
 from ...records.results import AUTOTUNE_LOG, TIMELINE_FILE
 from ..launchenv import LaunchInfo
 from .base import Engine, Group, Replica, tensor_bytes, uses_cuda
@@ -192,10 +194,10 @@ class HorovodReplica(Replica):
             self.optimizer.step()
 
 
-def nccl_check(record: dict[str, Any]) -> tuple[str, bool, str]:
+def nccl_check(record: Record) -> tuple[str, bool, str]:
     """``horovod nccl``: Horovod was built with NCCL GPU operations and every allreduce it ran went over NCCL (a run
     whose ranks all train alone, ``comm.largest_group`` 1, reduces nothing, which passes and says so)."""
-    settings = record.get("engine_settings") or {}
+    settings = record.engine_settings or {}
     build, ops = settings.get("gpu_operations"), settings.get("allreduce_ops")
     if build != "NCCL":
         return (
@@ -207,8 +209,8 @@ def nccl_check(record: dict[str, Any]) -> tuple[str, bool, str]:
     if ops is None:
         return "horovod nccl", False, f"{built}; its allreduce operations are not in the record"
     if not ops:
-        largest = (record.get("comm") or {}).get("largest_group") or 1
-        alone = f"{built}; no allreduce ran: every group is one rank (P = {record.get('procs')}), nothing to reduce"
+        largest = (record.comm.largest_group if record.comm else None) or 1
+        alone = f"{built}; no allreduce ran: every group is one rank (P = {record.procs}), nothing to reduce"
         return "horovod nccl", largest == 1, alone if largest == 1 else f"{built}; no allreduce ran in groups of {largest} ranks"
     return (
         "horovod nccl",
@@ -221,16 +223,16 @@ def _groups(sizes: list[int]) -> str:
     return f"{len(sizes)} group{'s' * (len(sizes) > 1)} of {sizes[0]} rank{'s' * (sizes[0] > 1)}" if sizes else "no group"
 
 
-def process_sets_check(record: dict[str, Any]) -> tuple[str, bool, str]:
+def process_sets_check(record: Record) -> tuple[str, bool, str]:
     """``horovod process sets``: a split with one group per :func:`suite.config.plan.class_plan` entry, of its sizes,
     each group of several ranks on a process set of its own (a group of one rank forms none)."""
-    procs, classes = record.get("procs") or 0, record.get("classes") or (record.get("dataset") or {}).get("classes") or []
+    procs, classes = record.procs or 0, record.classes or (record.dataset.classes if record.dataset else None) or []
     plan = f"P = {procs}, {len(classes)} classes"
     try:
         expected = [len(ranks) for ranks, _ in class_plan(list(classes), procs)]
     except (TrainingError, ZeroDivisionError) as error:
         return "horovod process sets", False, f"{plan}: no class plan ({error})"
-    splits = (record.get("engine_settings") or {}).get("sets_formed") or []
+    splits = (record.engine_settings or {}).get("sets_formed") or []
     formed = next((s for s in splits if s["sizes"] == expected), None)
     if formed is None:
         found = "; ".join(_groups(s["sizes"]) for s in splits) or "none recorded"
@@ -302,11 +304,11 @@ class HorovodEngine(Engine):
         return sorted({"NCCL" if device == "cuda" and nccl else host for device in self.reduced_on})
 
     @classmethod
-    def gpu_checks(cls, record: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    def gpu_checks(cls, record: Record) -> list[tuple[str, bool, str]]:
         """Horovod on NCCL: the build's GPU operations and its allreduces' (:func:`nccl_check`), and for a strategy
         that shares out the classes, its per-class process sets (:func:`process_sets_check`)."""
         checks = [nccl_check(record)]
-        if record.get("strategy") in STRATEGIES and STRATEGIES[record["strategy"]].partitions_classes:
+        if record.strategy is not None and record.strategy in STRATEGIES and STRATEGIES[record.strategy].partitions_classes:
             checks.append(process_sets_check(record))
         return checks
 

@@ -124,7 +124,6 @@ class DataParallel(Strategy):
             DataParallelFields(
                 global_batch=self.global_batch,
                 generator_steps=result.steps,
-                history=result.history,
                 images_consumed=result.images,
                 warmup_images_consumed=result.warmup_images,
                 budget_steps=self.budget.steps if self.budget is not None else None,
@@ -134,6 +133,7 @@ class DataParallel(Strategy):
                 replicas_identical=len(set(digests)) == 1,
             )
         )
+        fields["history"] = result.history  # the losses as training kept them (:class:`LossPoint` rows)
         if self.engine.rank != 0:
             return Outcome(None, fields=fields)
         curve = [(snap["clock_s"], snap["step"], snap["images"], self._bundle(snap["state"])) for snap in result.snapshots]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...config.plan import SystemSize, TrainingError, class_plan
 from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.nofollow import remove_tree
-from ...records.record import FileDigest, LabelPartitionedFields
+from ...records.record import FileDigest, GroupPart, LabelPartitionedFields
 from ..flat import cpu_state
 from ..training import GanTrainer, run_critic_steps
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
@@ -180,7 +180,7 @@ class LabelPartitioned(Strategy):
         written = {label: digest for files in engine.allgather_object(mine) for label, digest in files.items()}
         fields = LabelPartitionedFields(
             classes=[int(c) for c in data.classes],
-            groups=[{"ranks": ranks, "classes": classes, "digests": [digests[r] for r in ranks]} for ranks, classes in plan],
+            groups=[GroupPart(ranks=ranks, classes=classes, digests=[digests[r] for r in ranks]) for ranks, classes in plan],
             replicas_identical=all(len({digests[r] for r in ranks}) == 1 for ranks, _ in plan),
             global_batch=run.train.batch_size,
             class_schedule=run.train.class_schedule,

@@ -19,7 +19,7 @@ from ....config.scenario import Run
 from ....gan.divergence import Divergence
 from ....gan.models import build_pair
 from ....gan.seeding import derive_seed
-from ....records.record import CellularFields
+from ....records.record import CellularFields, CurvePoint
 from ...flat import cpu_state
 from ...training import UNLIMITED, evenly_spaced_steps
 from ..base import Outcome, Strategy, images_budget, make_bundle
@@ -349,13 +349,13 @@ def _results(
     for it in range(iterations):
         points = [h for v in all_cells.values() for h in v["history"] if h["iteration"] == it]
         mixture_curve.append(
-            {
-                "iteration": it,
-                "clock_s": max(h["clock_s"] for h in points),
-                "fid": min(h["mixture_fid"] for h in points),
-                "features": scorer.name,
-                "n": scorer.n,
-            }
+            CurvePoint(
+                iteration=it,
+                clock_s=max(h["clock_s"] for h in points),
+                fid=min(h["mixture_fid"] for h in points),
+                features=scorer.name,
+                n=scorer.n,
+            )
         )
     fields.mixture_curve = mixture_curve
     return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle})
