@@ -184,6 +184,22 @@ class SystemSize:
     """Of those, the discriminators train on every ``discriminator_skip + 1``-th (cellular; 0: on every batch)."""
 
 
+@dataclass(frozen=True)
+class ModelBytes:
+    """The bytes of a run's networks, as a checkpoint holds them (:func:`suite.train.checkpoint.footprint`)."""
+
+    gan: int
+    """One GAN's weights and buffers, with Adam's two moments of its parameters."""
+    generator: int
+    """One generator's weights and buffers (a finished file, a snapshot)."""
+    buffers: int
+    """One GAN's buffers (BatchNorm statistics), which every rank keeps."""
+    snapshots: int
+    """Generator snapshots a run keeps (``metrics.curve_points + 1``)."""
+    classes: int
+    """The run's classes (one GAN each where the strategy partitions them)."""
+
+
 def one_model_step_images(size: SystemSize) -> int | None:
     """One generator step of one model trained by all ranks: ``critic_steps`` batches of the global batch."""
     return size.critic_steps * size.batch_size * (size.procs if size.weak else 1)
