@@ -26,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+DATASET_CLASSES: dict[str, int | None] = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": None}
+"""Each dataset's class count, known before it is loaded (None: ImageNet's folders tell, checked when it loads)."""
+
 MIN_IMAGE_SIZE = 20
 """Smallest image side both networks work at (see :func:`check_image_size`)."""
 

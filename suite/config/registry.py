@@ -30,6 +30,7 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .engine_configs import check_deepspeed_settings
 from .plan import (
+    DATASET_CLASSES,
     ModelBytes,
     SystemSize,
     cellular_step_images,
@@ -455,8 +456,9 @@ def _always(record: dict[str, Any]) -> bool:
     return True
 
 
-GPU_CHECK_CLASSES = 10
-"""Classes of gpu-check's data (digits): label-partitioned runs need P <= 10 or a multiple of 10."""
+GPU_CHECK_DATASET = "digits"
+"""The dataset ``suite gpu-check`` trains on (:func:`suite.running.gpucheck.scenario_for`): its class count says
+which process counts a label-partitioned run takes (P up to it, or a multiple of it)."""
 
 
 def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
@@ -464,7 +466,8 @@ def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
 
 
 def _gpu_class_groups(gpus: int) -> list[dict[str, Any]]:
-    procs = [p for p in sorted({1, gpus}) if p <= GPU_CHECK_CLASSES or p % GPU_CHECK_CLASSES == 0]
+    classes = DATASET_CLASSES[GPU_CHECK_DATASET] or 1
+    procs = [p for p in sorted({1, gpus}) if p <= classes or p % classes == 0]
     return [{"loss": loss, "procs": procs} for loss in ("bce", "wgan-gp")]
 
 
