@@ -72,7 +72,8 @@ def owned(relative: str, modules: set[str]) -> bool:
 
 
 def named_constants(source: str, names: set[str]) -> list[tuple[int, str]]:
-    """(line, name) of every string constant equal to one of ``names`` that is not a docstring."""
+    """(line, name) of every string constant equal to one of ``names`` that is not a docstring, and of every
+    attribute of that name read (``run.cellular``)."""
     tree = ast.parse(source)
     docstrings = {
         id(node.body[0].value)
@@ -85,7 +86,7 @@ def named_constants(source: str, names: set[str]) -> list[tuple[int, str]]:
         (node.lineno, node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings
-    ]
+    ] + [(node.lineno, node.attr) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in names]
 
 
 def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
@@ -112,9 +113,9 @@ def test_the_section_check_finds_names_but_not_docstrings():
     source = '''"""About cellular."""
 def f(run):
     """cellular"""
-    return getattr(run, "cellular"), {"wgan_gp": 1}
+    return getattr(run, "cellular"), {"wgan_gp": 1}, run.wgan_gp.lr
 '''
-    assert sorted(named_constants(source, {"cellular", "wgan_gp"})) == [(4, "cellular"), (4, "wgan_gp")]
+    assert sorted(named_constants(source, {"cellular", "wgan_gp"})) == [(4, "cellular"), (4, "wgan_gp"), (4, "wgan_gp")]
 
 
 def test_the_name_check_finds_comparisons_and_matches_but_not_other_uses():

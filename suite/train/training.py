@@ -310,7 +310,8 @@ class GanTrainer:
         if self.loss.needs_penalty:
             assert name is not None, "the penalty draws by the batch's name (a captured step has no penalty)"
             eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
-            d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
+            weight = self.run.section(LOSSES[self.run.loss].settings).gp_weight  # the loss's own section's (wgan_gp)
+            d_loss = d_loss + weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
         d.zero_grad()
         d.backward(d_loss)
         d.step()
