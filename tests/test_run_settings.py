@@ -91,3 +91,29 @@ def test_a_dry_run_prints_the_one_command_built_per_run(tmp_path, monkeypatch, c
     assert len(built) == 2 and printed == [shlex.join(command) for command in built]
     run_ids = [run.run_id for run in expand(parse_scenario(tiny_scenario("dry", [ENTRY])))]
     assert [command[-1] for command in built] == [str((out / run_id).resolve()) for run_id in run_ids]  # absolute
+
+
+def test_each_options_field_is_read_from_the_option_of_its_name():
+    """``options_from`` fills a field from the option of its name and leaves a field no option names at its
+    default: here every field but the converted ones has its option, so renaming one cannot drop it unnoticed."""
+    from suite.cli import build_parser
+    from suite.cli.running import options_from
+    from suite.running.jobscript import JobOptions
+    from suite.running.launch import LaunchOptions
+    from suite.running.sweep import SweepOptions
+
+    parser = build_parser()
+    run = parser.parse_args(["run", "s.yaml", "--nodes", "3", "--master-port", "1234", "--grace", "5", "--resume"])
+    job = parser.parse_args(["jobscript", "s.yaml", "--nodes", "2", "--qos", "q", "--no-site-setup", "--array"])
+    for cls, args, converted in [
+        (LaunchOptions, run, {"extra"}),  # extra: no option; python and container: converted by _launch_options
+        (SweepOptions, run, set()),
+        (JobOptions, job, {"caps"}),  # --max-runs and --max-scenario-bytes, as one ScenarioCaps
+    ]:
+        missing = {f.name for f in dataclasses.fields(cls) if not hasattr(args, f.name)}
+        assert missing == converted, cls.__name__
+    launch = options_from(LaunchOptions, run, python="py")
+    assert (launch.nodes, launch.master_port, launch.python, launch.extra) == (3, 1234, "py", [])
+    assert (options_from(SweepOptions, run).grace, options_from(SweepOptions, run).resume) == (5.0, True)
+    built = options_from(JobOptions, job, container=None)
+    assert (built.nodes, built.qos, built.site_setup, built.array, built.walltime) == (2, "q", False, True, "2:00:00")
