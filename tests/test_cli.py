@@ -146,10 +146,11 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     import subprocess
 
     from suite.config.expansion import expand, parse_scenario
-    from suite.running.launch import LaunchOptions, launch, prepare_run_folder
+    from suite.running.launch import LaunchOptions, launch, plan_run, prepare_run_folder
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
-    run_dir = prepare_run_folder(run, tmp_path, LaunchOptions())
+    planned = plan_run(run, tmp_path, LaunchOptions())
+    run_dir = prepare_run_folder(planned)
 
     class Interrupted(subprocess.Popen):
         def wait(self, timeout=None):
@@ -159,7 +160,7 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
 
     monkeypatch.setattr("suite.running.launch.subprocess.Popen", Interrupted)
     with pytest.raises(KeyboardInterrupt):
-        launch(run, run_dir, LaunchOptions())
+        launch(planned, LaunchOptions())
     record = json.loads((run_dir / "result.json").read_text())
     assert record["status"] == "interrupted" and record["error"].startswith("interrupted by SIGINT after")
     assert "no checkpoint yet: --resume starts it again from step 0" in record["error"]

@@ -6,6 +6,7 @@ bit. On a GPU (when there is one) the real capture is compared with eager within
 """
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import sys
@@ -302,8 +303,7 @@ def build(perf: dict, *, conditional=False, capture=None, device="cpu", steps=6,
             "runs": [{"strategy": "data_parallel", "engine": "torch"}],
         }
     )
-    run = expand(scenario)[0]
-    run.performance = PerformanceConfig(**perf)
+    run = dataclasses.replace(expand(scenario)[0], performance=PerformanceConfig(**perf))
     engine = SoloEngine()
     engine.device = torch.device(device)
     telemetry = Telemetry(engine.device, CommStats())

@@ -34,9 +34,10 @@ def test_a_missing_launcher_is_one_line_naming_the_engine_that_needs_it(monkeypa
 
     # Horovod is optional (the pip route leaves it out): without it there is no horovodrun
     monkeypatch.setattr(launch.shutil, "which", lambda tool: None if tool == "horovodrun" else f"/bin/{tool}")
-    launch.check_tools([a_run("torch")], LaunchOptions(python=PY))  # torch's own launcher is there
+    opts = LaunchOptions(python=PY)
+    launch.check_tools([launch.plan_run(a_run("torch"), Path("r"), opts)], opts)  # torch's own launcher is there
     with pytest.raises(LaunchError) as error:
-        launch.check_tools([a_run("torch"), a_run("horovod")], LaunchOptions(python=PY))
+        launch.check_tools([launch.plan_run(a_run(engine), Path("r"), opts) for engine in ("torch", "horovod")], opts)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("launcher not found: horovodrun, for the runs of the horovod engine: install it ")

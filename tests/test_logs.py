@@ -16,7 +16,7 @@ import yaml
 
 from conftest import tiny_scenario
 from suite.config.expansion import expand, parse_scenario
-from suite.config.scenario import ScenarioError
+from suite.config.scenario import RunPlacement, ScenarioError
 from suite.records.results import new_record
 from suite.running.mlperf_lines import RULES
 from suite.running.runlogs import check_available, epoch_seconds, tensorboard_folder, window_opened
@@ -236,8 +236,8 @@ def test_logs_settings_come_from_the_scenario_and_only_the_command_line_names_a_
     (run,) = expand(parse_scenario(data))
     assert (run.logs.tensorboard, run.logs.mllog, run.tensorboard_dir) == (True, True, None)
     assert tensorboard_folder(run, tmp_path / "r") == tmp_path / "r" / "tensorboard"
-    run.tensorboard_dir = str(tmp_path / "tb")
-    assert tensorboard_folder(run, tmp_path / "r") == tmp_path / "tb" / run.run_id
+    placed = run.placed(RunPlacement(tensorboard_dir=str(tmp_path / "tb")))  # what suite run --tensorboard DIR does
+    assert tensorboard_folder(placed, tmp_path / "r") == tmp_path / "tb" / placed.run_id
     assert "logs" not in run.settings() and "tensorboard_dir" not in run.settings()  # they change no training
     with pytest.raises(ScenarioError, match=r"^<scenario>: logs.tensorboard_dir: unknown field"):
         parse_scenario({**data, "logs": {"tensorboard_dir": "/elsewhere"}})

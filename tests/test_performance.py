@@ -1,6 +1,7 @@
 """The ``performance`` settings (compile, cuda_graphs, channels_last, bf16): validation, the device check
 before any rank starts, what the record states, and what each does to the trained model."""
 
+import dataclasses
 import functools
 
 import pytest
@@ -91,8 +92,7 @@ def trained(perf: dict, monkeypatch, steps: int = 3) -> dict[str, torch.Tensor]:
 
 
 def _with(run, perf):
-    run.performance = PerformanceConfig(**perf)
-    return run
+    return dataclasses.replace(run, performance=PerformanceConfig(**perf))
 
 
 @pytest.mark.slow

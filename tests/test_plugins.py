@@ -59,6 +59,66 @@ def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
     assert offending == []
 
 
+def trait_modules(entry) -> set[str]:
+    """The modules of an entry's implementation and of the traits it names as ``"module:function"``
+    (:func:`suite.config.registry.lazy`; the settings class aside), as paths without ``.py``: where its own code lives."""
+    targets = [entry.target] if entry.target else []
+    targets += [getattr(value, "target", None) for value in vars(entry).values()]
+    return {str(Path(*t.partition(":")[0].split("."))) for t in targets if isinstance(t, str)}
+
+
+def owned(relative: str, modules: set[str]) -> bool:
+    """Whether file ``relative`` is one of ``modules`` or lies in one that is a package."""
+    return any(relative == f"{m}.py" or relative.startswith(f"{m}/") for m in modules)
+
+
+def named_constants(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of every string constant equal to one of ``names`` that is not a docstring, and of every
+    attribute of that name read (``run.cellular``)."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings
+    ] + [(node.lineno, node.attr) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in names]
+
+
+def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
+    """A strategy's or loss's settings section (``cellular``, ``wgan_gp``) is found, checked and read through its
+    registry entry: only the registry, the entry's implementation and its trait modules (its rules) write its name,
+    and the records layer, which reads older records' settings."""
+    sections: dict[str, set[str]] = {}
+    for entry in (*STRATEGIES, *LOSSES):
+        if entry.settings is not None:
+            sections.setdefault(entry.settings, set()).update(trait_modules(entry))
+    assert {"cellular", "wgan_gp"} <= set(sections)
+    assert "suite/config/cellular_rules" in sections["cellular"]  # its rules are reached through its entry
+    offending = []
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        relative = str(path.relative_to(REPO))
+        if relative == "suite/config/registry.py" or relative.startswith("suite/records/"):
+            continue
+        named = {name for name, owners in sections.items() if not owned(relative, owners)}
+        offending += [f"{relative}:{line}: {name!r}" for line, name in named_constants(path.read_text(), named)]
+    assert offending == []
+
+
+def test_the_section_check_finds_names_but_not_docstrings():
+    source = '''"""About cellular."""
+def f(run):
+    """cellular"""
+    return getattr(run, "cellular"), {"wgan_gp": 1}, run.wgan_gp.lr
+'''
+    assert sorted(named_constants(source, {"cellular", "wgan_gp"})) == [(4, "cellular"), (4, "wgan_gp"), (4, "wgan_gp")]
+
+
 def test_the_name_check_finds_comparisons_and_matches_but_not_other_uses():
     source = """
 if run.strategy == "cellular" or loss in ("bce", "x"):
@@ -258,3 +318,48 @@ def test_a_strategy_registered_after_the_schema_was_built_is_accepted(monkeypatc
     late = replace(registry.STRATEGIES["data_parallel"], name="late")
     monkeypatch.setattr(registry.STRATEGIES, "_entries", {**registry.STRATEGIES._entries, "late": late})
     assert schema.build(RunSpec, {"strategy": "late"}, "run").strategy == "late"
+
+
+# --- one route: a strategy's rules, step and checkpoint size are traits of its entry ----------------------------
+
+
+def _with_traits(monkeypatch, name: str, **traits) -> None:
+    """Strategy ``name``'s entry with ``traits`` replaced, for this test."""
+    from dataclasses import replace
+
+    from suite.config import registry
+
+    monkeypatch.setitem(registry.STRATEGIES._entries, name, replace(registry.STRATEGIES[name], **traits))
+
+
+def test_validation_runs_a_strategys_entry_rules_and_section_rules_from_its_entry(monkeypatch):
+    def one_rank(spec, path, scaling, fail):
+        if max(spec.procs) > 1:
+            fail(f"{path}.procs", f"this strategy trains on one rank ({scaling} scaling)")
+
+    def features_named(section, path, scenario, fail):
+        if scenario.metrics.features == "auto":
+            fail(f"{path}.population", "needs metrics.features named")
+
+    _with_traits(monkeypatch, "data_parallel", check_entry=one_rank)
+    with pytest.raises(ScenarioError, match=r"^s: runs\[0\]\.procs: this strategy trains on one rank \(strong scaling\)$"):
+        parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "procs": [1, 2]}]), source="s")
+    assert parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "procs": [1]}]), source="s").runs
+
+    from suite.config import registry
+
+    _with_traits(monkeypatch, "cellular", scenario_rules=features_named, scenario_reads=frozenset({"metrics"}))
+    assert registry.STRATEGIES["cellular"].scenario_rules is features_named
+    with pytest.raises(ScenarioError, match=r"cellular\.population: needs metrics\.features named"):
+        parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel"}], metrics={"features": "auto"}), source="s")
+
+
+def test_a_strategy_sizes_its_checkpoints_through_its_footprint_trait(monkeypatch):
+    from suite.train.checkpoint import footprint
+
+    run = expand(parse_scenario(tiny_scenario("fp", [{"strategy": "data_parallel", "procs": [2]}])))[0]
+    plain = footprint(run)
+    seen = []
+    _with_traits(monkeypatch, "data_parallel", footprint=lambda run, sizes: seen.append(sizes) or (1, 2))
+    assert footprint(run) == (1, 2) != plain
+    assert 0 < seen[0].generator < seen[0].gan and seen[0].snapshots == run.metrics.curve_points + 1

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .common import UsageError, parse_overrides
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from ..config.scenario import Run, Scenario, ScenarioCaps
     from ..running.launch import LaunchOptions
+    from ..running.sweep import RunOptions
+
+Options = TypeVar("Options", bound="DataclassInstance")
+
+
+def options_from(cls: type[Options], args: argparse.Namespace, **given: Any) -> Options:
+    """Options dataclass ``cls`` from the command line, built once: each field from the option of its name
+    (``--ranks-per-node`` for ``ranks_per_node``), ``given`` (values the command converts) over them; a field that no
+    option names keeps its default."""
+    named = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.init and hasattr(args, f.name)}
+    return cls(**{**named, **given})
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:
@@ -27,62 +41,54 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
         if image.startswith("-"):
             raise ValueError(f"--container {image}: starts with '-', which would be read as an option; write it as ./NAME")
         container = Container(runtime, image, None if args.container_gpus == "none" else args.container_gpus)
-    return LaunchOptions(
-        launcher=args.launcher,
-        hosts=args.hosts,
-        nodes=args.nodes,
-        ranks_per_node=args.ranks_per_node,
-        gpus_per_rank=args.gpus_per_rank,
-        cpus_per_rank=args.cpus_per_rank,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
-        python=args.python or ("python3" if container else sys.executable),
-        container=container,
+    return options_from(
+        LaunchOptions, args, python=args.python or ("python3" if container else sys.executable), container=container
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..running.sweep import SweepOptions, run_scenario
+    from ..running.sweep import run_scenario
 
-    scenario, runs, others, out = _selected_runs(args)
-    sweep = SweepOptions(dry_run=args.dry_run, resume=args.resume, quiet=args.quiet, timeout=args.timeout, grace=args.grace)
-    return run_scenario(Path(args.scenario), scenario, runs, others, out, _launch_options(args), sweep)
+    overrides = parse_overrides(args.overrides)
+    scenario, runs, others, out = _selected_runs(args, overrides)
+    return run_scenario(Path(args.scenario), scenario, runs, others, out, _run_options(args, runs, overrides))
 
 
-def _selected_runs(args: argparse.Namespace) -> tuple[Scenario, list[Run], list[Run], Path]:
-    """The scenario, the runs this command runs, the scenario's other runs (not selected by ``--only``), the results folder."""
+def _selected_runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Scenario, list[Run], list[Run], Path]:
+    """The scenario, the runs this command runs, the scenario's other runs (not selected by ``--only``), the results
+    folder; the runs as expansion made them (final: the command line's additions are :func:`_run_options`' placement)."""
     from ..config.expansion import expand, load_scenario
     from ..records.results import path_under
 
-    overrides = parse_overrides(args.overrides)
     scenario = load_scenario(args.scenario, overrides, _caps(args))
     runs = everything = expand(scenario)
-    for run in everything:  # provenance: run.json and every record (settings.overrides) say what the command line set
-        run.overrides = overrides or None
     if args.only:
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
         if not runs:
             raise UsageError(f"--only {' '.join(args.only)} matches no run of {scenario.name}")
-    if args.trace:  # the run.json files carry it, so hand launches from them trace too
-        for run in runs:
-            run.trace = True
-    _ask_for_logs(runs, args)
-    if args.grace < 0:
-        raise UsageError("--grace: must not be negative")
     chosen = {r.run_id for r in runs}
     others = [r for r in everything if r.run_id not in chosen]
     return scenario, runs, others, Path(args.out) if args.out else path_under("results", scenario.name)
 
 
-def _ask_for_logs(runs: list[Run], args: argparse.Namespace) -> None:
-    """``--tensorboard DIR`` and ``--mllog`` onto the runs (their run.json files carry them), then check the packages."""
+def _run_options(args: argparse.Namespace, runs: list[Run], overrides: dict[str, Any]) -> RunOptions:
+    """``suite run``'s options, built once: how it launches, how it goes through the runs, and the placement it adds
+    to every run it launches (their run.json files carry it, so that hand launches from them trace and log too);
+    the log packages the runs then ask for are checked here."""
+    from ..config.scenario import RunPlacement
     from ..running.runlogs import check_available
+    from ..running.sweep import RunOptions, SweepOptions
 
-    for run in runs:
-        run.logs.mllog = run.logs.mllog or args.mllog
-        if args.tensorboard:
-            run.tensorboard_dir = str(Path(args.tensorboard).resolve())
-    check_available(runs)
+    placement = RunPlacement(
+        trace=args.trace,
+        mllog=args.mllog,
+        tensorboard_dir=str(Path(args.tensorboard).resolve()) if args.tensorboard else None,
+        overrides=overrides or None,  # provenance: run.json and every record (settings.overrides) say what --set set
+    )
+    check_available(runs, placement)
+    if args.grace < 0:
+        raise UsageError("--grace: must not be negative")
+    return RunOptions(launch=_launch_options(args), sweep=options_from(SweepOptions, args), placement=placement)
 
 
 def _caps(args: argparse.Namespace) -> ScenarioCaps:
@@ -106,29 +112,10 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 def cmd_jobscript(args: argparse.Namespace) -> int:
     from ..running.jobscript import JobOptions, write_jobscript
 
-    job = JobOptions(
-        scheduler=args.scheduler,
-        site=args.site,
-        results=args.results,
-        walltime=args.walltime,
-        account=args.account,
-        queue=args.queue,
-        qos=args.qos,
-        constraint=args.constraint,
-        gpu_bind=args.gpu_bind,
-        mpi=args.mpi,
+    job = options_from(
+        JobOptions,
+        args,
         preamble=Path(args.preamble) if args.preamble else None,
-        python=args.python,
-        workdir=args.workdir,
-        launcher=args.launcher,
-        nodes=args.nodes,
-        ranks_per_node=args.ranks_per_node,
-        gpus_per_rank=args.gpus_per_rank,
-        cpus_per_rank=args.cpus_per_rank,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
-        site_setup=args.site_setup,
-        array=args.array,
         container=tuple(args.container) if args.container else None,
         caps=_caps(args),
     )

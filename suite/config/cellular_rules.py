@@ -1,12 +1,17 @@
-"""The rules of the cellular strategy's settings that their types cannot say: the ``cellular`` section (the scenario's,
-or one entry's with its own fields on top) and a cellular entry's grids. Part of :mod:`suite.config.validation`, which
-runs them with the other rules; each broken rule is reported through ``fail`` naming the field.
+"""The cellular strategy's traits that the suite reads without torch: the rules of its settings that their types
+cannot say (the ``cellular`` section, the scenario's or one entry's with its own fields on top, and a cellular entry's
+grids), what its section says about a step's size, and its checkpoints' footprint.
+
+Its registry entry (:mod:`suite.config.registry`) names each function as a trait, which validation, the images budget
+and the checkpoints call as they call every strategy's; each broken rule is reported through ``fail`` naming the field.
 """
 
 from __future__ import annotations
 
-from .plan import CLASSIFIER_FEATURE_DIM, process_grid
-from .scenario import DATASET_CLASSES, CellularConfig, DatasetConfig, Fail, RunSpec, Scenario
+from typing import Any
+
+from .plan import CLASSIFIER_FEATURE_DIM, ModelBytes, process_grid
+from .scenario import DATASET_CLASSES, CellularConfig, DatasetConfig, Fail, Run, RunSpec, Scenario
 from .shown import shown
 
 
@@ -18,7 +23,8 @@ def mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig) -> t
     return CLASSIFIER_FEATURE_DIM, f"feature space of the steering network steering:{dataset.name}"
 
 
-def check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
+def check_cellular(cellular: CellularConfig, path: str, fail: Fail) -> None:
+    """The ``check_settings`` trait: the section's ranges and the population's replacements."""
     for name in ("population", "tournament_size", "n_replacements", "fitness_samples", "mixture_samples"):
         if getattr(cellular, name) < 1:
             fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(cellular, name))}")
@@ -31,6 +37,11 @@ def check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail
         fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
     if cellular.n_replacements > cellular.population:
         fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
+
+
+def check_mixture_space(cellular: CellularConfig, path: str, scenario: Scenario, fail: Fail) -> None:
+    """The ``scenario_rules`` trait: the mixture FID's space is the steering network's, with more samples than
+    dimensions (it reads ``metrics`` and ``dataset``)."""
     if cellular.mixture_features == "metrics":
         fail(
             f"{path}.mixture_features",
@@ -48,7 +59,7 @@ def check_cellular(cellular: CellularConfig, path: str, scenario: Scenario, fail
 
 
 def check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> None:
-    """A cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
+    """The ``check_entry`` trait: a cellular entry's grids: one grid shared evenly (strong), or the same block of cells per rank (weak)."""
     if scaling == "strong":
         grid = spec.grid
         if grid is None or len(grid) != 2 or min(grid) < 1:
@@ -79,3 +90,22 @@ def check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> N
                 f"weak scaling keeps the cells per rank fixed, but these grids give {sorted(blocks)} cells per rank; "
                 "e.g. grids: [[3, 3], [3, 6], [6, 6]] for procs: [1, 2, 4] (a 3x3 block per rank)",
             )
+
+
+def step_settings(cellular: CellularConfig) -> dict[str, Any]:
+    """The ``step_settings`` trait: a cell's batches per iteration (None for a full pass, which the data tells) and the
+    discriminator's skip (:func:`suite.config.plan.cellular_step_images`)."""
+    return {
+        "batches_per_iteration": cellular.batches_per_iteration or None,
+        "discriminator_skip": cellular.discriminator_skip,
+    }
+
+
+def cellular_footprint(run: Run, sizes: ModelBytes) -> tuple[int, int]:
+    """The ``footprint`` trait: a checkpoint holds every cell's population and snapshots; the finished files are the
+    mixture of a neighbourhood's generators and the best cell (with the record, log and sample grid, 1 MB)."""
+    rows, cols = run.grid or (1, 1)  # a cellular run has its grid (expansion gives it one)
+    hood = 9 if run.cellular.neighbourhood == "moore" else 5
+    return rows * cols * (run.cellular.population * sizes.gan + sizes.snapshots * sizes.generator), (
+        hood + 1
+    ) * sizes.generator + 2**20

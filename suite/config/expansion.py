@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .registry import ENGINES, LOSSES, STRATEGIES
 from .scenario import (
-    BUILT_IN_SECTIONS,
     Run,
     RunSpec,
     Scenario,
@@ -23,10 +22,13 @@ from .scenario import (
     build_section,
     default_loss,
     entry_section,
+    entry_sections,
     lift_plugin_sections,
     plugin_sections,
     run_train,
+    section_class,
     seeds_of,
+    strategy_sections,
     unknown_strategies,
 )
 from .schema import Located, did_you_mean, located_problems, section_type, type_hints
@@ -236,7 +238,7 @@ def _entry_problems(runs: Any) -> list[Located]:
     """The schema's problems with the section fields run entries give (``runs[i].train: {lr: ...}``)."""
     if not isinstance(runs, list):
         return []
-    sections = {**{name: type_hints(Scenario)[name] for name in BUILT_IN_SECTIONS}, **plugin_sections()}
+    sections = {name: section_class(name) for name in entry_sections()}
     found: list[Located] = []
     for i, entry in enumerate(runs):
         if not isinstance(entry, dict):
@@ -332,6 +334,7 @@ def expand(scenario: Scenario) -> list[Run]:
             train = run_train(scenario, spec, f"runs[{i}].train")
             seeds = seeds_of(train)
             reads = (strategy.settings, LOSSES[loss].settings)
+            held = [name for name in strategy_sections() if name not in plugin_sections()]  # every run.json has them
             plugin_reads = [name for name in plugin_sections() if name in reads]
             for repeat, (order, seed) in itertools.product(range(scenario.repeats), enumerate(seeds)):
                 runs.append(
@@ -349,8 +352,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         dataset=dataset,
                         model=scenario.model,
                         train=dataclasses.replace(train, seed=seed, seeds=None),
-                        wgan_gp=entry_section(scenario, spec, "wgan_gp", f"runs[{i}].wgan_gp"),
-                        cellular=entry_section(scenario, spec, "cellular", f"runs[{i}].cellular"),
+                        **{name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in held},
                         metrics=scenario.metrics,
                         deepspeed=spec.deepspeed,
                         horovod=_overlay(scenario.horovod, spec.horovod),

@@ -26,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+DATASET_CLASSES: dict[str, int | None] = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": None}
+"""Each dataset's class count, known before it is loaded (None: ImageNet's folders tell, checked when it loads)."""
+
 MIN_IMAGE_SIZE = 20
 """Smallest image side both networks work at (see :func:`check_image_size`)."""
 
@@ -182,6 +185,22 @@ class SystemSize:
     """Generator steps (batches) of a cell per iteration (cellular)."""
     discriminator_skip: int = 0
     """Of those, the discriminators train on every ``discriminator_skip + 1``-th (cellular; 0: on every batch)."""
+
+
+@dataclass(frozen=True)
+class ModelBytes:
+    """The bytes of a run's networks, as a checkpoint holds them (:func:`suite.train.checkpoint.footprint`)."""
+
+    gan: int
+    """One GAN's weights and buffers, with Adam's two moments of its parameters."""
+    generator: int
+    """One generator's weights and buffers (a finished file, a snapshot)."""
+    buffers: int
+    """One GAN's buffers (BatchNorm statistics), which every rank keeps."""
+    snapshots: int
+    """Generator snapshots a run keeps (``metrics.curve_points + 1``)."""
+    classes: int
+    """The run's classes (one GAN each where the strategy partitions them)."""
 
 
 def one_model_step_images(size: SystemSize) -> int | None:

@@ -30,6 +30,8 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .engine_configs import check_deepspeed_settings
 from .plan import (
+    DATASET_CLASSES,
+    ModelBytes,
     SystemSize,
     cellular_step_images,
     check_flat_image_size,
@@ -37,6 +39,20 @@ from .plan import (
     one_model_step_images,
     per_class_step_images,
 )
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """The function ``"module:attribute"``, imported on its first call: a built-in trait whose module reads the scenario's
+    sections, which read this registry (a plugin's module imports the registry instead, and gives the function)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module), attribute)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = target.partition(":")[2]
+    call.__doc__ = f"{target}, imported on first call."
+    call.target = target  # type: ignore[attr-defined]  # where the trait lives (tests/test_plugins.py reads it)
+    return call
 
 
 class PluginError(ValueError):
@@ -140,11 +156,26 @@ class StrategyEntry(Entry):
     speedups_baseline: str | None = None
     """File under ``baselines/`` of the papers' speedups of this strategy, shown beside its runs in the report."""
     settings: str | None = None
-    """The scenario section of its own settings (``cellular``), which a run entry may override or sweep."""
-    settings_class: type | None = None
-    """The dataclass of that section where the scenario does not define it (a plugin's own section)."""
+    """The scenario section of its own settings (``cellular``, a plugin's ``local_sgd``), which a run entry may
+    override or sweep."""
+    settings_class: type | str | None = None
+    """The dataclass of that section, or ``"module:Class"`` naming it (imported when first read; :func:`settings_type`)."""
     check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
     """The rules of its section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``."""
+    scenario_rules: Callable[[Any, str, Any, Callable[[str, str], Any]], None] | None = None
+    """The rules of its section that read other sections of the scenario (those in ``scenario_reads``):
+    ``check(section, path, scenario, fail)``, run after ``check_settings`` (cellular's mixture feature space)."""
+    scenario_reads: frozenset[str] = frozenset()
+    """The other top-level sections ``scenario_rules`` reads: where one of them does not fit its schema the rules wait."""
+    check_entry: Callable[[Any, str, str, Callable[[str, str], Any]], None] | None = None
+    """The rules of a run entry of it beyond the common ones: ``check(spec, path, scaling, fail)`` (cellular's grids)."""
+    step_settings: Callable[[Any], dict[str, Any]] | None = None
+    """What its settings section says about the size of one step, as fields of :class:`suite.config.plan.SystemSize`
+    (cellular's batches per iteration and discriminator skip), for ``step_images`` before the data is read."""
+    footprint: Callable[[Any, ModelBytes], tuple[int, int]] | None = None
+    """About how many bytes one checkpoint of a run (over all ranks) and its finished files take, from the sizes of its
+    networks: ``footprint(run, sizes)`` (None: one model, or one per class where it partitions the classes;
+    :func:`suite.train.checkpoint.footprint`)."""
     performance: bool = True
     """Whether it trains with the shared GAN trainer, which honours the ``performance`` settings (compile, CUDA graphs, ...)."""
     step_images: Callable[[SystemSize], int | None] | None = None
@@ -200,10 +231,16 @@ class LossEntry(Entry):
     """The scenario section whose ``lr`` and ``betas`` its Adam optimisers take."""
     settings: str | None = None
     """The scenario section of its own settings (``wgan_gp``), which a run entry may override or sweep."""
-    settings_class: type | None = None
-    """The dataclass of that section where the scenario does not define it (a plugin's own section)."""
+    settings_class: type | str | None = None
+    """The dataclass of that section, or ``"module:Class"`` naming it (imported when first read; :func:`settings_type`)."""
     check_settings: Callable[[Any, str, Callable[[str, str], Any]], None] | None = None
     """The rules of its section beyond their types: ``check(section, path, fail)`` calls ``fail(field, message)``."""
+    scenario_rules: Callable[[Any, str, Any, Callable[[str, str], Any]], None] | None = None
+    """As a strategy's: the rules of its section that read the scenario's ``scenario_reads`` sections."""
+    scenario_reads: frozenset[str] = frozenset()
+    """The other top-level sections ``scenario_rules`` reads."""
+    gpu_check_settings: dict[str, Any] | None = None
+    """Its section's fields in the scenario ``suite gpu-check`` runs (None: the defaults)."""
     critic_steps: Callable[[Any], int] | None = None
     """Discriminator steps per generator step, from its settings section (None: one)."""
     critic_norm: str = "batch"
@@ -220,6 +257,19 @@ class LossEntry(Entry):
         if self.settings is not None and self.settings_class is None:
             found.append(f"section {self.settings!r} without its settings_class")
         return found
+
+
+def settings_type(entry: StrategyEntry | LossEntry) -> type:
+    """The dataclass of an entry's own settings section: its ``settings_class``, imported where it names one as
+    ``"module:Class"`` (a built-in section, defined beside the scenario's others)."""
+    cls = entry.settings_class
+    if isinstance(cls, str):
+        module, _, attribute = cls.partition(":")
+        loaded: type = getattr(importlib.import_module(module), attribute)
+        return loaded
+    if cls is None:
+        raise LookupError(f"{entry.name} has no settings section")
+    return cls
 
 
 @dataclass(frozen=True)
@@ -406,8 +456,9 @@ def _always(record: dict[str, Any]) -> bool:
     return True
 
 
-GPU_CHECK_CLASSES = 10
-"""Classes of gpu-check's data (digits): label-partitioned runs need P <= 10 or a multiple of 10."""
+GPU_CHECK_DATASET = "digits"
+"""The dataset ``suite gpu-check`` trains on (:func:`suite.running.gpucheck.scenario_for`): its class count says
+which process counts a label-partitioned run takes (P up to it, or a multiple of it)."""
 
 
 def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
@@ -415,7 +466,8 @@ def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
 
 
 def _gpu_class_groups(gpus: int) -> list[dict[str, Any]]:
-    procs = [p for p in sorted({1, gpus}) if p <= GPU_CHECK_CLASSES or p % GPU_CHECK_CLASSES == 0]
+    classes = DATASET_CLASSES[GPU_CHECK_DATASET] or 1
+    procs = [p for p in sorted({1, gpus}) if p <= classes or p % classes == 0]
     return [{"loss": loss, "procs": procs} for loss in ("bce", "wgan-gp")]
 
 
@@ -485,6 +537,9 @@ LOSSES.register(
         "suite.gan.losses:WassersteinLoss",
         optimizer="wgan_gp",
         settings="wgan_gp",
+        settings_class="suite.config.sections:WganGpConfig",
+        check_settings=lazy("suite.config.loss_rules:check_wgan_gp"),
+        gpu_check_settings={"n_critic": 2},
         critic_steps=n_critic,
         critic_norm="layer",
         loss_bound=1e6,  # Wasserstein scores are unbounded in principle
@@ -548,6 +603,13 @@ STRATEGIES.register(
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
         settings="cellular",
+        settings_class="suite.config.sections:CellularConfig",
+        check_settings=lazy("suite.config.cellular_rules:check_cellular"),
+        scenario_rules=lazy("suite.config.cellular_rules:check_mixture_space"),
+        scenario_reads=frozenset({"metrics", "dataset"}),
+        check_entry=lazy("suite.config.cellular_rules:check_cellular_spec"),
+        step_settings=lazy("suite.config.cellular_rules:step_settings"),
+        footprint=lazy("suite.config.cellular_rules:cellular_footprint"),
         cost_model=CELLS,
         performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
         step_images=cellular_step_images,

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 from pydantic import Field
 
 from .jsonfile import read_json
-from .registry import ARCHITECTURES, LOSSES, STRATEGIES
-from .schema import AtMost, Located, SchemaError, build, did_you_mean, type_hints
+from .registry import ARCHITECTURES, LOSSES, STRATEGIES, settings_type
+from .schema import AtMost, Located, SchemaError, build, did_you_mean
 from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
     DATASET_CLASSES,
     ArchitectureName,
@@ -205,9 +205,29 @@ trains (``trace``, ``logs`` and ``tensorboard_dir`` only add traces and logs, an
 finished run is the same run, whatever they are."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class RunPlacement:
+    """What ``suite run`` decides for a run after expansion, apart from its settings (every field it sets is one of
+    :data:`PLACEMENT_FIELDS`): combined with the run by :meth:`Run.placed`, the one place they meet."""
+
+    sweep_ranks_per_node: int | None = None
+    """Ranks per node of the run's sweep's largest run (:func:`suite.running.commands.sweep_ranks_per_node`)."""
+    trace: bool = False
+    """``--trace``: trace the run too (a scenario's ``trace`` stays on without it)."""
+    mllog: bool = False
+    """``--mllog``: write its MLPerf-style lines too (the scenario's ``logs.mllog`` stays on without it)."""
+    tensorboard_dir: str | None = None
+    """``--tensorboard DIR`` as an absolute path."""
+    overrides: dict[str, Any] | None = None
+    """The scenario fields ``--set`` overrode, by dotted field; None without."""
+
+
+@dataclass(frozen=True)
 class Run:
-    """One concrete run: everything a worker needs, written to ``run.json``."""
+    """One concrete run: everything a worker needs, written to ``run.json``.
+
+    Frozen: its settings are final when :func:`suite.config.expansion.expand` returns it; what ``suite run`` decides
+    later is a :class:`RunPlacement`, combined with it in one place (:meth:`placed`) into a new run."""
 
     run_id: str
     scenario: str
@@ -264,12 +284,25 @@ class Run:
         return LOSSES[self.loss].critic_norm
 
     def section(self, name: str) -> Any:
-        """Settings section ``name`` of this run: a built-in one (``wgan_gp``) or a plugin's, as its dataclass."""
-        if name in BUILT_IN_SECTIONS:
+        """Settings section ``name`` of this run (``train``, or a strategy's or loss's: ``wgan_gp``, a plugin's), as
+        its dataclass."""
+        if _holds(self, name):
             return getattr(self, name)
         cls = section_class(name)
         value = self.sections.get(name)
         return value if isinstance(value, cls) else build_section(cls, value or {}, f"run.{name}")
+
+    def placed(self, placement: RunPlacement) -> "Run":
+        """This run as ``suite run`` launches it and ``run.json`` holds it: its settings, with ``placement`` (the
+        command line's traces and logs added to the scenario's, its overrides, the sweep's ranks per node)."""
+        return dataclasses.replace(
+            self,
+            sweep_ranks_per_node=placement.sweep_ranks_per_node or self.sweep_ranks_per_node,
+            trace=self.trace or placement.trace,
+            logs=dataclasses.replace(self.logs, mllog=self.logs.mllog or placement.mllog),
+            tensorboard_dir=placement.tensorboard_dir or self.tensorboard_dir,
+            overrides=placement.overrides or self.overrides,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -294,30 +327,39 @@ class Run:
         return cls.from_dict(read_json(path))  # bounded (size, nesting): run.json lies in a shared results folder
 
 
-BUILT_IN_SECTIONS = ("train", "wgan_gp", "cellular")
-"""The scenario's own sections that a run entry may override (and sweep) field by field."""
-
-
-def plugin_sections() -> dict[str, type]:
-    """The sections installed plugins bring (a strategy's or loss's ``settings`` with its ``settings_class``)."""
+def strategy_sections() -> dict[str, type]:
+    """The settings sections the strategies and losses bring, built-in and plugins' alike (an entry's ``settings``
+    with its ``settings_class``, :func:`suite.config.registry.settings_type`): the losses' first, then the strategies'."""
     found: dict[str, type] = {}
-    for entry in (*STRATEGIES, *LOSSES):
-        if entry.settings is not None and entry.settings_class is not None and entry.settings not in BUILT_IN_SECTIONS:
-            found.setdefault(entry.settings, entry.settings_class)
+    for entry in (*LOSSES, *STRATEGIES):
+        if entry.settings is not None and entry.settings_class is not None:
+            found.setdefault(entry.settings, settings_type(entry))
     return found
 
 
+def _holds(holder: Any, name: str) -> bool:
+    """Whether ``holder`` (a :class:`Scenario`, :class:`RunSpec` or :class:`Run`) holds section ``name`` in a field
+    of its own: ``train`` and the sections that scenario files and ``run.json`` have always held at their top level
+    (``wgan_gp``, ``cellular``); the others are held in its ``sections``, which files write under their own names too
+    (:func:`lift_plugin_sections`). Where a section is held is all this says: every strategy's and loss's section
+    is found, read, checked and swept through its registry entry alike."""
+    return name != "sections" and name in {f.name for f in dataclasses.fields(holder)}
+
+
+def plugin_sections() -> dict[str, type]:
+    """The strategies' and losses' sections (:func:`strategy_sections`) held in a scenario's, entry's and run's
+    ``sections`` (those of installed plugins): the built-in ones are fields of their own."""
+    return {name: cls for name, cls in strategy_sections().items() if not _holds(Scenario, name)}
+
+
 def entry_sections() -> tuple[str, ...]:
-    """Every section a run entry may override (and sweep) field by field: the built-in ones and the plugins'."""
-    return (*BUILT_IN_SECTIONS, *plugin_sections())
+    """Every section a run entry may override (and sweep) field by field: ``train`` and the strategies' and losses'."""
+    return ("train", *strategy_sections())
 
 
 def section_class(name: str) -> type:
     """The dataclass of entry section ``name`` (one of :func:`entry_sections`)."""
-    if name in BUILT_IN_SECTIONS:
-        cls: type = type_hints(Scenario)[name]
-        return cls
-    return plugin_sections()[name]
+    return TrainConfig if name == "train" else strategy_sections()[name]
 
 
 def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
@@ -377,14 +419,22 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
 
 def scenario_section(scenario: Scenario, name: str) -> Any:
     """Section ``name`` of the scenario (a plugin's section the file leaves out: its defaults)."""
-    if name in BUILT_IN_SECTIONS:
+    if _holds(scenario, name):
         return getattr(scenario, name)
     return scenario.sections.get(name) or section_class(name)()
 
 
 def entry_own(spec: RunSpec, name: str) -> dict[str, Any] | None:
     """The fields a run entry gives of section ``name`` itself."""
-    return getattr(spec, name) if name in BUILT_IN_SECTIONS else spec.sections.get(name)
+    own: dict[str, Any] | None = getattr(spec, name) if _holds(spec, name) else spec.sections.get(name)
+    return own
+
+
+def with_own(spec: RunSpec, own: dict[str, dict[str, Any]]) -> RunSpec:
+    """``spec`` with the fields it gives of each section in ``own`` (section name -> fields) replaced, and no sweep."""
+    held: dict[str, Any] = {name: fields for name, fields in own.items() if _holds(spec, name)}
+    others = {name: fields for name, fields in own.items() if not _holds(spec, name)}
+    return dataclasses.replace(spec, sweep=None, sections={**spec.sections, **others}, **held)
 
 
 def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> Any:

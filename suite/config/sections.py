@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from .plan import DATASET_CLASSES
 from .registry import ARCHITECTURES, ENGINES, FEATURES, LOSSES, PROTOCOLS, STRATEGIES
 from .schema import AtMost, OneOf
 
@@ -36,9 +37,6 @@ Beta = Annotated[float, Field(ge=0, lt=1)]
 Seed = Annotated[int, Field(ge=0), AtMost(2**32 - 1, "NumPy's seeds are 32-bit")]
 Procs = Annotated[int, Field(ge=1), AtMost(1_000_000, "more ranks than the largest machines have")]
 GridSide = Annotated[int, Field(ge=1), AtMost(10_000, "every cell trains its own networks")]
-
-DATASET_CLASSES: dict[str, int | None] = {"digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "imagenet": None}
-"""Each dataset's class count, known before it is loaded (None: ImageNet's folders tell, checked when it loads)."""
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Sweeps of a run entry: ``sweep: {train.lr: [0.0001, 0.001], wgan_gp.n_critic: [5, 1]}`` tries every combination.
 
-A sweep names fields of the sections a run entry may override (:func:`entry_sections`: ``train``,
-``wgan_gp``, ``cellular`` and the installed plugins' sections) by their dotted path and gives each a list of values. The entry stands
+A sweep names fields of the sections a run entry may override (:func:`entry_sections`: ``train`` and the
+strategies' and losses' sections, ``wgan_gp``, ``cellular`` and an installed plugin's) by their dotted path and gives each a list of values. The entry stands
 for one run per combination (the cartesian product, the first-listed values first), each as if
 the entry had given those values in its own sections (:func:`with_point`). Every run records its
 values (``sweep``) and the position of its combination (``sweep_order``), which
@@ -11,12 +11,11 @@ names it: ``runs[3].sweep.train.lr[1]: expected a number, got 'fast'`` (its boun
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from .scenario import BUILT_IN_SECTIONS, RunSpec, ScenarioError, entry_own, entry_sections, section_class
+from .scenario import RunSpec, ScenarioError, entry_own, entry_sections, section_class, with_own
 from .schema import convert_field, type_hints
 from .shown import shown, shown_name
 
@@ -93,12 +92,8 @@ def with_point(spec: RunSpec, point: SweepPoint) -> RunSpec:
     """``spec`` as it reads with ``point``'s values given in its own sections (and no sweep)."""
     if spec.sweep is None:
         return spec
-    merged: dict[str, Any] = {
-        name: {**(entry_own(spec, name) or {}), **fields} for name, fields in overrides_of(point.values).items()
-    }
-    plugins = {name: fields for name, fields in merged.items() if name not in BUILT_IN_SECTIONS}
-    built_in = {name: fields for name, fields in merged.items() if name in BUILT_IN_SECTIONS}
-    return dataclasses.replace(spec, sweep=None, sections={**spec.sections, **plugins}, **built_in)
+    merged = {name: {**(entry_own(spec, name) or {}), **fields} for name, fields in overrides_of(point.values).items()}
+    return with_own(spec, merged)
 
 
 def overrides_of(values: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -10,10 +10,10 @@ import functools
 import math
 import re
 import unicodedata
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
-from .cellular_rules import check_cellular, check_cellular_spec
 from .graph_rules import check_cuda_graphs
+from .loss_rules import check_betas
 from .plan import (
     NATIVE_IMAGE_SIZES,
     SystemSize,
@@ -34,13 +34,14 @@ from .scenario import (
     Scenario,
     ScenarioError,
     TrainConfig,
-    WganGpConfig,
     critic_steps,
     default_loss,
     entry_own,
     entry_section,
     entry_sections,
     run_train,
+    scenario_section,
+    strategy_sections,
 )
 from .shown import itemised, shown
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point
@@ -133,15 +134,11 @@ def scenario_problems(scenario: Scenario, unchecked: Unchecked = Unchecked()) ->
         ({"runs"}, lambda: scenario.runs or fail("runs", "at least one run is needed")),
         ({"train"}, lambda: _check_train(scenario.train, "train", fail)),
         ({"metrics"}, lambda: _check_protocol(scenario.metrics, fail)),
-        ({"wgan_gp"}, lambda: _check_wgan_gp(scenario.wgan_gp, "wgan_gp", fail)),
+        *_section_groups(scenario, LOSSES),  # each loss's section, by its entry's traits
         ({"metrics", "train"}, lambda: _check_budget_and_target(scenario, positions, fail)),
         ({"train"}, lambda: _check_checkpoints(scenario.train.checkpoint_every, fail)),
-        ({"cellular", "metrics", "dataset"}, lambda: check_cellular(scenario.cellular, "cellular", scenario, fail)),
+        *_section_groups(scenario, STRATEGIES, LOSSES),  # each strategy's section, by its entry's traits
         ({"horovod", "ddp"}, lambda: _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)),
-    ]
-    groups += [
-        ({name}, functools.partial(_check_plugin_section, name, section, name, fail))
-        for name, section in scenario.sections.items()
     ]
     groups += [(entries, functools.partial(_check_entries, scenario, i, spec)) for i, spec in zip(positions, scenario.runs)]
     found = []
@@ -194,20 +191,42 @@ def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> No
     """The rules of one run entry, with its own sections over the scenario's."""
     if spec.train:  # without its own fields the entry's train is the scenario's, checked once as that
         _check_train(run_train(scenario, spec, f"{path}.train"), f"{path}.train", fail)
-    if spec.wgan_gp:
-        _check_wgan_gp(entry_section(scenario, spec, "wgan_gp", f"{path}.wgan_gp"), f"{path}.wgan_gp", fail)
-    if spec.cellular:
-        check_cellular(entry_section(scenario, spec, "cellular", f"{path}.cellular"), f"{path}.cellular", scenario, fail)
-    for name in spec.sections:
-        _check_plugin_section(name, entry_section(scenario, spec, name, f"{path}.{name}"), f"{path}.{name}", fail)
+    for name in strategy_sections():  # without its own fields the entry's section is the scenario's, checked as that
+        if entry_own(spec, name):
+            _check_section(name, scenario, f"{path}.{name}", fail, entry_section(scenario, spec, name, f"{path}.{name}"))
     _check_run_spec(spec, path, scenario, fail)
 
 
-def _check_plugin_section(name: str, section: Any, path: str, fail: Fail) -> None:
-    """A plugin section's rules beyond its types: the ``check_settings`` traits of the entries that read it."""
-    for entry in (*STRATEGIES, *LOSSES):
-        if entry.settings == name and entry.check_settings is not None:
+def _section_groups(
+    scenario: Scenario, registry: Iterable[Any], checked: Iterable[Any] = ()
+) -> list[tuple[set[str], Callable[[], object]]]:
+    """The rule groups of the scenario's sections that the entries of ``registry`` bring (once each, and none that an
+    entry of ``checked`` brings), with the top-level sections each group reads."""
+    done = {entry.settings for entry in checked}
+    names = list(dict.fromkeys(entry.settings for entry in registry if entry.settings is not None and entry.settings not in done))
+    return [({name, *_section_reads(name)}, functools.partial(_check_section, name, scenario, name, fail)) for name in names]
+
+
+def _section_entries(name: str) -> list[Any]:
+    """The strategy and loss entries that bring section ``name``."""
+    return [entry for entry in (*LOSSES, *STRATEGIES) if entry.settings == name]
+
+
+def _section_reads(name: str) -> set[str]:
+    """The other top-level sections the rules of section ``name`` read (its entries' ``scenario_reads``)."""
+    return {read for entry in _section_entries(name) for read in entry.scenario_reads}
+
+
+def _check_section(name: str, scenario: Scenario, path: str, fail: Fail, section: Any = None) -> None:
+    """A strategy's or loss's section (the scenario's, or ``section``: an entry's with its own fields on top): the
+    rules beyond its types that its entries bring, ``check_settings`` and then ``scenario_rules``."""
+    section = scenario_section(scenario, name) if section is None else section
+    for entry in _section_entries(name):
+        if entry.check_settings is not None:
             entry.check_settings(section, path, fail)
+    for entry in _section_entries(name):
+        if entry.scenario_rules is not None:
+            entry.scenario_rules(section, path, scenario, fail)
 
 
 def _naming_sweep(spec: RunSpec, point: SweepPoint, path: str, scenario: Scenario) -> Fail:
@@ -246,19 +265,6 @@ def _check_entry_sections(spec: RunSpec, path: str, fail: Fail) -> None:
             )
 
 
-def _check_wgan_gp(wgan_gp: WganGpConfig, path: str, fail: Fail) -> None:
-    if wgan_gp.n_critic < 1:
-        fail(f"{path}.n_critic", f"must be at least 1, got {shown(wgan_gp.n_critic)}")
-    if wgan_gp.lr <= 0:
-        fail(f"{path}.lr", "must be positive")
-    _check_betas(wgan_gp.betas, f"{path}.betas", fail)
-
-
-def _check_betas(betas: list[float], path: str, fail: Fail) -> None:
-    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-        fail(path, f"expected two numbers in [0, 1), got {shown(betas)}")
-
-
 def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
     for name in ("epochs", "batch_size"):
@@ -270,7 +276,7 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
         fail(f"{path}.warmup_steps", "must not be negative")
     if train.lr <= 0:
         fail(f"{path}.lr", "must be positive")
-    _check_betas(train.betas, f"{path}.betas", fail)
+    check_betas(train.betas, f"{path}.betas", fail)
     if train.budget_s is not None and not (math.isfinite(train.budget_s) and train.budget_s > 0):
         fail(f"{path}.budget_s", f"must be a positive number of seconds, got {shown(train.budget_s)}")
     if train.budget_images is not None:
@@ -433,9 +439,9 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
         fail(f"{path}.procs", f"process counts repeat: {shown(spec.procs)}")
     scaling = spec.scaling or scenario.scaling
     strategy = STRATEGIES[spec.strategy]
-    if strategy.grid:
-        check_cellular_spec(spec, path, scaling, fail)
-    elif spec.grid is not None or spec.grids is not None:
+    if strategy.check_entry is not None:
+        strategy.check_entry(spec, path, scaling, fail)
+    if not strategy.grid and (spec.grid is not None or spec.grids is not None):
         on_grids = [e.name for e in STRATEGIES if e.grid]
         takes = "strategy takes" if len(on_grids) == 1 else "strategies take"
         fail(f"{path}.grid", f"only the {' and '.join(on_grids)} {takes} a grid, not {spec.strategy}")
@@ -492,8 +498,10 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
     loss = spec.loss or default_loss(spec.strategy)
     settings = LOSSES[loss].settings
     own = entry_section(scenario, spec, settings, settings) if settings else None  # the entry's over the scenario's
-    cellular = entry_section(scenario, spec, "cellular", "cellular")
-    per_cell = cellular.batches_per_iteration  # 0: a full pass
+    strategy = STRATEGIES[spec.strategy]
+    step = {}  # what the strategy's own section says of its step (its step_settings trait)
+    if strategy.step_settings is not None and strategy.settings is not None:
+        step = strategy.step_settings(entry_section(scenario, spec, strategy.settings, strategy.settings))
     return SystemSize(
         batch_size=train.batch_size,
         procs=procs,
@@ -501,8 +509,7 @@ def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str
         critic_steps=critic_steps(loss, own),
         classes=classes,
         cells=grid[0] * grid[1] if grid else None,
-        batches_per_iteration=per_cell or None,
-        discriminator_skip=cellular.discriminator_skip,
+        **step,
     )
 
 

@@ -104,7 +104,7 @@ def gpu_engines(caps: dict[str, Any], asked: Sequence[str] | None = None) -> tup
 def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
     """The scenario the check runs: what each strategy's ``gpu_check`` trait names, on each of ``engines`` that runs
     it, at P = 1 and ``gpus``, for :data:`RUN_SECONDS` each on 20x20 digits."""
-    from ..config.registry import STRATEGIES, engines_for
+    from ..config.registry import GPU_CHECK_DATASET, LOSSES, STRATEGIES, engines_for
 
     runs: list[dict[str, Any]] = []
     for strategy in STRATEGIES:
@@ -114,9 +114,9 @@ def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
         "name": "gpu-check",
         "description": f"suite gpu-check: every strategy on every installed GPU engine at P = {sorted({1, gpus})}, "
         f"{RUN_SECONDS:g} s each.",
-        "dataset": {"name": "digits", "image_size": 20},
+        "dataset": {"name": GPU_CHECK_DATASET, "image_size": 20},
         "train": {"batch_size": 32 * gpus, "seed": 0, "warmup_steps": 1, "budget_s": RUN_SECONDS},
-        "wgan_gp": {"n_critic": 2},
+        **{e.settings: e.gpu_check_settings for e in LOSSES if e.settings and e.gpu_check_settings},  # wgan_gp's
         "metrics": {"features": "classifier", "samples": 200, "curve_points": 2},
         "scaling": "strong",
         "runs": runs,
@@ -214,11 +214,11 @@ def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequen
 def _run_scenario(path: Path, results: Path, timeout: float) -> int:
     """``suite run`` of the check's scenario (:func:`suite.running.sweep.run_scenario`; a seam the tests replace)."""
     from ..config.expansion import expand, load_scenario
-    from .launch import LaunchOptions
-    from .sweep import SweepOptions, run_scenario
+    from .sweep import RunOptions, SweepOptions, run_scenario
 
     scenario = load_scenario(path)
-    return run_scenario(path, scenario, expand(scenario), [], results, LaunchOptions(), SweepOptions(quiet=True, timeout=timeout))
+    options = RunOptions(sweep=SweepOptions(quiet=True, timeout=timeout))
+    return run_scenario(path, scenario, expand(scenario), [], results, options)
 
 
 def gpu_check(out: Path, timeout: float = 600.0, engines: Sequence[str] | None = None) -> int:

@@ -53,7 +53,7 @@ from typing import Any, Callable
 
 import psutil
 
-from ..config.scenario import Run
+from ..config.scenario import Run, RunPlacement
 from ..measure.env import source_revision
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.nofollow import UnsafeEntry, open_regular, read_text, remove_entry, remove_files, remove_tree
@@ -368,22 +368,21 @@ class SignalGuard:
 
 
 def launch(
-    run: Run,
-    run_dir: Path,
+    planned: PlannedRun,
     opts: LaunchOptions,
     timeout: float | None = None,
     tick: Callable[[float], None] | None = None,
     grace: float = 0.0,
     guard: SignalGuard | None = None,
 ) -> Record:
-    """Run ``run`` to completion (or timeout) and return its final record.
+    """Run ``planned``'s run with its command to completion (or timeout) and return its final record.
 
     ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the
     wait is interrupted (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace``
     seconds to checkpoint and exit; then every process of the launch is stopped, the run is
     recorded as ``interrupted``, and the exception goes on.
     """
-    command = command_for(run, run_dir, opts)
+    run, run_dir, command = planned.run, planned.run_dir, planned.command
     for stale in (run_dir / RECORD_FILE, run_dir / CHECKPOINT_DIR / STOP_FILE):
         remove_entry(stale)
     remove_tree(run_dir / RANKS_DIR)
@@ -445,26 +444,49 @@ def launch(
     return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out, started_utc=started_utc)
 
 
-def prepare_run_folder(run: Run, results_dir: Path, opts: LaunchOptions) -> Path:
-    """Create ``results_dir/RUN_ID`` with its ``run.json``; return the folder.
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    """A run as ``suite run`` launches it (:func:`plan_run`): placed, its folder, and its launch command."""
 
-    The run's sweep placement (ranks per node of its largest run) is recorded here, so that a
-    worker started by hand from ``run.json`` picks the same threads per rank as ``suite run``.
-    The folder must lie inside ``results_dir`` (:func:`suite.records.results.path_under`).
+    run: Run
+    """The expanded run with its :class:`~suite.config.scenario.RunPlacement` (what ``run.json`` holds)."""
+    run_dir: Path
+    """``RESULTS/RUN_ID``."""
+    command: list[str]
+    """The command that starts its ranks (:func:`.commands.command_for`), built once: checked, printed by a dry run,
+    launched and recorded from here."""
+
+
+def plan_run(
+    run: Run, results_dir: Path, opts: LaunchOptions, placement: RunPlacement | None = None, shown: bool = False
+) -> PlannedRun:
+    """``run`` as ``suite run`` launches it into ``results_dir/RUN_ID``: with ``placement`` (what the command line
+    adds) and its sweep's placement (ranks per node of its largest run, so that a worker started by hand from
+    ``run.json`` picks the same threads per rank as ``suite run``), and its launch command, built here and only here.
+
+    ``shown``: the command names the folder by its absolute path, as a dry run prints it. The folder must lie inside
+    ``results_dir`` (:func:`suite.records.results.path_under`). Writes nothing; a launcher or placement problem is a
+    :class:`LaunchError`.
     """
-    run.sweep_ranks_per_node = sweep_ranks_per_node(run, opts)
     run_dir = path_under(results_dir, run.run_id)
-    atomic_write_text(run_dir / RUN_FILE, run.to_json())
-    return run_dir
+    where = dataclasses.replace(placement or RunPlacement(), sweep_ranks_per_node=sweep_ranks_per_node(run, opts))
+    placed = run.placed(where)
+    return PlannedRun(placed, run_dir, command_for(placed, run_dir.resolve() if shown else run_dir, opts))
 
 
-def check_tools(runs: list[Run], opts: LaunchOptions) -> None:
+def prepare_run_folder(planned: PlannedRun) -> Path:
+    """Create the planned run's folder with its ``run.json`` (all a worker needs, also for hand launches); return the folder."""
+    atomic_write_text(planned.run_dir / RUN_FILE, planned.run.to_json())
+    return planned.run_dir
+
+
+def check_tools(planned: list[PlannedRun], opts: LaunchOptions) -> None:
     """Fail early, naming the missing launcher, rather than after the first runs."""
     needed: dict[str, set[str]] = {}  # launcher -> the engines of the runs it starts
-    for run in runs:
-        first = command_for(run, Path("."), opts)[0]
+    for one in planned:
+        first = one.command[0]
         if first != opts.python:
-            needed.setdefault(first, set()).add(run.engine)
+            needed.setdefault(first, set()).add(one.run.engine)
     missing = sorted(t for t in needed if shutil.which(t) is None and not Path(t).exists())
     if missing:
         engines = sorted(set().union(*(needed[t] for t in missing)))

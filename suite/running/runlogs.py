@@ -17,7 +17,7 @@ import importlib.util
 import logging
 from pathlib import Path
 
-from ..config.scenario import Run
+from ..config.scenario import Run, RunPlacement
 from ..records.record import Record
 from ..records.results import MLLOG_FILE, TENSORBOARD_DIR, path_under
 from .commands import LaunchError
@@ -46,9 +46,11 @@ def wanted(run: Run) -> list[str]:
     return [name for name, on in (("tensorboard", run.logs.tensorboard or run.tensorboard_dir), ("mllog", run.logs.mllog)) if on]
 
 
-def check_available(runs: list[Run]) -> None:
-    """Raise :class:`LaunchError` naming the package when a run asks for a log whose package is not installed."""
-    for name in sorted({name for run in runs for name in wanted(run)}):
+def check_available(runs: list[Run], placement: RunPlacement | None = None) -> None:
+    """Raise :class:`LaunchError` naming the package when a run asks for a log whose package is not installed;
+    ``placement``: what ``suite run`` adds to each run (``--tensorboard``, ``--mllog``)."""
+    placed = runs if placement is None else [run.placed(placement) for run in runs]
+    for name in sorted({name for run in placed for name in wanted(run)}):
         if importlib.util.find_spec(LOG_PACKAGES[name]) is None:
             setting = "--tensorboard / logs.tensorboard" if name == "tensorboard" else "--mllog / logs.mllog"
             raise LaunchError(

@@ -12,6 +12,7 @@ is reached through a link (:func:`suite.records.nofollow.confine`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 import sys
@@ -22,11 +23,13 @@ from typing import TYPE_CHECKING, Any, Collection
 
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
+from ..config.scenario import RunPlacement
+from .commands import LaunchOptions
 
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
     from ..records.record import Record
-    from .launch import LaunchOptions
+    from .launch import PlannedRun
 
 log = logging.getLogger("suite")
 
@@ -59,6 +62,18 @@ class SweepOptions:
     """Seconds a run that checkpoints gets to save one and exit when the sweep is stopped."""
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything ``suite run``'s command line says besides the scenario and the runs it selects, built once."""
+
+    launch: LaunchOptions = dataclasses.field(default_factory=LaunchOptions)
+    """How the ranks are started and placed."""
+    sweep: SweepOptions = dataclasses.field(default_factory=SweepOptions)
+    """How the runs are gone through."""
+    placement: RunPlacement = dataclasses.field(default_factory=RunPlacement)
+    """What it adds to every run it launches (``--trace``, ``--mllog``, ``--tensorboard``, ``--set``'s provenance)."""
+
+
 def runs_missing_data(runs: list[Run]) -> list[str]:
     """One line per dataset the runs read that is not on disk (those that download it are left to torchvision)."""
     from ..gan.data import missing_data as missing
@@ -89,24 +104,26 @@ def run_scenario(
     runs: list[Run],
     others: list[Run],
     out: Path,
-    opts: LaunchOptions,
-    sweep: SweepOptions,
+    options: RunOptions,
 ) -> int:
     """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
 
-    Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s.
+    Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s. Each run is
+    planned once (:func:`.launch.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
+    folder's ``run.json`` and the launch.
     """
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
     from ..records.nofollow import check_tree, confine
     from .finished import check_unchanged
-    from .launch import command_for
+    from .launch import plan_run
     from .lock import ResultsLock
 
+    sweep = options.sweep
     for run in runs:  # first: the run folders are read (finished runs) and written only if none holds a link
         check_tree(out / run.run_id)
-    for run in runs:  # build every command first: a launcher problem shows before anything is written
-        command_for(run, out / run.run_id, opts)
+    # every command is built here, once: a launcher problem shows before anything is written
+    planned = [plan_run(run, out, options.launch, options.placement, shown=sweep.dry_run) for run in runs]
     for problem in runs_missing_data(runs):  # before any rank starts: one line naming the dataset, folder and files
         if not sweep.dry_run:
             raise DataError(problem)
@@ -120,14 +137,14 @@ def run_scenario(
     check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out) as lock, confine(out):  # below `out`, no link is followed (suite.records.nofollow)
         try:
-            kept = check_before_start(runs, out, opts, sweep)
+            kept = check_before_start(planned, out, options)
         except BaseException:
             lock.discard()  # refused before the first write: the lock file and folder it made go too
             raise
-        return run_sweep(scenario_file, scenario, runs, out, opts, sweep, kept)
+        return run_sweep(scenario_file, scenario, planned, out, options, kept)
 
 
-def check_before_start(runs: list[Run], out: Path, opts: LaunchOptions, sweep: SweepOptions) -> set[str]:
+def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions) -> set[str]:
     """What must hold, inside the results folder's lock, before anything is written; returns the runs ``--resume`` keeps.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
@@ -138,11 +155,12 @@ def check_before_start(runs: list[Run], out: Path, opts: LaunchOptions, sweep: S
     from .launch import check_devices, check_tools
     from .lock import check_room
 
-    if sweep.dry_run:
+    if options.sweep.dry_run:
         return set()
-    check_tools(runs, opts)
+    runs = [one.run for one in planned]
+    check_tools(planned, options.launch)
     check_devices(runs)
-    kept = {run.run_id for run in runs if sweep.resume and _status(read_record(out / run.run_id)) == "ok"}
+    kept = {run.run_id for run in runs if options.sweep.resume and _status(read_record(out / run.run_id)) == "ok"}
     check_room(out, [run for run in runs if run.run_id not in kept])
     check_build_locks([run for run in runs if run.run_id not in kept])
     return kept
@@ -196,23 +214,24 @@ def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
 def run_sweep(
     scenario_file: Path,
     scenario: Scenario,
-    runs: list[Run],
+    planned: list[PlannedRun],
     out: Path,
-    opts: LaunchOptions,
-    sweep: SweepOptions,
+    options: RunOptions,
     kept: Collection[str] = (),
 ) -> int:
-    """Launch ``runs`` one after another inside the results folder's lock (held by the caller, who checked
-    :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
+    """Launch the ``planned`` runs one after another inside the results folder's lock (held by the caller, who
+    checked :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
     from ..records.results import atomic_write_text
-    from .launch import SignalGuard, Stop, command_for, launch, prepare_run_folder
+    from .launch import SignalGuard, Stop, launch, prepare_run_folder
     from .reaper import Reaper
 
+    sweep, runs = options.sweep, [one.run for one in planned]
     atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
-    run_dirs = [prepare_run_folder(run, out, opts) for run in runs]  # run.json: all a worker needs, also for hand launches
+    for one in planned:
+        prepare_run_folder(one)  # run.json: all a worker needs, also for hand launches
     if sweep.dry_run:
-        for run, run_dir in zip(runs, run_dirs):
-            print(shlex.join(command_for(run, run_dir.resolve(), opts)))
+        for one in planned:
+            print(shlex.join(one.command))
         return 0
     failures = diverged = 0
     progress = None
@@ -223,7 +242,8 @@ def run_sweep(
     current = None  # the run being launched
     with Reaper(), SignalGuard() as guard:  # the reaper ends the launches should this process die unawares
         try:
-            for i, (run, run_dir) in enumerate(zip(runs, run_dirs)):
+            for i, one in enumerate(planned):
+                run, run_dir = one.run, one.run_dir
                 if run.run_id in kept:
                     log.info("[%d/%d] %s: kept (--resume)", i + 1, len(runs), run.run_id)
                     progress and progress.update(1)
@@ -236,7 +256,7 @@ def run_sweep(
                     tick = None
                 current = run, run_dir
                 try:
-                    record = launch(run, run_dir, opts, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
+                    record = launch(one, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
                 except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
                     progress and progress.close()
                     print(

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..config.jsonfile import JsonError, read_json
+from ..config.plan import ModelBytes
 from ..config.registry import STRATEGIES
 from ..config.scenario import CheckpointEvery, Run
 from ..config.schema import SchemaError, build
@@ -321,8 +322,9 @@ def footprint(run: Run) -> tuple[int, int]:
 
     A checkpoint holds each GAN's weights and Adam's two moments once, every rank's BatchNorm
     statistics, and the snapshots; the finished files are the generators of the model (label-partitioned:
-    one per class, also handed over once through the run folder; cellular: a mixture and the best
-    cell), the record, log and sample grid (1 MB together).
+    one per class, also handed over once through the run folder), the record, log and sample grid (1 MB
+    together); a strategy with a ``footprint`` trait sizes its own from the networks' bytes (cellular: a mixture
+    and the best cell).
     """
     from ..gan.data import CHANNELS
     from ..gan.models import build_pair
@@ -339,19 +341,20 @@ def footprint(run: Run) -> tuple[int, int]:
         architecture=run.model.architecture,
     )
     weights = sum(t.numel() for net in (g, d) for t in net.state_dict().values())
-    gan = 4 * (weights + 2 * sum(p.numel() for net in (g, d) for p in net.parameters()))  # + Adam's two moments
-    generator = 4 * sum(t.numel() for t in g.state_dict().values())
-    buffers = 4 * sum(b.numel() for net in (g, d) for b in net.buffers())
-    points = run.metrics.curve_points + 1
-    if strategy.grid and run.grid is not None:
-        cells = run.grid[0] * run.grid[1]
-        hood = 9 if run.cellular.neighbourhood == "moore" else 5
-        return cells * (run.cellular.population * gan + points * generator), (hood + 1) * generator + 2**20
+    sizes = ModelBytes(
+        gan=4 * (weights + 2 * sum(p.numel() for net in (g, d) for p in net.parameters())),  # + Adam's two moments
+        generator=4 * sum(t.numel() for t in g.state_dict().values()),
+        buffers=4 * sum(b.numel() for net in (g, d) for b in net.buffers()),
+        snapshots=run.metrics.curve_points + 1,
+        classes=classes,
+    )
+    if strategy.footprint is not None:  # a system of its own (cellular: a grid of cells)
+        return strategy.footprint(run, sizes)
     gans = classes if strategy.partitions_classes else 1
-    outputs = gans * generator * (2 if strategy.partitions_classes else 1) + 2**20  # handed over once, then saved
+    outputs = gans * sizes.generator * (2 if strategy.partitions_classes else 1) + 2**20  # handed over once, then saved
     # a strategy whose ranks keep models of their own between synchronisations keeps one per rank
     models = run.procs if strategy.replicas_differ else gans
-    return models * gan + gans * points * generator + run.procs * buffers, outputs
+    return models * sizes.gan + gans * sizes.snapshots * sizes.generator + run.procs * sizes.buffers, outputs
 
 
 class Checkpointer:

@@ -310,7 +310,10 @@ class GanTrainer:
         if self.loss.needs_penalty:
             assert name is not None, "the penalty draws by the batch's name (a captured step has no penalty)"
             eps = self._my_slice(torch.rand(self.global_batch, generator=torch_generator(self.seed, "gp", self.key, *name)))
-            d_loss = d_loss + self.run.wgan_gp.gp_weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
+            own = LOSSES[self.run.loss].settings  # the loss's own section (wgan_gp) holds the penalty's weight
+            assert own is not None, "a loss with a gradient penalty has a section with its weight"
+            weight = self.run.section(own).gp_weight
+            d_loss = d_loss + weight * gradient_penalty(d.network, real, fake, labels, eps=eps)
         d.zero_grad()
         d.backward(d_loss)
         d.step()

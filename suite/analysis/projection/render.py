@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config.registry import STRATEGIES
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
 from ...records.results import PROBE_FILE
@@ -42,14 +43,15 @@ def paper_points(baselines: Path) -> pd.DataFrame:
     if points.is_file():
         frames.append(read_baseline(points))
     speedups = baselines / SEED001_SPEEDUPS
-    if speedups.is_file():
+    owners = [e.name for e in STRATEGIES if e.speedups_baseline == SEED001_SPEEDUPS]  # the strategy whose trait names it
+    if speedups.is_file() and owners:
         s = read_baseline(speedups)
         cells = s["grid"].map(lambda g: math.prod(int(v) for v in g.split("x")))
         frames.append(
             pd.DataFrame(
                 {
                     "source": "paper 001 (Perez et al.), MNIST, grid " + s["grid"],
-                    "strategy": "cellular",
+                    "strategy": owners[0],
                     "scaling": "strong",
                     "procs": cells,
                     "metric": "speedup",
