@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rate: dict[tuple[str, int, int], float] = {}
     for r in iter_records(args.results):
-        if r.get("status") == "ok" and r.get("label") in SCHEDULES:
-            rate[(r["label"], r["procs"], r["repeat"])] = r["images_per_s"]
+        if r.status == "ok" and r.label in SCHEDULES:
+            if r.procs is not None and r.images_per_s is not None:
+                rate[(r.label, r.procs, r.repeat or 0)] = r.images_per_s
     print("| P | pairs | interleaved images/s | sequential images/s | sequential / interleaved (paired) | Wilcoxon p |")
     print("|---|---|---|---|---|---|")
     for procs in sorted({p for _, p, _ in rate}):

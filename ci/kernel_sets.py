@@ -30,23 +30,24 @@ import pandas as pd
 from suite.analysis import findings as found_in
 from suite.analysis.findings import headline, system_name
 from suite.analysis.markdown import markdown_table
+from suite.records.record import Record
 from suite.records.results import atomic_write_text, read_records
 
 
-def _kernel_set(records: list[dict]) -> str:
-    machines = {(r["machine"].get("cpu_capability"), r["machine"].get("numerics")) for r in records if r.get("machine")}
+def _kernel_set(records: list[Record]) -> str:
+    machines = {(r.machine.cpu_capability, r.machine.numerics) for r in records if r.machine}
     return "; ".join(f"{isa} (numerics {digest})" for isa, digest in sorted(machines, key=str))
 
 
-def _fids(records: list[dict]) -> dict[str, dict[int, float]]:
+def _fids(records: list[Record]) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {}
     for r in records:
-        if r.get("status") == "ok" and (r.get("quality") or {}).get("fid") is not None:
-            out.setdefault(system_name(r), {})[r["seed"]] = float(r["quality"]["fid"])
+        if r.status == "ok" and r.quality is not None and r.quality.fid is not None and r.seed is not None:
+            out.setdefault(system_name(r), {})[r.seed] = float(r.quality.fid)
     return out
 
 
-def _claims(records: list[dict]) -> set[tuple[str, str]]:
+def _claims(records: list[Record]) -> set[tuple[str, str]]:
     table = headline(records, {})
     for finding in found_in.tested_findings(table, records, {}):
         if finding.quantity == "FID" and finding.family is not None:
@@ -54,7 +55,7 @@ def _claims(records: list[dict]) -> set[tuple[str, str]]:
     return set()
 
 
-def compare(native: list[dict], other: list[dict]) -> tuple[pd.DataFrame, dict]:
+def compare(native: list[Record], other: list[Record]) -> tuple[pd.DataFrame, dict]:
     """Per system the seed and kernel-set spreads; and the claims of each set, with the contradictions."""
     a, b = _fids(native), _fids(other)
     rows = []

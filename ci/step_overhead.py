@@ -38,7 +38,6 @@ import argparse
 import cProfile
 import csv
 import io
-import json
 import math
 import os
 import platform
@@ -216,11 +215,9 @@ def engine_rows(args: argparse.Namespace) -> list[dict]:
     env = {**os.environ, "SUITE_DEVICE": "auto" if args.device == "cuda" else "cpu"}
     command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet"]
     subprocess.run(command, cwd=ROOT, check=True, env=env)
-    rows = []
-    for record_file in sorted(results.glob("*/result.json")):
-        record = json.loads(record_file.read_text())
-        rows.append({"arm": record["engine"], "round": record["repeat"], "images_per_s": record.get("images_per_s")})
-    return rows
+    from suite.records.results import iter_records
+
+    return [{"arm": r.engine, "round": r.repeat, "images_per_s": r.images_per_s} for r in iter_records(results)]
 
 
 def no_gpu_reason() -> str | None:

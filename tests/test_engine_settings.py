@@ -11,6 +11,7 @@ from torch import nn
 
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import DDPConfig, HorovodConfig, ScenarioError
+from suite.records.results import new_record
 from suite.train.engines.base import Group
 from suite.train.engines.horovod import CPU_CYCLE_TIME_MS, horovod_environment, horovod_settings
 from suite.train.launchenv import LaunchInfo
@@ -206,13 +207,15 @@ def test_horovod_records_its_process_sets_and_allreduce_operations(tmp_path):
     assert engine.allreduce_ops() == ["Gloo"] and engine.settings()["gpu_operations"] == "none"
 
     engine.hvd.nccl_built, engine.reduced_on = (lambda: 22907), {"cuda"}
-    record = {
-        "strategy": "label_partitioned",
-        "procs": 4,
-        "classes": [0, 1],
-        "comm": {"largest_group": 2},
-        "engine_settings": engine.settings(),
-    }
+    record = new_record(
+        {
+            "strategy": "label_partitioned",
+            "procs": 4,
+            "classes": [0, 1],
+            "comm": {"largest_group": 2},
+            "engine_settings": engine.settings(),
+        }
+    )
     assert HorovodEngine.gpu_checks(record) == [
         ("horovod nccl", True, "Horovod built with NCCL GPU operations; allreduces over NCCL"),
         ("horovod process sets", True, "P = 4, 2 classes: 2 groups of 2 ranks on process sets [1, 2]"),

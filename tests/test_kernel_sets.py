@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from suite.records.record import Record
+from suite.records.results import new_record
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -19,21 +22,23 @@ def kernel_sets():
     return module
 
 
-def _records(fids: dict[str, list[float]], numerics: str) -> list[dict]:
+def _records(fids: dict[str, list[float]], numerics: str) -> list[Record]:
     return [
-        {
-            "status": "ok",
-            "run_id": f"{strategy}-s{seed}",
-            "strategy": strategy,
-            "loss": "bce",
-            "engine": "mpi",
-            "procs": 2,
-            "scaling": "strong",
-            "seed": seed,
-            "train_s": 10.0,
-            "machine": {"cpu_capability": numerics.upper(), "numerics": numerics},
-            "quality": {"fid": fid, "features": "classifier:digits", "n": 500, "is_mean": 3.0, "pixel_std": 0.3},
-        }
+        new_record(
+            {
+                "status": "ok",
+                "run_id": f"{strategy}-s{seed}",
+                "strategy": strategy,
+                "loss": "bce",
+                "engine": "mpi",
+                "procs": 2,
+                "scaling": "strong",
+                "seed": seed,
+                "train_s": 10.0,
+                "machine": {"cpu_capability": numerics.upper(), "numerics": numerics},
+                "quality": {"fid": fid, "features": "classifier:digits", "n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+            }
+        )
         for strategy, values in fids.items()
         for seed, fid in enumerate(values)
     ]

@@ -261,7 +261,7 @@ def test_a_host_or_partition_a_launcher_cannot_use_is_named_in_one_line(tmp_path
     run = expand(parse_scenario(tiny_scenario("s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}])))[0]
     (tmp_path / "log.txt").write_text(f"$ mpirun ...\n{text}\n")
     record = finalize_record(run, tmp_path, ["mpirun"], 255, 3.0)
-    assert record["status"] == "failed" and record["error"].splitlines()[0] == line
+    assert record.status == "failed" and record.error.splitlines()[0] == line
 
 
 def test_the_launch_is_watched_for_an_unreachable_host_as_its_output_grows(tmp_path):

@@ -13,6 +13,7 @@ from conftest import tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import PLACEMENT_FIELDS, Run, RunPlacement
+from suite.records.record import Record
 from suite.running import launch as launching
 from suite.train.checkpoint import settings_fingerprint
 
@@ -67,7 +68,7 @@ def test_suite_run_builds_each_command_once_and_launches_that_command_with_the_p
 
     def launch(planned, opts, **kwargs):  # in place of the processes: the plan it was given
         launched.append(planned)
-        return {"status": "ok", "wall_s": 0.0}
+        return Record(status="ok", wall_s=0.0)
 
     monkeypatch.setattr(launching, "launch", launch)
     monkeypatch.setattr(launching, "check_devices", lambda runs: None)  # no torch device probe

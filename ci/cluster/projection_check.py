@@ -106,16 +106,17 @@ def main() -> int:
             suite_run(state, work, f"two-{strategy}", runs, out, "--launcher", "mpirun", "--hosts", "node1:1,node2:1")
             crossed = link_bytes() - before
             record = next(iter_records(out))
-            hosts = sorted(r["host"] for r in record["telemetry"]["per_rank"])
-            steps = record["telemetry"]["timed_steps"]
+            telemetry = record.telemetry
+            hosts = sorted(str(r.host) for r in (telemetry.per_rank if telemetry else None) or [])
+            steps = telemetry.timed_steps if telemetry else None
             if not steps:
                 raise SystemExit(f"{out}: the training window made no steps; nothing to compare")
             row = {
                 "strategy": strategy,
                 "link": rate,
                 "hosts": "+".join(hosts),
-                "measured_ms": record["train_s"] / steps * 1000,
-                "comm_bytes": record["comm"]["bytes"],
+                "measured_ms": (record.train_s or 0.0) / steps * 1000,
+                "comm_bytes": record.comm.bytes if record.comm else None,
                 "link_bytes": crossed,
             }
             model = models.get(config_key(record))
@@ -126,7 +127,7 @@ def main() -> int:
                         predicted_ms=outcome.time / steps * 1000,
                         compute_ms=(outcome.compute or 0) / steps * 1000,
                         comm_ms=(outcome.comm or 0) / steps * 1000,
-                        error=outcome.time / record["train_s"] - 1,
+                        error=outcome.time / (record.train_s or float("nan")) - 1,
                         config=model_name(config_key(record)),
                     )
             rows.append(row)

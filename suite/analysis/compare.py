@@ -80,7 +80,7 @@ def load_side(path: Path) -> list[Record]:
 # --- configurations and their measurements ---------------------------------------------------------
 
 
-ConfigKey = tuple[str, str, int]
+ComparedConfig = tuple[str, str, int]
 """A configuration: (scaling, report label, procs)."""
 
 
@@ -119,7 +119,7 @@ def _invalid_rows(records: list[Record], side: str) -> list[Row]:
     return rows
 
 
-def _configs(records: list[Record]) -> dict[ConfigKey, Config]:
+def _configs(records: list[Record]) -> dict[ComparedConfig, Config]:
     """The ok records grouped by (scaling, report label, procs)."""
     ok = [r for r in records if r.status == "ok" and throughput_problem(r) is None]  # the others: INVALID rows
     if not ok:
@@ -129,7 +129,7 @@ def _configs(records: list[Record]) -> dict[ConfigKey, Config]:
     for scaling in frame["scaling"].unique():
         rows = frame["scaling"] == scaling
         labels[rows] = sweep_label(frame[rows], scaling)
-    configs: dict[ConfigKey, Config] = {}
+    configs: dict[ComparedConfig, Config] = {}
     for record, scaling, label, procs in zip(ok, frame["scaling"], labels, frame["procs"], strict=True):
         key = (scaling, label, int(procs))
         configs.setdefault(key, Config(scaling, label, int(procs))).records.append(record)
@@ -219,13 +219,13 @@ def _quality_basis(config: Config) -> str:
     return " / ".join(sorted({ruler_text(r.quality) for r in config.records if r.quality is not None}))
 
 
-def scaling_measures(configs: dict[ConfigKey, Config]) -> dict[tuple[ConfigKey, str], Measure]:
+def scaling_measures(configs: dict[ComparedConfig, Config]) -> dict[tuple[ComparedConfig, str], Measure]:
     """Speedup (strong) or efficiency (weak) per (configuration key, metric) with P > 1, from the report's scaling table.
 
     The interval is the value times 1 ± the root sum of squares of the relative half-widths of
     the images/s intervals at P and at P = 1 (a ratio of two noisy rates).
     """
-    out: dict[tuple[ConfigKey, str], Measure] = {}
+    out: dict[tuple[ComparedConfig, str], Measure] = {}
     for scaling, metric in (("strong", "speedup"), ("weak", "efficiency")):
         records = [r for (s, _, _), c in configs.items() if s == scaling for r in c.records]
         if not records:
@@ -325,10 +325,10 @@ def judge(metric: str, base: Measure, new: Measure, tolerance: float) -> tuple[f
 
 
 def _compare_config(
-    key: ConfigKey,
+    key: ComparedConfig,
     base: Config,
     new: Config,
-    scaling: dict[str, dict[tuple[ConfigKey, str], Measure]],
+    scaling: dict[str, dict[tuple[ComparedConfig, str], Measure]],
     tolerances: dict[str, float],
 ) -> list[Row]:
     rows = []
@@ -384,7 +384,7 @@ def _version(package: str) -> Reader:
 
 
 def environment_differences(
-    base: list[Record], new: list[Record], matched: dict[ConfigKey, tuple[Config, Config]]
+    base: list[Record], new: list[Record], matched: dict[ComparedConfig, tuple[Config, Config]]
 ) -> list[dict[str, str]]:
     """What differs between the two sides: device, package versions, and per configuration the settings."""
     rows = []

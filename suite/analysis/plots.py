@@ -206,7 +206,7 @@ def one_per_seed(runs: list[Record]) -> list[Record]:
     return list(first.values())
 
 
-Ruler = tuple[str | None, int | None]
+CurveRuler = tuple[str | None, int | None]
 """The feature network and the sample count that scored a curve point."""
 
 
@@ -218,7 +218,7 @@ def _fid(point: CurvePoint) -> float | None:
     return point.fid
 
 
-def _ruler(curves: list[Record]) -> tuple[Ruler, Callable[[CurvePoint], float | None], TimeToTarget | None]:
+def _ruler(curves: list[Record]) -> tuple[CurveRuler, Callable[[CurvePoint], float | None], TimeToTarget | None]:
     """The ruler the figure uses (the target's, else the most common), the score it reads, and the target."""
     target = next((r.time_to_target for r in curves if r.time_to_target is not None), None)
     kinds = [(p.features, p.n) for r in curves for p in r.curve or []]

@@ -21,7 +21,7 @@ MIN_FIT_PROCS = 2
 MIN_CORE_SHARE = 0.8
 """A validated CPU run whose ranks got less than this share of their cores ran on a busy machine."""
 
-ConfigKey = tuple[str | None, str | None, str | None, str | None, int | None, int | None, str | None]
+CostModelKey = tuple[str | None, str | None, str | None, str | None, int | None, int | None, str | None]
 """What runs sharing one cost model share (:func:`config_key`)."""
 PairKey = tuple[str, str | None, str | None, int | None]
 """Which networks a run's collectives carry (:func:`_pair_key`)."""
@@ -35,7 +35,7 @@ def _given(value: T | None) -> T:
     return value
 
 
-def config_key(record: Record) -> ConfigKey:
+def config_key(record: Record) -> CostModelKey:
     """Runs sharing a key share one cost model: strategy, engine, loss, data, threads, device."""
     dataset = record.dataset
     return (
@@ -49,7 +49,7 @@ def config_key(record: Record) -> ConfigKey:
     )
 
 
-def model_name(key: ConfigKey) -> str:
+def model_name(key: CostModelKey) -> str:
     """``strategy / loss / engine (dataset NNpx, T threads, device)``."""
     strategy, engine, loss, dataset, size, threads, device = key
     return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
@@ -362,7 +362,7 @@ def validate(records: list[Record], net: Network, fit_procs: list[int] | None = 
 class Fitted:
     """One configuration's model with the problems it is projected on."""
 
-    key: ConfigKey
+    key: CostModelKey
     model: GanModel | CellularModel
     strong: Problem
     weak: Problem
