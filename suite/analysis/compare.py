@@ -375,8 +375,7 @@ def _values(records: list[Record], read: Reader) -> str:
 
 def _fingerprint(record: Record) -> str | None:
     """The digest of the machine that ran ``record`` (:func:`suite.measure.env.fingerprint`), None where it has none."""
-    machine = record_data(record.machine) if record.machine is not None else None
-    return fingerprint(machine) if machine else None
+    return fingerprint(record.machine) if record.machine is not None and record_data(record.machine) else None
 
 
 def _version(package: str) -> Reader:

@@ -20,7 +20,7 @@ from ..config.registry import STRATEGIES
 from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
-from ..records.record import CurvePoint, Quality, Record, TimeToTarget, record_data
+from ..records.record import CurvePoint, Quality, Record, TimeToTarget
 from .power import PairPower, undistinguished_power
 from .settling import Scale, budget_text, quality_scale, speedup_scale
 from .speedup import speedup
@@ -67,7 +67,7 @@ def placement_invariant(record: Record) -> bool:
     if record.strategy is None or record.strategy not in STRATEGIES:  # a plugin's records, the plugin not installed
         return False
     invariant = STRATEGIES[record.strategy].placement_invariant
-    return invariant is not None and invariant(record_data(record))  # the registry's test reads the record's data
+    return invariant is not None and record.procs is not None and invariant(record.procs, len(record.classes or []))
 
 
 def _repeat(record: Record) -> int:
@@ -121,9 +121,8 @@ def _quality_reader(metric: str) -> Callable[[Record], float | None]:
 
 
 def not_learned_reasons(quality: Quality) -> list[str]:
-    """Why ``quality`` says its model has not learned (:func:`suite.measure.metrics.signals.not_learned`, which
-    reads the block's data)."""
-    return not_learned(record_data(quality))
+    """Why ``quality`` says its model has not learned (:func:`suite.measure.metrics.signals.not_learned`)."""
+    return not_learned(quality)
 
 
 def ruler_text(q: Quality) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..measure.metrics.signals import not_learned
-from ..records.record import Record, record_data
+from ..records.record import Record
 from .markdown import cell
 
 
@@ -32,7 +32,7 @@ def outcome_rows(records: list[Record]) -> list[OutcomeRow]:
             rows.append(OutcomeRow(f"{r.run_id}", "diverged", step, r.reason))
         elif r.status == "ok":
             for name, quality in (("", r.quality), (" (best cell)", r.quality_best_cell)):
-                reasons = not_learned(record_data(quality)) if quality is not None else []
+                reasons = not_learned(quality) if quality is not None else []
                 if reasons:
                     rows.append(OutcomeRow(f"{r.run_id}{name}", "not learned", None, "; ".join(reasons)))
     return sorted(rows, key=lambda row: row.status != "diverged")  # stable: by run id within each

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
     from ..config.scenario import Run, Scenario, ScenarioCaps
-    from ..running.launch import LaunchOptions
+    from ..running.commands import LaunchOptions
     from ..running.sweep import RunOptions
 
 Options = TypeVar("Options", bound="DataclassInstance")
@@ -30,8 +30,7 @@ def options_from(cls: type[Options], args: argparse.Namespace, **given: Any) -> 
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:
-    from ..running.commands import CONTAINER_RUNTIMES, Container
-    from ..running.launch import LaunchOptions
+    from ..running.commands import CONTAINER_RUNTIMES, Container, LaunchOptions
 
     container = None
     if getattr(args, "container", None):

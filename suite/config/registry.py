@@ -190,8 +190,9 @@ class StrategyEntry(Entry):
     replicas_differ: bool = False
     """Whether its ranks' copies of the model differ between synchronisations (local SGD): a checkpoint keeps each
     rank's weights and optimiser state, not one copy."""
-    placement_invariant: Callable[[dict[str, Any]], bool] | None = None
-    """From a run's record, whether its model is bitwise the same on any number of ranks (None: never)."""
+    placement_invariant: Callable[[int, int], bool] | None = None
+    """From a run's process count and its classes (the record's ``procs`` and how many ``classes`` it names), whether
+    its model is bitwise the same on any number of ranks (None: never)."""
     critic_norms: tuple[str, ...] | None = None
     """The ``model.critic_norm`` values it accepts (None: every one)."""
     steering: str | None = None
@@ -447,12 +448,12 @@ def _installed(library: str, key: str) -> Callable[[dict[str, Any]], str | None]
     return ready
 
 
-def _one_per_class(record: dict[str, Any]) -> bool:
+def _one_per_class(procs: int, classes: int) -> bool:
     """One rank per class GAN: nothing is summed across ranks."""
-    return record["procs"] <= len(record.get("classes") or [])
+    return procs <= classes
 
 
-def _always(record: dict[str, Any]) -> bool:
+def _always(procs: int, classes: int) -> bool:
     return True
 
 

@@ -8,6 +8,7 @@ import platform
 from importlib import metadata
 from typing import Any, Callable
 
+from ..records.record import Machine
 from .gpu_platform import driver_version
 
 PACKAGES = (
@@ -258,12 +259,16 @@ does not), ``host`` (nodes of one kind agree). What they change in the numbers s
 run's ``numerics`` digest."""
 
 
-def fingerprint(machine: dict[str, Any]) -> str:
-    """A digest of the :data:`MACHINE_IDENTITY` fields of a ``machine`` record: equal for every run on one kind of machine."""
+def fingerprint(machine: dict[str, Any] | Machine) -> str:
+    """A digest of the :data:`MACHINE_IDENTITY` fields of a ``machine`` (as measured, or a record's part): equal for
+    every run on one kind of machine."""
     import hashlib
     import json
 
-    identity = {name: machine.get(name) for name in MACHINE_IDENTITY}
+    if isinstance(machine, Machine):
+        identity = {name: getattr(machine, name) for name in MACHINE_IDENTITY}
+    else:
+        identity = {name: machine.get(name) for name in MACHINE_IDENTITY}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

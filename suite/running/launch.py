@@ -199,7 +199,7 @@ def finalize_record(
     return failed
 
 
-def resume_point(run_dir: Path, run: Run) -> tuple[dict | None, str]:
+def resume_point(run_dir: Path, run: Run) -> tuple[dict[str, Any] | None, str]:
     """The checkpoint ``--resume`` continues from, as the record names it, and the line that says so; a
     checkpoint description that is not one is named in that line (it never stops the sweep)."""
     try:
@@ -237,7 +237,7 @@ class _Launched:
     stopping, the ranks that wrote status files on this host are added.
     """
 
-    def __init__(self, process: subprocess.Popen, run_dir: Path):
+    def __init__(self, process: subprocess.Popen[bytes], run_dir: Path):
         self.process, self.run_dir = process, run_dir
         self.started = time.time()
         self.known: dict[int, psutil.Process] = {}
@@ -307,7 +307,7 @@ def _remove_temporaries(run_dir: Path) -> None:
 
 
 def _stop_at_checkpoint(
-    process: subprocess.Popen, run_dir: Path, procs: int, grace: float, hurry: Callable[[], bool]
+    process: subprocess.Popen[bytes], run_dir: Path, procs: int, grace: float, hurry: Callable[[], bool]
 ) -> int | None:
     """Ask the ranks to checkpoint and exit (``checkpoints/STOP``); their launcher's exit code, or None
     when they are not done within ``grace`` seconds, ``hurry()`` turns true, or every rank is past

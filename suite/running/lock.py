@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..config.scenario import Run
 from ..records.nofollow import open_regular
@@ -50,11 +50,11 @@ class ResultsFolderError(ValueError):
     """The results folder cannot take this sweep (locked, not writable, too full); the message says why."""
 
 
-def _holder_text(holder: dict) -> str:
+def _holder_text(holder: dict[str, Any]) -> str:
     return f"suite run (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}: {holder.get('command')})"
 
 
-def _holder_alive(holder: dict) -> bool:
+def _holder_alive(holder: dict[str, Any]) -> bool:
     """Whether the holder (on this host) still runs: by pid and start time, or by pid alone for a file that has no start."""
     pid = int(holder.get("pid", 0))
     if holder.get("start") is not None:
@@ -86,7 +86,7 @@ class ResultsLock:
         assert self._file is not None, "the lock file is not open"
         return self._file
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         self._handle.seek(0)
         text = self._handle.read().strip()
         try:
@@ -183,7 +183,7 @@ class ResultsLock:
         except OSError as error:
             raise ResultsFolderError(str(write_failed(self.path, error))) from None
 
-    def _wait_for_processes_of(self, holder: dict) -> None:
+    def _wait_for_processes_of(self, holder: dict[str, Any]) -> None:
         """Refuse, naming them, while processes that the gone holder started still run (they would write beside this run)."""
         left = wait_until_gone(holder["mark"], TAKEOVER_WAIT_S)
         if left:

@@ -65,7 +65,7 @@ def _allreduce(comm: Any, buffer: np.ndarray, repeats: int) -> float:
         comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
         if i >= 2:
             times.append(time.perf_counter() - start)
-    return max(comm.allgather(min(times)))
+    return float(max(comm.allgather(min(times))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None, timeout: float = 300) -> Path:
+def run_probe(out: str | os.PathLike[str], procs: int = 2, python: str | None = None, timeout: float = 300) -> Path:
     """Run the probe (this module) under this environment's ``mpirun``; return the JSON file."""
     from .commands import _tool  # the launcher's lookup; imported here, since every rank of the probe imports this module
 
@@ -134,7 +134,7 @@ def run_probe(out: str | os.PathLike, procs: int = 2, python: str | None = None,
     return out
 
 
-def resolve(spec: str, probe_dir: str | os.PathLike | None = None) -> Network:
+def resolve(spec: str, probe_dir: str | os.PathLike[str] | None = None) -> Network:
     """A preset name, a probe JSON file, or ``measure`` (run the probe now, into ``probe_dir``) as a :class:`Network`."""
     if spec in PRESETS:
         return PRESETS[spec]

@@ -101,7 +101,7 @@ def end(processes: list[psutil.Process], grace: float) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error):
             process.kill()
     _, left = psutil.wait_procs(left, timeout=5)
-    return left
+    return list(left)
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:

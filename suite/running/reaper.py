@@ -50,7 +50,7 @@ class Reaper:
 
     def __init__(self) -> None:
         self.owner = ProcessId.current()
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Reaper:
         package_root = str(Path(__file__).resolve().parents[2])  # the reaper runs this very code, installed or not

@@ -18,7 +18,7 @@ generators of a label-partitioned run over many classes) stay on rank 0, which t
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.scenario import Run
 
@@ -40,7 +40,7 @@ SHARE_LIMIT_BYTES = 256 * 2**20
 Jobs = list[tuple[str, "GeneratorBundle"]]
 
 
-def traits(bundle: GeneratorBundle) -> dict:
+def traits(bundle: GeneratorBundle) -> dict[str, Any]:
     """What decides a bundle's samples besides its tensors (kind, sizes, class prior, mixture weights)."""
     return {k: v for k, v in vars(bundle).items() if k != "generators"}
 
@@ -101,7 +101,7 @@ def ruler(run: Run, device: torch.device) -> tuple[Reference, tuple[FeatureNet, 
     return ref, ref.networks()
 
 
-def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple | None = None) -> dict[str, dict]:
+def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...] | None = None) -> dict[str, dict[str, Any]]:
     """The quality block of each ``(key, bundle)``, by key, with the run's ruler (``ruled``, else loaded) and seed."""
     if not jobs:
         return {}
@@ -112,13 +112,13 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple | None =
     return {key: evaluate_sampler(Sampler(b, device), ref, seed=run.train.seed, networks=networks) for key, b in jobs}
 
 
-def ruler_identity(ruled: tuple) -> tuple[str, str | None]:
+def ruler_identity(ruled: tuple[Any, ...]) -> tuple[str, str | None]:
     """The feature network's name and weights' sha256: equal identities, equal scores of equal samples."""
     net = ruled[1][0]
     return net.name, net.sha256
 
 
-def _score_share(run: Run, engine: Engine, handed: dict) -> dict[str, dict] | None:
+def _score_share(run: Run, engine: Engine, handed: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     """A rank other than 0: the scores of its share, or None where its ruler is not rank 0's (rank 0 then scores it)."""
     from ..measure.metrics.features import FeatureUnavailable
 
@@ -142,7 +142,7 @@ def _score_share(run: Run, engine: Engine, handed: dict) -> dict[str, dict] | No
     return score_jobs(run, jobs, engine.device, ruled)
 
 
-def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, dict], tuple] | None:
+def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, dict[str, Any]], tuple[Any, ...]] | None:
     """Every rank (a collective): score the run's models over the ranks. Rank 0 (whose ``outcome`` holds them)
     gets the score of every key of :func:`share_out` and :func:`final_aliases`, and the ruler it loaded (for
     :func:`quality_fields`); the others None."""
@@ -157,7 +157,7 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
     engine.allgather_object({"ruler": ruler_identity(ruled), "jobs": jobs})
     gathered = engine.gather_object(score_jobs(run, plan.get(0, []), engine.device, ruled))
     assert gathered is not None, "rank 0 gathers"
-    scores: dict[str, dict] = {}
+    scores: dict[str, dict[str, Any]] = {}
     for rank, part in enumerate(gathered):
         scores.update(score_jobs(run, plan.get(rank, []), engine.device, ruled) if part is None else part)
     scores.update({key: scores[FINAL] for key in aliases})
@@ -165,8 +165,13 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
 
 
 def quality_fields(
-    run: Run, outcome: Outcome, scored: tuple[dict[str, dict], tuple], train_s: float, steps: int, images: int | None
-) -> dict:
+    run: Run,
+    outcome: Outcome,
+    scored: tuple[dict[str, dict[str, Any]], tuple[Any, ...]],
+    train_s: float,
+    steps: int,
+    images: int | None,
+) -> dict[str, Any]:
     """Rank 0: the record's quality fields (``quality`` with the untrained generator's scores as a yardstick,
     ``curve``, ``quality_<name>``, ``time_to_target``) from what :func:`score_models` returned."""
     from ..measure.metrics.curve import curve_point, time_to_target

@@ -41,7 +41,7 @@ import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -98,18 +98,18 @@ def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
         )
 
 
-def _per_step(windows: list[dict], name: str) -> float | None:
+def _per_step(windows: list[dict[str, Any]], name: str) -> float | None:
     """Mean over ranks of this rank's seconds of ``name`` per window step."""
     values = [w[name] / w["steps"] for w in windows if w["steps"]]
     return float(np.mean(values)) if values else None
 
 
-def _mean_of(per_rank: list[dict], key: str, field: str = "mean") -> float | None:
+def _mean_of(per_rank: list[dict[str, Any]], key: str, field: str = "mean") -> float | None:
     values = [r[key][field] for r in per_rank if r.get(key)]
     return float(np.mean(values)) if values else None
 
 
-def _summaries(per_rank: list[dict]) -> dict:
+def _summaries(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """Record-level telemetry from the per-rank dictionaries (see :mod:`suite.measure.telemetry`)."""
     windows = [r["window"] for r in per_rank]
     steps = [w["steps"] for w in windows]
@@ -165,8 +165,14 @@ def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
 
 
 def _ok_record(
-    run: Run, launch: LaunchInfo, engine: Engine, data: ImageData, per_rank: list[dict], outcome: Outcome, placement: dict
-) -> dict:
+    run: Run,
+    launch: LaunchInfo,
+    engine: Engine,
+    data: ImageData,
+    per_rank: list[dict[str, Any]],
+    outcome: Outcome,
+    placement: dict[str, Any],
+) -> dict[str, Any]:
     """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
     import torch
 
@@ -235,7 +241,7 @@ def no_timed_step_warning(warmup_steps: int) -> str:
     )
 
 
-def _provenance(run: Run, started_utc: str) -> dict:
+def _provenance(run: Run, started_utc: str) -> dict[str, Any]:
     """Rank 0, as it writes the record: the run's settings, the code's revision, when the worker started and now."""
     from ..measure.env import source_revision
 
@@ -250,9 +256,9 @@ def _end_diverged(
     engine: Engine,
     data: ImageData,
     strategy: Strategy,
-    mine: dict,
+    mine: dict[str, Any],
     diverged: Divergence,
-    placement: dict,
+    placement: dict[str, Any],
 ) -> None:
     """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
     the divergence, which value at which step on which rank) without finalizing or scoring it."""
@@ -277,7 +283,9 @@ def _end_diverged(
     engine.shutdown()
 
 
-def _finish(run: Run, run_dir: Path, fields: dict, outcome: Outcome, data: ImageData, scored: tuple | None) -> None:
+def _finish(
+    run: Run, run_dir: Path, fields: dict[str, Any], outcome: Outcome, data: ImageData, scored: tuple[Any, ...] | None
+) -> None:
     """Rank 0: the quality fields from the scores (:func:`suite.running.scoring.score_models`) added to the record's
     ``fields``, a sample grid and the grids over training."""
     from ..gan.grids import save_training_grids
@@ -291,7 +299,7 @@ def _finish(run: Run, run_dir: Path, fields: dict, outcome: Outcome, data: Image
     save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
 
 
-def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict:
+def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict[str, Any]:
     """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
     cores, allowed = node_cores()
     placement = Placement(
@@ -445,7 +453,9 @@ def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, T
     return data, telemetry, strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
 
 
-def _rank_summary(engine: Engine, telemetry: Telemetry, strategy: Strategy, setup_s: float, peak: dict) -> dict:
+def _rank_summary(
+    engine: Engine, telemetry: Telemetry, strategy: Strategy, setup_s: float, peak: dict[str, Any]
+) -> dict[str, Any]:
     """What this rank hands rank 0 for the record: its telemetry, set-up seconds, device peak and traffic."""
     return {
         **telemetry.as_dict(),
@@ -496,11 +506,11 @@ def _record_fields(
     launch: LaunchInfo,
     engine: Engine,
     data: ImageData,
-    per_rank: list[dict],
+    per_rank: list[dict[str, Any]],
     outcome: Outcome,
-    placement: dict,
+    placement: dict[str, Any],
     checkpointer: Checkpointer | None,
-) -> dict:
+) -> dict[str, Any]:
     """Rank 0's fields of an ok run's record, with its checkpoints', once its generators are saved in ``run_dir``."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     fields = {**run_identity(run), **_ok_record(run, launch, engine, data, per_rank, outcome, placement)}
@@ -512,7 +522,7 @@ def _record_fields(
     return fields
 
 
-def _write_ok(run: Run, run_dir: Path, fields: dict, checkpointer: Checkpointer | None) -> None:
+def _write_ok(run: Run, run_dir: Path, fields: dict[str, Any], checkpointer: Checkpointer | None) -> None:
     """Rank 0's last word on an ok run: its record built from ``fields`` and written once, its logs written, its
     checkpoints no longer needed."""
     record = new_record(fields, f"{run.run_id}: the record")

@@ -370,7 +370,7 @@ def _machine(record: Record) -> dict[str, Any]:
     (:func:`suite.measure.env.fingerprint`), also for records written when the fingerprint digested the
     launch-dependent fields too."""
     machine: dict[str, Any] = record_data(record.machine) if record.machine is not None else {}
-    return {**machine, "fingerprint": fingerprint(machine)} if machine else {}
+    return {**machine, "fingerprint": fingerprint(record.machine)} if record.machine is not None and machine else {}
 
 
 def machine_note(records: list[Record]) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from ...records.record import Quality
+
 IS_FLOOR = 1.05
 """IS below this (within 5 % of 1) means the feature network sees no variety of classes."""
 PIXEL_STD_FLOOR = 0.05
@@ -28,16 +30,16 @@ def pixel_std(images: torch.Tensor) -> float:
     return float(images.float().std(dim=0).mean())
 
 
-def not_learned(quality: dict) -> list[str]:
+def not_learned(quality: Quality) -> list[str]:
     """Why a model's quality block says it has not learned (empty when it passes every check)."""
     reasons = []
-    if quality.get("not_scorable"):
-        reasons.append(f"not scorable: {quality['not_scorable']}")
-    if quality.get("is_mean") is not None and quality["is_mean"] < IS_FLOOR:
-        reasons.append(f"IS {quality['is_mean']:.3f} is within 5 % of 1")
-    if quality.get("pixel_std") is not None and quality["pixel_std"] < PIXEL_STD_FLOOR:
-        reasons.append(f"pixel std {quality['pixel_std']:.3f} is near 0: the samples are all alike")
-    untrained = quality.get("untrained_fid")
-    if untrained is not None and quality.get("fid") is not None and quality["fid"] > UNTRAINED_MARGIN * untrained:
-        reasons.append(f"FID {quality['fid']:.1f} is no better than the untrained generator's {untrained:.1f}")
+    if quality.not_scorable:
+        reasons.append(f"not scorable: {quality.not_scorable}")
+    if quality.is_mean is not None and quality.is_mean < IS_FLOOR:
+        reasons.append(f"IS {quality.is_mean:.3f} is within 5 % of 1")
+    if quality.pixel_std is not None and quality.pixel_std < PIXEL_STD_FLOOR:
+        reasons.append(f"pixel std {quality.pixel_std:.3f} is near 0: the samples are all alike")
+    untrained = quality.untrained_fid
+    if untrained is not None and quality.fid is not None and quality.fid > UNTRAINED_MARGIN * untrained:
+        reasons.append(f"FID {quality.fid:.1f} is no better than the untrained generator's {untrained:.1f}")
     return reasons
