@@ -123,7 +123,7 @@ def test_samples_that_cannot_be_scored_say_why_and_score_nothing(monkeypatch, ma
     assert quality["not_scorable"] == reason
     assert all(quality[k] is None for k in ("fid", "kid_mean", "is_mean", "tvd", "per_class_predicted"))
     assert (quality["n"], quality["n_real"], quality["features"], quality["feature_dim"]) == (200, 200, "stub", 16)
-    assert not_learned(quality) == [f"not scorable: {reason}"]
+    assert not_learned(new_record({"quality": quality}).quality) == [f"not scorable: {reason}"]  # as the record reads it
 
 
 # --- the report ---------------------------------------------------------------------------------------------------
