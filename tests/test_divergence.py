@@ -249,7 +249,7 @@ def test_every_engine_stops_all_ranks_at_the_step_a_rank_diverged(request, engin
     assert record["telemetry"]["work_steps_per_rank"] == [2, 2] and record["train_s"] > 0 and record["setup_s"] > 0
     assert [h["step"] for h in record["history"]] == [2, 3]  # the losses up to the stop
     assert record["checkpoint"]["steps"] == 2  # the last checkpoint, kept
-    assert "quality" not in record and not (run_dir / "generator.pt").exists()  # never scored
+    assert record["quality"] is None and not (run_dir / "generator.pt").exists()  # never scored
     assert "Traceback" not in (run_dir / "log.txt").read_text() and not survivors(run_dir)
 
 

@@ -28,6 +28,7 @@ from test_hostile_files import tiny_bundle
 from conftest import REPO, tiny_scenario
 from suite.cli import main
 from suite.records import nofollow
+from suite.records.record import record_data
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, atomic_write_text, new_record, read_record, write_record
 from suite.running.launch import _remove_temporaries
 
@@ -335,7 +336,7 @@ def test_sighup_stops_suite_run_as_sigterm_does(tmp_path):
         time.sleep(0.2)
     proc.send_signal(signal.SIGHUP)  # the ssh session it ran in went away
     _, err = proc.communicate(timeout=120)
-    record = read_record(run_dir)
+    record = record_data(read_record(run_dir))  # the record's data, as result.json holds it
     assert proc.returncode == 129, err
     assert "Traceback" not in err
     assert any(line.startswith(f"stopped by SIGHUP; {RUN_ID}: interrupted by SIGHUP after ") for line in err.splitlines())

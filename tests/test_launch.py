@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
+from suite.records.record import record_data
 from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
 from suite.train.launchenv import GPU_RANK_THREADS, LaunchInfo, detect, threads_per_rank
 
@@ -445,6 +446,6 @@ def test_a_worker_launched_with_the_wrong_process_count_says_so(tmp_path):
         [mpirun, "-np", "1", sys.executable, "-m", "suite.running.worker", str(run_dir)], env=env, capture_output=True, text=True
     )
     assert done.returncode != 0
-    record = read_record(run_dir)
+    record = record_data(read_record(run_dir))  # the record's data, as result.json holds it
     assert record["status"] == "failed"
     assert "defined for 2 processes but was launched with 1" in record["error"]

@@ -1,5 +1,6 @@
 """The record schema: records are checked when read, misspelt paths fail, old records still load."""
 
+import dataclasses
 import json
 
 import pytest
@@ -46,9 +47,10 @@ def test_a_record_is_read_into_typed_parts_and_written_back_losing_nothing(tmp_p
     assert isinstance(rank, RankTelemetry) and rank.window.steps == 2 and rank.window.seconds is None
     assert record.history["0"][0].d_loss == 0.5  # the per-class alternative of history, its points typed
     written = record_data(record)
-    # None where the data had no value is left out; what the data held, a key no part declares too, is kept
+    # every field of the schema, null where the data had no value; what the data held, a key no part declares too, kept
     assert written["telemetry"]["per_rank"][0]["a_newer_key"] == [1, 2] and written["env"] == data["env"]
-    assert "quality" not in written and "seconds" not in written["telemetry"]["per_rank"][0]["window"]
+    assert written["quality"] is None and written["telemetry"]["per_rank"][0]["window"]["seconds"] is None
+    assert set(written) == {f.name for f in dataclasses.fields(Record)}
     assert parse_record(written) == record
     write_record(tmp_path / "a", record)
     assert read_record(tmp_path / "a") == record

@@ -27,6 +27,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
+from suite.records.record import record_data
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launch import _LogWatch, finalize_record
 from suite.running.lock import ResultsLock
@@ -496,7 +497,7 @@ def watched(proc: subprocess.Popen, run_dir: Path, rank: int = 1) -> tuple[int, 
             ended = _ended(status)
         time.sleep(0.2)
     output = proc.stdout.read()
-    record = read_record(run_dir)
+    record = record_data(read_record(run_dir))  # the record's data, as result.json holds it
     assert record is not None, output
     return proc.returncode, record, ((run_dir / "result.json").stat().st_mtime - ended) if ended else None
 
@@ -612,7 +613,7 @@ def test_a_signal_to_suite_run_stops_every_process_and_records_the_run(tmp_path,
     assert survivors(run_dir)
     proc.send_signal(signum)
     code = proc.wait(timeout=120)
-    record = read_record(run_dir)
+    record = record_data(read_record(run_dir))  # the record's data, as result.json holds it
     assert code == 128 + signum
     assert not survivors(run_dir)  # no rank, launcher or helper outlives the runner
     assert record["status"] == "interrupted" and record["error"].startswith(

@@ -814,6 +814,7 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     It is checked (:func:`check_record`: :class:`RecordError` naming ``source`` and the field), brought to this
     schema's meaning (:mod:`suite.records.upgrade`) and its parts built as their dataclasses; a part that takes keys it
     does not declare (``OPEN``) keeps them for :func:`record_data`, so that a record rewritten loses nothing.
+    A missing field and a null one read the same: None.
     """
     built: Record = _built(Record, check_record(data, source, required))
     built.schema = SCHEMA_VERSION  # in this schema's meaning now, whatever it was written in
@@ -867,15 +868,11 @@ def _built(tp: Any, value: Any) -> Any:
 
 
 def record_data(value: Any) -> Any:
-    """A :class:`Record` (or any of its parts) as the plain data of its JSON file: a field that is None and has a
-    default is left out (it reads back as None), and the keys an ``OPEN`` part did not declare are written back."""
+    """A :class:`Record` (or any of its parts) as the plain data of its JSON file: every field of the schema, null
+    where the run has no value (the same keys in every record, for any tool that reads them), and the keys an
+    ``OPEN`` part did not declare written back."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        data: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            if item is not None or not has_default:
-                data[f.name] = record_data(item)
+        data = {f.name: record_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
         data.update(getattr(value, EXTRAS, {}))
         return data
     if isinstance(value, (list, tuple)):
