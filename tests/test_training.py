@@ -1,6 +1,7 @@
 """The step-wise GAN trainer: warm-up outside the window, no device reads between progress
 and divergence check points, the same model whatever the warm-up split, FLOPs counted once, evenly spaced snapshots."""
 
+import dataclasses
 import os
 import sys
 import time
@@ -152,7 +153,7 @@ def test_snapshots_at_evenly_spaced_steps():
 def test_one_step_count_rule():
     run = make_trainer(steps=1000)[0].run
     assert generator_steps(run, 1437, 32) == 5 * (1437 // 32)
-    run.train.steps = 7
+    run = dataclasses.replace(run, train=dataclasses.replace(run.train, steps=7))  # settings are frozen: a new run
     assert generator_steps(run, 1437, 32) == 7
 
 

@@ -328,9 +328,9 @@ def expand(scenario: Scenario) -> list[Run]:
             strategy = STRATEGIES[spec.strategy]
             if strategy.grid:  # validated: a grid, or one grid per process count
                 grid = list(spec.grid or []) if scaling == "strong" else list((spec.grids or [])[j])
-            dataset = dataclasses.replace(scenario.dataset)
+            dataset = scenario.dataset
             if strategy.partitions_classes and scaling == "weak":
-                dataset.classes = list((scenario.dataset.classes or list(range(procs)))[:procs])
+                dataset = dataclasses.replace(dataset, classes=list((dataset.classes or list(range(procs)))[:procs]))
             train = run_train(scenario, spec, f"runs[{i}].train")
             seeds = seeds_of(train)
             reads = (strategy.settings, LOSSES[loss].settings)

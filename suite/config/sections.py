@@ -39,7 +39,7 @@ Procs = Annotated[int, Field(ge=1), AtMost(1_000_000, "more ranks than the large
 GridSide = Annotated[int, Field(ge=1), AtMost(10_000, "every cell trains its own networks")]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DatasetConfig:
     """What every run of the scenario trains on."""
 
@@ -84,7 +84,7 @@ class DatasetConfig:
         return list(range(count)) if count is not None else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
     """The networks every run of the scenario trains (one architecture for all, so strategies compare fairly)."""
 
@@ -102,7 +102,7 @@ class ModelConfig:
     """Discriminator normalisation: batch (the tables), layer, none; auto: layer for wgan-gp, else batch."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointEvery:
     """How often a run saves its training state: one of the two."""
 
@@ -112,7 +112,7 @@ class CheckpointEvery:
     """Every this many minutes of the training window, agreed by the ranks that train together."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings shared by all strategies."""
 
@@ -152,7 +152,7 @@ class TrainConfig:
     ``suite run --resume`` continues an unfinished run from its last checkpoint."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class WganGpConfig:
     """Settings used when ``loss: wgan-gp`` (Gulrajani et al. defaults)."""
 
@@ -166,7 +166,7 @@ class WganGpConfig:
     """Adam betas for critic and generator."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class CellularConfig:
     """Lipizzaner / Mustangs coevolution; defaults are Lipizzaner's MNIST settings (paper 003, Table 1)."""
 
@@ -203,7 +203,7 @@ class CellularConfig:
     """Mustangs draws its loss per batch or once per cell."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class QualityTarget:
     """A quality to reach, under the run's feature network (``metrics.features``): one of the two."""
 
@@ -225,7 +225,7 @@ class QualityTarget:
         return value
 
 
-@dataclass
+@dataclass(frozen=True)
 class MetricsConfig:
     """Image-quality measurement after training."""
 
@@ -247,7 +247,7 @@ class MetricsConfig:
     """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeepSpeedConfig:
     """DeepSpeed engine settings."""
 
@@ -257,7 +257,7 @@ class DeepSpeedConfig:
     """Extra DeepSpeed config entries merged into the generated one."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class HorovodConfig:
     """Horovod engine settings: the environment variables Horovod reads at ``hvd.init()``.
 
@@ -285,7 +285,7 @@ class HorovodConfig:
     """HOROVOD_TIMELINE_MARK_CYCLES: mark every background cycle on a traced run's timeline (default off)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class DDPConfig:
     """torch engine settings: arguments of ``DistributedDataParallel`` (null: the suite's default)."""
 
@@ -297,7 +297,7 @@ class DDPConfig:
     """Promise DDP that every step uses the same parameters the same way (default: false)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogsConfig:
     """Logs in other tools' formats, written by rank 0 from the run's record as it ends (docs/logs.md)."""
 
@@ -307,7 +307,7 @@ class LogsConfig:
     """MLPerf-style ``:::MLLOG`` lines in ``RUN_DIR/mllog.txt`` (also ``suite run --mllog``)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PerformanceConfig:
     """Settings that keep a GPU busy, for every strategy that trains with the shared GAN trainer (docs/gpu.md).
 

@@ -313,7 +313,7 @@ def resolve_resolution(scenario: Scenario, data: dict[str, Any]) -> None:
             "dataset.image_size",
             f"{given} is not {dataset.name}'s original {native}px, which resolution: native keeps; leave it out",
         )
-    dataset.image_size = native
+    scenario.dataset = dataclasses.replace(dataset, image_size=native)  # sections are frozen: a new one, resolved
 
 
 def _check_model(scenario: Scenario, fail: Fail) -> None:
