@@ -276,6 +276,91 @@ def test_one_allreduce_every_k_steps_costs_a_kth_of_the_communication():
     assert every_four.comm == pytest.approx(every_step.comm / 4)
 
 
+# --- a plugin's record part: its fields live with the plugin ----------------------------------------------------
+
+
+def _local_sgd_record(**fields) -> dict:
+    """The data of a local_sgd run's record, as its result.json holds it."""
+    from suite.records.record import SCHEMA_VERSION
+
+    data = {"schema": SCHEMA_VERSION, "run_id": "local_sgd-bce-mpi-p2-r0", "strategy": "local_sgd", "engine": "mpi"}
+    data |= {"loss": "bce", "status": "ok", "procs": 2, "scaling": "strong", "global_batch": 8, "allreduce_every": 4}
+    data |= {"telemetry": {"timed_steps": 3, "work_steps_per_rank": [5, 5], "work_images_per_rank": [20, 20]}}
+    return data | fields
+
+
+def _without_nulls(data: dict) -> dict:
+    """``data`` without its null fields, at any depth of mappings."""
+    return {k: _without_nulls(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}
+
+
+def test_a_plugins_record_part_is_checked_built_written_back_and_a_flat_column(plugins, tmp_path):
+    import json
+
+    from suite_local_sgd.entry import LocalSGDRecord
+
+    from suite.analysis.projection.fit import problem_of
+    from suite.records.record import RecordError, flat_columns, record_data
+    from suite.records.results import RECORD_FILE, read_record, records_frame, write_record
+
+    assert plugins.STRATEGIES["local_sgd"].record_part is LocalSGDRecord
+    data = _local_sgd_record()
+    record = parse_record(data, "r.json")
+    assert record.strategy_part == LocalSGDRecord(allreduce_every=4)  # built as the plugin's dataclass
+    written = record_data(record)  # written back where it was read, at the top level (null where the run has none)
+    assert written["allreduce_every"] == 4 and "strategy_part" not in written
+    assert _without_nulls(written) == data and parse_record(written) == record
+    write_record(tmp_path / "a", record)
+    assert json.loads((tmp_path / "a" / RECORD_FILE).read_text())["allreduce_every"] == 4
+    assert read_record(tmp_path / "a") == record
+    with pytest.raises(RecordError, match=r"^r\.json: allreduce_every: expected an integer"):
+        parse_record(_local_sgd_record(allreduce_every="often"), "r.json")
+    with pytest.raises(RecordError, match=r"^r\.json: allreduce_every: must be at least 1, got 0$"):
+        parse_record(_local_sgd_record(allreduce_every=0), "r.json")
+    with pytest.raises(RecordError, match=r"^r\.json: averaging: unknown field"):  # a key neither part declares
+        parse_record(_local_sgd_record(averaging=4), "r.json")
+    assert flat_columns()["allreduce_every"] == "strategy_part.allreduce_every"
+    assert records_frame([record])["allreduce_every"].tolist() == [4]
+    assert problem_of(record).allreduce_every == 4  # the projection reads it through the entry's trait
+    assert problem_of(parse_record(_local_sgd_record(allreduce_every=None))).allreduce_every == 1  # null: not there
+
+
+def test_without_its_plugin_a_records_own_keys_are_kept_unchecked():
+    from suite.records.record import flat_columns, record_data
+
+    assert "local_sgd" not in STRATEGIES  # SUITE_NO_PLUGINS=1 (conftest)
+    data = _local_sgd_record(allreduce_every="often")
+    record = parse_record(data, "r.json")
+    written = record_data(record)
+    assert record.strategy_part == {"allreduce_every": "often"} and _without_nulls(written) == data
+    assert parse_record(written) == record
+    assert "allreduce_every" not in flat_columns()
+
+
+def test_a_record_part_the_suite_cannot_use_is_named():
+    from dataclasses import dataclass, make_dataclass, replace
+
+    from suite.records.record import strategy_part_type
+
+    base = STRATEGIES["data_parallel"]
+    assert replace(base, record_part=str).problems() == ["record part <class 'str'>, which is not a dataclass"]
+    required = make_dataclass("Required", [("every", int)])
+    assert replace(base, record_part=required).problems() == [
+        "a default for field 'every' of its record part Required (a failed run's record has none of them)"
+    ]
+
+    @dataclass
+    class Clash:
+        procs: int | None = None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(STRATEGIES._entries, "data_parallel", replace(base, record_part=Clash))
+        with pytest.raises(
+            PluginError, match=r"^strategy 'data_parallel': its record part Clash declares 'procs', a field every record has$"
+        ):
+            strategy_part_type("data_parallel")
+
+
 # --- the example plugin, installed, beside a built-in strategy ----------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.records.record import (
     FLAT_COLUMNS,
     SCHEMA_VERSION,
+    CoreRecord,
     CurvePoint,
     RankTelemetry,
     Record,
@@ -50,7 +51,7 @@ def test_a_record_is_read_into_typed_parts_and_written_back_losing_nothing(tmp_p
     # every field of the schema, null where the data had no value; what the data held, a key no part declares too, kept
     assert written["telemetry"]["per_rank"][0]["a_newer_key"] == [1, 2] and written["env"] == data["env"]
     assert written["quality"] is None and written["telemetry"]["per_rank"][0]["window"]["seconds"] is None
-    assert set(written) == {f.name for f in dataclasses.fields(Record)}
+    assert set(written) == {f.name for f in dataclasses.fields(Record)} - {"strategy_part"}  # its keys sit at the top
     assert parse_record(written) == record
     write_record(tmp_path / "a", record)
     assert read_record(tmp_path / "a") == record
@@ -86,6 +87,21 @@ def test_flat_columns_come_from_the_marked_fields():
     assert FLAT_COLUMNS["step_p50"] == "telemetry.step_p50" and FLAT_COLUMNS["comm_s"] == "comm.seconds"
     assert FLAT_COLUMNS["dataset"] == "dataset.name" and FLAT_COLUMNS["steps"] == "generator_steps"
     assert "per_rank" not in FLAT_COLUMNS
+
+
+def test_the_core_schema_has_no_plugin_field():
+    """A plugin's record fields live with the plugin (its entry's ``record_part``; tests/test_plugins.py): the example
+    plugin's ``allreduce_every`` is no field or column of the core record, and a built-in strategy's record that has
+    one is refused, unless null, as every record wrote it before it moved."""
+    assert "allreduce_every" not in {f.name for f in dataclasses.fields(CoreRecord)} | set(FLAT_COLUMNS)
+    assert [f.name for f in dataclasses.fields(Record)] == [*(f.name for f in dataclasses.fields(CoreRecord)), "strategy_part"]
+    identity = {"schema": SCHEMA_VERSION, "run_id": "a", "status": "ok", "strategy": "data_parallel"}
+    record = parse_record({**identity, "allreduce_every": None})
+    assert record.strategy_part is None and "allreduce_every" not in record_data(record)
+    with pytest.raises(RecordError, match=r"^r\.json: allreduce_every: unknown field; expected one of run_id, "):
+        parse_record({**identity, "allreduce_every": 2}, "r.json")
+    with pytest.raises(RecordError, match=r"^r\.json: strategy_part: unknown field"):  # the attribute is no key
+        parse_record({**identity, "strategy_part": {}}, "r.json")
 
 
 def test_the_identity_of_a_run_is_a_record_part():

@@ -22,6 +22,7 @@ not an entry of its axis, repeats a name or lacks a trait the suite needs is ref
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import os
@@ -202,6 +203,15 @@ class StrategyEntry(Entry):
     line names this field), and the record's ``steering`` names it."""
     gpu_check: Callable[[int], list[dict[str, Any]]] | None = None
     """What ``suite gpu-check`` runs of it on ``gpus`` GPUs: run entries without strategy and engine (None: nothing)."""
+    record_part: type | None = None
+    """The dataclass of the fields its runs add at the top level of their records (a plugin's own, from its
+    ``Outcome.fields``; None: none): as a record is read (:func:`suite.records.record.parse_record`) they are checked
+    against it, types and bounds, and held as an instance (``Record.strategy_part``); the fields it marks with
+    :func:`suite.records.record.column` are columns of the report's flat table. Every field has a default (a failed
+    run's record has none of them) and none is a field every record has."""
+    steps_per_allreduce: Callable[[Any], int] | None = None
+    """From its record part (``Record.strategy_part``, None where a record has none), the steps between two
+    allreduces of its one group, which the projection's one-group cost model reads (None: every step)."""
 
     def problems(self) -> list[str]:
         """What the suite needs of a strategy that this entry lacks (empty: nothing)."""
@@ -214,7 +224,20 @@ class StrategyEntry(Entry):
             found.append(f"cost model {self.cost_model!r}, which the projection does not know ({', '.join(COST_MODELS)})")
         if self.settings is not None and self.settings_class is None:
             found.append(f"section {self.settings!r} without its settings_class")
+        if self.record_part is not None:
+            found += _record_part_problems(self.record_part)
         return found
+
+
+def _record_part_problems(part: Any) -> list[str]:
+    """What a strategy's ``record_part`` lacks: a dataclass whose every field has a default."""
+    if not (isinstance(part, type) and dataclasses.is_dataclass(part)):
+        return [f"record part {part!r}, which is not a dataclass"]
+    return [
+        f"a default for field {f.name!r} of its record part {part.__name__} (a failed run's record has none of them)"
+        for f in dataclasses.fields(part)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
 
 
 def n_critic(section: Any) -> int:

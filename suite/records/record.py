@@ -4,12 +4,15 @@ A record is one JSON object. Most of its parts lie at its top level (the run's s
 it ran, its times, its throughput, a strategy's own fields, the checkpoints, the launch); the
 dataset, the communication, the telemetry and each quality block are nested objects. The
 worker writes the parts it builds whole with :func:`dataclasses.asdict`; every record of this
-schema version is checked against :class:`Record` when it is read (:func:`check_record`), so
-that a key no part declares is an error, not a silently empty column. :func:`record_field`
-reads a dotted path and fails on one the schema does not have.
+schema version is checked against :class:`CoreRecord` when it is read (:func:`check_record`), so
+that a key no part declares is an error, not a silently empty column. A strategy's own top-level
+fields (a plugin's) are its registry entry's ``record_part``, a dataclass checked, built and written
+back the same way (``Record.strategy_part``). :func:`record_field` reads a dotted path and fails on
+one the schema does not have.
 
 Fields marked with :func:`column` are the columns of the report's flat table
-(:data:`FLAT_COLUMNS`): the column is named after the field unless the mark names it.
+(:data:`FLAT_COLUMNS`, and the installed strategies' parts' :func:`flat_columns`): the column is named
+after the field unless the mark names it.
 
 Records of every schema version are checked when read (:func:`check_record`); those of schema 1 and 2 (before this
 module) have the same layout less the later fields, and fields renamed since are passed over.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ..config.registry import STRATEGIES, PluginError
 from ..config.schema import SchemaError, check, convert, section_type, type_hints
 from ..config.shown import shown, shown_name
 from ..config.validation import name_problem
@@ -523,9 +527,6 @@ class StrategyFields:
     (label_partitioned: of each class GAN; cellular: iterations)."""
     steering: Steering | None = None
     """The network that steered training (cellular's mixture weights); null where none did."""
-    allreduce_every: Positive | None = column()
-    """Steps between two synchronisations of the model's replicas (missing or 1: every step; local SGD: its
-    averaging period), which the projection's one-group cost model reads."""
     steps_per_gan: int | None = column()
     """Generator steps of one GAN's generator, warm-up included (label_partitioned: the fewest of a class GAN;
     cellular: of each generator of a cell, an iteration's batches per iteration)."""
@@ -664,7 +665,7 @@ class Provenance:
 
 
 @dataclass
-class Record(
+class CoreRecord(
     Provenance,
     RunOutcome,
     LaunchResult,
@@ -677,7 +678,23 @@ class Record(
     Placement,
     RunSettings,
 ):
-    """A whole run record: the union of its parts (every field may be missing: a failed run has few)."""
+    """The fields a run's record may have whatever its strategy: the union of the parts above (every field may be
+    missing: a failed run has few). A strategy's own fields are its entry's ``record_part``
+    (:class:`suite.config.registry.StrategyEntry`), a plugin's among them."""
+
+
+AT_TOP_LEVEL = "at_top_level"
+"""Field metadata: the field's part is written with its keys at the top level of the record (:func:`record_data`)."""
+
+
+@dataclass
+class Record(CoreRecord):
+    """A whole run record: its :class:`CoreRecord` fields and its strategy's own (every field may be missing)."""
+
+    strategy_part: Any = dataclasses.field(default=None, metadata={AT_TOP_LEVEL: True})
+    """The fields of the record's strategy's ``record_part``, built as that dataclass (their keys lie at the top level
+    of the record's JSON); where the strategy is a plugin's that is not installed, the keys the core record does not
+    declare, as they were read (unchecked); None where the strategy brings no part."""
 
 
 def run_identity(run: Run) -> dict[str, Any]:
@@ -770,11 +787,55 @@ def _steps_problem(steps: Any) -> str | None:
     return f"generator_steps: expected a whole number of steps, or one per class GAN, got {shown(steps)}"
 
 
+CORE_KEYS = frozenset(f.name for f in dataclasses.fields(CoreRecord))
+"""The keys of a record's :class:`CoreRecord` fields; its strategy's part brings the others."""
+MOVED_TO_PLUGINS = ("allreduce_every",)
+"""Top-level fields the core record had before a plugin's record part took them over (the example plugin's
+``allreduce_every``): records of every strategy wrote them null until then, and a null one reads as not there."""
+
+
+def strategy_part_type(strategy: str) -> type | None:
+    """The ``record_part`` of installed strategy ``strategy``'s entry (None: it brings none); :class:`PluginError`
+    naming it where the part declares a field every record has."""
+    part = STRATEGIES[strategy].record_part
+    if part is not None and (clash := [f.name for f in dataclasses.fields(part) if f.name in CORE_KEYS]):
+        raise PluginError(
+            f"strategy {strategy!r}: its record part {part.__name__} declares {clash[0]!r}, a field every record has"
+        )
+    return part
+
+
+def _strategy_keys(data: dict[str, Any]) -> tuple[type | None, dict[str, Any] | None]:
+    """The record part of ``data``'s strategy and the top-level keys of ``data`` that are its: those the part declares
+    where the strategy is installed (and brings one); where it is a plugin's that is not installed, every key the core
+    record does not declare, kept unchecked. (None, None) where the strategy brings no part or the record names none."""
+    strategy = data.get("strategy")
+    if not isinstance(strategy, str):
+        return None, None
+    if strategy not in STRATEGIES:
+        keys = {name: value for name, value in data.items() if name not in CORE_KEYS}
+        return None, keys or None
+    part = strategy_part_type(strategy)
+    if part is None:
+        return None, None
+    names = {f.name for f in dataclasses.fields(part)}
+    return part, {name: value for name, value in data.items() if name in names}
+
+
+def _without_moved_nulls(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the null :data:`MOVED_TO_PLUGINS` fields (as written before they moved)."""
+    if not any(name in data and data[name] is None for name in MOVED_TO_PLUGINS):
+        return data
+    return {name: value for name, value in data.items() if not (name in MOVED_TO_PLUGINS and value is None)}
+
+
 def check_record(data: Any, source: str = "record", required: tuple[str, ...] = ()) -> dict[str, Any]:
     """``data`` if it is a record this suite reads; :class:`RecordError` naming ``source`` and the field otherwise.
 
-    Records of every schema version up to this one are checked against :class:`Record`: every field's type, ``status``
-    one of :data:`STATUSES`, the :data:`NAMES` safe names (they become file names and markdown), every number finite
+    Records of every schema version up to this one are checked against :class:`CoreRecord`, and the keys of their
+    strategy's ``record_part`` (an installed plugin's) against it (:func:`_strategy_keys`; a plugin's that is not
+    installed keeps the keys the core does not declare, unchecked): every field's type, ``status`` one of
+    :data:`STATUSES`, the :data:`NAMES` safe names (they become file names and markdown), every number finite
     (the JSON reader refuses NaN) and at most :data:`MAX_NUMBER` in size. Older records (schema 1 and 2, the same
     layout) may hold fields renamed since, which are passed over; newer ones are refused. ``required``: fields
     that must be there (:data:`IDENTITY` for a reader that groups runs).
@@ -788,8 +849,13 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
             f"newer than this suite reads ({SCHEMA_VERSION}); update the suite" if newer else f"not one (1 to {SCHEMA_VERSION})"
         )
         raise RecordError(f"{source}: schema: record schema {shown(version)} is {what}")
+    data = _without_moved_nulls(data)
     try:
-        check(Record, data if version >= 3 else _known_part(Record, data), "", RecordError)
+        part, keys = _strategy_keys(data)
+        core = {name: value for name, value in data.items() if keys is None or name not in keys}
+        check(CoreRecord, core if version >= 3 else _known_part(CoreRecord, core), "", RecordError)
+        if part is not None:
+            check(part, keys or {}, "", RecordError)
         missing = [name for name in required if data.get(name) is None]
         if missing:
             raise RecordError(f"{missing[0]}: required field is missing; a record names its run by {', '.join(IDENTITY)}")
@@ -812,11 +878,16 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     """``data`` as a :class:`Record`: the one way a record's data becomes one (every reader goes through it).
 
     It is checked (:func:`check_record`: :class:`RecordError` naming ``source`` and the field), brought to this
-    schema's meaning (:mod:`suite.records.upgrade`) and its parts built as their dataclasses; a part that takes keys it
-    does not declare (``OPEN``) keeps them for :func:`record_data`, so that a record rewritten loses nothing.
-    A missing field and a null one read the same: None.
+    schema's meaning (:mod:`suite.records.upgrade`) and its parts built as their dataclasses, its strategy's own
+    fields as its ``record_part`` (``strategy_part``); a part that takes keys it does not declare (``OPEN``) keeps
+    them for :func:`record_data`, so that a record rewritten loses nothing. A missing field and a null one read the
+    same: None.
     """
-    built: Record = _built(Record, check_record(data, source, required))
+    checked = check_record(data, source, required)
+    part, keys = _strategy_keys(checked)
+    core = {name: value for name, value in checked.items() if keys is None or name not in keys}
+    built: Record = _built(Record, core)
+    built.strategy_part = _built(part, keys or {}) if part is not None else keys
     built.schema = SCHEMA_VERSION  # in this schema's meaning now, whatever it was written in
     return built
 
@@ -869,10 +940,17 @@ def _built(tp: Any, value: Any) -> Any:
 
 def record_data(value: Any) -> Any:
     """A :class:`Record` (or any of its parts) as the plain data of its JSON file: every field of the schema, null
-    where the run has no value (the same keys in every record, for any tool that reads them), and the keys an
-    ``OPEN`` part did not declare written back."""
+    where the run has no value (the same keys in every record, for any tool that reads them), the keys an ``OPEN``
+    part did not declare written back, and the strategy's part (:data:`AT_TOP_LEVEL`) with its keys at the top level,
+    where they were read."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        data = {f.name: record_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if f.metadata.get(AT_TOP_LEVEL):
+                data.update(record_data(item) if item is not None else {})
+            else:
+                data[f.name] = record_data(item)
         data.update(getattr(value, EXTRAS, {}))
         return data
     if isinstance(value, (list, tuple)):
@@ -935,5 +1013,18 @@ def _columns(cls: type, prefix: str = "") -> dict[str, str]:
     return columns
 
 
-FLAT_COLUMNS: dict[str, str] = _columns(Record)
-"""Column of the report's flat table -> dotted path in the record, from the fields marked :func:`column`."""
+FLAT_COLUMNS: dict[str, str] = _columns(CoreRecord)
+"""Column of the report's flat table -> dotted path in the record, from the :class:`CoreRecord` fields marked
+:func:`column` (:func:`flat_columns` adds the installed strategies' own)."""
+
+
+def flat_columns() -> dict[str, str]:
+    """The report's flat table's columns: :data:`FLAT_COLUMNS`, then those the installed strategies' record parts mark
+    (at ``strategy_part.<field>``); :class:`PluginError` naming the strategy whose column another one already is."""
+    columns = dict(FLAT_COLUMNS)
+    for entry in STRATEGIES:
+        part = strategy_part_type(entry.name)
+        for name, path in (_columns(part, "strategy_part.") if part is not None else {}).items():
+            if columns.setdefault(name, path) != path:
+                raise PluginError(f"strategy {entry.name!r}: column {name!r} of its record part is already {columns[name]!r}")
+    return columns

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from ..config.jsonfile import JsonError, read_json
 from ..config.sweep import sweep_text
 from .nofollow import check_tree, make_folder, make_folders
-from .record import FLAT_COLUMNS, IDENTITY, SCHEMA_VERSION, PerClassScore, Record, parse_record, record_data, record_field
+from .record import IDENTITY, SCHEMA_VERSION, PerClassScore, Record, flat_columns, parse_record, record_data, record_field
 
 log = logging.getLogger(__name__)
 
@@ -359,16 +359,18 @@ def per_class_summary(scores: dict[str, PerClassScore] | None) -> dict[str, Any]
 
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
-    """All records under ``results_dir`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    """All records under ``results_dir`` as one row per run (columns: :func:`suite.records.record.flat_columns`)."""
     return records_frame(iter_records(results_dir))
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:
-    """``records`` as one row per run (columns: :data:`FLAT_COLUMNS`)."""
+    """``records`` as one row per run (columns: :func:`suite.records.record.flat_columns`, the installed strategies'
+    own after the core's)."""
     import pandas as pd
 
-    rows = [{column: record_field(record, path) for column, path in FLAT_COLUMNS.items()} for record in records]
-    frame = pd.DataFrame(rows, columns=list(FLAT_COLUMNS))
+    columns = flat_columns()
+    rows = [{column: record_field(record, path) for column, path in columns.items()} for record in records]
+    frame = pd.DataFrame(rows, columns=list(columns))
     frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
     frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)
     frame["sweep"] = frame["sweep"].map(lambda v: sweep_text(v) or None)

@@ -10,8 +10,9 @@ rank; m bytes one rank hands to collectives per step (counted by the engines); A
 allreduce over p ranks.
 
 * ``data_parallel``, ``conditional`` (the ``one_group`` cost model): T(P) = S (c0 + c1 x + AR(m, P) / k);
-  strong scaling splits the global batch, x = x(1) / P; weak scaling keeps x; k is the record's
-  ``allreduce_every`` (1; a plugin's local SGD averages its model every k steps). A strategy whose entry names
+  strong scaling splits the global batch, x = x(1) / P; weak scaling keeps x; k is the strategy's
+  ``steps_per_allreduce`` trait read from its record part (1; the example plugin's local SGD averages its model
+  every k steps, its record's ``allreduce_every``). A strategy whose entry names
   no cost model, or that is not installed, is listed as not projected, by name.
 * ``label_partitioned`` over C classes with s_c window steps each: P <= C, no communication,
   T(P) = max over ranks of sum over its classes of s_c (c0 + c1 x); P > C (a multiple of C),

@@ -79,8 +79,11 @@ def not_projected(record: Record) -> str | None:
 
 
 def _every(record: Record) -> int:
-    """Steps between two allreduces of a one-group run (its ``allreduce_every``; 1 when it says nothing)."""
-    return int(record.allreduce_every or 1)
+    """Steps between two allreduces of a one-group run: its strategy's ``steps_per_allreduce`` read from the record's
+    part (local SGD's averaging period); 1 where the strategy has no such trait."""
+    entry = _entry(record)
+    steps = entry.steps_per_allreduce if entry is not None else None
+    return int(steps(record.strategy_part)) if steps is not None else 1
 
 
 def _pair_key(record: Record) -> PairKey:

@@ -175,7 +175,8 @@ class Problem:
     class_steps: dict[int, int] = field(default_factory=dict)
     grid: tuple[int, int] | None = None
     allreduce_every: int = 1
-    """Steps between two allreduces of the one group (a record's ``allreduce_every``: local SGD's period)."""
+    """Steps between two allreduces of the one group (its strategy's ``steps_per_allreduce`` trait, from the record's
+    part: local SGD's period)."""
 
 
 @dataclass
