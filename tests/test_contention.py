@@ -32,8 +32,8 @@ def test_steal_above_its_share_contends_a_run_on_an_idle_host():
 
 
 def test_the_gate_and_the_runs_share_the_rule():
-    from suite.analysis import gate
-    from suite.analysis.gate_settings import Settings
+    from suite.tools import gate
+    from suite.tools.gate_settings import Settings
 
     settings = Settings(scenario=None, out=None)  # only the limit is read
     pair = {"foreign_cores": {"A": 0.01, "B": settings.max_foreign_cores * 2}}

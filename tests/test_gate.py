@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from conftest import tiny_scenario
-from suite.analysis import gate, paired
+from suite.analysis import paired
 from suite.cli import main
 from suite.records.results import new_record
 from suite.running import worker
+from suite.tools import gate
 
 LOG_10PCT = math.log(1.1)
 
@@ -54,11 +55,11 @@ def test_a_count_that_does_not_vary_is_decided_on_its_value():
 
 def test_differences_point_the_same_way_for_every_metric():
     images, step, bytes_ = gate.GATED_METRICS
-    assert gate.difference(images, 1000, 800) == pytest.approx(math.log(1.25))  # fewer images/s: slower
-    assert gate.difference(step, 0.1, 0.125) == pytest.approx(math.log(1.25))  # longer steps: slower
-    assert gate.difference(bytes_, 100, 120) == pytest.approx(0.2)
-    assert gate.change_pct(images, math.log(1.25)) == pytest.approx(25)
-    assert gate.margin(images, 10) == pytest.approx(LOG_10PCT) and gate.margin(bytes_, 10) == 0.1
+    assert paired.difference(images, 1000, 800) == pytest.approx(math.log(1.25))  # fewer images/s: slower
+    assert paired.difference(step, 0.1, 0.125) == pytest.approx(math.log(1.25))  # longer steps: slower
+    assert paired.difference(bytes_, 100, 120) == pytest.approx(0.2)
+    assert paired.change_pct(images, math.log(1.25)) == pytest.approx(25)
+    assert paired.threshold_margin(images, 10) == pytest.approx(LOG_10PCT) and paired.threshold_margin(bytes_, 10) == 0.1
 
 
 def test_the_overall_verdict_is_the_worst_one():
@@ -279,7 +280,7 @@ def test_without_the_knob_steps_are_untouched(monkeypatch):
 
 
 def test_an_inconclusive_summary_says_how_many_pairs_or_that_the_change_sits_on_the_threshold():
-    from suite.analysis.gate_files import MANY_PAIRS, summary_line
+    from suite.tools.gate_files import MANY_PAIRS, summary_line
 
     def row(more):
         return {"run_id": "r0", "metric": "images_per_s", "verdict": paired.INCONCLUSIVE, "more_pairs": more}

@@ -21,8 +21,6 @@ import pytest
 import torch
 
 from conftest import REPO, tiny_scenario
-from suite.analysis import gate
-from suite.analysis.gate_files import summary_line
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.jsonfile import MAX_JSON_DEPTH, JsonError, parse_json
@@ -31,6 +29,8 @@ from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError, check_record
 from suite.records.results import iter_records, new_record, write_record
 from suite.running.launch import finalize_record
+from suite.tools import gate
+from suite.tools.gate_files import summary_line
 
 DIGITS = REPO / "reports" / "digits" / "records.json"
 CONDITIONAL_P1 = ["conditional-bce-horovod-p1-s0-r0", "conditional-bce-horovod-p1-s1-r0", "conditional-bce-horovod-p1-s2-r0"]

@@ -1,4 +1,4 @@
-"""Paired A/B verdicts for the regression gate (:mod:`suite.analysis.gate`): a test on per-pair differences.
+"""Paired A/B verdicts for the regression gate (:mod:`suite.tools.gate`): a test on per-pair differences.
 
 The gate runs the baseline (A) and the candidate (B) alternately on one host, so each pair of
 runs saw nearly the same machine; the host's speed that day cancels in the pair's ratio. Each
@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from .metric_table import Metric
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
@@ -90,6 +92,23 @@ def _more_pairs(d: np.ndarray, margin: float, mean: float, alpha: float) -> int 
         return None
     needed = math.ceil((float(stats.norm.ppf(1 - alpha)) * spread / gap) ** 2)
     return max(needed - len(d), 1)
+
+
+def difference(metric: Metric, a: float, b: float) -> float:
+    """The pair's difference, positive when B is worse: a log ratio of times, or a count's relative change."""
+    if metric.count:
+        return (b - a) / a if a else (0.0 if b == a else math.inf)
+    return math.log(a / b) if metric.higher_is_better else math.log(b / a)
+
+
+def threshold_margin(metric: Metric, threshold_pct: float) -> float:
+    """The practical threshold (percent worse for B) on :func:`difference`'s scale."""
+    return threshold_pct / 100 if metric.count else math.log(1 + threshold_pct / 100)
+
+
+def change_pct(metric: Metric, value: float) -> float:
+    """A difference as percent worse for B (slower, or more bytes)."""
+    return 100 * value if metric.count else 100 * (math.exp(value) - 1)
 
 
 def overall(verdicts: Sequence[str]) -> str:

@@ -61,8 +61,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from ..analysis.gate import run_gate
-    from ..analysis.gate_settings import GateError, Settings
+    from ..tools.gate import run_gate
+    from ..tools.gate_settings import GateError, Settings
 
     settings = Settings(
         scenario=Path(args.scenario),

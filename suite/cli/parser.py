@@ -10,8 +10,8 @@ import argparse
 from typing import Any
 
 from .. import __version__
-from ..analysis.gate_settings import Settings
 from ..config.registry import FEATURES, PROTOCOLS
+from ..tools.gate_settings import Settings
 from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run

@@ -1,5 +1,5 @@
 """Every exit code of the ``suite`` command, defined once: one number per meaning (plain data, the lowest layer, so that
-the modules that return a code, :mod:`suite.running.sweep`, :mod:`suite.running.gpucheck` and :mod:`suite.analysis.gate`,
+the modules that return a code, :mod:`suite.running.sweep`, :mod:`suite.running.gpucheck` and :mod:`suite.tools.gate`,
 take it from here; :mod:`suite.cli.exitcodes` says which sub-commands end with which)."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ host's busy time less its ranks' own, over the window's seconds the number of co
 (``outside_cores``). The launcher and ``suite run`` itself are outside the ranks: they poll, about 0.04
 cores over a short launch on a 2-core host, start and end included.
 
-**The rule** (:func:`contention`, also the regression gate's, :mod:`suite.analysis.gate`): a run is
+**The rule** (:func:`contention`, also the regression gate's, :mod:`suite.tools.gate`): a run is
 *contended* where processes outside it kept busy more cores than it left free on its host (the host's
 cores less its ranks' threads) by more than :data:`BUSY_SHARE` of the host's cores (0.1 cores on 2
 cores: room for the launcher's polling, and below the 0.16 to 0.25 cores that made the gate's runs 20

@@ -1,5 +1,5 @@
 """What ``suite gate`` writes beside ``gate.json``: the one-line summary, ``gate.md`` and ``pairs.csv``
-(:mod:`suite.analysis.gate` runs the gate).
+(:mod:`suite.tools.gate` runs the gate).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..analysis import paired
 from ..records.results import atomic_write
-from . import paired
 
 
 @dataclass
@@ -52,7 +52,7 @@ def summary_line(verdict: str, verdicts: list[dict[str, Any]], threshold: float)
 
 
 def _change_text(v: dict[str, Any]) -> str:
-    if v.get("problem"):  # a record without a usable value (suite.analysis.gate._unusable)
+    if v.get("problem"):  # a record without a usable value (suite.tools.gate._unusable)
         return str(v["problem"])
     if "change_pct" in v:
         return (

@@ -45,15 +45,15 @@ from typing import Any
 
 import yaml
 
+from ..analysis import paired
+from ..analysis.metric_table import GATED, METRICS, Metric
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..measure.hostload import contention, read_cpu_times
 from ..records.record import IDENTITY, Record, record_field
 from ..records.results import RECORD_FILE, atomic_write_text, read_record
-from . import paired
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 from .gate_settings import GateError, Settings
-from .metric_table import GATED, METRICS, Metric
 
 log = logging.getLogger(__name__)
 
@@ -266,23 +266,6 @@ def values_of(records: dict[str, Record]) -> dict[str, dict[str, Any]]:
     }
 
 
-def difference(metric: Metric, a: float, b: float) -> float:
-    """The pair's difference, positive when B is worse: a log ratio of times, or a count's relative change."""
-    if metric.count:
-        return (b - a) / a if a else (0.0 if b == a else math.inf)
-    return math.log(a / b) if metric.higher_is_better else math.log(b / a)
-
-
-def margin(metric: Metric, threshold_pct: float) -> float:
-    """The practical threshold on :func:`difference`'s scale."""
-    return threshold_pct / 100 if metric.count else math.log(1 + threshold_pct / 100)
-
-
-def change_pct(metric: Metric, value: float) -> float:
-    """A difference as percent worse for B (slower, or more bytes)."""
-    return 100 * value if metric.count else 100 * (math.exp(value) - 1)
-
-
 def _unusable(metric: Metric, rid: str, pairs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A verdict row for a metric some run of ``rid`` recorded as no value can be (:meth:`Metric.problem`), naming
     the record: FAIL where the candidate's (B) is, else INCONCLUSIVE (the baseline's); None where every value is usable."""
@@ -314,8 +297,8 @@ def speed_verdicts(pairs: list[dict[str, Any]], settings: Settings) -> list[dict
                 continue
             if any(a is None or b is None for a, b in values):
                 continue  # a metric this revision does not record (comm.bytes of a run that moves none)
-            diffs = [difference(metric, a, b) for a, b in values]
-            v = paired.paired_verdict(diffs, margin(metric, settings.threshold), settings.alpha)
+            diffs = [paired.difference(metric, a, b) for a, b in values]
+            v = paired.paired_verdict(diffs, paired.threshold_margin(metric, settings.threshold), settings.alpha)
             rows.append(
                 {
                     "run_id": rid,
@@ -324,8 +307,8 @@ def speed_verdicts(pairs: list[dict[str, Any]], settings: Settings) -> list[dict
                     "pairs": v.n,
                     "median_a": statistics.median([a for a, _ in values]),
                     "median_b": statistics.median([b for _, b in values]),
-                    "change_pct": change_pct(metric, v.mean),
-                    "upper_pct": change_pct(metric, v.upper) if math.isfinite(v.upper) else None,
+                    "change_pct": paired.change_pct(metric, v.mean),
+                    "upper_pct": paired.change_pct(metric, v.upper) if math.isfinite(v.upper) else None,
                     "p_value": v.p_value,
                     "more_pairs": v.more_pairs,
                 }

@@ -1,5 +1,5 @@
 """The settings of ``suite gate`` and its one-line error: light (no numpy, no YAML), so that ``suite --help`` shows the
-gate's defaults from here without loading the gate (:mod:`suite.analysis.gate`).
+gate's defaults from here without loading the gate (:mod:`suite.tools.gate`).
 """
 
 from __future__ import annotations
