@@ -176,8 +176,8 @@ def report_tables(records: list[Record], out: Path) -> None:
     for made in (step_table(frame, records), time_table(frame), communication_table(frame), utilization_table(frame)):
         markdown_table(made)
     environment_tables(records)
-    quality_section(records, out)
-    per_class_section(records, out)
+    quality_section(records)
+    per_class_section(records)
     run_projection(records, PRESETS["summit"], PRESETS["shm"], [1, 2, 64], DEFAULT_BASELINES)
     for record in records:
         throughput_problem(record)

@@ -47,7 +47,15 @@ markdown and CSVs).
 from ..projection_defaults import DEFAULT_RANKS
 from .fit import fit, fit_all, project, validate
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
-from .render import REPORT_RANKS, compare_papers, paper_points, report_section, run_projection, write_projection
+from .render import (
+    REPORT_RANKS,
+    compare_papers,
+    paper_points,
+    projection_lines,
+    projection_tables,
+    run_projection,
+    write_projection,
+)
 
 __all__ = [
     "DEFAULT_RANKS",
@@ -63,7 +71,8 @@ __all__ = [
     "paper_points",
     "predict",
     "project",
-    "report_section",
+    "projection_lines",
+    "projection_tables",
     "run_projection",
     "validate",
     "write_projection",

@@ -19,7 +19,6 @@ from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..palette import style_of
 from ..plots import pyplot
-from ..projection_defaults import DEFAULT_NETWORK
 from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
@@ -265,12 +264,25 @@ def run_projection(
     )
 
 
+def projection_tables(result: Projection) -> dict[str, pd.DataFrame]:
+    """The projection's tables by CSV file name: the validation, the projection, the papers' points beside it."""
+    return {
+        "projection_validation.csv": result.validation,
+        "projection.csv": result.table,
+        "projection_papers.csv": result.comparison,
+    }
+
+
 def write_projection(result: Projection, out: Path, heading: str = "#") -> list[str]:
     """Write the CSVs and the plot into ``out``; return the markdown (headings at ``heading`` level)."""
     out.mkdir(parents=True, exist_ok=True)
-    result.validation.to_csv(out / "projection_validation.csv", index=False)
-    result.table.to_csv(out / "projection.csv", index=False)
-    result.comparison.to_csv(out / "projection_papers.csv", index=False)
+    for name, table in projection_tables(result).items():
+        table.to_csv(out / name, index=False)
+    return projection_lines(result, out, heading)
+
+
+def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[str]:
+    """The projection's markdown (headings at ``heading`` level), its plot drawn into ``out``."""
     sub = heading + "#"
     lines = [
         f"{heading} Projection\n",
@@ -335,10 +347,3 @@ def local_network(results_dir: Path, probe: str | None = None) -> Network:
     if probe or path.is_file():
         return probe_network(path)
     return PRESETS["shm"]
-
-
-def report_section(records: list[Record], results_dir: Path, out_dir: Path, baselines: Path) -> list[str]:
-    """The report's "Projection" section (on :data:`DEFAULT_NETWORK`, to 1,024 ranks), or nothing when no run can be
-    fitted."""
-    result = run_projection(records, PRESETS[DEFAULT_NETWORK], local_network(results_dir), REPORT_RANKS, baselines)
-    return write_projection(result, out_dir, "##") if result else []

@@ -9,33 +9,33 @@ findings with their tests, the key figures and an index of the detail pages in `
 headline in full, image quality, per-class scores, scaling, the projection, where the time goes,
 engines, the papers' numbers, samples, the environment, the runs, the definitions and every figure.
 Every table is also a CSV beside report.md. The sections are built in :mod:`.sections` and
-:mod:`.quality` from the tables of :mod:`.tables`, the projection's in :mod:`suite.analysis.projection`,
-and laid out on pages by :mod:`.pages`.
+:mod:`.quality` from the tables of :mod:`.tables`, the projection's in :mod:`suite.analysis.projection`;
+each returns what it shows (:class:`.section.Section`), laid out on pages by :mod:`.pages` and put on disk
+by :mod:`.writer`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ... import __version__
-from ...records.nofollow import read_text
-from ...records.record import Record, record_data
-from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, iter_records, records_frame, staged_folder
+from ...records.record import Record
+from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
 from ..conditions import condition_warnings
 from ..findings import headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
-from ..projection.render import report_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
-from .pages import Page, figures, figures_page, index_section, key_figures, write_pages
+from .pages import Page, figures, figures_page, index_section, key_figures
 from .quality import baseline_section, per_class_section, quality_over_time_section, quality_section
+from .section import Section
 from .sections import (
     engine_section,
     environment_section,
+    projection_section,
     runs_section,
     samples_section,
     scaling_section,
@@ -43,6 +43,7 @@ from .sections import (
     time_section,
 )
 from .tables import scaling_table, sweep_warnings
+from .writer import write_first_page, write_pages
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,26 +70,27 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     probe = results_dir / PROBE_FILE
     copy_probe = os.path.lexists(probe) and probe.resolve() != (out_dir / PROBE_FILE).resolve()
     with staged_folder(out_dir) as staging:
-        _write_report_files(results_dir, records, staging, baselines, copy_probe)
-    return out_dir / "report.md"
+        first_page = _write_report_files(results_dir, records, staging, baselines, probe if copy_probe else None)
+    return out_dir / first_page.relative_to(staging)
 
 
 def _write_report_files(
-    results_dir: Path, records: list[Record], out_dir: Path, baselines: Path | None, copy_probe: bool
-) -> None:
+    results_dir: Path, records: list[Record], out_dir: Path, baselines: Path | None, probe: Path | None
+) -> Path:
     frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
     ok_count = int((frame["status"] == "ok").sum())
     failed = int((~frame["status"].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
     table = headline(records, scaling)
-    headline_csv(table).to_csv(out_dir / "headline.csv", index=False)
+    headline_file = headline_csv(table)
     found = tested_findings(table, records, scaling)
     warnings = not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
     pages = _detail_pages(results_dir, records, out_dir, baselines, frame, scaling, table, found, warnings)
     pictures = figures(pages)
     pages.insert(
-        -1, Page("figures", "Figures", "every figure of the report, with the page that explains it", figures_page(pictures))
+        -1,
+        Page("figures", "Figures", "every figure of the report, with the page that explains it", Section(figures_page(pictures))),
     )
     written = write_pages(out_dir, pages)
 
@@ -106,11 +108,7 @@ def _write_report_files(
         lines.append("## Key figures\n")
         lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
     lines += index_section(written)
-    atomic_write_text(out_dir / "report.md", "\n".join(lines))
-    # the records and the measured network: `suite project REPORT` fits and validates what the report shows
-    atomic_write_text(out_dir / RECORDS_FILE, json.dumps([record_data(r) for r in records], indent=1))
-    if copy_probe:
-        atomic_write_text(out_dir / PROBE_FILE, read_text(results_dir / PROBE_FILE))  # a link there: refused, not copied
+    return write_first_page(out_dir, Section(lines, {"headline.csv": headline_file}), records, probe)
 
 
 def _detail_pages(
@@ -124,28 +122,27 @@ def _detail_pages(
     found: list[Finding],
     warnings: list[str],
 ) -> list[Page]:
-    """The report's detail pages, in their order (each section writes its CSVs and figures into ``out_dir``)."""
-    papers = baseline_section(baselines, records)
-    engines: list[str] = []
-    engine_section(records, results_dir, out_dir, engines)
+    """The report's detail pages, in their order (the sections draw their figures into ``out_dir``)."""
+    papers = Section(baseline_section(baselines, records))
+    engines = engine_section(records, results_dir, out_dir)
     pages = [
         Page(
             "headline",
             "Headline in full",
             "every column, the checks, the findings and every warning",
-            full_headline(table, found, records, warnings),
+            Section(full_headline(table, found, records, warnings)),
         ),
         Page(
             "quality",
             "Image quality",
             "every score per ruler, over seeds and per run; quality over training time and the time to the target",
-            quality_section(records, out_dir) + quality_over_time_section(records, out_dir, results_dir),
+            quality_section(records) + quality_over_time_section(records, out_dir, results_dir),
         ),
         Page(
             "per-class",
             "Per-class scores",
             "each class's FID or KID, by generated label and by predicted class",
-            per_class_section(records, out_dir),
+            per_class_section(records),
         ),
         Page(
             "scaling",
@@ -157,7 +154,7 @@ def _detail_pages(
             "projection",
             "Projection",
             "the cost model fitted on these runs, validated, and projected past this machine",
-            report_section(records, results_dir, out_dir, baselines),
+            projection_section(records, results_dir, out_dir, baselines),
         ),
         Page(
             "time",
@@ -176,21 +173,21 @@ def _detail_pages(
             "samples",
             "Samples",
             "each strategy's samples at its largest P, and every other run's",
-            samples_section(records, results_dir, out_dir),
+            samples_section(records, results_dir),
         ),
         Page(
             "environment",
             "Environment",
             "the machine and versions, what differs between runs, and the scenario",
-            environment_section(records, out_dir) + scenario_lines(results_dir),
+            environment_section(records) + Section(scenario_lines(results_dir)),
         ),
         Page(
             "runs",
             "Runs",
             "every run with its settings and status; failed, diverged and not learned runs",
-            runs_section(frame, out_dir) + outcomes_section(records),
+            runs_section(frame) + Section(outcomes_section(records)),
         ),
-        Page("definitions", "Definitions", "what every column and word of the report means", [DEFINITIONS]),
+        Page("definitions", "Definitions", "what every column and word of the report means", Section([DEFINITIONS])),
     ]
     return pages
 

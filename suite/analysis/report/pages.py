@@ -1,7 +1,7 @@
 """The report's pages: ``report.md``, the first page, and the detail pages beside it in ``details/``.
 
 A section is written as markdown lines whose local links (figures, samples, traces, other pages) are
-relative to the report folder, whatever page it ends up on; :func:`write_page` rebases them for a page
+relative to the report folder, whatever page it ends up on; :func:`page_text` rebases them for a page
 one folder down, so a section can move between pages without its links breaking.
 """
 
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...records.results import atomic_write_text
+from .section import Section
 
 DETAILS = "details"
 """The folder of the detail pages, beside report.md."""
@@ -24,12 +24,17 @@ FIGURE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
 @dataclass(frozen=True)
 class Page:
-    """A detail page: its file name (without ``.md``), title, the line the index says of it, and its markdown lines."""
+    """A detail page: its file name (without ``.md``), title, the line the index says of it, and what it shows."""
 
     name: str
     title: str
     summary: str
-    lines: list[str]
+    section: Section
+
+    @property
+    def lines(self) -> list[str]:
+        """The page's markdown lines (its section's)."""
+        return self.section.lines
 
     @property
     def link(self) -> str:
@@ -47,16 +52,6 @@ def page_text(page: Page) -> str:
         lines = [line[1:] if line.startswith("###") else line for line in lines[1:]]
     text = "\n".join([f"# {page.title}\n", "Part of [the report](report.md); every table is also a CSV beside it.\n", *lines])
     return LOCAL_LINK.sub(r"\1../", text)
-
-
-def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
-    """Write every page that has something to say into ``out_dir/details``; return those written."""
-    written = [page for page in pages if page.lines]
-    if written:
-        (out_dir / DETAILS).mkdir(exist_ok=True)
-    for page in written:
-        atomic_write_text(out_dir / page.link, page_text(page) + "\n")
-    return written
 
 
 def index_section(pages: list[Page]) -> list[str]:

@@ -18,6 +18,7 @@ from ..markdown import NA, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..verdicts import summarise
+from .section import Section
 from .tables import KID_UNITS
 
 
@@ -315,15 +316,17 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
     return lines
 
 
-def quality_over_time_section(records: list[Record], out_dir: Path, results_dir: Path | None = None) -> list[str]:
-    """Quality, losses and samples over training time (the samples where ``results_dir`` has the run folders)."""
+def quality_over_time_section(records: list[Record], out_dir: Path, results_dir: Path | None = None) -> Section:
+    """Quality, losses and samples over training time (the samples where ``results_dir`` has the run folders), drawn
+    into ``out_dir``, and each run's time to the target."""
     timed = [(r, r.time_to_target) for r in records if r.status == "ok" and r.time_to_target is not None]
     plots = plot_quality_curves(records, out_dir) + plot_losses(records, out_dir)
     if results_dir is not None:
         plots += plot_samples_over_time(records, results_dir, out_dir)
     if not plots and not timed:
-        return []
+        return Section()
     lines = ["## Quality over training time\n"]
+    tables = {}
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plots]
     if timed:
         t = timed[0][1]
@@ -340,24 +343,26 @@ def quality_over_time_section(records: list[Record], out_dir: Path, results_dir:
             for r, target in timed
         ]
         table = pd.DataFrame(rows)
-        table.to_csv(out_dir / "time_to_target.csv", index=False)
+        tables["time_to_target.csv"] = table
         lines.append(
             f"Time to {str(t.metric).upper()} <= {t.target:g} ({t.features}, n={t.n}): training-window "
             "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
             "pauses are not counted).\n"
         )
         lines.append(details("Time to target, every run", markdown_table(table)))
-    return lines
+    return Section(lines, tables)
 
 
-def quality_section(records: list[Record], out_dir: Path) -> list[str]:
+def quality_section(records: list[Record]) -> Section:
+    """Every score per ruler: over seeds, and per run."""
     lines = ["## Image quality\n"]
     quality = quality_tables(records)
     if not quality:
-        return lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"]
+        return Section(lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"])
+    tables = {}
     for net, (scores, _) in quality.items():
         slug = file_slug(net)
-        scores.to_csv(out_dir / f"quality_{slug}.csv", index=False)
+        tables[f"quality_{slug}.csv"] = scores
         detail = next(
             (r.quality.features_detail for r in records if r.quality is not None and r.quality.features == net.split(" ")[0]),
             None,
@@ -375,8 +380,8 @@ def quality_section(records: list[Record], out_dir: Path) -> list[str]:
             f"{scores['comparability'].iloc[0]}.**\n"
         )
         summary = quality_over_seeds(scores)
-        seeds_csv(summary.drop(columns=[c for c in summary.columns if c.startswith("_")])).to_csv(
-            out_dir / f"quality_over_seeds_{slug}.csv", index=False
+        tables[f"quality_over_seeds_{slug}.csv"] = seeds_csv(
+            summary.drop(columns=[c for c in summary.columns if c.startswith("_")])
         )
         lines.append(
             "Over seeds (each seed a separate training draw): geometric mean [95 % interval] (n seeds); label_acc: "
@@ -393,20 +398,21 @@ def quality_section(records: list[Record], out_dir: Path) -> list[str]:
         for run_id, note in zip(scores["run_id"], scores["fid_note"]):
             if isinstance(note, str):
                 lines.append(f"FID n/a for {run_id}: {note}.\n")
-    return lines
+    return Section(lines, tables)
 
 
-def per_class_section(records: list[Record], out_dir: Path) -> list[str]:
+def per_class_section(records: list[Record]) -> Section:
     """Each class's score per ruler and grouping basis; where FID is withheld (too few samples per class for the
     feature dimensions, KID instead), one sentence says so for all those rows rather than a note on each."""
     lines: list[str] = []
+    tables = {}
     for net, (_, per_class) in quality_tables(records).items():
         slug = file_slug(net)
         for field, basis in PER_CLASS_BASES.items():
             table = per_class[field]
             if table.empty:
                 continue
-            table.to_csv(out_dir / f"{field}_{slug}.csv", index=False)
+            tables[f"{field}_{slug}.csv"] = table
             lines.append(f"## Ruler `{net}`, by {basis}\n")
             withheld = table["metric"].eq("kid") & table["fid"].isna()
             if withheld.any():
@@ -424,4 +430,4 @@ def per_class_section(records: list[Record], out_dir: Path) -> list[str]:
             kept = {"fid": table["fid"].notna().any(), "note": table["note"].astype(bool).any()}
             columns = [c for c in columns if kept.get(c, True)]
             lines.append(markdown_table(table[columns].rename(columns={"KID_std": "KID std (subsets)"})))
-    return lines
+    return Section(lines, tables)

@@ -1,17 +1,18 @@
-"""The report's other sections, each a list of markdown lines (and its CSVs written into the report folder):
-scaling, where the time goes, engines, samples, the scenario, environment and runs.
+"""The report's other sections, each returned as a :class:`.section.Section` (its markdown lines, its tables
+by CSV file name, the files it shows): scaling, the projection, where the time goes, engines, samples, the scenario,
+environment and runs. :mod:`.writer` puts them on disk.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ...measure.network import PRESETS
 from ...records.images import image_problem
 from ...records.nofollow import read_text
 from ...records.record import Record
@@ -19,8 +20,11 @@ from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
 from ..markdown import NA, cell, details, markdown_table
 from ..plots import plot_scaling
+from ..projection.render import REPORT_RANKS, local_network, projection_lines, projection_tables, run_projection
+from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
 from ..verdicts import summarise
+from .section import Section
 from .tables import (
     cellular_phase_table,
     communication_table,
@@ -38,9 +42,9 @@ from .tables import (
 log = logging.getLogger(__name__)
 
 
-def engine_section(records: list[Record], results_dir: Path, out_dir: Path, lines: list[str]) -> None:
-    """Engine settings of every run, the engine comparison, and links to traces."""
-    lines.append("## Engines\n")
+def engine_section(records: list[Record], results_dir: Path, out_dir: Path) -> Section:
+    """Engine settings of every run, the engine comparison, and links to traces (relative to ``out_dir``)."""
+    lines = ["## Engines\n"]
     settings = pd.DataFrame(
         [
             {
@@ -54,11 +58,9 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path, line
         ],
         columns=["run_id", "engine", "traced", "settings"],
     )
-    settings.to_csv(out_dir / "engine_settings.csv", index=False)
     lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
     lines.append(markdown_table(settings))
     comparison = engine_comparison_table(records)
-    comparison.to_csv(out_dir / "engine_comparison.csv", index=False)
     if not comparison.empty:
         lines.append("### Engine comparison\n")
         lines.append(
@@ -69,7 +71,6 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path, line
         )
         lines.append(markdown_table(comparison))
     traces = trace_table(records, results_dir, out_dir)
-    traces.to_csv(out_dir / "traces.csv", index=False)
     if not traces.empty:
         lines.append("### Traces\n")
         lines.append(
@@ -80,6 +81,7 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path, line
             "on untraced runs.\n"
         )
         lines.append(markdown_table(traces))
+    return Section(lines, {"engine_settings.csv": settings, "engine_comparison.csv": comparison, "traces.csv": traces})
 
 
 def ratio_text(table: pd.DataFrame, name: str) -> list[str]:
@@ -93,11 +95,13 @@ def ratio_text(table: pd.DataFrame, name: str) -> list[str]:
     return texts
 
 
-def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
+def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_dir: Path) -> Section:
+    """Strong and weak scaling: each table over its runs, and its figures (drawn into ``out_dir``)."""
     lines = ["## Scaling\n"]
+    tables = {}
     for kind, title in (("strong", "Strong scaling"), ("weak", "Weak scaling")):
         table = scaling[kind]
-        table.drop(columns=hidden(table)).to_csv(out_dir / f"{kind}_scaling.csv", index=False)
+        tables[f"{kind}_scaling.csv"] = table.drop(columns=hidden(table))
         lines.append(f"### {title}\n")
         if table.empty:
             lines.append(f"_No {kind}-scaling runs in these results._\n")
@@ -129,8 +133,8 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
     both = pd.concat(
         [table.drop(columns=hidden(table)).assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True
     )
-    both.to_csv(out_dir / "speedup_efficiency.csv", index=False)
-    return lines
+    tables["speedup_efficiency.csv"] = both
+    return Section(lines, tables)
 
 
 def hidden(table: pd.DataFrame) -> list[str]:
@@ -153,11 +157,19 @@ def _interval(values: pd.Series) -> str:
     return summary.text() if summary is not None else NA
 
 
-def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> list[str]:
-    """Where the time goes: outside the window, inside a step, on communication, on the GPU."""
+def projection_section(records: list[Record], results_dir: Path, out_dir: Path, baselines: Path) -> Section:
+    """The cost model fitted on these runs, validated, and projected on :data:`DEFAULT_NETWORK` to 1,024 ranks (its
+    chart drawn into ``out_dir``), or nothing when no run can be fitted."""
+    result = run_projection(records, PRESETS[DEFAULT_NETWORK], local_network(results_dir), REPORT_RANKS, baselines)
+    return Section(projection_lines(result, out_dir, "##"), projection_tables(result)) if result else Section()
+
+
+def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> Section:
+    """Where the time goes: outside the window, inside a step, on communication, on the GPU (the ranks' timeline
+    drawn into ``out_dir``)."""
     lines = ["## Where the time goes\n"]
     times = time_table(frame)
-    times.to_csv(out_dir / "time.csv", index=False)
+    tables = {"time.csv": times}
     if not times.empty and times["wall_s"].sum() > 0:  # records without launch times (hand-made) have no wall time
         total = times["wall_s"].sum()
         sums = {
@@ -173,7 +185,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> l
         lines.append(details("Time per run, by phase", markdown_table(times)))
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plot_rank_timeline(records, out_dir)]
     steps = step_table(frame, records)
-    steps.to_csv(out_dir / "step_time.csv", index=False)
+    tables["step_time.csv"] = steps
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
     peaks = "".join(
         f"Peak: {source}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
@@ -184,11 +196,11 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> l
             details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)
         )
     comm = communication_table(frame)
-    comm.to_csv(out_dir / "communication.csv", index=False)
+    tables["communication.csv"] = comm
     body = markdown_table(comm)
     phases = cellular_phase_table(records)
     if not phases.empty:
-        phases.to_csv(out_dir / "cellular_phases.csv", index=False)
+        tables["cellular_phases.csv"] = phases
         body += (
             "\nCellular runs, seconds per rank in each phase of the window's iterations (mean over ranks; `exchange` is "
             "the neighbour exchange, the rest is computation; mixture scoring is part of the algorithm):\n\n"
@@ -196,20 +208,21 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> l
         )
     lines.append(details("Communication share", body))
     util = utilization_table(frame)
-    util.to_csv(out_dir / "gpu_utilization.csv", index=False)
+    tables["gpu_utilization.csv"] = util
     if not util.empty and util["gpu_util_mean"].isna().all():
         devices = ", ".join(sorted({str(d) for d in util["device"]}))
         lines.append(f"**GPU utilization:** all runs ran on CPUs ({devices}): n/a, not measured and not estimated.\n")
     else:
         lines.append("### GPU utilization\n")
         lines.append(markdown_table(util))
-    return lines
+    return Section(lines, tables)
 
 
-def samples_section(records: list[Record], results_dir: Path, out_dir: Path) -> list[str]:
-    """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded."""
-    samples_dir = out_dir / "samples"
+def samples_section(records: list[Record], results_dir: Path) -> Section:
+    """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded. The
+    section copies each shown run's sample grid into the report's ``samples/``."""
     shown, folded = [], []
+    copies: dict[str, Path] = {}
     by_config: dict[str, list[Record]] = {}
     for r in records:
         # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
@@ -218,15 +231,14 @@ def samples_section(records: list[Record], results_dir: Path, out_dir: Path) -> 
                 log.warning("skipped %s", problem)
                 continue
             by_config.setdefault(config_name(r), []).append(r)
-            samples_dir.mkdir(exist_ok=True)
-            shutil.copyfile(source, path_under(samples_dir, f"{r.run_id}.png"))
+            copies[f"samples/{r.run_id}.png"] = source
     for name, runs in sorted(by_config.items()):
         main, _ = main_runs(runs)
         first = min(main, key=lambda r: r.repeat or 0)
         shown.append(f'| {name} | <img src="samples/{first.run_id}.png" width="200" title="{first.run_id}"> |')
         folded += [f'<img src="samples/{r.run_id}.png" width="120" title="{r.run_id}">' for r in runs if r is not first]
     if not shown:
-        return []
+        return Section()
     lines = [
         "## Samples\n",
         "Each strategy at its largest P; conditional and label-partitioned models show one row per class.\n",
@@ -237,7 +249,7 @@ def samples_section(records: list[Record], results_dir: Path, out_dir: Path) -> 
     ]
     if folded:
         lines.append(details("Samples of every other run", " ".join(folded)))
-    return lines
+    return Section(lines, copies=copies)
 
 
 def scenario_lines(results_dir: Path) -> list[str]:
@@ -249,17 +261,19 @@ def scenario_lines(results_dir: Path) -> list[str]:
     return ["## Scenario\n", "```yaml\n" + read_text(scenario_file).strip() + "\n```\n"]
 
 
-def environment_section(records: list[Record], out_dir: Path) -> list[str]:
+def environment_section(records: list[Record]) -> Section:
+    """The machine and versions every run shared, and what differs between runs."""
     common, varying = environment_tables(records)
-    common.to_csv(out_dir / "environment.csv", index=False)
+    tables = {"environment.csv": common}
     lines = ["## Environment\n", machine_note(records) + "\n", "Shared by every run:\n", markdown_table(common)]
     if not varying.empty:
-        varying.to_csv(out_dir / "environment_per_run.csv", index=False)
+        tables["environment_per_run.csv"] = varying
         lines.append(details("What differs between runs", markdown_table(varying)))
-    return lines
+    return Section(lines, tables)
 
 
-def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
+def runs_section(frame: pd.DataFrame) -> Section:
+    """Every run with its settings and status; the failed ones named."""
     runs = frame[
         [
             "run_id",
@@ -284,7 +298,6 @@ def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
             "error",
         ]
     ]
-    runs.to_csv(out_dir / "runs.csv", index=False)
     failed = runs[~runs["status"].isin(("ok", "diverged"))]  # diverged runs have their own section
     shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
     lines = ["## Runs\n"]
@@ -295,4 +308,4 @@ def runs_section(frame: pd.DataFrame, out_dir: Path) -> list[str]:
             + "\n"
         )
     lines.append(details(f"All {len(runs)} runs", markdown_table(shown)))
-    return lines
+    return Section(lines, {"runs.csv": runs})

@@ -1,0 +1,61 @@
+"""The report's one writer: what its sections return (:class:`.section.Section`: tables, files shown from the run
+folders) and its pages, put on disk in the report folder; then the first page, the records it was made from and
+the measured network. The figures are drawn into the folder by :mod:`suite.analysis.plots` as the sections are made.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from ...records.nofollow import read_text
+from ...records.record import Record, record_data
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, path_under
+from .pages import DETAILS, Page, page_text
+from .section import Section
+
+FIRST_PAGE = "report.md"
+"""The report's first page, in the report folder."""
+
+
+def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> None:
+    """``table`` as the CSV ``out_dir/name`` (no index column)."""
+    atomic_write_text(out_dir / name, table.to_csv(index=False))
+
+
+def write_section_files(out_dir: Path, section: Section) -> None:
+    """A section's tables as CSVs and the files it shows copied into ``out_dir`` (never out of it)."""
+    for name, table in section.tables.items():
+        write_table(out_dir, name, table)
+    for name, source in section.copies.items():
+        target = path_under(out_dir, name)
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(source, target)
+
+
+def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
+    """Write every page's files, and every page that has something to say into ``out_dir/details``; return the
+    pages written."""
+    for page in pages:
+        write_section_files(out_dir, page.section)
+    written = [page for page in pages if page.lines]
+    if written:
+        (out_dir / DETAILS).mkdir(exist_ok=True)
+    for page in written:
+        atomic_write_text(out_dir / page.link, page_text(page) + "\n")
+    return written
+
+
+def write_first_page(out_dir: Path, first: Section, records: list[Record], probe: Path | None) -> Path:
+    """report.md and its files, the records the report was made from, and (where ``probe`` names one) the measured
+    network, so that ``suite project REPORT`` fits and validates what the report shows; return report.md's path."""
+    write_section_files(out_dir, first)
+    path = out_dir / FIRST_PAGE
+    atomic_write_text(path, "\n".join(first.lines))
+    atomic_write_text(out_dir / RECORDS_FILE, json.dumps([record_data(r) for r in records], indent=1))
+    if probe is not None:
+        atomic_write_text(out_dir / PROBE_FILE, read_text(probe))  # a link there: refused, not copied
+    return path
