@@ -4,7 +4,7 @@ Simulates reports of 5 candidates (A to E) with ``n`` per-seed FIDs each, log-no
 coefficient of variation seen in ``reports/digits`` (its per-seed FIDs), (a) all from one
 distribution and (b) with A's median FID ``--ratio`` times lower than the others'. Every report
 goes through the suite's own verdict code, the function the report's findings call
-(:func:`suite.analysis.verdicts.compare_all`, all pairs Holm-corrected together), once with each
+(:func:`suite.analysis.stats.verdicts.compare_all`, all pairs Holm-corrected together), once with each
 candidate test, on the same simulated draws. Writes ``error-rates.csv`` (one row per cell) and
 ``error-rates.md`` (the rates with Clopper-Pearson 95 % intervals, the settings, N and seeds) into
 ``--out``.
@@ -27,7 +27,7 @@ import scipy
 from scipy import stats
 
 from suite.analysis.findings import headline
-from suite.analysis.verdicts import ALPHA, TEST, TESTS, compare_all, summarise
+from suite.analysis.stats.verdicts import ALPHA, TEST, TESTS, compare_all, summarise
 from suite.records.results import read_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +142,7 @@ def markdown(table: pd.DataFrame, args: argparse.Namespace, spreads: dict[str, f
         f"coefficient of variation (CV) of per-seed FIDs in `{args.records}`: "
         + ", ".join(f"{name} {cv:.3f}" for name, cv in spreads.items())
         + f". Truth: all five from one distribution, or A's median {args.ratio:g} times lower (better) than the other "
-        f"four's. Every report is judged by `suite.analysis.verdicts.compare_all`, the function the report's findings "
+        f"four's. Every report is judged by `suite.analysis.stats.verdicts.compare_all`, the function the report's findings "
         f"call: all {len(CANDIDATES) * (len(CANDIDATES) - 1) // 2} pairs tested, Holm-corrected together at "
         f"{ALPHA * 100:g} %, once per candidate test, all tests on the same simulated draws (seed "
         f"`{args.seed}-spread-n-truth` per cell, numpy's default generator). Rates with Clopper-Pearson 95 % intervals.",
@@ -179,7 +179,7 @@ def markdown(table: pd.DataFrame, args: argparse.Namespace, spreads: dict[str, f
         f"**The test kept:** of the tests whose false-claim rate with no difference stayed at or below {ALPHA * 100:g} % "
         f"at n = {CHOICE_DRAWS}, the one finding the known difference most often there (power, one): `{chosen}`"
         + (
-            " (the one the report uses, `suite.analysis.verdicts.TEST`)."
+            " (the one the report uses, `suite.analysis.stats.verdicts.TEST`)."
             if chosen == TEST
             else f"; the report uses `{TEST}`: CHANGE IT."
         )

@@ -115,7 +115,7 @@ def test_exit_codes_are_distinct_and_every_listed_sub_command_exists():
 
 
 def test_the_lower_layers_record_the_tables_codes():
-    from suite.analysis import paired
+    from suite.analysis.stats import paired
     from suite.cli.common import DIVERGED_EXIT_CODE
     from suite.running import gpucheck
     from suite.tools import gate

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import tiny_scenario
-from suite.analysis import paired
+from suite.analysis.stats import paired
 from suite.cli import main
 from suite.records.results import new_record
 from suite.running import worker

@@ -18,7 +18,7 @@ from suite.records.results import new_record, write_record
 
 COMMITTED = REPO / "reports" / "digits" / "records.json"
 SPEEDUP = {"speedup", "efficiency"}
-"""Ratios computed by one function (`suite/analysis/speedup.py`) for the headline and the scaling tables: checked apart."""
+"""Ratios computed by one function (`suite/analysis/stats/speedup.py`) for the headline and the scaling tables: checked apart."""
 
 
 @pytest.fixture(scope="module")

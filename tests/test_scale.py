@@ -1,5 +1,5 @@
 """At what scale a verdict holds: the power a run's own spread gives, the ranking over the budget, and who was still
-improving at its end (suite.analysis.power, suite.analysis.settling, and how the first page says them)."""
+improving at its end (suite.analysis.stats.power, suite.analysis.stats.settling, and how the first page says them)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from suite.analysis import findings
 from suite.analysis.findings import headline, verdicts
-from suite.analysis.power import POWER, detectable_ratio, seeds_needed, undistinguished_power
 from suite.analysis.report.headline_view import first_page_headline, kernel_line
-from suite.analysis.settling import below_p, claims_of, curve_anytime, last_stretch
-from suite.analysis.verdicts import compare_all, summarise, welch_p
+from suite.analysis.stats.power import POWER, detectable_ratio, seeds_needed, undistinguished_power
+from suite.analysis.stats.settling import below_p, claims_of, curve_anytime, last_stretch
+from suite.analysis.stats.verdicts import compare_all, summarise, welch_p
 from suite.records.record import HostLoad, Machine
 from suite.records.results import new_record
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from suite.analysis.verdicts import (
+from suite.analysis.stats.verdicts import (
     ALPHA,
     TEST,
     TESTS,

@@ -21,10 +21,10 @@ from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
-from .power import PairPower, undistinguished_power
-from .settling import Scale, budget_text, quality_scale, speedup_scale
-from .speedup import speedup
-from .verdicts import Family, Summary, compare_all, sentence, summarise
+from .stats.power import PairPower, undistinguished_power
+from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
+from .stats.speedup import speedup
+from .stats.verdicts import Family, Summary, compare_all, sentence, summarise
 
 
 def system_name(record: Record) -> str:
@@ -151,7 +151,7 @@ def per_seed(runs: list[Record], value: Callable[[Record], Any]) -> list[float |
 
 
 def strong_speedup(runs: list[Record], top: int) -> Summary | None:
-    """The strong sweep's speedup at ``top`` against its P=1 runs (:func:`suite.analysis.speedup.speedup`, as the scaling table's)."""
+    """The strong sweep's speedup at ``top`` against its P=1 runs (:func:`suite.analysis.stats.speedup.speedup`, as the scaling table's)."""
     strong = [r for r in runs if r.scaling == "strong"]
     return speedup([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top], top)
 
@@ -164,7 +164,7 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
-    Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.verdicts.Summary.text`:
+    Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.stats.verdicts.Summary.text`:
     geometric means of positive quantities); the hidden ``_*`` columns keep the summaries the findings test with.
     """
     by_config: dict[str, list[Record]] = defaultdict(list)
@@ -432,7 +432,7 @@ def findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.D
 def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
     """The headline's findings, each a sentence and the family of tests behind it.
 
-    Each tested finding is one family (:func:`suite.analysis.verdicts.compare_all`): every pair
+    Each tested finding is one family (:func:`suite.analysis.stats.verdicts.compare_all`): every pair
     of configurations on one quantity, over their draws (seeds for quality and time to quality,
     runs at both ends for speedup), Holm-corrected together. Its sentence gives every estimate, says which
     configuration is better than which where the test found it, and that the other pairs are not

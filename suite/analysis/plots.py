@@ -3,7 +3,7 @@ quality and losses over training, each system in its own look (:mod:`.palette`) 
 
 Every plot function writes its PNGs into ``out`` and returns their file names; where the records
 hold nothing to draw it logs one line saying why and returns no name (never a blank figure).
-Spread is always the suite's own: :func:`suite.analysis.verdicts.summarise` (geometric means with
+Spread is always the suite's own: :func:`suite.analysis.stats.verdicts.summarise` (geometric means with
 log-scale Student-t intervals) over seeds or runs, and the scaling table's speedup intervals.
 """
 
@@ -22,7 +22,7 @@ import pandas as pd
 from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
 from .findings import config_name, main_runs
 from .palette import style_of
-from .verdicts import Summary, critical_t, summarise
+from .stats.verdicts import Summary, critical_t, summarise
 
 log = logging.getLogger(__name__)
 

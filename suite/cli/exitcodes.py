@@ -30,7 +30,7 @@ EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
 """The codes each sub-command can end with besides OK and BAD_INPUT, which every sub-command can."""
 
 GATE_VERDICTS = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAILED, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}
-"""``suite gate``'s verdict -> its exit code (:mod:`suite.analysis.paired`'s verdicts)."""
+"""``suite gate``'s verdict -> its exit code (:mod:`suite.analysis.stats.paired`'s verdicts)."""
 
 
 def users(code: ExitCode) -> list[str]:

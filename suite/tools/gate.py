@@ -7,7 +7,7 @@ sides, and gets its own (``ci/setup.sh``) when it differs. The gate then runs th
 workload (``scenarios/gate.yaml``) on both sides alternately, ``A B B A A B ...``, after one
 warm-up run of each side that is not counted: same host, same threads, pair ``i`` on seed
 ``seeds[i % len(seeds)]`` on both sides. Each pair gives one ratio per metric, and
-:func:`suite.analysis.paired.paired_verdict` turns the ratios into PASS, FAIL or INCONCLUSIVE. From
+:func:`suite.analysis.stats.paired.paired_verdict` turns the ratios into PASS, FAIL or INCONCLUSIVE. From
 ``--min-pairs`` on, the gate stops as soon as every metric is decided, at ``--max-pairs`` or
 when the next pair would pass ``--max-minutes``.
 
@@ -45,8 +45,8 @@ from typing import Any
 
 import yaml
 
-from ..analysis import paired
 from ..analysis.metric_table import GATED, METRICS, Metric
+from ..analysis.stats import paired
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..measure.hostload import contention, read_cpu_times

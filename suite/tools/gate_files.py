@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analysis import paired
+from ..analysis.stats import paired
 from ..records.results import atomic_write
 
 

@@ -17,9 +17,9 @@ import pandas as pd
 from ...records.record import Record
 from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, repeats, unlearned_configs, verdicts
 from ..markdown import NA, markdown_table
-from ..power import POWER, REFERENCE_RATIO, family_level
-from ..settling import claims_of
-from ..verdicts import ALPHA, TEST, TESTS, Summary
+from ..stats.power import POWER, REFERENCE_RATIO, family_level
+from ..stats.settling import claims_of
+from ..stats.verdicts import ALPHA, TEST, TESTS, Summary
 from .tables import KID_UNITS
 
 DRAWS = re.compile(r" \(n=[^)]*\)$")

@@ -8,9 +8,9 @@ Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-..
 * one line per claim of the paper: ``holds``, ``does not hold`` or ``cannot be judged at this scale``.
 
 A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
-direction by Welch's test at 5 % (:func:`suite.analysis.verdicts.welch_p`), does not hold when they differ
+direction by Welch's test at 5 % (:func:`suite.analysis.stats.verdicts.welch_p`), does not hold when they differ
 the other way, and cannot be judged when they do not differ. A scaling claim is judged on the measured speedup
-or efficiency's 95 % interval (:mod:`suite.analysis.speedup`). Only what can be judged is: a claim needs at least
+or efficiency's 95 % interval (:mod:`suite.analysis.stats.speedup`). Only what can be judged is: a claim needs at least
 :data:`MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
 significantly below its untrained generator's, :func:`learned`); otherwise it cannot be judged at this scale, and
 the line says why.
@@ -31,9 +31,9 @@ from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import read_baseline
 from ..markdown import markdown_table
-from ..settling import below_p, last_stretch, seed_curves
-from ..speedup import efficiency, speedup
-from ..verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
+from ..stats.settling import below_p, last_stretch, seed_curves
+from ..stats.speedup import efficiency, speedup
+from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
 MIN_DRAWS = 3
@@ -170,7 +170,7 @@ def learned(arms: dict[str, list[Record]]) -> str | None:
 
 def scale_note(arms: dict[str, list[Record]]) -> str:
     """At what budget a quality claim was judged and whether each arm was still improving there: each arm's FID over
-    the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`.settling.last_stretch`)."""
+    the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`..stats.settling.last_stretch`)."""
     trends = []
     for name, runs in arms.items():
         draws = seed_curves(runs)

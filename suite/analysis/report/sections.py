@@ -23,7 +23,7 @@ from ..plots import plot_scaling
 from ..projection.render import REPORT_RANKS, local_network, projection_lines, projection_tables, run_projection
 from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
-from ..verdicts import summarise
+from ..stats.verdicts import summarise
 from .section import Section
 from .tables import (
     cellular_phase_table,

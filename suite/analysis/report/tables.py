@@ -18,8 +18,8 @@ from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.record import Machine, RankTelemetry, Record, RecordError, record_data
 from ...records.results import trace_files
 from ..markdown import NA
-from ..speedup import budgeted, efficiency, speedup, work_efficiency
-from ..verdicts import summarise
+from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
+from ..stats.verdicts import summarise
 
 KID_UNITS = (
     "KID is the raw unbiased MMD² under the cubic kernel (x·y/d + 1)³, in torch-fidelity's and clean-fid's units (no "
@@ -64,9 +64,9 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     and, because the work per rank may differ between process counts (unequal classes, growing
     neighbourhoods), the work-normalised ``efficiency_work``: images/s per rank at P over P=1's.
     T is ``train_s`` (the training window of the slowest rank). Speedup and efficiency come from
-    :mod:`suite.analysis.speedup`, as the headline's do: ratios of geometric means over the runs at
+    :mod:`suite.analysis.stats.speedup`, as the headline's do: ratios of geometric means over the runs at
     both ends, their 95 % intervals in ``*_lo``/``*_hi`` (n/a where an end has one run) and the
-    :class:`suite.analysis.verdicts.Summary` in the hidden ``_speedup``, ``_efficiency`` and
+    :class:`suite.analysis.stats.verdicts.Summary` in the hidden ``_speedup``, ``_efficiency`` and
     ``_efficiency_work`` (and the point's ``train_s`` over its runs in ``_train_s``, for the plots). Without an ok P=1 run, S and E are n/a and the ``note`` column says so.
 
     Where efficiency went: ``comm_share`` (the window's share blocked on communication) and
@@ -144,11 +144,11 @@ RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi
 
 
 TIMED_COLUMNS = ("run_id", "procs", "train_s", "images_per_s", "images_per_s_per_rank", "budget_s")
-"""The flat table's columns that speedup and efficiency read (:mod:`suite.analysis.speedup`): its rows as records."""
+"""The flat table's columns that speedup and efficiency read (:mod:`suite.analysis.stats.speedup`): its rows as records."""
 
 
 def _timed(runs: pd.DataFrame) -> list[Record]:
-    """The rows of the flat table as records of their :data:`TIMED_COLUMNS`, the fields :mod:`suite.analysis.speedup`
+    """The rows of the flat table as records of their :data:`TIMED_COLUMNS`, the fields :mod:`suite.analysis.stats.speedup`
     reads (a value the frame holds as NaN is missing, None)."""
     return [
         Record(**{column: None if pd.isna(row[column]) else row[column] for column in TIMED_COLUMNS})

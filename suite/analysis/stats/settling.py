@@ -9,7 +9,7 @@ fractions of an images budget):
   claims as the last one.
 * **Still improving** (:func:`last_stretch`): per system, the change of its log score over the last
   stretch of the curve (the last two points), seed by seed; a one-sided paired t-test at
-  :data:`~suite.analysis.verdicts.ALPHA` per system says "still improving" (a flat curve is called improving
+  :data:`~suite.analysis.stats.verdicts.ALPHA` per system says "still improving" (a flat curve is called improving
   in at most 5 % of systems; not corrected over systems, so that a verdict is rather labelled as holding at
   this budget only than not). Not finding an improvement is not "settled": with three seeds only a
   consistent fall is found.
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-from ..records.record import CurvePoint, Record
+from ...records.record import CurvePoint, Record
 from .verdicts import ALPHA, Family, Summary, compare_all, ratio, summarise
 
 Curve = Sequence[tuple[float, float]]

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .metric_table import Metric
+from ..metric_table import Metric
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)

@@ -2,7 +2,7 @@
 the scaling tables both read, so that a quantity is printed with one number everywhere.
 
 Both ends are draws (runs; over seeds where the sweep ran several), so the estimate is a ratio of
-geometric means with both ends' spread (:func:`suite.analysis.verdicts.ratio`); a P = 1 point of
+geometric means with both ends' spread (:func:`suite.analysis.stats.verdicts.ratio`); a P = 1 point of
 one run leaves the interval unknown, and the text says so.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ..records.record import Record
+from ...records.record import Record
 from .verdicts import Summary, ratio
 
 
