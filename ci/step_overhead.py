@@ -197,27 +197,36 @@ def bare_arm(args: argparse.Namespace) -> Callable[[int], float]:
     return timed(device, one)
 
 
+ENGINES = ("horovod", "torch")
+"""The engines the engine arm compares, in the order of its even rounds."""
+
+
 def engine_rows(args: argparse.Namespace) -> list[dict]:
-    """Horovod and DDP at ``--engine-procs`` ranks, interleaved repeats of ``suite run``; images/s from the records."""
+    """Horovod and DDP at ``--engine-procs`` ranks, ``--engine-repeats`` rounds of ``suite run``, the order swapped every
+    round (Horovod first, then DDP first: a machine whose speed drifts over the runs favours neither); images/s from the
+    records."""
     import yaml
 
-    spec = {
-        "name": "step-overhead-engines",
-        "repeats": args.engine_repeats,
-        "dataset": {"name": "digits", "image_size": args.image_size},
-        "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
-        "metrics": {"enabled": False},
-        "runs": [{"strategy": "data_parallel", "engine": e, "procs": [args.engine_procs]} for e in ("horovod", "torch")],
-    }
-    path = args.out / "engines.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    results = args.out / "engines"
-    env = {**os.environ, "SUITE_DEVICE": "auto" if args.device == "cuda" else "cpu"}
-    command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet"]
-    subprocess.run(command, cwd=ROOT, check=True, env=env)
     from suite.records.results import iter_records
 
-    return [{"arm": r.engine, "round": r.repeat, "images_per_s": r.images_per_s} for r in iter_records(results)]
+    rows = []
+    for round_ in range(args.engine_repeats):
+        order = ENGINES if round_ % 2 == 0 else ENGINES[::-1]
+        spec = {
+            "name": "step-overhead-engines",
+            "dataset": {"name": "digits", "image_size": args.image_size},
+            "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
+            "metrics": {"enabled": False},
+            "runs": [{"strategy": "data_parallel", "engine": e, "procs": [args.engine_procs]} for e in order],
+        }
+        path = args.out / "engines.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        results = args.out / "engines" / f"round{round_}"
+        env = {**os.environ, "SUITE_DEVICE": "auto" if args.device == "cuda" else "cpu"}
+        command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet"]
+        subprocess.run(command, cwd=ROOT, check=True, env=env)
+        rows += [{"arm": r.engine, "round": round_, "images_per_s": r.images_per_s} for r in iter_records(results)]
+    return rows
 
 
 def no_gpu_reason() -> str | None:
