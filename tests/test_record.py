@@ -109,3 +109,11 @@ def test_the_identity_of_a_run_is_a_record_part():
     identity = run_identity(run)
     assert identity["run_id"] == run.run_id and identity["traced"] is False
     check_record({"schema": SCHEMA_VERSION, **identity})
+
+
+def test_a_number_no_record_holds_is_written_as_null_and_the_record_still_reads(tmp_path):
+    # a loss that blew up between two divergence checks: past MAX_NUMBER, like inf, it is n/a, not a refused record
+    record = new_record({"run_id": "a", "status": "diverged", "diverged": {"value": 1e30}, "train_s": float("inf")})
+    assert record.diverged == {"value": None} and record.train_s is None
+    write_record(tmp_path / "a", record)
+    assert read_record(tmp_path / "a") == record

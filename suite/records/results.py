@@ -16,7 +16,6 @@ import contextlib
 import errno
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -27,7 +26,17 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from ..config.jsonfile import JsonError, read_json
 from ..config.sweep import sweep_text
 from .nofollow import check_tree, make_folder, make_folders
-from .record import IDENTITY, SCHEMA_VERSION, PerClassScore, Record, flat_columns, parse_record, record_data, record_field
+from .record import (
+    IDENTITY,
+    MAX_NUMBER,
+    SCHEMA_VERSION,
+    PerClassScore,
+    Record,
+    flat_columns,
+    parse_record,
+    record_data,
+    record_field,
+)
 
 log = logging.getLogger(__name__)
 
@@ -244,8 +253,10 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN/inf; a missing number is reported as n/a
+    if isinstance(value, float) and not abs(value) <= MAX_NUMBER:
+        # JSON has no NaN/inf, and a record holds no number past MAX_NUMBER (a loss that blew up between two
+        # divergence checks): either is written as null, n/a, so that the record still reads
+        return None
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -257,7 +268,8 @@ def _jsonable(value: Any) -> Any:
 
 def new_record(fields: dict[str, Any], source: str = "record") -> Record:
     """The :class:`Record` a process builds from the ``fields`` it measured (numpy and torch scalars made plain numbers,
-    non-finite ones null), checked as every record read is (:func:`suite.records.record.parse_record`)."""
+    non-finite ones and those past :data:`~suite.records.record.MAX_NUMBER` null), checked as every record read is
+    (:func:`suite.records.record.parse_record`)."""
     return parse_record(_jsonable({"schema": SCHEMA_VERSION, **fields}), source)
 
 
