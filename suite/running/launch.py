@@ -183,9 +183,10 @@ def finalize_record(
     checkpoint, resume = resume_point(run_dir, run)
     error = "\n".join([reason, resume, *details])
     made = provenance(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
+    worker = {k: v for k, v in record_data(record).items() if v is not None} if record is not None else {}
     fields = {
         **made,
-        **(record_data(record) if record is not None else {}),
+        **worker,  # what the worker recorded (null fields aside: the launcher's provenance stands where it has none)
         **run_identity(run),
         "status": status,
         "error": error,
@@ -194,7 +195,11 @@ def finalize_record(
     }
     if failure is not None:
         fields["failure"] = failure.as_dict()
-    failed = new_record(fields, f"{run_dir / RECORD_FILE}")
+    try:
+        failed = new_record(fields, f"{run_dir / RECORD_FILE}")
+    except ValueError as problem:  # the worker's part does not fit: the run's failure is still recorded, without it
+        keep = {**made, **run_identity(run), "status": status, "checkpoint": checkpoint, **launch_fields}
+        failed = new_record({**keep, "error": f"{error}\nthe worker's record was left out: {problem}"})
     write_record(run_dir, failed)
     return failed
 

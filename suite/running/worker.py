@@ -386,15 +386,16 @@ def _diverge_at_step(rank: int) -> None:
     LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
 
 
-def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception) -> None:
-    """Write a failed rank's status (and rank 0's failed record); never raises (the disk may be full)."""
+def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception, recorded: bool = False) -> None:
+    """Write a failed rank's status (and rank 0's failed record, unless its finished record is already ``recorded``:
+    a failure while the engine shuts down keeps the run's measurements); never raises (the disk may be full)."""
     base = run_identity(run)
     message = f"{type(error).__name__}: {error}"
     log.error("%s (rank %d) failed: %s", base["run_id"], rank, message)
     failure = Failure(rank, socket.gethostname(), 1, message=message)
     try:
         write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
-        if rank == 0:
+        if rank == 0 and not recorded:
             fields = {
                 **base,
                 **_provenance(run, started_utc),
@@ -541,6 +542,7 @@ def execute(run: Run, run_dir: Path) -> int:
     efficiency.
     """
     started, started_utc = time.perf_counter(), utc_now()
+    recorded = False  # rank 0's finished record is written
     launch = detect()
     threads = _set_threads(run, launch)
     rank, engine = launch.rank, None
@@ -593,6 +595,7 @@ def execute(run: Run, run_dir: Path) -> int:
             fields["worker_s"] = time.perf_counter() - started
             fields.update(_provenance(run, started_utc))
             _write_ok(run, run_dir, fields, checkpointer)
+            recorded = True
         engine.shutdown()
         global _exit_without_finalizing
         _exit_without_finalizing = engine.exit_without_finalizing
@@ -605,7 +608,7 @@ def execute(run: Run, run_dir: Path) -> int:
             engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE
     except Exception as error:
-        _report_failure(run, run_dir, rank, started_utc, error)
+        _report_failure(run, run_dir, rank, started_utc, error, recorded)
         if engine is not None and engine.size > 1:  # the others may wait for this rank in a collective
             logging.shutdown()
             engine.abort(1)
