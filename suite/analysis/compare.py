@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..measure.env import fingerprint
-from ..records.record import Record, record_data
+from ..records.record import Record
 from ..records.results import read_records, records_frame
 from .findings import ruler_text
 from .markdown import markdown_table
@@ -375,7 +375,7 @@ def _values(records: list[Record], read: Reader) -> str:
 
 def _fingerprint(record: Record) -> str | None:
     """The digest of the machine that ran ``record`` (:func:`suite.measure.env.fingerprint`), None where it has none."""
-    return fingerprint(record.machine) if record.machine is not None and record_data(record.machine) else None
+    return fingerprint(record.machine) if record.machine is not None else None
 
 
 def _version(package: str) -> Reader:

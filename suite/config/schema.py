@@ -214,7 +214,7 @@ def did_you_mean(word: str, names: Any) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _strip(tp: Any) -> Any:
+def strip_type(tp: Any) -> Any:
     """``tp`` without ``Annotated`` and ``| None``."""
     while True:
         if get_origin(tp) is Annotated:
@@ -230,14 +230,14 @@ def _strip(tp: Any) -> Any:
 
 def section_type(tp: Any) -> type | None:
     """The dataclass a field of type ``tp`` holds (``X`` or ``X | None``), or None for any other field."""
-    inner = _strip(tp)
+    inner = strip_type(tp)
     return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
 
 
 def _type_at(tp: Any, loc: tuple[Any, ...]) -> Any:
     """The type at ``loc`` (pydantic's error location) inside ``tp``; Any where it cannot be told."""
     for part in loc:
-        tp = _strip(tp)
+        tp = strip_type(tp)
         if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(part, str):
             tp = type_hints(tp).get(part, Any)
         elif get_origin(tp) is list and isinstance(part, int):
@@ -280,16 +280,16 @@ def _problem(tp: Any, err: Any, path: str) -> str:
     loc, kind, ctx, value = tuple(err["loc"]), err["type"], err.get("ctx") or {}, err.get("input")
     where = _path(path, loc)
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):
-        parent = _strip(_type_at(tp, loc[:-1]))
+        parent = strip_type(_type_at(tp, loc[:-1]))
         names = [f.name for f in dataclasses.fields(parent) if f.init] if dataclasses.is_dataclass(parent) else []
         return f"{where}: unknown field; expected one of {', '.join(names)}{did_you_mean(loc[-1], names)}"
     if kind in ("missing", "missing_argument"):
         return f"{where}: required field is missing"
     if kind == "literal_error":
-        choices = get_args(_strip(_type_at(tp, loc)))
+        choices = get_args(strip_type(_type_at(tp, loc)))
         return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
     if kind in ("dataclass_type", "dataclass_args_type"):
-        cls = _strip(_type_at(tp, loc))
+        cls = strip_type(_type_at(tp, loc))
         fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
         return f"{where}: expected a mapping of {fields}, got {shown(value)}"
     if kind in _EXPECTED:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from ..config.registry import STRATEGIES, PluginError
-from ..config.schema import SchemaError, check, convert, section_type, type_hints
+from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
 from ..config.shown import shown, shown_name
 from ..config.validation import name_problem
 from .upgrade import upgraded
@@ -892,24 +892,13 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     return built
 
 
-def _without_none(tp: Any) -> Any:
-    """``tp`` without ``None`` among its alternatives, and without its ``Annotated`` bounds."""
-    if typing.get_origin(tp) is Annotated:
-        return _without_none(typing.get_args(tp)[0])
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return _without_none(args[0])
-    return tp
-
-
 EXTRAS = "_extras"
 """The attribute where a built ``OPEN`` part keeps the keys it does not declare (:func:`record_data` writes them back)."""
 
 
 def _built(tp: Any, value: Any) -> Any:
     """``value``, already checked as ``tp``, with every dataclass in it built as an instance."""
-    tp = _without_none(tp)
+    tp = strip_type(tp)
     if value is None or tp is Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

@@ -369,8 +369,9 @@ def _machine(record: Record) -> dict[str, Any]:
     """The record's ``machine`` as its JSON data, with its fingerprint of the fields that identify a machine
     (:func:`suite.measure.env.fingerprint`), also for records written when the fingerprint digested the
     launch-dependent fields too."""
-    machine: dict[str, Any] = record_data(record.machine) if record.machine is not None else {}
-    return {**machine, "fingerprint": fingerprint(record.machine)} if record.machine is not None and machine else {}
+    if record.machine is None:
+        return {}
+    return {**record_data(record.machine), "fingerprint": fingerprint(record.machine)}
 
 
 def machine_note(records: list[Record]) -> str:
