@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from conftest import REPO, tiny_scenario
+from suite.records.record import Record
 from suite.records.results import iter_records
 from suite.running.sites import SITES
 
@@ -83,7 +84,7 @@ def suite_run(scenario: Path, out: Path, *placement: object) -> list[object]:
     return [PY, "-m", "suite", "run", scenario, "--out", out, "-q", "--timeout", RUN_TIMEOUT, *placement]
 
 
-def the_record(out: Path, proc: subprocess.CompletedProcess | None = None) -> dict:
+def the_record(out: Path, proc: subprocess.CompletedProcess | None = None) -> Record:
     records = list(iter_records(out)) if out.is_dir() else []
     detail = ""
     if proc is not None:
@@ -92,21 +93,22 @@ def the_record(out: Path, proc: subprocess.CompletedProcess | None = None) -> di
         detail += f"\n{log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-40:])
     assert len(records) == 1, f"expected one record in {out}{detail}"
     record = records[0]
-    assert record["status"] == "ok", f"{record.get('error')}{detail}"
+    assert record.status == "ok", f"{record.error}{detail}"
     return record
 
 
-def check_across(launcher: str, record: dict, crossed: int) -> None:
+def check_across(launcher: str, record: Record, crossed: int) -> None:
     """Both nodes ran a rank, collectives moved bytes, and bytes crossed the link; say so in one line."""
-    hosts = [rank["host"] for rank in record["telemetry"]["per_rank"]]
+    assert record.telemetry is not None and record.telemetry.per_rank, f"{launcher}: no per-rank telemetry"
+    hosts = [rank.host for rank in record.telemetry.per_rank]
     assert sorted(hosts) == list(NODES), f"{launcher}: ranks ran on {hosts}, not one on each node"
-    payload = record["comm"]["bytes"]
+    payload = record.comm.bytes if record.comm else None
     assert payload and payload > 0, f"{launcher}: no payload bytes recorded (comm.bytes {payload})"
     assert crossed > payload / len(hosts) / 2, f"{launcher}: only {crossed} bytes crossed the link for {payload} payload bytes"
     print(
-        f"\nCLUSTER {launcher}: {record['engine']} engine, ranks on {'+'.join(hosts)}; comm.bytes {payload:,} "
-        f"(link: {crossed:,} bytes both ways); step p50 {(record['telemetry']['step_p50'] or 0) * 1000:.1f} ms; "
-        f"wall {record['wall_s']:.1f} s; link {(STATE / 'rate').read_text().strip()}"
+        f"\nCLUSTER {launcher}: {record.engine} engine, ranks on {'+'.join(hosts)}; comm.bytes {payload:,} "
+        f"(link: {crossed:,} bytes both ways); step p50 {(record.telemetry.step_p50 or 0) * 1000:.1f} ms; "
+        f"wall {record.wall_s or 0:.1f} s; link {(STATE / 'rate').read_text().strip()}"
     )
 
 
@@ -259,8 +261,8 @@ def leftovers(out: Path) -> list[str]:
 def failed_fast(launcher: str, out: Path, proc: subprocess.CompletedProcess, seconds: float, first_line: str) -> None:
     records = list(iter_records(out))
     assert len(records) == 1, f"{launcher}: no record\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-    error = records[0].get("error") or ""
-    assert records[0]["status"] == "failed" and error.splitlines()[0] == first_line, error
+    error = records[0].error or ""
+    assert records[0].status == "failed" and error.splitlines()[0] == first_line, error
     assert seconds < BAD_INPUT_LIMIT_S, f"{launcher}: took {seconds:.0f} s"
     assert proc.returncode != 0
     assert not leftovers(out), leftovers(out)
@@ -284,7 +286,7 @@ def test_a_hostfile_naming_an_unknown_host(tmp_path):
     proc = on("node1", *suite_run(scenario, out, *placement), cwd=tmp_path)
     records = list(iter_records(out))
     assert records, proc.stderr
-    first = (records[0].get("error") or "").splitlines()[0]
+    first = (records[0].error or "").splitlines()[0]
     assert first.startswith("host nosuchnode is unknown (ssh: Could not resolve hostname nosuchnode"), first
     failed_fast("deepspeed", out, proc, time.monotonic() - start, first)
 
@@ -344,8 +346,8 @@ def test_a_rank_killed_on_the_other_node(tmp_path):
         runner.kill()
     assert killed_at is not None, (tmp_path / "suite.txt").read_text()
     record = next(iter_records(out))
-    first = record["error"].splitlines()[0]
-    assert record["status"] == "failed" and ended_at - killed_at < 30, f"recorded {ended_at - killed_at:.0f} s after the kill"
+    first = (record.error or "").splitlines()[0]
+    assert record.status == "failed" and ended_at - killed_at < 30, f"recorded {ended_at - killed_at:.0f} s after the kill"
     assert not leftovers(out), leftovers(out)
     print(f"\nCLUSTER fault (mpirun): {first}; recorded {ended_at - killed_at:.1f} s after the kill; nothing left on either node")
     # Across nodes rank 0 sees the TCP connection close at once and aborts inside Open MPI, and mpirun usually
