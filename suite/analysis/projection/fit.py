@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence, TypeVar
 import numpy as np
 import pandas as pd
 
-from ...config.registry import CELLS, CLASS_GROUPS, STRATEGIES, StrategyEntry
+from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
 from ...records.record import Record, TelemetrySummary
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
@@ -61,11 +61,12 @@ def _entry(record: Record) -> StrategyEntry | None:
     return STRATEGIES[strategy] if strategy is not None and strategy in STRATEGIES else None
 
 
-def cost_model(record: Record) -> str | None:
-    """The cost model of a record's strategy (:class:`suite.config.registry.StrategyEntry`'s ``cost_model``); None
-    when it names none or is not installed."""
+def cost_model(record: Record) -> CostModelKind | None:
+    """The cost model of a record's strategy: the kind its entry's ``cost_model`` trait names
+    (:class:`suite.config.registry.StrategyEntry`, :data:`COST_MODEL_KINDS`); None when it names none or is not
+    installed."""
     entry = _entry(record)
-    return entry.cost_model if entry is not None else None
+    return COST_MODEL_KINDS[entry.cost_model] if entry is not None and entry.cost_model is not None else None
 
 
 def not_projected(record: Record) -> str | None:
@@ -124,25 +125,8 @@ def _per_rank_lists(record: Record) -> bool:
         return False  # a rank's steps and images per step are taken from the first rank's, which must have made some
     if len(steps) != record.procs or not all(isinstance(v, list) and len(v) == len(steps) for v in lists):
         return False
-    if cost_model(record) == CELLS:  # the phases per rank, and what the exchange plan reads
-        phases = record.phases_s
-        return (
-            isinstance(phases, dict)
-            and all(len(phases.get(part) or []) == len(steps) for part in ("fitness", "mixture"))
-            and all((record.cells_per_rank, record.neighbourhood_size, record.population, record.grid, record.process_grid))
-            and record.neighbourhood is not None
-        )
-    if not record.global_batch:  # the images a step of the group draws
-        return False
-    if cost_model(record) != CLASS_GROUPS:
-        return True
-    groups, generator_steps = record.groups or [], record.generator_steps
-    warmup = telemetry.warmup_steps_per_rank if telemetry else None
-    if not (groups and isinstance(generator_steps, dict) and isinstance(warmup, list)):
-        return False
-    return all(g.ranks and 0 <= g.ranks[0] < len(warmup) and g.classes for g in groups) and all(
-        str(c) in generator_steps for g in groups for c in g.classes
-    )
+    kind = cost_model(record)
+    return kind is not None and kind.complete(record, len(steps))
 
 
 def _telemetry(record: Record) -> TelemetrySummary:
@@ -184,8 +168,8 @@ def _class_steps(record: Record) -> dict[int, int]:
     return steps
 
 
-def _fit_gan(records: list[Record], all_records: list[Record]) -> GanModel:
-    """A step cost from ``records``; the gradients' bytes from every counted run of the same networks."""
+def _fit_step(records: list[Record], all_records: list[Record]) -> tuple[StepCost, float | None]:
+    """A step cost from ``records``; the gradients' bytes a step from every counted run of the same networks."""
     points = [(images / steps, (busy - blocked) / steps) for r in records for steps, images, busy, blocked in _ranks(r) if steps]
     pair = _pair_key(records[0])
     per_step = [
@@ -195,10 +179,7 @@ def _fit_gan(records: list[Record], all_records: list[Record]) -> GanModel:
         for steps, nbytes in zip(_given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes))
         if steps and nbytes
     ]
-    step, grad_bytes = StepCost.fit(points), float(np.mean(per_step)) if per_step else None
-    if cost_model(records[0]) == CLASS_GROUPS:
-        return ClassGroupsModel(step, grad_bytes, max(len(_class_steps(r)) for r in records))
-    return GanModel(step, grad_bytes)
+    return StepCost.fit(points), float(np.mean(per_step)) if per_step else None
 
 
 def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularModel:
@@ -239,27 +220,124 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     )
 
 
+def _image_factor(record: Record, group: int) -> float:
+    """Images a rank's step drew, against its share of the group's batch (the trainer's images per step)."""
+    t = _telemetry(record)
+    steps, images = _given(t.work_steps_per_rank), _given(t.work_images_per_rank)
+    return images[0] / steps[0] / (_given(record.global_batch) / group)
+
+
+class CostModelKind:
+    """How one kind of strategy's window time and traffic grow with the ranks, as the projection reads it from records:
+    what a record must hold, the model fitted on records, the problem a record solved, and the strong and weak problems
+    a configuration is projected on. A strategy names its kind by its entry's ``cost_model`` trait
+    (:data:`suite.config.registry.COST_MODELS`); :data:`COST_MODEL_KINDS` maps each name to its kind."""
+
+    def complete(self, record: Record, ranks: int) -> bool:
+        """Whether ``record`` (whose common per-rank lists hold ``ranks`` entries) has what this kind reads."""
+        return bool(record.global_batch)  # the images a step of the group draws
+
+    def fit(self, records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
+        """The model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
+        return GanModel(*_fit_step(records, all_records))
+
+    def problem(self, record: Record) -> Problem:
+        """The problem ``record`` solved (at its own process count)."""
+        t = _telemetry(record)
+        factor = _image_factor(record, _given(record.procs))
+        return Problem(
+            _given(record.strategy), _given(t.timed_steps), _given(record.global_batch), factor, allreduce_every=_every(record)
+        )
+
+    def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
+        """The configuration ``key``'s model, fitted on ``runs`` (the smallest first), with its strong problem (the
+        smallest run's whole problem) and weak one (its per-rank share)."""
+        base, problem = runs[0], self.problem(runs[0])
+        per_rank = dataclasses.replace(problem, batch=problem.batch // _given(base.procs))
+        return Fitted(key, self.fit(runs, records), problem, per_rank, procs=_procs(runs))
+
+
+class OneGroup(CostModelKind):
+    """One GAN trained by all ranks (:data:`suite.config.registry.ONE_GROUP`): the base kind."""
+
+
+class ClassGroups(CostModelKind):
+    """One GAN per class, the ranks split into class groups (:data:`suite.config.registry.CLASS_GROUPS`)."""
+
+    def complete(self, record: Record, ranks: int) -> bool:
+        groups, generator_steps = record.groups or [], record.generator_steps
+        warmup = record.telemetry.warmup_steps_per_rank if record.telemetry else None
+        if not (super().complete(record, ranks) and groups and isinstance(generator_steps, dict) and isinstance(warmup, list)):
+            return False
+        return all(g.ranks and 0 <= g.ranks[0] < len(warmup) and g.classes for g in groups) and all(
+            str(c) in generator_steps for g in groups for c in g.classes
+        )
+
+    def fit(self, records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
+        return ClassGroupsModel(*_fit_step(records, all_records), max(len(_class_steps(r)) for r in records))
+
+    def problem(self, record: Record) -> Problem:
+        factor = _image_factor(record, len(_given(record.groups)[0].ranks))
+        timed_steps = _given(_telemetry(record).timed_steps)
+        return Problem(_given(record.strategy), timed_steps, _given(record.global_batch), factor, _class_steps(record))
+
+    def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
+        """Strong and weak alike: the largest class set measured (a rank's share is its group's classes)."""
+        steps: dict[int, int] = {}
+        for r in runs:
+            steps = {**_class_steps(r), **steps}
+        whole = dataclasses.replace(self.problem(runs[0]), class_steps=dict(sorted(steps.items())))
+        return Fitted(key, self.fit(runs, records), whole, whole, procs=_procs(runs))
+
+
+class Cells(CostModelKind):
+    """Cellular coevolution on a grid of cells (:data:`suite.config.registry.CELLS`)."""
+
+    def complete(self, record: Record, ranks: int) -> bool:
+        phases = record.phases_s  # the phases per rank, and what the exchange plan reads
+        return (
+            isinstance(phases, dict)
+            and all(len(phases.get(part) or []) == ranks for part in ("fitness", "mixture"))
+            and all((record.cells_per_rank, record.neighbourhood_size, record.population, record.grid, record.process_grid))
+            and record.neighbourhood is not None
+        )
+
+    def fit(self, records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
+        return _fit_cellular(records, all_records)
+
+    def problem(self, record: Record) -> Problem:
+        grid = _given(record.grid)
+        return Problem(_given(record.strategy), _given(_telemetry(record).timed_steps), grid=(grid[0], grid[1]))
+
+    def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
+        """Strong: a strong-scaling grid if one was run, else the largest; weak: the smallest run's block of cells per
+        rank."""
+        base = runs[0]
+        grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
+        strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
+        grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
+        base_grid, base_pgrid = _given(base.grid), _given(base.process_grid)
+        block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
+        problem = self.problem(base)
+        return Fitted(key, self.fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, _procs(runs))
+
+
+COST_MODEL_KINDS: dict[str, CostModelKind] = {ONE_GROUP: OneGroup(), CLASS_GROUPS: ClassGroups(), CELLS: Cells()}
+"""The projection's kind of each cost model a strategy's entry may name (:data:`suite.config.registry.COST_MODELS`)."""
+
+
+def _procs(runs: list[Record]) -> tuple[int, ...]:
+    return tuple(sorted({_given(r.procs) for r in runs}))
+
+
 def fit(records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
     """The cost model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
-    if cost_model(records[0]) == CELLS:
-        return _fit_cellular(records, all_records)
-    return _fit_gan(records, all_records)
+    return _given(cost_model(records[0])).fit(records, all_records)
 
 
 def problem_of(record: Record) -> Problem:
     """The problem a record solved (at its own process count)."""
-    t, model = _telemetry(record), cost_model(record)
-    strategy, timed_steps = _given(record.strategy), _given(t.timed_steps)
-    if model == CELLS:
-        grid = _given(record.grid)
-        return Problem(strategy, timed_steps, grid=(grid[0], grid[1]))
-    steps, images = _given(t.work_steps_per_rank), _given(t.work_images_per_rank)
-    batch = _given(record.global_batch)
-    group = len(_given(record.groups)[0].ranks) if model == CLASS_GROUPS else _given(record.procs)
-    factor = images[0] / steps[0] / (batch / group)
-    if model == CLASS_GROUPS:
-        return Problem(strategy, timed_steps, batch, factor, _class_steps(record))
-    return Problem(strategy, timed_steps, batch, factor, allreduce_every=_every(record))
+    return _given(cost_model(record)).problem(record)
 
 
 def _local(net: Network, record: Record) -> Network:
@@ -399,27 +477,8 @@ def fit_all(records: list[Record], fit_procs: list[int] | None = None) -> list[F
             (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r.procs in fit_procs)),
             key=lambda r: (_given(r.procs), r.scaling != "strong"),
         )
-        if not runs:
-            continue
-        base = runs[0]
-        problem = problem_of(base)
-        procs = tuple(sorted({_given(r.procs) for r in runs}))
-        if cost_model(base) == CELLS:
-            grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
-            strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
-            grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
-            base_grid, base_pgrid = _given(base.grid), _given(base.process_grid)
-            block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
-            fitted.append(Fitted(key, fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, procs))
-        elif cost_model(base) == CLASS_GROUPS:
-            steps: dict[int, int] = {}
-            for r in runs:
-                steps = {**_class_steps(r), **steps}
-            whole = dataclasses.replace(problem, class_steps=dict(sorted(steps.items())))
-            fitted.append(Fitted(key, fit(runs, records), whole, whole, procs=procs))
-        else:
-            per_rank = dataclasses.replace(problem, batch=problem.batch // _given(base.procs))
-            fitted.append(Fitted(key, fit(runs, records), problem, per_rank, procs=procs))
+        if runs:
+            fitted.append(_given(cost_model(runs[0])).fitted(key, runs, records))
     return fitted
 
 
