@@ -76,7 +76,7 @@ def tiny_scenario(name: str, runs: list[dict], **sections) -> dict:
 def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict[str, dict]]:
     """Write ``scenario`` to YAML, run it with `suite run`, return (exit code, records' data by run id)."""
     from suite.cli import main
-    from suite.records.record import record_data
+    from suite.records.codec import record_data
     from suite.records.results import iter_records
 
     path = tmp_path / f"{scenario['name']}.yaml"

@@ -9,7 +9,7 @@ from conftest import run_scenario, tiny_scenario
 from suite.analysis.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
 from suite.cli import main
 from suite.measure.metrics.features import ClassifierNet
-from suite.records.record import record_data
+from suite.records.codec import record_data
 from suite.records.results import iter_records, new_record, write_record
 
 P1, P2 = "data_parallel / bce / mpi / P=1", "data_parallel / bce / mpi / P=2"

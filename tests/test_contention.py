@@ -13,7 +13,8 @@ import pytest
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.conditions import contended_systems, contention_warnings
 from suite.measure.hostload import BUSY_SHARE, STEAL_SHARE, HostLoadMeter, contention, host_load, read_cpu_times
-from suite.records.record import Record, parse_record
+from suite.records.codec import parse_record
+from suite.records.record import Record
 
 # --- the rule --------------------------------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ from test_hostile_records import bundle_fields, digits_records, results_folder
 
 from conftest import REPO
 from suite.cli.common import UsageError
-from suite.records.record import IDENTITY, Record, parse_record
+from suite.records.codec import IDENTITY, parse_record
+from suite.records.record import Record
 
 EXAMPLES = int(os.environ.get("SUITE_FUZZ_EXAMPLES", "0"))
 """Cases per reader for a longer, random search (``SUITE_FUZZ_EXAMPLES=2000``); unset: 40, the same every time."""

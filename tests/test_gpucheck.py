@@ -17,8 +17,9 @@ import torch
 from conftest import run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, load_scenario, parse_scenario
-from suite.records.record import SCHEMA_VERSION, parse_record, run_identity
-from suite.records.record import check_record as check_schema
+from suite.records.codec import check_record as check_schema
+from suite.records.codec import parse_record
+from suite.records.record import SCHEMA_VERSION, run_identity
 from suite.records.results import write_record
 from suite.running import gpucheck
 

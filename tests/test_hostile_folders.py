@@ -28,7 +28,7 @@ from test_hostile_files import tiny_bundle
 from conftest import REPO, tiny_scenario
 from suite.cli import main
 from suite.records import nofollow
-from suite.records.record import record_data
+from suite.records.codec import record_data
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, atomic_write_text, new_record, read_record, write_record
 from suite.running.launch import _remove_temporaries
 

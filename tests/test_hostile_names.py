@@ -208,7 +208,7 @@ def test_provenance_of_a_record_the_launcher_writes(tmp_path):
     """A run that left no record gets a failed one from `suite run`, with the same provenance a worker writes."""
     from suite.config.expansion import expand, load_scenario
     from suite.measure.env import source_revision
-    from suite.records.record import record_data
+    from suite.records.codec import record_data
     from suite.running.launch import finalize_record
 
     (run,) = expand(load_scenario(_scenario(tmp_path)))

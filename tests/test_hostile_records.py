@@ -24,9 +24,10 @@ from conftest import REPO, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.jsonfile import MAX_JSON_DEPTH, JsonError, parse_json
+from suite.records.codec import check_record
 from suite.records.images import MAX_PIXELS, ImageError, read_pixels
 from suite.records.integrity import digest_file
-from suite.records.record import SCHEMA_VERSION, RecordError, check_record
+from suite.records.record import SCHEMA_VERSION, RecordError
 from suite.records.results import iter_records, new_record, write_record
 from suite.running.launch import finalize_record
 from suite.tools import gate

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
-from suite.records.record import record_data
+from suite.records.codec import record_data
 from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
 from suite.train.launchenv import GPU_RANK_THREADS, LaunchInfo, detect, threads_per_rank
 

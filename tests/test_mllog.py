@@ -12,7 +12,8 @@ import yaml
 from test_logs import STARTED
 from test_logs import _record as logs_record
 
-from suite.records.record import SCHEMA_VERSION, Record, parse_record
+from suite.records.codec import parse_record
+from suite.records.record import SCHEMA_VERSION, Record
 from suite.running.mlperf_lines import RULES, comm_precision, linear_precision, micro_batch, platform, write_mllog
 from suite.running.runlogs import epoch_seconds
 

@@ -18,7 +18,8 @@ from suite.gan.data import load_dataset
 from suite.gan.grids import PER_ROW, grid_scale, save_training_grids
 from suite.gan.models import Generator
 from suite.gan.sampling import GeneratorBundle
-from suite.records.record import Record, parse_record
+from suite.records.codec import parse_record
+from suite.records.record import Record
 from suite.records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, new_record, sample_grid_file
 
 

@@ -14,7 +14,7 @@ from conftest import REPO, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.config.registry import LOSSES, STRATEGIES, PluginError, StrategyEntry
 from suite.config.scenario import ScenarioError
-from suite.records.record import parse_record
+from suite.records.codec import parse_record
 
 # --- no name compared outside its entry ---------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ def test_without_the_plugin_the_scenario_fails_naming_the_strategy_and_what_wait
 def test_a_strategy_without_a_cost_model_is_reported_as_not_projected_by_name(plugins, monkeypatch):
     from suite.analysis.projection.fit import fit_all, not_projected, validate
     from suite.measure.network import PRESETS
-    from suite.records.record import parse_record
+    from suite.records.codec import parse_record
 
     _points(monkeypatch, plugins, "test_plugins:NO_COST")
     data = {"run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "status": "ok", "procs": 2}
@@ -300,7 +300,8 @@ def test_a_plugins_record_part_is_checked_built_written_back_and_a_flat_column(p
     from suite_local_sgd.entry import LocalSGDRecord
 
     from suite.analysis.projection.fit import problem_of
-    from suite.records.record import RecordError, flat_columns, record_data
+    from suite.records.codec import flat_columns, record_data
+    from suite.records.record import RecordError
     from suite.records.results import RECORD_FILE, read_record, records_frame, write_record
 
     assert plugins.STRATEGIES["local_sgd"].record_part is LocalSGDRecord
@@ -326,7 +327,7 @@ def test_a_plugins_record_part_is_checked_built_written_back_and_a_flat_column(p
 
 
 def test_without_its_plugin_a_records_own_keys_are_kept_unchecked():
-    from suite.records.record import flat_columns, record_data
+    from suite.records.codec import flat_columns, record_data
 
     assert "local_sgd" not in STRATEGIES  # SUITE_NO_PLUGINS=1 (conftest)
     data = _local_sgd_record(allreduce_every="often")
@@ -340,7 +341,7 @@ def test_without_its_plugin_a_records_own_keys_are_kept_unchecked():
 def test_a_record_part_the_suite_cannot_use_is_named():
     from dataclasses import dataclass, make_dataclass, replace
 
-    from suite.records.record import strategy_part_type
+    from suite.records.codec import strategy_part_type
 
     base = STRATEGIES["data_parallel"]
     assert replace(base, record_part=str).problems() == ["record part <class 'str'>, which is not a dataclass"]

@@ -6,20 +6,8 @@ import json
 import pytest
 
 from suite.config.expansion import expand, parse_scenario
-from suite.records.record import (
-    FLAT_COLUMNS,
-    SCHEMA_VERSION,
-    CoreRecord,
-    CurvePoint,
-    RankTelemetry,
-    Record,
-    RecordError,
-    check_record,
-    parse_record,
-    record_data,
-    record_field,
-    run_identity,
-)
+from suite.records.codec import FLAT_COLUMNS, check_record, parse_record, record_data, record_field
+from suite.records.record import SCHEMA_VERSION, CoreRecord, CurvePoint, RankTelemetry, Record, RecordError, run_identity
 from suite.records.results import RECORD_FILE, iter_records, new_record, read_record, write_record
 
 

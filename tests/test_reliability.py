@@ -26,8 +26,8 @@ from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
+from suite.records.codec import record_data
 from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
-from suite.records.record import record_data
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launch import _LogWatch, finalize_record
 from suite.running.lock import ResultsLock

@@ -6,7 +6,8 @@ import yaml
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import Run, ScenarioError
 from suite.config.sweep import overrides_of, sweep_text
-from suite.records.record import check_record, run_identity
+from suite.records.codec import check_record
+from suite.records.record import run_identity
 from suite.records.results import new_record, records_frame, write_record
 
 WCGAN = {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [2]}

@@ -45,7 +45,7 @@ def _mean(values: Iterable[Any]) -> float | None:
 
 
 def procs_of(record: Record) -> int:
-    """The record's ``procs``, which every record read for a report has (:data:`suite.records.record.IDENTITY`)."""
+    """The record's ``procs``, which every record read for a report has (:data:`suite.records.codec.IDENTITY`)."""
     assert record.procs is not None, f"record {record.run_id}: procs is missing"
     return record.procs
 

@@ -205,7 +205,7 @@ class StrategyEntry(Entry):
     """What ``suite gpu-check`` runs of it on ``gpus`` GPUs: run entries without strategy and engine (None: nothing)."""
     record_part: type | None = None
     """The dataclass of the fields its runs add at the top level of their records (a plugin's own, from its
-    ``Outcome.fields``; None: none): as a record is read (:func:`suite.records.record.parse_record`) they are checked
+    ``Outcome.fields``; None: none): as a record is read (:func:`suite.records.codec.parse_record`) they are checked
     against it, types and bounds, and held as an instance (``Record.strategy_part``); the fields it marks with
     :func:`suite.records.record.column` are columns of the report's flat table. Every field has a default (a failed
     run's record has none of them) and none is a field every record has."""

@@ -25,18 +25,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..config.jsonfile import JsonError, read_json
 from ..config.sweep import sweep_text
+from .codec import IDENTITY, MAX_NUMBER, flat_columns, parse_record, record_data, record_field
 from .nofollow import check_tree, make_folder, make_folders
-from .record import (
-    IDENTITY,
-    MAX_NUMBER,
-    SCHEMA_VERSION,
-    PerClassScore,
-    Record,
-    flat_columns,
-    parse_record,
-    record_data,
-    record_field,
-)
+from .record import SCHEMA_VERSION, PerClassScore, Record
 
 log = logging.getLogger(__name__)
 
@@ -268,8 +259,8 @@ def _jsonable(value: Any) -> Any:
 
 def new_record(fields: dict[str, Any], source: str = "record") -> Record:
     """The :class:`Record` a process builds from the ``fields`` it measured (numpy and torch scalars made plain numbers,
-    non-finite ones and those past :data:`~suite.records.record.MAX_NUMBER` null), checked as every record read is
-    (:func:`suite.records.record.parse_record`)."""
+    non-finite ones and those past :data:`~suite.records.codec.MAX_NUMBER` null), checked as every record read is
+    (:func:`suite.records.codec.parse_record`)."""
     return parse_record(_jsonable({"schema": SCHEMA_VERSION, **fields}), source)
 
 
@@ -284,7 +275,7 @@ def write_record(run_dir: str | os.PathLike, record: Record) -> Path:
 def read_record(run_dir: str | os.PathLike, required: tuple[str, ...] = ()) -> Record | None:
     """The record of ``run_dir``, or None when the run left none; :class:`ValueError` naming the file and the field
     where it is not a record (:func:`suite.config.jsonfile.read_json`'s bounds, then
-    :func:`suite.records.record.parse_record`; ``required``: fields it must have)."""
+    :func:`suite.records.codec.parse_record`; ``required``: fields it must have)."""
     path = Path(run_dir) / RECORD_FILE
     if not os.path.lexists(path):
         return None
@@ -371,12 +362,12 @@ def per_class_summary(scores: dict[str, PerClassScore] | None) -> dict[str, Any]
 
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:
-    """All records under ``results_dir`` as one row per run (columns: :func:`suite.records.record.flat_columns`)."""
+    """All records under ``results_dir`` as one row per run (columns: :func:`suite.records.codec.flat_columns`)."""
     return records_frame(iter_records(results_dir))
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:
-    """``records`` as one row per run (columns: :func:`suite.records.record.flat_columns`, the installed strategies'
+    """``records`` as one row per run (columns: :func:`suite.records.codec.flat_columns`, the installed strategies'
     own after the core's)."""
     import pandas as pd
 

@@ -55,9 +55,10 @@ import psutil
 
 from ..config.scenario import Run, RunPlacement
 from ..measure.env import source_revision
+from ..records.codec import record_data
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.nofollow import UnsafeEntry, open_regular, read_text, remove_entry, remove_files, remove_tree
-from ..records.record import Record, provenance, record_data, run_identity, utc_now
+from ..records.record import Record, provenance, run_identity, utc_now
 from ..records.results import (
     CHECKPOINT_DIR,
     LOG_FILE,

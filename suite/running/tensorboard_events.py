@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ..measure.tensorboard_writer import EventWriter
+from ..records.codec import record_field
 from ..records.images import ImageError, read_pixels
-from ..records.record import Record, record_field
+from ..records.record import Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, SAMPLES_FILE
 
 log = logging.getLogger(__name__)

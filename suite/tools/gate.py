@@ -50,7 +50,8 @@ from ..analysis.stats import paired
 from ..config.exitcodes import ExitCode
 from ..config.yamlfile import YamlError, load_yaml
 from ..measure.hostload import contention, read_cpu_times
-from ..records.record import IDENTITY, Record, record_field
+from ..records.codec import IDENTITY, record_field
+from ..records.record import Record
 from ..records.results import RECORD_FILE, atomic_write_text, read_record
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
 from .gate_settings import GateError, Settings

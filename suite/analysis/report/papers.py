@@ -273,7 +273,7 @@ def _paper_model(r: Record) -> str | None:
 
 
 def _procs(r: Record) -> int:
-    """A run's processes (every record read has them: :data:`suite.records.record.IDENTITY`)."""
+    """A run's processes (every record read has them: :data:`suite.records.codec.IDENTITY`)."""
     if r.procs is None:
         raise KeyError("procs")
     return r.procs

@@ -15,7 +15,8 @@ import pandas as pd
 from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
-from ...records.record import Machine, RankTelemetry, Record, RecordError, record_data
+from ...records.codec import record_data
+from ...records.record import Machine, RankTelemetry, Record, RecordError
 from ...records.results import trace_files
 from ..markdown import NA
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
@@ -433,7 +434,7 @@ def settings_text(settings: dict[str, Any] | None) -> str:
 
 
 def _named(name: str | None) -> str:
-    """A name that every record read has (:data:`suite.records.record.IDENTITY`: ``run_id``, ``engine``, ...)."""
+    """A name that every record read has (:data:`suite.records.codec.IDENTITY`: ``run_id``, ``engine``, ...)."""
     if name is None:
         raise RecordError("a record without the fields that name its run (run_id, engine, ...)")
     return name

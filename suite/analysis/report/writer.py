@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...records.codec import record_data
 from ...records.nofollow import read_text
-from ...records.record import Record, record_data
+from ...records.record import Record
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, path_under
 from .pages import DETAILS, Page, page_text
 from .section import Section
