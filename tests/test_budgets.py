@@ -37,12 +37,12 @@ def in_process(
     telemetry = Telemetry(engine.device, CommStats())
     slept = []
     if slowdown is not None:  # the worker's own slowdown hook: every step sleeps `slowdown` times its duration
-        from suite.running import worker
+        from suite.running import fault_hooks
 
         monkeypatch.setenv("SUITE_TEST_SLOWDOWN", slowdown)
         sleep = time.sleep
-        monkeypatch.setattr(worker.time, "sleep", lambda s: slept.append(s) or sleep(s))
-        worker._slow_down_steps(telemetry)
+        monkeypatch.setattr(fault_hooks.time, "sleep", lambda s: slept.append(s) or sleep(s))
+        fault_hooks.slow_down_steps(telemetry)
     data = load_dataset("digits", 20, classes=CLASSES)
     strategy_ = strategies.create(run, engine, data, telemetry, tmp_path / f"scratch-{len(list(tmp_path.iterdir()))}")
     strategy_.setup()

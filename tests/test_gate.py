@@ -15,7 +15,7 @@ from conftest import tiny_scenario
 from suite.analysis.stats import paired
 from suite.cli import main
 from suite.records.results import new_record
-from suite.running import worker
+from suite.running import fault_hooks
 from suite.tools import gate
 
 LOG_10PCT = math.log(1.1)
@@ -260,11 +260,11 @@ class FakeTelemetry:
 def test_the_slowdown_knob_sleeps_a_fraction_of_each_step(monkeypatch):
     clock = iter([10.0, 10.5, 20.0, 20.2])
     slept = []
-    monkeypatch.setattr(worker.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(worker.time, "sleep", slept.append)
+    monkeypatch.setattr(fault_hooks.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(fault_hooks.time, "sleep", slept.append)
     monkeypatch.setenv("SUITE_TEST_SLOWDOWN", "0.15")
     telemetry = FakeTelemetry()
-    worker._slow_down_steps(telemetry)
+    fault_hooks.slow_down_steps(telemetry)
     for _ in range(2):
         telemetry.begin_step()
         telemetry.begin_step()  # a second begin inside a step keeps the first start
@@ -275,7 +275,7 @@ def test_the_slowdown_knob_sleeps_a_fraction_of_each_step(monkeypatch):
 def test_without_the_knob_steps_are_untouched(monkeypatch):
     monkeypatch.delenv("SUITE_TEST_SLOWDOWN", raising=False)
     telemetry = FakeTelemetry()
-    worker._slow_down_steps(telemetry)
+    fault_hooks.slow_down_steps(telemetry)
     assert telemetry.end_step.__func__ is FakeTelemetry.end_step
 
 

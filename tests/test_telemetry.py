@@ -10,7 +10,7 @@ import torch
 
 from suite.measure.flops import peak_use
 from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
-from suite.running.worker import _summaries
+from suite.running.rank_record import summaries
 
 
 def test_warmup_is_on_the_clock_but_not_a_timed_step_and_phases_add_up():
@@ -185,7 +185,7 @@ def _rank(gpu: bool) -> dict:
 
 
 def test_record_summaries_of_gpu_and_cpu_ranks():
-    s = _summaries([_rank(True), _rank(True)])
+    s = summaries([_rank(True), _rank(True)])
     assert s["step_s"] == pytest.approx(0.5) and s["comm_wait_s"] == pytest.approx(0.1) and s["comm_share"] == pytest.approx(0.2)
     assert s["step_p50"] == pytest.approx(0.5) and s["step_mean"] == pytest.approx(0.5) and s["step_ci95"] > 0
     assert s["timed_steps"] == 4 and s["steps"] == 12 and s["warmup_steps_per_rank"] == [2, 2]
@@ -194,7 +194,7 @@ def test_record_summaries_of_gpu_and_cpu_ranks():
     assert s["fraction_of_peak"] == pytest.approx(0.2) and s["peak_source"] == "measured"
     assert s["gpu_util_mean"] == 70.0 and s["gpu_util_p95"] == 90.0
     assert s["gpu_mem_used_mb"] == 2048.0 and s["gpu_mem_peak_mb"] == 512.0 and s["host_mem_peak_mb"] == 1024.0
-    cpu = _summaries([_rank(False)])
+    cpu = summaries([_rank(False)])
     assert cpu["gpu_util_mean"] is None and cpu["gpu_mem_used_mb"] is None and cpu["gpu_mem_peak_mb"] is None
     assert cpu["gpu_note"] == "CPU run: no GPU to measure"
 
@@ -202,11 +202,11 @@ def test_record_summaries_of_gpu_and_cpu_ranks():
 def test_a_rank_faster_than_its_peak_raises_it_and_is_named():
     slow, fast = _rank(False), _rank(False)
     fast["peak"] = {"flops": 1.5e9, "source": "measured"}  # computes 2e9 FLOP/s: its ceiling was measured too low
-    s = _summaries([slow, fast])
+    s = summaries([slow, fast])
     assert s["peak_raised_ranks"] == [1]
     assert s["achieved_flops_per_rank"] == pytest.approx(2e9) and s["peak_flops_per_rank"] == pytest.approx((1e10 + 2e9) / 2)
     assert s["fraction_of_peak"] == pytest.approx(2e9 / 6e9)  # the mean achieved over the mean peak, as printed
-    assert _summaries([slow, slow])["peak_raised_ranks"] == []
+    assert summaries([slow, slow])["peak_raised_ranks"] == []
 
 
 def test_fraction_of_peak_is_never_above_one():

@@ -19,14 +19,7 @@ finalized nor scored: rank 0 records it as ``diverged`` and every rank exits nor
 ``train.checkpoint_every`` the worker resumes from the run's latest checkpoint after set-up and
 saves checkpoints while training (see :mod:`suite.train.checkpoint`).
 
-Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
-after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
-itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
-infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
-tests use them to fail or diverge a rank at a known step; nothing else sets them.
-``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
-the step, a slowdown of F of the step time; ``suite gate --inject-slowdown`` sets it to measure
-the gate's detection rate.
+Test hooks (:mod:`suite.running.fault_hooks`) fail, slow down or diverge a rank at a known step.
 """
 
 from __future__ import annotations
@@ -34,7 +27,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import time
@@ -43,20 +35,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import numpy as np
-
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
-from ..measure.flops import rank_peak_use
-from ..measure.hostload import host_load
-from ..measure.telemetry import spread as telemetry_spread
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.nofollow import confine
-from ..records.record import Communication, DatasetInfo, Placement, TelemetrySummary, provenance, run_identity, utc_now
+from ..records.record import run_identity, utc_now
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, new_record, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
+from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
+from .rank_record import ok_record_fields, placement_fields, rank_summary, worker_provenance
 from .runlogs import tensorboard_folder, write_run_logs
 from .scoring import quality_fields, score_models
 
@@ -98,61 +87,6 @@ def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
         )
 
 
-def _per_step(windows: list[dict[str, Any]], name: str) -> float | None:
-    """Mean over ranks of this rank's seconds of ``name`` per window step."""
-    values = [w[name] / w["steps"] for w in windows if w["steps"]]
-    return float(np.mean(values)) if values else None
-
-
-def _mean_of(per_rank: list[dict[str, Any]], key: str, field: str = "mean") -> float | None:
-    values = [r[key][field] for r in per_rank if r.get(key)]
-    return float(np.mean(values)) if values else None
-
-
-def _summaries(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
-    """Record-level telemetry from the per-rank dictionaries (see :mod:`suite.measure.telemetry`)."""
-    windows = [r["window"] for r in per_rank]
-    steps = [w["steps"] for w in windows]
-    step_s, comm_s = _per_step(windows, "step_seconds"), _per_step(windows, "comm")
-    spread = telemetry_spread([r["step_times"] for r in per_rank])
-    flops = [r["flops_per_step"] for r in per_rank]
-    peak = rank_peak_use(per_rank)
-    gpu_peaks = [r["gpu_mem_peak_bytes"] for r in per_rank if r.get("gpu_mem_peak_bytes") is not None]
-    gpu_used = _mean_of(per_rank, "gpu_mem_used_bytes")
-    summary = TelemetrySummary(
-        warmup_steps_per_rank=[r["warmup"]["steps"] for r in per_rank],
-        timed_steps=int(min(steps)) if steps else 0,
-        step_s=step_s,
-        step_p50=spread["p50"],
-        step_p95=spread["p95"],
-        step_mean=spread["mean"],
-        step_ci95=spread["ci95"],
-        data_s=_per_step(windows, "data"),
-        compute_s=_per_step(windows, "compute"),
-        comm_wait_s=comm_s,
-        comm_share=(comm_s / step_s) if step_s and comm_s is not None else None,
-        steps=int(sum(r["steps"] for r in per_rank)),
-        work_images_per_rank=[w["images"] for w in windows],
-        work_steps_per_rank=steps,
-        busy_s_per_rank=[w["busy_seconds"] for w in windows],
-        flops_per_step=flops[0] if len(set(flops)) == 1 else None,
-        flops_per_step_per_rank=flops,
-        achieved_flops_per_rank=peak.achieved,
-        peak_flops_per_rank=peak.peak,
-        peak_source=per_rank[0]["peak"]["source"],
-        peak_raised_ranks=peak.raised_ranks,
-        fraction_of_peak=peak.fraction,
-        cpu_util_mean=_mean_of(per_rank, "cpu_util"),
-        host_mem_peak_mb=max(r["host_mem_peak_bytes"] for r in per_rank) / 2**20,
-        gpu_util_mean=_mean_of(per_rank, "gpu_util"),
-        gpu_util_p95=_mean_of(per_rank, "gpu_util", "p95"),
-        gpu_mem_used_mb=gpu_used / 2**20 if gpu_used is not None else None,
-        gpu_mem_peak_mb=max(gpu_peaks) / 2**20 if gpu_peaks else None,
-        gpu_note=per_rank[0].get("gpu_note"),
-    )
-    return {**asdict(summary), "per_rank": per_rank}  # the ranks' own telemetry, as each measured it
-
-
 def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
     """64 samples, or 8 per class in rows of one class each for models that generate by class."""
     from ..gan.sampling import Sampler, save_image_grid
@@ -162,90 +96,6 @@ def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
         save_image_grid(sampler.sample_by_class(8, seed=seed), path, columns=8)
     else:
         save_image_grid(sampler.sample(64, seed=seed)[0], path)
-
-
-def _ok_record(
-    run: Run,
-    launch: LaunchInfo,
-    engine: Engine,
-    data: ImageData,
-    per_rank: list[dict[str, Any]],
-    outcome: Outcome,
-    placement: dict[str, Any],
-) -> dict[str, Any]:
-    """Rank 0's record of a finished training: settings, times, throughput, traffic, telemetry."""
-    import torch
-
-    from ..measure.env import machine, numerics_digest, versions
-    from ..train.performance import record as performance_record
-
-    telemetry = _summaries(per_rank)
-    rates = [r["images_per_s"] for r in per_rank]
-    complete = all(rate is not None for rate in rates)  # every rank has a timed window
-    images_per_s = float(sum(rates)) if complete else None
-    ci = None
-    if images_per_s and telemetry["step_ci95"] is not None and telemetry["step_mean"]:
-        relative = telemetry["step_ci95"] / telemetry["step_mean"]
-        ci = [images_per_s / (1 + relative), images_per_s / (1 - relative) if relative < 1 else None]
-    windows = [r["window"] for r in per_rank]
-    warnings = []
-    if not telemetry["timed_steps"]:
-        warnings.append(no_timed_step_warning(per_rank[0]["warmup"]["steps"]))
-    return {
-        "status": "ok",
-        "error": None,
-        "warnings": warnings or None,
-        "dataset": asdict(
-            DatasetInfo(
-                name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
-            )
-        ),
-        "launcher": launch.launcher,
-        "engine_settings": {**engine.settings(), **performance_record(run.performance)},
-        "device": str(engine.device) if engine.device.type == "cpu" else torch.cuda.get_device_name(engine.device),
-        **placement,
-        "setup_s": max(r["setup_s"] for r in per_rank),
-        "warmup_s": max(r["warmup"]["seconds"] for r in per_rank),
-        "budget_window_s": per_rank[0]["budget_window_s"],
-        "train_s": max(w["seconds"] for w in windows),
-        "eval_s": max(r["paused_s"] for r in per_rank),
-        "images_per_s": images_per_s,
-        "images_per_s_ci95": ci,
-        "images_per_s_per_rank": float(np.mean(rates)) if complete else None,
-        "train_images": int(sum(r["train_images"] for r in per_rank)),
-        "eval_images": int(sum(r["eval_images"] for r in per_rank)),
-        "host_load": host_load((r["host"], r["host_load"], placement["threads_per_rank"]) for r in per_rank),
-        "comm": asdict(
-            Communication(
-                bytes=int(sum(w["comm_bytes"] for w in windows)),
-                bytes_outside_window=int(sum(r["comm_bytes"] - w["comm_bytes"] for r, w in zip(per_rank, windows))),
-                seconds=float(np.mean([w["comm"] for w in windows])),
-                largest_group=max(r["comm_largest_group"] for r in per_rank),
-                per_rank_bytes=[w["comm_bytes"] for w in windows],
-                per_rank_seconds=[w["comm"] for w in windows],
-            )
-        ),
-        "telemetry": telemetry,
-        "env": versions(),
-        "machine": {**machine(engine.device), "numerics": numerics_digest(engine.device)},
-        **outcome.fields,
-    }
-
-
-def no_timed_step_warning(warmup_steps: int) -> str:
-    """The record's warning for a run whose every step was warm-up: its throughput holds, its step times do not."""
-    return (
-        f"no timed step after the warm-up ({warmup_steps} warm-up step{'s' if warmup_steps != 1 else ''}, "
-        "train.warmup_steps, and no other): its step times, their spread and FLOP/s are not measured; train longer "
-        "or warm up less"
-    )
-
-
-def _provenance(run: Run, started_utc: str) -> dict[str, Any]:
-    """Rank 0, as it writes the record: the run's settings, the code's revision, when the worker started and now."""
-    from ..measure.env import source_revision
-
-    return provenance(run, source_revision(), started_utc)
 
 
 def _end_diverged(
@@ -272,9 +122,12 @@ def _end_diverged(
         else:
             history = parts[0] if parts else None
         outcome = Outcome(None, fields={"history": history})
-        fields = {**run_identity(run), **_ok_record(run, launch, engine, data, [m for m, _ in gathered], outcome, placement)}
+        fields = {
+            **run_identity(run),
+            **ok_record_fields(run, launch, engine, data, [m for m, _ in gathered], outcome, placement),
+        }
         reason = diverged.line()
-        fields.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **_provenance(run, started_utc))
+        fields.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **worker_provenance(run, started_utc))
         record = new_record(fields, f"{run.run_id}: the record")
         write_record(run_dir, record)
         write_run_logs(run, run_dir, record)
@@ -299,19 +152,6 @@ def _finish(
     save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
 
 
-def _placement(run: Run, launch: LaunchInfo, threads: int) -> dict[str, Any]:
-    """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
-    cores, allowed = node_cores()
-    placement = Placement(
-        threads_per_rank=threads,
-        cores_per_node=cores,
-        cores_allowed=allowed,
-        ranks_per_node=launch.local_size,
-        oversubscribed=launch.local_size * threads > cores,
-    )
-    return asdict(placement)
-
-
 def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
     """This rank's TensorBoard writer where the run asks for events (docs/logs.md), made during set-up, before the
     barriers that precede training: rank 0 removes an earlier attempt's events and writes the settings. None without,
@@ -331,61 +171,6 @@ def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
     return events
 
 
-def _fail_at_step(telemetry: Telemetry, rank: int) -> None:
-    """The test hook of the module docstring: make this rank fail after a given step."""
-    at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
-    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
-        return
-    end_step = telemetry.end_step
-
-    def failing_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
-        end_step(images, train_images, eval_images)
-        if telemetry.steps == int(at):
-            if os.environ.get("SUITE_TEST_FAIL_HOW") == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
-
-    telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
-
-
-def _slow_down_steps(telemetry: Telemetry) -> None:
-    """The slowdown hook of the module docstring: every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long."""
-    factor = float(os.environ.get("SUITE_TEST_SLOWDOWN") or 0)
-    if factor <= 0:
-        return
-    begin_step, end_step = telemetry.begin_step, telemetry.end_step
-    began = [0.0]
-
-    def timed_begin_step() -> None:
-        if telemetry._step is None:  # begin_step is a no-op while a step runs: keep the first start
-            began[0] = time.perf_counter()
-        begin_step()
-
-    def slowed_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
-        time.sleep(factor * (time.perf_counter() - began[0]))
-        end_step(images, train_images, eval_images)
-
-    telemetry.begin_step = timed_begin_step  # type: ignore[method-assign]  # this object only
-    telemetry.end_step = slowed_end_step  # type: ignore[method-assign]
-
-
-def _diverge_at_step(rank: int) -> None:
-    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
-    at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
-    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
-        return
-    from ..gan.divergence import LossWatch
-
-    done = LossWatch.done
-
-    def diverging_done(self: LossWatch, step: int) -> None:
-        if step == int(at):
-            self.row()[0] = float("inf")  # the step's first discriminator loss, as the check will read it
-        done(self, step)
-
-    LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
-
-
 def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception, recorded: bool = False) -> None:
     """Write a failed rank's status (and rank 0's failed record, unless its finished record is already ``recorded``:
     a failure while the engine shuts down keeps the run's measurements); never raises (the disk may be full)."""
@@ -398,7 +183,7 @@ def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error:
         if rank == 0 and not recorded:
             fields = {
                 **base,
-                **_provenance(run, started_utc),
+                **worker_provenance(run, started_utc),
                 "status": "failed",
                 "error": failure.line(),
                 "failure": failure.as_dict(),
@@ -448,25 +233,10 @@ def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, T
     import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
 
     telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
-    _fail_at_step(telemetry, engine.rank)
-    _diverge_at_step(engine.rank)
-    _slow_down_steps(telemetry)
+    fail_at_step(telemetry, engine.rank)
+    diverge_at_step(engine.rank)
+    slow_down_steps(telemetry)
     return data, telemetry, strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
-
-
-def _rank_summary(
-    engine: Engine, telemetry: Telemetry, strategy: Strategy, setup_s: float, peak: dict[str, Any]
-) -> dict[str, Any]:
-    """What this rank hands rank 0 for the record: its telemetry, set-up seconds, device peak and traffic."""
-    return {
-        **telemetry.as_dict(),
-        "rank": engine.rank,
-        "setup_s": setup_s,
-        "peak": peak,
-        "comm_bytes": engine.comm.bytes,
-        "comm_largest_group": engine.comm.largest_group,
-        "budget_window_s": strategy.window_s,
-    }
 
 
 def _train(
@@ -514,7 +284,7 @@ def _record_fields(
 ) -> dict[str, Any]:
     """Rank 0's fields of an ok run's record, with its checkpoints', once its generators are saved in ``run_dir``."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    fields = {**run_identity(run), **_ok_record(run, launch, engine, data, per_rank, outcome, placement)}
+    fields = {**run_identity(run), **ok_record_fields(run, launch, engine, data, per_rank, outcome, placement)}
     if checkpointer is not None:
         fields.update(checkpointer.fields(per_rank))
     fields["model_digest"] = outcome.bundle.digest()
@@ -574,17 +344,17 @@ def execute(run: Run, run_dir: Path) -> int:
         diverged = first_divergence(engine.allgather_object(strategy.divergence()))
         finalize_start = time.perf_counter()
         outcome = strategy.finalize() if diverged is None else None
-        mine = _rank_summary(engine, telemetry, strategy, setup_s, peak)
+        mine = rank_summary(engine, telemetry, strategy, setup_s, peak)
         if diverged is not None:
             _end_diverged(
-                run, run_dir, started_utc, launch, engine, data, strategy, mine, diverged, _placement(run, launch, threads)
+                run, run_dir, started_utc, launch, engine, data, strategy, mine, diverged, placement_fields(run, launch, threads)
             )
             return 0
         assert outcome is not None
         per_rank = engine.gather_object(mine)  # after training: not counted as communication
         fields = None
         if per_rank is not None:  # rank 0
-            placement = _placement(run, launch, threads)
+            placement = placement_fields(run, launch, threads)
             fields = _record_fields(run, run_dir, launch, engine, data, per_rank, outcome, placement, checkpointer)
             fields["finalize_s"] = time.perf_counter() - finalize_start
         score_start = time.perf_counter()
@@ -593,7 +363,7 @@ def execute(run: Run, run_dir: Path) -> int:
             _finish(run, run_dir, fields, outcome, data, scored)
             fields["score_s"] = time.perf_counter() - score_start
             fields["worker_s"] = time.perf_counter() - started
-            fields.update(_provenance(run, started_utc))
+            fields.update(worker_provenance(run, started_utc))
             _write_ok(run, run_dir, fields, checkpointer)
             recorded = True
         engine.shutdown()

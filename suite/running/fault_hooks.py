@@ -1,0 +1,76 @@
+"""Test hooks of the worker (:mod:`suite.running.worker`): fail, slow down or diverge a rank at a known step.
+
+Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
+after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
+itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
+infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
+tests use them to fail or diverge a rank at a known step; nothing else sets them.
+``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
+the step, a slowdown of F of the step time; ``suite gate --inject-slowdown`` sets it to measure
+the gate's detection rate.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..measure.telemetry import Telemetry
+
+
+def fail_at_step(telemetry: Telemetry, rank: int) -> None:
+    """The test hook of the module docstring: make this rank fail after a given step."""
+    at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    end_step = telemetry.end_step
+
+    def failing_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
+        end_step(images, train_images, eval_images)
+        if telemetry.steps == int(at):
+            if os.environ.get("SUITE_TEST_FAIL_HOW") == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"injected failure after step {at} (SUITE_TEST_FAIL_AT_STEP)")
+
+    telemetry.end_step = failing_end_step  # type: ignore[method-assign]  # this object only
+
+
+def slow_down_steps(telemetry: Telemetry) -> None:
+    """The slowdown hook of the module docstring: every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long."""
+    factor = float(os.environ.get("SUITE_TEST_SLOWDOWN") or 0)
+    if factor <= 0:
+        return
+    begin_step, end_step = telemetry.begin_step, telemetry.end_step
+    began = [0.0]
+
+    def timed_begin_step() -> None:
+        if telemetry._step is None:  # begin_step is a no-op while a step runs: keep the first start
+            began[0] = time.perf_counter()
+        begin_step()
+
+    def slowed_end_step(images: int, train_images: int = 0, eval_images: int = 0) -> None:
+        time.sleep(factor * (time.perf_counter() - began[0]))
+        end_step(images, train_images, eval_images)
+
+    telemetry.begin_step = timed_begin_step  # type: ignore[method-assign]  # this object only
+    telemetry.end_step = slowed_end_step  # type: ignore[method-assign]
+
+
+def diverge_at_step(rank: int) -> None:
+    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
+    at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
+    if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    from ..gan.divergence import LossWatch
+
+    done = LossWatch.done
+
+    def diverging_done(self: LossWatch, step: int) -> None:
+        if step == int(at):
+            self.row()[0] = float("inf")  # the step's first discriminator loss, as the check will read it
+        done(self, step)
+
+    LossWatch.done = diverging_done  # type: ignore[method-assign]  # this process only
