@@ -51,7 +51,7 @@ of 500 (the activations stay in cache); on the CPU here the images are bitwise t
 class GeneratorBundle:
     """Everything needed to rebuild and sample a run's trained model."""
 
-    kind: str  # "single" | "per_class" | "mixture"
+    kind: str  # one of BUNDLE_KINDS
     image_size: int
     channels: int
     latent_dim: int
@@ -69,7 +69,7 @@ class GeneratorBundle:
     @property
     def labelled(self) -> bool:
         """Whether every sample is generated for a known class (conditional and per-class models)."""
-        return self.kind == "per_class" or (self.kind == "single" and self.conditional)
+        return self.kind == PER_CLASS or (self.kind == SINGLE and self.conditional)
 
     def digest(self) -> str:
         """SHA-256 of the generators' tensors and the mixture weights: equal digests, identical models."""
@@ -108,7 +108,13 @@ class GeneratorBundle:
         return cls(**data)
 
 
-BUNDLE_KINDS = ("single", "per_class", "mixture")
+SINGLE = "single"
+"""A bundle of one generator (data-parallel, conditional or not; a cellular run's best cell)."""
+PER_CLASS = "per_class"
+"""A bundle of one generator per class (label-partitioned)."""
+MIXTURE = "mixture"
+"""A bundle of weighted generators (a cellular run's neighbourhood mixture)."""
+BUNDLE_KINDS = (SINGLE, PER_CLASS, MIXTURE)
 """A bundle's ``kind`` (see the module)."""
 
 
@@ -167,18 +173,18 @@ def _parts_problem(data: dict[str, Any]) -> str | None:
     ):
         return f"class_prior: expected finite non-negative probabilities by class, not all 0, got {shown(prior)}"
     weights, classes = data.get("weights"), data.get("classes")
-    if data["kind"] == "mixture" and (
+    if data["kind"] == MIXTURE and (
         not isinstance(weights, dict) or set(weights) != set(generators) or not all(_is_number(w) for w in weights.values())
     ):
         return f"weights: expected a finite weight for each of the generators {', '.join(map(shown_name, generators))}, got {shown(weights)}"
-    if data["kind"] == "per_class" and (
+    if data["kind"] == PER_CLASS and (
         not isinstance(classes, dict)
         or set(classes) != set(generators)
         or not all(_is_int(c) for c in classes.values())
         or not set(prior) <= set(classes.values())
     ):
         return f"classes: expected the class of each generator, covering class_prior's classes, got {shown(classes)}"
-    if data["kind"] == "single" and data["conditional"] and not all(c < data["num_classes"] for c in prior):
+    if data["kind"] == SINGLE and data["conditional"] and not all(c < data["num_classes"] for c in prior):
         return f"class_prior: a class past num_classes {data['num_classes']}: {shown(sorted(prior))}"
     return None
 
@@ -265,17 +271,17 @@ class Sampler:
     def _components(self, n: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
         """Which generator makes each sample, and the label each sample is generated for."""
         b = self.bundle
-        if b.kind == "single":
+        if b.kind == SINGLE:
             labels = (
                 rng.choice(self.prior_labels, size=n, p=self.prior_probs) if b.conditional else np.full(n, UNCONDITIONAL_LABEL)
             )
             return ["all" if "all" in self.networks else next(iter(self.networks))] * n, labels
-        if b.kind == "per_class":
+        if b.kind == PER_CLASS:
             assert b.classes is not None, "a per-class bundle names the class of each generator"
             labels = rng.choice(self.prior_labels, size=n, p=self.prior_probs)
             by_class = {c: k for k, c in b.classes.items()}
             return [by_class[int(y)] for y in labels], labels
-        if b.kind == "mixture":
+        if b.kind == MIXTURE:
             assert b.weights is not None, "a mixture bundle has weights"
             keys = sorted(b.weights)
             w = np.array([max(b.weights[k], 0.0) for k in keys], dtype=np.float64)
@@ -296,7 +302,7 @@ class Sampler:
         for c in self.prior_labels:
             rows = torch.from_numpy(np.flatnonzero(labels == c))
             y = torch.full((len(rows),), int(c), dtype=torch.int64, device=self.device)
-            if self.bundle.kind == "per_class":
+            if self.bundle.kind == PER_CLASS:
                 images[rows] = self.networks[by_class[int(c)]](z[rows].to(self.device)).float().cpu()
             else:
                 images[rows] = self.networks["all"](z[rows].to(self.device), y).float().cpu()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...config.plan import SystemSize
 from ...config.registry import STRATEGIES
+from ...gan.sampling import SINGLE
 from ...records.record import DataParallelFields
 from ..flat import cpu_state
 from ..training import GanTrainer, generator_steps, run_critic_steps
@@ -73,7 +74,7 @@ class DataParallel(Strategy):
         return GanTrainer(**settings)
 
     def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
-        return make_bundle(self.run, self.data, "single", {"all": cpu_state(state)}, conditional=self.conditional)
+        return make_bundle(self.run, self.data, SINGLE, {"all": cpu_state(state)}, conditional=self.conditional)
 
     def _reaches_target(self, trainer: GanTrainer) -> bool:
         """Rank 0: score the latest snapshot; whether it meets ``metrics.target``."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...config.plan import SystemSize, TrainingError, class_plan
+from ...gan.sampling import PER_CLASS
 from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.nofollow import remove_tree
 from ...records.record import FileDigest, GroupPart, LabelPartitionedFields
@@ -191,7 +192,7 @@ class LabelPartitioned(Strategy):
         per_class = _load_classes(scratch, data.classes, written)
         remove_tree(scratch)  # the bundle below holds them all
         keys = {f"class{e['label']}": e["label"] for e in per_class}
-        bundle = make_bundle(run, data, "per_class", {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
+        bundle = make_bundle(run, data, PER_CLASS, {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
         fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
         fields.history = {str(e["label"]): e["history"] for e in per_class}
         fields.images_consumed = sum(e["images"] for e in per_class)
@@ -222,5 +223,5 @@ def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int
             ]
         states = {f"class{e['label']}": snap["state"] for e, snap in zip(per_class, latest)}
         steps, images = sum(snap["step"] for snap in latest), sum(snap["images"] for snap in latest)
-        curve.append((clock, steps, images, make_bundle(run, data, "per_class", states, classes=keys)))
+        curve.append((clock, steps, images, make_bundle(run, data, PER_CLASS, states, classes=keys)))
     return curve

@@ -18,6 +18,7 @@ from ....config.registry import CARTESIAN, engines_for
 from ....config.scenario import Run
 from ....gan.divergence import Divergence
 from ....gan.models import build_pair
+from ....gan.sampling import MIXTURE, SINGLE
 from ....gan.seeding import derive_seed
 from ....records.record import CellularFields, CurvePoint
 from ...flat import cpu_state
@@ -299,7 +300,7 @@ def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: lis
         bundle = make_bundle(
             run,
             data,
-            "mixture",
+            MIXTURE,
             {cell_key(n): states[n]["generator"] for n in hood},
             weights=dict(zip([cell_key(n) for n in hood], states[best]["mixture"])),
         )
@@ -332,8 +333,8 @@ def _results(
     hood = neighbourhood(best_mix, grid, kind)
     weights = dict(zip([cell_key(n) for n in hood], all_cells[best_mix]["mixture"]))
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
-    bundle = make_bundle(run, data, "mixture", generators, weights=weights)
-    best_cell_bundle = make_bundle(run, data, "single", {"all": all_cells[best_cell]["generators"][0]})
+    bundle = make_bundle(run, data, MIXTURE, generators, weights=weights)
+    best_cell_bundle = make_bundle(run, data, SINGLE, {"all": all_cells[best_cell]["generators"][0]})
     fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
     fields.mixture_weights, fields.mixture_score = weights, scorer.record()
     fields.steering = scorer.steering  # the network the mixture weights evolved under: never the ruler
