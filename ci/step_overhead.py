@@ -218,6 +218,7 @@ def engine_rows(args: argparse.Namespace) -> list[dict]:
             "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
             "metrics": {"enabled": False},
             "runs": [{"strategy": "data_parallel", "engine": e, "procs": [args.engine_procs]} for e in order],
+            **({"horovod": args.horovod} if args.horovod else {}),
         }
         path = args.out / "engines.yaml"
         path.write_text(yaml.safe_dump(spec))
@@ -296,7 +297,16 @@ def main() -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where every arm trains (default cpu)")
     parser.add_argument("--cuda-graphs", action="store_true", help="also the step with performance.cuda_graphs (--device cuda)")
     parser.add_argument("--engine-procs", type=int, help="ranks of the Horovod and DDP runs (default 2; on a GPU, the GPUs)")
+    parser.add_argument(
+        "--horovod",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a Horovod engine setting of the Horovod runs (the scenario's horovod section, docs/engine-settings.md; "
+        "repeatable), e.g. cycle_time_ms=5 or groups=1",
+    )
     args = parser.parse_args()
+    args.horovod = horovod_settings(parser, args.horovod)
     if args.device == "cuda" and (reason := no_gpu_reason()):
         print(f"step_overhead: --device cuda: {reason}: nothing measured", file=sys.stderr)
         return int(ExitCode.NO_GPU)
@@ -382,12 +392,34 @@ def verdict(low: float, high: float, met: Callable[[float], bool] | float) -> st
     return "yes" if met(high) else ("no" if not met(low) else "not shown")
 
 
+def horovod_settings(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
+    """``--horovod FIELD=VALUE`` options as the scenario's ``horovod`` section (each value read as YAML: a number, a
+    flag, ...); the suite checks the fields when it expands the scenario."""
+    import yaml
+
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        field, sep, value = pair.partition("=")
+        if not sep or not field.strip():
+            parser.error(f"--horovod {pair!r}: expected FIELD=VALUE, e.g. cycle_time_ms=5")
+        settings[field.strip()] = yaml.safe_load(value)
+    return settings
+
+
 def summary(rows: list[dict], args: argparse.Namespace) -> str:
+    arms = "" if args.skip_arms else f"{args.rounds} interleaved rounds of {args.steps} steps per arm; "
+    engines = ""
+    if not args.skip_engines:
+        hvd = ", ".join(f"{k}: {v}" for k, v in args.horovod.items()) or "the suite's defaults"
+        engines = (
+            f"{args.engine_repeats} engine rounds of {args.engine_epochs} epoch{'s' if args.engine_epochs != 1 else ''} "
+            f"at P = {args.engine_procs}, alternating which engine runs first, Horovod settings: {hvd}; "
+        )
     lines = [
         "# Step overhead, side by side",
         "",
-        f"digits {args.image_size} px, batch {args.batch}, 1 thread, {args.rounds} interleaved rounds of {args.steps} steps "
-        f"per arm; {machine_line(args)}; `python ci/step_overhead.py` (docs/gpu.md). "
+        f"digits {args.image_size} px, batch {args.batch}, 1 thread, {arms}{engines}"
+        f"{machine_line(args)}; `python ci/step_overhead.py` (docs/gpu.md). "
         "Ratios are paired round by round; the estimate is their geometric mean with a 95 % t-interval.",
         "",
         "| comparison | paired ratios | estimate [95 % interval] | goal | met |",

@@ -304,3 +304,34 @@ def test_step_overhead_on_cuda_without_a_gpu_ends_in_one_line(monkeypatch, capsy
     monkeypatch.setattr(sys, "argv", ["step_overhead.py", "--cuda-graphs", "--out", str(tmp_path / "o")])
     assert overhead.main() == 2
     assert capsys.readouterr().err.strip() == "step_overhead: --cuda-graphs: CUDA graphs need --device cuda"
+
+
+def test_step_overhead_gives_the_horovod_runs_the_settings_asked_for(monkeypatch, capsys, tmp_path):
+    import yaml
+
+    from suite.config.expansion import expand, parse_scenario
+    from suite.records import results
+
+    overhead = _load("step_overhead", ROOT / "ci" / "step_overhead.py")
+    written: list[dict] = []
+    run = overhead.subprocess.run
+
+    def suite_run(command, **options):  # the suite's runs are not made, only their scenarios kept
+        if command[1:4] != ["-m", "suite", "run"]:
+            return run(command, **options)
+        written.append(yaml.safe_load(Path(command[4]).read_text()))
+
+    monkeypatch.setattr(overhead.subprocess, "run", suite_run)
+    monkeypatch.setattr(results, "iter_records", lambda folder: iter(()))  # the runs are not made: only their scenarios
+    argv = ["step_overhead.py", "--skip-arms", "--engine-repeats", "2", "--horovod", "cycle_time_ms=5", "--horovod", "groups=1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "o")])
+    overhead.main()
+    assert [[r["engine"] for r in spec["runs"]] for spec in written] == [["horovod", "torch"], ["torch", "horovod"]]
+    runs = expand(parse_scenario(written[0]))
+    settings = {r.engine: r.horovod for r in runs}
+    assert (settings["horovod"].cycle_time_ms, settings["horovod"].groups) == (5, 1)
+    assert "Horovod settings: cycle_time_ms: 5, groups: 1" in (tmp_path / "o" / "step-overhead.md").read_text()
+    monkeypatch.setattr(sys, "argv", ["step_overhead.py", "--horovod", "cycle_time_ms", "--out", str(tmp_path / "p")])
+    with pytest.raises(SystemExit) as stop:
+        overhead.main()
+    assert stop.value.code == 2 and "--horovod 'cycle_time_ms': expected FIELD=VALUE" in capsys.readouterr().err
