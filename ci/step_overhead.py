@@ -201,6 +201,18 @@ ENGINES = ("horovod", "torch")
 """The engines the engine arm compares, in the order of its even rounds."""
 
 
+def engine_scenario(args: argparse.Namespace, order: tuple[str, ...]) -> dict[str, Any]:
+    """The scenario of one engine round: ``data_parallel`` on each engine of ``order``, with ``--horovod``'s settings."""
+    return {
+        "name": "step-overhead-engines",
+        "dataset": {"name": "digits", "image_size": args.image_size},
+        "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
+        "metrics": {"enabled": False},
+        "runs": [{"strategy": "data_parallel", "engine": e, "procs": [args.engine_procs]} for e in order],
+        **({"horovod": args.horovod} if args.horovod else {}),
+    }
+
+
 def engine_rows(args: argparse.Namespace) -> list[dict]:
     """Horovod and DDP at ``--engine-procs`` ranks, ``--engine-repeats`` rounds of ``suite run``, the order swapped every
     round (Horovod first, then DDP first: a machine whose speed drifts over the runs favours neither); images/s from the
@@ -212,16 +224,8 @@ def engine_rows(args: argparse.Namespace) -> list[dict]:
     rows = []
     for round_ in range(args.engine_repeats):
         order = ENGINES if round_ % 2 == 0 else ENGINES[::-1]
-        spec = {
-            "name": "step-overhead-engines",
-            "dataset": {"name": "digits", "image_size": args.image_size},
-            "train": {"epochs": args.engine_epochs, "batch_size": args.batch, "threads": 1},
-            "metrics": {"enabled": False},
-            "runs": [{"strategy": "data_parallel", "engine": e, "procs": [args.engine_procs]} for e in order],
-            **({"horovod": args.horovod} if args.horovod else {}),
-        }
         path = args.out / "engines.yaml"
-        path.write_text(yaml.safe_dump(spec))
+        path.write_text(yaml.safe_dump(engine_scenario(args, order)))
         results = args.out / "engines" / f"round{round_}"
         env = {**os.environ, "SUITE_DEVICE": "auto" if args.device == "cuda" else "cpu"}
         command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(results), "--quiet"]
@@ -306,7 +310,11 @@ def main() -> int:
         "repeatable), e.g. cycle_time_ms=5 or groups=1",
     )
     args = parser.parse_args()
-    args.horovod = horovod_settings(parser, args.horovod)
+    try:
+        args.horovod = horovod_settings(args.horovod)
+    except ValueError as error:
+        print(f"step_overhead: {error}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     if args.device == "cuda" and (reason := no_gpu_reason()):
         print(f"step_overhead: --device cuda: {reason}: nothing measured", file=sys.stderr)
         return int(ExitCode.NO_GPU)
@@ -316,6 +324,9 @@ def main() -> int:
     args.torch_device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     if args.engine_procs is None:
         args.engine_procs = torch.cuda.device_count() if args.device == "cuda" else 2
+    if args.horovod and (problem := horovod_problem(args)):
+        print(f"step_overhead: --horovod: {problem}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     if not args.warm_cache:  # a compile the cache serves costs seconds; the one a fresh node pays costs tens of seconds
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -392,18 +403,31 @@ def verdict(low: float, high: float, met: Callable[[float], bool] | float) -> st
     return "yes" if met(high) else ("no" if not met(low) else "not shown")
 
 
-def horovod_settings(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
+def horovod_settings(pairs: list[str]) -> dict[str, Any]:
     """``--horovod FIELD=VALUE`` options as the scenario's ``horovod`` section (each value read as YAML: a number, a
-    flag, ...); the suite checks the fields when it expands the scenario."""
+    flag, ...); :class:`ValueError` in one line naming the option that is not one."""
     import yaml
 
     settings: dict[str, Any] = {}
     for pair in pairs:
         field, sep, value = pair.partition("=")
         if not sep or not field.strip():
-            parser.error(f"--horovod {pair!r}: expected FIELD=VALUE, e.g. cycle_time_ms=5")
+            raise ValueError(f"--horovod {pair!r}: expected FIELD=VALUE, e.g. cycle_time_ms=5")
         settings[field.strip()] = yaml.safe_load(value)
     return settings
+
+
+def horovod_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--horovod``'s settings cannot be used (the suite's own check of the engine rounds' scenario), or None."""
+    from suite.config.scenario import ScenarioError
+
+    if args.skip_engines:
+        return "no Horovod run to give them to (--skip-engines)"
+    try:
+        expand(parse_scenario(engine_scenario(args, ENGINES)))
+    except ScenarioError as error:
+        return str(error).splitlines()[0]
+    return None
 
 
 def summary(rows: list[dict], args: argparse.Namespace) -> str:

@@ -323,15 +323,26 @@ def test_step_overhead_gives_the_horovod_runs_the_settings_asked_for(monkeypatch
 
     monkeypatch.setattr(overhead.subprocess, "run", suite_run)
     monkeypatch.setattr(results, "iter_records", lambda folder: iter(()))  # the runs are not made: only their scenarios
-    argv = ["step_overhead.py", "--skip-arms", "--engine-repeats", "2", "--horovod", "cycle_time_ms=5", "--horovod", "groups=1"]
-    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "o")])
-    overhead.main()
+    threads: list[int] = []
+    monkeypatch.setattr(overhead.torch, "set_num_threads", threads.append)  # the script's own, not this process's
+    argv = ["step_overhead.py", "--skip-arms", "--warm-cache", "--engine-repeats", "2", "--horovod", "cycle_time_ms=5"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--horovod", "groups=1", "--out", str(tmp_path / "o")])
+    assert overhead.main() == 0 and threads == [1]
     assert [[r["engine"] for r in spec["runs"]] for spec in written] == [["horovod", "torch"], ["torch", "horovod"]]
     runs = expand(parse_scenario(written[0]))
     settings = {r.engine: r.horovod for r in runs}
     assert (settings["horovod"].cycle_time_ms, settings["horovod"].groups) == (5, 1)
     assert "Horovod settings: cycle_time_ms: 5, groups: 1" in (tmp_path / "o" / "step-overhead.md").read_text()
-    monkeypatch.setattr(sys, "argv", ["step_overhead.py", "--horovod", "cycle_time_ms", "--out", str(tmp_path / "p")])
-    with pytest.raises(SystemExit) as stop:
-        overhead.main()
-    assert stop.value.code == 2 and "--horovod 'cycle_time_ms': expected FIELD=VALUE" in capsys.readouterr().err
+    for options, first_line in (
+        (["--horovod", "cycle_time_ms"], "step_overhead: --horovod 'cycle_time_ms': expected FIELD=VALUE, e.g. cycle_time_ms=5"),
+        (
+            ["--skip-engines", "--horovod", "groups=1"],
+            "step_overhead: --horovod: no Horovod run to give them to (--skip-engines)",
+        ),
+        (["--skip-arms", "--horovod", "cycle_tme_ms=5"], "step_overhead: --horovod: "),
+    ):
+        monkeypatch.setattr(sys, "argv", ["step_overhead.py", *options, "--out", str(tmp_path / "p")])
+        assert overhead.main() == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(first_line) and "\n" not in err, err
+    assert "cycle_tme_ms" in err and len(written) == 2  # the misspelt field is named before any run

@@ -261,6 +261,14 @@ def test_the_strategys_cost_model_picks_the_model_and_the_traffic_it_states(monk
     assert type(fit(by_strategy(records, "label_partitioned"), records)) is GanModel
 
 
+def test_every_cost_model_an_entry_may_name_has_its_kind_in_the_projection():
+    from suite.analysis.projection.fit import COST_MODEL_KINDS
+    from suite.config.registry import COST_MODELS
+
+    assert sorted(COST_MODEL_KINDS) == sorted(COST_MODELS)
+    assert all(entry.cost_model in COST_MODEL_KINDS for entry in STRATEGIES if entry.cost_model is not None)
+
+
 def test_exchange_plan_counts_boundary_cells_like_the_strategy():
     assert exchange_plan((1, 2), (1, 2), "von_neumann") == [{1: 1}, {0: 1}]
     assert exchange_plan((2, 2), (1, 2), "von_neumann") == [{1: 2}, {0: 2}]

@@ -22,7 +22,7 @@ Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input or a workload that faile
 
 Measurement knob: ``--inject-slowdown F`` sets ``SUITE_TEST_SLOWDOWN=F`` for the candidate's
 runs, which makes every rank sleep ``F`` times each step's own duration inside the step (see
-:mod:`suite.running.worker`). It exists to measure the gate's detection rate (``ci/gate_error_rates.py``);
+:mod:`suite.running.fault_hooks`). It exists to measure the gate's detection rate (``ci/gate_error_rates.py``);
 nothing else sets it.
 """
 

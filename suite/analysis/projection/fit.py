@@ -145,7 +145,8 @@ def _ranks(record: Record) -> Iterator[tuple[int, int, float, float]]:
 
 
 def _counted(record: Record) -> bool:
-    """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do)."""
+    """An ok run whose engines counted its window traffic per rank (bytes are counts: any P will do), of a strategy
+    with a cost model (its steps between two allreduces known)."""
     comm, telemetry = record.comm, record.telemetry
     return (
         record.status == "ok"
