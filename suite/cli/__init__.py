@@ -18,6 +18,8 @@ import logging
 import os
 import sys
 
+from ..config.envsettings import check_environment
+from ..config.escape import terminal
 from .common import TIMESTAMP_FORMAT, TIMESTAMPED_FORMAT, UsageError, log
 from .exitcodes import ExitCode
 from .parser import build_parser
@@ -40,20 +42,27 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     return light + tuple(getattr(sys.modules[module], name) for module, name in heavy if module in sys.modules)
 
 
+class _Escaping(logging.Formatter):
+    """Log lines as data on a terminal: a record's or file's words never carry a control or bidirectional character
+    (:func:`suite.config.escape.terminal`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal(super().format(record))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     timestamped = getattr(args, "timestamped", False)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format=TIMESTAMPED_FORMAT if timestamped else "%(message)s",
-        datefmt=TIMESTAMP_FORMAT,
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Escaping(TIMESTAMPED_FORMAT if timestamped else "%(message)s", TIMESTAMP_FORMAT))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
+        check_environment()  # every SUITE_* variable, before anything runs (exit 2 naming each wrong one)
         return args.func(args)
     except _bad_input_errors() as error:  # evaluated once an error is raised: by then its module is imported
         if args.verbose:
             log.exception("details")
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {terminal(error)}", file=sys.stderr)  # a record's or file's words: no control character
         return ExitCode.BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted; finished runs keep their results (rerun with --resume)", file=sys.stderr)
@@ -67,5 +76,5 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             log.exception("details")
         text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"
-        print(f"error: {text}", file=sys.stderr)
+        print(f"error: {terminal(text)}", file=sys.stderr)
         return ExitCode.BAD_INPUT

@@ -35,6 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..config.envsettings import EnvironmentSettingError, check_environment
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..records.failures import Failure, read_statuses, write_status
@@ -403,7 +404,13 @@ def main(argv: list[str] | None = None) -> int:
     # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("SUITE_LOG", "INFO"), format=_log_format())
+    logging.basicConfig(level=logging.INFO, format=_log_format())
+    try:
+        check_environment()  # every SUITE_* variable: a wrong one is one line, not a traceback on every rank
+    except EnvironmentSettingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    logging.getLogger().setLevel(os.environ.get("SUITE_LOG") or "INFO")
     logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
     path = args.run_dir / RUN_FILE
     if not path.is_file():
