@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..config.escape import one_line
 from ..measure.env import fingerprint
 from ..records.record import Record
 from ..records.results import read_records, records_frame
@@ -370,7 +371,8 @@ CONFIG_SETTINGS: tuple[tuple[str, Reader], ...] = (
 
 
 def _values(records: list[Record], read: Reader) -> str:
-    return ", ".join(sorted({str(read(r)) for r in records}))
+    """The values ``read`` gives for ``records``, sorted, each on one line with its controls escaped (records' words)."""
+    return ", ".join(sorted({one_line(read(r)) for r in records}))
 
 
 def _fingerprint(record: Record) -> str | None:

@@ -21,6 +21,7 @@ from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
+from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
 from .stats.speedup import speedup
@@ -133,7 +134,7 @@ def ruler_text(q: Quality) -> str:
     subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.num_classes or 0) else ""
     protocol = q.protocol or MetricsConfig.protocol  # records from before protocols scored as the default does
     named = f", protocol {protocol}" if protocol != MetricsConfig.protocol else ""
-    return f"{q.features}" + (f" {digest}" if digest else "") + f", n={q.n}{subset}{named}"
+    return cell(f"{q.features}" + (f" {digest}" if digest else "") + f", n={q.n}{subset}{named}")  # a record's words
 
 
 def per_seed(runs: list[Record], value: Callable[[Record], Any]) -> list[float | None]:
@@ -446,7 +447,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     if target is not None:
         goal = f"{target.target:g}" if target.target is not None else "its target"
         metric = str(target.metric or "the score").upper()
-        what = f"Time to {metric} <= {goal} ({target.features}, n={target.n}), seconds of training"
+        what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
         said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
         missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
         if said is None:

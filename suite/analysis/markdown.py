@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ..config.escape import markdown_cell
 
 NA = "n/a"
 
@@ -29,21 +30,18 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
-"""A ``<`` that could open HTML (a tag, a closing tag, a comment, a declaration); ``p < 0.05`` and ``P <= 10`` cannot."""
-
-
 def cell(text: Any) -> str:
-    """``text`` as data in one line of markdown (a table's cell, a sentence): a ``<`` that could open HTML as ``&lt;``,
-    so that a string from a record (an error, a host name) never becomes HTML; ``|`` escaped, a line break a space."""
-    return _TAG_START.sub("&lt;", str(text)).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """``text`` as data in one line of markdown (a table's cell, a sentence): :func:`suite.config.escape.markdown_cell`
+    (controls and bidirectional characters escaped, a ``<`` that could open HTML as ``&lt;``, ``|`` escaped, line
+    breaks joined), so that a string from a record (an error, a host name) never becomes HTML or a terminal command."""
+    return markdown_cell(text)
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency); every cell is data (:func:`cell`)."""
     if frame.empty:
         return "_(none)_\n"
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    header = "| " + " | ".join(cell(c) for c in frame.columns) + " |"  # columns may be named by records (a config)
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = ["| " + " | ".join(cell(fmt(v)) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *rows]) + "\n"

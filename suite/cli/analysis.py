@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config.escape import terminal
 from .common import UsageError
 from .exitcodes import GATE_VERDICTS
 
@@ -56,7 +57,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     result = compare(
         Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device
     )
-    print(json.dumps(result.as_dict(), indent=2) if args.json else to_markdown(result))
+    print(json.dumps(result.as_dict(), indent=2) if args.json else terminal(to_markdown(result)))  # records' words: data
     return result.exit_code
 
 

@@ -11,6 +11,7 @@ from typing import Any, Iterator, Sequence, TypeVar
 import numpy as np
 import pandas as pd
 
+from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
 from ...records.record import Record, TelemetrySummary
@@ -50,9 +51,12 @@ def config_key(record: Record) -> CostModelKey:
 
 
 def model_name(key: CostModelKey) -> str:
-    """``strategy / loss / engine (dataset NNpx, T threads, device)``."""
+    """``strategy / loss / engine (dataset NNpx, T threads, device)``, on one line with its controls escaped (the
+    device is a record's words: :func:`suite.config.escape.one_line`)."""
     strategy, engine, loss, dataset, size, threads, device = key
-    return f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
+    return one_line(
+        f"{strategy} / {loss} / {engine} ({dataset} {size}px, {threads} thread{'s' if threads != 1 else ''}, {device})"
+    )
 
 
 def _entry(record: Record) -> StrategyEntry | None:

@@ -16,7 +16,7 @@ from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
 from ...records.results import PROBE_FILE
 from ..baselines import read_baseline
-from ..markdown import markdown_table
+from ..markdown import cell, markdown_table
 from ..palette import style_of
 from ..plots import pyplot
 from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model, validate
@@ -161,8 +161,8 @@ def _not_projected(validation: pd.DataFrame, fitted: list[Fitted]) -> list[str]:
     """One line per configuration the projection does not project, naming it and why: a strategy it cannot cost, or a
     model fitted on one process count."""
     left = validation[validation["role"].str.startswith("not projected")]
-    lines = [f"- {config}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups]
-    lines += [f"- {model_name(f.key)}: {f.refused}." for f in fitted if f.refused]
+    lines = [f"- {cell(config)}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups]
+    lines += [f"- {cell(model_name(f.key))}: {cell(f.refused)}." for f in fitted if f.refused]
     return lines + ([""] if lines else [])
 
 
@@ -209,7 +209,7 @@ def _notes(table: pd.DataFrame) -> list[str]:
     missing = table[table["time_s"].isna() & (table["note"] != "")]
     lines = []
     for (config, scaling, note), part in missing.groupby(["config", "scaling", "note"], sort=False):
-        lines.append(f"- {config}, {scaling}, P = {', '.join(map(str, part['procs']))}: n/a, {note}.")
+        lines.append(f"- {cell(config)}, {scaling}, P = {', '.join(map(str, part['procs']))}: n/a, {note}.")
     return lines
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...records.record import Record
 from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, repeats, unlearned_configs, verdicts
-from ..markdown import NA, markdown_table
+from ..markdown import NA, cell, markdown_table
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
 from ..stats.verdicts import ALPHA, TEST, TESTS, Summary
@@ -81,10 +81,10 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         )
     if len(rulers) > 1:
         notes += [
-            f"{mark(i + 1)} {metric.upper()} under {ruler}; scores under different rulers are not compared."
+            f"{mark(i + 1)} {metric.upper()} under {cell(ruler)}; scores under different rulers are not compared."
             for i, ruler in enumerate(rulers)
         ]
-    ruler = f" under {rulers[0]}" if len(rulers) == 1 else ""
+    ruler = f" under {cell(rulers[0])}" if len(rulers) == 1 else ""
     lines.append(
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
         f"{metric.upper()}{ruler} of the final model (lower is better); images/s through the discriminators in the "
@@ -185,7 +185,7 @@ def kernel_line(records: list[Record]) -> str:
             sets.setdefault(str(machine.numerics), set()).add(str(machine.cpu_capability or "unknown ISA"))
     if not sets:
         return ""
-    named = ", ".join(f"{'/'.join(sorted(isa))} (numerics {digest})" for digest, isa in sorted(sets.items()))
+    named = cell(", ".join(f"{'/'.join(sorted(isa))} (numerics {digest})" for digest, isa in sorted(sets.items())))
     if len(sets) > 1:
         return (
             f"These runs come from {len(sets)} CPU kernel sets, {named}: the same seed gives another model on each, so "
@@ -241,7 +241,7 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
         "where every run had `train.budget_images`); `time_to_target` the training time to the quality target; "
         "`checks` the equivalences verified on these runs ([Definitions](details/definitions.md))."
         + (
-            f" Every score is under the same ruler: {rulers[0]}."
+            f" Every score is under the same ruler: {cell(rulers[0])}."
             if len(rulers) == 1
             else " `quality`: the ruler of each row's scores."
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...records.record import Machine, Record
 from ..findings import contended
+from ..markdown import cell
 
 TIMED = ("ok", "diverged")
 """The statuses of runs whose timings the report shows."""
@@ -36,13 +37,13 @@ def _number(value: Any) -> int | None:
 def _kind(record: Record) -> tuple[str, str]:
     """(the device this run computed on, the host's CPU), as the records name them."""
     machine = record.machine or Machine()
-    cpu = str(machine.cpu_model or "unknown CPU")
+    cpu = cell(machine.cpu_model or "unknown CPU")  # a record's strings are data on the page
     cores = _number(machine.cores) or _number(record.cores_per_node)
     host = f"{cpu}, {_plural(cores, 'core')}" if cores else cpu
     device = str(record.device or "cpu")
     if device == "cpu":
         return "cpu", host
-    return str(machine.gpu or device), host
+    return cell(machine.gpu or device), host
 
 
 def device_line(records: list[Record]) -> str:

@@ -14,7 +14,7 @@ from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
 from ..baselines import read_baseline
 from ..findings import config_name
-from ..markdown import NA, details, given, markdown_table, significant, std_over
+from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..stats.verdicts import summarise
@@ -370,14 +370,14 @@ def quality_section(records: list[Record]) -> Section:
         dims = scores["feature_dim"].dropna()
         digests = sorted({d for d in scores["ruler_sha256"] if isinstance(d, str)})
         lines.append(
-            f"### Ruler `{net}`\n\n{detail}"
+            f"### Ruler `{cell(net)}`\n\n{cell(detail)}"
             + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "")
-            + (f"; weights sha256 `{digests[0]}`" if len(digests) == 1 else "")
+            + (f"; weights sha256 `{cell(digests[0])}`" if len(digests) == 1 else "")
             + ".\n"
         )
         lines.append(
-            f"**Every score below: ruler `{scores['ruler'].iloc[0]}`, protocol `{scores['protocol'].iloc[0]}`, "
-            f"{scores['comparability'].iloc[0]}.**\n"
+            f"**Every score below: ruler `{cell(scores['ruler'].iloc[0])}`, protocol `{cell(scores['protocol'].iloc[0])}`, "
+            f"{cell(scores['comparability'].iloc[0])}.**\n"
         )
         summary = quality_over_seeds(scores)
         tables[f"quality_over_seeds_{slug}.csv"] = seeds_csv(

@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from ...config.escape import code_fence
 from ...measure.network import PRESETS
 from ...records.images import image_problem
-from ...records.nofollow import read_text
+from ...records.quoted import QuotedFileError, read_quoted
 from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..findings import config_name, main_runs
@@ -188,7 +189,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     tables["step_time.csv"] = steps
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
     peaks = "".join(
-        f"Peak: {source}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
+        f"Peak: {cell(source)}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
         for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)})
     )
     if not steps.empty:
@@ -210,7 +211,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     util = utilization_table(frame)
     tables["gpu_utilization.csv"] = util
     if not util.empty and util["gpu_util_mean"].isna().all():
-        devices = ", ".join(sorted({str(d) for d in util["device"]}))
+        devices = ", ".join(sorted({cell(d) for d in util["device"]}))
         lines.append(f"**GPU utilization:** all runs ran on CPUs ({devices}): n/a, not measured and not estimated.\n")
     else:
         lines.append("### GPU utilization\n")
@@ -254,11 +255,18 @@ def samples_section(records: list[Record], results_dir: Path) -> Section:
 
 def scenario_lines(results_dir: Path) -> list[str]:
     """The scenario file the runs were started from, as it was (nothing where the results folder has none; a link
-    there is refused, not followed: :func:`suite.records.nofollow.read_text`)."""
+    there is refused, not followed). It is read up to :data:`suite.records.quoted.MAX_QUOTED_BYTES` as UTF-8 and
+    fenced past its longest run of backticks (:func:`suite.config.escape.code_fence`); a larger file, or one that is
+    not UTF-8, is named in a warning line and on the page instead."""
     scenario_file = results_dir / "scenario.yaml"
     if not os.path.lexists(scenario_file):
         return []
-    return ["## Scenario\n", "```yaml\n" + read_text(scenario_file).strip() + "\n```\n"]
+    try:
+        text = read_quoted(scenario_file, what="scenario file")
+    except QuotedFileError as error:
+        log.warning("skipped %s", error)
+        return ["## Scenario\n", f"Not shown: {cell(error)}.\n"]
+    return ["## Scenario\n", code_fence(text.strip(), "yaml")]
 
 
 def environment_section(records: list[Record]) -> Section:

@@ -18,7 +18,7 @@ from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
 from ...records.record import Machine, RankTelemetry, Record, RecordError
 from ...records.results import trace_files
-from ..markdown import NA
+from ..markdown import NA, cell
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
 from ..stats.verdicts import summarise
 
@@ -383,11 +383,11 @@ def machine_note(records: list[Record]) -> str:
             machines[(data["fingerprint"], r.machine.numerics)] = r.machine
     if not machines:
         return "The records do not say which machine ran them (recorded from schema 3 on): bitwise agreement cannot be judged."
-    kinds = sorted({str(f) for f, _ in machines})
-    numerics = sorted({str(n) for _, n in machines if n})
+    kinds = sorted({cell(f) for f, _ in machines})  # a record's strings are data on the page
+    numerics = sorted({cell(n) for _, n in machines if n})
     unknown = sum(1 for r in records if r.status == "ok" and r.machine is None)
     first = next(iter(machines.values()))
-    described = f"{first.gpu or first.cpu_model} ({first.cpu_capability} kernels, torch {first.torch})"
+    described = cell(f"{first.gpu or first.cpu_model} ({first.cpu_capability} kernels, torch {first.torch})")
     if unknown:
         kinds.append(f"unknown for {unknown} runs recorded before schema 3")
     if len(kinds) == 1 and len(numerics) <= 1:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config.escape import csv_cell, terminal
+from ...measure.network import PROBE_BYTES
 from ...records.codec import record_data
-from ...records.nofollow import read_text
+from ...records.quoted import read_quoted
 from ...records.record import Record
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, path_under
 from .pages import DETAILS, Page, page_text
@@ -23,8 +25,15 @@ FIRST_PAGE = "report.md"
 
 
 def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> None:
-    """``table`` as the CSV ``out_dir/name`` (no index column)."""
-    atomic_write_text(out_dir / name, table.to_csv(index=False))
+    """``table`` as the CSV ``out_dir/name`` (no index column); its text cells as data (:func:`suite.config.escape.csv_cell`:
+    controls escaped, never a spreadsheet formula)."""
+    text = table.apply(lambda column: column.map(csv_cell) if _textual(column) else column)
+    atomic_write_text(out_dir / name, text.to_csv(index=False))
+
+
+def _textual(column: pd.Series) -> bool:
+    """Whether ``column`` may hold text (object or string dtype)."""
+    return column.dtype == object or isinstance(column.dtype, pd.StringDtype)
 
 
 def write_section_files(out_dir: Path, section: Section) -> None:
@@ -46,7 +55,7 @@ def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
     if written:
         (out_dir / DETAILS).mkdir(exist_ok=True)
     for page in written:
-        atomic_write_text(out_dir / page.link, page_text(page) + "\n")
+        atomic_write_text(out_dir / page.link, terminal(page_text(page)) + "\n")  # no control character from a record
     return written
 
 
@@ -55,8 +64,8 @@ def write_first_page(out_dir: Path, first: Section, records: list[Record], probe
     network, so that ``suite project REPORT`` fits and validates what the report shows; return report.md's path."""
     write_section_files(out_dir, first)
     path = out_dir / FIRST_PAGE
-    atomic_write_text(path, "\n".join(first.lines))
+    atomic_write_text(path, terminal("\n".join(first.lines)))  # no control character from a record
     atomic_write_text(out_dir / RECORDS_FILE, json.dumps([record_data(r) for r in records], indent=1))
     if probe is not None:
-        atomic_write_text(out_dir / PROBE_FILE, read_text(probe))  # a link there: refused, not copied
+        atomic_write_text(out_dir / PROBE_FILE, read_quoted(probe, PROBE_BYTES, "probe"))  # a link there: refused, not copied
     return path
