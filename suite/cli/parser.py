@@ -96,6 +96,12 @@ def _add_placement(p: argparse.ArgumentParser) -> None:
     g.add_argument("--master-addr", help="rendezvous host for torchrun/deepspeed across nodes")
     g.add_argument("--master-port", type=int, default=29500, help="rendezvous port for torchrun/deepspeed")
     g.add_argument(
+        "--max-local-procs",
+        type=_positive_int,
+        metavar="N",
+        help="the most ranks a local launch starts (default: 8 per core of this machine; more is refused)",
+    )
+    g.add_argument(
         "--python", help="interpreter on the compute nodes (default: this one; python3 on the image's PATH with --container)"
     )
     _add_container(g, "start each rank inside this container (srun, mpirun, jsrun); the image holds the suite")

@@ -28,6 +28,16 @@ from typing import Any, Callable
 
 from .shown import shown, shown_name
 
+MAX_CONFIG_CHARS = 64 << 10
+"""The most characters a ``deepspeed.config`` may take as JSON: every key it may set fits in a few hundred, and each
+run's ``run.json`` and record carry it."""
+
+MAX_NAMES = 256
+"""The most names a list of the config holds (``comms_logger.prof_ops``)."""
+
+MAX_NAME_CHARS = 200
+"""The longest name in such a list (an operation's name)."""
+
 DEEPSPEED_MONITOR_DIR = "deepspeed-monitor"
 """The folder under a run folder where DeepSpeed's CSV monitor writes, one subfolder per network."""
 
@@ -46,8 +56,10 @@ class _Value:
         if self.kind == "bool":
             return None if isinstance(value, bool) else "expected true or false"
         if self.kind == "texts":
-            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-            return None if ok else "expected a list of names"
+            ok = isinstance(value, list) and all(isinstance(v, str) and 0 < len(v) <= MAX_NAME_CHARS for v in value)
+            if ok and len(value) > MAX_NAMES:
+                return f"at most {MAX_NAMES} names"
+            return None if ok else f"expected a list of names (1 to {MAX_NAME_CHARS} characters each)"
         if self.kind == "text":
             if not isinstance(value, str) or (self.choices and value not in self.choices):
                 return f"expected one of {', '.join(self.choices)}"
@@ -140,6 +152,9 @@ def deepspeed_config_problem(config: Any) -> tuple[str, str] | None:
         return None
     if not isinstance(config, dict):
         return "", f"expected a mapping of DeepSpeed config keys, got {shown(config)}"
+    size = _json_size(config, MAX_CONFIG_CHARS)
+    if size > MAX_CONFIG_CHARS:
+        return "", f"more than {MAX_CONFIG_CHARS:,} characters as JSON; its keys need a few hundred"
     for key, value in config.items():
         rule = DEEPSPEED_KEYS.get(key) if isinstance(key, str) else None
         if rule is None:
@@ -161,6 +176,22 @@ def deepspeed_config_problem(config: Any) -> tuple[str, str] | None:
             if (problem := sub.problem(inner)) is not None:
                 return where, f"{problem}, got {shown(inner)}"
     return None
+
+
+def _json_size(value: Any, limit: int) -> int:
+    """About how many characters ``value`` takes as JSON, counted until past ``limit`` (never built whole)."""
+    total, stack = 0, [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, dict):
+            total += 2 + sum(len(str(k)) + 4 for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += len(str(item)) + 2
+    return total
 
 
 def check_deepspeed_settings(section: Any, path: str, fail: Callable[[str, str], Any]) -> None:

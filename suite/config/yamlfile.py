@@ -7,8 +7,10 @@ PyYAML's safe loader with two changes, so that a file means what it says:
 
 Parsing is bounded, so that a small hostile file cannot take the machine: collections nest at most
 :data:`MAX_YAML_DEPTH` deep, aliases may add at most :data:`MAX_ALIAS_NODES` nodes to what the file spells out (a
-"billion laughs" of 1 KB would add 387 million), an alias may not contain itself, and a file is read up to a
-size its caller gives (:class:`YamlTooLarge`). These are checked on the composed node graph, before any value is
+"billion laughs" of 1 KB would add 387 million) and at most as many characters of text as the file may hold
+(:data:`MAX_ALIAS_CHARS`, or the caller's size cap: a 270 KB string repeated 680 times by aliases is 181 MB), an
+alias may not contain itself, and a file is read up to a size its caller gives (:class:`YamlTooLarge`). So a file's
+data, aliases followed, is at most twice its cap wherever it goes (``run.json``, ``deepspeed.config``). These are checked on the composed node graph, before any value is
 built, so a refused file never becomes a huge value that an error message would format.
 
 Every problem is a :class:`YamlError` of one line naming the file: a file that is not UTF-8 text, or not YAML.
@@ -43,6 +45,11 @@ MAX_YAML_DEPTH = 50
 MAX_ALIAS_NODES = 100_000
 """Aliases may add at most this many nodes to the document as written (every use of an alias counts its whole
 node); a scenario that repeats a block of settings with anchors adds hundreds."""
+
+MAX_ALIAS_CHARS = 1 << 20
+"""Aliases may add at most this many characters of text (scalars' characters, one per node) to the document as
+written, unless the reader's size cap is larger (:func:`load_yaml`'s ``max_bytes``): a repeated long string counts
+its length every time."""
 
 
 _FLOAT_1_2 = re.compile(
@@ -112,15 +119,17 @@ def _one_line(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
-def _alias_problem(root: yaml.Node) -> str | None:
+def _alias_problem(root: yaml.Node, max_chars: int = MAX_ALIAS_CHARS) -> str | None:
     """Why the node graph under ``root`` is too large or too deep once its aliases are followed, or None.
 
-    An alias is the very node its anchor marks, so the document as written is a graph; its size and depth with
-    every alias expanded are counted once per node (iteratively: nothing here recurses).
+    An alias is the very node its anchor marks, so the document as written is a graph; its size (nodes, and
+    characters: a scalar's text and one per node) and depth with every alias expanded are counted once per node
+    (iteratively: nothing here recurses). Aliases may add :data:`MAX_ALIAS_NODES` nodes and ``max_chars`` characters.
     """
     size: dict[int, int] = {}  # node -> nodes under it, itself included, aliases expanded
+    chars: dict[int, int] = {}  # node -> characters under it, aliases expanded
     depth: dict[int, int] = {}  # node -> collections on the deepest path down from it, itself included
-    distinct = 0
+    distinct = written = 0
     on_path: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -134,11 +143,14 @@ def _alias_problem(root: yaml.Node) -> str | None:
         if children_done:
             on_path.discard(key)
             size[key] = 1 + sum(size[id(c)] for c in children)
+            chars[key] = 1 + (len(str(node.value)) if isinstance(node, yaml.ScalarNode) else sum(chars[id(c)] for c in children))
             depth[key] = (0 if isinstance(node, yaml.ScalarNode) else 1) + max((depth[id(c)] for c in children), default=0)
             if depth[key] > MAX_YAML_DEPTH:
                 return f"nested more than {MAX_YAML_DEPTH} deep once its aliases are followed"
             if size[key] - distinct > MAX_ALIAS_NODES:  # nodes beyond those written: what the aliases add
                 return f"its aliases expand to more than {MAX_ALIAS_NODES:,} nodes beyond the ones written"
+            if chars[key] - written > max_chars:  # characters beyond those written
+                return f"its aliases expand to more than {max_chars:,} characters beyond the ones written"
             continue
         if key in size:
             continue
@@ -147,19 +159,20 @@ def _alias_problem(root: yaml.Node) -> str | None:
             return f"line {line}: an alias refers to a node that contains it (a recursive structure)"
         on_path.add(key)
         distinct += 1
+        written += 1 + (len(str(node.value)) if isinstance(node, yaml.ScalarNode) else 0)
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
     return None
 
 
-def parse_yaml(text: str, source: str) -> Any:
+def parse_yaml(text: str, source: str, max_alias_chars: int = MAX_ALIAS_CHARS) -> Any:
     """The data of YAML ``text``; :class:`YamlError` naming ``source`` where it is not YAML or is too large or
-    too deep once its aliases are followed (:data:`MAX_YAML_DEPTH`, :data:`MAX_ALIAS_NODES`)."""
+    too deep once its aliases are followed (:data:`MAX_YAML_DEPTH`, :data:`MAX_ALIAS_NODES`, ``max_alias_chars``)."""
     loader = None
     try:
         loader = _Loader(text)  # its reader refuses characters YAML does not allow (NUL) at once
         node = loader.get_single_node()
-        problem = _alias_problem(node) if node is not None else None
+        problem = _alias_problem(node, max_alias_chars) if node is not None else None
         data = loader.construct_document(node) if node is not None and problem is None else None
     except ValueError as error:  # a value PyYAML cannot build: a timestamp of month 13, an integer of 5,000 digits
         raise YamlError(f"{source}: not valid YAML: {' '.join(str(error).split())[:160]}") from None
@@ -191,4 +204,4 @@ def load_yaml(path: str | Path, max_bytes: int | None = None) -> Any:
         raise YamlError(
             f"{path}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); a YAML file is expected"
         ) from None
-    return parse_yaml(text, str(path))
+    return parse_yaml(text, str(path), max(MAX_ALIAS_CHARS, max_bytes or 0))

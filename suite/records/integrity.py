@@ -6,27 +6,51 @@ checkpoint's description). A file that is missing, shorter or longer, or of othe
 ones written is damaged (a full disk, a copy cut short) or was replaced: :func:`damage` says which
 in a few words and :func:`verify_file` refuses it in one line naming the file. The size is checked
 first, so a truncated file is told apart without reading it.
+
+Hashing is bounded, since a record's declared size may be forged (a 30 GB sparse file and a record saying 30 GB):
+a declared size above :data:`MAX_HASHED_BYTES` is refused without reading, at most the declared size is read, and
+hashing stops at its time budget (:data:`HASH_BUDGET_S`), each in one line naming the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 from .record import FileDigest
+
+MAX_HASHED_BYTES = 16 << 30
+"""The largest file whose digest is checked: a generator bundle or a checkpoint of the largest networks the scenario
+bounds allow is far smaller; a record that declares more is refused without reading the file."""
+
+HASH_BUDGET_S = 120.0
+"""The longest a digest check may take (about 12 GB at the 100 MB/s of a slow disk); past it the file is refused."""
+
+_CHUNK = 1 << 20
 
 
 class IntegrityError(ValueError):
     """A file is not the one the suite wrote; the message is one line naming it."""
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, in hex."""
+def sha256_file(path: str | os.PathLike, limit: int | None = None, budget_s: float | None = None) -> str:
+    """The sha256 of a file's bytes, in hex: of its first ``limit`` bytes at most (None: all), within ``budget_s``
+    seconds (None: no limit; past it :class:`IntegrityError` naming the file)."""
     digest = hashlib.sha256()
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    left = limit
     with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
+        while left is None or left > 0:
+            chunk = handle.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not chunk:
+                break
             digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+            if deadline is not None and time.monotonic() > deadline:
+                raise IntegrityError(f"{path}: its digest took longer than {budget_s:g} s to check; not loaded")
     return digest.hexdigest()
 
 
@@ -44,7 +68,15 @@ def damage(path: str | os.PathLike, size: int, sha256: str | None) -> str | None
     actual_size = path.stat().st_size
     if actual_size != size:
         return f"has {actual_size} bytes, {size} were written (truncated or damaged)"
-    if sha256 is not None and (actual := sha256_file(path)) != sha256:
+    if sha256 is None:
+        return None
+    if size > MAX_HASHED_BYTES:
+        return f"is declared {size:,} bytes, more than the {MAX_HASHED_BYTES:,} a model file or checkpoint may have here"
+    try:
+        actual = sha256_file(path, limit=size, budget_s=HASH_BUDGET_S)
+    except IntegrityError:
+        return f"took longer than {HASH_BUDGET_S:g} s to digest (a slow disk, or a file that is not what was written)"
+    if actual != sha256:
         return f"has sha256 {actual[:12]}..., {sha256[:12]}... was written (damaged or replaced)"
     return None
 

@@ -23,6 +23,33 @@ class LaunchError(ValueError):
     """A launcher cannot start this run; the message says why."""
 
 
+LOCAL_PROCS_PER_CORE = 8
+"""A local launch starts at most this many ranks per core of this machine unless ``--max-local-procs`` says more:
+each rank is a Python process holding torch (hundreds of MB), and oversubscribing a core 8-fold already measures
+the scheduler more than the strategy."""
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity; else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def local_procs_problem(run: Run, procs: int, opts: LaunchOptions) -> str | None:
+    """Why a local launch of ``procs`` ranks of ``run`` is refused (more than the machine holds), or None."""
+    cores = machine_cores()
+    limit = opts.max_local_procs or cores * LOCAL_PROCS_PER_CORE
+    if procs <= limit:
+        return None
+    reason = "--max-local-procs" if opts.max_local_procs else f"{cores} cores x {LOCAL_PROCS_PER_CORE} ranks per core"
+    return (
+        f"{run.run_id}: {procs} ranks on this machine, more than the {limit:,} it holds ({reason}); lower procs, use a "
+        "cluster launcher, or raise --max-local-procs"
+    )
+
+
 @dataclass
 class LaunchOptions:
     """How to place ranks; cluster launchers use what applies to them."""
@@ -38,6 +65,7 @@ class LaunchOptions:
     python: str = field(default_factory=lambda: sys.executable)
     extra: list[str] = field(default_factory=list)  # appended to the launcher's own options
     container: Container | None = None  # each rank starts inside it (mpirun, jsrun, srun)
+    max_local_procs: int | None = None  # the most ranks a local launch starts (None: LOCAL_PROCS_PER_CORE per core)
 
 
 CONTAINER_LAUNCHERS = ("srun", "mpirun", "jsrun")
@@ -97,6 +125,8 @@ def placement(run: Run, opts: LaunchOptions, procs: int | None = None) -> tuple[
     """
     procs = procs or run.procs
     if opts.launcher == "local":
+        if (problem := local_procs_problem(run, procs, opts)) is not None:
+            raise LaunchError(problem)
         return 1, procs
     k = opts.ranks_per_node or -(-procs // opts.nodes)
     per_node = min(k, procs)
