@@ -114,7 +114,7 @@ def test_records_are_written_atomically_and_readable_by_others(tmp_path):
     record = new_record({"run_id": "x", "status": "ok", "train_s": float("nan")})  # a field of the record schema
     write_record(tmp_path / "run", record)
     path = tmp_path / "run" / "result.json"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask() & ~0o022  # nobody else may change it
     assert read_record(tmp_path / "run").train_s is None  # JSON has no NaN: n/a
     write_record(tmp_path / "run", dataclasses.replace(record, wall_s=1.5))
     assert read_record(tmp_path / "run").wall_s == 1.5 and read_record(tmp_path / "run").status == "ok"

@@ -157,12 +157,11 @@ def test_records_of_every_schema_version_are_checked(version):
         check_record({"schema": version, "run_id": "r", "status": "done"}, "r.json")
 
 
-def test_a_record_without_a_schema_key_is_read_as_schema_1_and_checked(tmp_path):
+def test_a_record_without_a_schema_key_is_refused_not_read_as_schema_1(tmp_path):
     (record,) = digits_records(CONDITIONAL_P1[:1])
     del record["schema"]
-    assert check_record(record, "r.json")["run_id"] == CONDITIONAL_P1[0]
-    with pytest.raises(RecordError, match="^r.json: wall_s: expected a number, got 'x'$"):
-        check_record({**record, "wall_s": "x"}, "r.json")
+    with pytest.raises(RecordError, match="^r.json: schema: required field is missing; every record the suite writes"):
+        check_record(record, "r.json")
     with pytest.raises(RecordError, match=r"^r.json: schema: record schema 99 is newer than this suite reads"):
         check_record({**record, "schema": 99}, "r.json")
 
@@ -396,7 +395,7 @@ def test_compare_calls_an_ok_run_without_a_throughput_invalid_never_a_pass(tmp_p
     assert main(["compare", str(files["new"]), str(files["baseline"])]) == 1
     text = capsys.readouterr().out
     problem = "images_per_s is missing" if value is None else f"images_per_s is {value!r}, not a throughput"
-    note = f"run {CONDITIONAL_P1[0]} ({'new results' if side == 'new' else 'baseline'}): {problem}"
+    note = f"run {CONDITIONAL_P1[0]} ({'new results' if side == 'new' else 'baseline'}, {files[side]}): {problem}"
     assert f"**1 INVALID record**: {note}; an ok run records a positive throughput." in text
     assert "No regression" not in text and "| **INVALID** |" in text
 

@@ -100,13 +100,40 @@ class Config:
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
+MIN_IMAGES_PER_S = 0.01
+"""The least throughput an ok run can have measured: one image every 100 s (the slowest real run, a CPU rank on
+ImageNet-sized images, trains several a second). Below it a record's ``images_per_s`` is not a measurement."""
+
+
 def throughput_problem(record: Record) -> str | None:
-    """Why an ok ``record`` has no throughput to compare (``images_per_s`` missing, not finite, zero or negative), or None."""
+    """Why an ok ``record`` has no throughput to compare, or None: ``images_per_s`` missing, not finite or below
+    :data:`MIN_IMAGES_PER_S`, or its interval ``images_per_s_ci95`` not one of it (:func:`interval_problem`)."""
     value = record.images_per_s
     if value is None:
         return "images_per_s is missing"
     if _number(value) is None or value <= 0:
         return f"images_per_s is {value!r}, not a throughput"
+    if value < MIN_IMAGES_PER_S:
+        return f"images_per_s is {value:.3g}, below the floor of {MIN_IMAGES_PER_S:g} images/s of a measured run"
+    return interval_problem(value, record.images_per_s_ci95)
+
+
+def interval_problem(value: float, ci: list[float | None] | None) -> str | None:
+    """Why ``ci`` is not a noise interval of the throughput ``value``, or None (no interval is none to check): each end
+    finite (the suite writes null for an upper end it could not bound: the steps were too noisy to compare), low
+    not above high, the value inside, and no wider than the value itself (an interval of [-1e18, 1e18] would make
+    any change "within noise")."""
+    if not ci:
+        return None
+    lo, hi = (_number(end) for end in ci)
+    if lo is None or hi is None:
+        return f"images_per_s_ci95 {ci!r} has an end that is not a finite number: its throughput cannot be compared"
+    if lo > hi:
+        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is inverted (its low end above its high end)"
+    if not lo <= value <= hi:
+        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] does not hold images_per_s {value:.4g}"
+    if hi - lo > value:
+        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is wider than its estimate {value:.4g}: not a measurement to compare"
     return None
 
 
@@ -466,7 +493,7 @@ def compare(
     base_configs, new_configs = _configs(base_records), _configs(new_records)
     matched = {k: (base_configs[k], new_configs[k]) for k in new_configs if k in base_configs}
     failed = [r for r in new_records if r.status != "ok"]
-    invalid = _invalid_rows(new_records, "new results") + _invalid_rows(base_records, "baseline")
+    invalid = _invalid_rows(new_records, f"new results, {new_path}") + _invalid_rows(base_records, f"baseline, {baseline_path}")
     if not matched and not failed and not invalid:
         raise CompareError(
             "nothing to compare: no configuration matches. "

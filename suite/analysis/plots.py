@@ -41,8 +41,12 @@ def pyplot() -> Any:
 
 
 def save(fig: Any, out: Path, name: str) -> list[str]:
-    """Write ``fig`` as ``out/name`` (legends outside the axes included) and close it; return ``[name]``."""
-    fig.savefig(out / name, dpi=DPI, bbox_inches="tight")
+    """Write ``fig`` as ``out/name`` (legends outside the axes included; atomically, never through a link:
+    :func:`suite.records.results.atomic_write`) and close it; return ``[name]``."""
+    from ..records.results import atomic_write
+
+    with atomic_write(out / name) as tmp:
+        fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
     pyplot().close(fig)
     return [name]
 

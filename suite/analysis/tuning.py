@@ -26,6 +26,7 @@ import pandas as pd
 import yaml
 
 from ..config.sweep import overrides_of, sweep_text
+from ..records.nofollow import output_folder
 from ..records.record import Record
 from ..records.results import atomic_write_text, read_records
 from .findings import procs_of, ruler_text, system_name
@@ -329,10 +330,10 @@ def write_tuning(results: Path, out_dir: Path) -> Path:
     """Write ``tuning.md``, ``tuning.csv`` and ``chosen.yaml`` for the runs of ``results`` into ``out_dir``."""
     records = read_records(results)
     systems = tune(records)
-    out_dir.mkdir(parents=True, exist_ok=True)
     scenario = records[0].scenario or Path(results).name
-    atomic_write_text(out_dir / TUNING_CSV, tuning_table(systems).to_csv(index=False))
-    atomic_write_text(out_dir / CHOSEN_YAML, chosen_yaml(systems, str(results)))
-    path = out_dir / TUNING_MD
-    atomic_write_text(path, "\n".join(tuning_markdown(systems, str(results), scenario, len(records))))
+    with output_folder(out_dir):  # never a link at out_dir, nor in it; nobody else may write there (records.nofollow)
+        atomic_write_text(out_dir / TUNING_CSV, tuning_table(systems).to_csv(index=False))
+        atomic_write_text(out_dir / CHOSEN_YAML, chosen_yaml(systems, str(results)))
+        path = out_dir / TUNING_MD
+        atomic_write_text(path, "\n".join(tuning_markdown(systems, str(results), scenario, len(records))))
     return path

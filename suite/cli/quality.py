@@ -18,13 +18,15 @@ if TYPE_CHECKING:
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..gan.sampling import Sampler, load_model
-    from ..records.results import atomic_write
+    from ..gan.sampling import Sampler, load_model, samples_problem
+    from ..records.results import GENERATOR_FILE, atomic_write
 
     bundle = load_model(args.run_dir)
     if args.n < 1:
         raise UsageError("--n: must be at least 1")
     images, labels = Sampler(bundle).sample(args.n, seed=args.seed)
+    if (problem := samples_problem(images)) is not None:  # a broken generator: nothing written, no "in [-1, 1]"
+        raise UsageError(f"{Path(args.run_dir) / GENERATOR_FILE}: {problem}; nothing written")
     out = Path(args.out)
     with atomic_write(out) as tmp, open(tmp, "wb") as handle:  # a file, not a path: numpy adds .npz to a path without it
         np.savez(handle, images=images.numpy().astype(np.float32), labels=labels.numpy().astype(np.int64))
@@ -81,10 +83,10 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from ..gan.sampling import Sampler, load_model
+    from ..gan.sampling import Sampler, load_model, samples_problem
     from ..measure.metrics import Reference, evaluate_images
     from ..records.record import PerClassScore
-    from ..records.results import PER_CLASS_BASES, per_class_summary, read_record
+    from ..records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
 
     if args.run:
         bundle = load_model(args.run)
@@ -92,6 +94,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         n = args.n or 1000
         labels: torch.Tensor | np.ndarray
         images, labels = Sampler(bundle).sample(n, seed=args.seed)
+        if (problem := samples_problem(images)) is not None:  # a broken generator is not scored
+            raise UsageError(f"{Path(args.run) / GENERATOR_FILE}: {problem}; not scored")
         info = record.dataset if record is not None else None
         dataset = args.dataset or (info.name if info is not None else None)
         classes = info.classes if info is not None else None

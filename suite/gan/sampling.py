@@ -164,6 +164,8 @@ def _parts_problem(data: dict[str, Any]) -> str | None:
                 return f"{where}: expected a tensor, got {type(tensor).__name__}"
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 return f"{where}: holds NaN or infinite weights"
+            if name.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
+                return f"{where}: holds negative batch-norm variances (a variance is never below 0; they give NaN images)"
     prior = data["class_prior"]
     if (
         not isinstance(prior, dict)
@@ -223,6 +225,14 @@ def bundle_problem(data: dict[str, Any]) -> str | None:
     if not isinstance(data["kind"], str) or data["kind"] not in BUNDLE_KINDS:
         return f"kind: expected one of {', '.join(BUNDLE_KINDS)}, got {shown(data['kind'])}"
     return _sizes_problem(data) or _parts_problem(data) or _shapes_problem(data)
+
+
+def samples_problem(images: torch.Tensor) -> str | None:
+    """Why generated ``images`` are not images in [-1, 1] (NaN or infinite pixels, counted), or None."""
+    bad = int((~torch.isfinite(images)).sum())
+    if bad:
+        return f"{bad:,} of its {images.numel():,} sampled pixels are NaN or infinite: not images"
+    return None
 
 
 def load_model(run_dir: str | Path, name: str = GENERATOR_FILE) -> GeneratorBundle:

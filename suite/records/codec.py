@@ -126,12 +126,18 @@ def check_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     installed keeps the keys the core does not declare, unchecked): every field's type, ``status`` one of
     :data:`STATUSES`, the :data:`NAMES` safe names (they become file names and markdown), every number finite
     (the JSON reader refuses NaN) and at most :data:`MAX_NUMBER` in size. Older records (schema 1 and 2, the same
-    layout) may hold fields renamed since, which are passed over; newer ones are refused. ``required``: fields
+    layout) may hold fields renamed since, which are passed over; newer ones are refused, and so is a record without
+    a ``schema`` key (read as schema 1, its images/s would be reinterpreted). ``required``: fields
     that must be there (:data:`IDENTITY` for a reader that groups runs).
     """
     if not isinstance(data, dict):
         raise RecordError(f"{source}: expected a JSON object (a run record), got {type(data).__name__}")
-    version = data.get("schema", 1)
+    if "schema" not in data:  # every record the suite writes names it: read as schema 1, its numbers would change meaning
+        raise RecordError(
+            f"{source}: schema: required field is missing; every record the suite writes names its schema version "
+            f"(1 to {SCHEMA_VERSION})"
+        )
+    version = data["schema"]
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
         what = (

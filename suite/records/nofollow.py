@@ -1,10 +1,18 @@
-"""Files below a results folder, reached without following a symbolic link.
+"""Files below a results folder, reached without following a symbolic link, in folders nobody else can write.
 
-Results folders are shared and made group-writable, so anyone who can write there can put a
-symbolic link, a FIFO, a socket or a device where the suite is about to write, before its owner
-runs it: a link at ``RUN/checkpoints`` to someone's home would have the suite write there, and
-remove files there; a FIFO at ``RUN/log.txt`` would block ``suite run`` forever. Below a results
-folder the suite therefore follows no link:
+Anyone who can write a folder can put a symbolic link, a FIFO, a socket or a device where the suite
+is about to write, before its owner runs it or at any moment while it works there (a run folder
+renamed away and a link put in its place mid-run, a report's staging folder swapped for a link): a
+link at ``RUN/checkpoints`` to someone's home would have the suite write there, and remove files
+there; a FIFO at ``RUN/log.txt`` would block ``suite run`` forever. So the suite works only in folders
+that nobody but their owner can change, and below them it follows no link:
+
+- every folder it makes is made without group or other write (:data:`FOLDER_MODE`, whatever the
+  umask), and every file without it (:data:`FILE_MASK`);
+- a folder it works in that it did not make, and every folder it walks below one, must be owned by
+  the user or root and writable by nobody else, unless it has the sticky bit (where others cannot
+  rename or remove what is not theirs): checked on the opened descriptor (``fstat``), never the path,
+  and refused otherwise in one line naming the folder and the fix (:class:`SharedFolder`);
 
 - :func:`check_tree` refuses a folder that holds a link, FIFO, socket or device anywhere in it,
   naming the first it meets (``suite run`` checks every run folder it will write into before it
@@ -13,13 +21,22 @@ folder the suite therefore follows no link:
   makes (:func:`make_folder`, and so every atomic write, :func:`suite.records.results.atomic_write`)
   is walked to from that folder with directory descriptors, each step opened with ``O_NOFOLLOW``
   and missing ones created on the way: a link anywhere below the folder is refused, never followed;
+- :func:`confine` opens its folder once and holds the descriptor: a swap of the folder itself after
+  that (a link put in its place) changes nothing the process writes;
 - :func:`open_regular` opens a file with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO cannot block it)
-  and refuses anything but a regular file;
+  and refuses anything but a regular file; one opened to be written must also be the user's and have
+  one link (a hard link to someone's file is never truncated or appended to), and is truncated only
+  after that check;
+- :func:`copy_regular` copies a file opened once, checked on its descriptor (a regular file of one link),
+  never a name looked at before;
 - :func:`remove_files`, :func:`remove_entry` and :func:`remove_tree` remove through the folder's
   descriptor, so they never leave the folder they were meant for.
 
 The confining folder itself (``--out``) is the user's choice and may be a link; nothing below it is
 followed. A refusal is :class:`UnsafeEntry`: one line naming the entry and what it is.
+
+Test hooks: :data:`OPENED` (called with each folder descriptor as it is opened) lets a test swap a folder at the
+exact moment the suite has opened it.
 """
 
 from __future__ import annotations
@@ -28,18 +45,78 @@ import contextlib
 import errno
 import fcntl
 import os
+import secrets
+import shlex
 import shutil
 import stat
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_CONFINED: list[Path] = []
-"""The folders below which this process follows no link (innermost last)."""
+_CONFINED: list[tuple[Path, int]] = []
+"""The folders below which this process follows no link, each with its descriptor, opened once (innermost last)."""
+FOLDER_MODE = 0o755
+"""Every folder the suite makes: nobody but its owner can add, rename or remove an entry in it (the umask may take more)."""
+FILE_MASK = 0o022
+"""Taken from every file's permissions the suite writes: nobody but its owner can change it."""
+OPENED: list[Callable[[Path, int], None]] = []
+"""Test hooks: each is called with a folder's path and descriptor once the suite has opened it (:func:`_walk`,
+:func:`open_folder`), so that a test can swap the folder for a link at that exact moment."""
 
 
 class UnsafeEntry(ValueError):
     """A symbolic link, FIFO, socket or device where the suite writes or reads its own files; one line naming it."""
+
+
+class SharedFolder(UnsafeEntry):
+    """A folder the suite would work in that someone else can write (or owns), without the sticky bit; one line naming
+    it and the fix."""
+
+
+def _opened(path: Path, fd: int) -> None:
+    for hook in OPENED:
+        hook(path, fd)
+
+
+def shared_problem(info: os.stat_result, path: str | os.PathLike) -> SharedFolder | None:
+    """The refusal of the folder ``path`` whose ``fstat`` is ``info`` when someone other than this user (and root) owns
+    it, or can write it and it has no sticky bit; None when only its owner can change what is in it."""
+    me, shown = os.geteuid(), printable_path(path)
+    if info.st_uid not in (me, 0):
+        return SharedFolder(
+            f"{shown}: owned by user {info.st_uid}, not by you (user {me}) or root, who could swap a file or folder in "
+            "it for a link while the suite works there; choose another --out, one of your own folders"
+        )
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        who = {0o020: "its group", 0o002: "others", 0o022: "its group and others"}[mode & 0o022]
+        quoted = shlex.quote(shown)
+        return SharedFolder(
+            f"{shown}: writable by {who} (mode {mode:o}) without the sticky bit: anyone who can write it could swap a "
+            f"file or folder in it for a link while the suite works there; run `chmod g-w,o-w {quoted}` (or "
+            f"`chmod +t {quoted}`) or choose another --out"
+        )
+    return None
+
+
+def check_private(fd: int, path: str | os.PathLike) -> None:
+    """Refuse (:class:`SharedFolder`) the folder open as ``fd`` (named ``path`` in the message) when someone other than
+    this user or root can change what is in it (:func:`shared_problem`), checked on the descriptor."""
+    problem = shared_problem(os.fstat(fd), path)
+    if problem is not None:
+        raise problem
+
+
+def check_private_folder(folder: str | os.PathLike) -> None:
+    """:func:`check_private` of ``folder`` (opened as named: it may be a link, the user's choice); nothing if absent."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    try:
+        check_private(fd, folder)
+    finally:
+        os.close(fd)
 
 
 def printable_path(path: str | os.PathLike) -> str:
@@ -96,6 +173,7 @@ def check_tree(folder: str | os.PathLike) -> None:
         )
     fd = _open_folder_at(None, str(folder), folder)
     try:
+        check_private(fd, folder)
         _check_below(fd, folder)
     finally:
         os.close(fd)
@@ -118,6 +196,7 @@ def _check_below(fd: int, folder: Path) -> None:
                 except FileNotFoundError:
                     continue
                 try:
+                    check_private(below, path)
                     _check_below(below, path)
                 finally:
                     os.close(below)
@@ -136,12 +215,35 @@ def _open_folder_at(dir_fd: int | None, name: str, path: Path) -> int:
         raise OSError(error.errno, error.strerror, str(path)) from None
 
 
+def _make_parents(root: Path) -> None:
+    """``mkdir -p root``, each folder it makes with :data:`FOLDER_MODE`."""
+    missing = []
+    while not os.path.lexists(root) and root != root.parent:
+        missing.append(root)
+        root = root.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(FOLDER_MODE)
+
+
 def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
-    """A descriptor of ``root/parts`` reached from ``root`` one folder at a time, none a link; made where missing
-    when ``create``. ``root`` itself is opened as the user named it (it may be a link)."""
+    """A descriptor of ``root/parts`` reached from ``root`` one folder at a time, none a link and each writable by
+    nobody but its owner (:func:`check_private`); made where missing when ``create``. ``root`` itself is opened as the
+    user named it (it may be a link)."""
     if create:
-        root.mkdir(parents=True, exist_ok=True)
+        _make_parents(root)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        check_private(fd, root)
+    except BaseException:
+        os.close(fd)
+        raise
+    _opened(root, fd)
+    return _walk_from(fd, root, parts, create)
+
+
+def _walk_from(fd: int, root: Path, parts: tuple[str, ...], create: bool) -> int:
+    """:func:`_walk` from ``fd``, a descriptor of ``root`` that this takes over (closed on the way)."""
     path = root
     try:
         for part in parts:
@@ -154,46 +256,86 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
                 if not create:
                     raise
                 with contextlib.suppress(FileExistsError):  # another rank made it at the same moment
-                    os.mkdir(part, 0o777, dir_fd=fd)
+                    os.mkdir(part, FOLDER_MODE, dir_fd=fd)
                 below = _open_folder_at(fd, part, path)
             os.close(fd)
             fd = below
+            check_private(fd, path)
+            _opened(path, fd)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _confining(path: Path) -> tuple[Path, tuple[str, ...]] | None:
-    """The innermost confined folder at or above ``path`` (absolute), and ``path``'s parts below it."""
-    for root in reversed(_CONFINED):
+def open_below(fd: int, path: str | os.PathLike, parts: tuple[str, ...], create: bool = False) -> int:
+    """A descriptor of ``path/parts`` walked from ``fd``, an open descriptor of ``path`` (kept open), one folder at a
+    time, none a link and each writable by nobody but its owner; made where missing when ``create``."""
+    return _walk_from(os.dup(fd), Path(path), parts, create)
+
+
+def _confining(path: Path) -> tuple[Path, int, tuple[str, ...]] | None:
+    """The innermost confined folder at or above ``path`` (absolute), its descriptor, and ``path``'s parts below it."""
+    for root, fd in reversed(_CONFINED):
         if path == root or root in path.parents:
-            return root, path.relative_to(root).parts
+            return root, fd, path.relative_to(root).parts
     return None
 
 
 @contextlib.contextmanager
-def confine(folder: str | os.PathLike) -> Iterator[Path]:
+def confine(folder: str | os.PathLike, fd: int | None = None) -> Iterator[Path]:
     """Within the block, every folder this process makes or walks at or below ``folder`` (:func:`make_folder`,
-    :func:`open_regular`, :func:`suite.records.results.atomic_write`) is reached from ``folder`` without following a link."""
+    :func:`open_regular`, :func:`suite.records.results.atomic_write`) is reached from ``folder`` without following a link.
+
+    ``folder`` is opened once, here (or is the open descriptor ``fd``, which stays the caller's), checked to be
+    writable by nobody but its owner (:func:`check_private`), and every walk starts from that descriptor: a link put in
+    the folder's place after this changes nothing this process writes or removes.
+    """
     root = Path(os.path.abspath(folder))
-    _CONFINED.append(root)
+    if fd is None:
+        held = _walk(root, (), create=False)
+    else:
+        held = os.dup(fd)
+        try:
+            check_private(held, root)
+        except BaseException:
+            os.close(held)
+            raise
+    entry = (root, held)
+    _CONFINED.append(entry)
     try:
         yield root
     finally:
-        _CONFINED.remove(root)
+        _CONFINED.remove(entry)
+        os.close(held)
 
 
-def _folder(folder: Path, create: bool) -> int:
-    """A descriptor of ``folder``: walked from its confining folder (:func:`confine`), or opened plainly where none
-    confines it; made first when ``create``."""
+def _folder(folder: Path, create: bool, private: bool = False) -> int:
+    """A descriptor of ``folder``: walked from its confining folder's descriptor (:func:`confine`), or opened plainly
+    where none confines it (checked with :func:`check_private` when ``private``: the suite writes there); made first
+    when ``create``."""
     folder = Path(os.path.abspath(folder))
     confining = _confining(folder)
     if confining is not None:
-        return _walk(confining[0], confining[1], create)
+        root, fd, parts = confining
+        return _walk_from(os.dup(fd), root, parts, create)
     if create:
-        folder.mkdir(parents=True, exist_ok=True)
-    return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        _make_parents(folder)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if private:
+        try:
+            check_private(fd, folder)
+        except BaseException:
+            os.close(fd)
+            raise
+        _opened(folder, fd)
+    return fd
+
+
+def open_folder(folder: str | os.PathLike, create: bool = False) -> int:
+    """A descriptor of ``folder`` to write in (the caller closes it): walked without following a link below a confined
+    folder, and in any case writable by nobody but its owner (:class:`SharedFolder` otherwise); made when ``create``."""
+    return _folder(Path(folder), create, private=True)
 
 
 @contextlib.contextmanager
@@ -214,8 +356,24 @@ def _folder_if_there(folder: Path) -> Iterator[int | None]:
 def make_folder(folder: str | os.PathLike) -> Path:
     """Make ``folder`` and its missing parents (``mkdir -p``); below a confined folder (:func:`confine`) without following
     a link. Returns ``folder`` as an absolute path, normalised (the one that was checked)."""
-    os.close(_folder(Path(folder), create=True))
+    os.close(_folder(Path(folder), create=True, private=True))
     return Path(os.path.abspath(folder))
+
+
+@contextlib.contextmanager
+def output_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Within the block, ``folder`` is confined (:func:`confine`) from a descriptor walked from its parent: the parent
+    as the user named it (made if missing), ``folder`` itself made if missing and never a link, both writable by nobody
+    but their owner. The folder of ``suite tune``, ``suite papers`` and ``suite jobscript``'s scripts."""
+    folder = Path(folder)
+    if folder.name in ("", ".", ".."):
+        folder = Path(os.path.abspath(folder))
+    fd = _walk(folder.parent, (folder.name,), create=True)
+    try:
+        with confine(folder, fd) as root:
+            yield root
+    finally:
+        os.close(fd)
 
 
 def make_folders(root: str | os.PathLike, *parts: str) -> Path:
@@ -224,14 +382,20 @@ def make_folders(root: str | os.PathLike, *parts: str) -> Path:
     return Path(root).joinpath(*parts)
 
 
-def open_regular(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+_WRITING = os.O_WRONLY | os.O_RDWR
+
+
+def open_regular(path: str | os.PathLike, flags: int, mode: int = 0o666, single: bool = False) -> int:
     """``os.open(path, flags, mode)`` for a regular file only: a link at ``path`` is not followed, a FIFO does not block,
     and a link, FIFO, socket or device is refused (:class:`UnsafeEntry`). Its folder is reached as :func:`make_folder`
-    reaches it, but never made (a folder that is gone is :class:`FileNotFoundError` naming ``path``). The descriptor
-    returned blocks as usual."""
+    reaches it, but never made (a folder that is gone is :class:`FileNotFoundError` naming ``path``). A file opened to
+    be written (or with ``single``) must have one link, and one opened to be written must be this user's (or root's):
+    a hard link to someone's file is refused before anything is truncated (``O_TRUNC`` is applied after the check).
+    The descriptor returned blocks as usual."""
     path = Path(path)
+    writing = bool(flags & _WRITING)
     try:
-        folder = _folder(path.parent, create=False)
+        folder = _folder(path.parent, create=False, private=writing)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path)) from None
     try:
@@ -242,19 +406,54 @@ def open_regular(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
         if what is not None:
             raise refusal(path, what)
         try:
-            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=folder)
+            opened = flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(path.name, opened, mode, dir_fd=folder)
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENXIO):  # swapped for a link or a FIFO since the look above
                 raise refusal(path, "a symbolic link" if error.errno == errno.ELOOP else "a FIFO") from None
             raise OSError(error.errno, error.strerror, str(path)) from None
     finally:
         os.close(folder)
-    mode_now = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode_now):
+    try:
+        _check_opened(fd, path, writing, single)
+        if flags & os.O_TRUNC:
+            os.ftruncate(fd, 0)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
         os.close(fd)
-        raise refusal(path, kind(mode_now) or "not a regular file")
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        raise
     return fd
+
+
+def _check_opened(fd: int, path: Path, writing: bool, single: bool) -> None:
+    """Refuse what ``fd`` opened unless it is a regular file; one of one link (``writing`` or ``single``), this user's
+    or root's (``writing``)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise refusal(path, kind(info.st_mode) or "not a regular file")
+    if (writing or single) and info.st_nlink > 1:
+        raise refusal(path, f"a hard link (one of {info.st_nlink} names of one file)")
+    if writing and info.st_uid not in (os.geteuid(), 0):
+        raise refusal(path, f"a file of user {info.st_uid}'s")
+
+
+def copy_regular(source: str | os.PathLike, target: IO[bytes], signature: bytes = b"") -> None:
+    """Copy the regular file ``source`` into ``target``: opened once without following a link (:func:`open_regular`,
+    one link), checked on that descriptor and read from it, never a name looked at before; refused
+    (:class:`UnsafeEntry`) where it does not start with ``signature``."""
+    with open(open_regular(source, os.O_RDONLY, single=True), "rb") as handle:
+        head = handle.read(len(signature))
+        if head != signature:
+            raise UnsafeEntry(
+                f"{printable_path(source)}: not the file the suite wrote there (it does not start as one); not copied"
+            )
+        target.write(head)
+        shutil.copyfileobj(handle, target)
+
+
+def temporary_name(name: str) -> str:
+    """A hidden, unique name beside ``name`` for a file or folder being written (its suffix kept)."""
+    return f".{name}.{secrets.token_hex(4)}{Path(name).suffix}"
 
 
 def read_text(path: str | os.PathLike, errors: str = "strict") -> str:

@@ -59,7 +59,7 @@ from ..config.expansion import expand, load_scenario
 from ..config.scenario import Run, ScenarioCaps
 from ..config.shown import shown
 from ..config.validation import directive_problem, name_problem, script_text_problem
-from ..records.nofollow import make_folders
+from ..records.nofollow import output_folder
 from ..records.results import atomic_write_text, path_under
 from .commands import CONTAINER_RUNTIMES, Container, LaunchOptions, command_for
 from .sites import SCHEDULER_LAUNCHER, SITES, SLURM_MPI_TYPES, Site
@@ -554,6 +554,7 @@ def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> P
     or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
     text = render(scenario_path, job)
     name = load_scenario(scenario_path, caps=job.caps).name
-    path = out or path_under(make_folders(Path("."), JOBS_DIR), default_name(name, job))
-    atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
+    path = out or path_under(Path(JOBS_DIR), default_name(name, job))
+    with output_folder(path.parent):  # its folder: never a link, nobody else may write it (records.nofollow)
+        atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
     return path

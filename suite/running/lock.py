@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..config.scenario import Run
-from ..records.nofollow import open_regular
+from ..records.nofollow import make_folder, open_regular
 from ..records.results import LOCK_FILE, write_failed
 from ..train.checkpoint import footprint
 from .processes import ProcessId, wait_until_gone
@@ -100,7 +100,7 @@ class ResultsLock:
         if not self.folder.exists():
             self._made.append(self.folder)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            make_folder(self.folder)  # writable by nobody but its owner (records.nofollow)
         except OSError as error:
             raise ResultsFolderError(str(write_failed(self.folder, error))) from None
         try:

@@ -25,6 +25,7 @@ Test hooks (:mod:`suite.running.fault_hooks`) fail, slow down or diverge a rank 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import socket
@@ -39,7 +40,7 @@ from ..config.envsettings import EnvironmentSettingError, check_environment
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..records.failures import Failure, read_statuses, write_status
-from ..records.nofollow import confine
+from ..records.nofollow import UnsafeEntry, check_private_folder, confine
 from ..records.record import run_identity, utc_now
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, new_record, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
@@ -412,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.getLogger().setLevel(os.environ.get("SUITE_LOG") or "INFO")
     logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
+    os.umask(os.umask(0o022) | 0o022)  # what the libraries make in the run folder too: nobody else may change it
+    try:  # the results folder: nobody else may put a link in the run folder's place while it trains (records.nofollow)
+        check_private_folder(args.run_dir.absolute().parent)
+    except UnsafeEntry as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     path = args.run_dir / RUN_FILE
     if not path.is_file():
         print(
@@ -424,7 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as error:  # ScenarioError and JSONDecodeError are ValueErrors
         print(f"error: {path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", file=sys.stderr)
         return 2
-    with confine(args.run_dir):  # every file of the run folder is reached without following a link (records.nofollow)
+    with contextlib.ExitStack() as held:
+        try:  # the run folder, opened once here: every file of it is reached from that descriptor (records.nofollow)
+            held.enter_context(confine(args.run_dir))
+        except (UnsafeEntry, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         return execute(run, args.run_dir)
 
 

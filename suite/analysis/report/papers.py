@@ -27,6 +27,7 @@ import pandas as pd
 
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
+from ...records.nofollow import output_folder
 from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import read_baseline
@@ -591,8 +592,9 @@ def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Pa
             f"no run of a paper scenario (scenarios/papers/, names seed000-... to seed003-...) under {', '.join(map(str, folders))}"
         )
     written = []
-    for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
-        path = out / key / "papers.md"
-        atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
-        written.append(path)
+    with output_folder(out):  # never a link at out or in it (out/seed000); nobody else may write there (records.nofollow)
+        for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
+            path = out / key / "papers.md"
+            atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
+            written.append(path)
     return written

@@ -6,7 +6,6 @@ the measured network. The figures are drawn into the folder by :mod:`suite.analy
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -14,9 +13,10 @@ import pandas as pd
 from ...config.escape import csv_cell, terminal
 from ...measure.network import PROBE_BYTES
 from ...records.codec import record_data
+from ...records.nofollow import copy_regular, make_folder
 from ...records.quoted import read_quoted
 from ...records.record import Record
-from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write_text, path_under
+from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write, atomic_write_text, path_under
 from .pages import DETAILS, Page, page_text
 from .section import Section
 
@@ -36,14 +36,20 @@ def _textual(column: pd.Series) -> bool:
     return column.dtype == object or isinstance(column.dtype, pd.StringDtype)
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+"""How every PNG starts: a file the report copies as a PNG that does not is refused."""
+
+
 def write_section_files(out_dir: Path, section: Section) -> None:
-    """A section's tables as CSVs and the files it shows copied into ``out_dir`` (never out of it)."""
+    """A section's tables as CSVs and the files it shows copied into ``out_dir`` (never out of it). Each copy opens its
+    source once without following a link and checks what it opened, a regular file of one link (and, for a ``.png``,
+    a PNG), never the name looked at before (:func:`suite.records.nofollow.copy_regular`)."""
     for name, table in section.tables.items():
         write_table(out_dir, name, table)
     for name, source in section.copies.items():
         target = path_under(out_dir, name)
-        target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(source, target)
+        with atomic_write(target) as tmp, open(tmp, "wb") as handle:
+            copy_regular(source, handle, PNG_SIGNATURE if Path(source).suffix.lower() == ".png" else b"")
 
 
 def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
@@ -53,7 +59,7 @@ def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
         write_section_files(out_dir, page.section)
     written = [page for page in pages if page.lines]
     if written:
-        (out_dir / DETAILS).mkdir(exist_ok=True)
+        make_folder(out_dir / DETAILS)
     for page in written:
         atomic_write_text(out_dir / page.link, terminal(page_text(page)) + "\n")  # no control character from a record
     return written

@@ -44,7 +44,8 @@ import torch
 from ...config.registry import PROTOCOLS
 from ...gan.data import CHANNELS, class_prior, load_dataset, native_size
 from ...gan.models import build_pair
-from ...records.results import KID_FIELDS, PER_CLASS_BASES, atomic_write, atomic_write_text
+from ...records.results import KID_FIELDS, PER_CLASS_BASES
+from . import cachefiles
 from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
 from .protocol import comparability, protocol_images
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
@@ -130,12 +131,13 @@ def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
 
 
 def _cached(path: Path, compute: Callable[[], dict]) -> dict:
-    if path.is_file():
-        stored = np.load(path, allow_pickle=False)
-        return {k: stored[k] for k in stored.files}
+    """The statistics cached at ``path`` where they check out against the digest beside them
+    (:mod:`.cachefiles`), else ``compute()``'s, cached with their digest."""
+    stored = cachefiles.read_arrays(path)
+    if stored is not None:
+        return stored
     values = compute()
-    with atomic_write(path) as tmp:
-        np.savez(tmp, **values)
+    cachefiles.write_arrays(path, values)
     return values
 
 
@@ -354,13 +356,13 @@ def untrained_baseline(
         [ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, architecture, *protocol]
     )
     path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    if (cached := cachefiles.read_json(path)) is not None:  # checked against the digest beside it
+        return cached
     generator, _ = build_pair(ref.image_size, CHANNELS[ref.dataset], latent_dim, seed=0, architecture=architecture)
     z = torch.randn(ref.n, latent_dim, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         images = generator.eval()(z)
     quality = evaluate_images(images, np.full(ref.n, -1), ref, networks)
     baseline = {"fid": quality["fid"], "kid_mean": quality.get("kid_mean"), "features": quality["features"], "n": quality["n"]}
-    atomic_write_text(path, json.dumps(baseline))
+    cachefiles.write_json(path, baseline)
     return baseline
