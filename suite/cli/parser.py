@@ -148,7 +148,13 @@ def _add_run(sub: Any) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="keep runs that already have an ok result; continue unfinished ones from their last checkpoint",
+        help="continue unfinished runs from their last checkpoint (finished runs are skipped either way)",
+    )
+    p.add_argument(
+        "--rerun",
+        action="store_true",
+        help="train finished runs (ok or diverged) again from step 0, each old run folder kept as "
+        "RUN_ID.replaced-TIMESTAMP until its new run is ok (without it they are skipped, saying so)",
     )
     p.add_argument(
         "--grace",

@@ -217,7 +217,7 @@ def _run_scenario(path: Path, results: Path, timeout: float) -> int:
     from .sweep import RunOptions, SweepOptions, run_scenario
 
     scenario = load_scenario(path)
-    options = RunOptions(sweep=SweepOptions(quiet=True, timeout=timeout))
+    options = RunOptions(sweep=SweepOptions(quiet=True, timeout=timeout, rerun=True))  # every check measures anew
     return run_scenario(path, scenario, expand(scenario), [], results, options)
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
@@ -53,7 +53,10 @@ class SweepOptions:
     dry_run: bool = False
     """Write the run folders and print each launch command; run nothing."""
     resume: bool = False
-    """Keep runs that already have an ok result; continue unfinished ones from their last checkpoint."""
+    """Continue unfinished runs from their last checkpoint."""
+    rerun: bool = False
+    """Train finished runs (ok or diverged) again, each old folder kept aside until its new run is ok
+    (:mod:`.rerun`); without it they are skipped, saying so."""
     quiet: bool = False
     """No progress bar."""
     timeout: float = 3600.0
@@ -114,13 +117,16 @@ def run_scenario(
     """
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable
-    from ..records.nofollow import check_tree, confine
+    from ..records.nofollow import check_private_folder, check_tree, confine
+    from .dataroots import check_data_roots
     from .finished import check_unchanged
     from .launch import plan_run
     from .lock import ResultsLock
 
     sweep = options.sweep
-    for run in runs:  # first: the run folders are read (finished runs) and written only if none holds a link
+    check_private_folder(out)  # first: nobody else may change what is in it while the runs go on (records.nofollow)
+    check_data_roots(runs, out, options.placement.overrides)  # a scenario's download folder: inside --out or the cache
+    for run in runs:  # then: the run folders are read (finished runs) and written only if none holds a link
         check_tree(out / run.run_id)
     # every command is built here, once: a launcher problem shows before anything is written
     planned = [plan_run(run, out, options.launch, options.placement, shown=sweep.dry_run) for run in runs]
@@ -144,30 +150,28 @@ def run_scenario(
         return run_sweep(scenario_file, scenario, planned, out, options, kept)
 
 
-def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions) -> set[str]:
-    """What must hold, inside the results folder's lock, before anything is written; returns the runs ``--resume`` keeps.
+def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions) -> dict[str, str]:
+    """What must hold, inside the results folder's lock, before anything is written; returns the finished runs that are
+    skipped (without ``--rerun``), by their status.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
     build lock.
     """
-    from ..records.results import read_record
     from .buildlocks import check_build_locks
     from .launch import check_devices, check_tools
     from .lock import check_room
+    from .rerun import finished_status
 
     if options.sweep.dry_run:
-        return set()
+        return {}
     runs = [one.run for one in planned]
     check_tools(planned, options.launch)
     check_devices(runs)
-    kept = {run.run_id for run in runs if options.sweep.resume and _status(read_record(out / run.run_id)) == "ok"}
+    finished = {} if options.sweep.rerun else {run.run_id: finished_status(out / run.run_id) for run in runs}
+    kept = {run_id: status for run_id, status in finished.items() if status is not None}
     check_room(out, [run for run in runs if run.run_id not in kept])
     check_build_locks([run for run in runs if run.run_id not in kept])
     return kept
-
-
-def _status(record: Record | None) -> str | None:
-    return record.status if record is not None else None
 
 
 def result_lines(position: str, run: Run, record: Record) -> list[str]:
@@ -217,13 +221,17 @@ def run_sweep(
     planned: list[PlannedRun],
     out: Path,
     options: RunOptions,
-    kept: Collection[str] = (),
+    kept: Mapping[str, str] | None = None,
 ) -> int:
     """Launch the ``planned`` runs one after another inside the results folder's lock (held by the caller, who
-    checked :func:`check_before_start`); ``kept``: the runs ``--resume`` keeps."""
+    checked :func:`check_before_start`); ``kept``: the finished runs skipped, by status. With ``--rerun`` a finished
+    run's folder is set aside until its new run is ok (:mod:`.rerun`)."""
     from ..records.results import atomic_write_text
     from .launch import SignalGuard, Stop, launch, prepare_run_folder
     from .reaper import Reaper
+    from .rerun import finished_status, set_aside, settle, skipped_line
+
+    kept = kept or {}
 
     sweep, runs = options.sweep, [one.run for one in planned]
     atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
@@ -245,9 +253,12 @@ def run_sweep(
             for i, one in enumerate(planned):
                 run, run_dir = one.run, one.run_dir
                 if run.run_id in kept:
-                    log.info("[%d/%d] %s: kept (--resume)", i + 1, len(runs), run.run_id)
-                    progress and progress.update(1)
+                    _show(progress, [f"[{i + 1}/{len(runs)}] {skipped_line(run.run_id, kept[run.run_id])}"])
                     continue
+                aside = None
+                if sweep.rerun and finished_status(run_dir) is not None:  # kept aside until the new run is ok
+                    aside = set_aside(run_dir)
+                    prepare_run_folder(one)
                 if progress:
                     progress.set_postfix_str(f"{run.run_id} 0s")
                     tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
@@ -270,6 +281,8 @@ def run_sweep(
                 failures += not ok and not diverging
                 diverged += diverging
                 _show(progress, result_lines(f"[{i + 1}/{len(runs)}]", run, record))
+                if aside is not None:
+                    log.info(settle(run.run_id, aside, record.status))
         except Stop as stop:
             progress and progress.close()
             print(_stopped(stop, current), file=sys.stderr)
