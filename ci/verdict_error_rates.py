@@ -234,7 +234,24 @@ def main() -> int:
     parser.add_argument("--records", default="reports/digits/records.json", help="the records whose FID spread is simulated")
     parser.add_argument("--out", default="reports/verdicts", help="where error-rates.md and .csv go")
     parser.add_argument("--collect-only", action="store_true", help="rewrite error-rates.md from the CSV already in --out")
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="measure the sequential-seeds procedure instead (sequential-error-rates.md and .csv in --out)",
+    )
+    parser.add_argument(
+        "--sigmas", type=lambda s: [float(x) for x in s.split(",")], default=[0.1, 0.25], help="--sequential: spreads of the log"
+    )
+    parser.add_argument(
+        "--policies",
+        type=lambda s: [tuple(int(x) for x in p.split("/")) for p in s.split(",")],
+        default=[(3, 3, 12), (3, 3, 9)],
+        help="--sequential: initial/step/max, comma-separated (default 3/3/12,3/3/9)",
+    )
+    parser.add_argument("--margin", type=float, default=1.5, help="--sequential: the equivalence margin")
     args = parser.parse_args()
+    if args.sequential:
+        return sequential(args)
     spreads = observed_spreads(REPO / args.records)
     table = collected(Path(args.out)) if args.collect_only else measure(args, spreads)
     chosen, summary = choose(table)
@@ -245,6 +262,33 @@ def main() -> int:
     (out / "error-rates.md").write_text(markdown(table, args, spreads, chosen))
     print((out / "error-rates.md").read_text())
     return 0 if chosen == TEST else 1
+
+
+def sequential(args: argparse.Namespace) -> int:
+    """``--sequential``: the procedure's error rates at the spreads and policies asked, and in the main job's world."""
+    import shlex
+    import sys
+
+    from sequential_rates import markdown as sequential_markdown
+    from sequential_rates import measure as sequential_measure
+
+    from suite.analysis.estimand import in_seed_order, late_score
+    from suite.analysis.stats.sequential import Plan
+
+    rows = headline(read_records(REPO / args.records), {}).to_dict("records")
+    late = {row["strategy"]: [v for v in in_seed_order(row["_main"], late_score) if v] for row in rows}
+    late = {name: values for name, values in late.items() if len(values) > 1}
+    medians = tuple(float(np.exp(np.mean(np.log(v)))) for v in late.values())
+    spread = tuple(float(np.std(np.log(v), ddof=1)) for v in late.values())
+    plans = [Plan(*p) for p in args.policies]
+    table = sequential_measure(args.sigmas, plans, args.margin, args.reports, args.seed, medians, spread)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "sequential-error-rates.csv", index=False)
+    command = ".venv/bin/python ci/verdict_error_rates.py " + shlex.join(sys.argv[1:])
+    (out / "sequential-error-rates.md").write_text(sequential_markdown(table, medians, spread, command))
+    print((out / "sequential-error-rates.md").read_text())
+    return 0 if (table.any_false / table.reports).max() <= ALPHA else 1
 
 
 if __name__ == "__main__":

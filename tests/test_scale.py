@@ -132,7 +132,7 @@ def _record(strategy, seed, curve, procs=2, numerics="aaaa"):
 
 def _records():
     falling = [[900, 500, 300, 150], [920, 520, 310, 160], [910, 490, 305, 155]]
-    flat = [[300, 200, 190, 191], [310, 210, 200, 198], [305, 205, 195, 196]]
+    flat = [[300, 195, 200, 193], [310, 205, 198, 207], [305, 200, 196, 199]]
     records = [_record("label_partitioned", s, falling[s]) for s in range(3)]
     records += [_record("conditional", s, flat[s]) for s in range(3)]
     return records
@@ -142,16 +142,19 @@ def test_the_first_page_names_the_budget_the_improving_systems_and_the_power():
     records = _records()
     table = headline(records, {})
     found = findings.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == "FID")
+    fid = next(f for f in found if f.quantity == findings.LATE_FID)
     assert fid.scale.improving == ["label_partitioned / bce / mpi"]
     said = verdicts(found, [row for row in table["strategy"]])
-    assert said["conditional / bce / mpi"] == "worst FID†"  # its better was still improving
+    # on the late FID (the last half of each curve) the flat DC-CGAN is better than the still-falling one
+    assert said["label_partitioned / bce / mpi"] == "worst late FID†"
     page = "\n".join(first_page_headline(table, found, records))
     assert "**At what scale these verdicts hold** (4,000 training images per system" in page
     assert "generator steps per GAN: conditional / bce / mpi 125" in page
-    assert "still improving at the end" in page and "label_partitioned / bce / mpi 0.5" in page
+    # the slope over the last half (2,000-4,000 images) fits a fall to about 0.3 of its start
+    assert "still improving at the end" in page and "label_partitioned / bce / mpi 0.3" in page
+    assert "power" in next(t.text() for t in fid.scale.trends if t.improving)
     assert "claims involving them hold at this budget only" in page
-    assert "| worst FID† |" in page and "† Holds at this budget only" in page
+    assert "| worst late FID† |" in page and "† Holds at this budget only" in page
     assert "bit-identical only on the same CPU kernel set (here AVX2 (numerics aaaa))" in page
 
 
@@ -165,13 +168,15 @@ def test_records_of_two_kernel_sets_are_named_as_such():
 
 def test_power_is_stated_for_every_pair_not_distinguishable():
     records = _records()
-    for r in records:  # two systems with the same scores: not distinguishable
+    spread = {0: 0.6, 1: 1.8, 2: 1.0}  # late FIDs about the label-partitioned ones', spread too wide to decide
+    for r in records:
         if r.strategy == "conditional":
-            r.quality.fid = r.curve[-1].fid = 155.0 + r.seed * 3
+            for point in r.curve:
+                point.fid = 280.0 * spread[r.seed]
     table = headline(records, {})
     found = findings.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == "FID")
-    assert not fid.family.claims and len(fid.power) == 1
+    fid = next(f for f in found if f.quantity == findings.LATE_FID)
+    assert not fid.family.claims and not fid.family.equivalences and len(fid.power) == 1
     page = "\n".join(first_page_headline(table, found, records))
     assert "smallest ratio this run could have detected at 80 % power" in page
     assert isinstance(table, pd.DataFrame)

@@ -11,30 +11,48 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, Protocol, cast
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from ..config.registry import STRATEGIES
 from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
+from .estimand import DEFINITION, equivalence_margin, in_seed_order, late_score, seed_policy
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
+from .stats.sequential import Plan, Sequential, sequential_family
 from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
 from .stats.speedup import speedup
-from .stats.verdicts import Family, Summary, compare_all, sentence, summarise
+from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, sentence, summarise, welch_df
 
 
-def system_name(record: Record) -> str:
+class Named(Protocol):
+    """What names a system: a record, or the run (:class:`suite.config.scenario.Run`) that will write it."""
+
+    @property
+    def strategy(self) -> str | None: ...
+    @property
+    def loss(self) -> str | None: ...
+    @property
+    def engine(self) -> str | None: ...
+    @property
+    def label(self) -> str | None: ...
+    @property
+    def sweep(self) -> dict[str, Any] | None: ...
+
+
+def system_name(record: Named) -> str:
     """strategy / loss / engine [label]: the system a run trains, whatever its swept settings."""
     name = f"{record.strategy} / {record.loss} / {record.engine}"
     return name + (f" [{record.label}]" if record.label else "")
 
 
-def config_name(record: Record) -> str:
+def config_name(record: Named) -> str:
     """strategy / loss / engine [label] (swept settings): what a headline row describes."""
     swept = sweep_text(record.sweep)
     return system_name(record) + (f" ({swept})" if swept else "")
@@ -189,6 +207,7 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
             "comm_share": _mean(r.telemetry.comm_share if r.telemetry is not None else None for r in main),
             "images_per_s": _text(summarise(r.images_per_s for r in main)),
             "time_to_target": None,
+            "fid_late": None,
             "fid": None,
             "fid_at_equal_time": None,
             "kid": None,
@@ -209,7 +228,11 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
             metric: summarise(per_seed(main, _quality_reader(metric)), fraction=metric == "label_acc")
             for metric in ("fid", "kid", "label_acc")
         }
+        late_draws = in_seed_order(main, late_score)
+        summaries["fid_late"] = summarise(late_draws)
+        row["_fid_late_draws"] = late_draws
         if qualities:
+            row["fid_late"] = _text(summaries["fid_late"])
             row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
             row["label_acc"] = _text(summaries["label_acc"], 2)
             row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
@@ -232,7 +255,7 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
             _target_missed=_missed(targets, reached),
             _images_per_s=summarise(r.images_per_s for r in main),
         )
-        row.update({f"_{metric}": summary for metric, summary in summaries.items()})
+        row.update({f"_{metric}": summary for metric, summary in summaries.items()})  # _fid, _kid, _label_acc, _fid_late
         rows.append(row)
     _add_equal_time_quality(rows)
     return pd.DataFrame(rows)
@@ -410,10 +433,13 @@ def _ranked(
     quantity: str,
     records: list[Record],
     scaling: dict[str, pd.DataFrame],
+    family: Family | None = None,
 ) -> Finding | None:
-    """The verdict of every pair of the rows' ``column`` summaries, with the caveats of each candidate found better."""
-    candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
-    family = compare_all(candidates, lower_is_better)
+    """The verdict of every pair of the rows' ``column`` summaries (or the ``family`` given), with the caveats of each
+    candidate found better."""
+    if family is None:
+        candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
+        family = compare_all(candidates, lower_is_better)
     if family is None:
         return None
     text = sentence(family, what)
@@ -423,6 +449,51 @@ def _ranked(
         if caveats:
             text += f" Caveat for {name}: {', '.join(caveats)}."
     return Finding(text, quantity, family, what)
+
+
+def scored_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The headline rows the quality verdicts compare: scored, and learned in every draw."""
+    unlearned = unlearned_configs(rows)
+    return [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
+
+
+def late_rows(scored: list[dict[str, Any]]) -> bool:
+    """Whether the scored rows are compared on the late FID: one ruler, and a late FID for every row."""
+    return bool(scored) and len({row["quality"] for row in scored}) == 1 and all(row["_fid_late"] is not None for row in scored)
+
+
+def sequential_quality(records: list[Record]) -> Sequential | None:
+    """The late-FID verdicts of ``records`` as the report takes them (:func:`quality_procedure`; None where the
+    systems are not compared on the late FID): ``suite run`` decides each next block of sequential seeds with it."""
+    rows: list[dict[str, Any]] = headline(records, {}).to_dict("records")
+    scored = scored_rows(rows)
+    return quality_procedure(scored, records) if late_rows(scored) else None
+
+
+LATE_FID = "late FID"
+"""The quantity of the quality verdicts (:mod:`suite.analysis.estimand`), as the verdict column names it."""
+
+
+def quality_procedure(rows: list[dict[str, Any]], records: list[Record]) -> Sequential | None:
+    """The late-FID verdicts of ``rows`` as the run decided them: sequential seeds replayed where the runs had a
+    policy (:mod:`suite.analysis.stats.sequential`), else one look at every seed; every pair better, equivalent
+    within the runs' ``metrics.equivalence_margin`` or undecided. ``suite run`` decides its next block with it."""
+    main = [r for row in rows for r in row["_main"]]
+    policy = seed_policy(main)
+    draws = {row["strategy"]: row["_fid_late_draws"] for row in rows}
+    plan = Plan(*policy) if policy is not None else Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
+    return sequential_family(draws, plan, True, equivalence_margin(main))
+
+
+def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
+    """The quality verdicts: every pair of systems on the late FID (:func:`quality_procedure`)."""
+    procedure = quality_procedure(rows, records)
+    assert procedure is not None, "rows with late FIDs make a family"
+    what = f"Quality ({LATE_FID}, {ruler})"
+    said = _ranked(rows, "_fid_late", True, what, LATE_FID, records, scaling, family=procedure.family)
+    assert said is not None
+    definition = f" The estimand: {DEFINITION}; the final model's FID is the `fid` column."
+    return replace(said, text=said.text + definition)
 
 
 def findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[str]:
@@ -461,9 +532,12 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
             missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
             out.append(Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows))))
     unlearned = unlearned_configs(rows)
-    scored = [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
+    scored = scored_rows(rows)
     rulers = {row["quality"] for row in scored}
-    if scored and len(rulers) == 1:
+    if late_rows(scored):
+        said = _late_quality(scored, next(iter(rulers)), records, scaling)
+        out.append(replace(said, scale=quality_scale(scored)))
+    elif scored and len(rulers) == 1:
         metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
         what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
         said = _ranked(scored, metric, True, what, metric[1:].upper(), records, scaling)
@@ -481,7 +555,10 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
             )
         )
     at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
-    if len(at_time) > 1 and len(rulers) == 1:
+    # at an equal images budget the FID at its last point is the final model's, one moment of a GAN that may still
+    # oscillate: the late FID above is the verdict, the final FID a column beside it; equal time stays a family
+    moment = late_rows(scored) and bool(rows) and rows[0]["_equal_axis"] == "images"
+    if len(at_time) > 1 and len(rulers) == 1 and not moment:
         if rows[0]["_equal_axis"] == "images":
             budget = f"an equal images budget (FID at the last curve point by {rows[0]['_equal_time']:.0f} images"
         else:
@@ -543,6 +620,11 @@ def verdicts(
             elif losses:
                 tag = f"{quantity} behind {losses}"
             else:
+                tag = ""
+            same = sum(name in (p.first, p.second) for p in family.equivalences)
+            if same and family.margin is not None:
+                tag += (", " if tag else f"{quantity} ") + f"≈ {same}"
+            if not tag:
                 continue
             busy = quantity in TIMING and any(contended(r) for r in timed.get(name, []))
             tags.append(tag + (BUDGET_BOUND if finding.budget_bound(name) else "") + (BUSY_HOST if busy else ""))
@@ -574,3 +656,82 @@ def not_learned_warnings(records: list[Record]) -> list[str]:
             if reasons:
                 out.append(f"{r.run_id}{name} has not learned: {'; '.join(reasons)}.")
     return out
+
+
+FINDINGS_COLUMNS = (
+    "family",
+    "estimand",
+    "budget",
+    "system_a",
+    "system_b",
+    "verdict",
+    "ratio",
+    "ratio_lo",
+    "ratio_hi",
+    "p_adjusted",
+    "p_equivalence_adjusted",
+    "margin",
+    "level",
+    "look",
+    "seeds_a",
+    "seeds_b",
+    "budget_bound",
+)
+"""The columns of ``findings.csv``: one row per pair of every tested family."""
+
+
+def _ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None, float | None]:
+    """``a / b`` of two log-scale estimates with its 95 % Welch interval (None where it cannot be told)."""
+    if not (a.log and b.log):
+        return None, None, None
+    center = math.exp(a.location - b.location)
+    parts_a, parts_b = a.variances(), b.variances()
+    if parts_a is None or parts_b is None or sum(v for v, _ in parts_a + parts_b) == 0:
+        return center, None, None
+    parts = parts_a + parts_b
+    half = float(special.stdtrit(welch_df(parts), 0.5 + CONFIDENCE / 2)) * math.sqrt(sum(v for v, _ in parts))
+    return center, math.exp(a.location - b.location - half), math.exp(a.location - b.location + half)
+
+
+def findings_table(found: list[Finding]) -> pd.DataFrame:
+    """Every pair's verdict as a row (:data:`FINDINGS_COLUMNS`), so that tools read the verdicts without the prose.
+
+    ``system_a`` has the better estimate; ``verdict`` is ``a better``, ``equivalent`` (within ``margin``-fold),
+    ``undecided`` or ``not testable``; ``ratio`` is a's estimate over b's with its 95 % interval; ``level`` the
+    family-wise level the pair was decided at (a sequential look's share), ``look`` the look that decided it;
+    ``budget_bound``: a system of the pair was still improving at the end of the budget.
+    """
+    rows = []
+    for finding, again in zip(found, repeats(found)):
+        family = finding.family
+        if family is None or again:
+            continue
+        improving = set(finding.scale.improving) if finding.scale is not None else set()
+        budget = finding.scale.budget.split(";")[0] if finding.scale is not None else None
+        for pair in family.pairs:
+            a, b = family.summaries[pair.first], family.summaries[pair.second]
+            ratio, lo, hi = _ratio_interval(a, b)
+            verdict = "not testable" if pair.p_value is None else "a better" if pair.significant else pair.verdict
+            rows.append(
+                {
+                    "family": finding.quantity,
+                    "estimand": finding.what,
+                    "budget": budget,
+                    "system_a": pair.first,
+                    "system_b": pair.second,
+                    "verdict": verdict,
+                    "ratio": ratio,
+                    "ratio_lo": lo,
+                    "ratio_hi": hi,
+                    "p_adjusted": pair.p_adjusted,
+                    "p_equivalence_adjusted": pair.p_equivalence_adjusted,
+                    "margin": family.margin,
+                    "level": pair.alpha,
+                    "look": pair.look,
+                    "seeds_a": pair.seeds[0],
+                    "seeds_b": pair.seeds[1],
+                    "budget_bound": bool({pair.first, pair.second} & improving),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
+    return frame.astype({"look": "Int64", "seeds_a": "Int64", "seeds_b": "Int64", "margin": "float64"})

@@ -46,11 +46,11 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..running.sweep import run_scenario
+    from ..tools.sequential_seeds import run_with_seeds
 
     overrides = parse_overrides(args.overrides)
     scenario, runs, others, out = _selected_runs(args, overrides)
-    return run_scenario(Path(args.scenario), scenario, runs, others, out, _run_options(args, runs, overrides))
+    return run_with_seeds(Path(args.scenario), scenario, runs, others, out, _run_options(args, runs, overrides))
 
 
 def _selected_runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Scenario, list[Run], list[Run], Path]:

@@ -19,6 +19,7 @@ from .scenario import (
     Scenario,
     ScenarioCaps,
     ScenarioError,
+    SeedPolicy,
     build_section,
     default_loss,
     entry_section,
@@ -351,7 +352,9 @@ def expand(scenario: Scenario) -> list[Run]:
                         repeat=repeat,
                         dataset=dataset,
                         model=scenario.model,
-                        train=dataclasses.replace(train, seed=seed, seeds=None),
+                        train=dataclasses.replace(
+                            train, seed=seed, seeds=train.seeds if isinstance(train.seeds, SeedPolicy) else None
+                        ),
                         **{name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in held},
                         metrics=scenario.metrics,
                         deepspeed=spec.deepspeed,

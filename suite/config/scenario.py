@@ -47,6 +47,7 @@ from .sections import (  # noqa: F401  (the sections, also read from here by the
     ProtocolName,
     QualityTarget,
     Seed,
+    SeedPolicy,
     StrategyName,
     TrainConfig,
     WganGpConfig,
@@ -449,7 +450,10 @@ def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> An
 
 
 def seeds_of(train: TrainConfig) -> list[int]:
-    """The seeds an entry trains with: ``train.seeds``, else the one ``train.seed``."""
+    """The seeds an entry may train with: ``train.seeds`` (a sequential policy's 0 to ``max`` - 1, of which it trains
+    the first ``initial`` and more only where a verdict is undecided), else the one ``train.seed``."""
+    if isinstance(train.seeds, SeedPolicy):
+        return list(range(train.seeds.max))
     return list(train.seeds) if train.seeds is not None else [train.seed]
 
 

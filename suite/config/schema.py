@@ -167,7 +167,44 @@ def _located(tp: Any, data: Any, path: str) -> tuple[Any, list[Located]]:
     try:
         return _validator(tp).validate_python(data), []
     except ValidationError as error:
-        return None, [(tuple(err["loc"]), _problem(tp, err, path)) for err in error.errors(include_url=False)]
+        errors = _one_branch(tp, error.errors(include_url=False))
+        return None, [(tuple(err["loc"]), _problem(tp, err, path)) for err in errors]
+
+
+def _member(tp: Any) -> Any:
+    """A union's one dataclass member (the one that has fields), else ``tp`` itself."""
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        classes = [m for m in get_args(tp) if isinstance(m, type) and dataclasses.is_dataclass(m)]
+        return classes[0] if len(classes) == 1 else tp
+    return tp
+
+
+_MISMATCH = {"list_type", "dict_type", "dataclass_type", "dataclass_exact_type", "model_type", "int_type", "float_type"}
+"""Pydantic's error kinds that say a value is not of a union member's kind at all."""
+
+
+def _one_branch(tp: Any, errors: list[Any]) -> list[Any]:
+    """The errors of a union's member the value was meant for, without pydantic's tag in their location.
+
+    A value checked against ``list[int] | SeedPolicy`` fails both members: a mapping with a bad field is "not a list"
+    for one and "step: must be at least 1" for the other. Where one member's errors lie inside the value, the other
+    members' "not of my kind" errors are dropped; the member's tag (its name) leaves the location either way.
+    """
+    branches = []
+    for err in errors:
+        loc, at, union = list(err["loc"]), tp, None
+        for i, part in enumerate(loc):
+            at = strip_type(at)
+            if get_origin(at) in (typing.Union, types.UnionType) and isinstance(part, str):
+                union = (tuple(loc[:i]), part, len(loc) - i - 1)  # the union's place, the member, depth inside it
+                members = [m for m in get_args(at) if getattr(m, "__name__", None) == part]
+                at = members[0] if members else Any
+                del loc[i]
+                break
+            at = _type_at(at, (part,))
+        branches.append((dict(err, loc=tuple(loc)), union))
+    meant = {u[0] for err, u in branches if u is not None and (u[2] > 0 or err["type"] not in _MISMATCH)}
+    return [err for err, u in branches if not (u is not None and u[0] in meant and u[2] == 0 and err["type"] in _MISMATCH)]
 
 
 def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
@@ -235,9 +272,10 @@ def section_type(tp: Any) -> type | None:
 
 
 def _type_at(tp: Any, loc: tuple[Any, ...]) -> Any:
-    """The type at ``loc`` (pydantic's error location) inside ``tp``; Any where it cannot be told."""
+    """The type at ``loc`` (pydantic's error location) inside ``tp``; Any where it cannot be told. In a union of a
+    dataclass and other types, a field name goes into the dataclass."""
     for part in loc:
-        tp = strip_type(tp)
+        tp = _member(strip_type(tp))
         if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(part, str):
             tp = type_hints(tp).get(part, Any)
         elif get_origin(tp) is list and isinstance(part, int):
@@ -280,7 +318,7 @@ def _problem(tp: Any, err: Any, path: str) -> str:
     loc, kind, ctx, value = tuple(err["loc"]), err["type"], err.get("ctx") or {}, err.get("input")
     where = _path(path, loc)
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):
-        parent = strip_type(_type_at(tp, loc[:-1]))
+        parent = _member(strip_type(_type_at(tp, loc[:-1])))
         names = [f.name for f in dataclasses.fields(parent) if f.init] if dataclasses.is_dataclass(parent) else []
         return f"{where}: unknown field; expected one of {', '.join(names)}{did_you_mean(loc[-1], names)}"
     if kind in ("missing", "missing_argument"):

@@ -113,6 +113,31 @@ class CheckpointEvery:
 
 
 @dataclass(frozen=True)
+class SeedPolicy:
+    """Sequential seeds: ``initial`` seeds for every system, then ``step`` more for the systems in a pair the quality
+    verdicts leave undecided (neither different nor equivalent), until every pair is decided or ``max`` is reached.
+
+    The seeds are 0, 1, 2, ... in order. The family-wise error of the whole procedure stays at most 5 %: the level
+    is spent equally over its looks, Holm's step-down inside each (docs/results.md, "Verdicts")."""
+
+    initial: Annotated[int, Field(ge=2), AtMost(1000, _NEVER)] = 3
+    """Seeds every system trains first (at least 2: a test needs a spread)."""
+    step: Annotated[int, Field(ge=1), AtMost(1000, _NEVER)] = 3
+    """Seeds added at each look to the systems of an undecided pair."""
+    max: Annotated[int, Field(ge=2), AtMost(1000, _NEVER)] = 12
+    """The cap: seeds a system trains at most (at least ``initial``)."""
+
+    @property
+    def looks(self) -> int:
+        """How often the verdicts are taken: after the initial block and after every step up to the cap."""
+        return 1 + -(-(self.max - self.initial) // self.step)
+
+    def seeds_at(self, look: int) -> int:
+        """Seeds a system still in the procedure has at ``look`` (from 1)."""
+        return min(self.initial + (look - 1) * self.step, self.max)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings shared by all strategies."""
 
@@ -128,8 +153,9 @@ class TrainConfig:
     """Adam betas."""
     seed: Seed = 0
     """Every random number of a run derives from this."""
-    seeds: list[Seed] | None = None
-    """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds."""
+    seeds: list[Seed] | SeedPolicy | None = None
+    """Train every run once per seed, e.g. ``[0, 1, 2]`` (instead of ``seed``): quality is compared over seeds; or
+    sequential seeds, ``{initial: 3, step: 3, max: 12}``: more seeds only where a quality verdict is undecided."""
     warmup_steps: Annotated[int, Field(ge=0), AtMost(10**6, _NEVER)] = 2
     """Generator steps (cellular: iterations) of every GAN at the start of the training window: on its clock, not timed as steps."""
     threads: Annotated[int, Field(ge=1), AtMost(1024, "more threads per rank than any node has cores")] | None = None
@@ -245,6 +271,9 @@ class MetricsConfig:
     """Generator snapshots at evenly spaced steps (or times, with a budget), scored for quality over time."""
     target: QualityTarget | None = None
     """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
+    equivalence_margin: Annotated[float, Field(gt=1), AtMost(1000, "every pair would be equivalent")] = 1.5
+    """Two systems whose quality ratio's interval lies inside [1/m, m] are "equivalent within m-fold" (two one-sided
+    tests): a verdict of its own, beside "better" and "undecided"."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from .scenario import (
     RunSpec,
     Scenario,
     ScenarioError,
+    SeedPolicy,
     TrainConfig,
     critic_steps,
     default_loss,
@@ -286,7 +287,18 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
             fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
     if train.seed < 0:
         fail(f"{path}.seed", f"must not be negative, got {shown(train.seed)}")
-    if train.seeds is not None:
+    _check_seeds(train, path, fail)
+
+
+def _check_seeds(train: TrainConfig, path: str, fail: Fail) -> None:
+    """A ``train.seeds`` list (distinct, not negative) or sequential policy (a cap at or above the first block)."""
+    if isinstance(train.seeds, SeedPolicy):
+        if train.seeds.max < train.seeds.initial:
+            fail(
+                f"{path}.seeds.max",
+                f"is below initial ({train.seeds.max} < {train.seeds.initial}): the cap must allow the first block",
+            )
+    elif train.seeds is not None:
         if not train.seeds:
             fail(f"{path}.seeds", "is empty: give at least one seed, e.g. [0, 1, 2], or use seed")
         repeated = sorted({s for s in train.seeds if train.seeds.count(s) > 1})

@@ -356,6 +356,9 @@ class Quality:
     per_class_predicted: dict[str, PerClassScore] | None = None
     untrained_fid: float | None = None
     untrained_kid: float | None = None
+    latent_seed: int | None = None
+    """The seed of the latent vectors and labels the model was scored on: the same for every system, seed and curve
+    point (common random numbers); null in records written before (each run scored on its own seed's draws)."""
     not_scorable: str | None = None
     """Why the samples could not be scored (non-finite, constant, a singular problem); the scores are then null."""
 
@@ -705,6 +708,12 @@ def run_identity(run: Run) -> dict[str, Any]:
         traced=run.trace,
     )
     return dataclasses.asdict(settings)
+
+
+def run_setting(record: Record, section: str, name: str) -> Any:
+    """One setting of the run ``record`` describes (its ``settings``, as ``run.json`` held them), None where absent."""
+    part = (record.settings or {}).get(section)
+    return part.get(name) if isinstance(part, dict) else None
 
 
 def utc_now() -> str:

@@ -102,14 +102,15 @@ def ruler(run: Run, device: torch.device) -> tuple[Reference, tuple[FeatureNet, 
 
 
 def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...] | None = None) -> dict[str, dict[str, Any]]:
-    """The quality block of each ``(key, bundle)``, by key, with the run's ruler (``ruled``, else loaded) and seed."""
+    """The quality block of each ``(key, bundle)``, by key, with the run's ruler (``ruled``, else loaded), every model on
+    the common latents (:data:`suite.measure.metrics.evaluate.COMMON_LATENTS_SEED`), whatever the run's seed."""
     if not jobs:
         return {}
     from ..gan.sampling import Sampler
     from ..measure.metrics import evaluate_sampler
 
     ref, networks = ruled or ruler(run, device)
-    return {key: evaluate_sampler(Sampler(b, device), ref, seed=run.train.seed, networks=networks) for key, b in jobs}
+    return {key: evaluate_sampler(Sampler(b, device), ref, networks=networks) for key, b in jobs}
 
 
 def ruler_identity(ruled: tuple[Any, ...]) -> tuple[str, str | None]:

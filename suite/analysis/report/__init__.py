@@ -25,7 +25,7 @@ from ... import __version__
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
 from ..conditions import condition_warnings
-from ..findings import headline, not_learned_warnings, tested_findings
+from ..findings import findings_table, headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
@@ -108,7 +108,8 @@ def _write_report_files(
         lines.append("## Key figures\n")
         lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
     lines += index_section(written)
-    return write_first_page(out_dir, Section(lines, {"headline.csv": headline_file}), records, probe)
+    tables = {"headline.csv": headline_file, "findings.csv": findings_table(found)}
+    return write_first_page(out_dir, Section(lines, tables), records, probe)
 
 
 def _detail_pages(

@@ -64,6 +64,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     rulers = sorted({row["quality"] for row in rows if isinstance(row["quality"], str)})
     notes: list[str] = []
     shown = []
+    late = any(row.get("_fid_late") is not None for row in rows)
     for row in rows:
         quality = short(row[f"_{metric}"])
         if len(rulers) > 1 and isinstance(row["quality"], str):
@@ -73,6 +74,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
                 "strategy": row["strategy"],
                 "P": row["_top"],
                 **({"seeds": row["seeds"]} if "seeds in" in _draws(rows) else {}),
+                **({"late FID": short(row.get("_fid_late"))} if late else {}),
                 metric.upper(): quality,
                 "images/s": short(row["_images_per_s"]),
                 "speedup": short(row["_speedup"]) if row["_speedup"] is not None else NA,
@@ -87,9 +89,16 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     ruler = f" under {cell(rulers[0])}" if len(rulers) == 1 else ""
     lines.append(
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
-        f"{metric.upper()}{ruler} of the final model (lower is better); images/s through the discriminators in the "
-        "training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: what the tests below "
-        f"found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %). [Every column](details/headline.md)."
+        + (
+            f"late FID{ruler}: the mean of log FID over the last half of the budget, the estimand the quality verdicts compare; "
+            if late
+            else ""
+        )
+        + f"{metric.upper()}{'' if late else ruler} of the final model (lower is better); images/s through the "
+        "discriminators in the training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: "
+        f"what the tests below found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %"
+        + ("; quality: better, within the margin (≈) or undecided" if late else "")
+        + "). [Every column](details/headline.md)."
         + (f" {KID_UNITS}" if metric == "kid" else "")
         + "\n"
     )

@@ -76,8 +76,10 @@ def _log_terms(a: Summary, b: Summary) -> tuple[list[float], list[int]] | None:
 
 
 def family_level(family: Family) -> float:
-    """The strictest level a pair of ``family`` is tested at: Holm's first step, ``ALPHA`` over the tested pairs."""
-    return ALPHA / max(len(family.tested), 1)
+    """The strictest level a pair of ``family`` is tested at: Holm's first step, the family's level (:data:`ALPHA`,
+    or a sequential look's share of it) over the tested pairs."""
+    level = min((p.alpha for p in family.pairs), default=ALPHA)
+    return level / max(len(family.tested), 1)
 
 
 def detectable_ratio(a: Summary, b: Summary, level: float = ALPHA, power: float = POWER) -> float | None:
@@ -148,11 +150,12 @@ class PairPower:
 
 
 def undistinguished_power(family: Family) -> list[PairPower]:
-    """Per tested pair the family did not separate, the ratio it could have detected and the seeds 1.5-fold needs."""
+    """Per tested pair the family left undecided (neither separated nor found equivalent), the ratio it could have
+    detected and the seeds 1.5-fold needs."""
     level = family_level(family)
     out = []
     for pair in family.tested:
-        if pair.significant:
+        if pair.decided:
             continue
         a, b = family.summaries[pair.first], family.summaries[pair.second]
         out.append(PairPower(pair, detectable_ratio(a, b, level), seeds_needed(a, b, level)))

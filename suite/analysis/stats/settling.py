@@ -7,12 +7,12 @@ fractions of an images budget):
 * **Anytime ranking** (:func:`anytime`): the same family of tests as the final verdict, run at every curve
   point; the ranking *held over the last half* when every point from half the budget on makes the same
   claims as the last one.
-* **Still improving** (:func:`last_stretch`): per system, the change of its log score over the last
-  stretch of the curve (the last two points), seed by seed; a one-sided paired t-test at
+* **Still improving** (:func:`last_stretch`): per system, the slope of its log score against log images over
+  the last half of the curve, seed by seed; a one-sided t-test over seeds at
   :data:`~suite.analysis.stats.verdicts.ALPHA` per system says "still improving" (a flat curve is called improving
   in at most 5 % of systems; not corrected over systems, so that a verdict is rather labelled as holding at
-  this budget only than not). Not finding an improvement is not "settled": with three seeds only a
-  consistent fall is found.
+  this budget only than not), and its power for a 20 % fall over the last half at the seeds' own spread is
+  stated. Not finding an improvement is not "settled" unless that power is high.
 
 Pure functions on curves: ``{system: {draw: [(position, value), ...]}}``; :func:`quality_scale` and
 :func:`speedup_scale` build them from the headline's rows (their runs' records) for the findings.
@@ -39,18 +39,26 @@ LAST_HALF = 0.5
 """The share of the budget whose curve points must agree with the final ranking for it to count as held."""
 
 
+FALL = 0.8
+"""The fall over the last half whose detection power a trend states: a 20 % lower score at the end."""
+
+
 @dataclass(frozen=True)
 class Trend:
-    """How one system's score moved over the last stretch of its curves."""
+    """How one system's score moved over the last half of its curves: the slope of log score against log images."""
 
     system: str
     start: float
-    """The position of the point before the last (images or seconds)."""
+    """The first position of the last half (images or seconds)."""
     end: float
     change: Summary | None
-    """The ratio last / previous over draws (geometric mean, interval); below 1 is a lower score."""
+    """The fitted ratio end / start over draws (geometric mean, interval); below 1 is a lower score."""
     p_value: float | None
-    """One-sided paired t-test that the score fell (lower is better), on log values; None: not testable."""
+    """One-sided t-test over draws that the slope is below zero (the score fell); None: not testable."""
+    power: float | None = None
+    """The test's power for a :data:`FALL` over the last half at the draws' own spread of slopes (None: no spread)."""
+    points: int = 0
+    """Curve points in the last half the slopes were fitted to."""
 
     @property
     def improving(self) -> bool:
@@ -58,12 +66,13 @@ class Trend:
         return self.p_value is not None and self.p_value < ALPHA
 
     def text(self) -> str:
-        """``name 0.53x [0.4, 0.7] (p = 0.01)``: the change over the last stretch and its test."""
+        """``name 0.53x [0.4, 0.7] (p = 0.01; power 0.8 for a 20 % fall)``: the fitted change over the last half and its test."""
         if self.change is None:
-            return f"{self.system} (no last stretch)"
+            return f"{self.system} (no last half)"
         change = self.change.text()
         p = f"p = {self.p_value:.2g}" if self.p_value is not None else "not testable"
-        return f"{self.system} {change}, {p}"
+        power = f"; power {self.power:.2f} for a {100 - FALL * 100:.0f} % fall" if self.power is not None else ""
+        return f"{self.system} {change}, {p}{power}"
 
 
 def common_positions(curves: Curves) -> list[float]:
@@ -77,24 +86,38 @@ def _at(curve: Curve, position: float) -> float | None:
     return values[-1] if values else None
 
 
+def _slope_power(spread: float, n: int, span: float) -> float | None:
+    """Power of the one-sided t-test over ``n`` slopes with sample spread ``spread`` for a :data:`FALL` over ``span``
+    (log end - log start): the noncentral t's tail past the test's critical value."""
+    if n < 2 or spread <= 0 or span <= 0:
+        return None
+    shift = abs(math.log(FALL)) / span / (spread / math.sqrt(n))
+    critical = float(stats.t.ppf(1 - ALPHA, n - 1))
+    return float(stats.nct.sf(critical, n - 1, shift))
+
+
 def last_stretch(system: str, draws: Mapping[object, Curve]) -> Trend | None:
-    """The change of ``system``'s score between its last two common curve points, over its draws, and its test."""
+    """The slope of ``system``'s log score against log position over the last half of its common curve points (at
+    least two points), per draw, and the one-sided t-test over draws that it is below zero, with its power."""
     positions = common_positions({system: draws})
-    if len(positions) < 2:
+    if len(positions) < 2 or positions[0] <= 0:
         return None
-    start, end = positions[-2], positions[-1]
-    logs = []
+    half = [x for x in positions if x >= LAST_HALF * positions[-1]]
+    half = half if len(half) >= 2 else positions[-2:]
+    span = math.log(half[-1]) - math.log(half[0])
+    slopes = []
     for curve in draws.values():
-        before, after = _at(curve, start), _at(curve, end)
-        if before and after and before > 0 and after > 0:
-            logs.append(math.log(after / before))
-    if not logs:
+        values = [_at(curve, x) for x in half]
+        if all(v is not None and v > 0 for v in values):
+            slopes.append(float(np.polyfit(np.log(half), np.log(np.asarray(values, dtype=float)), 1)[0]))
+    if not slopes:
         return None
-    change = summarise(math.exp(v) for v in logs)
-    p = None
-    if len(logs) > 1 and float(np.std(logs)) > 0:
-        p = float(stats.ttest_1samp(logs, 0.0, alternative="less").pvalue)
-    return Trend(system, start, end, change, p)
+    change = summarise(math.exp(v * span) for v in slopes)
+    p = power = None
+    if len(slopes) > 1 and float(np.std(slopes)) > 0:
+        p = float(stats.ttest_1samp(slopes, 0.0, alternative="less").pvalue)
+        power = _slope_power(float(np.std(slopes, ddof=1)), len(slopes), span)
+    return Trend(system, half[0], half[-1], change, p, power, len(half))
 
 
 def claims_of(family: Family | None) -> frozenset[tuple[str, str]]:

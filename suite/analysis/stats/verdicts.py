@@ -224,6 +224,29 @@ def welch_p(a: Summary, b: Summary) -> float | None:
     return float(2 * special.stdtr(welch_df(parts), -abs(t)))
 
 
+def equivalence_p(a: Summary, b: Summary, margin: float) -> float | None:
+    """p of the two one-sided tests (TOST, Welch's t on log values) that ``a`` and ``b`` are within ``margin``-fold.
+
+    The null is a ratio of the two estimates at or beyond ``margin`` either way; the p is the larger of the two
+    one-sided tests' (each at the margin), so a p below a level means the ratio's interval at twice that level lies
+    inside [1/margin, margin]. None where either is not a log-scale quantity with spread at both ends.
+    """
+    if not (a.log and b.log):
+        return None
+    parts_a, parts_b = a.variances(), b.variances()
+    if parts_a is None or parts_b is None:
+        return None
+    parts = parts_a + parts_b
+    total = sum(v for v, _ in parts)
+    if total == 0:
+        return None
+    se, df, bound = math.sqrt(total), welch_df(parts), math.log(margin)
+    difference = a.location - b.location
+    below = float(special.stdtr(df, -(difference + bound) / se))  # H0: difference <= -log m
+    above = float(special.stdtr(df, (difference - bound) / se))  # H0: difference >= log m
+    return max(below, above)
+
+
 def _plain(a: Summary, b: Summary) -> tuple[np.ndarray, np.ndarray] | None:
     """The draws of two plain quantities on their common scale (None for ratios, or with one draw a side)."""
     scaled = _common_scale(a, b)
@@ -328,6 +351,33 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return adjusted
 
 
+def holm_shaffer(hypotheses: Sequence[tuple[int, float | None]], alpha: float = ALPHA) -> list[float | None]:
+    """Holm's step-down over hypotheses grouped by pair, of which at most one per pair can be true (Shaffer's count).
+
+    ``hypotheses``: ``(pair index, p)`` each. A pair's "equal" and "not within the margin" are disjoint nulls, so at
+    step ``i`` at most as many nulls can be true as there are pairs with a hypothesis not yet rejected: the p of
+    step ``i`` is multiplied by that count instead of Holm's count of the hypotheses left. Returns the adjusted p
+    (step-down monotone; None where the p is None), each compared with ``alpha`` by the caller. The family-wise
+    error stays at most ``alpha``: the first true null rejected meets a level of at most ``alpha`` over the number
+    of true nulls (Shaffer 1986, S1).
+    """
+    tested = [i for i, (_, p) in enumerate(hypotheses) if p is not None]
+    order = sorted(tested, key=lambda i: hypotheses[i][1] or 0.0)
+    remaining: dict[int, int] = {}
+    for i in tested:
+        remaining[hypotheses[i][0]] = remaining.get(hypotheses[i][0], 0) + 1
+    adjusted: list[float | None] = [None] * len(hypotheses)
+    running = 0.0
+    for i in order:
+        pair, p = hypotheses[i][0], hypotheses[i][1] or 0.0
+        running = max(running, min(1.0, len(remaining) * p))
+        adjusted[i] = running
+        remaining[pair] -= 1
+        if not remaining[pair]:
+            del remaining[pair]
+    return adjusted
+
+
 # --- families of comparisons -------------------------------------------------------------------------------------
 
 
@@ -341,10 +391,34 @@ class Pair:
     """The test's two-sided p (None: not testable, one draw or no spread)."""
     p_adjusted: float | None = None
     """Holm-adjusted over the family's tested pairs."""
+    p_equivalence: float | None = None
+    """The two one-sided tests' p that the pair is within the family's margin (None: no margin, or not testable)."""
+    p_equivalence_adjusted: float | None = None
+    """Adjusted with the pair's difference test (:func:`holm_shaffer`)."""
+    alpha: float = ALPHA
+    """The level the pair was decided at (a sequential family's share of :data:`ALPHA` for its look)."""
+    look: int = 1
+    """The look of a sequential family (:mod:`.sequential`) that decided the pair, else its last."""
+    seeds: tuple[int, int] = (0, 0)
+    """Draws of ``first`` and ``second`` when it was decided."""
 
     @property
     def significant(self) -> bool:
-        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+        return self.p_adjusted is not None and self.p_adjusted < self.alpha
+
+    @property
+    def equivalent(self) -> bool:
+        """Found within the family's margin (and not found different)."""
+        return not self.significant and self.p_equivalence_adjusted is not None and self.p_equivalence_adjusted < self.alpha
+
+    @property
+    def decided(self) -> bool:
+        return self.significant or self.equivalent
+
+    @property
+    def verdict(self) -> str:
+        """``better`` (``first`` is), ``equivalent`` or ``undecided``."""
+        return "better" if self.significant else "equivalent" if self.equivalent else "undecided"
 
 
 @dataclass(frozen=True)
@@ -356,6 +430,10 @@ class Family:
     """The candidates, best estimate first."""
     pairs: list[Pair] = field(default_factory=list)
     test: str = TEST
+    margin: float | None = None
+    """The equivalence margin (``m``: within ``m``-fold either way), None where the family tests differences only."""
+    looks: int = 1
+    """Looks of a sequential family (its :data:`ALPHA` is spent equally over them), else 1."""
 
     @property
     def claims(self) -> list[Pair]:
@@ -370,21 +448,51 @@ class Family:
     def untestable(self) -> list[Pair]:
         return [p for p in self.pairs if p.p_value is None]
 
+    @property
+    def equivalences(self) -> list[Pair]:
+        """The pairs found within the margin."""
+        return [p for p in self.pairs if p.equivalent]
+
+    @property
+    def undecided(self) -> list[Pair]:
+        """The tested pairs found neither different nor (with a margin) equivalent."""
+        return [p for p in self.tested if not p.decided]
+
     def better(self, a: str, b: str) -> bool:
         """Whether the family claims ``a`` better than ``b``."""
         return any(p.first == a and p.second == b for p in self.claims)
 
 
-def compare_all(summaries: dict[str, Summary], lower_is_better: bool, test: str = TEST) -> Family | None:
-    """All pairs of candidates tested with ``test``, Holm-corrected together (None without candidates)."""
+def compare_all(
+    summaries: dict[str, Summary],
+    lower_is_better: bool,
+    test: str = TEST,
+    margin: float | None = None,
+    alpha: float = ALPHA,
+) -> Family | None:
+    """All pairs of candidates tested with ``test``, Holm-corrected together at ``alpha`` (None without candidates).
+
+    With a ``margin`` every pair also has the two one-sided tests of equivalence within ``margin``-fold
+    (:func:`equivalence_p`), and both hypotheses of every pair are corrected together (:func:`holm_shaffer`): a pair
+    ends better, equivalent or undecided.
+    """
     if not summaries:
         return None
     sign = 1 if lower_is_better else -1
     order = sorted(summaries, key=lambda name: (sign * summaries[name].center, name))
     p_value = TESTS[test].p_value
-    pairs = [Pair(a, b, p_value(summaries[a], summaries[b])) for a, b in combinations(order, 2)]
-    adjusted = holm([p.p_value for p in pairs])
-    return Family(summaries, order, [replace(p, p_adjusted=q) for p, q in zip(pairs, adjusted)], test)
+    pairs = [
+        Pair(a, b, p_value(summaries[a], summaries[b]), alpha=alpha, seeds=(summaries[a].n, summaries[b].n))
+        for a, b in combinations(order, 2)
+    ]
+    if margin is None:
+        adjusted = holm([p.p_value for p in pairs])
+        return Family(summaries, order, [replace(p, p_adjusted=q) for p, q in zip(pairs, adjusted)], test)
+    pairs = [replace(p, p_equivalence=equivalence_p(summaries[p.first], summaries[p.second], margin)) for p in pairs]
+    both = holm_shaffer([(i, p.p_value) for i, p in enumerate(pairs)] + [(i, p.p_equivalence) for i, p in enumerate(pairs)])
+    k = len(pairs)
+    pairs = [replace(p, p_adjusted=both[i], p_equivalence_adjusted=both[k + i]) for i, p in enumerate(pairs)]
+    return Family(summaries, order, pairs, test, margin)
 
 
 def sentence(family: Family, what: str, digits: int = 3) -> str:
@@ -409,15 +517,18 @@ def sentence(family: Family, what: str, digits: int = 3) -> str:
             )
             + "."
         )
-    rest = len(family.tested) - len(claims)
-    if not claims:
-        out.append("No pair differs significantly.")
-    elif rest:
-        out.append(
-            f"The other {rest} tested pairs are not distinguishable."
-            if rest > 1
-            else "The other tested pair is not distinguishable."
-        )
+    if family.margin is not None:
+        out += _equivalence_sentences(family)
+    else:
+        rest = len(family.tested) - len(claims)
+        if not claims:
+            out.append("No pair differs significantly.")
+        elif rest:
+            out.append(
+                f"The other {rest} tested pairs are not distinguishable."
+                if rest > 1
+                else "The other tested pair is not distinguishable."
+            )
     test = TESTS[family.test]
     scale = " on log values" if test.on_scale and all(s.log for s in summaries.values()) else ""
     size = len(family.pairs)
@@ -425,9 +536,17 @@ def sentence(family: Family, what: str, digits: int = 3) -> str:
         tested = f"{len(family.tested)} of the {size} pairs"
     else:
         tested = "the one pair" if size == 1 else f"all {size} pairs"
+    level = min((p.alpha for p in family.pairs), default=ALPHA)
+    correction = (
+        f"Holm-corrected at {ALPHA * 100:g} %"
+        if family.margin is None
+        else f"with the two one-sided tests of equivalence, both hypotheses of every pair Holm-corrected together "
+        f"(Shaffer's count, at most one true per pair) at {level * 100:.3g} %"
+        + (f" at each of {family.looks} looks of sequential seeds ({ALPHA * 100:g} % over all)" if family.looks > 1 else "")
+    )
     out.append(
         f"Tested: {tested} of the {len(family.order)} candidates as one family, {test.words}{scale}, "
-        f"Holm-corrected at {ALPHA * 100:g} %"
+        + correction
         + (" (p adjusted)" if claims else "")
         + (
             f"; not testable (one draw at an end, or no spread): {', '.join(f'{p.first} vs {p.second}' for p in family.untestable)}"
@@ -437,6 +556,30 @@ def sentence(family: Family, what: str, digits: int = 3) -> str:
         + "."
     )
     return " ".join(out)
+
+
+def _equivalence_sentences(family: Family) -> list[str]:
+    """The equivalences and the undecided pairs of a family with a margin, each pair once."""
+    out = []
+    margin = f"{family.margin:g}"
+    same = family.equivalences
+    if same:
+        out.append(
+            f"Equivalent within {margin}-fold: "
+            + _and([f"{p.first} and {p.second} (p = {p.p_equivalence_adjusted:.2g})" for p in same])
+            + "."
+        )
+    undecided = family.undecided
+    if undecided:
+        out.append(
+            "Undecided (neither different nor within "
+            + f"{margin}-fold): "
+            + _and([f"{p.first} vs {p.second}" for p in undecided])
+            + "."
+        )
+    elif family.tested:
+        out.append("Every tested pair is decided.")
+    return out
 
 
 def _and(items: list[str]) -> str:

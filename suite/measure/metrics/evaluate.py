@@ -335,12 +335,22 @@ def evaluate_images(
     return quality
 
 
+COMMON_LATENTS_SEED = 0
+"""The seed of the latent vectors and labels every model is scored on: common random numbers.
+
+Every system, every training seed and every curve point draws its ``n`` samples from the same latent
+vectors (and, for a labelled model, the same labels), against the same real reference rows, so that a
+difference between two scores is a difference between the models, not between two draws of the noise.
+The record names it (``quality.latent_seed``)."""
+
+
 def evaluate_sampler(
-    sampler: Sampler, ref: Reference, seed: int = 0, networks: tuple[FeatureNet, ClassifierNet] | None = None
+    sampler: Sampler, ref: Reference, seed: int = COMMON_LATENTS_SEED, networks: tuple[FeatureNet, ClassifierNet] | None = None
 ) -> dict:
-    """Draw ``ref.n`` samples from ``sampler`` (a :class:`suite.gan.sampling.Sampler`) and score them."""
+    """Draw ``ref.n`` samples from ``sampler`` (a :class:`suite.gan.sampling.Sampler`) with the latents of ``seed``
+    (by default the common ones, :data:`COMMON_LATENTS_SEED`) and score them; the quality block names the seed."""
     images, labels = sampler.sample(ref.n, seed=seed)
-    return evaluate_images(images, labels, ref, networks)
+    return {**evaluate_images(images, labels, ref, networks), "latent_seed": seed}
 
 
 def untrained_baseline(

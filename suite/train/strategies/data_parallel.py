@@ -86,7 +86,6 @@ class DataParallel(Strategy):
         quality = evaluate_sampler(
             Sampler(self._bundle(snap["state"]), self.engine.device),
             self.reference,
-            seed=self.run.train.seed,
             networks=self.networks,
         )
         self.scored_curve.append(curve_point(quality, snap["clock_s"], snap["step"], snap["images"]))

@@ -1,0 +1,79 @@
+"""``suite run`` with sequential seeds: a block of seeds, the quality verdicts, another block where they are undecided.
+
+A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
+SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
+the entries with fixed seeds), then takes the late-FID verdicts exactly as the report will
+(:func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
+an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
+(:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
+where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..analysis.findings import config_name, sequential_quality
+from ..config.scenario import Run, Scenario, SeedPolicy
+from ..records.results import iter_records
+from ..running.sweep import RunOptions, run_scenario
+
+log = logging.getLogger(__name__)
+
+
+def policy_of(runs: list[Run]) -> SeedPolicy | None:
+    """The one sequential-seeds policy of ``runs`` (None: fixed seeds); entries with two different policies are refused."""
+    policies = {run.train.seeds for run in runs if isinstance(run.train.seeds, SeedPolicy)}
+    if len(policies) > 1:
+        raise ValueError(
+            "train.seeds: entries give different sequential-seeds policies "
+            f"({', '.join(sorted(str(p) for p in policies))}); the verdicts of one family take their looks together"
+        )
+    return next(iter(policies), None)
+
+
+def _sequential(run: Run) -> bool:
+    return isinstance(run.train.seeds, SeedPolicy)
+
+
+def run_with_seeds(
+    scenario_file: Path, scenario: Scenario, runs: list[Run], others: list[Run], out: Path, options: RunOptions
+) -> int:
+    """Run ``runs`` into ``out``: all at once with fixed seeds, block by block with a sequential policy."""
+    policy = policy_of(runs)
+    if policy is None:
+        return run_scenario(scenario_file, scenario, runs, others, out, options)
+    everything = runs + others
+    block = [r for r in runs if not _sequential(r) or r.seed_order < policy.initial]
+    look = 1
+    while True:
+        chosen = {r.run_id for r in block}
+        code = run_scenario(scenario_file, scenario, block, [r for r in everything if r.run_id not in chosen], out, options)
+        if code != 0 or options.sweep.dry_run:
+            if options.sweep.dry_run:
+                print(f"# sequential seeds: the first block; up to {policy.looks - 1} more block(s) where verdicts are undecided")
+            return code
+        names = {config_name(r) for r in runs}
+        records = [r for r in iter_records(out, skip_bad=True) if r.scenario == scenario.name and config_name(r) in names]
+        procedure = sequential_quality(records)
+        if procedure is None:
+            log.warning("sequential seeds: the systems are not compared on the late FID (see the report); no more seeds")
+            return code
+        family = procedure.family
+        log.info(
+            "sequential seeds, look %d of %d: %d pairs decided, %d undecided%s",
+            procedure.look,
+            policy.looks,
+            len([p for p in family.pairs if p.decided]),
+            len(family.undecided) + len(family.untestable),
+            f"; {policy.step} more seeds for {', '.join(procedure.continuing)}" if procedure.continuing else "",
+        )
+        if procedure.done:
+            return code
+        start, end = policy.seeds_at(procedure.look), policy.seeds_at(procedure.look + 1)
+        wanted = set(procedure.continuing)
+        block = [r for r in runs if _sequential(r) and config_name(r) in wanted and start <= r.seed_order < end]
+        if not block or procedure.look <= look - 1:
+            return code
+        look = procedure.look + 1

@@ -1,0 +1,249 @@
+"""Verdicts that decide (issue 51): equivalence as an answer, Holm with Shaffer's count, sequential seeds (the
+procedure, its policy's checks and the runner's blocks), the late-FID estimand, common latents and findings.csv."""
+
+from __future__ import annotations
+
+import io
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.analysis import findings
+from suite.analysis.estimand import late_score
+from suite.analysis.findings import findings_table, headline
+from suite.analysis.stats.sequential import Plan, sequential_family
+from suite.analysis.stats.verdicts import compare_all, equivalence_p, holm_shaffer, sentence, summarise
+from suite.config.expansion import expand, load_scenario
+from suite.config.scenario import SeedPolicy
+from suite.records.results import new_record
+from suite.tools import sequential_seeds
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _draws(center: float, spread: float, n: int, seed: int) -> list[float]:
+    return list(np.exp(np.random.default_rng(seed).normal(math.log(center), spread, n)))
+
+
+def test_equivalence_is_found_within_the_margin_and_not_at_it():
+    close = summarise([100.0, 102.0, 98.0, 101.0]), summarise([105.0, 103.0, 107.0, 104.0])
+    p = equivalence_p(*close, 1.5)
+    assert p is not None and p < 0.01
+    apart = summarise([100.0, 102.0, 98.0, 101.0]), summarise([150.0, 153.0, 147.0, 151.0])  # 1.5-fold: the null holds
+    assert equivalence_p(*apart, 1.5) > 0.4
+    assert equivalence_p(summarise([100.0]), summarise([100.0, 101.0]), 1.5) is None  # one draw: no test
+
+
+def test_holm_with_shaffers_count_multiplies_by_the_pairs_left_not_the_hypotheses():
+    # two pairs, each with a difference and an equivalence hypothesis: at most one true null per pair
+    adjusted = holm_shaffer([(0, 0.01), (1, 0.02), (0, 0.5), (1, 0.03)])
+    assert adjusted[0] == pytest.approx(0.02)  # 2 pairs could hold a true null, not 4 hypotheses
+    assert adjusted[1] == pytest.approx(0.04)
+    assert adjusted[3] == pytest.approx(0.06)  # both pairs still have a hypothesis left: x2
+    assert adjusted[2] == pytest.approx(0.5)  # the last hypothesis left: x1
+
+
+def test_every_pair_ends_better_equivalent_or_undecided():
+    summaries = {
+        "A": summarise([50.0, 51.0, 49.0, 50.5]),
+        "B": summarise([100.0, 101.0, 99.0, 100.5]),
+        "C": summarise([95.0, 110.0, 100.0, 108.0]),
+        "D": summarise([60.0, 200.0, 110.0, 90.0]),
+    }
+    family = compare_all(summaries, True, margin=1.5)
+    verdict = {frozenset((p.first, p.second)): p.verdict for p in family.pairs}
+    assert verdict[frozenset("AB")] == "better" and verdict[frozenset("AC")] == "better"
+    assert verdict[frozenset("BC")] == "equivalent"
+    assert verdict[frozenset("BD")] == "undecided"
+    assert {p.verdict for p in family.undecided} == {"undecided"} and family.equivalences
+    text = sentence(family, "Q")
+    assert "Equivalent within 1.5-fold: B and C" in text and "Undecided (neither different nor within 1.5-fold)" in text
+
+
+def test_the_sequential_procedure_adds_seeds_only_to_systems_of_undecided_pairs():
+    plan = Plan(3, 3, 9)
+    draws = {
+        "A": _draws(50, 0.02, 9, 1),
+        "B": _draws(100, 0.02, 9, 2),
+        "C": _draws(100 * 1.25, 0.25, 9, 3),  # close to B with a wide spread: needs more seeds
+    }
+    first = sequential_family({k: v[:3] for k, v in draws.items()}, plan, True, 1.5)
+    assert first.look == 1 and first.seeds == {"A": 3, "B": 3, "C": 3}
+    assert "C" in first.continuing and not first.done
+    decided_first = {frozenset((p.first, p.second)) for p in first.family.pairs if p.decided}
+    assert frozenset("AB") in decided_first  # 2-fold with little spread: decided at the first look
+    done = sequential_family(draws, plan, True, 1.5)
+    ab = next(p for p in done.family.pairs if {p.first, p.second} == {"A", "B"})
+    assert ab.look == 1 and ab.seeds == (3, 3)  # a pair decided at a look keeps that look's verdict and seeds
+    assert all(p.alpha == pytest.approx(0.05 / 3) for p in done.family.pairs)  # 5 % spent over 3 looks
+    assert done.look >= 2 and max(done.seeds.values()) <= 9
+    stopped = [name for name, n in done.seeds.items() if n == 3]
+    assert all(name not in done.continuing for name in stopped)
+
+
+def test_the_sequential_procedure_keeps_the_family_wise_error_within_alpha_when_nothing_differs():
+    plan, rng, false = Plan(3, 3, 9), np.random.default_rng(11), 0
+    for _ in range(300):
+        draws = {name: list(np.exp(rng.normal(4.6, 0.2, 9))) for name in "ABCDE"}
+        false += bool(sequential_family(draws, plan, True, 1.5).family.claims)
+    assert false / 300 < 0.05 + 0.03  # 300 reports: the committed measurement has 2000 a cell
+
+
+def test_a_fixed_list_of_seeds_is_one_look_at_the_full_level():
+    plan = Plan.fixed(3)
+    assert plan.looks == 1 and plan.alpha == 0.05
+    procedure = sequential_family({"A": [1.0, 1.1, 0.9], "B": [2.0, 2.1, 1.9]}, plan, True, 1.5)
+    assert procedure.done and procedure.look == 1
+
+
+def test_a_seed_policy_expands_to_every_seed_up_to_the_cap_and_keeps_the_policy(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: s\ntrain: {seeds: {initial: 2, step: 2, max: 4}, budget_images: 4096}\n"
+        "runs:\n  - {strategy: conditional, engine: torch, procs: [2]}\n"
+        "  - {strategy: conditional, engine: torch, procs: [1], train: {seeds: [0, 1]}}\n"
+    )
+    runs = expand(load_scenario(scenario))
+    sequential = [r for r in runs if r.procs == 2]
+    assert [r.train.seed for r in sequential] == [0, 1, 2, 3]
+    assert all(r.train.seeds == SeedPolicy(2, 2, 4) for r in sequential)
+    assert [r.train.seed for r in runs if r.procs == 1] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "seeds, field",
+    [
+        ("{initial: 3, step: 0, max: 9}", "train.seeds.step: must be at least 1"),
+        ("{initial: 5, step: 1, max: 3}", "train.seeds.max: is below initial"),
+        ("{initial: 1, step: 1, max: 3}", "train.seeds.initial: must be at least 2"),
+    ],
+)
+def test_a_bad_seed_policy_is_refused_in_one_line_naming_the_field(tmp_path, seeds, field):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"name: s\ntrain: {{seeds: {seeds}}}\nruns:\n  - {{strategy: conditional, engine: torch}}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "suite", "run", str(scenario), "--dry-run", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and field in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_equivalence_margin_at_or_below_one_is_refused(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nmetrics: {equivalence_margin: 1.0}\nruns:\n  - {strategy: conditional, engine: torch}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "suite", "run", str(scenario), "--dry-run", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "metrics.equivalence_margin: must be greater than 1" in result.stderr
+
+
+def _record(strategy: str, seed: int, late: float, policy: dict | None = None, procs: int = 2):
+    curve = [late * 3, late * 2, late * 1.1, late, late / 1.1 * 1.0]
+    data = {
+        "status": "ok",
+        "run_id": f"{strategy}-p{procs}-s{seed}",
+        "scenario": "s",
+        "strategy": strategy,
+        "loss": "bce",
+        "engine": "torch",
+        "procs": procs,
+        "scaling": "strong",
+        "seed": seed,
+        "train_s": 10.0,
+        "images_per_s": 100.0,
+        "budget_images": 5000,
+        "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "is_mean": 3.0, "pixel_std": 0.3},
+        "curve": [{"images": 1000 * (i + 1), "clock_s": 2.0 * (i + 1), "fid": v} for i, v in enumerate(curve)],
+        "settings": {"train": {"seeds": policy}, "metrics": {"equivalence_margin": 1.5}},
+    }
+    return new_record(data)
+
+
+def test_the_late_fid_is_the_geometric_mean_over_the_last_half():
+    r = _record("conditional", 0, 100.0)
+    values = [100 * 2, 100 * 1.1, 100, 100 / 1.1]  # points at 2000..5000 images: at least half of 5000 is 2500
+    assert late_score(r) == pytest.approx(math.exp(np.mean(np.log(values[1:]))))
+    assert late_score(replace(r, curve=r.curve[-1:])) is None  # one point: no late score
+
+
+def test_the_runner_trains_the_next_block_only_for_systems_still_undecided(monkeypatch, tmp_path):
+    scenario_file = tmp_path / "s.yaml"
+    scenario_file.write_text(
+        "name: s\ntrain: {seeds: {initial: 3, step: 3, max: 6}, budget_images: 4096}\n"
+        "runs:\n  - {strategy: conditional, engine: torch, procs: [2]}\n"
+        "  - {strategy: data_parallel, engine: torch, procs: [2]}\n"
+        "  - {strategy: label_partitioned, engine: torch, procs: [2]}\n"
+    )
+    scenario = load_scenario(scenario_file)
+    runs = expand(scenario)
+    policy = {"initial": 3, "step": 3, "max": 6}
+    late = {  # conditional five times ahead; the other two alike with a wide spread: undecided after the first block
+        "conditional": [20.0, 20.4, 19.6, 20.0, 20.2, 19.8],
+        "data_parallel": [100.0, 130.0, 90.0, 120.0, 85.0, 110.0],
+        "label_partitioned": [120.0, 85.0, 140.0, 95.0, 115.0, 100.0],
+    }
+    written: list = []
+    blocks: list[list[str]] = []
+
+    def fake_run(_file, _scenario, block, others, out, options):
+        blocks.append(sorted(r.run_id for r in block))
+        for r in block:
+            written.append(_record(r.strategy, r.train.seed, late[r.strategy][r.train.seed], policy))
+        return 0
+
+    monkeypatch.setattr(sequential_seeds, "run_scenario", fake_run)
+    monkeypatch.setattr(sequential_seeds, "iter_records", lambda out, skip_bad=False: list(written))
+    options = type("O", (), {"sweep": type("S", (), {"dry_run": False})()})()
+    assert sequential_seeds.run_with_seeds(scenario_file, scenario, runs, [], tmp_path, options) == 0
+    assert len(blocks) == 2 and len(blocks[0]) == 9
+    assert all("conditional" not in run_id for run_id in blocks[1])  # decided against both: no more seeds
+    assert sorted({run_id.rsplit("-s", 1)[1] for run_id in blocks[1]}) == ["3-r0", "4-r0", "5-r0"]
+
+
+def test_findings_csv_has_one_row_per_pair_with_numbers():
+    records = [
+        _record(s, seed, c * (1 + 0.02 * seed), {"initial": 3, "step": 3, "max": 3})
+        for s, c in (("conditional", 50.0), ("data_parallel", 100.0), ("label_partitioned", 104.0))
+        for seed in range(3)
+    ]
+    table = headline(records, {})
+    found = findings.tested_findings(table, records, {})
+    frame = findings_table(found)
+    quality = frame[frame.family == findings.LATE_FID]
+    assert len(quality) == 3 and set(quality.verdict) <= {"a better", "equivalent", "undecided"}
+    assert "equivalent" in set(quality.verdict) and "a better" in set(quality.verdict)
+    back = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
+    for column in ("ratio", "ratio_lo", "ratio_hi", "p_adjusted", "level", "seeds_a", "seeds_b", "look"):
+        assert pd.api.types.is_numeric_dtype(back[column]), column
+
+
+def test_every_model_is_scored_on_the_common_latents(monkeypatch):
+    from suite.measure.metrics import evaluate
+
+    seen = []
+
+    class Sampler:
+        def sample(self, n, seed):
+            seen.append(seed)
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        evaluate.evaluate_sampler(Sampler(), type("R", (), {"n": 4})())
+    assert seen == [evaluate.COMMON_LATENTS_SEED]
+    source = (REPO / "suite/running/scoring.py").read_text()
+    assert "seed=run.train.seed" not in source  # the run's own seed no longer picks the latents
+
+
+def test_the_committed_sequential_error_rates_stay_within_alpha():
+    table = pd.read_csv(REPO / "reports/verdicts/sequential-error-rates.csv")
+    assert not table.empty and (table.any_false / table.reports).max() <= 0.05
+    assert {"equal", "A 1.5x lower"} <= set(table.truth)
