@@ -164,6 +164,10 @@ def test_records_of_two_kernel_sets_are_named_as_such():
     line = kernel_line(records)
     assert line.startswith("These runs come from 2 CPU kernel sets") and "AVX512 (numerics bbbb)" in line
     assert kernel_line([replace(r, machine=None) for r in records]) == ""
+    # two capabilities that happened to give one digest are still two kernel sets
+    same_digest = [replace(r, machine=Machine(numerics="aaaa", cpu_capability="DEFAULT")) for r in records[:2]] + records[2:]
+    line = kernel_line(same_digest)
+    assert line.startswith("These runs come from 2 CPU kernel sets") and "DEFAULT (numerics aaaa)" in line
 
 
 def test_power_is_stated_for_every_pair_not_distinguishable():

@@ -187,14 +187,14 @@ def scale_section(found: list[Finding]) -> list[str]:
 def kernel_line(records: list[Record]) -> str:
     """What the models' bits depend on besides the seed: the CPU kernel set (``machine.numerics``), in one line; runs
     from more than one kernel set are named as such."""
-    sets: dict[str, set[str]] = {}
+    sets: set[tuple[str, str]] = set()  # (capability, numerics digest): two capabilities with one digest are two sets
     for r in records:
         machine = r.machine
         if machine is not None and machine.numerics:
-            sets.setdefault(str(machine.numerics), set()).add(str(machine.cpu_capability or "unknown ISA"))
+            sets.add((str(machine.cpu_capability or "unknown ISA"), str(machine.numerics)))
     if not sets:
         return ""
-    named = cell(", ".join(f"{'/'.join(sorted(isa))} (numerics {digest})" for digest, isa in sorted(sets.items())))
+    named = cell(", ".join(f"{isa} (numerics {digest})" for isa, digest in sorted(sets)))
     if len(sets) > 1:
         return (
             f"These runs come from {len(sets)} CPU kernel sets, {named}: the same seed gives another model on each, so "
