@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -30,7 +29,8 @@ from suite.records.integrity import IntegrityError, damage, sha256_file, verify_
 from suite.records.quoted import MAX_QUOTED_BYTES, QuotedFileError, read_quoted
 from suite.records.record import FileDigest
 from suite.running import commands
-from suite.running.commands import LOCAL_PROCS_PER_CORE, LaunchError, LaunchOptions, placement
+from suite.running.commands import LOCAL_PROCS_PER_CORE, LaunchError, LaunchOptions, local_procs_problem
+from suite.running.launch import check_tools, plan_run
 
 
 def _deepspeed_scenario(text: str, copies: int) -> str:
@@ -150,25 +150,27 @@ def test_the_local_launcher_refuses_more_ranks_than_the_machine_holds(tmp_path, 
     scenario = tmp_path / "s.yaml"
     runs = [{"strategy": "data_parallel", "engine": "torch", "procs": [64]}]
     scenario.write_text(yaml.safe_dump(tiny_scenario("big", runs, train={"batch_size": 64})))
-    assert main(["run", str(scenario), "--dry-run", "--out", str(tmp_path / "out")]) == 2
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out")]) == 2  # refused before anything starts
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: data_parallel-bce-torch-p64-r0: 64 ranks on this machine, more than the {2 * LOCAL_PROCS_PER_CORE} it "
         f"holds (2 cores x {LOCAL_PROCS_PER_CORE} ranks per core); lower procs, use a cluster launcher, or raise "
         "--max-local-procs"
     ]
     assert not (tmp_path / "out").exists()
-    assert main(["run", str(scenario), "--dry-run", "--out", str(tmp_path / "out"), "--max-local-procs", "64"]) == 0
+    # a dry run starts nothing: it prints the command (a cluster's scenario dry-runs anywhere)
+    assert main(["run", str(scenario), "--dry-run", "--out", str(tmp_path / "out")]) == 0
     assert "--nproc_per_node 64" in capsys.readouterr().out
 
 
-def test_placement_checks_only_local_launches(monkeypatch):
+def test_the_check_counts_only_local_launches_and_yields_to_max_local_procs(monkeypatch, tmp_path):
     from suite.config.expansion import expand, parse_scenario
 
     monkeypatch.setattr(commands, "machine_cores", lambda: 1)
     (run,) = expand(parse_scenario(tiny_scenario("p", [{"strategy": "data_parallel", "engine": "torch", "procs": [16]}])))
-    with pytest.raises(LaunchError, match=r"16 ranks on this machine, more than the 8 it holds"):
-        placement(run, LaunchOptions())
-    assert placement(run, LaunchOptions(max_local_procs=16)) == (1, 16)
-    assert placement(run, LaunchOptions(launcher="mpirun", nodes=2)) == (2, 8)
-    assert os.cpu_count()  # the real machine's count is what machine_cores reads otherwise
-    assert Path(commands.__file__).is_file()
+    planned = [plan_run(run, tmp_path, LaunchOptions())]
+    with pytest.raises(LaunchError, match=r"16 ranks on this machine, more than the 8 it holds \(1 core x 8"):
+        check_tools(planned, LaunchOptions())
+    check_tools(planned, LaunchOptions(max_local_procs=16))
+    assert local_procs_problem(run, 16, LaunchOptions(launcher="mpirun")) is not None  # the caller asks for local only
+    assert local_procs_problem(run, 8, LaunchOptions()) is None
+    assert commands.machine_cores is not None and os.cpu_count()

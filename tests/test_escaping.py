@@ -149,7 +149,7 @@ def test_a_code_fence_is_longer_than_any_run_of_backticks_inside():
 
 
 def test_csv_cells_are_never_formulas_or_controls():
-    assert csv_cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    assert csv_cell('=HYPERLINK("http://x")') == '\'=HYPERLINK("http://x")'
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("+1+2") == "'+1+2"
     assert csv_cell("-1.5") == "-1.5" and csv_cell(3.0) == 3.0 and csv_cell(None) is None
     assert csv_cell("a\nb\x1b") == "a\\x0ab\\x1b"

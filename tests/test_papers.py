@@ -10,6 +10,7 @@ import pytest
 from suite.analysis.report import DEFAULT_BASELINES
 from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, paper_page, setting_differences, write_papers
 from suite.cli import main
+from suite.records.record import SCHEMA_VERSION
 from suite.records.results import new_record
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ def test_a_missing_dataset_stops_the_run_before_any_rank(tmp_path, monkeypatch, 
 
 def _run(scenario, strategy, loss, seed, procs=1, scaling="strong", **fields):
     record = {
+        "schema": SCHEMA_VERSION,  # every record names its schema (a record without one is refused)
         "status": "ok",
         "run_id": f"{strategy}-{loss}-p{procs}-{scaling}-s{seed}-r{fields.get('repeat', 0)}",
         "scenario": scenario,

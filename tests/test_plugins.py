@@ -253,10 +253,11 @@ def test_a_strategy_without_a_cost_model_is_reported_as_not_projected_by_name(pl
     from suite.analysis.projection.fit import fit_all, not_projected, validate
     from suite.measure.network import PRESETS
     from suite.records.codec import parse_record
+    from suite.records.record import SCHEMA_VERSION
 
     _points(monkeypatch, plugins, "test_plugins:NO_COST")
-    data = {"run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "status": "ok", "procs": 2}
-    data |= {"scaling": "strong", "train_s": 1.0, "telemetry": {"busy_s_per_rank": [1.0], "timed_steps": 3}}
+    data = {"schema": SCHEMA_VERSION, "run_id": "g-p2", "strategy": "gossip", "engine": "mpi", "loss": "bce", "procs": 2}
+    data |= {"status": "ok", "scaling": "strong", "train_s": 1.0, "telemetry": {"busy_s_per_rank": [1.0], "timed_steps": 3}}
     record = parse_record(data)
     assert not_projected(record) == "not projected: strategy 'gossip' names no cost model the projection knows"
     assert not_projected(parse_record({**data, "strategy": "gone"})).startswith("not projected: strategy 'gone' is not installed")

@@ -18,6 +18,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from test_hostile_records import CONDITIONAL_P1, DIGITS, digits_records
 
 from suite.analysis.compare import MIN_IMAGES_PER_S, interval_problem, throughput_problem
 from suite.cli import main
@@ -25,7 +26,6 @@ from suite.gan.sampling import samples_problem
 from suite.measure.metrics import cachefiles, evaluate
 from suite.records.codec import parse_record
 from suite.records.record import RecordError
-from test_hostile_records import CONDITIONAL_P1, DIGITS, digits_records
 
 
 @pytest.mark.parametrize(
@@ -116,8 +116,8 @@ def test_forged_cache_statistics_are_not_used(tmp_path, caplog):
     path.parent.mkdir()
     features = np.random.default_rng(0).normal(size=(50, 4))
     honest = {"mu": features.mean(axis=0), "sigma": np.cov(features, rowvar=False), "features": features}
-    cachefiles.write_arrays(path, honest)
-    assert set(cachefiles.read_arrays(path)) == {"mu", "sigma", "features"}
+    cachefiles.write_cached_arrays(path, honest)
+    assert set(cachefiles.read_cached_arrays(path)) == {"mu", "sigma", "features"}
     computed = []
 
     def compute():
@@ -130,12 +130,12 @@ def test_forged_cache_statistics_are_not_used(tmp_path, caplog):
         values = evaluate._cached(path, compute)
     assert computed and np.allclose(values["mu"], honest["mu"])
     assert f"{path}: has sha256" in caplog.text and "not used, computed again" in caplog.text
-    assert cachefiles.read_arrays(path) is not None  # written again, with its digest
+    assert cachefiles.read_cached_arrays(path) is not None  # written again, with its digest
 
     # a forger who rewrites the digest too: mu must still be the mean of the features stored with it
-    cachefiles.write_arrays(path, {**honest, "mu": honest["mu"] + 300.0})
+    cachefiles.write_cached_arrays(path, {**honest, "mu": honest["mu"] + 300.0})
     with caplog.at_level(logging.WARNING):
-        assert cachefiles.read_arrays(path) is None
+        assert cachefiles.read_cached_arrays(path) is None
     assert "its mu is not the mean of its features" in caplog.text
 
 
@@ -143,10 +143,10 @@ def test_a_cache_file_without_its_digest_is_computed_again(tmp_path, caplog):
     path = tmp_path / "untrained-digits-0123.json"
     path.write_text(json.dumps({"fid": 1.0}))
     with caplog.at_level(logging.WARNING):
-        assert cachefiles.read_json(path) is None
+        assert cachefiles.read_cached_json(path) is None
     assert "no readable digest beside it (untrained-digits-0123.json.sha256)" in caplog.text
-    cachefiles.write_json(path, {"fid": 2.0})
-    assert cachefiles.read_json(path) == {"fid": 2.0}
+    cachefiles.write_cached_json(path, {"fid": 2.0})
+    assert cachefiles.read_cached_json(path) == {"fid": 2.0}
 
 
 def test_a_record_without_a_schema_key_is_refused_by_every_reader(tmp_path, capsys):

@@ -38,7 +38,7 @@ class EnvironmentSettingError(ValueError):
 
 
 @dataclass(frozen=True)
-class Setting:
+class EnvSetting:
     """One ``SUITE_*`` variable: what it is for, the values it takes (in words) and the check of a value."""
 
     purpose: str
@@ -86,29 +86,29 @@ def _owner(value: str) -> bool:
 _FLAG = "1 (on) or 0 (off)"
 _CI = "read by the ci/ scripts, not by the suite"
 
-SETTINGS: dict[str, Setting] = {
-    "SUITE_LOG": Setting("the ranks' logging level", ", ".join(LOG_LEVELS), _choices(*LOG_LEVELS)),
-    "SUITE_DEVICE": Setting(
+SETTINGS: dict[str, EnvSetting] = {
+    "SUITE_LOG": EnvSetting("the ranks' logging level", ", ".join(LOG_LEVELS), _choices(*LOG_LEVELS)),
+    "SUITE_DEVICE": EnvSetting(
         "where the ranks train: auto (the GPU where CUDA is present) or cpu", ", ".join(DEVICES), _choices(*DEVICES)
     ),
-    "SUITE_DATA": Setting("the datasets' folder", "a folder (made when missing)", _folder),
-    "SUITE_CACHE": Setting("the suite's cache (statistics, datasets)", "a folder (made when missing)", _folder),
-    "SUITE_RULERS": Setting("the folder of rulers a user makes", "a folder (made when missing)", _folder),
-    "SUITE_INCEPTION_WEIGHTS": Setting("pytorch-fid's Inception weights", "an existing file", _file),
-    "SUITE_INCEPTION_DOWNLOAD": Setting("let pytorch-fid download its weights", _FLAG, _choices("0", "1")),
-    "SUITE_NO_PLUGINS": Setting("leave installed plugins out", _FLAG, _choices("0", "1")),
-    "SUITE_RUN_OWNER": Setting("the mark suite run puts on what it starts", "HOST:PID:START, set by suite run", _owner),
-    "SUITE_TEST_FAIL_AT_STEP": Setting("test hook: a rank fails after this step", "a whole number from 0", _whole(0)),
-    "SUITE_TEST_FAIL_RANK": Setting("test hook: the rank that fails or diverges", "a whole number from 0", _whole(0)),
-    "SUITE_TEST_FAIL_HOW": Setting("test hook: how the rank fails", "raise or kill", _choices("raise", "kill")),
-    "SUITE_TEST_DIVERGE_AT_STEP": Setting("test hook: a rank diverges at this step", "a whole number from 1", _whole(1)),
-    "SUITE_TEST_SLOWDOWN": Setting("measurement knob: slow every step by this fraction", "a number from 0 to 1000", _number),
-    "SUITE_FUZZ_EXAMPLES": Setting("the tests' cases per reader", "a whole number from 1", _whole(1)),
-    "SUITE_VENV": Setting("the virtual environment ci/setup.sh makes", _CI, _any),
-    "SUITE_WHEEL_CACHE": Setting("where ci/ keeps built wheels", _CI, _any),
-    "SUITE_HOROVOD_BUILD_ONLY": Setting("ci/ builds Horovod without installing it", _CI, _any),
-    "SUITE_CLUSTER_STATE": Setting("the cluster test's state folder", _CI, _any),
-    "SUITE_CLUSTER_TEST_DIR": Setting("the cluster test's folder", _CI, _any),
+    "SUITE_DATA": EnvSetting("the datasets' folder", "a folder (made when missing)", _folder),
+    "SUITE_CACHE": EnvSetting("the suite's cache (statistics, datasets)", "a folder (made when missing)", _folder),
+    "SUITE_RULERS": EnvSetting("the folder of rulers a user makes", "a folder (made when missing)", _folder),
+    "SUITE_INCEPTION_WEIGHTS": EnvSetting("pytorch-fid's Inception weights", "an existing file", _file),
+    "SUITE_INCEPTION_DOWNLOAD": EnvSetting("let pytorch-fid download its weights", _FLAG, _choices("0", "1")),
+    "SUITE_NO_PLUGINS": EnvSetting("leave installed plugins out", _FLAG, _choices("0", "1")),
+    "SUITE_RUN_OWNER": EnvSetting("the mark suite run puts on what it starts", "HOST:PID:START, set by suite run", _owner),
+    "SUITE_TEST_FAIL_AT_STEP": EnvSetting("test hook: a rank fails after this step", "a whole number from 0", _whole(0)),
+    "SUITE_TEST_FAIL_RANK": EnvSetting("test hook: the rank that fails or diverges", "a whole number from 0", _whole(0)),
+    "SUITE_TEST_FAIL_HOW": EnvSetting("test hook: how the rank fails", "raise or kill", _choices("raise", "kill")),
+    "SUITE_TEST_DIVERGE_AT_STEP": EnvSetting("test hook: a rank diverges at this step", "a whole number from 1", _whole(1)),
+    "SUITE_TEST_SLOWDOWN": EnvSetting("measurement knob: slow every step by this fraction", "a number from 0 to 1000", _number),
+    "SUITE_FUZZ_EXAMPLES": EnvSetting("the tests' cases per reader", "a whole number from 1", _whole(1)),
+    "SUITE_VENV": EnvSetting("the virtual environment ci/setup.sh makes", _CI, _any),
+    "SUITE_WHEEL_CACHE": EnvSetting("where ci/ keeps built wheels", _CI, _any),
+    "SUITE_HOROVOD_BUILD_ONLY": EnvSetting("ci/ builds Horovod without installing it", _CI, _any),
+    "SUITE_CLUSTER_STATE": EnvSetting("the cluster test's state folder", _CI, _any),
+    "SUITE_CLUSTER_TEST_DIR": EnvSetting("the cluster test's folder", _CI, _any),
 }
 """Every ``SUITE_*`` variable the suite or its scripts read."""
 

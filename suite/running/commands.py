@@ -43,7 +43,8 @@ def local_procs_problem(run: Run, procs: int, opts: LaunchOptions) -> str | None
     limit = opts.max_local_procs or cores * LOCAL_PROCS_PER_CORE
     if procs <= limit:
         return None
-    reason = "--max-local-procs" if opts.max_local_procs else f"{cores} cores x {LOCAL_PROCS_PER_CORE} ranks per core"
+    per_core = f"{cores} core{'s' if cores != 1 else ''} x {LOCAL_PROCS_PER_CORE} ranks per core"
+    reason = "--max-local-procs" if opts.max_local_procs else per_core
     return (
         f"{run.run_id}: {procs} ranks on this machine, more than the {limit:,} it holds ({reason}); lower procs, use a "
         "cluster launcher, or raise --max-local-procs"
@@ -125,8 +126,6 @@ def placement(run: Run, opts: LaunchOptions, procs: int | None = None) -> tuple[
     """
     procs = procs or run.procs
     if opts.launcher == "local":
-        if (problem := local_procs_problem(run, procs, opts)) is not None:
-            raise LaunchError(problem)
         return 1, procs
     k = opts.ranks_per_node or -(-procs // opts.nodes)
     per_node = min(k, procs)

@@ -86,6 +86,7 @@ from .commands import (  # noqa: F401  (re-exported: the launch API is imported 
     command_for,
     deepspeed_env_file,
     forwarded_variables,
+    local_procs_problem,
     placement,
     sweep_ranks_per_node,
 )
@@ -487,7 +488,12 @@ def prepare_run_folder(planned: PlannedRun) -> Path:
 
 
 def check_tools(planned: list[PlannedRun], opts: LaunchOptions) -> None:
-    """Fail early, naming the missing launcher, rather than after the first runs."""
+    """Fail early, naming the missing launcher, rather than after the first runs; and a local launch of more ranks
+    than this machine holds (:func:`.commands.local_procs_problem`)."""
+    if opts.launcher == "local":
+        for one in planned:
+            if (problem := local_procs_problem(one.run, one.run.procs, opts)) is not None:
+                raise LaunchError(problem)
     needed: dict[str, set[str]] = {}  # launcher -> the engines of the runs it starts
     for one in planned:
         first = one.command[0]

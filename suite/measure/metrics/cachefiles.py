@@ -59,7 +59,7 @@ def _unusable(path: Path, problem: str) -> None:
     log.warning("%s: %s; not used, computed again", path, problem)
 
 
-def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
+def read_cached_arrays(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays of the cache file ``path`` (an ``.npz``) when it is there and checks out; None otherwise (a
     warning names a file that does not)."""
     if not path.is_file():
@@ -79,14 +79,14 @@ def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
     return values
 
 
-def write_arrays(path: Path, values: dict[str, Any]) -> None:
+def write_cached_arrays(path: Path, values: dict[str, Any]) -> None:
     """Write ``values`` as the cache file ``path`` (an ``.npz``), then its digest beside it."""
     with atomic_write(path) as tmp:
         np.savez(tmp, **values)
     atomic_write_text(digest_path(path), json.dumps(asdict(digest_file(path))))
 
 
-def read_json(path: Path) -> Any:
+def read_cached_json(path: Path) -> Any:
     """The data of the JSON cache file ``path`` when it is there and checks out; None otherwise (a warning names it)."""
     if not path.is_file():
         return None
@@ -100,7 +100,7 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_cached_json(path: Path, data: Any) -> None:
     """Write ``data`` as the JSON cache file ``path``, then its digest beside it."""
     atomic_write_text(path, json.dumps(data))
     atomic_write_text(digest_path(path), json.dumps(asdict(digest_file(path))))

@@ -133,11 +133,11 @@ def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
 def _cached(path: Path, compute: Callable[[], dict]) -> dict:
     """The statistics cached at ``path`` where they check out against the digest beside them
     (:mod:`.cachefiles`), else ``compute()``'s, cached with their digest."""
-    stored = cachefiles.read_arrays(path)
+    stored = cachefiles.read_cached_arrays(path)
     if stored is not None:
         return stored
     values = compute()
-    cachefiles.write_arrays(path, values)
+    cachefiles.write_cached_arrays(path, values)
     return values
 
 
@@ -366,7 +366,7 @@ def untrained_baseline(
         [ref.dataset, ref.split, ref.image_size, ref.classes, net.name, net.detail, ref.n, latent_dim, architecture, *protocol]
     )
     path = cache_dir() / "stats" / f"untrained-{ref.dataset}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.json"
-    if (cached := cachefiles.read_json(path)) is not None:  # checked against the digest beside it
+    if (cached := cachefiles.read_cached_json(path)) is not None:  # checked against the digest beside it
         return cached
     generator, _ = build_pair(ref.image_size, CHANNELS[ref.dataset], latent_dim, seed=0, architecture=architecture)
     z = torch.randn(ref.n, latent_dim, generator=torch.Generator().manual_seed(0))
@@ -374,5 +374,5 @@ def untrained_baseline(
         images = generator.eval()(z)
     quality = evaluate_images(images, np.full(ref.n, -1), ref, networks)
     baseline = {"fid": quality["fid"], "kid_mean": quality.get("kid_mean"), "features": quality["features"], "n": quality["n"]}
-    cachefiles.write_json(path, baseline)
+    cachefiles.write_cached_json(path, baseline)
     return baseline
