@@ -214,7 +214,7 @@ def test_a_quality_claim_says_its_budget_and_which_arm_was_still_improving():
         )
 
     note = scale_note({"W-CGAN": runs([0.5, 0.55, 0.6]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
-    assert note.startswith("at 2,000 training images, still improving (FID over the last stretch): W-CGAN 0.548 ")
+    assert note.startswith("at 2,000 training images, still improving (FID over the last half): W-CGAN 0.548 ")
     assert "DC-CGAN" not in note
     flat = scale_note({"W-CGAN": runs([1.0, 1.01, 0.99]), "DC-CGAN": runs([1.0, 1.02, 0.98])})
     assert flat.startswith("at 2,000 training images, no arm still improving") and "W-CGAN" in flat

@@ -265,8 +265,9 @@ DEFINITIONS = """## Definitions
   have detected at 80 % power and the seeds a 1.5-fold difference would need.
 - **at what scale**: per family, the budget (training images per system, generator steps per GAN), whether the
   family's claims were the same at every curve point of the last half of the budget (the same tests run at each
-  point), and which systems were still improving at the end: a one-sided paired t-test on each seed's change of
-  log score over the last stretch of its curve, 5 % per system. A verdict tag whose claims involve such a system
+  point), and which systems were still improving at the end: the slope of each seed's log score against log
+  images over the last half of its curve, a one-sided t-test over the seeds at 5 % per system, with its power for
+  a 20 % fall. A verdict tag whose claims involve such a system
   ends "†": it holds at this budget only. Not found improving is not shown settled.
 - **fid_at_equal_time**: each configuration's FID at the last point of its quality curve by the same training time (the
   shortest of their windows), or by the same real training images where every run had `train.budget_images` (its

@@ -150,7 +150,10 @@ def scale_line(finding: Finding) -> str | None:
         improving = [t for t in scale.trends if t.improving]
         flat = [t.system for t in scale.trends if not t.improving]
         stretch = f"{scale.trends[0].start:,.0f}-{scale.trends[0].end:,.0f} images"
-        test = f"one-sided paired t on log values over {stretch}, {ALPHA * 100:g} % per system"
+        test = (
+            f"the slope of log score against log images over {stretch}, a one-sided t over the seeds at "
+            f"{ALPHA * 100:g} % per system, with its power for a 20 % fall"
+        )
         if improving:
             parts.append(
                 f"still improving at the end ({test}): {'; '.join(t.text() for t in improving)}; "

@@ -171,7 +171,8 @@ def learned(arms: dict[str, list[Record]]) -> str | None:
 
 def scale_note(arms: dict[str, list[Record]]) -> str:
     """At what budget a quality claim was judged and whether each arm was still improving there: each arm's FID over
-    the last stretch of its curves, a one-sided paired t over the seeds at :data:`ALPHA` (:func:`..stats.settling.last_stretch`)."""
+    the last half of its curves (the slope of log FID against log images), a one-sided t over the seeds at :data:`ALPHA`
+    (:func:`..stats.settling.last_stretch`)."""
     trends = []
     for name, runs in arms.items():
         draws = seed_curves(runs)
@@ -182,9 +183,9 @@ def scale_note(arms: dict[str, list[Record]]) -> str:
     budget = f"at {max(t.end for t in trends):,.0f} training images"
     still = [t for t in trends if t.improving]
     if still:
-        return f"{budget}, still improving (FID over the last stretch): {'; '.join(t.text() for t in still)}"
+        return f"{budget}, still improving (FID over the last half): {'; '.join(t.text() for t in still)}"
     tested = ", ".join(t.text() for t in trends)
-    return f"{budget}, no arm still improving (FID over the last stretch, one-sided paired t at {ALPHA:.0%}: {tested})"
+    return f"{budget}, no arm still improving (slope of log FID over the last half, one-sided t at {ALPHA:.0%}: {tested})"
 
 
 def _judged_if_learned(arms: dict[str, list[Record]], verdict: Verdict) -> Verdict:
