@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's pip route, checked (`make pip-check`; .ci/run runs it after the tests): a fresh virtual environment,
-# `pip install ".[mpi,logs,fid]"` from this checkout, then, from outside the checkout, the `suite` command, a tiny
-# torch-engine run on the embedded digits at 1 and 2 processes with its report, and a horovod entry refused in one
-# line where Horovod is not installed (it is optional).
+# `pip install ".[mpi,logs,fid]"` from this checkout, then, from outside the checkout, the `suite` command, the
+# built-in scenarios (`suite scenarios`, shipped in the package) and a user's first run, `suite run quickstart` by
+# name with `suite report` (docs/quickstart.md), a tiny torch-engine run on the embedded digits at 1 and 2 processes
+# with its logs and report, and a horovod entry refused in one line where Horovod is not installed (it is optional).
 #
 # The install goes through uv (ci/setup.sh installs it into .venv), which reads no pip configuration: torch
 # comes from PyPI, as a user's plain `pip install` gets it, not from a machine-local CPU wheel that PyPI's
@@ -59,6 +60,21 @@ print(f"pip-check: suite {md.version('gan-scaling-suite')} from {where.parent}")
 EOF
 "$venv/bin/suite" --version
 "$venv/bin/suite" env >"$work/env.json"
+
+# The built-in scenarios come with the package: listed, and the quickstart found by its name and reported, here,
+# where no scenarios/ folder is beside the working directory.
+"$venv/bin/suite" scenarios >"$work/scenarios.txt"
+for name in quickstart smoke digits engines; do
+    if ! grep -q "^$name " "$work/scenarios.txt"; then
+        echo "pip-check: suite scenarios does not list $name:" >&2
+        cat "$work/scenarios.txt" >&2
+        exit 1
+    fi
+done
+"$venv/bin/suite" run quickstart --quiet --out "$work/quickstart"
+"$venv/bin/suite" report "$work/quickstart" >/dev/null
+test -s "$work/quickstart/report/report.md"
+echo "pip-check: suite run quickstart and its report, from the installed package's scenario"
 
 cat >"$work/tiny.yaml" <<'EOF'
 name: pip-check

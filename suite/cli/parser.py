@@ -15,7 +15,7 @@ from ..tools.gate_settings import Settings
 from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
-from .scenarios import cmd_schema
+from .scenarios import cmd_scenarios, cmd_schema
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -137,7 +137,9 @@ def _add_container(g: Any, what: str) -> None:
 def _add_run(sub: Any) -> None:
     """``suite run``: its options and handler."""
     p = sub.add_parser("run", help="run a scenario's runs and record results")
-    p.add_argument("scenario", help="scenario YAML file, e.g. scenarios/smoke.yaml")
+    p.add_argument(
+        "scenario", help="scenario YAML file, e.g. scenarios/smoke.yaml, or a built-in scenario's name (suite scenarios)"
+    )
     p.add_argument("--out", help="results folder (default results/<scenario name>)")
     p.add_argument(
         "--dry-run",
@@ -163,6 +165,12 @@ def _add_run(sub: Any) -> None:
         help="seconds a run that checkpoints gets to save one and exit when suite run is stopped (SIGTERM, SIGINT)",
     )
     p.add_argument("--only", nargs="+", metavar="PATTERN", help="only run ids matching these shell patterns")
+    p.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="run what can run here: leave out, naming them, the runs whose launcher or engine package is not installed "
+        "(without it such a scenario is refused before any run starts)",
+    )
     p.add_argument(
         "--set",
         action="append",
@@ -373,6 +381,17 @@ def _add_schema(sub: Any) -> None:
     p.set_defaults(func=cmd_schema)
 
 
+def _add_scenarios(sub: Any) -> None:
+    """``suite scenarios``: its handler."""
+    p = sub.add_parser(
+        "scenarios",
+        help="list the built-in scenarios (suite run NAME runs one), each with its description",
+        description="List the scenarios that ship with the package, by name, each with its description: `suite run NAME` "
+        "runs one (a path to a scenario file works too).",
+    )
+    p.set_defaults(func=cmd_scenarios)
+
+
 def _add_env(sub: Any) -> None:
     """``suite env``: its options and handler."""
     p = sub.add_parser("env", help="print versions and capabilities as JSON (and the Horovod build in one line on stderr)")
@@ -536,6 +555,7 @@ _COMMANDS = (
     _add_ruler,
     _add_gate,
     _add_schema,
+    _add_scenarios,
     _add_env,
     _add_gpu_check,
     _add_jobscript,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .common import UsageError, parse_overrides
+from .common import UsageError, log, parse_overrides
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -46,11 +46,39 @@ def _launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ..config.builtin import resolve_scenario
     from ..tools.sequential_seeds import run_with_seeds
 
+    args.scenario = str(resolve_scenario(args.scenario))  # a path, or a built-in scenario's name
     overrides = parse_overrides(args.overrides)
     scenario, runs, others, out = _selected_runs(args, overrides)
-    return run_with_seeds(Path(args.scenario), scenario, runs, others, out, _run_options(args, runs, overrides))
+    options = _run_options(args, runs, overrides)
+    if args.skip_missing:
+        runs, others = _skip_missing(runs, others, out, options)
+    return run_with_seeds(Path(args.scenario), scenario, runs, others, out, options)
+
+
+def _skip_missing(runs: list[Run], others: list[Run], out: Path, options: RunOptions) -> tuple[list[Run], list[Run]]:
+    """``--skip-missing``: the runs whose launcher or engine package is not installed here move from the runs to run
+    to the others (as ``--only`` leaves them out), named in one warning; none left to run is a usage error."""
+    from ..running.launch import missing_engines, missing_refusal, plan_run, run_names
+
+    planned = [plan_run(run, out, options.launch, options.placement) for run in runs]
+    missing = missing_engines(planned, options.launch)
+    if not missing:
+        return runs, others
+    if len(missing) == len(runs):
+        raise UsageError(f"--skip-missing: no run can run here; {missing_refusal(planned, missing)}")
+    skipped = [run for run in runs if run.run_id in missing]
+    whys = ", ".join(dict.fromkeys(missing.values()))
+    log.warning(
+        "--skip-missing: skipping %d of %d runs (%s): %s",
+        len(skipped),
+        len(runs),
+        whys,
+        run_names([r.run_id for r in skipped], len(skipped)),
+    )
+    return [run for run in runs if run.run_id not in missing], others + skipped
 
 
 def _selected_runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple[Scenario, list[Run], list[Run], Path]:
@@ -109,6 +137,7 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 def cmd_jobscript(args: argparse.Namespace) -> int:
+    from ..config.builtin import resolve_scenario
     from ..running.jobscript import JobOptions, write_jobscript
 
     job = options_from(
@@ -118,6 +147,6 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         container=tuple(args.container) if args.container else None,
         caps=_caps(args),
     )
-    path = write_jobscript(Path(args.scenario), Path(args.out) if args.out else None, job)
+    path = write_jobscript(resolve_scenario(args.scenario), Path(args.out) if args.out else None, job)
     print(f"job script written to {path}")
     return 0

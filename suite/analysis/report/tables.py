@@ -295,7 +295,7 @@ def step_table(frame: pd.DataFrame, records: list[Record]) -> pd.DataFrame:
                 "achieved_gflops": peak.achieved / 1e9 if peak.achieved is not None else None,
                 "fraction_of_peak": peak.fraction,
                 "peak_gflops": peak.peak / 1e9 if peak.peak is not None else None,
-                "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)) or "none",
+                "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)),  # empty where none was raised
                 "peak_source": r["peak_source"],
             }
         )
@@ -500,7 +500,15 @@ def engine_comparison_table(records: list[Record]) -> pd.DataFrame:
                     "settings": settings_text(rs[0].engine_settings),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ENGINE_COMPARISON_COLUMNS)  # with no rows, still its header
+
+
+ENGINE_COMPARISON_COLUMNS = (
+    ["strategy", "loss", "procs", "scaling", "dataset", "engine", "label", "runs", "threads_per_rank", "traced"]
+    + ["step_s", "comm_share", "images_per_s", "images_per_s_std", "vs_baseline", "replicas_identical", "same_model"]
+    + ["settings"]
+)
+"""The columns of :func:`engine_comparison_table`, written even when no configuration ran on two engines."""
 
 
 def trace_table(records: list[Record], results_dir: Path, out_dir: Path) -> pd.DataFrame:

@@ -1,0 +1,61 @@
+"""The built-in scenarios: the repository's ``scenarios/*.yaml``, shipped with the package as ``suite/scenarios_data``.
+
+In the checkout ``suite/scenarios_data`` is a link to ``../scenarios`` (the source of truth); a wheel holds copies of
+the files (``pyproject.toml``'s package data), so that ``suite run quickstart`` finds its scenario outside the
+checkout. ``suite scenarios`` lists them; :func:`resolve_scenario` turns what ``suite run`` was given (a path, or a
+built-in scenario's name) into a file, or says which name was meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .yamlfile import YamlError, load_yaml
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios_data"
+"""Where the built-in scenarios are: the package's ``scenarios_data`` folder."""
+
+
+class UnknownScenario(ValueError):
+    """Neither a scenario file nor a built-in scenario's name; the message says which names come close."""
+
+
+@dataclass(frozen=True)
+class BuiltinScenario:
+    name: str
+    """The file's stem, which ``suite run NAME`` takes (its ``name:`` field names its results folder)."""
+    description: str
+    path: Path
+
+
+def builtin_scenarios(folder: Path = BUILTIN_DIR) -> list[BuiltinScenario]:
+    """The built-in scenarios by name, each with its ``description`` (a file that does not parse says so instead)."""
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            data = load_yaml(path)
+            description = str(data.get("description", "")) if isinstance(data, dict) else ""
+        except YamlError as error:
+            description = f"(does not parse: {error})"
+        found.append(BuiltinScenario(path.stem, " ".join(description.split()), path))
+    return found
+
+
+def resolve_scenario(given: str | Path, folder: Path = BUILTIN_DIR) -> Path:
+    """The scenario file ``given`` names: a path that exists, as it is; else a built-in scenario of that name (with or
+    without ``.yaml``). Raise :class:`UnknownScenario` naming the closest built-in names where neither is found."""
+    path = Path(given)
+    if path.exists():
+        return path
+    text = str(given)
+    name = text[: -len(".yaml")] if text.endswith(".yaml") else text
+    by_name = {one.name: one.path for one in builtin_scenarios(folder)}
+    if name in by_name:
+        return by_name[name]
+    close = difflib.get_close_matches(Path(name).name, list(by_name), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UnknownScenario(
+        f"{text}: no such scenario file, nor a built-in scenario of that name{hint} (`suite scenarios` lists the built-in ones)"
+    )

@@ -1,0 +1,91 @@
+"""Every CSV the report writes reads as numbers (issue 54, item 4): the report built by the real `write_report` from
+the committed digits records (read only; the report goes into a temporary folder), each CSV loaded with
+`pandas.read_csv`, and every column that is not one of the named text columns of a numeric dtype (int, float, bool):
+an empty table keeps its header, a missing value is an empty cell (never `none`), a range is two columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from suite.analysis.report import write_report
+from suite.records.results import new_record, write_record
+
+COMMITTED = REPO / "reports" / "digits" / "records.json"
+
+TEXT = set(
+    """
+    run_id config system strategy loss engine label scaling dataset name names kind pair a b quantity metric what
+    field value setting settings source phase host hosts device ruler ruler_sha256 protocol comparability classes
+    class_set status reason note notes is_note fid_note files seed_list threads_per_rank peak_source
+    peak_raised_ranks verdict verdicts finding claim direction better check checks network model fit cost_model
+    paper point grid cpu kernel_set item launcher role fitted_on quality equal_budget_unit family estimand budget
+    system_a system_b
+    """.split()
+)  # the last five: findings.csv's family, estimand in words, budget and its two systems
+"""Columns that hold words (or lists) by design; every other column must read as a number."""
+
+
+def _is_text(column: str) -> bool:
+    return (
+        column in TEXT
+        or column.startswith("machine.")  # environment_per_run.csv: what differs between runs' machines, as recorded
+        or column.endswith(("_text", "_note", "_source", "_id", "_name", "_verdict", "_sha256"))
+    )
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("digits-csv")
+    for record in json.loads(COMMITTED.read_text()):
+        write_record(root / "results" / record["run_id"], new_record(record))
+    return write_report(root / "results", root / "report").parent
+
+
+def _csvs(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.csv"))
+
+
+def test_the_report_writes_csvs(report_dir):
+    names = {p.name for p in _csvs(report_dir)}
+    assert {"engine_comparison.csv", "step_time.csv", "headline.csv", "runs.csv"} <= names
+
+
+def test_every_csv_loads_with_its_header(report_dir):
+    for path in _csvs(report_dir):
+        table = pd.read_csv(path)  # an empty table's file is its header, not one newline (EmptyDataError)
+        assert len(table.columns) > 0, path.name
+
+
+def test_every_numeric_column_reads_as_numbers(report_dir):
+    wrong = []
+    for path in _csvs(report_dir):
+        table = pd.read_csv(path)
+        for column in table.columns:
+            values = table[column]
+            if _is_text(column) or values.isna().all():  # a column with no value at all has no type to check
+                continue
+            if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)):
+                wrong.append(f"{path.name}:{column} ({values.dropna().astype(str).unique()[:3].tolist()})")
+    assert not wrong, "columns that do not read as numbers: " + "; ".join(wrong)
+
+
+def test_an_empty_engine_comparison_keeps_its_header(report_dir):
+    table = pd.read_csv(report_dir / "engine_comparison.csv")
+    assert table.empty and {"engine", "images_per_s", "vs_baseline"} <= set(table.columns)
+
+
+def test_ranges_and_raised_ranks_are_numbers(report_dir):
+    steps = pd.read_csv(report_dir / "step_time.csv")
+    assert "none" not in steps["peak_raised_ranks"].astype(str).tolist()
+    quality = next(report_dir.glob("quality_classifier-*.csv"))
+    scores = pd.read_csv(quality)
+    for field in ("per_class_label", "per_class_predicted"):
+        assert f"{field}_n" not in scores.columns
+        lo, hi = scores[f"{field}_n_min"], scores[f"{field}_n_max"]
+        assert pd.api.types.is_numeric_dtype(lo) and pd.api.types.is_numeric_dtype(hi)
+        assert (lo.dropna() <= hi.dropna()).all()
