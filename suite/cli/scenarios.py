@@ -23,4 +23,6 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     for one in found:
         print(f"{one.name:<{width}}  {one.description}")
     print(f"\n`suite run NAME` runs one (results/NAME); the files are in {found[0].path.parent if found else '(none found)'}")
+    if any(one.name == "quickstart" for one in found):
+        print("new here: `suite run quickstart`, then `suite report results/quickstart` (docs/quickstart.md)")
     return 0
