@@ -62,7 +62,9 @@ def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3
-    assert "horovodrun -np 2 --gloo -H localhost:2" in lines[0] and lines[0].endswith("data_parallel-bce-horovod-p2-r0")
+    assert "horovodrun -np 2 --gloo -H localhost:2" in lines[0] and lines[0].split()[-3].endswith(
+        "data_parallel-bce-horovod-p2-r0"
+    )
     assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 -m suite.running.worker" in lines[1]
     assert "mpirun -np 1 --bind-to none" in lines[2] and "-m suite.running.worker" in lines[2]
     # a dry run writes each run's settings, so the printed commands can be run by hand, and no result
@@ -175,9 +177,10 @@ def test_a_scenario_with_three_seeds_plans_three_runs(tmp_path, capsys):
     path.write_text(yaml.safe_dump(data))
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.rsplit("/", 1)[1] for line in lines] == [f"conditional-bce-torch-p2-s{s}-r0" for s in (0, 1, 2)]
+    assert [line.split()[-3].rsplit("/", 1)[1] for line in lines] == [f"conditional-bce-torch-p2-s{s}-r0" for s in (0, 1, 2)]
     assert [
-        json.loads((tmp_path / "r" / line.rsplit("/", 1)[1] / "run.json").read_text())["train"]["seed"] for line in lines
+        json.loads((tmp_path / "r" / line.split()[-3].rsplit("/", 1)[1] / "run.json").read_text())["train"]["seed"]
+        for line in lines
     ] == [0, 1, 2]
 
 

@@ -1,7 +1,9 @@
 """Results folders prepared by someone else: nothing under ``--out`` is followed, and signals end ``suite run`` cleanly.
 
-Results folders are shared and group-writable, so a colleague can put a symbolic link, a FIFO or a
-socket where the suite is about to write, before its owner runs it. Each case plants one and runs the
+A results folder may hold a symbolic link, a FIFO or a socket where the suite is about to write: put
+there before its owner runs the suite in it (results folders are no longer group-writable, and the suite
+refuses one that others can write: ``tests/test_races.py``; a folder copied or unpacked from elsewhere, or
+prepared while it was still shared, can hold one all the same). Each case plants one and runs the
 real command as a subprocess, under a time limit, and checks the exact outcome: the exit code, the one
 line on stderr (no traceback), the victim's files byte for byte (sha256) and that nothing was created
 outside ``--out``. The victim is a folder standing for someone's home, holding ``.bashrc`` and ``.netrc``.

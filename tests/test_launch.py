@@ -203,7 +203,8 @@ def test_dry_run_for_every_launcher(tmp_path, capsys):
         assert main(["run", str(scenario), "--out", str(tmp_path / launcher), "--dry-run", "--launcher", launcher, *extra]) == 0
         lines = capsys.readouterr().out.strip().splitlines()
         assert len(lines) == len(list((tmp_path / launcher).glob("*/run.json"))) > 10
-        assert all(line.endswith("-r0") for line in lines)
+        # the run folder, then the sha256 of the run.json written there, which the rank checks (--run-sha256)
+        assert all(line.split()[-3].endswith("-r0") and line.split()[-2] == "--run-sha256" for line in lines)
     # engine-specific launchers: a clear error, before anything is written, for runs they cannot start
     assert main(["run", str(scenario), "--out", str(tmp_path / "h"), "--dry-run", "--launcher", "horovodrun"]) == 2
     assert "horovodrun cannot start the torch engine" in capsys.readouterr().err

@@ -12,7 +12,10 @@ line, the victim's files by sha256, and that nothing was written outside the fol
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -32,6 +35,7 @@ from suite.records.results import (
     staged_folder,
     write_record,
 )
+from suite.running.commands import RUN_DIGEST_OPTION
 
 RUN_ID = "data_parallel-bce-torch-p1-r0"
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -261,6 +265,89 @@ def test_every_folder_and_file_of_a_run_is_the_owners_alone_whatever_the_umask(t
         assert stat.S_IMODE(path.stat().st_mode) & 0o022 == 0, path
 
 
+def _rewritten(run_dir: Path, lr: float) -> None:
+    """``run.json`` rewritten with another learning rate (still a valid run): what someone who could write the run
+    folder between the launcher's write and the rank's read would do."""
+    path = run_dir / "run.json"
+    data = json.loads(path.read_text())
+    data["train"]["lr"] = lr
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _digest_of(command: list[str] | str) -> str:
+    words = shlex.split(command) if isinstance(command, str) else command
+    assert words[-2] == RUN_DIGEST_OPTION, words  # the worker's last words: the sha256 of the run.json written
+    return words[-1]
+
+
+def test_a_run_json_changed_between_the_launchers_write_and_the_ranks_read_is_refused(tmp_path, capsys):
+    """The rank reads run.json once and hashes those bytes: another file than the one suite run wrote (whose sha256
+    the launch command gives it) is refused in one line naming the file, with its failed status written (which names
+    that line in suite run's failed record), before anything is parsed or trained. The rewrite is made between the
+    write (a dry run) and the read (the worker's entry, in-process), not by a timing loop."""
+    from suite.running import worker
+
+    out = tmp_path / "results"
+    run_dir = out / RUN_ID
+    assert main(["run", str(scenario_file(tmp_path)), "--out", str(out), "--dry-run"]) == 0
+    written = hashlib.sha256((run_dir / "run.json").read_bytes()).hexdigest()
+    assert _digest_of(capsys.readouterr().out.strip()) == written  # the dry run's command gives the rank the digest
+    with confine(run_dir):
+        assert worker.read_run(run_dir, written).train.lr != 0.123  # the file as written: accepted
+    _rewritten(run_dir, 0.123)
+    changed = hashlib.sha256((run_dir / "run.json").read_bytes()).hexdigest()
+    line = (
+        f"{run_dir / 'run.json'} changed after suite run wrote it (sha256 {changed}, expected {written}): it is not the "
+        "run that was launched, so nothing was run; run `suite run` again to write it anew (a worker started by hand "
+        "without --run-sha256 runs the file as it is)"
+    )
+    with confine(run_dir), pytest.raises(worker.RunFileChanged) as refused:
+        worker.read_run(run_dir, written)
+    assert str(refused.value) == line
+    assert worker.main([str(run_dir), "--run-sha256", written]) == 2
+    assert refused_line(capsys) == f"error: {line}"
+    status = json.loads((run_dir / "ranks" / "rank0.json").read_text())
+    assert (status["status"], status["error"]) == ("failed", line)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["ranks", "run.json"]  # nothing else: no record, no model
+    # a hand launch (no --run-sha256) runs the run.json it finds: nothing to compare it with
+    with confine(run_dir):
+        assert worker.read_run(run_dir).train.lr == 0.123
+    with pytest.raises(SystemExit) as usage:  # not a sha256: argparse's usage and one line
+        worker.main([str(run_dir), "--run-sha256", "xyz"])
+    assert usage.value.code == 2 and "expected a sha256 of 64 hexadecimal digits" in capsys.readouterr().err
+
+
+@pytest.mark.multiproc
+def test_a_real_rank_refuses_a_run_json_changed_before_the_launch(tmp_path, monkeypatch):
+    """A real launch (torchrun, one rank) with run.json rewritten after suite run wrote it and before the launch: the
+    rank refuses it (exit code 2) and the run's failed record names the file in its first line, without a traceback.
+    The normal path, the digest given and accepted, is the first real run of the rerun test below."""
+    from suite.running import launch as launching
+
+    path, out = scenario_file(tmp_path), tmp_path / "results"
+    real_launch, written = launching.launch, []
+
+    def rewrite_then_launch(planned, opts, **kwargs):
+        written.append(planned.run_digest)
+        _rewritten(planned.run_dir, 0.123)
+        return real_launch(planned, opts, **kwargs)
+
+    monkeypatch.setattr(launching, "launch", rewrite_then_launch)
+    assert main(["run", str(path), "--out", str(out), "-q", "--timeout", "600"]) == 1
+    failed = read_record(out / RUN_ID)
+    assert failed is not None and failed.status == "failed" and failed.command is not None
+    assert _digest_of(failed.command) == written[0] != hashlib.sha256((out / RUN_ID / "run.json").read_bytes()).hexdigest()
+    first = (failed.error or "").splitlines()[0]
+    assert first.startswith("rank 0 on ") and " exited with code 2: " in first
+    assert first.endswith(
+        f"{out / RUN_ID / 'run.json'} changed after suite run wrote it (sha256 "
+        f"{hashlib.sha256((out / RUN_ID / 'run.json').read_bytes()).hexdigest()}, expected {written[0]}): it is not the "
+        "run that was launched, so nothing was run; run `suite run` again to write it anew (a worker started by hand "
+        "without --run-sha256 runs the file as it is)"
+    )
+    assert "Traceback" not in (failed.error or "") and not (out / RUN_ID / "generator.pt").exists()
+
+
 # --- holes 6 and 7: suite tune's and suite papers' folders ---------------------------------------------------------
 
 
@@ -389,7 +476,9 @@ def test_a_rerun_skips_finished_runs_and_rerun_keeps_the_old_one_until_the_new_i
     path, out = scenario_file(tmp_path), tmp_path / "results"
     assert main(["run", str(path), "--out", str(out), "-q", "--timeout", "600"]) == 0
     first = read_record(out / RUN_ID)
-    assert first is not None and first.status == "ok"
+    assert first is not None and first.status == "ok" and first.command is not None
+    # the rank was given the sha256 of the run.json suite run wrote, and accepted it (issue 52, hole 4)
+    assert _digest_of(first.command) == hashlib.sha256((out / RUN_ID / "run.json").read_bytes()).hexdigest()
     # again, without --rerun (with and without --resume): skipped, saying so; the record is the same
     for extra in ([], ["--resume"]):
         caplog.clear()

@@ -3,6 +3,7 @@ and each run's launch command is built once and is the one printed, launched and
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import shlex
 
@@ -91,7 +92,9 @@ def test_a_dry_run_prints_the_one_command_built_per_run(tmp_path, monkeypatch, c
     printed = capsys.readouterr().out.strip().splitlines()
     assert len(built) == 2 and printed == [shlex.join(command) for command in built]
     run_ids = [run.run_id for run in expand(parse_scenario(tiny_scenario("dry", [ENTRY])))]
-    assert [command[-1] for command in built] == [str((out / run_id).resolve()) for run_id in run_ids]  # absolute
+    assert [command[-3] for command in built] == [str((out / run_id).resolve()) for run_id in run_ids]  # absolute
+    for command, run_id in zip(built, run_ids):  # last, the sha256 of the run.json written, which the rank checks
+        assert command[-2:] == ["--run-sha256", hashlib.sha256((out / run_id / "run.json").read_bytes()).hexdigest()]
 
 
 def test_each_options_field_is_read_from_the_option_of_its_name():

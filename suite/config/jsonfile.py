@@ -99,10 +99,16 @@ def read_json(path: str | os.PathLike, max_bytes: int = MAX_BYTES, max_depth: in
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise JsonError(str(path), "not a regular file")
         data = handle.read(max_bytes + 1)
+    return json_from_bytes(data, str(path), max_bytes, max_depth)
+
+
+def json_from_bytes(data: bytes, source: str, max_bytes: int = MAX_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The data of the JSON file ``source`` whose bytes (read up to ``max_bytes + 1``) are ``data``, bounded as
+    :func:`read_json` bounds a file: for a reader that must parse the very bytes it read (and hashed)."""
     if len(data) > max_bytes:
-        raise JsonError(str(path), f"larger than {max_bytes:,} bytes; not a file the suite wrote")
+        raise JsonError(source, f"larger than {max_bytes:,} bytes; not a file the suite wrote")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise JsonError(str(path), f"not UTF-8 text (byte {error.start})") from None
-    return parse_json(text, str(path), max_depth)
+        raise JsonError(source, f"not UTF-8 text (byte {error.start})") from None
+    return parse_json(text, source, max_depth)

@@ -36,7 +36,9 @@ The confining folder itself (``--out``) is the user's choice and may be a link; 
 followed. A refusal is :class:`UnsafeEntry`: one line naming the entry and what it is.
 
 Test hooks: :data:`OPENED` (called with each folder descriptor as it is opened) lets a test swap a folder at the
-exact moment the suite has opened it.
+exact moment the suite has opened it; :data:`OPENING` (called with each path just before the suite opens or makes it by
+name) lets a test plant a link or FIFO at every path the suite opens, at the moment it opens it
+(``tests/test_every_open.py``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ FILE_MASK = 0o022
 OPENED: list[Callable[[Path, int], None]] = []
 """Test hooks: each is called with a folder's path and descriptor once the suite has opened it (:func:`_walk`,
 :func:`open_folder`), so that a test can swap the folder for a link at that exact moment."""
+OPENING: list[Callable[[Path, str], None]] = []
+"""Test hooks: each is called with a path the suite is about to open or make by its name, and what the suite means to
+find there (``"folder"`` or ``"file"``), just before it does: every folder a walk steps into (:func:`_walk`,
+:func:`check_tree`, :func:`open_below`), a folder opened by its name where nothing confines it (:func:`open_folder`),
+every file :func:`open_regular` opens (and so :func:`copy_regular` and :func:`read_text`), every file an atomic write or
+a report's move puts in place and every staging folder (:mod:`suite.records.results`): the points every open below a
+results, report, jobs, tuning or papers folder goes through."""
 
 
 class UnsafeEntry(ValueError):
@@ -71,6 +80,12 @@ class UnsafeEntry(ValueError):
 class SharedFolder(UnsafeEntry):
     """A folder the suite would work in that someone else can write (or owns), without the sticky bit; one line naming
     it and the fix."""
+
+
+def about_to_open(path: Path, what: str) -> None:
+    """Call the :data:`OPENING` hooks with ``path`` and ``what`` (``"folder"`` or ``"file"``)."""
+    for hook in OPENING:
+        hook(path, what)
 
 
 def _opened(path: Path, fd: int) -> None:
@@ -109,6 +124,7 @@ def check_private(fd: int, path: str | os.PathLike) -> None:
 
 def check_private_folder(folder: str | os.PathLike) -> None:
     """:func:`check_private` of ``folder`` (opened as named: it may be a link, the user's choice); nothing if absent."""
+    about_to_open(Path(folder), "folder")
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
@@ -204,6 +220,7 @@ def _check_below(fd: int, folder: Path) -> None:
 
 def _open_folder_at(dir_fd: int | None, name: str, path: Path) -> int:
     """Open the folder ``name`` (relative to ``dir_fd``) without following a link; refuse what is not a folder."""
+    about_to_open(path, "folder")
     try:
         return os.open(name, _FOLDER_FLAGS, dir_fd=dir_fd)
     except OSError as error:
@@ -232,6 +249,7 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
     user named it (it may be a link)."""
     if create:
         _make_parents(root)
+    about_to_open(root, "folder")
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         check_private(fd, root)
@@ -321,6 +339,7 @@ def _folder(folder: Path, create: bool, private: bool = False) -> int:
         return _walk_from(os.dup(fd), root, parts, create)
     if create:
         _make_parents(folder)
+    about_to_open(folder, "folder")
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     if private:
         try:
@@ -399,6 +418,7 @@ def open_regular(path: str | os.PathLike, flags: int, mode: int = 0o666, single:
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path)) from None
     try:
+        about_to_open(path, "file")
         try:
             what = kind(os.stat(path.name, dir_fd=folder, follow_symlinks=False).st_mode)
         except FileNotFoundError:

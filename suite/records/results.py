@@ -29,6 +29,7 @@ from .codec import IDENTITY, MAX_NUMBER, flat_columns, parse_record, record_data
 from .nofollow import (
     FILE_MASK,
     UnsafeEntry,
+    about_to_open,
     check_tree,
     confine,
     open_below,
@@ -222,6 +223,7 @@ def atomic_write(path: str | os.PathLike, mode: int = 0o666) -> Iterator[Path]:
     folder_fd = name = None
     try:
         folder_fd = open_folder(path.parent, create=True)
+        about_to_open(path, "file")  # replaced by the rename below, never opened: a link there is replaced
         name = temporary_name(path.name)
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd)
         try:
@@ -275,9 +277,14 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
     try:
         parent_fd = open_folder(folder.parent, create=True)
         name = temporary_name(folder.name)
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-        staging_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
         staging = folder.parent / name
+        about_to_open(staging, "folder")
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except OSError as error:  # something already there (made by no one but its owner): not ours to remove
+            name = None
+            raise write_failed(staging, error) from error
+        staging_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
         for hook in STAGED:
             hook(staging)
         with confine(staging, staging_fd):
@@ -300,9 +307,10 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
         if staging_fd is not None:
             os.close(staging_fd)
         if parent_fd is not None:
-            if name is not None:
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(name, dir_fd=parent_fd)  # type: ignore[call-arg]  # never follows a link
+            if name is not None:  # the staging folder made: removed if it is still a folder (a FIFO or link put in
+                with contextlib.suppress(OSError):  # its place is left: rmtree would open a FIFO and wait on it)
+                    if stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
+                        shutil.rmtree(name, dir_fd=parent_fd)  # type: ignore[call-arg]  # never follows a link
             os.close(parent_fd)
 
 
@@ -320,6 +328,7 @@ def _move_in(source_fd: int, target_fd: int, target: Path) -> None:
         info = entry.stat(follow_symlinks=False)
         if stat.S_ISREG(info.st_mode):
             _sync_file(source_fd, entry.name)
+            about_to_open(target / entry.name, "file")  # replaced, never opened: a link there is replaced
             os.replace(entry.name, entry.name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
         elif stat.S_ISDIR(info.st_mode):
             below = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source_fd)

@@ -140,8 +140,14 @@ def sweep_ranks_per_node(run: Run, opts: LaunchOptions) -> int:
     return placement(run, opts, max(run.sweep_procs or [run.procs]))[1]
 
 
-def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
-    """The command that starts ``run``'s ranks under ``opts.launcher``."""
+RUN_DIGEST_OPTION = "--run-sha256"
+"""The worker's option that names the sha256 of the ``run.json`` bytes ``suite run`` wrote: the rank refuses a
+``run.json`` that is not those bytes (:func:`suite.running.worker.read_run`). A hand launch leaves it out."""
+
+
+def command_for(run: Run, run_dir: Path, opts: LaunchOptions, run_digest: str | None = None) -> list[str]:
+    """The command that starts ``run``'s ranks under ``opts.launcher``; with ``run_digest`` (the sha256 of the
+    ``run.json`` it will read) the worker is given it (:data:`RUN_DIGEST_OPTION`), last on the line."""
     launcher = ENGINES[run.engine].local_launcher if opts.launcher == "local" else opts.launcher
     if launcher not in LAUNCHERS:
         raise LaunchError(f"--launcher: unknown launcher '{launcher}'; choose one of {', '.join(LAUNCHERS)}")
@@ -154,7 +160,8 @@ def command_for(run: Run, run_dir: Path, opts: LaunchOptions) -> list[str]:
             f"--container: {launcher} starts its own agents on each node, not the ranks, so they cannot be started in "
             f"a container; use --launcher {' or '.join(CONTAINER_LAUNCHERS)}"
         )
-    return LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
+    command = LAUNCH_COMMANDS[launcher](run, run_dir, opts, opts.launcher == "local")
+    return command + ([RUN_DIGEST_OPTION, run_digest] if run_digest is not None else [])  # the worker's words come last
 
 
 def _mpirun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool) -> list[str]:

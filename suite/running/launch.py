@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import logging
 import os
@@ -69,6 +70,7 @@ from ..records.results import (
     RUN_FILE,
     SCRATCH_DIR,
     STOP_FILE,
+    atomic_write,
     atomic_write_text,
     new_record,
     path_under,
@@ -463,7 +465,19 @@ class PlannedRun:
     """``RESULTS/RUN_ID``."""
     command: list[str]
     """The command that starts its ranks (:func:`.commands.command_for`), built once: checked, printed by a dry run,
-    launched and recorded from here."""
+    launched and recorded from here. It gives the worker the sha256 of :attr:`run_json` (``--run-sha256``)."""
+    run_json: str
+    """The text of ``run.json`` (``run.to_json()``), made once: :func:`prepare_run_folder` writes exactly these bytes
+    (UTF-8) and the command names their sha256, which every rank checks against the file it reads."""
+
+    @property
+    def run_digest(self) -> str:
+        """The sha256 (hex) of the ``run.json`` bytes this plan writes."""
+        return _sha256(self.run_json)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def plan_run(
@@ -480,12 +494,17 @@ def plan_run(
     run_dir = path_under(results_dir, run.run_id)
     where = dataclasses.replace(placement or RunPlacement(), sweep_ranks_per_node=sweep_ranks_per_node(run, opts))
     placed = run.placed(where)
-    return PlannedRun(placed, run_dir, command_for(placed, run_dir.resolve() if shown else run_dir, opts))
+    text = placed.to_json()
+    command = command_for(placed, run_dir.resolve() if shown else run_dir, opts, run_digest=_sha256(text))
+    return PlannedRun(placed, run_dir, command, text)
 
 
 def prepare_run_folder(planned: PlannedRun) -> Path:
-    """Create the planned run's folder with its ``run.json`` (all a worker needs, also for hand launches); return the folder."""
-    atomic_write_text(planned.run_dir / RUN_FILE, planned.run.to_json())
+    """Create the planned run's folder with its ``run.json`` (all a worker needs, also for hand launches); return the
+    folder. The bytes written are :attr:`PlannedRun.run_json` in UTF-8, whose sha256 the launch command gives every
+    rank: a ``run.json`` changed between this write and a rank's read is refused by the rank."""
+    with atomic_write(planned.run_dir / RUN_FILE) as tmp:
+        tmp.write_bytes(planned.run_json.encode("utf-8"))
     return planned.run_dir
 
 

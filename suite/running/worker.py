@@ -6,6 +6,11 @@ training clock (between two barriers, the warm-up inside), and hands its measure
 packages the trained model; every rank then scores a share of its models and snapshots
 (:mod:`suite.running.scoring`), and rank 0 writes ``RUN_DIR/result.json``.
 
+``suite run`` also gives every rank the sha256 of the ``run.json`` bytes it wrote (``--run-sha256``): the rank reads
+the file once, hashes those bytes and refuses others in one line naming the file (:func:`read_run`), so the settings
+cannot change between the launcher's write and the rank's read. A hand launch leaves the option out and runs the
+``run.json`` it finds.
+
 Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
 ``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
 ``jsrun -n 6 -a 1 -g 1 python -m suite.running.worker ...``.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import logging
 import os
 import socket
@@ -37,15 +43,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..config.envsettings import EnvironmentSettingError, check_environment
+from ..config.jsonfile import MAX_BYTES, json_from_bytes
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..records.failures import Failure, read_statuses, write_status
-from ..records.nofollow import UnsafeEntry, check_private_folder, confine
+from ..records.nofollow import UnsafeEntry, check_private_folder, confine, open_regular
 from ..records.record import run_identity, utc_now
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, new_record, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
+from .commands import RUN_DIGEST_OPTION
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
 from .rank_record import ok_record_fields, placement_fields, rank_summary, worker_provenance
 from .runlogs import tensorboard_folder, write_run_logs
@@ -399,9 +407,59 @@ def _log_format() -> str:
     return f"%(asctime)s {rank}%(name)s: %(message)s"
 
 
+class RunFileChanged(ValueError):
+    """``run.json`` is not the bytes ``suite run`` wrote (their sha256 is not the one its command gave); one line."""
+
+
+def _sha256_hex(text: str) -> str:
+    """``--run-sha256``'s value: 64 hexadecimal digits (lower case)."""
+    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise argparse.ArgumentTypeError(f"expected a sha256 of 64 hexadecimal digits, got {text[:80]!r}")
+    return text.lower()
+
+
+def read_run(run_dir: Path, expected_sha256: str | None = None) -> Run:
+    """The run of ``run_dir/run.json``, read once: its bytes through :func:`~suite.records.nofollow.open_regular`
+    (no link followed, no FIFO waited on; below the confined run folder), at most the JSON reader's cap, hashed, and
+    parsed from those same bytes.
+
+    ``expected_sha256`` is the sha256 of the bytes ``suite run`` wrote (the launch command's ``--run-sha256``): other
+    bytes are refused (:class:`RunFileChanged`, one line naming the file and both digests) before anything is parsed.
+    None (a hand launch from ``run.json``): nothing to compare; the file is the settings as it is. A file that is not
+    a run is a ``ValueError`` (``JsonError``, ``ScenarioError``) naming it; one that cannot be opened an ``OSError`` or
+    :class:`~suite.records.nofollow.UnsafeEntry`."""
+    path = run_dir / RUN_FILE
+    with open(open_regular(path, os.O_RDONLY), "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    digest = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and digest != expected_sha256.lower():
+        raise RunFileChanged(
+            f"{path} changed after suite run wrote it (sha256 {digest}, expected {expected_sha256.lower()}): it is not "
+            "the run that was launched, so nothing was run; run `suite run` again to write it anew (a worker started "
+            f"by hand without {RUN_DIGEST_OPTION} runs the file as it is)"
+        )
+    return Run.from_dict(json_from_bytes(data, str(path)))
+
+
+def _refused(run_dir: Path, message: str) -> int:
+    """A rank that will not run: its one line on stderr and, where its rank is known, its ``failed`` status (so that
+    ``suite run``'s failed record names that line); exit code 2."""
+    print(f"error: {message}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):  # a full disk or an incomplete launch environment: the line stands
+        write_status(run_dir, detect().rank, "failed", error=message)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.running.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="folder holding run.json (results/SCENARIO/RUN_ID)")
+    parser.add_argument(
+        RUN_DIGEST_OPTION,
+        dest="run_sha256",
+        type=_sha256_hex,
+        help="sha256 of the run.json suite run wrote (suite run gives it); another run.json is refused. Leave it out "
+        "for a hand launch: the run.json there is run as it is",
+    )
     # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -426,17 +484,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        run = Run.load(path)
-    except (ValueError, KeyError) as error:  # ScenarioError and JSONDecodeError are ValueErrors
-        print(f"error: {path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", file=sys.stderr)
-        return 2
     with contextlib.ExitStack() as held:
         try:  # the run folder, opened once here: every file of it is reached from that descriptor (records.nofollow)
             held.enter_context(confine(args.run_dir))
         except (UnsafeEntry, OSError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        try:  # run.json read once, from the run folder's descriptor, and checked against what suite run wrote
+            run = read_run(args.run_dir, args.run_sha256)
+        except (RunFileChanged, UnsafeEntry, OSError) as error:  # changed since suite run wrote it; a link or FIFO there
+            return _refused(args.run_dir, str(error))
+        except (ValueError, KeyError) as error:  # ScenarioError and JsonError are ValueErrors
+            return _refused(args.run_dir, f"{path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`")
         return execute(run, args.run_dir)
 
 
