@@ -472,7 +472,16 @@ def test_cellular_record(placements):
     assert one["ranking"]["features"] == "steering:digits/logits" and one["ranking"]["n"] == 40
     # the record names both networks: the one that steered the mixture weights and the ruler that scored the run
     steering = json.loads((PACKAGED_RULERS / "rulers.json").read_text())["steering:digits"]
-    named = {"name": "steering:digits", "sha256": steering["sha256"], "use": "cellular mixture weights (logits)"}
+    named = {
+        "name": "steering:digits",
+        "sha256": steering["sha256"],
+        "use": "cellular mixture weights (logits)",
+        "architecture": "pixel-mlp",  # its provenance: not the ruler's architecture, nor its data
+        "trained_on": steering["trained_on"],
+        "agreement_top1": steering["agreement_top1"],
+        "rank_correlation": steering["rank_correlation_logits"],
+        "measured_against": steering["measured_against"],
+    }
     assert one["steering"] == two["steering"] == named
     assert one["quality"]["ruler_sha256"] != steering["sha256"]
     # learning rates mutate by alpha * N(-lr/10, lr) per step: they move, by about 1e-8 a step

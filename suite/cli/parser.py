@@ -303,9 +303,15 @@ def _add_ruler(sub: Any) -> None:
         "--steering",
         action="store_true",
         help="make the dataset's steering network (steering:DATASET), which strategies use inside training, "
-        "instead of its ruler (classifier:DATASET); it never scores",
+        "instead of its ruler (classifier:DATASET): a perceptron on raw pixels trained on half the test split, which "
+        "the ruler never sees, its agreement with the ruler measured; it never scores (needs the ruler)",
     )
-    q.add_argument("--half", choices=("even", "odd"), help="train on one half of the training split: its even or odd rows")
+    q.add_argument(
+        "--half",
+        choices=("even", "odd"),
+        help="train on one half of the split: its even or odd rows (the training split's; --steering: the test split's, "
+        "default even)",
+    )
     where = q.add_mutually_exclusive_group()
     where.add_argument("--out", help="ruler folder to write (default $SUITE_RULERS, else the cache's rulers/)")
     where.add_argument("--packaged", action="store_true", help="write into the package's own folder (maintainers)")

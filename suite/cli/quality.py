@@ -162,12 +162,24 @@ def cmd_ruler_train(args: argparse.Namespace) -> int:
     if args.image_size < 8 or args.image_size % 4:
         raise UsageError(f"--image-size: {args.image_size} is not a multiple of 4 of at least 8")
     role = STEERING if args.steering else RULER
-    spec = ClassifierSpec(args.dataset, args.image_size, args.root, "train", args.seed, args.half, role)
     log.info("training the %s %s at %dpx (seed %d) into %s", args.dataset, role, args.image_size, args.seed, folder)
-    ruler = make_classifier_ruler(spec, folder)
+    if args.steering:  # another architecture, on data the ruler never saw, its agreement with the ruler measured
+        from ..measure.metrics.steering import SteeringSpec, make_steering_network
+
+        ruler, agreement = make_steering_network(
+            SteeringSpec(args.dataset, args.root, args.seed, args.half or "even"), folder, args.image_size
+        )
+    else:
+        spec = ClassifierSpec(args.dataset, args.image_size, args.root, "train", args.seed, args.half, role)
+        ruler = make_classifier_ruler(spec, folder)
     print(f"{ruler.name}  {folder / ruler.file}  ({ruler.role})")
     print(f"sha256 {ruler.sha256}  (pinned in {folder / 'rulers.json'})")
     print(f"held-out accuracy {ruler.heldout_accuracy:.4f} on {ruler.heldout_images} {ruler.heldout_split} images")
+    if args.steering:
+        print(
+            f"agreement with the ruler: top-1 {ruler.agreement_top1:.4f}; FID rank correlation "
+            f"{ruler.rank_correlation_logits:.4f} (logits), {ruler.rank_correlation_features:.4f} (features)"
+        )
     return 0
 
 

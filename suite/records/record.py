@@ -503,6 +503,18 @@ class Steering:
     """The pinned sha256 of its weights file."""
     use: str | None = None
     """What it steered: ``cellular mixture weights (class logits)``."""
+    architecture: str | None = None
+    """Its architecture (``pixel-mlp``: a perceptron on raw pixels), never the ruler's; absent in records written
+    before it was recorded."""
+    trained_on: str | None = None
+    """In words, the data it was trained on: data the ruler was not trained on."""
+    agreement_top1: float | None = None
+    """The share of held-out images on whose top-1 class it and the ruler agree (measured once, when it was made)."""
+    rank_correlation: float | None = None
+    """Spearman's rank correlation between its FIDs (in the space it steered in) and the ruler's over a fixed set
+    of degraded and mode-dropped image sets (``reports/steering/steering.md``)."""
+    measured_against: str | None = None
+    """The sha256 of the ruler those agreements were measured against."""
 
 
 @dataclass

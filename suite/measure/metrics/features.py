@@ -10,8 +10,9 @@
   ``suite ruler train`` and pinned by its sha256 (:mod:`suite.measure.metrics.rulers`; the digits ruler
   ships with the package). It runs in float64. Softmax gives IS, the penultimate layer gives FID
   features. Works offline for any labelled dataset.
-* ``steering:<dataset>``: the same CNN trained on another part of the data with another seed, for what
-  a strategy uses inside training (:func:`steering_net`; cellular's mixture weights). It never scores.
+* ``steering:<dataset>``: another network, for what a strategy uses inside training (:func:`steering_net`;
+  cellular's mixture weights): a perceptron on the raw pixels at the dataset's native size
+  (:class:`PixelMLP`), trained on data the ruler never saw (:mod:`suite.measure.metrics.steering`). It never scores.
 * Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
 * ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
   (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
@@ -256,6 +257,49 @@ class SmallCNN(nn.Module):
         return features, self.head(features)
 
 
+class PixelMLP(nn.Module):
+    """A perceptron on the raw pixels: the steering network's architecture, not the ruler's twin.
+
+    Images are resized to its (small) input size, flattened, and passed through two hidden layers; the second,
+    of :data:`CLASSIFIER_FEATURE_DIM` units, is its feature space (as the CNN's penultimate layer is the ruler's),
+    so a mixture FID has the same dimension in either space. No convolution, no pooling: it sees pixels, not
+    the CNN's shift-tolerant filters.
+    """
+
+    feature_dim = CLASSIFIER_FEATURE_DIM
+    hidden = 256
+
+    def __init__(self, channels: int, num_classes: int, image_size: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(channels * image_size * image_size, self.hidden),
+            nn.ReLU(),
+            nn.Linear(self.hidden, self.feature_dim),
+            nn.ReLU(),
+        )
+        self.head = nn.Sequential(nn.Dropout(0.2), nn.Linear(self.feature_dim, num_classes))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.body(x)
+        return features, self.head(features)
+
+
+SMALL_CNN = "small-cnn"
+"""The rulers' architecture (:class:`SmallCNN`); a manifest entry without ``architecture`` is one."""
+PIXEL_MLP = "pixel-mlp"
+"""The steering networks' architecture (:class:`PixelMLP`)."""
+
+
+def build_network(architecture: str, channels: int, num_classes: int, image_size: int) -> nn.Module:
+    """The untrained network of a manifest entry's ``architecture``; a :class:`RulerError` for an unknown one."""
+    if architecture == SMALL_CNN:
+        return SmallCNN(channels, num_classes)
+    if architecture == PIXEL_MLP:
+        return PixelMLP(channels, num_classes, image_size)
+    raise RulerError(f"architecture {architecture!r} is not one of {SMALL_CNN}, {PIXEL_MLP}")
+
+
 HALVES = ("even", "odd")
 """The halves of a split a network can be trained on: its even or its odd rows."""
 
@@ -325,7 +369,7 @@ def train_classifier(spec: ClassifierSpec, device: torch.device | str = "cpu") -
 
 
 @torch.no_grad()
-def evaluate_accuracy(net: SmallCNN, data: ImageData, device: torch.device | str = "cpu") -> float:
+def evaluate_accuracy(net: nn.Module, data: ImageData, device: torch.device | str = "cpu") -> float:
     correct = 0
     for lo in range(0, len(data), 500):
         images, labels = data.fetch(np.arange(lo, min(lo + 500, len(data))))
@@ -377,16 +421,24 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
 
 
 def load_classifier(
-    dataset: str, device: torch.device | str = "cpu", role: str = RULER, field: str = "steering"
-) -> tuple[SmallCNN, Ruler]:
+    dataset: str,
+    device: torch.device | str = "cpu",
+    role: str = RULER,
+    field: str = "steering",
+    pinned: tuple[Ruler, Path] | None = None,
+) -> tuple[nn.Module, Ruler]:
     """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode.
 
     ``role`` :data:`STEERING`: the dataset's steering network instead (never a ruler; ``field`` names what
-    asked for it in the error line). Float64 makes its features independent of the CPU's kernel set to far
+    asked for it in the error line); ``pinned``: this entry and its file instead of the one looked up (a network
+    just made, checked against its hash all the same). Float64 makes its features independent of the CPU's kernel set to far
     below the scores' precision: float32 convolutions differ in their last bits between instruction sets.
     """
-    ruler, path = find_steering(dataset, field) if role == STEERING else find_classifier(dataset)
-    net = SmallCNN(ruler.channels, ruler.num_classes)
+    if pinned is not None:
+        ruler, path = pinned[0], verify(pinned[1], pinned[0].sha256, pinned[0].name)
+    else:
+        ruler, path = find_steering(dataset, field) if role == STEERING else find_classifier(dataset)
+    net = build_network(ruler.architecture, ruler.channels, ruler.num_classes, ruler.image_size)
     try:
         net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     except Exception as error:  # a file of the pinned hash always loads; anything else is a broken pin
@@ -402,16 +454,23 @@ class ClassifierNet(FeatureNet):
     """
 
     def __init__(
-        self, dataset: str, device: torch.device | str = "cpu", batch_size: int = 500, role: str = RULER, field: str = "steering"
+        self,
+        dataset: str,
+        device: torch.device | str = "cpu",
+        batch_size: int = 500,
+        role: str = RULER,
+        field: str = "steering",
+        pinned: tuple[Ruler, Path] | None = None,
     ):
         super().__init__(device, batch_size)
-        self.net, self.ruler = load_classifier(dataset, self.device, role, field)
+        self.net, self.ruler = load_classifier(dataset, self.device, role, field, pinned)
         self.role = role
         self.name = self.ruler.name
         self.sha256 = self.ruler.sha256
         self.info = {"heldout_accuracy": self.ruler.heldout_accuracy, "heldout_split": self.ruler.heldout_split}
+        kind = "PixelMLP" if self.ruler.architecture == PIXEL_MLP else "SmallCNN"
         self.detail = (
-            f"suite SmallCNN trained on {dataset}/{self.ruler.train_split}{_rows(self.ruler)} at {self.ruler.image_size}px "
+            f"suite {kind} trained on {dataset}/{self.ruler.train_split}{_rows(self.ruler)} at {self.ruler.image_size}px "
             f"(held-out accuracy {self.ruler.heldout_accuracy:.3f} on {self.ruler.heldout_split}; sha256 {self.ruler.short})"
         )
 
@@ -446,9 +505,26 @@ def steering_net(dataset: str, device: torch.device | str = "cpu", field: str = 
     return ClassifierNet(dataset, device, role=STEERING, field=field)
 
 
-def steering_record(net: ClassifierNet, use: str) -> Steering:
-    """The record's ``steering`` part (a strategy's ``Outcome.fields["steering"]``): which network steered what."""
-    return Steering(name=net.name, sha256=net.sha256, use=use)
+def steering_record(net: ClassifierNet, use: str, space: str = "logits") -> Steering:
+    """The record's ``steering`` part (a strategy's ``Outcome.fields["steering"]``): which network steered what.
+
+    With its provenance from the manifest: its architecture, the data it was trained on, and its measured
+    agreement with the ruler (top-1 on held-out images; the rank correlation of the FIDs it gives a set of
+    degraded and mode-dropped image sets with the ruler's, in ``space``: ``logits`` or ``features``, the space
+    it steers in). A network pinned before these were measured leaves them out.
+    """
+    entry = net.ruler
+    correlation = entry.rank_correlation_features if space == "features" else entry.rank_correlation_logits
+    return Steering(
+        name=net.name,
+        sha256=net.sha256,
+        use=use,
+        architecture=entry.architecture,
+        trained_on=entry.trained_on,
+        agreement_top1=entry.agreement_top1,
+        rank_correlation=correlation,
+        measured_against=entry.measured_against,
+    )
 
 
 @dataclass(frozen=True)
@@ -521,6 +597,8 @@ __all__ = [
     "ClassifierNet",
     "ClassifierSpec",
     "SmallCNN",
+    "PixelMLP",
+    "build_network",
     "feature_net",
     "load_classifier",
     "steering_net",

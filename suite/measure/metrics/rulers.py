@@ -9,10 +9,12 @@ trained implicitly. Each one is a file whose sha256 is pinned before it is used:
   ``suite/measure/metrics/rulers/`` (the digits ruler, made from the embedded data); rulers for datasets
   that cannot ship (MNIST, CIFAR, ImageNet) are made by the user into ``$SUITE_RULERS`` (default
   ``<cache>/rulers``), and their hash is printed to pin and is recorded with every score.
-* ``steering:<dataset>``: a second network of the same kind, trained on another part of the data with
-  another seed (``suite ruler train --steering``), for what a strategy uses *inside* training (cellular's
-  mixture weights): no system trains on the network that judges the comparison. Its manifest entry has
-  ``role: steering``; a steering entry is never found as a ruler, nor a ruler's file as a steering network.
+* ``steering:<dataset>``: a network of *another* architecture (a perceptron on raw pixels, ``pixel-mlp``),
+  trained on data the ruler was not trained on (half of the test split; ``suite ruler train --steering``,
+  :mod:`suite.measure.metrics.steering`), for what a strategy uses *inside* training (cellular's mixture
+  weights): no system trains on the network that judges the comparison, nor on its twin. Its manifest entry
+  has ``role: steering``, its ``architecture`` and its measured agreement with the ruler; a steering entry is
+  never found as a ruler, nor a ruler's file, nor a network of the ruler's architecture, as a steering network.
 * ``inception``: pytorch-fid's weights from a path the user gives, checked against the hash
   pytorch-fid publishes in the file's name (``pt_inception-2015-12-05-6726825d.pth``: the
   leading hex digits of its sha256, torch hub's convention), or the FID trunk inside the pinned
@@ -87,6 +89,21 @@ class Ruler:
     manifests written before roles hold rulers only."""
     train_rows: str = "all"
     """Which rows of ``train_split`` it was trained on: ``all``, or ``even`` / ``odd`` (one half; ``--half``)."""
+    architecture: str = "small-cnn"
+    """``small-cnn`` (the rulers' CNN; manifests written before architectures) or ``pixel-mlp`` (the steering
+    networks' perceptron on raw pixels)."""
+    trained_on: str | None = None
+    """In words, the data it was trained on (steering networks: data the ruler was not trained on)."""
+    agreement_top1: float | None = None
+    """Steering networks: the share of held-out images (``heldout_split``, the rows it was not trained on) whose
+    top-1 class it and the ruler agree on."""
+    rank_correlation_logits: float | None = None
+    """Steering networks: Spearman's rank correlation between the FIDs it gives (in its class-logit space) and the
+    ruler's FIDs, over a fixed set of degraded and mode-dropped image sets (:mod:`suite.measure.metrics.steering`)."""
+    rank_correlation_features: float | None = None
+    """The same in its feature space."""
+    measured_against: str | None = None
+    """The sha256 of the ruler its agreement was measured against."""
 
     @property
     def short(self) -> str:
@@ -130,7 +147,7 @@ def write_manifest(folder: Path, rulers: dict[str, Ruler]) -> None:
     """Write ``folder/rulers.json`` (sorted, so that a diff shows what changed)."""
     from ...records.results import atomic_write_text
 
-    payload = {name: asdict(rulers[name]) for name in sorted(rulers)}
+    payload = {name: {k: v for k, v in asdict(rulers[name]).items() if v is not None} for name in sorted(rulers)}
     atomic_write_text(folder / MANIFEST, json.dumps(payload, indent=2) + "\n")
 
 
@@ -180,7 +197,7 @@ def find_steering(dataset: str, field: str = "steering") -> tuple[Ruler, Path]:
     if found is None:
         raise RulerError(
             f"{field}: no pinned steering network {name} (looked in {_looked()}); make one once with "
-            f"`suite ruler train --dataset {dataset} --steering --half odd --seed 1` "
+            f"`suite ruler train --dataset {dataset} --steering` "
             f"(the ruler {classifier_name(dataset)} judges the comparison and never steers training)"
         )
     steering, path = found
@@ -191,6 +208,13 @@ def find_steering(dataset: str, field: str = "steering") -> tuple[Ruler, Path]:
                     f"{field}: {name} ({path}) has the sha256 of the ruler {ruler.name}; a network that judges the "
                     "comparison never steers training: make the steering network with `suite ruler train --steering`"
                 )
+    judge = _pinned(classifier_name(dataset))
+    if judge is not None and judge[0].architecture == steering.architecture:
+        raise RulerError(
+            f"{field}: {name} ({path}) is a {steering.architecture}, the architecture of the ruler "
+            f"{judge[0].name}: the judge's twin would steer training; make it again with "
+            f"`suite ruler train --dataset {dataset} --steering` (a perceptron on raw pixels, on data the ruler never saw)"
+        )
     return steering, verify(path, steering.sha256, name)
 
 

@@ -365,7 +365,7 @@ class MixtureScorer:
         steering = steering_net(reference.dataset, reference.device, field="cellular.mixture_features")
         self.net: Features = ClassLogits(steering) if cfg.mixture_features == "logits" else steering
         self.name = self.net.name
-        self.steering = steering_record(steering, f"cellular mixture weights ({cfg.mixture_features})")
+        self.steering = steering_record(steering, f"cellular mixture weights ({cfg.mixture_features})", cfg.mixture_features)
         # a signal that steers training, not a reported score: its own sample count, samples as generated
         self.real = real_statistics(dataclasses.replace(reference, n=self.n, protocol=STEERING_PROTOCOL), self.net)
         self.dim = len(self.real["mu"])
