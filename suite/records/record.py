@@ -206,6 +206,14 @@ class TimeToTarget:
     features: str | None = None
     n: Count | None = None
     clock_s: Seconds | None = None
+    """When the score reached the target: interpolated between the curve points ``clock_lo`` and ``clock_hi`` that
+    bracket it, linear in the log score (:func:`suite.measure.metrics.curve.crossing`); in records written before
+    the bracket was recorded, the clock of the first point that met it."""
+    clock_lo: Seconds | None = None
+    """The clock of the last curve point before ``clock_hi`` (0, the window's start, where the first point met the
+    target); absent in older records."""
+    clock_hi: Seconds | None = None
+    """The clock of the first curve point that met the target; absent in older records."""
     step: Count | None = None
     best: float | None = None
     points: Count | None = None

@@ -345,6 +345,8 @@ def quality_over_time_section(records: list[Record], out_dir: Path, results_dir:
                 "procs": r.procs,
                 "reached": target.reached,
                 "time_to_target_s": target.clock_s,
+                "clock_lo": target.clock_lo,
+                "clock_hi": target.clock_hi,
                 "step": target.step,
                 "best": target.best,
                 "points": target.points,
@@ -355,8 +357,9 @@ def quality_over_time_section(records: list[Record], out_dir: Path, results_dir:
         tables["time_to_target.csv"] = table
         lines.append(
             f"Time to {str(t.metric).upper()} <= {t.target:g} ({t.features}, n={t.n}): training-window "
-            "seconds at the first curve point that met it (the curve's spacing is its resolution; evaluation "
-            "pauses are not counted).\n"
+            "seconds, interpolated (linear in the log score) between the curve points that bracket the first "
+            "crossing, whose clocks are `clock_lo` and `clock_hi` (the curve's spacing is its resolution, and the "
+            "headline's interval carries it; evaluation pauses are not counted).\n"
         )
         lines.append(details("Time to target, every run", markdown_table(table)))
     return Section(lines, tables)
