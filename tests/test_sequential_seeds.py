@@ -247,3 +247,21 @@ def test_the_committed_sequential_error_rates_stay_within_alpha():
     table = pd.read_csv(REPO / "reports/verdicts/sequential-error-rates.csv")
     assert not table.empty and (table.any_false / table.reports).max() <= 0.05
     assert {"equal", "A 1.5x lower"} <= set(table.truth)
+
+
+def test_a_final_model_that_collapsed_does_not_take_its_system_out_of_the_late_comparison():
+    records = [
+        _record(s, seed, c * (1 + 0.05 * seed)) for s, c in (("conditional", 50.0), ("data_parallel", 100.0)) for seed in range(3)
+    ]
+    for r in records:
+        r.quality.untrained_fid = 1200.0
+    collapsed = next(r for r in records if r.strategy == "data_parallel" and r.seed == 2)
+    collapsed.quality.fid = 1190.0  # its final model: no better than untrained, a warning of its own
+    rows = headline(records, {}).to_dict("records")
+    assert findings.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
+    assert findings.excluded_from_quality(rows) == set()  # its late FID learned: it stays in the comparison
+    assert {row["strategy"] for row in findings.scored_rows(rows)} == {"conditional / bce / torch", "data_parallel / bce / torch"}
+    for point in collapsed.curve:  # the whole late half no better than untrained: left out
+        point.fid = 1250.0
+    rows = headline(records, {}).to_dict("records")
+    assert findings.excluded_from_quality(rows) == {"data_parallel / bce / torch"}

@@ -498,10 +498,34 @@ def _ranked(
     return Finding(text, quantity, family, what)
 
 
+def _scored(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+
+
+def _late_unlearned(row: dict[str, Any]) -> bool:
+    """Whether some draw of ``row`` has no late FID, or one no better than its untrained generator's FID."""
+    for r in row["_main"]:
+        late, untrained = late_score(r), r.quality.untrained_fid if r.quality is not None else None
+        if late is None or (untrained is not None and late >= untrained):
+            return True
+    return False
+
+
+def excluded_from_quality(rows: list[dict[str, Any]]) -> set[str]:
+    """The headline rows the quality verdicts leave out as not learned in some draw. Where they compare the late FID
+    (every scored row has one), a draw is judged on it: a late FID no better than its untrained generator's; a final
+    model that collapsed after learning (one moment, said in the warnings) does not take its system out of a
+    comparison of the late half of training. Else on the final model's signals (:func:`unlearned_configs`)."""
+    scored = _scored(rows)
+    if scored and all(row.get("_fid_late") is not None for row in scored):
+        return {row["strategy"] for row in scored if _late_unlearned(row)}
+    return unlearned_configs(rows)
+
+
 def scored_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The headline rows the quality verdicts compare: scored, and learned in every draw."""
-    unlearned = unlearned_configs(rows)
-    return [row for row in rows if (row["_fid"] is not None or row["_kid"] is not None) and row["strategy"] not in unlearned]
+    """The headline rows the quality verdicts compare: scored, and learned in every draw (:func:`excluded_from_quality`)."""
+    excluded = excluded_from_quality(rows)
+    return [row for row in _scored(rows) if row["strategy"] not in excluded]
 
 
 def late_rows(scored: list[dict[str, Any]]) -> bool:
@@ -578,7 +602,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         else:
             missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
             out.append(Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows))))
-    unlearned = unlearned_configs(rows)
+    unlearned = excluded_from_quality(rows)
     scored = scored_rows(rows)
     rulers = {row["quality"] for row in scored}
     if late_rows(scored):

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ...records.record import Record
-from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, repeats, unlearned_configs, verdicts
+from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, excluded_from_quality, repeats, verdicts
 from ..markdown import NA, cell, markdown_table
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
@@ -60,7 +60,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     rows = table.to_dict("records")
     metric = quality_metric(rows)
     timed = {row["strategy"]: row["_main"] + row.get("_base", []) for row in rows}
-    said = verdicts(found, [row["strategy"] for row in rows], unlearned_configs(rows), timed)
+    said = verdicts(found, [row["strategy"] for row in rows], excluded_from_quality(rows), timed)
     rulers = sorted({row["quality"] for row in rows if isinstance(row["quality"], str)})
     notes: list[str] = []
     shown = []
