@@ -298,4 +298,3 @@ def test_the_committed_tuning_is_what_the_committed_scenario_makes():
     assert len(table) == len({(r.strategy, r.loss, json.dumps(r.sweep)) for r in runs})  # one row per system and setting
     grid = {r.wgan_gp.lr if r.loss == "wgan-gp" else r.train.lr for r in runs}
     assert f"every system got {len(grid)} settings and {len(seeds)} seeds per setting" in text
-

@@ -481,6 +481,7 @@ def _ranked(
     records: list[Record],
     scaling: dict[str, pd.DataFrame],
     family: Family | None = None,
+    shown: str | None = None,
 ) -> Finding | None:
     """The verdict of every pair of the rows' ``column`` summaries (or the ``family`` given), with the caveats of each
     candidate found better."""
@@ -489,7 +490,7 @@ def _ranked(
         family = compare_all(candidates, lower_is_better)
     if family is None:
         return None
-    text = sentence(family, what)
+    text = sentence(family, what, shown={row["strategy"]: row[shown] for row in rows if row.get(shown)} if shown else None)
     named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
     for name in named:
         caveats = _caveats(next(row for row in rows if row["strategy"] == name), records, scaling, quantity in TIMING)
@@ -590,7 +591,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         goal = f"{target.target:g}" if target.target is not None else "its target"
         metric = str(target.metric or "the score").upper()
         what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
-        said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling)
+        said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling, shown="time_to_target")
         missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
         if said is None:
             out.append(

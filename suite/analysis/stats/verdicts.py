@@ -495,13 +495,20 @@ def compare_all(
     return Family(summaries, order, pairs, test, margin)
 
 
-def sentence(family: Family, what: str, digits: int = 3) -> str:
-    """What the family supports: every candidate's estimate, the significant pairs, the rest as not distinguishable, the family."""
+def sentence(family: Family, what: str, digits: int = 3, shown: dict[str, str] | None = None) -> str:
+    """What the family supports: every candidate's estimate, the significant pairs, the rest as not distinguishable, the family.
+
+    ``shown``: a candidate's estimate as the table beside it prints it, where that is more than its summary (a time
+    to target whose interval carries the curve's spacing); the test is the summary's either way."""
     summaries = family.summaries
+
+    def estimate(name: str) -> str:
+        return (shown or {}).get(name) or summaries[name].text(digits)
+
     if len(family.order) == 1:
         only = family.order[0]
-        return f"{what}: only {only} was measured, {summaries[only].text(digits)}."
-    listing = ", ".join(f"{name} {summaries[name].text(digits)}" for name in family.order)
+        return f"{what}: only {only} was measured, {estimate(only)}."
+    listing = ", ".join(f"{name} {estimate(name)}" for name in family.order)
     out = [f"{what}: {listing} (best estimate first)."]
     if not family.tested:
         return " ".join(out + ["No pair can be tested (one draw at an end, or no spread)."])
