@@ -152,9 +152,9 @@ def test_findings_claim_only_the_pairs_their_tests_found_different(scenario):
     )
     assert "The other tested pair is not distinguishable." in sentences[1]
     assert "data_parallel / bce / horovod is significantly" not in sentences[1]
-    assert (
-        sentences[2] == "Left out of the quality comparisons, not learned in some draw (see the warnings): cellular / bce / mpi."
-    )
+    assert sentences[2].startswith(
+        "Left out of the quality comparisons, not learned in some draw (the final model's signals"
+    ) and sentences[2].endswith("in the last half): cellular / bce / mpi.")
     # speedups 2.0 (lp) against 1.8 (dp), 3 runs at each end
     assert sentences[3].startswith("Strong-scaling speedup at P=2: label_partitioned / bce / mpi 2 [")
     assert "label_partitioned / bce / mpi is significantly better than data_parallel / bce / horovod (p = " in sentences[3]

@@ -276,3 +276,44 @@ def test_the_verdicts_use_the_estimand_the_committed_measurement_chose():
     rms = table.groupby("candidate")["spread_log"].apply(lambda s: float(np.sqrt(np.mean(s**2))))
     assert rms.idxmin().startswith("late FID (last half") and LATE_SHARE == 0.5
     assert rms["final FID"] > rms.min()
+
+
+def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
+    policy = {"initial": 3, "step": 3, "max": 6}
+    records = [
+        _record(s, seed, c * (1 + 0.3 * (seed % 2)), policy)
+        for s, c in (("conditional", 100.0), ("data_parallel", 110.0))
+        for seed in range(6)
+    ]
+    failed = next(r for r in records if r.strategy == "conditional" and r.seed == 1)
+    failed.status = "failed"
+    rows = headline(records, {}).to_dict("records")
+    scored = findings.scored_rows(rows)
+    procedure = findings.quality_procedure(scored, records)
+    # the look of 3 seeds took seeds 0 and 2 of the DC-CGAN (seed 1 failed in its place), not seed 3
+    assert procedure.seeds["conditional / bce / torch"] == 6 and procedure.look == 2
+    late = findings._positions(next(row for row in scored if row["strategy"].startswith("conditional")), records)
+    assert late[1] is None and len(late) == 6  # seed 1 in its place: seeds 2-5 keep theirs
+
+
+def test_a_system_with_fixed_seeds_beside_a_policy_is_refused_in_one_line(tmp_path):
+    scenario_file = tmp_path / "s.yaml"
+    scenario_file.write_text(
+        "name: s\ntrain: {seeds: {initial: 2, step: 2, max: 4}, budget_images: 4096}\n"
+        "runs:\n  - {strategy: conditional, engine: torch, procs: [2]}\n"
+        "  - {strategy: data_parallel, engine: torch, procs: [2], train: {seeds: [0, 1]}}\n"
+    )
+    scenario = load_scenario(scenario_file)
+    with pytest.raises(ValueError, match=r"train.seeds: data_parallel / bce / torch train a fixed list"):
+        sequential_seeds.run_with_seeds(scenario_file, scenario, expand(scenario), [], tmp_path, None)
+
+
+def test_a_decided_pair_keeps_the_estimates_it_was_decided_on():
+    draws = {
+        "A": [50.0, 51.0, 49.0, 60.0, 62.0, 61.0],
+        "B": [100.0, 101.0, 99.0, 100.0, 101.0, 99.0],
+        "C": [100.0, 180.0, 70.0, 130.0, 90.0, 150.0],
+    }
+    procedure = sequential_family(draws, Plan(3, 3, 6), True, 1.5)
+    ab = next(p for p in procedure.family.pairs if {p.first, p.second} == {"A", "B"})
+    assert ab.look == 1 and ab.estimates is not None and ab.estimates[0].n == 3

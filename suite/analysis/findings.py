@@ -552,9 +552,20 @@ def quality_procedure(rows: list[dict[str, Any]], records: list[Record]) -> Sequ
     within the runs' ``metrics.equivalence_margin`` or undecided. ``suite run`` decides its next block with it."""
     main = [r for row in rows for r in row["_main"]]
     policy = seed_policy(main)
-    draws = {row["strategy"]: row["_fid_late_draws"] for row in rows}
-    plan = Plan(*policy) if policy is not None else Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
+    if policy is None:
+        draws = {row["strategy"]: row["_fid_late_draws"] for row in rows}
+        plan = Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
+    else:  # by seed position: a seed that ran but failed is None in its place, so later seeds keep theirs
+        plan, draws = Plan(*policy), {row["strategy"]: _positions(row, records) for row in rows}
     return sequential_family(draws, plan, True, equivalence_margin(main))
+
+
+def _positions(row: dict[str, Any], records: list[Record]) -> list[float | None]:
+    """A row's late FIDs by seed (0, 1, ...), None for a seed whose run at the row's P did not finish ok, up to the
+    last seed that ran at all."""
+    late = {r.seed: late_score(r) for r in row["_main"]}
+    tried = [r.seed for r in records if config_name(r) == row["strategy"] and r.procs == row["_top"] and r.seed is not None]
+    return [late.get(seed) for seed in range(max(tried, default=-1) + 1)]
 
 
 def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
@@ -565,7 +576,13 @@ def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record],
     said = _ranked(rows, "_fid_late", True, what, LATE_FID, records, scaling, family=procedure.family)
     assert said is not None
     definition = f" The estimand: {DEFINITION}; the final model's FID is the `fid` column."
-    return replace(said, text=said.text + definition)
+    unfinished = (
+        f" The sequential seeds are unfinished: {', '.join(procedure.continuing)} would train another block (a run "
+        "stopped early: `suite run` again continues)."
+        if procedure.continuing
+        else ""
+    )
+    return replace(said, text=said.text + unfinished + definition)
 
 
 def findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[str]:
@@ -622,7 +639,9 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     if unlearned:
         out.append(
             Finding(
-                f"Left out of the quality comparisons, not learned in some draw (see the warnings): {', '.join(sorted(unlearned))}.",
+                "Left out of the quality comparisons, not learned in some draw (the final model's signals in the "
+                "warnings; on the late FID: a draw whose late FID is no better than its untrained generator's, or that "
+                f"has fewer than two curve points in the last half): {', '.join(sorted(unlearned))}.",
                 "quality",
             )
         )
@@ -781,7 +800,7 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
         improving = set(finding.scale.improving) if finding.scale is not None else set()
         budget = finding.scale.budget.split(";")[0] if finding.scale is not None else None
         for pair in family.pairs:
-            a, b = family.summaries[pair.first], family.summaries[pair.second]
+            a, b = pair.estimates or (family.summaries[pair.first], family.summaries[pair.second])
             ratio, lo, hi = _ratio_interval(a, b)
             verdict = "not testable" if pair.p_value is None else "a better" if pair.significant else pair.verdict
             rows.append(

@@ -45,16 +45,28 @@ def run_with_seeds(
     if policy is None:
         return run_scenario(scenario_file, scenario, runs, others, out, options)
     everything = runs + others
+    fixed_only = sorted({config_name(r) for r in everything} - {config_name(r) for r in everything if _sequential(r)})
+    if fixed_only:
+        raise ValueError(
+            f"train.seeds: {', '.join(fixed_only)} train a fixed list of seeds beside a sequential policy: the quality "
+            "verdicts take their looks together, so give every system the policy (a timing entry of a system that "
+            "has it may keep a list)"
+        )
+    names = {config_name(r) for r in everything}  # the whole family decides, even when --only runs part of it
     block = [r for r in runs if not _sequential(r) or r.seed_order < policy.initial]
     look = 1
     while True:
         chosen = {r.run_id for r in block}
-        code = run_scenario(scenario_file, scenario, block, [r for r in everything if r.run_id not in chosen], out, options)
+        others_now = [r for r in everything if r.run_id not in chosen]
+        code = run_scenario(scenario_file, scenario, block, others_now, out, options) if block else 0  # --only: maybe none
         if code != 0 or options.sweep.dry_run:
             if options.sweep.dry_run:
                 print(f"# sequential seeds: the first block; up to {policy.looks - 1} more block(s) where verdicts are undecided")
+            else:
+                log.warning(
+                    "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
+                )
             return code
-        names = {config_name(r) for r in runs}
         records = [r for r in iter_records(out, skip_bad=True) if r.scenario == scenario.name and config_name(r) in names]
         procedure = sequential_quality(records)
         if procedure is None:

@@ -401,6 +401,8 @@ class Pair:
     """The look of a sequential family (:mod:`.sequential`) that decided the pair, else its last."""
     seeds: tuple[int, int] = (0, 0)
     """Draws of ``first`` and ``second`` when it was decided."""
+    estimates: tuple[Summary, Summary] | None = None
+    """The estimates of ``first`` and ``second`` it was decided on (a sequential family's decided pair keeps them)."""
 
     @property
     def significant(self) -> bool:
