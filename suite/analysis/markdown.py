@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -37,13 +38,27 @@ def cell(text: Any) -> str:
     return markdown_cell(text)
 
 
+class Markdown(str):
+    """Markdown the suite wrote itself from parts it escaped (a link to a file it names): a table prints it as is."""
+
+
+def link(text: str, target: str) -> Markdown:
+    """``[text](target)`` as :class:`Markdown`: the text escaped as a cell, the target percent-encoded (a run
+    folder's name cannot close the link or start another)."""
+    return Markdown(f"[{cell(text)}]({quote(target)})")
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (no extra dependency); every cell is data (:func:`cell`)."""
+    """A GitHub-flavoured markdown table (no extra dependency); every cell is data (:func:`cell`), but the suite's own
+    links (:class:`Markdown`)."""
     if frame.empty:
         return "_(none)_\n"
     header = "| " + " | ".join(cell(c) for c in frame.columns) + " |"  # columns may be named by records (a config)
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(cell(fmt(v)) for v in row) + " |" for row in frame.itertuples(index=False)]
+    rows = [
+        "| " + " | ".join(v if isinstance(v, Markdown) else cell(fmt(v)) for v in row) + " |"
+        for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *rows]) + "\n"
 
 

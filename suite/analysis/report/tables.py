@@ -18,7 +18,7 @@ from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
 from ...records.record import Machine, RankTelemetry, Record, RecordError
 from ...records.results import trace_files
-from ..markdown import NA, cell
+from ..markdown import NA, Markdown, cell, link
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
 from ..stats.verdicts import summarise
 
@@ -517,6 +517,6 @@ def trace_table(records: list[Record], results_dir: Path, out_dir: Path) -> pd.D
     for r in records:
         files = trace_files(results_dir / _named(r.run_id))
         if files:
-            links = ", ".join(f"[{f.name}]({os.path.relpath(f, out_dir)})" for f in files)
+            links = Markdown(", ".join(link(f.name, os.path.relpath(f, out_dir)) for f in files))
             rows.append({"run_id": r.run_id, "engine": r.engine, "traced": bool(r.traced), "files": links})
     return pd.DataFrame(rows, columns=["run_id", "engine", "traced", "files"])
