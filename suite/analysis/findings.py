@@ -28,7 +28,7 @@ from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
 from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
 from .stats.speedup import speedup
-from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, sentence, summarise, welch_df
+from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, location_difference, sentence, summarise
 
 
 class Named(Protocol):
@@ -775,13 +775,11 @@ def _ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None,
     """``a / b`` of two log-scale estimates with its 95 % Welch interval (None where it cannot be told)."""
     if not (a.log and b.log):
         return None, None, None
-    center = math.exp(a.location - b.location)
-    parts_a, parts_b = a.variances(), b.variances()
-    if parts_a is None or parts_b is None or sum(v for v, _ in parts_a + parts_b) == 0:
-        return center, None, None
-    parts = parts_a + parts_b
-    half = float(special.stdtrit(welch_df(parts), 0.5 + CONFIDENCE / 2)) * math.sqrt(sum(v for v, _ in parts))
-    return center, math.exp(a.location - b.location - half), math.exp(a.location - b.location + half)
+    d = location_difference(a, b)
+    if d is None:
+        return math.exp(a.location - b.location), None, None
+    half = float(special.stdtrit(d.df, 0.5 + CONFIDENCE / 2)) * d.se
+    return math.exp(d.value), math.exp(d.value - half), math.exp(d.value + half)
 
 
 def findings_table(found: list[Finding]) -> pd.DataFrame:

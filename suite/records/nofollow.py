@@ -249,15 +249,22 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
     user named it (it may be a link)."""
     if create:
         _make_parents(root)
-    about_to_open(root, "folder")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        check_private(fd, root)
-    except BaseException:
-        os.close(fd)
-        raise
-    _opened(root, fd)
-    return _walk_from(fd, root, parts, create)
+    return _walk_from(_open_named(root), root, parts, create)
+
+
+def _open_named(folder: Path, private: bool = True) -> int:
+    """A descriptor of ``folder`` opened as the user named it (it may be a link); with ``private``, checked on the
+    descriptor to be writable by nobody but its owner (:func:`check_private`) and remembered as opened."""
+    about_to_open(folder, "folder")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if private:
+        try:
+            check_private(fd, folder)
+        except BaseException:
+            os.close(fd)
+            raise
+        _opened(folder, fd)
+    return fd
 
 
 def _walk_from(fd: int, root: Path, parts: tuple[str, ...], create: bool) -> int:
@@ -339,16 +346,7 @@ def _folder(folder: Path, create: bool, private: bool = False) -> int:
         return _walk_from(os.dup(fd), root, parts, create)
     if create:
         _make_parents(folder)
-    about_to_open(folder, "folder")
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    if private:
-        try:
-            check_private(fd, folder)
-        except BaseException:
-            os.close(fd)
-            raise
-        _opened(folder, fd)
-    return fd
+    return _open_named(folder, private)
 
 
 def open_folder(folder: str | os.PathLike, create: bool = False) -> int:

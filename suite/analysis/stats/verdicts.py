@@ -202,6 +202,28 @@ def _common_scale(a: Summary, b: Summary) -> tuple[Summary, Summary] | None:
     return replace(a, fraction=True), replace(b, fraction=True)  # the arithmetic scale
 
 
+@dataclass(frozen=True)
+class Difference:
+    """The difference of two estimates' locations on their scale, its standard error and Welch-Satterthwaite's df."""
+
+    value: float
+    se: float
+    df: float
+
+
+def location_difference(a: Summary, b: Summary) -> Difference | None:
+    """``a``'s location minus ``b``'s with the variance of every term of both (None where a term has one draw, or
+    where neither side has any spread)."""
+    parts_a, parts_b = a.variances(), b.variances()
+    if parts_a is None or parts_b is None:
+        return None
+    parts = parts_a + parts_b
+    total = sum(v for v, _ in parts)
+    if total == 0:
+        return None
+    return Difference(a.location - b.location, math.sqrt(total), welch_df(parts))
+
+
 def welch_p(a: Summary, b: Summary) -> float | None:
     """Two-sided p of Welch's t-test of two estimates on their scale (the log scale for positive quantities).
 
@@ -212,16 +234,8 @@ def welch_p(a: Summary, b: Summary) -> float | None:
     scaled = _common_scale(a, b)
     if scaled is None:
         return None
-    a, b = scaled
-    parts_a, parts_b = a.variances(), b.variances()
-    if parts_a is None or parts_b is None:
-        return None
-    parts = parts_a + parts_b
-    total = sum(v for v, _ in parts)
-    if total == 0:
-        return None
-    t = (a.location - b.location) / math.sqrt(total)
-    return float(2 * special.stdtr(welch_df(parts), -abs(t)))
+    d = location_difference(*scaled)
+    return None if d is None else float(2 * special.stdtr(d.df, -abs(d.value / d.se)))
 
 
 def equivalence_p(a: Summary, b: Summary, margin: float) -> float | None:
@@ -231,19 +245,12 @@ def equivalence_p(a: Summary, b: Summary, margin: float) -> float | None:
     one-sided tests' (each at the margin), so a p below a level means the ratio's interval at twice that level lies
     inside [1/margin, margin]. None where either is not a log-scale quantity with spread at both ends.
     """
-    if not (a.log and b.log):
+    d = location_difference(a, b) if a.log and b.log else None
+    if d is None:
         return None
-    parts_a, parts_b = a.variances(), b.variances()
-    if parts_a is None or parts_b is None:
-        return None
-    parts = parts_a + parts_b
-    total = sum(v for v, _ in parts)
-    if total == 0:
-        return None
-    se, df, bound = math.sqrt(total), welch_df(parts), math.log(margin)
-    difference = a.location - b.location
-    below = float(special.stdtr(df, -(difference + bound) / se))  # H0: difference <= -log m
-    above = float(special.stdtr(df, (difference - bound) / se))  # H0: difference >= log m
+    bound = math.log(margin)
+    below = float(special.stdtr(d.df, -(d.value + bound) / d.se))  # H0: difference <= -log m
+    above = float(special.stdtr(d.df, (d.value - bound) / d.se))  # H0: difference >= log m
     return max(below, above)
 
 

@@ -59,13 +59,20 @@ def _unusable(path: Path, problem: str) -> None:
     log.warning("%s: %s; not used, computed again", path, problem)
 
 
+def _checked(path: Path) -> bool:
+    """Whether the cache file ``path`` is there and matches the digest beside it (a warning names one that does not)."""
+    if not path.is_file():
+        return False
+    if (problem := _problem(path)) is not None:
+        _unusable(path, problem)
+        return False
+    return True
+
+
 def read_cached_arrays(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays of the cache file ``path`` (an ``.npz``) when it is there and checks out; None otherwise (a
     warning names a file that does not)."""
-    if not path.is_file():
-        return None
-    if (problem := _problem(path)) is not None:
-        _unusable(path, problem)
+    if not _checked(path):
         return None
     try:
         with np.load(path, allow_pickle=False) as stored:
@@ -88,10 +95,7 @@ def write_cached_arrays(path: Path, values: dict[str, Any]) -> None:
 
 def read_cached_json(path: Path) -> Any:
     """The data of the JSON cache file ``path`` when it is there and checks out; None otherwise (a warning names it)."""
-    if not path.is_file():
-        return None
-    if (problem := _problem(path)) is not None:
-        _unusable(path, problem)
+    if not _checked(path):
         return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))

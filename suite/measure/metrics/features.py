@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import logging
 import os
 import warnings
@@ -389,8 +390,7 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
     name = steering_name(spec.dataset) if spec.role == STEERING else classifier_name(spec.dataset)
     net, info = train_classifier(spec, device)
     path = folder / f"{name.replace(':', '-')}.pt"
-    with atomic_write(path) as tmp:
-        torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, tmp)
+    save_weights(net, path)
     probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
     ruler = Ruler(
         name=name,
@@ -609,3 +609,13 @@ __all__ = [
     "find_fid_trunk",
     "cache_dir",
 ]
+
+
+def save_weights(net: nn.Module, path: Path) -> None:
+    """Write ``net``'s weights (float32 tensors on the CPU, nothing that runs code) to ``path`` atomically, through a
+    buffer: torch names the archive inside the file after the file it writes to, and a temporary file's name
+    changes from run to run, so writing the buffer makes the same weights the same bytes and sha256."""
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, buffer)
+    with atomic_write(path) as tmp:
+        tmp.write_bytes(buffer.getvalue())

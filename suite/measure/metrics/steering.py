@@ -26,7 +26,6 @@ record it steers, ``steering``):
 
 from __future__ import annotations
 
-import io
 import math
 import platform
 from dataclasses import dataclass
@@ -39,8 +38,7 @@ from torch.nn import functional as F
 
 from ...gan.data import ImageData, load_dataset, native_size
 from ...records.integrity import sha256_file
-from ...records.results import atomic_write
-from .features import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy
+from .features import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy, save_weights
 from .rulers import STEERING, Ruler, read_manifest, steering_name, write_manifest
 from .scores import frechet_distance, statistics
 
@@ -278,12 +276,7 @@ def make_steering_network(spec: SteeringSpec, folder: Path, image_size: int = 20
     net, info = train_steering(spec)
     path = folder / f"{name.replace(':', '-')}.pt"
     folder.mkdir(parents=True, exist_ok=True)
-    # saved through a buffer: torch names the archive inside the file after the file it writes to, and the
-    # temporary file's name changes from run to run; the same weights then make the same bytes and sha256
-    buffer = io.BytesIO()
-    torch.save({k: v.detach().float().cpu() for k, v in net.state_dict().items()}, buffer)
-    with atomic_write(path) as tmp:
-        tmp.write_bytes(buffer.getvalue())
+    save_weights(net, path)  # the same weights, the same bytes and sha256
     entry = Ruler(
         name=name,
         file=path.name,
