@@ -32,6 +32,7 @@ from ..config.escape import one_line
 from ..measure.env import fingerprint
 from ..records.record import Record
 from ..records.results import read_records, records_frame
+from .columns import COL
 from .findings import ruler_text
 from .markdown import markdown_table
 from .metric_table import METRICS
@@ -154,11 +155,11 @@ def _configs(records: list[Record]) -> dict[ComparedConfig, Config]:
         return {}
     frame = records_frame(ok)
     labels = pd.Series(index=frame.index, dtype=object)
-    for scaling in frame["scaling"].unique():
-        rows = frame["scaling"] == scaling
+    for scaling in frame[COL.scaling].unique():
+        rows = frame[COL.scaling] == scaling
         labels[rows] = sweep_label(frame[rows], scaling)
     configs: dict[ComparedConfig, Config] = {}
-    for record, scaling, label, procs in zip(ok, frame["scaling"], labels, frame["procs"], strict=True):
+    for record, scaling, label, procs in zip(ok, frame[COL.scaling], labels, frame[COL.procs], strict=True):
         key = (scaling, label, int(procs))
         configs.setdefault(key, Config(scaling, label, int(procs))).records.append(record)
     return configs

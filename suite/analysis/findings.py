@@ -22,6 +22,7 @@ from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
+from .columns import COL
 from .estimand import DEFINITION, equivalence_margin, in_seed_order, late_score, seed_policy
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
@@ -218,8 +219,8 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
         table = scaling.get("weak")
         if table is not None and not table.empty:
             part = table[table["config"].str.startswith(name)]
-            part = part[part["procs"] == part["procs"].max()] if not part.empty else part
-            if not part.empty and part["procs"].iloc[0] > 1:
+            part = part[part[COL.procs] == part[COL.procs].max()] if not part.empty else part
+            if not part.empty and part[COL.procs].iloc[0] > 1:
                 work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
                 weak = work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
                 row["weak_efficiency"], row["_weak_efficiency"] = _text(weak), weak
@@ -427,7 +428,7 @@ def _caveats(row: dict[str, Any], records: list[Record], scaling: dict[str, pd.D
         out.append(f"its P={row['_top']} runs oversubscribe the cores")
     for kind, table in scaling.items():
         part = table[table["config"].str.startswith(row["strategy"])] if not table.empty else table
-        if not part.empty and len({t for value in part["threads_per_rank"] for t in str(value).split(",")}) > 1:
+        if not part.empty and len({t for value in part[COL.threads_per_rank] for t in str(value).split(",")}) > 1:
             out.append(f"threads per rank differ across its {kind} sweep")
     unlearned = [reasons for r in main if r.quality is not None and (reasons := not_learned_reasons(r.quality))]
     if unlearned:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ... import __version__
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
+from ..columns import COL
 from ..conditions import condition_warnings
 from ..findings import findings_table, headline, not_learned_warnings, tested_findings
 from ..outcomes import outcomes_section
@@ -79,8 +80,8 @@ def _write_report_files(
 ) -> Path:
     frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
-    ok_count = int((frame["status"] == "ok").sum())
-    failed = int((~frame["status"].isin(("ok", "diverged"))).sum())
+    ok_count = int((frame[COL.status] == "ok").sum())
+    failed = int((~frame[COL.status].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
     table = headline(records, scaling)
     headline_file = headline_csv(table)
