@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from ... import __version__
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
+from ..claims import findings_table, tested_findings
 from ..columns import COL
 from ..conditions import condition_warnings
-from ..findings import findings_table, headline, not_learned_warnings, tested_findings
+from ..findings import headline, not_learned_warnings
 from ..outcomes import outcomes_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
@@ -49,7 +50,7 @@ from .writer import write_first_page, write_pages
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..findings import Finding
+    from ..claims import Finding
 
 DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 """The papers' numbers beside the checkout's package (``baselines/``)."""
