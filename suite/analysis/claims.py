@@ -62,24 +62,22 @@ class Finding:
         return bool(partners) and (name in improving or bool(partners & improving))
 
 
+def _family(rows: list[dict[str, Any]], column: str, lower_is_better: bool = True) -> Family | None:
+    """Every pair of the rows' ``column`` summaries tested (:func:`compare_all`; None where fewer than two have one)."""
+    return compare_all({row["strategy"]: row[column] for row in rows if row.get(column) is not None}, lower_is_better)
+
+
 def _ranked(
     rows: list[dict[str, Any]],
-    column: str,
-    lower_is_better: bool,
+    family: Family,
     what: str,
     quantity: str,
     records: list[Record],
     scaling: dict[str, pd.DataFrame],
-    family: Family | None = None,
     shown: str | None = None,
-) -> Finding | None:
-    """The verdict of every pair of the rows' ``column`` summaries (or the ``family`` given), with the caveats of each
-    candidate found better."""
-    if family is None:
-        candidates = {row["strategy"]: row[column] for row in rows if row.get(column) is not None}
-        family = compare_all(candidates, lower_is_better)
-    if family is None:
-        return None
+) -> Finding:
+    """The finding of ``family``, tested on ``rows``: its sentence (with the rows' ``shown`` column beside each
+    estimate), and the caveats of each candidate found better."""
     text = sentence(family, what, shown={row["strategy"]: row[shown] for row in rows if row.get(shown)} if shown else None)
     named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
     for name in named:
@@ -163,8 +161,7 @@ def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record],
     procedure = quality_procedure(rows, records)
     assert procedure is not None, "rows with late FIDs make a family"
     what = f"Quality ({LATE_FID}, {ruler})"
-    said = _ranked(rows, "_fid_late", True, what, LATE_FID, records, scaling, family=procedure.family)
-    assert said is not None
+    said = _ranked(rows, procedure.family, what, LATE_FID, records, scaling)
     definition = f" The estimand: {DEFINITION}; the final model's FID is the `fid` column."
     unfinished = (
         f" The sequential seeds are unfinished: {', '.join(procedure.continuing)} would train another block (a run "
@@ -192,34 +189,17 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     if table.empty:
         return []
     rows: list[dict[str, Any]] = table.to_dict("records")
-    out: list[Finding] = []
-    target = next((r.time_to_target for r in records if r.status == "ok" and r.time_to_target is not None), None)
-    if target is not None:
-        goal = f"{target.target:g}" if target.target is not None else "its target"
-        metric = str(target.metric or "the score").upper()
-        what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
-        said = _ranked(rows, "_time_to_target", True, what, "time to target", records, scaling, shown="time_to_target")
-        missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
-        if said is None:
-            out.append(
-                Finding(
-                    f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.",
-                    "time to target",
-                )
-            )
-        else:
-            missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
-            out.append(Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows))))
+    out: list[Finding] = [f for f in [_time_to_target_finding(rows, records, scaling)] if f is not None]
     unlearned = excluded_from_quality(rows)
     scored = scored_rows(rows)
     rulers = {row["quality"] for row in scored}
     if late_rows(scored):
-        said = _late_quality(scored, next(iter(rulers)), records, scaling)
-        out.append(replace(said, scale=quality_scale(scored)))
+        out.append(replace(_late_quality(scored, next(iter(rulers)), records, scaling), scale=quality_scale(scored)))
     elif scored and len(rulers) == 1:
         metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
         what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
-        said = _ranked(scored, metric, True, what, metric[1:].upper(), records, scaling)
+        family = _family(scored, metric)
+        said = _ranked(scored, family, what, metric[1:].upper(), records, scaling) if family else None
         if said:
             out.append(replace(said, scale=quality_scale(scored, metric[1:].replace("kid", "kid_mean"))))
     elif len(rulers) > 1:
@@ -245,17 +225,46 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         else:
             budget = f"equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s"
         what = f"Quality at {budget}, {next(iter(rulers))})"
-        said = _ranked(at_time, "_fid_at_equal_time", True, what, EQUAL_BUDGET, records, scaling)
+        family = _family(at_time, "_fid_at_equal_time")
+        said = _ranked(at_time, family, what, EQUAL_BUDGET, records, scaling) if family else None
         if said:
             out.append(replace(said, scale=quality_scale(at_time)))
+    speedups = _speedup_finding(rows, records, scaling)
+    return out + ([speedups] if speedups is not None else [])
+
+
+def _time_to_target_finding(
+    rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]
+) -> Finding | None:
+    """Every pair of systems on the time to the runs' target, over the draws that reached it (None: the runs set no
+    target); where none reached it in every draw, a sentence that says so."""
+    target = next((r.time_to_target for r in records if r.status == "ok" and r.time_to_target is not None), None)
+    if target is None:
+        return None
+    goal = f"{target.target:g}" if target.target is not None else "its target"
+    metric = str(target.metric or "the score").upper()
+    what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
+    family = _family(rows, "_time_to_target")
+    said = _ranked(rows, family, what, "time to target", records, scaling, "time_to_target") if family else None
+    missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
+    if said is None:
+        return Finding(
+            f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.", "time to target"
+        )
+    missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
+    return Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows)))
+
+
+def _speedup_finding(rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
+    """Every pair of systems on the strong-scaling speedup at the largest P that has speedups (None: none has one)."""
     scaled = [row for row in rows if row["_speedup"] is not None]
-    if scaled:
-        top = max(row["_top"] for row in scaled)
-        at_top = [row for row in scaled if row["_top"] == top]
-        said = _ranked(at_top, "_speedup", False, f"Strong-scaling speedup at P={top}", "speedup", records, scaling)
-        if said:
-            out.append(replace(said, scale=speedup_scale(at_top, top)))
-    return out
+    if not scaled:
+        return None
+    top = max(row["_top"] for row in scaled)
+    at_top = [row for row in scaled if row["_top"] == top]
+    family = _family(at_top, "_speedup", lower_is_better=False)
+    said = _ranked(at_top, family, f"Strong-scaling speedup at P={top}", "speedup", records, scaling) if family else None
+    return replace(said, scale=speedup_scale(at_top, top)) if said else None
 
 
 def unlearned_configs(rows: list[dict[str, Any]]) -> set[str]:

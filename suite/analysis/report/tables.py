@@ -59,6 +59,31 @@ def threads_text(values: Iterable[Any]) -> str:
     return ",".join(map(str, distinct)) if distinct else NA
 
 
+RATIOS = ("speedup", "efficiency", "efficiency_work")
+"""The scaling table's ratios to the P = 1 point, each with its interval."""
+RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
+SCALING_COLUMNS = [
+    "config",
+    "procs",
+    "runs",
+    "threads_per_rank",
+    "oversubscribed",
+    "train_s_mean",
+    "train_s_std",
+    "images_per_s_mean",
+    "images_per_s_std",
+    "images_per_s_per_rank",
+    "work_images_per_rank",
+    *RATIO_COLUMNS,
+    "comm_share",
+    "compute_slowdown",
+    "note",
+    *(f"_{name}" for name in RATIOS),
+    "_train_s",
+]
+"""The columns of :func:`scaling_table`, its hidden summaries (``_*``) last."""
+
+
 def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     """Time, throughput, work, speedup and efficiency per configuration and process count.
 
@@ -76,33 +101,26 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     per-rank batches, or ranks slowing each other through shared cores, caches or memory).
     """
     ok = frame[(frame[COL.status] == "ok") & (frame[COL.scaling] == scaling)].copy()
-    columns = [
-        "config",
-        "procs",
-        "runs",
-        "threads_per_rank",
-        "oversubscribed",
-        "train_s_mean",
-        "train_s_std",
-        "images_per_s_mean",
-        "images_per_s_std",
-        "images_per_s_per_rank",
-        "work_images_per_rank",
-        *RATIO_COLUMNS,
-        "comm_share",
-        "compute_slowdown",
-        "note",
-        *(f"_{name}" for name in RATIOS),
-        "_train_s",
-    ]
     if ok.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=SCALING_COLUMNS)
     ok["config"] = config_label(ok, scaling)
-    ok["work_images"] = ok[COL.work_images_per_rank].map(lambda v: mean_of_lists(v) if isinstance(v, list) else None)
-    ok["compute_per_image"] = [
-        _compute_per_image(*args) for args in zip(ok[COL.compute_s], ok[COL.work_images_per_rank], ok[COL.work_steps_per_rank])
-    ]
-    grouped = (
+    rows = []
+    for config, points in _points(ok).groupby("config", sort=True):
+        rows += _against_one_process(points, ok[ok["config"] == config], scaling)
+    return pd.DataFrame(rows, columns=SCALING_COLUMNS)
+
+
+def _points(ok: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of a scaling kind (``config`` labelled) as one point per configuration and process count: its
+    runs, threads, mean times and throughput, work per rank, communication share and computation per image."""
+    ok = ok.assign(
+        work_images=ok[COL.work_images_per_rank].map(lambda v: mean_of_lists(v) if isinstance(v, list) else None),
+        compute_per_image=[
+            _compute_per_image(*args)
+            for args in zip(ok[COL.compute_s], ok[COL.work_images_per_rank], ok[COL.work_steps_per_rank])
+        ],
+    )
+    return (
         ok.groupby(["config", COL.procs], sort=True)
         .agg(
             runs=(COL.run_id, "count"),
@@ -119,32 +137,27 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
         )
         .reset_index()
     )
+
+
+def _against_one_process(points: pd.DataFrame, runs: pd.DataFrame, scaling: str) -> list[dict[str, Any]]:
+    """One configuration's points (:func:`_points`) as rows of the scaling table, each with its ratios to the P = 1
+    point over ``runs`` (the configuration's runs), its computation slowdown and the note of why a ratio is missing."""
+    base = _timed(runs[runs[COL.procs] == 1])
+    base_per_image = points[points[COL.procs] == 1]["compute_per_image"]
     rows = []
-    for config, part in grouped.groupby("config", sort=True):
-        runs = ok[ok["config"] == config]
-        base = _timed(runs[runs[COL.procs] == 1])
-        base_per_image = part[part[COL.procs] == 1]["compute_per_image"]
-        for _, row in part.iterrows():
-            out = row.to_dict()
-            per_image = out.pop("compute_per_image")
-            slowdown = (
-                per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
-            )
-            out.update(
-                compute_slowdown=slowdown, note="", _train_s=summarise(runs[runs[COL.procs] == row[COL.procs]][COL.train_s])
-            )
-            out.update(_ratios(base, _timed(runs[runs[COL.procs] == row[COL.procs]]), int(row[COL.procs]), scaling))
-            if not base:
-                out["note"] = "no P=1 run: speedup and efficiency not computed"
-            elif budgeted(_timed(runs)):
-                out["note"] = "time-budgeted runs: ratio of images/s"
-            rows.append(out)
-    return pd.DataFrame(rows, columns=columns)
-
-
-RATIOS = ("speedup", "efficiency", "efficiency_work")
-"""The scaling table's ratios to the P = 1 point, each with its interval."""
-RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
+    for _, point in points.iterrows():
+        out = point.to_dict()
+        per_image = out.pop("compute_per_image")
+        slowdown = per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
+        at = runs[runs[COL.procs] == point[COL.procs]]
+        out.update(compute_slowdown=slowdown, note="", _train_s=summarise(at[COL.train_s]))
+        out.update(_ratios(base, _timed(at), int(point[COL.procs]), scaling))
+        if not base:
+            out["note"] = "no P=1 run: speedup and efficiency not computed"
+        elif budgeted(_timed(runs)):
+            out["note"] = "time-budgeted runs: ratio of images/s"
+        rows.append(out)
+    return rows
 
 
 TIMED_COLUMNS = ("run_id", "procs", "train_s", "images_per_s", "images_per_s_per_rank", "budget_s")
