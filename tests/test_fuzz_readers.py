@@ -175,7 +175,7 @@ def report_tables(records: list[Record], out: Path) -> None:
     tested_findings(table, records, scaling)
     not_learned_warnings(records)
     outcomes_section(records)
-    for made in (step_table(frame, records), time_table(frame), communication_table(frame), utilization_table(frame)):
+    for made in (step_table(records), time_table(frame), communication_table(frame), utilization_table(frame)):
         markdown_table(made)
     environment_tables(records)
     quality_section(records)

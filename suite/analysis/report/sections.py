@@ -186,7 +186,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
         )
         lines.append(details("Time per run, by phase", markdown_table(times)))
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plot_rank_timeline(records, out_dir)]
-    steps = step_table(frame, records)
+    steps = step_table(records)
     tables["step_time.csv"] = steps
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
     peaks = "".join(

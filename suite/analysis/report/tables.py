@@ -16,7 +16,7 @@ from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
-from ...records.record import Machine, RankTelemetry, Record, RecordError
+from ...records.record import Machine, RankTelemetry, Record, RecordError, TelemetrySummary
 from ...records.results import trace_files
 from ..columns import COL
 from ..markdown import NA, Markdown, cell, link
@@ -294,47 +294,45 @@ def _own_peak_use(per_rank: list[RankTelemetry]) -> PeakUse | None:
     return peak_use(achieved, peaks) if per_rank else None
 
 
-def _peak_use(record: Record | None, row: pd.Series) -> PeakUse:
+def _peak_use(record: Record) -> PeakUse:
     """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
     ``peak_raised_ranks`` are read the same way), else as the record gives it."""
-    per_rank = (record.telemetry.per_rank if record is not None and record.telemetry is not None else None) or []
-    own = _own_peak_use(per_rank)
+    telemetry = record.telemetry or TelemetrySummary()
+    own = _own_peak_use(telemetry.per_rank or [])
     if own is not None:
         return own
-    raised = row[COL.peak_raised_ranks] if isinstance(row[COL.peak_raised_ranks], list) else []
-    achieved, peak, fraction = (
-        None if pd.isna(row[c]) else float(row[c]) for c in ("achieved_flops", "peak_flops", "fraction_of_peak")
-    )
-    return PeakUse(achieved, peak, fraction, raised)
+    raised = telemetry.peak_raised_ranks or []
+    return PeakUse(telemetry.achieved_flops_per_rank, telemetry.peak_flops_per_rank, telemetry.fraction_of_peak, raised)
 
 
-def step_table(frame: pd.DataFrame, records: list[Record]) -> pd.DataFrame:
-    """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
-    ok = frame[frame[COL.status] == "ok"]
-    by_id = {r.run_id: r for r in records}
+def step_table(records: list[Record]) -> pd.DataFrame:
+    """Per ok run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
     rows = []
-    for _, r in ok.iterrows():
-        ci = r[COL.images_per_s_ci95] if isinstance(r[COL.images_per_s_ci95], list) else [None, None]
-        peak = _peak_use(by_id.get(r[COL.run_id]), r)
+    for r in records:
+        if r.status != "ok":
+            continue
+        telemetry = r.telemetry or TelemetrySummary()
+        ci = r.images_per_s_ci95 or [None, None]
+        peak = _peak_use(r)
         rows.append(
             {
-                "run_id": r[COL.run_id],
-                "procs": r[COL.procs],
-                "threads_per_rank": r[COL.threads_per_rank],
-                "timed_steps": r[COL.timed_steps],
-                "step_p50": r[COL.step_p50],
-                "step_p95": r[COL.step_p95],
-                "step_mean": r[COL.step_s],
-                "step_ci95": r[COL.step_ci95],
-                "images_per_s": r[COL.images_per_s],
+                "run_id": r.run_id,
+                "procs": r.procs,
+                "threads_per_rank": r.threads_per_rank,
+                "timed_steps": telemetry.timed_steps,
+                "step_p50": telemetry.step_p50,
+                "step_p95": telemetry.step_p95,
+                "step_mean": telemetry.step_s,
+                "step_ci95": telemetry.step_ci95,
+                "images_per_s": r.images_per_s,
                 "images_per_s_lo": ci[0],
                 "images_per_s_hi": ci[1],
-                "gflop_per_step": r[COL.flops_per_step] / 1e9 if pd.notna(r[COL.flops_per_step]) else None,
+                "gflop_per_step": telemetry.flops_per_step / 1e9 if telemetry.flops_per_step is not None else None,
                 "achieved_gflops": peak.achieved / 1e9 if peak.achieved is not None else None,
                 "fraction_of_peak": peak.fraction,
                 "peak_gflops": peak.peak / 1e9 if peak.peak is not None else None,
                 "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)),  # empty where none was raised
-                "peak_source": r[COL.peak_source],
+                "peak_source": telemetry.peak_source,
             }
         )
     return pd.DataFrame(rows)
