@@ -26,6 +26,7 @@ from .estimand import in_seed_order, late_score
 from .markdown import cell
 from .stats.speedup import speedup
 from .stats.verdicts import Summary, summarise
+from .strategy_fields import class_group_fields
 
 
 class Named(Protocol):
@@ -83,7 +84,11 @@ def placement_invariant(record: Record) -> bool:
     if record.strategy is None or record.strategy not in STRATEGIES:  # a plugin's records, the plugin not installed
         return False
     invariant = STRATEGIES[record.strategy].placement_invariant
-    return invariant is not None and record.procs is not None and invariant(record.procs, len(record.classes or []))
+    return (
+        invariant is not None
+        and record.procs is not None
+        and invariant(record.procs, len(class_group_fields(record).classes or []))
+    )
 
 
 def _repeat(record: Record) -> int:

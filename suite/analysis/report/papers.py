@@ -35,6 +35,7 @@ from ..markdown import markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
 from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
+from ..strategy_fields import cellular_fields
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
 MIN_DRAWS = 3
@@ -219,7 +220,7 @@ def setting_differences(r: Record, setting: dict[str, object]) -> str:
     elif setting.get("epochs") and r.epochs != setting["epochs"]:
         steps = (settings.get("train") or {}).get("steps")
         found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting['epochs']} epochs")
-    iterations = r.iterations
+    iterations = cellular_fields(r).iterations
     if setting.get("iterations") and iterations and iterations != setting["iterations"]:
         found.append(f"{iterations} iterations, not {setting['iterations']}")
     return "same setting" if not found else "; ".join(found)

@@ -22,6 +22,7 @@ from ..columns import COL
 from ..markdown import NA, Markdown, cell, link
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
 from ..stats.verdicts import summarise
+from ..strategy_fields import cellular_fields
 
 KID_UNITS = (
     "KID is the raw unbiased MMD² under the cubic kernel (x·y/d + 1)³, in torch-fidelity's and clean-fid's units (no "
@@ -361,11 +362,11 @@ def cellular_phase_table(records: list[Record]) -> pd.DataFrame:
             "run_id": r.run_id,
             "procs": r.procs,
             "grid": "x".join(map(str, r.grid or [])),
-            "cells_per_rank": r.cells_per_rank,
-            **{phase: float(np.mean(values)) for phase, values in r.phases_s.items()},
+            "cells_per_rank": cells.cells_per_rank,
+            **{phase: float(np.mean(values)) for phase, values in cells.phases_s.items()},
         }
-        for r in records
-        if r.status == "ok" and r.phases_s
+        for r, cells in ((r, cellular_fields(r)) for r in records)
+        if r.status == "ok" and cells.phases_s
     ]
     return pd.DataFrame(rows)
 
