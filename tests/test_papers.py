@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from suite.analysis.report import DEFAULT_BASELINES
-from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, paper_page, setting_differences, write_papers
+from suite.analysis.report.papers import (
+    FAILS,
+    HOLDS,
+    PAPERS,
+    UNJUDGED,
+    PaperSetting,
+    paper_page,
+    setting_differences,
+    write_papers,
+)
 from suite.cli import main
 from suite.records.record import SCHEMA_VERSION
 from suite.records.results import new_record
@@ -161,7 +171,7 @@ def test_seed001_speedups_beside_the_table():
 
 def test_differences_name_what_is_not_the_papers():
     run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
-    setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
+    setting = PaperSetting(dataset="mnist", features="inception", epochs=1000, training="1000 epochs")
     assert setting_differences(new_record(run), setting) == (
         "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
     )
@@ -175,7 +185,9 @@ def test_differences_name_what_is_not_the_papers():
     assert setting_differences(new_record(same), setting) == "same setting"
     short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
     assert setting_differences(new_record(short), setting) == "100 steps, not 1000 epochs"
-    assert setting_differences(new_record({**same, "iterations": 10}), {**setting, "iterations": 200}) == "10 iterations, not 200"
+    assert (
+        setting_differences(new_record({**same, "iterations": 10}), replace(setting, iterations=200)) == "10 iterations, not 200"
+    )
 
 
 def test_pages_are_written_per_paper(tmp_path):

@@ -19,7 +19,7 @@ the line says why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -63,14 +63,27 @@ PAPER_KEY_PREFIX = "seed"
 
 
 @dataclass(frozen=True)
+class PaperSetting:
+    """The paper's own settings that a run's may differ from (None: the paper does not fix it)."""
+
+    dataset: str | None = None
+    image_size: int | None = None
+    features: str | None = None
+    """The ruler its scores were measured with; a run's ``quality.features`` starting with it is the same."""
+    epochs: int | None = None
+    iterations: int | None = None
+    training: str | None = None
+    """How long the paper trained, in words (``1000 epochs``)."""
+
+
+@dataclass(frozen=True)
 class Paper:
     """A paper: its title, the setting its numbers come from, its printed numbers beside ours, its claims."""
 
     key: str
     title: str
-    setting: dict[str, object]
-    """The paper's own settings that a run's differ from (``dataset``, ``features``, ``image_size``, ``epochs``)."""
-    numbers: Callable[[list[Record], Path, dict[str, object]], pd.DataFrame]
+    setting: PaperSetting
+    numbers: Callable[[list[Record], Path, PaperSetting], pd.DataFrame]
     claims: tuple[Claim, ...]
     printed: str | None = None
     """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
@@ -198,31 +211,29 @@ def _judged_if_learned(arms: dict[str, list[Record]], verdict: Verdict) -> Verdi
     return verdict[0], f"{verdict[1]}; {scale_note(arms)}"
 
 
-def setting_differences(r: Record, setting: dict[str, object]) -> str:
+def setting_differences(r: Record, setting: PaperSetting) -> str:
     """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
     settings = r.settings or {}  # the run's whole settings, as the record keeps them
     dataset = r.dataset or DatasetInfo()
     quality = r.quality or Quality()
     found = []
-    if setting.get("dataset") and dataset.name != setting["dataset"]:
-        found.append(f"{dataset.name} at {dataset.image_size}px, not {setting['dataset']}")
-    elif setting.get("image_size") and dataset.image_size != setting["image_size"]:
-        found.append(f"{dataset.image_size}px, not {setting['image_size']}px")
+    if setting.dataset and dataset.name != setting.dataset:
+        found.append(f"{dataset.name} at {dataset.image_size}px, not {setting.dataset}")
+    elif setting.image_size and dataset.image_size != setting.image_size:
+        found.append(f"{dataset.image_size}px, not {setting.image_size}px")
     features = quality.features
-    if setting.get("features") and features and not str(features).startswith(str(setting["features"])):
-        found.append(f"scored with {features}, not {setting['features']}")
+    if setting.features and features and not features.startswith(setting.features):
+        found.append(f"scored with {features}, not {setting.features}")
     if r.budget_images:
-        found.append(
-            f"an equal budget of {r.budget_images:,} images, not {setting.get('training', 'the length the paper trained')}"
-        )
+        found.append(f"an equal budget of {r.budget_images:,} images, not {setting.training or 'the length the paper trained'}")
     elif r.budget_s:
         found.append(f"a budget of {r.budget_s:g} s")
-    elif setting.get("epochs") and r.epochs != setting["epochs"]:
+    elif setting.epochs and r.epochs != setting.epochs:
         steps = (settings.get("train") or {}).get("steps")
-        found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting['epochs']} epochs")
+        found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting.epochs} epochs")
     iterations = cellular_fields(r).iterations
-    if setting.get("iterations") and iterations and iterations != setting["iterations"]:
-        found.append(f"{iterations} iterations, not {setting['iterations']}")
+    if setting.iterations and iterations and iterations != setting.iterations:
+        found.append(f"{iterations} iterations, not {setting.iterations}")
     return "same setting" if not found else "; ".join(found)
 
 
@@ -235,7 +246,7 @@ def _first(records: list[Record]) -> Record:
 SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
 
-def _seed000_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed000_inception_scores.csv")
     rows = []
     for model in SEED000_MODELS:
@@ -255,7 +266,7 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: dict[str, 
                 "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
                 "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
                 "where": row["table"],
-                "setting": setting_differences(_first(runs), {**setting, "dataset": row["dataset"]}),
+                "setting": setting_differences(_first(runs), replace(setting, dataset=row["dataset"])),
             }
         )
     return pd.DataFrame(rows)
@@ -334,7 +345,7 @@ def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None
     return out
 
 
-def _seed001_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index("grid")
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
@@ -397,7 +408,7 @@ SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
 # --- paper 002 ------------------------------------------------------------------------------------------------
 
 
-def _seed002_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed002_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     rows = []
     for name in SEED002_MODELS:
         runs = _model_runs(records, name)
@@ -434,7 +445,7 @@ def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
     return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
 
 
-def _seed003_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed003_fid.csv")
     mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
     rows = []
@@ -474,7 +485,7 @@ PAPERS = {
         Paper(
             "seed000",
             "Lupo Pasini et al., Scalable Balanced Training of Conditional GANs on Image Data",
-            {"features": "inception", "epochs": 1000, "training": "1000 epochs", "image_size": 32},
+            PaperSetting(features="inception", epochs=1000, training="1000 epochs", image_size=32),
             _seed000_numbers,
             (
                 Claim(
@@ -496,7 +507,7 @@ PAPERS = {
         Paper(
             "seed001",
             "Perez et al., Parallel/distributed implementation of cellular training for GANs",
-            {"dataset": "mnist", "iterations": 200},
+            PaperSetting(dataset="mnist", iterations=200),
             _seed001_numbers,
             (
                 Claim("The speedup grows with the grid: 8.53 (2x2), 13.65 (3x3), 15.17 (4x4) (summary table)", _speedup_grows),
@@ -508,14 +519,14 @@ PAPERS = {
         Paper(
             "seed002",
             "Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs",
-            {"features": "inception", "training": "a fixed training time"},
+            PaperSetting(features="inception", training="a fixed training time"),
             _seed002_numbers,
             (Claim("Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)", _wcgan_better),),
         ),
         Paper(
             "seed003",
             "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
-            {"dataset": "mnist", "iterations": 200, "features": "Lipizzaner's MNIST classifier"},
+            PaperSetting(dataset="mnist", iterations=200, features="Lipizzaner's MNIST classifier"),
             _seed003_numbers,
             (
                 Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(_fid, "FID")),
