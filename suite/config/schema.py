@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
 import types
 import typing
@@ -30,6 +29,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
+from .names import did_you_mean
 from .registry import Registry
 from .shown import listed, shown, shown_name
 
@@ -244,11 +244,6 @@ def convert_field(cls: type, name: str, value: Any, path: str, error: type[Schem
 
 def _quoted(names: Any) -> str:
     return ", ".join(shown(n) for n in names)
-
-
-def did_you_mean(word: str, names: Any) -> str:
-    close = difflib.get_close_matches(str(word), [str(n) for n in names], n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def strip_type(tp: Any) -> Any:
