@@ -588,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[],
         prog="suite",
         description="Reference benchmark suite for distributed GAN training.",
-        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
+        epilog="Exit codes: docs/reference/cli.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")
