@@ -209,3 +209,15 @@ def test_one_did_you_mean_serves_every_name():
     assert names.did_you_mean("digit", ["digits", "digits-gpu", "smoke"], n=2) == " (did you mean digits or digits-gpu?)"
     users = sorted(str(p.relative_to(REPO)) for p in (REPO / "suite").rglob("*.py") if "get_close_matches" in p.read_text())
     assert users == ["suite/config/names.py"]
+
+
+def test_a_mistyped_choice_in_a_scenario_or_a_registry_name_gets_did_you_mean(tmp_path):
+    from suite.config.registry import STRATEGIES
+    from suite.config.scenario import ScenarioError
+
+    text = (REPO / "scenarios" / "quickstart.yaml").read_text().replace("name: digits", "name: digts")
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(ScenarioError, match=r"dataset.name: 'digts' is not one of .* \(did you mean digits\?\)"):
+        load_scenario(tmp_path / "s.yaml")
+    with pytest.raises(ValueError, match=r"unknown strategy 'celular' \(did you mean cellular\?\); choose one of"):
+        STRATEGIES["celular"]

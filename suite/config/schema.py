@@ -320,7 +320,8 @@ def _problem(tp: Any, err: Any, path: str) -> str:
         return f"{where}: required field is missing"
     if kind == "literal_error":
         choices = get_args(strip_type(_type_at(tp, loc)))
-        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}{hint}"
     if kind in ("dataclass_type", "dataclass_args_type"):
         cls = strip_type(_type_at(tp, loc))
         fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
