@@ -31,7 +31,7 @@ import pandas as pd
 from ..config.escape import one_line
 from ..measure.env import fingerprint
 from ..records.record import Record
-from ..records.results import read_records, records_frame
+from ..records.results import RECORD_FILE, read_record, read_records, records_frame
 from .columns import COL
 from .findings import ruler_text
 from .markdown import markdown_table
@@ -68,12 +68,16 @@ def parse_tolerances(items: list[str] | None) -> dict[str, float]:
 
 
 def load_side(path: Path) -> list[Record]:
-    """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
+    """The records of a results folder, of a JSON list of records, of a folder holding ``records.json``, or the one
+    record of a run folder (``suite compare RUN RUN`` compares two runs of the same configuration).
 
     ``records.json`` is what ``suite report`` writes beside its report (``RESULTS/report/records.json``),
     the usual form of a baseline saved earlier; see :func:`suite.records.results.read_records`.
     """
     try:
+        if (path / RECORD_FILE).is_file():
+            record = read_record(path)
+            return [record] if record is not None else []
         return read_records(path)
     except ValueError as error:  # RecordError too
         raise CompareError(str(error)) from None

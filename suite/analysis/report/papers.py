@@ -1,7 +1,8 @@
 """The papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
 
-Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-...``: the scenarios of
-``scenarios/papers/`` and ``scenarios/papers/reduced/``). Each page has
+Runs belong to a paper by their scenario's name (``paper000-...`` to ``paper003-...``: the scenarios of
+``scenarios/papers/`` and ``scenarios/papers/reduced/``; records made under the old names, ``seed000-...``, count
+too: :data:`suite.config.names.RENAMED_PREFIXES`). Each page has
 
 * the paper's printed numbers (``baselines/``, each row naming its section or table) beside the suite's
   estimate of the same quantity, each row saying ``same setting`` or what differs;
@@ -25,6 +26,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from ...config.names import current_name
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.nofollow import output_folder
@@ -58,8 +60,8 @@ class Claim:
 
 PAPER_NAME = "paper {}"
 """The papers' one name in prose, pages and plots: ``paper 000`` to ``paper 003`` ("seed" is a random seed)."""
-PAPER_KEY_PREFIX = "seed"
-"""The prefix of a paper's key (``seed000``), as its scenarios, baselines files and report folders are named."""
+PAPER_KEY_PREFIX = "paper"
+"""The prefix of a paper's key (``paper000``), as its scenarios and report folders are named."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Paper:
 
     @property
     def name(self) -> str:
-        """What every page, plot and doc calls it: ``paper 000`` (``key`` ``seed000`` names its scenarios and folders)."""
+        """What every page, plot and doc calls it: ``paper 000`` (``key`` ``paper000`` names its scenarios and folders)."""
         return PAPER_NAME.format(self.key.removeprefix(PAPER_KEY_PREFIX))
 
 
@@ -483,7 +485,7 @@ PAPERS = {
     p.key: p
     for p in (
         Paper(
-            "seed000",
+            "paper000",
             "Lupo Pasini et al., Scalable Balanced Training of Conditional GANs on Image Data",
             PaperSetting(features="inception", epochs=1000, training="1000 epochs", image_size=32),
             _seed000_numbers,
@@ -505,7 +507,7 @@ PAPERS = {
             run_with="make papers (quality), make papers-timing (weak scaling, on a quiet machine)",
         ),
         Paper(
-            "seed001",
+            "paper001",
             "Perez et al., Parallel/distributed implementation of cellular training for GANs",
             PaperSetting(dataset="mnist", iterations=200),
             _seed001_numbers,
@@ -517,14 +519,14 @@ PAPERS = {
             run_with="make papers-timing (on a quiet machine)",
         ),
         Paper(
-            "seed002",
+            "paper002",
             "Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs",
             PaperSetting(features="inception", training="a fixed training time"),
             _seed002_numbers,
             (Claim("Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)", _wcgan_better),),
         ),
         Paper(
-            "seed003",
+            "paper003",
             "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
             PaperSetting(dataset="mnist", iterations=200, features="Lipizzaner's MNIST classifier"),
             _seed003_numbers,
@@ -539,8 +541,9 @@ PAPERS = {
 
 
 def paper_of(scenario: str | None) -> Paper | None:
-    """The paper a scenario's runs belong to, by its name's first part (``seed000-mnist`` -> paper 000)."""
-    return PAPERS.get((scenario or "").split("-")[0])
+    """The paper a scenario's runs belong to, by its name's first part (``paper000-mnist`` -> paper 000; an old name,
+    ``seed000-mnist``, as its new one)."""
+    return PAPERS.get(current_name(scenario or "").split("-")[0])
 
 
 def _roots(folder: Path, depth: int = 2) -> list[Path]:
@@ -569,7 +572,7 @@ def collect(folders: Sequence[Path]) -> dict[str, list[Record]]:
 
 def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
     """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
-    scenarios = sorted({r.scenario if r.scenario is not None else "" for r in records})
+    scenarios = sorted({current_name(r.scenario) if r.scenario is not None else "" for r in records})
     ran = (
         f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
         if records
@@ -602,10 +605,10 @@ def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Pa
     by_paper = collect(folders)
     if not by_paper:
         raise FileNotFoundError(
-            f"no run of a paper scenario (scenarios/papers/, names seed000-... to seed003-...) under {', '.join(map(str, folders))}"
+            f"no run of a paper scenario (scenarios/papers/, names paper000-... to paper003-...) under {', '.join(map(str, folders))}"
         )
     written = []
-    with output_folder(out):  # never a link at out or in it (out/seed000); nobody else may write there (records.nofollow)
+    with output_folder(out):  # never a link at out or in it (out/paper000); nobody else may write there (records.nofollow)
         for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
             path = out / key / "papers.md"
             atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
