@@ -63,13 +63,13 @@ MAX_TICKS = 8
 
 
 def tick_text(value: float) -> str:
-    """A tick's number as a reader writes it: decimals with up to 4 significant digits (``0.0125``, ``72``, ``1.25``),
-    powers of ten only far from 1 (``1e-05``, ``2e+07``)."""
+    """A tick's number as a reader writes it: decimals with up to 6 significant digits (``0.0125``, ``72``, ``1.25``,
+    ``4096``), powers of ten only far from 1 (``1e-05``, ``2e+07``)."""
     if value == 0:
         return "0"
     if 1e-4 <= abs(value) < 1e6:
-        return str(np.format_float_positional(value, precision=4, fractional=False, trim="-"))
-    return f"{value:.2g}"
+        return str(np.format_float_positional(value, precision=6, fractional=False, trim="-"))
+    return f"{value:.3g}"
 
 
 def count_text(value: float) -> str:
@@ -84,7 +84,7 @@ def count_text(value: float) -> str:
 
 def _inside(ticks: Any, lo: float, hi: float) -> list[float]:
     span = (hi - lo) * 1e-9
-    return [float(t) for t in ticks if lo - span <= t <= hi + span]
+    return [float(f"{t:.12g}") for t in ticks if lo - span <= t <= hi + span]  # 0.7, not 0.7000000000000001
 
 
 def _powers(lo: float, hi: float, base: float, every: int = 1) -> list[float]:
@@ -107,11 +107,15 @@ def _linear(lo: float, hi: float, bins: int = 5) -> list[float]:
 def log_ticks(lo: float, hi: float, base: float = 10) -> list[float]:
     """Between 3 and :data:`MAX_TICKS` round numbers in ``[lo, hi]`` (positive) for a log axis: powers of ``base`` where
     they are enough, else 1-2-5 steps (base 10), else evenly spaced round numbers (a narrow interval: ``1, 1.5, 2``);
-    over many decades, every second (third, ...) power."""
+    over many decades, every second (third, ...) power. Base 2 counts in powers of ten far from 1."""
     lo, hi = sorted((lo, hi))
     if not (lo > 0 and math.isfinite(hi)) or hi <= lo:
         return []
-    candidates = [_powers(lo, hi, base)] + ([_one_two_five(lo, hi)] if base == 10 else []) + [_linear(lo, hi)]
+    if base == 2 and (lo < 1 / 64 or hi > 8192):
+        base = 10  # powers of two far from 1 are no round numbers to a reader (0.0009765625)
+    # evenly spaced round numbers read well within a decade
+    narrow = [[t for t in _linear(lo, hi, bins) if t > 0] for bins in (5, 9)] if hi < 10 * lo else []
+    candidates = [_powers(lo, hi, base)] + ([_one_two_five(lo, hi)] if base == 10 else []) + narrow
     for low in (4, 3):
         for ticks in candidates:
             if low <= len(ticks) <= MAX_TICKS:
@@ -124,19 +128,25 @@ def log_ticks(lo: float, hi: float, base: float = 10) -> list[float]:
 
 def symlog_ticks(lo: float, hi: float, linthresh: float) -> list[float]:
     """Ticks for a symmetric-log axis: round numbers inside the linear band ``[-linthresh, linthresh]`` and 1-2-5 steps
-    beyond it on either side (powers of ten alone where those are too many; no more than :data:`MAX_TICKS`)."""
+    beyond it on either side (fewer in the band, then powers of ten alone, where those are too many; no more than
+    :data:`MAX_TICKS`)."""
     lo, hi = sorted((lo, hi))
-    band = _linear(max(lo, -linthresh), min(hi, linthresh), 4)
+    inner = (max(lo, -linthresh), min(hi, linthresh))
 
     def beyond(steps: Callable[[float, float], list[float]]) -> list[float]:
         above = [t for t in steps(linthresh, hi) if t > linthresh] if hi > linthresh else []
         below = [-t for t in steps(linthresh, -lo) if t > linthresh] if lo < -linthresh else []
         return below + above
 
-    for outer in (beyond(_one_two_five), beyond(lambda a, b: _powers(a, b, 10))):
-        ticks = sorted(set(band) | set(outer))
-        if len(ticks) <= MAX_TICKS:
-            return ticks
+    options = [
+        sorted(set(_linear(*inner, bins)) | set(beyond(outer)))
+        for outer in (_one_two_five, lambda a, b: _powers(a, b, 10))
+        for bins in (5, 2)
+    ]
+    fitting = [ticks for ticks in options if len(ticks) <= MAX_TICKS]
+    if fitting:
+        return fitting[0]
+    ticks = options[-1]
     while len(ticks) > MAX_TICKS:
         ticks = [t for i, t in enumerate(ticks) if i % 2 == 0 or t == 0.0]
     return ticks
@@ -150,7 +160,7 @@ def readable_ticks(ax: Any, which: str = "y") -> None:
 
     axis = ax.xaxis if which == "x" else ax.yaxis
 
-    class Readable(Locator):  # type: ignore[misc]
+    class Readable(Locator):
         def __call__(self) -> list[float]:
             return self.tick_values(*axis.get_view_interval())
 
@@ -448,18 +458,23 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
         bands = [s.interval if s else None for s in summaries]
         label = f"{name}, P={runs[0].procs} ({len(series)} seed{'s' if len(series) > 1 else ''})"
         for ax, at in ((by_images, 0), (by_time, 1)):
-            if not all(s[i][at] is not None for s in series for i in range(length)):
+            found = [[x for point in s[:length] if (x := point[at]) is not None] for s in series]
+            if any(len(xs) < length for xs in found):
                 continue  # an older record's points without their training images
-            xs = [float(np.mean([float(s[i][at]) for s in series])) for i in range(length)]
+            xs = [float(np.mean([s[i] for s in found])) for i in range(length)]
             ax.plot(xs, centers, label=label, **look.plot_kwargs())
             if len(series) > 1 and all(bands):
-                ax.fill_between(xs, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0)
+                ax.fill_between(
+                    xs, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0
+                )
     if not by_images.get_lines():
         _say(by_images, "the curve points hold no training images (an older record)")
     label = "KID" if score is _kid_mean else "FID"
     for ax in (by_images, by_time):
         if target:
-            ax.axhline(target.target, color="black", lw=1, ls="--", label=f"target {str(target.metric).upper()} {target.target:g}")
+            ax.axhline(
+                target.target, color="black", lw=1, ls="--", label=f"target {str(target.metric).upper()} {target.target:g}"
+            )
         ax.set_yscale("log")
         readable_ticks(ax, "y")
     count_axis(by_images)

@@ -166,6 +166,9 @@ class GanTrainer:
     events:
         This rank's TensorBoard writer where the run asks for events: the group's first rank writes the GAN's losses,
         epochs and its step times at every progress point, curve point (snapshot) and epoch end, between steps.
+    rank_times:
+        Whether this GAN's events carry its rank's step times (default); a rank that trains several GANs gives it to
+        one of them (label-partitioned: its last class GAN), so that the rank's tag has one point a step.
     """
 
     def __init__(
@@ -186,6 +189,7 @@ class GanTrainer:
         gradient_group: Group | None = None,
         capture: graphs.Capture | None = None,
         events: EventWriter | None = None,
+        rank_times: bool = True,
     ):
         self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
         self.gradient_group = gradient_group or group
@@ -233,6 +237,7 @@ class GanTrainer:
         self.diverged: Divergence | None = None  # the first divergence this rank saw
         self.halted = False  # its group stopped training because a rank of it diverged
         self.events = events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
+        self.rank_times = rank_times
         self._told = (0, -1, self._epoch)  # history points written, the step and the epoch of the last events
 
     def _build(self) -> tuple[Replica, Replica]:
@@ -523,7 +528,8 @@ class GanTrainer:
         if self.result.steps != last_step:
             images = events.images(self.result.steps, own)
             events.scalars(images, {f"train/epoch{suffix}": self._epoch + self._batch / self.batches_per_epoch})
-            events.step_times(images, self.telemetry.step_times)
+            if self.rank_times:
+                events.step_times(images, self.telemetry.step_times)
         events.flush()
         self._told = (len(self.result.history), self.result.steps, self._epoch)
 
