@@ -128,7 +128,7 @@ def log_ticks(lo: float, hi: float, base: float = 10) -> list[float]:
 
 def symlog_ticks(lo: float, hi: float, linthresh: float) -> list[float]:
     """Ticks for a symmetric-log axis: round numbers inside the linear band ``[-linthresh, linthresh]`` and 1-2-5 steps
-    beyond it on either side (fewer in the band, then powers of ten alone, where those are too many; no more than
+    beyond it on either side (powers of ten alone, then fewer in the band, where those are too many; no more than
     :data:`MAX_TICKS`)."""
     lo, hi = sorted((lo, hi))
     inner = (max(lo, -linthresh), min(hi, linthresh))
@@ -140,8 +140,8 @@ def symlog_ticks(lo: float, hi: float, linthresh: float) -> list[float]:
 
     options = [
         sorted(set(_linear(*inner, bins)) | set(beyond(outer)))
-        for outer in (_one_two_five, lambda a, b: _powers(a, b, 10))
         for bins in (5, 2)
+        for outer in (_one_two_five, lambda a, b: _powers(a, b, 10))
     ]
     fitting = [ticks for ticks in options if len(ticks) <= MAX_TICKS]
     if fitting:
