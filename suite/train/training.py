@@ -184,12 +184,16 @@ class TrainerHooks:
     events:
         This rank's TensorBoard writer where the run asks for events: the group's first rank writes the GAN's losses,
         epochs and its step times at every progress point, curve point (snapshot) and epoch end, between steps.
+    rank_times:
+        Whether this GAN's events carry its rank's step times (default); a rank that trains several GANs gives it to
+        one of them (label-partitioned: its last class GAN), so that the rank's tag has one point a step.
     """
 
     evaluate: Callable[["GanTrainer"], bool] | None = None
     checkpointer: Checkpointer | None = None
     capture: graphs.Capture | None = None
     events: EventWriter | None = None
+    rank_times: bool = True
 
 
 class GanTrainer:
@@ -258,6 +262,7 @@ class GanTrainer:
         self.diverged: Divergence | None = None  # the first divergence this rank saw
         self.halted = False  # its group stopped training because a rank of it diverged
         self.events = hooks.events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
+        self.rank_times = hooks.rank_times
         self._told = (0, -1, self._epoch)  # history points written, the step and the epoch of the last events
 
     def _build(self) -> tuple[Replica, Replica]:
@@ -548,7 +553,8 @@ class GanTrainer:
         if self.result.steps != last_step:
             images = events.images(self.result.steps, own)
             events.scalars(images, {f"train/epoch{suffix}": self._epoch + self._batch / self.batches_per_epoch})
-            events.step_times(images, self.telemetry.step_times)
+            if self.rank_times:
+                events.step_times(images, self.telemetry.step_times)
         events.flush()
         self._told = (len(self.result.history), self.result.steps, self._epoch)
 

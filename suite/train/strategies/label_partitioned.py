@@ -72,8 +72,7 @@ class LabelPartitioned(Strategy):
         self.budget = images_budget(run, size)
         if self.events is not None:
             self.events.count_steps(size)
-        # interleaved GANs are checkpointed together, between rounds
-        hooks = TrainerHooks(checkpointer=None if self.interleaved else self.checkpointer, events=self.events)
+        labels = self.plan[self.group.index][1]
         self.trainers = [
             GanTrainer(
                 run,
@@ -88,9 +87,16 @@ class LabelPartitioned(Strategy):
                     snapshot_steps=tuple(self.budget.snapshot_steps) if self.budget is not None else None,
                 ),
                 self.telemetry,
-                hooks,
+                TrainerHooks(
+                    # interleaved GANs are checkpointed together, between rounds
+                    checkpointer=None if self.interleaved else self.checkpointer,
+                    events=self.events,
+                    # the rank's step times once a step of the system: from the GAN that ends each round (interleaved)
+                    # and trains last (sequential), so that they include its rank's other GANs
+                    rank_times=label == labels[-1],
+                ),
             )
-            for label in self.plan[self.group.index][1]
+            for label in labels
         ]
         self.window_opened = False
 
