@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -115,5 +118,16 @@ class Columns:
     ended_utc: str
 
 
-COL = Columns(**{f.name: f.name for f in dataclasses.fields(Columns)})
+def column_names(table: type[T]) -> T:
+    """The instance of ``table``, a dataclass of one ``str`` attribute per column of a table, whose attributes hold
+    their own names: how analysis names the columns of its tables (this one, the projection's, the papers')."""
+    return table(**{f.name: f.name for f in dataclasses.fields(table)})  # type: ignore[arg-type]
+
+
+def names_of(table: Any) -> list[str]:
+    """The column names of ``table`` (a column-name dataclass or its instance), in their order: a frame's columns."""
+    return [f.name for f in dataclasses.fields(table)]
+
+
+COL = column_names(Columns)
 """The flat table's column names: ``COL.fid == "fid"``."""

@@ -314,14 +314,18 @@ def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
             out[f"{name}_lo"] = _bound(summary, 0)
             out[f"{name}_hi"] = _bound(summary, 1)
             out[f"{name}_n"] = min(summary.ns) if isinstance(summary, Summary) else None
-        out["comm_share"] = row.comm_share
-        out["time_to_target_draws"] = row.targets or None
-        out["time_to_target_reached"] = row.targets_reached if row.targets else None
         equal = row.equal_time
-        out["equal_budget"] = equal
-        out["equal_budget_unit"] = ("images" if row.equal_axis == "images" else "s") if equal is not None else None
-        out["quality"] = row.quality
-        out["checks"] = row.checks or None
+        out.update(
+            {
+                "comm_share": row.comm_share,
+                "time_to_target_draws": row.targets or None,
+                "time_to_target_reached": row.targets_reached if row.targets else None,
+                "equal_budget": equal,
+                "equal_budget_unit": ("images" if row.equal_axis == "images" else "s") if equal is not None else None,
+                "quality": row.quality,
+                "checks": row.checks or None,
+            }
+        )
         rows.append(out)
     frame = pd.DataFrame(rows)
     counts = [c for c in frame.columns if c.endswith("_n") or c in COUNTS]
