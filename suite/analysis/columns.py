@@ -118,15 +118,20 @@ class Columns:
     ended_utc: str
 
 
+def _column(attribute: str) -> str:
+    """The column an attribute names: itself, less the trailing ``_`` of a Python keyword (``class_``: ``class``)."""
+    return attribute[:-1] if attribute.endswith("_") else attribute
+
+
 def column_names(table: type[T]) -> T:
     """The instance of ``table``, a dataclass of one ``str`` attribute per column of a table, whose attributes hold
     their own names: how analysis names the columns of its tables (this one, the projection's, the papers')."""
-    return table(**{f.name: f.name for f in dataclasses.fields(table)})  # type: ignore[arg-type]
+    return table(**{f.name: _column(f.name) for f in dataclasses.fields(table)})  # type: ignore[arg-type]
 
 
 def names_of(table: Any) -> list[str]:
     """The column names of ``table`` (a column-name dataclass or its instance), in their order: a frame's columns."""
-    return [f.name for f in dataclasses.fields(table)]
+    return [_column(f.name) for f in dataclasses.fields(table)]
 
 
 COL = column_names(Columns)
