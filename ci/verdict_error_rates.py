@@ -26,7 +26,7 @@ import pandas as pd
 import scipy
 from scipy import stats
 
-from suite.analysis.findings import headline
+from suite.analysis.findings import headline_rows
 from suite.analysis.stats.verdicts import ALPHA, TEST, TESTS, compare_all, summarise
 from suite.records.results import read_records
 
@@ -43,7 +43,7 @@ REFERENCE_ONLY = ("welch-linear",)
 
 def observed_spreads(records_path: Path) -> dict[str, float]:
     """The coefficients of variation of the per-seed FIDs in a report's records: final (median, largest) and at equal time (largest)."""
-    rows = headline(read_records(records_path), {}).to_dict("records")
+    rows = headline_rows(read_records(records_path), {})
 
     def cv(summary) -> float | None:
         if summary is None or summary.n < 2:
@@ -51,8 +51,8 @@ def observed_spreads(records_path: Path) -> dict[str, float]:
         values = np.asarray(summary.values)
         return float(values.std(ddof=1) / values.mean())
 
-    final = [c for row in rows if (c := cv(row["_fid"])) is not None]
-    at_time = [c for row in rows if (c := cv(row.get("_fid_at_equal_time"))) is not None]
+    final = [c for row in rows if (c := cv(row.fid_summary)) is not None]
+    at_time = [c for row in rows if (c := cv(row.fid_at_equal_time_summary)) is not None]
     spreads = {"final FID, median": float(np.median(final)), "final FID, largest": max(final)}
     if at_time:
         spreads["FID at equal time, largest"] = max(at_time)
@@ -275,8 +275,8 @@ def sequential(args: argparse.Namespace) -> int:
     from suite.analysis.estimand import in_seed_order, late_score
     from suite.analysis.stats.sequential import Plan
 
-    rows = headline(read_records(REPO / args.records), {}).to_dict("records")
-    late = {row["strategy"]: [v for v in in_seed_order(row["_main"], late_score) if v] for row in rows}
+    rows = headline_rows(read_records(REPO / args.records), {})
+    late = {row.strategy: [v for v in in_seed_order(row.main, late_score) if v] for row in rows}
     late = {name: values for name, values in late.items() if len(values) > 1}
     medians = tuple(float(np.exp(np.mean(np.log(v)))) for v in late.values())
     spread = tuple(float(np.std(np.log(v), ddof=1)) for v in late.values())

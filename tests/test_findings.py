@@ -9,7 +9,7 @@ from scipy import stats
 from test_report import quality, record
 
 from suite.analysis.claims import findings
-from suite.analysis.findings import headline, not_learned_warnings, ruler_text, strong_speedup
+from suite.analysis.findings import headline, headline_rows, not_learned_warnings, rows_of, ruler_text, strong_speedup
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
 from suite.measure.metrics.signals import not_learned
@@ -95,6 +95,17 @@ def tables(root):
     records = [r for r in (__import__("suite.records.results", fromlist=["iter_records"]).iter_records(root))]
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
     return records, scaling, headline(records, scaling)
+
+
+def test_the_headline_frame_reads_back_as_the_rows_it_was_made_of(scenario):
+    """The frame tools and tests read (:func:`headline`) holds every field of the typed rows analysis reads."""
+    records, scaling, table = tables(scenario)
+    rows, back = headline_rows(records, scaling), rows_of(table)
+    assert [r.strategy for r in back] == [r.strategy for r in rows] and len(rows) == 4
+    for row, read in zip(rows, back):
+        assert (read.top, read.procs, read.seeds, read.checks) == (row.top, row.procs, row.seeds, row.checks)
+        assert read.fid_summary == row.fid_summary and read.speedup_summary == row.speedup_summary
+        assert [r.run_id for r in read.main] == [r.run_id for r in row.main]
 
 
 def test_one_headline_row_per_strategy_at_its_largest_p_over_its_seeds(scenario):

@@ -17,7 +17,7 @@ import pytest
 from suite.analysis import claims
 from suite.analysis.claims import findings_table
 from suite.analysis.estimand import late_score
-from suite.analysis.findings import headline
+from suite.analysis.findings import headline, headline_rows
 from suite.analysis.stats.sequential import Plan, sequential_family
 from suite.analysis.stats.verdicts import compare_all, equivalence_p, holm_shaffer, sentence, summarise
 from suite.config.expansion import expand, load_scenario
@@ -258,13 +258,13 @@ def test_a_final_model_that_collapsed_does_not_take_its_system_out_of_the_late_c
         r.quality.untrained_fid = 1200.0
     collapsed = next(r for r in records if r.strategy == "data_parallel" and r.seed == 2)
     collapsed.quality.fid = 1190.0  # its final model: no better than untrained, a warning of its own
-    rows = headline(records, {}).to_dict("records")
+    rows = headline_rows(records, {})
     assert claims.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
     assert claims.excluded_from_quality(rows) == set()  # its late FID learned: it stays in the comparison
-    assert {row["strategy"] for row in claims.scored_rows(rows)} == {"conditional / bce / torch", "data_parallel / bce / torch"}
+    assert {row.strategy for row in claims.scored_rows(rows)} == {"conditional / bce / torch", "data_parallel / bce / torch"}
     for point in collapsed.curve:  # the whole late half no better than untrained: left out
         point.fid = 1250.0
-    rows = headline(records, {}).to_dict("records")
+    rows = headline_rows(records, {})
     assert claims.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
 
 
@@ -288,12 +288,12 @@ def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
     ]
     failed = next(r for r in records if r.strategy == "conditional" and r.seed == 1)
     failed.status = "failed"
-    rows = headline(records, {}).to_dict("records")
+    rows = headline_rows(records, {})
     scored = claims.scored_rows(rows)
     procedure = claims.quality_procedure(scored, records)
     # the look of 3 seeds took seeds 0 and 2 of the DC-CGAN (seed 1 failed in its place), not seed 3
     assert procedure.seeds["conditional / bce / torch"] == 6 and procedure.look == 2
-    late = claims._positions(next(row for row in scored if row["strategy"].startswith("conditional")), records)
+    late = claims._positions(next(row for row in scored if row.strategy.startswith("conditional")), records)
     assert late[1] is None and len(late) == 6  # seed 1 in its place: seeds 2-5 keep theirs
 
 

@@ -9,12 +9,15 @@ column. Its text reaches markdown only through :func:`suite.analysis.markdown.ma
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.shown import shown
+from .columns import column_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,23 +28,81 @@ BASELINE_BYTES = 1 << 20
 TEXT, NUMBER, WHOLE, GRID = "text", "number", "whole", "grid"
 """What a column holds; a kind ending in ``?`` may be left empty."""
 
+
+def _holds(kind: str) -> Any:
+    """A column of a papers' table that holds ``kind`` (:data:`TEXT`, ...; ending ``?``: may be empty)."""
+    return dataclasses.field(metadata={"kind": kind})
+
+
+@dataclass(frozen=True)
+class ScalingPoints:
+    """``scaling_points.csv``: published scaling points (the projection's :func:`suite.analysis.projection.render.paper_points`)."""
+
+    source: str = _holds(TEXT)
+    strategy: str = _holds(TEXT)
+    scaling: str = _holds(TEXT)
+    procs: str = _holds(WHOLE)
+    metric: str = _holds(TEXT)
+    value: str = _holds(NUMBER)
+    kind: str = _holds(TEXT)
+    grid: str = _holds(GRID + "?")
+    note: str = _holds(TEXT + "?")
+
+
+@dataclass(frozen=True)
+class InceptionScores:
+    """``seed000_inception_scores.csv``: paper 000's Inception Scores."""
+
+    dataset: str = _holds(TEXT)
+    model: str = _holds(TEXT)
+    is_mean: str = _holds(NUMBER)
+    is_std: str = _holds(NUMBER + "?")
+    table: str = _holds(TEXT)
+    source: str = _holds(TEXT)
+
+
+@dataclass(frozen=True)
+class CellularSpeedups:
+    """``seed001_cellular_speedups.csv``: paper 001's speedups of cellular training per grid."""
+
+    grid: str = _holds(GRID)
+    single_core_min: str = _holds(NUMBER)
+    distributed_min: str = _holds(NUMBER)
+    distributed_std_min: str = _holds(NUMBER + "?")
+    speedup: str = _holds(NUMBER)
+    source: str = _holds(TEXT)
+    table: str = _holds(TEXT)
+
+
+@dataclass(frozen=True)
+class GridFids:
+    """``seed003_fid.csv``: paper 003's FIDs per grid."""
+
+    dataset: str = _holds(TEXT)
+    grid: str = _holds(GRID)
+    statistic: str = _holds(TEXT)
+    fid: str = _holds(NUMBER)
+    fid_std: str = _holds(NUMBER + "?")
+    runs: str = _holds(WHOLE + "?")
+    table: str = _holds(TEXT)
+    source: str = _holds(TEXT)
+
+
+POINTS = column_names(ScalingPoints)
+"""The papers' tables' column names, as attributes mypy checks: ``POINTS.procs == "procs"``, ``SEED003.fid``."""
+SEED000 = column_names(InceptionScores)
+SEED001 = column_names(CellularSpeedups)
+SEED003 = column_names(GridFids)
+TABLES: dict[str, type] = {
+    "scaling_points.csv": ScalingPoints,
+    "seed000_inception_scores.csv": InceptionScores,
+    "seed001_cellular_speedups.csv": CellularSpeedups,
+    "seed003_fid.csv": GridFids,
+}
+"""Each table the suite reads, by its file name."""
 COLUMNS: dict[str, dict[str, str]] = {
-    "scaling_points.csv": {
-        "source": TEXT, "strategy": TEXT, "scaling": TEXT, "procs": WHOLE, "metric": TEXT, "value": NUMBER,
-        "kind": TEXT, "grid": GRID + "?", "note": TEXT + "?",
-    },
-    "seed000_inception_scores.csv": {
-        "dataset": TEXT, "model": TEXT, "is_mean": NUMBER, "is_std": NUMBER + "?", "table": TEXT, "source": TEXT,
-    },
-    "seed001_cellular_speedups.csv": {
-        "grid": GRID, "single_core_min": NUMBER, "distributed_min": NUMBER, "distributed_std_min": NUMBER + "?",
-        "speedup": NUMBER, "source": TEXT, "table": TEXT,
-    },
-    "seed003_fid.csv": {
-        "dataset": TEXT, "grid": GRID, "statistic": TEXT, "fid": NUMBER, "fid_std": NUMBER + "?", "runs": WHOLE + "?",
-        "table": TEXT, "source": TEXT,
-    },
-}  # fmt: skip
+    name: {f.name: f.metadata["kind"] for f in dataclasses.fields(table)} for name, table in TABLES.items()
+}
 """The columns of each table the suite reads, and what each holds."""
 
 _GRID = re.compile(r"[1-9]\d{0,3}x[1-9]\d{0,3}")

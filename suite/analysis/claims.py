@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, cast
+from typing import Callable, Iterable, cast
 
 import pandas as pd
 from scipy import special
 
 from ..records.record import Record
 from .estimand import DEFINITION, equivalence_margin, late_score, seed_policy
-from .findings import caveats, config_name, contended, headline, not_learned_reasons
+from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
@@ -62,71 +62,76 @@ class Finding:
         return bool(partners) and (name in improving or bool(partners & improving))
 
 
-def _family(rows: list[dict[str, Any]], column: str, lower_is_better: bool = True) -> Family | None:
-    """Every pair of the rows' ``column`` summaries tested (:func:`compare_all`; None where fewer than two have one)."""
-    return compare_all({row["strategy"]: row[column] for row in rows if row.get(column) is not None}, lower_is_better)
+Estimate = Callable[[HeadlineRow], Summary | None]
+"""One summary of a headline row: the quantity a family compares."""
+
+
+def _family(rows: list[HeadlineRow], value: Estimate, lower_is_better: bool = True) -> Family | None:
+    """Every pair of the rows' ``value`` summaries tested (:func:`compare_all`; None where fewer than two have one)."""
+    summaries = {row.strategy: value(row) for row in rows}
+    return compare_all({name: summary for name, summary in summaries.items() if summary is not None}, lower_is_better)
 
 
 def _ranked(
-    rows: list[dict[str, Any]],
+    rows: list[HeadlineRow],
     family: Family,
     what: str,
     quantity: str,
     records: list[Record],
     scaling: dict[str, pd.DataFrame],
-    shown: str | None = None,
+    shown: Callable[[HeadlineRow], str | None] | None = None,
 ) -> Finding:
-    """The finding of ``family``, tested on ``rows``: its sentence (with the rows' ``shown`` column beside each
+    """The finding of ``family``, tested on ``rows``: its sentence (with the rows' ``shown`` text beside each
     estimate), and the caveats of each candidate found better."""
-    text = sentence(family, what, shown={row["strategy"]: row[shown] for row in rows if row.get(shown)} if shown else None)
+    texts = {row.strategy: shown(row) for row in rows} if shown else {}
+    text = sentence(family, what, shown={name: t for name, t in texts.items() if t} if shown else None)
     named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
     for name in named:
-        notes = caveats(next(row for row in rows if row["strategy"] == name), records, scaling, quantity in TIMING)
+        notes = caveats(next(row for row in rows if row.strategy == name), records, scaling, quantity in TIMING)
         if notes:
             text += f" Caveat for {name}: {', '.join(notes)}."
     return Finding(text, quantity, family, what)
 
 
-def _scored(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+def _scored(rows: list[HeadlineRow]) -> list[HeadlineRow]:
+    return [row for row in rows if row.fid_summary is not None or row.kid_summary is not None]
 
 
-def _late_unlearned(row: dict[str, Any]) -> bool:
+def _late_unlearned(row: HeadlineRow) -> bool:
     """Whether some draw of ``row`` has no late FID, or one no better than its untrained generator's FID."""
-    for r in row["_main"]:
+    for r in row.main:
         late, untrained = late_score(r), r.quality.untrained_fid if r.quality is not None else None
         if late is None or (untrained is not None and late >= untrained):
             return True
     return False
 
 
-def excluded_from_quality(rows: list[dict[str, Any]]) -> set[str]:
+def excluded_from_quality(rows: list[HeadlineRow]) -> set[str]:
     """The headline rows the quality verdicts leave out as not learned in some draw. Where they compare the late FID
     (every scored row has one), a draw is judged on it: a late FID no better than its untrained generator's; a final
     model that collapsed after learning (one moment, said in the warnings) does not take its system out of a
     comparison of the late half of training. Else on the final model's signals (:func:`unlearned_configs`)."""
     scored = _scored(rows)
-    if scored and all(row.get("_fid_late") is not None for row in scored):
-        return {row["strategy"] for row in scored if _late_unlearned(row)}
+    if scored and all(row.fid_late_summary is not None for row in scored):
+        return {row.strategy for row in scored if _late_unlearned(row)}
     return unlearned_configs(rows)
 
 
-def scored_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def scored_rows(rows: list[HeadlineRow]) -> list[HeadlineRow]:
     """The headline rows the quality verdicts compare: scored, and learned in every draw (:func:`excluded_from_quality`)."""
     excluded = excluded_from_quality(rows)
-    return [row for row in _scored(rows) if row["strategy"] not in excluded]
+    return [row for row in _scored(rows) if row.strategy not in excluded]
 
 
-def late_rows(scored: list[dict[str, Any]]) -> bool:
+def late_rows(scored: list[HeadlineRow]) -> bool:
     """Whether the scored rows are compared on the late FID: one ruler, and a late FID for every row."""
-    return bool(scored) and len({row["quality"] for row in scored}) == 1 and all(row["_fid_late"] is not None for row in scored)
+    return bool(scored) and len({row.quality for row in scored}) == 1 and all(row.fid_late_summary is not None for row in scored)
 
 
 def sequential_quality(records: list[Record]) -> Sequential | None:
     """The late-FID verdicts of ``records`` as the report takes them (:func:`quality_procedure`; None where the
     systems are not compared on the late FID): ``suite run`` decides each next block of sequential seeds with it."""
-    rows: list[dict[str, Any]] = headline(records, {}).to_dict("records")
-    scored = scored_rows(rows)
+    scored = scored_rows(headline_rows(records, {}))
     return quality_procedure(scored, records) if late_rows(scored) else None
 
 
@@ -134,29 +139,29 @@ LATE_FID = "late FID"
 """The quantity of the quality verdicts (:mod:`suite.analysis.estimand`), as the verdict column names it."""
 
 
-def quality_procedure(rows: list[dict[str, Any]], records: list[Record]) -> Sequential | None:
+def quality_procedure(rows: list[HeadlineRow], records: list[Record]) -> Sequential | None:
     """The late-FID verdicts of ``rows`` as the run decided them: sequential seeds replayed where the runs had a
     policy (:mod:`suite.analysis.stats.sequential`), else one look at every seed; every pair better, equivalent
     within the runs' ``metrics.equivalence_margin`` or undecided. ``suite run`` decides its next block with it."""
-    main = [r for row in rows for r in row["_main"]]
+    main = [r for row in rows for r in row.main]
     policy = seed_policy(main)
     if policy is None:
-        draws = {row["strategy"]: row["_fid_late_draws"] for row in rows}
+        draws = {row.strategy: row.fid_late_draws for row in rows}
         plan = Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
     else:  # by seed position: a seed that ran but failed is None in its place, so later seeds keep theirs
-        plan, draws = Plan(*policy), {row["strategy"]: _positions(row, records) for row in rows}
+        plan, draws = Plan(*policy), {row.strategy: _positions(row, records) for row in rows}
     return sequential_family(draws, plan, True, equivalence_margin(main))
 
 
-def _positions(row: dict[str, Any], records: list[Record]) -> list[float | None]:
+def _positions(row: HeadlineRow, records: list[Record]) -> list[float | None]:
     """A row's late FIDs by seed (0, 1, ...), None for a seed whose run at the row's P did not finish ok, up to the
     last seed that ran at all."""
-    late = {r.seed: late_score(r) for r in row["_main"]}
-    tried = [r.seed for r in records if config_name(r) == row["strategy"] and r.procs == row["_top"] and r.seed is not None]
+    late = {r.seed: late_score(r) for r in row.main}
+    tried = [r.seed for r in records if config_name(r) == row.strategy and r.procs == row.top and r.seed is not None]
     return [late.get(seed) for seed in range(max(tried, default=-1) + 1)]
 
 
-def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
+def _late_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
     """The quality verdicts: every pair of systems on the late FID (:func:`quality_procedure`)."""
     procedure = quality_procedure(rows, records)
     assert procedure is not None, "rows with late FIDs make a family"
@@ -188,20 +193,21 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     """
     if table.empty:
         return []
-    rows: list[dict[str, Any]] = table.to_dict("records")
+    rows = rows_of(table)
     out: list[Finding] = [f for f in [_time_to_target_finding(rows, records, scaling)] if f is not None]
     unlearned = excluded_from_quality(rows)
     scored = scored_rows(rows)
-    rulers = {row["quality"] for row in scored}
+    rulers = {row.quality for row in scored}
     if late_rows(scored):
-        out.append(replace(_late_quality(scored, next(iter(rulers)), records, scaling), scale=quality_scale(scored)))
+        out.append(replace(_late_quality(scored, str(next(iter(rulers))), records, scaling), scale=quality_scale(scored)))
     elif scored and len(rulers) == 1:
-        metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
-        what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
-        family = _family(scored, metric)
-        said = _ranked(scored, family, what, metric[1:].upper(), records, scaling) if family else None
+        fid = all(row.fid_summary is not None for row in scored)
+        metric = "FID" if fid else "KID"
+        what = f"Final quality ({metric}, {next(iter(rulers))})"
+        family = _family(scored, (lambda row: row.fid_summary) if fid else (lambda row: row.kid_summary))
+        said = _ranked(scored, family, what, metric, records, scaling) if family else None
         if said:
-            out.append(replace(said, scale=quality_scale(scored, metric[1:].replace("kid", "kid_mean"))))
+            out.append(replace(said, scale=quality_scale(scored, "fid" if fid else "kid_mean")))
     elif len(rulers) > 1:
         out.append(
             Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality")
@@ -215,17 +221,17 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
                 "quality",
             )
         )
-    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
+    at_time = [row for row in rows if row.fid_at_equal_time_summary is not None and row.strategy not in unlearned]
     # at an equal images budget the FID at its last point is the final model's, one moment of a GAN that may still
     # oscillate: the late FID above is the verdict, the final FID a column beside it; equal time stays a family
-    moment = late_rows(scored) and bool(rows) and rows[0]["_equal_axis"] == "images"
+    moment = late_rows(scored) and bool(rows) and rows[0].equal_axis == "images"
     if len(at_time) > 1 and len(rulers) == 1 and not moment:
-        if rows[0]["_equal_axis"] == "images":
-            budget = f"an equal images budget (FID at the last curve point by {rows[0]['_equal_time']:.0f} images"
+        if rows[0].equal_axis == "images":
+            budget = f"an equal images budget (FID at the last curve point by {rows[0].equal_time:.0f} images"
         else:
-            budget = f"equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s"
+            budget = f"equal training time (FID at the last curve point by {rows[0].equal_time:.0f} s"
         what = f"Quality at {budget}, {next(iter(rulers))})"
-        family = _family(at_time, "_fid_at_equal_time")
+        family = _family(at_time, lambda row: row.fid_at_equal_time_summary)
         said = _ranked(at_time, family, what, EQUAL_BUDGET, records, scaling) if family else None
         if said:
             out.append(replace(said, scale=quality_scale(at_time)))
@@ -233,9 +239,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     return out + ([speedups] if speedups is not None else [])
 
 
-def _time_to_target_finding(
-    rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]
-) -> Finding | None:
+def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
     """Every pair of systems on the time to the runs' target, over the draws that reached it (None: the runs set no
     target); where none reached it in every draw, a sentence that says so."""
     target = next((r.time_to_target for r in records if r.status == "ok" and r.time_to_target is not None), None)
@@ -244,9 +248,9 @@ def _time_to_target_finding(
     goal = f"{target.target:g}" if target.target is not None else "its target"
     metric = str(target.metric or "the score").upper()
     what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
-    family = _family(rows, "_time_to_target")
-    said = _ranked(rows, family, what, "time to target", records, scaling, "time_to_target") if family else None
-    missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
+    family = _family(rows, lambda row: row.time_to_target_summary)
+    said = _ranked(rows, family, what, "time to target", records, scaling, lambda row: row.time_to_target) if family else None
+    missed = [f"{row.strategy} ({row.target_missed})" for row in rows if isinstance(row.target_missed, str)]
     if said is None:
         return Finding(
             f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.", "time to target"
@@ -255,23 +259,21 @@ def _time_to_target_finding(
     return Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows)))
 
 
-def _speedup_finding(rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
+def _speedup_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
     """Every pair of systems on the strong-scaling speedup at the largest P that has speedups (None: none has one)."""
-    scaled = [row for row in rows if row["_speedup"] is not None]
+    scaled = [row for row in rows if row.speedup_summary is not None]
     if not scaled:
         return None
-    top = max(row["_top"] for row in scaled)
-    at_top = [row for row in scaled if row["_top"] == top]
-    family = _family(at_top, "_speedup", lower_is_better=False)
+    top = max(row.top for row in scaled)
+    at_top = [row for row in scaled if row.top == top]
+    family = _family(at_top, lambda row: row.speedup_summary, lower_is_better=False)
     said = _ranked(at_top, family, f"Strong-scaling speedup at P={top}", "speedup", records, scaling) if family else None
     return replace(said, scale=speedup_scale(at_top, top)) if said else None
 
 
-def unlearned_configs(rows: list[dict[str, Any]]) -> set[str]:
+def unlearned_configs(rows: list[HeadlineRow]) -> set[str]:
     """The headline rows (configurations) with a model that has not learned in some draw."""
-    return {
-        row["strategy"] for row in rows if any(r.quality is not None and not_learned_reasons(r.quality) for r in row["_main"])
-    }
+    return {row.strategy for row in rows if any(r.quality is not None and not_learned_reasons(r.quality) for r in row.main)}
 
 
 def verdicts(

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -115,5 +118,21 @@ class Columns:
     ended_utc: str
 
 
-COL = Columns(**{f.name: f.name for f in dataclasses.fields(Columns)})
+def _column(attribute: str) -> str:
+    """The column an attribute names: itself, less the trailing ``_`` of a Python keyword (``class_``: ``class``)."""
+    return attribute[:-1] if attribute.endswith("_") else attribute
+
+
+def column_names(table: type[T]) -> T:
+    """The instance of ``table``, a dataclass of one ``str`` attribute per column of a table, whose attributes hold
+    their own names: how analysis names the columns of its tables (this one, the projection's, the papers')."""
+    return table(**{f.name: _column(f.name) for f in dataclasses.fields(table)})  # type: ignore[arg-type]
+
+
+def names_of(table: Any) -> list[str]:
+    """The column names of ``table`` (a column-name dataclass or its instance), in their order: a frame's columns."""
+    return [_column(f.name) for f in dataclasses.fields(table)]
+
+
+COL = column_names(Columns)
 """The flat table's column names: ``COL.fid == "fid"``."""

@@ -8,9 +8,10 @@ largest process count it ran; speedup and efficiency come from its scaling sweep
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
@@ -181,12 +182,115 @@ def _text(summary: Summary | None, digits: int = 3) -> str | None:
     return summary.text(digits) if summary is not None else None
 
 
+def _shown(column: str | None = None) -> Any:
+    """A field of :class:`HeadlineRow` shown in the headline, in the frame's column ``column`` (else its name)."""
+    return dataclasses.field(metadata={"column": column} if column else {})
+
+
+def _kept(column: str) -> Any:
+    """A field of :class:`HeadlineRow` the findings test with, in the frame's hidden column ``column`` (``_*``)."""
+    return dataclasses.field(metadata={"column": column})
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One configuration at its largest process count (:func:`headline_rows`): the estimates shown as text, and the
+    summaries and runs the findings test with (the frame's hidden ``_*`` columns, :func:`headline_frame`)."""
+
+    strategy: str
+    """The configuration's name (:func:`config_name`)."""
+    procs_text: str = _shown("P")
+    """Every process count it ran, comma-separated."""
+    seeds: int = _shown()
+    train_s: str | None = _shown()
+    speedup: str | None = _shown()
+    efficiency: str | None = _shown()
+    weak_efficiency: str | None = _shown()
+    comm_share: float | None = _shown()
+    images_per_s: str | None = _shown()
+    time_to_target: str | None = _shown()
+    fid_late: str | None = _shown()
+    fid: str | None = _shown()
+    fid_at_equal_time: str | None = _shown()
+    kid: str | None = _shown()
+    label_acc: str | None = _shown()
+    quality: str | None = _shown()
+    """The rulers of its scores (:func:`ruler_text`), None where none was scored."""
+    checks: str = _shown()
+    weak_efficiency_summary: Summary | None = _kept("_weak_efficiency")
+    fid_late_draws: list[float | None] = _kept("_fid_late_draws")
+    """Its late FIDs in seed order (:func:`suite.analysis.estimand.in_seed_order`)."""
+    top: int = _kept("_top")
+    """Its largest process count: the P of ``main``."""
+    procs: list[int] = _kept("_procs")
+    train_s_summary: Summary | None = _kept("_train_s")
+    efficiency_summary: Summary | None = _kept("_efficiency")
+    targets: int = _kept("_targets")
+    """The seeds with a time to target."""
+    targets_reached: int = _kept("_targets_reached")
+    main: list[Record] = _kept("_main")
+    """The runs it reports (:func:`main_runs`)."""
+    base: list[Record] = _kept("_base")
+    """Its strong sweep's P = 1 runs (none where ``top`` is 1)."""
+    speedup_summary: Summary | None = _kept("_speedup")
+    time_to_target_summary: Summary | None = _kept("_time_to_target")
+    """Its time to target where every seed reached it."""
+    target_missed: str | None = _kept("_target_missed")
+    images_per_s_summary: Summary | None = _kept("_images_per_s")
+    fid_summary: Summary | None = _kept("_fid")
+    kid_summary: Summary | None = _kept("_kid")
+    label_acc_summary: Summary | None = _kept("_label_acc")
+    fid_late_summary: Summary | None = _kept("_fid_late")
+    fid_at_equal_time_summary: Summary | None = _kept("_fid_at_equal_time")
+    equal_time: float | None = _kept("_equal_time")
+    """The equal budget every row's FID at equal time is read at (:func:`equal_time`), on ``equal_axis``."""
+    equal_axis: str = _kept("_equal_axis")
+    """``images`` or ``clock_s`` (:func:`budget_axis`)."""
+
+
+def _column(item: dataclasses.Field[Any]) -> str:
+    column: str = item.metadata.get("column", item.name)
+    return column
+
+
+HEADLINE_COLUMNS = {item.name: _column(item) for item in dataclasses.fields(HeadlineRow)}
+"""The headline frame's column of each field of :class:`HeadlineRow`: its name, ``P``, or a hidden ``_*`` column."""
+
+
+def headline_frame(rows: list[HeadlineRow]) -> pd.DataFrame:
+    """The headline rows as a frame, one column per field (:data:`HEADLINE_COLUMNS`), for tables and tools."""
+    return pd.DataFrame([{column: getattr(row, name) for name, column in HEADLINE_COLUMNS.items()} for row in rows])
+
+
+def rows_of(table: pd.DataFrame) -> list[HeadlineRow]:
+    """The typed rows of a headline frame (:func:`headline_frame`)."""
+    return [HeadlineRow(**{name: row[column] for name, column in HEADLINE_COLUMNS.items()}) for row in table.to_dict("records")]
+
+
 def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The headline rows of ``records`` as a frame (:func:`headline_rows`, :func:`headline_frame`)."""
+    return headline_frame(headline_rows(records, scaling))
+
+
+def _weak_efficiency(name: str, scaling: dict[str, pd.DataFrame]) -> Summary | None:
+    """The weak sweep's efficiency of configuration ``name`` at its largest P (per unit of work where it has one)."""
+    table = scaling.get("weak")
+    if table is None or table.empty:
+        return None
+    part = table[table["config"].str.startswith(name)]
+    part = part[part[COL.procs] == part[COL.procs].max()] if not part.empty else part
+    if part.empty or part[COL.procs].iloc[0] <= 1:
+        return None
+    work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
+    return work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
+
+
+def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[HeadlineRow]:
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
     Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.stats.verdicts.Summary.text`:
-    geometric means of positive quantities); the hidden ``_*`` columns keep the summaries the findings test with.
+    geometric means of positive quantities); the row keeps the summaries the findings test with.
     """
     by_config: dict[str, list[Record]] = defaultdict(list)
     for r in records:
@@ -198,79 +302,67 @@ def headline(records: list[Record], scaling: dict[str, pd.DataFrame]) -> pd.Data
         speedup = strong_speedup(runs, top)
         train_s = summarise(r.train_s for r in main)
         efficiency = speedup.scaled(1 / top) if speedup is not None else None
-        row: dict[str, Any] = {
-            "strategy": name,
-            "P": ",".join(str(p) for p in sorted({procs_of(r) for r in runs})),
-            "seeds": len({r.seed for r in main}),
-            "train_s": _text(train_s),
-            "speedup": _text(speedup),
-            "efficiency": _text(efficiency),
-            "weak_efficiency": None,
-            "comm_share": _mean(r.telemetry.comm_share if r.telemetry is not None else None for r in main),
-            "images_per_s": _text(summarise(r.images_per_s for r in main)),
-            "time_to_target": None,
-            "fid_late": None,
-            "fid": None,
-            "fid_at_equal_time": None,
-            "kid": None,
-            "label_acc": None,
-            "quality": None,
-            "checks": "; ".join(checks(runs, records)),
-        }
-        table = scaling.get("weak")
-        if table is not None and not table.empty:
-            part = table[table["config"].str.startswith(name)]
-            part = part[part[COL.procs] == part[COL.procs].max()] if not part.empty else part
-            if not part.empty and part[COL.procs].iloc[0] > 1:
-                work, plain = part["_efficiency_work"].iloc[0], part["_efficiency"].iloc[0]
-                weak = work if isinstance(work, Summary) else plain if isinstance(plain, Summary) else None
-                row["weak_efficiency"], row["_weak_efficiency"] = _text(weak), weak
+        weak = _weak_efficiency(name, scaling)
         qualities = [r.quality for r in main if r.quality is not None]
-        summaries = {
-            metric: summarise(per_seed(main, _quality_reader(metric)), fraction=metric == "label_acc")
-            for metric in ("fid", "kid", "label_acc")
-        }
+        fid, kid = (summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid"))
+        label_acc = summarise(per_seed(main, _quality_reader("label_acc")), fraction=True)
         late_draws = in_seed_order(main, late_score)
-        summaries["fid_late"] = summarise(late_draws)
-        row["_fid_late_draws"] = late_draws
-        if qualities:
-            row["fid_late"] = _text(summaries["fid_late"])
-            row["fid"], row["kid"] = _text(summaries["fid"]), _text(summaries["kid"])
-            row["label_acc"] = _text(summaries["label_acc"], 2)
-            row["quality"] = "; ".join(sorted({ruler_text(q) for q in qualities}))
+        fid_late = summarise(late_draws)
         targets = _targets_per_seed(main)
         reached = summarise(t.clock_s for t in targets if t.reached)
-        if targets:
-            row["time_to_target"] = _target_text(targets, reached)
-        row.update(
-            _top=top,
-            _procs=sorted({procs_of(r) for r in runs}),
-            _train_s=train_s,
-            _efficiency=efficiency,
-            _weak_efficiency=row.get("_weak_efficiency"),
-            _targets=len(targets),
-            _targets_reached=reached.n if reached is not None else 0,
-            _main=main,
-            _base=[r for r in runs if r.scaling == "strong" and r.procs == 1 and top > 1],
-            _speedup=speedup,
-            _time_to_target=reached if targets and reached and reached.n == len(targets) else None,
-            _target_missed=_missed(targets, reached),
-            _images_per_s=summarise(r.images_per_s for r in main),
+        rows.append(
+            HeadlineRow(
+                strategy=name,
+                procs_text=",".join(str(p) for p in sorted({procs_of(r) for r in runs})),
+                seeds=len({r.seed for r in main}),
+                train_s=_text(train_s),
+                speedup=_text(speedup),
+                efficiency=_text(efficiency),
+                weak_efficiency=_text(weak),
+                comm_share=_mean(r.telemetry.comm_share if r.telemetry is not None else None for r in main),
+                images_per_s=_text(summarise(r.images_per_s for r in main)),
+                time_to_target=_target_text(targets, reached) if targets else None,
+                fid_late=_text(fid_late) if qualities else None,
+                fid=_text(fid) if qualities else None,
+                fid_at_equal_time=None,
+                kid=_text(kid) if qualities else None,
+                label_acc=_text(label_acc, 2) if qualities else None,
+                quality="; ".join(sorted({ruler_text(q) for q in qualities})) if qualities else None,
+                checks="; ".join(checks(runs, records)),
+                weak_efficiency_summary=weak,
+                fid_late_draws=late_draws,
+                top=top,
+                procs=sorted({procs_of(r) for r in runs}),
+                train_s_summary=train_s,
+                efficiency_summary=efficiency,
+                targets=len(targets),
+                targets_reached=reached.n if reached is not None else 0,
+                main=main,
+                base=[r for r in runs if r.scaling == "strong" and r.procs == 1 and top > 1],
+                speedup_summary=speedup,
+                time_to_target_summary=reached if targets and reached and reached.n == len(targets) else None,
+                target_missed=_missed(targets, reached),
+                images_per_s_summary=summarise(r.images_per_s for r in main),
+                fid_summary=fid,
+                kid_summary=kid,
+                label_acc_summary=label_acc,
+                fid_late_summary=fid_late,
+                fid_at_equal_time_summary=None,
+                equal_time=None,
+                equal_axis="clock_s",
+            )
         )
-        row.update({f"_{metric}": summary for metric, summary in summaries.items()})  # _fid, _kid, _label_acc, _fid_late
-        rows.append(row)
-    _add_equal_time_quality(rows)
-    return pd.DataFrame(rows)
+    return _with_equal_time_quality(rows)
 
 
 EQUAL_TIME_SLACK = 1.05
 """A curve point counts as "at" the common time when its clock is at most this factor past it."""
 
 
-def budget_axis(rows: list[dict[str, Any]]) -> str:
+def budget_axis(rows: list[HeadlineRow]) -> str:
     """What the equal-budget view holds equal: the real training ``images`` where every run compared trained to
     ``train.budget_images`` (its curve points sit at equal fractions of it), else the window's seconds (``clock_s``)."""
-    runs: list[Record] = [r for row in rows for r in row["_main"]]
+    runs: list[Record] = [r for row in rows for r in row.main]
     images = all(r.budget_images and all(p.images is not None for p in r.curve or []) for r in runs)
     return "images" if runs and images else "clock_s"
 
@@ -280,10 +372,10 @@ def _at(point: CurvePoint, field: str) -> Any:
     return getattr(point, field, None)
 
 
-def equal_time(rows: list[dict[str, Any]], axis: str = "clock_s") -> float | None:
+def equal_time(rows: list[HeadlineRow], axis: str = "clock_s") -> float | None:
     """The longest training time (or ``axis``) every configuration's quality curves reach: the shortest final curve point."""
-    ends: list[float] = [max(_at(p, axis) for p in r.curve) for row in rows for r in row["_main"] if r.curve]
-    return min(ends) if ends and all(any(r.curve for r in row["_main"]) for row in rows) else None
+    ends: list[float] = [max(_at(p, axis) for p in r.curve) for row in rows for r in row.main if r.curve]
+    return min(ends) if ends and all(any(r.curve for r in row.main) for row in rows) else None
 
 
 def quality_at(record: Record, clock: float, metric: str = "fid", axis: str = "clock_s") -> tuple[float | None, float | None]:
@@ -296,25 +388,24 @@ def quality_at(record: Record, clock: float, metric: str = "fid", axis: str = "c
     return _at(last, metric), _at(last, axis)
 
 
-def _add_equal_time_quality(rows: list[dict[str, Any]]) -> None:
+def _with_equal_time_quality(rows: list[HeadlineRow]) -> list[HeadlineRow]:
     """Paper 002's framing, quality under a fixed budget: each configuration's FID at the same training time, or at
     the same real training images where every run had an images budget."""
     axis = budget_axis(rows)
     clock = equal_time(rows, axis) if len(rows) > 1 else None
     unit = "images" if axis == "images" else "s"
+    out = []
     for row in rows:
-        row["fid_at_equal_time"], row["_fid_at_equal_time"] = None, None
-        if clock is None:
-            continue
-        points = [quality_at(r, clock, axis=axis) for r in row["_main"]]
-        values = per_seed(row["_main"], lambda r: quality_at(r, clock, axis=axis)[0])
-        summary = summarise(values)
-        if summary is not None and summary.n == len(values):
-            at = max(c for _, c in points if c is not None)
-            row["fid_at_equal_time"] = f"{summary.text()} at {at:.0f} {unit}"
-            row["_fid_at_equal_time"] = summary
-    for row in rows:
-        row["_equal_time"], row["_equal_axis"] = clock, axis
+        text, kept = None, None
+        if clock is not None:
+            points = [quality_at(r, clock, axis=axis) for r in row.main]
+            values = per_seed(row.main, lambda r: quality_at(r, clock, axis=axis)[0])
+            summary = summarise(values)
+            if summary is not None and summary.n == len(values):
+                at = max(c for _, c in points if c is not None)
+                text, kept = f"{summary.text()} at {at:.0f} {unit}", summary
+        out.append(replace(row, fid_at_equal_time=text, fid_at_equal_time_summary=kept, equal_time=clock, equal_axis=axis))
+    return out
 
 
 @dataclass(frozen=True)
@@ -413,14 +504,14 @@ def _target_text(targets: list[SeedTarget], reached: Summary | None) -> str:
     return got + (f" (best {best.text()})" if best is not None else "")
 
 
-def caveats(row: dict[str, Any], records: list[Record], scaling: dict[str, pd.DataFrame], timing: bool = False) -> list[str]:
+def caveats(row: HeadlineRow, records: list[Record], scaling: dict[str, pd.DataFrame], timing: bool = False) -> list[str]:
     """What weakens a finding about one configuration (``timing``: of a timing family, which a busy host weakens)."""
     out = []
-    main: list[Record] = row["_main"]
+    main = row.main
     if any(r.oversubscribed for r in main):
-        out.append(f"its P={row['_top']} runs oversubscribe the cores")
+        out.append(f"its P={row.top} runs oversubscribe the cores")
     for kind, table in scaling.items():
-        part = table[table["config"].str.startswith(row["strategy"])] if not table.empty else table
+        part = table[table["config"].str.startswith(row.strategy)] if not table.empty else table
         if not part.empty and len({t for value in part[COL.threads_per_rank] for t in str(value).split(",")}) > 1:
             out.append(f"threads per rank differ across its {kind} sweep")
     unlearned = [reasons for r in main if r.quality is not None and (reasons := not_learned_reasons(r.quality))]
@@ -430,7 +521,7 @@ def caveats(row: dict[str, Any], records: list[Record], scaling: dict[str, pd.Da
         out.append(f"its model did not learn{draws} ({first}" + ("; see the warnings" if len(unlearned) > 1 else "") + ")")
     if any(r.budget_s for r in main):
         out.append("time-budgeted runs: speedup compares throughput")
-    busy = [r for r in main + row.get("_base", []) if contended(r)] if timing else []
+    busy = [r for r in main + row.base if contended(r)] if timing else []
     if busy:
         out.append(f"{len(busy)} of its timed runs ran on a busy host (contended), so its timings measure the host too")
     return out

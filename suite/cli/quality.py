@@ -141,11 +141,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         for field, basis in PER_CLASS_BASES.items():
             scores = q[field]  # the evaluation's per-class entries, each the fields of a PerClassScore
             summary = per_class_summary({c: PerClassScore(**entry) for c, entry in scores.items()} if scores else None)
-            if summary and summary["kid_mean"] is not None:
+            if summary and summary.kid_mean is not None:
                 print(
-                    f"per class  by {basis}: mean KID {summary['kid_mean']:.3g} over {summary['scored']} of "
-                    f"{summary['classes']} classes, n {summary['n_min']}-{summary['n_max']} per class, "
-                    f"FID sound for {summary['fid_classes']} (--json for each class)"
+                    f"per class  by {basis}: mean KID {summary.kid_mean:.3g} over {summary.scored} of "
+                    f"{summary.classes} classes, n {summary.n_min}-{summary.n_max} per class, "
+                    f"FID sound for {summary.fid_classes} (--json for each class)"
                 )
         if q["tvd"] is not None:
             print(f"TVD        {q['tvd']:.4f}")

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -449,23 +450,36 @@ PER_CLASS_BASES = {
 by the class the suite classifier predicts (see :mod:`suite.measure.metrics.evaluate`)."""
 
 
-def per_class_summary(scores: dict[str, PerClassScore] | None) -> dict[str, Any] | None:
-    """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID.
+@dataclass(frozen=True)
+class PerClassSummary:
+    """What a per-class field says in one line (:func:`per_class_summary`)."""
 
-    ``kid_mean`` is the mean per-class KID over the scored classes (None when none was scored).
-    """
+    classes: int
+    scored: int
+    """The classes scored (a metric and a KID)."""
+    fid_classes: int
+    """Of those, the classes whose FID is sound."""
+    n_min: int
+    n_max: int
+    """The fewest and most generated samples of a class."""
+    kid_mean: float | None
+    """The mean per-class KID over the scored classes (None when none was scored)."""
+
+
+def per_class_summary(scores: dict[str, PerClassScore] | None) -> PerClassSummary | None:
+    """Summary of a per-class field: classes, how many were scored and with FID, their n, mean KID."""
     if not scores:
         return None
     scored = [e for e in scores.values() if e.metric and e.kid_mean is not None]
     counts = [e.n for e in scores.values()]
-    return {
-        "classes": len(scores),
-        "scored": len(scored),
-        "fid_classes": sum(e.metric == "fid" for e in scored),
-        "n_min": min(counts),
-        "n_max": max(counts),
-        "kid_mean": sum(e.kid_mean or 0.0 for e in scored) / len(scored) if scored else None,
-    }
+    return PerClassSummary(
+        classes=len(scores),
+        scored=len(scored),
+        fid_classes=sum(e.metric == "fid" for e in scored),
+        n_min=min(counts),
+        n_max=max(counts),
+        kid_mean=sum(e.kid_mean or 0.0 for e in scored) / len(scored) if scored else None,
+    )
 
 
 def load_records(results_dir: str | os.PathLike) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
 from ...records.record import Record, TelemetrySummary
+from ..columns import column_names, names_of
 from ..strategy_fields import cellular_fields, class_group_fields
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
@@ -380,8 +381,31 @@ def timed_window(record: Record) -> float | None:
     return None if train_s is None else train_s - (record.warmup_s or 0.0)
 
 
+@dataclass(frozen=True)
+class ValidationColumns:
+    """The columns of the projection's validation table (:func:`validate`), one run a row."""
+
+    config: str
+    run_id: str
+    procs: str
+    scaling: str
+    measured_s: str
+    """The run's timed training window (:func:`timed_window`)."""
+    predicted_s: str
+    error: str
+    """``predicted_s / measured_s - 1`` (None where either is missing)."""
+    cpu_share: str
+    role: str
+    """Held out, fitted in-sample, or why the run is not fitted or validated."""
+    fitted_on: str
+
+
+V = column_names(ValidationColumns)
+"""The validation table's column names: ``V.error == "error"``."""
+
+
 def validate(records: list[Record], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
-    """Predicted against measured training windows, one row per ok run.
+    """Predicted against measured training windows, one row per ok run (:class:`ValidationColumns`).
 
     Without ``fit_procs`` each process count is held out in turn: its runs are predicted by a
     model fitted on the configuration's other process counts. With ``fit_procs`` the model is
@@ -408,43 +432,40 @@ def validate(records: list[Record], net: Network, fit_procs: list[int] | None = 
 
         for r in runs:
             row: dict[str, Any] = {
-                "config": model_name(key),
-                "run_id": r.run_id,
-                "procs": r.procs,
-                "scaling": r.scaling,
-                "measured_s": timed_window(r),
-                "predicted_s": None,
-                "error": None,
-                "cpu_share": cpu_share(r),
-                "role": "",
-                "fitted_on": "",
+                V.config: model_name(key),
+                V.run_id: r.run_id,
+                V.procs: r.procs,
+                V.scaling: r.scaling,
+                V.measured_s: timed_window(r),
+                V.predicted_s: None,
+                V.error: None,
+                V.cpu_share: cpu_share(r),
+                V.role: "",
+                V.fitted_on: "",
             }
             if not_projected(r):
-                rows.append({**row, "role": not_projected(r)})
+                rows.append({**row, V.role: not_projected(r)})
                 continue
             if not usable(r):
                 chosen, model = model_without(None)
-                row["role"] = _oversubscribed(r) if r.oversubscribed else "not fitted: no per-rank window times"
+                row[V.role] = _oversubscribed(r) if r.oversubscribed else "not fitted: no per-rank window times"
             else:
                 chosen, model = model_without(r.procs)
                 in_fit = r.procs in (fit_procs or [])
-                row["role"] = "fitted (in-sample)" if in_fit else "held out"
+                row[V.role] = "fitted (in-sample)" if in_fit else "held out"
             if model is None:
-                row["role"] = (row["role"] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
+                row[V.role] = (row[V.role] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
             else:
                 outcome = predict(model, problem_of(r), _given(r.procs), _local(net, r), algorithm, weak=False)
-                row["predicted_s"] = outcome.time
-                row["fitted_on"] = "P=" + ",".join(map(str, chosen))
+                row[V.predicted_s] = outcome.time
+                row[V.fitted_on] = "P=" + ",".join(map(str, chosen))
                 measured = timed_window(r)
                 if usable(r) and outcome.time is not None and measured:
-                    row["error"] = outcome.time / measured - 1
+                    row[V.error] = outcome.time / measured - 1
                 elif outcome.note:
-                    row["role"] += f"; {outcome.note}"
+                    row[V.role] += f"; {outcome.note}"
             rows.append(row)
-    return pd.DataFrame(
-        rows,
-        columns=["config", "run_id", "procs", "scaling", "measured_s", "predicted_s", "error", "cpu_share", "role", "fitted_on"],
-    )
+    return pd.DataFrame(rows, columns=names_of(ValidationColumns))
 
 
 @dataclass

@@ -15,12 +15,12 @@ from ...config.registry import STRATEGIES
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
 from ...records.results import PROBE_FILE
-from ..baselines import read_baseline
+from ..baselines import POINTS, SEED001, read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
 from ..plots import pyplot, readable_ticks
-from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model, validate
+from .fit import MIN_CORE_SHARE, Fitted, V, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
 REPORT_RANKS = [2**i for i in range(11)]
@@ -46,19 +46,19 @@ def paper_points(baselines: Path) -> pd.DataFrame:
     owners = [e.name for e in STRATEGIES if e.speedups_baseline == SEED001_SPEEDUPS]  # the strategy whose trait names it
     if speedups.is_file() and owners:
         s = read_baseline(speedups)
-        cells = s["grid"].map(lambda g: math.prod(int(v) for v in g.split("x")))
+        cells = s[SEED001.grid].map(lambda g: math.prod(int(v) for v in g.split("x")))
         frames.append(
             pd.DataFrame(
                 {
-                    "source": "paper 001 (Perez et al.), MNIST, grid " + s["grid"],
-                    "strategy": owners[0],
-                    "scaling": "strong",
-                    "procs": cells,
-                    "metric": "speedup",
-                    "value": s["speedup"],
-                    "kind": "reported",
-                    "grid": s["grid"],
-                    "note": "one process per cell; single core vs distributed wall time",
+                    POINTS.source: "paper 001 (Perez et al.), MNIST, grid " + s[SEED001.grid],
+                    POINTS.strategy: owners[0],
+                    POINTS.scaling: "strong",
+                    POINTS.procs: cells,
+                    POINTS.metric: "speedup",
+                    POINTS.value: s[SEED001.speedup],
+                    POINTS.kind: "reported",
+                    POINTS.grid: s[SEED001.grid],
+                    POINTS.note: "one process per cell; single core vs distributed wall time",
                 }
             )
         )
@@ -71,26 +71,26 @@ def compare_papers(
     """Each published point beside the model's projection of the same strategy, scaling and P."""
     rows = []
     for _, point in papers.iterrows():
-        for f in (f for f in fitted if f.key[0] == point["strategy"] and not f.refused):
-            model, weak = scaled_model(f.model, compute_scale), point["scaling"] == "weak"
+        for f in (f for f in fitted if f.key[0] == point[POINTS.strategy] and not f.refused):
+            model, weak = scaled_model(f.model, compute_scale), point[POINTS.scaling] == "weak"
             problem = f.weak if weak else f.strong
-            if isinstance(f.model, CellularModel) and not weak and isinstance(point.get("grid"), str):
-                grid_rows, grid_cols = (int(v) for v in point["grid"].split("x"))
+            if isinstance(f.model, CellularModel) and not weak and isinstance(point.get(POINTS.grid), str):
+                grid_rows, grid_cols = (int(v) for v in point[POINTS.grid].split("x"))
                 problem = dataclasses.replace(problem, grid=(grid_rows, grid_cols))
-            p = int(point["procs"])
+            p = int(point[POINTS.procs])
             one, at = (predict(model, problem, n, net, algorithm, weak, f.block) for n in (1, p))
             value = None
             if one.time and at.time:
-                value = one.time / at.time if (weak or point["metric"] == "speedup") else one.time / at.time / p
+                value = one.time / at.time if (weak or point[POINTS.metric] == "speedup") else one.time / at.time / p
             rows.append(
                 {
-                    "source": point["source"],
-                    "strategy": point["strategy"],
-                    "scaling": point["scaling"],
+                    "source": point[POINTS.source],
+                    "strategy": point[POINTS.strategy],
+                    "scaling": point[POINTS.scaling],
                     "procs": p,
-                    "metric": point["metric"],
-                    "paper": point["value"],
-                    "kind": point["kind"],
+                    "metric": point[POINTS.metric],
+                    "paper": point[POINTS.value],
+                    "kind": point[POINTS.kind],
                     "config": model_name(f.key),
                     "projected": value,
                     "note": at.note or "",
@@ -108,8 +108,8 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     handles: dict[str, object] = {}
-    reported_all = papers[papers["kind"] == "reported"] if not papers.empty else papers
-    markers = dict(zip(sorted(reported_all["source"].unique()) if not reported_all.empty else [], PAPER_MARKERS))
+    reported_all = papers[papers[POINTS.kind] == "reported"] if not papers.empty else papers
+    markers = dict(zip(sorted(reported_all[POINTS.source].unique()) if not reported_all.empty else [], PAPER_MARKERS))
     for ax, scaling, column in ((axes[0], "strong", "speedup"), (axes[1], "weak", "efficiency")):
         data = table[(table[COL.scaling] == scaling)].dropna(subset=[column])
         if not data.empty:
@@ -123,12 +123,18 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
                 part[COL.procs], part[column], markersize=5, lw=2.4 if solid else 1.3, zorder=2, **look
             )
         if reported_all.empty:  # no papers' numbers (a --baselines folder without them, or none installed)
-            reported = pd.DataFrame(columns=["source", "procs", "value"])
+            reported = pd.DataFrame(columns=[POINTS.source, POINTS.procs, POINTS.value])
         else:
-            reported = reported_all[reported_all["scaling"] == scaling]
-        for source, part in reported.groupby("source", sort=True):
+            reported = reported_all[reported_all[POINTS.scaling] == scaling]
+        for source, part in reported.groupby(POINTS.source, sort=True):
             (handles[f"{source} (reported)"],) = ax.plot(
-                part["procs"], part["value"], linestyle="none", marker=markers[source], markersize=9, color="black", zorder=5
+                part[POINTS.procs],
+                part[POINTS.value],
+                linestyle="none",
+                marker=markers[source],
+                markersize=9,
+                color="black",
+                zorder=5,
             )
         ax.set_xscale("log", base=2)
         readable_ticks(ax, "x")
@@ -163,8 +169,8 @@ def _pivot(table: pd.DataFrame, scaling: str, column: str) -> pd.DataFrame:
 def _not_projected(validation: pd.DataFrame, fitted: list[Fitted]) -> list[str]:
     """One line per configuration the projection does not project, naming it and why: a strategy it cannot cost, or a
     model fitted on one process count."""
-    left = validation[validation["role"].str.startswith("not projected")]
-    lines = [f"- {cell(config)}: {role}." for config, role in left.groupby(["config", "role"], sort=True).groups]
+    left = validation[validation[V.role].str.startswith("not projected")]
+    lines = [f"- {cell(config)}: {role}." for config, role in left.groupby([V.config, V.role], sort=True).groups]
     lines += [f"- {cell(model_name(f.key))}: {cell(f.refused)}." for f in fitted if f.refused]
     return lines + ([""] if lines else [])
 
@@ -175,10 +181,10 @@ HELD_OUT = ("heldout_runs", "heldout_median_abs_error", "heldout_worst_error")
 
 def heldout_errors(validation: pd.DataFrame) -> dict[str, tuple[int, float, float]]:
     """Per configuration: (held-out runs, median |relative error|, the largest error, signed) of its validation."""
-    held = validation[(validation["role"] == "held out") & validation["error"].notna()]
+    held = validation[(validation[V.role] == "held out") & validation[V.error].notna()]
     out = {}
-    for config, part in held.groupby("config", sort=True):
-        errors = part["error"].astype(float)
+    for config, part in held.groupby(V.config, sort=True):
+        errors = part[V.error].astype(float)
         out[str(config)] = (len(errors), float(errors.abs().median()), float(errors.loc[errors.abs().idxmax()]))
     return out
 
@@ -301,19 +307,19 @@ def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[
         f"{sub} Predicted against measured\n",
     ]
     v = result.validation
-    held = v[v["role"] == "held out"].dropna(subset=["error"])
-    lines.append(markdown_table(v.assign(error=v["error"].map(percent))))
+    held = v[v[V.role] == "held out"].dropna(subset=[V.error])
+    lines.append(markdown_table(v.assign(**{V.error: v[V.error].map(percent)})))
     if not held.empty:
-        worst = held.loc[held["error"].abs().idxmax()]
+        worst = held.loc[held[V.error].abs().idxmax()]
         lines.append(
-            f"Held-out runs: {len(held)}, median |error| {held['error'].abs().median():.1%}, largest "
-            f"{worst['error']:+.1%} ({worst['run_id']}).\n"
+            f"Held-out runs: {len(held)}, median |error| {held[V.error].abs().median():.1%}, largest "
+            f"{worst[V.error]:+.1%} ({worst[V.run_id]}).\n"
         )
-    starved = v[v["error"].notna() & (pd.to_numeric(v["cpu_share"]) < MIN_CORE_SHARE)]
+    starved = v[v[V.error].notna() & (pd.to_numeric(v[V.cpu_share]) < MIN_CORE_SHARE)]
     if not starved.empty:
         lines.append(
             f"{len(starved)} runs got less than {MIN_CORE_SHARE:.0%} of their cores (`cpu_share`, down to "
-            f"{starved['cpu_share'].min():.0%}) without being oversubscribed: other processes were using the "
+            f"{starved[V.cpu_share].min():.0%}) without being oversubscribed: other processes were using the "
             "machine, and their errors measure that too. Re-run them on a quiet machine.\n"
         )
     errors = heldout_errors(v)
@@ -336,7 +342,7 @@ def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[
         )
         lines.append(markdown_table(result.comparison))
     elif not result.papers.empty:
-        strategies = ", ".join(sorted(set(result.papers["strategy"])))
+        strategies = ", ".join(sorted(set(result.papers[POINTS.strategy])))
         lines.append(f"The papers' scaling points ({strategies}) are not compared: no model of theirs is projected here.\n")
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
     lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")

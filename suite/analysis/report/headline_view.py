@@ -10,13 +10,13 @@ the table, and what needs a sentence (a target missed in some draws) is a footno
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from ...records.record import Record
 from ..claims import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
-from ..findings import contended
+from ..findings import HeadlineRow, contended, rows_of
 from ..markdown import NA, cell, markdown_table
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
@@ -41,16 +41,16 @@ def short(summary: Summary | None) -> str:
     return DRAWS.sub("", text) if summary.interval is not None and not summary.arithmetic_fallback else text
 
 
-def _draws(rows: list[dict[str, Any]]) -> str:
+def _draws(rows: list[HeadlineRow]) -> str:
     """How many seeds the rows' estimates are over: one number where every row has the same."""
-    counts = sorted({int(row["seeds"]) for row in rows})
+    counts = sorted({int(row.seeds) for row in rows})
     return f"{counts[0]} seed{'s' if counts[0] != 1 else ''} each" if len(counts) == 1 else "the seeds in the `seeds` column"
 
 
-def quality_metric(rows: list[dict[str, Any]]) -> str:
+def quality_metric(rows: list[HeadlineRow]) -> str:
     """The score the short headline shows: FID where every scored row has one, else KID."""
-    scored = [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
-    return "fid" if scored and all(row["_fid"] is not None for row in scored) else "kid"
+    scored = [row for row in rows if row.fid_summary is not None or row.kid_summary is not None]
+    return "fid" if scored and all(row.fid_summary is not None for row in scored) else "kid"
 
 
 def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[Record]) -> list[str]:
@@ -58,28 +58,28 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     lines = ["## Headline\n"]
     if table.empty:
         return lines + ["_No run finished: nothing to compare (see the runs on [Runs](details/runs.md))._\n"]
-    rows = table.to_dict("records")
+    rows = rows_of(table)
     metric = quality_metric(rows)
-    timed = {row["strategy"]: row["_main"] + row.get("_base", []) for row in rows}
-    said = verdicts(found, [row["strategy"] for row in rows], excluded_from_quality(rows), timed)
-    rulers = sorted({row["quality"] for row in rows if isinstance(row["quality"], str)})
+    timed = {row.strategy: row.main + row.base for row in rows}
+    said = verdicts(found, [row.strategy for row in rows], excluded_from_quality(rows), timed)
+    rulers = sorted({row.quality for row in rows if isinstance(row.quality, str)})
     notes: list[str] = []
     shown = []
-    late = any(row.get("_fid_late") is not None for row in rows)
+    late = any(row.fid_late_summary is not None for row in rows)
     for row in rows:
-        quality = short(row[f"_{metric}"])
-        if len(rulers) > 1 and isinstance(row["quality"], str):
-            quality += mark(rulers.index(row["quality"]) + 1)
+        quality = short(row.fid_summary if metric == "fid" else row.kid_summary)
+        if len(rulers) > 1 and isinstance(row.quality, str):
+            quality += mark(rulers.index(row.quality) + 1)
         shown.append(
             {
-                "strategy": row["strategy"],
-                "P": row["_top"],
-                **({"seeds": row["seeds"]} if "seeds in" in _draws(rows) else {}),
-                **({"late FID": short(row.get("_fid_late"))} if late else {}),
+                "strategy": row.strategy,
+                "P": row.top,
+                **({"seeds": row.seeds} if "seeds in" in _draws(rows) else {}),
+                **({"late FID": short(row.fid_late_summary)} if late else {}),
                 metric.upper(): quality,
-                "images/s": short(row["_images_per_s"]),
-                "speedup": short(row["_speedup"]) if row["_speedup"] is not None else NA,
-                "verdict": said[row["strategy"]],
+                "images/s": short(row.images_per_s_summary),
+                "speedup": short(row.speedup_summary) if row.speedup_summary is not None else NA,
+                "verdict": said[row.strategy],
             }
         )
     if len(rulers) > 1:
@@ -104,11 +104,11 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         + "\n"
     )
     lines.append(markdown_table(pd.DataFrame(shown)))
-    if any(BUDGET_BOUND in row["verdict"] for row in shown):
+    if any(BUDGET_BOUND in verdict for verdict in said.values()):
         lines.append(
             f"{BUDGET_BOUND} Holds at this budget only: a system in its claims was still improving at the end (below).\n"
         )
-    if any(BUSY_HOST in row["verdict"] for row in shown):
+    if any(BUSY_HOST in verdict for verdict in said.values()):
         busy = sum(contended(r) for runs in timed.values() for r in runs)
         lines.append(
             f"{BUSY_HOST} Timed on a busy host: {busy} of these runs were contended (other processes kept the cores busy "
@@ -229,20 +229,20 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
     """The headline page: every column, one ruler said once, missed targets as footnotes, every warning."""
     if table.empty:
         return []
-    rows = table.to_dict("records")
+    rows = rows_of(table)
     shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
     rulers = sorted({q for q in shown["quality"] if isinstance(q, str)})
     if len(rulers) == 1:
         shown = shown.drop(columns=["quality"])
     notes: list[str] = []
-    targets: list[str] = []
+    targets: list[str | None] = []
     for row in rows:
-        missed = row.get("_target_missed")
+        missed = row.target_missed
         if isinstance(missed, str):
-            notes.append(f"{mark(len(notes) + 1)} {row['strategy']}: {missed}.")
+            notes.append(f"{mark(len(notes) + 1)} {row.strategy}: {missed}.")
             targets.append(f"not reached{mark(len(notes))}")
         else:
-            targets.append(row["time_to_target"])
+            targets.append(row.time_to_target)
     shown["time_to_target"] = targets
     lines = [
         "One row per strategy (and engine), at the largest process count it ran (`P` lists them), over its `seeds` "
@@ -278,18 +278,20 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
     return lines
 
 
-CSV_QUANTITIES = (
-    "train_s",
-    "images_per_s",
-    "speedup",
-    "efficiency",
-    "weak_efficiency",
-    "time_to_target",
-    "fid",
-    "fid_at_equal_time",
-    "kid",
-    "label_acc",
-)
+CSV_SUMMARIES: dict[str, Callable[[HeadlineRow], Summary | None]] = {
+    "train_s": lambda row: row.train_s_summary,
+    "images_per_s": lambda row: row.images_per_s_summary,
+    "speedup": lambda row: row.speedup_summary,
+    "efficiency": lambda row: row.efficiency_summary,
+    "weak_efficiency": lambda row: row.weak_efficiency_summary,
+    "time_to_target": lambda row: row.time_to_target_summary,
+    "fid": lambda row: row.fid_summary,
+    "fid_at_equal_time": lambda row: row.fid_at_equal_time_summary,
+    "kid": lambda row: row.kid_summary,
+    "label_acc": lambda row: row.label_acc_summary,
+}
+"""Each estimate of ``headline.csv`` by its name, read from a headline row."""
+CSV_QUANTITIES = tuple(CSV_SUMMARIES)
 """The headline's estimates, each written to ``headline.csv`` as ``NAME_estimate``, ``NAME_lo``, ``NAME_hi``, ``NAME_n``."""
 COUNTS = ("P", "P_smallest", "seeds", "time_to_target_draws", "time_to_target_reached")
 """The columns of ``headline.csv`` (besides each estimate's ``_n``) that count: written as integers."""
@@ -303,24 +305,27 @@ def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
     ``_n`` is the fewer draws of its two ends), ``comm_share``, the draws that reached the target, the equal budget;
     the ruler and the checks as words. The display strings (``24.7 [18.4, 33.1] (n=3)``) are the markdown's only."""
     rows = []
-    for row in table.to_dict("records"):
-        procs = row.get("_procs") or [row["_top"]]
-        out: dict[str, Any] = {"strategy": row["strategy"], "P": int(row["_top"]), "P_smallest": int(min(procs))}
-        out["seeds"] = int(row["seeds"])
-        for name in CSV_QUANTITIES:
-            summary = row.get(f"_{name}")
+    for row in rows_of(table):
+        out: dict[str, Any] = {"strategy": row.strategy, "P": int(row.top), "P_smallest": int(min(row.procs or [row.top]))}
+        out["seeds"] = int(row.seeds)
+        for name, value in CSV_SUMMARIES.items():
+            summary = value(row)
             out[f"{name}_estimate"] = _center(summary)
             out[f"{name}_lo"] = _bound(summary, 0)
             out[f"{name}_hi"] = _bound(summary, 1)
             out[f"{name}_n"] = min(summary.ns) if isinstance(summary, Summary) else None
-        out["comm_share"] = row.get("comm_share")
-        out["time_to_target_draws"] = row.get("_targets") or None
-        out["time_to_target_reached"] = row.get("_targets_reached") if row.get("_targets") else None
-        equal = row.get("_equal_time")
-        out["equal_budget"] = equal
-        out["equal_budget_unit"] = ("images" if row.get("_equal_axis") == "images" else "s") if equal is not None else None
-        out["quality"] = row.get("quality")
-        out["checks"] = row.get("checks") or None
+        equal = row.equal_time
+        out.update(
+            {
+                "comm_share": row.comm_share,
+                "time_to_target_draws": row.targets or None,
+                "time_to_target_reached": row.targets_reached if row.targets else None,
+                "equal_budget": equal,
+                "equal_budget_unit": ("images" if row.equal_axis == "images" else "s") if equal is not None else None,
+                "quality": row.quality,
+                "checks": row.checks or None,
+            }
+        )
         rows.append(out)
     frame = pd.DataFrame(rows)
     counts = [c for c in frame.columns if c.endswith("_n") or c in COUNTS]

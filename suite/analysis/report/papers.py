@@ -32,7 +32,7 @@ from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.nofollow import output_folder
 from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
-from ..baselines import read_baseline
+from ..baselines import SEED000, SEED001, SEED003, read_baseline
 from ..markdown import markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
@@ -258,7 +258,8 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetti
         found = _first(runs).dataset
         dataset = found.name if found is not None else None
         printed = paper[
-            (paper["model"] == model) & (paper["dataset"] == (dataset if dataset in set(paper["dataset"]) else "mnist"))
+            (paper[SEED000.model] == model)
+            & (paper[SEED000.dataset] == (dataset if dataset in set(paper[SEED000.dataset]) else "mnist"))
         ]
         row = printed.iloc[0]
         rows.append(
@@ -266,9 +267,9 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "model": model,
                 "dataset": dataset,
                 "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
-                "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
-                "where": row["table"],
-                "setting": setting_differences(_first(runs), replace(setting, dataset=row["dataset"])),
+                "IS (paper)": f"{row[SEED000.is_mean]} ± {row[SEED000.is_std]} ({row[SEED000.dataset]})",
+                "where": row[SEED000.table],
+                "setting": setting_differences(_first(runs), replace(setting, dataset=row[SEED000.dataset])),
             }
         )
     return pd.DataFrame(rows)
@@ -348,7 +349,7 @@ def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None
 
 
 def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
-    paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index("grid")
+    paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index(SEED001.grid)
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
@@ -363,8 +364,8 @@ def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "grid": grid,
                 "processes": procs,
                 "speedup (suite)": _text(s),
-                "speedup (paper)": paper.loc[grid, "speedup"] if grid in paper.index else "none printed (2x2 to 4x4 only)",
-                "where": paper.loc[grid, "table"] if grid in paper.index else "",
+                "speedup (paper)": paper.loc[grid, SEED001.speedup] if grid in paper.index else "none printed (2x2 to 4x4 only)",
+                "where": paper.loc[grid, SEED001.table] if grid in paper.index else "",
                 "setting": what,
             }
         )
@@ -449,7 +450,7 @@ def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
 
 def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed003_fid.csv")
-    mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
+    mnist = paper[paper[SEED003.dataset] == "mnist"].set_index(SEED003.grid)
     rows = []
     for grid, runs in _grid_runs(records).items():
         printed = mnist.loc[grid] if grid in mnist.index else None
@@ -459,8 +460,10 @@ def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "FID of the mixture (suite)": _text(_quality(runs, _fid)),
                 "TVD (suite)": _text(_quality(runs, _tvd)),
                 "untrained FID (suite)": _text(_quality(runs, _untrained_fid)),
-                "FID (paper, MNIST)": f"{printed['statistic']} {printed['fid']}" if printed is not None else "none printed",
-                "where": printed["table"] if printed is not None else "Figure 3 (boxes, no values printed)",
+                "FID (paper, MNIST)": f"{printed[SEED003.statistic]} {printed[SEED003.fid]}"
+                if printed is not None
+                else "none printed",
+                "where": printed[SEED003.table] if printed is not None else "Figure 3 (boxes, no values printed)",
                 "setting": setting_differences(runs[0], setting),
             }
         )

@@ -4,6 +4,7 @@ the papers' numbers beside ours.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -12,8 +13,8 @@ import pandas as pd
 from ...config.registry import STRATEGIES
 from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
-from ..baselines import read_baseline
-from ..columns import COL
+from ..baselines import SEED000, SEED001, read_baseline
+from ..columns import COL, column_names
 from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
@@ -88,20 +89,42 @@ def _score(value: Any) -> str:
     return significant(value) if given(value) else NA
 
 
+@dataclass(frozen=True)
+class PerClassColumns:
+    """The columns of a per-class table (``per_class_label_*.csv``, ``per_class_predicted_*.csv``): one class of one
+    run's scores a row, as :class:`suite.records.record.PerClassScore` holds them."""
+
+    run_id: str
+    class_: str
+    n: str
+    n_real: str
+    metric: str
+    fid: str
+    kid_mean: str
+    kid_std: str
+    kid_subset_size: str
+    kid_subsets: str
+    note: str
+
+
+PC = column_names(PerClassColumns)
+"""The per-class table's column names: ``PC.kid_mean == "kid_mean"``."""
+
+
 def _per_class_rows(name: str, scores: dict[str, PerClassScore]) -> list[dict[str, Any]]:
     return [
         {
-            "run_id": name,
-            "class": c,
-            "n": e.n,
-            "n_real": e.n_real,
-            "metric": e.metric,
-            "fid": e.fid,
-            "kid_mean": e.kid_mean,
-            "kid_std": e.kid_std,
-            "kid_subset_size": e.kid_subset_size,
-            "kid_subsets": e.kid_subsets,
-            "note": e.note,
+            PC.run_id: name,
+            PC.class_: c,
+            PC.n: e.n,
+            PC.n_real: e.n_real,
+            PC.metric: e.metric,
+            PC.fid: e.fid,
+            PC.kid_mean: e.kid_mean,
+            PC.kid_std: e.kid_std,
+            PC.kid_subset_size: e.kid_subset_size,
+            PC.kid_subsets: e.kid_subsets,
+            PC.note: e.note,
         }
         for c, e in scores.items()
     ]
@@ -179,13 +202,13 @@ def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[
                 "kid_subsets": q.kid_subsets,
             }
             for field in PER_CLASS_BASES:
-                summary = per_class_summary(_per_class(q, field)) or {}
-                row[f"{field}_kid_mean"] = summary.get("kid_mean")
+                summary = per_class_summary(_per_class(q, field))
+                row[f"{field}_kid_mean"] = summary.kid_mean if summary else None
                 # numbers, each in its column (the CSV reads as numbers): scored of classes, samples per class min to max
-                row[f"{field}_scored"] = summary["scored"] if summary else None
-                row[f"{field}_classes"] = summary["classes"] if summary else None
-                row[f"{field}_n_min"] = summary["n_min"] if summary else None
-                row[f"{field}_n_max"] = summary["n_max"] if summary else None
+                row[f"{field}_scored"] = summary.scored if summary else None
+                row[f"{field}_classes"] = summary.classes if summary else None
+                row[f"{field}_n_min"] = summary.n_min if summary else None
+                row[f"{field}_n_max"] = summary.n_max if summary else None
                 per_class[field] += _per_class_rows(name, _per_class(q, field) or {})
             scores.append({**row, "tvd": q.tvd, "label_acc": q.label_acc, "is_note": q.is_note})
         tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})
@@ -275,7 +298,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
     if inception.is_file():
         paper = read_baseline(inception)
         datasets = {r.dataset.name if r.dataset is not None else None for r in records if r.status == "ok"}
-        shown = paper[paper["dataset"].isin(datasets)]
+        shown = paper[paper[SEED000.dataset].isin(datasets)]
         note = (
             ""
             if not shown.empty
@@ -283,7 +306,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         )
         shown = paper if shown.empty else shown
         lines.append(f"**Paper 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
-        lines.append(markdown_table(shown[["dataset", "model", "is_mean", "is_std", "table"]]))
+        lines.append(markdown_table(shown[[SEED000.dataset, SEED000.model, SEED000.is_mean, SEED000.is_std, SEED000.table]]))
         lines.append(
             "Paper 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
             f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
@@ -298,7 +321,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
                 else None
             )
             dataset = r.dataset.name if r.dataset is not None else None
-            row = paper[(paper["dataset"] == dataset) & (paper["model"] == model)]
+            row = paper[(paper[SEED000.dataset] == dataset) & (paper[SEED000.model] == model)]
             if model is None or row.empty:
                 continue
             ours.append(
@@ -307,8 +330,8 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
                     "model": model,
                     "IS (ours)": _score(q.is_mean),
                     "IS std (ours, splits×n)": std_over(q.is_std, q.is_splits, q.is_split_n),
-                    "IS (paper)": float(row["is_mean"].iloc[0]),
-                    "IS std (paper)": float(row["is_std"].iloc[0]),
+                    "IS (paper)": float(row[SEED000.is_mean].iloc[0]),
+                    "IS std (paper)": float(row[SEED000.is_std].iloc[0]),
                     "network": q.features,
                     "n": q.n,
                     "classes": class_set(q),
@@ -322,7 +345,8 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
         if speedups is not None and speedups.is_file() and any(r.strategy == entry.name for r in records):
             lines.append(f"**Paper 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
-            lines.append(markdown_table(read_baseline(speedups)[["grid", "single_core_min", "distributed_min", "speedup"]]))
+            shown_speedups = [SEED001.grid, SEED001.single_core_min, SEED001.distributed_min, SEED001.speedup]
+            lines.append(markdown_table(read_baseline(speedups)[shown_speedups]))
     return lines
 
 
@@ -427,7 +451,7 @@ def per_class_section(records: list[Record]) -> Section:
                 continue
             tables[f"{field}_{slug}.csv"] = table
             lines.append(f"## Ruler `{net}`, by {basis}\n")
-            withheld = table["metric"].eq("kid") & table["fid"].isna()
+            withheld = table[PC.metric].eq("kid") & table[PC.fid].isna()
             if withheld.any():
                 lines.append(
                     f"FID is withheld on {int(withheld.sum())} of {len(table)} rows (metric `kid`): their generated or real "
@@ -435,12 +459,12 @@ def per_class_section(records: list[Record]) -> Section:
                     "The CSV keeps each row's note.\n"
                 )
             table = table.assign(
-                KID=[_score(m) for m in table["kid_mean"]],
-                KID_std=[std_over(s) for s in table["kid_std"]],
-                note=["" if gone or not isinstance(note, str) else note for gone, note in zip(withheld, table["note"])],
+                KID=[_score(m) for m in table[PC.kid_mean]],
+                KID_std=[std_over(s) for s in table[PC.kid_std]],
+                note=["" if gone or not isinstance(note, str) else note for gone, note in zip(withheld, table[PC.note])],
             )
-            columns = ["run_id", "class", "n", "n_real", "metric", "fid", "KID", "KID_std", "note"]
-            kept = {"fid": table["fid"].notna().any(), "note": table["note"].astype(bool).any()}
+            columns = [PC.run_id, PC.class_, PC.n, PC.n_real, PC.metric, PC.fid, "KID", "KID_std", PC.note]
+            kept = {PC.fid: table[PC.fid].notna().any(), PC.note: table[PC.note].astype(bool).any()}
             columns = [c for c in columns if kept.get(c, True)]
             lines.append(markdown_table(table[columns].rename(columns={"KID_std": "KID std (subsets)"})))
     return Section(lines, tables)

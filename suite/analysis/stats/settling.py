@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 from scipy import stats
@@ -37,6 +37,18 @@ Curves = Mapping[str, Mapping[object, Curve]]
 """Per system, per draw (a seed), its curve."""
 LAST_HALF = 0.5
 """The share of the budget whose curve points must agree with the final ranking for it to count as held."""
+
+
+class Ranked(Protocol):
+    """What the scale reads of a headline row (:class:`suite.analysis.findings.HeadlineRow`): its system's name,
+    the runs it reports and its strong sweep's P = 1 runs."""
+
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def main(self) -> list[Record]: ...
+    @property
+    def base(self) -> list[Record]: ...
 
 
 FALL = 0.8
@@ -240,9 +252,9 @@ def _span(values: Iterable[float]) -> str:
     return f"{kept[0]:,.0f}" if len(kept) == 1 else f"{kept[0]:,.0f}-{kept[-1]:,.0f}"
 
 
-def budget_text(rows: list[dict[str, Any]]) -> str:
+def budget_text(rows: Sequence[Ranked]) -> str:
     """The budget the rows' verdicts are about: training images per system (or seconds, or steps), and steps per GAN."""
-    runs: list[Record] = [r for row in rows for r in row["_main"]]
+    runs: list[Record] = [r for row in rows for r in row.main]
     images = [r.budget_images for r in runs if r.budget_images]
     seconds = [r.budget_s for r in runs if r.budget_s]
     if images and len(images) == len(runs):
@@ -251,7 +263,7 @@ def budget_text(rows: list[dict[str, Any]]) -> str:
         budget = f"{_span(seconds)} s of training per run"
     else:
         budget = "each run's own steps or epochs (no equal budget)"
-    steps = ", ".join(f"{row['strategy']} {_span(s for r in row['_main'] for s in _gan_steps(r))}" for row in rows)
+    steps = ", ".join(f"{row.strategy} {_span(s for r in row.main for s in _gan_steps(r))}" for row in rows)
     return f"{budget}; generator steps per GAN: {steps}"
 
 
@@ -271,12 +283,12 @@ def seed_curves(records: Iterable[Record], metric: str = "fid") -> dict[object, 
     return dict(draws)
 
 
-def quality_curves(rows: list[dict[str, Any]], metric: str = "fid") -> Curves:
+def quality_curves(rows: Sequence[Ranked], metric: str = "fid") -> Curves:
     """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
-    return {row["strategy"]: seed_curves(row["_main"], metric) for row in rows}
+    return {row.strategy: seed_curves(row.main, metric) for row in rows}
 
 
-def quality_scale(rows: list[dict[str, Any]], metric: str = "fid") -> Scale:
+def quality_scale(rows: Sequence[Ranked], metric: str = "fid") -> Scale:
     """The scale of a quality family: the budget, the family at every curve point, each system's last stretch."""
     curves = quality_curves(rows, metric)
     ranked = curve_anytime(curves) if all(curves.values()) else None
@@ -289,13 +301,13 @@ def _clock_at(record: Record, images: float) -> float | None:
     return float(clocks[-1]) if clocks and clocks[-1] else None
 
 
-def speedup_scale(rows: list[dict[str, Any]], top: int) -> Scale:
+def speedup_scale(rows: Sequence[Ranked], top: int) -> Scale:
     """The scale of a speedup family: the budget, and the speedup of the training clock at every common curve point."""
     ends: dict[str, tuple[list[Record], list[Record]]] = {}
     for row in rows:
-        runs: list[Record] = row["_main"] + row.get("_base", [])
+        runs: list[Record] = row.main + row.base
         strong = [r for r in runs if r.scaling == "strong"]
-        ends[row["strategy"]] = ([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top])
+        ends[row.strategy] = ([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top])
     curves: dict[str, dict[object, list[tuple[float, float]]]] = {
         name: {i: [(float(p.images), 1.0) for p in r.curve or [] if p.images is not None] for i, r in enumerate(base + at_top)}
         for name, (base, at_top) in ends.items()
