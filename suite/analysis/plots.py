@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
+from .columns import COL
 from .findings import config_name, main_runs
 from .palette import style_of
 from .stats.verdicts import Summary, critical_t, summarise
@@ -283,7 +284,7 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
     intervals: list[tuple[float, float] | None] = []
     groups = list(data.groupby("config", sort=True))
     for k, (config, part) in enumerate(groups):
-        part = part.sort_values("procs")
+        part = part.sort_values(COL.procs)
         summaries: list[Summary] = list(part["_train_s"])
         centers = [s.center for s in summaries]
         drawn += centers
@@ -291,22 +292,22 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
         look = style_of(str(config))
         nudge = 2 ** (0.025 * (k - (len(groups) - 1) / 2))  # side by side, so that the error bars at one P stay apart
         ax.errorbar(
-            part["procs"] * nudge,
+            part[COL.procs] * nudge,
             centers,
             yerr=_errors(centers, [s.interval for s in summaries]),
             capsize=3,
             label=config,
             **look.plot_kwargs(),
         )
-        base = part[part["procs"] == 1]
+        base = part[part[COL.procs] == 1]
         if not base.empty and len(part) > 1:
-            procs = np.array(sorted(part["procs"]), dtype=float)
+            procs = np.array(sorted(part[COL.procs]), dtype=float)
             t1 = base["_train_s"].iloc[0].center
             ideal = t1 / procs if scaling == "strong" else np.full_like(procs, t1)
             drawn += [float(t) for t in ideal]
             ax.plot(procs, ideal, color=look.color, lw=1, ls=":", alpha=0.8, label=None if ideal_drawn else _ideal_time(scaling))
             ideal_drawn = True
-    procs_axis(ax, [int(p) for p in sorted(data["procs"].unique())])
+    procs_axis(ax, [int(p) for p in sorted(data[COL.procs].unique())])
     ax.set_yscale("log")
     clip_intervals(ax, drawn, intervals, log_scale=True)
     readable_ticks(ax, "y")
@@ -325,16 +326,16 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
     """Efficiency or speedup against P with the table's 95 % intervals and the ideal."""
     name = f"{scaling}_efficiency.png" if column == "efficiency" else "speedup.png"
     data = table.dropna(subset=[column])
-    if data.empty or data["procs"].max() < 2:
+    if data.empty or data[COL.procs].max() < 2:
         return skipped(name, f"no {column} (no sweep with a P=1 run)")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    procs = sorted(data["procs"].unique())
+    procs = sorted(data[COL.procs].unique())
     ideal = [1.0] * len(procs) if column == "efficiency" else [float(p) for p in procs]
     ax.plot(procs, ideal, color="black", lw=1, ls="--", zorder=1, label="ideal " + ("1" if column == "efficiency" else "P"))
     drawn, every_interval = list(ideal), []
     for config, part in data.groupby("config", sort=True):
-        part = part.sort_values("procs")
+        part = part.sort_values(COL.procs)
         centers = [float(v) for v in part[column]]
         intervals = [
             (float(lo), float(hi)) if pd.notna(lo) and pd.notna(hi) else None
@@ -343,7 +344,7 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
         drawn += centers
         every_interval += intervals
         ax.errorbar(
-            part["procs"],
+            part[COL.procs],
             centers,
             yerr=_errors(centers, intervals),
             capsize=3,
