@@ -109,8 +109,8 @@ def test_a_tables_column_names_are_its_attributes_a_keyword_less_its_underscore(
 
 def test_the_papers_tables_are_read_with_the_columns_their_dataclasses_name():
     """A baseline CSV is checked for the columns its dataclass names (``read_baseline``), so that the names the
-    report reads it by (``SEED003.fid``) are the ones checked present."""
-    assert baselines.COLUMNS["seed003_fid.csv"]["fid"] == baselines.NUMBER
+    report reads it by (``PAPER003.fid``) are the ones checked present."""
+    assert baselines.COLUMNS["paper003_fid.csv"]["fid"] == baselines.NUMBER
     for name, table in baselines.TABLES.items():
         assert list(baselines.COLUMNS[name]) == names_of(table)
         header = (REPO / "baselines" / name).read_text().splitlines()[0].split(",")

@@ -51,7 +51,7 @@ class ScalingPoints:
 
 @dataclass(frozen=True)
 class InceptionScores:
-    """``seed000_inception_scores.csv``: paper 000's Inception Scores."""
+    """``paper000_inception_scores.csv``: paper 000's Inception Scores."""
 
     dataset: str = _holds(TEXT)
     model: str = _holds(TEXT)
@@ -63,7 +63,7 @@ class InceptionScores:
 
 @dataclass(frozen=True)
 class CellularSpeedups:
-    """``seed001_cellular_speedups.csv``: paper 001's speedups of cellular training per grid."""
+    """``paper001_cellular_speedups.csv``: paper 001's speedups of cellular training per grid."""
 
     grid: str = _holds(GRID)
     single_core_min: str = _holds(NUMBER)
@@ -76,7 +76,7 @@ class CellularSpeedups:
 
 @dataclass(frozen=True)
 class GridFids:
-    """``seed003_fid.csv``: paper 003's FIDs per grid."""
+    """``paper003_fid.csv``: paper 003's FIDs per grid."""
 
     dataset: str = _holds(TEXT)
     grid: str = _holds(GRID)
@@ -89,15 +89,15 @@ class GridFids:
 
 
 POINTS = column_names(ScalingPoints)
-"""The papers' tables' column names, as attributes mypy checks: ``POINTS.procs == "procs"``, ``SEED003.fid``."""
-SEED000 = column_names(InceptionScores)
-SEED001 = column_names(CellularSpeedups)
-SEED003 = column_names(GridFids)
+"""The papers' tables' column names, as attributes mypy checks: ``POINTS.procs == "procs"``, ``PAPER003.fid``."""
+PAPER000 = column_names(InceptionScores)
+PAPER001 = column_names(CellularSpeedups)
+PAPER003 = column_names(GridFids)
 TABLES: dict[str, type] = {
     "scaling_points.csv": ScalingPoints,
-    "seed000_inception_scores.csv": InceptionScores,
-    "seed001_cellular_speedups.csv": CellularSpeedups,
-    "seed003_fid.csv": GridFids,
+    "paper000_inception_scores.csv": InceptionScores,
+    "paper001_cellular_speedups.csv": CellularSpeedups,
+    "paper003_fid.csv": GridFids,
 }
 """Each table the suite reads, by its file name."""
 COLUMNS: dict[str, dict[str, str]] = {

@@ -650,7 +650,7 @@ STRATEGIES.register(
         placement_invariant=_always,  # every cell trains alone, on its own seeds
         critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator
         steering="cellular.mixture_features",  # its mixture weights evolve under the steering network's FID
-        speedups_baseline="seed001_cellular_speedups.csv",
+        speedups_baseline="paper001_cellular_speedups.csv",
         gpu_check=_gpu_cells,
     )
 )

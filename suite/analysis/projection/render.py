@@ -15,7 +15,7 @@ from ...config.registry import STRATEGIES
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
 from ...records.results import PROBE_FILE
-from ..baselines import POINTS, SEED001, read_baseline
+from ..baselines import PAPER001, POINTS, read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
@@ -30,7 +30,7 @@ REPORT_RANKS = [2**i for i in range(11)]
 PAPER_POINTS = "scaling_points.csv"
 
 
-SEED001_SPEEDUPS = "seed001_cellular_speedups.csv"
+SEED001_SPEEDUPS = "paper001_cellular_speedups.csv"
 
 
 PAPER_MARKERS = ["*", "P", "X", "D", "v", "^", "<", ">", "h", "8"] * 3
@@ -46,18 +46,18 @@ def paper_points(baselines: Path) -> pd.DataFrame:
     owners = [e.name for e in STRATEGIES if e.speedups_baseline == SEED001_SPEEDUPS]  # the strategy whose trait names it
     if speedups.is_file() and owners:
         s = read_baseline(speedups)
-        cells = s[SEED001.grid].map(lambda g: math.prod(int(v) for v in g.split("x")))
+        cells = s[PAPER001.grid].map(lambda g: math.prod(int(v) for v in g.split("x")))
         frames.append(
             pd.DataFrame(
                 {
-                    POINTS.source: "paper 001 (Perez et al.), MNIST, grid " + s[SEED001.grid],
+                    POINTS.source: "paper 001 (Perez et al.), MNIST, grid " + s[PAPER001.grid],
                     POINTS.strategy: owners[0],
                     POINTS.scaling: "strong",
                     POINTS.procs: cells,
                     POINTS.metric: "speedup",
-                    POINTS.value: s[SEED001.speedup],
+                    POINTS.value: s[PAPER001.speedup],
                     POINTS.kind: "reported",
-                    POINTS.grid: s[SEED001.grid],
+                    POINTS.grid: s[PAPER001.grid],
                     POINTS.note: "one process per cell; single core vs distributed wall time",
                 }
             )
@@ -338,7 +338,7 @@ def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[
         lines.append(f"{sub} Papers' points beside the projection\n")
         lines.append(
             "The papers ran other hardware, networks and budgets; every point is a number they print "
-            "(`baselines/scaling_points.csv` and `seed001_cellular_speedups.csv` name the source).\n"
+            "(`baselines/scaling_points.csv` and `paper001_cellular_speedups.csv` name the source).\n"
         )
         lines.append(markdown_table(result.comparison))
     elif not result.papers.empty:

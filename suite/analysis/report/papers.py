@@ -32,7 +32,7 @@ from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.nofollow import output_folder
 from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
-from ..baselines import SEED000, SEED001, SEED003, read_baseline
+from ..baselines import PAPER000, PAPER001, PAPER003, read_baseline
 from ..markdown import markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
@@ -248,8 +248,8 @@ def _first(records: list[Record]) -> Record:
 SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
 
-def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
-    paper = read_baseline(baselines / "seed000_inception_scores.csv")
+def _paper000_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
+    paper = read_baseline(baselines / "paper000_inception_scores.csv")
     rows = []
     for model in SEED000_MODELS:
         runs = _model_runs(records, model)
@@ -258,8 +258,8 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetti
         found = _first(runs).dataset
         dataset = found.name if found is not None else None
         printed = paper[
-            (paper[SEED000.model] == model)
-            & (paper[SEED000.dataset] == (dataset if dataset in set(paper[SEED000.dataset]) else "mnist"))
+            (paper[PAPER000.model] == model)
+            & (paper[PAPER000.dataset] == (dataset if dataset in set(paper[PAPER000.dataset]) else "mnist"))
         ]
         row = printed.iloc[0]
         rows.append(
@@ -267,9 +267,9 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "model": model,
                 "dataset": dataset,
                 "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
-                "IS (paper)": f"{row[SEED000.is_mean]} ± {row[SEED000.is_std]} ({row[SEED000.dataset]})",
-                "where": row[SEED000.table],
-                "setting": setting_differences(_first(runs), replace(setting, dataset=row[SEED000.dataset])),
+                "IS (paper)": f"{row[PAPER000.is_mean]} ± {row[PAPER000.is_std]} ({row[PAPER000.dataset]})",
+                "where": row[PAPER000.table],
+                "setting": setting_differences(_first(runs), replace(setting, dataset=row[PAPER000.dataset])),
             }
         )
     return pd.DataFrame(rows)
@@ -348,8 +348,8 @@ def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None
     return out
 
 
-def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
-    paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index(SEED001.grid)
+def _paper001_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
+    paper = read_baseline(baselines / "paper001_cellular_speedups.csv").set_index(PAPER001.grid)
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
@@ -364,8 +364,8 @@ def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "grid": grid,
                 "processes": procs,
                 "speedup (suite)": _text(s),
-                "speedup (paper)": paper.loc[grid, SEED001.speedup] if grid in paper.index else "none printed (2x2 to 4x4 only)",
-                "where": paper.loc[grid, SEED001.table] if grid in paper.index else "",
+                "speedup (paper)": paper.loc[grid, PAPER001.speedup] if grid in paper.index else "none printed (2x2 to 4x4 only)",
+                "where": paper.loc[grid, PAPER001.table] if grid in paper.index else "",
                 "setting": what,
             }
         )
@@ -411,7 +411,7 @@ SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
 # --- paper 002 ------------------------------------------------------------------------------------------------
 
 
-def _seed002_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
+def _paper002_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     rows = []
     for name in SEED002_MODELS:
         runs = _model_runs(records, name)
@@ -448,9 +448,9 @@ def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
     return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
 
 
-def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
-    paper = read_baseline(baselines / "seed003_fid.csv")
-    mnist = paper[paper[SEED003.dataset] == "mnist"].set_index(SEED003.grid)
+def _paper003_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
+    paper = read_baseline(baselines / "paper003_fid.csv")
+    mnist = paper[paper[PAPER003.dataset] == "mnist"].set_index(PAPER003.grid)
     rows = []
     for grid, runs in _grid_runs(records).items():
         printed = mnist.loc[grid] if grid in mnist.index else None
@@ -460,10 +460,10 @@ def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetti
                 "FID of the mixture (suite)": _text(_quality(runs, _fid)),
                 "TVD (suite)": _text(_quality(runs, _tvd)),
                 "untrained FID (suite)": _text(_quality(runs, _untrained_fid)),
-                "FID (paper, MNIST)": f"{printed[SEED003.statistic]} {printed[SEED003.fid]}"
+                "FID (paper, MNIST)": f"{printed[PAPER003.statistic]} {printed[PAPER003.fid]}"
                 if printed is not None
                 else "none printed",
-                "where": printed[SEED003.table] if printed is not None else "Figure 3 (boxes, no values printed)",
+                "where": printed[PAPER003.table] if printed is not None else "Figure 3 (boxes, no values printed)",
                 "setting": setting_differences(runs[0], setting),
             }
         )
@@ -491,7 +491,7 @@ PAPERS = {
             "paper000",
             "Lupo Pasini et al., Scalable Balanced Training of Conditional GANs on Image Data",
             PaperSetting(features="inception", epochs=1000, training="1000 epochs", image_size=32),
-            _seed000_numbers,
+            _paper000_numbers,
             (
                 Claim(
                     "Distributed DC-CGANs score a higher IS than DC-CGANs (Tables 5, 9, 13, 17)",
@@ -506,38 +506,38 @@ PAPERS = {
                     _weak_flat,
                 ),
             ),
-            printed="seed000_inception_scores.csv",
+            printed="paper000_inception_scores.csv",
             run_with="make papers (quality), make papers-timing (weak scaling, on a quiet machine)",
         ),
         Paper(
             "paper001",
             "Perez et al., Parallel/distributed implementation of cellular training for GANs",
             PaperSetting(dataset="mnist", iterations=200),
-            _seed001_numbers,
+            _paper001_numbers,
             (
                 Claim("The speedup grows with the grid: 8.53 (2x2), 13.65 (3x3), 15.17 (4x4) (summary table)", _speedup_grows),
                 Claim("Superlinear speedup for 2x2 and 3x3: above the processes (Experimental evaluation)", _superlinear),
             ),
-            printed="seed001_cellular_speedups.csv",
+            printed="paper001_cellular_speedups.csv",
             run_with="make papers-timing (on a quiet machine)",
         ),
         Paper(
             "paper002",
             "Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs",
             PaperSetting(features="inception", training="a fixed training time"),
-            _seed002_numbers,
+            _paper002_numbers,
             (Claim("Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)", _wcgan_better),),
         ),
         Paper(
             "paper003",
             "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
             PaperSetting(dataset="mnist", iterations=200, features="Lipizzaner's MNIST classifier"),
-            _seed003_numbers,
+            _paper003_numbers,
             (
                 Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(_fid, "FID")),
                 Claim("Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid(_tvd, "TVD")),
             ),
-            printed="seed003_fid.csv",
+            printed="paper003_fid.csv",
         ),
     )
 }

@@ -13,7 +13,7 @@ import pandas as pd
 from ...config.registry import STRATEGIES
 from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
-from ..baselines import SEED000, SEED001, read_baseline
+from ..baselines import PAPER000, PAPER001, read_baseline
 from ..columns import COL, column_names
 from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
@@ -294,11 +294,11 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         "Printed beside the suite's results for orientation. They come from the papers, on their hardware, "
         "networks and training budgets; they are never mixed into the measured columns above.\n"
     )
-    inception = baselines / "seed000_inception_scores.csv"
+    inception = baselines / "paper000_inception_scores.csv"
     if inception.is_file():
         paper = read_baseline(inception)
         datasets = {r.dataset.name if r.dataset is not None else None for r in records if r.status == "ok"}
-        shown = paper[paper[SEED000.dataset].isin(datasets)]
+        shown = paper[paper[PAPER000.dataset].isin(datasets)]
         note = (
             ""
             if not shown.empty
@@ -306,7 +306,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         )
         shown = paper if shown.empty else shown
         lines.append(f"**Paper 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
-        lines.append(markdown_table(shown[[SEED000.dataset, SEED000.model, SEED000.is_mean, SEED000.is_std, SEED000.table]]))
+        lines.append(markdown_table(shown[[PAPER000.dataset, PAPER000.model, PAPER000.is_mean, PAPER000.is_std, PAPER000.table]]))
         lines.append(
             "Paper 000 computes IS with the Inception network on samples of all classes of the dataset (thousands "
             f"of them), after {PAPER_EPOCHS:,} epochs. DC-GAN corresponds to `data_parallel`, DC-CGAN to `conditional`, "
@@ -321,7 +321,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
                 else None
             )
             dataset = r.dataset.name if r.dataset is not None else None
-            row = paper[(paper[SEED000.dataset] == dataset) & (paper[SEED000.model] == model)]
+            row = paper[(paper[PAPER000.dataset] == dataset) & (paper[PAPER000.model] == model)]
             if model is None or row.empty:
                 continue
             ours.append(
@@ -330,8 +330,8 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
                     "model": model,
                     "IS (ours)": _score(q.is_mean),
                     "IS std (ours, splits×n)": std_over(q.is_std, q.is_splits, q.is_split_n),
-                    "IS (paper)": float(row[SEED000.is_mean].iloc[0]),
-                    "IS std (paper)": float(row[SEED000.is_std].iloc[0]),
+                    "IS (paper)": float(row[PAPER000.is_mean].iloc[0]),
+                    "IS std (paper)": float(row[PAPER000.is_std].iloc[0]),
                     "network": q.features,
                     "n": q.n,
                     "classes": class_set(q),
@@ -345,7 +345,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         speedups = baselines / entry.speedups_baseline if entry.speedups_baseline else None
         if speedups is not None and speedups.is_file() and any(r.strategy == entry.name for r in records):
             lines.append(f"**Paper 001, {entry.name} training speedups on MNIST (paper's summary table)**\n")
-            shown_speedups = [SEED001.grid, SEED001.single_core_min, SEED001.distributed_min, SEED001.speedup]
+            shown_speedups = [PAPER001.grid, PAPER001.single_core_min, PAPER001.distributed_min, PAPER001.speedup]
             lines.append(markdown_table(read_baseline(speedups)[shown_speedups]))
     return lines
 
