@@ -176,7 +176,7 @@ def trained_parts(on: RunOnRank, per_rank: list[RankTelemetry]) -> tuple[Trained
     telemetry = summaries(per_rank)
     windows = [_got(r.window) for r in per_rank]
     first_warmup = _got(per_rank[0].warmup)
-    placed = placement(on)
+    placed = placement_part(on)
     trained = Trained(
         dataset=DatasetInfo(
             name=data.name, split=data.split, image_size=run.dataset.image_size, images=len(data), classes=data.classes
@@ -217,7 +217,7 @@ def worker_provenance(run: Run, started_utc: str) -> Provenance:
     return made_now(run, source_revision(), started_utc)
 
 
-def placement(on: RunOnRank) -> Placement:
+def placement_part(on: RunOnRank) -> Placement:
     """How this run sat on its node: threads, cores, ranks, and whether they oversubscribe it."""
     cores, allowed = node_cores()
     ranks = on.launch.local_size
