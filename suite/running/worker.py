@@ -388,7 +388,7 @@ def execute(run: Run, run_dir: Path) -> int:
         _train(run, run_dir, engine, strategy, telemetry, strategy.checkpointer, warm_up=resumed is None)
         on = RunOnRank(run, run_dir, launch, engine, data, threads, started, started_utc)
         if _conclude(on, strategy, telemetry, setup_s, peak):
-            progress.recorded = engine.rank == 0
+            progress.recorded = engine.rank == 0  # rank 0 wrote its record: a failure from here on keeps it
             engine.shutdown()
             global _exit_without_finalizing
             _exit_without_finalizing = engine.exit_without_finalizing
