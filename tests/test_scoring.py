@@ -138,11 +138,11 @@ def test_scores_shared_over_ranks_are_those_of_one_rank_and_a_snapshot_of_the_fi
     expected = [("rank0", identity(final)), ("rank0", identity(other_prior)), ("rank1", identity(earlier))]
     assert shared[1] is None and sorted(scored_by) == sorted(expected)
     assert shared[0][0] == alone[0]  # every score, bit for bit
-    fields = scoring.quality_fields(run, outcome, shared[0], 2.0, 4, 128)
-    last = fields["curve"][-1]
-    assert last["step"] == 4 and len(fields["curve"]) == 3
-    assert (last["fid"], last["kid_mean"], last["is_mean"]) == tuple(fields["quality"][k] for k in ("fid", "kid_mean", "is_mean"))
-    assert fields["curve"][0]["fid"] != last["fid"] and fields["quality"]["untrained_fid"] > 0
+    scores = scoring.quality_fields(run, outcome, shared[0], 2.0, 4, 128)
+    last = scores.curve[-1]
+    assert last["step"] == 4 and len(scores.curve) == 3
+    assert (last["fid"], last["kid_mean"], last["is_mean"]) == tuple(scores.quality[k] for k in ("fid", "kid_mean", "is_mean"))
+    assert scores.curve[0]["fid"] != last["fid"] and scores.quality["untrained_fid"] > 0
 
 
 @pytest.mark.parametrize("how", ["no ruler", "another ruler"])

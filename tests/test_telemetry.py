@@ -10,6 +10,8 @@ import torch
 
 from suite.measure.flops import peak_use
 from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
+from suite.records.codec import build_part
+from suite.records.record import RankTelemetry
 from suite.running.rank_record import summaries
 
 
@@ -154,11 +156,12 @@ def test_summary_of_samples():
     assert s["mean"] == pytest.approx(50.5) and s["p95"] == pytest.approx(95.05)
 
 
-def _rank(gpu: bool) -> dict:
+def _rank(gpu: bool, peak: float = 10**10) -> RankTelemetry:
+    """A rank's telemetry as it hands it to rank 0."""
     times = StepTimes()
     for v in (0.4, 0.5, 0.5, 0.6):
         times.add(v)
-    return {
+    measured = {
         "window": {
             "steps": 4,
             "seconds": 2.2,
@@ -173,7 +176,7 @@ def _rank(gpu: bool) -> dict:
         "warmup": {"steps": 2, "images": 128, "seconds": 1.0},
         "step_times": times.as_dict(),
         "flops_per_step": 10**9,
-        "peak": {"flops": 10**10, "source": "measured"},
+        "peak": {"flops": peak, "source": "measured"},
         "steps": 6,
         "cpu_util": {"mean": 90.0, "p95": 99.0},
         "host_mem_peak_bytes": 2**30,
@@ -182,31 +185,31 @@ def _rank(gpu: bool) -> dict:
         "gpu_mem_peak_bytes": 2**29 if gpu else None,
         "gpu_note": None if gpu else "CPU run: no GPU to measure",
     }
+    return build_part(RankTelemetry, measured)
 
 
 def test_record_summaries_of_gpu_and_cpu_ranks():
     s = summaries([_rank(True), _rank(True)])
-    assert s["step_s"] == pytest.approx(0.5) and s["comm_wait_s"] == pytest.approx(0.1) and s["comm_share"] == pytest.approx(0.2)
-    assert s["step_p50"] == pytest.approx(0.5) and s["step_mean"] == pytest.approx(0.5) and s["step_ci95"] > 0
-    assert s["timed_steps"] == 4 and s["steps"] == 12 and s["warmup_steps_per_rank"] == [2, 2]
-    assert s["work_images_per_rank"] == [256, 256] and s["busy_s_per_rank"] == [2.1, 2.1]
-    assert s["flops_per_step"] == 10**9 and s["achieved_flops_per_rank"] == pytest.approx(2e9)  # 4 steps in 2 s
-    assert s["fraction_of_peak"] == pytest.approx(0.2) and s["peak_source"] == "measured"
-    assert s["gpu_util_mean"] == 70.0 and s["gpu_util_p95"] == 90.0
-    assert s["gpu_mem_used_mb"] == 2048.0 and s["gpu_mem_peak_mb"] == 512.0 and s["host_mem_peak_mb"] == 1024.0
+    assert s.step_s == pytest.approx(0.5) and s.comm_wait_s == pytest.approx(0.1) and s.comm_share == pytest.approx(0.2)
+    assert s.step_p50 == pytest.approx(0.5) and s.step_mean == pytest.approx(0.5) and s.step_ci95 > 0
+    assert s.timed_steps == 4 and s.steps == 12 and s.warmup_steps_per_rank == [2, 2]
+    assert s.work_images_per_rank == [256, 256] and s.busy_s_per_rank == [2.1, 2.1]
+    assert s.flops_per_step == 10**9 and s.achieved_flops_per_rank == pytest.approx(2e9)  # 4 steps in 2 s
+    assert s.fraction_of_peak == pytest.approx(0.2) and s.peak_source == "measured"
+    assert s.gpu_util_mean == 70.0 and s.gpu_util_p95 == 90.0
+    assert s.gpu_mem_used_mb == 2048.0 and s.gpu_mem_peak_mb == 512.0 and s.host_mem_peak_mb == 1024.0
     cpu = summaries([_rank(False)])
-    assert cpu["gpu_util_mean"] is None and cpu["gpu_mem_used_mb"] is None and cpu["gpu_mem_peak_mb"] is None
-    assert cpu["gpu_note"] == "CPU run: no GPU to measure"
+    assert cpu.gpu_util_mean is None and cpu.gpu_mem_used_mb is None and cpu.gpu_mem_peak_mb is None
+    assert cpu.gpu_note == "CPU run: no GPU to measure"
 
 
 def test_a_rank_faster_than_its_peak_raises_it_and_is_named():
-    slow, fast = _rank(False), _rank(False)
-    fast["peak"] = {"flops": 1.5e9, "source": "measured"}  # computes 2e9 FLOP/s: its ceiling was measured too low
+    slow, fast = _rank(False), _rank(False, peak=1.5e9)  # computes 2e9 FLOP/s: its ceiling was measured too low
     s = summaries([slow, fast])
-    assert s["peak_raised_ranks"] == [1]
-    assert s["achieved_flops_per_rank"] == pytest.approx(2e9) and s["peak_flops_per_rank"] == pytest.approx((1e10 + 2e9) / 2)
-    assert s["fraction_of_peak"] == pytest.approx(2e9 / 6e9)  # the mean achieved over the mean peak, as printed
-    assert summaries([slow, slow])["peak_raised_ranks"] == []
+    assert s.peak_raised_ranks == [1]
+    assert s.achieved_flops_per_rank == pytest.approx(2e9) and s.peak_flops_per_rank == pytest.approx((1e10 + 2e9) / 2)
+    assert s.fraction_of_peak == pytest.approx(2e9 / 6e9)  # the mean achieved over the mean peak, as printed
+    assert summaries([slow, slow]).peak_raised_ranks == []
 
 
 def test_fraction_of_peak_is_never_above_one():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any
+from typing import Any, Mapping, TypeVar
 
 from ..config.registry import STRATEGIES, PluginError
 from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
@@ -24,6 +24,7 @@ IDENTITY = ("run_id", "status", "strategy", "engine", "loss", "procs", "scaling"
 NAMES = ("run_id", "scenario", "strategy", "engine", "loss", "scaling", "label")
 """The fields that are safe names (:data:`suite.config.validation.SAFE_NAME`) wherever a record has them: they become
 file names, markdown and words of the report."""
+T = TypeVar("T")
 MAX_NUMBER = 1e18
 """The largest magnitude of a number in a record (seconds, bytes, FLOP/s, images): larger is no measurement."""
 
@@ -220,6 +221,13 @@ def _built(tp: Any, value: Any) -> Any:
         item = typing.get_args(tp)[1]
         return {k: _built(item, v) for k, v in value.items()}
     return value
+
+
+def build_part(tp: type[T], data: Mapping[str, Any]) -> T:
+    """``data``, plain data as a measurement returns it, as part ``tp`` with every dataclass in it built and the keys an
+    ``OPEN`` part does not declare kept (unchecked: the record it joins is checked as a whole)."""
+    built: T = _built(tp, data)
+    return built
 
 
 def record_data(value: Any) -> Any:

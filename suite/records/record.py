@@ -602,7 +602,7 @@ class FileDigest:
 
 @dataclass
 class CheckpointInfo:
-    """Checkpoints of a run that saves them (:meth:`suite.train.checkpoint.Checkpointer.fields`)."""
+    """Checkpoints of a run that saves them (:meth:`suite.train.checkpoint.Checkpointer.part`)."""
 
     checkpoint_every: dict | None = None
     checkpoint_s: float | None = None

@@ -46,6 +46,16 @@ def finished_settings(run_dir: Path) -> dict[str, Any] | None:
     return {k: v for k, v in settings.items() if k not in PLACEMENT_FIELDS}
 
 
+def as_recorded(value: Any) -> Any:
+    """``value`` as a record's JSON holds it: its tuples as lists (the settings a run has, compared with those a record
+    keeps)."""
+    if isinstance(value, dict):
+        return {key: as_recorded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_recorded(item) for item in value]
+    return value
+
+
 def differences(old: Any, new: Any, path: str = "") -> list[str]:
     """``field old -> new`` for every field that differs, nested mappings by dotted path; fields only one side has are skipped."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -68,8 +78,7 @@ def check_unchanged(results_dir: Path, runs: Iterable[Run], others: Iterable[Run
         old = finished_settings(path_under(results_dir, run.run_id))
         if old is None:
             continue
-        new = json.loads(json.dumps(run.settings()))  # as the record holds it: JSON's lists and numbers
-        fields = differences(old, new)
+        fields = differences(old, as_recorded(run.settings()))
         if fields:
             more = f", and {len(fields) - SHOWN} more" if len(fields) > SHOWN else ""
             changed.append(f"{run.run_id} ({', '.join(fields[:SHOWN])}{more})")

@@ -58,10 +58,10 @@ import psutil
 
 from ..config.scenario import Run, RunPlacement
 from ..measure.env import source_revision
-from ..records.codec import record_data
 from ..records.failures import first_failure, launch_problem, read_statuses, signal_name
 from ..records.nofollow import UnsafeEntry, open_regular, read_text, remove_entry, remove_files, remove_tree
-from ..records.record import Record, provenance, run_identity, utc_now
+from ..records.parts import Ending, FailurePart, LaunchPart, assemble, completed, identity, made_now, provenance_kept
+from ..records.record import Record, utc_now
 from ..records.results import (
     CHECKPOINT_DIR,
     LOG_FILE,
@@ -72,7 +72,6 @@ from ..records.results import (
     STOP_FILE,
     atomic_write,
     atomic_write_text,
-    new_record,
     path_under,
     read_record,
     write_failed,
@@ -151,16 +150,13 @@ def finalize_record(
     the launcher writes carries the run's provenance (settings, the code's revision, the launch's
     start ``started_utc`` and now) unless the worker's record already does.
     """
-    launch_fields = {"command": shlex.join(command), "exit_code": exit_code, "wall_s": wall_s}
     record = read_record(run_dir)
     if record is not None and record.status in ("ok", "diverged") and exit_code == 0:  # the worker's own end
         remove_tree(run_dir / RANKS_DIR)
         checkpoint = resume_point(run_dir, run)[0] if record.status == "diverged" else record.checkpoint
-        completed = dataclasses.replace(
-            record, checkpoint=checkpoint, command=shlex.join(command), exit_code=exit_code, wall_s=wall_s
-        )
-        write_record(run_dir, completed)
-        return completed
+        finished = completed(record, LaunchPart(shlex.join(command), exit_code, wall_s, checkpoint))
+        write_record(run_dir, finished)
+        return finished
     log_path = run_dir / LOG_FILE
     log_text = _log_text(log_path)
     statuses = read_statuses(run_dir)
@@ -186,26 +182,17 @@ def finalize_record(
     else:
         reason = f"exited with code {exit_code} before writing a result"
         details.append(f"last lines of log.txt:\n{_tail(log_path)}")
+    failure_data = failure.as_dict() if failure is not None else None
     checkpoint, resume = resume_point(run_dir, run)
-    error = "\n".join([reason, resume, *details])
-    made = provenance(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
-    worker = {k: v for k, v in record_data(record).items() if v is not None} if record is not None else {}
-    fields = {
-        **made,
-        **worker,  # what the worker recorded (null fields aside: the launcher's provenance stands where it has none)
-        **run_identity(run),
-        "status": status,
-        "error": error,
-        "checkpoint": checkpoint,
-        **launch_fields,
-    }
-    if failure is not None:
-        fields["failure"] = failure.as_dict()
-    try:
-        failed = new_record(fields, f"{run_dir / RECORD_FILE}")
-    except ValueError as problem:  # the worker's part does not fit: the run's failure is still recorded, without it
-        keep = {**made, **run_identity(run), "status": status, "checkpoint": checkpoint, **launch_fields}
-        failed = new_record({**keep, "error": f"{error}\nthe worker's record was left out: {problem}"})
+    ending = Ending(status, error="\n".join([reason, resume, *details]))
+    launched = LaunchPart(shlex.join(command), exit_code, wall_s, checkpoint)
+    made = made_now(run, source_revision(), started_utc or utc_now())  # the worker's own, where it wrote one, wins
+    if record is None:
+        failed = assemble(str(run_dir / RECORD_FILE), made, identity(run), ending, launched, FailurePart(failure_data))
+    else:  # what the worker recorded, with the launcher's provenance where it has none
+        failure_data = failure_data if failure_data is not None else record.failure
+        kept, ending = provenance_kept(record, made), dataclasses.replace(ending, reason=record.reason, diverged=record.diverged)
+        failed = completed(record, kept, identity(run), ending, launched, FailurePart(failure_data, record.traceback))
     write_record(run_dir, failed)
     return failed
 

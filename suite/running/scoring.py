@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..config.scenario import Run
+from ..records.parts import Scored
 
 if TYPE_CHECKING:
     import torch
@@ -172,9 +173,9 @@ def quality_fields(
     train_s: float,
     steps: int,
     images: int | None,
-) -> dict[str, Any]:
-    """Rank 0: the record's quality fields (``quality`` with the untrained generator's scores as a yardstick,
-    ``curve``, ``quality_<name>``, ``time_to_target``) from what :func:`score_models` returned."""
+) -> Scored:
+    """Rank 0: the record's scores (``quality`` with the untrained generator's scores as a yardstick, ``curve``,
+    ``quality_<name>``, ``time_to_target``) from what :func:`score_models` returned."""
     from ..measure.metrics.curve import curve_point, time_to_target
     from ..measure.metrics.evaluate import untrained_baseline
 
@@ -187,11 +188,10 @@ def quality_fields(
     ]
     if not curve or curve[-1]["step"] != steps:
         curve.append(curve_point(quality, train_s, steps, images))  # the final model, as the window ends
-    fields = {
-        "quality": quality,
-        "curve": curve,
-        **{f"quality_{name}": scores[f"extra:{name}"] for name in outcome.extra_bundles},
-    }
-    if run.metrics.target is not None:
-        fields["time_to_target"] = time_to_target(curve, run.metrics.target, quality["features"])
-    return fields
+    target = run.metrics.target
+    return Scored(
+        quality=quality,
+        curve=curve,
+        time_to_target=time_to_target(curve, target, quality["features"]) if target is not None else None,
+        extra_quality={f"quality_{name}": scores[f"extra:{name}"] for name in outcome.extra_bundles},
+    )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -38,9 +39,9 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from ..config.envsettings import EnvironmentSettingError, check_environment
 from ..config.jsonfile import MAX_BYTES, json_from_bytes
@@ -48,14 +49,15 @@ from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..records.failures import Failure, read_statuses, write_status
 from ..records.nofollow import UnsafeEntry, check_private_folder, confine, open_regular
-from ..records.record import run_identity, utc_now
-from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, new_record, write_record
+from ..records.parts import Ending, FailurePart, ModelPart, Scored, StrategyPart, assemble, identity
+from ..records.record import CheckpointInfo, RankTelemetry, utc_now
+from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
 from .commands import RUN_DIGEST_OPTION
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
-from .rank_record import ok_record_fields, placement_fields, rank_summary, worker_provenance
+from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance
 from .runlogs import tensorboard_folder, write_run_logs
 from .scoring import quality_fields, score_models
 
@@ -108,22 +110,10 @@ def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
         save_image_grid(sampler.sample(64, seed=seed)[0], path)
 
 
-def _end_diverged(
-    run: Run,
-    run_dir: Path,
-    started_utc: str,
-    launch: LaunchInfo,
-    engine: Engine,
-    data: ImageData,
-    strategy: Strategy,
-    mine: dict[str, Any],
-    diverged: Divergence,
-    placement: dict[str, Any],
-) -> None:
+def _end_diverged(on: RunOnRank, strategy: Strategy, mine: RankTelemetry, diverged: Divergence) -> None:
     """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
     the divergence, which value at which step on which rank) without finalizing or scoring it."""
-    from ..train.strategies.base import Outcome
-
+    run, engine = on.run, on.engine
     gathered = engine.gather_object((mine, strategy.history_so_far()))
     if gathered is not None:  # rank 0
         parts = [history for _, history in gathered if history is not None]
@@ -131,35 +121,36 @@ def _end_diverged(
             history: object = {k: v for part in parts for k, v in part.items()}
         else:
             history = parts[0] if parts else None
-        outcome = Outcome(None, fields={"history": history})
-        fields = {
-            **run_identity(run),
-            **ok_record_fields(run, launch, engine, data, [m for m, _ in gathered], outcome, placement),
-        }
         reason = diverged.line()
-        fields.update(status="diverged", reason=reason, diverged=diverged.as_dict(), **worker_provenance(run, started_utc))
-        record = new_record(fields, f"{run.run_id}: the record")
-        write_record(run_dir, record)
-        write_run_logs(run, run_dir, record)
+        record = assemble(
+            f"{run.run_id}: the record",
+            identity(run),
+            Ending("diverged", reason=reason, diverged=diverged.as_dict()),
+            *trained_parts(on, [m for m, _ in gathered]),
+            StrategyPart({"history": history}),
+            worker_provenance(run, on.started_utc),
+        )
+        write_record(on.run_dir, record)
+        write_run_logs(run, on.run_dir, record)
         log.warning("%s: %s", run.run_id, reason)
-    write_status(run_dir, engine.rank, "diverged", error=diverged.line())
+    write_status(on.run_dir, engine.rank, "diverged", error=diverged.line())
     engine.shutdown()
 
 
-def _finish(
-    run: Run, run_dir: Path, fields: dict[str, Any], outcome: Outcome, data: ImageData, scored: tuple[Any, ...] | None
-) -> None:
-    """Rank 0: the quality fields from the scores (:func:`suite.running.scoring.score_models`) added to the record's
-    ``fields``, a sample grid and the grids over training."""
+def _scores(on: RunOnRank, outcome: Outcome, scored: tuple[Any, ...] | None, train_s: float) -> Scored | None:
+    """Rank 0: the scores' part of the record (:func:`suite.running.scoring.quality_fields`; None unscored), once a
+    sample grid and the grids over training are saved."""
     from ..gan.grids import save_training_grids
 
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    steps = fields["generator_steps"]
+    steps = outcome.fields["generator_steps"]
     total = sum(steps.values()) if isinstance(steps, dict) else steps
-    if scored is not None:
-        fields.update(quality_fields(run, outcome, scored, fields["train_s"], total, fields.get("images_consumed")))
-    _save_sample_grid(outcome.bundle, run_dir / SAMPLES_FILE, run.train.seed)
-    save_training_grids(run_dir, outcome.curve, (total, outcome.bundle), data, run.train.seed)
+    part = (
+        None if scored is None else quality_fields(on.run, outcome, scored, train_s, total, outcome.fields.get("images_consumed"))
+    )
+    _save_sample_grid(outcome.bundle, on.run_dir / SAMPLES_FILE, on.run.train.seed)
+    save_training_grids(on.run_dir, outcome.curve, (total, outcome.bundle), on.data, on.run.train.seed)
+    return part
 
 
 def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
@@ -184,24 +175,22 @@ def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
 def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception, recorded: bool = False) -> None:
     """Write a failed rank's status (and rank 0's failed record, unless its finished record is already ``recorded``:
     a failure while the engine shuts down keeps the run's measurements); never raises (the disk may be full)."""
-    base = run_identity(run)
     message = f"{type(error).__name__}: {error}"
-    log.error("%s (rank %d) failed: %s", base["run_id"], rank, message)
+    log.error("%s (rank %d) failed: %s", run.run_id, rank, message)
     failure = Failure(rank, socket.gethostname(), 1, message=message)
     try:
         write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
         if rank == 0 and not recorded:
-            fields = {
-                **base,
-                **worker_provenance(run, started_utc),
-                "status": "failed",
-                "error": failure.line(),
-                "failure": failure.as_dict(),
-                "traceback": traceback.format_exc(),
-            }
-            write_record(run_dir, new_record(fields, f"{run.run_id}: the failed record"))
+            record = assemble(
+                f"{run.run_id}: the failed record",
+                identity(run),
+                worker_provenance(run, started_utc),
+                Ending("failed", error=failure.line()),
+                FailurePart(failure.as_dict(), traceback.format_exc()),
+            )
+            write_record(run_dir, record)
     except (OSError, ValueError) as write_error:  # a full disk; a record that is not one is a bug, named here
-        log.error("%s (rank %d): could not record the failure: %s", base["run_id"], rank, write_error)
+        log.error("%s (rank %d): could not record the failure: %s", run.run_id, rank, write_error)
 
 
 def _wait_for_stopped(run_dir: Path, procs: int, timeout: float = 30.0) -> None:
@@ -281,121 +270,145 @@ def _train(
     telemetry.close_window()
 
 
-def _record_fields(
-    run: Run,
-    run_dir: Path,
-    launch: LaunchInfo,
-    engine: Engine,
-    data: ImageData,
-    per_rank: list[dict[str, Any]],
-    outcome: Outcome,
-    placement: dict[str, Any],
-    checkpointer: Checkpointer | None,
-) -> dict[str, Any]:
-    """Rank 0's fields of an ok run's record, with its checkpoints', once its generators are saved in ``run_dir``."""
+def _saved(
+    on: RunOnRank, per_rank: list[RankTelemetry], outcome: Outcome, checkpointer: Checkpointer | None
+) -> tuple[CheckpointInfo | None, ModelPart]:
+    """Rank 0's parts of an ok run's checkpoints and model, once its generators are saved in its folder."""
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    fields = {**run_identity(run), **ok_record_fields(run, launch, engine, data, per_rank, outcome, placement)}
-    if checkpointer is not None:
-        fields.update(checkpointer.fields(per_rank))
-    fields["model_digest"] = outcome.bundle.digest()
+    checkpoints = checkpointer.part(max(r.checkpoint_s or 0.0 for r in per_rank)) if checkpointer is not None else None
+    digest = outcome.bundle.digest()
     bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
-    fields["model_files"] = {file: asdict(b.save(run_dir / file)) for file, b in bundles.items()}
-    return fields
+    return checkpoints, ModelPart(digest, {file: b.save(on.run_dir / file) for file, b in bundles.items()})
 
 
-def _write_ok(run: Run, run_dir: Path, fields: dict[str, Any], checkpointer: Checkpointer | None) -> None:
-    """Rank 0's last word on an ok run: its record built from ``fields`` and written once, its logs written, its
+def _write_ok(on: RunOnRank, parts: Sequence[object | None], checkpointer: Checkpointer | None) -> None:
+    """Rank 0's last word on an ok run: its record assembled from ``parts`` and written once, its logs written, its
     checkpoints no longer needed."""
-    record = new_record(fields, f"{run.run_id}: the record")
-    write_record(run_dir, record)
-    write_run_logs(run, run_dir, record)
+    record = assemble(f"{on.run.run_id}: the record", *parts, worker_provenance(on.run, on.started_utc))
+    write_record(on.run_dir, record)
+    write_run_logs(on.run, on.run_dir, record)
     if checkpointer is not None:
         checkpointer.clear()
-    log.info("%s: ok, training window %.1fs", run.run_id, record.train_s)
+    log.info("%s: ok, training window %.1fs", on.run.run_id, record.train_s)
+
+
+def _conclude(on: RunOnRank, strategy: Strategy, telemetry: Telemetry, setup_s: float, peak: dict[str, Any]) -> bool:
+    """Every rank, after the training clock: a diverged run recorded as such (False), or the models finalized,
+    saved, scored over the ranks and the ok record written by rank 0 (True). Finalize (gathers, hand-offs, saving) and
+    scoring are timed apart."""
+    engine = on.engine
+    # every group's verdict, after the window (groups that train apart learn of each other here)
+    diverged = first_divergence(engine.allgather_object(strategy.divergence()))
+    finalize_start = time.perf_counter()
+    outcome = strategy.finalize() if diverged is None else None
+    mine = rank_part(engine, telemetry, strategy, setup_s, peak)
+    if diverged is not None:
+        _end_diverged(on, strategy, mine, diverged)
+        return False
+    assert outcome is not None
+    per_rank = engine.gather_object(mine)  # after training: not counted as communication
+    if per_rank is not None:  # rank 0
+        trained, timing, throughput, placed = trained_parts(on, per_rank)
+        saved = _saved(on, per_rank, outcome, strategy.checkpointer)
+        timing = dataclasses.replace(timing, finalize_s=time.perf_counter() - finalize_start)
+    score_start = time.perf_counter()
+    scored = score_models(on.run, engine, outcome) if on.run.metrics.enabled else None  # every rank scores a share
+    if per_rank is not None:  # rank 0
+        scores = _scores(on, outcome, scored, timing.train_s or 0.0)
+        timing = dataclasses.replace(
+            timing, score_s=time.perf_counter() - score_start, worker_s=time.perf_counter() - on.started_s
+        )
+        parts = [
+            identity(on.run),
+            Ending("ok"),
+            trained,
+            placed,
+            timing,
+            throughput,
+            StrategyPart(outcome.fields),
+            *saved,
+            scores,
+        ]
+        _write_ok(on, parts, strategy.checkpointer)
+    return True
+
+
+@dataclass
+class _Progress:
+    """How far this rank got, for the error paths: its rank, its engine once made, its event writer, and whether rank
+    0's finished record is written."""
+
+    rank: int
+    engine: Engine | None = None
+    events: EventWriter | None = None
+    recorded: bool = False
+
+
+def _set_up(
+    run: Run, run_dir: Path, launch: LaunchInfo, progress: _Progress
+) -> tuple[Engine, ImageData, Strategy, Telemetry, dict[str, Any] | None]:
+    """Set-up: the engine started, the data loaded, the strategy made and set up, resumed from the run's last
+    checkpoint where it keeps them (the returned checkpoint; None: a fresh start)."""
+    from ..train.engines import create_engine
+
+    engine = progress.engine = create_engine(run, launch, run_dir)
+    engine.start()
+    progress.rank = engine.rank
+    _check_agreement(engine, launch, run)
+    data, telemetry, strategy = _strategy_for(run, run_dir, engine)
+    progress.events = strategy.events = _event_writer(run, run_dir, engine.rank)
+    checkpointer = strategy.checkpointer = Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
+    strategy.setup()
+    resumed = None
+    if checkpointer is not None:
+        checkpointer.attach(strategy)
+        resumed = checkpointer.restore()
+    return engine, data, strategy, telemetry, resumed
 
 
 def execute(run: Run, run_dir: Path) -> int:
     """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
 
     The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak), the training clock
-    (:func:`_train`), finalize (gathers, hand-offs, saving) and scoring. Only the training clock goes into speedup and
-    efficiency.
+    (:func:`_train`), finalize (gathers, hand-offs, saving) and scoring (:func:`_conclude`). Only the training clock
+    goes into speedup and efficiency.
     """
     started, started_utc = time.perf_counter(), utc_now()
-    recorded = False  # rank 0's finished record is written
     launch = detect()
     threads = _set_threads(run, launch)
-    rank, engine = launch.rank, None
-    events: EventWriter | None = None
+    progress = _Progress(launch.rank)
     try:
-        write_status(run_dir, rank, "running")
+        write_status(run_dir, progress.rank, "running")
         from ..measure.flops import device_peak
-        from ..train.engines import create_engine
 
-        engine = create_engine(run, launch, run_dir)
-        engine.start()
-        rank = engine.rank
-        _check_agreement(engine, launch, run)
-        data, telemetry, strategy = _strategy_for(run, run_dir, engine)
-        events = strategy.events = _event_writer(run, run_dir, rank)
-        checkpointer = strategy.checkpointer = (
-            Checkpointer(run, run_dir, engine, telemetry) if run.train.checkpoint_every else None
-        )
-        strategy.setup()
-        resumed = None
-        if checkpointer is not None:
-            checkpointer.attach(strategy)
-            resumed = checkpointer.restore()
+        engine, data, strategy, telemetry, resumed = _set_up(run, run_dir, launch, progress)
         engine.barrier()  # every rank measures its share of the machine at the same time
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
-        _train(run, run_dir, engine, strategy, telemetry, checkpointer, warm_up=resumed is None)
-        # every group's verdict, after the window (groups that train apart learn of each other here)
-        diverged = first_divergence(engine.allgather_object(strategy.divergence()))
-        finalize_start = time.perf_counter()
-        outcome = strategy.finalize() if diverged is None else None
-        mine = rank_summary(engine, telemetry, strategy, setup_s, peak)
-        if diverged is not None:
-            _end_diverged(
-                run, run_dir, started_utc, launch, engine, data, strategy, mine, diverged, placement_fields(run, launch, threads)
-            )
-            return 0
-        assert outcome is not None
-        per_rank = engine.gather_object(mine)  # after training: not counted as communication
-        fields = None
-        if per_rank is not None:  # rank 0
-            placement = placement_fields(run, launch, threads)
-            fields = _record_fields(run, run_dir, launch, engine, data, per_rank, outcome, placement, checkpointer)
-            fields["finalize_s"] = time.perf_counter() - finalize_start
-        score_start = time.perf_counter()
-        scored = score_models(run, engine, outcome) if run.metrics.enabled else None  # every rank scores a share
-        if fields is not None:  # rank 0
-            _finish(run, run_dir, fields, outcome, data, scored)
-            fields["score_s"] = time.perf_counter() - score_start
-            fields["worker_s"] = time.perf_counter() - started
-            fields.update(worker_provenance(run, started_utc))
-            _write_ok(run, run_dir, fields, checkpointer)
-            recorded = True
-        engine.shutdown()
-        global _exit_without_finalizing
-        _exit_without_finalizing = engine.exit_without_finalizing
+        _train(run, run_dir, engine, strategy, telemetry, strategy.checkpointer, warm_up=resumed is None)
+        on = RunOnRank(run, run_dir, launch, engine, data, threads, started, started_utc)
+        if _conclude(on, strategy, telemetry, setup_s, peak):
+            progress.recorded = engine.rank == 0  # rank 0 wrote its record: a failure from here on keeps it
+            engine.shutdown()
+            global _exit_without_finalizing
+            _exit_without_finalizing = engine.exit_without_finalizing
         return 0
     except StopRequested as stop:
-        log.info("%s (rank %d): %s", run.run_id, rank, stop)
-        write_status(run_dir, rank, "stopped", error=str(stop))
-        if engine is not None and engine.size > 1:  # a stop comes from a checkpoint: the engine runs
+        log.info("%s (rank %d): %s", run.run_id, progress.rank, stop)
+        write_status(run_dir, progress.rank, "stopped", error=str(stop))
+        if progress.engine is not None and progress.engine.size > 1:  # a stop comes from a checkpoint: the engine runs
             _wait_for_stopped(run_dir, run.procs)
-            engine.abort(STOPPED_EXIT_CODE)
+            progress.engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE
     except Exception as error:
-        _report_failure(run, run_dir, rank, started_utc, error, recorded)
-        if engine is not None and engine.size > 1:  # the others may wait for this rank in a collective
+        _report_failure(run, run_dir, progress.rank, started_utc, error, progress.recorded)
+        if progress.engine is not None and progress.engine.size > 1:  # the others may wait for this rank in a collective
             logging.shutdown()
-            engine.abort(1)
+            progress.engine.abort(1)
         return 1
     finally:
-        if events is not None:  # every point was flushed as it was written: closing loses nothing if it never happens
-            events.close()
+        if progress.events is not None:  # every point was flushed as it was written: closing loses nothing if it never happens
+            progress.events.close()
 
 
 def _log_format() -> str:

@@ -533,14 +533,14 @@ class Checkpointer:
         """Remove the run's checkpoints (rank 0, once its record is written)."""
         remove_tree(self.folder)
 
-    def fields(self, per_rank: list[dict]) -> dict[str, Any]:
-        """Record fields: the schedule, time spent saving, where this segment started, the segments."""
-        info = CheckpointInfo(
+    def part(self, checkpoint_s: float) -> CheckpointInfo:
+        """The record's part: the schedule, time spent saving (the slowest rank's ``checkpoint_s``), where this segment
+        started, the segments."""
+        return CheckpointInfo(
             checkpoint_every={k: v for k, v in vars(self.every).items() if v is not None},
-            checkpoint_s=max(r["checkpoint_s"] for r in per_rank),
+            checkpoint_s=checkpoint_s,
             checkpoints_written=self.written,
             resumed_from=self.resumed_from,
             checkpoints_skipped=self.skipped or None,
             segments=self.segments,
         )
-        return dataclasses.asdict(info)
