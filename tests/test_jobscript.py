@@ -26,9 +26,24 @@ def scenario(tmp_path: Path, procs: list[int], engine: str = "mpi", name: str = 
     return path
 
 
+ENVIRONMENTS = ("--venv", "--conda", "--module", "--preamble")
+
+
+def with_environment(options: tuple[str, ...] | list[str]) -> list[str]:
+    """A site preset's options with what it requires besides: a Python environment (``--venv venv`` unless one is
+    given) and Summit's account (``--account p1``)."""
+    options = list(options)
+    if "--site" in options and not any(option in options for option in ENVIRONMENTS):
+        options += ["--venv", "venv"]
+    if "summit" in options and "--account" not in options:
+        options += ["--account", "p1"]
+    return options
+
+
 def script(tmp_path: Path, path: Path, *options: str) -> str:
+    """The script written with ``options`` (and :func:`with_environment`'s); it must pass `bash -n`."""
     out = tmp_path / "job.sh"
-    assert main(["jobscript", str(path), "--out", str(out), *options]) == 0
+    assert main(["jobscript", str(path), "--out", str(out), *with_environment(options), "--force"]) == 0
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # valid shell
     return out.read_text()
 
@@ -214,7 +229,7 @@ def test_slurm_options_and_overrides(tmp_path):
             "srun is not one of them",
         ),
         (
-            ["--site", "frontier", "--account", "p1", "--launcher", "horovodrun"],
+            ["--site", "frontier", "--account", "p1", "--venv", "v", "--launcher", "horovodrun"],
             "horovodrun cannot start the mpi engine of data_parallel-bce-mpi-p2-r0; use one of: mpirun, jsrun, srun",
         ),
     ],
@@ -312,7 +327,13 @@ def test_each_preset_writes_its_sites_setup_and_what_runs_there(tmp_path):
         "module load craype-accel-amd-gfx90a",
         "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
     ]
-    assert frontier.index("set -euo pipefail") == start + 5
+    # MIOpen's kernel database on node-local storage (OLCF's PyTorch guide), made on every node of the job
+    assert frontier[start + 5 : start + 8] == [
+        'export MIOPEN_USER_DB_PATH="/tmp/miopen-cache-${SLURM_JOB_ID:-$$}"',
+        'export MIOPEN_CUSTOM_CACHE_DIR="$MIOPEN_USER_DB_PATH"',
+        'srun --ntasks-per-node=1 mkdir -p "$MIOPEN_USER_DB_PATH"  # on every node of the job',
+    ]
+    assert frontier.index("set -euo pipefail") == start + 8
     works = next(line for line in frontier if line.startswith("# What runs on frontier's GPUs: "))
     assert "the torch engine on RCCL" in works and "AMD SMI" in works and "Horovod's GPU operations are refused" in works
     perlmutter = script(tmp_path, path, "--site", "perlmutter").splitlines()
@@ -336,7 +357,7 @@ def test_perlmutters_queue_is_its_qos(tmp_path, capsys):
     lines = directives(script(tmp_path, path, "--site", "perlmutter", "--queue", "debug"))
     assert "#SBATCH --qos=debug" in lines and not [line for line in lines if "partition" in line]
     assert "#SBATCH --qos=regular" in directives(script(tmp_path, path, "--site", "perlmutter"))
-    assert main(["jobscript", str(path), "--site", "perlmutter", "--queue", "debug", "--qos", "regular"]) == 2
+    assert main(["jobscript", str(path), "--site", "perlmutter", "--venv", "v", "--queue", "debug", "--qos", "regular"]) == 2
     assert (
         capsys.readouterr().err == "error: --queue debug: on perlmutter a queue is a QOS (-q), and --qos says regular; give one\n"
     )
@@ -366,7 +387,7 @@ def test_the_file_name_carries_the_site(tmp_path, monkeypatch):
         ["--scheduler", "slurm"],
         ["--site", "frontier", "--account", "p1", "--array"],
     ):
-        assert main(["jobscript", str(path), *options]) == 0
+        assert main(["jobscript", str(path), *with_environment(options)]) == 0
     written = sorted(p.name for p in (tmp_path / "jobs").iterdir())
     assert written == [
         "js.frontier.array.slurm.sh",
@@ -392,6 +413,8 @@ def test_a_sweep_as_a_job_array_runs_one_run_per_task(tmp_path, capsys):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "scontrol").write_text('#!/bin/sh\necho "$3"\n')
     (tmp_path / "bin" / "scontrol").chmod(0o755)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "activate").write_text("")  # the --venv with_environment gives
     env = {
         **os.environ,
         "SLURM_JOB_NODELIST": "n1",
@@ -403,7 +426,7 @@ def test_a_sweep_as_a_job_array_runs_one_run_per_task(tmp_path, capsys):
     assert done.stdout.splitlines()[0].endswith(f"--master-addr n1 --master-port 29500 --only {ids[1]}")
     assert done.stdout.splitlines()[1] == "-m suite report results/js"
     # an LSF script has no arrays here
-    assert main(["jobscript", str(path), "--site", "summit", "--array", "--out", str(tmp_path / "l.sh")]) == 2
+    assert main(["jobscript", str(path), "--site", "summit", "--account", "p1", "--array", "--out", str(tmp_path / "l.sh")]) == 2
     assert capsys.readouterr().err == "error: --array: a Slurm setting; this is an LSF script\n"
 
 

@@ -13,6 +13,7 @@ is reached through a link (:func:`suite.records.nofollow.confine`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import logging
 import shlex
 import sys
@@ -158,13 +159,15 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     build lock.
     """
     from .buildlocks import check_build_locks
-    from .launch import check_devices, check_tools
+    from .launch import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
     from .rerun import finished_status
 
-    if options.sweep.dry_run:
-        return {}
     runs = [one.run for one in planned]
+    if options.sweep.dry_run:
+        if os.environ.get("SUITE_DEVICE", "auto") != "cpu":  # what the GPU nodes would refuse (a ROCm torch's)
+            check_nvidia_only(runs)
+        return {}
     check_tools(planned, options.launch)
     check_devices(runs)
     finished = {} if options.sweep.rerun else {run.run_id: finished_status(out / run.run_id) for run in runs}
