@@ -13,8 +13,8 @@ is reached through a link (:func:`suite.records.nofollow.confine`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import logging
+import os
 import shlex
 import sys
 import time
