@@ -486,11 +486,14 @@ def _add_jobscript(sub: Any) -> None:
         "that the suite imports before it launches anything)"
     )
     which = env.add_mutually_exclusive_group()
-    which.add_argument("--venv", help="virtual environment holding the suite, activated (relative: to --workdir)")
-    which.add_argument("--conda", help="conda environment (name or path) holding the suite, activated with conda's hook")
+    which.add_argument("--venv", metavar="DIR", help="virtual environment holding the suite, activated (relative: to --workdir)")
+    which.add_argument(
+        "--conda", metavar="ENV", help="conda environment (name or path) holding the suite, activated with conda's hook"
+    )
     env.add_argument(
         "--module",
         action="append",
+        metavar="NAME",
         help="module to load after the site's, before --venv/--conda (repeatable): one that holds the suite, or its Python",
     )
     p.add_argument("--force", action="store_true", help="replace a script already at the path (default: refuse)")

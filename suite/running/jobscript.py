@@ -25,8 +25,9 @@ Nothing in the script is free text but the preamble, the user's own shell file: 
 name (the job's name, its output files) is a safe name (:func:`suite.config.validation.name_problem`,
 checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
 ``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`), ``--mpi``,
-``--site``, ``--scheduler`` and ``--launcher`` are among their choices, and every other string (the scenario's
-path, ``--results``, ``--python``, ``--workdir``, ``--master-addr``, ``--preamble``'s path) holds no control
+``--site``, ``--scheduler`` and ``--launcher`` are among their choices, ``--module`` is a module name
+(:data:`MODULE_NAME`), and every other string (the scenario's path, ``--results``, ``--python``, ``--workdir``,
+``--master-addr``, ``--venv``, ``--conda``, ``--preamble``'s path) holds no control
 character or line break (:func:`suite.config.validation.script_text_problem`) and is quoted with
 :func:`shlex.quote` wherever it is written, comments included. :func:`render` checks them all, whether the
 options came from the command line or from Python, and an error names the option.
@@ -35,8 +36,16 @@ A site preset also writes what the site's guide asks of every job (:mod:`suite.r
 job without ``--account`` (so does this command) and takes ``-p batch``; Perlmutter takes ``-C gpu``, a QOS
 (``-q regular``; ``--queue`` there names the QOS, as NERSC's queues are QOSes), ``--gpus-per-node`` and
 ``--cpu-bind=cores``; each starts with the ``module load`` lines of its guide (``--no-site-setup`` leaves them out),
-before the user's preamble. The script is written to ``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh``
-without a site), so presets do not overwrite each other's.
+before the user's preamble (Frontier's also put MIOpen's kernel cache on node-local ``/tmp``, as OLCF's PyTorch guide
+does). Summit refuses a job without ``--account`` too (``-P``). The script is written to
+``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh`` without a site), so presets do not overwrite each other's;
+a file already there is replaced only with ``--force``.
+
+No site's modules hold the suite, so a site preset is refused without the suite's Python environment: ``--venv DIR``,
+``--conda ENV``, ``--module NAME`` (repeatable) or a ``--preamble``. Their lines come after ``cd`` (a relative venv is
+read from the working folder), each ending the job in one line naming its option when it fails; then every script
+checks that ``--python`` imports the suite before anything is launched, and ends in one line naming the fix when it
+cannot. A run whose engine needs an NVIDIA GPU (Horovod's) is refused for an AMD site's GPUs (Frontier's).
 
 ``--array`` (Slurm) writes the sweep as a job array: task ``i`` runs the scenario's run ``i`` alone
 (``suite run --only RUN_ID``) in its own allocation, sized for the largest run, then updates the report. The tasks
