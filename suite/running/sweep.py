@@ -156,7 +156,7 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     skipped (without ``--rerun``), by their status.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
-    build lock.
+    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.launch.check_nvidia_only`).
     """
     from .buildlocks import check_build_locks
     from .launch import check_devices, check_nvidia_only, check_tools
