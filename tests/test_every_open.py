@@ -93,7 +93,16 @@ def command_line(command: str, inputs: Path, work: Path) -> tuple[list[str], Pat
         "papers": ["papers", str(REPO / "reports" / "papers"), "--out", str(work / "papers")],
         "project": ["project", str(inputs / "results"), "--out", str(work / "projection")],
         "sample": ["sample", str(inputs / "run"), "--n", "4", "--out", str(work / "samples.npz")],
-        "jobscript": ["jobscript", str(inputs / "s.yaml"), "--site", "slurm-gpu", "--out", str(work / "jobs" / "s.sh")],
+        "jobscript": [
+            "jobscript",
+            str(inputs / "s.yaml"),
+            "--site",
+            "slurm-gpu",
+            "--venv",
+            "venv",
+            "--out",
+            str(work / "jobs" / "s.sh"),
+        ],
     }
     work.mkdir(mode=0o755)
     if command == "run":  # suite run's --out is the user's choice and may be a link: the folders below it are not

@@ -26,9 +26,24 @@ def scenario(tmp_path: Path, procs: list[int], engine: str = "mpi", name: str = 
     return path
 
 
+ENVIRONMENTS = ("--venv", "--conda", "--module", "--preamble")
+
+
+def with_environment(options: tuple[str, ...] | list[str]) -> list[str]:
+    """A site preset's options with what it requires besides: a Python environment (``--venv venv`` unless one is
+    given) and Summit's account (``--account p1``)."""
+    options = list(options)
+    if "--site" in options and not any(option in options for option in ENVIRONMENTS):
+        options += ["--venv", "venv"]
+    if "summit" in options and "--account" not in options:
+        options += ["--account", "p1"]
+    return options
+
+
 def script(tmp_path: Path, path: Path, *options: str) -> str:
+    """The script written with ``options`` (and :func:`with_environment`'s); it must pass `bash -n`."""
     out = tmp_path / "job.sh"
-    assert main(["jobscript", str(path), "--out", str(out), *options]) == 0
+    assert main(["jobscript", str(path), "--out", str(out), *with_environment(options), "--force"]) == 0
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # valid shell
     return out.read_text()
 
@@ -214,7 +229,7 @@ def test_slurm_options_and_overrides(tmp_path):
             "srun is not one of them",
         ),
         (
-            ["--site", "frontier", "--account", "p1", "--launcher", "horovodrun"],
+            ["--site", "frontier", "--account", "p1", "--venv", "v", "--launcher", "horovodrun"],
             "horovodrun cannot start the mpi engine of data_parallel-bce-mpi-p2-r0; use one of: mpirun, jsrun, srun",
         ),
     ],
@@ -312,7 +327,13 @@ def test_each_preset_writes_its_sites_setup_and_what_runs_there(tmp_path):
         "module load craype-accel-amd-gfx90a",
         "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
     ]
-    assert frontier.index("set -euo pipefail") == start + 5
+    # MIOpen's kernel database on node-local storage (OLCF's PyTorch guide), made on every node of the job
+    assert frontier[start + 5 : start + 8] == [
+        'export MIOPEN_USER_DB_PATH="/tmp/miopen-cache-${SLURM_JOB_ID:-$$}"',
+        'export MIOPEN_CUSTOM_CACHE_DIR="$MIOPEN_USER_DB_PATH"',
+        'srun --ntasks-per-node=1 mkdir -p "$MIOPEN_USER_DB_PATH"  # on every node of the job',
+    ]
+    assert frontier.index("set -euo pipefail") == start + 8
     works = next(line for line in frontier if line.startswith("# What runs on frontier's GPUs: "))
     assert "the torch engine on RCCL" in works and "AMD SMI" in works and "Horovod's GPU operations are refused" in works
     perlmutter = script(tmp_path, path, "--site", "perlmutter").splitlines()
@@ -336,7 +357,7 @@ def test_perlmutters_queue_is_its_qos(tmp_path, capsys):
     lines = directives(script(tmp_path, path, "--site", "perlmutter", "--queue", "debug"))
     assert "#SBATCH --qos=debug" in lines and not [line for line in lines if "partition" in line]
     assert "#SBATCH --qos=regular" in directives(script(tmp_path, path, "--site", "perlmutter"))
-    assert main(["jobscript", str(path), "--site", "perlmutter", "--queue", "debug", "--qos", "regular"]) == 2
+    assert main(["jobscript", str(path), "--site", "perlmutter", "--venv", "v", "--queue", "debug", "--qos", "regular"]) == 2
     assert (
         capsys.readouterr().err == "error: --queue debug: on perlmutter a queue is a QOS (-q), and --qos says regular; give one\n"
     )
@@ -366,7 +387,7 @@ def test_the_file_name_carries_the_site(tmp_path, monkeypatch):
         ["--scheduler", "slurm"],
         ["--site", "frontier", "--account", "p1", "--array"],
     ):
-        assert main(["jobscript", str(path), *options]) == 0
+        assert main(["jobscript", str(path), *with_environment(options)]) == 0
     written = sorted(p.name for p in (tmp_path / "jobs").iterdir())
     assert written == [
         "js.frontier.array.slurm.sh",
@@ -392,6 +413,8 @@ def test_a_sweep_as_a_job_array_runs_one_run_per_task(tmp_path, capsys):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "scontrol").write_text('#!/bin/sh\necho "$3"\n')
     (tmp_path / "bin" / "scontrol").chmod(0o755)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "activate").write_text("")  # the --venv with_environment gives
     env = {
         **os.environ,
         "SLURM_JOB_NODELIST": "n1",
@@ -403,7 +426,7 @@ def test_a_sweep_as_a_job_array_runs_one_run_per_task(tmp_path, capsys):
     assert done.stdout.splitlines()[0].endswith(f"--master-addr n1 --master-port 29500 --only {ids[1]}")
     assert done.stdout.splitlines()[1] == "-m suite report results/js"
     # an LSF script has no arrays here
-    assert main(["jobscript", str(path), "--site", "summit", "--array", "--out", str(tmp_path / "l.sh")]) == 2
+    assert main(["jobscript", str(path), "--site", "summit", "--account", "p1", "--array", "--out", str(tmp_path / "l.sh")]) == 2
     assert capsys.readouterr().err == "error: --array: a Slurm setting; this is an LSF script\n"
 
 
@@ -493,3 +516,223 @@ def test_a_container_option_is_checked(tmp_path, capsys):
         with pytest.raises(ValueError) as refused:
             render(path, JobOptions(site="slurm-gpu", container=("apptainer", image)))
         assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+# --- issue 54: a job script runs on its first submission ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_a_site_preset_without_a_python_environment_is_refused_in_one_line(tmp_path, monkeypatch, capsys, site):
+    """The sites' modules do not hold the suite: a preset asks for --venv, --conda, --module or a --preamble."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["jobscript", str(scenario(tmp_path, [2])), "--site", site, "--account", "p1"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --venv: site {site}'s modules do not hold the suite; say which Python environment does: --venv DIR "
+        "(a virtual environment with the suite installed), --conda ENV, --module NAME, or a --preamble FILE that "
+        "activates one\n"
+    )
+    assert not (tmp_path / "jobs").exists()
+    for given in (["--venv", "v"], ["--conda", "c"], ["--module", "m"]):
+        assert main(["jobscript", str(scenario(tmp_path, [2])), "--site", site, "--account", "p1", *given]) == 0
+        capsys.readouterr()
+        for path in (tmp_path / "jobs").iterdir():
+            path.unlink()
+    # without a site python3 on the nodes' PATH stays the default
+    assert main(["jobscript", str(scenario(tmp_path, [2])), "--scheduler", "slurm"]) == 0
+
+
+def test_summit_refuses_a_job_without_its_project(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["jobscript", str(scenario(tmp_path, [2])), "--site", "summit", "--venv", "v"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --account: site summit refuses a job without an account (-P); give --account PROJECT\n"
+    )
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_an_existing_script_is_replaced_only_with_force(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = scenario(tmp_path, [2])
+    assert main(["jobscript", str(path), "--scheduler", "slurm"]) == 0
+    written = tmp_path / "jobs" / "js.slurm.sh"
+    written.write_text("#!/bin/bash\n# edited by hand\n")
+    capsys.readouterr()
+    assert main(["jobscript", str(path), "--scheduler", "slurm", "--walltime", "1:00:00"]) == 2
+    assert capsys.readouterr().err == (
+        "error: 'jobs/js.slurm.sh' exists; give --force to replace it, or --out FILE to write another\n"
+    )
+    assert written.read_text() == "#!/bin/bash\n# edited by hand\n"
+    assert main(["jobscript", str(path), "--scheduler", "slurm", "--walltime", "1:00:00", "--force"]) == 0
+    assert "#SBATCH --time=01:00:00" in written.read_text()
+
+
+def test_horovod_on_an_amd_sites_gpus_is_refused_when_the_script_is_written(tmp_path, capsys):
+    """Frontier's GPUs are AMD: a Horovod run on them is refused by `suite jobscript`, whatever torch wrote the script;
+    on its CPUs (--gpus-per-rank 0) and on an NVIDIA site it is written."""
+    path = scenario(tmp_path, [2], engine="horovod")
+    frontier = ["--site", "frontier", "--account", "p1", "--venv", "v", "--out", str(tmp_path / "job.sh")]
+    assert main(["jobscript", str(path), *frontier]) == 2
+    assert capsys.readouterr().err == (
+        "error: data_parallel-bce-horovod-p2-r0: the horovod engine on GPUs needs an NVIDIA GPU: its GPU operations are "
+        "checked only for Horovod's CUDA NCCL build (ci/build_horovod_nccl.sh; a ROCm Horovod with RCCL is untested "
+        "here); site frontier's GPUs are AMD; the torch engine runs on AMD GPUs (RCCL behind the nccl backend) "
+        "(--gpus-per-rank 0 runs it on the CPUs)\n"
+    )
+    assert not (tmp_path / "job.sh").exists()
+    assert main(["jobscript", str(path), *frontier, "--gpus-per-rank", "0"]) == 0
+    script(tmp_path, path, "--site", "perlmutter")
+    script(tmp_path, scenario(tmp_path, [2], engine="torch"), "--site", "frontier", "--account", "p1")
+
+
+def test_a_dry_run_on_a_rocm_torch_refuses_horovod_on_gpus(tmp_path, monkeypatch, capsys):
+    """A login node's ROCm torch is its GPU nodes': `suite run --dry-run` refuses what the run would (no GPU needed);
+    SUITE_DEVICE=cpu keeps the runs on the CPUs, where Horovod runs."""
+    import torch
+
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
+    path, out = scenario(tmp_path, [2], engine="horovod"), tmp_path / "results"
+    assert main(["run", str(path), "--out", str(out), "--dry-run", "--launcher", "srun", "--gpus-per-rank", "1"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("error: data_parallel-bce-horovod-p2-r0: the horovod engine on GPUs needs an NVIDIA GPU: ")
+    assert err[-1].endswith(
+        "this torch is a ROCm build (HIP 6.2.41133); the torch engine runs on AMD GPUs (RCCL behind the nccl backend)"
+    )
+    monkeypatch.setenv("SUITE_DEVICE", "cpu")
+    assert main(["run", str(path), "--out", str(out), "--dry-run", "--launcher", "srun", "--gpus-per-rank", "0"]) == 0
+
+
+def _site_shell(tmp_path: Path, python_imports: bool = True) -> dict[str, str]:
+    """A site-like environment to run a script in: `module` a shell function (as Lmod's) that logs what it loads,
+    stand-ins for scontrol and srun (which runs its command once), no suite importable but from the environment
+    the script activates: a venv whose python3 imports the suite (or fails to, as a venv without it does) and echoes
+    what it is asked to run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "scontrol").write_text('#!/bin/sh\necho "$3"\n')
+    (bin_dir / "srun").write_text('#!/bin/sh\nshift\nexec "$@"\n')  # srun --ntasks-per-node=1 CMD...: CMD once
+    failing = "echo 'Traceback (most recent call last):'; echo \"ModuleNotFoundError: No module named 'suite'\"; exit 1"
+    (bin_dir / "python3").write_text(f"#!/bin/sh\n{failing}\n")  # the system's python3, without the suite
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    (venv_bin / "activate").write_text(f'export PATH="{venv_bin}:$PATH"; export ACTIVATED=venv\n')
+    imports = 'echo "suite imported by $ACTIVATED"' if python_imports else failing
+    (venv_bin / "python3").write_text(f'#!/bin/sh\nif [ "$1" = -c ]; then {imports}; exit 0; fi\necho "$@"\n')
+    for tool in (bin_dir / "scontrol", bin_dir / "srun", bin_dir / "python3", venv_bin / "python3"):
+        tool.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_JOB_ID": f"js{os.getpid()}",
+        "MODULE_LOG": str(tmp_path / "modules.log"),
+        "BASH_FUNC_module%%": '() {  echo "$*" >> "$MODULE_LOG"; [ "$2" != missing ]; }',
+    }
+
+
+def test_a_frontier_script_loads_its_modules_and_venv_and_runs(tmp_path):
+    """Run as the site would: the site's modules, then --module, then --venv (relative to the working folder); the
+    MIOpen cache folder made on the node; the suite's run and report with the venv's python3."""
+    text = script(
+        tmp_path,
+        scenario(tmp_path, [2], engine="torch"),
+        "--site",
+        "frontier",
+        "--account",
+        "p1",
+        "--module",
+        "cray-python",
+        "--venv",
+        "venv",
+    )
+    env = _site_shell(tmp_path)
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "modules.log").read_text().splitlines() == [
+        "load PrgEnv-gnu",
+        "load rocm",
+        "load craype-accel-amd-gfx90a",
+        "load cray-python",
+    ]
+    miopen = Path(f"/tmp/miopen-cache-{env['SLURM_JOB_ID']}")
+    assert miopen.is_dir()
+    miopen.rmdir()
+    printed = done.stdout.splitlines()
+    assert printed[0].startswith("-m suite run ") and printed[1] == "-m suite report results/js", printed
+    assert (
+        text.index("source venv/bin/activate")
+        < text.index("why=$(python3 -c 'import suite' 2>&1)")
+        < text.index(" -m suite run ")
+    )
+
+
+@pytest.mark.parametrize(
+    "options, python_imports, line",
+    [
+        (
+            ["--venv", "venv"],
+            False,
+            "error: python3 on HOST cannot import the suite (ModuleNotFoundError: No module named 'suite'): install it "
+            "into the environment of --venv (pip install the suite there), or write this script again with --venv DIR, "
+            "--conda ENV or --module NAME of an environment that holds it",
+        ),
+        (
+            ["--venv", "no such venv"],
+            True,
+            "error: no virtual environment at no such venv on HOST (--venv, read from TMP): make it there (python3 -m venv "
+            "DIR; DIR/bin/pip install the suite) or write this script again with --venv DIR",
+        ),
+        (
+            ["--module", "missing"],
+            True,
+            "error: module load missing failed on HOST (--module): see module avail",
+        ),
+        (
+            ["--conda", "suite-env"],
+            True,
+            "error: conda is not on PATH on HOST (--conda): load the module that gives it first (--module conda on perlmutter)",
+        ),
+        (
+            ["--preamble", "PREAMBLE"],
+            True,
+            "error: python3 on HOST cannot import the suite (ModuleNotFoundError: No module named 'suite'): install it "
+            "into the environment the job "
+            "was given (pip install the suite there), or write this script again with --venv DIR, --conda ENV or "
+            "--module NAME of an environment that holds it",
+        ),
+    ],
+)
+def test_a_job_without_the_suite_ends_before_the_launch_in_one_line(tmp_path, options, python_imports, line):
+    """Whatever fails in setting the environment up, the job ends at once (exit 2) with one line naming the fix,
+    before anything is launched."""
+    preamble = tmp_path / "pre.sh"
+    preamble.write_text("echo preamble\n")
+    options = [str(preamble) if option == "PREAMBLE" else option for option in options]
+    script(tmp_path, scenario(tmp_path, [2], engine="torch"), "--site", "perlmutter", *options)
+    env = _site_shell(tmp_path, python_imports)
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    err = done.stderr.replace(os.uname().nodename, "HOST").replace(str(tmp_path), "TMP")
+    assert err.splitlines()[-1] == line, err
+    assert " -m suite" not in done.stdout
+
+
+def test_conda_is_activated_with_its_shell_hook(tmp_path):
+    """--conda ENV: conda's bash hook, then `conda activate ENV` (a stand-in conda whose activate puts the venv's
+    python3 first); a failed activation ends the job in one line."""
+    script(tmp_path, scenario(tmp_path, [2], engine="torch"), "--site", "slurm-gpu", "--conda", "suite env")
+    env = _site_shell(tmp_path)
+    conda = tmp_path / "bin" / "conda"
+    venv_bin = tmp_path / "venv" / "bin"
+    hook = f'conda() {{ [ "$1 $2" = "activate suite env" ] && export PATH="{venv_bin}:$PATH" ACTIVATED=conda; }}'
+    conda.write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'shell.bash hook' ] && echo '{hook}'\n")
+    conda.chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("-m suite run ")
+    script(tmp_path, scenario(tmp_path, [2], engine="torch"), "--site", "slurm-gpu", "--conda", "other")
+    done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    assert (
+        done.stderr.splitlines()[-1]
+        == f"error: conda activate other failed on {os.uname().nodename} (--conda): see conda env list"
+    )

@@ -48,7 +48,7 @@ REFUSED = {
 """Values with a control character, a line or paragraph separator or a format character: each is refused."""
 
 BENIGN = "benign"
-OPTIONS = ("--results", "--python", "--workdir", "--master-addr", "--preamble", "scenario")
+OPTIONS = ("--results", "--python", "--workdir", "--master-addr", "--preamble", "--venv", "--conda", "scenario")
 """Every string option of `suite jobscript` that is written into the script (the others take names or choices)."""
 
 
@@ -75,6 +75,8 @@ def _arguments(tmp_path: Path, option: str, value: str) -> tuple[Path, dict[str,
         scenario = _scenario(tmp_path / "sc", f"{value}.yaml")
     elif option == "--preamble":
         options[option] = str(_preamble(tmp_path / "pre", value))
+    elif option in ("--venv", "--conda"):  # one of the two, the other left out
+        options[option] = value
     else:
         options[option] = value
     return scenario, options
@@ -148,12 +150,16 @@ def test_a_script_with_every_option_hostile_runs_no_hostile_command(tmp_path, si
     scenario = _scenario(tmp_path / "sc", f"{name}.yaml")
     work = tmp_path / name.replace("$", "d")
     work.mkdir()
+    venv = work / name / "bin"  # --venv, read from the working folder
+    venv.mkdir(parents=True)
+    (venv / "activate").write_text("")
     options = {
         "--results": value,
         "--python": "/bin/echo",
         "--workdir": str(work),
         "--master-addr": value,
         "--preamble": str(_preamble(tmp_path / "pre", name)),
+        "--venv": name,
     }
     out = tmp_path / "job.sh"
     assert _write(tmp_path, site, scenario, options, out) == 0
@@ -177,6 +183,10 @@ def test_a_script_with_every_option_hostile_runs_no_hostile_command(tmp_path, si
         ("master_port", "1; x", "--master-port '1; x': expected a port number"),
         ("site", "nowhere", "--site 'nowhere': not a site preset"),
         ("results", "-rf", "--results '-rf': starts with '-'"),
+        ("venv", "-rf", "--venv '-rf': starts with '-'"),
+        ("conda", "e\nx", "--conda 'e\\nx' holds U+000A"),
+        ("module", ("ok", "$(x)"), "--module '$(x)': not a module name"),
+        ("module", "pytorch", "--module: expected module names, got 'pytorch'"),
     ],
 )
 def test_options_given_from_python_are_checked_as_the_command_line_checks_them(tmp_path, field, value, message):
@@ -186,3 +196,37 @@ def test_options_given_from_python_are_checked_as_the_command_line_checks_them(t
         render(_scenario(tmp_path), JobOptions(**options))
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+@pytest.mark.parametrize(
+    "name", ["$(touch PWNED)", "`touch PWNED`", "a;touch PWNED", "a b", "-rf", "a'b", "a\nb", "", "r\u202eb"]
+)
+def test_a_module_that_is_not_a_module_name_is_refused_naming_the_option(tmp_path, capsys, site, name):
+    """--module takes a module's name (letters, digits and . _ + / @ -), written as one quoted word; anything else is
+    refused in one line, before a script is written."""
+    out = tmp_path / "job.sh"
+    assert (
+        main(["jobscript", str(_scenario(tmp_path)), "--site", site, "--account", "p1", "--out", str(out), f"--module={name}"])
+        == 2
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --module ") and "not a module name" in lines[0], lines
+    assert not out.exists()
+    assert (
+        main(
+            [
+                "jobscript",
+                str(_scenario(tmp_path)),
+                "--site",
+                site,
+                "--account",
+                "p1",
+                "--out",
+                str(out),
+                "--module=pytorch/2.3.1+cu121",
+            ]
+        )
+        == 0
+    )
+    assert "module load pytorch/2.3.1+cu121 || " in out.read_text()

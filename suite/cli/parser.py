@@ -493,6 +493,22 @@ def _add_jobscript(sub: Any) -> None:
     p.add_argument(
         "--python", default="python3", help="interpreter on the compute nodes, after the preamble (default python3 on PATH)"
     )
+    env = p.add_argument_group(
+        "the suite's Python environment on the nodes (a --site needs one of these or a --preamble; the script checks "
+        "that the suite imports before it launches anything)"
+    )
+    which = env.add_mutually_exclusive_group()
+    which.add_argument("--venv", metavar="DIR", help="virtual environment holding the suite, activated (relative: to --workdir)")
+    which.add_argument(
+        "--conda", metavar="ENV", help="conda environment (name or path) holding the suite, activated with conda's hook"
+    )
+    env.add_argument(
+        "--module",
+        action="append",
+        metavar="NAME",
+        help="module to load after the site's, before --venv/--conda (repeatable): one that holds the suite, or its Python",
+    )
+    p.add_argument("--force", action="store_true", help="replace a script already at the path (default: refuse)")
     p.add_argument(
         "--array",
         action="store_true",

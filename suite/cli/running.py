@@ -182,8 +182,9 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         args,
         preamble=Path(args.preamble) if args.preamble else None,
         container=tuple(args.container) if args.container else None,
+        module=tuple(args.module or ()),
         caps=_caps(args),
     )
-    path = write_jobscript(resolve_scenario(args.scenario), Path(args.out) if args.out else None, job)
+    path = write_jobscript(resolve_scenario(args.scenario), Path(args.out) if args.out else None, job, force=args.force)
     print(f"job script written to {path}")
     return 0

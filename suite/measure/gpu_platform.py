@@ -58,15 +58,15 @@ def monitor_unavailable(error: BaseException | str) -> str:
     return f"{platform.monitor} unavailable (the {platform.monitor_package} package): {error}"
 
 
-def nvidia_only_problem(feature: str, why: str) -> str | None:
-    """One line refusing ``feature`` on a ROCm torch (``why``: what in it needs NVIDIA), or None on any other build."""
-    platform = current()
-    if platform.name == "cuda":
-        return None
-    return (
-        f"{feature} needs an NVIDIA GPU: {why}; this torch is a ROCm build (HIP {toolkit_version()}); "
-        "the torch engine runs on AMD GPUs (RCCL behind the nccl backend)"
-    )
+def nvidia_only_problem(feature: str, why: str, amd: str | None = None) -> str | None:
+    """One line refusing ``feature`` on a ROCm torch (``why``: what in it needs NVIDIA), or None on any other build;
+    ``amd``: where the GPUs are known to be AMD whatever this torch is (a site preset's: ``site frontier's GPUs are
+    AMD``), which refuses it on any build."""
+    if amd is None:
+        if current().name == "cuda":
+            return None
+        amd = f"this torch is a ROCm build (HIP {toolkit_version()})"
+    return f"{feature} needs an NVIDIA GPU: {why}; {amd}; the torch engine runs on AMD GPUs (RCCL behind the nccl backend)"
 
 
 def driver_version() -> str | None:

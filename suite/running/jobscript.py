@@ -25,8 +25,9 @@ Nothing in the script is free text but the preamble, the user's own shell file: 
 name (the job's name, its output files) is a safe name (:func:`suite.config.validation.name_problem`,
 checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
 ``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`), ``--mpi``,
-``--site``, ``--scheduler`` and ``--launcher`` are among their choices, and every other string (the scenario's
-path, ``--results``, ``--python``, ``--workdir``, ``--master-addr``, ``--preamble``'s path) holds no control
+``--site``, ``--scheduler`` and ``--launcher`` are among their choices, ``--module`` is a module name
+(:data:`MODULE_NAME`), and every other string (the scenario's path, ``--results``, ``--python``, ``--workdir``,
+``--master-addr``, ``--venv``, ``--conda``, ``--preamble``'s path) holds no control
 character or line break (:func:`suite.config.validation.script_text_problem`) and is quoted with
 :func:`shlex.quote` wherever it is written, comments included. :func:`render` checks them all, whether the
 options came from the command line or from Python, and an error names the option.
@@ -35,8 +36,16 @@ A site preset also writes what the site's guide asks of every job (:mod:`suite.r
 job without ``--account`` (so does this command) and takes ``-p batch``; Perlmutter takes ``-C gpu``, a QOS
 (``-q regular``; ``--queue`` there names the QOS, as NERSC's queues are QOSes), ``--gpus-per-node`` and
 ``--cpu-bind=cores``; each starts with the ``module load`` lines of its guide (``--no-site-setup`` leaves them out),
-before the user's preamble. The script is written to ``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh``
-without a site), so presets do not overwrite each other's.
+before the user's preamble (Frontier's also put MIOpen's kernel cache on node-local ``/tmp``, as OLCF's PyTorch guide
+does). Summit refuses a job without ``--account`` too (``-P``). The script is written to
+``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh`` without a site), so presets do not overwrite each other's;
+a file already there is replaced only with ``--force``.
+
+No site's modules hold the suite, so a site preset is refused without the suite's Python environment: ``--venv DIR``,
+``--conda ENV``, ``--module NAME`` (repeatable) or a ``--preamble``. Their lines come after ``cd`` (a relative venv is
+read from the working folder), each ending the job in one line naming its option when it fails; then every script
+checks that ``--python`` imports the suite before anything is launched, and ends in one line naming the fix when it
+cannot. A run whose engine needs an NVIDIA GPU (Horovod's) is refused for an AMD site's GPUs (Frontier's).
 
 ``--array`` (Slurm) writes the sweep as a job array: task ``i`` runs the scenario's run ``i`` alone
 (``suite run --only RUN_ID``) in its own allocation, sized for the largest run, then updates the report. The tasks
@@ -169,6 +178,9 @@ class JobOptions:
     master_addr: str | None = None  # default: the allocation's first compute host
     master_port: int = 29500
     site_setup: bool = True  # the site's module load lines (False: --no-site-setup)
+    venv: str | None = None  # a virtual environment holding the suite, activated on the nodes (--venv)
+    conda: str | None = None  # a conda environment holding the suite (--conda), activated with conda's shell hook
+    module: tuple[str, ...] = ()  # modules loaded after the site's (--module, repeatable): one may hold the suite
     array: bool = False  # a Slurm job array, one task per run
     container: tuple[str, str] | None = None  # (runtime, image): each rank starts inside it
     caps: ScenarioCaps = field(default_factory=ScenarioCaps)  # --max-runs, --max-scenario-bytes
@@ -238,12 +250,19 @@ def _plan(job: JobOptions, runs: list[Run]) -> _Plan:
     per_node = min(wanted, largest) if wanted else math.ceil(largest / job.nodes)
     gpus = job.gpus_per_rank if job.gpus_per_rank is not None else (site.gpus_per_rank if site else 1)
     if site and site.account_required and not job.account:
-        raise ValueError(f"--account: site {site.name} refuses a job without an account (-A); give --account PROJECT")
+        flag = "-P" if scheduler == "lsf" else "-A"
+        raise ValueError(f"--account: site {site.name} refuses a job without an account ({flag}); give --account PROJECT")
     partition, qos = job.queue, job.qos
     if site and site.queue_is_qos and job.queue is not None:
         if job.qos is not None and job.qos != job.queue:
             raise ValueError(f"--queue {job.queue}: on {site.name} a queue is a QOS (-q), and --qos says {job.qos}; give one")
         partition, qos = None, job.queue
+    if site and not (job.venv or job.conda or job.module or job.preamble):
+        raise ValueError(
+            f"--venv: site {site.name}'s modules do not hold the suite; say which Python environment does: "
+            "--venv DIR (a virtual environment with the suite installed), --conda ENV, --module NAME, "
+            "or a --preamble FILE that activates one"
+        )
     container = None
     if job.container is not None:
         runtime, image = job.container
@@ -279,6 +298,12 @@ def _check_runs(runs: list[Run], plan: _Plan) -> None:
     )
     for run in runs:
         command_for(run, Path("RESULTS") / run.run_id, opts)
+    if plan.site and plan.site.gpu_vendor == "amd" and plan.gpus_per_rank:
+        from ..config.registry import ENGINES  # the engine classes (torch): loaded only for an AMD site's GPUs
+
+        for run in runs:
+            if (refusal := ENGINES[run.engine].load().gpu_refusal(amd=f"site {plan.site.name}'s GPUs are AMD")) is not None:
+                raise ValueError(f"{run.run_id}: {refusal} (--gpus-per-rank 0 runs it on the CPUs)")
 
 
 def check_strings(scenario_path: Path, job: JobOptions) -> None:
@@ -296,6 +321,8 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
         "--master-addr": job.master_addr,
         "--preamble": None if job.preamble is None else str(job.preamble),
         "--walltime": job.walltime,
+        "--venv": job.venv,
+        "--conda": job.conda,
     }
     for option, value in quoted.items():
         if value is None:
@@ -304,7 +331,7 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
             raise ValueError(f"{option}: expected text, got {type(value).__name__}")
         if (problem := script_text_problem(value)) is not None:
             raise ValueError(f"{option} {problem}")
-        if option in ("--results", "--workdir", "--python") and value.startswith("-"):
+        if option in ("--results", "--workdir", "--python", "--venv", "--conda") and value.startswith("-"):
             raise ValueError(f"{option} {shown(value)}: starts with '-', which would be read as an option; write it as ./NAME")
     for option, value, problem_of in (
         ("--account", job.account, name_problem),
@@ -315,12 +342,31 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
     ):
         if value is not None and (problem := problem_of(value)) is not None:
             raise ValueError(f"{option}: {problem}")
+    if job.venv is not None and job.conda is not None:
+        raise ValueError("--venv and --conda: give one environment for the suite")
+    if not isinstance(job.module, tuple) or not all(isinstance(name, str) for name in job.module):
+        raise ValueError(f"--module: expected module names, got {shown(job.module)}")
+    for name in job.module:
+        if (problem := module_problem(name)) is not None:
+            raise ValueError(f"--module {problem}")
     if job.container is not None:
         _check_container(job.container)
     if job.mpi is not None and job.mpi not in SLURM_MPI_TYPES:
         raise ValueError(f"--mpi {shown(job.mpi)}: choose one of {', '.join(SLURM_MPI_TYPES)}")
     if isinstance(job.master_port, bool) or not isinstance(job.master_port, int) or not 0 < job.master_port < 65536:
         raise ValueError(f"--master-port {shown(job.master_port)}: expected a port number from 1 to 65535")
+
+
+MODULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+/@-]{0,199}")
+"""A ``--module`` name as Lmod and Environment Modules write them (``pytorch/2.3.1``, ``cray-python``): letters, digits
+and ``. _ + / @ -``, starting with a letter or digit (so never an option), at most 200 characters."""
+
+
+def module_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a ``--module`` (one line, the value shown), or None."""
+    if MODULE_NAME.fullmatch(name):
+        return None
+    return f"{shown(name)}: not a module name: use ASCII letters, digits and . _ + / @ -, starting with a letter or digit"
 
 
 def _check_container(container: object) -> None:
@@ -398,6 +444,8 @@ def render(scenario_path: Path, job: JobOptions) -> str:
     lines += [
         "set -euo pipefail",
         f"cd {shlex.quote(job.workdir)}" if job.workdir else f'cd "${{{_SUBMIT_DIR[plan.scheduler]}:-$PWD}}"',
+        *_environment(plan, job),
+        *_import_check(job),
         master,
         f"export MASTER_PORT=${{MASTER_PORT:-{job.master_port}}}",
     ]
@@ -476,6 +524,68 @@ def _setup(plan: _Plan, job: JobOptions) -> list[str]:
     return lines
 
 
+def _fail(message: str, *words: str) -> str:
+    """Shell that prints ``error: MESSAGE`` (a printf format of our own text; ``words``: shell words, quoted values or
+    ``"$(hostname)"``, for its ``%s``) on one line to stderr and ends the job with exit code 2."""
+    line = shlex.quote("error: " + message + "\\n")  # printf's \\n, inside the quoted format
+    return f"{{ printf {line} {' '.join(words)} >&2; exit 2; }}"
+
+
+def _environment(plan: _Plan, job: JobOptions) -> list[str]:
+    """The suite's Python environment (``--module``, then ``--venv`` or ``--conda``), after ``cd`` so that a relative
+    path is read from the working folder; each step that fails ends the job in one line naming the option."""
+    if not (job.module or job.venv or job.conda):
+        return []
+    options = [*(["--module"] if job.module else []), *(["--venv"] if job.venv else []), *(["--conda"] if job.conda else [])]
+    lines = [
+        f"# --- the suite's Python environment ({', '.join(options)}) ---",
+        "set +u  # module and activation scripts read unset variables",
+    ]
+    for name in job.module:
+        word = shlex.quote(name)
+        failed = _fail("module load %s failed on %s (--module): see module avail", word, '"$(hostname)"')
+        lines.append(f"module load {word} || {failed}")
+    if job.venv:
+        venv = shlex.quote(job.venv)
+        missing = _fail(
+            "no virtual environment at %s on %s (--venv, read from %s): make it there (python3 -m venv DIR; "
+            "DIR/bin/pip install the suite) or write this script again with --venv DIR",
+            venv,
+            '"$(hostname)"',
+            '"$PWD"',
+        )
+        lines += [f"[ -f {venv}/bin/activate ] || {missing}", f"source {venv}/bin/activate"]
+    if job.conda:
+        conda = shlex.quote(job.conda)
+        hint = f" (--module {plan.site.conda_module} on {plan.site.name})" if plan.site and plan.site.conda_module else ""
+        no_conda = _fail(f"conda is not on PATH on %s (--conda): load the module that gives it first{hint}", '"$(hostname)"')
+        failed = _fail("conda activate %s failed on %s (--conda): see conda env list", conda, '"$(hostname)"')
+        lines += [
+            f"command -v conda >/dev/null || {no_conda}",
+            'eval "$(conda shell.bash hook)"',
+            f"conda activate {conda} || {failed}",
+        ]
+    return [*lines, "set -u"]
+
+
+def _import_check(job: JobOptions) -> list[str]:
+    """Before anything is launched: the interpreter imports the suite, or the job ends in one line naming the fix."""
+    python = shlex.quote(job.python)
+    given = [option for option, value in (("--module", job.module), ("--venv", job.venv), ("--conda", job.conda)) if value]
+    set_up = f"the environment of {' and '.join(given)}" if given else "the environment the job was given"
+    failed = _fail(
+        f"%s on %s cannot import the suite (%s): install it into {set_up} (pip install the suite there), or write "
+        "this script again with --venv DIR, --conda ENV or --module NAME of an environment that holds it",
+        python,
+        '"$(hostname)"',
+        '"$(printf \'%s\\n\' "$why" | tail -n 1)"',
+    )
+    return [
+        "# the suite must import on the nodes before anything is launched",
+        f"why=$({python} -c 'import suite' 2>&1) || {failed}",
+    ]
+
+
 def _slurm_exports(plan: _Plan, job: JobOptions, runs: list[Run]) -> list[str]:
     """srun's MPI plugin and CPU binding as its input variables (sbatch has no --cpu-bind), and a job array's runs."""
     lines = []
@@ -549,12 +659,15 @@ JOBS_DIR = "jobs"
 """Where ``suite jobscript`` writes its script without ``--out`` (in the working folder)."""
 
 
-def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions) -> Path:
+def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions, force: bool = False) -> Path:
     """Render and write the batch script; returns its path (default :func:`default_name` under ``jobs/``; a link, FIFO
-    or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`)."""
+    or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`). A file
+    already there is replaced only with ``force`` (``--force``): it may be a script already submitted, or edited."""
     text = render(scenario_path, job)
     name = load_scenario(scenario_path, caps=job.caps).name
     path = out or path_under(Path(JOBS_DIR), default_name(name, job))
+    if not force and (path.exists() or path.is_symlink()):
+        raise ValueError(f"{shown(str(path))} exists; give --force to replace it, or --out FILE to write another")
     with output_folder(path.parent):  # its folder: never a link, nobody else may write it (records.nofollow)
         atomic_write_text(path, text, mode=0o777)  # executable; made so before it is in place, never through a link
     return path

@@ -578,20 +578,30 @@ def missing_refusal(planned: list[PlannedRun], missing: dict[str, str]) -> str:
     )
 
 
+def check_nvidia_only(runs: list[Run]) -> None:
+    """On a ROCm torch, fail naming the first run whose engine's GPU path needs an NVIDIA GPU (its class says so:
+    :attr:`suite.train.engines.base.Engine.needs_nvidia`). A dry run calls it without a GPU in sight (a login node's
+    ROCm torch is the compute nodes'), unless ``SUITE_DEVICE=cpu`` keeps the runs off the GPUs."""
+    from ..config.registry import ENGINES
+    from ..measure.gpu_platform import current as current_platform
+
+    if current_platform().name == "cuda":
+        return
+    for run in runs:
+        if (refusal := ENGINES[run.engine].load().gpu_refusal()) is not None:
+            raise LaunchError(f"{run.run_id}: {refusal}")
+
+
 def check_devices(runs: list[Run]) -> None:
     """Fail before any rank starts, naming the run and setting, where a ``performance`` setting cannot run here, or
     where a run's engine needs an NVIDIA GPU and this torch is a ROCm build (:mod:`suite.measure.gpu_platform`)."""
-    from ..config.registry import ENGINES
     from ..config.validation import device_problem
-    from ..measure.gpu_platform import current as current_platform
     from ..train.engines.base import uses_cuda  # torch: imported only when runs are launched
 
     on_gpu = uses_cuda()
     compiler = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
-    if on_gpu and current_platform().name != "cuda":  # an engine whose GPU path needs NVIDIA says so on its class
-        for run in runs:
-            if (refusal := ENGINES[run.engine].load().gpu_refusal()) is not None:
-                raise LaunchError(f"{run.run_id}: {refusal}")
+    if on_gpu:
+        check_nvidia_only(runs)
     for run in runs:
         problem = device_problem(run.performance, on_gpu, compiler)
         if problem is not None:

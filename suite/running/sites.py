@@ -3,7 +3,8 @@
 A preset names the scheduler and its launcher, the ranks per node (one per GPU, or per GCD on
 Frontier), the CPU cores of each rank, the GPUs of each rank and how Slurm binds them, what the
 site asks every job to say (Frontier: an account and ``-p batch``; Perlmutter: ``-C gpu`` and a QOS,
-``-q``), the ``module load`` lines its guide starts a PyTorch job with, its GPUs' vendor, and the
+``-q``), the ``module load`` lines its guide starts a PyTorch job with (Frontier's also put MIOpen's kernel cache on
+node-local storage), the module that gives conda, its GPUs' vendor, and the
 network preset (:data:`suite.measure.network.PRESETS`) that ``suite project`` models the site with.
 Every value can be overridden on the command line. The figures follow NERSC's Perlmutter and OLCF's
 Frontier user guides for one rank per GPU (GCD); Summit (retired) is kept as an LSF example.
@@ -46,6 +47,7 @@ class Site:
     setup: tuple[str, ...] = ()  # module load / export lines of the site's guide, before the user's preamble
     gpu_vendor: str = "nvidia"  # one of GPU_VENDORS
     works: str = ""  # what runs on the site's GPUs with this suite, said in the script and the docs
+    conda_module: str | None = None  # the module that puts conda on PATH (named where --conda finds no conda)
 
 
 SITES = {
@@ -58,6 +60,7 @@ SITES = {
             cpus_per_rank=7,  # 42 usable POWER9 cores (2 of 44 are the system's), 7 per GPU
             gpus_per_rank=1,
             network="summit",
+            account_required=True,  # OLCF: every job names its project (-P)
             description="OLCF Summit (retired 2024; kept as an LSF example): LSF and jsrun, 6 V100 and 42 usable cores per node",
         ),
         Site(
@@ -75,7 +78,12 @@ SITES = {
                 "module load rocm",
                 "module load craype-accel-amd-gfx90a",
                 "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
+                # MIOpen's kernel database and cache on node-local storage, not the shared home (OLCF's PyTorch guide)
+                'export MIOPEN_USER_DB_PATH="/tmp/miopen-cache-${SLURM_JOB_ID:-$$}"',
+                'export MIOPEN_CUSTOM_CACHE_DIR="$MIOPEN_USER_DB_PATH"',
+                'srun --ntasks-per-node=1 mkdir -p "$MIOPEN_USER_DB_PATH"  # on every node of the job',
             ),
+            conda_module="miniforge3",
             gpu_vendor="amd",
             works=(
                 "a ROCm torch (torch.version.hip): the torch engine on RCCL (torch.distributed's nccl backend), "
@@ -97,6 +105,7 @@ SITES = {
             gpus_per_node=True,
             cpu_bind="cores",
             setup=("module load pytorch",),
+            conda_module="conda",
             network="perlmutter",
             works="a CUDA torch: every engine, NVML sampling, Horovod with its NCCL build",
             description="NERSC Perlmutter GPU nodes: Slurm with -C gpu and a QOS (-q regular), 4 NVIDIA A100 and "

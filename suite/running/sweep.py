@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shlex
 import sys
 import time
@@ -155,16 +156,18 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     skipped (without ``--rerun``), by their status.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
-    build lock.
+    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.launch.check_nvidia_only`).
     """
     from .buildlocks import check_build_locks
-    from .launch import check_devices, check_tools
+    from .launch import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
     from .rerun import finished_status
 
-    if options.sweep.dry_run:
-        return {}
     runs = [one.run for one in planned]
+    if options.sweep.dry_run:
+        if os.environ.get("SUITE_DEVICE", "auto") != "cpu":  # what the GPU nodes would refuse (a ROCm torch's)
+            check_nvidia_only(runs)
+        return {}
     check_tools(planned, options.launch)
     check_devices(runs)
     finished = {} if options.sweep.rerun else {run.run_id: finished_status(out / run.run_id) for run in runs}

@@ -221,7 +221,20 @@ def test_site_presets_pass_sbatch(tmp_path, site):
 
     def test_only(*extra: str) -> subprocess.CompletedProcess:
         job = tmp_path / "job.sh"
-        options = ["--site", site, "--out", job, "--account", "acct", "--walltime", "1:00:00", *extra]
+        options = [
+            "--site",
+            site,
+            "--out",
+            job,
+            "--force",
+            "--account",
+            "acct",
+            "--venv",
+            "venv",
+            "--walltime",
+            "1:00:00",
+            *extra,
+        ]
         written = on("node1", PY, "-m", "suite", "jobscript", scenario, *options, cwd=tmp_path, timeout=60)
         assert written.returncode == 0, written.stderr
         return on("node1", "sbatch", "--test-only", job, cwd=tmp_path, timeout=60)
@@ -240,6 +253,98 @@ def test_site_presets_pass_sbatch(tmp_path, site):
     print(
         f"\nCLUSTER sbatch --test-only ({site}, also as a job array and in a container): {tested.stderr.strip()}; "
         f"more GPUs than the nodes have: {too_many_gpus.stderr.strip()}; an unknown feature: {no_such_feature.stderr.strip()}"
+    )
+
+
+# --- each site preset's script, run as on its site: its modules, the suite's environment, a record ----------------
+
+SITE_ENVIRONMENTS = {
+    "frontier": ("--venv", str(VENV_BIN.parent)),  # the suite's venv, activated by its own activate script
+    "perlmutter": ("--module", "suite-env"),  # a module that puts the suite on the path (the stand-in module's)
+    "slurm-gpu": ("--conda", "suite"),  # conda's shell hook and `conda activate suite` (a stand-in conda)
+    "summit": ("--venv", str(VENV_BIN.parent)),
+}
+"""How each preset's script is given the suite's Python environment here, one of each kind."""
+
+JSRUN = """#!/bin/bash
+# jsrun -n P -r K -a 1 -c C -g G --bind packed:C CMD...: the same ranks, one resource set each, started by srun
+# (this cluster has no LSF: the Summit script runs inside a Slurm allocation, LSF's variables set)
+while [ $# -gt 0 ]; do
+    case $1 in -n) n=$2; shift 2 ;; -r) r=$2; shift 2 ;; -a | -c | -g | --bind) shift 2 ;; *) break ;; esac
+done
+exec srun -N $(((n + r - 1) / r)) -n "$n" --ntasks-per-node "$r" "$@"
+"""
+
+
+def site_like(tmp_path: Path) -> dict[str, str]:
+    """A site's environment on the nodes: `module` a shell function (as Lmod's, here from BASH_ENV) that logs what it
+    loads, where loading `suite-env` puts the suite on the path; a `conda` whose hook activates `suite` the same way;
+    `jsrun` for the LSF script; and no suite on PATH or PYTHONPATH until the script sets its environment up."""
+    log, tools = tmp_path / "modules.log", tmp_path / "site-bin"
+    tools.mkdir()
+    suite_on_path = f'export PATH="{VENV_BIN}:$PATH" PYTHONPATH={shlex.quote(str(REPO))}'
+    (tmp_path / "modules.sh").write_text(
+        f'module() {{ echo "$*" >> {shlex.quote(str(log))}; [ "$1 $2" != "load suite-env" ] || {suite_on_path}; }}\n'
+    )
+    hook = f'conda() {{ [ "$1 $2" = "activate suite" ] && {suite_on_path}; }}'
+    (tools / "conda").write_text(f"#!/bin/sh\n[ \"$1 $2\" = 'shell.bash hook' ] && echo {shlex.quote(hook)}\n")
+    (tools / "jsrun").write_text(JSRUN)
+    for tool in ("conda", "jsrun"):
+        (tools / tool).chmod(0o755)
+    paths = [p for p in os.environ.get("PATH", "").split(":") if p and Path(p) != VENV_BIN]
+    return {"PATH": ":".join([str(STATE / "bin"), str(tools), *paths]), "BASH_ENV": str(tmp_path / "modules.sh")}
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_each_site_preset_runs_to_a_record(tmp_path, site):
+    """Each preset's script, written with the suite's environment (--venv, --module or --conda), submitted as on its
+    site (sbatch --wait; the LSF one with bash inside a two-node allocation, jsrun started by srun): the site's
+    module lines and the environment's run on node1, the suite imports only once the script has set it up, one rank
+    runs on each node and the job ends with its record and report. The GPUs are the preset's (counted by Slurm,
+    unopened); one CPU per rank keeps the run short."""
+    preset = SITES[site]
+    scenario, out = scenario_file(tmp_path, site, "torch"), tmp_path / "results"
+    job = tmp_path / "job.sh"
+    option, value = SITE_ENVIRONMENTS[site]
+    written = on(
+        "node1",
+        *[PY, "-m", "suite", "jobscript", scenario, "--site", site, "--account", "acct", option, value, "--out", job],
+        *["--results", out, "--ranks-per-node", "1", "--cpus-per-rank", "1", "--walltime", "10m"],
+        cwd=tmp_path,
+    )
+    assert written.returncode == 0, written.stderr
+    env = site_like(tmp_path)
+    bare = on("node1", "bash", "-c", "python3 -c 'import suite'", cwd=tmp_path, PYTHONPATH="", **env)
+    assert bare.returncode != 0, "the suite imports without the script's environment: the test would prove nothing"
+    job_id = f"{site}-{os.getpid()}"
+    before = link_bytes()
+    if preset.scheduler == "slurm":
+        ran = on("node1", "sbatch", "--wait", job, cwd=tmp_path, PYTHONPATH="", **env)
+        outputs = "\n".join(p.read_text(errors="replace")[-3000:] for p in tmp_path.glob(f"{site}.*.out"))
+    else:
+        hosts = tmp_path / "lsf-hosts"
+        hosts.write_text("batch1\nnode1\nnode2\n")  # LSF's host file: the launch node, then the compute hosts
+        lsf = {"LSB_DJOB_HOSTFILE": str(hosts), "LS_SUBCWD": str(tmp_path), "LSB_JOBID": job_id}
+        allocation = ["salloc", "-N", "2", "-n", "2", "--ntasks-per-node", "1", "bash", job]
+        ran = on("node1", *allocation, cwd=tmp_path, PYTHONPATH="", **env, **lsf)
+        outputs = ""
+    assert ran.returncode == 0, f"{site}: {ran.stdout[-3000:]}{ran.stderr[-3000:]}\njob output:\n{outputs}"
+    loaded = (tmp_path / "modules.log").read_text().splitlines() if (tmp_path / "modules.log").exists() else []
+    expected = [line.split(" #")[0].removeprefix("module ") for line in preset.setup if line.startswith("module load ")]
+    expected += ["load suite-env"] if option == "--module" else []
+    assert loaded == expected, loaded
+    record = the_record(out)
+    check_across(f"{site} job script", record, link_bytes() - before)
+    assert (out / "report" / "report.md").is_file(), f"{site}: no report\n{outputs}"
+    miopen = [line for line in preset.setup if "MIOPEN_USER_DB_PATH=" in line]
+    if miopen:
+        made = list(Path("/tmp").glob("miopen-cache-*"))
+        assert made, f"{site}: no MIOpen cache folder on the nodes' /tmp"
+        for folder in made:
+            folder.rmdir()
+    print(
+        f"\nCLUSTER {site} job script: {option} {Path(value).name}, modules {', '.join(m.split()[-1] for m in loaded) or 'none'}; "
+        f"record {record.status}, report written"
     )
 
 

@@ -120,9 +120,10 @@ class Engine(ABC):
     GPU path runs on AMD GPUs too (torch's ``cuda`` API, RCCL behind ``nccl``)."""
 
     @classmethod
-    def gpu_refusal(cls) -> str | None:
-        """Why this engine cannot train on this machine's GPUs (a ROCm torch meeting :attr:`needs_nvidia`), or None."""
-        return nvidia_only_problem(f"the {cls.name} engine on GPUs", cls.needs_nvidia) if cls.needs_nvidia else None
+    def gpu_refusal(cls, amd: str | None = None) -> str | None:
+        """Why this engine cannot train on this machine's GPUs (a ROCm torch meeting :attr:`needs_nvidia`), or None;
+        ``amd``: where GPUs known to be AMD are (a site preset's), refused whatever this torch is."""
+        return nvidia_only_problem(f"the {cls.name} engine on GPUs", cls.needs_nvidia, amd) if cls.needs_nvidia else None
 
     def __init__(self) -> None:
         self.comm = CommStats()
