@@ -99,7 +99,7 @@ def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
         if entry.settings is not None:
             sections.setdefault(entry.settings, set()).update(trait_modules(entry))
     assert {"cellular", "wgan_gp"} <= set(sections)
-    assert "suite/config/cellular_rules" in sections["cellular"]  # its rules are reached through its entry
+    assert "suite/train/strategies/cellular/rules" in sections["cellular"]  # its rules are reached through its entry
     offending = []
     for path in sorted((REPO / "suite").rglob("*.py")):
         relative = str(path.relative_to(REPO))
@@ -202,7 +202,7 @@ def test_the_plugin_section_is_read_overridden_and_swept(plugins):
         "local_sgd-bce-mpi-average_every8-p2-r0": 8,
     }
     plain = next(r for r in runs if r.strategy == "data_parallel")
-    assert plain.sections == {} and "sections" not in plain.to_dict()  # built-in runs keep their run.json
+    assert plain.sections == {} and "sections" not in plain.to_dict()  # its strategy and loss read no section
     one = next(r for r in runs if r.run_id == "own-p2-r0")
     assert type(one).from_dict(one.to_dict()).section("local_sgd").average_every == 2
 

@@ -86,7 +86,11 @@ def placement_invariant(record: Record) -> bool:
     if record.strategy is None or record.strategy not in STRATEGIES:  # a plugin's records, the plugin not installed
         return False
     invariant = STRATEGIES[record.strategy].placement_invariant
-    return invariant is not None and record.procs is not None and invariant(record.procs, len(record.classes or []))
+    return (
+        invariant is not None
+        and record.procs is not None
+        and invariant(record.procs, len(record.dataset.classes or []) if record.dataset else 0)
+    )
 
 
 def _repeat(record: Record) -> int:

@@ -223,13 +223,6 @@ def discriminator_batches(batches: int, skip: int) -> int:
     return (batches + skip) // (skip + 1)
 
 
-def cellular_step_images(size: SystemSize) -> int | None:
-    """One iteration: the batches of every cell of the grid that its discriminators train on."""
-    if size.cells is None or size.batches_per_iteration is None:
-        return None
-    return size.cells * discriminator_batches(size.batches_per_iteration, size.discriminator_skip) * size.batch_size
-
-
 def budget_steps(budget_images: int, step_images: int, system: str, warmup_steps: int = 0) -> int:
     """The whole steps ``budget_images`` buys at ``step_images`` a step; :class:`TrainingError` where it buys no step
     after the ``warmup_steps`` of warm-up (a run whose every step is warm-up has no timed step).

@@ -14,7 +14,9 @@ import pandas as pd
 from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
-from ...records.record import Record, TelemetrySummary
+from ...records.record import Record, TelemetrySummary, part_of
+from ...train.strategies.cellular.record import CellularRecord
+from ...train.strategies.label_partitioned.record import LabelPartitionedRecord
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
 MIN_FIT_PROCS = 2
@@ -166,7 +168,7 @@ def _class_steps(record: Record) -> dict[int, int]:
     warmup = _given(_telemetry(record).warmup_steps_per_rank)
     generator_steps = record.generator_steps
     steps: dict[int, int] = {}
-    for group in _given(record.groups):
+    for group in _given(part_of(record, LabelPartitionedRecord).groups):
         per_gan = warmup[group.ranks[0]] / len(group.classes)
         for c in group.classes:
             steps[int(c)] = int(generator_steps[str(c)] - per_gan)
@@ -192,8 +194,9 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     mixture: list[tuple[float, float]] = []
     rest: list[float] = []
     for r in records:
-        k, h, p = _given(r.cells_per_rank), _given(r.neighbourhood_size), _given(r.population)
-        phases = _given(r.phases_s)
+        cells = part_of(r, CellularRecord)
+        k, h, p = _given(cells.cells_per_rank), _given(cells.neighbourhood_size), _given(cells.population)
+        phases = _given(cells.phases_s)
         for i, (steps, _, busy, blocked) in enumerate(_ranks(r)):
             units = steps * k
             f, m = phases["fitness"][i] / units, phases["mixture"][i] / units
@@ -203,8 +206,9 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     per_cell: list[float] = []
     for r in all_records:
         if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and _given(r.procs) > 1:
-            grid, pgrid = _given(r.grid), _given(r.process_grid)
-            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(r.neighbourhood))
+            grid, cells = _given(r.grid), part_of(r, CellularRecord)
+            pgrid = _given(cells.process_grid)
+            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(cells.neighbourhood))
             work, nbytes = _given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes)
             per_cell += [
                 nbytes[i] / work[i] / sum(sent[i].values()) for i in range(_given(r.procs)) if work[i] and nbytes[i] and sent[i]
@@ -214,7 +218,7 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
         u, v = np.array(pairs, dtype=float).T
         return float(u @ v / (u @ u))
 
-    first = records[0]
+    first = part_of(records[0], CellularRecord)
     return CellularModel(
         float(np.mean(rest)),
         through_origin(fitness),
@@ -270,7 +274,7 @@ class ClassGroups(CostModelKind):
     """One GAN per class, the ranks split into class groups (:data:`suite.config.registry.CLASS_GROUPS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
-        groups, generator_steps = record.groups or [], record.generator_steps
+        groups, generator_steps = part_of(record, LabelPartitionedRecord).groups or [], record.generator_steps
         warmup = record.telemetry.warmup_steps_per_rank if record.telemetry else None
         if not (super().complete(record, ranks) and groups and isinstance(generator_steps, dict) and isinstance(warmup, list)):
             return False
@@ -282,7 +286,7 @@ class ClassGroups(CostModelKind):
         return ClassGroupsModel(*_fit_step(records, all_records), max(len(_class_steps(r)) for r in records))
 
     def problem(self, record: Record) -> Problem:
-        factor = _image_factor(record, len(_given(record.groups)[0].ranks))
+        factor = _image_factor(record, len(_given(part_of(record, LabelPartitionedRecord).groups)[0].ranks))
         timed_steps = _given(_telemetry(record).timed_steps)
         return Problem(_given(record.strategy), timed_steps, _given(record.global_batch), factor, _class_steps(record))
 
@@ -299,12 +303,13 @@ class Cells(CostModelKind):
     """Cellular coevolution on a grid of cells (:data:`suite.config.registry.CELLS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
-        phases = record.phases_s  # the phases per rank, and what the exchange plan reads
+        cells = part_of(record, CellularRecord)
+        phases = cells.phases_s  # the phases per rank, and what the exchange plan reads
         return (
             isinstance(phases, dict)
             and all(len(phases.get(part) or []) == ranks for part in ("fitness", "mixture"))
-            and all((record.cells_per_rank, record.neighbourhood_size, record.population, record.grid, record.process_grid))
-            and record.neighbourhood is not None
+            and all((cells.cells_per_rank, cells.neighbourhood_size, cells.population, record.grid, cells.process_grid))
+            and cells.neighbourhood is not None
         )
 
     def fit(self, records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
@@ -321,7 +326,7 @@ class Cells(CostModelKind):
         grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
         strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
         grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
-        base_grid, base_pgrid = _given(base.grid), _given(base.process_grid)
+        base_grid, base_pgrid = _given(base.grid), _given(part_of(base, CellularRecord).process_grid)
         block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
         problem = self.problem(base)
         return Fitted(key, self.fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, _procs(runs))

@@ -28,8 +28,9 @@ import pandas as pd
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.nofollow import output_folder
-from ...records.record import DatasetInfo, Quality, Record
+from ...records.record import DatasetInfo, Quality, Record, part_of
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
+from ...train.strategies.cellular.record import CellularRecord
 from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
@@ -219,7 +220,7 @@ def setting_differences(r: Record, setting: dict[str, object]) -> str:
     elif setting.get("epochs") and r.epochs != setting["epochs"]:
         steps = (settings.get("train") or {}).get("steps")
         found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting['epochs']} epochs")
-    iterations = r.iterations
+    iterations = part_of(r, CellularRecord).iterations
     if setting.get("iterations") and iterations and iterations != setting["iterations"]:
         found.append(f"{iterations} iterations, not {setting['iterations']}")
     return "same setting" if not found else "; ".join(found)

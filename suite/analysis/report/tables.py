@@ -16,8 +16,9 @@ from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
-from ...records.record import Machine, RankTelemetry, Record, RecordError
+from ...records.record import Machine, RankTelemetry, Record, RecordError, part_of
 from ...records.results import trace_files
+from ...train.strategies.cellular.record import CellularRecord
 from ..markdown import NA, Markdown, cell, link
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
 from ..stats.verdicts import summarise
@@ -325,11 +326,11 @@ def cellular_phase_table(records: list[Record]) -> pd.DataFrame:
             "run_id": r.run_id,
             "procs": r.procs,
             "grid": "x".join(map(str, r.grid or [])),
-            "cells_per_rank": r.cells_per_rank,
-            **{phase: float(np.mean(values)) for phase, values in r.phases_s.items()},
+            "cells_per_rank": cells.cells_per_rank,
+            **{phase: float(np.mean(values)) for phase, values in cells.phases_s.items()},
         }
-        for r in records
-        if r.status == "ok" and r.phases_s
+        for r, cells in ((r, part_of(r, CellularRecord)) for r in records)
+        if r.status == "ok" and cells.phases_s
     ]
     return pd.DataFrame(rows)
 
