@@ -450,3 +450,94 @@ def test_a_strategy_sizes_its_checkpoints_through_its_footprint_trait(monkeypatc
     _with_traits(monkeypatch, "data_parallel", footprint=lambda run, sizes: seen.append(sizes) or (1, 2))
     assert footprint(run) == (1, 2) != plain
     assert 0 < seen[0].generator < seen[0].gan and seen[0].snapshots == run.metrics.curve_points + 1
+
+
+# --- the built-ins take the plugin route --------------------------------------------------------------------
+
+
+def test_the_built_in_strategies_and_losses_bring_their_sections_and_record_parts_as_a_plugin_does():
+    """No strategy's or loss's section is a field of a scenario, a run entry or a run, and no strategy's record part a
+    field of the core record: each lives in the entry's own package (its implementation's), named by the entry."""
+    import dataclasses
+
+    from suite.config.registry import record_part_type, settings_type
+    from suite.config.scenario import Run, RunSpec, Scenario, strategy_sections
+    from suite.records.record import CoreRecord
+
+    assert set(strategy_sections()) == {"cellular", "wgan_gp"}
+    for holder in (Scenario, RunSpec, Run):
+        assert not set(strategy_sections()) & {f.name for f in dataclasses.fields(holder)}, holder
+    core = {f.name for f in dataclasses.fields(CoreRecord)}
+    parts = {entry.name: record_part_type(entry) for entry in STRATEGIES}
+    assert {name for name, part in parts.items() if part is not None} == {"label_partitioned", "cellular"}
+    for name, part in parts.items():
+        package = STRATEGIES[name].target.partition(":")[0].rpartition(".")[0]
+        if part is not None:
+            assert part.__module__.startswith(package + ".") and not core & {f.name for f in dataclasses.fields(part)}
+    for entry in (*STRATEGIES, *LOSSES):
+        if entry.settings is not None:
+            package = entry.target.partition(":")[0].rpartition(".")[0]
+            assert settings_type(entry).__module__.startswith(package + "."), entry.name
+
+
+def test_a_built_in_section_in_a_scenario_file_and_in_run_json_reads_as_ever(tmp_path):
+    """``cellular:`` and ``wgan_gp:`` at a scenario's top level and in its run entries, as always; a run holds those its
+    strategy and loss read, and a ``run.json`` written before they moved (at its top level) still loads."""
+    import dataclasses
+    import json
+
+    from suite.config.scenario import Run
+
+    data = tiny_scenario(
+        "s",
+        [
+            {"strategy": "cellular", "engine": "mpi", "procs": [1], "grid": [1, 1], "cellular": {"population": 2}},
+            {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [1], "wgan_gp": {"lr": 0.002}},
+            {"strategy": "data_parallel", "engine": "mpi", "procs": [1]},
+        ],
+    )
+    data.update(cellular={"iterations": 3}, wgan_gp={"n_critic": 2})
+    cell, wcgan, plain = expand(parse_scenario(data))
+    assert (cell.section("cellular").iterations, cell.section("cellular").population) == (3, 2)
+    assert (wcgan.section("wgan_gp").lr, wcgan.section("wgan_gp").n_critic) == (0.002, 2)
+    assert set(cell.sections) == {"cellular"} and set(wcgan.sections) == {"wgan_gp"} and plain.sections == {}
+    assert plain.section("wgan_gp").n_critic == 5  # a section its run does not read: its defaults
+    for run in (cell, wcgan, plain):
+        assert Run.from_dict(json.loads(run.to_json())) == run
+    old = {k: v for k, v in cell.to_dict().items() if k != "sections"}  # the layout of run.json until now
+    old |= {"wgan_gp": {"n_critic": 5, "gp_weight": 10.0, "lr": 0.0001, "betas": [0.0, 0.9]}}
+    old |= {"cellular": dataclasses.asdict(cell.section("cellular"))}
+    assert Run.from_dict(old).section("cellular") == cell.section("cellular")
+
+
+def test_the_committed_records_read_into_their_strategies_parts_and_write_back_unchanged():
+    """Every committed record (reports/*/records.json, written while the strategies' fields were the core record's)
+    reads with its strategy's fields in its part, and writes back the same file: the same keys, in the same order."""
+    import json
+
+    from suite.records.codec import record_data
+    from suite.records.record import part_of
+    from suite.train.strategies.cellular.record import CellularRecord
+    from suite.train.strategies.label_partitioned.record import LabelPartitionedRecord
+
+    lists = sorted(REPO.glob("reports/*/records.json"))  # a report's records, as record_data wrote them
+    files = sorted(REPO.glob("reports/**/result.json"))  # run folders' records, the schema's version first
+    assert lists and files
+    committed = [(path, data, True) for path in lists for data in json.loads(path.read_text())]
+    committed += [(path, json.loads(path.read_text()), False) for path in files]
+    seen = set()
+    for path, data, in_order in committed:
+        record = parse_record(data, str(path))
+        written = record_data(record)
+        assert written == data, (path, data.get("run_id"))
+        if in_order:
+            assert json.dumps(written) == json.dumps(data), (path, data.get("run_id"))
+        part = {"cellular": CellularRecord, "label_partitioned": LabelPartitionedRecord}.get(str(record.strategy))
+        if part is None:
+            assert record.strategy_part is None
+            continue
+        assert isinstance(record.strategy_part, part) and part_of(record, part) is record.strategy_part
+        seen.add(record.strategy)
+        if record.status == "ok" and record.strategy == "cellular":
+            assert part_of(record, CellularRecord).cells_per_rank == data["cells_per_rank"] is not None
+    assert seen == {"cellular", "label_partitioned"}
