@@ -15,8 +15,8 @@ digits: setup
 
 # The papers' experiments reduced to the digits (scenarios/papers/reduced/): the quality ones, at equal
 # images budgets (host-independent), then a page per paper beside its printed numbers in reports/papers/<paper>/.
-PAPERS_QUALITY := seed000-quality seed002-wcgan seed003-grids
-PAPERS_TIMING := seed000-weak seed001-speedup
+PAPERS_QUALITY := paper000-quality paper002-wcgan paper003-grids
+PAPERS_TIMING := paper000-weak paper001-speedup
 papers: setup
 	for s in $(PAPERS_QUALITY); do $(BIN)/suite run scenarios/papers/reduced/$$s.yaml --out results/papers/$$s || exit 1; \
 		$(BIN)/suite report results/papers/$$s --out reports/papers/$${s%%-*}/$$s || exit 1; done

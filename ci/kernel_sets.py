@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import findings as found_in
+from suite.analysis import claims as found_in
 from suite.analysis.estimand import late_score
 from suite.analysis.findings import headline, system_name
 from suite.analysis.markdown import markdown_table

@@ -126,7 +126,7 @@ def test_the_lower_layers_record_the_tables_codes():
 
 
 def test_the_cli_docs_show_the_exit_code_table():
-    assert exit_code_table() in (ROOT / "docs" / "index.md").read_text()
+    assert exit_code_table() in (ROOT / "docs" / "reference" / "cli.md").read_text()
 
 
 def test_bad_input_exits_with_its_code(tmp_path, capsys):

@@ -8,7 +8,8 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.analysis.findings import findings, headline, not_learned_warnings, ruler_text, strong_speedup
+from suite.analysis.claims import findings
+from suite.analysis.findings import headline, not_learned_warnings, ruler_text, strong_speedup
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
 from suite.measure.metrics.signals import not_learned

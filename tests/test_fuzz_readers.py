@@ -149,8 +149,9 @@ RECORDS.append({**RECORDS[2], "run_id": "failed-r0", "status": "failed", "error"
 
 def report_tables(records: list[Record], out: Path) -> None:
     """What the report, suite compare, suite tune and suite project compute from records, short of drawing figures."""
+    from suite.analysis.claims import tested_findings
     from suite.analysis.compare import throughput_problem
-    from suite.analysis.findings import headline, not_learned_warnings, tested_findings
+    from suite.analysis.findings import headline, not_learned_warnings
     from suite.analysis.markdown import markdown_table
     from suite.analysis.outcomes import outcomes_section
     from suite.analysis.projection.render import run_projection
@@ -174,7 +175,7 @@ def report_tables(records: list[Record], out: Path) -> None:
     tested_findings(table, records, scaling)
     not_learned_warnings(records)
     outcomes_section(records)
-    for made in (step_table(frame, records), time_table(frame), communication_table(frame), utilization_table(frame)):
+    for made in (step_table(records), time_table(frame), communication_table(frame), utilization_table(frame)):
         markdown_table(made)
     environment_tables(records)
     quality_section(records)

@@ -399,3 +399,18 @@ def test_each_horovod_fault_fails_its_check(case):
     failed = [c for c in checks_of(record) if not c.ok]
     assert [c.name for c in failed] == [name]
     assert failed[0].line().startswith(f"FAIL {strategy}-bce-horovod-p{procs}-r0 {name}: ") and evidence in failed[0].evidence
+
+
+def test_machine_lines_under_rocm_name_amd_smi_hip_and_rccl(monkeypatch):
+    """On a ROCm torch `suite env` reports ``amd_smi`` and ``rccl_version``; the check's machine lines read those
+    (before, a ROCm gpu-check ended in a KeyError on ``nvml``)."""
+    import torch
+
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    caps = fake_caps()
+    caps.pop("nvml")
+    caps["amd_smi"] = {"available": True, "driver": "6.12.12"}
+    caps["torch"].pop("nccl_version")
+    caps["torch"].update(hip_build="6.4.0", rccl_version="2.22.3")
+    lines = "\n".join(gpucheck._machine_lines(caps, ["torch"], []))
+    assert "driver 6.12.12, HIP 6.4.0 (torch 2.13.0), RCCL 2.22.3" in lines

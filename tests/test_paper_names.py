@@ -23,7 +23,7 @@ WRITTEN = [
 ]
 """What a reader reads: the docs, the papers' numbers, the scenarios, every string and docstring of the code, and the
 report pages regenerated from committed records (``suite report``, ``suite papers``). The per-scenario pages under
-``reports/papers/*/seed00N-*/`` and ``reports/gpu-h100/`` were written by older versions from run folders kept
+``reports/papers/*/paper00N-*/`` and ``reports/gpu-h100/`` were written by older versions from run folders kept
 elsewhere, and are left as they were made."""
 
 
@@ -41,7 +41,7 @@ def test_no_paper_is_called_a_seed_anywhere_a_reader_reads():
 
 def test_the_papers_pages_and_plot_legends_name_them_paper_00n():
     assert [p.name for p in PAPERS.values()] == ["paper 000", "paper 001", "paper 002", "paper 003"]
-    page = paper_page(PAPERS["seed002"], [], DEFAULT_BASELINES)
+    page = paper_page(PAPERS["paper002"], [], DEFAULT_BASELINES)
     assert page.startswith("# Paper 002, Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs:")
     assert "the paper's text is the abstract" in page
     sources = set(paper_points(DEFAULT_BASELINES)["source"])  # the projection plot's legend
@@ -52,5 +52,5 @@ def test_the_papers_pages_and_plot_legends_name_them_paper_00n():
 def test_the_pattern_catches_the_old_names_and_spares_random_seeds():
     for old in ("seed 001 (Perez et al.)", "Seed 000, Inception Score", "seeds 001 and 003", "the seed papers' numbers"):
         assert OLD_NAME.search(old), old
-    for fine in ("3 seeds", "seed 0", "seeds 0, 1, 2", "seed000-quality", "seed001_cellular_speedups.csv", "paper 001"):
+    for fine in ("3 seeds", "seed 0", "seeds 0, 1, 2", "paper000-quality", "seed001_cellular_speedups.csv", "paper 001"):
         assert not OLD_NAME.search(fine), fine

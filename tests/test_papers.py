@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from suite.analysis.report import DEFAULT_BASELINES
-from suite.analysis.report.papers import FAILS, HOLDS, PAPERS, UNJUDGED, paper_page, setting_differences, write_papers
+from suite.analysis.report.papers import (
+    FAILS,
+    HOLDS,
+    PAPERS,
+    UNJUDGED,
+    PaperSetting,
+    paper_page,
+    setting_differences,
+    write_papers,
+)
 from suite.cli import main
 from suite.records.record import SCHEMA_VERSION
 from suite.records.results import new_record
@@ -32,7 +42,7 @@ def test_a_missing_dataset_stops_the_run_before_any_rank(tmp_path, monkeypatch, 
     monkeypatch.setenv("SUITE_DATA", str(tmp_path))
     (tmp_path / "cifar-10-batches-py").mkdir()
     (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"")
-    code = main(["run", str(REPO / "scenarios" / "papers" / "seed000-cifar10.yaml"), "--out", str(tmp_path / "out")])
+    code = main(["run", str(REPO / "scenarios" / "papers" / "paper000-cifar10.yaml"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and not (tmp_path / "out").exists()
     assert err == (
@@ -83,19 +93,19 @@ def _judge(key, records):
     return [claim.judge(_records(records))[0] for claim in PAPERS[key].claims]
 
 
-def test_seed000_claims_follow_the_tests_of_the_scores():
-    ordered = [_run("seed000-x", "data_parallel", "bce", s, quality=_scored(v, 90)) for s, v in enumerate([3.0, 3.1, 3.05])] + [
-        _run("seed000-x", "conditional", "bce", s, quality=_scored(v, 80)) for s, v in enumerate([5.0, 5.2, 5.1])
+def test_paper000_claims_follow_the_tests_of_the_scores():
+    ordered = [_run("paper000-x", "data_parallel", "bce", s, quality=_scored(v, 90)) for s, v in enumerate([3.0, 3.1, 3.05])] + [
+        _run("paper000-x", "conditional", "bce", s, quality=_scored(v, 80)) for s, v in enumerate([5.0, 5.2, 5.1])
     ]
     ordered += [
-        _run("seed000-x", "label_partitioned", "bce", s, 2, quality=_scored(v, 70)) for s, v in enumerate([6.0, 6.1, 6.2])
+        _run("paper000-x", "label_partitioned", "bce", s, 2, quality=_scored(v, 70)) for s, v in enumerate([6.0, 6.1, 6.2])
     ]
     weak = [
-        _run("seed000-x", "label_partitioned", "bce", 0, p, "weak", repeat=k, train_s=t, quality=_scored(5, 5, p))
+        _run("paper000-x", "label_partitioned", "bce", 0, p, "weak", repeat=k, train_s=t, quality=_scored(5, 5, p))
         for p, times in ((1, [10.0, 10.2, 9.9]), (2, [10.1, 10.0, 10.2]))
         for k, t in enumerate(times)
     ]
-    assert _judge("seed000", ordered + weak) == [HOLDS, HOLDS, HOLDS]
+    assert _judge("paper000", ordered + weak) == [HOLDS, HOLDS, HOLDS]
     swapped = [
         {
             **r,
@@ -107,22 +117,22 @@ def test_seed000_claims_follow_the_tests_of_the_scores():
         for r in ordered
     ]
     slow = [{**r, "train_s": r["train_s"] * (2 if r["procs"] == 2 else 1)} for r in weak]
-    assert _judge("seed000", swapped + slow) == [FAILS, HOLDS, FAILS]
+    assert _judge("paper000", swapped + slow) == [FAILS, HOLDS, FAILS]
     one_seed = [r for r in ordered if r["seed"] == 0]
-    verdicts = [claim.judge(_records(one_seed)) for claim in PAPERS["seed000"].claims]
+    verdicts = [claim.judge(_records(one_seed)) for claim in PAPERS["paper000"].claims]
     assert [v for v, _ in verdicts] == [UNJUDGED] * 3 and "fewer than 3 runs per arm" in verdicts[0][1]
 
 
 def test_a_claim_is_judged_only_from_three_runs_per_arm_of_models_that_learned():
     def arm(strategy, values, fids):
         return [
-            _run("seed000-x", strategy, "bce", s, 2 if strategy == "label_partitioned" else 1, quality=_scored(v, f))
+            _run("paper000-x", strategy, "bce", s, 2 if strategy == "label_partitioned" else 1, quality=_scored(v, f))
             for s, (v, f) in enumerate(zip(values, fids))
         ]
 
     distributed = arm("label_partitioned", [6.0, 6.1, 6.2], [70, 72, 71])
     conditional = arm("conditional", [5.0, 5.2, 5.1], [80, 82, 79])
-    claim = PAPERS["seed000"].claims[0].judge
+    claim = PAPERS["paper000"].claims[0].judge
 
     def first(runs):
         return claim(_records(runs))
@@ -139,9 +149,9 @@ def test_a_claim_is_judged_only_from_three_runs_per_arm_of_models_that_learned()
     assert first(distributed + learned)[0] == HOLDS
 
 
-def test_seed001_speedups_beside_the_table():
+def test_paper001_speedups_beside_the_table():
     runs = [
-        _run("seed001-x", "cellular", "mustangs", 0, p, repeat=k, grid=g, train_s=t, budget_images=None)
+        _run("paper001-x", "cellular", "mustangs", 0, p, repeat=k, grid=g, train_s=t, budget_images=None)
         for g, p, times in (
             ([1, 2], 1, [20, 20.4, 19.8]),
             ([1, 2], 2, [9.0, 9.1, 8.9]),
@@ -150,18 +160,18 @@ def test_seed001_speedups_beside_the_table():
         )
         for k, t in enumerate(times)
     ]
-    numbers = PAPERS["seed001"].numbers(_records(runs), DEFAULT_BASELINES, PAPERS["seed001"].setting)
+    numbers = PAPERS["paper001"].numbers(_records(runs), DEFAULT_BASELINES, PAPERS["paper001"].setting)
     assert numbers["grid"].tolist() == ["1x2", "2x2"]
     assert numbers["speedup (paper)"].tolist() == ["none printed (2x2 to 4x4 only)", 8.53]
     assert numbers["setting"].tolist()[1] == "digits at 20px, not mnist"
-    assert _judge("seed001", runs) == [HOLDS, FAILS]  # speedups 2.2 then 3.3: growing; 2.2 > 2 but 3.3 < 4 cells
+    assert _judge("paper001", runs) == [HOLDS, FAILS]  # speedups 2.2 then 3.3: growing; 2.2 > 2 but 3.3 < 4 cells
     both_super = [{**r, "train_s": r["train_s"] / (1.5 if r["procs"] > 1 else 1)} for r in runs]
-    assert _judge("seed001", both_super)[1] == HOLDS
+    assert _judge("paper001", both_super)[1] == HOLDS
 
 
 def test_differences_name_what_is_not_the_papers():
-    run = _run("seed000-x", "conditional", "bce", 0, quality=_scored(5, 5))
-    setting = {"dataset": "mnist", "features": "inception", "epochs": 1000, "training": "1000 epochs"}
+    run = _run("paper000-x", "conditional", "bce", 0, quality=_scored(5, 5))
+    setting = PaperSetting(dataset="mnist", features="inception", epochs=1000, training="1000 epochs")
     assert setting_differences(new_record(run), setting) == (
         "digits at 20px, not mnist; scored with classifier:digits, not inception; an equal budget of 2,560 images, not 1000 epochs"
     )
@@ -175,29 +185,31 @@ def test_differences_name_what_is_not_the_papers():
     assert setting_differences(new_record(same), setting) == "same setting"
     short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
     assert setting_differences(new_record(short), setting) == "100 steps, not 1000 epochs"
-    assert setting_differences(new_record({**same, "iterations": 10}), {**setting, "iterations": 200}) == "10 iterations, not 200"
+    assert (
+        setting_differences(new_record({**same, "iterations": 10}), replace(setting, iterations=200)) == "10 iterations, not 200"
+    )
 
 
 def test_pages_are_written_per_paper(tmp_path):
-    results = tmp_path / "results" / "seed002-reduced"
+    results = tmp_path / "results" / "paper002-reduced"
     for i, (loss, fid) in enumerate([("wgan-gp", 40), ("wgan-gp", 41), ("wgan-gp", 39), ("bce", 60), ("bce", 62), ("bce", 61)]):
         folder = results / f"run{i}"
         folder.mkdir(parents=True)
         record = _run(
-            "seed002-reduced-wcgan", "label_partitioned", loss, i, 2, quality=_scored(6 if loss == "bce" else 7 + i / 10, fid)
+            "paper002-reduced-wcgan", "label_partitioned", loss, i, 2, quality=_scored(6 if loss == "bce" else 7 + i / 10, fid)
         )
         (folder / "result.json").write_text(json.dumps(record))
     other = tmp_path / "results" / "digits" / "run0"
     other.mkdir(parents=True)
     (other / "result.json").write_text(json.dumps(_run("digits", "conditional", "bce", 0, quality=_scored(5, 5))))
     pages = write_papers([tmp_path / "results"], tmp_path / "papers", DEFAULT_BASELINES)
-    assert pages == [tmp_path / "papers" / key / "papers.md" for key in ("seed000", "seed001", "seed002", "seed003")]
+    assert pages == [tmp_path / "papers" / key / "papers.md" for key in ("paper000", "paper001", "paper002", "paper003")]
     text = pages[2].read_text()
     assert "No run of this paper's scenarios yet: `make papers-timing (on a quiet machine)`" in pages[1].read_text()
     assert "| 4x4 | 1920 | 126.68 | 3.42 | 15.17 |" in pages[1].read_text()  # the paper's table, as printed
     assert "none: the paper's text (the abstract) prints no IS or FID" in text
     assert "- **holds**: Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)." in text
-    assert paper_page(PAPERS["seed003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2
+    assert paper_page(PAPERS["paper003"], [], DEFAULT_BASELINES).count(UNJUDGED) == 2
 
 
 def test_a_quality_claim_says_its_budget_and_which_arm_was_still_improving():

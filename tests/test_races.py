@@ -366,10 +366,10 @@ def test_suite_papers_never_writes_through_a_link_at_a_papers_folder(tmp_path, c
 
     home, pp = victim(tmp_path), tmp_path / "pp"
     pp.mkdir()
-    (pp / "seed000").symlink_to(home)
-    monkeypatch.setattr(papers, "collect", lambda folders: {"seed000": []})
+    (pp / "paper000").symlink_to(home)
+    monkeypatch.setattr(papers, "collect", lambda folders: {"paper000": []})
     before = fingerprint(home)
-    with pytest.raises(UnsafeEntry, match="seed000: a symbolic link"):
+    with pytest.raises(UnsafeEntry, match="paper000: a symbolic link"):
         papers.write_papers([tmp_path], pp, DEFAULT_BASELINES)
     assert fingerprint(home) == before and sorted(p.name for p in home.iterdir()) == [".bashrc", ".netrc"]
 

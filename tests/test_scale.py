@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis import findings
-from suite.analysis.findings import headline, verdicts
+from suite.analysis import claims
+from suite.analysis.claims import verdicts
+from suite.analysis.findings import headline
 from suite.analysis.report.headline_view import first_page_headline, kernel_line
 from suite.analysis.stats.power import POWER, detectable_ratio, seeds_needed, undistinguished_power
 from suite.analysis.stats.settling import below_p, claims_of, curve_anytime, last_stretch
@@ -141,8 +142,8 @@ def _records():
 def test_the_first_page_names_the_budget_the_improving_systems_and_the_power():
     records = _records()
     table = headline(records, {})
-    found = findings.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == findings.LATE_FID)
+    found = claims.tested_findings(table, records, {})
+    fid = next(f for f in found if f.quantity == claims.LATE_FID)
     assert fid.scale.improving == ["label_partitioned / bce / mpi"]
     said = verdicts(found, [row for row in table["strategy"]])
     # on the late FID (the last half of each curve) the flat DC-CGAN is better than the still-falling one
@@ -178,8 +179,8 @@ def test_power_is_stated_for_every_pair_not_distinguishable():
             for point in r.curve:
                 point.fid = 280.0 * spread[r.seed]
     table = headline(records, {})
-    found = findings.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == findings.LATE_FID)
+    found = claims.tested_findings(table, records, {})
+    fid = next(f for f in found if f.quantity == claims.LATE_FID)
     assert not fid.family.claims and not fid.family.equivalences and len(fid.power) == 1
     page = "\n".join(first_page_headline(table, found, records))
     assert "smallest ratio this run could have detected at 80 % power" in page
@@ -197,7 +198,7 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
     busy = next(r for r in records if r.strategy == "label_partitioned" and r.procs == 2)
     busy.host_load = HostLoad(contended=True)
     table = headline(records, {})
-    found = findings.tested_findings(table, records, {})
+    found = claims.tested_findings(table, records, {})
     speedup = next(f for f in found if f.quantity == "speedup")
     assert speedup.family.claims  # label-partitioned scales 2x, the DC-CGAN 1.6x: found different
     page = "\n".join(first_page_headline(table, found, records))
@@ -206,5 +207,5 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
     assert "‡ Timed on a busy host: 1 of these runs were contended" in page
     assert "ran on a busy host (contended)" in speedup.text
     quiet = [replace(r, host_load=HostLoad(contended=False)) for r in records]
-    page = "\n".join(first_page_headline(headline(quiet, {}), findings.tested_findings(headline(quiet, {}), quiet, {}), quiet))
+    page = "\n".join(first_page_headline(headline(quiet, {}), claims.tested_findings(headline(quiet, {}), quiet, {}), quiet))
     assert "‡" not in page

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis import findings
+from suite.analysis import claims
+from suite.analysis.claims import findings_table
 from suite.analysis.estimand import late_score
-from suite.analysis.findings import findings_table, headline
+from suite.analysis.findings import headline
 from suite.analysis.stats.sequential import Plan, sequential_family
 from suite.analysis.stats.verdicts import compare_all, equivalence_p, holm_shaffer, sentence, summarise
 from suite.config.expansion import expand, load_scenario
@@ -216,9 +217,9 @@ def test_findings_csv_has_one_row_per_pair_with_numbers():
         for seed in range(3)
     ]
     table = headline(records, {})
-    found = findings.tested_findings(table, records, {})
+    found = claims.tested_findings(table, records, {})
     frame = findings_table(found)
-    quality = frame[frame.family == findings.LATE_FID]
+    quality = frame[frame.family == claims.LATE_FID]
     assert len(quality) == 3 and set(quality.verdict) <= {"a better", "equivalent", "undecided"}
     assert "equivalent" in set(quality.verdict) and "a better" in set(quality.verdict)
     back = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
@@ -258,13 +259,13 @@ def test_a_final_model_that_collapsed_does_not_take_its_system_out_of_the_late_c
     collapsed = next(r for r in records if r.strategy == "data_parallel" and r.seed == 2)
     collapsed.quality.fid = 1190.0  # its final model: no better than untrained, a warning of its own
     rows = headline(records, {}).to_dict("records")
-    assert findings.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
-    assert findings.excluded_from_quality(rows) == set()  # its late FID learned: it stays in the comparison
-    assert {row["strategy"] for row in findings.scored_rows(rows)} == {"conditional / bce / torch", "data_parallel / bce / torch"}
+    assert claims.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
+    assert claims.excluded_from_quality(rows) == set()  # its late FID learned: it stays in the comparison
+    assert {row["strategy"] for row in claims.scored_rows(rows)} == {"conditional / bce / torch", "data_parallel / bce / torch"}
     for point in collapsed.curve:  # the whole late half no better than untrained: left out
         point.fid = 1250.0
     rows = headline(records, {}).to_dict("records")
-    assert findings.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
+    assert claims.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
 
 
 def test_the_verdicts_use_the_estimand_the_committed_measurement_chose():
@@ -288,11 +289,11 @@ def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
     failed = next(r for r in records if r.strategy == "conditional" and r.seed == 1)
     failed.status = "failed"
     rows = headline(records, {}).to_dict("records")
-    scored = findings.scored_rows(rows)
-    procedure = findings.quality_procedure(scored, records)
+    scored = claims.scored_rows(rows)
+    procedure = claims.quality_procedure(scored, records)
     # the look of 3 seeds took seeds 0 and 2 of the DC-CGAN (seed 1 failed in its place), not seed 3
     assert procedure.seeds["conditional / bce / torch"] == 6 and procedure.look == 2
-    late = findings._positions(next(row for row in scored if row["strategy"].startswith("conditional")), records)
+    late = claims._positions(next(row for row in scored if row["strategy"].startswith("conditional")), records)
     assert late[1] is None and len(late) == 6  # seed 1 in its place: seeds 2-5 keep theirs
 
 

@@ -31,7 +31,8 @@ import pandas as pd
 from ..config.escape import one_line
 from ..measure.env import fingerprint
 from ..records.record import Record
-from ..records.results import read_records, records_frame
+from ..records.results import RECORD_FILE, read_record, read_records, records_frame
+from .columns import COL
 from .findings import ruler_text
 from .markdown import markdown_table
 from .metric_table import METRICS
@@ -67,12 +68,16 @@ def parse_tolerances(items: list[str] | None) -> dict[str, float]:
 
 
 def load_side(path: Path) -> list[Record]:
-    """The records of a results folder, of a JSON list of records, or of a folder holding ``records.json``.
+    """The records of a results folder, of a JSON list of records, of a folder holding ``records.json``, or the one
+    record of a run folder (``suite compare RUN RUN`` compares two runs of the same configuration).
 
     ``records.json`` is what ``suite report`` writes beside its report (``RESULTS/report/records.json``),
     the usual form of a baseline saved earlier; see :func:`suite.records.results.read_records`.
     """
     try:
+        if (path / RECORD_FILE).is_file():
+            record = read_record(path)
+            return [record] if record is not None else []
         return read_records(path)
     except ValueError as error:  # RecordError too
         raise CompareError(str(error)) from None
@@ -154,11 +159,11 @@ def _configs(records: list[Record]) -> dict[ComparedConfig, Config]:
         return {}
     frame = records_frame(ok)
     labels = pd.Series(index=frame.index, dtype=object)
-    for scaling in frame["scaling"].unique():
-        rows = frame["scaling"] == scaling
+    for scaling in frame[COL.scaling].unique():
+        rows = frame[COL.scaling] == scaling
         labels[rows] = sweep_label(frame[rows], scaling)
     configs: dict[ComparedConfig, Config] = {}
-    for record, scaling, label, procs in zip(ok, frame["scaling"], labels, frame["procs"], strict=True):
+    for record, scaling, label, procs in zip(ok, frame[COL.scaling], labels, frame[COL.procs], strict=True):
         key = (scaling, label, int(procs))
         configs.setdefault(key, Config(scaling, label, int(procs))).records.append(record)
     return configs

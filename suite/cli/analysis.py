@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config.escape import terminal
+from ..config.names import did_you_mean_path
 from .common import UsageError
 from .exitcodes import GATE_VERDICTS
 
@@ -35,7 +36,10 @@ def cmd_papers(args: argparse.Namespace) -> int:
     folders = [Path(f) for f in args.results]
     for folder in folders:
         if not folder.is_dir():
-            raise UsageError(f"{folder}: no such results folder; run `suite run scenarios/papers/... --out {folder}` first")
+            raise UsageError(
+                f"{folder}: no such results folder{did_you_mean_path(folder)}; "
+                f"run `suite run scenarios/papers/... --out {folder}` first"
+            )
     baselines = Path(args.baselines) if args.baselines else DEFAULT_BASELINES
     for path in write_papers(folders, Path(args.out), baselines):
         print(f"written {path}")

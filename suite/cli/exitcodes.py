@@ -2,7 +2,7 @@
 
 A code means the same thing wherever it appears, and two meanings never share a code: ``suite run``'s
 "a run diverged" (3) and ``suite gate``'s "too noisy to tell" (5) are different numbers. The CLI docs
-(docs/index.md, "Exit codes") show :data:`EXIT_CODES` as a table. The codes themselves are
+(docs/reference/cli.md, "Exit codes", generated) show :data:`EXIT_CODES` as a table. The codes themselves are
 :class:`suite.config.exitcodes.ExitCode`, which the lower layers that return a code use too.
 """
 

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from .. import __version__
+from ..config.names import did_you_mean
 from ..config.registry import FEATURES, PROTOCOLS
 from ..tools.gate_settings import Settings
 from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
@@ -40,6 +41,15 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         kwargs.setdefault("parents", [_VERBOSE])
         super().__init__(**kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value outside an argument's choices (a sub-command, a site) is refused naming the close ones."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(str, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)}; choose from {choices}"
+            )
+        super()._check_value(action, value)
 
 
 def _safe_name(value: str) -> str:
@@ -215,7 +225,7 @@ def _add_papers(sub: Any) -> None:
     p = sub.add_parser(
         "papers",
         help="set each paper's printed numbers beside its scenarios' runs, one line per claim; write OUT/<paper>/papers.md",
-        description="Runs belong to a paper by their scenario's name (seed000-... to seed003-..., scenarios/papers/). "
+        description="Runs belong to a paper by their scenario's name (paper000-... to paper003-..., scenarios/papers/; the old seed000-... names too). "
         "Each page sets the paper's numbers (baselines/) beside the suite's, each row saying 'same setting' or what "
         "differs, and judges each claim: holds, does not hold, or cannot be judged at this scale.",
     )
@@ -242,8 +252,10 @@ def _add_tune(sub: Any) -> None:
 def _add_compare(sub: Any) -> None:
     """``suite compare``: its options and handler."""
     p = sub.add_parser("compare", help="compare results with a baseline: exit 1 on a regression beyond tolerance and noise")
-    p.add_argument("new", help="results folder (or records JSON) to check")
-    p.add_argument("baseline", help="baseline: a results folder, a records JSON list, or a folder holding records.json")
+    p.add_argument("new", help="results folder, run folder (one run) or records JSON to check")
+    p.add_argument(
+        "baseline", help="baseline: a results folder, a run folder, a records JSON list, or a folder holding records.json"
+    )
     p.add_argument(
         "--tolerance",
         action="append",
@@ -576,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[],
         prog="suite",
         description="Reference benchmark suite for distributed GAN training.",
-        epilog="Exit codes: docs/index.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
+        epilog="Exit codes: docs/reference/cli.md, 'Exit codes' (0 ok, 1 failed, 2 bad input, 3 diverged, 4 no GPU, 5 inconclusive).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the sub-command)")

@@ -85,17 +85,54 @@ def _selected_runs(args: argparse.Namespace, overrides: dict[str, Any]) -> tuple
     """The scenario, the runs this command runs, the scenario's other runs (not selected by ``--only``), the results
     folder; the runs as expansion made them (final: the command line's additions are :func:`_run_options`' placement)."""
     from ..config.expansion import expand, load_scenario
-    from ..records.results import path_under
+    from ..config.names import did_you_mean
 
     scenario = load_scenario(args.scenario, overrides, _caps(args))
+    out = Path(args.out) if args.out else _default_out(scenario.name)
+    scenario = _under_recorded_name(scenario, out)
     runs = everything = expand(scenario)
     if args.only:
+        ids = [r.run_id for r in everything]
+        words = sorted({*ids, *(part for i in ids for part in i.split("-"))})  # whole ids and their parts
+        for pattern in args.only:  # each pattern must select a run: a typo is named, not skipped
+            if not fnmatch.filter(ids, pattern):
+                hint = did_you_mean(pattern.strip("*?"), words, n=2)
+                raise UsageError(
+                    f"--only {pattern} matches no run of {scenario.name}{hint}; "
+                    f"`suite run {args.scenario} --dry-run` lists its {len(ids)} runs"
+                )
         runs = [r for r in runs if any(fnmatch.fnmatch(r.run_id, pattern) for pattern in args.only)]
-        if not runs:
-            raise UsageError(f"--only {' '.join(args.only)} matches no run of {scenario.name}")
     chosen = {r.run_id for r in runs}
     others = [r for r in everything if r.run_id not in chosen]
-    return scenario, runs, others, Path(args.out) if args.out else path_under("results", scenario.name)
+    return scenario, runs, others, out
+
+
+def _default_out(name: str) -> Path:
+    """``results/NAME``; a folder begun under the scenario's old name (:data:`suite.config.names.RENAMED_PREFIXES`)
+    when only that one exists, so that its runs resume."""
+    from ..config.names import old_names
+    from ..records.results import path_under
+
+    found = [path_under("results", old) for old in old_names(name) if path_under("results", old).is_dir()]
+    return found[0] if found and not path_under("results", name).exists() else path_under("results", name)
+
+
+def _under_recorded_name(scenario: Scenario, out: Path) -> Scenario:
+    """``scenario`` under the old name its runs in ``out`` were recorded with, where they were made before it was
+    renamed (``seed000-...`` -> ``paper000-...``): a run's settings hold its scenario's name, and a finished run's
+    settings are never rewritten, so the folder keeps the name it began with."""
+    from ..config.names import old_names
+    from ..records.results import iter_records
+
+    olds = old_names(scenario.name)
+    if not olds or not out.is_dir():
+        return scenario
+    recorded = {record.scenario for record in iter_records(out, skip_bad=True)}
+    for old in olds:
+        if old in recorded and scenario.name not in recorded:
+            log.info("%s: its runs were recorded as scenario %s (its old name); they keep it", out, old)
+            return dataclasses.replace(scenario, name=old)
+    return scenario
 
 
 def _run_options(args: argparse.Namespace, runs: list[Run], overrides: dict[str, Any]) -> RunOptions:

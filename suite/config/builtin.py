@@ -8,11 +8,14 @@ built-in scenario's name) into a file, or says which name was meant.
 
 from __future__ import annotations
 
-import difflib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from .names import current_name, did_you_mean
 from .yamlfile import YamlError, load_yaml
+
+log = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios_data"
 """Where the built-in scenarios are: the package's ``scenarios_data`` folder."""
@@ -44,18 +47,23 @@ def builtin_scenarios(folder: Path = BUILTIN_DIR) -> list[BuiltinScenario]:
 
 
 def resolve_scenario(given: str | Path, folder: Path = BUILTIN_DIR) -> Path:
-    """The scenario file ``given`` names: a path that exists, as it is; else a built-in scenario of that name (with or
-    without ``.yaml``). Raise :class:`UnknownScenario` naming the closest built-in names where neither is found."""
+    """The scenario file ``given`` names: a path that exists, as it is; else the renamed file of a path under its old
+    name (``scenarios/papers/seed000-mnist.yaml`` -> ``paper000-mnist.yaml``, :data:`~suite.config.names.RENAMED_PREFIXES`);
+    else a built-in scenario of that name (with or without ``.yaml``). Raise :class:`UnknownScenario` naming the closest
+    built-in names where none is found."""
     path = Path(given)
     if path.exists():
         return path
+    renamed = path.with_name(current_name(path.name))
+    if renamed != path and renamed.is_file():
+        log.warning("%s: renamed %s; running that", path, renamed.name)
+        return renamed
     text = str(given)
     name = text[: -len(".yaml")] if text.endswith(".yaml") else text
     by_name = {one.name: one.path for one in builtin_scenarios(folder)}
     if name in by_name:
         return by_name[name]
-    close = difflib.get_close_matches(Path(name).name, list(by_name), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UnknownScenario(
-        f"{text}: no such scenario file, nor a built-in scenario of that name{hint} (`suite scenarios` lists the built-in ones)"
+        f"{text}: no such scenario file, nor a built-in scenario of that name{did_you_mean(Path(name).name, by_name, n=3)};"
+        " `suite scenarios` lists the built-in ones"
     )

@@ -12,7 +12,6 @@ and the variables of ``ci/`` scripts are among them.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import os
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .escape import one_line
+from .names import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,7 @@ def environment_problems(env: Mapping[str, str] | None = None) -> tuple[list[str
         value = env[name]
         setting = SETTINGS.get(name)
         if setting is None:
-            close = difflib.get_close_matches(name, list(SETTINGS), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            notes.append(f"{one_line(name)}: not a variable the suite reads{hint}; it is ignored")
+            notes.append(f"{one_line(name)}: not a variable the suite reads{did_you_mean(name, SETTINGS)}; it is ignored")
         elif value != "" and not setting.accepts(value):
             shown = one_line(value[:200]) + ("..." if len(value) > 200 else "")
             problems.append(f"{name}={shown}: {setting.purpose}; it takes {setting.takes}")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .names import close_names, did_you_mean
 from .registry import ENGINES, LOSSES, STRATEGIES
 from .scenario import (
     Run,
@@ -31,7 +31,7 @@ from .scenario import (
     strategy_sections,
     unknown_strategies,
 )
-from .schema import Located, did_you_mean, located_problems, section_type, type_hints
+from .schema import Located, located_problems, section_type, type_hints
 from .shown import itemised, shown, shown_name
 from .sweep import sweep_id, sweep_points, with_point
 from .validation import (
@@ -187,7 +187,7 @@ def _problems_beside(
     ]
     broken: set[str] = set()
     for key in {loc[0] for loc, _ in found if loc}:
-        broken.update([key] if key in fields or key in own_sections else difflib.get_close_matches(str(key), fields, n=1))
+        broken.update([key] if key in fields or key in own_sections else close_names(str(key), fields))
     runs = data.get("runs")
     entries: list[Any] = runs if isinstance(runs, list) else []
     bad = {loc[1] for loc, _ in found if len(loc) > 1 and loc[0] == "runs"}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .engine_configs import check_deepspeed_settings
+from .names import did_you_mean
 from .plan import (
     DATASET_CLASSES,
     ModelBytes,
@@ -415,7 +416,8 @@ class Registry(Generic[E]):
     def __getitem__(self, name: str) -> E:
         self._load_plugins()
         if name not in self._entries:
-            raise ValueError(f"unknown {self.axis} '{name}'; choose one of {', '.join(self._entries)}")
+            hint = did_you_mean(name, self._entries)
+            raise ValueError(f"unknown {self.axis} '{name}'{hint}; choose one of {', '.join(self._entries)}")
         return self._entries[name]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Registry[E]:

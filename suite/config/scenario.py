@@ -22,8 +22,9 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 from pydantic import Field
 
 from .jsonfile import read_json
+from .names import did_you_mean
 from .registry import ARCHITECTURES, LOSSES, STRATEGIES, settings_type
-from .schema import AtMost, Located, SchemaError, build, did_you_mean
+from .schema import AtMost, Located, SchemaError, build
 from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
     DATASET_CLASSES,
     ArchitectureName,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
 import types
 import typing
@@ -30,6 +29,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
+from .names import did_you_mean
 from .registry import Registry
 from .shown import listed, shown, shown_name
 
@@ -246,11 +246,6 @@ def _quoted(names: Any) -> str:
     return ", ".join(shown(n) for n in names)
 
 
-def did_you_mean(word: str, names: Any) -> str:
-    close = difflib.get_close_matches(str(word), [str(n) for n in names], n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def strip_type(tp: Any) -> Any:
     """``tp`` without ``Annotated`` and ``| None``."""
     while True:
@@ -325,7 +320,8 @@ def _problem(tp: Any, err: Any, path: str) -> str:
         return f"{where}: required field is missing"
     if kind == "literal_error":
         choices = get_args(strip_type(_type_at(tp, loc)))
-        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}"
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}{hint}"
     if kind in ("dataclass_type", "dataclass_args_type"):
         cls = strip_type(_type_at(tp, loc))
         fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
+import importlib
+import json
 import os
 import platform
+import shutil
+import subprocess
 from importlib import metadata
 from typing import Any, Callable
 
 from ..records.record import Machine
-from .gpu_platform import driver_version
+from .gpu_platform import current, driver_version
 
 PACKAGES = (
     "gan-scaling-suite",
@@ -66,8 +70,8 @@ def _torch() -> dict:
         },
         "threads": torch.get_num_threads(),
     }
-    if torch.cuda.is_available() and dist.is_nccl_available():
-        info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    if torch.cuda.is_available() and dist.is_nccl_available():  # RCCL's version on a ROCm build: named so
+        info[f"{current().collectives.lower()}_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     return info
 
 
@@ -154,6 +158,51 @@ def _nvml() -> dict:
         pynvml.nvmlShutdown()
 
 
+def _amd_smi() -> dict:
+    """AMD SMI's view of the GPUs: the ``amdsmi`` package where it is installed, else the ``rocm-smi`` command (ROCm
+    ships both); raises naming both when neither is here."""
+    try:
+        amdsmi: Any = importlib.import_module("amdsmi")
+    except ImportError:
+        amdsmi = None
+    if amdsmi is not None:
+        amdsmi.amdsmi_init()
+        try:
+            handles = amdsmi.amdsmi_get_processor_handles()
+            return {
+                "available": True,
+                "library": "amdsmi",
+                "driver": amdsmi.amdsmi_get_gpu_driver_info(handles[0]).get("driver_version") if handles else None,
+                "devices": [amdsmi.amdsmi_get_gpu_asic_info(h).get("market_name") for h in handles],
+            }
+        finally:
+            amdsmi.amdsmi_shut_down()
+    command = shutil.which("rocm-smi")
+    if command is None:
+        raise RuntimeError("neither the amdsmi package nor the rocm-smi command is installed (ROCm ships both)")
+    done = subprocess.run(
+        [command, "--showdriverversion", "--showproductname", "--json"], capture_output=True, text=True, timeout=60, check=True
+    )
+    data = json.loads(done.stdout)
+    cards = [value for key, value in sorted(data.items()) if key.startswith("card") and isinstance(value, dict)]
+    return {
+        "available": True,
+        "library": "rocm-smi",
+        "driver": (data.get("system") or {}).get("Driver version"),
+        "devices": [card.get("Card Series") or card.get("Card series") or card.get("Card SKU") for card in cards],
+    }
+
+
+GPU_MONITORS: dict[str, tuple[str, Callable[[], dict]]] = {"cuda": ("nvml", _nvml), "rocm": ("amd_smi", _amd_smi)}
+"""Each GPU platform's monitor (:data:`suite.measure.gpu_platform.PLATFORMS`): its key in ``suite env`` and its probe."""
+
+
+def gpu_monitor() -> tuple[str, Any]:
+    """(key, what it reports) of this torch build's GPU monitor: NVML's on CUDA, AMD SMI's on ROCm."""
+    key, probe = GPU_MONITORS[current().name]
+    return key, _guard(probe)
+
+
 def _deepspeed() -> dict:
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if _torch()["cuda_available"] else "cpu")
     import deepspeed
@@ -177,7 +226,7 @@ def capabilities() -> dict[str, Any]:
         "horovod": _guard(_horovod),
         "mpi": _guard(_mpi),
         "deepspeed": _guard(_deepspeed),
-        "nvml": _guard(_nvml),
+        **dict([gpu_monitor()]),
     }
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..config.jsonfile import JsonError, read_json
+from ..config.names import did_you_mean_path
 from ..config.sweep import sweep_text
 from .codec import IDENTITY, MAX_NUMBER, flat_columns, parse_record, record_data, record_field
 from .nofollow import (
@@ -396,7 +397,9 @@ def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iter
     """
     root = Path(results_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such results folder; run `suite run SCENARIO --out {root}` first")
+        raise FileNotFoundError(
+            f"{root}: no such results folder{did_you_mean_path(root)}; run `suite run SCENARIO --out {root}` first"
+        )
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir() and not is_set_aside(p)):
         try:
             record = read_record(run_dir, IDENTITY)
@@ -421,11 +424,15 @@ def read_records(path: str | os.PathLike) -> list[Record]:
         path = path / RECORDS_FILE
     if path.is_dir():
         records = list(iter_records(path))
+        if not records and (path / RECORD_FILE).is_file():
+            raise ValueError(
+                f"{path}: a run folder (its {RECORD_FILE} is one run); give the results folder that holds it ({path.parent})"
+            )
         if not records:
             raise ValueError(f"{path}: no {RECORD_FILE} in its run folders and no {RECORDS_FILE}")
         return records
     if not path.is_file():
-        raise ValueError(f"{path}: no such results folder or records file")
+        raise ValueError(f"{path}: no such results folder or records file{did_you_mean_path(path)}")
     records = read_json(path)
     if not isinstance(records, list) or not records:
         raise ValueError(f"{path}: expected a non-empty JSON list of result records, as `suite report` writes them")

@@ -199,11 +199,16 @@ def record_checks(record: Record) -> list[Check]:
 
 
 def _machine_lines(caps: dict[str, Any], engines: Sequence[str], skipped: Sequence[str]) -> list[str]:
-    t, versions = caps["torch"], caps["versions"]
+    from ..measure.env import GPU_MONITORS
+    from ..measure.gpu_platform import current
+
+    t, versions, platform = caps["torch"], caps["versions"], current()
+    monitor = caps.get(GPU_MONITORS[platform.name][0]) or {}
+    collectives = t.get(f"{platform.collectives.lower()}_version", "none")
     return [
         f"- GPUs: {len(t.get('devices', []))} visible: {', '.join(t.get('devices', []))}",
-        f"- driver {caps['nvml'].get('driver', 'unknown (NVML: ' + str(caps['nvml'].get('error')) + ')')}, "
-        f"CUDA {t.get('cuda_build')} (torch {t.get('version')}), NCCL {t.get('nccl_version', 'none')}",
+        f"- driver {monitor.get('driver', f'unknown ({platform.monitor}: ' + str(monitor.get('error')) + ')')}, "
+        f"{platform.toolkit.upper()} {t.get(f'{platform.toolkit}_build')} (torch {t.get('version')}), {platform.collectives} {collectives}",
         f"- engines checked: {', '.join(engines) or 'none'} (horovod {versions.get('horovod')} "
         f"{caps['horovod'].get('build', 'not importable')}, "
         f"deepspeed {versions.get('deepspeed')}, mpi4py {versions.get('mpi4py')})",
@@ -236,11 +241,12 @@ def gpu_check(out: Path, timeout: float = 600.0, engines: Sequence[str] | None =
 
     from ..config.expansion import expand, parse_scenario
     from ..measure.env import capabilities
+    from ..measure.gpu_platform import current
     from ..records.results import atomic_write_text, read_record
 
     caps = capabilities()
     checked, skipped = gpu_engines(caps, engines)
-    nccl = caps["torch"].get("nccl_version")
+    nccl = caps["torch"].get(f"{current().collectives.lower()}_version")
     has_nccl = bool((caps["torch"].get("distributed") or {}).get("nccl"))
     checks = [Check("machine", "nccl", has_nccl, f"torch.distributed NCCL {nccl or 'not available in this torch build'}")]
     scenario = scenario_for(torch.cuda.device_count(), checked)

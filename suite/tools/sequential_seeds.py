@@ -3,7 +3,7 @@
 A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
 SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
 the entries with fixed seeds), then takes the late-FID verdicts exactly as the report will
-(:func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
+(:func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
 an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
 where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s.
@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..analysis.findings import config_name, sequential_quality
+from ..analysis.claims import sequential_quality
+from ..analysis.findings import config_name
 from ..config.scenario import Run, Scenario, SeedPolicy
 from ..records.results import iter_records
 from ..running.sweep import RunOptions, run_scenario

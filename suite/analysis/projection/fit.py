@@ -14,9 +14,8 @@ import pandas as pd
 from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
-from ...records.record import Record, TelemetrySummary, part_of
-from ...train.strategies.cellular.record import CellularRecord
-from ...train.strategies.label_partitioned.record import LabelPartitionedRecord
+from ...records.record import Record, TelemetrySummary
+from ..strategy_fields import cellular_fields, class_group_fields
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
 MIN_FIT_PROCS = 2
@@ -168,7 +167,7 @@ def _class_steps(record: Record) -> dict[int, int]:
     warmup = _given(_telemetry(record).warmup_steps_per_rank)
     generator_steps = record.generator_steps
     steps: dict[int, int] = {}
-    for group in _given(part_of(record, LabelPartitionedRecord).groups):
+    for group in _given(class_group_fields(record).groups):
         per_gan = warmup[group.ranks[0]] / len(group.classes)
         for c in group.classes:
             steps[int(c)] = int(generator_steps[str(c)] - per_gan)
@@ -194,7 +193,7 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     mixture: list[tuple[float, float]] = []
     rest: list[float] = []
     for r in records:
-        cells = part_of(r, CellularRecord)
+        cells = cellular_fields(r)
         k, h, p = _given(cells.cells_per_rank), _given(cells.neighbourhood_size), _given(cells.population)
         phases = _given(cells.phases_s)
         for i, (steps, _, busy, blocked) in enumerate(_ranks(r)):
@@ -206,9 +205,8 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     per_cell: list[float] = []
     for r in all_records:
         if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and _given(r.procs) > 1:
-            grid, cells = _given(r.grid), part_of(r, CellularRecord)
-            pgrid = _given(cells.process_grid)
-            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(cells.neighbourhood))
+            grid, pgrid = _given(r.grid), _given(cellular_fields(r).process_grid)
+            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(cellular_fields(r).neighbourhood))
             work, nbytes = _given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes)
             per_cell += [
                 nbytes[i] / work[i] / sum(sent[i].values()) for i in range(_given(r.procs)) if work[i] and nbytes[i] and sent[i]
@@ -218,7 +216,7 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
         u, v = np.array(pairs, dtype=float).T
         return float(u @ v / (u @ u))
 
-    first = part_of(records[0], CellularRecord)
+    first = cellular_fields(records[0])
     return CellularModel(
         float(np.mean(rest)),
         through_origin(fitness),
@@ -274,7 +272,7 @@ class ClassGroups(CostModelKind):
     """One GAN per class, the ranks split into class groups (:data:`suite.config.registry.CLASS_GROUPS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
-        groups, generator_steps = part_of(record, LabelPartitionedRecord).groups or [], record.generator_steps
+        groups, generator_steps = class_group_fields(record).groups or [], record.generator_steps
         warmup = record.telemetry.warmup_steps_per_rank if record.telemetry else None
         if not (super().complete(record, ranks) and groups and isinstance(generator_steps, dict) and isinstance(warmup, list)):
             return False
@@ -286,7 +284,7 @@ class ClassGroups(CostModelKind):
         return ClassGroupsModel(*_fit_step(records, all_records), max(len(_class_steps(r)) for r in records))
 
     def problem(self, record: Record) -> Problem:
-        factor = _image_factor(record, len(_given(part_of(record, LabelPartitionedRecord).groups)[0].ranks))
+        factor = _image_factor(record, len(_given(class_group_fields(record).groups)[0].ranks))
         timed_steps = _given(_telemetry(record).timed_steps)
         return Problem(_given(record.strategy), timed_steps, _given(record.global_batch), factor, _class_steps(record))
 
@@ -303,7 +301,7 @@ class Cells(CostModelKind):
     """Cellular coevolution on a grid of cells (:data:`suite.config.registry.CELLS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
-        cells = part_of(record, CellularRecord)
+        cells = cellular_fields(record)
         phases = cells.phases_s  # the phases per rank, and what the exchange plan reads
         return (
             isinstance(phases, dict)
@@ -326,7 +324,7 @@ class Cells(CostModelKind):
         grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
         strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
         grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
-        base_grid, base_pgrid = _given(base.grid), _given(part_of(base, CellularRecord).process_grid)
+        base_grid, base_pgrid = _given(base.grid), _given(cellular_fields(base).process_grid)
         block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
         problem = self.problem(base)
         return Fitted(key, self.fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, _procs(runs))

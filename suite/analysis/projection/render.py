@@ -16,6 +16,7 @@ from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
 from ...records.results import PROBE_FILE
 from ..baselines import read_baseline
+from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
 from ..plots import pyplot
@@ -110,16 +111,16 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
     reported_all = papers[papers["kind"] == "reported"] if not papers.empty else papers
     markers = dict(zip(sorted(reported_all["source"].unique()) if not reported_all.empty else [], PAPER_MARKERS))
     for ax, scaling, column in ((axes[0], "strong", "speedup"), (axes[1], "weak", "efficiency")):
-        data = table[(table["scaling"] == scaling)].dropna(subset=[column])
+        data = table[(table[COL.scaling] == scaling)].dropna(subset=[column])
         if not data.empty:
-            top = int(data["procs"].max())
+            top = int(data[COL.procs].max())
             ideal = [1, top], ([1, top] if scaling == "strong" else [1, 1])
             (handles["ideal"],) = ax.plot(*ideal, color="black", lw=0.9, ls="--", zorder=4)  # over the lines it bounds
         for config, part in data.groupby("config", sort=True):
             look = style_of(str(config)).plot_kwargs() | {"fillstyle": "none", "markerfacecolor": "white"}  # hollow: a model
             solid = look["linestyle"] == "-"  # solid lines wider, so that a dashed one on top of it leaves it visible
             (handles[str(config)],) = ax.plot(
-                part["procs"], part[column], markersize=5, lw=2.4 if solid else 1.3, zorder=2, **look
+                part[COL.procs], part[column], markersize=5, lw=2.4 if solid else 1.3, zorder=2, **look
             )
         if reported_all.empty:  # no papers' numbers (a --baselines folder without them, or none installed)
             reported = pd.DataFrame(columns=["source", "procs", "value"])
@@ -151,9 +152,9 @@ def percent(value: float | None) -> str | None:
 
 def _pivot(table: pd.DataFrame, scaling: str, column: str) -> pd.DataFrame:
     """Rows: ranks; columns: configurations; cells: ``column`` to 4 significant digits (n/a where not defined)."""
-    part = table[table["scaling"] == scaling]
-    pivot = part.pivot_table(index="procs", columns="config", values=column, aggfunc="first", dropna=False)
-    pivot = pivot.reindex(sorted(part["procs"].unique()))
+    part = table[table[COL.scaling] == scaling]
+    pivot = part.pivot_table(index=COL.procs, columns="config", values=column, aggfunc="first", dropna=False)
+    pivot = pivot.reindex(sorted(part[COL.procs].unique()))
     return pivot.map(lambda v: f"{v:.4g}" if pd.notna(v) else None).reset_index()
 
 
@@ -208,8 +209,8 @@ def _notes(table: pd.DataFrame) -> list[str]:
     """Why projected cells are n/a, once per configuration, scaling and reason."""
     missing = table[table["time_s"].isna() & (table["note"] != "")]
     lines = []
-    for (config, scaling, note), part in missing.groupby(["config", "scaling", "note"], sort=False):
-        lines.append(f"- {cell(config)}, {scaling}, P = {', '.join(map(str, part['procs']))}: n/a, {note}.")
+    for (config, scaling, note), part in missing.groupby(["config", COL.scaling, "note"], sort=False):
+        lines.append(f"- {cell(config)}, {scaling}, P = {', '.join(map(str, part[COL.procs]))}: n/a, {note}.")
     return lines
 
 

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ... import __version__
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
+from ..claims import findings_table, tested_findings
+from ..columns import COL
 from ..conditions import condition_warnings
-from ..findings import findings_table, headline, not_learned_warnings, tested_findings
+from ..findings import headline, not_learned_warnings
 from ..outcomes import outcomes_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
@@ -48,7 +51,7 @@ from .writer import write_first_page, write_pages
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..findings import Finding
+    from ..claims import Finding
 
 DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 """The papers' numbers beside the checkout's package (``baselines/``)."""
@@ -79,14 +82,14 @@ def _write_report_files(
 ) -> Path:
     frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
-    ok_count = int((frame["status"] == "ok").sum())
-    failed = int((~frame["status"].isin(("ok", "diverged"))).sum())
+    ok_count = int((frame[COL.status] == "ok").sum())
+    failed = int((~frame[COL.status].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
     table = headline(records, scaling)
     headline_file = headline_csv(table)
     found = tested_findings(table, records, scaling)
     warnings = not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
-    pages = _detail_pages(results_dir, records, out_dir, baselines, frame, scaling, table, found, warnings)
+    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, table, found, warnings))
     pictures = figures(pages)
     pages.insert(
         -1,
@@ -112,85 +115,100 @@ def _write_report_files(
     return write_first_page(out_dir, Section(lines, tables), records, probe)
 
 
-def _detail_pages(
-    results_dir: Path,
-    records: list[Record],
-    out_dir: Path,
-    baselines: Path,
-    frame: pd.DataFrame,
-    scaling: dict[str, pd.DataFrame],
-    table: pd.DataFrame,
-    found: list[Finding],
-    warnings: list[str],
-) -> list[Page]:
-    """The report's detail pages, in their order (the sections draw their figures into ``out_dir``)."""
-    papers = Section(baseline_section(baselines, records))
-    engines = engine_section(records, results_dir, out_dir)
-    pages = [
-        Page(
-            "headline",
-            "Headline in full",
-            "every column, the checks, the findings and every warning",
-            Section(full_headline(table, found, records, warnings)),
-        ),
-        Page(
-            "quality",
-            "Image quality",
-            "every score per ruler, over seeds and per run; quality over training time and the time to the target",
-            quality_section(records) + quality_over_time_section(records, out_dir, results_dir),
-        ),
-        Page(
-            "per-class",
-            "Per-class scores",
-            "each class's FID or KID, by generated label and by predicted class",
-            per_class_section(records),
-        ),
-        Page(
-            "scaling",
-            "Scaling",
-            "strong and weak scaling, with speedup, efficiency and where efficiency went",
-            scaling_section(frame, scaling, out_dir),
-        ),
-        Page(
-            "projection",
-            "Projection",
-            "the cost model fitted on these runs, validated, and projected past this machine",
-            projection_section(records, results_dir, out_dir, baselines),
-        ),
-        Page(
-            "time",
-            "Where the time goes",
-            "wall time by phase, step times, FLOP/s, communication and GPU utilisation",
-            time_section(frame, records, out_dir),
-        ),
-        Page("engines", "Engines", "each run's engine settings, the engine comparison and traces", engines),
-        Page(
-            "papers",
-            "Papers' numbers (not measured here)",
-            "the papers' numbers beside ours, and where our protocol differs",
-            papers,
-        ),
-        Page(
-            "samples",
-            "Samples",
-            "each strategy's samples at its largest P, and every other run's",
-            samples_section(records, results_dir),
-        ),
-        Page(
-            "environment",
-            "Environment",
-            "the machine and versions, what differs between runs, and the scenario",
-            environment_section(records) + Section(scenario_lines(results_dir)),
-        ),
-        Page(
-            "runs",
-            "Runs",
-            "every run with its settings and status; failed, diverged and not learned runs",
-            runs_section(frame) + Section(outcomes_section(records)),
-        ),
-        Page("definitions", "Definitions", "what every column and word of the report means", Section([DEFINITIONS])),
-    ]
-    return pages
+@dataclass(frozen=True)
+class Analysed:
+    """What the report's detail pages are written from: where the records and the report lie, the records, their flat
+    table and scaling tables, the headline rows, the findings tested on them and the warnings."""
+
+    results_dir: Path
+    out_dir: Path
+    baselines: Path
+    records: list[Record]
+    frame: pd.DataFrame
+    scaling: dict[str, pd.DataFrame]
+    headline: pd.DataFrame
+    found: list[Finding]
+    warnings: list[str]
+
+
+DetailPage = tuple[str, str, str, Callable[[Analysed], Section]]
+"""A detail page: its file name, its title, what it holds (in the index) and how its section is built."""
+
+DETAIL_PAGES: tuple[DetailPage, ...] = (
+    (
+        "headline",
+        "Headline in full",
+        "every column, the checks, the findings and every warning",
+        lambda a: Section(full_headline(a.headline, a.found, a.records, a.warnings)),
+    ),
+    (
+        "quality",
+        "Image quality",
+        "every score per ruler, over seeds and per run; quality over training time and the time to the target",
+        lambda a: quality_section(a.records) + quality_over_time_section(a.records, a.out_dir, a.results_dir),
+    ),
+    (
+        "per-class",
+        "Per-class scores",
+        "each class's FID or KID, by generated label and by predicted class",
+        lambda a: per_class_section(a.records),
+    ),
+    (
+        "scaling",
+        "Scaling",
+        "strong and weak scaling, with speedup, efficiency and where efficiency went",
+        lambda a: scaling_section(a.frame, a.scaling, a.out_dir),
+    ),
+    (
+        "projection",
+        "Projection",
+        "the cost model fitted on these runs, validated, and projected past this machine",
+        lambda a: projection_section(a.records, a.results_dir, a.out_dir, a.baselines),
+    ),
+    (
+        "time",
+        "Where the time goes",
+        "wall time by phase, step times, FLOP/s, communication and GPU utilisation",
+        lambda a: time_section(a.frame, a.records, a.out_dir),
+    ),
+    (
+        "engines",
+        "Engines",
+        "each run's engine settings, the engine comparison and traces",
+        lambda a: engine_section(a.records, a.results_dir, a.out_dir),
+    ),
+    (
+        "papers",
+        "Papers' numbers (not measured here)",
+        "the papers' numbers beside ours, and where our protocol differs",
+        lambda a: Section(baseline_section(a.baselines, a.records)),
+    ),
+    (
+        "samples",
+        "Samples",
+        "each strategy's samples at its largest P, and every other run's",
+        lambda a: samples_section(a.records, a.results_dir),
+    ),
+    (
+        "environment",
+        "Environment",
+        "the machine and versions, what differs between runs, and the scenario",
+        lambda a: environment_section(a.records) + Section(scenario_lines(a.results_dir)),
+    ),
+    (
+        "runs",
+        "Runs",
+        "every run with its settings and status; failed, diverged and not learned runs",
+        lambda a: runs_section(a.frame) + Section(outcomes_section(a.records)),
+    ),
+    ("definitions", "Definitions", "what every column and word of the report means", lambda a: Section([DEFINITIONS])),
+)
+"""The report's detail pages, in their order (their sections draw their figures into the report's folder)."""
+
+
+def _detail_pages(analysed: Analysed) -> list[Page]:
+    """The report's detail pages (:data:`DETAIL_PAGES`), each with its section built from ``analysed``."""
+    return [Page(name, title, about, build(analysed)) for name, title, about, build in DETAIL_PAGES]
 
 
 DEFINITIONS = """## Definitions

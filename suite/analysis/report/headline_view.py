@@ -2,7 +2,7 @@
 
 The short table has one row per strategy (and engine) at its largest process count: its final quality,
 its throughput and its strong-scaling speedup, each an estimate with its 95 % interval, and a ``verdict``
-that says in a few words what the tests of the findings below it found (:func:`suite.analysis.findings.verdicts`).
+that says in a few words what the tests of the findings below it found (:func:`suite.analysis.claims.verdicts`).
 What is the same on every row (the ruler that scored the models, the number of seeds) is said once above
 the table, and what needs a sentence (a target missed in some draws) is a footnote.
 """
@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from ...records.record import Record
-from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, contended, excluded_from_quality, repeats, verdicts
+from ..claims import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
+from ..findings import contended
 from ..markdown import NA, cell, markdown_table
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of

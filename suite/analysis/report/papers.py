@@ -1,7 +1,8 @@
 """The papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
 
-Runs belong to a paper by their scenario's name (``seed000-...`` to ``seed003-...``: the scenarios of
-``scenarios/papers/`` and ``scenarios/papers/reduced/``). Each page has
+Runs belong to a paper by their scenario's name (``paper000-...`` to ``paper003-...``: the scenarios of
+``scenarios/papers/`` and ``scenarios/papers/reduced/``; records made under the old names, ``seed000-...``, count
+too: :data:`suite.config.names.RENAMED_PREFIXES`). Each page has
 
 * the paper's printed numbers (``baselines/``, each row naming its section or table) beside the suite's
   estimate of the same quantity, each row saying ``same setting`` or what differs;
@@ -19,23 +20,24 @@ the line says why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
 
+from ...config.names import current_name
 from ...config.registry import STRATEGIES
 from ...measure.metrics.signals import UNTRAINED_MARGIN
 from ...records.nofollow import output_folder
-from ...records.record import DatasetInfo, Quality, Record, part_of
+from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
-from ...train.strategies.cellular.record import CellularRecord
 from ..baselines import read_baseline
 from ..markdown import markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
 from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
+from ..strategy_fields import cellular_fields
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
 MIN_DRAWS = 3
@@ -58,8 +60,22 @@ class Claim:
 
 PAPER_NAME = "paper {}"
 """The papers' one name in prose, pages and plots: ``paper 000`` to ``paper 003`` ("seed" is a random seed)."""
-PAPER_KEY_PREFIX = "seed"
-"""The prefix of a paper's key (``seed000``), as its scenarios, baselines files and report folders are named."""
+PAPER_KEY_PREFIX = "paper"
+"""The prefix of a paper's key (``paper000``), as its scenarios and report folders are named."""
+
+
+@dataclass(frozen=True)
+class PaperSetting:
+    """The paper's own settings that a run's may differ from (None: the paper does not fix it)."""
+
+    dataset: str | None = None
+    image_size: int | None = None
+    features: str | None = None
+    """The ruler its scores were measured with; a run's ``quality.features`` starting with it is the same."""
+    epochs: int | None = None
+    iterations: int | None = None
+    training: str | None = None
+    """How long the paper trained, in words (``1000 epochs``)."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +84,8 @@ class Paper:
 
     key: str
     title: str
-    setting: dict[str, object]
-    """The paper's own settings that a run's differ from (``dataset``, ``features``, ``image_size``, ``epochs``)."""
-    numbers: Callable[[list[Record], Path, dict[str, object]], pd.DataFrame]
+    setting: PaperSetting
+    numbers: Callable[[list[Record], Path, PaperSetting], pd.DataFrame]
     claims: tuple[Claim, ...]
     printed: str | None = None
     """The ``baselines/`` file of what the paper prints (None: it prints no number the suite measures)."""
@@ -79,7 +94,7 @@ class Paper:
 
     @property
     def name(self) -> str:
-        """What every page, plot and doc calls it: ``paper 000`` (``key`` ``seed000`` names its scenarios and folders)."""
+        """What every page, plot and doc calls it: ``paper 000`` (``key`` ``paper000`` names its scenarios and folders)."""
         return PAPER_NAME.format(self.key.removeprefix(PAPER_KEY_PREFIX))
 
 
@@ -198,31 +213,29 @@ def _judged_if_learned(arms: dict[str, list[Record]], verdict: Verdict) -> Verdi
     return verdict[0], f"{verdict[1]}; {scale_note(arms)}"
 
 
-def setting_differences(r: Record, setting: dict[str, object]) -> str:
+def setting_differences(r: Record, setting: PaperSetting) -> str:
     """``same setting``, or what a run's settings differ in from the paper's (``setting``)."""
     settings = r.settings or {}  # the run's whole settings, as the record keeps them
     dataset = r.dataset or DatasetInfo()
     quality = r.quality or Quality()
     found = []
-    if setting.get("dataset") and dataset.name != setting["dataset"]:
-        found.append(f"{dataset.name} at {dataset.image_size}px, not {setting['dataset']}")
-    elif setting.get("image_size") and dataset.image_size != setting["image_size"]:
-        found.append(f"{dataset.image_size}px, not {setting['image_size']}px")
+    if setting.dataset and dataset.name != setting.dataset:
+        found.append(f"{dataset.name} at {dataset.image_size}px, not {setting.dataset}")
+    elif setting.image_size and dataset.image_size != setting.image_size:
+        found.append(f"{dataset.image_size}px, not {setting.image_size}px")
     features = quality.features
-    if setting.get("features") and features and not str(features).startswith(str(setting["features"])):
-        found.append(f"scored with {features}, not {setting['features']}")
+    if setting.features and features and not features.startswith(setting.features):
+        found.append(f"scored with {features}, not {setting.features}")
     if r.budget_images:
-        found.append(
-            f"an equal budget of {r.budget_images:,} images, not {setting.get('training', 'the length the paper trained')}"
-        )
+        found.append(f"an equal budget of {r.budget_images:,} images, not {setting.training or 'the length the paper trained'}")
     elif r.budget_s:
         found.append(f"a budget of {r.budget_s:g} s")
-    elif setting.get("epochs") and r.epochs != setting["epochs"]:
+    elif setting.epochs and r.epochs != setting.epochs:
         steps = (settings.get("train") or {}).get("steps")
-        found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting['epochs']} epochs")
-    iterations = part_of(r, CellularRecord).iterations
-    if setting.get("iterations") and iterations and iterations != setting["iterations"]:
-        found.append(f"{iterations} iterations, not {setting['iterations']}")
+        found.append((f"{steps} steps" if steps else f"{r.epochs} epochs") + f", not {setting.epochs} epochs")
+    iterations = cellular_fields(r).iterations
+    if setting.iterations and iterations and iterations != setting.iterations:
+        found.append(f"{iterations} iterations, not {setting.iterations}")
     return "same setting" if not found else "; ".join(found)
 
 
@@ -235,7 +248,7 @@ def _first(records: list[Record]) -> Record:
 SEED000_MODELS = ("DC-GAN", "DC-CGAN", "Distributed DC-CGAN")
 
 
-def _seed000_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed000_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed000_inception_scores.csv")
     rows = []
     for model in SEED000_MODELS:
@@ -255,7 +268,7 @@ def _seed000_numbers(records: list[Record], baselines: Path, setting: dict[str, 
                 "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
                 "IS (paper)": f"{row['is_mean']} ± {row['is_std']} ({row['dataset']})",
                 "where": row["table"],
-                "setting": setting_differences(_first(runs), {**setting, "dataset": row["dataset"]}),
+                "setting": setting_differences(_first(runs), replace(setting, dataset=row["dataset"])),
             }
         )
     return pd.DataFrame(rows)
@@ -334,7 +347,7 @@ def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None
     return out
 
 
-def _seed001_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed001_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed001_cellular_speedups.csv").set_index("grid")
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
@@ -397,7 +410,7 @@ SEED002_MODELS = ("W-CGAN", "Distributed DC-CGAN")
 # --- paper 002 ------------------------------------------------------------------------------------------------
 
 
-def _seed002_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed002_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     rows = []
     for name in SEED002_MODELS:
         runs = _model_runs(records, name)
@@ -434,7 +447,7 @@ def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
     return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
 
 
-def _seed003_numbers(records: list[Record], baselines: Path, setting: dict[str, object]) -> pd.DataFrame:
+def _seed003_numbers(records: list[Record], baselines: Path, setting: PaperSetting) -> pd.DataFrame:
     paper = read_baseline(baselines / "seed003_fid.csv")
     mnist = paper[paper["dataset"] == "mnist"].set_index("grid")
     rows = []
@@ -472,9 +485,9 @@ PAPERS = {
     p.key: p
     for p in (
         Paper(
-            "seed000",
+            "paper000",
             "Lupo Pasini et al., Scalable Balanced Training of Conditional GANs on Image Data",
-            {"features": "inception", "epochs": 1000, "training": "1000 epochs", "image_size": 32},
+            PaperSetting(features="inception", epochs=1000, training="1000 epochs", image_size=32),
             _seed000_numbers,
             (
                 Claim(
@@ -494,9 +507,9 @@ PAPERS = {
             run_with="make papers (quality), make papers-timing (weak scaling, on a quiet machine)",
         ),
         Paper(
-            "seed001",
+            "paper001",
             "Perez et al., Parallel/distributed implementation of cellular training for GANs",
-            {"dataset": "mnist", "iterations": 200},
+            PaperSetting(dataset="mnist", iterations=200),
             _seed001_numbers,
             (
                 Claim("The speedup grows with the grid: 8.53 (2x2), 13.65 (3x3), 15.17 (4x4) (summary table)", _speedup_grows),
@@ -506,16 +519,16 @@ PAPERS = {
             run_with="make papers-timing (on a quiet machine)",
         ),
         Paper(
-            "seed002",
+            "paper002",
             "Lupo Pasini and Yin, Stable Parallel Training of Wasserstein Conditional GANs",
-            {"features": "inception", "training": "a fixed training time"},
+            PaperSetting(features="inception", training="a fixed training time"),
             _seed002_numbers,
             (Claim("Per-class W-CGANs improve IS and FID over per-class DC-CGANs at a fixed budget (abstract)", _wcgan_better),),
         ),
         Paper(
-            "seed003",
+            "paper003",
             "Schmiedlechner et al., Lipizzaner: A System That Scales Robust GAN Training",
-            {"dataset": "mnist", "iterations": 200, "features": "Lipizzaner's MNIST classifier"},
+            PaperSetting(dataset="mnist", iterations=200, features="Lipizzaner's MNIST classifier"),
             _seed003_numbers,
             (
                 Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(_fid, "FID")),
@@ -528,8 +541,9 @@ PAPERS = {
 
 
 def paper_of(scenario: str | None) -> Paper | None:
-    """The paper a scenario's runs belong to, by its name's first part (``seed000-mnist`` -> paper 000)."""
-    return PAPERS.get((scenario or "").split("-")[0])
+    """The paper a scenario's runs belong to, by its name's first part (``paper000-mnist`` -> paper 000; an old name,
+    ``seed000-mnist``, as its new one)."""
+    return PAPERS.get(current_name(scenario or "").split("-")[0])
 
 
 def _roots(folder: Path, depth: int = 2) -> list[Path]:
@@ -558,7 +572,7 @@ def collect(folders: Sequence[Path]) -> dict[str, list[Record]]:
 
 def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
     """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
-    scenarios = sorted({r.scenario if r.scenario is not None else "" for r in records})
+    scenarios = sorted({current_name(r.scenario) if r.scenario is not None else "" for r in records})
     ran = (
         f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
         if records
@@ -591,10 +605,10 @@ def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Pa
     by_paper = collect(folders)
     if not by_paper:
         raise FileNotFoundError(
-            f"no run of a paper scenario (scenarios/papers/, names seed000-... to seed003-...) under {', '.join(map(str, folders))}"
+            f"no run of a paper scenario (scenarios/papers/, names paper000-... to paper003-...) under {', '.join(map(str, folders))}"
         )
     written = []
-    with output_folder(out):  # never a link at out or in it (out/seed000); nobody else may write there (records.nofollow)
+    with output_folder(out):  # never a link at out or in it (out/paper000); nobody else may write there (records.nofollow)
         for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
             path = out / key / "papers.md"
             atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))

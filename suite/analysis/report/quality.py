@@ -13,6 +13,7 @@ from ...config.registry import STRATEGIES
 from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
 from ..baselines import read_baseline
+from ..columns import COL
 from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import file_slug, plot_losses, plot_quality_curves
@@ -47,20 +48,20 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
     """The markdown columns of a scores table: IS and KID with their spread and counts, per-class KID by basis."""
     shown = pd.DataFrame(
         {
-            "run_id": scores["run_id"],
-            "procs": scores["procs"],
-            "seed": scores["seed"],
-            "classes": scores["classes"],
+            "run_id": scores[COL.run_id],
+            "procs": scores[COL.procs],
+            "seed": scores[COL.seed],
+            "classes": scores[COL.classes],
             "n": scores["n"],
             "n_real": scores["n_real"],
         }
     )
-    shown["IS"] = [_score(v) for v in scores["is_mean"]]
-    shown["IS std (splits×n)"] = [std_over(*v) for v in zip(scores["is_std"], scores["is_splits"], scores["is_split_n"])]
-    shown["fid"] = scores["fid"]
-    shown["KID"] = [_score(v) for v in scores["kid_mean"]]
+    shown["IS"] = [_score(v) for v in scores[COL.is_mean]]
+    shown["IS std (splits×n)"] = [std_over(*v) for v in zip(scores[COL.is_std], scores["is_splits"], scores["is_split_n"])]
+    shown[COL.fid] = scores[COL.fid]
+    shown["KID"] = [_score(v) for v in scores[COL.kid_mean]]
     shown["KID std (subsets×n)"] = [
-        std_over(*v) for v in zip(scores["kid_std"], scores["kid_subsets"], scores["kid_subset_size"])
+        std_over(*v) for v in zip(scores[COL.kid_std], scores["kid_subsets"], scores["kid_subset_size"])
     ]
     for field, basis in PER_CLASS_BASES.items():
         shown[f"per-class KID by {basis}"] = [
@@ -73,7 +74,7 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
                 scores[f"{field}_n_max"],
             )
         ]
-    shown["tvd"], shown["label_acc"] = scores["tvd"], scores["label_acc"]
+    shown[COL.tvd], shown[COL.label_acc] = scores[COL.tvd], scores[COL.label_acc]
     return shown
 
 
@@ -211,14 +212,14 @@ def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
     first: they retrain the same model, so they are not independent draws.
     """
     rows = []
-    keyed = scores.assign(seed_key=scores["seed"].fillna(-1))
-    for (config, scaling, procs), part in keyed.groupby(["config", "scaling", "procs"], sort=True):
+    keyed = scores.assign(seed_key=scores[COL.seed].fillna(-1))
+    for (config, scaling, procs), part in keyed.groupby(["config", COL.scaling, COL.procs], sort=True):
         seeds = part.groupby("seed_key")  # repeats of one seed train the same model: one value per seed
         row: dict[str, Any] = {
             "config": config,
             "scaling": scaling,
             "procs": procs,
-            "seeds": ",".join(str(int(s)) for s in sorted(part["seed"].dropna().unique())),
+            "seeds": ",".join(str(int(s)) for s in sorted(part[COL.seed].dropna().unique())),
         }
         for field in SEED_METRICS:
             summary = summarise(seeds[field].mean(), fraction=field == "label_acc")
@@ -380,7 +381,7 @@ def quality_section(records: list[Record]) -> Section:
             None,
         )
         dims = scores["feature_dim"].dropna()
-        digests = sorted({d for d in scores["ruler_sha256"] if isinstance(d, str)})
+        digests = sorted({d for d in scores[COL.ruler_sha256] if isinstance(d, str)})
         lines.append(
             f"### Ruler `{cell(net)}`\n\n{cell(detail)}"
             + (f"; {int(dims.iloc[0])} feature dimensions" if len(dims) else "")
@@ -388,7 +389,7 @@ def quality_section(records: list[Record]) -> Section:
             + ".\n"
         )
         lines.append(
-            f"**Every score below: ruler `{cell(scores['ruler'].iloc[0])}`, protocol `{cell(scores['protocol'].iloc[0])}`, "
+            f"**Every score below: ruler `{cell(scores['ruler'].iloc[0])}`, protocol `{cell(scores[COL.protocol].iloc[0])}`, "
             f"{cell(scores['comparability'].iloc[0])}.**\n"
         )
         summary = quality_over_seeds(scores)
@@ -400,14 +401,14 @@ def quality_section(records: list[Record]) -> Section:
             "arithmetic mean. The `*_estimate` columns of the CSV hold the same. "
             f"Per-seed values follow, and are in the CSVs. {KID_UNITS}\n"
         )
-        shown = summary[["config", "scaling", "procs", "seeds"]].copy()
+        shown = summary[["config", COL.scaling, COL.procs, "seeds"]].copy()
         for field, title in SEED_METRICS.items():
             shown[title] = summary[f"_{field}_text"]
         lines.append(markdown_table(shown))
         lines.append(details("Per run (each seed)", markdown_table(_quality_display(scores))))
         for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
             lines.append(f"IS n/a: {note}.\n")
-        for run_id, note in zip(scores["run_id"], scores["fid_note"]):
+        for run_id, note in zip(scores[COL.run_id], scores["fid_note"]):
             if isinstance(note, str):
                 lines.append(f"FID n/a for {run_id}: {note}.\n")
     return Section(lines, tables)

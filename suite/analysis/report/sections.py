@@ -18,6 +18,7 @@ from ...records.images import image_problem
 from ...records.quoted import QuotedFileError, read_quoted
 from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
+from ..columns import COL
 from ..findings import config_name, main_runs
 from ..markdown import NA, cell, details, markdown_table
 from ..plots import plot_scaling
@@ -88,7 +89,7 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path) -> S
 def ratio_text(table: pd.DataFrame, name: str) -> list[str]:
     """A scaling table's ``name`` (speedup, efficiency, efficiency_work) as printed: estimate [interval] (draws at both ends)."""
     texts = []
-    for procs, value, summary in zip(table["procs"], table[name], table[f"_{name}"]):
+    for procs, value, summary in zip(table[COL.procs], table[name], table[f"_{name}"]):
         if summary is not None and not (isinstance(summary, float) and pd.isna(summary)):
             texts.append(summary.text())
         else:
@@ -108,11 +109,11 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
             lines.append(f"_No {kind}-scaling runs in these results._\n")
             continue
         draws = _draws(frame, kind)
-        keys = list(zip(table["config"], table["procs"]))
+        keys = list(zip(table["config"], table[COL.procs]))
         # over the runs, in the headline's notation; the CSV keeps mean and std as columns
         shown = table.assign(
-            train_s=[draws[key]["train_s"] for key in keys],
-            images_per_s=[draws[key]["images_per_s"] for key in keys],
+            train_s=[draws[key][COL.train_s] for key in keys],
+            images_per_s=[draws[key][COL.images_per_s] for key in keys],
             **{name: ratio_text(table, name) for name in ("speedup", "efficiency", "efficiency_work")},
         )
         columns = (
@@ -145,11 +146,11 @@ def hidden(table: pd.DataFrame) -> list[str]:
 
 def _draws(frame: pd.DataFrame, scaling: str) -> dict[tuple[Any, ...], dict[str, str]]:
     """Per (configuration, process count) of a scaling table: its runs' train_s and images/s as an interval."""
-    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)]
+    ok = frame[(frame[COL.status] == "ok") & (frame[COL.scaling] == scaling)]
     ok = ok.assign(config=config_label(ok, scaling))
     return {
         key: {column: _interval(runs[column]) for column in ("train_s", "images_per_s")}
-        for key, runs in ok.groupby(["config", "procs"], sort=True)
+        for key, runs in ok.groupby(["config", COL.procs], sort=True)
     }
 
 
@@ -171,30 +172,30 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     lines = ["## Where the time goes\n"]
     times = time_table(frame)
     tables = {"time.csv": times}
-    if not times.empty and times["wall_s"].sum() > 0:  # records without launch times (hand-made) have no wall time
-        total = times["wall_s"].sum()
+    if not times.empty and times[COL.wall_s].sum() > 0:  # records without launch times (hand-made) have no wall time
+        total = times[COL.wall_s].sum()
         sums = {
             c: times[c].fillna(0).sum() for c in ("train_s", "setup_s", "warmup_s", "eval_s", "finalize_s", "score_s", "other_s")
         }
         lines.append(
-            f"Of {total:.0f} s of wall time over {len(times)} runs, {sums['train_s']:.0f} s "
-            f"({sums['train_s'] / total:.0%}) were inside training windows (their warm-up {sums['warmup_s']:.0f} s "
-            f"included); set-up {sums['setup_s']:.0f} s, evaluation during training {sums['eval_s']:.0f} s, finalize "
-            f"{sums['finalize_s']:.0f} s, scoring {sums['score_s']:.0f} s, process start-up and launchers "
+            f"Of {total:.0f} s of wall time over {len(times)} runs, {sums[COL.train_s]:.0f} s "
+            f"({sums[COL.train_s] / total:.0%}) were inside training windows (their warm-up {sums[COL.warmup_s]:.0f} s "
+            f"included); set-up {sums[COL.setup_s]:.0f} s, evaluation during training {sums[COL.eval_s]:.0f} s, finalize "
+            f"{sums[COL.finalize_s]:.0f} s, scoring {sums[COL.score_s]:.0f} s, process start-up and launchers "
             f"{sums['other_s']:.0f} s.\n"
         )
         lines.append(details("Time per run, by phase", markdown_table(times)))
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plot_rank_timeline(records, out_dir)]
-    steps = step_table(frame, records)
+    steps = step_table(records)
     tables["step_time.csv"] = steps
     raised = "; where a rank computed faster, its achieved rate is its peak (`peak_raised_ranks`)"
     peaks = "".join(
-        f"Peak: {cell(source)}{raised if steps['peak_raised_ranks'].astype(bool).any() else ''}.\n"
-        for source in sorted({s for s in steps.get("peak_source", []) if isinstance(s, str)})
+        f"Peak: {cell(source)}{raised if steps[COL.peak_raised_ranks].astype(bool).any() else ''}.\n"
+        for source in sorted({s for s in steps.get(COL.peak_source, []) if isinstance(s, str)})
     )
     if not steps.empty:
         lines.append(
-            details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=["peak_source"])) + "\n" + peaks)
+            details("Step time, throughput and FLOP/s", markdown_table(steps.drop(columns=[COL.peak_source])) + "\n" + peaks)
         )
     comm = communication_table(frame)
     tables["communication.csv"] = comm
@@ -210,8 +211,8 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     lines.append(details("Communication share", body))
     util = utilization_table(frame)
     tables["gpu_utilization.csv"] = util
-    if not util.empty and util["gpu_util_mean"].isna().all():
-        devices = ", ".join(sorted({cell(d) for d in util["device"]}))
+    if not util.empty and util[COL.gpu_util_mean].isna().all():
+        devices = ", ".join(sorted({cell(d) for d in util[COL.device]}))
         lines.append(f"**GPU utilization:** all runs ran on CPUs ({devices}): n/a, not measured and not estimated.\n")
     else:
         lines.append("### GPU utilization\n")
@@ -284,35 +285,37 @@ def runs_section(frame: pd.DataFrame) -> Section:
     """Every run with its settings and status; the failed ones named."""
     runs = frame[
         [
-            "run_id",
-            "status",
-            "strategy",
-            "engine",
-            "loss",
-            "procs",
-            "scaling",
-            "grid",
-            "sweep",
-            "dataset",
-            "steps",
-            "global_batch",
-            "threads_per_rank",
-            "wall_s",
-            "train_s",
-            "images_per_s",
-            "train_images",
-            "eval_images",
-            "contended",
-            "error",
+            COL.run_id,
+            COL.status,
+            COL.strategy,
+            COL.engine,
+            COL.loss,
+            COL.procs,
+            COL.scaling,
+            COL.grid,
+            COL.sweep,
+            COL.dataset,
+            COL.steps,
+            COL.global_batch,
+            COL.threads_per_rank,
+            COL.wall_s,
+            COL.train_s,
+            COL.images_per_s,
+            COL.train_images,
+            COL.eval_images,
+            COL.contended,
+            COL.error,
         ]
     ]
-    failed = runs[~runs["status"].isin(("ok", "diverged"))]  # diverged runs have their own section
-    shown = runs.assign(error=runs["error"].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
+    failed = runs[~runs[COL.status].isin(("ok", "diverged"))]  # diverged runs have their own section
+    shown = runs.assign(error=runs[COL.error].map(lambda e: e.splitlines()[0][:120] if isinstance(e, str) else None))
     lines = ["## Runs\n"]
     if not failed.empty:
         lines.append(
             f"**{len(failed)} run(s) failed:** "
-            + "; ".join(f"{rid}: {cell(str(err).splitlines()[0][:160])}" for rid, err in zip(failed["run_id"], failed["error"]))
+            + "; ".join(
+                f"{rid}: {cell(str(err).splitlines()[0][:160])}" for rid, err in zip(failed[COL.run_id], failed[COL.error])
+            )
             + "\n"
         )
     lines.append(details(f"All {len(runs)} runs", markdown_table(shown)))

@@ -16,12 +16,13 @@ from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
-from ...records.record import Machine, RankTelemetry, Record, RecordError, part_of
+from ...records.record import Machine, RankTelemetry, Record, RecordError, TelemetrySummary
 from ...records.results import trace_files
-from ...train.strategies.cellular.record import CellularRecord
+from ..columns import COL
 from ..markdown import NA, Markdown, cell, link
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
 from ..stats.verdicts import summarise
+from ..strategy_fields import cellular_fields
 
 KID_UNITS = (
     "KID is the raw unbiased MMD² under the cubic kernel (x·y/d + 1)³, in torch-fidelity's and clean-fid's units (no "
@@ -34,15 +35,15 @@ KID_UNITS = (
 
 def config_label(frame: pd.DataFrame, scaling: str) -> pd.Series:
     """A label naming what a scaling curve holds fixed: strategy / loss / engine [label] (sweep) [grid or block]."""
-    parts = frame["strategy"] + " / " + frame["loss"] + " / " + frame["engine"]
+    parts = frame[COL.strategy] + " / " + frame[COL.loss] + " / " + frame[COL.engine]
     if "label" in frame:
-        parts = parts + frame["label"].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
+        parts = parts + frame[COL.label].map(lambda v: f" [{v}]" if isinstance(v, str) and v else "")
     if "sweep" in frame:  # the flat table's text of the swept values
-        parts = parts + frame["sweep"].map(lambda v: f" ({v})" if isinstance(v, str) and v else "")
+        parts = parts + frame[COL.sweep].map(lambda v: f" ({v})" if isinstance(v, str) and v else "")
     if scaling == "strong":
-        parts = parts + frame["grid"].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
+        parts = parts + frame[COL.grid].map(lambda g: f" / grid {g}" if isinstance(g, str) and g else "")
     else:
-        parts = parts + frame["cells_per_rank"].map(
+        parts = parts + frame[COL.cells_per_rank].map(
             lambda k: f" / {int(k)} cell{'s' if k > 1 else ''} per rank" if pd.notna(k) else ""
         )
     return parts
@@ -57,6 +58,31 @@ def mean_of_lists(values: Iterable[Any]) -> float | None:
 def threads_text(values: Iterable[Any]) -> str:
     distinct = sorted({int(v) for v in values if pd.notna(v)})
     return ",".join(map(str, distinct)) if distinct else NA
+
+
+RATIOS = ("speedup", "efficiency", "efficiency_work")
+"""The scaling table's ratios to the P = 1 point, each with its interval."""
+RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
+SCALING_COLUMNS = [
+    "config",
+    "procs",
+    "runs",
+    "threads_per_rank",
+    "oversubscribed",
+    "train_s_mean",
+    "train_s_std",
+    "images_per_s_mean",
+    "images_per_s_std",
+    "images_per_s_per_rank",
+    "work_images_per_rank",
+    *RATIO_COLUMNS,
+    "comm_share",
+    "compute_slowdown",
+    "note",
+    *(f"_{name}" for name in RATIOS),
+    "_train_s",
+]
+"""The columns of :func:`scaling_table`, its hidden summaries (``_*``) last."""
 
 
 def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
@@ -75,74 +101,64 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     ``compute_slowdown``, a rank's computation time per image at P over P=1's (above 1: smaller
     per-rank batches, or ranks slowing each other through shared cores, caches or memory).
     """
-    ok = frame[(frame["status"] == "ok") & (frame["scaling"] == scaling)].copy()
-    columns = [
-        "config",
-        "procs",
-        "runs",
-        "threads_per_rank",
-        "oversubscribed",
-        "train_s_mean",
-        "train_s_std",
-        "images_per_s_mean",
-        "images_per_s_std",
-        "images_per_s_per_rank",
-        "work_images_per_rank",
-        *RATIO_COLUMNS,
-        "comm_share",
-        "compute_slowdown",
-        "note",
-        *(f"_{name}" for name in RATIOS),
-        "_train_s",
-    ]
+    ok = frame[(frame[COL.status] == "ok") & (frame[COL.scaling] == scaling)].copy()
     if ok.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=SCALING_COLUMNS)
     ok["config"] = config_label(ok, scaling)
-    ok["work_images"] = ok["work_images_per_rank"].map(lambda v: mean_of_lists(v) if isinstance(v, list) else None)
-    ok["compute_per_image"] = [
-        _compute_per_image(*args) for args in zip(ok["compute_s"], ok["work_images_per_rank"], ok["work_steps_per_rank"])
-    ]
-    grouped = (
-        ok.groupby(["config", "procs"], sort=True)
+    rows = []
+    for config, points in _points(ok).groupby("config", sort=True):
+        rows += _against_one_process(points, ok[ok["config"] == config], scaling)
+    return pd.DataFrame(rows, columns=SCALING_COLUMNS)
+
+
+def _points(ok: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of a scaling kind (``config`` labelled) as one point per configuration and process count: its
+    runs, threads, mean times and throughput, work per rank, communication share and computation per image."""
+    ok = ok.assign(
+        work_images=ok[COL.work_images_per_rank].map(lambda v: mean_of_lists(v) if isinstance(v, list) else None),
+        compute_per_image=[
+            _compute_per_image(*args)
+            for args in zip(ok[COL.compute_s], ok[COL.work_images_per_rank], ok[COL.work_steps_per_rank])
+        ],
+    )
+    return (
+        ok.groupby(["config", COL.procs], sort=True)
         .agg(
-            runs=("run_id", "count"),
-            threads_per_rank=("threads_per_rank", threads_text),
-            oversubscribed=("oversubscribed", lambda v: bool(v.fillna(False).astype(bool).any())),
-            train_s_mean=("train_s", "mean"),
-            train_s_std=("train_s", "std"),
-            images_per_s_mean=("images_per_s", "mean"),
-            images_per_s_std=("images_per_s", "std"),
-            images_per_s_per_rank=("images_per_s_per_rank", "mean"),
+            runs=(COL.run_id, "count"),
+            threads_per_rank=(COL.threads_per_rank, threads_text),
+            oversubscribed=(COL.oversubscribed, lambda v: bool(v.fillna(False).astype(bool).any())),
+            train_s_mean=(COL.train_s, "mean"),
+            train_s_std=(COL.train_s, "std"),
+            images_per_s_mean=(COL.images_per_s, "mean"),
+            images_per_s_std=(COL.images_per_s, "std"),
+            images_per_s_per_rank=(COL.images_per_s_per_rank, "mean"),
             work_images_per_rank=("work_images", "mean"),
-            comm_share=("comm_share", "mean"),
+            comm_share=(COL.comm_share, "mean"),
             compute_per_image=("compute_per_image", "mean"),
         )
         .reset_index()
     )
+
+
+def _against_one_process(points: pd.DataFrame, runs: pd.DataFrame, scaling: str) -> list[dict[str, Any]]:
+    """One configuration's points (:func:`_points`) as rows of the scaling table, each with its ratios to the P = 1
+    point over ``runs`` (the configuration's runs), its computation slowdown and the note of why a ratio is missing."""
+    base = _timed(runs[runs[COL.procs] == 1])
+    base_per_image = points[points[COL.procs] == 1]["compute_per_image"]
     rows = []
-    for config, part in grouped.groupby("config", sort=True):
-        runs = ok[ok["config"] == config]
-        base = _timed(runs[runs["procs"] == 1])
-        base_per_image = part[part["procs"] == 1]["compute_per_image"]
-        for _, row in part.iterrows():
-            out = row.to_dict()
-            per_image = out.pop("compute_per_image")
-            slowdown = (
-                per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
-            )
-            out.update(compute_slowdown=slowdown, note="", _train_s=summarise(runs[runs["procs"] == row["procs"]]["train_s"]))
-            out.update(_ratios(base, _timed(runs[runs["procs"] == row["procs"]]), int(row["procs"]), scaling))
-            if not base:
-                out["note"] = "no P=1 run: speedup and efficiency not computed"
-            elif budgeted(_timed(runs)):
-                out["note"] = "time-budgeted runs: ratio of images/s"
-            rows.append(out)
-    return pd.DataFrame(rows, columns=columns)
-
-
-RATIOS = ("speedup", "efficiency", "efficiency_work")
-"""The scaling table's ratios to the P = 1 point, each with its interval."""
-RATIO_COLUMNS = [f"{name}{part}" for name in RATIOS for part in ("", "_lo", "_hi")]
+    for _, point in points.iterrows():
+        out = point.to_dict()
+        per_image = out.pop("compute_per_image")
+        slowdown = per_image / base_per_image.iloc[0] if per_image and len(base_per_image) and base_per_image.iloc[0] else None
+        at = runs[runs[COL.procs] == point[COL.procs]]
+        out.update(compute_slowdown=slowdown, note="", _train_s=summarise(at[COL.train_s]))
+        out.update(_ratios(base, _timed(at), int(point[COL.procs]), scaling))
+        if not base:
+            out["note"] = "no P=1 run: speedup and efficiency not computed"
+        elif budgeted(_timed(runs)):
+            out["note"] = "time-budgeted runs: ratio of images/s"
+        rows.append(out)
+    return rows
 
 
 TIMED_COLUMNS = ("run_id", "procs", "train_s", "images_per_s", "images_per_s_per_rank", "budget_s")
@@ -192,30 +208,30 @@ def _distinct(column: pd.Series) -> list[int]:
 
 def sweep_warnings(frame: pd.DataFrame) -> list[str]:
     """What makes a sweep's points not comparable: mixed threads, oversubscription, unequal work."""
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame[COL.status] == "ok"]
     warnings = []
     for scaling in ("strong", "weak"):
-        part = ok[ok["scaling"] == scaling]
+        part = ok[ok[COL.scaling] == scaling]
         if part.empty:
             continue
         part = part.assign(config=config_label(part, scaling))
         for config, runs in part.groupby("config", sort=True):
-            threads = _distinct(runs["threads_per_rank"])
+            threads = _distinct(runs[COL.threads_per_rank])
             if len(threads) > 1:
                 warnings.append(
                     f"{config} ({scaling}): threads per rank differ across the sweep ({', '.join(map(str, threads))}); "
                     "its speedups mix more processes with fewer threads. Set `train.threads` or let the suite hold "
                     "threads fixed (the default)."
                 )
-            over = runs[runs["oversubscribed"].fillna(False).astype(bool)]
-            for _, r in over.sort_values("procs").drop_duplicates("procs").iterrows():
+            over = runs[runs[COL.oversubscribed].fillna(False).astype(bool)]
+            for _, r in over.sort_values(COL.procs).drop_duplicates(COL.procs).iterrows():
                 warnings.append(
-                    f"{config} ({scaling}) at P={r['procs']}: {int(r['ranks_per_node'])} ranks x "
-                    f"{int(r['threads_per_rank'])} threads on {int(r['cores_per_node'])} cores is oversubscribed: "
+                    f"{config} ({scaling}) at P={r[COL.procs]}: {int(r[COL.ranks_per_node])} ranks x "
+                    f"{int(r[COL.threads_per_rank])} threads on {int(r[COL.cores_per_node])} cores is oversubscribed: "
                     "its time measures contention, not scaling."
                 )
             if scaling == "weak":
-                work = runs.groupby("procs")["work_images_per_rank"].agg(
+                work = runs.groupby(COL.procs)[COL.work_images_per_rank].agg(
                     lambda v: mean_of_lists([x for lst in v if isinstance(lst, list) for x in lst])
                 )
                 if work.notna().all() and len(work) > 1 and work.max() > 1.01 * work.min():
@@ -223,7 +239,7 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
                         f"{config} (weak): the work per rank is not fixed ({', '.join(f'P={p}: {w:.0f}' for p, w in work.items())} "
                         "images per rank): compare `efficiency_work` (per-rank throughput) rather than `efficiency`."
                     )
-                hoods = _distinct(runs["neighbourhood_size"])
+                hoods = _distinct(runs[COL.neighbourhood_size])
                 if len(hoods) > 1:
                     warnings.append(
                         f"{config} (weak): the neighbourhood grows with the grid ({' -> '.join(map(str, hoods))} cells), "
@@ -234,13 +250,35 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
 
 
 def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame[COL.status] == "ok"]
     table = ok[
-        ["run_id", "procs", "comm_bytes", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+        [
+            COL.run_id,
+            COL.procs,
+            COL.comm_bytes,
+            COL.comm_s,
+            COL.step_s,
+            COL.data_s,
+            COL.compute_s,
+            COL.comm_wait_s,
+            COL.comm_share,
+            COL.timed_steps,
+        ]
     ].copy()
     table["comm_mb"] = table.pop("comm_bytes") / 2**20
     return table[
-        ["run_id", "procs", "comm_mb", "comm_s", "step_s", "data_s", "compute_s", "comm_wait_s", "comm_share", "timed_steps"]
+        [
+            COL.run_id,
+            COL.procs,
+            "comm_mb",
+            COL.comm_s,
+            COL.step_s,
+            COL.data_s,
+            COL.compute_s,
+            COL.comm_wait_s,
+            COL.comm_share,
+            COL.timed_steps,
+        ]
     ]
 
 
@@ -257,65 +295,63 @@ def _own_peak_use(per_rank: list[RankTelemetry]) -> PeakUse | None:
     return peak_use(achieved, peaks) if per_rank else None
 
 
-def _peak_use(record: Record | None, row: pd.Series) -> PeakUse:
+def _peak_use(record: Record) -> PeakUse:
     """A run's FLOP/s against its peak, from its ranks' own telemetry where recorded (records before
     ``peak_raised_ranks`` are read the same way), else as the record gives it."""
-    per_rank = (record.telemetry.per_rank if record is not None and record.telemetry is not None else None) or []
-    own = _own_peak_use(per_rank)
+    telemetry = record.telemetry or TelemetrySummary()
+    own = _own_peak_use(telemetry.per_rank or [])
     if own is not None:
         return own
-    raised = row["peak_raised_ranks"] if isinstance(row["peak_raised_ranks"], list) else []
-    achieved, peak, fraction = (
-        None if pd.isna(row[c]) else float(row[c]) for c in ("achieved_flops", "peak_flops", "fraction_of_peak")
-    )
-    return PeakUse(achieved, peak, fraction, raised)
+    raised = telemetry.peak_raised_ranks or []
+    return PeakUse(telemetry.achieved_flops_per_rank, telemetry.peak_flops_per_rank, telemetry.fraction_of_peak, raised)
 
 
-def step_table(frame: pd.DataFrame, records: list[Record]) -> pd.DataFrame:
-    """Per run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
-    ok = frame[frame["status"] == "ok"]
-    by_id = {r.run_id: r for r in records}
+def step_table(records: list[Record]) -> pd.DataFrame:
+    """Per ok run: step-time spread, throughput with its interval, FLOPs and the fraction of peak."""
     rows = []
-    for _, r in ok.iterrows():
-        ci = r["images_per_s_ci95"] if isinstance(r["images_per_s_ci95"], list) else [None, None]
-        peak = _peak_use(by_id.get(r["run_id"]), r)
+    for r in records:
+        if r.status != "ok":
+            continue
+        telemetry = r.telemetry or TelemetrySummary()
+        ci = r.images_per_s_ci95 or [None, None]
+        peak = _peak_use(r)
         rows.append(
             {
-                "run_id": r["run_id"],
-                "procs": r["procs"],
-                "threads_per_rank": r["threads_per_rank"],
-                "timed_steps": r["timed_steps"],
-                "step_p50": r["step_p50"],
-                "step_p95": r["step_p95"],
-                "step_mean": r["step_s"],
-                "step_ci95": r["step_ci95"],
-                "images_per_s": r["images_per_s"],
+                "run_id": r.run_id,
+                "procs": r.procs,
+                "threads_per_rank": r.threads_per_rank,
+                "timed_steps": telemetry.timed_steps,
+                "step_p50": telemetry.step_p50,
+                "step_p95": telemetry.step_p95,
+                "step_mean": telemetry.step_s,
+                "step_ci95": telemetry.step_ci95,
+                "images_per_s": r.images_per_s,
                 "images_per_s_lo": ci[0],
                 "images_per_s_hi": ci[1],
-                "gflop_per_step": r["flops_per_step"] / 1e9 if pd.notna(r["flops_per_step"]) else None,
+                "gflop_per_step": telemetry.flops_per_step / 1e9 if telemetry.flops_per_step is not None else None,
                 "achieved_gflops": peak.achieved / 1e9 if peak.achieved is not None else None,
                 "fraction_of_peak": peak.fraction,
                 "peak_gflops": peak.peak / 1e9 if peak.peak is not None else None,
                 "peak_raised_ranks": ",".join(map(str, peak.raised_ranks)),  # empty where none was raised
-                "peak_source": r["peak_source"],
+                "peak_source": telemetry.peak_source,
             }
         )
     return pd.DataFrame(rows)
 
 
 def utilization_table(frame: pd.DataFrame) -> pd.DataFrame:
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame[COL.status] == "ok"]
     return ok[
         [
-            "run_id",
-            "procs",
-            "device",
-            "gpu_util_mean",
-            "gpu_util_p95",
-            "gpu_mem_used_mb",
-            "gpu_mem_peak_mb",
-            "cpu_util_mean",
-            "host_mem_peak_mb",
+            COL.run_id,
+            COL.procs,
+            COL.device,
+            COL.gpu_util_mean,
+            COL.gpu_util_p95,
+            COL.gpu_mem_used_mb,
+            COL.gpu_mem_peak_mb,
+            COL.cpu_util_mean,
+            COL.host_mem_peak_mb,
         ]
     ].copy()
 
@@ -329,7 +365,7 @@ def cellular_phase_table(records: list[Record]) -> pd.DataFrame:
             "cells_per_rank": cells.cells_per_rank,
             **{phase: float(np.mean(values)) for phase, values in cells.phases_s.items()},
         }
-        for r, cells in ((r, part_of(r, CellularRecord)) for r in records)
+        for r, cells in ((r, cellular_fields(r)) for r in records)
         if r.status == "ok" and cells.phases_s
     ]
     return pd.DataFrame(rows)
@@ -358,7 +394,7 @@ def environment_tables(records: list[Record]) -> tuple[pd.DataFrame, pd.DataFram
         )
     if not rows:
         return pd.DataFrame(columns=["item", "value"]), pd.DataFrame()
-    frame = pd.DataFrame(rows).set_index("run_id")
+    frame = pd.DataFrame(rows).set_index(COL.run_id)
     varying = [c for c in frame.columns if frame[c].astype(str).nunique(dropna=False) > 1]  # recorded by some runs only
     common = frame.drop(columns=varying).iloc[0]
     return (
@@ -410,13 +446,15 @@ def machine_note(records: list[Record]) -> str:
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Where each run's wall time went: set-up, the window (its warm-up a part of it), evaluation pauses, finalize,
     scoring; and whether the host was busy while it was timed (``contended``, :mod:`suite.measure.hostload`)."""
-    ok = frame[frame["status"] == "ok"]
-    table = ok[["run_id", "wall_s", "setup_s", "warmup_s", "train_s", "eval_s", "finalize_s", "score_s"]].copy()
-    parts = table[["setup_s", "train_s", "eval_s", "finalize_s", "score_s"]].fillna(0).sum(axis=1)  # warm-up: in train_s
-    table["other_s"] = (table["wall_s"] - parts).clip(lower=0)  # process start-up, imports, launcher
-    table["train_share"] = table["train_s"] / table["wall_s"]
-    table["contended"] = ok["contended"]
-    table["outside_cores"] = ok["outside_cores"]
+    ok = frame[frame[COL.status] == "ok"]
+    table = ok[[COL.run_id, COL.wall_s, COL.setup_s, COL.warmup_s, COL.train_s, COL.eval_s, COL.finalize_s, COL.score_s]].copy()
+    parts = (
+        table[[COL.setup_s, COL.train_s, COL.eval_s, COL.finalize_s, COL.score_s]].fillna(0).sum(axis=1)
+    )  # warm-up: in train_s
+    table["other_s"] = (table[COL.wall_s] - parts).clip(lower=0)  # process start-up, imports, launcher
+    table["train_share"] = table[COL.train_s] / table[COL.wall_s]
+    table[COL.contended] = ok[COL.contended]
+    table[COL.outside_cores] = ok[COL.outside_cores]
     return table
 
 

@@ -1,0 +1,412 @@
+"""What the headline's numbers support: the tested findings on the headline rows
+(:func:`suite.analysis.findings.headline`), each one family of tests over every pair of systems on one quantity (the
+quality verdicts among them, on the late FID by the procedure of :func:`quality_procedure`), the verdict tags each
+system gets from them, and ``findings.csv``, every pair's verdict as a row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, cast
+
+import pandas as pd
+from scipy import special
+
+from ..records.record import Record
+from .estimand import DEFINITION, equivalence_margin, late_score, seed_policy
+from .findings import caveats, config_name, contended, headline, not_learned_reasons
+from .markdown import cell
+from .stats.power import PairPower, undistinguished_power
+from .stats.sequential import Plan, Sequential, sequential_family
+from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
+from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, location_difference, sentence
+
+TIMING = ("time to target", "speedup")
+"""The quantities of the findings that are timings (a busy host weakens them)."""
+BUSY_HOST = "‡"
+"""The mark of a timing verdict tag of a configuration some of whose runs were timed on a busy host."""
+BUDGET_BOUND = "†"
+"""The mark of a verdict tag that holds at this budget only (a system in its claims was still improving)."""
+EQUAL_BUDGET = "FID at equal budget"
+"""The quantity of the equal-budget finding, as the verdict column names it."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence under the headline; ``family`` is the family of tests it states (None: a sentence that tests nothing)."""
+
+    text: str
+    quantity: str
+    """What the family ranks, in a few words (``FID``, ``speedup``): the verdict column's name for it."""
+    family: Family | None = None
+    what: str = ""
+    """What the sentence ranks, as it opens (``Final quality (FID, ruler)``)."""
+    scale: Scale | None = None
+    """At what budget the family's verdict holds, and whether it settled (None: a sentence that tests nothing)."""
+
+    @property
+    def power(self) -> list[PairPower]:
+        """Per pair not distinguishable, what this run could have detected (from its own spread)."""
+        return undistinguished_power(self.family) if self.family is not None else []
+
+    def budget_bound(self, name: str) -> bool:
+        """Whether what the family claims of ``name`` holds at this budget only: it, or a system it was found better
+        or worse than, was still improving at the end."""
+        if self.family is None or self.scale is None:
+            return False
+        improving = set(self.scale.improving)
+        partners = {p.second for p in self.family.claims if p.first == name} | {
+            p.first for p in self.family.claims if p.second == name
+        }
+        return bool(partners) and (name in improving or bool(partners & improving))
+
+
+def _family(rows: list[dict[str, Any]], column: str, lower_is_better: bool = True) -> Family | None:
+    """Every pair of the rows' ``column`` summaries tested (:func:`compare_all`; None where fewer than two have one)."""
+    return compare_all({row["strategy"]: row[column] for row in rows if row.get(column) is not None}, lower_is_better)
+
+
+def _ranked(
+    rows: list[dict[str, Any]],
+    family: Family,
+    what: str,
+    quantity: str,
+    records: list[Record],
+    scaling: dict[str, pd.DataFrame],
+    shown: str | None = None,
+) -> Finding:
+    """The finding of ``family``, tested on ``rows``: its sentence (with the rows' ``shown`` column beside each
+    estimate), and the caveats of each candidate found better."""
+    text = sentence(family, what, shown={row["strategy"]: row[shown] for row in rows if row.get(shown)} if shown else None)
+    named = [family.order[0]] if len(family.order) == 1 else list(dict.fromkeys(p.first for p in family.claims))
+    for name in named:
+        notes = caveats(next(row for row in rows if row["strategy"] == name), records, scaling, quantity in TIMING)
+        if notes:
+            text += f" Caveat for {name}: {', '.join(notes)}."
+    return Finding(text, quantity, family, what)
+
+
+def _scored(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if row["_fid"] is not None or row["_kid"] is not None]
+
+
+def _late_unlearned(row: dict[str, Any]) -> bool:
+    """Whether some draw of ``row`` has no late FID, or one no better than its untrained generator's FID."""
+    for r in row["_main"]:
+        late, untrained = late_score(r), r.quality.untrained_fid if r.quality is not None else None
+        if late is None or (untrained is not None and late >= untrained):
+            return True
+    return False
+
+
+def excluded_from_quality(rows: list[dict[str, Any]]) -> set[str]:
+    """The headline rows the quality verdicts leave out as not learned in some draw. Where they compare the late FID
+    (every scored row has one), a draw is judged on it: a late FID no better than its untrained generator's; a final
+    model that collapsed after learning (one moment, said in the warnings) does not take its system out of a
+    comparison of the late half of training. Else on the final model's signals (:func:`unlearned_configs`)."""
+    scored = _scored(rows)
+    if scored and all(row.get("_fid_late") is not None for row in scored):
+        return {row["strategy"] for row in scored if _late_unlearned(row)}
+    return unlearned_configs(rows)
+
+
+def scored_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The headline rows the quality verdicts compare: scored, and learned in every draw (:func:`excluded_from_quality`)."""
+    excluded = excluded_from_quality(rows)
+    return [row for row in _scored(rows) if row["strategy"] not in excluded]
+
+
+def late_rows(scored: list[dict[str, Any]]) -> bool:
+    """Whether the scored rows are compared on the late FID: one ruler, and a late FID for every row."""
+    return bool(scored) and len({row["quality"] for row in scored}) == 1 and all(row["_fid_late"] is not None for row in scored)
+
+
+def sequential_quality(records: list[Record]) -> Sequential | None:
+    """The late-FID verdicts of ``records`` as the report takes them (:func:`quality_procedure`; None where the
+    systems are not compared on the late FID): ``suite run`` decides each next block of sequential seeds with it."""
+    rows: list[dict[str, Any]] = headline(records, {}).to_dict("records")
+    scored = scored_rows(rows)
+    return quality_procedure(scored, records) if late_rows(scored) else None
+
+
+LATE_FID = "late FID"
+"""The quantity of the quality verdicts (:mod:`suite.analysis.estimand`), as the verdict column names it."""
+
+
+def quality_procedure(rows: list[dict[str, Any]], records: list[Record]) -> Sequential | None:
+    """The late-FID verdicts of ``rows`` as the run decided them: sequential seeds replayed where the runs had a
+    policy (:mod:`suite.analysis.stats.sequential`), else one look at every seed; every pair better, equivalent
+    within the runs' ``metrics.equivalence_margin`` or undecided. ``suite run`` decides its next block with it."""
+    main = [r for row in rows for r in row["_main"]]
+    policy = seed_policy(main)
+    if policy is None:
+        draws = {row["strategy"]: row["_fid_late_draws"] for row in rows}
+        plan = Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
+    else:  # by seed position: a seed that ran but failed is None in its place, so later seeds keep theirs
+        plan, draws = Plan(*policy), {row["strategy"]: _positions(row, records) for row in rows}
+    return sequential_family(draws, plan, True, equivalence_margin(main))
+
+
+def _positions(row: dict[str, Any], records: list[Record]) -> list[float | None]:
+    """A row's late FIDs by seed (0, 1, ...), None for a seed whose run at the row's P did not finish ok, up to the
+    last seed that ran at all."""
+    late = {r.seed: late_score(r) for r in row["_main"]}
+    tried = [r.seed for r in records if config_name(r) == row["strategy"] and r.procs == row["_top"] and r.seed is not None]
+    return [late.get(seed) for seed in range(max(tried, default=-1) + 1)]
+
+
+def _late_quality(rows: list[dict[str, Any]], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
+    """The quality verdicts: every pair of systems on the late FID (:func:`quality_procedure`)."""
+    procedure = quality_procedure(rows, records)
+    assert procedure is not None, "rows with late FIDs make a family"
+    what = f"Quality ({LATE_FID}, {ruler})"
+    said = _ranked(rows, procedure.family, what, LATE_FID, records, scaling)
+    definition = f" The estimand: {DEFINITION}; the final model's FID is the `fid` column."
+    unfinished = (
+        f" The sequential seeds are unfinished: {', '.join(procedure.continuing)} would train another block (a run "
+        "stopped early: `suite run` again continues)."
+        if procedure.continuing
+        else ""
+    )
+    return replace(said, text=said.text + unfinished + definition)
+
+
+def findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[str]:
+    """A few sentences stating what the headline numbers support, each with its caveats (:func:`tested_findings`)."""
+    return [finding.text for finding in tested_findings(table, records, scaling)]
+
+
+def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The headline's findings, each a sentence and the family of tests behind it.
+
+    Each tested finding is one family (:func:`suite.analysis.stats.verdicts.compare_all`): every pair
+    of configurations on one quantity, over their draws (seeds for quality and time to quality,
+    runs at both ends for speedup), Holm-corrected together. Its sentence gives every estimate, says which
+    configuration is better than which where the test found it, and that the other pairs are not
+    distinguishable; nothing is inferred from one pair to another.
+    """
+    if table.empty:
+        return []
+    rows: list[dict[str, Any]] = table.to_dict("records")
+    out: list[Finding] = [f for f in [_time_to_target_finding(rows, records, scaling)] if f is not None]
+    unlearned = excluded_from_quality(rows)
+    scored = scored_rows(rows)
+    rulers = {row["quality"] for row in scored}
+    if late_rows(scored):
+        out.append(replace(_late_quality(scored, next(iter(rulers)), records, scaling), scale=quality_scale(scored)))
+    elif scored and len(rulers) == 1:
+        metric = "_fid" if all(row["_fid"] is not None for row in scored) else "_kid"
+        what = f"Final quality ({metric[1:].upper()}, {next(iter(rulers))})"
+        family = _family(scored, metric)
+        said = _ranked(scored, family, what, metric[1:].upper(), records, scaling) if family else None
+        if said:
+            out.append(replace(said, scale=quality_scale(scored, metric[1:].replace("kid", "kid_mean"))))
+    elif len(rulers) > 1:
+        out.append(
+            Finding("Final qualities were measured with different rulers or sample counts and are not compared.", "quality")
+        )
+    if unlearned:
+        out.append(
+            Finding(
+                "Left out of the quality comparisons, not learned in some draw (the final model's signals in the "
+                "warnings; on the late FID: a draw whose late FID is no better than its untrained generator's, or that "
+                f"has fewer than two curve points in the last half): {', '.join(sorted(unlearned))}.",
+                "quality",
+            )
+        )
+    at_time = [row for row in rows if row.get("_fid_at_equal_time") is not None and row["strategy"] not in unlearned]
+    # at an equal images budget the FID at its last point is the final model's, one moment of a GAN that may still
+    # oscillate: the late FID above is the verdict, the final FID a column beside it; equal time stays a family
+    moment = late_rows(scored) and bool(rows) and rows[0]["_equal_axis"] == "images"
+    if len(at_time) > 1 and len(rulers) == 1 and not moment:
+        if rows[0]["_equal_axis"] == "images":
+            budget = f"an equal images budget (FID at the last curve point by {rows[0]['_equal_time']:.0f} images"
+        else:
+            budget = f"equal training time (FID at the last curve point by {rows[0]['_equal_time']:.0f} s"
+        what = f"Quality at {budget}, {next(iter(rulers))})"
+        family = _family(at_time, "_fid_at_equal_time")
+        said = _ranked(at_time, family, what, EQUAL_BUDGET, records, scaling) if family else None
+        if said:
+            out.append(replace(said, scale=quality_scale(at_time)))
+    speedups = _speedup_finding(rows, records, scaling)
+    return out + ([speedups] if speedups is not None else [])
+
+
+def _time_to_target_finding(
+    rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]
+) -> Finding | None:
+    """Every pair of systems on the time to the runs' target, over the draws that reached it (None: the runs set no
+    target); where none reached it in every draw, a sentence that says so."""
+    target = next((r.time_to_target for r in records if r.status == "ok" and r.time_to_target is not None), None)
+    if target is None:
+        return None
+    goal = f"{target.target:g}" if target.target is not None else "its target"
+    metric = str(target.metric or "the score").upper()
+    what = f"Time to {metric} <= {goal} ({cell(target.features)}, n={target.n}), seconds of training"
+    family = _family(rows, "_time_to_target")
+    said = _ranked(rows, family, what, "time to target", records, scaling, "time_to_target") if family else None
+    missed = [f"{row['strategy']} ({row['_target_missed']})" for row in rows if isinstance(row["_target_missed"], str)]
+    if said is None:
+        return Finding(
+            f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.", "time to target"
+        )
+    missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
+    return Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows)))
+
+
+def _speedup_finding(rows: list[dict[str, Any]], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
+    """Every pair of systems on the strong-scaling speedup at the largest P that has speedups (None: none has one)."""
+    scaled = [row for row in rows if row["_speedup"] is not None]
+    if not scaled:
+        return None
+    top = max(row["_top"] for row in scaled)
+    at_top = [row for row in scaled if row["_top"] == top]
+    family = _family(at_top, "_speedup", lower_is_better=False)
+    said = _ranked(at_top, family, f"Strong-scaling speedup at P={top}", "speedup", records, scaling) if family else None
+    return replace(said, scale=speedup_scale(at_top, top)) if said else None
+
+
+def unlearned_configs(rows: list[dict[str, Any]]) -> set[str]:
+    """The headline rows (configurations) with a model that has not learned in some draw."""
+    return {
+        row["strategy"] for row in rows if any(r.quality is not None and not_learned_reasons(r.quality) for r in row["_main"])
+    }
+
+
+def verdicts(
+    found: list[Finding], names: Iterable[str], unlearned: Iterable[str] = (), timed: dict[str, list[Record]] | None = None
+) -> dict[str, str]:
+    """Per configuration, what the tested findings say of it in a few words: the verdict column of the headline.
+
+    ``best Q`` where the family found it better than every other candidate on Q, ``worst Q`` where every
+    other was found better, ``Q beats k`` where it was found better than k others (those found better than
+    it say so on their own rows), ``Q behind k`` where it beats none; a family that repeats an earlier one
+    (:func:`repeats`) is said once. A tag whose claims involve a system still improving at the end of the budget
+    ends :data:`BUDGET_BOUND`: it holds at this budget only (:meth:`Finding.budget_bound`). A timing tag of a
+    configuration with a run in ``timed`` (its runs, by name) timed on a busy host ends :data:`BUSY_HOST`.
+    """
+    timed = timed or {}
+    kept = [f for f, again in zip(found, repeats(found)) if f.family is not None and not again]
+    out = {}
+    for name in names:
+        tags = ["not learned"] if name in set(unlearned) else []
+        tested = False
+        for finding in kept:
+            quantity, family = finding.quantity, finding.family
+            assert family is not None
+            if name not in family.order:
+                continue
+            tested = tested or bool(family.tested)
+            others = len(family.order) - 1
+            wins = sum(p.first == name for p in family.claims)
+            losses = sum(p.second == name for p in family.claims)
+            if others and wins == others:
+                tag = f"best {quantity}"
+            elif others and losses == others:
+                tag = f"worst {quantity}"
+            elif wins:
+                tag = f"{quantity} beats {wins}"
+            elif losses:
+                tag = f"{quantity} behind {losses}"
+            else:
+                tag = ""
+            same = sum(name in (p.first, p.second) for p in family.equivalences)
+            if same and family.margin is not None:
+                tag += (", " if tag else f"{quantity} ") + f"≈ {same}"
+            if not tag:
+                continue
+            busy = quantity in TIMING and any(contended(r) for r in timed.get(name, []))
+            tags.append(tag + (BUDGET_BOUND if finding.budget_bound(name) else "") + (BUSY_HOST if busy else ""))
+        out[name] = "; ".join(tags) or ("no difference found" if tested else "not tested")
+    return out
+
+
+def repeats(found: list[Finding]) -> list[bool]:
+    """Per finding, whether it is the equal-budget quality and repeats an earlier family: the same candidates and the
+    same pairs found different (the budget ended where training ended)."""
+    seen = []
+    out = []
+    for finding in found:
+        family = finding.family
+        key = (tuple(sorted(family.order)), sorted((p.first, p.second) for p in family.claims)) if family else None
+        out.append(finding.quantity == EQUAL_BUDGET and key in seen)
+        seen.append(key)
+    return out
+
+
+FINDINGS_COLUMNS = (
+    "family",
+    "estimand",
+    "budget",
+    "system_a",
+    "system_b",
+    "verdict",
+    "ratio",
+    "ratio_lo",
+    "ratio_hi",
+    "p_adjusted",
+    "p_equivalence_adjusted",
+    "margin",
+    "level",
+    "look",
+    "seeds_a",
+    "seeds_b",
+    "budget_bound",
+)
+"""The columns of ``findings.csv``: one row per pair of every tested family."""
+
+
+def _ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None, float | None]:
+    """``a / b`` of two log-scale estimates with its 95 % Welch interval (None where it cannot be told)."""
+    if not (a.log and b.log):
+        return None, None, None
+    d = location_difference(a, b)
+    if d is None:
+        return math.exp(a.location - b.location), None, None
+    half = float(special.stdtrit(d.df, 0.5 + CONFIDENCE / 2)) * d.se
+    return math.exp(d.value), math.exp(d.value - half), math.exp(d.value + half)
+
+
+def findings_table(found: list[Finding]) -> pd.DataFrame:
+    """Every pair's verdict as a row (:data:`FINDINGS_COLUMNS`), so that tools read the verdicts without the prose.
+
+    ``system_a`` has the better estimate; ``verdict`` is ``a better``, ``equivalent`` (within ``margin``-fold),
+    ``undecided`` or ``not testable``; ``ratio`` is a's estimate over b's with its 95 % interval; ``level`` the
+    family-wise level the pair was decided at (a sequential look's share), ``look`` the look that decided it;
+    ``budget_bound``: a system of the pair was still improving at the end of the budget.
+    """
+    rows = []
+    for finding, again in zip(found, repeats(found)):
+        family = finding.family
+        if family is None or again:
+            continue
+        improving = set(finding.scale.improving) if finding.scale is not None else set()
+        budget = finding.scale.budget.split(";")[0] if finding.scale is not None else None
+        for pair in family.pairs:
+            a, b = pair.estimates or (family.summaries[pair.first], family.summaries[pair.second])
+            ratio, lo, hi = _ratio_interval(a, b)
+            verdict = "not testable" if pair.p_value is None else "a better" if pair.significant else pair.verdict
+            rows.append(
+                {
+                    "family": finding.quantity,
+                    "estimand": finding.what,
+                    "budget": budget,
+                    "system_a": pair.first,
+                    "system_b": pair.second,
+                    "verdict": verdict,
+                    "ratio": ratio,
+                    "ratio_lo": lo,
+                    "ratio_hi": hi,
+                    "p_adjusted": pair.p_adjusted,
+                    "p_equivalence_adjusted": pair.p_equivalence_adjusted,
+                    "margin": family.margin,
+                    "level": pair.alpha,
+                    "look": pair.look,
+                    "seeds_a": pair.seeds[0],
+                    "seeds_b": pair.seeds[1],
+                    "budget_bound": bool({pair.first, pair.second} & improving),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
+    return frame.astype({"look": "Int64", "seeds_a": "Int64", "seeds_b": "Int64", "margin": "float64"})

@@ -1,0 +1,119 @@
+"""The names of the report's flat table's columns as attributes that mypy checks: ``frame[COL.train_s]``.
+
+The flat table (:func:`suite.records.results.records_frame`) is built in one place, its columns named after the
+record's fields marked :func:`suite.records.record.column` (:data:`suite.records.codec.FLAT_COLUMNS`). Analysis names
+a column through :data:`COL`, never by a string, so that a misspelt column is a mypy error and a renamed or removed
+field fails ``tests/test_record_columns.py`` (which holds :class:`Columns` to the record's marked fields) instead of a
+report at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Columns:
+    """One attribute per column of the flat table, each holding its own name (:data:`COL`)."""
+
+    run_id: str
+    strategy: str
+    engine: str
+    loss: str
+    procs: str
+    scaling: str
+    repeat: str
+    grid: str
+    label: str
+    sweep: str
+    epochs: str
+    seed: str
+    budget_s: str
+    budget_images: str
+    threads_per_rank: str
+    cores_per_node: str
+    ranks_per_node: str
+    oversubscribed: str
+    setup_s: str
+    warmup_s: str
+    budget_window_s: str
+    train_s: str
+    eval_s: str
+    finalize_s: str
+    score_s: str
+    wall_s: str
+    images_per_s: str
+    images_per_s_ci95: str
+    images_per_s_per_rank: str
+    train_images: str
+    eval_images: str
+    global_batch: str
+    steps: str
+    images_consumed: str
+    warmup_images_consumed: str
+    budget_steps: str
+    steps_per_gan: str
+    generator_only_steps: str
+    classes: str
+    class_schedule: str
+    cells_per_rank: str
+    neighbourhood_size: str
+    status: str
+    error: str
+    reason: str
+    device: str
+    machine: str
+    numerics: str
+    dataset: str
+    comm_bytes: str
+    comm_s: str
+    timed_steps: str
+    step_s: str
+    step_p50: str
+    step_p95: str
+    step_ci95: str
+    data_s: str
+    compute_s: str
+    comm_wait_s: str
+    comm_share: str
+    work_images_per_rank: str
+    work_steps_per_rank: str
+    flops_per_step: str
+    achieved_flops: str
+    peak_flops: str
+    peak_source: str
+    peak_raised_ranks: str
+    fraction_of_peak: str
+    cpu_util_mean: str
+    host_mem_peak_mb: str
+    gpu_util_mean: str
+    gpu_util_p95: str
+    gpu_mem_used_mb: str
+    gpu_mem_peak_mb: str
+    features: str
+    ruler_sha256: str
+    protocol: str
+    papers_comparable: str
+    quality_n: str
+    is_mean: str
+    is_std: str
+    fid: str
+    kid_mean: str
+    kid_std: str
+    tvd: str
+    label_acc: str
+    contended: str
+    outside_cores: str
+    steal_share: str
+    load_avg: str
+    warnings: str
+    suite_version: str
+    git_commit: str
+    git_dirty: str
+    started_utc: str
+    ended_utc: str
+
+
+COL = Columns(**{f.name: f.name for f in dataclasses.fields(Columns)})
+"""The flat table's column names: ``COL.fid == "fid"``."""

@@ -1,0 +1,91 @@
+"""Analysis reads the record's columns through names mypy checks, not strings.
+
+A *read of a record column by a string name* is a string constant equal to a column of the report's flat table
+(:func:`suite.records.codec.flat_columns`: ``"fid"``, ``"procs"``, ``"train_s"``, ...) that stands
+
+- as the index of a subscript, alone or inside a tuple or list index: ``df["fid"]``, ``row["procs"]``,
+  ``df.loc[mask, "fid"]``, ``df[["run_id", "procs"]]``;
+- or as an argument (positional or keyword, alone or inside a tuple or list) of a call of one of the mapping and
+  pandas methods of :data:`METHODS`: ``row.get("fid")``, ``df.groupby(["config", "procs"])``,
+  ``df.agg(runs=("run_id", "count"))``, ``df.dropna(subset=["fid"])``.
+
+Dictionary literals that build an output table (``{"run_id": r.run_id}``) are not reads and are not counted. The count
+cannot tell a record column from another table's column of the same name (the papers' baseline CSVs, the headline's
+own rows keyed ``"strategy"``), so it is an upper bound. Outside ``suite/records/`` the code writes
+``frame[COL.fid]`` (:mod:`suite.analysis.columns`), so that a misspelt column is a mypy error and a renamed field
+fails :func:`test_the_names_are_the_records_columns`.
+
+Counts when this test was written (suite/analysis, suite/running): 294 and 34 before (by the narrower rule of the
+issue, subscripts and ``.get`` only: 202 and 34); after: :data:`LIMITS`.
+"""
+
+import ast
+import dataclasses
+from pathlib import Path
+
+from suite.analysis.columns import COL, Columns
+from suite.records.codec import FLAT_COLUMNS, flat_columns
+
+REPO = Path(__file__).resolve().parents[1]
+METHODS = frozenset(
+    {"get", "groupby", "sort_values", "set_index", "drop_duplicates", "dropna", "pivot", "pivot_table", "agg", "merge"}
+    | {"value_counts", "nunique", "reindex", "filter", "sort_index", "drop", "rename", "assign", "query"}
+)
+"""The calls whose string arguments name columns or keys."""
+LIMITS = {"suite/analysis": 85, "suite/running": 34}
+"""The most reads each folder may hold: what it holds now, so that none grows back (issue 53 asks for 30 in all)."""
+
+
+def _strings(node: ast.AST) -> list[ast.Constant]:
+    """The string constants of ``node``: itself, or the items of a tuple or list (nested)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [c for item in node.elts for c in _strings(item)]
+    return []
+
+
+def column_reads(tree: ast.AST, names: set[str]) -> list[ast.Constant]:
+    """The reads of a column of ``names`` by a string in ``tree`` (the module's docstring says which)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            found += _strings(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in METHODS:
+            for argument in [*node.args, *(k.value for k in node.keywords)]:
+                found += _strings(argument)
+    return [c for c in found if c.value in names]
+
+
+def _count(folder: str) -> tuple[int, list[str]]:
+    names = set(flat_columns())
+    where = []
+    for path in sorted((REPO / folder).rglob("*.py")):
+        reads = column_reads(ast.parse(path.read_text(), str(path)), names)
+        where += [f"{path.relative_to(REPO)}:{c.lineno}: {c.value!r}" for c in reads]
+    return len(where), where
+
+
+def test_reads_of_record_columns_by_string_do_not_grow():
+    for folder, limit in LIMITS.items():
+        count, where = _count(folder)
+        assert count <= limit, (
+            f"{folder}: {count} reads of a record column by a string (at most {limit}); name it by COL:\n" + "\n".join(where)
+        )
+
+
+def test_the_count_sees_every_kind_of_read():
+    code = (
+        'df["fid"]; df.loc[m, "procs"]; df[["run_id", "x"]]; row.get("seed"); df.groupby(["config", "scaling"])\n'
+        'df.agg(runs=("run_id", "count")); df.dropna(subset=["fid"]); {"fid": 1}; df[COL.fid]; df["config"]\n'
+    )
+    reads = column_reads(ast.parse(code), set(flat_columns()))
+    assert [c.value for c in reads] == ["fid", "procs", "run_id", "seed", "scaling", "run_id", "fid"]
+
+
+def test_the_names_are_the_records_columns():
+    """:class:`suite.analysis.columns.Columns` names every core column and nothing the flat table lacks (a strategy's
+    part may bring a column of its own, ``flat_columns``), each attribute holding its own name."""
+    names = {f.name for f in dataclasses.fields(Columns)}
+    assert set(FLAT_COLUMNS) <= names <= set(flat_columns())
+    assert all(getattr(COL, name) == name for name in names)
