@@ -541,3 +541,42 @@ def test_the_committed_records_read_into_their_strategies_parts_and_write_back_u
         if record.status == "ok" and record.strategy == "cellular":
             assert part_of(record, CellularRecord).cells_per_rank == data["cells_per_rank"] is not None
     assert seen == {"cellular", "label_partitioned"}
+
+
+def reaching(package: str) -> set[str]:
+    """The files of ``suite/`` outside ``package`` (``suite/train/strategies/cellular``) that reach its code: import
+    one of its modules, or name one in a ``"module:attribute"`` string (the registry's targets), docstrings aside."""
+    dotted = package.replace("/", ".")
+    found = set()
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        relative = str(path.relative_to(REPO))
+        if relative.startswith(package + "/") or relative == package + ".py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                absolute = module if not node.level else ".".join(relative[:-3].split("/")[: -node.level] + [module.lstrip(".")])
+                if absolute == dotted or absolute.startswith(dotted + "."):
+                    found.add(relative)
+            elif isinstance(node, ast.Import) and any(a.name.startswith(dotted) for a in node.names):
+                found.add(relative)
+            elif isinstance(node, ast.Constant) and id(node) not in docstrings and isinstance(node.value, str):
+                if node.value.startswith(dotted + ".") or node.value.startswith(dotted + ":"):
+                    found.add(relative)
+    return found
+
+
+def test_a_built_in_strategys_package_is_reached_from_its_registration_and_analysis_accessor_only():
+    """A new record field or setting of a strategy touches its package: the rest of the suite reaches it through its
+    registry entry (``suite/config/registry.py``) and analysis's one accessor of strategies' record parts."""
+    allowed = {"suite/config/registry.py", "suite/analysis/strategy_fields.py"}
+    cellular = reaching("suite/train/strategies/cellular")
+    assert "suite/config/registry.py" in cellular and cellular <= allowed
+    assert reaching("suite/train/strategies/label_partitioned") <= allowed | {"suite/running/mlperf_lines.py"}
+
+
+def test_the_reach_check_resolves_relative_imports():
+    assert "suite/train/strategies/base.py" not in reaching("suite/train/strategies/cellular")
+    assert "suite/train/strategies/cellular/strategy.py" in reaching("suite/train/strategies/base")  # from ..base import

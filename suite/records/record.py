@@ -528,7 +528,7 @@ class Steering:
 @dataclass
 class StrategyFields:
     """What every strategy adds to the record (its ``Outcome.fields``); a strategy's own fields are its entry's
-    ``record_part``, defined in its package (``suite.train.strategies.cellular.record``), as a plugin's."""
+    ``record_part``, defined in its own package (a built-in's ``record.py``), as a plugin's."""
 
     global_batch: Positive | None = column()
     generator_steps: Any = column("steps")
