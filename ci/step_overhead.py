@@ -62,7 +62,7 @@ from suite.gan.losses import get_loss  # noqa: E402
 from suite.gan.models import build_pair  # noqa: E402
 from suite.measure.telemetry import CommStats, ResourceSampler, Telemetry, timeline_for  # noqa: E402
 from suite.train.engines.base import Engine, Group  # noqa: E402
-from suite.train.training import GanTrainer  # noqa: E402
+from suite.train.training import GanPlan, GanTrainer  # noqa: E402
 
 
 class OneRank(Engine):
@@ -139,7 +139,7 @@ def suite_arm(args: argparse.Namespace, perf: dict | None = None, name: str = "s
     engine = OneRank(args.torch_device)
     telemetry = Telemetry(engine.device, CommStats())
     trainer = GanTrainer(
-        run, engine, engine.world(), load_dataset("digits", args.image_size), "all", False, args.batch, telemetry
+        run, engine, GanPlan("all", load_dataset("digits", args.image_size), engine.world(), args.batch), telemetry
     )
     began = time.perf_counter()
     trainer.warm_up(args.warmup)  # the FLOP-counting step and, with compile, the compilation

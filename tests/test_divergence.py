@@ -18,7 +18,7 @@ from suite.measure.metrics.evaluate import Reference, evaluate_images
 from suite.measure.metrics.signals import not_learned
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.results import new_record, write_record
-from suite.train.training import GanTrainer
+from suite.train.training import GanPlan, GanTrainer
 
 # --- the check itself ---------------------------------------------------------------------------------------
 
@@ -60,7 +60,8 @@ def trainer_with(lr, steps, warmup=0):
 
     run, engine = expand(parse_scenario(scenario))[0], SoloEngine()
     telemetry = Telemetry(engine.device, CommStats())
-    return GanTrainer(run, engine, engine.world(), load_dataset("digits", 20), "all", True, 16, telemetry), telemetry
+    gan = GanPlan("all", load_dataset("digits", 20), engine.world(), 16, conditional=True)
+    return GanTrainer(run, engine, gan, telemetry), telemetry
 
 
 def test_a_trainer_stops_at_the_first_check_point_after_its_losses_leave_the_bounds():

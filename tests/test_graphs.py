@@ -25,7 +25,7 @@ from suite.gan.losses import get_loss
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.train import graphs, performance
 from suite.train.engines.base import Replica
-from suite.train.training import PROGRESS_POINTS, GanTrainer, evenly_spaced_steps
+from suite.train.training import PROGRESS_POINTS, GanPlan, GanTrainer, TrainerHooks, evenly_spaced_steps
 
 
 class NoHostReads(TorchDispatchMode):
@@ -308,7 +308,8 @@ def build(perf: dict, *, conditional=False, capture=None, device="cpu", steps=6,
     engine.device = torch.device(device)
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20)
-    trainer = GanTrainer(run, engine, engine.world(), data, "all", conditional, batch, telemetry, capture=capture)
+    gan = GanPlan("all", data, engine.world(), batch, conditional)
+    trainer = GanTrainer(run, engine, gan, telemetry, TrainerHooks(capture=capture))
     if isinstance(capture, ReplayByCalling):
         capture.inputs = trainer._static
     return trainer, telemetry

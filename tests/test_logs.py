@@ -212,6 +212,36 @@ def test_tensorboard_class_gans_losses_and_quality_share_the_system_images_axis(
     write_events(tmp_path / "tb", record, tmp_path / "run", None)
     fid = _series(_events(tmp_path / "tb"), "quality/fid")
     assert [s for s, _ in fid] == [2 * step_images, 3 * step_images]  # not the summed class steps (6, 9)
+    assert _steps_twice(_events(tmp_path / "tb")) == {}
+
+
+def _steps_twice(events) -> dict[str, list[int]]:
+    """The tags of ``events`` with two points at one step, or a step going back, and their steps."""
+    found = {}
+    for tag in events.Tags()["scalars"]:
+        steps = [e.step for e in events.Scalars(tag)]
+        if any(later <= earlier for earlier, later in zip(steps, steps[1:])):
+            found[tag] = steps
+    return found
+
+
+@pytest.mark.parametrize("schedule", ["interleaved", "sequential"])
+def test_tensorboard_has_one_point_a_step_in_every_tag_when_a_rank_trains_several_class_gans(tmp_path, schedule):
+    _, made, telemetry, writer = _live(
+        tmp_path, "label_partitioned", {"steps": 3, "class_schedule": schedule}, classes=[0, 1, 2], points=2
+    )
+    made.train()
+    telemetry.training_done()
+    telemetry.close_window()
+    made.finalize()
+    writer.close()
+    events = _events(tmp_path / "tb")
+    assert _steps_twice(events) == {}
+    tags = events.Tags()["scalars"]
+    # each class GAN under its own tags; the rank's step times once, ending at the record's per-rank mean
+    assert {f"loss/d_loss/class{c}" for c in (0, 1, 2)} <= set(tags) and "loss/d_loss" not in tags
+    last = _series(events, "time/step_mean_s/rank0")[-1]
+    assert last == (3 * 3 * 16, pytest.approx(telemetry.step_times.mean))
 
 
 def test_tensorboard_events_survive_a_full_disk_as_one_warning(tmp_path, caplog):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
+from pathlib import Path
 
 import matplotlib.colors as mcolors
 import pytest
@@ -12,7 +15,19 @@ from PIL import Image
 
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.palette import OKABE_ITO, style, style_of
-from suite.analysis.plots import losses_figure, plot_losses, plot_quality_curves, plot_scaling, pyplot, quality_figure
+from suite.analysis.plots import (
+    MAX_TICKS,
+    by_config,
+    log_ticks,
+    losses_figure,
+    one_per_seed,
+    plot_losses,
+    plot_quality_curves,
+    plot_scaling,
+    pyplot,
+    quality_figure,
+    tick_text,
+)
 from suite.analysis.run_plots import plot_rank_timeline, plot_samples_over_time
 from suite.gan.data import load_dataset
 from suite.gan.grids import PER_ROW, grid_scale, save_training_grids
@@ -38,12 +53,16 @@ def record(strategy: str, loss: str, engine: str, seed: int, fids: list[float]) 
         "seed": seed,
         "repeat": 0,
         "curve": [
-            {"clock_s": 5.0 * i, "step": 10 * i, "fid": fid, "features": "classifier:digits", "n": 500}
+            {"clock_s": 5.0 * i, "step": 10 * i, "images": 320 * i, "fid": fid, "features": "classifier:digits", "n": 500}
             for i, fid in enumerate(fids)
         ],
         "history": [{"step": 10 * i, "d_loss": 0.6 + 0.01 * seed, "g_loss": 0.8 - 0.01 * i} for i in range(len(fids))],
+        "generator_steps": 10 * (len(fids) - 1),
+        "train_images": 320 * (len(fids) - 1),
     }
 
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SYSTEMS = [("conditional", "bce", "horovod"), ("label_partitioned", "wgan-gp", "mpi"), ("data_parallel", "bce", "horovod")]
 
@@ -165,3 +184,144 @@ def test_a_short_run_saves_its_sample_grids_and_the_report_shows_them(tmp_path):
         assert picture.format == "PNG" and picture.size == (((20 + 2) * PER_ROW + 2) * grid_scale(20),) * 2
     typed = [parse_record(r) for r in records.values()]
     assert plot_samples_over_time(typed, tmp_path / "results", tmp_path) == ["samples_over_time.png"]
+
+
+# --- every figure's ticks read (issue 54) -------------------------------------------------------------------------
+
+MAX_LABEL = 8
+"""Characters a tick label may have (a plain number or a short word; never ``7.27149x10^-1``)."""
+
+
+def tick_problems(fig) -> list[str]:
+    """What makes ``fig``'s tick labels hard to read, drawn as saved: a log (symlog) axis with fewer than three labelled
+    ticks inside its limits, labels of one axis that overlap, a label longer than :data:`MAX_LABEL` characters."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for n, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison:
+            continue
+        for which, axis, at in (("x", ax.xaxis, 0), ("y", ax.yaxis, 1)):
+            lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+            slack = (hi - lo) * 1e-6
+            labels = [
+                t
+                for t in axis.get_ticklabels(which="both")
+                if t.get_visible() and t.get_text().strip() and lo - slack <= t.get_position()[at] <= hi + slack
+            ]
+            shared = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
+            if not labels and len(shared.get_siblings(ax)) > 1:
+                continue  # a panel beside another with the same axis, whose labels it reads
+            where = f"axes {n} ({ax.get_title() or ax.get_xlabel()!r}) {which}"
+            texts = [t.get_text() for t in labels]
+            if axis.get_scale() in ("log", "symlog") and len(labels) < 3:
+                problems.append(f"{where}: {len(labels)} labelled ticks on a {axis.get_scale()} axis: {texts}")
+            problems += [f"{where}: label {t!r} longer than {MAX_LABEL}" for t in texts if len(t) > MAX_LABEL]
+            boxes = [t.get_window_extent(renderer) for t in labels]
+            problems += [
+                f"{where}: labels {texts[i]!r} and {texts[j]!r} overlap"
+                for i in range(len(boxes))
+                for j in range(i + 1, len(boxes))
+                if boxes[i].overlaps(boxes[j])
+            ]
+    return problems
+
+
+@dataclasses.dataclass
+class Saved:
+    """A figure as it was saved: its tick problems (:func:`tick_problems`), its axes' titles and its texts."""
+
+    problems: list[str]
+    titles: list[str]
+    texts: list[str]
+
+
+@pytest.fixture
+def saved_figures(monkeypatch) -> dict[str, Saved]:
+    """Every figure saved while the test runs, by file name, read as it is saved."""
+    from matplotlib.figure import Figure
+
+    seen: dict[str, Saved] = {}
+    original = Figure.savefig
+
+    def savefig(fig, target, *args, **kwargs):
+        name = Path(str(target)).name
+        staged = re.fullmatch(r"\.(.+)\.[0-9a-f]{8}\.png", name)  # suite.records.results.atomic_write's temporary
+        seen[staged.group(1) if staged else name] = Saved(
+            tick_problems(fig), [ax.get_title() for ax in fig.axes], [t.get_text() for ax in fig.axes for t in ax.texts]
+        )
+        return original(fig, target, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return seen
+
+
+def _digits_records() -> list[dict]:
+    """The committed example report's records, with two P=1 runs of one system made far apart: a speedup interval of
+    two runs at each end then spans orders of magnitude (Student's t with one degree of freedom)."""
+    records = json.loads((ROOT / "reports" / "digits" / "records.json").read_text())
+    ones = [r for r in records if r["status"] == "ok" and r["run_id"].startswith("conditional-bce-horovod-p1-")]
+    records = [r for r in records if r not in ones[2:]]
+    ones[0]["train_s"], ones[1]["train_s"] = ones[0]["train_s"] / 30, ones[1]["train_s"] * 30
+    return records
+
+
+def _grids_for(results: Path, records: list[Record]) -> None:
+    """Sample grids (plain grey squares) in the run folders the samples figure reads: at every curve point's step."""
+    for runs in by_config(records).values():
+        run = one_per_seed(runs)[0]
+        folder = results / str(run.run_id) / SAMPLE_GRIDS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, point in enumerate([None, *(run.curve or [])]):
+            name = REAL_GRID_FILE if point is None else sample_grid_file(int(point.step or 0))
+            Image.new("L", (60, 60), 40 * i % 255).save(folder / name)
+
+
+def test_every_figure_the_report_writes_labels_enough_ticks_that_do_not_overlap(tmp_path, saved_figures):
+    from suite.analysis.report import write_report
+    from suite.records.results import write_record
+
+    records = [new_record(r) for r in _digits_records()]
+    for r in records:
+        write_record(tmp_path / "results" / str(r.run_id), r)
+    _grids_for(tmp_path / "results", records)
+    write_report(tmp_path / "results", tmp_path / "report")
+    written = sorted(p.name for p in (tmp_path / "report").glob("*.png"))
+    assert {"speedup.png", "strong_time.png", "losses.png", "samples_over_time.png", "projection.png"} <= set(written)
+    assert sorted(saved_figures) == written  # every figure was read as it was saved
+    assert {name: saved.problems for name, saved in saved_figures.items() if saved.problems} == {}
+    # the wide interval is cut at the axis' edge, and said so
+    assert any("cut" in text for text in saved_figures["speedup.png"].texts)
+    # samples over time on the training images of the whole system, as every figure of training progress
+    titles = saved_figures["samples_over_time.png"].titles
+    assert any(t.startswith("3,840 images, ") for t in titles) and not any(t.startswith("step ") for t in titles)
+
+
+@pytest.mark.parametrize(
+    "lo, hi, base",
+    [(0.0125, 72, 2), (0.0125, 72, 10), (1, 2.47, 2), (9.5, 31, 10), (0.7, 0.73, 10), (1, 1024, 2), (1e-3, 1e9, 10), (3, 5, 10)],
+)
+def test_a_log_axis_gets_three_to_eight_round_ticks_inside_its_interval(lo, hi, base):
+    ticks = log_ticks(lo, hi, base)
+    assert 3 <= len(ticks) <= MAX_TICKS and all(lo <= t <= hi for t in ticks)
+    assert all(len(tick_text(t)) <= MAX_LABEL for t in ticks) and len({tick_text(t) for t in ticks}) == len(ticks)
+
+
+def test_losses_of_every_system_share_the_training_images_axis():
+    """A label-partitioned run of 10 class GANs makes 12 steps where data-parallel makes 120 for the same budget:
+    both end at the budget's training images, not at 12 and 120."""
+    dp = record("data_parallel", "bce", "horovod", 0, [300.0, 200.0])
+    dp |= {"history": [{"step": s, "d_loss": 0.6, "g_loss": 0.8} for s in (60, 120)], "generator_steps": 120}
+    lp = record("label_partitioned", "bce", "mpi", 0, [300.0, 200.0])
+    lp |= {
+        "history": {str(c): [{"step": s, "d_loss": 0.6, "g_loss": 0.8} for s in (6, 12)] for c in range(10)},
+        "generator_steps": {str(c): 12 for c in range(10)},
+    }
+    for r in (dp, lp):
+        r["train_images"] = 3840
+    fig = losses_figure([new_record(dp), new_record(lp)])
+    ends = {line.get_label().split(" (")[0]: list(line.get_xdata()) for line in fig.axes[0].get_lines()}
+    xlabel = fig.axes[0].get_xlabel()
+    pyplot().close(fig)
+    assert ends == {"data_parallel / bce / horovod": [1920.0, 3840.0], "label_partitioned / bce / mpi": [1920.0, 3840.0]}
+    assert xlabel == "training images of the whole system"

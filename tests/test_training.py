@@ -14,7 +14,7 @@ from suite.gan.data import load_dataset
 from suite.gan.divergence import CHECK_EVERY
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.train.engines.base import Engine, Group
-from suite.train.training import PROGRESS_POINTS, GanTrainer, evenly_spaced_steps, generator_steps
+from suite.train.training import PROGRESS_POINTS, GanPlan, GanTrainer, TrainerHooks, evenly_spaced_steps, generator_steps
 
 
 class SoloEngine(Engine):
@@ -61,9 +61,8 @@ def make_trainer(
     engine = SoloEngine()
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20)
-    trainer = GanTrainer(
-        run, engine, engine.world(), data, "all", False, batch, telemetry, snapshot_points=points, evaluate=evaluate
-    )
+    gan = GanPlan("all", data, engine.world(), batch, snapshot_points=points)
+    trainer = GanTrainer(run, engine, gan, telemetry, TrainerHooks(evaluate=evaluate))
     return trainer, telemetry
 
 

@@ -79,59 +79,52 @@ def suite_run(state: Path, work: Path, name: str, runs: list[dict], out: Path, *
         raise SystemExit(f"suite run {name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("state", type=Path, help="the cluster's folder (cluster.sh up STATE)")
-    parser.add_argument("report", type=Path, help="the Markdown table to write")
-    parser.add_argument("--work", type=Path, help="folder for scenarios and results (default STATE/projection)")
-    args = parser.parse_args()
-    state = args.state.resolve()
-    work = (args.work or state / "projection").resolve()
-    work.mkdir(parents=True, exist_ok=True)
-
-    started = time.time()
+def fitted_on_one_node(state: Path, work: Path) -> dict:
+    """The cost models ``suite project`` fits on node1's runs alone (P = 1 and 2, ``--launcher local``), by config key."""
     one = [{"strategy": s, "engine": "mpi", "procs": [1, 2]} for s in PREDICTED]
     suite_run(state, work, "one-node", one, work / "one-node")
-    one_node = list(iter_records(work / "one-node"))
-    models = {f.key: f.model for f in fit_all(one_node)}
+    return {f.key: f.model for f in fit_all(list(iter_records(work / "one-node")))}
 
-    rows = []
-    for rate, bits in RATES.items():
-        subprocess.run(["bash", str(REPO / "ci/cluster/cluster.sh"), "shape", str(state), rate], check=True)
-        net = Network(f"veth {rate}", Link(ALPHA_S, 0.0), Link(ALPHA_S, 8 / bits), 1, f"two namespaces, tc tbf {rate}")
-        for strategy in (*PREDICTED, "label_partitioned"):
-            out = work / f"two-node-{rate}-{strategy}"
-            before = link_bytes()
-            runs = [{"strategy": strategy, "engine": "mpi", "procs": [2]}]
-            suite_run(state, work, f"two-{strategy}", runs, out, "--launcher", "mpirun", "--hosts", "node1:1,node2:1")
-            crossed = link_bytes() - before
-            record = next(iter_records(out))
-            telemetry = record.telemetry
-            hosts = sorted(str(r.host) for r in (telemetry.per_rank if telemetry else None) or [])
-            steps = telemetry.timed_steps if telemetry else None
-            if not steps:
-                raise SystemExit(f"{out}: the training window made no steps; nothing to compare")
-            row = {
-                "strategy": strategy,
-                "link": rate,
-                "hosts": "+".join(hosts),
-                "measured_ms": (record.train_s or 0.0) / steps * 1000,
-                "comm_bytes": record.comm.bytes if record.comm else None,
-                "link_bytes": crossed,
-            }
-            model = models.get(config_key(record))
-            if strategy in PREDICTED and model is not None:
-                outcome = predict(model, problem_of(record), 2, net)
-                if outcome.time is not None:
-                    row.update(
-                        predicted_ms=outcome.time / steps * 1000,
-                        compute_ms=(outcome.compute or 0) / steps * 1000,
-                        comm_ms=(outcome.comm or 0) / steps * 1000,
-                        error=outcome.time / (record.train_s or float("nan")) - 1,
-                        config=model_name(config_key(record)),
-                    )
-            rows.append(row)
 
+def two_node_row(state: Path, work: Path, rate: str, strategy: str, models: dict) -> dict:
+    """One run of ``strategy`` at P = 2 with a rank on each node over the link shaped to ``rate``: its measured step,
+    the payload the engines and the link counted, and (for :data:`PREDICTED`) the one-node model's prediction."""
+    out = work / f"two-node-{rate}-{strategy}"
+    before = link_bytes()
+    runs = [{"strategy": strategy, "engine": "mpi", "procs": [2]}]
+    suite_run(state, work, f"two-{strategy}", runs, out, "--launcher", "mpirun", "--hosts", "node1:1,node2:1")
+    crossed = link_bytes() - before
+    record = next(iter_records(out))
+    telemetry = record.telemetry
+    hosts = sorted(str(r.host) for r in (telemetry.per_rank if telemetry else None) or [])
+    steps = telemetry.timed_steps if telemetry else None
+    if not steps:
+        raise SystemExit(f"{out}: the training window made no steps; nothing to compare")
+    row = {
+        "strategy": strategy,
+        "link": rate,
+        "hosts": "+".join(hosts),
+        "measured_ms": (record.train_s or 0.0) / steps * 1000,
+        "comm_bytes": record.comm.bytes if record.comm else None,
+        "link_bytes": crossed,
+    }
+    model = models.get(config_key(record))
+    if strategy in PREDICTED and model is not None:
+        net = Network(f"veth {rate}", Link(ALPHA_S, 0.0), Link(ALPHA_S, 8 / RATES[rate]), 1, f"two namespaces, tc tbf {rate}")
+        outcome = predict(model, problem_of(record), 2, net)
+        if outcome.time is not None:
+            row.update(
+                predicted_ms=outcome.time / steps * 1000,
+                compute_ms=(outcome.compute or 0) / steps * 1000,
+                comm_ms=(outcome.comm or 0) / steps * 1000,
+                error=outcome.time / (record.train_s or float("nan")) - 1,
+                config=model_name(config_key(record)),
+            )
+    return row
+
+
+def report_lines(rows: list[dict], started: float) -> tuple[list[str], int]:
+    """The report's Markdown, the rows judged against :data:`TOLERANCE`; and how many failed."""
     lines = [
         "# The projection on a real link: one node's model against two nodes",
         "",
@@ -161,6 +154,26 @@ def main() -> int:
             f"{r['comm_bytes']:,} | {r['link_bytes']:,} | {'PASS' if ok else 'FAIL'} |"
         )
     lines += ["", f"{len(rows) - failed} of {len(rows)} checks pass.", ""]
+    return lines, failed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("state", type=Path, help="the cluster's folder (cluster.sh up STATE)")
+    parser.add_argument("report", type=Path, help="the Markdown table to write")
+    parser.add_argument("--work", type=Path, help="folder for scenarios and results (default STATE/projection)")
+    args = parser.parse_args()
+    state = args.state.resolve()
+    work = (args.work or state / "projection").resolve()
+    work.mkdir(parents=True, exist_ok=True)
+
+    started = time.time()
+    models = fitted_on_one_node(state, work)
+    rows = []
+    for rate in RATES:
+        subprocess.run(["bash", str(REPO / "ci/cluster/cluster.sh"), "shape", str(state), rate], check=True)
+        rows += [two_node_row(state, work, rate, strategy, models) for strategy in (*PREDICTED, "label_partitioned")]
+    lines, failed = report_lines(rows, started)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(lines))
     print("\n".join(lines))

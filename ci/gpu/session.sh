@@ -36,29 +36,40 @@ step() {  # step NAME LIMIT_S COMMAND...
     echo "step $name: exit $code in $((SECONDS - began)) s" | tee -a "$OUT/steps.txt"
     if [ "$code" -ne 0 ]; then status=1; tail -5 "$OUT/$name.log" >&2; fi
 }
-case ",$STEPS," in *,horovod,*)
+wants() {  # wants STEP: whether STEPS names it
+    case ",$STEPS," in *,"$1",*) return 0 ;; esac
+    return 1
+}
+run_scenario() {  # run_scenario SCENARIO LIMIT_S [VAR=VALUE...]: suite run scenarios/SCENARIO.yaml into OUT/SCENARIO
+    local scenario=$1 limit=$2; shift 2
+    step "$scenario" "$limit" env "$@" "$PY" -m suite run "scenarios/$scenario.yaml" --out "$OUT/$scenario" --quiet
+}
+report() {  # report SCENARIO: suite report of what run_scenario wrote
+    step "$1-report" 120 "$PY" -m suite report "$OUT/$1"
+}
+if wants horovod; then
     step horovod-nccl 900 env SUITE_WHEEL_CACHE="${SUITE_WHEEL_CACHE:-$PWD/wheels}" \
-        bash ci/build_horovod_nccl.sh "$(command -v "$PY")" --install ;;
-esac
+        bash ci/build_horovod_nccl.sh "$(command -v "$PY")" --install
+fi
 { nvidia-smi; nproc; "$PY" -m suite env; } >"$OUT/machine.txt" 2>&1
-case ",$STEPS," in *,check,*)
-    step gpu-check 300 "$PY" -m suite gpu-check --out "$OUT/gpu-check" --timeout 240 ;;
-esac
-case ",$STEPS," in *,steps,*)
-    step gpu-steps 600 "$PY" -m suite run scenarios/gpu-steps.yaml --out "$OUT/gpu-steps" --quiet
-    step gpu-steps-report 120 "$PY" -m suite report "$OUT/gpu-steps" ;;
-esac
-case ",$STEPS," in *,gate,*)
-    step gate-aa 900 "$PY" -m suite gate --baseline HEAD --allow-dirty --out "$OUT/gate-aa" --max-minutes 12 ;;
-esac
-case ",$STEPS," in *,digits,*)
-    step digits-gpu 360 "$PY" -m suite run scenarios/digits-gpu.yaml --out "$OUT/digits-gpu" --quiet
-    step digits-gpu-report 120 "$PY" -m suite report "$OUT/digits-gpu" ;;
-esac
-case ",$STEPS," in *,sweep,*)
-    step cpu-sweep 420 env SUITE_DEVICE=cpu "$PY" -m suite run scenarios/cpu-sweep.yaml --out "$OUT/cpu-sweep" --quiet
+if wants check; then
+    step gpu-check 300 "$PY" -m suite gpu-check --out "$OUT/gpu-check" --timeout 240
+fi
+if wants steps; then
+    run_scenario gpu-steps 600
+    report gpu-steps
+fi
+if wants gate; then
+    step gate-aa 900 "$PY" -m suite gate --baseline HEAD --allow-dirty --out "$OUT/gate-aa" --max-minutes 12
+fi
+if wants digits; then
+    run_scenario digits-gpu 360
+    report digits-gpu
+fi
+if wants sweep; then
+    run_scenario cpu-sweep 420 SUITE_DEVICE=cpu
     step cpu-sweep-projection 120 "$PY" -m suite project "$OUT/cpu-sweep" --fit-procs 1,2 --ranks 1,2,4,8,16 \
-        --out "$OUT/cpu-sweep/projection" ;;
-esac
+        --out "$OUT/cpu-sweep/projection"
+fi
 tar -czf "$OUT/gpu-session.tgz" --exclude='*.pt' -C "$OUT" $(cd "$OUT" && ls -d -- */ *.txt *.log 2>/dev/null)
 exit $status

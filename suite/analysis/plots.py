@@ -56,14 +56,183 @@ def legend_outside(ax: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False, borderaxespad=0.0)
 
 
-def plain_log_ticks(ax: Any) -> None:
-    """Numbers rather than powers of ten on a log-scaled y axis."""
-    from matplotlib.ticker import FuncFormatter
+# --- ticks: every axis reads its interval ---------------------------------------------------------------------------
 
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
-    ax.tick_params(axis="y", which="minor", labelsize=7)
+MAX_TICKS = 8
+"""Labelled ticks an axis carries at most (more crowd each other)."""
+
+
+def tick_text(value: float) -> str:
+    """A tick's number as a reader writes it: decimals with up to 6 significant digits (``0.0125``, ``72``, ``1.25``,
+    ``4096``), powers of ten only far from 1 (``1e-05``, ``2e+07``)."""
+    if value == 0:
+        return "0"
+    if 1e-4 <= abs(value) < 1e6:
+        return str(np.format_float_positional(value, precision=6, fractional=False, trim="-"))
+    return f"{value:.3g}"
+
+
+def count_text(value: float) -> str:
+    """A count on a linear axis (training images): ``3,840``, ``12k``, ``1.5M``."""
+    size = abs(value)
+    if size < 10_000:
+        return f"{value:,.0f}"
+    if size < 1_000_000:
+        return f"{value / 1e3:.4g}k"
+    return f"{value / 1e6:.4g}M" if size < 1e9 else f"{value:.1e}"
+
+
+def _inside(ticks: Any, lo: float, hi: float) -> list[float]:
+    span = (hi - lo) * 1e-9
+    return [float(f"{t:.12g}") for t in ticks if lo - span <= t <= hi + span]  # 0.7, not 0.7000000000000001
+
+
+def _powers(lo: float, hi: float, base: float, every: int = 1) -> list[float]:
+    """The integer powers of ``base`` in ``[lo, hi]``, every ``every``-th (always the one nearest 1 included)."""
+    first, last = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
+    return [float(base**k) for k in range(first, last + 1) if k % every == 0]
+
+
+def _one_two_five(lo: float, hi: float) -> list[float]:
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return _inside(sorted(m * 10.0**k for k in range(first, last + 1) for m in (1, 2, 5)), lo, hi)
+
+
+def _linear(lo: float, hi: float, bins: int = 5) -> list[float]:
+    from matplotlib.ticker import MaxNLocator
+
+    return _inside(MaxNLocator(nbins=bins, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi), lo, hi)
+
+
+def log_ticks(lo: float, hi: float, base: float = 10) -> list[float]:
+    """Between 3 and :data:`MAX_TICKS` round numbers in ``[lo, hi]`` (positive) for a log axis: powers of ``base`` where
+    they are enough, else 1-2-5 steps (base 10), else evenly spaced round numbers (a narrow interval: ``1, 1.5, 2``);
+    over many decades, every second (third, ...) power. Base 2 counts in powers of ten far from 1."""
+    lo, hi = sorted((lo, hi))
+    if not (lo > 0 and math.isfinite(hi)) or hi <= lo:
+        return []
+    if base == 2 and (lo < 1 / 64 or hi > 8192):
+        base = 10  # powers of two far from 1 are no round numbers to a reader (0.0009765625)
+    # evenly spaced round numbers read well within a decade
+    narrow = [[t for t in _linear(lo, hi, bins) if t > 0] for bins in (5, 9)] if hi < 10 * lo else []
+    candidates = [_powers(lo, hi, base)] + ([_one_two_five(lo, hi)] if base == 10 else []) + narrow
+    for low in (4, 3):
+        for ticks in candidates:
+            if low <= len(ticks) <= MAX_TICKS:
+                return ticks
+    every = 2
+    while len(ticks := _powers(lo, hi, base, every)) > MAX_TICKS:
+        every += 1
+    return ticks if len(ticks) >= 3 else max(candidates, key=lambda t: len(t) if len(t) <= MAX_TICKS + 2 else 0)
+
+
+def symlog_ticks(lo: float, hi: float, linthresh: float) -> list[float]:
+    """Ticks for a symmetric-log axis: round numbers inside the linear band ``[-linthresh, linthresh]`` and 1-2-5 steps
+    beyond it on either side (powers of ten alone, then fewer in the band, where those are too many; no more than
+    :data:`MAX_TICKS`)."""
+    lo, hi = sorted((lo, hi))
+    inner = (max(lo, -linthresh), min(hi, linthresh))
+
+    def beyond(steps: Callable[[float, float], list[float]]) -> list[float]:
+        above = [t for t in steps(linthresh, hi) if t > linthresh] if hi > linthresh else []
+        below = [-t for t in steps(linthresh, -lo) if t > linthresh] if lo < -linthresh else []
+        return below + above
+
+    options = [
+        sorted(set(_linear(*inner, bins)) | set(beyond(outer)))
+        for bins in (5, 2)
+        for outer in (_one_two_five, lambda a, b: _powers(a, b, 10))
+    ]
+    fitting = [ticks for ticks in options if len(ticks) <= MAX_TICKS]
+    if fitting:
+        return fitting[0]
+    ticks = options[-1]
+    while len(ticks) > MAX_TICKS:
+        ticks = [t for i, t in enumerate(ticks) if i % 2 == 0 or t == 0.0]
+    return ticks
+
+
+def readable_ticks(ax: Any, which: str = "y") -> None:
+    """Labelled round numbers on a log or symlog axis of ``ax`` (``which``: ``x`` or ``y``), chosen when the figure is
+    drawn from the axis' final interval: at least three where the interval allows, plain decimals (:func:`tick_text`),
+    unlabelled minor ticks."""
+    from matplotlib.ticker import FuncFormatter, Locator, NullFormatter, NullLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+
+    class Readable(Locator):
+        def __call__(self) -> list[float]:
+            return self.tick_values(*axis.get_view_interval())
+
+        def tick_values(self, vmin: float, vmax: float) -> list[float]:
+            transform = axis.get_transform()
+            if hasattr(transform, "linthresh"):
+                return symlog_ticks(vmin, vmax, float(transform.linthresh))
+            return log_ticks(vmin, vmax, float(getattr(transform, "base", 10)))
+
+    axis.set_major_locator(Readable())
+    axis.set_major_formatter(FuncFormatter(lambda value, _: tick_text(value)))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+def count_axis(ax: Any, which: str = "x") -> None:
+    """A linear axis of counts (training images): at most :data:`MAX_TICKS` whole round numbers, short labels."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: count_text(value)))
+
+
+def procs_axis(ax: Any, procs: list[int]) -> None:
+    """The x axis of process counts: a tick at each measured P, labelled; log base 2 from three counts on (two are
+    as well read on a linear axis, where they are its only ticks)."""
+    from matplotlib.ticker import NullLocator
+
+    if len(procs) >= 3:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(procs, labels=[str(p) for p in procs])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+CLIP_FACTOR = 4.0
+"""An interval end beyond the drawn values by more than this factor (log axis) is cut at the axis' edge."""
+
+
+def clip_intervals(ax: Any, values: list[float], intervals: list[tuple[float, float] | None], log_scale: bool) -> bool:
+    """Limit the y axis to ``values`` (centres and ideals) and their intervals, an interval end at most
+    :data:`CLIP_FACTOR` beyond the values (log scale; linear: as far again as the values' largest), so that a wide
+    interval of few runs does not squash every other point; say on the figure where ends are cut. True if any was."""
+    every_end = [end for i in intervals if i for end in i if math.isfinite(end)]
+    kept = [v for v in values if math.isfinite(v) and (v > 0 or not log_scale)]
+    if not kept:
+        return False
+    if log_scale:
+        ends = [e for e in every_end if e > 0]
+        floor, ceiling = min(kept) / CLIP_FACTOR, max(kept) * CLIP_FACTOR
+    else:
+        ends = every_end
+        floor, ceiling = min(min(kept), 0.0), 2 * max(max(kept), 0.0) or 1.0
+    low, high = max(min(ends + kept), floor), min(max(ends + kept), ceiling)
+    cut = any(e < low or e > high for e in every_end)
+    if log_scale:
+        pad = (high / low) ** 0.05
+        ax.set_ylim(low / pad, high * pad)
+    else:
+        pad = (high - low) * 0.05 or 0.05
+        ax.set_ylim(low - pad, high + pad)
+    if cut:
+        ax.text(
+            0.01,
+            0.01,
+            "interval ends beyond the axis are cut (the table gives them)",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="dimgray",
+            va="bottom",
+        )
+    return cut
 
 
 def skipped(name: str, reason: str) -> list[str]:
@@ -110,11 +279,15 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ideal_drawn = False
+    drawn: list[float] = []  # the centres and ideals, which the axis keeps whole
+    intervals: list[tuple[float, float] | None] = []
     groups = list(data.groupby("config", sort=True))
     for k, (config, part) in enumerate(groups):
         part = part.sort_values("procs")
         summaries: list[Summary] = list(part["_train_s"])
         centers = [s.center for s in summaries]
+        drawn += centers
+        intervals += [s.interval for s in summaries]
         look = style_of(str(config))
         nudge = 2 ** (0.025 * (k - (len(groups) - 1) / 2))  # side by side, so that the error bars at one P stay apart
         ax.errorbar(
@@ -130,12 +303,13 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
             procs = np.array(sorted(part["procs"]), dtype=float)
             t1 = base["_train_s"].iloc[0].center
             ideal = t1 / procs if scaling == "strong" else np.full_like(procs, t1)
+            drawn += [float(t) for t in ideal]
             ax.plot(procs, ideal, color=look.color, lw=1, ls=":", alpha=0.8, label=None if ideal_drawn else _ideal_time(scaling))
             ideal_drawn = True
-    ax.set_xscale("log", base=2)
+    procs_axis(ax, [int(p) for p in sorted(data["procs"].unique())])
     ax.set_yscale("log")
-    plain_log_ticks(ax)
-    ax.set_xticks(sorted(data["procs"].unique()), labels=[str(p) for p in sorted(data["procs"].unique())])
+    clip_intervals(ax, drawn, intervals, log_scale=True)
+    readable_ticks(ax, "y")
     ax.set_xlabel("processes P")
     ax.set_ylabel("training window T (s)")
     ax.set_title(f"{scaling} scaling: training time, geometric mean and 95 % interval over runs", fontsize=10)
@@ -158,6 +332,7 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
     procs = sorted(data["procs"].unique())
     ideal = [1.0] * len(procs) if column == "efficiency" else [float(p) for p in procs]
     ax.plot(procs, ideal, color="black", lw=1, ls="--", zorder=1, label="ideal " + ("1" if column == "efficiency" else "P"))
+    drawn, every_interval = list(ideal), []
     for config, part in data.groupby("config", sort=True):
         part = part.sort_values("procs")
         centers = [float(v) for v in part[column]]
@@ -165,6 +340,8 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
             (float(lo), float(hi)) if pd.notna(lo) and pd.notna(hi) else None
             for lo, hi in zip(part[f"{column}_lo"], part[f"{column}_hi"])
         ]
+        drawn += centers
+        every_interval += intervals
         ax.errorbar(
             part["procs"],
             centers,
@@ -174,11 +351,12 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
             zorder=3,
             **style_of(str(config)).plot_kwargs(),
         )
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(procs, labels=[str(p) for p in procs])
+    procs_axis(ax, [int(p) for p in procs])
     if column == "speedup":
         ax.set_yscale("log", base=2)
-        ax.set_yticks(procs, labels=[str(p) for p in procs])
+    clip_intervals(ax, drawn, every_interval, log_scale=column == "speedup")
+    if column == "speedup":
+        readable_ticks(ax, "y")
     ax.set_xlabel("processes P")
     ax.set_ylabel(
         "speedup S = T(1)/T(P)"
@@ -232,10 +410,11 @@ def _ruler(curves: list[Record]) -> tuple[CurveRuler, Callable[[CurvePoint], flo
 
 
 def plot_quality_curves(records: list[Record], out: Path) -> list[str]:
-    """``quality_vs_time_<ruler>.png``: each system's FID (KID) at its curve points against training-window time.
+    """``quality_vs_time_<ruler>.png``: each system's FID (KID) at its curve points against the training images of the
+    whole system (left: the axis every figure of training progress shares) and against training-window time (right).
 
     One line per system at its largest P: at each curve point the geometric mean over seeds with its 95 %
-    interval as a band (where there are two seeds or more), at the seeds' mean time. Only points scored
+    interval as a band (where there are two seeds or more), at the seeds' mean images and time. Only points scored
     with one feature network and sample count share the figure (the target's, else the most common).
     """
     curves = [r for r in records if r.status == "ok" and r.curve]
@@ -245,42 +424,66 @@ def plot_quality_curves(records: list[Record], out: Path) -> list[str]:
     return save(fig, out, name)
 
 
+def _say(ax: Any, text: str) -> None:
+    """A line of text in the middle of an empty panel."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8, wrap=True)
+
+
+IMAGES_AXIS = "training images of the whole system"
+"""The x axis of every figure of training progress (losses, quality, samples), as TensorBoard's step
+(:data:`suite.measure.tensorboard_writer.AXIS`)."""
+
+
 def quality_figure(curves: list[Record]) -> tuple[Any, str]:
     """The figure of :func:`plot_quality_curves` and its file name."""
     kind, score, target = _ruler(curves)
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, (by_images, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for name, runs in by_config(curves).items():
         series = []
         for r in one_per_seed(runs):
-            points = [(p.clock_s, value) for p in r.curve or [] if (p.features, p.n) == kind and (value := score(p)) is not None]
+            points = [
+                (p.images, p.clock_s, value)
+                for p in r.curve or []
+                if (p.features, p.n) == kind and (value := score(p)) is not None
+            ]
             if points:
                 series.append(points)
         if not series:
             continue
         length = min(len(s) for s in series)  # seeds share the schedule of curve points
-        clocks = [float(np.mean([s[i][0] for s in series])) for i in range(length)]
-        summaries = [summarise(s[i][1] for s in series) for i in range(length)]
+        summaries = [summarise(s[i][2] for s in series) for i in range(length)]
         look = style_of(name)
         centers = [s.center if s else math.nan for s in summaries]
-        top = runs[0].procs
-        ax.plot(
-            clocks, centers, label=f"{name}, P={top} ({len(series)} seed{'s' if len(series) > 1 else ''})", **look.plot_kwargs()
-        )
         bands = [s.interval if s else None for s in summaries]
-        if len(series) > 1 and all(bands):
-            ax.fill_between(
-                clocks, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0
-            )
-    if target:
-        ax.axhline(target.target, color="black", lw=1, ls="--", label=f"target {str(target.metric).upper()} {target.target:g}")
+        label = f"{name}, P={runs[0].procs} ({len(series)} seed{'s' if len(series) > 1 else ''})"
+        for ax, at in ((by_images, 0), (by_time, 1)):
+            found = [[x for point in s[:length] if (x := point[at]) is not None] for s in series]
+            if any(len(xs) < length for xs in found):
+                continue  # an older record's points without their training images
+            xs = [float(np.mean([s[i] for s in found])) for i in range(length)]
+            ax.plot(xs, centers, label=label, **look.plot_kwargs())
+            if len(series) > 1 and all(bands):
+                ax.fill_between(
+                    xs, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0
+                )
+    if not by_images.get_lines():
+        _say(by_images, "the curve points hold no training images (an older record)")
     label = "KID" if score is _kid_mean else "FID"
-    ax.set_xlabel("training-window time (s)")
-    ax.set_ylabel(f"{label} ({kind[0]}, n={kind[1]}), lower is better")
-    ax.set_yscale("log")
-    plain_log_ticks(ax)
-    ax.set_title(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
-    legend_outside(ax)
+    for ax in (by_images, by_time):
+        if target:
+            ax.axhline(
+                target.target, color="black", lw=1, ls="--", label=f"target {str(target.metric).upper()} {target.target:g}"
+            )
+        ax.set_yscale("log")
+        readable_ticks(ax, "y")
+    count_axis(by_images)
+    by_images.set_xlabel(IMAGES_AXIS)
+    by_time.set_xlabel("training-window time (s)")
+    by_images.set_ylabel(f"{label} ({kind[0]}, n={kind[1]}), lower is better")
+    fig.suptitle(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
+    legend_outside(by_time)
+    fig.tight_layout()
     return fig, f"quality_vs_time_{file_slug(str(kind[0]))}.png"
 
 
@@ -289,16 +492,36 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
 
 @dataclass(frozen=True)
 class Losses:
-    """The losses at a generator step (a mean over a run's class GANs, or over seeds' steps)."""
+    """The losses at a point of training (a mean over a run's class GANs, or over seeds' points), at the training
+    images the whole system had seen there."""
 
-    step: float
+    images: float
     d_loss: float
     g_loss: float
 
 
+def gan_steps(record: Record) -> list[int]:
+    """The generator steps each GAN of a run made, warm-up included (one per class GAN, or the one model's)."""
+    steps = record.generator_steps
+    values = list(steps.values()) if isinstance(steps, dict) else [steps]
+    return [int(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+
+
+def step_images(record: Record) -> float | None:
+    """Training images of the whole system per generator step of its GANs: the run's training images over its GANs'
+    mean steps (a step of the system is one step of every GAN; the strategy's registered step size wherever its GANs
+    take steps of one size, as TensorBoard's axis counts them). None where the record holds neither."""
+    images = record.train_images if record.train_images is not None else record.images_consumed
+    steps = gan_steps(record)
+    if not images or not steps:
+        return None
+    return float(images) / float(np.mean(steps))
+
+
 def loss_series(record: Record) -> list[Losses] | None:
-    """A run's losses over generator steps: its history, or the mean over its class GANs' (None without losses)."""
-    history = record.history
+    """A run's losses over training, at the system's training images: its history, or the mean over its class GANs'
+    (None without losses, or without the training images and steps that place them)."""
+    history, per_step = record.history, step_images(record)
     found: list[list[LossPoint] | list[CellPoint]] = (
         list(history.values()) if isinstance(history, dict) else [history] if history else []
     )
@@ -308,10 +531,11 @@ def loss_series(record: Record) -> list[Losses] | None:
         if part
     ]
     parts = [part for part in parts if part]
-    if not parts:
+    if not parts or per_step is None:
         return None
     length = min(len(part) for part in parts)
-    return [Losses(*(float(np.mean([part[i][k] for part in parts])) for k in range(3))) for i in range(length)]
+    means = [[float(np.mean([part[i][k] for part in parts])) for k in range(3)] for i in range(length)]
+    return [Losses(step * per_step, d, g) for step, d, g in means]
 
 
 def mean_band(values: list[float]) -> tuple[float, tuple[float, float] | None]:
@@ -326,8 +550,10 @@ def mean_band(values: list[float]) -> tuple[float, tuple[float, float] | None]:
 
 
 def plot_losses(records: list[Record], out: Path) -> list[str]:
-    """``losses.png``: discriminator and generator loss over generator steps, per system at its largest P:
-    the mean over seeds with its 95 % band (class GANs averaged within a run; cellular runs keep no losses)."""
+    """``losses.png``: discriminator and generator loss over the training images of the whole system (the axis of
+    every figure of training progress), per system at its largest P: the mean over seeds with its 95 % band (class
+    GANs averaged within a run, at the images of the system when each had made that many steps; cellular runs keep
+    no losses)."""
     fig = losses_figure(records)
     if fig is None:
         return skipped("losses.png", "no run recorded its losses")
@@ -352,11 +578,11 @@ def losses_figure(records: list[Record]) -> Any | None:
     for ax, loss, title in losses:
         for name, series in systems.items():
             length = min(len(s) for s in series)
-            steps = [float(np.mean([s[i].step for s in series])) for i in range(length)]
+            images = [float(np.mean([s[i].images for s in series])) for i in range(length)]
             stats = [mean_band([loss(s[i]) for s in series]) for i in range(length)]
             look = style_of(name)
             ax.plot(
-                steps,
+                images,
                 [m for m, _ in stats],
                 label=f"{name} ({len(series)} seed{'s' if len(series) > 1 else ''})",
                 markersize=4,
@@ -364,7 +590,7 @@ def losses_figure(records: list[Record]) -> Any | None:
             )
             if len(series) > 1:
                 ax.fill_between(
-                    steps,
+                    images,
                     [b[0] if b else m for m, b in stats],
                     [b[1] if b else m for m, b in stats],
                     color=look.color,
@@ -372,7 +598,9 @@ def losses_figure(records: list[Record]) -> Any | None:
                     lw=0,
                 )
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_xlabel("generator step")
+        readable_ticks(ax, "y")
+        count_axis(ax)
+        ax.set_xlabel(IMAGES_AXIS)
         ax.set_ylabel(f"{title} loss (each system's own loss)")
         ax.set_title(f"{title} loss: mean over seeds, 95 % band", fontsize=10)
     legend_outside(axes[1])

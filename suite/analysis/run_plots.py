@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.images import ImageError, read_pixels
-from ..records.record import RankTelemetry, Record
+from ..records.record import CurvePoint, RankTelemetry, Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
 from .palette import style_of
 from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skipped
@@ -63,9 +63,18 @@ def _show(ax: Any, path: Path, title: str) -> None:
     ax.set_title(title, fontsize=8)
 
 
+def _when(point: CurvePoint | None, step: int) -> str:
+    """A grid's place in training: the training images of the whole system at its curve point (the axis of every
+    figure of training progress) and the training-window seconds; the grid's step where no curve point says more."""
+    if point is None or point.images is None:
+        return f"step {step}" + (f", {point.clock_s:.0f} s" if point is not None else "")
+    return f"{point.images:,} images, {point.clock_s:.0f} s"
+
+
 def plot_samples_over_time(records: list[Record], results_dir: Path, out: Path) -> list[str]:
     """``samples_over_time.png``: per system (one row), the real data's grid, then its generator's grids at up to
-    :data:`SAMPLE_COLUMNS` points of training (generator step and training-window seconds); rows labelled by class."""
+    :data:`SAMPLE_COLUMNS` points of training (the training images of the whole system, as in every figure of training
+    progress, and training-window seconds); rows labelled by class."""
     shown = []
     for name, runs in by_config(records).items():
         run = one_per_seed(runs)[0]
@@ -79,7 +88,7 @@ def plot_samples_over_time(records: list[Record], results_dir: Path, out: Path) 
     columns = 1 + max(len(grids) for *_, grids in shown)
     fig, axes = plt.subplots(len(shown), columns, figsize=(2.2 * columns, 2.45 * len(shown)), squeeze=False)
     for row, (name, run, run_dir, grids) in enumerate(shown):
-        clocks = {p.step: p.clock_s for p in run.curve or []}
+        points = {p.step: p for p in run.curve or []}
         real = run_dir / SAMPLE_GRIDS_DIR / REAL_GRID_FILE
         if real.is_file():
             _show(axes[row][0], real, "real data")
@@ -92,8 +101,7 @@ def plot_samples_over_time(records: list[Record], results_dir: Path, out: Path) 
                 ax.axis("off")
                 continue
             step, path = grids[col - 1]
-            clock = clocks.get(step)
-            _show(ax, path, f"step {step}" + (f", {clock:.0f} s" if clock is not None else ""))
+            _show(ax, path, _when(points.get(step), step))
     fig.suptitle("Samples over training (rows: classes where the model generates by class)", fontsize=10)
     fig.tight_layout()
     return save(fig, out, "samples_over_time.png")

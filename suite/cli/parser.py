@@ -388,32 +388,30 @@ def _add_gate(sub: Any) -> None:
     p.set_defaults(func=cmd_gate)
 
 
-def _add_schema(sub: Any) -> None:
-    """``suite schema``: its options and handler."""
-    p = sub.add_parser(
+_PLAIN_COMMANDS = (
+    (
         "schema",
-        help="print the JSON Schema of a scenario file (editors validate scenarios with it)",
-        description="Print the JSON Schema of a scenario file: every section and field, its type, bounds, default and "
+        cmd_schema,
+        "print the JSON Schema of a scenario file (editors validate scenarios with it)",
+        "Print the JSON Schema of a scenario file: every section and field, its type, bounds, default and "
         "doc, the registered strategies, engines and losses as choices. docs/reference/scenario.schema.json is this output.",
-    )
-    p.set_defaults(func=cmd_schema)
-
-
-def _add_scenarios(sub: Any) -> None:
-    """``suite scenarios``: its handler."""
-    p = sub.add_parser(
+    ),
+    (
         "scenarios",
-        help="list the built-in scenarios (suite run NAME runs one), each with its description",
-        description="List the scenarios that ship with the package, by name, each with its description: `suite run NAME` "
+        cmd_scenarios,
+        "list the built-in scenarios (suite run NAME runs one), each with its description",
+        "List the scenarios that ship with the package, by name, each with its description: `suite run NAME` "
         "runs one (a path to a scenario file works too).",
-    )
-    p.set_defaults(func=cmd_scenarios)
+    ),
+    ("env", cmd_env, "print versions and capabilities as JSON (and the Horovod build in one line on stderr)", None),
+)
+"""The sub-commands without options of their own: name, handler, help and description."""
 
 
-def _add_env(sub: Any) -> None:
-    """``suite env``: its options and handler."""
-    p = sub.add_parser("env", help="print versions and capabilities as JSON (and the Horovod build in one line on stderr)")
-    p.set_defaults(func=cmd_env)
+def _add_plain(sub: Any) -> None:
+    """``suite schema``, ``suite scenarios`` and ``suite env``: each its help and handler."""
+    for name, handler, help, description in _PLAIN_COMMANDS:
+        sub.add_parser(name, help=help, description=description).set_defaults(func=handler)
 
 
 def _add_gpu_check(sub: Any) -> None:
@@ -436,16 +434,18 @@ def _add_gpu_check(sub: Any) -> None:
     p.set_defaults(func=cmd_gpu_check)
 
 
+def _directive_value(value: str) -> str:
+    """An argument that goes into a job script's directive as it is (a constraint, a GPU binding), or refused."""
+    from ..config.validation import directive_problem
+
+    if (problem := directive_problem(value)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def _add_jobscript(sub: Any) -> None:
     """``suite jobscript``: its options and handler."""
-    from ..config.validation import directive_problem
-    from ..running.commands import LAUNCHERS
     from ..running.sites import SITES, SLURM_MPI_TYPES
-
-    def directive_value(value: str) -> str:
-        if (problem := directive_problem(value)) is not None:
-            raise argparse.ArgumentTypeError(problem)
-        return value
 
     p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
     p.add_argument("scenario", help="scenario YAML file")
@@ -478,7 +478,7 @@ def _add_jobscript(sub: Any) -> None:
         type=_safe_name,
         help="Slurm quality of service (default: the site's: perlmutter regular) (letters, digits, '.', '_', '-')",
     )
-    p.add_argument("-C", "--constraint", type=directive_value, help="Slurm node features, e.g. gpu (default: the site's)")
+    p.add_argument("-C", "--constraint", type=_directive_value, help="Slurm node features, e.g. gpu (default: the site's)")
     p.add_argument("--mpi", choices=SLURM_MPI_TYPES, help="Slurm's MPI plugin for srun (default: the cluster's)")
     p.add_argument(
         "--preamble",
@@ -500,6 +500,15 @@ def _add_jobscript(sub: Any) -> None:
     )
     _add_container(p, "start each rank inside this container")
     p.add_argument("--workdir", help="folder the job works in (default: the folder it was submitted from)")
+    _add_job_placement(p)
+    _add_caps(p)
+    p.set_defaults(func=cmd_jobscript)
+
+
+def _add_job_placement(p: argparse.ArgumentParser) -> None:
+    """``suite jobscript``'s placement of the ranks inside the allocation."""
+    from ..running.commands import LAUNCHERS
+
     g = p.add_argument_group("placement (inside the allocation; ranks fill a node before the next)")
     g.add_argument(
         "--launcher",
@@ -511,11 +520,9 @@ def _add_jobscript(sub: Any) -> None:
     g.add_argument("--ranks-per-node", type=int, help="ranks per node (default: the site's, else the largest run / --nodes)")
     g.add_argument("--gpus-per-rank", type=int, help="GPUs per rank (default: the site's, else 1)")
     g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank: srun --cpus-per-task, jsrun -c (default: the site's)")
-    g.add_argument("--gpu-bind", type=directive_value, help="Slurm --gpu-bind, e.g. closest, none (default: the site's)")
+    g.add_argument("--gpu-bind", type=_directive_value, help="Slurm --gpu-bind, e.g. closest, none (default: the site's)")
     g.add_argument("--master-addr", help="torch/deepspeed rendezvous host (default: the allocation's first compute host)")
     g.add_argument("--master-port", type=int, default=29500)
-    _add_caps(p)
-    p.set_defaults(func=cmd_jobscript)
 
 
 def _add_project(sub: Any) -> None:
@@ -572,9 +579,7 @@ _COMMANDS = (
     _add_score,
     _add_ruler,
     _add_gate,
-    _add_schema,
-    _add_scenarios,
-    _add_env,
+    _add_plain,
     _add_gpu_check,
     _add_jobscript,
     _add_project,

@@ -606,32 +606,25 @@ LOSSES.register(
 )
 
 _GAN_LOSSES = ("bce", "wgan-gp")
-_DATA_PARALLEL = "suite.train.strategies.data_parallel:DataParallel"  # one class, conditional or not
-STRATEGIES.register(
-    StrategyEntry(
-        "data_parallel",
-        _DATA_PARALLEL,
+
+
+def _one_model(name: str, conditional: bool, paper_model: str) -> StrategyEntry:
+    """``data_parallel`` and ``conditional``: one class training one model on every rank, conditional or not."""
+    return StrategyEntry(
+        name,
+        "suite.train.strategies.data_parallel:DataParallel",
         _GAN_LOSSES,
         data_parallel=True,
+        conditional=conditional,
         cost_model=ONE_GROUP,
-        paper_models={"bce": "DC-GAN"},
+        paper_models={"bce": paper_model},
         step_images=one_model_step_images,
         gpu_check=_gpu_one_model,
     )
-)
-STRATEGIES.register(
-    StrategyEntry(
-        "conditional",
-        _DATA_PARALLEL,
-        _GAN_LOSSES,
-        data_parallel=True,
-        conditional=True,
-        cost_model=ONE_GROUP,
-        paper_models={"bce": "DC-CGAN"},
-        step_images=one_model_step_images,
-        gpu_check=_gpu_one_model,
-    )
-)
+
+
+STRATEGIES.register(_one_model("data_parallel", False, "DC-GAN"))
+STRATEGIES.register(_one_model("conditional", True, "DC-CGAN"))
 STRATEGIES.register(
     StrategyEntry(
         "label_partitioned",

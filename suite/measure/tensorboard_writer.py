@@ -7,8 +7,9 @@ size, the one ``train.budget_images`` charges: :mod:`suite.config.plan`), so the
 curve and the whole-window numbers line up whatever the strategy.
 
 The rank that keeps a point writes it (data-parallel: rank 0; label-partitioned: the first rank of each class
-group; cellular: every rank, its own cells), between steps and never inside a timed one, flushing at every progress
-point, curve point and epoch end, so a run killed midway keeps what it had written. A write that fails (a full disk)
+group, each class GAN under tags of its own, the rank's step times with its last class GAN's points; cellular: every
+rank, its own cells), so that no tag has two points at one step. It writes between steps, never inside a timed
+one, flushing at every progress point, curve point and epoch end, so a run killed midway keeps what it had written. A write that fails (a full disk)
 is one warning line and the writer stops: events are an extra, training goes on.
 """
 

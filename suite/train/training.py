@@ -125,24 +125,23 @@ def _step_counts(run: Run, images: int, global_batch: int, key: str, max_steps: 
     return batches_per_epoch, n_critic, max_steps
 
 
-class GanTrainer:
-    """Builds one G/D pair for a group of ranks and trains it step by step.
+@dataclass(frozen=True)
+class GanPlan:
+    """One GAN a strategy trains: what it learns, which ranks train it, and for how long.
 
     Parameters
     ----------
-    run:
-        The run (losses, optimiser and model settings).
-    engine, group:
-        Who trains this GAN together; a group of one rank communicates nothing.
-    data:
-        The images this GAN learns (all classes, or one class for label-partitioned training).
     key:
         Names the GAN in seeds (``"all"``, ``"class3"``): the same key gives the same GAN
         whichever ranks train it.
-    conditional:
-        Build the label-conditioned pair (Tables 3 and 4).
+    data:
+        The images this GAN learns (all classes, or one class for label-partitioned training).
+    group:
+        Who trains this GAN together; a group of one rank communicates nothing.
     global_batch:
         Images per step over the whole group.
+    conditional:
+        Build the label-conditioned pair (Tables 3 and 4).
     max_steps:
         Train exactly this many generator steps, however many epochs that takes (weak
         scaling keeps the one-rank run's step count); default: :func:`generator_steps`, or
@@ -152,49 +151,79 @@ class GanTrainer:
     snapshot_steps:
         Take the snapshots at these generator steps instead, warm-up steps included (an images budget's
         fractions, :func:`suite.config.plan.budget_fraction_steps`).
+    gradient_group:
+        The ranks whose gradients are averaged every step (default: ``group``). A strategy that averages its models
+        itself every few steps (local SGD) gives each rank a group of its own here.
+    """
+
+    key: str
+    data: ImageData
+    group: Group
+    global_batch: int
+    conditional: bool = False
+    max_steps: int | None = None
+    snapshot_points: int = 0
+    snapshot_steps: tuple[int, ...] | None = None
+    gradient_group: Group | None = None
+
+
+@dataclass(frozen=True)
+class TrainerHooks:
+    """What a trainer is offered between steps besides its telemetry; each optional.
+
+    Parameters
+    ----------
     evaluate:
         Called at every snapshot with the trainer when training should stop at a quality
         target; returns whether the target is met (only the group's first rank needs to know).
     checkpointer:
         Offered every step boundary of the window (see :mod:`suite.train.checkpoint`); None: no checkpoints.
-    gradient_group:
-        The ranks whose gradients are averaged every step (default: ``group``). A strategy that averages its models
-        itself every few steps (local SGD) gives each rank a group of its own here.
     capture:
         How ``performance.cuda_graphs`` captures the step (default: :class:`suite.train.graphs.CudaGraphs` on the
         rank's GPU); the tests give one that runs on the CPU.
     events:
         This rank's TensorBoard writer where the run asks for events: the group's first rank writes the GAN's losses,
         epochs and its step times at every progress point, curve point (snapshot) and epoch end, between steps.
+    rank_times:
+        Whether this GAN's events carry its rank's step times (default); a rank that trains several GANs gives it to
+        one of them (label-partitioned: its last class GAN), so that the rank's tag has one point a step.
     """
 
-    def __init__(
-        self,
-        run: Run,
-        engine: Engine,
-        group: Group,
-        data: ImageData,
-        key: str,
-        conditional: bool,
-        global_batch: int,
-        telemetry: Telemetry,
-        max_steps: int | None = None,
-        snapshot_points: int = 0,
-        evaluate: Callable[["GanTrainer"], bool] | None = None,
-        checkpointer: Checkpointer | None = None,
-        snapshot_steps: list[int] | None = None,
-        gradient_group: Group | None = None,
-        capture: graphs.Capture | None = None,
-        events: EventWriter | None = None,
-    ):
-        self.run, self.engine, self.group, self.data, self.key = run, engine, group, data, key
-        self.gradient_group = gradient_group or group
-        self.checkpointer = checkpointer
-        self.conditional, self.global_batch, self.telemetry = conditional, global_batch, telemetry
+    evaluate: Callable[["GanTrainer"], bool] | None = None
+    checkpointer: Checkpointer | None = None
+    capture: graphs.Capture | None = None
+    events: EventWriter | None = None
+    rank_times: bool = True
+
+
+class GanTrainer:
+    """Builds one G/D pair for a group of ranks and trains it step by step.
+
+    Parameters
+    ----------
+    run:
+        The run (losses, optimiser and model settings).
+    engine:
+        The ranks' communication.
+    gan:
+        The GAN to train: its data, its group, its batch and its schedule (:class:`GanPlan`).
+    telemetry:
+        This rank's step timers.
+    hooks:
+        What it is offered between steps (:class:`TrainerHooks`): none by default.
+    """
+
+    def __init__(self, run: Run, engine: Engine, gan: GanPlan, telemetry: Telemetry, hooks: TrainerHooks | None = None):
+        hooks = hooks or TrainerHooks()
+        group, key, global_batch = gan.group, gan.key, gan.global_batch
+        self.run, self.engine, self.group, self.data, self.key = run, engine, group, gan.data, key
+        self.gradient_group = gan.gradient_group or group
+        self.checkpointer = hooks.checkpointer
+        self.conditional, self.global_batch, self.telemetry = gan.conditional, global_batch, telemetry
         self.loss = get_loss(run.loss)
         self.seed = run.train.seed
         self.local_batch = local_batch(global_batch, group.size)
-        self.batches_per_epoch, self.n_critic, self.max_steps = _step_counts(run, len(data), global_batch, key, max_steps)
+        self.batches_per_epoch, self.n_critic, self.max_steps = _step_counts(run, len(gan.data), global_batch, key, gan.max_steps)
         self.generator, self.discriminator = self._build()
         # the forward passes the steps call, compiled where performance.compile asks (the penalty's stays eager):
         # through the engine's wrapper (module) where gradients flow into the network, else the plain network
@@ -209,10 +238,10 @@ class GanTrainer:
         self._static = graphs.StaticInputs()
         if graphed:
             graphs.check_capturable((self.generator, self.discriminator), self.loss, self.n_critic)
-            self._graphed = graphs.GraphedStep(capture or graphs.CudaGraphs(engine.device))
+            self._graphed = graphs.GraphedStep(hooks.capture or graphs.CudaGraphs(engine.device))
         self.result = GanResult(key, self.generator.network)
-        self.snapshot_points, self.evaluate = snapshot_points, evaluate
-        self._fixed_snapshot_steps = set(snapshot_steps) if snapshot_steps is not None else None
+        self.snapshot_points, self.evaluate = gan.snapshot_points, hooks.evaluate
+        self._fixed_snapshot_steps = set(gan.snapshot_steps) if gan.snapshot_steps is not None else None
         self.warmup_steps = 0
         self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
         self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
@@ -232,7 +261,8 @@ class GanTrainer:
         self._watch = LossWatch(engine.device, columns, loss_bound(run.loss), engine.rank, where)
         self.diverged: Divergence | None = None  # the first divergence this rank saw
         self.halted = False  # its group stopped training because a rank of it diverged
-        self.events = events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
+        self.events = hooks.events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
+        self.rank_times = hooks.rank_times
         self._told = (0, -1, self._epoch)  # history points written, the step and the epoch of the last events
 
     def _build(self) -> tuple[Replica, Replica]:
@@ -523,7 +553,8 @@ class GanTrainer:
         if self.result.steps != last_step:
             images = events.images(self.result.steps, own)
             events.scalars(images, {f"train/epoch{suffix}": self._epoch + self._batch / self.batches_per_epoch})
-            events.step_times(images, self.telemetry.step_times)
+            if self.rank_times:
+                events.step_times(images, self.telemetry.step_times)
         events.flush()
         self._told = (len(self.result.history), self.result.steps, self._epoch)
 

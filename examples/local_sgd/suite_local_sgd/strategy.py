@@ -9,24 +9,26 @@ Checkpoints keep every rank's own weights and Adam state; the final model is the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
 
-from suite.train.engines.base import Group
+from suite.config.scenario import Run
+from suite.measure.telemetry import Telemetry
+from suite.train.engines.base import Engine, Group
 from suite.train.flat import cpu_state, flatten, unflatten_
 from suite.train.strategies.base import Outcome
 from suite.train.strategies.data_parallel import DataParallel
-from suite.train.training import GanTrainer
+from suite.train.training import GanPlan, GanTrainer, TrainerHooks
 
 
 class LocalSGDTrainer(GanTrainer):
     """A :class:`GanTrainer` whose ranks step alone and average their parameters every ``every`` steps."""
 
-    def __init__(self, every: int, **settings: Any):
-        engine = settings["engine"]
+    def __init__(self, every: int, run: Run, engine: Engine, gan: GanPlan, telemetry: Telemetry, hooks: TrainerHooks):
         alone = Group(index=engine.rank, ranks=[engine.rank], rank=0)  # no gradient averaging
-        super().__init__(gradient_group=alone, **settings)
+        super().__init__(run, engine, replace(gan, gradient_group=alone), telemetry, hooks)
         self.every = every
 
     def step(self) -> None:
@@ -46,9 +48,9 @@ class LocalSGDTrainer(GanTrainer):
 class LocalSGD(DataParallel):
     """Data-parallel training with periodic model averaging (see the module docstring)."""
 
-    def make_trainer(self, **settings: Any) -> GanTrainer:
+    def make_trainer(self, gan: GanPlan, hooks: TrainerHooks) -> GanTrainer:
         self.every = self.run.section("local_sgd").average_every
-        return LocalSGDTrainer(self.every, **settings)
+        return LocalSGDTrainer(self.every, self.run, self.engine, gan, self.telemetry, hooks)
 
     def checkpoint(self) -> dict:
         state = super().checkpoint()

@@ -19,7 +19,7 @@ from ..baselines import read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
-from ..plots import pyplot
+from ..plots import pyplot, readable_ticks
 from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
@@ -131,8 +131,10 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
                 part["procs"], part["value"], linestyle="none", marker=markers[source], markersize=9, color="black", zorder=5
             )
         ax.set_xscale("log", base=2)
+        readable_ticks(ax, "x")
         if scaling == "strong":
             ax.set_yscale("log", base=2)
+            readable_ticks(ax, "y")
         ax.set_xlabel("ranks P")
         ax.set_ylabel("speedup S = T(1)/T(P)" if scaling == "strong" else "efficiency E = T(1)/T(P)")
         ax.set_title(f"{scaling} scaling, projected", fontsize=10)

@@ -51,12 +51,12 @@ from .rulers import (
     Ruler,
     RulerError,
     classifier_name,
+    enter_in_manifest,
     find_classifier,
     find_steering,
-    read_manifest,
     steering_name,
     verify,
-    write_manifest,
+    weights_path,
 )
 
 log = logging.getLogger(__name__)
@@ -389,7 +389,7 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
 
     name = steering_name(spec.dataset) if spec.role == STEERING else classifier_name(spec.dataset)
     net, info = train_classifier(spec, device)
-    path = folder / f"{name.replace(':', '-')}.pt"
+    path = weights_path(folder, name)
     save_weights(net, path)
     probe = load_dataset(spec.dataset, spec.image_size, spec.split, spec.root, limit=1)
     ruler = Ruler(
@@ -414,9 +414,7 @@ def make_classifier_ruler(spec: ClassifierSpec, folder: Path, device: torch.devi
         role=spec.role,
         train_rows=spec.half or "all",
     )
-    rulers = read_manifest(folder)
-    rulers[name] = ruler
-    write_manifest(folder, rulers)
+    enter_in_manifest(folder, ruler)
     return ruler
 
 

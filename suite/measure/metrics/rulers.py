@@ -151,6 +151,18 @@ def write_manifest(folder: Path, rulers: dict[str, Ruler]) -> None:
     atomic_write_text(folder / MANIFEST, json.dumps(payload, indent=2) + "\n")
 
 
+def enter_in_manifest(folder: Path, ruler: Ruler) -> None:
+    """Enter ``ruler`` in ``folder/rulers.json``, replacing an earlier entry of its name."""
+    rulers = read_manifest(folder)
+    rulers[ruler.name] = ruler
+    write_manifest(folder, rulers)
+
+
+def weights_path(folder: Path, name: str) -> Path:
+    """The file of the pinned network ``name`` in ``folder``: ``classifier:digits`` in ``classifier-digits.pt``."""
+    return folder / f"{name.replace(':', '-')}.pt"
+
+
 def classifier_name(dataset: str) -> str:
     """The ruler name of the suite classifier for ``dataset``."""
     return f"{_PREFIX[RULER]}:{dataset}"
@@ -170,20 +182,21 @@ def _pinned(name: str) -> tuple[Ruler, Path] | None:
     return None
 
 
-def _looked() -> str:
-    return " and ".join(str(f / MANIFEST) for f in ruler_folders())
+def _pinned_or_refused(name: str, field: str, kind: str, make: str) -> tuple[Ruler, Path]:
+    """The first entry ``name`` in :func:`ruler_folders` and its file, not yet checked; else a :class:`RulerError`
+    naming ``field``, where it looked and how to ``make`` one."""
+    found = _pinned(name)
+    if found is None:
+        looked = " and ".join(str(f / MANIFEST) for f in ruler_folders())
+        raise RulerError(f"{field}: no pinned {kind} {name} (looked in {looked}); make one once with {make}")
+    return found
 
 
 def find_classifier(dataset: str) -> tuple[Ruler, Path]:
     """The pinned classifier ruler of ``dataset`` and its verified file, else a :class:`RulerError`."""
     name = classifier_name(dataset)
-    found = _pinned(name)
-    if found is None:
-        raise RulerError(
-            f"metrics.features: no pinned ruler {name} (looked in {_looked()}); make one once with "
-            f"`suite ruler train --dataset {dataset}` (it prints the sha256 every score will name)"
-        )
-    ruler, path = found
+    make = f"`suite ruler train --dataset {dataset}` (it prints the sha256 every score will name)"
+    ruler, path = _pinned_or_refused(name, "metrics.features", "ruler", make)
     return ruler, verify(path, ruler.sha256, name)
 
 
@@ -193,14 +206,11 @@ def find_steering(dataset: str, field: str = "steering") -> tuple[Ruler, Path]:
     It is never a ruler: a file whose sha256 any pinned ruler has is refused.
     """
     name = steering_name(dataset)
-    found = _pinned(name)
-    if found is None:
-        raise RulerError(
-            f"{field}: no pinned steering network {name} (looked in {_looked()}); make one once with "
-            f"`suite ruler train --dataset {dataset} --steering` "
-            f"(the ruler {classifier_name(dataset)} judges the comparison and never steers training)"
-        )
-    steering, path = found
+    make = (
+        f"`suite ruler train --dataset {dataset} --steering` "
+        f"(the ruler {classifier_name(dataset)} judges the comparison and never steers training)"
+    )
+    steering, path = _pinned_or_refused(name, field, "steering network", make)
     for folder in ruler_folders():
         for ruler in read_manifest(folder).values():
             if ruler.role == RULER and ruler.sha256 == steering.sha256:

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 from ...gan.data import ImageData, load_dataset, native_size
 from ...records.integrity import sha256_file
 from .features import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy, save_weights
-from .rulers import STEERING, Ruler, read_manifest, steering_name, write_manifest
+from .rulers import STEERING, Ruler, enter_in_manifest, steering_name, weights_path
 from .scores import frechet_distance, statistics
 
 STEERING_SPLIT = "test"
@@ -274,7 +274,7 @@ def make_steering_network(spec: SteeringSpec, folder: Path, image_size: int = 20
     entry of that name). The weights are a file of tensors (float32), read back with ``weights_only``."""
     name = steering_name(spec.dataset)
     net, info = train_steering(spec)
-    path = folder / f"{name.replace(':', '-')}.pt"
+    path = weights_path(folder, name)
     folder.mkdir(parents=True, exist_ok=True)
     save_weights(net, path)  # the same weights, the same bytes and sha256
     entry = Ruler(
@@ -299,9 +299,7 @@ def make_steering_network(spec: SteeringSpec, folder: Path, image_size: int = 20
         architecture=PIXEL_MLP,
         trained_on=trained_on(spec, int(info["train_images"])),
     )
-    rulers = read_manifest(folder)
-    rulers[name] = entry
-    write_manifest(folder, rulers)
+    enter_in_manifest(folder, entry)
     # measured with both networks as scoring loads them (from their pinned files, in float64)
     ruler = ClassifierNet(spec.dataset)
     steering = ClassifierNet(spec.dataset, role=STEERING, pinned=(entry, path))
@@ -310,8 +308,7 @@ def make_steering_network(spec: SteeringSpec, folder: Path, image_size: int = 20
     entry.rank_correlation_logits = round(agreement.rank_correlation_logits, 4)
     entry.rank_correlation_features = round(agreement.rank_correlation_features, 4)
     entry.measured_against = ruler.sha256
-    rulers[name] = entry
-    write_manifest(folder, rulers)
+    enter_in_manifest(folder, entry)
     return entry, agreement
 
 

@@ -19,7 +19,7 @@ from ...config.registry import STRATEGIES
 from ...gan.sampling import SINGLE
 from ...records.record import StrategyFields
 from ..flat import cpu_state
-from ..training import GanTrainer, generator_steps, run_critic_steps
+from ..training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:
@@ -52,26 +52,21 @@ class DataParallel(Strategy):
 
                 self.reference = Reference.for_run(run, self.engine.device)
                 self.networks = self.reference.networks()  # built (and cached) before the window opens
-        self.trainer = self.make_trainer(
-            run=run,
-            engine=self.engine,
-            group=group,
-            data=self.data,
-            key="all",
-            conditional=self.conditional,
-            global_batch=self.global_batch,
-            telemetry=self.telemetry,
+        gan = GanPlan(
+            "all",
+            self.data,
+            group,
+            self.global_batch,
+            self.conditional,
             max_steps=steps,
             snapshot_points=run.metrics.curve_points,
-            evaluate=evaluate,
-            checkpointer=self.checkpointer,
-            snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
-            events=self.events,
+            snapshot_steps=tuple(self.budget.snapshot_steps) if self.budget is not None else None,
         )
+        self.trainer = self.make_trainer(gan, TrainerHooks(evaluate, self.checkpointer, events=self.events))
 
-    def make_trainer(self, **settings: Any) -> GanTrainer:
+    def make_trainer(self, gan: GanPlan, hooks: TrainerHooks) -> GanTrainer:
         """The trainer of the one model (a strategy built on this one may train with a trainer of its own)."""
-        return GanTrainer(**settings)
+        return GanTrainer(self.run, self.engine, gan, self.telemetry, hooks)
 
     def _bundle(self, state: torch.nn.Module | dict[str, torch.Tensor]) -> GeneratorBundle:
         return make_bundle(self.run, self.data, SINGLE, {"all": cpu_state(state)}, conditional=self.conditional)

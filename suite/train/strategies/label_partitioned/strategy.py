@@ -37,7 +37,7 @@ from ....gan.tensorfiles import load_tensors, save_tensors
 from ....records.nofollow import remove_tree
 from ....records.record import FileDigest, GroupPart
 from ...flat import cpu_state
-from ...training import GanTrainer, run_critic_steps
+from ...training import GanPlan, GanTrainer, TrainerHooks, run_critic_steps
 from ..base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 from .record import LabelPartitionedFields
 
@@ -73,24 +73,31 @@ class LabelPartitioned(Strategy):
         self.budget = images_budget(run, size)
         if self.events is not None:
             self.events.count_steps(size)
+        labels = self.plan[self.group.index][1]
         self.trainers = [
             GanTrainer(
                 run,
                 engine,
-                self.group,
-                self.data.of_class(label),
-                f"class{label}",
-                False,
-                run.train.batch_size,
+                GanPlan(
+                    f"class{label}",
+                    self.data.of_class(label),
+                    self.group,
+                    run.train.batch_size,
+                    max_steps=self.budget.steps if self.budget is not None else None,
+                    snapshot_points=run.metrics.curve_points,
+                    snapshot_steps=tuple(self.budget.snapshot_steps) if self.budget is not None else None,
+                ),
                 self.telemetry,
-                max_steps=self.budget.steps if self.budget is not None else None,
-                snapshot_points=run.metrics.curve_points,
-                # interleaved GANs are checkpointed together, between rounds
-                checkpointer=None if self.interleaved else self.checkpointer,
-                snapshot_steps=self.budget.snapshot_steps if self.budget is not None else None,
-                events=self.events,
+                TrainerHooks(
+                    # interleaved GANs are checkpointed together, between rounds
+                    checkpointer=None if self.interleaved else self.checkpointer,
+                    events=self.events,
+                    # the rank's step times once a step of the system: from the GAN that ends each round (interleaved)
+                    # and trains last (sequential), so that they include its rank's other GANs
+                    rank_times=label == labels[-1],
+                ),
             )
-            for label in self.plan[self.group.index][1]
+            for label in labels
         ]
         self.window_opened = False
 
