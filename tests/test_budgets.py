@@ -12,7 +12,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.plan import budget_fraction_steps
 from suite.gan.data import load_dataset
 from suite.measure.telemetry import CommStats, Telemetry
-from suite.train import strategies
+from suite.train.strategies.base import create
 from suite.train.training import window_seconds
 
 CLASSES = [0, 1, 2]
@@ -44,7 +44,7 @@ def in_process(
         monkeypatch.setattr(fault_hooks.time, "sleep", lambda s: slept.append(s) or sleep(s))
         fault_hooks.slow_down_steps(telemetry)
     data = load_dataset("digits", 20, classes=CLASSES)
-    strategy_ = strategies.create(run, engine, data, telemetry, tmp_path / f"scratch-{len(list(tmp_path.iterdir()))}")
+    strategy_ = create(run, engine, data, telemetry, tmp_path / f"scratch-{len(list(tmp_path.iterdir()))}")
     strategy_.setup()
     telemetry.start_warmup()
     strategy_.warm_up()
@@ -157,7 +157,7 @@ def test_interleaved_class_gans_resume_from_a_checkpoint_to_the_same_generators(
 
     def started(checkpointer):
         engine = SoloEngine()
-        strategy = strategies.create(run, engine, data, Telemetry(engine.device, CommStats()), tmp_path / "scratch")
+        strategy = create(run, engine, data, Telemetry(engine.device, CommStats()), tmp_path / "scratch")
         strategy.checkpointer = checkpointer
         strategy.setup()
         checkpointer.strategy = strategy

@@ -13,7 +13,7 @@ from torch import nn
 from conftest import run_scenario, tiny_scenario
 from suite.config.expansion import parse_scenario
 from suite.config.plan import process_grid
-from suite.config.scenario import ScenarioError
+from suite.config.scenario import ScenarioError, scenario_section
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
 from suite.measure.metrics.rulers import PACKAGED_RULERS
@@ -351,7 +351,7 @@ def test_cellular_settings_are_validated(cellular, metrics, error):
 
 
 def test_cellular_defaults_are_lipizzaners_mnist_settings():
-    cfg = parse_scenario(cellular_scenario()).cellular
+    cfg = scenario_section(parse_scenario(cellular_scenario()), "cellular")
     # lipizzaner-gan/mnist.yml: population_size, tournament_size, n_replacements, alpha, mutation_probability,
     # discriminator_skip_each_nth_step, mixture_sigma, score_sample_size, fitness_sample_size, n_batches,
     # mixture_generator_samples_mode

@@ -212,6 +212,7 @@ def test_horovod_records_its_process_sets_and_allreduce_operations(tmp_path):
             "strategy": "label_partitioned",
             "procs": 4,
             "classes": [0, 1],
+            "dataset": {"name": "digits", "classes": [0, 1]},  # the classes it trained, which the check reads
             "comm": {"largest_group": 2},
             "engine_settings": engine.settings(),
         }

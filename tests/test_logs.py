@@ -132,7 +132,7 @@ def _live(tmp_path, strategy: str, train: dict, classes=None, limit=None, points
     from suite.gan.data import load_dataset
     from suite.measure.telemetry import CommStats, Telemetry
     from suite.measure.tensorboard_writer import EventWriter
-    from suite.train import strategies
+    from suite.train.strategies.base import create
 
     dataset = {"name": "digits", "image_size": 20, "limit": limit, "classes": classes}
     scenario = {
@@ -146,7 +146,7 @@ def _live(tmp_path, strategy: str, train: dict, classes=None, limit=None, points
     engine = SoloEngine()
     telemetry = Telemetry(engine.device, CommStats())
     data = load_dataset("digits", 20, classes=classes, limit=limit)
-    made = strategies.create(run, engine, data, telemetry, tmp_path / "scratch")
+    made = create(run, engine, data, telemetry, tmp_path / "scratch")
     writer = made.events = EventWriter(tmp_path / "tb", run.strategy, 0)
     writer.start(run.to_dict())
     made.setup()

@@ -99,7 +99,7 @@ def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
         if entry.settings is not None:
             sections.setdefault(entry.settings, set()).update(trait_modules(entry))
     assert {"cellular", "wgan_gp"} <= set(sections)
-    assert "suite/config/cellular_rules" in sections["cellular"]  # its rules are reached through its entry
+    assert "suite/train/strategies/cellular/rules" in sections["cellular"]  # its rules are reached through its entry
     offending = []
     for path in sorted((REPO / "suite").rglob("*.py")):
         relative = str(path.relative_to(REPO))
@@ -202,7 +202,7 @@ def test_the_plugin_section_is_read_overridden_and_swept(plugins):
         "local_sgd-bce-mpi-average_every8-p2-r0": 8,
     }
     plain = next(r for r in runs if r.strategy == "data_parallel")
-    assert plain.sections == {} and "sections" not in plain.to_dict()  # built-in runs keep their run.json
+    assert plain.sections == {} and "sections" not in plain.to_dict()  # its strategy and loss read no section
     one = next(r for r in runs if r.run_id == "own-p2-r0")
     assert type(one).from_dict(one.to_dict()).section("local_sgd").average_every == 2
 
@@ -450,3 +450,133 @@ def test_a_strategy_sizes_its_checkpoints_through_its_footprint_trait(monkeypatc
     _with_traits(monkeypatch, "data_parallel", footprint=lambda run, sizes: seen.append(sizes) or (1, 2))
     assert footprint(run) == (1, 2) != plain
     assert 0 < seen[0].generator < seen[0].gan and seen[0].snapshots == run.metrics.curve_points + 1
+
+
+# --- the built-ins take the plugin route --------------------------------------------------------------------
+
+
+def test_the_built_in_strategies_and_losses_bring_their_sections_and_record_parts_as_a_plugin_does():
+    """No strategy's or loss's section is a field of a scenario, a run entry or a run, and no strategy's record part a
+    field of the core record: each lives in the entry's own package (its implementation's), named by the entry."""
+    import dataclasses
+
+    from suite.config.registry import record_part_type, settings_type
+    from suite.config.scenario import Run, RunSpec, Scenario, strategy_sections
+    from suite.records.record import CoreRecord
+
+    assert set(strategy_sections()) == {"cellular", "wgan_gp"}
+    for holder in (Scenario, RunSpec, Run):
+        assert not set(strategy_sections()) & {f.name for f in dataclasses.fields(holder)}, holder
+    core = {f.name for f in dataclasses.fields(CoreRecord)}
+    parts = {entry.name: record_part_type(entry) for entry in STRATEGIES}
+    assert {name for name, part in parts.items() if part is not None} == {"label_partitioned", "cellular"}
+    for name, part in parts.items():
+        package = STRATEGIES[name].target.partition(":")[0].rpartition(".")[0]
+        if part is not None:
+            assert part.__module__.startswith(package + ".") and not core & {f.name for f in dataclasses.fields(part)}
+    for entry in (*STRATEGIES, *LOSSES):
+        if entry.settings is not None:
+            package = entry.target.partition(":")[0].rpartition(".")[0]
+            assert settings_type(entry).__module__.startswith(package + "."), entry.name
+
+
+def test_a_built_in_section_in_a_scenario_file_and_in_run_json_reads_as_ever(tmp_path):
+    """``cellular:`` and ``wgan_gp:`` at a scenario's top level and in its run entries, as always; a run holds those its
+    strategy and loss read, and a ``run.json`` written before they moved (at its top level) still loads."""
+    import dataclasses
+    import json
+
+    from suite.config.scenario import Run
+
+    data = tiny_scenario(
+        "s",
+        [
+            {"strategy": "cellular", "engine": "mpi", "procs": [1], "grid": [1, 1], "cellular": {"population": 2}},
+            {"strategy": "label_partitioned", "engine": "mpi", "loss": "wgan-gp", "procs": [1], "wgan_gp": {"lr": 0.002}},
+            {"strategy": "data_parallel", "engine": "mpi", "procs": [1]},
+        ],
+    )
+    data.update(cellular={"iterations": 3}, wgan_gp={"n_critic": 2})
+    cell, wcgan, plain = expand(parse_scenario(data))
+    assert (cell.section("cellular").iterations, cell.section("cellular").population) == (3, 2)
+    assert (wcgan.section("wgan_gp").lr, wcgan.section("wgan_gp").n_critic) == (0.002, 2)
+    assert set(cell.sections) == {"cellular"} and set(wcgan.sections) == {"wgan_gp"} and plain.sections == {}
+    assert plain.section("wgan_gp").n_critic == 5  # a section its run does not read: its defaults
+    for run in (cell, wcgan, plain):
+        assert Run.from_dict(json.loads(run.to_json())) == run
+    old = {k: v for k, v in cell.to_dict().items() if k != "sections"}  # the layout of run.json until now
+    old |= {"wgan_gp": {"n_critic": 5, "gp_weight": 10.0, "lr": 0.0001, "betas": [0.0, 0.9]}}
+    old |= {"cellular": dataclasses.asdict(cell.section("cellular"))}
+    assert Run.from_dict(old).section("cellular") == cell.section("cellular")
+
+
+def test_the_committed_records_read_into_their_strategies_parts_and_write_back_unchanged():
+    """Every committed record (reports/*/records.json, written while the strategies' fields were the core record's)
+    reads with its strategy's fields in its part, and writes back the same file: the same keys, in the same order."""
+    import json
+
+    from suite.records.codec import record_data
+    from suite.records.record import part_of
+    from suite.train.strategies.cellular.record import CellularRecord
+    from suite.train.strategies.label_partitioned.record import LabelPartitionedRecord
+
+    lists = sorted(REPO.glob("reports/*/records.json"))  # a report's records, as record_data wrote them
+    files = sorted(REPO.glob("reports/**/result.json"))  # run folders' records, the schema's version first
+    assert lists and files
+    committed = [(path, data, True) for path in lists for data in json.loads(path.read_text())]
+    committed += [(path, json.loads(path.read_text()), False) for path in files]
+    seen = set()
+    for path, data, in_order in committed:
+        record = parse_record(data, str(path))
+        written = record_data(record)
+        assert written == data, (path, data.get("run_id"))
+        if in_order:
+            assert json.dumps(written) == json.dumps(data), (path, data.get("run_id"))
+        part = {"cellular": CellularRecord, "label_partitioned": LabelPartitionedRecord}.get(str(record.strategy))
+        if part is None:
+            assert record.strategy_part is None
+            continue
+        assert isinstance(record.strategy_part, part) and part_of(record, part) is record.strategy_part
+        seen.add(record.strategy)
+        if record.status == "ok" and record.strategy == "cellular":
+            assert part_of(record, CellularRecord).cells_per_rank == data["cells_per_rank"] is not None
+    assert seen == {"cellular", "label_partitioned"}
+
+
+def reaching(package: str) -> set[str]:
+    """The files of ``suite/`` outside ``package`` (``suite/train/strategies/cellular``) that reach its code: import
+    one of its modules, or name one in a ``"module:attribute"`` string (the registry's targets), docstrings aside."""
+    dotted = package.replace("/", ".")
+    found = set()
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        relative = str(path.relative_to(REPO))
+        if relative.startswith(package + "/") or relative == package + ".py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                absolute = module if not node.level else ".".join(relative[:-3].split("/")[: -node.level] + [module.lstrip(".")])
+                if absolute == dotted or absolute.startswith(dotted + "."):
+                    found.add(relative)
+            elif isinstance(node, ast.Import) and any(a.name.startswith(dotted) for a in node.names):
+                found.add(relative)
+            elif isinstance(node, ast.Constant) and id(node) not in docstrings and isinstance(node.value, str):
+                if node.value.startswith(dotted + ".") or node.value.startswith(dotted + ":"):
+                    found.add(relative)
+    return found
+
+
+def test_a_built_in_strategys_package_is_reached_from_its_registration_and_analysis_accessor_only():
+    """A new record field or setting of a strategy touches its package: the rest of the suite reaches it through its
+    registry entry (``suite/config/registry.py``) and analysis's one accessor of strategies' record parts."""
+    allowed = {"suite/config/registry.py", "suite/analysis/strategy_fields.py"}
+    cellular = reaching("suite/train/strategies/cellular")
+    assert "suite/config/registry.py" in cellular and cellular <= allowed
+    assert reaching("suite/train/strategies/label_partitioned") <= allowed | {"suite/running/mlperf_lines.py"}
+
+
+def test_the_reach_check_resolves_relative_imports():
+    assert "suite/train/strategies/base.py" not in reaching("suite/train/strategies/cellular")
+    assert "suite/train/strategies/cellular/strategy.py" in reaching("suite/train/strategies/base")  # from ..base import

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from suite.config.expansion import expand, parse_scenario
-from suite.records.codec import FLAT_COLUMNS, check_record, parse_record, record_data, record_field
+from suite.records.codec import FLAT_COLUMNS, LAYOUT_PART_KEYS, check_record, parse_record, record_data, record_field
 from suite.records.record import SCHEMA_VERSION, CoreRecord, CurvePoint, RankTelemetry, Record, RecordError, run_identity
 from suite.records.results import RECORD_FILE, iter_records, new_record, read_record, write_record
 
@@ -39,7 +39,8 @@ def test_a_record_is_read_into_typed_parts_and_written_back_losing_nothing(tmp_p
     # every field of the schema, null where the data had no value; what the data held, a key no part declares too, kept
     assert written["telemetry"]["per_rank"][0]["a_newer_key"] == [1, 2] and written["env"] == data["env"]
     assert written["quality"] is None and written["telemetry"]["per_rank"][0]["window"]["seconds"] is None
-    assert set(written) == {f.name for f in dataclasses.fields(Record)} - {"strategy_part"}  # its keys sit at the top
+    # its keys sit at the top, with the layout's keys of the strategies' parts (null: a record of no strategy)
+    assert set(written) == {f.name for f in dataclasses.fields(Record)} - {"strategy_part"} | set(LAYOUT_PART_KEYS)
     assert parse_record(written) == record
     write_record(tmp_path / "a", record)
     assert read_record(tmp_path / "a") == record

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suite.config.expansion import expand, load_scenario, parse_scenario
-from suite.config.scenario import RunSpec, Scenario, ScenarioError
+from suite.config.scenario import RunSpec, Scenario, ScenarioError, strategy_sections
 from suite.config.schema import json_schema, section_type, type_hints
 from suite.config.yamlfile import YamlError, load_yaml, parse_yaml
 
@@ -55,6 +55,8 @@ def _numeric_fields() -> list[tuple[tuple[str, ...], type, bool, bool]]:
                 found.append(((*path, f.name), numeric[0], numeric[1], _has_maximum(props[f.name])))
 
     visit(Scenario, ())
+    for name, section in strategy_sections().items():  # the strategies' and losses' (cellular, wgan_gp)
+        visit(section, (name,))
     visit(RunSpec, ("runs", "0"))
     return found
 

@@ -32,9 +32,10 @@ def test_a_sweep_is_the_cartesian_product_in_the_order_listed_and_every_run_reco
     ]
     assert len(runs) == 10 and [r.train.seed for r in runs[5:]] == [11] * 5  # every setting on every seed
     third = first_seed[2]
-    assert (third.wgan_gp.lr, third.wgan_gp.n_critic, third.wgan_gp.gp_weight) == (0.001, 5, 10.0)  # the rest: the scenario's
+    wgan_gp = third.section("wgan_gp")
+    assert (wgan_gp.lr, wgan_gp.n_critic, wgan_gp.gp_weight) == (0.001, 5, 10.0)  # the rest: the scenario's
     assert third.sweep == {"wgan_gp.lr": 0.001, "wgan_gp.n_critic": 5} and third.sweep_order == 2
-    assert first_seed[4].train.lr == 0.0003 and first_seed[4].wgan_gp.lr == 0.0001
+    assert first_seed[4].train.lr == 0.0003 and first_seed[4].section("wgan_gp").lr == 0.0001
     assert Run.from_dict(third.to_dict()) == third  # run.json keeps it
     identity = run_identity(third)
     assert identity["sweep"] == {"wgan_gp.lr": 0.001, "wgan_gp.n_critic": 5} and identity["sweep_order"] == 2
@@ -57,9 +58,10 @@ def test_an_entry_overrides_its_loss_and_strategy_sections_field_by_field():
         cellular={"iterations": 3, "population": 2},
     )
     own, cell, default = expand(parse_scenario(data))[:3]
-    assert (own.wgan_gp.lr, own.wgan_gp.n_critic, own.wgan_gp.gp_weight) == (0.001, 1, 5.0)
-    assert (cell.cellular.iterations, cell.cellular.population) == (7, 2)
-    assert (default.wgan_gp.lr, default.wgan_gp.n_critic) == (0.0001, 5)
+    wgan_gp = own.section("wgan_gp")
+    assert (wgan_gp.lr, wgan_gp.n_critic, wgan_gp.gp_weight) == (0.001, 1, 5.0)
+    assert (cell.section("cellular").iterations, cell.section("cellular").population) == (7, 2)
+    assert (default.section("wgan_gp").lr, default.section("wgan_gp").n_critic) == (0.0001, 5)
 
 
 def test_swept_values_become_the_overrides_to_paste():

@@ -188,10 +188,10 @@ def test_the_tuning_scenario_searches_the_main_jobs_systems_alike_on_other_seeds
         assert f"{budget:,} images" in limits and f"{main_job['train']['budget_images']:,}" in limits
     lrs = {(r.strategy, r.loss): set() for r in runs}
     for r in runs:
-        lrs[(r.strategy, r.loss)].add(r.wgan_gp.lr if r.loss == "wgan-gp" else r.train.lr)
+        lrs[(r.strategy, r.loss)].add(r.section("wgan_gp").lr if r.loss == "wgan-gp" else r.train.lr)
     # the same grid for every system: as many settings each, three seeds per setting
     assert set(map(frozenset, lrs.values())) == {frozenset({0.0003, 0.001, 0.003, 0.01})}
-    assert {r.wgan_gp.n_critic for r in runs if r.loss == "wgan-gp"} == {1}
+    assert {r.section("wgan_gp").n_critic for r in runs if r.loss == "wgan-gp"} == {1}
     assert len(tuning["train"]["seeds"]) == 3
     assert len(runs) == 4 * 5 * 3  # what its time estimate counts
 
@@ -296,5 +296,5 @@ def test_the_committed_tuning_is_what_the_committed_scenario_makes():
     assert f"over the tuning seeds ({', '.join(map(str, seeds))})" in text
     table = pd.read_csv(REPO / "reports" / "tuning" / "tuning.csv")
     assert len(table) == len({(r.strategy, r.loss, json.dumps(r.sweep)) for r in runs})  # one row per system and setting
-    grid = {r.wgan_gp.lr if r.loss == "wgan-gp" else r.train.lr for r in runs}
+    grid = {r.section("wgan_gp").lr if r.loss == "wgan-gp" else r.train.lr for r in runs}
     assert f"every system got {len(grid)} settings and {len(seeds)} seeds per setting" in text

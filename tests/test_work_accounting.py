@@ -10,13 +10,14 @@ import torch
 from test_budgets import in_process
 
 from suite.analysis.conditions import condition_warnings, unequal_work
-from suite.config.plan import SystemSize, cellular_step_images, discriminator_batches
+from suite.config.plan import SystemSize, discriminator_batches
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.codec import check_record
 from suite.records.record import SCHEMA_VERSION, Record
 from suite.records.results import new_record
 from suite.train.strategies.cellular.algorithm import Cellular
 from suite.train.strategies.cellular.grid import discriminator_trains
+from suite.train.strategies.cellular.rules import cellular_step_images
 
 
 @pytest.mark.parametrize("skip", [0, 1, 2, 5])

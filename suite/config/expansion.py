@@ -24,8 +24,7 @@ from .scenario import (
     default_loss,
     entry_section,
     entry_sections,
-    lift_plugin_sections,
-    plugin_sections,
+    lift_sections,
     run_train,
     section_class,
     seeds_of,
@@ -76,13 +75,14 @@ def override_problem(key: str) -> str | None:
     """Why ``--set KEY=...`` names no field a scenario file can hold (one line), or None when it names one.
 
     A key is a dotted path through the sections: ``repeats``, ``train.lr``, ``train.checkpoint_every.minutes``,
-    ``local_sgd.average_every`` for an installed plugin's section (:func:`suite.config.scenario.plugin_sections`).
+    ``cellular.population``, or ``local_sgd.average_every`` for an installed plugin's section
+    (:func:`suite.config.scenario.strategy_sections`).
     """
     cls: Any = Scenario
     parts = key.split(".")
     for i, part in enumerate(parts):
-        if i == 0 and part in plugin_sections():
-            cls = plugin_sections()[part]
+        if i == 0 and part in strategy_sections():
+            cls = strategy_sections()[part]
             continue
         names = [f.name for f in dataclasses.fields(cls) if f.init and not (cls is Scenario and f.name in ("runs", "sections"))]
         if part not in names:
@@ -121,7 +121,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | N
     (one problem: one line; several: a line that counts them, then one line each, :func:`suite.config.shown.itemised`).
 
     The schema's problems are found in one pass: the file's own sections, each run entry's own section fields
-    (``runs[0].train.lr``) and the installed plugins' sections (:func:`suite.config.scenario.plugin_sections`), at
+    (``runs[0].train.lr``) and the strategies' and losses' sections (:func:`suite.config.scenario.strategy_sections`), at
     the top level and in run entries. The rules across fields (:func:`suite.config.validation.scenario_problems`) are
     checked after the run count is found within ``caps.runs`` (:func:`run_count`; default
     :data:`suite.config.scenario.MAX_RUNS`), so a huge sweep is refused before it is planned; where the schema found
@@ -130,15 +130,17 @@ def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | N
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")
     try:
-        data = lift_plugin_sections(data)
+        data = lift_sections(data)
     except ScenarioError as error:
         raise ScenarioError(f"{source}: {error}") from None
-    plugins = plugin_sections()
+    own_sections = strategy_sections()
     written = data.pop("sections")
     hints = dict(unknown_strategies(data))  # the schema's problem at runs[i].strategy, with the plugin hint
     found = [(loc, hints.get(loc, text)) for loc, text in located_problems(Scenario, data)]
     found += [
-        ((name, *loc), text) for name, section in written.items() for loc, text in located_problems(plugins[name], section, name)
+        ((name, *loc), text)
+        for name, section in written.items()
+        for loc, text in located_problems(own_sections[name], section, name)
     ]
     found += _entry_problems(data.get("runs"))
     found += _seed_problems(data)
@@ -146,7 +148,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | N
         raise ScenarioError(f"{source}: " + itemised(*_problems_beside(found, data, written, caps or ScenarioCaps())))
     try:
         scenario = build_section(Scenario, data, "")
-        scenario.sections = {name: build_section(plugins[name], section, name) for name, section in written.items()}
+        scenario.sections = {name: build_section(own_sections[name], section, name) for name, section in written.items()}
         resolve_resolution(scenario, data)
         _check_run_count(scenario, (caps or ScenarioCaps()).runs)
         check_scenario(scenario)
@@ -170,7 +172,7 @@ def _problems_beside(
     defaults, and entries that do not fit are left out; a rule that reads any of them is not checked, so that no
     default stands in for what the file meant.
     """
-    plugins, fields = plugin_sections(), [f.name for f in dataclasses.fields(Scenario) if f.init]
+    own_sections, fields = strategy_sections(), [f.name for f in dataclasses.fields(Scenario) if f.init]
     unknown: dict[int, list[str]] = {}  # entry -> its named fields not known
     for loc, _ in found:
         if len(loc) == 3 and loc[0] == "runs" and loc[2] in NAMED_FIELDS:
@@ -185,7 +187,7 @@ def _problems_beside(
     ]
     broken: set[str] = set()
     for key in {loc[0] for loc, _ in found if loc}:
-        broken.update([key] if key in fields or key in plugins else close_names(str(key), fields))
+        broken.update([key] if key in fields or key in own_sections else close_names(str(key), fields))
     runs = data.get("runs")
     entries: list[Any] = runs if isinstance(runs, list) else []
     bad = {loc[1] for loc, _ in found if len(loc) > 1 and loc[0] == "runs"}
@@ -196,7 +198,7 @@ def _problems_beside(
     try:
         scenario = build_section(Scenario, fitting, "")
         scenario.sections = {
-            name: build_section(plugins[name], value, name) for name, value in written.items() if name not in broken
+            name: build_section(own_sections[name], value, name) for name, value in written.items() if name not in broken
         }
         if "dataset" not in broken:
             resolve_resolution(scenario, fitting)
@@ -335,8 +337,7 @@ def expand(scenario: Scenario) -> list[Run]:
             train = run_train(scenario, spec, f"runs[{i}].train")
             seeds = seeds_of(train)
             reads = (strategy.settings, LOSSES[loss].settings)
-            held = [name for name in strategy_sections() if name not in plugin_sections()]  # every run.json has them
-            plugin_reads = [name for name in plugin_sections() if name in reads]
+            reads_own = [name for name in strategy_sections() if name in reads]
             for repeat, (order, seed) in itertools.product(range(scenario.repeats), enumerate(seeds)):
                 runs.append(
                     Run(
@@ -355,7 +356,6 @@ def expand(scenario: Scenario) -> list[Run]:
                         train=dataclasses.replace(
                             train, seed=seed, seeds=train.seeds if isinstance(train.seeds, SeedPolicy) else None
                         ),
-                        **{name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in held},
                         metrics=scenario.metrics,
                         deepspeed=spec.deepspeed,
                         horovod=_overlay(scenario.horovod, spec.horovod),
@@ -369,7 +369,7 @@ def expand(scenario: Scenario) -> list[Run]:
                         seed_order=order,
                         sweep=dict(point.values) or None,
                         sweep_order=point.order if point.values else None,
-                        sections={name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in plugin_reads},
+                        sections={name: entry_section(scenario, spec, name, f"runs[{i}].{name}") for name in reads_own},
                     )
                 )
     runs.sort(key=lambda run: (run.repeat, run.seed_order))  # stable: file order within each repeat and seed

@@ -16,7 +16,7 @@ makes ``batches_per_iteration`` generator steps an iteration; its discriminators
 generator-only steps, which draw no real images and are not charged.) Generated images, and the
 *evaluation images* that networks score without an update (cellular fitness and mixture evaluation),
 do not count. One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
-:func:`per_class_step_images`, :func:`cellular_step_images`); a budget buys ``budget_images // step``
+:func:`per_class_step_images`, a cellular grid's in its package's rules); a budget buys ``budget_images // step``
 whole steps (:func:`budget_steps`), of which the first ``train.warmup_steps`` are warm-up: a budget must
 buy at least one step more.
 """
@@ -221,13 +221,6 @@ def discriminator_batches(batches: int, skip: int) -> int:
     (5, 2, 3)
     """
     return (batches + skip) // (skip + 1)
-
-
-def cellular_step_images(size: SystemSize) -> int | None:
-    """One iteration: the batches of every cell of the grid that its discriminators train on."""
-    if size.cells is None or size.batches_per_iteration is None:
-        return None
-    return size.cells * discriminator_batches(size.batches_per_iteration, size.discriminator_skip) * size.batch_size
 
 
 def budget_steps(budget_images: int, step_images: int, system: str, warmup_steps: int = 0) -> int:

@@ -35,7 +35,6 @@ from .plan import (
     DATASET_CLASSES,
     ModelBytes,
     SystemSize,
-    cellular_step_images,
     check_flat_image_size,
     check_image_size,
     one_model_step_images,
@@ -209,9 +208,10 @@ class StrategyEntry(Entry):
     line names this field), and the record's ``steering`` names it."""
     gpu_check: Callable[[int], list[dict[str, Any]]] | None = None
     """What ``suite gpu-check`` runs of it on ``gpus`` GPUs: run entries without strategy and engine (None: nothing)."""
-    record_part: type | None = None
-    """The dataclass of the fields its runs add at the top level of their records (a plugin's own, from its
-    ``Outcome.fields``; None: none): as a record is read (:func:`suite.records.codec.parse_record`) they are checked
+    record_part: type | str | None = None
+    """The dataclass of the fields its runs add at the top level of their records (from its ``Outcome.fields``;
+    None: none), or ``"module:Class"`` naming it in the strategy's own package (imported when first read;
+    :func:`record_part_type`): as a record is read (:func:`suite.records.codec.parse_record`) they are checked
     against it, types and bounds, and held as an instance (``Record.strategy_part``); the fields it marks with
     :func:`suite.records.record.column` are columns of the report's flat table. Every field has a default (a failed
     run's record has none of them) and none is a field every record has."""
@@ -231,7 +231,7 @@ class StrategyEntry(Entry):
         if self.settings is not None and self.settings_class is None:
             found.append(f"section {self.settings!r} without its settings_class")
         if self.record_part is not None:
-            found += _record_part_problems(self.record_part)
+            found += _record_part_problems(record_part_type(self))
         return found
 
 
@@ -289,14 +289,26 @@ class LossEntry(Entry):
         return found
 
 
+def _named_class(target: str) -> type:
+    """The class ``"module:Class"`` names, imported."""
+    module, _, attribute = target.partition(":")
+    loaded: type = getattr(importlib.import_module(module), attribute)
+    return loaded
+
+
+def record_part_type(entry: StrategyEntry) -> type | None:
+    """The dataclass of a strategy's own record fields: its ``record_part``, imported where it names one as
+    ``"module:Class"`` (a built-in strategy's, in its own package); None where it brings none."""
+    part = entry.record_part
+    return _named_class(part) if isinstance(part, str) else part
+
+
 def settings_type(entry: StrategyEntry | LossEntry) -> type:
     """The dataclass of an entry's own settings section: its ``settings_class``, imported where it names one as
-    ``"module:Class"`` (a built-in section, defined beside the scenario's others)."""
+    ``"module:Class"`` (a built-in one, in its strategy's or loss's own package)."""
     cls = entry.settings_class
     if isinstance(cls, str):
-        module, _, attribute = cls.partition(":")
-        loaded: type = getattr(importlib.import_module(module), attribute)
-        return loaded
+        return _named_class(cls)
     if cls is None:
         raise LookupError(f"{entry.name} has no settings section")
     return cls
@@ -577,8 +589,8 @@ LOSSES.register(
         "suite.gan.losses:WassersteinLoss",
         optimizer="wgan_gp",
         settings="wgan_gp",
-        settings_class="suite.config.sections:WganGpConfig",
-        check_settings=lazy("suite.config.loss_rules:check_wgan_gp"),
+        settings_class="suite.gan.wgan_gp_settings:WganGpConfig",
+        check_settings=lazy("suite.gan.wgan_gp_settings:check_wgan_gp"),
         gpu_check_settings={"n_critic": 2},
         critic_steps=n_critic,
         critic_norm="layer",
@@ -616,7 +628,7 @@ STRATEGIES.register(_one_model("conditional", True, "DC-CGAN"))
 STRATEGIES.register(
     StrategyEntry(
         "label_partitioned",
-        "suite.train.strategies.label_partitioned:LabelPartitioned",
+        "suite.train.strategies.label_partitioned.strategy:LabelPartitioned",
         _GAN_LOSSES,
         engines=("horovod", "torch", "mpi"),
         splits=True,
@@ -626,26 +638,28 @@ STRATEGIES.register(
         partitions_classes=True,
         placement_invariant=_one_per_class,
         gpu_check=_gpu_class_groups,
+        record_part="suite.train.strategies.label_partitioned.record:LabelPartitionedRecord",
     )
 )
 STRATEGIES.register(
     StrategyEntry(
         "cellular",
-        "suite.train.strategies.cellular:CellularStrategy",
+        "suite.train.strategies.cellular.strategy:CellularStrategy",
         ("bce", "minimax", "mse", "heuristic", "mustangs"),
         default_loss="mustangs",
         requires=frozenset({CARTESIAN}),
         settings="cellular",
-        settings_class="suite.config.sections:CellularConfig",
-        check_settings=lazy("suite.config.cellular_rules:check_cellular"),
-        scenario_rules=lazy("suite.config.cellular_rules:check_mixture_space"),
+        settings_class="suite.train.strategies.cellular.settings:CellularConfig",
+        check_settings=lazy("suite.train.strategies.cellular.rules:check_cellular"),
+        scenario_rules=lazy("suite.train.strategies.cellular.rules:check_mixture_space"),
         scenario_reads=frozenset({"metrics", "dataset"}),
-        check_entry=lazy("suite.config.cellular_rules:check_cellular_spec"),
-        step_settings=lazy("suite.config.cellular_rules:step_settings"),
-        footprint=lazy("suite.config.cellular_rules:cellular_footprint"),
+        check_entry=lazy("suite.train.strategies.cellular.rules:check_cellular_spec"),
+        step_settings=lazy("suite.train.strategies.cellular.rules:step_settings"),
+        footprint=lazy("suite.train.strategies.cellular.rules:cellular_footprint"),
+        record_part="suite.train.strategies.cellular.record:CellularRecord",
         cost_model=CELLS,
         performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
-        step_images=cellular_step_images,
+        step_images=lazy("suite.train.strategies.cellular.rules:cellular_step_images"),
         grid=True,
         placement_invariant=_always,  # every cell trains alone, on its own seeds
         critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator

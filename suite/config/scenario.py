@@ -29,7 +29,6 @@ from .sections import (  # noqa: F401  (the sections, also read from here by the
     DATASET_CLASSES,
     ArchitectureName,
     Beta,
-    CellularConfig,
     CheckpointEvery,
     DatasetConfig,
     DDPConfig,
@@ -51,7 +50,6 @@ from .sections import (  # noqa: F401  (the sections, also read from here by the
     SeedPolicy,
     StrategyName,
     TrainConfig,
-    WganGpConfig,
 )
 from .shown import shown
 
@@ -123,16 +121,12 @@ class RunSpec:
     """Name used in run ids and reports (needed when two entries would share an id)."""
     train: dict | None = None
     """Fields of ``train`` that differ for this entry, e.g. ``{epochs: 60}`` (per-class GANs see fewer batches per epoch)."""
-    wgan_gp: dict | None = None
-    """Fields of ``wgan_gp`` that differ for this entry (a ``wgan-gp`` entry), e.g. ``{lr: 0.001, n_critic: 1}``."""
-    cellular: dict | None = None
-    """Fields of ``cellular`` that differ for this entry (a ``cellular`` entry), e.g. ``{population: 2}``."""
     sweep: dict | None = None
-    """Settings to try, one run per combination: dotted fields of train, wgan_gp or cellular, each with a list of
-    values, e.g. ``{train.lr: [0.0001, 0.001]}`` (docs/tuning.md)."""
+    """Settings to try, one run per combination: dotted fields of train or of a strategy's or loss's section, each
+    with a list of values, e.g. ``{train.lr: [0.0001, 0.001]}`` (docs/tuning.md)."""
     sections: dict[str, dict] = field(default_factory=dict)
-    """Fields of a plugin's section that differ for this entry, by section; written as the section's own key in
-    the entry (``local_sgd: {average_every: 4}``), see :func:`lift_plugin_sections`."""
+    """Fields of a strategy's or loss's section that differ for this entry, by section; written as the section's own
+    key in the entry (``cellular: {population: 2}``, ``local_sgd: {average_every: 4}``), see :func:`lift_sections`."""
 
 
 @dataclass
@@ -154,8 +148,6 @@ class Scenario:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    wgan_gp: WganGpConfig = field(default_factory=WganGpConfig)
-    cellular: CellularConfig = field(default_factory=CellularConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     horovod: HorovodConfig = field(default_factory=HorovodConfig)
     """Settings of every horovod run (a run's own ``horovod`` entries override them)."""
@@ -166,25 +158,27 @@ class Scenario:
     logs: LogsConfig = field(default_factory=LogsConfig)
     """Logs every run writes besides its own (TensorBoard events, MLPerf-style lines)."""
     sections: dict[str, Any] = field(default_factory=dict)
-    """The sections of installed plugins, built (``local_sgd: {average_every: 4}`` at the top level of the file)."""
+    """The strategies' and losses' sections the file gives, built, by name (:func:`strategy_sections`: ``cellular``,
+    ``wgan_gp``, an installed plugin's ``local_sgd``, each at the top level of the file); one it leaves out has its
+    defaults (:func:`scenario_section`)."""
 
 
 def scenario_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a scenario file (``suite schema`` prints it): :class:`Scenario`, with the installed plugins'
-    sections (:func:`plugin_sections`) beside the built-in ones at the top level and in run entries, so the docs and
-    editors show them too."""
+    """The JSON Schema of a scenario file (``suite schema`` prints it): :class:`Scenario`, with the strategies' and
+    losses' sections (:func:`strategy_sections`, the installed plugins' among them) beside the others at the top level
+    and in run entries, so the docs and editors show them too."""
     from .schema import json_schema
 
     schema = json_schema(Scenario)
-    del schema["properties"]["sections"]  # built from the plugins' sections, not written under this name
-    for name, cls in sorted(plugin_sections().items()):
+    del schema["properties"]["sections"]  # built from the strategies' and losses' sections, not written under this name
+    for name, cls in sorted(strategy_sections().items()):
         section = json_schema(cls)
         schema.setdefault("$defs", {}).update(section.pop("$defs", {}))
         schema["$defs"][cls.__name__] = section
         schema["properties"][name] = {"$ref": f"#/$defs/{cls.__name__}"}
     entry = schema["$defs"][RunSpec.__name__]["properties"]
-    del entry["sections"]  # a run entry also writes a plugin's section under its own name
-    for name in sorted(plugin_sections()):
+    del entry["sections"]  # a run entry also writes each section under its own name
+    for name in sorted(strategy_sections()):
         entry[name] = {"type": "object", "description": f"Fields of `{name}` that differ for this entry."}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "suite scenario"
@@ -242,8 +236,6 @@ class Run:
     dataset: DatasetConfig
     model: ModelConfig
     train: TrainConfig
-    wgan_gp: WganGpConfig
-    cellular: CellularConfig
     metrics: MetricsConfig
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     horovod: HorovodConfig = field(default_factory=HorovodConfig)
@@ -270,8 +262,8 @@ class Run:
     sweep_order: int | None = None
     """Position of this run's settings among its entry's sweep combinations (0: the values listed first)."""
     sections: dict[str, Any] = field(default_factory=dict)
-    """The plugin sections its strategy and loss read (:func:`plugin_sections`), by name; left out of ``run.json``
-    when empty."""
+    """The sections its strategy and loss read (:func:`strategy_sections`: ``cellular``, ``wgan_gp``, a plugin's), by
+    name; left out of ``run.json`` when empty."""
     overrides: dict[str, Any] | None = None
     """The scenario fields ``suite run --set`` overrode for this run, by dotted field (``{"train.lr": 0.001}``); None without."""
 
@@ -286,10 +278,10 @@ class Run:
         return LOSSES[self.loss].critic_norm
 
     def section(self, name: str) -> Any:
-        """Settings section ``name`` of this run (``train``, or a strategy's or loss's: ``wgan_gp``, a plugin's), as
-        its dataclass."""
-        if _holds(self, name):
-            return getattr(self, name)
+        """Settings section ``name`` of this run (``train``, or a strategy's or loss's, built-in or a plugin's), as its
+        dataclass (one its strategy and loss do not read: its defaults)."""
+        if name == "train":
+            return self.train
         cls = section_class(name)
         value = self.sections.get(name)
         return value if isinstance(value, cls) else build_section(cls, value or {}, f"run.{name}")
@@ -308,7 +300,7 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if not data["sections"]:  # runs without plugins keep the run.json (and fingerprint) they always had
+        if not data["sections"]:  # a run whose strategy and loss read no section of their own
             del data["sections"]
         return data
 
@@ -318,7 +310,19 @@ class Run:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Run":
-        return build_section(cls, data, "run")
+        """The run ``data`` (``run.json``) holds, its strategy's and loss's sections built as their dataclasses (one no
+        installed entry brings kept as it was written). A ``run.json`` written before every such section was held in
+        ``sections`` has the built-in ones (``wgan_gp``, ``cellular``) at its top level: they are read from there."""
+        known = strategy_sections()
+        if isinstance(data, dict) and any(name in data for name in known):
+            lifted = {name: data[name] for name in known if name in data}
+            data = {k: v for k, v in data.items() if k not in known} | {"sections": {**lifted, **(data.get("sections") or {})}}
+        run = build_section(cls, data, "run")
+        built = {
+            name: build_section(known[name], value, f"run.{name}") if name in known and isinstance(value, dict) else value
+            for name, value in run.sections.items()
+        }
+        return dataclasses.replace(run, sections=built)
 
     def to_json(self) -> str:
         """The run as ``run.json`` holds it (written atomically by :func:`suite.running.launch.prepare_run_folder`)."""
@@ -339,21 +343,6 @@ def strategy_sections() -> dict[str, type]:
     return found
 
 
-def _holds(holder: Any, name: str) -> bool:
-    """Whether ``holder`` (a :class:`Scenario`, :class:`RunSpec` or :class:`Run`) holds section ``name`` in a field
-    of its own: ``train`` and the sections that scenario files and ``run.json`` have always held at their top level
-    (``wgan_gp``, ``cellular``); the others are held in its ``sections``, which files write under their own names too
-    (:func:`lift_plugin_sections`). Where a section is held is all this says: every strategy's and loss's section
-    is found, read, checked and swept through its registry entry alike."""
-    return name != "sections" and name in {f.name for f in dataclasses.fields(holder)}
-
-
-def plugin_sections() -> dict[str, type]:
-    """The strategies' and losses' sections (:func:`strategy_sections`) held in a scenario's, entry's and run's
-    ``sections`` (those of installed plugins): the built-in ones are fields of their own."""
-    return {name: cls for name, cls in strategy_sections().items() if not _holds(Scenario, name)}
-
-
 def entry_sections() -> tuple[str, ...]:
     """Every section a run entry may override (and sweep) field by field: ``train`` and the strategies' and losses'."""
     return ("train", *strategy_sections())
@@ -364,26 +353,26 @@ def section_class(name: str) -> type:
     return TrainConfig if name == "train" else strategy_sections()[name]
 
 
-def lift_plugin_sections(data: dict[str, Any]) -> dict[str, Any]:
-    """Scenario data with the plugins' sections, written at the top level and in run entries under their own names,
-    moved into ``sections`` (as written: :func:`suite.config.expansion.parse_scenario` checks them against
-    :func:`plugin_sections`' dataclasses with every other section and builds them).
+def lift_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """Scenario data with the strategies' and losses' sections, written at the top level and in run entries under
+    their own names, moved into ``sections`` (as written: :func:`suite.config.expansion.parse_scenario` checks them
+    against :func:`strategy_sections`' dataclasses with every other section and builds them).
 
     A run entry naming a strategy that is not registered keeps its keys: :func:`unknown_strategies` names the
     strategy, and the rest of the entry is not checked until it is known.
     """
     runs = data.get("runs")
     entries: list[Any] = runs if isinstance(runs, list) else []  # not a list: the schema names it later
-    plugins = plugin_sections()
+    named = strategy_sections()
     for where, mapping in [("", data), *((f"runs[{i}].", e) for i, e in enumerate(entries))]:
         if isinstance(mapping, dict) and "sections" in mapping:
-            raise ScenarioError(f"{where}sections: unknown field; give a plugin's section under its own name")
-    lifted = {k: v for k, v in data.items() if k not in plugins}
-    lifted["sections"] = {name: data[name] for name in plugins if name in data}
+            raise ScenarioError(f"{where}sections: unknown field; give a strategy's or loss's section under its own name")
+    lifted = {k: v for k, v in data.items() if k not in named}
+    lifted["sections"] = {name: data[name] for name in named if name in data}
     runs = data.get("runs")
     if isinstance(runs, list):
         lifted["runs"] = [
-            {**{k: v for k, v in e.items() if k not in plugins}, "sections": {n: e[n] for n in plugins if n in e}}
+            {**{k: v for k, v in e.items() if k not in named}, "sections": {n: e[n] for n in named if n in e}}
             if isinstance(e, dict)
             else e
             for e in runs
@@ -420,23 +409,23 @@ def run_train(scenario: Scenario, spec: RunSpec, path: str) -> TrainConfig:
 
 
 def scenario_section(scenario: Scenario, name: str) -> Any:
-    """Section ``name`` of the scenario (a plugin's section the file leaves out: its defaults)."""
-    if _holds(scenario, name):
-        return getattr(scenario, name)
+    """Section ``name`` of the scenario (``train``, or a strategy's or loss's; one the file leaves out: its defaults)."""
+    if name == "train":
+        return scenario.train
     return scenario.sections.get(name) or section_class(name)()
 
 
 def entry_own(spec: RunSpec, name: str) -> dict[str, Any] | None:
     """The fields a run entry gives of section ``name`` itself."""
-    own: dict[str, Any] | None = getattr(spec, name) if _holds(spec, name) else spec.sections.get(name)
+    own: dict[str, Any] | None = spec.train if name == "train" else spec.sections.get(name)
     return own
 
 
 def with_own(spec: RunSpec, own: dict[str, dict[str, Any]]) -> RunSpec:
     """``spec`` with the fields it gives of each section in ``own`` (section name -> fields) replaced, and no sweep."""
-    held: dict[str, Any] = {name: fields for name, fields in own.items() if _holds(spec, name)}
-    others = {name: fields for name, fields in own.items() if not _holds(spec, name)}
-    return dataclasses.replace(spec, sweep=None, sections={**spec.sections, **others}, **held)
+    others = {name: fields for name, fields in own.items() if name != "train"}
+    spec = dataclasses.replace(spec, sweep=None, sections={**spec.sections, **others})
+    return dataclasses.replace(spec, train=own["train"]) if "train" in own else spec
 
 
 def entry_section(scenario: Scenario, spec: RunSpec, name: str, path: str) -> Any:

@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Any, Mapping, TypeVar
 
-from ..config.registry import STRATEGIES, PluginError
+from ..config.registry import STRATEGIES, PluginError, record_part_type
 from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
 from ..config.shown import shown, shown_name
 from ..config.validation import name_problem
@@ -82,12 +82,38 @@ CORE_KEYS = frozenset(f.name for f in dataclasses.fields(CoreRecord))
 MOVED_TO_PLUGINS = ("allreduce_every",)
 """Top-level fields the core record had before a plugin's record part took them over (the example plugin's
 ``allreduce_every``): records of every strategy wrote them null until then, and a null one reads as not there."""
+LAYOUT_PART_KEYS = (
+    "classes",
+    "class_schedule",
+    "groups",
+    "process_grid",
+    "cells_per_rank",
+    "neighbourhood",
+    "neighbourhood_size",
+    "population",
+    "iterations",
+    "batches_per_iteration",
+    "phases_s",
+    "best_cell",
+    "best_mixture_cell",
+    "mixture_weights",
+    "mixture_score",
+    "ranking",
+    "mixture_curve",
+)
+"""The record file's layout: top-level keys that every record has written since schema 3, in this order after
+``STRATEGY_SLOT``, null where its run has none. They were the core record's until the built-in strategies' own fields
+moved into their record parts (``label_partitioned``'s, then ``cellular``'s); a record still writes them all, so that
+its file keeps the keys every tool reads, and a null one reads as not there. A field a part adds later is written in
+its strategy's records only, after these."""
+STRATEGY_SLOT = "replicas_identical"
+"""The core field after which a record's file holds its strategy's part (:data:`LAYOUT_PART_KEYS` first)."""
 
 
 def strategy_part_type(strategy: str) -> type | None:
     """The ``record_part`` of installed strategy ``strategy``'s entry (None: it brings none); :class:`PluginError`
     naming it where the part declares a field every record has."""
-    part = STRATEGIES[strategy].record_part
+    part = record_part_type(STRATEGIES[strategy])
     if part is not None and (clash := [f.name for f in dataclasses.fields(part) if f.name in CORE_KEYS]):
         raise PluginError(
             f"strategy {strategy!r}: its record part {part.__name__} declares {clash[0]!r}, a field every record has"
@@ -113,10 +139,12 @@ def _strategy_keys(data: dict[str, Any]) -> tuple[type | None, dict[str, Any] | 
 
 
 def _without_moved_nulls(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without the null :data:`MOVED_TO_PLUGINS` fields (as written before they moved)."""
-    if not any(name in data and data[name] is None for name in MOVED_TO_PLUGINS):
+    """``data`` without the null :data:`MOVED_TO_PLUGINS` and :data:`LAYOUT_PART_KEYS` fields (a record's strategy's
+    part holds its own, and the null ones of other strategies' parts are the file's layout)."""
+    moved = (*MOVED_TO_PLUGINS, *LAYOUT_PART_KEYS)
+    if not any(name in data and data[name] is None for name in moved):
         return data
-    return {name: value for name, value in data.items() if not (name in MOVED_TO_PLUGINS and value is None)}
+    return {name: value for name, value in data.items() if not (name in moved and value is None)}
 
 
 def check_record(data: Any, source: str = "record", required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -234,17 +262,22 @@ def record_data(value: Any) -> Any:
     """A :class:`Record` (or any of its parts) as the plain data of its JSON file: every field of the schema, null
     where the run has no value (the same keys in every record, for any tool that reads them), the keys an ``OPEN``
     part did not declare written back, and the strategy's part (:data:`AT_TOP_LEVEL`) with its keys at the top level,
-    where they were read."""
+    after :data:`STRATEGY_SLOT`, where they were read (:data:`LAYOUT_PART_KEYS`, null where its part has none, first)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         data: dict[str, Any] = {}
+        own: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
             if f.metadata.get(AT_TOP_LEVEL):
-                data.update(record_data(item) if item is not None else {})
+                own = dict.fromkeys(LAYOUT_PART_KEYS) | (record_data(item) if item is not None else {})
             else:
                 data[f.name] = record_data(item)
         data.update(getattr(value, EXTRAS, {}))
-        return data
+        if not own:
+            return data
+        at = list(data).index(STRATEGY_SLOT) + 1
+        items = list(data.items())
+        return dict([*items[:at], *own.items(), *items[at:]])
     if isinstance(value, (list, tuple)):
         return [record_data(v) for v in value]
     if isinstance(value, dict):

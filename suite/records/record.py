@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
@@ -527,7 +527,8 @@ class Steering:
 
 @dataclass
 class StrategyFields:
-    """What every strategy adds to the record (its ``Outcome.fields``, built from a subclass below)."""
+    """What every strategy adds to the record (its ``Outcome.fields``); a strategy's own fields are its entry's
+    ``record_part``, defined in its own package (a built-in's ``record.py``), as a plugin's."""
 
     global_batch: Positive | None = column()
     generator_steps: Any = column("steps")
@@ -549,47 +550,10 @@ class StrategyFields:
     cellular: of each generator of a cell, an iteration's batches per iteration)."""
     generator_only_steps: int | None = column()
     """Of ``steps_per_gan``, the steps without a discriminator step (cellular's ``discriminator_skip``; 0 elsewhere)."""
-
-
-@dataclass
-class DataParallelFields(StrategyFields):
-    """data_parallel and conditional: one model replicated on every rank."""
-
     replica_digests: list[str] | None = None
+    """A model replicated on every rank: each rank's digest of its parameters."""
     replicas_identical: bool | None = None
-
-
-@dataclass
-class LabelPartitionedFields(StrategyFields):
-    """label_partitioned: one GAN per class, trained by its group of ranks."""
-
-    classes: list[int] | None = column()
-    class_schedule: str | None = column()
-    """``train.class_schedule`` as the ranks applied it: ``interleaved`` or ``sequential``."""
-    groups: list[GroupPart] | None = None
-    """Each communicator group's ranks, classes and replica digests."""
-    replicas_identical: bool | None = None
-
-
-@dataclass
-class CellularFields(StrategyFields):
-    """cellular: the grid, its coevolution, and the ranking of its cells and mixtures."""
-
-    grid: Grid | None = column()
-    process_grid: Grid | None = None
-    cells_per_rank: Positive | None = column()
-    neighbourhood: str | None = None
-    neighbourhood_size: int | None = column()
-    population: int | None = None
-    iterations: int | None = None
-    batches_per_iteration: int | None = None
-    phases_s: dict[str, list[float]] | None = None
-    best_cell: list[int] | None = None
-    best_mixture_cell: list[int] | None = None
-    mixture_weights: dict[str, float] | None = None
-    mixture_score: dict | None = None
-    ranking: dict | None = None
-    mixture_curve: list[CurvePoint] | None = None
+    """Whether the replicas of each model (over all ranks, or each class group's) ended bitwise identical."""
 
 
 @dataclass
@@ -687,9 +651,7 @@ class CoreRecord(
     RunOutcome,
     LaunchResult,
     CheckpointInfo,
-    CellularFields,
-    LabelPartitionedFields,
-    DataParallelFields,
+    StrategyFields,
     Throughput,
     Timing,
     Placement,
@@ -712,6 +674,17 @@ class Record(CoreRecord):
     """The fields of the record's strategy's ``record_part``, built as that dataclass (their keys lie at the top level
     of the record's JSON); where the strategy is a plugin's that is not installed, the keys the core record does not
     declare, as they were read (unchecked); None where the strategy brings no part."""
+
+
+P = TypeVar("P")
+
+
+def part_of(record: Record, part: type[P]) -> P:
+    """``record``'s strategy part (``Record.strategy_part``) as dataclass ``part``, a strategy's ``record_part``; where
+    the record is another strategy's (or has none), ``part()``, every field None: a typed read of a strategy's own
+    fields that mypy checks."""
+    own = record.strategy_part
+    return own if isinstance(own, part) else part()
 
 
 def run_identity(run: Run) -> dict[str, Any]:

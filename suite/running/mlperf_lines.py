@@ -19,8 +19,9 @@ from typing import Any
 
 from ..config.registry import STRATEGIES
 from ..records.nofollow import open_regular
-from ..records.record import DatasetInfo, Machine, Record
+from ..records.record import DatasetInfo, Machine, Record, part_of
 from ..records.results import RUN_FILE
+from ..train.strategies.label_partitioned.record import LabelPartitionedRecord
 
 RULES = Path(__file__).with_name("mlperf_rules.yaml")
 """The compliance checker's config for these logs: ``python -m mlperf_logging.compliance_checker --usage training
@@ -67,7 +68,7 @@ def micro_batch(record: Record) -> int | None:
     if STRATEGIES[strategy].data_parallel:
         sharing = int(record.procs or 1)
     else:
-        sharing = next((len(g.ranks) for g in record.groups or [] if 0 in g.ranks), 1)
+        sharing = next((len(g.ranks) for g in part_of(record, LabelPartitionedRecord).groups or [] if 0 in g.ranks), 1)
     return int(batch) // sharing
 
 

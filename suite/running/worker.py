@@ -223,7 +223,7 @@ def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, T
     """The run's data, this rank's telemetry and its strategy, created (not yet set up) on the started ``engine``."""
     from ..gan.data import load_dataset
     from ..measure.telemetry import Telemetry
-    from ..train import strategies
+    from ..train.strategies.base import create
 
     dataset = run.dataset
     data = load_dataset(
@@ -235,7 +235,7 @@ def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, T
     fail_at_step(telemetry, engine.rank)
     diverge_at_step(engine.rank)
     slow_down_steps(telemetry)
-    return data, telemetry, strategies.create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
+    return data, telemetry, create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
 
 
 def _train(

@@ -217,7 +217,7 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
         u, v = np.array(pairs, dtype=float).T
         return float(u @ v / (u @ u))
 
-    first = records[0]
+    first = cellular_fields(records[0])
     return CellularModel(
         float(np.mean(rest)),
         through_origin(fitness),

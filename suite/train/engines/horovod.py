@@ -226,7 +226,7 @@ def _groups(sizes: list[int]) -> str:
 def process_sets_check(record: Record) -> tuple[str, bool, str]:
     """``horovod process sets``: a split with one group per :func:`suite.config.plan.class_plan` entry, of its sizes,
     each group of several ranks on a process set of its own (a group of one rank forms none)."""
-    procs, classes = record.procs or 0, record.classes or (record.dataset.classes if record.dataset else None) or []
+    procs, classes = record.procs or 0, (record.dataset.classes if record.dataset else None) or []
     plan = f"P = {procs}, {len(classes)} classes"
     try:
         expected = [len(ranks) for ranks, _ in class_plan(list(classes), procs)]

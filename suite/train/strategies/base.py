@@ -67,7 +67,7 @@ class Strategy(ABC):
         return None if self.window_s is None else self.window_opens_s + share * self.window_s
 
     def __init__(self, run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path):
-        """The entry point of every strategy (see :func:`suite.train.strategies.create`)."""
+        """The entry point of every strategy (see :func:`create`)."""
         self.run, self.engine, self.data, self.telemetry, self.scratch = run, engine, data, telemetry, scratch
 
     @abstractmethod
@@ -175,3 +175,13 @@ def images_budget(run: Run, size: SystemSize) -> ImagesBudget | None:
         raise TrainingError(f"{run.strategy} cannot stop at an images budget", "train.budget_images")
     steps = budget_steps(budget, step, f"{run.strategy} at P = {run.procs}", run.train.warmup_steps)
     return ImagesBudget(steps, step, budget_fraction_steps(budget, step, run.metrics.curve_points))
+
+
+def create(run: Run, engine: Engine, data: ImageData, telemetry: Telemetry, scratch: Path) -> Strategy:
+    """The strategy of ``run`` on this rank (not set up yet), the class its registry entry names.
+
+    ``scratch`` is a folder inside the run folder where strategies may exchange large results
+    through the file system (see label_partitioned).
+    """
+    strategy_class: type[Strategy] = STRATEGIES[run.strategy].load()
+    return strategy_class(run, engine, data, telemetry, scratch)

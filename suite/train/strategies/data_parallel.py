@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...config.plan import SystemSize
 from ...config.registry import STRATEGIES
 from ...gan.sampling import SINGLE
-from ...records.record import DataParallelFields
+from ...records.record import StrategyFields
 from ..flat import cpu_state
 from ..training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
@@ -116,7 +116,7 @@ class DataParallel(Strategy):
             parameter_digest(self.trainer.generator.network, self.trainer.discriminator.network)
         )
         fields = asdict(
-            DataParallelFields(
+            StrategyFields(
                 global_batch=self.global_batch,
                 generator_steps=result.steps,
                 images_consumed=result.images,

@@ -35,9 +35,8 @@ rank, so that floating-point reductions agree). docs/deviations.md lists where t
 papers and from Lipizzaner's code.
 
 The package: :mod:`.grid` (the torus and Lipizzaner's operators, pure functions), :mod:`.state` (individuals,
-cells and the exchange), :mod:`.algorithm` (one iteration) and :mod:`.strategy` (the :class:`Strategy`).
+cells and the exchange), :mod:`.algorithm` (one iteration) and :mod:`.strategy` (the :class:`Strategy`); what the
+suite reads without torch, as it reads a plugin's: :mod:`.settings` (its scenario section), :mod:`.rules` (that
+section's rules, its grids', its step's size and its checkpoints' footprint) and :mod:`.record` (its record part).
+Its registry entry (:mod:`suite.config.registry`) names them; nothing else in the suite imports this package.
 """
-
-from .strategy import CellularStrategy
-
-__all__ = ["CellularStrategy"]

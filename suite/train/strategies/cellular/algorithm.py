@@ -32,6 +32,7 @@ from .grid import (
     replacement,
     tournament,
 )
+from .rules import cellular_settings
 from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Cellular:
         self.run, self.engine, self.data, self.telemetry, self.scorer = run, engine, data, telemetry, scorer
         assert run.grid is not None, "a cellular run has a grid"
         rows, cols = run.grid
-        self.cfg, self.seed, self.grid = run.cellular, run.train.seed, (rows, cols)
+        self.cfg, self.seed, self.grid = cellular_settings(run), run.train.seed, (rows, cols)
         self.device = engine.device
         self.exchange = Exchange(engine, self.grid, self.cfg.neighbourhood)
         self.genomes = Genomes(self._pair, self.cfg.population)
@@ -356,7 +357,7 @@ class MixtureScorer:
         from ....measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
         from ....measure.metrics.features import steering_net, steering_record
 
-        cfg = run.cellular
+        cfg = cellular_settings(run)
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
         if cfg.mixture_features not in ("logits", "features"):  # metrics, the ruler: refused when the scenario is read
             raise ValueError(

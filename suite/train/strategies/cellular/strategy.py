@@ -20,12 +20,14 @@ from ....gan.divergence import Divergence
 from ....gan.models import build_pair
 from ....gan.sampling import MIXTURE, SINGLE
 from ....gan.seeding import derive_seed
-from ....records.record import CellularFields, CurvePoint
+from ....records.record import CurvePoint
 from ...flat import cpu_state
 from ...training import UNLIMITED, evenly_spaced_steps
 from ..base import Outcome, Strategy, images_budget, make_bundle
 from .algorithm import PHASES, Cellular, MixtureScorer
 from .grid import Cell, cells, neighbourhood
+from .record import CellularFields
+from .rules import cellular_settings
 from .state import cell_key
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ class CellularStrategy(Strategy):
             1,
             cells=rows * cols,
             batches_per_iteration=self.cellular.batches,
-            discriminator_skip=run.cellular.discriminator_skip,
+            discriminator_skip=cellular_settings(run).discriminator_skip,
         )
         self.budget = images_budget(run, size)
         if self.events is not None:
@@ -150,7 +152,7 @@ class CellularStrategy(Strategy):
                 due = set(self.budget.snapshot_steps)
             last = strategy.iterations
         else:
-            last = run.cellular.iterations or UNLIMITED
+            last = cellular_settings(run).iterations or UNLIMITED
         while self.next_iteration < last:
             self._iterate()
             diverged = strategy.diverged is not None
@@ -250,21 +252,20 @@ class CellularStrategy(Strategy):
                 "warmup_images": self.warmup_images,
             }
         )
-        iterations, skip = self.next_iteration, run.cellular.discriminator_skip
+        cellular = cellular_settings(run)
+        iterations, skip = self.next_iteration, cellular.discriminator_skip
         fields = CellularFields(
             grid=list(strategy.grid),
             process_grid=list(strategy.exchange.pgrid),
             cells_per_rank=len(strategy.cells),
-            neighbourhood=run.cellular.neighbourhood,
-            neighbourhood_size=max(
-                len(neighbourhood(c, strategy.grid, run.cellular.neighbourhood)) for c in cells(strategy.grid)
-            ),
-            population=run.cellular.population,
+            neighbourhood=cellular.neighbourhood,
+            neighbourhood_size=max(len(neighbourhood(c, strategy.grid, cellular.neighbourhood)) for c in cells(strategy.grid)),
+            population=cellular.population,
             iterations=iterations,
             batches_per_iteration=strategy.batches,
             global_batch=strategy.batch,
             # generator updates of the whole grid
-            generator_steps=iterations * strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+            generator_steps=iterations * strategy.batches * cellular.population * len(cells(strategy.grid)),
             budget_steps=self.budget.steps if self.budget is not None else None,
             # each generator of a cell steps on every batch; the discriminators skip some (discriminator_skip)
             steps_per_gan=iterations * strategy.batches,
@@ -289,8 +290,8 @@ def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: lis
     """
     grid, kind, steps_per_iteration = (
         strategy.grid,
-        run.cellular.neighbourhood,
-        strategy.batches * run.cellular.population * len(cells(strategy.grid)),
+        cellular_settings(run).neighbourhood,
+        strategy.batches * cellular_settings(run).population * len(cells(strategy.grid)),
     )
     curve = []
     for snaps in zip(*per_rank):  # the i-th snapshot of every rank
@@ -313,7 +314,7 @@ def _results(
     run: Run, data: ImageData, strategy: Cellular, scorer: MixtureScorer, all_cells: dict, fields: CellularFields
 ) -> Outcome:
     """Rank 0: rank the cells and the mixtures, and package the best mixture as the model."""
-    grid, kind, iterations = strategy.grid, run.cellular.neighbourhood, fields.iterations or 0
+    grid, kind, iterations = strategy.grid, cellular_settings(run).neighbourhood, fields.iterations or 0
 
     def best_generator(c: Cell) -> nn.Module:  # a cell keeps its individuals best first
         g = build_pair(run.dataset.image_size, data.channels, run.model.latent_dim, seed=0, architecture=run.model.architecture)[

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .plan import CLASSIFIER_FEATURE_DIM, ModelBytes, process_grid
-from .scenario import DATASET_CLASSES, CellularConfig, DatasetConfig, Fail, Run, RunSpec, Scenario
-from .shown import shown
+from ....config.plan import CLASSIFIER_FEATURE_DIM, ModelBytes, SystemSize, discriminator_batches, process_grid
+from ....config.scenario import DATASET_CLASSES, DatasetConfig, Fail, Run, RunSpec, Scenario
+from ....config.shown import shown
+from .settings import CellularConfig
+
+
+def cellular_settings(run: Run) -> CellularConfig:
+    """The ``cellular`` section of ``run``, as its dataclass."""
+    section: CellularConfig = run.section("cellular")
+    return section
 
 
 def mixture_feature_space(cellular: CellularConfig, dataset: DatasetConfig) -> tuple[int | None, str]:
@@ -92,9 +99,16 @@ def check_cellular_spec(spec: RunSpec, path: str, scaling: str, fail: Fail) -> N
             )
 
 
+def cellular_step_images(size: SystemSize) -> int | None:
+    """One iteration: the batches of every cell of the grid that its discriminators train on."""
+    if size.cells is None or size.batches_per_iteration is None:
+        return None
+    return size.cells * discriminator_batches(size.batches_per_iteration, size.discriminator_skip) * size.batch_size
+
+
 def step_settings(cellular: CellularConfig) -> dict[str, Any]:
     """The ``step_settings`` trait: a cell's batches per iteration (None for a full pass, which the data tells) and the
-    discriminator's skip (:func:`suite.config.plan.cellular_step_images`)."""
+    discriminator's skip (:func:`cellular_step_images`)."""
     return {
         "batches_per_iteration": cellular.batches_per_iteration or None,
         "discriminator_skip": cellular.discriminator_skip,
@@ -105,7 +119,8 @@ def cellular_footprint(run: Run, sizes: ModelBytes) -> tuple[int, int]:
     """The ``footprint`` trait: a checkpoint holds every cell's population and snapshots; the finished files are the
     mixture of a neighbourhood's generators and the best cell (with the record, log and sample grid, 1 MB)."""
     rows, cols = run.grid or (1, 1)  # a cellular run has its grid (expansion gives it one)
-    hood = 9 if run.cellular.neighbourhood == "moore" else 5
-    return rows * cols * (run.cellular.population * sizes.gan + sizes.snapshots * sizes.generator), (
+    cellular = cellular_settings(run)
+    hood = 9 if cellular.neighbourhood == "moore" else 5
+    return rows * cols * (cellular.population * sizes.gan + sizes.snapshots * sizes.generator), (
         hood + 1
     ) * sizes.generator + 2**20
