@@ -107,7 +107,7 @@ EOF
 for f in $scenarios; do
     grep -q "^${f%.yaml} " "$work/scenarios.txt" || fail "suite scenarios does not list ${f%.yaml}: $(cat "$work/scenarios.txt")"
 done
-grep -qF "$(dirname "$(cat "$work/where.txt")")/scenarios_data" "$work/scenarios.txt" ||
+grep -qF "$(dirname "$(realpath "$(cat "$work/where.txt")")")/scenarios_data" "$work/scenarios.txt" ||
     fail "suite scenarios does not name the installed folder: $(cat "$work/scenarios.txt")"
 took "suite scenarios lists the $count built-in scenarios"
 
