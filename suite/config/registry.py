@@ -536,9 +536,11 @@ ENGINES.register(
         settings="horovod",
         baseline=True,
         package="horovod",
-        install="Horovod with its torch ops: `HOROVOD_WITH_PYTORCH=1 pip install horovod` (a C++ compiler and CMake; "
-        "Horovod 0.28.1 compiles as C++14, which torch >= 2.1 rejects), or the checkout's `bash ci/build_horovod.sh "
-        "PYTHON`, which builds it as C++17",
+        # Horovod's last release (0.28.1) compiles as C++14, which torch >= 2.1's headers reject: PyPI's sdist alone
+        # does not build here, ci/build_horovod.sh patches it to C++17 (what ci/setup.sh installs every time)
+        install="Horovod with its torch ops, built from its sdist as C++17 by the checkout's `bash ci/build_horovod.sh "
+        "PYTHON` (PYTHON: this environment's python, with pip; needs a C++ compiler and CMake; a few minutes, once), not by "
+        "a plain `HOROVOD_WITH_PYTORCH=1 pip install horovod`, whose 0.28.1 compiles as C++14, which torch >= 2.1 rejects",
         gpu_ready=_horovod_nccl,
     )
 )
