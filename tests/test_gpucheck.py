@@ -288,6 +288,7 @@ def horovod_fields(strategy: str, procs: int, classes: int = 10, ops: list[str] 
         "strategy": strategy,
         "engine": "horovod",
         "classes": list(range(classes)) if strategy == "label_partitioned" else None,
+        "dataset": {"name": "digits", "classes": list(range(classes))},  # the process-set check reads the run's classes
         "engine_settings": {
             "gpu_operations": "NCCL",
             "allreduce_ops": (["NCCL"] if largest > 1 else []) if ops is None else ops,

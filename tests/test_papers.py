@@ -186,7 +186,10 @@ def test_differences_name_what_is_not_the_papers():
     short = {**same, "epochs": 2, "settings": {"train": {"steps": 100}}}
     assert setting_differences(new_record(short), setting) == "100 steps, not 1000 epochs"
     assert (
-        setting_differences(new_record({**same, "iterations": 10}), replace(setting, iterations=200)) == "10 iterations, not 200"
+        setting_differences(
+            new_record({**same, "strategy": "cellular", "loss": "mustangs", "iterations": 10}), replace(setting, iterations=200)
+        )
+        == "10 iterations, not 200"
     )
 
 
