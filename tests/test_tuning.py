@@ -223,7 +223,7 @@ def test_a_real_sweep_records_its_values_and_is_tuned(tmp_path):
     for run_id, record in records.items():
         lr = record["sweep"]["wgan_gp.lr"]
         assert record["status"] == "ok" and run_id.endswith(f"-lr{lr}-p1-r0")
-        assert json.loads((results / run_id / "run.json").read_text())["wgan_gp"]["lr"] == lr
+        assert json.loads((results / run_id / "run.json").read_text())["sections"]["wgan_gp"]["lr"] == lr
     assert main(["tune", str(results)]) == 0
     chosen = yaml.safe_load((results / "tuning" / "chosen.yaml").read_text())["systems"]
     assert len(chosen) == 1 and set(chosen[0]["overrides"]["wgan_gp"]) == {"lr"}
