@@ -418,7 +418,8 @@ def launched(tmp_path_factory):
         # the engines' own launchers: every other multi-process test launches with them too
         pytest.param("horovodrun", "horovod", marks=pytest.mark.matrix),
         pytest.param("torchrun", "torch", marks=pytest.mark.matrix),
-        ("deepspeed", "deepspeed"),
+        # DeepSpeed's launcher starts DeepSpeed's engine (about 40 s here): an engine users meet after the first two
+        pytest.param("deepspeed", "deepspeed", marks=pytest.mark.matrix),
     ],
 )
 def test_real_two_process_runs_under_each_launcher(launched, launcher, engine):
