@@ -10,8 +10,8 @@ import pytest
 from conftest import run_scenario, tiny_scenario
 from suite.measure.tracing import PROFILED_STEPS
 
-ENGINES = ("horovod", "deepspeed")
-MATRIX_ENGINES = ("torch",)  # its profiler traces are the others' (`make test-matrix`)
+ENGINES = ("horovod", "torch")
+MATRIX_ENGINES = ("deepspeed",)  # its first launch costs about 40 s here (`make test-matrix`, with its communication log)
 
 
 def trace(folder: Path, engines: tuple[str, ...]) -> tuple[int, dict, Path]:
@@ -84,8 +84,9 @@ def test_horovod_writes_its_timeline_and_runs_with_the_scenarios_settings(traced
 
 
 @pytest.mark.multiproc
-def test_deepspeed_writes_its_communication_log(traced):
-    _, records, results = traced
+@pytest.mark.matrix
+def test_deepspeed_writes_its_communication_log(traced_matrix):
+    _, records, results = traced_matrix
     run_dir = results / "data_parallel-bce-deepspeed-p2-r0"
     summary = json.loads((run_dir / "deepspeed-comms.json").read_text())["summary"]
     assert sum(size["count"] for size in summary["all_reduce"].values()) > 0
@@ -106,7 +107,7 @@ def test_the_report_links_the_traces_and_compares_the_engines(traced):
     assert all((engines.parent / target).is_file() and Path(target).name == name for name, target in links)
     linked = [name for name, _ in links]
     assert linked.count("trace-rank0.json") == linked.count("trace-rank1.json") == len(ENGINES)
-    assert {"horovod-timeline.json", "deepspeed-comms.json", "deepspeed-comms.txt"} <= set(linked)
+    assert "horovod-timeline.json" in linked
     assert "## Engine comparison" in text and "include the tracing overhead" in text
     comparison = text.split("## Engine comparison")[1]
     assert all(f"| {engine} |" in comparison for engine in ENGINES)
