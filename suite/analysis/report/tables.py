@@ -251,35 +251,21 @@ def sweep_warnings(frame: pd.DataFrame) -> list[str]:
 
 def communication_table(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame[COL.status] == "ok"]
-    table = ok[
-        [
-            COL.run_id,
-            COL.procs,
-            COL.comm_bytes,
-            COL.comm_s,
-            COL.step_s,
-            COL.data_s,
-            COL.compute_s,
-            COL.comm_wait_s,
-            COL.comm_share,
-            COL.timed_steps,
-        ]
-    ].copy()
-    table["comm_mb"] = table.pop("comm_bytes") / 2**20
-    return table[
-        [
-            COL.run_id,
-            COL.procs,
-            "comm_mb",
-            COL.comm_s,
-            COL.step_s,
-            COL.data_s,
-            COL.compute_s,
-            COL.comm_wait_s,
-            COL.comm_share,
-            COL.timed_steps,
-        ]
+    columns = [
+        COL.run_id,
+        COL.procs,
+        COL.comm_bytes,
+        COL.comm_s,
+        COL.step_s,
+        COL.data_s,
+        COL.compute_s,
+        COL.comm_wait_s,
+        COL.comm_share,
+        COL.timed_steps,
     ]
+    table = ok[columns].copy()
+    table[COL.comm_bytes] = table[COL.comm_bytes] / 2**20
+    return table.rename(columns={COL.comm_bytes: "comm_mb"})  # the bytes in MiB, in their place
 
 
 def _own_peak_use(per_rank: list[RankTelemetry]) -> PeakUse | None:
