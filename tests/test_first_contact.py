@@ -203,6 +203,16 @@ def test_a_mistyped_results_folder_gets_did_you_mean(command, capsys, monkeypatc
     assert "(did you mean reports/digits?)" in err
 
 
+def test_a_near_miss_among_a_folders_names_is_offered_only_when_it_prints_on_one_line(tmp_path, capsys):
+    (tmp_path / "result\nz").mkdir()  # anyone's folder name: a line break would split the one-line refusal
+    (tmp_path / "resultz\x1b[31m").mkdir()
+    assert names.did_you_mean_path(tmp_path / "resultz") == ""
+    (tmp_path / "results").mkdir()
+    assert names.did_you_mean_path(tmp_path / "resultz") == f" (did you mean {tmp_path / 'results'}?)"
+    assert main(["report", str(tmp_path / "resultz")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 def test_one_did_you_mean_serves_every_name():
     assert names.did_you_mean("digitz", ["digits", "smoke"]) == " (did you mean digits?)"
     assert names.did_you_mean("zzz", ["digits"]) == ""

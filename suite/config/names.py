@@ -43,10 +43,11 @@ def old_names(name: str) -> list[str]:
 
 def did_you_mean_path(path: Path) -> str:
     """:func:`did_you_mean` for a path that does not exist, among the names in its folder (`` (did you mean
-    reports/digits?)``); empty when none is close or the folder cannot be listed."""
+    reports/digits?)``); empty when none is close or the folder cannot be listed. Only printable names are offered: a
+    folder's names are anyone's, and one with a line break or an escape would break the message's one line."""
     folder = path.parent
     try:
-        names = [entry.name for entry in os.scandir(folder)] if folder.is_dir() else []
+        names = [entry.name for entry in os.scandir(folder) if entry.name.isprintable()] if folder.is_dir() else []
     except OSError:
         return ""
     close = close_names(path.name, names)
