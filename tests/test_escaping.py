@@ -180,9 +180,9 @@ def test_the_report_shows_every_hostile_string_as_data(hostile_results, capsys):
         outside = re.sub(r"^(`{3,}).*?^\1$", "", text, flags=re.M | re.S)  # a tag in a code block is text
         assert "<iframe" not in outside, page.name
     first = (report / "report.md").read_text()
-    assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http://evil\\x07link" in first  # the device, shown as data
+    assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http\\://evil\\x07link" in first  # the device, shown as data, no autolink
     runs = (report / "details" / "runs.md").read_text()
-    assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http://evil\\x07link\\x1b]8;;\\x07\\x1b[2J\\u202eexe.txt\\x00```" in runs
+    assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http\\://evil\\x07link\\x1b]8;;\\x07\\x1b[2J\\u202eexe.txt\\x00```" in runs
     environment = (report / "details" / "environment.md").read_text()
     block = environment[environment.index("## Scenario") :]
     assert block.splitlines()[2].startswith("`````yaml") and "</code><script>x</script>" in block  # fenced past ````
@@ -197,7 +197,7 @@ def test_compare_prints_a_records_words_as_data(hostile_results, capsys):
     out, err = capsys.readouterr()
     assert code == 1 and "REGRESSION" in out  # the failed run
     assert not RAW.search(out) and not CONTROL.search(err)
-    assert "\\x1b]8;;http://evil\\x07link" in out and "\\u202eexe.txt\\x00" in out
+    assert "\\x1b]8;;http\\://evil\\x07link" in out and "\\u202eexe.txt\\x00" in out
 
 
 def test_compare_refusing_other_devices_names_them_on_one_line(hostile_results, capsys):

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ..config.escape import markdown_cell
+from ..config.escape import html_text, markdown_cell
 
 NA = "n/a"
 
@@ -83,4 +83,6 @@ def std_over(std: Any, count: Any = None, size: Any = None) -> str:
 
 
 def details(summary: str, body: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"
+    """A folded block: ``summary`` as HTML text (:func:`suite.config.escape.html_text`), ``body`` markdown the caller
+    escaped."""
+    return f"<details><summary>{html_text(summary)}</summary>\n\n{body}\n</details>\n"

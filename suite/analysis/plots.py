@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from ..config.escape import file_part
 from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
 from .columns import COL
 from .findings import config_name, main_runs
@@ -485,7 +486,7 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
     fig.suptitle(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
     legend_outside(by_time)
     fig.tight_layout()
-    return fig, f"quality_vs_time_{file_slug(str(kind[0]))}.png"
+    return fig, f"quality_vs_time_{file_part(kind[0])}.png"
 
 
 # --- losses -------------------------------------------------------------------------------------------------------
@@ -608,7 +609,3 @@ def losses_figure(records: list[Record]) -> Any | None:
     fig.tight_layout()
     return fig
 
-
-def file_slug(text: str) -> str:
-    """``text`` with everything but letters and digits replaced by ``-`` (a file-name part)."""
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ..config.escape import csv_text
 from ..config.sweep import overrides_of, sweep_text
 from ..records.nofollow import output_folder
 from ..records.record import Record
@@ -337,7 +338,7 @@ def write_tuning(results: Path, out_dir: Path) -> Path:
     systems = tune(records)
     scenario = records[0].scenario or Path(results).name
     with output_folder(out_dir):  # never a link at out_dir, nor in it; nobody else may write there (records.nofollow)
-        atomic_write_text(out_dir / TUNING_CSV, tuning_table(systems).to_csv(index=False))
+        atomic_write_text(out_dir / TUNING_CSV, csv_text(tuning_table(systems)))  # sweep keys are anyone's
         atomic_write_text(out_dir / CHOSEN_YAML, chosen_yaml(systems, str(results)))
         path = out_dir / TUNING_MD
         atomic_write_text(path, "\n".join(tuning_markdown(systems, str(results), scenario, len(records))))

@@ -19,7 +19,7 @@ import os
 import sys
 
 from ..config.envsettings import check_environment
-from ..config.escape import terminal
+from ..config.escape import one_line, terminal
 from .common import TIMESTAMP_FORMAT, TIMESTAMPED_FORMAT, UsageError, log
 from .exitcodes import ExitCode
 from .parser import build_parser
@@ -56,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler()
     handler.setFormatter(_Escaping(TIMESTAMPED_FORMAT if timestamped else "%(message)s", TIMESTAMP_FORMAT))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    logging.captureWarnings(True)  # a library's warning (matplotlib's missing glyph) quotes a record's words: escaped too
     try:
         check_environment()  # every SUITE_* variable, before anything runs (exit 2 naming each wrong one)
         return args.func(args)
     except _bad_input_errors() as error:  # evaluated once an error is raised: by then its module is imported
         if args.verbose:
             log.exception("details")
-        print(f"error: {terminal(error)}", file=sys.stderr)  # a record's or file's words: no control character
+        print(f"error: {one_line(error)}", file=sys.stderr)  # a record's or file's words: one line, no control character
         return ExitCode.BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted; finished runs keep their results (rerun with --resume)", file=sys.stderr)
@@ -76,5 +77,5 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             log.exception("details")
         text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"
-        print(f"error: {terminal(text)}", file=sys.stderr)
+        print(f"error: {one_line(text)}", file=sys.stderr)
         return ExitCode.BAD_INPUT

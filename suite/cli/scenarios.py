@@ -17,11 +17,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     """List the built-in scenarios (:mod:`suite.config.builtin`), one line each: the name, then the description."""
     from ..config.builtin import builtin_scenarios
+    from ..config.escape import one_line
 
     found = builtin_scenarios()
     width = max((len(one.name) for one in found), default=0)
-    for one in found:
-        print(f"{one.name:<{width}}  {one.description}")
+    for one in found:  # a description is a scenario file's words: one line of data (no OSC-8 link, no clear-screen)
+        print(f"{one_line(one.name):<{width}}  {one_line(one.description)}")
     print(f"\n`suite run NAME` runs one (results/NAME); the files are in {found[0].path.parent if found else '(none found)'}")
     if any(one.name == "quickstart" for one in found):
         print("new here: `suite run quickstart`, then `suite report results/quickstart` (docs/quickstart.md)")

@@ -139,4 +139,5 @@ def check_environment(env: Mapping[str, str] | None = None) -> None:
     if len(problems) == 1:
         raise EnvironmentSettingError(problems[0])
     if problems:
-        raise EnvironmentSettingError(f"{len(problems)} environment variables are wrong:\n  " + "\n  ".join(problems))
+        listed = " ".join(f"({i}) {problem}" for i, problem in enumerate(problems, 1))  # one line, as every refusal
+        raise EnvironmentSettingError(f"{len(problems)} environment variables are wrong: {listed}")

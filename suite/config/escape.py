@@ -1,4 +1,7 @@
-"""Strings from someone else, escaped where they land: a terminal, a markdown page, a code fence, a CSV cell.
+"""Strings from someone else, escaped where they land: a terminal, a markdown page, HTML in markdown, a code fence, a
+CSV cell, a plot's text, a file name, a shell word. This module is the one escaping route of the suite: every sink
+of each kind calls its function here (``tests/test_sinks.py`` plants hostile strings in every string field of a
+record and reads every page, CSV and terminal line).
 
 A record's error, host or device name, a scenario file and a rank's status come from folders others can write.
 Each is data wherever the suite shows it, never markup or a terminal command:
@@ -7,7 +10,17 @@ Each is data wherever the suite shows it, never markup or a terminal command:
   bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and the line and
   paragraph separators are written as ``\\xNN`` or ``\\uNNNN``; line breaks and tabs are kept only where asked.
 - :func:`markdown_cell`: one line of markdown (a table's cell, a sentence): :func:`terminal` on one line, a ``<``
-  that could open HTML as ``&lt;``, ``|`` escaped, ``](`` broken so that no link is made.
+  that could open HTML as ``&lt;``, ``|`` escaped, ``](`` broken so that no link or image is made, a bare URL's
+  ``://`` and a ``www.`` written ``\\://`` and ``www\\.`` (no autolink), and a first character that would start a
+  block (``#``, ``>``, a list marker, a rule) escaped, so that a cell at the start of a line is never a heading.
+- :func:`html_text`: text inside HTML that markdown does not read (``<summary>``, an attribute): one line, ``&<>"'``
+  as entities.
+- :func:`plot_text`: a label, legend or title of a matplotlib figure: one line, controls escaped (no glyph warning
+  carries an ESC to the terminal), ``$`` escaped (never mathtext), at most :data:`PLOT_TEXT_CHARS` characters.
+- :func:`file_part`: a part of a file name the report writes: ASCII letters and digits only, at most
+  :data:`FILE_PART_CHARS` characters (a longer one ends with a digest of the whole, so two names stay two files).
+- :func:`shell_word`: a path or word printed beside a command to copy: :func:`shlex.quote` d, then
+  :func:`one_line`.
 - :func:`code_fence`: a block fenced by more backticks than the longest run of backticks inside, so nothing in
   it closes the fence.
 - :func:`csv_cell`: a text cell that a spreadsheet would take for a formula (``=``, ``+``, ``-``, ``@`` first)
@@ -18,7 +31,10 @@ Plain text with no control or bidirectional character and no markup comes out as
 
 from __future__ import annotations
 
+import hashlib
+import html
 import re
+import shlex
 from typing import Any
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -38,6 +54,18 @@ _BACKTICKS = re.compile(r"`+")
 _BARE_PIPE = re.compile(r"(?<!\\)((?:\\\\)*)\|")
 """A ``|`` after an even number of backslashes: one that would end a table's cell (an escaped one is left, so that
 escaping twice changes nothing)."""
+
+_BARE_URL = re.compile(r"(?i)(?<=[a-z0-9+.-])(:)(?=//)|(?<![\\\w.])(www)(\.)")
+"""What GitHub's markdown would make a link of without brackets: ``scheme://`` and ``www.``."""
+
+_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|\d{1,9}(?=[.)](?:\s|$))|[-*_=](?=[-*_=\s]*$)|`{3}|~{3})")
+"""A first character that could start a block in markdown (a heading, a quote, a list item, a rule, a fence) or the
+digits of an ordered list's marker (whose ``.`` or ``)`` is escaped)."""
+
+PLOT_TEXT_CHARS = 120
+"""The most characters of a record's string a plot shows (a longer one ends with ``...``)."""
+FILE_PART_CHARS = 60
+"""The most characters a record's string gives a file name (well under a file system's 255 bytes)."""
 
 _FORMULA_START = ("=", "+", "-", "@")
 """A CSV cell beginning with one of these is a formula to a spreadsheet."""
@@ -65,9 +93,54 @@ def one_line(text: Any) -> str:
 def markdown_cell(text: Any) -> str:
     """``text`` as data in one line of markdown (a table's cell, a sentence): line breaks as spaces, controls and
     bidirectional characters escaped (:func:`terminal`), a ``<`` that could open HTML as ``&lt;`` (an error or a
-    host name never becomes HTML), ``|`` escaped (never a new cell), ``](`` written ``]\\(`` (never a link)."""
+    host name never becomes HTML), ``|`` escaped (never a new cell), ``](`` written ``]\\(`` (never a link or an
+    image), ``://`` and ``www.`` written ``\\://`` and ``www\\.`` (never an autolink), and a first character that
+    would start a block escaped (never a heading, quote or list). A number (``-1.5``) is left as it is."""
     text = _TAG_START.sub("&lt;", one_line(text))
-    return _BARE_PIPE.sub(r"\1\\|", text).replace("](", "]\\(")
+    text = _BARE_PIPE.sub(r"\1\\|", text).replace("](", "]\\(")
+    text = _BARE_URL.sub(lambda m: "\\:" if m.group(1) else "www\\.", text)
+    if _is_number(text):
+        return text
+    return _BLOCK_START.sub(_block_escaped, text, count=1)
+
+
+def _block_escaped(match: re.Match[str]) -> str:
+    found = match.group()
+    return found + "\\" if found[0].isdigit() else "\\" + found
+
+
+def html_text(text: Any) -> str:
+    """``text`` as data inside HTML in a markdown page (a ``<summary>``, an attribute's value): :func:`one_line`, then
+    ``&``, ``<``, ``>``, ``"`` and ``'`` as entities."""
+    return html.escape(one_line(text), quote=True)
+
+
+def plot_text(text: Any) -> str:
+    """``text`` for a matplotlib label, legend or title: :func:`one_line` (no control reaches a glyph warning on the
+    terminal), ``$`` escaped (matplotlib would parse ``$...$`` as mathtext, and a malformed one stops the plot), cut
+    to :data:`PLOT_TEXT_CHARS` characters."""
+    shown = one_line(text)
+    if len(shown) > PLOT_TEXT_CHARS:
+        shown = shown[: PLOT_TEXT_CHARS - 3] + "..."
+    return shown.replace("$", r"\$")
+
+
+def file_part(text: Any) -> str:
+    """``text`` as a part of a file name: every character but ASCII letters and digits as ``-`` (none at either
+    end); longer than :data:`FILE_PART_CHARS`, its start and the first 10 hex digits of its sha256 (so two long
+    names that share a start are still two files)."""
+    text = str(text)
+    part = "".join(c if c.isascii() and c.isalnum() else "-" for c in text).strip("-")
+    if len(part) <= FILE_PART_CHARS:
+        return part
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return part[: FILE_PART_CHARS - 11].rstrip("-") + "-" + digest
+
+
+def shell_word(text: Any) -> str:
+    """A path or word printed beside a command meant to be copied: :func:`shlex.quote` (``results/x$(id)`` comes out
+    ``'results/x$(id)'``), then :func:`one_line` (controls escaped)."""
+    return one_line(shlex.quote(str(text)))
 
 
 def fence_for(text: str) -> str:
@@ -95,6 +168,18 @@ def csv_cell(value: Any) -> Any:
     if text.startswith(_FORMULA_START) and not _is_number(text):
         return "'" + text
     return text
+
+
+def csv_text(table: Any) -> str:
+    """A pandas ``table`` as CSV text (no index column), every text cell and every column name through
+    :func:`csv_cell`: the one route of every CSV the suite writes from records (the report's tables, ``tuning.csv``).
+    Columns that hold no text (numbers) are written as they are."""
+    def textual(column: Any) -> bool:  # object, string or pandas 3's str columns (their kind is "O")
+        return getattr(column.dtype, "kind", "") in ("O", "S", "U")
+
+    shown = table.apply(lambda column: column.map(csv_cell) if textual(column) else column)
+    shown.columns = [csv_cell(str(name)) for name in shown.columns]
+    return str(shown.to_csv(index=False))
 
 
 def _is_number(text: str) -> bool:

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from .escape import shell_word
+
 RENAMED_PREFIXES = {"seed000": "paper000", "seed001": "paper001", "seed002": "paper002", "seed003": "paper003"}
 """Old first part of a scenario's name (and of its file's) -> the current one."""
 
@@ -51,4 +53,5 @@ def did_you_mean_path(path: Path) -> str:
     except OSError:
         return ""
     close = close_names(path.name, names)
-    return f" (did you mean {folder / close[0] if str(folder) != '.' else close[0]}?)" if close else ""
+    # printed beside commands to copy: quoted as one shell word (``results/quickstar$(id)`` runs nothing when pasted)
+    return f" (did you mean {shell_word(folder / close[0] if str(folder) != '.' else close[0])}?)" if close else ""

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.stats import paired
-from ..records.results import atomic_write
+from ..config.escape import csv_text
+from ..records.results import atomic_write_text
 
 
 @dataclass
@@ -73,8 +74,7 @@ def write_pairs_csv(path: Path, pairs: list[dict[str, Any]]) -> None:
         for key in "AB"
         for rid, values in p[key].items()
     ]
-    with atomic_write(path) as tmp:
-        pd.DataFrame(rows).to_csv(tmp, index=False)
+    atomic_write_text(path, csv_text(pd.DataFrame(rows)))
 
 
 def markdown(result: GateResult) -> str:

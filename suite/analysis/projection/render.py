@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...config.escape import csv_text
 from ...config.registry import STRATEGIES
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
@@ -286,7 +287,7 @@ def write_projection(result: Projection, out: Path, heading: str = "#") -> list[
     """Write the CSVs and the plot into ``out``; return the markdown (headings at ``heading`` level)."""
     out.mkdir(parents=True, exist_ok=True)
     for name, table in projection_tables(result).items():
-        table.to_csv(out / name, index=False)
+        (out / name).write_text(csv_text(table))  # device names are a record's words
     return projection_lines(result, out, heading)
 
 

@@ -219,7 +219,7 @@ def warnings_section(warnings: list[str], failed: int) -> list[str]:
     lines = []
     if failed:
         lines.append(f"- {failed} run{'s' if failed > 1 else ''} failed: see [Runs](details/runs.md).")
-    lines += [f"- {w}" for w in warnings[:MOST_WARNINGS]]
+    lines += [f"- {cell(w)}" for w in warnings[:MOST_WARNINGS]]  # warnings quote records: data (issue 61)
     if len(warnings) > MOST_WARNINGS:
         lines.append(f"- ... and {len(warnings) - MOST_WARNINGS} more on [Headline in full](details/headline.md#warnings).")
     return ["**Warnings:**\n", *lines, ""] if lines else []
@@ -274,7 +274,7 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
         "",
     ]
     if warnings:
-        lines += ["## Warnings\n", *(f"- {w}" for w in warnings), ""]
+        lines += ["## Warnings\n", *(f"- {cell(w)}" for w in warnings), ""]
     return lines
 
 

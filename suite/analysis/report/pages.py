@@ -18,8 +18,9 @@ DETAILS = "details"
 
 LOCAL_LINK = re.compile(r'(\]\(|src=")(?![a-z][a-z0-9+.-]*:|/|#)')
 """The start of a relative link target: a markdown link or image, or an HTML ``src``."""
-FIGURE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
-"""A markdown image: (alt text, file)."""
+FIGURE = re.compile(r"^!\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|/)([^)\s:]+\.png)\)$", re.M | re.I)
+"""A figure the report drew: a markdown image on its own line whose file is a local PNG (a record's words, escaped
+where they land, never make one; nor does an image of another site)."""
 
 
 @dataclass(frozen=True)

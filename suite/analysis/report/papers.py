@@ -33,7 +33,7 @@ from ...records.nofollow import output_folder
 from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import PAPER000, PAPER001, PAPER003, read_baseline
-from ..markdown import markdown_table
+from ..markdown import cell, markdown_table
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
 from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
@@ -577,7 +577,7 @@ def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
     """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
     scenarios = sorted({current_name(r.scenario) if r.scenario is not None else "" for r in records})
     ran = (
-        f"Runs of {', '.join(f'`{s}`' for s in scenarios)}: {len(_ok(records))} finished of {len(records)}."
+        f"Runs of {cell(', '.join(scenarios))}: {len(_ok(records))} finished of {len(records)}."
         if records
         else f"No run of this paper's scenarios yet: `{paper.run_with}` runs the reduced ones (scenarios/papers/reduced/)."
     )
@@ -598,7 +598,7 @@ def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
     lines.append("## Claims\n")
     for claim in paper.claims:
         verdict, evidence = claim.judge(records)
-        lines.append(f"- **{verdict}**: {claim.text}. {evidence}.")
+        lines.append(f"- **{verdict}**: {claim.text}. {cell(evidence)}.")  # evidence quotes records
     lines.append("")
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from ...config.escape import file_part
 from ...config.registry import STRATEGIES
 from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
@@ -17,7 +18,7 @@ from ..baselines import PAPER000, PAPER001, read_baseline
 from ..columns import COL, column_names
 from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
-from ..plots import file_slug, plot_losses, plot_quality_curves
+from ..plots import plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..stats.verdicts import summarise
 from .section import Section
@@ -302,7 +303,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         note = (
             ""
             if not shown.empty
-            else f" (no paper numbers for {', '.join(sorted(d for d in datasets if d))}; all datasets shown)"
+            else f" (no paper numbers for {cell(', '.join(sorted(d for d in datasets if d)))}; all datasets shown)"
         )
         shown = paper if shown.empty else shown
         lines.append(f"**Paper 000, Inception Score (Inception network, paper's Tables 5/9/13/17){note}**\n")
@@ -398,7 +399,7 @@ def quality_section(records: list[Record]) -> Section:
         return Section(lines + ["_No run recorded image quality (metrics disabled or all runs failed)._\n"])
     tables = {}
     for net, (scores, _) in quality.items():
-        slug = file_slug(net)
+        slug = file_part(net)
         tables[f"quality_{slug}.csv"] = scores
         detail = next(
             (r.quality.features_detail for r in records if r.quality is not None and r.quality.features == net.split(" ")[0]),
@@ -431,10 +432,10 @@ def quality_section(records: list[Record]) -> Section:
         lines.append(markdown_table(shown))
         lines.append(details("Per run (each seed)", markdown_table(_quality_display(scores))))
         for note in sorted({n for n in scores["is_note"] if isinstance(n, str)}):
-            lines.append(f"IS n/a: {note}.\n")
+            lines.append(f"IS n/a: {cell(note)}.\n")
         for run_id, note in zip(scores[COL.run_id], scores["fid_note"]):
             if isinstance(note, str):
-                lines.append(f"FID n/a for {run_id}: {note}.\n")
+                lines.append(f"FID n/a for {cell(run_id)}: {cell(note)}.\n")
     return Section(lines, tables)
 
 
@@ -444,7 +445,7 @@ def per_class_section(records: list[Record]) -> Section:
     lines: list[str] = []
     tables = {}
     for net, (_, per_class) in quality_tables(records).items():
-        slug = file_slug(net)
+        slug = file_part(net)
         for field, basis in PER_CLASS_BASES.items():
             table = per_class[field]
             if table.empty:

@@ -9,10 +9,11 @@ import logging
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
-from ...config.escape import code_fence
+from ...config.escape import code_fence, html_text
 from ...measure.network import PRESETS
 from ...records.images import image_problem
 from ...records.quoted import QuotedFileError, read_quoted
@@ -220,6 +221,11 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     return Section(lines, tables)
 
 
+def _sample_image(run_id: str, width: int) -> str:
+    """An HTML image of a run's copied sample grid: its file percent-encoded, its title as HTML text."""
+    return f'<img src="{quote(f"samples/{run_id}.png")}" width="{width}" title="{html_text(run_id)}">'
+
+
 def samples_section(records: list[Record], results_dir: Path) -> Section:
     """Each strategy's samples at its largest P (class-ordered rows for labelled models); the rest folded. The
     section copies each shown run's sample grid into the report's ``samples/``."""
@@ -237,8 +243,8 @@ def samples_section(records: list[Record], results_dir: Path) -> Section:
     for name, runs in sorted(by_config.items()):
         main, _ = main_runs(runs)
         first = min(main, key=lambda r: r.repeat or 0)
-        shown.append(f'| {name} | <img src="samples/{first.run_id}.png" width="200" title="{first.run_id}"> |')
-        folded += [f'<img src="samples/{r.run_id}.png" width="120" title="{r.run_id}">' for r in runs if r is not first]
+        shown.append(f"| {cell(name)} | {_sample_image(first.run_id, 200)} |")
+        folded += [_sample_image(r.run_id, 120) for r in runs if r is not first]
     if not shown:
         return Section()
     lines = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config.escape import csv_cell, terminal
+from ...config.escape import csv_text, terminal
 from ...measure.network import PROBE_BYTES
 from ...records.codec import record_data
 from ...records.nofollow import copy_regular, make_folder
@@ -25,15 +25,9 @@ FIRST_PAGE = "report.md"
 
 
 def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> None:
-    """``table`` as the CSV ``out_dir/name`` (no index column); its text cells as data (:func:`suite.config.escape.csv_cell`:
-    controls escaped, never a spreadsheet formula)."""
-    text = table.apply(lambda column: column.map(csv_cell) if _textual(column) else column)
-    atomic_write_text(out_dir / name, text.to_csv(index=False))
-
-
-def _textual(column: pd.Series) -> bool:
-    """Whether ``column`` may hold text (object or string dtype)."""
-    return column.dtype == object or isinstance(column.dtype, pd.StringDtype)
+    """``table`` as the CSV ``out_dir/name`` (no index column); its text cells and column names as data
+    (:func:`suite.config.escape.csv_text`: controls escaped, never a spreadsheet formula)."""
+    atomic_write_text(out_dir / name, csv_text(table))
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
