@@ -31,7 +31,7 @@ from suite.records.record import RecordError
 @pytest.mark.parametrize(
     ("ci", "words"),
     [
-        ([-1e18, 1e18], "images_per_s_ci95 [-1e+18, 1e+18] is wider than its estimate"),
+        ([-1e18, 1e18], "images_per_s_ci95 [-1e+18, 1e+18] is wider than 0.75 times its estimate"),
         ([900.0, 100.0], "images_per_s_ci95 [900, 100] is inverted"),
         ([100.0, None], "has an end that is not a finite number"),
         ([300.0, 400.0], "does not hold images_per_s"),
@@ -63,8 +63,9 @@ def test_a_throughput_below_the_floor_is_invalid(tmp_path, capsys):
 def test_honest_intervals_pass_the_checks():
     for record in digits_records():
         assert throughput_problem(parse_record(record)) is None
-    assert interval_problem(100.0, None) is None and interval_problem(100.0, [60.0, 150.0]) is None
-    assert interval_problem(100.0, [40.0, 150.0]) is not None  # 110 wide: wider than 100
+    assert interval_problem(100.0, None) is None and interval_problem(100.0, [70.0, 140.0]) is None
+    assert interval_problem(100.0, [40.0, 150.0]) is not None  # 110 wide: wider than 75
+    assert interval_problem(100.0, [50.0, 150.0]) is not None  # [v/2, 1.5 v] (issue 61): a halving inside its noise
 
 
 def _generator_run(tmp_path, poison):

@@ -11,7 +11,9 @@ metric has one, else the run's value), so the spread over repeats widens it.
 
 A failed run in NEW is a regression. An ok run on either side whose throughput (``images_per_s``) is missing, zero
 or negative is ``INVALID``, a failure too, and left out of the comparison: an ok run always measures one, so
-nothing can say such a run did not regress. The comparison refuses results from different devices
+nothing can say such a run did not regress. So is an ok run whose spread or interval fields are out of range for
+the value they qualify (:func:`spread_problem`: a huge spread in any compared field would make any change "within
+noise"). The comparison refuses results from different devices
 unless asked (`allow_different_device`), and lists every other difference of environment
 (package versions, threads per rank, workload settings) above the table.
 """
@@ -105,6 +107,18 @@ class Config:
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
+MAX_INTERVAL_WIDTH = 0.75
+"""The widest ``images_per_s_ci95`` (high end minus low end) over ``images_per_s`` a baseline may hold: 0.75, half
+again the widest any committed record holds (0.48). Wider, a twice-slower run would pass as "within noise"."""
+MAX_STEP_CI = 0.5
+"""The largest ``telemetry.step_ci95`` (the half-width of the mean step time's 95 % interval) over ``step_mean``: twice
+the largest of any committed record (0.23)."""
+MAX_KID_STD = 2.0
+"""The largest ``quality.kid_std`` (over KID's subsets) over ``|kid_mean|``, or over 1 % of ``untrained_kid`` where
+that is larger (a KID near zero may spread more than its own size): twice the largest committed (0.86)."""
+KID_STD_FLOOR = 0.01
+"""The share of the untrained generator's KID below which a KID's spread is measured against it, not the KID."""
+
 MIN_IMAGES_PER_S = 0.01
 """The least throughput an ok run can have measured: one image every 100 s (the slowest real run, a CPU rank on
 ImageNet-sized images, trains several a second). Below it a record's ``images_per_s`` is not a measurement."""
@@ -137,24 +151,56 @@ def interval_problem(value: float, ci: list[float | None] | None) -> str | None:
         return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is inverted (its low end above its high end)"
     if not lo <= value <= hi:
         return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] does not hold images_per_s {value:.4g}"
-    if hi - lo > value:
-        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is wider than its estimate {value:.4g}: not a measurement to compare"
+    if hi - lo > MAX_INTERVAL_WIDTH * value:
+        return (
+            f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is wider than {MAX_INTERVAL_WIDTH:g} times its estimate {value:.4g}: "
+            "not a measurement to compare"
+        )
     return None
 
 
+def spread_problem(record: Record) -> str | None:
+    """Why a spread field of an ok ``record`` that :func:`measure` reads is out of range for the value it qualifies,
+    or None: ``telemetry.step_ci95`` negative, not finite or over :data:`MAX_STEP_CI` of ``step_mean``;
+    ``quality.kid_std`` negative, not finite or over :data:`MAX_KID_STD` of ``|kid_mean|`` (or of
+    :data:`KID_STD_FLOOR` of ``untrained_kid``). A field not recorded is none to check."""
+    t, q = record.telemetry, record.quality
+    if t is not None and t.step_ci95 is not None:
+        half, mean = _number(t.step_ci95), _number(t.step_mean)
+        if half is None or half < 0 or mean is None or mean <= 0:
+            return f"telemetry.step_ci95 {t.step_ci95!r} (step_mean {t.step_mean!r}) is not a half-width of a mean step time"
+        if half > MAX_STEP_CI * mean:
+            return f"telemetry.step_ci95 {half:.4g} is over {MAX_STEP_CI:g} times step_mean {mean:.4g}: not a measurement to compare"
+    if q is not None and q.kid_std is not None:
+        std, kid = _number(q.kid_std), _number(q.kid_mean)
+        if std is None or std < 0 or kid is None:
+            return f"quality.kid_std {q.kid_std!r} (kid_mean {q.kid_mean!r}) is not a spread of a KID"
+        scale = max(abs(kid), KID_STD_FLOOR * (_number(q.untrained_kid) or 0.0))
+        if std > MAX_KID_STD * scale:
+            return f"quality.kid_std {std:.4g} is over {MAX_KID_STD:g} times its KID's size {scale:.4g}: not a measurement to compare"
+    return None
+
+
+def record_problem(record: Record) -> str | None:
+    """Why an ok ``record`` cannot be compared (:func:`throughput_problem`, then :func:`spread_problem`), or None."""
+    return throughput_problem(record) or spread_problem(record)
+
+
 def _invalid_rows(records: list[Record], side: str) -> list[Row]:
-    """An :data:`INVALID` row for each ok record of ``side`` without a throughput, naming the record and the field."""
+    """An :data:`INVALID` row for each ok record of ``side`` that cannot be compared (:func:`record_problem`), naming the
+    record and the field."""
     rows = []
     for r in records:
-        if r.status == "ok" and (problem := throughput_problem(r)) is not None:
-            note = f"run {r.run_id} ({side}): {problem}; an ok run records a positive throughput"
-            rows.append(Row(re.sub(r"-r\d+$", "", str(r.run_id)), "images_per_s", None, None, None, 0.0, INVALID, note))
+        if r.status == "ok" and (problem := record_problem(r)) is not None:
+            note = f"run {r.run_id} ({side}): {problem}; an ok run records a positive throughput and honest spreads"
+            field = problem.split()[0]  # every problem starts with the field it names
+            rows.append(Row(re.sub(r"-r\d+$", "", str(r.run_id)), field, None, None, None, 0.0, INVALID, note))
     return rows
 
 
 def _configs(records: list[Record]) -> dict[ComparedConfig, Config]:
     """The ok records grouped by (scaling, report label, procs)."""
-    ok = [r for r in records if r.status == "ok" and throughput_problem(r) is None]  # the others: INVALID rows
+    ok = [r for r in records if r.status == "ok" and record_problem(r) is None]  # the others: INVALID rows
     if not ok:
         return {}
     frame = records_frame(ok)

@@ -5,6 +5,17 @@ every FID scored against them: finite ``mu`` and ``sigma`` of someone's choosing
 310,269 with exit code 0. So every cache file is written with ``NAME.sha256`` beside it (its size and sha256,
 :mod:`suite.records.integrity`); a file whose digest is missing or does not match, or whose ``mu`` is not the
 mean of the features stored with it, is not used: a warning names it and the statistics are computed again.
+
+The digest beside a file proves only that the file is the one written with that digest, and anyone who can write the
+cache can write both (``sigma`` times 100 and its ``.sha256`` rewritten turned an FID of 979 into 48,489). So the
+statistics are also checked against the features stored with them, with nothing secret: ``mu`` must be their mean,
+``n`` their count, and ``sigma`` their covariance. The covariance is checked as Freivalds checks a matrix product:
+for :data:`SIGMA_PROBES` random directions v drawn afresh at each read, ``sigma @ v`` must equal
+``Xc.T @ (Xc @ v) / (N - 1)`` (``Xc`` the centred features), O(N d) each rather than the O(N d²) of the covariance.
+A ``sigma`` that differs from the covariance by any nonzero matrix D passes a probe only when D v = 0, which a random
+Gaussian v avoids with probability 1; the forger cannot know the directions in advance. What remains is forging the
+features themselves, consistently: :func:`suite.measure.metrics.evaluate.real_statistics` recomputes a few rows of
+the real reference draw and compares them with the stored ones.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ from ...records.results import atomic_write, atomic_write_text
 log = logging.getLogger(__name__)
 
 DIGEST_SUFFIX = ".sha256"
+SIGMA_PROBES = 4
+"""Random directions along which a stored ``sigma`` is checked against the covariance of its features."""
 
 
 def digest_path(path: Path) -> Path:
@@ -52,6 +65,26 @@ def _statistics_problem(values: dict[str, Any]) -> str | None:
         return "its mu does not fit its features"
     if not np.allclose(mu, features.mean(axis=0), rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(features).max()))):
         return "its mu is not the mean of its features"
+    if "n" in values and int(np.asarray(values["n"]).reshape(-1)[0]) != len(features):
+        return f"its n is not the count of its {len(features):,} features"
+    if "sigma" in values:
+        return _sigma_problem(np.asarray(values["sigma"], dtype=np.float64), features - mu)
+    return None
+
+
+def _sigma_problem(sigma: np.ndarray, centred: np.ndarray) -> str | None:
+    """Why ``sigma`` is not the covariance of the ``centred`` features, or None: its shape, its symmetry and
+    :data:`SIGMA_PROBES` fresh random products with it (Freivalds' check, see the module's docstring)."""
+    count, dim = centred.shape
+    if sigma.shape != (dim, dim) or not np.isfinite(sigma).all() or count < 2:
+        return "its sigma does not fit its features"
+    scale = max(float(np.abs(sigma).max()), 1e-300)
+    if not np.allclose(sigma, sigma.T, rtol=0, atol=1e-9 * scale):
+        return "its sigma is not symmetric: not a covariance"
+    probes = np.random.default_rng().standard_normal((dim, SIGMA_PROBES))  # fresh: a forger cannot aim at them
+    expected = centred.T @ (centred @ probes) / (count - 1)
+    if not np.allclose(sigma @ probes, expected, rtol=1e-5, atol=1e-7 * float(np.abs(expected).max() + scale)):
+        return "its sigma is not the covariance of its features"
     return None
 
 

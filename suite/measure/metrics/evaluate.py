@@ -130,10 +130,18 @@ def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
     return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
 
 
-def _cached(path: Path, compute: Callable[[], dict]) -> dict:
-    """The statistics cached at ``path`` where they check out against the digest beside them
-    (:mod:`.cachefiles`), else ``compute()``'s, cached with their digest."""
+SPOT_ROWS = 4
+"""Rows of a cached set of real features recomputed from the images at each read and compared with the stored ones."""
+
+
+def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str | None] | None = None) -> dict:
+    """The statistics cached at ``path`` where they check out against the digest beside them and against their
+    features (:mod:`.cachefiles`) and ``check`` finds nothing wrong (:func:`features_problem`), else ``compute()``'s,
+    cached with their digest."""
     stored = cachefiles.read_cached_arrays(path)
+    if stored is not None and check is not None and (problem := check(stored)) is not None:
+        log.warning("%s: %s; not used, computed again", path, problem)
+        stored = None
     if stored is not None:
         return stored
     values = compute()
@@ -147,6 +155,24 @@ def reference_rows(size: int, n: int) -> np.ndarray:
     The first ``n`` of a permutation drawn from seed 0, sorted: the same rows for every run.
     """
     return np.sort(np.random.default_rng(0).permutation(size)[:n])
+
+
+def features_problem(features: np.ndarray, fetch: Callable[[np.ndarray], np.ndarray], net: Features) -> str | None:
+    """Why stored real ``features`` are not the network's features of their images, or None: :data:`SPOT_ROWS` rows
+    drawn afresh are recomputed (``fetch(positions)``: those rows' images, prepared as scored) and compared. Cheap (a
+    few images through the network); a forger who changes a share f of the rows is caught with probability
+    1 - (1 - f)^SPOT_ROWS at each read, and FID moves only as far as the changed rows move it."""
+    features = np.asarray(features)
+    if features.ndim != 2 or not len(features):
+        return "its features are not a table of rows"
+    positions = np.sort(np.random.default_rng().choice(len(features), size=min(SPOT_ROWS, len(features)), replace=False))
+    fresh = np.asarray(net(fetch(positions))[0], dtype=np.float64)
+    scale = max(1.0, float(np.abs(features).max()))
+    if fresh.shape != (len(positions), features.shape[1]) or not np.allclose(
+        fresh, features[positions], rtol=1e-3, atol=1e-3 * scale
+    ):
+        return f"its features of rows {', '.join(map(str, positions))} are not the network's features of those images"
+    return None
 
 
 def real_statistics(ref: Reference, net: Features) -> dict:
@@ -166,7 +192,12 @@ def real_statistics(ref: Reference, net: Features) -> dict:
         mu, sigma = statistics(features)
         return {"mu": mu, "sigma": sigma, "n": np.array(len(features)), "features": features}
 
-    return _cached(_cache_path(ref, net, ref.n), compute)
+    def check(stored: dict) -> str | None:
+        data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
+        rows = reference_rows(len(data), ref.n)
+        return features_problem(stored["features"], lambda at: protocol_images(data.fetch(rows[at])[0], ref.protocol), net)
+
+    return _cached(_cache_path(ref, net, ref.n), compute, check)
 
 
 def real_class_features(ref: Reference, net: Features) -> dict:
@@ -187,7 +218,11 @@ def real_class_features(ref: Reference, net: Features) -> dict:
             features.append(net(protocol_images(images, ref.protocol))[0].astype(np.float32))
         return {"features": np.concatenate(features), "labels": data.labels, "num_classes": np.array(data.num_classes)}
 
-    return _cached(_cache_path(ref, net, "all images"), compute)
+    def check(stored: dict) -> str | None:
+        data = load_dataset(ref.dataset, ref.real_size, ref.split, ref.root, ref.classes)
+        return features_problem(stored["features"], lambda at: protocol_images(data.fetch(at)[0], ref.protocol), net)
+
+    return _cached(_cache_path(ref, net, "all images"), compute, check)
 
 
 def _kid(features_a: np.ndarray, features_b: np.ndarray) -> dict:
