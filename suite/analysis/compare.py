@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..config.escape import one_line
+from ..config.escape import code_span, one_line
 from ..measure.env import fingerprint
 from ..records.record import Record
 from ..records.results import RECORD_FILE, read_record, read_records, records_frame
@@ -601,7 +601,7 @@ def _show(m: Measure | None) -> str:
 def to_markdown(result: Comparison) -> str:
     """The comparison as markdown: verdict, environment differences, the table, what was not compared."""
     regressions, invalid = result.regressions, result.invalid
-    lines = [f"# Comparison: `{result.new_path}` against `{result.baseline_path}`\n"]
+    lines = [f"# Comparison: {code_span(result.new_path)} against {code_span(result.baseline_path)}\n"]
     if regressions:
         names = sorted({f"{r.config}: {r.metric}" for r in regressions})
         lines.append(f"**{len(regressions)} regression{'s' if len(regressions) > 1 else ''}**: {'; '.join(names)}.\n")

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..config.escape import file_part
+from ..config.escape import file_part, plot_text
 from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
 from .columns import COL
 from .findings import config_name, main_runs
@@ -297,7 +297,7 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
             centers,
             yerr=_errors(centers, [s.interval for s in summaries]),
             capsize=3,
-            label=config,
+            label=plot_text(config),
             **look.plot_kwargs(),
         )
         base = part[part[COL.procs] == 1]
@@ -349,7 +349,7 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
             centers,
             yerr=_errors(centers, intervals),
             capsize=3,
-            label=config,
+            label=plot_text(config),
             zorder=3,
             **style_of(str(config)).plot_kwargs(),
         )
@@ -464,7 +464,7 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
             if any(len(xs) < length for xs in found):
                 continue  # an older record's points without their training images
             xs = [float(np.mean([s[i] for s in found])) for i in range(length)]
-            ax.plot(xs, centers, label=label, **look.plot_kwargs())
+            ax.plot(xs, centers, label=plot_text(label), **look.plot_kwargs())
             if len(series) > 1 and all(bands):
                 ax.fill_between(
                     xs, [b[0] for b in bands if b], [b[1] for b in bands if b], color=look.color, alpha=BAND_ALPHA, lw=0
@@ -482,7 +482,7 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
     count_axis(by_images)
     by_images.set_xlabel(IMAGES_AXIS)
     by_time.set_xlabel("training-window time (s)")
-    by_images.set_ylabel(f"{label} ({kind[0]}, n={kind[1]}), lower is better")
+    by_images.set_ylabel(plot_text(f"{label} ({kind[0]}, n={kind[1]}), lower is better"))  # the ruler: a record's words
     fig.suptitle(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
     legend_outside(by_time)
     fig.tight_layout()
@@ -586,7 +586,7 @@ def losses_figure(records: list[Record]) -> Any | None:
             ax.plot(
                 images,
                 [m for m, _ in stats],
-                label=f"{name} ({len(series)} seed{'s' if len(series) > 1 else ''})",
+                label=plot_text(f"{name} ({len(series)} seed{'s' if len(series) > 1 else ''})"),
                 markersize=4,
                 **look.plot_kwargs(),
             )

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..config.escape import plot_text
 from ..records.images import ImageError, read_pixels
 from ..records.record import CurvePoint, RankTelemetry, Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
@@ -50,7 +51,7 @@ def _show(ax: Any, path: Path, title: str) -> None:
     except ImageError as error:
         log.warning("skipped %s", error)
         ax.axis("off")
-        ax.set_title(f"{title}: unreadable", fontsize=8)
+        ax.set_title(plot_text(f"{title}: unreadable"), fontsize=8)
         return
     ax.imshow(pixels, cmap="gray", vmin=0, vmax=255)
     ax.set_xticks([])
@@ -60,7 +61,7 @@ def _show(ax: Any, path: Path, title: str) -> None:
         ax.tick_params(axis="y", length=0, pad=1)
     else:
         ax.set_yticks([])
-    ax.set_title(title, fontsize=8)
+    ax.set_title(plot_text(title), fontsize=8)
 
 
 def _when(point: CurvePoint | None, step: int) -> str:
@@ -94,7 +95,7 @@ def plot_samples_over_time(records: list[Record], results_dir: Path, out: Path) 
             _show(axes[row][0], real, "real data")
         else:
             axes[row][0].axis("off")
-        axes[row][0].set_ylabel(f"{name}\nP={run.procs}, seed {run.seed}", fontsize=8, color=style_of(name).color)
+        axes[row][0].set_ylabel(f"{plot_text(name)}\nP={run.procs}, seed {run.seed}", fontsize=8, color=style_of(name).color)
         for col in range(1, columns):
             ax = axes[row][col]
             if col > len(grids):
@@ -176,7 +177,7 @@ def plot_rank_timeline(records: list[Record], out: Path) -> list[str]:
         gantt.set_yticks(range(len(per_rank)), labels=[f"rank {_rank(r, i)}" for i, r in enumerate(per_rank)], fontsize=8)
         gantt.invert_yaxis()
         gantt.set_xlabel("seconds from the rank's start of set-up")
-        gantt.set_title(f"{name}, P={run.procs}, seed {run.seed}", fontsize=9, color=look.color)
+        gantt.set_title(plot_text(f"{name}, P={run.procs}, seed {run.seed}"), fontsize=9, color=look.color)
         steps.set_xlabel("window step")
         steps.set_ylabel("step time (s)")
         steps.set_title("step times per rank", fontsize=9)

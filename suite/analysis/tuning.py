@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..config.escape import csv_text
+from ..config.escape import code_span, csv_text
 from ..config.sweep import overrides_of, sweep_text
 from ..records.nofollow import output_folder
 from ..records.record import Record
@@ -260,7 +260,7 @@ def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, run
     seeds = sorted({seed for s in systems for seed in s.seeds}, key=str)
     lines = [
         f"# Tuning: {scenario}\n",
-        f"From `{source}` ({runs} runs) by `suite tune`. Each system (strategy / loss / engine [label] at P) ranks its "
+        f"From {code_span(source)} ({runs} runs) by `suite tune`. Each system (strategy / loss / engine [label] at P) ranks its "
         f"swept settings by the mean late FID (the geometric mean of FID over the last half of the budget; the final FID where a run has too few curve points) over the tuning seeds ({', '.join(map(str, seeds))}), under the one ruler "
         "its runs were scored with. A setting with a run that failed, diverged, could not be scored or is missing ranks "
         "below every fully scored one (it counts as worst, and is named); equal ranks go to the setting listed first "

@@ -44,9 +44,12 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
 
 class _Escaping(logging.Formatter):
     """Log lines as data on a terminal: a record's or file's words never carry a control or bidirectional character
-    (:func:`suite.config.escape.terminal`)."""
+    (:func:`suite.config.escape.terminal`), and the words quoted in a message (its arguments) never break its line
+    (:func:`suite.config.escape.one_line`)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.args, tuple):  # a record's words quoted in a message stay on its line
+            record.args = tuple(one_line(a) if isinstance(a, (str, os.PathLike, BaseException)) else a for a in record.args)
         return terminal(super().format(record))
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config.escape import terminal
+from ..config.escape import code_span, terminal
 from ..config.names import did_you_mean_path
 from .common import UsageError
 from .exitcodes import GATE_VERDICTS
@@ -161,7 +161,7 @@ def cmd_project(args: argparse.Namespace) -> int:
         )
     with staged_folder(out) as staging:  # a full disk leaves the previous projection as it was
         lines = write_projection(result, staging)
-        atomic_write_text(staging / "projection.md", "\n".join([f"Results: `{source}` ({len(records)} runs).\n", *lines]))
+        atomic_write_text(staging / "projection.md", "\n".join([f"Results: {code_span(source)} ({len(records)} runs).\n", *lines]))
     path = out / "projection.md"
     shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
     print(markdown_table(shown.assign(error=shown["error"].map(percent))))

@@ -22,7 +22,7 @@ Each is data wherever the suite shows it, never markup or a terminal command:
 - :func:`shell_word`: a path or word printed beside a command to copy: :func:`shlex.quote` d, then
   :func:`one_line`.
 - :func:`code_fence`: a block fenced by more backticks than the longest run of backticks inside, so nothing in
-  it closes the fence.
+  it closes the fence; :func:`code_span` the same for an inline span on one line (a path, a ruler's name).
 - :func:`csv_cell`: a text cell that a spreadsheet would take for a formula (``=``, ``+``, ``-``, ``@`` first)
   is prefixed with ``'``; controls escaped as above.
 
@@ -58,11 +58,11 @@ escaping twice changes nothing)."""
 _BARE_URL = re.compile(r"(?i)(?<=[a-z0-9+.-])(:)(?=//)|(?<![\\\w.])(www)(\.)")
 """What GitHub's markdown would make a link of without brackets: ``scheme://`` and ``www.``."""
 
-_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|\d{1,9}(?=[.)](?:\s|$))|[-*_=](?=[-*_=\s]*$)|`{3}|~{3})")
-"""A first character that could start a block in markdown (a heading, a quote, a list item, a rule, a fence) or the
+_BLOCK_START = re.compile(r"^([ \t]*)(#{1,6}(?=\s|$)|>|[-+*](?=\s|$)|\d{1,9}(?=[.)](?:\s|$))|[-*_=](?=[-*_=\s]*$)|`{3}|~{3})")
+"""After any indentation, a first character that could start a block in markdown (a heading, a quote, a list item, a rule, a fence) or the
 digits of an ordered list's marker (whose ``.`` or ``)`` is escaped)."""
 
-PLOT_TEXT_CHARS = 120
+PLOT_TEXT_CHARS = 160
 """The most characters of a record's string a plot shows (a longer one ends with ``...``)."""
 FILE_PART_CHARS = 60
 """The most characters a record's string gives a file name (well under a file system's 255 bytes)."""
@@ -95,18 +95,16 @@ def markdown_cell(text: Any) -> str:
     bidirectional characters escaped (:func:`terminal`), a ``<`` that could open HTML as ``&lt;`` (an error or a
     host name never becomes HTML), ``|`` escaped (never a new cell), ``](`` written ``]\\(`` (never a link or an
     image), ``://`` and ``www.`` written ``\\://`` and ``www\\.`` (never an autolink), and a first character that
-    would start a block escaped (never a heading, quote or list). A number (``-1.5``) is left as it is."""
+    would start a block escaped (never a heading, quote or list)."""
     text = _TAG_START.sub("&lt;", one_line(text))
     text = _BARE_PIPE.sub(r"\1\\|", text).replace("](", "]\\(")
     text = _BARE_URL.sub(lambda m: "\\:" if m.group(1) else "www\\.", text)
-    if _is_number(text):
-        return text
-    return _BLOCK_START.sub(_block_escaped, text, count=1)
+    return _BLOCK_START.sub(_block_escaped, text, count=1)  # "-1.5" starts no block; "0." would (a list)
 
 
 def _block_escaped(match: re.Match[str]) -> str:
-    found = match.group()
-    return found + "\\" if found[0].isdigit() else "\\" + found
+    space, found = match.groups()
+    return space + (found + "\\" if found[0].isdigit() else "\\" + found)
 
 
 def html_text(text: Any) -> str:
@@ -147,6 +145,17 @@ def fence_for(text: str) -> str:
     """The backtick fence for ``text``: at least three, and one more than the longest run of backticks in it."""
     longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
     return "`" * max(3, longest + 1)
+
+
+def code_span(text: Any) -> str:
+    """``text`` as an inline code span in markdown (a path, a ruler's name): :func:`one_line`, between more backticks
+    than its longest run of backticks (padded with a space where it starts or ends with one), so nothing in it ends the
+    span; inside, nothing is HTML, a link or a heading."""
+    body = one_line(text)
+    longest = max((len(run) for run in _BACKTICKS.findall(body)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{ticks}{pad}{body}{pad}{ticks}"
 
 
 def code_fence(text: Any, info: str = "") -> str:

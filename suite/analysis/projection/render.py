@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...config.escape import csv_text
+from ...config.escape import csv_text, plot_text
 from ...config.registry import STRATEGIES
 from ...measure.network import PRESETS, Network, probe_network
 from ...records.record import Record
@@ -145,7 +145,7 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
         ax.set_xlabel("ranks P")
         ax.set_ylabel("speedup S = T(1)/T(P)" if scaling == "strong" else "efficiency E = T(1)/T(P)")
         ax.set_title(f"{scaling} scaling, projected", fontsize=10)
-    fig.suptitle(title + "; papers' statements without a printed number: see the comparison table", fontsize=9)
+    fig.suptitle(plot_text(title) + "; papers' statements without a printed number: see the comparison table", fontsize=9)
     fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     name = "projection.png"

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ... import __version__
+from ...config.escape import code_span
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
 from ..claims import findings_table, tested_findings
 from ..columns import COL
 from ..conditions import condition_warnings
 from ..findings import headline, not_learned_warnings
+from ..markdown import cell
 from ..outcomes import outcomes_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
@@ -98,10 +100,10 @@ def _write_report_files(
     written = write_pages(out_dir, pages)
 
     scenario = records[0].scenario if records[0].scenario is not None else results_dir.name
-    lines = [f"# Benchmark report: {scenario}\n"]
+    lines = [f"# Benchmark report: {cell(scenario)}\n"]
     lines.append(
         f"Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by gan-scaling-suite {__version__} "
-        f"from `{results_dir}` ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
+        f"from {code_span(results_dir)} ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
     )
     lines += machine_lines(records)
     lines += first_page_headline(table, found, records)

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from ...config.escape import file_part
+from ...config.escape import code_span, file_part
 from ...config.registry import STRATEGIES
 from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
@@ -382,7 +382,7 @@ def quality_over_time_section(records: list[Record], out_dir: Path, results_dir:
         table = pd.DataFrame(rows)
         tables["time_to_target.csv"] = table
         lines.append(
-            f"Time to {str(t.metric).upper()} <= {t.target:g} ({t.features}, n={t.n}): training-window "
+            f"Time to {cell(str(t.metric).upper())} <= {t.target:g} ({cell(t.features)}, n={t.n}): training-window "
             "seconds, interpolated (linear in the log score) between the curve points that bracket the first "
             "crossing, whose clocks are `clock_lo` and `clock_hi` (the curve's spacing is its resolution, and the "
             "headline's interval carries it; evaluation pauses are not counted).\n"
@@ -451,7 +451,7 @@ def per_class_section(records: list[Record]) -> Section:
             if table.empty:
                 continue
             tables[f"{field}_{slug}.csv"] = table
-            lines.append(f"## Ruler `{net}`, by {basis}\n")
+            lines.append(f"## Ruler {code_span(net)}, by {basis}\n")
             withheld = table[PC.metric].eq("kid") & table[PC.fid].isna()
             if withheld.any():
                 lines.append(

@@ -221,7 +221,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
     return Section(lines, tables)
 
 
-def _sample_image(run_id: str, width: int) -> str:
+def _sample_image(run_id: str | None, width: int) -> str:
     """An HTML image of a run's copied sample grid: its file percent-encoded, its title as HTML text."""
     return f'<img src="{quote(f"samples/{run_id}.png")}" width="{width}" title="{html_text(run_id)}">'
 

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from ...config.escape import code_span
 from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
@@ -415,7 +416,7 @@ def machine_note(records: list[Record]) -> str:
         kinds.append(f"unknown for {unknown} runs recorded before schema 3")
     if len(kinds) == 1 and len(numerics) <= 1:
         return (
-            f"Every run on one kind of machine: {described}, fingerprint `{kinds[0]}`, numerics digest `{numerics[0] if numerics else 'n/a'}`. "
+            f"Every run on one kind of machine: {described}, fingerprint {code_span(kinds[0])}, numerics digest {code_span(numerics[0] if numerics else 'n/a')}. "
             "Runs of the same settings and seed are expected to agree bit for bit; elsewhere, compare over seeds."
         )
     same = (
@@ -426,7 +427,7 @@ def machine_note(records: list[Record]) -> str:
             "differently); compare their quality over seeds only"
         )
     )
-    return f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(f'`{k}`' for k in kinds)}) with {same}."
+    return f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(code_span(k) for k in kinds)}) with {same}."
 
 
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:

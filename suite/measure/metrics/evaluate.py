@@ -36,7 +36,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -157,7 +157,7 @@ def reference_rows(size: int, n: int) -> np.ndarray:
     return np.sort(np.random.default_rng(0).permutation(size)[:n])
 
 
-def features_problem(features: np.ndarray, fetch: Callable[[np.ndarray], np.ndarray], net: Features) -> str | None:
+def features_problem(features: np.ndarray, fetch: Callable[[np.ndarray], Any], net: Features) -> str | None:
     """Why stored real ``features`` are not the network's features of their images, or None: :data:`SPOT_ROWS` rows
     drawn afresh are recomputed (``fetch(positions)``: those rows' images, prepared as scored) and compared. Cheap (a
     few images through the network); a forger who changes a share f of the rows is caught with probability
