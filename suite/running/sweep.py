@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..config.escape import one_line, shell_word
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
 from ..config.scenario import RunPlacement
@@ -293,7 +294,7 @@ def run_sweep(
     if progress:
         progress.close()
     print(
-        f"results in {out}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
-        f"Next: suite report {shlex.quote(str(out))}"
+        f"results in {one_line(out)}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
+        f"Next: suite report {shell_word(out)}"
     )
     return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0
