@@ -132,6 +132,8 @@ def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
 
 SPOT_ROWS = 4
 """Rows of a cached set of real features recomputed from the images at each read and compared with the stored ones."""
+STORED_FEATURES = "features"
+"""The key of a statistics cache file's feature rows (a cache file's, not a record's)."""
 
 
 def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str | None] | None = None) -> dict:
@@ -195,7 +197,7 @@ def real_statistics(ref: Reference, net: Features) -> dict:
     def check(stored: dict) -> str | None:
         data = load_dataset(ref.dataset, ref.image_size, ref.split, ref.root, ref.classes)
         rows = reference_rows(len(data), ref.n)
-        return features_problem(stored["features"], lambda at: protocol_images(data.fetch(rows[at])[0], ref.protocol), net)
+        return features_problem(stored[STORED_FEATURES], lambda at: protocol_images(data.fetch(rows[at])[0], ref.protocol), net)
 
     return _cached(_cache_path(ref, net, ref.n), compute, check)
 
@@ -220,7 +222,7 @@ def real_class_features(ref: Reference, net: Features) -> dict:
 
     def check(stored: dict) -> str | None:
         data = load_dataset(ref.dataset, ref.real_size, ref.split, ref.root, ref.classes)
-        return features_problem(stored["features"], lambda at: protocol_images(data.fetch(at)[0], ref.protocol), net)
+        return features_problem(stored[STORED_FEATURES], lambda at: protocol_images(data.fetch(at)[0], ref.protocol), net)
 
     return _cached(_cache_path(ref, net, "all images"), compute, check)
 
