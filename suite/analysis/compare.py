@@ -192,7 +192,8 @@ def _invalid_rows(records: list[Record], side: str) -> list[Row]:
     rows = []
     for r in records:
         if r.status == "ok" and (problem := record_problem(r)) is not None:
-            note = f"run {r.run_id} ({side}): {problem}; an ok run records a positive throughput and honest spreads"
+            rule = "a positive throughput" if throughput_problem(r) else "spreads in range of what they qualify"
+            note = f"run {r.run_id} ({side}): {problem}; an ok run records {rule}"
             field = problem.split()[0]  # every problem starts with the field it names
             rows.append(Row(re.sub(r"-r\d+$", "", str(r.run_id)), field, None, None, None, 0.0, INVALID, note))
     return rows
