@@ -286,12 +286,10 @@ def run_sweep(
                 if run.run_id in kept:
                     _show(progress, [f"[{i + 1}/{len(runs)}] {skipped_line(run.run_id, kept[run.run_id])}"])
                     continue
-                aside = None
+                aside = left_aside(run_dir) if sweep.rerun else None  # a stopped --rerun's, continued by --resume
                 if sweep.rerun and finished_status(run_dir) is not None:  # kept aside until the new run is ok
                     aside = set_aside(run_dir)
                     prepare_run_folder(one)
-                elif sweep.rerun:  # --rerun --resume continuing a stopped --rerun: its old run is settled as the first would
-                    aside = left_aside(run_dir)
                 if progress:
                     progress.set_postfix_str(f"{run.run_id} 0s")
                     tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
