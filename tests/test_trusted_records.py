@@ -302,3 +302,93 @@ def test_a_dry_run_of_more_ranks_than_the_machine_holds_says_so(tmp_path, caplog
     assert "--nproc_per_node 1000000" in capsys.readouterr().out
     (line,) = [r.getMessage() for r in caplog.records if "1000000 ranks on this machine" in r.getMessage()]
     assert line.startswith("warning: data_parallel-") and line.endswith("(the real run stops here)")
+
+
+# --- with ordinary user ids for real: a victim and a group member, each its own process ------------------------------
+
+VICTIM, MEMBER, GROUP = 61001, 61002, 61000
+
+
+def as_user(uid: int, action) -> str:
+    """Run ``action()`` in a child process with user id ``uid`` (and group :data:`GROUP`); return what it returns (a
+    string) or its error. The suite is imported before, so nothing of the root-only virtual environment is read."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: an ordinary user from here on
+        os.close(read)
+        try:
+            os.setgroups([GROUP])
+            os.setgid(GROUP)
+            os.setuid(uid)
+            os.umask(0o002)  # a shared group's usual umask: the suite's own modes must hold anyway
+            answer = str(action())
+        except BaseException as error:  # noqa: BLE001  # any failure is the answer the parent checks
+            answer = f"{type(error).__name__}: {error}"
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as two ordinary users")
+def test_as_two_ordinary_users_a_member_plants_records_and_a_link_and_steers_nothing(tmp_path):
+    import tempfile
+
+    from suite.records.nofollow import check_private_folder
+
+    top = Path(tempfile.mkdtemp(prefix="issue61-", dir="/tmp"))  # pytest's folder is root's alone: one all can enter
+    try:
+        top.chmod(0o755)
+        shared = top / "shared"
+        shared.mkdir()
+        os.chown(shared, VICTIM, GROUP)
+        shared.chmod(0o1775)  # the victim's results folder, shared with the group, sticky
+        records = digits_records()
+        private = top / "victim-home"
+
+        def victim_writes() -> str:
+            for r in records:
+                write_record(shared / r["run_id"], new_record(r))
+            write_record(private / "secret-run", new_record({**records[0], "run_id": "secret-run", "error": "SECRET"}))
+            private.chmod(0o700)
+            (top / "victim-mine").mkdir()
+            return "ok"
+
+        def member_plants() -> str:
+            for i in range(4):
+                write_record(shared / f"zzz-{i}", new_record({**records[0], "run_id": f"zzz-{i}"}))
+            (shared / "x").symlink_to(private / "secret-run")
+            (shared / "out").symlink_to(top / "victim-mine")  # hole 3: a link under the name the victim will give
+            try:  # the sticky bit: the victim's own folders are not the member's to replace
+                os.rename(shared / records[0]["run_id"], shared / "taken")
+            except PermissionError:
+                return "ok"
+            return "renamed the victim's folder"
+
+        def victim_reads() -> str:
+            chosen = trusted_records(shared)
+            names = sorted(r.run_id for r in chosen.records)
+            try:
+                check_private_folder(shared / "out")
+                out = "followed"
+            except ValueError as error:
+                out = str(error).split(":")[1].strip()
+            return json.dumps({"records": names, "left_out": chosen.left_out, "out": out})
+
+        os.chown(top, 0, GROUP)
+        top.chmod(0o775)  # both may make their folders here
+        assert as_user(VICTIM, victim_writes) == "ok"
+        assert as_user(MEMBER, member_plants) == "ok"
+        seen = json.loads(as_user(VICTIM, victim_reads))
+        assert seen["records"] == sorted(r["run_id"] for r in records)
+        assert sorted(line.split(": ")[0] for line in seen["left_out"]) == sorted(  # "out" holds no record: not one
+            f"skipped {shared / name}" for name in ("x", "zzz-0", "zzz-1", "zzz-2", "zzz-3")
+        ), seen
+        assert any(f"owned by user {MEMBER}" in line for line in seen["left_out"])
+        assert seen["out"] == f"a symbolic link made by user {MEMBER}, not by you (user {VICTIM}) or root"
+        assert not any("SECRET" in line for line in seen["left_out"])
+    finally:
+        shutil.rmtree(top)
