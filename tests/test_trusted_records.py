@@ -110,7 +110,9 @@ def test_planted_records_neither_end_nor_skip_nor_extend_a_sequence(tmp_path, mo
     planted(out / "aaa-ends", {**ending, "run_id": "aaa-ends"}, give_away)
     for run in runs:  # every later seed of data_parallel and label_partitioned, forged tight: they would decide the pair
         if run.train.seed >= 3 and run.strategy != "conditional":
-            planted(out / f"zzz-{run.run_id}", {**record_of(run, 50.0 + run.train.seed), "run_id": f"zzz-{run.run_id}"}, give_away)
+            planted(
+                out / f"zzz-{run.run_id}", {**record_of(run, 50.0 + run.train.seed), "run_id": f"zzz-{run.run_id}"}, give_away
+            )
     mine_elsewhere = tmp_path / "mine" / first.run_id  # the user's own record of the same run id, reached by a link
     write_record(mine_elsewhere, new_record(record_of(first, 20.0)))
     (out / "linked").symlink_to(mine_elsewhere)
@@ -146,7 +148,9 @@ def test_a_record_of_other_settings_under_a_planned_run_id_is_left_out(tmp_path)
     write_record(tmp_path / "results" / run.run_id, new_record(changed))
     chosen = trusted_records(tmp_path / "results", plan={r.run_id: as_recorded(r.settings()) for r in runs})
     assert chosen.records == []
-    assert chosen.left_out == [f"skipped {tmp_path / 'results' / run.run_id}: made with other settings than this scenario plans (train)"]
+    assert chosen.left_out == [
+        f"skipped {tmp_path / 'results' / run.run_id}: made with other settings than this scenario plans (train)"
+    ]
 
 
 def _scenario(tmp_path: Path):
@@ -158,7 +162,9 @@ def _scenario(tmp_path: Path):
 
 
 def test_planted_records_and_a_link_to_a_private_run_change_nothing_in_the_report(tmp_path, give_away, caplog):
-    records = digits_records(sorted(r["run_id"] for r in json.loads((Path(__file__).parents[1] / "reports/digits/records.json").read_text())))
+    records = digits_records(
+        sorted(r["run_id"] for r in json.loads((Path(__file__).parents[1] / "reports/digits/records.json").read_text()))
+    )
     root = results_folder(tmp_path / "results", records)
     root.chmod(0o1775)
     assert main(["report", str(root), "--out", str(tmp_path / "before")]) == 0

@@ -111,7 +111,7 @@ def _one(run_dir: Path, owners: frozenset[int], plan: Mapping[str, Mapping[str, 
         return None
     name = run_dir.name.split(REPLACED_MARK)[0]
     if record.run_id != name:
-        return f"skipped {shown}: its record names run {printable_path(record.run_id)}, not its folder's"
+        return f"skipped {shown}: its record names run {printable_path(str(record.run_id))}, not its folder's"
     if plan is not None:
         problem = "not a run this scenario plans" if record.run_id not in plan else _settings_problem(record, plan[record.run_id])
         if problem:
@@ -119,9 +119,7 @@ def _one(run_dir: Path, owners: frozenset[int], plan: Mapping[str, Mapping[str, 
     return record
 
 
-def trusted_records(
-    results_dir: str | os.PathLike, plan: Mapping[str, Mapping[str, Any]] | None = None
-) -> Selection:
+def trusted_records(results_dir: str | os.PathLike, plan: Mapping[str, Mapping[str, Any]] | None = None) -> Selection:
     """The records of ``results_dir`` that decisions rest on (see the module's rules), and a line for each left out.
 
     ``plan``: the planned runs' settings by run id (``Run.settings()`` as a record holds them); without it any

@@ -6,7 +6,9 @@ the entries with fixed seeds), then takes the late-FID verdicts exactly as the r
 (:func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
 an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
-where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s.
+where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
+the records this user wrote for the scenario's planned runs and settings (:func:`planned_records`,
+:func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing.
 """
 
 from __future__ import annotations
