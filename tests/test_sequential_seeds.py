@@ -202,7 +202,7 @@ def test_the_runner_trains_the_next_block_only_for_systems_still_undecided(monke
         return 0
 
     monkeypatch.setattr(sequential_seeds, "run_scenario", fake_run)
-    monkeypatch.setattr(sequential_seeds, "iter_records", lambda out, skip_bad=False: list(written))
+    monkeypatch.setattr(sequential_seeds, "planned_records", lambda out, runs: list(written))
     options = type("O", (), {"sweep": type("S", (), {"dry_run": False})()})()
     assert sequential_seeds.run_with_seeds(scenario_file, scenario, runs, [], tmp_path, options) == 0
     assert len(blocks) == 2 and len(blocks[0]) == 9

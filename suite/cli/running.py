@@ -122,12 +122,12 @@ def _under_recorded_name(scenario: Scenario, out: Path) -> Scenario:
     renamed (``seed000-...`` -> ``paper000-...``): a run's settings hold its scenario's name, and a finished run's
     settings are never rewritten, so the folder keeps the name it began with."""
     from ..config.names import old_names
-    from ..records.results import iter_records
+    from ..records.trusted import trusted_records
 
     olds = old_names(scenario.name)
     if not olds or not out.is_dir():
         return scenario
-    recorded = {record.scenario for record in iter_records(out, skip_bad=True)}
+    recorded = {record.scenario for record in trusted_records(out).records}  # yours: a planted record renames nothing
     for old in olds:
         if old in recorded and scenario.name not in recorded:
             log.info("%s: its runs were recorded as scenario %s (its old name); they keep it", out, old)

@@ -8,10 +8,14 @@ built-in scenario's name) into a file, or says which name was meant.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from .escape import one_line
 from .names import current_name, did_you_mean
 from .yamlfile import YamlError, load_yaml
 
@@ -46,6 +50,28 @@ def builtin_scenarios(folder: Path = BUILTIN_DIR) -> list[BuiltinScenario]:
     return found
 
 
+def _shadowing(path: Path, given: str, folder: Path) -> None:
+    """Warn, in one line, where the file ``given`` names (a bare name in the working folder) has a built-in scenario's
+    name but not its text: the file runs, and the line says so and how to run the built-in one."""
+    name = given[: -len(".yaml")] if given.endswith(".yaml") else given
+    if os.sep in given or (os.altsep and os.altsep in given):
+        return  # a path: the user named that file
+    builtin = folder / f"{name}.yaml"
+    if not name or "/" in name or not builtin.is_file() or not path.is_file():
+        return
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == builtin.read_bytes():
+            return
+    log.warning(
+        "warning: %s: runs the file %s in the working folder, not the built-in scenario %s of that name; "
+        "run the built-in one as %s",
+        one_line(given),
+        one_line(f".{os.sep}{given}"),
+        name,
+        shlex.quote(str(builtin)),
+    )
+
+
 def resolve_scenario(given: str | Path, folder: Path = BUILTIN_DIR) -> Path:
     """The scenario file ``given`` names: a path that exists, as it is; else the renamed file of a path under its old
     name (``scenarios/papers/seed000-mnist.yaml`` -> ``paper000-mnist.yaml``, :data:`~suite.config.names.RENAMED_PREFIXES`);
@@ -53,6 +79,7 @@ def resolve_scenario(given: str | Path, folder: Path = BUILTIN_DIR) -> Path:
     built-in names where none is found."""
     path = Path(given)
     if path.exists():
+        _shadowing(path, str(given), folder)
         return path
     renamed = path.with_name(current_name(path.name))
     if renamed != path and renamed.is_file():

@@ -122,8 +122,29 @@ def check_private(fd: int, path: str | os.PathLike) -> None:
         raise problem
 
 
+def check_link_makers(path: str | os.PathLike) -> None:
+    """Refuse (:class:`SharedFolder`) ``path`` when it, or a folder on the way to it, is a symbolic link made by someone
+    other than this user or root: a link the user may choose (``--out``), but one planted in a group folder under the
+    name the user gave would send the suite's files into a folder of the planter's choosing (another of the user's)."""
+    me, walked = os.geteuid(), Path("/")
+    for part in Path(os.path.abspath(path)).parts[1:]:
+        walked = walked / part
+        try:
+            info = os.stat(walked, follow_symlinks=False)
+        except OSError:
+            return  # missing from here on: made by the suite, without following a link
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (me, 0):
+            shown = printable_path(walked)
+            raise SharedFolder(
+                f"{shown}: a symbolic link made by user {info.st_uid}, not by you (user {me}) or root: it would send the "
+                "suite's files wherever its maker points it; choose another --out, one of your own folders"
+            )
+
+
 def check_private_folder(folder: str | os.PathLike) -> None:
-    """:func:`check_private` of ``folder`` (opened as named: it may be a link, the user's choice); nothing if absent."""
+    """:func:`check_private` of ``folder`` (opened as named: it may be a link, the user's choice, never one of someone
+    else's making: :func:`check_link_makers`); nothing if absent."""
+    check_link_makers(folder)
     about_to_open(Path(folder), "folder")
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -254,7 +275,9 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
 
 def _open_named(folder: Path, private: bool = True) -> int:
     """A descriptor of ``folder`` opened as the user named it (it may be a link); with ``private``, checked on the
-    descriptor to be writable by nobody but its owner (:func:`check_private`) and remembered as opened."""
+    descriptor to be writable by nobody but its owner (:func:`check_private`) and remembered as opened; a link on the
+    way that someone else made is refused (:func:`check_link_makers`)."""
+    check_link_makers(folder)
     about_to_open(folder, "folder")
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     if private:

@@ -392,9 +392,9 @@ def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iter
     """Every record under ``results_dir`` (one level of run folders), each with the fields that name its run
     (:data:`IDENTITY`).
 
-    A record that is not one raises :class:`ValueError` naming its file and field; with ``skip_bad`` it is passed
-    over with a warning line saying the same (``suite report``: one run folder someone else broke does not stop the
-    report of the others).
+    A run folder that is a symbolic link is not followed (a warning line names it). A record that is not one raises
+    :class:`ValueError` naming its file and field; with ``skip_bad`` it is passed over with a warning line saying the
+    same. Decisions read :func:`suite.records.trusted.trusted_records` instead, which also checks who wrote each.
     """
     root = Path(results_dir)
     if not root.is_dir():
@@ -402,6 +402,9 @@ def iter_records(results_dir: str | os.PathLike, skip_bad: bool = False) -> Iter
             f"{root}: no such results folder{did_you_mean_path(root)}; run `suite run SCENARIO --out {root}` first"
         )
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir() and not is_set_aside(p)):
+        if run_dir.is_symlink():  # never followed: it could carry a record its planter cannot read into this folder's
+            log.warning("skipped %s: a symbolic link; the suite follows no link in a results folder", run_dir)
+            continue
         try:
             record = read_record(run_dir, IDENTITY)
         except ValueError as error:

@@ -7,16 +7,22 @@ skips it, saying so in one line (``RUN_ID finished (ok); skipped: --rerun trains
 folder and through its descriptor, to ``RUN_ID.replaced-YYYYmmdd-HHMMSS`` (:func:`set_aside`), which reports and
 the other readers of a results folder pass over (:func:`suite.records.results.is_set_aside`); once the new run is
 ``ok`` the old folder is removed, otherwise it is kept and named (:func:`settle`).
+
+A ``--rerun`` stopped midway (SIGTERM) leaves the old run set aside: the stop message names its folder, reports read
+the run from it while the new one has no finished record (:func:`suite.records.trusted.trusted_records`), and the next
+``suite run`` of the folder puts it back (:func:`put_back`), unless that command is ``--rerun --resume``, which
+continues the new run and settles the old one as the first would have.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import time
 from pathlib import Path
 
-from ..records.nofollow import open_folder, remove_tree
+from ..records.nofollow import open_folder, printable_path, remove_tree
 from ..records.results import REPLACED_MARK, read_record
 from .finished import FINISHED
 
@@ -59,3 +65,53 @@ def settle(run_id: str, aside: Path, status: str | None) -> str:
         remove_tree(aside)
         return f"{run_id}: the run it replaces is removed"
     return f"{run_id}: the finished run it was to replace is kept in {aside}"
+
+
+def left_aside(run_dir: Path) -> Path | None:
+    """The newest folder set aside for the run of ``run_dir`` by a ``--rerun`` that did not settle it, None where none
+    (a link of that name is not one: the suite follows no link in a results folder)."""
+    found = [
+        path
+        for path in run_dir.parent.glob(f"{glob.escape(run_dir.name)}{REPLACED_MARK}*")
+        if path.is_dir() and not path.is_symlink()
+    ]
+    return max(found, key=lambda p: (len(p.name), p.name)) if found else None
+
+
+def stopped_line(run_dir: Path) -> str | None:
+    """What a sweep stopped during the ``--rerun`` of ``run_dir`` says of the old run, None where none is set aside."""
+    aside = left_aside(run_dir)
+    if aside is None:
+        return None
+    return (
+        f"the finished run it was to replace is kept in {printable_path(aside)}; the next `suite run` puts it back "
+        "(`--rerun --resume` continues the new run instead)"
+    )
+
+
+def put_back(run_dir: Path, continuing: bool) -> str | None:
+    """Settle what a stopped ``--rerun`` left for the run of ``run_dir``; return the line that says what was done, None
+    where nothing was set aside.
+
+    Its new run ``ok``: the old folder is removed, as :func:`settle` would have. Otherwise the old, finished run is put
+    back in its place (the new run's folder, an unfinished training, removed), unless ``continuing`` (``--rerun
+    --resume``): then both stay, and the sweep settles the old one when the new one ends.
+    """
+    aside = left_aside(run_dir)
+    if aside is None:
+        return None
+    status = finished_status(run_dir)
+    if status is not None:
+        return settle(run_dir.name, aside, status)
+    if continuing:
+        return f"{run_dir.name}: --rerun --resume continues the new run; the finished run it replaces stays in {aside}"
+    remove_tree(run_dir)
+    fd = open_folder(run_dir.parent)
+    try:
+        os.rename(aside.name, run_dir.name, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+    return (
+        f"{run_dir.name}: put back the finished run that a stopped --rerun had set aside in {printable_path(aside)} "
+        "(the new run it began is removed; --rerun trains it again)"
+    )

@@ -145,11 +145,31 @@ def run_scenario(
     check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out) as lock, confine(out):  # below `out`, no link is followed (suite.records.nofollow)
         try:
+            _put_back(out, runs, sweep)
             kept = check_before_start(planned, out, options)
         except BaseException:
             lock.discard()  # refused before the first write: the lock file and folder it made go too
             raise
         return run_sweep(scenario_file, scenario, planned, out, options, kept)
+
+
+def _put_back(out: Path, runs: list[Run], sweep: SweepOptions) -> None:
+    """Inside the lock, before the checks: put back the finished runs that a stopped ``--rerun`` set aside
+    (:func:`.rerun.put_back`), each said in one line, and compare their settings with the runs' as any finished run's
+    (a dry run only says what the next run will put back)."""
+    from .finished import check_unchanged
+    from .rerun import left_aside, put_back
+
+    for run in runs:
+        if sweep.dry_run:
+            aside = left_aside(out / run.run_id)
+            if aside is not None:
+                log.warning("%s: a stopped --rerun left its finished run in %s; `suite run` puts it back", run.run_id, aside)
+            continue
+        line = put_back(out / run.run_id, continuing=sweep.rerun and sweep.resume)
+        if line:
+            log.warning("%s", line)
+            check_unchanged(out, [run], [])
 
 
 def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions) -> dict[str, str]:
@@ -160,6 +180,7 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.launch.check_nvidia_only`).
     """
     from .buildlocks import check_build_locks
+    from .commands import local_procs_problem
     from .launch import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
     from .rerun import finished_status
@@ -168,6 +189,10 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     if options.sweep.dry_run:
         if os.environ.get("SUITE_DEVICE", "auto") != "cpu":  # what the GPU nodes would refuse (a ROCm torch's)
             check_nvidia_only(runs)
+        if options.launch.launcher == "local":  # the command is shown, with what the real run would refuse
+            for one in planned:
+                if (problem := local_procs_problem(one.run, one.run.procs, options.launch)) is not None:
+                    log.warning("warning: %s (the real run stops here)", problem)
         return {}
     check_tools(planned, options.launch)
     check_devices(runs)
@@ -208,6 +233,7 @@ def _show(progress: Any, lines: list[str]) -> None:
 def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
     """What a sweep stopped by a signal says: the signal, the run it stopped (and its record's reason) or none."""
     from ..records.results import read_record
+    from .rerun import stopped_line
 
     record = read_record(current[1]) if current else None
     if not current:
@@ -216,6 +242,8 @@ def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
         where = f"{current[0].run_id}: {record.error}"
     else:
         where = f"{current[0].run_id} has no record (it could not be written)"
+    aside = stopped_line(current[1]) if current else None
+    where += f"; {aside}" if aside else ""
     return f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues"
 
 
@@ -233,7 +261,7 @@ def run_sweep(
     from ..records.results import atomic_write_text
     from .launch import SignalGuard, Stop, launch, prepare_run_folder
     from .reaper import Reaper
-    from .rerun import finished_status, set_aside, settle, skipped_line
+    from .rerun import finished_status, left_aside, set_aside, settle, skipped_line
 
     kept = kept or {}
 
@@ -259,7 +287,7 @@ def run_sweep(
                 if run.run_id in kept:
                     _show(progress, [f"[{i + 1}/{len(runs)}] {skipped_line(run.run_id, kept[run.run_id])}"])
                     continue
-                aside = None
+                aside = left_aside(run_dir) if sweep.rerun else None  # a stopped --rerun's, continued by --resume
                 if sweep.rerun and finished_status(run_dir) is not None:  # kept aside until the new run is ok
                     aside = set_aside(run_dir)
                     prepare_run_folder(one)

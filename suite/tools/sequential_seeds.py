@@ -6,7 +6,9 @@ the entries with fixed seeds), then takes the late-FID verdicts exactly as the r
 (:func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
 an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
-where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s.
+where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
+the records this user wrote for the scenario's planned runs and settings (:func:`planned_records`,
+:func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 from ..analysis.claims import sequential_quality
 from ..analysis.findings import config_name
 from ..config.scenario import Run, Scenario, SeedPolicy
-from ..records.results import iter_records
+from ..records.record import Record
+from ..records.trusted import trusted_records
+from ..running.finished import as_recorded
 from ..running.sweep import RunOptions, run_scenario
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,16 @@ def policy_of(runs: list[Run]) -> SeedPolicy | None:
 
 def _sequential(run: Run) -> bool:
     return isinstance(run.train.seeds, SeedPolicy)
+
+
+def planned_records(out: Path, runs: list[Run]) -> list[Record]:
+    """The records in ``out`` that the sequential procedure reads: those this user wrote for ``runs`` with their
+    settings (:func:`suite.records.trusted.trusted_records`); every other record there is named in a warning line and
+    left out, so a planted record cannot end, skip or extend a sequence."""
+    selection = trusted_records(out, plan={run.run_id: as_recorded(run.settings()) for run in runs})
+    for line in selection.left_out:
+        log.warning("sequential seeds: %s; its record is left out", line)
+    return selection.records
 
 
 def run_with_seeds(
@@ -68,7 +82,7 @@ def run_with_seeds(
                     "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
                 )
             return code
-        records = [r for r in iter_records(out, skip_bad=True) if r.scenario == scenario.name and config_name(r) in names]
+        records = [r for r in planned_records(out, everything) if config_name(r) in names]
         procedure = sequential_quality(records)
         if procedure is None:
             log.warning("sequential seeds: the systems are not compared on the late FID (see the report); no more seeds")

@@ -20,7 +20,7 @@ from ..baselines import PAPER001, POINTS, read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
-from ..plots import pyplot, readable_ticks
+from ..plots import pyplot, readable_ticks, save
 from .fit import MIN_CORE_SHARE, Fitted, V, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
@@ -148,10 +148,7 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
     fig.suptitle(plot_text(title) + "; papers' statements without a printed number: see the comparison table", fontsize=9)
     fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
-    name = "projection.png"
-    fig.savefig(out / name, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return name
+    return save(fig, out, "projection.png")[0]  # atomically, never through a link (a swapped staging folder included)
 
 
 def percent(value: float | None) -> str | None:

@@ -17,15 +17,17 @@ by :mod:`.writer`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ... import __version__
-from ...config.escape import code_span
+from ...config.escape import code_span, markdown_cell
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
+from ...records.trusted import trusted_records
 from ..claims import findings_table, tested_findings
 from ..columns import COL
 from ..conditions import condition_warnings
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 
     from ..claims import Finding
 
+log = logging.getLogger(__name__)
+
 DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
 """The papers' numbers beside the checkout's package (``baselines/``)."""
 
@@ -69,18 +73,35 @@ def write_report(results_dir: Path, out_dir: Path, baselines: Path | None = None
     The files are written beside ``out_dir`` and moved in once all are complete (:func:`staged_folder`),
     so a report that fails half-way (a full disk) leaves the previous one as it was.
     """
-    records = list(iter_records(results_dir, skip_bad=True))  # a record that is not one: named in a warning, left out
+    if not results_dir.is_dir():
+        list(iter_records(results_dir))  # its one-line refusal, with the folder it may have meant
+    selection = trusted_records(results_dir)  # only the records you wrote: others named in a warning, left out
+    for line in selection.left_out + selection.set_aside:
+        log.warning("%s", line)
+    records = selection.records
     if not records:
         raise FileNotFoundError(f"{results_dir}: no result.json found; run `suite run SCENARIO --out {results_dir}` first")
     probe = results_dir / PROBE_FILE
     copy_probe = os.path.lexists(probe) and probe.resolve() != (out_dir / PROBE_FILE).resolve()
     with staged_folder(out_dir) as staging:
-        first_page = _write_report_files(results_dir, records, staging, baselines, probe if copy_probe else None)
+        first_page = _write_report_files(
+            results_dir,
+            records,
+            staging,
+            baselines,
+            probe if copy_probe else None,
+            [markdown_cell(line) for line in selection.left_out + selection.set_aside],  # names from anyone: data
+        )
     return out_dir / first_page.relative_to(staging)
 
 
 def _write_report_files(
-    results_dir: Path, records: list[Record], out_dir: Path, baselines: Path | None, probe: Path | None
+    results_dir: Path,
+    records: list[Record],
+    out_dir: Path,
+    baselines: Path | None,
+    probe: Path | None,
+    left_out: list[str],
 ) -> Path:
     frame = records_frame(records)
     baselines = baselines or DEFAULT_BASELINES
@@ -90,7 +111,7 @@ def _write_report_files(
     table = headline(records, scaling)
     headline_file = headline_csv(table)
     found = tested_findings(table, records, scaling)
-    warnings = not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
+    warnings = left_out + not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
     pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, table, found, warnings))
     pictures = figures(pages)
     pages.insert(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +17,7 @@ import pandas as pd
 from ...config.escape import code_fence, html_text
 from ...measure.network import PRESETS
 from ...records.images import image_problem
+from ...records.nofollow import UnsafeEntry, check_entry
 from ...records.quoted import QuotedFileError, read_quoted
 from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
@@ -224,6 +226,25 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
 def _sample_image(run_id: str | None, width: int) -> str:
     """An HTML image of a run's copied sample grid: its file percent-encoded, its title as HTML text."""
     return f'<img src="{quote(f"samples/{run_id}.png")}" width="{width}" title="{html_text(run_id)}">'
+def _sample_grid(results_dir: Path, record: Record) -> Path | None:
+    """The run's final sample grid to show, None where it has none or it is not one the suite wrote: a link, a hard
+    link, a FIFO, a pixel bomb or a damaged file is named in a warning line and not shown (the report goes on)."""
+    # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
+    source = path_under(results_dir, str(record.run_id)) / SAMPLES_FILE  # the file itself is looked at, not followed
+    try:
+        info = check_entry(source)
+    except UnsafeEntry as error:
+        log.warning("skipped %s", error)
+        return None
+    if info is None or not stat.S_ISREG(info.st_mode):
+        return None
+    if info.st_nlink > 1:
+        log.warning("skipped %s: a hard link (one of %d names of one file), not a grid the suite wrote", source, info.st_nlink)
+        return None
+    if (problem := image_problem(source)) is not None:  # a pixel bomb, a damaged file: named, not shown
+        log.warning("skipped %s", problem)
+        return None
+    return source
 
 
 def samples_section(records: list[Record], results_dir: Path) -> Section:
@@ -233,11 +254,7 @@ def samples_section(records: list[Record], results_dir: Path) -> Section:
     copies: dict[str, Path] = {}
     by_config: dict[str, list[Record]] = {}
     for r in records:
-        # a record's run id is data (the folder may come from someone else): it must not lead out of either folder
-        if r.status == "ok" and (source := path_under(results_dir, str(r.run_id), SAMPLES_FILE)).is_file():
-            if (problem := image_problem(source)) is not None:  # a pixel bomb, a damaged file: named, not shown
-                log.warning("skipped %s", problem)
-                continue
+        if r.status == "ok" and (source := _sample_grid(results_dir, r)) is not None:
             by_config.setdefault(config_name(r), []).append(r)
             copies[f"samples/{r.run_id}.png"] = source
     for name, runs in sorted(by_config.items()):

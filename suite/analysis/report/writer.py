@@ -5,7 +5,9 @@ the measured network. The figures are drawn into the folder by :mod:`suite.analy
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -13,12 +15,14 @@ import pandas as pd
 from ...config.escape import csv_text, terminal
 from ...measure.network import PROBE_BYTES
 from ...records.codec import record_data
-from ...records.nofollow import copy_regular, make_folder
+from ...records.nofollow import UnsafeEntry, copy_regular, make_folder
 from ...records.quoted import read_quoted
 from ...records.record import Record
 from ...records.results import PROBE_FILE, RECORDS_FILE, atomic_write, atomic_write_text, path_under
 from .pages import DETAILS, Page, page_text
 from .section import Section
+
+log = logging.getLogger(__name__)
 
 FIRST_PAGE = "report.md"
 """The report's first page, in the report folder."""
@@ -42,8 +46,14 @@ def write_section_files(out_dir: Path, section: Section) -> None:
         write_table(out_dir, name, table)
     for name, source in section.copies.items():
         target = path_under(out_dir, name)
-        with atomic_write(target) as tmp, open(tmp, "wb") as handle:
-            copy_regular(source, handle, PNG_SIGNATURE if Path(source).suffix.lower() == ".png" else b"")
+        copied = io.BytesIO()
+        try:
+            copy_regular(source, copied, PNG_SIGNATURE if Path(source).suffix.lower() == ".png" else b"")
+        except UnsafeEntry as error:  # swapped since it was checked: not copied, named; the report of the rest goes on
+            log.warning("skipped %s; %s is not in the report", error, name)
+            continue
+        with atomic_write(target) as tmp:
+            tmp.write_bytes(copied.getvalue())
 
 
 def write_pages(out_dir: Path, pages: list[Page]) -> list[Page]:
