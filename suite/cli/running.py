@@ -184,7 +184,9 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         container=tuple(args.container) if args.container else None,
         module=tuple(args.module or ()),
         caps=_caps(args),
+        overrides=parse_overrides(args.overrides),
     )
-    path = write_jobscript(resolve_scenario(args.scenario), Path(args.out) if args.out else None, job, force=args.force)
+    resolve_scenario(args.scenario)  # an unknown name is refused naming the close ones, before anything else
+    path = write_jobscript(args.scenario, Path(args.out) if args.out else None, job, force=args.force)
     print(f"job script written to {path}")
     return 0
