@@ -216,7 +216,7 @@ def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
     p.add_argument("results", help="results folder written by suite run")
     p.add_argument("--out", help="report folder (default RESULTS/report)")
-    p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
+    p.add_argument("--baselines", help="papers' numbers CSV (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
     p.set_defaults(func=cmd_report)
 
 
@@ -231,7 +231,7 @@ def _add_papers(sub: Any) -> None:
     )
     p.add_argument("results", nargs="+", help="results folders written by suite run, or folders of them")
     p.add_argument("--out", default="reports/papers", help="output folder (default reports/papers)")
-    p.add_argument("--baselines", help="papers' numbers folder (default: the suite's baselines/)")
+    p.add_argument("--baselines", help="papers' numbers folder (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
     p.set_defaults(func=cmd_papers)
 
 
@@ -617,7 +617,7 @@ def _add_project(sub: Any) -> None:
         "--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)"
     )
     p.add_argument("--out", help="output folder (default RESULTS/projection)")
-    p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
+    p.add_argument("--baselines", help="folder of the papers' numbers (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
     p.set_defaults(func=cmd_project)
 
 

@@ -285,9 +285,17 @@ def projection_tables(result: Projection) -> dict[str, pd.DataFrame]:
 def write_projection(result: Projection, out: Path, heading: str = "#") -> list[str]:
     """Write the CSVs and the plot into ``out``; return the markdown (headings at ``heading`` level)."""
     out.mkdir(parents=True, exist_ok=True)
+    empty = []
     for name, table in projection_tables(result).items():
-        table.to_csv(out / name, index=False)
-    return projection_lines(result, out, heading)
+        if table.empty:  # a header alone, or one newline (pandas' empty frame), says nothing: not written, named below
+            empty.append(name)
+            continue
+        keep = (table.notna() & (table.astype(str) != "")).any()  # a column empty in every row is left out, as the report does
+        table.loc[:, keep].to_csv(out / name, index=False)
+    lines = projection_lines(result, out, heading)
+    if empty:
+        lines.append(f"\nTables with no row here, not written: {', '.join(f'`{name}`' for name in empty)}.")
+    return lines
 
 
 def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[str]:

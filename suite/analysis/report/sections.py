@@ -34,6 +34,7 @@ from .tables import (
     engine_comparison_table,
     environment_tables,
     machine_note,
+    settings_json,
     settings_text,
     step_table,
     time_table,
@@ -62,6 +63,8 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path) -> S
     )
     lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
     lines.append(markdown_table(settings))
+    by_run = {r.run_id: r.engine_settings for r in records if r.status == "ok"}
+    settings = settings.assign(settings=[settings_json(by_run[run]) for run in settings["run_id"]])  # the CSV's: JSON
     comparison = engine_comparison_table(records)
     if not comparison.empty:
         lines.append("### Engine comparison\n")

@@ -444,6 +444,14 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def settings_json(settings: dict[str, Any] | None) -> str | None:
+    """An engine's settings as one JSON object for a CSV cell (paths by file name, as :func:`settings_text`), or None."""
+    if settings is None:
+        return None
+    shown = {name: Path(value).name if name == "timeline" and value else value for name, value in settings.items()}
+    return json.dumps(shown, separators=(",", ":"), sort_keys=True, default=str)
+
+
 def settings_text(settings: dict[str, Any] | None) -> str:
     """An engine's settings as ``name=value`` pairs (mappings and lists as compact JSON; paths by file name)."""
     if settings is None:
