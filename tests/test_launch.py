@@ -66,6 +66,8 @@ def test_local_launchers_per_engine():
         "1",
         "--nproc_per_node",
         "2",
+        "--log-dir",  # torchrun's logs in the run's folder, not /tmp/torchelastic_*
+        "/r/RUN/torchelastic",
         "-m",
         "suite.running.worker",
         "/r/RUN",
@@ -130,6 +132,8 @@ def test_torchrun_on_a_cluster():
         "c10d",
         "--rdzv_endpoint",
         "n1:29600",
+        "--log-dir",
+        "/r/RUN/torchelastic",
         "-m",
         "suite.running.worker",
         "/r/RUN",

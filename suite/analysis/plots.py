@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,29 @@ DPI = 110
 BAND_ALPHA = 0.18
 
 
+MPL_CACHE = "gan-scaling-suite/matplotlib"
+"""matplotlib's configuration and font cache, under ``$XDG_CACHE_HOME`` (default ``~/.cache``), unless ``MPLCONFIGDIR``
+says otherwise (docs/reports.md): never a fresh ``/tmp/matplotlib-*`` folder per run, and no line about it on stderr."""
+
+
+def matplotlib_cache() -> None:
+    """Point ``MPLCONFIGDIR`` at :data:`MPL_CACHE` where the user has not set it and the folder can be made."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / MPL_CACHE
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # matplotlib makes its own temporary folder and says so, as it would have
+    if os.access(folder, os.W_OK):
+        os.environ["MPLCONFIGDIR"] = str(folder)
+
+
 def pyplot() -> Any:
-    """matplotlib's pyplot on the headless Agg backend."""
+    """matplotlib's pyplot on the headless Agg backend (its cache: :func:`matplotlib_cache`; the one-time "building the
+    font cache" notice is kept off stderr)."""
+    matplotlib_cache()
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib
 
     matplotlib.use("Agg")
