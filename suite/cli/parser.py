@@ -204,7 +204,14 @@ def _add_run(sub: Any) -> None:
         "-q",
         "--quiet",
         action="store_true",
-        help="one log line per run instead of a progress bar (automatic when not in a terminal)",
+        help="one log line per run instead of a progress bar (automatic when not in a terminal), and a line with the "
+        "run's step and images/s every 30 s while it trains",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout when done: each run's status, times, images/s and FID (the other "
+        "lines go to stderr)",
     )
     _add_placement(p)
     _add_caps(p)
@@ -216,7 +223,16 @@ def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
     p.add_argument("results", help="results folder written by suite run")
     p.add_argument("--out", help="report folder (default RESULTS/report)")
-    p.add_argument("--baselines", help="papers' numbers CSV (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
+    p.add_argument(
+        "--baselines",
+        help="papers' numbers CSV (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout: what the first page says (each system's times, images/s and quality, "
+        "the tested findings with their verdicts, the report's path)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -231,7 +247,10 @@ def _add_papers(sub: Any) -> None:
     )
     p.add_argument("results", nargs="+", help="results folders written by suite run, or folders of them")
     p.add_argument("--out", default="reports/papers", help="output folder (default reports/papers)")
-    p.add_argument("--baselines", help="papers' numbers folder (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
+    p.add_argument(
+        "--baselines",
+        help="papers' numbers folder (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
     p.set_defaults(func=cmd_papers)
 
 
@@ -617,7 +636,10 @@ def _add_project(sub: Any) -> None:
         "--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)"
     )
     p.add_argument("--out", help="output folder (default RESULTS/projection)")
-    p.add_argument("--baselines", help="folder of the papers' numbers (default: the papers' numbers shipped with the suite, baselines/ in the checkout)")
+    p.add_argument(
+        "--baselines",
+        help="folder of the papers' numbers (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
     p.set_defaults(func=cmd_project)
 
 
