@@ -96,10 +96,15 @@ def test_a_system_has_one_colour_in_every_figure_whatever_the_order():
     assert set(first) == {"conditional / bce", "label_partitioned / wgan-gp", "data_parallel / bce"}
     assert first == second
     assert len(set(first.values())) == 3  # three systems, three colours
-    # the colour is the strategy's Okabe-Ito colour, by registry position; the loss sets marker and line
+    # the colour is the system's Okabe-Ito colour (strategy and loss, by registry position); the loss sets marker and line
     assert first["data_parallel / bce"] == OKABE_ITO[0].lower()
-    assert style("label_partitioned", "bce", "mpi").color == style("label_partitioned", "wgan-gp", "mpi").color
-    assert style("label_partitioned", "bce", "mpi").marker != style("label_partitioned", "wgan-gp", "mpi").marker
+    lp_bce, lp_wgan = style("label_partitioned", "bce", "mpi"), style("label_partitioned", "wgan-gp", "mpi")
+    assert lp_bce.color != lp_wgan.color and lp_bce.marker != lp_wgan.marker
+    main_job = [("data_parallel", "bce", "horovod"), ("conditional", "bce", "horovod"), ("label_partitioned", "bce", "mpi")]
+    main_job += [("label_partitioned", "wgan-gp", "mpi"), ("cellular", "mustangs", "mpi")]
+    looks = [style(*system) for system in main_job]
+    assert len({look.color for look in looks}) == 5 and len({look.marker for look in looks}) == 5  # five systems apart
+    assert "#f0e442" not in {look.color for look in looks}  # Okabe-Ito's yellow: too pale on white
     assert style_of("cellular / mustangs / mpi / grid 1x2") == style("cellular", "mustangs", "mpi")
     assert style_of("cellular / mustangs / mpi (digits 20px, 1 thread, cpu)") == style("cellular", "mustangs", "mpi")
 
