@@ -144,7 +144,10 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
         ax.set_xlabel("ranks P")
         ax.set_ylabel("speedup S = T(1)/T(P)" if scaling == "strong" else "efficiency E = T(1)/T(P)")
         ax.set_title(f"{scaling} scaling, projected", fontsize=10)
-    fig.suptitle(title + "; papers' statements without a printed number: see the comparison table", fontsize=9)
+    fig.suptitle(
+        title + ("; papers' statements without a printed number: see the comparison table" if not papers.empty else ""),
+        fontsize=9,
+    )
     fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     name = "projection.png"
@@ -353,7 +356,13 @@ def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[
         strategies = ", ".join(sorted(set(result.papers[POINTS.strategy])))
         lines.append(f"The papers' scaling points ({strategies}) are not compared: no model of theirs is projected here.\n")
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
-    lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")
+    # the figure draws only the papers' points its page compares: those of the strategies in the comparison
+    compared = (
+        result.papers[result.papers[POINTS.strategy].isin(set(result.comparison[POINTS.strategy]))]
+        if not result.comparison.empty and not result.papers.empty
+        else result.papers.iloc[0:0]
+    )
+    lines.append(f"![projection]({plot_projection(result.table, compared, out, title)})\n")
     lines.append(ASSUMPTIONS + "\n")
     return lines
 
