@@ -24,15 +24,21 @@ FIRST_PAGE = "report.md"
 """The report's first page, in the report folder."""
 
 
+FIXED_COLUMNS = frozenset({"headline.csv", "findings.csv"})
+"""The tables whose columns are a schema machine readers rely on (``suite report --json`` among them): every quantity
+keeps its estimate, interval and draws columns, empty where no run has a value."""
+
+
 def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> bool:
     """``table`` as the CSV ``out_dir/name`` (no index column); its text cells as data (:func:`suite.config.escape.csv_cell`:
     controls escaped, never a spreadsheet formula). A table with no row is not written (a header alone says nothing,
     and its page says why it is missing: :func:`write_section_files`); a column with no value in any row is left out
-    (a GPU's busy share on CPU runs). Returns whether the file was written."""
+    (a GPU's busy share on CPU runs), but in :data:`FIXED_COLUMNS`. Returns whether the file was written."""
     if table.empty:
         return False
     text = table.apply(lambda column: column.map(csv_cell) if _textual(column) else column)
-    text = text.loc[:, (text.notna() & (text.astype(str) != "")).any()]  # an empty cell in every row: left out
+    if name not in FIXED_COLUMNS:  # an empty cell in every row: left out
+        text = text.loc[:, (text.notna() & (text.astype(str) != "")).any()]
     atomic_write_text(out_dir / name, text.to_csv(index=False))
     return True
 
