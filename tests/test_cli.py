@@ -65,7 +65,8 @@ def test_dry_run_prints_one_command_per_run(tmp_path, capsys):
     assert "horovodrun -np 2 --gloo -H localhost:2" in lines[0] and lines[0].split()[-3].endswith(
         "data_parallel-bce-horovod-p2-r0"
     )
-    assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 -m suite.running.worker" in lines[1]
+    assert "torch.distributed.run --standalone --nnodes 1 --nproc_per_node 2 --log-dir " in lines[1]
+    assert "/torchelastic -m suite.running.worker" in lines[1]  # torchrun's logs in the run's folder
     assert "mpirun -np 1 --bind-to none" in lines[2] and "-m suite.running.worker" in lines[2]
     # a dry run writes each run's settings, so the printed commands can be run by hand, and no result
     assert sorted(p.name for p in (tmp_path / "r").glob("*/run.json")) == ["run.json"] * 3

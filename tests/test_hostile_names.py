@@ -127,7 +127,8 @@ def test_names_free_text_in_a_jobscript_is_quoted_and_runs_as_data(tmp_path, mon
     args = ["jobscript", str(path), "--scheduler", scheduler, "--results", results, "--python", "/bin/echo", "--queue", "q1"]
     assert main(args) == 0
     script = tmp_path / "jobs" / f"quoted.{scheduler}.sh"
-    env = {**os.environ, "SLURM_JOB_NODELIST": "n1", "LSB_DJOB_HOSTFILE": str(tmp_path / "hosts")}
+    # SUITE_DEVICE=cpu: no GPU check (an LSF script runs it under jsrun, absent here; test_jobscript_first_submission runs it)
+    env = {**os.environ, "SLURM_JOB_NODELIST": "n1", "LSB_DJOB_HOSTFILE": str(tmp_path / "hosts"), "SUITE_DEVICE": "cpu"}
     (tmp_path / "hosts").write_text("n1\n")
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -164,6 +164,7 @@ def test_a_script_with_every_option_hostile_runs_no_hostile_command(tmp_path, si
     out = tmp_path / "job.sh"
     assert _write(tmp_path, site, scenario, options, out) == 0
     env = {**os.environ, "SLURM_JOB_NODELIST": "n1", "LSB_DJOB_HOSTFILE": str(tmp_path / "hosts"), "PATH": os.environ["PATH"]}
+    env["SUITE_DEVICE"] = "cpu"  # no GPU check (LSF's runs it under jsrun, absent here; tests/test_jobscript.py runs it)
     (tmp_path / "hosts").write_text("n1\n")
     done = subprocess.run(["bash", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr

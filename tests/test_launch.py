@@ -66,6 +66,8 @@ def test_local_launchers_per_engine():
         "1",
         "--nproc_per_node",
         "2",
+        "--log-dir",  # torchrun's logs in the run's folder, not /tmp/torchelastic_*
+        "/r/RUN/torchelastic",
         "-m",
         "suite.running.worker",
         "/r/RUN",
@@ -130,6 +132,8 @@ def test_torchrun_on_a_cluster():
         "c10d",
         "--rdzv_endpoint",
         "n1:29600",
+        "--log-dir",
+        "/r/RUN/torchelastic",
         "-m",
         "suite.running.worker",
         "/r/RUN",
@@ -320,7 +324,8 @@ def test_jobscript(tmp_path, scheduler):
     else:
         assert "#SBATCH --nodes=2" in text and "#SBATCH --time=06:30:00" in text and "#SBATCH --account=ABC123" in text
         assert "--launcher srun" in text and "SLURM_JOB_NODELIST" in text
-    assert f"python3 -m suite run {scenario} --out results/mnist-weak --resume" in text  # python3 on the nodes' PATH
+    # python3 on the nodes' PATH; a built-in scenario by its absolute path is named by its name, which the nodes resolve
+    assert "python3 -m suite run mnist-weak --out results/mnist-weak --resume" in text
     assert "python3 -m suite report results/mnist-weak" in text
 
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import matplotlib.colors as mcolors
+import pandas as pd
 import pytest
 import torch
 from matplotlib.collections import PolyCollection
@@ -96,10 +97,15 @@ def test_a_system_has_one_colour_in_every_figure_whatever_the_order():
     assert set(first) == {"conditional / bce", "label_partitioned / wgan-gp", "data_parallel / bce"}
     assert first == second
     assert len(set(first.values())) == 3  # three systems, three colours
-    # the colour is the strategy's Okabe-Ito colour, by registry position; the loss sets marker and line
+    # the colour is the system's Okabe-Ito colour (strategy and loss, by registry position); the loss sets marker and line
     assert first["data_parallel / bce"] == OKABE_ITO[0].lower()
-    assert style("label_partitioned", "bce", "mpi").color == style("label_partitioned", "wgan-gp", "mpi").color
-    assert style("label_partitioned", "bce", "mpi").marker != style("label_partitioned", "wgan-gp", "mpi").marker
+    lp_bce, lp_wgan = style("label_partitioned", "bce", "mpi"), style("label_partitioned", "wgan-gp", "mpi")
+    assert lp_bce.color != lp_wgan.color and lp_bce.marker != lp_wgan.marker
+    main_job = [("data_parallel", "bce", "horovod"), ("conditional", "bce", "horovod"), ("label_partitioned", "bce", "mpi")]
+    main_job += [("label_partitioned", "wgan-gp", "mpi"), ("cellular", "mustangs", "mpi")]
+    looks = [style(*system) for system in main_job]
+    assert len({look.color for look in looks}) == 5 and len({look.marker for look in looks}) == 5  # five systems apart
+    assert "#f0e442" not in {look.color for look in looks}  # Okabe-Ito's yellow: too pale on white
     assert style_of("cellular / mustangs / mpi / grid 1x2") == style("cellular", "mustangs", "mpi")
     assert style_of("cellular / mustangs / mpi (digits 20px, 1 thread, cpu)") == style("cellular", "mustangs", "mpi")
 
@@ -325,3 +331,49 @@ def test_losses_of_every_system_share_the_training_images_axis():
     pyplot().close(fig)
     assert ends == {"data_parallel / bce / horovod": [1920.0, 3840.0], "label_partitioned / bce / mpi": [1920.0, 3840.0]}
     assert xlabel == "training images of the whole system"
+
+
+def test_bce_and_wgan_losses_never_share_an_axis():
+    """A row of axes per loss: the BCE losses and the WGAN critic's, on scales of their own, each on its own axes."""
+    bce = record("data_parallel", "bce", "horovod", 0, [300.0, 200.0])
+    wgan = record("label_partitioned", "wgan-gp", "mpi", 0, [300.0, 200.0])
+    for r, (d, g) in ((bce, (0.6, 0.8)), (wgan, (-40.0, 25.0))):
+        r |= {"history": [{"step": s, "d_loss": d, "g_loss": g} for s in (60, 120)], "generator_steps": 120, "train_images": 3840}
+    fig = losses_figure([new_record(bce), new_record(wgan)])
+    per_axis = [{line.get_label().split(" / ")[1] for line in ax.get_lines()} for ax in fig.axes]
+    titles = [ax.get_title() for ax in fig.axes]
+    pyplot().close(fig)
+    assert len(fig.axes) == 4 and all(len(losses) == 1 for losses in per_axis)
+    assert all("one seed per system: no band" in title and "95 %" not in title for title in titles)  # one seed: no band
+
+
+def test_a_title_promises_no_band_one_seed_cannot_give():
+    fig, _ = quality_figure(records_for([0]))
+    title = fig._suptitle.get_text()
+    pyplot().close(fig)
+    assert "95 %" not in title and "no band" in title
+    fig, _ = quality_figure(records_for([0, 1]))
+    title = fig._suptitle.get_text()
+    pyplot().close(fig)
+    assert title.endswith("95 % band")
+
+
+def test_an_efficiency_axis_does_not_magnify_noise(tmp_path, monkeypatch):
+    """Weak-scaling efficiencies of 0.9996 and 1.0 keep the ideal and a quarter below it in view: no cliff."""
+    import suite.analysis.plots as plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, out, name: drawn.append(fig) or [name])
+    table = pd.DataFrame(
+        {
+            "config": ["a / bce / mpi"] * 2,
+            "procs": [1, 2],
+            "efficiency": [1.0, 0.9996],
+            "efficiency_lo": [None, 0.9995],
+            "efficiency_hi": [None, 0.9997],
+        }
+    )
+    plots._ratio_plot(table, "weak", "efficiency", tmp_path)
+    low, high = drawn[0].axes[0].get_ylim()
+    pyplot().close(drawn[0])
+    assert low <= 0.75 and high >= 1.0

@@ -120,4 +120,4 @@ def test_each_options_field_is_read_from_the_option_of_its_name():
     assert (launch.nodes, launch.master_port, launch.python, launch.extra) == (3, 1234, "py", [])
     assert (options_from(SweepOptions, run).grace, options_from(SweepOptions, run).resume) == (5.0, True)
     built = options_from(JobOptions, job, container=None)
-    assert (built.nodes, built.qos, built.site_setup, built.array, built.walltime) == (2, "q", False, True, "2:00:00")
+    assert (built.nodes, built.qos, built.site_setup, built.array, built.walltime) == (2, "q", False, True, None)

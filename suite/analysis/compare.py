@@ -170,7 +170,9 @@ def spread_problem(record: Record) -> str | None:
         if half is None or half < 0 or mean is None or mean <= 0:
             return f"telemetry.step_ci95 {t.step_ci95!r} (step_mean {t.step_mean!r}) is not a half-width of a mean step time"
         if half > MAX_STEP_CI * mean:
-            return f"telemetry.step_ci95 {half:.4g} is over {MAX_STEP_CI:g} times step_mean {mean:.4g}: not a measurement to compare"
+            return (
+                f"telemetry.step_ci95 {half:.4g} is over {MAX_STEP_CI:g} times step_mean {mean:.4g}: not a measurement to compare"
+            )
     if q is not None and q.kid_std is not None:
         std, kid = _number(q.kid_std), _number(q.kid_mean)
         if std is None or std < 0 or kid is None:

@@ -4,9 +4,13 @@ The look is a function of the system alone, taken from the registries' order, ne
 order in which a figure happens to draw its lines: the same system has the same colour and
 marker in every chart of every report.
 
-* **colour**: the strategy's, from the Okabe-Ito palette (distinguishable with the common colour
-  vision deficiencies), in :data:`suite.config.registry.STRATEGIES` order;
-* **marker and line style**: the loss's, in :data:`suite.config.registry.LOSSES` order;
+* **colour**: the system's (its strategy and loss), from the Okabe-Ito palette (distinguishable with the common colour
+  vision deficiencies; its yellow left out, too pale on white): the strategy's slot in
+  :data:`suite.config.registry.STRATEGIES` order, moved :data:`LOSS_STEP` slots per loss in
+  :data:`suite.config.registry.LOSSES` order, so that two losses of one strategy (the label-partitioned DC-CGAN and
+  W-CGAN) differ in colour as well as marker;
+* **marker**: the system's, found as its colour is (so the suite's five systems have five markers, for print in grey);
+* **line style**: the loss's, in :data:`suite.config.registry.LOSSES` order;
 * **shade**: the engine's, in :data:`suite.config.registry.ENGINES` order (the first engine keeps
   the strategy's colour, the others darken it);
 * **fill**: where a caller names a variant of the same system (a label, swept settings), its marker
@@ -26,6 +30,11 @@ from ..config.registry import ENGINES, LOSSES, STRATEGIES
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 """Okabe and Ito's colour-blind-safe palette (blue, orange, green, vermillion, purple, sky, yellow, black)."""
+COLOURS = tuple(c for c in OKABE_ITO if c != "#F0E442")
+"""The colours systems are drawn in: Okabe-Ito's but its yellow."""
+LOSS_STEP = 2
+"""Slots of :data:`COLOURS` a system's colour moves per loss (registry order) from its strategy's: with the suite's five
+systems blue, orange, green, purple and black; never the vermillion an engine's shade would turn brown beside orange."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2)))
 SHADES = (0.0, -0.45, -0.25, -0.6)
@@ -70,13 +79,13 @@ def style(strategy: str, loss: str, engine: str, variant: str = "") -> Style:
     s = _position(STRATEGIES.names(), strategy)
     i = _position(LOSSES.names(), loss)
     e = _position(ENGINES.names(), engine)
-    color = OKABE_ITO[s % len(OKABE_ITO)] if s is not None else OTHER
+    color = COLOURS[(s + LOSS_STEP * (i or 0)) % len(COLOURS)] if s is not None else OTHER
     if e is not None:
         color = _shade(color, SHADES[e % len(SHADES)])
     fill = FILLS[int(hashlib.sha256(variant.encode()).hexdigest(), 16) % len(FILLS)] if variant else "full"
     return Style(
         color,
-        MARKERS[i % len(MARKERS)] if i is not None else "o",
+        MARKERS[((s or 0) + LOSS_STEP * i) % len(MARKERS)] if i is not None else "o",
         LINESTYLES[i % len(LINESTYLES)] if i is not None else "-",
         fill,
     )

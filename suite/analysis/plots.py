@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,29 @@ DPI = 110
 BAND_ALPHA = 0.18
 
 
+MPL_CACHE = "gan-scaling-suite/matplotlib"
+"""matplotlib's configuration and font cache, under ``$XDG_CACHE_HOME`` (default ``~/.cache``), unless ``MPLCONFIGDIR``
+says otherwise (docs/reports.md): never a fresh ``/tmp/matplotlib-*`` folder per run, and no line about it on stderr."""
+
+
+def matplotlib_cache() -> None:
+    """Point ``MPLCONFIGDIR`` at :data:`MPL_CACHE` where the user has not set it and the folder can be made."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / MPL_CACHE
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # matplotlib makes its own temporary folder and says so, as it would have
+    if os.access(folder, os.W_OK):
+        os.environ["MPLCONFIGDIR"] = str(folder)
+
+
 def pyplot() -> Any:
-    """matplotlib's pyplot on the headless Agg backend."""
+    """matplotlib's pyplot on the headless Agg backend (its cache: :func:`matplotlib_cache`; the one-time "building the
+    font cache" notice is kept off stderr)."""
+    matplotlib_cache()
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -202,6 +224,19 @@ CLIP_FACTOR = 4.0
 """An interval end beyond the drawn values by more than this factor (log axis) is cut at the axis' edge."""
 
 
+def band_words(fig: Any, drawn: str = "95 % band") -> str:
+    """``drawn`` where a figure's axes hold a band (two seeds or more), else what was drawn instead: a title promises
+    no band that one seed cannot give."""
+    from matplotlib.collections import PolyCollection
+
+    banded = any(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)
+    return drawn if banded else "one seed per system: no band"
+
+
+EFFICIENCY_SPAN = 0.25
+"""The least span of an efficiency axis around the ideal 1: a 0.04 % loss must not look like a cliff."""
+
+
 def clip_intervals(ax: Any, values: list[float], intervals: list[tuple[float, float] | None], log_scale: bool) -> bool:
     """Limit the y axis to ``values`` (centres and ideals) and their intervals, an interval end at most
     :data:`CLIP_FACTOR` beyond the values (log scale; linear: as far again as the values' largest), so that a wide
@@ -314,7 +349,8 @@ def _time_plot(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
     readable_ticks(ax, "y")
     ax.set_xlabel("processes P")
     ax.set_ylabel("training window T (s)")
-    ax.set_title(f"{scaling} scaling: training time, geometric mean and 95 % interval over runs", fontsize=10)
+    interval = "95 % interval over runs" if any(intervals) else "no interval: one run per point"
+    ax.set_title(f"{scaling} scaling: training time, geometric mean, {interval}", fontsize=10)
     legend_outside(ax)
     return save(fig, out, name)
 
@@ -359,13 +395,17 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
     clip_intervals(ax, drawn, every_interval, log_scale=column == "speedup")
     if column == "speedup":
         readable_ticks(ax, "y")
+    else:  # an axis spanning 0.9996-1.0 magnifies noise: keep the ideal and at least EFFICIENCY_SPAN in view
+        low, high = ax.get_ylim()
+        ax.set_ylim(min(low, 1.0 - EFFICIENCY_SPAN), max(high, 1.0 + EFFICIENCY_SPAN / 5))
     ax.set_xlabel("processes P")
     ax.set_ylabel(
         "speedup S = T(1)/T(P)"
         if column == "speedup"
         else ("efficiency E = S/P" if scaling == "strong" else "efficiency E = T(1)/T(P)")
     )
-    ax.set_title(f"{scaling} scaling: measured {column} and 95 % interval (P=1 and P runs)", fontsize=10)
+    interval = "95 % interval (P=1 and P runs)" if any(every_interval) else "no interval: one run per point"
+    ax.set_title(f"{scaling} scaling: measured {column}, {interval}", fontsize=10)
     legend_outside(ax)
     return save(fig, out, name)
 
@@ -483,7 +523,7 @@ def quality_figure(curves: list[Record]) -> tuple[Any, str]:
     by_images.set_xlabel(IMAGES_AXIS)
     by_time.set_xlabel("training-window time (s)")
     by_images.set_ylabel(plot_text(f"{label} ({kind[0]}, n={kind[1]}), lower is better"))  # the ruler: a record's words
-    fig.suptitle(f"{label} over training: geometric mean over seeds, 95 % band", fontsize=10)
+    fig.suptitle(f"{label} over training: geometric mean over seeds, {band_words(fig)}", fontsize=10)
     legend_outside(by_time)
     fig.tight_layout()
     return fig, f"quality_vs_time_{file_part(kind[0])}.png"
@@ -563,49 +603,58 @@ def plot_losses(records: list[Record], out: Path) -> list[str]:
 
 
 def losses_figure(records: list[Record]) -> Any | None:
-    """The figure of :func:`plot_losses` (None without losses)."""
-    systems = {}
+    """The figure of :func:`plot_losses` (None without losses): a row of axes per loss, so that a BCE loss and a WGAN
+    critic's, on scales of their own, never share an axis."""
+    by_loss: dict[str, dict[str, list[list[Losses]]]] = {}
     for name, runs in by_config(records).items():
         series = [s for s in (loss_series(r) for r in one_per_seed(runs)) if s]
         if series:
-            systems[name] = series
-    if not systems:
+            loss_name = name.split(" / ")[1] if name.count(" / ") >= 1 else ""
+            by_loss.setdefault(loss_name, {})[name] = series
+    if not by_loss:
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
-    losses: tuple[tuple[Any, Callable[[Losses], float], str], ...] = (
-        (axes[0], lambda p: p.d_loss, "discriminator"),
-        (axes[1], lambda p: p.g_loss, "generator"),
-    )
-    for ax, loss, title in losses:
-        for name, series in systems.items():
-            length = min(len(s) for s in series)
-            images = [float(np.mean([s[i].images for s in series])) for i in range(length)]
-            stats = [mean_band([loss(s[i]) for s in series]) for i in range(length)]
-            look = style_of(name)
-            ax.plot(
-                images,
-                [m for m, _ in stats],
-                label=plot_text(f"{name} ({len(series)} seed{'s' if len(series) > 1 else ''})"),
-                markersize=4,
-                **look.plot_kwargs(),
-            )
-            if len(series) > 1:
-                ax.fill_between(
-                    images,
-                    [b[0] if b else m for m, b in stats],
-                    [b[1] if b else m for m, b in stats],
-                    color=look.color,
-                    alpha=BAND_ALPHA,
-                    lw=0,
-                )
-        ax.set_yscale("symlog", linthresh=1.0)
-        readable_ticks(ax, "y")
-        count_axis(ax)
-        ax.set_xlabel(IMAGES_AXIS)
-        ax.set_ylabel(f"{title} loss (each system's own loss)")
-        ax.set_title(f"{title} loss: mean over seeds, 95 % band", fontsize=10)
-    legend_outside(axes[1])
+    fig, grid = plt.subplots(len(by_loss), 2, figsize=(11, 4.2 * len(by_loss)), sharex=True, squeeze=False)
+    for row, (loss_name, systems) in zip(grid, sorted(by_loss.items())):
+        parts: tuple[tuple[Any, Callable[[Losses], float], str], ...] = (
+            (row[0], lambda p: p.d_loss, "discriminator"),
+            (row[1], lambda p: p.g_loss, "generator"),
+        )
+        for ax, loss, title in parts:
+            for name, series in systems.items():
+                _loss_line(ax, name, series, loss)
+            ax.set_yscale("symlog", linthresh=1.0)
+            readable_ticks(ax, "y")
+            count_axis(ax)
+            ax.set_xlabel(IMAGES_AXIS)
+            ax.set_ylabel(plot_text(f"{title} loss ({loss_name or 'its own'})"))
+            ax.set_title(plot_text(f"{loss_name} {title} loss: mean over seeds"), fontsize=10)
+        legend_outside(row[1])
+    for ax in fig.axes:
+        ax.set_title(f"{ax.get_title()}, {band_words(fig)}", fontsize=10)
     fig.tight_layout()
     return fig
 
+
+def _loss_line(ax: Any, name: str, series: list[list[Losses]], loss: Callable[[Losses], float]) -> None:
+    """One system's mean loss over seeds against training images, with its 95 % band where it has two seeds or more."""
+    length = min(len(s) for s in series)
+    images = [float(np.mean([s[i].images for s in series])) for i in range(length)]
+    stats = [mean_band([loss(s[i]) for s in series]) for i in range(length)]
+    look = style_of(name)
+    ax.plot(
+        images,
+        [m for m, _ in stats],
+        label=plot_text(f"{name} ({len(series)} seed{'s' if len(series) > 1 else ''})"),
+        markersize=4,
+        **look.plot_kwargs(),
+    )
+    if len(series) > 1:
+        ax.fill_between(
+            images,
+            [b[0] if b else m for m, b in stats],
+            [b[1] if b else m for m, b in stats],
+            color=look.color,
+            alpha=BAND_ALPHA,
+            lw=0,
+        )

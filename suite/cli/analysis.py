@@ -25,7 +25,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path(args.results) / "report"
     path = write_report(Path(args.results), out, baselines=Path(args.baselines) if args.baselines else None)
-    print(f"report written to {path}")
+    if args.json:
+        from ..tools.json_summary import dumps, report_summary
+
+        print(f"report written to {path}", file=sys.stderr)
+        print(dumps(report_summary(path)))
+    else:
+        print(f"report written to {path}")
     return 0
 
 

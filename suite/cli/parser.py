@@ -204,7 +204,14 @@ def _add_run(sub: Any) -> None:
         "-q",
         "--quiet",
         action="store_true",
-        help="one log line per run instead of a progress bar (automatic when not in a terminal)",
+        help="one log line per run instead of a progress bar (automatic when not in a terminal), and a line with the "
+        "run's step and images/s every 30 s while it trains",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout when done: each run's status, times, images/s and FID (the other "
+        "lines go to stderr)",
     )
     _add_placement(p)
     _add_caps(p)
@@ -216,7 +223,16 @@ def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="write report.md, CSVs and plots from a results folder")
     p.add_argument("results", help="results folder written by suite run")
     p.add_argument("--out", help="report folder (default RESULTS/report)")
-    p.add_argument("--baselines", help="papers' numbers CSV (default: the suite's baselines/)")
+    p.add_argument(
+        "--baselines",
+        help="papers' numbers CSV (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout: what the first page says (each system's times, images/s and quality, "
+        "the tested findings with their verdicts, the report's path)",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -231,7 +247,10 @@ def _add_papers(sub: Any) -> None:
     )
     p.add_argument("results", nargs="+", help="results folders written by suite run, or folders of them")
     p.add_argument("--out", default="reports/papers", help="output folder (default reports/papers)")
-    p.add_argument("--baselines", help="papers' numbers folder (default: the suite's baselines/)")
+    p.add_argument(
+        "--baselines",
+        help="papers' numbers folder (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
     p.set_defaults(func=cmd_papers)
 
 
@@ -447,8 +466,19 @@ def _add_jobscript(sub: Any) -> None:
     """``suite jobscript``: its options and handler."""
     from ..running.sites import SITES, SLURM_MPI_TYPES
 
-    p = sub.add_parser("jobscript", help="write an LSF or Slurm batch script running a whole scenario")
-    p.add_argument("scenario", help="scenario YAML file")
+    p = sub.add_parser(
+        "jobscript",
+        help="write an LSF or Slurm batch script running a whole scenario",
+        description="Write a batch script that runs a whole scenario in one allocation (suite run, then suite report), "
+        "resumable, with a site preset's placement, modules and queue limits. Before it launches anything the script "
+        "checks that the suite imports and that torch sees the GPUs asked for. Submit it from the folder the results "
+        "should go under (or give --workdir).",
+    )
+    p.add_argument(
+        "scenario",
+        help="a built-in scenario's name (suite scenarios lists them; the script names it, and the nodes' suite finds "
+        "it) or a scenario file (the script names the path as given, read from --workdir on the nodes)",
+    )
     p.add_argument("--scheduler", choices=("lsf", "slurm"), help="the batch system (default: the --site's)")
     p.add_argument(
         "--site",
@@ -459,11 +489,7 @@ def _add_jobscript(sub: Any) -> None:
     )
     p.add_argument("--out", help="script path (default jobs/<scenario>[.<site>][.array].<scheduler>.sh)")
     p.add_argument("--results", help="results folder on the cluster (default results/<scenario>)")
-    p.add_argument(
-        "--walltime",
-        default="2:00:00",
-        help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (default 2:00:00; MM:SS is refused)",
-    )
+    _add_job_time_and_settings(p)
     p.add_argument(
         "--account", type=_safe_name, help="project / account to charge (letters, digits, '.', '_', '-'; frontier: required)"
     )
@@ -493,6 +519,45 @@ def _add_jobscript(sub: Any) -> None:
     p.add_argument(
         "--python", default="python3", help="interpreter on the compute nodes, after the preamble (default python3 on PATH)"
     )
+    _add_job_environment(p)
+    p.add_argument("--force", action="store_true", help="replace a script already at the path (default: refuse)")
+    p.add_argument(
+        "--array",
+        action="store_true",
+        help="Slurm: a job array, one task per run of the sweep (suite run --only RUN_ID), one task at a time",
+    )
+    _add_container(p, "start each rank inside this container")
+    p.add_argument("--workdir", help="folder the job works in (default: the folder it was submitted from)")
+    _add_job_placement(p)
+    _add_caps(p)
+    p.set_defaults(func=cmd_jobscript)
+
+
+def _add_job_time_and_settings(p: argparse.ArgumentParser) -> None:
+    """``suite jobscript``'s walltime, the site limits it is checked against, and ``--set``."""
+    p.add_argument(
+        "--walltime",
+        help="as Slurm's --time: MINUTES, H:MM:SS, D-H, D-H:MM, D-H:MM:SS; or 90m, 6h, 1d (MM:SS is refused); "
+        "default 2:00:00, or the site queue's limit for the job's nodes where shorter; a walltime past that limit is "
+        "refused, naming it",
+    )
+    p.add_argument(
+        "--no-site-limits",
+        dest="site_limits",
+        action="store_false",
+        help="write the walltime and node count even past the --site preset's queue limits (a site that changed them)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        dest="overrides",
+        help="override a scenario field, as suite run takes it (repeatable; checked here and passed to the job's suite run)",
+    )
+
+
+def _add_job_environment(p: argparse.ArgumentParser) -> None:
+    """``suite jobscript``'s options naming the suite's Python environment on the nodes."""
     env = p.add_argument_group(
         "the suite's Python environment on the nodes (a --site needs one of these or a --preamble; the script checks "
         "that the suite imports before it launches anything)"
@@ -508,37 +573,37 @@ def _add_jobscript(sub: Any) -> None:
         metavar="NAME",
         help="module to load after the site's, before --venv/--conda (repeatable): one that holds the suite, or its Python",
     )
-    p.add_argument("--force", action="store_true", help="replace a script already at the path (default: refuse)")
-    p.add_argument(
-        "--array",
-        action="store_true",
-        help="Slurm: a job array, one task per run of the sweep (suite run --only RUN_ID), one task at a time",
-    )
-    _add_container(p, "start each rank inside this container")
-    p.add_argument("--workdir", help="folder the job works in (default: the folder it was submitted from)")
-    _add_job_placement(p)
-    _add_caps(p)
-    p.set_defaults(func=cmd_jobscript)
 
 
 def _add_job_placement(p: argparse.ArgumentParser) -> None:
     """``suite jobscript``'s placement of the ranks inside the allocation."""
-    from ..running.commands import LAUNCHERS
+    from ..running.jobscript import SCRIPT_LAUNCHERS
 
     g = p.add_argument_group("placement (inside the allocation; ranks fill a node before the next)")
     g.add_argument(
         "--launcher",
-        choices=LAUNCHERS,
-        help="how each run starts its ranks: jsrun (LSF), srun (Slurm), mpirun or horovodrun (default jsrun / srun; "
-        "the others are refused)",
+        choices=tuple(dict.fromkeys(name for names in SCRIPT_LAUNCHERS.values() for name in names)),
+        help="how each run starts its ranks inside the allocation: jsrun (LSF only), srun (Slurm only), mpirun or "
+        "horovodrun (default: jsrun for LSF, srun for Slurm)",
     )
-    g.add_argument("--nodes", type=int, default=1, help="nodes to ask for at least (default: what the largest run needs)")
+    g.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes to ask for at least; the script asks for more where the largest run needs them (default 1)",
+    )
     g.add_argument("--ranks-per-node", type=int, help="ranks per node (default: the site's, else the largest run / --nodes)")
     g.add_argument("--gpus-per-rank", type=int, help="GPUs per rank (default: the site's, else 1)")
     g.add_argument("--cpus-per-rank", type=int, help="CPU cores per rank: srun --cpus-per-task, jsrun -c (default: the site's)")
     g.add_argument("--gpu-bind", type=_directive_value, help="Slurm --gpu-bind, e.g. closest, none (default: the site's)")
     g.add_argument("--master-addr", help="torch/deepspeed rendezvous host (default: the allocation's first compute host)")
-    g.add_argument("--master-port", type=int, default=29500)
+    g.add_argument(
+        "--master-port",
+        type=int,
+        default=29500,
+        help="TCP port on --master-addr where the torch and deepspeed engines' ranks meet (torch.distributed's "
+        "MASTER_PORT; a MASTER_PORT set in the job's environment wins) (default 29500)",
+    )
 
 
 def _add_project(sub: Any) -> None:
@@ -571,7 +636,10 @@ def _add_project(sub: Any) -> None:
         "--compute-scale", type=float, default=1.0, help="multiply computation times by this (0.01: a 100x faster device)"
     )
     p.add_argument("--out", help="output folder (default RESULTS/projection)")
-    p.add_argument("--baselines", help="folder of the papers' numbers (default: the suite's baselines/)")
+    p.add_argument(
+        "--baselines",
+        help="folder of the papers' numbers (default: the papers' numbers shipped with the suite, baselines/ in the checkout)",
+    )
     p.set_defaults(func=cmd_project)
 
 

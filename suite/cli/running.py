@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fnmatch
 import sys
@@ -55,7 +56,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = _run_options(args, runs, overrides)
     if args.skip_missing:
         runs, others = _skip_missing(runs, others, out, options)
-    return run_with_seeds(Path(args.scenario), scenario, runs, others, out, options)
+    if not args.json:
+        return run_with_seeds(Path(args.scenario), scenario, runs, others, out, options)
+    from ..tools.json_summary import dumps, run_summary
+
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the JSON document alone
+        code = run_with_seeds(Path(args.scenario), scenario, runs, others, out, options)
+    print(dumps(run_summary(out, int(code))))
+    return code
 
 
 def _skip_missing(runs: list[Run], others: list[Run], out: Path, options: RunOptions) -> tuple[list[Run], list[Run]]:
@@ -184,7 +192,9 @@ def cmd_jobscript(args: argparse.Namespace) -> int:
         container=tuple(args.container) if args.container else None,
         module=tuple(args.module or ()),
         caps=_caps(args),
+        overrides=parse_overrides(args.overrides),
     )
-    path = write_jobscript(resolve_scenario(args.scenario), Path(args.out) if args.out else None, job, force=args.force)
+    resolve_scenario(args.scenario)  # an unknown name is refused naming the close ones, before anything else
+    path = write_jobscript(args.scenario, Path(args.out) if args.out else None, job, force=args.force)
     print(f"job script written to {path}")
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config.registry import ENGINES, launcher_engines
 from ..config.scenario import Run
-from ..records.results import atomic_write_text
+from ..records.results import TORCHRUN_LOGS, atomic_write_text
 
 LAUNCHERS = ("local", "mpirun", "horovodrun", "torchrun", "deepspeed", "jsrun", "srun")
 ENV_FILE_LAUNCHERS = frozenset({"deepspeed"})
@@ -248,6 +248,8 @@ def _torchrun_command(run: Run, run_dir: Path, opts: LaunchOptions, local: bool)
             "--rdzv_endpoint",
             f"{opts.master_addr}:{opts.master_port}",
         ]
+    # torchrun's own logs and error files in the run's folder, not a new /tmp/torchelastic_* per run
+    cmd += ["--log-dir", str(run_dir / TORCHRUN_LOGS)]
     return cmd + opts.extra + ["-m", "suite.running.worker", str(run_dir)]
 
 

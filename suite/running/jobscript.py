@@ -63,7 +63,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..config.builtin import BUILTIN_DIR, resolve_scenario
 from ..config.expansion import expand, load_scenario
 from ..config.scenario import Run, ScenarioCaps
 from ..config.shown import shown
@@ -71,7 +73,10 @@ from ..config.validation import directive_problem, name_problem, script_text_pro
 from ..records.nofollow import output_folder
 from ..records.results import atomic_write_text, path_under
 from .commands import CONTAINER_RUNTIMES, Container, LaunchOptions, command_for
-from .sites import SCHEDULER_LAUNCHER, SITES, SLURM_MPI_TYPES, Site
+from .sites import SCHEDULER_LAUNCHER, SITES, SLURM_MPI_TYPES, QueueLimits, Site
+
+DEFAULT_WALLTIME = "2:00:00"
+"""``--walltime`` when none is given, or the site queue's limit for the job's nodes where that is shorter."""
 
 WARNING_S = 120
 """Seconds before the walltime at which the scheduler sends SIGTERM; ``--grace`` fits inside them."""
@@ -160,7 +165,7 @@ class JobOptions:
     scheduler: str | None = None  # lsf | slurm; the site's when a site is given
     site: str | None = None  # a key of suite.running.sites.SITES
     results: str | None = None  # results folder on the cluster (default results/NAME)
-    walltime: str = "2:00:00"
+    walltime: str | None = None  # default DEFAULT_WALLTIME, or the site queue's limit for the job's nodes where shorter
     account: str | None = None
     queue: str | None = None
     qos: str | None = None
@@ -184,6 +189,8 @@ class JobOptions:
     array: bool = False  # a Slurm job array, one task per run
     container: tuple[str, str] | None = None  # (runtime, image): each rank starts inside it
     caps: ScenarioCaps = field(default_factory=ScenarioCaps)  # --max-runs, --max-scenario-bytes
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set FIELD=VALUE, as suite run takes them (values parsed)
+    site_limits: bool = True  # refuse a walltime or node count past the site's queue limits (False: --no-site-limits)
 
     def scheduler_name(self) -> str:
         """``--scheduler``, else the site's (errors name the option)."""
@@ -342,6 +349,7 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
     ):
         if value is not None and (problem := problem_of(value)) is not None:
             raise ValueError(f"{option}: {problem}")
+    _check_overrides(job.overrides)
     if job.venv is not None and job.conda is not None:
         raise ValueError("--venv and --conda: give one environment for the suite")
     if not isinstance(job.module, tuple) or not all(isinstance(name, str) for name in job.module):
@@ -355,6 +363,15 @@ def check_strings(scenario_path: Path, job: JobOptions) -> None:
         raise ValueError(f"--mpi {shown(job.mpi)}: choose one of {', '.join(SLURM_MPI_TYPES)}")
     if isinstance(job.master_port, bool) or not isinstance(job.master_port, int) or not 0 < job.master_port < 65536:
         raise ValueError(f"--master-port {shown(job.master_port)}: expected a port number from 1 to 65535")
+
+
+def _check_overrides(overrides: object) -> None:
+    """``--set``: field/value pairs, each ``FIELD=VALUE`` word (the value as JSON) a word a script can hold."""
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--set: expected FIELD=VALUE pairs, got {shown(overrides)}")
+    for key, value in overrides.items():
+        if (problem := script_text_problem(f"{key}={json.dumps(value)}")) is not None:
+            raise ValueError(f"--set {problem}")
 
 
 MODULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+/@-]{0,199}")
@@ -398,19 +415,24 @@ def _preamble(path: Path) -> list[str]:
     return [f"# --- preamble {json.dumps(str(path))}, as it is ---", *text.splitlines(), "# --- end of the preamble ---"]
 
 
-def render(scenario_path: Path, job: JobOptions) -> str:
-    """The batch script for ``scenario_path`` (validated first; errors name the field or the option)."""
+def render(scenario_path: str | Path, job: JobOptions) -> str:
+    """The batch script for ``scenario_path``, a scenario file or a built-in scenario's name (:func:`scenario_word`:
+    how the script names it), validated first; errors name the field or the option."""
+    word = scenario_word(scenario_path)
+    scenario_path = resolve_scenario(scenario_path)
     check_strings(scenario_path, job)
-    seconds = parse_walltime(job.walltime)
-    scenario = load_scenario(scenario_path, caps=job.caps)
+    if job.walltime is not None:
+        parse_walltime(job.walltime)  # a malformed walltime is named before the scenario is read
+    scenario = load_scenario(scenario_path, job.overrides or None, caps=job.caps)
     runs = expand(scenario)
     plan = _plan(job, runs)
     _check_runs(runs, plan)
+    seconds = _walltime(plan, job)
     largest = max(r.procs for r in runs)
     nodes, per_node = plan.nodes, plan.per_node
     out = job.results or f"results/{scenario.name}"
     suite = [job.python, "-m", "suite"]  # the interpreter (and its environment) of the compute nodes
-    run_line = _run_line(suite, scenario_path, out, plan, job)
+    run_line = _run_line(suite, word, out, plan, job)
     name = scenario.name
     if plan.scheduler == "lsf":
         header = _lsf_header(name, nodes, seconds, job)
@@ -446,6 +468,7 @@ def render(scenario_path: Path, job: JobOptions) -> str:
         f"cd {shlex.quote(job.workdir)}" if job.workdir else f'cd "${{{_SUBMIT_DIR[plan.scheduler]}:-$PWD}}"',
         *_environment(plan, job),
         *_import_check(job),
+        *_gpu_check(plan, job),
         master,
         f"export MASTER_PORT=${{MASTER_PORT:-{job.master_port}}}",
     ]
@@ -473,14 +496,81 @@ def render(scenario_path: Path, job: JobOptions) -> str:
     return "\n".join(lines)
 
 
-def _run_line(suite: list[str], scenario_path: Path, out: str, plan: _Plan, job: JobOptions) -> str:
+def scenario_word(given: str | Path) -> str:
+    """How the job's ``suite run`` names the scenario: a built-in scenario given by name, or by a path that is not
+    relative to the working folder (the login node's installed package), by its name, which the node's suite resolves
+    wherever its package lies; a scenario file by the path given (read from ``--workdir``, as everything else)."""
+    text = str(given)
+    path = Path(given)
+    resolved = resolve_scenario(given)
+    builtin = resolved.resolve().parent == BUILTIN_DIR.resolve()
+    if builtin and (not path.exists() or path.is_absolute()):
+        return resolved.stem
+    return text if path.exists() else str(resolved)
+
+
+def _queue_limits(plan: _Plan, job: JobOptions) -> list[QueueLimits]:
+    """The limits the job's partition and QOS (Slurm) or queue (LSF) have, as the site preset knows them."""
+    if plan.site is None or not job.site_limits:
+        return []
+    names = [job.queue or plan.site.default_queue] if plan.scheduler == "lsf" else [plan.partition, plan.qos]
+    return [limit for name in names if (limit := plan.site.limits_of(name)) is not None]
+
+
+def _walltime(plan: _Plan, job: JobOptions) -> int:
+    """The job's walltime in seconds: ``--walltime``, refused past its queue's limit for the job's nodes in one line naming
+    the limit; without ``--walltime``, :data:`DEFAULT_WALLTIME` or that limit where shorter. A node count past every row
+    of the queue is refused too."""
+    limits = _queue_limits(plan, job)
+    site = plan.site.name if plan.site else ""
+    for limit in limits:
+        if (problem := limit.nodes_problem(site, plan.nodes)) is not None:
+            raise ValueError(f"nodes: the largest run needs {plan.nodes:,} nodes of {plan.per_node} ranks; {problem}")
+    if job.walltime is None:
+        caps = [cap for limit in limits if (cap := limit.max_seconds(plan.nodes)) is not None]
+        return min([parse_walltime(DEFAULT_WALLTIME), *caps])
+    seconds = parse_walltime(job.walltime)
+    for limit in limits:
+        if (problem := limit.walltime_problem(site, plan.nodes, seconds)) is not None:
+            raise ValueError(f"--walltime {shown(job.walltime)}: {problem}; --no-site-limits writes it anyway")
+    return seconds
+
+
+def _gpu_check(plan: _Plan, job: JobOptions) -> list[str]:
+    """Before anything is launched: torch on a compute node sees the GPUs the job asked for, of the site's vendor, or
+    the job ends in one line saying what torch sees (:mod:`suite.running.visible_gpus`). A Slurm script checks the
+    node it runs on (its GPUs: every rank's there); an LSF script runs on a launch node, so it asks jsrun for one rank's.
+    ``SUITE_DEVICE=cpu`` (the runs stay on the CPUs) skips it; a container's torch is the image's, not checked here."""
+    if not plan.gpus_per_rank or plan.container is not None:
+        return []
+    vendor = plan.site.gpu_vendor if plan.site else "nvidia"
+    if plan.scheduler == "lsf":
+        want = plan.gpus_per_rank
+        start = ["jsrun", "-n", "1", "-r", "1", "-a", "1", "-c", "1", "-g", str(want)]
+    else:
+        want, start = plan.gpus_per_rank * plan.per_node, []
+    check = shlex.join([*start, job.python, "-m", "suite.running.visible_gpus", str(want), vendor])
+    failed = _fail(
+        "on %s, %s: install the torch build for these GPUs into the suite's environment (the script's header says what "
+        "runs on this site), or run on the CPUs (--gpus-per-rank 0, or SUITE_DEVICE=cpu)",
+        '"$(hostname)"',
+        '"$(printf \'%s\\n\' "$why" | tail -n 1)"',
+    )
+    return [
+        f"# torch must see the {want} GPU{'s' if want != 1 else ''} asked for ({vendor}) before anything is launched "
+        "(SUITE_DEVICE=cpu: the runs stay on the CPUs, unchecked)",
+        f'if [ "${{SUITE_DEVICE:-auto}}" != cpu ]; then why=$({check} 2>&1) || {failed}; fi',
+    ]
+
+
+def _run_line(suite: list[str], scenario: str, out: str, plan: _Plan, job: JobOptions) -> str:
     """The script's ``suite run`` line: the scenario into ``out``, resumable, placed as ``plan`` says (shell words
     quoted; the rendezvous, hosts and array task's run come from variables the script sets)."""
     nodes, per_node = plan.nodes, plan.per_node
     run_args = [
         *suite,
         "run",
-        str(scenario_path),
+        scenario,
         "--out",
         out,
         "--resume",
@@ -501,6 +591,8 @@ def _run_line(suite: list[str], scenario_path: Path, out: str, plan: _Plan, job:
     if plan.container:
         run_args += ["--container", plan.container.runtime, plan.container.image]
         run_args += ["--container-gpus", plan.container.gpus or "none"]
+    for key, value in job.overrides.items():  # JSON is YAML 1.2: suite run reads each value back as it was parsed here
+        run_args += ["--set", f"{key}={json.dumps(value)}"]
     # the rendezvous of the torch and deepspeed engines (mpirun passes it with -x; the others pass the environment)
     run_line = shlex.join(run_args) + ' --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT"'
     if plan.launcher == "horovodrun":
@@ -591,6 +683,8 @@ def _slurm_exports(plan: _Plan, job: JobOptions, runs: list[Run]) -> list[str]:
     lines = []
     if plan.mpi:
         lines.append(f"export SLURM_MPI_TYPE={plan.mpi}  # srun --mpi={plan.mpi}")
+    if plan.scheduler == "slurm" and plan.gpu_bind:  # a step does not take #SBATCH --gpu-bind: srun reads it from here
+        lines.append(f"export SLURM_GPU_BIND={plan.gpu_bind}  # srun --gpu-bind={plan.gpu_bind}, for every run's srun")
     if plan.scheduler == "slurm" and plan.site and plan.site.cpu_bind:
         bind = plan.site.cpu_bind
         lines.append(f"export SLURM_CPU_BIND={bind}  # srun --cpu-bind={bind}, as the site's guide does")
@@ -659,12 +753,12 @@ JOBS_DIR = "jobs"
 """Where ``suite jobscript`` writes its script without ``--out`` (in the working folder)."""
 
 
-def write_jobscript(scenario_path: Path, out: Path | None, job: JobOptions, force: bool = False) -> Path:
+def write_jobscript(scenario_path: str | Path, out: Path | None, job: JobOptions, force: bool = False) -> Path:
     """Render and write the batch script; returns its path (default :func:`default_name` under ``jobs/``; a link, FIFO
     or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`). A file
     already there is replaced only with ``force`` (``--force``): it may be a script already submitted, or edited."""
     text = render(scenario_path, job)
-    name = load_scenario(scenario_path, caps=job.caps).name
+    name = load_scenario(resolve_scenario(scenario_path), job.overrides or None, caps=job.caps).name
     path = out or path_under(Path(JOBS_DIR), default_name(name, job))
     if not force and (path.exists() or path.is_symlink()):
         raise ValueError(f"{shown(str(path))} exists; give --force to replace it, or --out FILE to write another")

@@ -8,6 +8,9 @@ node-local storage), the module that gives conda, its GPUs' vendor, and the
 network preset (:data:`suite.measure.network.PRESETS`) that ``suite project`` models the site with.
 Every value can be overridden on the command line. The figures follow NERSC's Perlmutter and OLCF's
 Frontier user guides for one rank per GPU (GCD); Summit (retired) is kept as an LSF example.
+
+Each preset also knows the walltime and node limits of its partitions or QOSes (:class:`QueueLimits`, from the page
+each names), so that ``suite jobscript`` refuses a job the scheduler would refuse, in one line naming the limit.
 """
 
 from __future__ import annotations
@@ -22,6 +25,58 @@ SLURM_MPI_TYPES = ("pmix", "pmi2", "cray_shasta", "none")
 
 GPU_VENDORS = ("nvidia", "amd")
 """The GPU vendors a site's nodes carry: what a container runtime is told to bring in (``--nv`` or ``--rocm``)."""
+
+
+@dataclass(frozen=True)
+class SizeBin:
+    """One row of a queue's limits: a job of ``min_nodes`` to ``max_nodes`` nodes may ask for up to ``max_hours``."""
+
+    min_nodes: int
+    max_nodes: int
+    max_hours: float
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """The limits of one partition, QOS or LSF queue of a site, as the page ``source`` gives them."""
+
+    name: str  # as the job names it: -p batch, -q debug, #BSUB -q batch
+    kind: str  # "partition", "QOS" or "queue": what the refusal calls it
+    bins: tuple[SizeBin, ...]  # by node count; a job above every bin's max_nodes is refused
+    source: str  # the page the numbers come from (quoted in the refusal)
+
+    def max_seconds(self, nodes: int) -> int | None:
+        """The longest walltime a job of ``nodes`` nodes may ask for here, or None where no row takes that many nodes."""
+        row = next((b for b in self.bins if b.min_nodes <= nodes <= b.max_nodes), None)
+        return None if row is None else round(row.max_hours * 3600)
+
+    def nodes_problem(self, site: str, nodes: int) -> str | None:
+        """Why a job of ``nodes`` nodes cannot run here (one line naming the limit and its page), or None."""
+        largest = max(b.max_nodes for b in self.bins)
+        if nodes <= largest:
+            return None
+        return f"{site}'s {self.name} {self.kind} takes at most {largest:,} node{'s' if largest != 1 else ''} and this job needs {nodes:,} ({self.source})"
+
+    def walltime_problem(self, site: str, nodes: int, seconds: int) -> str | None:
+        """Why ``seconds`` of walltime is past this queue's limit for ``nodes`` nodes (one line naming it), or None."""
+        row = next((b for b in self.bins if b.min_nodes <= nodes <= b.max_nodes), None)
+        if row is None or seconds <= row.max_hours * 3600:
+            return None
+        span = f"{row.min_nodes:,}-{row.max_nodes:,} nodes" if row.min_nodes != row.max_nodes else f"{row.max_nodes} node"
+        return (
+            f"{site}'s {self.name} {self.kind} allows at most {_hours(row.max_hours)} for {span} (this job: {nodes:,} "
+            f"node{'s' if nodes != 1 else ''}; {self.source})"
+        )
+
+
+def _hours(hours: float) -> str:
+    """``2 h``, ``30 min``."""
+    return f"{hours:g} h" if hours >= 1 else f"{hours * 60:g} min"
+
+
+OLCF_FRONTIER = "OLCF's Frontier user guide, scheduling policy: https://docs.olcf.ornl.gov/systems/frontier_user_guide.html"
+OLCF_SUMMIT = "OLCF's Summit user guide, scheduling policy: https://docs.olcf.ornl.gov/systems/summit_user_guide.html"
+NERSC_QOS = "NERSC's QOS limits for Perlmutter GPU nodes: https://docs.nersc.gov/jobs/policy/"
 
 
 @dataclass(frozen=True)
@@ -48,6 +103,12 @@ class Site:
     gpu_vendor: str = "nvidia"  # one of GPU_VENDORS
     works: str = ""  # what runs on the site's GPUs with this suite, said in the script and the docs
     conda_module: str | None = None  # the module that puts conda on PATH (named where --conda finds no conda)
+    limits: tuple[QueueLimits, ...] = ()  # its partitions', QOSes' or queues' walltime and node limits
+    default_queue: str | None = None  # the LSF queue a job without -q lands in (its limits apply)
+
+    def limits_of(self, name: str | None) -> QueueLimits | None:
+        """The limits of the partition, QOS or queue ``name`` (None where this preset does not know them)."""
+        return next((limit for limit in self.limits if limit.name == name), None)
 
 
 SITES = {
@@ -61,6 +122,37 @@ SITES = {
             gpus_per_rank=1,
             network="summit",
             account_required=True,  # OLCF: every job names its project (-P)
+            default_queue="batch",
+            limits=(
+                QueueLimits(
+                    "batch",
+                    "queue",
+                    (
+                        SizeBin(1, 45, 2),
+                        SizeBin(46, 91, 6),
+                        SizeBin(92, 921, 12),
+                        SizeBin(922, 2764, 24),
+                        SizeBin(2765, 4608, 24),
+                    ),
+                    OLCF_SUMMIT,
+                ),
+            ),
+            # OLCF's PyTorch-on-Summit guide (https://docs.olcf.ornl.gov/software/python/pytorch_summit.html): the modules
+            # its POWER9 torch wheels were built with, and conda from miniforge3
+            setup=(
+                "module load DefApps-2023",
+                "module load gcc/11.2.0",
+                "module load cuda/11.7.1",
+                "module load magma/2.7.2-cuda117",
+                "module load openblas/0.3.17-omp",
+            ),
+            conda_module="miniforge3/23.11.0",
+            works=(
+                "a conda environment only (--conda ENV --module miniforge3/23.11.0): Summit is POWER9 (ppc64le), for which "
+                "PyPI has no torch wheel, so a --venv cannot install torch; make the environment with conda and OLCF's "
+                "POWER9 torch wheel (conda create -p ENV python=3.11; pip install the wheel of /sw/summit/pytorch/wheel_dist, "
+                "then the suite), or load OLCF's pytorch module"
+            ),
             description="OLCF Summit (retired 2024; kept as an LSF example): LSF and jsrun, 6 V100 and 42 usable cores per node",
         ),
         Site(
@@ -73,9 +165,10 @@ SITES = {
             network="frontier",
             partition="batch",
             account_required=True,
+            # the versions OLCF's PyTorch-on-Frontier guide pins (https://docs.olcf.ornl.gov/software/python/pytorch_frontier.html)
             setup=(
-                "module load PrgEnv-gnu",
-                "module load rocm",
+                "module load PrgEnv-gnu/8.5.0",
+                "module load rocm/5.7.1",
                 "module load craype-accel-amd-gfx90a",
                 "export NCCL_SOCKET_IFNAME=hsn0  # RCCL over the Slingshot interfaces (OLCF's PyTorch guide)",
                 # MIOpen's kernel database and cache on node-local storage, not the shared home (OLCF's PyTorch guide)
@@ -83,8 +176,23 @@ SITES = {
                 'export MIOPEN_CUSTOM_CACHE_DIR="$MIOPEN_USER_DB_PATH"',
                 'srun --ntasks-per-node=1 mkdir -p "$MIOPEN_USER_DB_PATH"  # on every node of the job',
             ),
-            conda_module="miniforge3",
+            conda_module="miniforge3/23.11.0-0",
             gpu_vendor="amd",
+            limits=(
+                QueueLimits(
+                    "batch",
+                    "partition",
+                    (
+                        SizeBin(1, 91, 2),
+                        SizeBin(92, 183, 6),
+                        SizeBin(184, 1881, 12),
+                        SizeBin(1882, 5644, 12),
+                        SizeBin(5645, 9472, 12),
+                    ),
+                    OLCF_FRONTIER,
+                ),
+                QueueLimits("extended", "partition", (SizeBin(1, 64, 24),), OLCF_FRONTIER),
+            ),
             works=(
                 "a ROCm torch (torch.version.hip): the torch engine on RCCL (torch.distributed's nccl backend), "
                 "the mpi engine on host buffers, GPU busy share and memory from AMD SMI (the amdsmi package) where "
@@ -107,6 +215,13 @@ SITES = {
             setup=("module load pytorch",),
             conda_module="conda",
             network="perlmutter",
+            # the GPU nodes' QOSes (1,792 nodes in all); regular and preempt to the whole machine as the page lists them
+            limits=(
+                QueueLimits("regular", "QOS", (SizeBin(1, 1792, 48),), NERSC_QOS),
+                QueueLimits("debug", "QOS", (SizeBin(1, 8, 0.5),), NERSC_QOS),
+                QueueLimits("shared", "QOS", (SizeBin(1, 1, 48),), NERSC_QOS),
+                QueueLimits("preempt", "QOS", (SizeBin(1, 128, 48),), NERSC_QOS),
+            ),
             works="a CUDA torch: every engine, NVML sampling, Horovod with its NCCL build",
             description="NERSC Perlmutter GPU nodes: Slurm with -C gpu and a QOS (-q regular), 4 NVIDIA A100 and "
             "128 logical CPUs per node",

@@ -15,17 +15,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..config.escape import one_line, shell_word
 from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
 from ..config.scenario import RunPlacement
+from ..records.results import LOG_FILE
 from .commands import LaunchOptions
 
 if TYPE_CHECKING:
@@ -219,6 +221,46 @@ def result_lines(position: str, run: Run, record: Record) -> list[str]:
     ] + [line]
 
 
+PROGRESS_LINE_S = 30.0
+"""Seconds between the progress lines a run shows where there is no terminal (its bar shows them at once)."""
+
+_STEP_LINE = re.compile(r": (step \d+(?:/\d+)?, \d+ images/s)")
+"""The training loop's progress line, in a run's log (:meth:`suite.train.training.GanTrainer._progress`)."""
+
+
+def latest_progress(run_dir: Path, tail: int = 8192) -> str | None:
+    """The last ``step N/M, X images/s`` the run's ranks logged (``log.txt``'s last ``tail`` bytes), or None."""
+    try:  # the launch's own log, never through a link put in its place
+        fd = os.open(run_dir / LOG_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - tail))
+            text = handle.read(tail).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = _STEP_LINE.findall(text)
+    return found[-1] if found else None
+
+
+def progress_ticker(progress: Any, run_id: str, run_dir: Path) -> Callable[[float], None]:
+    """What a launch calls about once a second: the bar's note (the run, its seconds, its last step and images/s), or,
+    without a terminal, a log line every :data:`PROGRESS_LINE_S` seconds when the run has logged a new step."""
+    at = [0.0]  # when the log was last read
+    said: list[str | None] = [None]  # the progress read then
+
+    def tick(elapsed: float) -> None:
+        if progress is not None:
+            if elapsed - at[0] >= 1.0:
+                at[0], said[0] = elapsed, latest_progress(run_dir)
+            progress.set_postfix_str(f"{run_id} {elapsed:.0f}s" + (f", {said[0]}" if said[0] else ""))
+        elif elapsed - at[0] >= PROGRESS_LINE_S:
+            at[0] = elapsed
+            if (step := latest_progress(run_dir)) is not None and step != said[0]:
+                said[0] = step
+                log.info("%s: %.0fs, %s", run_id, elapsed, step)
+
+    return tick
+
+
 def _show(progress: Any, lines: list[str]) -> None:
     """A finished run's lines: above the progress bar (which moves on by one), else as log lines."""
     if progress:
@@ -293,10 +335,9 @@ def run_sweep(
                     prepare_run_folder(one)
                 if progress:
                     progress.set_postfix_str(f"{run.run_id} 0s")
-                    tick = lambda elapsed, rid=run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
                 else:
                     log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
-                    tick = None
+                tick = progress_ticker(progress, run.run_id, run_dir)
                 current = run, run_dir
                 try:
                     record = launch(one, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)

@@ -523,16 +523,22 @@ class GanTrainer:
         self._loss_steps = [0, 0]
         if self.events is not None:
             self._tell_events(synced=True)  # the loss read above waited for the device
+        mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
+        # real images reaching its discriminator per second of that part (all its ranks: global batches), as it trains
+        rate = (steps - (self._window_first_step or 0)) * self.n_critic * self.global_batch / mine if mine > 0 else 0.0
         if self.deadline is not None:
             log.info(
-                "%s: step %d, %.0fs in the training window, %.0fs left", self.key, steps, clock, max(0.0, self.deadline - clock)
+                "%s: step %d, %.0f images/s, %.0fs in the training window, %.0fs left",
+                *(self.key, steps, rate, clock, max(0.0, self.deadline - clock)),
             )
         elif steps < self.max_steps:
-            mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
             eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
-            log.info("%s: step %d/%d, %.0fs in the training window, ETA %.0fs", self.key, steps, self.max_steps, clock, eta)
+            log.info(
+                "%s: step %d/%d, %.0f images/s, %.0fs in the training window, ETA %.0fs",
+                *(self.key, steps, self.max_steps, rate, clock, eta),
+            )
         else:
-            log.info("%s: step %d/%d, %.0fs in the training window", self.key, steps, self.max_steps, clock)
+            log.info("%s: step %d/%d, %.0f images/s, %.0fs in the training window", self.key, steps, self.max_steps, rate, clock)
 
     def _tell_events(self, synced: bool = False) -> None:
         """The group's first rank, between steps: the history points not written yet, the epochs and this rank's step

@@ -292,7 +292,13 @@ def site_like(tmp_path: Path) -> dict[str, str]:
     for tool in ("conda", "jsrun"):
         (tools / tool).chmod(0o755)
     paths = [p for p in os.environ.get("PATH", "").split(":") if p and Path(p) != VENV_BIN]
-    return {"PATH": ":".join([str(STATE / "bin"), str(tools), *paths]), "BASH_ENV": str(tmp_path / "modules.sh")}
+    # SUITE_DEVICE=cpu: the nodes' GPUs are Slurm's count only, so the script's check that torch sees them is skipped
+    # (tests/test_jobscript_first_submission.py runs that check) and the runs stay on the CPUs
+    return {
+        "PATH": ":".join([str(STATE / "bin"), str(tools), *paths]),
+        "BASH_ENV": str(tmp_path / "modules.sh"),
+        "SUITE_DEVICE": "cpu",
+    }
 
 
 @pytest.mark.parametrize("site", sorted(SITES))

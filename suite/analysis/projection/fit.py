@@ -5,6 +5,7 @@ on the runs they did not see, and projections of the fitted models.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence, TypeVar
 
@@ -458,7 +459,7 @@ def validate(records: list[Record], net: Network, fit_procs: list[int] | None = 
             else:
                 outcome = predict(model, problem_of(r), _given(r.procs), _local(net, r), algorithm, weak=False)
                 row[V.predicted_s] = outcome.time
-                row[V.fitted_on] = "P=" + ",".join(map(str, chosen))
+                row[V.fitted_on] = json.dumps(list(chosen))  # the process counts fitted on, a JSON list: [1, 2]
                 measured = timed_window(r)
                 if usable(r) and outcome.time is not None and measured:
                     row[V.error] = outcome.time / measured - 1

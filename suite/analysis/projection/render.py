@@ -145,7 +145,11 @@ def plot_projection(table: pd.DataFrame, papers: pd.DataFrame, out: Path, title:
         ax.set_xlabel("ranks P")
         ax.set_ylabel("speedup S = T(1)/T(P)" if scaling == "strong" else "efficiency E = T(1)/T(P)")
         ax.set_title(f"{scaling} scaling, projected", fontsize=10)
-    fig.suptitle(plot_text(title) + "; papers' statements without a printed number: see the comparison table", fontsize=9)
+    fig.suptitle(
+        plot_text(title)
+        + ("; papers' statements without a printed number: see the comparison table" if not papers.empty else ""),
+        fontsize=9,
+    )
     fig.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     return save(fig, out, "projection.png")[0]  # atomically, never through a link (a swapped staging folder included)
@@ -283,9 +287,17 @@ def projection_tables(result: Projection) -> dict[str, pd.DataFrame]:
 def write_projection(result: Projection, out: Path, heading: str = "#") -> list[str]:
     """Write the CSVs and the plot into ``out``; return the markdown (headings at ``heading`` level)."""
     out.mkdir(parents=True, exist_ok=True)
+    empty = []
     for name, table in projection_tables(result).items():
-        (out / name).write_text(csv_text(table))  # device names are a record's words
-    return projection_lines(result, out, heading)
+        if table.empty:  # a header alone, or one newline (pandas' empty frame), says nothing: not written, named below
+            empty.append(name)
+            continue
+        keep = (table.notna() & (table.astype(str) != "")).any()  # a column empty in every row is left out, as the report does
+        (out / name).write_text(csv_text(table.loc[:, keep]))  # device names are a record's words
+    lines = projection_lines(result, out, heading)
+    if empty:
+        lines.append(f"\nTables with no row here, not written: {', '.join(f'`{name}`' for name in empty)}.")
+    return lines
 
 
 def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[str]:
@@ -343,7 +355,13 @@ def projection_lines(result: Projection, out: Path, heading: str = "#") -> list[
         strategies = ", ".join(sorted(set(result.papers[POINTS.strategy])))
         lines.append(f"The papers' scaling points ({strategies}) are not compared: no model of theirs is projected here.\n")
     title = f"projected on {result.net.name}" + (f", compute x {result.compute_scale:g}" if result.compute_scale != 1 else "")
-    lines.append(f"![projection]({plot_projection(result.table, result.papers, out, title)})\n")
+    # the figure draws only the papers' points its page compares: those of the strategies in the comparison
+    compared = (
+        result.papers[result.papers[POINTS.strategy].isin(set(result.comparison[POINTS.strategy]))]
+        if not result.comparison.empty and not result.papers.empty
+        else result.papers.iloc[0:0]
+    )
+    lines.append(f"![projection]({plot_projection(result.table, compared, out, title)})\n")
     lines.append(ASSUMPTIONS + "\n")
     return lines
 

@@ -59,7 +59,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASELINES = Path(__file__).resolve().parents[3] / "baselines"
+DEFAULT_BASELINES = (Path(__file__).resolve().parents[2] / "baselines_data").resolve()
+"""The papers' numbers shipped with the package: ``suite/baselines_data``, in the checkout a link to ``baselines/`` (the
+source of truth), in a wheel a copy of its CSVs (``pyproject.toml``'s package data), so that a pip install's report
+shows them too."""
 """The papers' numbers beside the checkout's package (``baselines/``)."""
 
 KEY_FIGURES = ("quality_vs_time", "speedup", "strong_time")

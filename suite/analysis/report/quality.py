@@ -4,6 +4,7 @@ the papers' numbers beside ours.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -221,10 +222,10 @@ SEED_METRICS = {"fid": "FID", "kid_mean": "KID", "is_mean": "IS", "label_acc": "
 
 
 def seeds_csv(summary: pd.DataFrame) -> pd.DataFrame:
-    """The over-seeds table for its CSV: ``seeds`` the number of seeds, ``seed_list`` which (``[0, 1, 2]``)."""
+    """The over-seeds table for its CSV: ``seeds`` the number of seeds, ``seed_list`` which, as a JSON list (``[0,1,2]``)."""
     lists = [[int(v) for v in str(text).split(",") if v.strip()] for text in summary["seeds"]]
     out = summary.assign(seeds=[len(seeds) for seeds in lists])
-    out.insert(list(out.columns).index("seeds") + 1, "seed_list", [str(seeds) for seeds in lists])
+    out.insert(list(out.columns).index("seeds") + 1, "seed_list", [json.dumps(seeds, separators=(",", ":")) for seeds in lists])
     return out
 
 

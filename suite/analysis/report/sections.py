@@ -37,6 +37,7 @@ from .tables import (
     engine_comparison_table,
     environment_tables,
     machine_note,
+    settings_json,
     settings_text,
     step_table,
     time_table,
@@ -65,6 +66,8 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path) -> S
     )
     lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
     lines.append(markdown_table(settings))
+    by_run = {r.run_id: r.engine_settings for r in records if r.status == "ok"}
+    settings = settings.assign(settings=[settings_json(by_run[run]) for run in settings["run_id"]])  # the CSV's: JSON
     comparison = engine_comparison_table(records)
     if not comparison.empty:
         lines.append("### Engine comparison\n")
@@ -226,6 +229,8 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
 def _sample_image(run_id: str | None, width: int) -> str:
     """An HTML image of a run's copied sample grid: its file percent-encoded, its title as HTML text."""
     return f'<img src="{quote(f"samples/{run_id}.png")}" width="{width}" title="{html_text(run_id)}">'
+
+
 def _sample_grid(results_dir: Path, record: Record) -> Path | None:
     """The run's final sample grid to show, None where it has none or it is not one the suite wrote: a link, a hard
     link, a FIFO, a pixel bomb or a damaged file is named in a warning line and not shown (the report goes on)."""

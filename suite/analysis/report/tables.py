@@ -427,7 +427,9 @@ def machine_note(records: list[Record]) -> str:
             "differently); compare their quality over seeds only"
         )
     )
-    return f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(code_span(k) for k in kinds)}) with {same}."
+    return (
+        f"The runs come from {len(kinds)} kinds of machine (fingerprints {', '.join(code_span(k) for k in kinds)}) with {same}."
+    )
 
 
 def time_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -443,6 +445,14 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     table[COL.contended] = ok[COL.contended]
     table[COL.outside_cores] = ok[COL.outside_cores]
     return table
+
+
+def settings_json(settings: dict[str, Any] | None) -> str | None:
+    """An engine's settings as one JSON object for a CSV cell (paths by file name, as :func:`settings_text`), or None."""
+    if settings is None:
+        return None
+    shown = {name: Path(value).name if name == "timeline" and value else value for name, value in settings.items()}
+    return json.dumps(shown, separators=(",", ":"), sort_keys=True, default=str)
 
 
 def settings_text(settings: dict[str, Any] | None) -> str:

@@ -28,22 +28,41 @@ FIRST_PAGE = "report.md"
 """The report's first page, in the report folder."""
 
 
-def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> None:
-    """``table`` as the CSV ``out_dir/name`` (no index column); its text cells and column names as data
-    (:func:`suite.config.escape.csv_text`: controls escaped, never a spreadsheet formula)."""
-    atomic_write_text(out_dir / name, csv_text(table))
+FIXED_COLUMNS = frozenset({"headline.csv", "findings.csv"})
+"""The tables whose columns are a schema machine readers rely on (``suite report --json`` among them): every quantity
+keeps its estimate, interval and draws columns, empty where no run has a value."""
+
+
+def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> bool:
+    """``table`` as the CSV ``out_dir/name`` (no index column); its text cells as data (:func:`suite.config.escape.csv_text`:
+    controls escaped, never a spreadsheet formula). A table with no row is not written (a header alone says nothing,
+    and its page says why it is missing: :func:`write_section_files`); a column with no value in any row is left out
+    (a GPU's busy share on CPU runs), but in :data:`FIXED_COLUMNS`. Returns whether the file was written."""
+    if table.empty:
+        return False
+    text = table
+    if name not in FIXED_COLUMNS:  # an empty cell in every row: left out
+        text = text.loc[:, (text.notna() & (text.astype(str) != "")).any()]
+    atomic_write_text(out_dir / name, csv_text(text))
+    return True
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 """How every PNG starts: a file the report copies as a PNG that does not is refused."""
 
 
+NOT_WRITTEN = "Tables with no row here, not written: {names} (these runs hold nothing of the kind)."
+"""The line a page ends with when some of its tables had no row (:func:`write_table` writes none of those)."""
+
+
 def write_section_files(out_dir: Path, section: Section) -> None:
-    """A section's tables as CSVs and the files it shows copied into ``out_dir`` (never out of it). Each copy opens its
-    source once without following a link and checks what it opened, a regular file of one link (and, for a ``.png``,
-    a PNG), never the name looked at before (:func:`suite.records.nofollow.copy_regular`)."""
-    for name, table in section.tables.items():
-        write_table(out_dir, name, table)
+    """A section's tables as CSVs and the files it shows copied into ``out_dir`` (never out of it); a table with no
+    row is not written, and a line at the end of the section names it. Each copy opens its source once without
+    following a link and checks what it opened, a regular file of one link (and, for a ``.png``, a PNG), never the
+    name looked at before (:func:`suite.records.nofollow.copy_regular`)."""
+    empty = [name for name, table in section.tables.items() if not write_table(out_dir, name, table)]
+    if empty:
+        section.lines.append("\n" + NOT_WRITTEN.format(names=", ".join(f"`{name}`" for name in empty)))
     for name, source in section.copies.items():
         target = path_under(out_dir, name)
         copied = io.BytesIO()

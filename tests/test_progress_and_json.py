@@ -1,0 +1,95 @@
+"""Progress a user can watch and output a machine can read (issue 63, item 4): the training loop's progress lines carry
+the step and images/s; `suite run` shows the last of them on its bar or, without a terminal, as a line every 30 s;
+`suite run --json` and `suite report --json` print one JSON document on stdout."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, tiny_scenario
+from suite.cli import main
+from suite.records.results import LOG_FILE, new_record, write_record
+from suite.running import sweep
+
+
+def test_the_last_progress_line_is_found_in_the_runs_log(tmp_path):
+    (tmp_path / LOG_FILE).write_text(
+        "$ mpirun ...\n"
+        "12:00:01 rank0 INFO: data_parallel: step 40/400, 812 images/s, 3s in the training window, ETA 30s\n"
+        "12:00:04 rank0 INFO: data_parallel: step 80/400, 790 images/s, 6s in the training window, ETA 27s\n"
+    )
+    assert sweep.latest_progress(tmp_path) == "step 80/400, 790 images/s"
+    assert sweep.latest_progress(tmp_path / "absent") is None
+
+
+def test_without_a_terminal_a_line_every_interval_when_the_run_moved(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(sweep, "PROGRESS_LINE_S", 10.0)
+    log = tmp_path / LOG_FILE
+    log.write_text("x INFO: gan: step 5, 100 images/s, 1s in the training window, 9s left\n")
+    tick = sweep.progress_ticker(None, "run-a", tmp_path)
+    with caplog.at_level(logging.INFO, logger=sweep.log.name):
+        tick(5.0)  # before the interval: nothing
+        tick(11.0)
+        tick(22.0)  # the run logged nothing new: nothing
+        log.write_text(log.read_text() + "x INFO: gan: step 9, 120 images/s, 2s in the training window, 8s left\n")
+        tick(33.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["run-a: 11s, step 5, 100 images/s", "run-a: 33s, step 9, 120 images/s"]
+
+
+class _Bar:
+    note = ""
+
+    def set_postfix_str(self, text: str) -> None:
+        self.note = text
+
+
+def test_the_bar_shows_the_runs_step_and_images_per_second(tmp_path):
+    (tmp_path / LOG_FILE).write_text("x INFO: gan: step 7/20, 64 images/s, 1s in the training window, ETA 2s\n")
+    bar = _Bar()
+    sweep.progress_ticker(bar, "run-a", tmp_path)(3.0)
+    assert bar.note == "run-a 3s, step 7/20, 64 images/s"
+
+
+def test_run_json_is_one_document_on_stdout(tmp_path, capsys):
+    """A dry run with --json: the commands go to stderr, stdout is the JSON document alone."""
+    path = tmp_path / "j.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("j", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run", "--json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["exit_code"] == 0 and document["runs"] == [] and "mpirun" in captured.err
+
+
+@pytest.mark.multiproc
+def test_a_run_logs_images_per_second_and_its_json_names_it(tmp_path, capsys):
+    """A real run (mpi, P=1, a few steps): its log holds the training loop's progress lines with images/s, and
+    `suite run --json` gives its status, times and images/s."""
+    path = tmp_path / "p.yaml"
+    scenario = tiny_scenario("p", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"steps": 20})
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "results"
+    code = main(["run", str(path), "--out", str(out), "-q", "--json", "--timeout", "600"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0 and document["exit_code"] == 0, document
+    (run,) = document["runs"]
+    assert run["status"] == "ok" and run["images_per_s"] > 0 and run["train_s"] > 0
+    log = (out / run["run_id"] / LOG_FILE).read_text()
+    assert sweep.latest_progress(out / run["run_id"]) is not None, log[-2000:]
+
+
+def test_report_json_says_what_the_first_page_says(tmp_path, capsys):
+    for record in json.loads((REPO / "reports" / "digits" / "records.json").read_text()):
+        write_record(tmp_path / "results" / record["run_id"], new_record(record))
+    assert main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report"), "--json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert Path(document["report"]).name == "report.md" and "report written to" in captured.err
+    systems = {row["strategy"] for row in document["systems"]}
+    assert len(systems) >= 5 and all(isinstance(row["images_per_s_estimate"], float) for row in document["systems"])
+    assert document["findings"] and {"system_a", "system_b", "verdict"} <= set(document["findings"][0])
