@@ -297,7 +297,7 @@ class _Tally:
 def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, guard: Any) -> list[PlannedRun] | None:
     """One launch of the runs of ``group``, each finished run's line shown; returns the runs it did not start (a run
     before them failed), or None where a record could not be written (the sweep stops)."""
-    from .launch import launch_runs, prepare_run_folder
+    from .launch import launch, launch_runs, prepare_run_folder
     from .rerun import finished_status, set_aside, settle
 
     sweep, progress = options.sweep, tally.progress
@@ -316,7 +316,13 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
         )
         tick = None
     try:
-        records, rest = launch_runs(group, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
+        if len(group) == 1:  # a launch of its own
+            records, rest = (
+                [launch(group[0], options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)],
+                [],
+            )
+        else:
+            records, rest = launch_runs(group, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
     except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
         progress and progress.close()
         print(
