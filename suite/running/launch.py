@@ -383,8 +383,8 @@ class _Progress:
     """Which run of a launch its ranks are on: the runs whose worker record (ok or diverged) is written, and when the
     launcher saw each (the next run's clock, for its time limit, starts there)."""
 
-    def __init__(self, group: list[PlannedRun], start: float):
-        self.group, self.done_at = group, [start]
+    def __init__(self, group: list[PlannedRun], start: float, command: list[str], started_utc: str):
+        self.group, self.done_at, self.command, self.started_utc = group, [start], command, started_utc
 
     @property
     def current(self) -> int:
@@ -392,9 +392,16 @@ class _Progress:
         return len(self.done_at) - 1
 
     def look(self) -> None:
-        """Count the runs recorded since the last look (a launch of one run is judged by its exit alone)."""
+        """Count the runs recorded since the last look (a launch of one run is judged by its exit alone), each
+        completed with the launch's part at once (its own worker time for now, its share once the launch ends), so
+        that a ``suite run`` killed before the launch ends loses no finished run."""
         while len(self.group) > 1 and self.current < len(self.group) and _finished(self.group[self.current].run_dir):
+            one = self.group[self.current]
             self.done_at.append(time.perf_counter())
+            with contextlib.suppress(OSError, ValueError):  # the launch's end completes it again
+                mine = read_record(one.run_dir)
+                own = mine.worker_s if mine is not None and mine.worker_s is not None else self.done_at[-1] - self.done_at[-2]
+                finalize_record(one.run, one.run_dir, self.command, 0, own, started_utc=self.started_utc)
 
     def elapsed(self) -> float:
         """Seconds of the run going on."""
@@ -450,7 +457,7 @@ def launch_runs(
     if opts.launcher in ENV_FILE_LAUNCHERS and opts.hosts:  # ranks on other nodes, started over ssh
         env["DS_ENV_FILE"] = str(deepspeed_env_file(first.run_dir, env))
     start, started_utc = time.perf_counter(), utc_now()
-    progress = _Progress(group, start)
+    progress = _Progress(group, start, command, started_utc)
     with _open_log(first.run_dir / LOG_FILE, command) as logfile:
         process = subprocess.Popen(
             command,

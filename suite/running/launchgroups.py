@@ -93,14 +93,20 @@ def group_command(group: list[PlannedRun]) -> list[str]:
 
 
 def split_log(text: str, run_ids: list[str]) -> list[str]:
-    """A launch's output cut at each run's :data:`.commands.RUN_MARK` line: the text of each of ``run_ids`` (the first
-    keeps what came before the second's mark: the command, the start-up); a run whose mark is not there gets ''."""
+    """A launch's output cut at each run's :data:`.commands.RUN_MARK` lines: the text of each of ``run_ids`` (the first
+    keeps what came before: the command, the start-up); a run whose mark is not there gets ''. Every rank logs the
+    mark as it starts the run: the cut is at the last rank's (before the next run's first), so that what a slower
+    rank still said of the run before stays with it."""
     lines = text.splitlines(keepends=True)
-    starts = [0] + [
-        next((i for i, line in enumerate(lines) if f"{RUN_MARK}{run_id} " in line), len(lines)) for run_id in run_ids[1:]
-    ]
-    ends = [*starts[1:], len(lines)]
-    return ["".join(lines[start : max(start, next_start)]) for start, next_start in zip(starts, ends)]
+    marks = [[i for i, line in enumerate(lines) if f"{RUN_MARK}{run_id} " in line] for run_id in run_ids[1:]]
+    cuts, limit = [len(lines)] * len(marks), len(lines)
+    for k in reversed(range(len(marks))):  # each run's cut: its last mark before the next run's first
+        before = [i for i in marks[k] if i < limit]
+        cuts[k] = before[-1] if before else limit
+        limit = min(marks[k], default=limit)
+    starts = [0, *cuts]
+    ends = [*cuts, len(lines)]
+    return ["".join(lines[start : max(start, end)]) for start, end in zip(starts, ends)]
 
 
 def wall_shares(wall_s: float, worker_s: list[float]) -> list[float]:

@@ -130,15 +130,22 @@ def _cache_path(ref: Reference, net: Features, *key: object) -> Path:
     return cache_dir() / "stats" / f"{ref.dataset}-{ref.split}-{digest.hexdigest()[:16]}.npz"
 
 
+_IN_PROCESS: dict[Path, dict] = {}
+"""The statistics this process read or computed, by cache file: a launch that carries several runs reads each once."""
+
+
 def _cached(path: Path, compute: Callable[[], dict]) -> dict:
     """The statistics cached at ``path`` where they check out against the digest beside them
-    (:mod:`.cachefiles`), else ``compute()``'s, cached with their digest."""
+    (:mod:`.cachefiles`), else ``compute()``'s, cached with their digest; once per process (:data:`_IN_PROCESS`:
+    callers read the arrays, never change them)."""
+    if path in _IN_PROCESS:
+        return dict(_IN_PROCESS[path])
     stored = cachefiles.read_cached_arrays(path)
-    if stored is not None:
-        return stored
-    values = compute()
-    cachefiles.write_cached_arrays(path, values)
-    return values
+    if stored is None:
+        stored = compute()
+        cachefiles.write_cached_arrays(path, stored)
+    _IN_PROCESS[path] = stored
+    return dict(stored)
 
 
 def reference_rows(size: int, n: int) -> np.ndarray:
