@@ -444,7 +444,7 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-PHASES = {
+RUN_PHASES = {
     COL.train_s: "training (warm-up included)",
     COL.setup_s: "set-up",
     COL.eval_s: "evaluation during training",
@@ -464,8 +464,8 @@ def phase_totals(times: pd.DataFrame) -> pd.DataFrame:
     total = float(times[COL.wall_s].sum()) if not times.empty else 0.0
     if total <= 0:
         return pd.DataFrame(columns=["phase", "seconds", "share"])
-    seconds = [float(times[column].fillna(0).sum()) for column in PHASES]
-    return pd.DataFrame({"phase": list(PHASES.values()), "seconds": seconds, "share": [s / total for s in seconds]})
+    seconds = [float(times[column].fillna(0).sum()) for column in RUN_PHASES]
+    return pd.DataFrame({"phase": list(RUN_PHASES.values()), "seconds": seconds, "share": [s / total for s in seconds]})
 
 
 def training_share_line(frame: pd.DataFrame) -> str | None:
