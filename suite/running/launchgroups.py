@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from .commands import NEXT_RUN_OPTION, RUN_MARK
 
 if TYPE_CHECKING:
+    from ..train.engines.base import Engine
     from .launch import PlannedRun
 
 PERFORMANCE_ALONE = ("compile", "cuda_graphs")
@@ -42,7 +43,8 @@ def alone_reason(planned: PlannedRun) -> str | None:
     active = [name for name in PERFORMANCE_ALONE if run.performance.active().get(name)]
     if active:
         return f"performance.{active[0]}: its compiled code stays in the process"
-    return ENGINES[run.engine].load().shared_launch_refusal(run)
+    engine: type[Engine] = ENGINES[run.engine].load()
+    return engine.shared_launch_refusal(run)
 
 
 def launch_key(planned: PlannedRun) -> str:

@@ -244,8 +244,8 @@ def run_sweep(
         prepare_run_folder(one)  # run.json: all a worker needs, also for hand launches
     launches, alone = plan_launches([one for one in planned if one.run.run_id not in kept])
     if sweep.dry_run:
-        for group in launches:
-            print("\n".join(dry_run_lines(group, alone, group_command(group))))
+        for planned_launch in launches:
+            print("\n".join(dry_run_lines(planned_launch, alone, group_command(planned_launch))))
         return 0
     tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned))
     if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
@@ -255,7 +255,7 @@ def run_sweep(
     for one in planned:
         if one.run.run_id in kept:
             _show(tally.progress, [f"{tally.position(one)} {skipped_line(one.run.run_id, kept[one.run.run_id])}"])
-    group = None  # the launch going on
+    group: list[PlannedRun] | None = None  # the launch going on
     with Reaper(), SignalGuard() as guard:  # the reaper ends the launches should this process die unawares
         try:
             while launches:
@@ -315,6 +315,7 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
             "%s %s: started%s", tally.position(group[0]), names, f" (one launch, {len(group)} runs)" if len(group) > 1 else ""
         )
         tick = None
+    rest: list[PlannedRun]
     try:
         if len(group) == 1:  # a launch of its own
             records, rest = (

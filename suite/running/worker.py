@@ -376,7 +376,7 @@ def _cuda_rng_state() -> Any:
     """The CUDA generators' states where CUDA is initialised, else None."""
     import torch
 
-    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
 
 
 def _set_up(
