@@ -153,3 +153,33 @@ def test_a_failure_in_one_run_of_a_launch_is_its_record_and_the_runs_after_it_ar
     logs = {run_id: (tmp_path / "results" / run_id / "log.txt").read_text() for run_id in records}
     assert "injected failure" in logs[second] and "injected failure" not in logs["data_parallel-bce-mpi-p2-s0-r0"]
     assert f"{RUN_MARK}{second} " in logs[second]
+
+
+def test_the_report_states_each_phases_total_and_the_share_of_run_time_spent_training():
+    import pandas as pd
+
+    from suite.analysis.columns import COL
+    from suite.analysis.report.tables import phase_totals, time_table, training_share_line
+
+    frame = pd.DataFrame(
+        {
+            COL.run_id: ["a", "b", "c"],
+            COL.status: ["ok", "ok", "failed"],
+            COL.wall_s: [20.0, 10.0, 5.0],
+            COL.setup_s: [2.0, 1.0, None],
+            COL.warmup_s: [1.0, 1.0, None],
+            COL.train_s: [12.0, 6.0, None],
+            COL.eval_s: [0.0, None, None],
+            COL.finalize_s: [1.0, 1.0, None],
+            COL.score_s: [3.0, 1.0, None],
+            COL.contended: [False, False, None],
+            COL.outside_cores: [None, None, None],
+        }
+    )
+    totals = phase_totals(time_table(frame)).set_index("phase")  # the ok runs: 30 s of wall time
+    assert totals["seconds"].tolist() == pytest.approx([18.0, 3.0, 0.0, 2.0, 4.0, 3.0])  # start-up: 30 - 27
+    assert totals["share"].sum() == pytest.approx(1.0) and totals["share"].iloc[0] == pytest.approx(0.6)
+    line = training_share_line(frame)
+    assert line is not None and line.startswith("Run time: 30 s over 2 runs, 60% of it training (goal 75%)")
+    assert "the largest other phase: scoring 13%" in line
+    assert training_share_line(frame.assign(**{COL.wall_s: [None, None, None]})) is None  # hand-made records: no line

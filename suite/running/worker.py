@@ -11,6 +11,10 @@ the file once, hashes those bytes and refuses others in one line naming the file
 cannot change between the launcher's write and the rank's read. A hand launch leaves the option out and runs the
 ``run.json`` it finds.
 
+``--next-run RUN_DIR SHA256`` (repeatable) hands the launch further runs: the ranks start the engine once and
+train run after run, each from its own folder and ``run.json`` with its own record (:mod:`.launchgroups`); a run that
+fails ends the launch (``suite run`` launches the runs after it anew).
+
 Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
 ``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
 ``jsrun -n 6 -a 1 -g 1 python -m suite.running.worker ...``.
