@@ -183,3 +183,32 @@ def test_the_report_states_each_phases_total_and_the_share_of_run_time_spent_tra
     assert line is not None and line.startswith("Run time: 30 s over 2 runs, 60% of it training (goal 75%)")
     assert "the largest other phase: scoring 13%" in line
     assert training_share_line(frame.assign(**{COL.wall_s: [None, None, None]})) is None  # hand-made records: no line
+
+
+@pytest.mark.multiproc
+def test_an_interrupted_launch_keeps_its_finished_runs_and_resume_trains_the_rest(tmp_path, monkeypatch):
+    from suite.running import launch as launching
+
+    scenario = tiny_scenario(
+        "stopped", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}], train={"seeds": [0, 1, 2], "steps": 2}
+    )
+    real_finished, stopped = launching._finished, []
+
+    def ctrl_c_once_the_first_run_is_recorded(run_dir):
+        done = real_finished(run_dir)
+        if done and not stopped:
+            stopped.append(run_dir.name)
+            raise KeyboardInterrupt  # as if the user pressed Ctrl-C as the second run began
+        return done
+
+    monkeypatch.setattr(launching, "_finished", ctrl_c_once_the_first_run_is_recorded)
+    code, records = run_scenario(tmp_path, scenario)
+    first, second, third = (f"data_parallel-bce-mpi-p2-s{s}-r0" for s in (0, 1, 2))
+    assert code != 0 and stopped == [first]
+    assert records[first]["status"] == "ok" and "--next-run" in records[first]["command"]  # finished: kept whole
+    assert records[second]["status"] == "interrupted" and third not in records  # the one going on; the one not begun
+    monkeypatch.setattr(launching, "_finished", real_finished)
+    code, resumed = run_scenario(tmp_path, scenario, "--resume")
+    assert code == 0 and {r["status"] for r in resumed.values()} == {"ok"}
+    assert resumed[first] == records[first]  # skipped: the finished run is not trained again
+    assert "--next-run" in resumed[second]["command"] and resumed[third]["command"] == resumed[second]["command"]
