@@ -337,7 +337,8 @@ class HorovodEngine(Engine):
         group = self._split_with(groups, new_handle)
         if fresh:
             self._formed[key] = {"sizes": [len(r) for r in groups], "process_sets": [ids.get(tuple(r)) for r in groups]}
-        if not any(f is self._formed[key] for f in self.sets_formed):  # this run's splits, each once, whichever run of the launch made it
+        # this run's splits, each once, whichever run of the launch made it
+        if not any(f is self._formed[key] for f in self.sets_formed):
             self.sets_formed.append(self._formed[key])
         return group
 
