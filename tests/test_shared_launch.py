@@ -127,6 +127,7 @@ def test_a_run_trains_the_same_model_in_a_shared_launch_as_in_its_own(tmp_path, 
         assert shared["model_digest"] == record["model_digest"], run_id  # bitwise the same generators
         assert shared["status"] == record["status"] == "ok"
         assert shared["comm"]["bytes"] == record["comm"]["bytes"]  # its own traffic, counted from zero
+        assert shared.get("engine_settings") == record.get("engine_settings")  # Horovod: its own process sets listed
     digests = {r["model_digest"] for r in together.values()}
     assert len(digests) == len(together)  # every seed and strategy its own model
 

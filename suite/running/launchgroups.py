@@ -1,12 +1,12 @@
 """Runs that share a launch: the ranks start once (imports, ``MPI_Init``, ``hvd.init()``, process groups) and train
 run after run, each with its own seed, settings, training window, record and folder.
 
-Runs share a launch where their launch commands are the same but for the run (the launcher, its placement, the engine,
-the process count: :func:`launch_key`), and so are what the process keeps from its first run: the engine's settings
-section, the threads per rank and the ``performance`` settings. A run that needs a process of its own says why
-(:func:`alone_reason`): a traced run, a run that checkpoints (a stop request saves one run), a run that compiles or
-captures its step, and what its engine refuses (:meth:`suite.train.engines.base.Engine.shared_launch_refusal`). A dry
-run prints that reason beside its command.
+Runs share a launch where their launch commands are the same but for the run (the launcher, its placement, the
+engine, the process count: :func:`launch_key`), and so are what the process keeps from its first run: the engine's
+settings section and start-up traits, the threads per rank and the ``performance`` settings. A run that needs a
+process of its own says why (:func:`alone_reason`): a traced run, a run that checkpoints (a stop request saves one
+run), a run that compiles or captures its step, and what its engine refuses
+(:meth:`suite.train.engines.base.Engine.shared_launch_refusal`). A dry run prints that reason beside its command.
 
 The launch's command is its first run's with a ``--next-run RUN_DIR SHA256`` for each further run
 (:data:`.commands.NEXT_RUN_OPTION`); the worker trains them in order. Its output goes to the first run's ``log.txt`` as
@@ -49,11 +49,13 @@ def alone_reason(planned: PlannedRun) -> str | None:
 
 def launch_key(planned: PlannedRun) -> str:
     """What runs that share a launch have in common: the launch command less the run's folder and digest, the engine's
-    settings section, the threads per rank and the ``performance`` settings."""
+    settings section and what else of the run it is started with (:meth:`~suite.train.engines.base.Engine.
+    launch_traits`: Horovod's process sets), the threads per rank and the ``performance`` settings."""
     from ..config.registry import ENGINES
 
     run, folder = planned.run, planned.command[-3]  # every launcher's words end with RUN_DIR --run-sha256 DIGEST
     section = ENGINES[run.engine].settings
+    engine: type[Engine] = ENGINES[run.engine].load()
     return json.dumps(
         [
             [word if word != folder else "{RUN_DIR}" for word in planned.command[:-2]],
@@ -63,6 +65,7 @@ def launch_key(planned: PlannedRun) -> str:
             run.sweep_ranks_per_node,
             run.performance.active(),
             repr(getattr(run, section)) if section else None,
+            engine.launch_traits(run),
         ]
     )
 

@@ -163,6 +163,12 @@ class Engine(ABC):
         self.timeline = timeline_for(self.device)
 
     @classmethod
+    def launch_traits(cls, run: Run) -> str:
+        """What of ``run`` besides its engine section the engine is started with (runs of a launch share them); ''
+        for engines started with nothing else."""
+        return ""
+
+    @classmethod
     def shared_launch_refusal(cls, run: Run) -> str | None:
         """Why ``run`` needs a launch of its own under this engine (one line), or None where its ranks may go on to
         train other runs of the same settings (:mod:`suite.running.launchgroups`)."""

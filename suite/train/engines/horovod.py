@@ -347,6 +347,11 @@ class HorovodEngine(Engine):
         self.reduced_on, self.sets_formed = set(), []
 
     @classmethod
+    def launch_traits(cls, run: Run) -> str:
+        """Whether ``hvd.init()`` makes dynamic process sets: a strategy that splits its ranks into groups needs them."""
+        return "dynamic process sets" if STRATEGIES[run.strategy].splits else "global process set"
+
+    @classmethod
     def shared_launch_refusal(cls, run: Run) -> str | None:
         if run.horovod.autotune:
             return "horovod.autotune: Horovod tunes itself over one run, whose log it writes"
