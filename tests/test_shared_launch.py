@@ -213,3 +213,20 @@ def test_an_interrupted_launch_keeps_its_finished_runs_and_resume_trains_the_res
     assert code == 0 and {r["status"] for r in resumed.values()} == {"ok"}
     assert resumed[first] == records[first]  # skipped: the finished run is not trained again
     assert "--next-run" in resumed[second]["command"] and resumed[third]["command"] == resumed[second]["command"]
+
+
+def test_runs_share_a_launch_only_where_their_engine_starts_the_same(tmp_path, capsys):
+    import yaml
+
+    from suite.cli import main
+
+    runs = [{"strategy": s, "engine": "horovod", "procs": [2]} for s in ("data_parallel", "conditional", "label_partitioned")]
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("keys", runs)))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    # hvd.init() with dynamic process sets for the strategy that splits its ranks into class groups, the global set
+    # for the others: two launches
+    assert printed.splitlines()[0] == "# one launch, 2 runs: data_parallel-bce-horovod-p2-r0, conditional-bce-horovod-p2-r0"
+    commands = [line for line in printed.splitlines() if not line.startswith("#")]
+    assert len(commands) == 2 and launched_runs(commands[1]) == ["label_partitioned-bce-horovod-p2-r0"]
