@@ -88,6 +88,16 @@ def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict
     return code, records
 
 
+def launched_runs(printed: str) -> list[str]:
+    """The run folders (names) a dry run's printed commands launch, in order: each launch's first run (the word before
+    ``--run-sha256``), then the runs it goes on to (``--next-run RUN_DIR SHA256``); its comment lines left out."""
+    folders = []
+    for words in (line.split() for line in printed.strip().splitlines() if not line.startswith("#")):
+        folders.append(words[words.index("--run-sha256") - 1])
+        folders += [words[i + 1] for i, word in enumerate(words) if word == "--next-run"]
+    return [Path(folder).name for folder in folders]
+
+
 def load_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 

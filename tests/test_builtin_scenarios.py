@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, launched_runs
 from suite.cli import main
 from suite.config.builtin import BUILTIN_DIR, UnknownScenario, builtin_scenarios, resolve_scenario
 from suite.config.expansion import expand, load_scenario
@@ -136,11 +136,11 @@ def test_skip_missing_runs_what_can_run_and_names_the_runs_it_skips(tmp_path, mo
     out = tmp_path / "r"
     with caplog.at_level(logging.WARNING, logger="suite"):
         assert main(["run", "smoke", "--out", str(out), "--dry-run", "--skip-missing"]) == 0
-    printed = capsys.readouterr().out.strip().splitlines()
+    printed = launched_runs(capsys.readouterr().out)
     runs = expand(load_scenario(BUILTIN_DIR / "smoke.yaml"))
     torch_runs = sorted(r.run_id for r in runs if r.engine == "torch")
     assert sorted(p.name for p in out.iterdir() if (p / "run.json").exists()) == torch_runs
-    assert len(printed) == len(torch_runs)
+    assert sorted(printed) == torch_runs
     warning = " ".join(r.getMessage() for r in caplog.records if "--skip-missing" in r.getMessage())
     assert f"skipping {len(runs) - len(torch_runs)} of {len(runs)} runs" in warning
     assert "launcher not found: " in warning and "horovodrun" in warning and "package not installed: deepspeed" in warning
@@ -165,5 +165,5 @@ def test_quickstart_needs_only_pip_and_dry_runs_by_name(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     _without(monkeypatch, tools={"horovodrun", "mpirun"}, packages={"horovod", "mpi4py", "deepspeed"})
     assert main(["run", "quickstart", "--dry-run"]) == 0
-    assert len(capsys.readouterr().out.strip().splitlines()) == len(runs)
+    assert sorted(launched_runs(capsys.readouterr().out)) == sorted(r.run_id for r in runs)
     assert len(list((tmp_path / "results" / "quickstart").glob("*/run.json"))) == len(runs)

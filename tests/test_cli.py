@@ -10,7 +10,7 @@ import pytest
 import yaml
 from report_text import whole_report
 
-from conftest import REPO, run_scenario, tiny_scenario
+from conftest import REPO, launched_runs, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.scenario import TrainConfig
 
@@ -177,12 +177,11 @@ def test_a_scenario_with_three_seeds_plans_three_runs(tmp_path, capsys):
     data["train"].pop("seed", None)
     path.write_text(yaml.safe_dump(data))
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--dry-run"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split()[-3].rsplit("/", 1)[1] for line in lines] == [f"conditional-bce-torch-p2-s{s}-r0" for s in (0, 1, 2)]
-    assert [
-        json.loads((tmp_path / "r" / line.split()[-3].rsplit("/", 1)[1] / "run.json").read_text())["train"]["seed"]
-        for line in lines
-    ] == [0, 1, 2]
+    printed = capsys.readouterr().out
+    assert printed.startswith("# one launch, 3 runs: ")  # one launch carries the three seeds
+    folders = launched_runs(printed)
+    assert folders == [f"conditional-bce-torch-p2-s{s}-r0" for s in (0, 1, 2)]
+    assert [json.loads((tmp_path / "r" / name / "run.json").read_text())["train"]["seed"] for name in folders] == [0, 1, 2]
 
 
 def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys, monkeypatch):

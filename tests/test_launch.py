@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_scenario, tiny_scenario
+from conftest import launched_runs, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.records.codec import record_data
 from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
@@ -205,10 +205,11 @@ def test_dry_run_for_every_launcher(tmp_path, capsys):
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "smoke.yaml"
     for launcher, extra in (("local", []), ("mpirun", []), ("jsrun", ["--nodes", "2"]), ("srun", ["--nodes", "2"])):
         assert main(["run", str(scenario), "--out", str(tmp_path / launcher), "--dry-run", "--launcher", launcher, *extra]) == 0
-        lines = capsys.readouterr().out.strip().splitlines()
-        assert len(lines) == len(list((tmp_path / launcher).glob("*/run.json"))) > 10
-        # the run folder, then the sha256 of the run.json written there, which the rank checks (--run-sha256)
-        assert all(line.split()[-3].endswith("-r0") and line.split()[-2] == "--run-sha256" for line in lines)
+        # each launch: its first run's folder, then the sha256 of the run.json written there, which the rank checks
+        # (--run-sha256); then any further run of the launch with its own (--next-run RUN_DIR SHA256)
+        launched = launched_runs(capsys.readouterr().out)
+        folders = sorted(path.parent.name for path in (tmp_path / launcher).glob("*/run.json"))
+        assert sorted(launched) == folders and len(folders) > 10 and all(f.endswith("-r0") for f in launched)
     # engine-specific launchers: a clear error, before anything is written, for runs they cannot start
     assert main(["run", str(scenario), "--out", str(tmp_path / "h"), "--dry-run", "--launcher", "horovodrun"]) == 2
     assert "horovodrun cannot start the torch engine" in capsys.readouterr().err

@@ -167,7 +167,9 @@ def cmd_project(args: argparse.Namespace) -> int:
         )
     with staged_folder(out) as staging:  # a full disk leaves the previous projection as it was
         lines = write_projection(result, staging)
-        atomic_write_text(staging / "projection.md", "\n".join([f"Results: {code_span(source)} ({len(records)} runs).\n", *lines]))
+        atomic_write_text(
+            staging / "projection.md", "\n".join([f"Results: {code_span(source)} ({len(records)} runs).\n", *lines])
+        )
     path = out / "projection.md"
     shown = result.validation[["run_id", "measured_s", "predicted_s", "error", "role"]]
     print(markdown_table(shown.assign(error=shown["error"].map(percent))))

@@ -100,6 +100,7 @@ SETTINGS: dict[str, EnvSetting] = {
     "SUITE_RUN_OWNER": EnvSetting("the mark suite run puts on what it starts", "HOST:PID:START, set by suite run", _owner),
     "SUITE_TEST_FAIL_AT_STEP": EnvSetting("test hook: a rank fails after this step", "a whole number from 0", _whole(0)),
     "SUITE_TEST_FAIL_RANK": EnvSetting("test hook: the rank that fails or diverges", "a whole number from 0", _whole(0)),
+    "SUITE_TEST_FAIL_RUN": EnvSetting("test hook: the run (its id) in which the rank fails", "a run id", _any),
     "SUITE_TEST_FAIL_HOW": EnvSetting("test hook: how the rank fails", "raise or kill", _choices("raise", "kill")),
     "SUITE_TEST_DIVERGE_AT_STEP": EnvSetting("test hook: a rank diverges at this step", "a whole number from 1", _whole(1)),
     "SUITE_TEST_SLOWDOWN": EnvSetting("measurement knob: slow every step by this fraction", "a number from 0 to 1000", _number),

@@ -183,6 +183,7 @@ def csv_text(table: Any) -> str:
     """A pandas ``table`` as CSV text (no index column), every text cell and every column name through
     :func:`csv_cell`: the one route of every CSV the suite writes from records (the report's tables, ``tuning.csv``).
     Columns that hold no text (numbers) are written as they are."""
+
     def textual(column: Any) -> bool:  # object, string or pandas 3's str columns (their kind is "O")
         return getattr(column.dtype, "kind", "") in ("O", "S", "U")
 

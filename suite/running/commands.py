@@ -145,6 +145,14 @@ RUN_DIGEST_OPTION = "--run-sha256"
 ``run.json`` that is not those bytes (:func:`suite.running.worker.read_run`). A hand launch leaves it out."""
 
 
+NEXT_RUN_OPTION = "--next-run"
+"""The worker's option that hands a launch a further run, ``--next-run RUN_DIR SHA256``: once the run before it is
+recorded, the same ranks go on to train it (:mod:`.launchgroups`; the digest as :data:`RUN_DIGEST_OPTION`'s)."""
+RUN_MARK = "next run of this launch: "
+"""What a rank logs as it starts a run of a launch that carries several, before the run id: where the launch's output
+is cut into each run's ``log.txt``."""
+
+
 def command_for(run: Run, run_dir: Path, opts: LaunchOptions, run_digest: str | None = None) -> list[str]:
     """The command that starts ``run``'s ranks under ``opts.launcher``; with ``run_digest`` (the sha256 of the
     ``run.json`` it will read) the worker is given it (:data:`RUN_DIGEST_OPTION`), last on the line."""

@@ -2,7 +2,7 @@
 
 Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
 after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
-itself SIGKILL. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
+itself SIGKILL; with ``SUITE_TEST_FAIL_RUN=RUN_ID`` only in that run of a launch that carries several. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
 infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
 tests use them to fail or diverge a rank at a known step; nothing else sets them.
 ``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from ..measure.telemetry import Telemetry
 
 
-def fail_at_step(telemetry: Telemetry, rank: int) -> None:
-    """The test hook of the module docstring: make this rank fail after a given step."""
+def fail_at_step(telemetry: Telemetry, rank: int, run_id: str) -> None:
+    """The test hook of the module docstring: make this rank fail after a given step (of the run it names, if any)."""
     at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
     if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
+        return
+    if os.environ.get("SUITE_TEST_FAIL_RUN", run_id) != run_id:
         return
     end_step = telemetry.end_step
 

@@ -235,8 +235,8 @@ class _Launched:
     stopping, the ranks that wrote status files on this host are added.
     """
 
-    def __init__(self, process: subprocess.Popen[bytes], run_dir: Path):
-        self.process, self.run_dir = process, run_dir
+    def __init__(self, process: subprocess.Popen[bytes], run_dirs: list[Path]):
+        self.process, self.run_dirs = process, run_dirs
         self.started = time.time()
         self.known: dict[int, psutil.Process] = {}
 
@@ -249,12 +249,13 @@ class _Launched:
     def _add_ranks(self) -> None:
         """Add the ranks of this launch that run on this host, by their status files."""
         host = socket.gethostname()
-        for status in read_statuses(self.run_dir).values():
-            if status.get("host") == host and status["pid"] not in self.known:
-                with contextlib.suppress(psutil.Error):
-                    rank = psutil.Process(status["pid"])
-                    if rank.create_time() >= self.started - 1 and str(self.run_dir) in " ".join(rank.cmdline()):
-                        self.known[rank.pid] = rank
+        for run_dir in self.run_dirs:
+            for status in read_statuses(run_dir).values():
+                if status.get("host") == host and status["pid"] not in self.known:
+                    with contextlib.suppress(psutil.Error):
+                        rank = psutil.Process(status["pid"])
+                        if rank.create_time() >= self.started - 1 and str(run_dir) in " ".join(rank.cmdline()):
+                            self.known[rank.pid] = rank
 
     def alive(self) -> list[psutil.Process]:
         """The known processes still running (the launcher itself aside)."""
@@ -274,7 +275,7 @@ class _Launched:
         if procs and self.process.poll() is not None:
             log.warning(
                 "%s: %d processes outlived the launcher (pids %s); stopping them",
-                self.run_dir.name,
+                self.run_dirs[0].name,
                 len(procs),
                 ", ".join(str(p.pid) for p in procs),
             )
@@ -373,31 +374,91 @@ def launch(
     grace: float = 0.0,
     guard: SignalGuard | None = None,
 ) -> Record:
-    """Run ``planned``'s run with its command to completion (or timeout) and return its final record.
+    """Run ``planned``'s run with its command to completion (or timeout) and return its final record
+    (:func:`launch_runs` of one run)."""
+    return launch_runs([planned], opts, timeout, tick, grace, guard)[0][0]
 
-    ``tick(elapsed_seconds)`` is called about once a second while the run is going. When the
-    wait is interrupted (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace``
-    seconds to checkpoint and exit; then every process of the launch is stopped, the run is
-    recorded as ``interrupted``, and the exception goes on.
+
+class _Progress:
+    """Which run of a launch its ranks are on: the runs whose worker record (ok or diverged) is written, and when the
+    launcher saw each (the next run's clock, for its time limit, starts there)."""
+
+    def __init__(self, group: list[PlannedRun], start: float, command: list[str], started_utc: str):
+        self.group, self.done_at, self.command, self.started_utc = group, [start], command, started_utc
+
+    @property
+    def current(self) -> int:
+        """The index of the run going on (``len(group)`` once every run is recorded)."""
+        return len(self.done_at) - 1
+
+    def look(self) -> None:
+        """Count the runs recorded since the last look (a launch of one run is judged by its exit alone), each
+        completed with the launch's part at once (its own worker time for now, its share once the launch ends), so
+        that a ``suite run`` killed before the launch ends loses no finished run."""
+        while len(self.group) > 1 and self.current < len(self.group) and _finished(self.group[self.current].run_dir):
+            one = self.group[self.current]
+            self.done_at.append(time.perf_counter())
+            with contextlib.suppress(OSError, ValueError):  # the launch's end completes it again
+                mine = read_record(one.run_dir)
+                own = mine.worker_s if mine is not None and mine.worker_s is not None else self.done_at[-1] - self.done_at[-2]
+                finalize_record(one.run, one.run_dir, self.command, 0, own, started_utc=self.started_utc)
+
+    def elapsed(self) -> float:
+        """Seconds of the run going on."""
+        return time.perf_counter() - self.done_at[-1]
+
+
+def _finished(run_dir: Path) -> bool:
+    """Whether the worker's record of the run is there and says the run ended (ok or diverged)."""
+    try:
+        record = read_record(run_dir) if (run_dir / RECORD_FILE).exists() else None
+    except (ValueError, OSError, UnsafeEntry):
+        return False
+    return record is not None and record.status in ("ok", "diverged")
+
+
+def _open_log(path: Path, command: list[str]) -> Any:
+    """The launch's output file (unbuffered: a failed write leaves nothing to flush), its command on the first line;
+    a link, FIFO, socket or device there is refused, never followed or waited on."""
+    try:
+        logfile = open(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb", buffering=0)
+        logfile.write(f"$ {shlex.join(command)}\n".encode())
+    except OSError as error:
+        raise write_failed(path, error) from None
+    return logfile
+
+
+def launch_runs(
+    group: list[PlannedRun],
+    opts: LaunchOptions,
+    timeout: float | None = None,
+    tick: Callable[[float], None] | None = None,
+    grace: float = 0.0,
+    guard: SignalGuard | None = None,
+) -> tuple[list[Record], list[PlannedRun]]:
+    """Run the runs of ``group`` in one launch (:mod:`.launchgroups`; one run: its own command) and return the final
+    records of the runs it started, and the runs it did not start (a run before them failed: launch them anew).
+
+    ``timeout`` limits each run, from the end of the run before it (the first: from the launch's start);
+    ``tick(elapsed_seconds)`` is called about once a second while a run is going. When the wait is interrupted
+    (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace`` seconds to checkpoint and exit; then every
+    process of the launch is stopped, the run going on is recorded as ``interrupted`` (those finished before it as
+    they ended), and the exception goes on.
     """
-    run, run_dir, command = planned.run, planned.run_dir, planned.command
-    for stale in (run_dir / RECORD_FILE, run_dir / CHECKPOINT_DIR / STOP_FILE):
-        remove_entry(stale)
-    remove_tree(run_dir / RANKS_DIR)
-    env = child_environment(run, opts)
+    from .launchgroups import group_command
+
+    first = group[0]
+    for one in group:
+        for stale in (one.run_dir / RECORD_FILE, one.run_dir / CHECKPOINT_DIR / STOP_FILE):
+            remove_entry(stale)
+        remove_tree(one.run_dir / RANKS_DIR)
+    command = group_command(group)
+    env = child_environment(first.run, opts)
     if opts.launcher in ENV_FILE_LAUNCHERS and opts.hosts:  # ranks on other nodes, started over ssh
-        env["DS_ENV_FILE"] = str(deepspeed_env_file(run_dir, env))
+        env["DS_ENV_FILE"] = str(deepspeed_env_file(first.run_dir, env))
     start, started_utc = time.perf_counter(), utc_now()
-    timed_out, interrupted = False, None
-    try:  # a link, FIFO, socket or device there is refused, never followed or waited on
-        logfile = open(open_regular(run_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb", buffering=0)
-    except OSError as error:  # unbuffered: a failed write leaves nothing to flush
-        raise write_failed(run_dir / LOG_FILE, error) from None
-    with logfile:
-        try:
-            logfile.write(f"$ {shlex.join(command)}\n".encode())
-        except OSError as error:
-            raise write_failed(run_dir / LOG_FILE, error) from None
+    progress = _Progress(group, start, command, started_utc)
+    with _open_log(first.run_dir / LOG_FILE, command) as logfile:
         process = subprocess.Popen(
             command,
             stdout=logfile,
@@ -406,40 +467,113 @@ def launch(
             start_new_session=True,
             preexec_fn=die_with_parent(),  # SIGTERM when suite run dies, SIGKILL included
         )
-        launched, watch = _Launched(process, run_dir), _LogWatch(run_dir / "log.txt")
-        exit_code = None
-        try:
-            while exit_code is None and not timed_out:
-                elapsed = time.perf_counter() - start
-                timed_out = timeout is not None and elapsed > timeout
-                try:
-                    exit_code = process.wait(timeout=1.0)
-                except subprocess.TimeoutExpired:
-                    launched.refresh()
-                    if (problem := watch.problem()) is not None:
-                        log.warning("%s: %s; stopping the launch", run_dir.name, problem)
-                        break
-                    if tick is not None:
-                        tick(elapsed)
-        except BaseException as error:  # Stop (SIGTERM, SIGINT, SIGHUP) or Ctrl-C: stop the ranks too, and say so in the record
-            interrupted = error
-            if run.train.checkpoint_every and grace > 0:
-                exit_code = _stop_at_checkpoint(process, run_dir, run.procs, grace, lambda: guard is not None and guard.hurry)
-        if exit_code is None:
-            exit_code = launched.stop(wait=30 if timed_out else 10)
-        else:
-            launched.stop(wait=5)  # whatever outlived the launcher
-    _remove_temporaries(run_dir)
-    remove_entry(run_dir / CHECKPOINT_DIR / STOP_FILE)
-    wall_s = time.perf_counter() - start
+        launched = _Launched(process, [one.run_dir for one in group])
+        exit_code, timed_out, interrupted = _wait(launched, progress, timeout, tick, grace, guard)
+    for one in group:
+        _remove_temporaries(one.run_dir)
+        remove_entry(one.run_dir / CHECKPOINT_DIR / STOP_FILE)
+    progress.look()
+    ending = _LaunchEnd(command, exit_code, time.perf_counter() - start, started_utc, timed_out, interrupted)
+    records = _finalize_group(progress, ending)
     if interrupted is not None:
-        name = str(interrupted) if isinstance(interrupted, Stop) else "SIGINT"
-        try:
-            finalize_record(run, run_dir, command, exit_code, wall_s, interrupted=name, started_utc=started_utc)
-        except OSError as error:  # the interruption goes on; the runner says the run has no record
-            log.error("%s: %s", run_dir.name, error)
         raise interrupted
-    return finalize_record(run, run_dir, command, exit_code, wall_s, timed_out, started_utc=started_utc)
+    return records, group[progress.current + 1 :]
+
+
+def _wait(
+    launched: _Launched,
+    progress: _Progress,
+    timeout: float | None,
+    tick: Callable[[float], None] | None,
+    grace: float,
+    guard: SignalGuard | None,
+) -> tuple[int, bool, BaseException | None]:
+    """Wait for the launch to end, or stop it (a run past ``timeout``, a host it cannot reach, an interruption);
+    returns its exit code, whether a run timed out and the interruption (None: none)."""
+    process, first = launched.process, progress.group[0]
+    watch = _LogWatch(first.run_dir / LOG_FILE)
+    exit_code, timed_out, interrupted = None, False, None
+    try:
+        while exit_code is None and not timed_out:
+            progress.look()
+            timed_out = timeout is not None and progress.elapsed() > timeout
+            try:
+                exit_code = process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                launched.refresh()
+                if (problem := watch.problem()) is not None:
+                    log.warning("%s: %s; stopping the launch", first.run_dir.name, problem)
+                    break
+                if tick is not None:
+                    tick(progress.elapsed())
+    except BaseException as error:  # Stop (SIGTERM, SIGINT, SIGHUP) or Ctrl-C: stop the ranks too, and say so in the record
+        interrupted = error
+        if len(progress.group) == 1 and first.run.train.checkpoint_every and grace > 0:
+            exit_code = _stop_at_checkpoint(
+                process, first.run_dir, first.run.procs, grace, lambda: guard is not None and guard.hurry
+            )
+    if exit_code is None:
+        exit_code = launched.stop(wait=30 if timed_out else 10)
+    else:
+        launched.stop(wait=5)  # whatever outlived the launcher
+    return exit_code, timed_out, interrupted
+
+
+@dataclasses.dataclass(frozen=True)
+class _LaunchEnd:
+    """How a launch ended, as its runs' records say: its command, exit code, wall time, start, and what stopped it."""
+
+    command: list[str]
+    exit_code: int
+    wall_s: float
+    started_utc: str
+    timed_out: bool
+    interrupted: BaseException | None
+
+
+def _finalize_group(progress: _Progress, end: _LaunchEnd) -> list[Record]:
+    """The final record of every run the launch started: those it finished completed (exit code 0: each ended as
+    the worker recorded it), the one going on when it ended (if any) failed, timed out or interrupted, as a launch of
+    its own would be; each with its share of the wall time (:func:`.launchgroups.wall_shares`) and its part of the
+    output in its ``log.txt`` (:func:`.launchgroups.split_log`)."""
+    from .launchgroups import split_log, wall_shares
+
+    group, done = progress.group, progress.current
+    started = group[: done + 1]
+    if len(group) > 1:
+        texts = split_log(_log_text(group[0].run_dir / LOG_FILE), [one.run.run_id for one in started])
+        for one, text in zip(started, texts):
+            atomic_write_text(one.run_dir / LOG_FILE, text)
+    finished = [read_record(one.run_dir) for one in group[:done]]
+    own = [r.worker_s or 0.0 if r is not None else 0.0 for r in finished]
+    if done < len(group):
+        own.append(time.perf_counter() - progress.done_at[-1] if len(group) > 1 else 0.0)
+    walls = wall_shares(end.wall_s, own)
+    name = None
+    if end.interrupted is not None:
+        name = str(end.interrupted) if isinstance(end.interrupted, Stop) else "SIGINT"
+    records = []
+    for index, one in enumerate(started):
+        last = index == done or (done == len(group) and index == done - 1)
+        code = end.exit_code if last else 0
+        try:
+            records.append(
+                finalize_record(
+                    one.run,
+                    one.run_dir,
+                    end.command,
+                    code,
+                    walls[index],
+                    end.timed_out and last,
+                    name if index == done else None,
+                    end.started_utc,
+                )
+            )
+        except OSError as error:
+            if end.interrupted is None:
+                raise
+            log.error("%s: %s", one.run_dir.name, error)  # the interruption goes on; the runner says the run has no record
+    return records
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,12 +94,21 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
     return plan
 
 
+_LOADED: dict[str, tuple[Reference, tuple[FeatureNet, ClassifierNet]]] = {}
+"""The rulers this process loaded, by their real side (:class:`~suite.measure.metrics.Reference`, which names the
+data, the networks, their weights, the sample count, the protocol and the device)."""
+
+
 def ruler(run: Run, device: torch.device) -> tuple[Reference, tuple[FeatureNet, ClassifierNet]]:
-    """The run's real side and its networks (the pinned ruler), on ``device``."""
+    """The run's real side and its networks (the pinned ruler), on ``device``: loaded once per process, so that a
+    launch that carries several runs loads each ruler once (the networks are only read: scoring never trains them)."""
     from ..measure.metrics import Reference
 
     ref = Reference.for_run(run, device)
-    return ref, ref.networks()
+    key = repr(ref)
+    if key not in _LOADED:
+        _LOADED[key] = ref, ref.networks()
+    return _LOADED[key]
 
 
 def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...] | None = None) -> dict[str, dict[str, Any]]:

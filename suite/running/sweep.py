@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import os
 import re
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -272,19 +271,20 @@ def _show(progress: Any, lines: list[str]) -> None:
             log.info(text)
 
 
-def _stopped(stop: BaseException, current: tuple[Run, Path] | None) -> str:
+def _stopped(stop: BaseException, launched: list[PlannedRun] | None) -> str:
     """What a sweep stopped by a signal says: the signal, the run it stopped (and its record's reason) or none."""
     from ..records.results import read_record
     from .rerun import stopped_line
 
-    record = read_record(current[1]) if current else None
-    if not current:
+    records = [(one.run, read_record(one.run_dir)) for one in launched or []]
+    going = next((pair for pair in records if pair[1] is None or pair[1].status not in ("ok", "diverged")), None)
+    if going is None:
         where = "no run was going"
-    elif record is not None and record.status == "interrupted":
-        where = f"{current[0].run_id}: {record.error}"
+    elif going[1] is not None and going[1].status == "interrupted":
+        where = f"{going[0].run_id}: {going[1].error}"
     else:
-        where = f"{current[0].run_id} has no record (it could not be written)"
-    aside = stopped_line(current[1]) if current else None
+        where = f"{going[0].run_id} has no record (it could not be written)"
+    aside = stopped_line(going[0].run_dir) if going else None
     where += f"; {aside}" if aside else ""
     return f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues"
 
@@ -297,73 +297,118 @@ def run_sweep(
     options: RunOptions,
     kept: Mapping[str, str] | None = None,
 ) -> int:
-    """Launch the ``planned`` runs one after another inside the results folder's lock (held by the caller, who
-    checked :func:`check_before_start`); ``kept``: the finished runs skipped, by status. With ``--rerun`` a finished
-    run's folder is set aside until its new run is ok (:mod:`.rerun`)."""
+    """Launch the ``planned`` runs inside the results folder's lock (held by the caller, who checked
+    :func:`check_before_start`), runs that can share a launch in one (:mod:`.launchgroups`); ``kept``: the finished
+    runs skipped, by status. With ``--rerun`` a finished run's folder is set aside until its new run is ok
+    (:mod:`.rerun`)."""
     from ..records.results import atomic_write_text
-    from .launch import SignalGuard, Stop, launch, prepare_run_folder
+    from .launch import SignalGuard, Stop, prepare_run_folder
+    from .launchgroups import dry_run_lines, group_command, plan_launches
     from .reaper import Reaper
-    from .rerun import finished_status, left_aside, set_aside, settle, skipped_line
+    from .rerun import skipped_line
 
     kept = kept or {}
-
-    sweep, runs = options.sweep, [one.run for one in planned]
+    sweep = options.sweep
     atomic_write_text(out / "scenario.yaml", Path(scenario_file).read_text())
     for one in planned:
         prepare_run_folder(one)  # run.json: all a worker needs, also for hand launches
+    launches, alone = plan_launches([one for one in planned if one.run.run_id not in kept])
     if sweep.dry_run:
-        for one in planned:
-            print(shlex.join(one.command))
+        for planned_launch in launches:
+            print("\n".join(dry_run_lines(planned_launch, alone, group_command(planned_launch))))
         return 0
-    failures = diverged = 0
-    progress = None
+    tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned))
     if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
 
-        progress = tqdm(total=len(runs), unit="run", desc=scenario.name, dynamic_ncols=True)
-    current = None  # the run being launched
+        tally.progress = tqdm(total=len(planned), unit="run", desc=scenario.name, dynamic_ncols=True)
+    for one in planned:
+        if one.run.run_id in kept:
+            _show(tally.progress, [f"{tally.position(one)} {skipped_line(one.run.run_id, kept[one.run.run_id])}"])
+    group: list[PlannedRun] | None = None  # the launch going on
     with Reaper(), SignalGuard() as guard:  # the reaper ends the launches should this process die unawares
         try:
-            for i, one in enumerate(planned):
-                run, run_dir = one.run, one.run_dir
-                if run.run_id in kept:
-                    _show(progress, [f"[{i + 1}/{len(runs)}] {skipped_line(run.run_id, kept[run.run_id])}"])
-                    continue
-                aside = left_aside(run_dir) if sweep.rerun else None  # a stopped --rerun's, continued by --resume
-                if sweep.rerun and finished_status(run_dir) is not None:  # kept aside until the new run is ok
-                    aside = set_aside(run_dir)
-                    prepare_run_folder(one)
-                if progress:
-                    progress.set_postfix_str(f"{run.run_id} 0s")
-                else:
-                    log.info("[%d/%d] %s: started", i + 1, len(runs), run.run_id)
-                tick = progress_ticker(progress, run.run_id, run_dir)
-                current = run, run_dir
-                try:
-                    record = launch(one, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
-                except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
-                    progress and progress.close()
-                    print(
-                        f"error: run {i + 1} of {len(runs)}, {run.run_id}, has no record: {error}; the sweep stops "
-                        "here, and `suite run ... --resume` continues once that is fixed",
-                        file=sys.stderr,
-                    )
+            while launches:
+                group = launches.pop(0)
+                rest = _launch_group(group, options, tally, guard)
+                if rest is None:
                     return 1
-                current = None
-                ok, diverging = record.status == "ok", record.status == "diverged"
-                failures += not ok and not diverging
-                diverged += diverging
-                _show(progress, result_lines(f"[{i + 1}/{len(runs)}]", run, record))
-                if aside is not None:
-                    log.info(settle(run.run_id, aside, record.status))
+                if rest:  # a run before them failed: a fresh launch carries them
+                    launches.insert(0, rest)
+                group = None
         except Stop as stop:
-            progress and progress.close()
-            print(_stopped(stop, current), file=sys.stderr)
+            tally.progress and tally.progress.close()
+            print(_stopped(stop, group), file=sys.stderr)
             return 128 + stop.signum
-    if progress:
-        progress.close()
+    if tally.progress:
+        tally.progress.close()
+    failures, diverged = tally.failures, tally.diverged
     print(
-        f"results in {one_line(out)}; {len(runs) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
+        f"results in {one_line(out)}; {len(planned) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
         f"Next: suite report {shell_word(out)}"
     )
     return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0
+
+
+@dataclass
+class _Tally:
+    """The sweep's count of outcomes, each run's position (``[i/N]``) and its progress bar."""
+
+    positions: dict[str, int]
+    total: int
+    progress: Any = None
+    failures: int = 0
+    diverged: int = 0
+
+    def position(self, one: PlannedRun) -> str:
+        return f"[{self.positions[one.run.run_id] + 1}/{self.total}]"
+
+
+def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, guard: Any) -> list[PlannedRun] | None:
+    """One launch of the runs of ``group``, each finished run's line shown; returns the runs it did not start (a run
+    before them failed), or None where a record could not be written (the sweep stops)."""
+    from .launch import launch, launch_runs, prepare_run_folder
+    from .rerun import finished_status, left_aside, set_aside, settle
+
+    sweep, progress = options.sweep, tally.progress
+    aside: dict[str, Path] = {}
+    for one in group:
+        if sweep.rerun and (left := left_aside(one.run_dir)) is not None:  # a stopped --rerun's, continued by --resume
+            aside[one.run.run_id] = left
+        if sweep.rerun and finished_status(one.run_dir) is not None:  # kept aside until the new run is ok
+            aside[one.run.run_id] = set_aside(one.run_dir)
+            prepare_run_folder(one)
+    names = ", ".join(one.run.run_id for one in group)
+    if progress:
+        progress.set_postfix_str(f"{group[0].run.run_id} 0s")
+        tick = lambda elapsed, rid=group[0].run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
+    else:
+        log.info(
+            "%s %s: started%s", tally.position(group[0]), names, f" (one launch, {len(group)} runs)" if len(group) > 1 else ""
+        )
+        tick = None
+    rest: list[PlannedRun]
+    try:
+        if len(group) == 1:  # a launch of its own
+            records, rest = (
+                [launch(group[0], options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)],
+                [],
+            )
+        else:
+            records, rest = launch_runs(group, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
+    except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
+        progress and progress.close()
+        print(
+            f"error: the launch of {names} left a run without a record: {error}; the sweep stops "
+            "here, and `suite run ... --resume` continues once that is fixed",
+            file=sys.stderr,
+        )
+        return None
+    for one, record in zip(group, records):
+        ok, diverging = record.status == "ok", record.status == "diverged"
+        tally.failures += not ok and not diverging
+        tally.diverged += diverging
+        _show(progress, result_lines(tally.position(one), one.run, record))
+        if one.run.run_id in aside:
+            log.info(settle(one.run.run_id, aside[one.run.run_id], record.status))
+    return rest

@@ -11,6 +11,10 @@ the file once, hashes those bytes and refuses others in one line naming the file
 cannot change between the launcher's write and the rank's read. A hand launch leaves the option out and runs the
 ``run.json`` it finds.
 
+``--next-run RUN_DIR SHA256`` (repeatable) hands the launch further runs: the ranks start the engine once and
+train run after run, each from its own folder and ``run.json`` with its own record (:mod:`.launchgroups`); a run that
+fails ends the launch (``suite run`` launches the runs after it anew).
+
 Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
 ``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
 ``jsrun -n 6 -a 1 -g 1 python -m suite.running.worker ...``.
@@ -55,7 +59,7 @@ from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DI
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
-from .commands import RUN_DIGEST_OPTION
+from .commands import NEXT_RUN_OPTION, RUN_DIGEST_OPTION, RUN_MARK
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
 from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance
 from .runlogs import tensorboard_folder, write_run_logs
@@ -134,7 +138,6 @@ def _end_diverged(on: RunOnRank, strategy: Strategy, mine: RankTelemetry, diverg
         write_run_logs(run, on.run_dir, record)
         log.warning("%s: %s", run.run_id, reason)
     write_status(on.run_dir, engine.rank, "diverged", error=diverged.line())
-    engine.shutdown()
 
 
 def _scores(on: RunOnRank, outcome: Outcome, scored: tuple[Any, ...] | None, train_s: float) -> Scored | None:
@@ -232,7 +235,7 @@ def _strategy_for(run: Run, run_dir: Path, engine: Engine) -> tuple[ImageData, T
     import torch._dynamo  # noqa: F401  (torch.optim imports it on first use: seconds that are not training)
 
     telemetry = Telemetry(engine.device, engine.comm, engine.timeline)
-    fail_at_step(telemetry, engine.rank)
+    fail_at_step(telemetry, engine.rank, run.run_id)
     diverge_at_step(engine.rank)
     slow_down_steps(telemetry)
     return data, telemetry, create(run, engine, data, telemetry, run_dir / SCRATCH_DIR)
@@ -344,15 +347,49 @@ class _Progress:
     recorded: bool = False
 
 
+@dataclass
+class Launch:
+    """What outlives one run on this rank: the launch environment, the engine once started (by the launch's first run,
+    with its settings: the runs a launch carries share them, :mod:`.launchgroups`) and the generators' state then."""
+
+    info: LaunchInfo
+    engine: Engine | None = None
+    rng: Any = None
+
+    def engine_for(self, run: Run, run_dir: Path) -> Engine:
+        """The started engine, ready for ``run``: started now for the first run; for a later one, its per-run state
+        reset (:meth:`Engine.begin_run`) and torch's global generators put back as they were when the first began, so
+        that a run trains as it would have in a launch of its own."""
+        import torch
+
+        if self.engine is None:
+            from ..train.engines import create_engine
+
+            engine = create_engine(run, self.info, run_dir)
+            engine.start()
+            self.engine, self.rng = engine, (torch.random.get_rng_state(), _cuda_rng_state())
+            return engine
+        self.engine.begin_run()
+        torch.random.set_rng_state(self.rng[0])
+        if self.rng[1] is not None:
+            torch.cuda.set_rng_state_all(self.rng[1])
+        return self.engine
+
+
+def _cuda_rng_state() -> Any:
+    """The CUDA generators' states where CUDA is initialised, else None."""
+    import torch
+
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
+
+
 def _set_up(
     run: Run, run_dir: Path, launch: LaunchInfo, progress: _Progress
 ) -> tuple[Engine, ImageData, Strategy, Telemetry, dict[str, Any] | None]:
-    """Set-up: the engine started, the data loaded, the strategy made and set up, resumed from the run's last
+    """Set-up on the started engine: the data loaded, the strategy made and set up, resumed from the run's last
     checkpoint where it keeps them (the returned checkpoint; None: a fresh start)."""
-    from ..train.engines import create_engine
-
-    engine = progress.engine = create_engine(run, launch, run_dir)
-    engine.start()
+    engine = progress.engine
+    assert engine is not None, "the launch started its engine"
     progress.rank = engine.rank
     _check_agreement(engine, launch, run)
     data, telemetry, strategy = _strategy_for(run, run_dir, engine)
@@ -366,29 +403,33 @@ def _set_up(
     return engine, data, strategy, telemetry, resumed
 
 
-def execute(run: Run, run_dir: Path) -> int:
+def execute(run: Run, run_dir: Path, launch: Launch | None = None, last: bool = True) -> int:
     """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
 
-    The phases are timed apart: set-up (engine, data, strategy set-up, the device's peak), the training clock
-    (:func:`_train`), finalize (gathers, hand-offs, saving) and scoring (:func:`_conclude`). Only the training clock
-    goes into speedup and efficiency.
+    ``launch``: what the runs before it in this launch left (the started engine); ``last``: no run follows, so the
+    engine shuts down after this one. The phases are timed apart: set-up (data, strategy set-up, the device's peak;
+    the engine's start, once per launch, is the launch's start-up), the training clock (:func:`_train`), finalize
+    (gathers, hand-offs, saving) and scoring (:func:`_conclude`). Only the training clock goes into speedup and
+    efficiency.
     """
-    started, started_utc = time.perf_counter(), utc_now()
-    launch = detect()
-    threads = _set_threads(run, launch)
-    progress = _Progress(launch.rank)
+    launch = launch or Launch(detect())
+    started_utc = utc_now()
+    progress = _Progress(launch.info.rank)
     try:
         write_status(run_dir, progress.rank, "running")
         from ..measure.flops import device_peak
 
-        engine, data, strategy, telemetry, resumed = _set_up(run, run_dir, launch, progress)
+        engine = progress.engine = launch.engine_for(run, run_dir)
+        started, started_utc, threads = time.perf_counter(), utc_now(), _set_threads(run, launch.info)
+        engine, data, strategy, telemetry, resumed = _set_up(run, run_dir, launch.info, progress)
         engine.barrier()  # every rank measures its share of the machine at the same time
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
         _train(run, run_dir, engine, strategy, telemetry, strategy.checkpointer, warm_up=resumed is None)
-        on = RunOnRank(run, run_dir, launch, engine, data, threads, started, started_utc)
-        if _conclude(on, strategy, telemetry, setup_s, peak):
-            progress.recorded = engine.rank == 0  # rank 0 wrote its record: a failure from here on keeps it
+        on = RunOnRank(run, run_dir, launch.info, engine, data, threads, started, started_utc)
+        concluded = _conclude(on, strategy, telemetry, setup_s, peak)
+        progress.recorded = concluded and engine.rank == 0  # rank 0 wrote its record: a failure from here on keeps it
+        if last:
             engine.shutdown()
             global _exit_without_finalizing
             _exit_without_finalizing = engine.exit_without_finalizing
@@ -454,13 +495,51 @@ def read_run(run_dir: Path, expected_sha256: str | None = None) -> Run:
     return Run.from_dict(json_from_bytes(data, str(path)))
 
 
-def _refused(run_dir: Path, message: str) -> int:
+def _refused(run_dir: Path, message: str, launch: Launch | None = None) -> int:
     """A rank that will not run: its one line on stderr and, where its rank is known, its ``failed`` status (so that
-    ``suite run``'s failed record names that line); exit code 2."""
+    ``suite run``'s failed record names that line); exit code 2. Where the launch's engine runs over several ranks
+    (a later run of the launch), the launch ends here: the others may wait for this rank."""
     print(f"error: {message}", file=sys.stderr)
     with contextlib.suppress(OSError, ValueError):  # a full disk or an incomplete launch environment: the line stands
         write_status(run_dir, detect().rank, "failed", error=message)
+    if launch is not None and launch.engine is not None and launch.engine.size > 1:
+        logging.shutdown()
+        launch.engine.abort(2)
     return 2
+
+
+def _run_one(run_dir: Path, run_sha256: str | None, launch: Launch, position: tuple[int, int]) -> int:
+    """The run of ``run_dir`` on this rank, as the ``position``-th (k of n) run of the launch; its exit code."""
+    index, count = position
+    try:  # the results folder: nobody else may put a link in the run folder's place while it trains (records.nofollow)
+        check_private_folder(run_dir.absolute().parent)
+    except UnsafeEntry as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        print(
+            f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` (or `suite run ... --dry-run`)",
+            file=sys.stderr,
+        )
+        return 2
+    with contextlib.ExitStack() as held:
+        try:  # the run folder, opened once here: every file of it is reached from that descriptor (records.nofollow)
+            held.enter_context(confine(run_dir))
+        except (UnsafeEntry, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        try:  # run.json read once, from the run folder's descriptor, and checked against what suite run wrote
+            run = read_run(run_dir, run_sha256)
+        except (RunFileChanged, UnsafeEntry, OSError) as error:  # changed since suite run wrote it; a link or FIFO there
+            return _refused(run_dir, str(error), launch)
+        except (ValueError, KeyError) as error:  # ScenarioError and JsonError are ValueErrors
+            return _refused(
+                run_dir, f"{path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", launch
+            )
+        if count > 1:  # where suite run cuts the launch's output into each run's log.txt
+            log.info("%s%s (run %d of %d)", RUN_MARK, run.run_id, index + 1, count)
+        return execute(run, run_dir, launch, last=index == count - 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,6 +551,15 @@ def main(argv: list[str] | None = None) -> int:
         type=_sha256_hex,
         help="sha256 of the run.json suite run wrote (suite run gives it); another run.json is refused. Leave it out "
         "for a hand launch: the run.json there is run as it is",
+    )
+    parser.add_argument(
+        NEXT_RUN_OPTION,
+        dest="next_runs",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("RUN_DIR", "SHA256"),
+        help="a further run the same ranks train once the one before it is recorded (suite run gives it; repeatable)",
     )
     # deepspeed's launcher (and torch.distributed.launch) append this; the rank is read from the environment
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
@@ -485,31 +573,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(os.environ.get("SUITE_LOG") or "INFO")
     logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
     os.umask(os.umask(0o022) | 0o022)  # what the libraries make in the run folder too: nobody else may change it
-    try:  # the results folder: nobody else may put a link in the run folder's place while it trains (records.nofollow)
-        check_private_folder(args.run_dir.absolute().parent)
-    except UnsafeEntry as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    path = args.run_dir / RUN_FILE
-    if not path.is_file():
-        print(
-            f"error: {path} not found; create run folders with `suite run SCENARIO --out DIR` (or `suite run ... --dry-run`)",
-            file=sys.stderr,
-        )
-        return 2
-    with contextlib.ExitStack() as held:
-        try:  # the run folder, opened once here: every file of it is reached from that descriptor (records.nofollow)
-            held.enter_context(confine(args.run_dir))
-        except (UnsafeEntry, OSError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        try:  # run.json read once, from the run folder's descriptor, and checked against what suite run wrote
-            run = read_run(args.run_dir, args.run_sha256)
-        except (RunFileChanged, UnsafeEntry, OSError) as error:  # changed since suite run wrote it; a link or FIFO there
-            return _refused(args.run_dir, str(error))
-        except (ValueError, KeyError) as error:  # ScenarioError and JsonError are ValueErrors
-            return _refused(args.run_dir, f"{path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`")
-        return execute(run, args.run_dir)
+    try:
+        entries = [(args.run_dir, args.run_sha256), *((Path(d), _sha256_hex(sha)) for d, sha in args.next_runs)]
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"{NEXT_RUN_OPTION}: {error}")
+    launch = Launch(detect())
+    for index, (run_dir, run_sha256) in enumerate(entries):  # the ranks outlive a run: one launch, run after run
+        code = _run_one(run_dir, run_sha256, launch, (index, len(entries)))
+        if code != 0:  # this run's record says why; suite run launches the runs after it anew
+            return code
+    return 0
 
 
 def run_and_exit() -> NoReturn:

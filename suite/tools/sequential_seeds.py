@@ -6,7 +6,8 @@ the entries with fixed seeds), then takes the late-FID verdicts exactly as the r
 (:func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
 an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
-where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
+where it stopped; its runs are grouped by launch key (:func:`suite.running.launchgroups.plan_launches`), so a block
+takes one launch per engine, process count and launcher, whatever the order of its systems. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
 the records this user wrote for the scenario's planned runs and settings (:func:`planned_records`,
 :func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing.
 """

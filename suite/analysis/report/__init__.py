@@ -49,7 +49,7 @@ from .sections import (
     scenario_lines,
     time_section,
 )
-from .tables import scaling_table, sweep_warnings
+from .tables import scaling_table, sweep_warnings, training_share_line
 from .writer import write_first_page, write_pages
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ def _write_report_files(
         f"from {code_span(results_dir)} ({len(records)} runs, {ok_count} ok). Words and columns: [Definitions](details/definitions.md).\n"
     )
     lines += machine_lines(records)
+    lines += [line for line in [training_share_line(frame)] if line is not None]
     lines += first_page_headline(table, found, records)
     lines += warnings_section(warnings, failed)
     key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)

@@ -37,6 +37,7 @@ from .tables import (
     engine_comparison_table,
     environment_tables,
     machine_note,
+    phase_totals,
     settings_json,
     settings_text,
     step_table,
@@ -190,6 +191,15 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
             f"{sums[COL.finalize_s]:.0f} s, scoring {sums[COL.score_s]:.0f} s, process start-up and launchers "
             f"{sums['other_s']:.0f} s.\n"
         )
+        totals = phase_totals(times)
+        tables["phases.csv"] = totals
+        lines.append(
+            "Each phase's total over these runs (`phases.csv`). Runs that shared a launch each count their own worker "
+            "time and an equal share of the rest of the launch (its start-up, the engine's start, shutdown), so the "
+            "runs' wall times add up to the launches'.\n"
+        )
+        shown = totals.assign(seconds=totals["seconds"].round(1), share=[f"{v:.0%}" for v in totals["share"]])
+        lines.append(markdown_table(shown))
         lines.append(details("Time per run, by phase", markdown_table(times)))
     lines += [f"![{name.removesuffix('.png')}]({name})\n" for name in plot_rank_timeline(records, out_dir)]
     steps = step_table(records)

@@ -455,6 +455,46 @@ def settings_json(settings: dict[str, Any] | None) -> str | None:
     return json.dumps(shown, separators=(",", ":"), sort_keys=True, default=str)
 
 
+RUN_PHASES = {
+    COL.train_s: "training (warm-up included)",
+    COL.setup_s: "set-up",
+    COL.eval_s: "evaluation during training",
+    COL.finalize_s: "finalize",
+    COL.score_s: "scoring",
+    "other_s": "start-up and launchers (a shared launch's divided equally among its runs)",
+}
+"""The phases of a run's wall time, as :func:`time_table` has them, and what the report calls each."""
+
+TRAINING_SHARE_GOAL = 0.75
+"""The share of run time spent training the suite aims at (issue 60): what the first page's line compares with."""
+
+
+def phase_totals(times: pd.DataFrame) -> pd.DataFrame:
+    """Each phase's seconds over the runs of :func:`time_table` and its share of their wall time (empty without wall
+    times)."""
+    total = float(times[COL.wall_s].sum()) if not times.empty else 0.0
+    if total <= 0:
+        return pd.DataFrame(columns=["phase", "seconds", "share"])
+    seconds = [float(times[column].fillna(0).sum()) for column in RUN_PHASES]
+    return pd.DataFrame({"phase": list(RUN_PHASES.values()), "seconds": seconds, "share": [s / total for s in seconds]})
+
+
+def training_share_line(frame: pd.DataFrame) -> str | None:
+    """The first page's line on run time: the share of the ok runs' wall time spent in training windows, against
+    :data:`TRAINING_SHARE_GOAL`, and the largest other phase; None where no run has a wall time."""
+    times = time_table(frame)
+    totals = phase_totals(times)
+    if totals.empty:
+        return None
+    train = float(totals["share"].iloc[0])
+    other = totals.iloc[1:].sort_values("seconds", ascending=False).iloc[0]
+    return (
+        f"Run time: {float(times[COL.wall_s].sum()):.0f} s over {len(times)} runs, {train:.0%} of it training "
+        f"(goal {TRAINING_SHARE_GOAL:.0%}); the largest other phase: {other['phase']} {other['share']:.0%}. "
+        "[Every phase](details/time.md).\n"
+    )
+
+
 def settings_text(settings: dict[str, Any] | None) -> str:
     """An engine's settings as ``name=value`` pairs (mappings and lists as compact JSON; paths by file name)."""
     if settings is None:

@@ -134,21 +134,27 @@ SPOT_ROWS = 4
 """Rows of a cached set of real features recomputed from the images at each read and compared with the stored ones."""
 STORED_FEATURES = "features"
 """The key of a statistics cache file's feature rows (a cache file's, not a record's)."""
+_IN_PROCESS: dict[Path, dict] = {}
+"""The statistics this process read or computed and checked, by cache file: a launch that carries several runs reads
+each once."""
 
 
 def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str | None] | None = None) -> dict:
     """The statistics cached at ``path`` where they check out against the digest beside them and against their
     features (:mod:`.cachefiles`) and ``check`` finds nothing wrong (:func:`features_problem`), else ``compute()``'s,
-    cached with their digest."""
+    cached with their digest; read and checked once per process (:data:`_IN_PROCESS`: callers read the arrays, never
+    change them)."""
+    if path in _IN_PROCESS:
+        return dict(_IN_PROCESS[path])
     stored = cachefiles.read_cached_arrays(path)
     if stored is not None and check is not None and (problem := check(stored)) is not None:
         log.warning("%s: %s; not used, computed again", path, problem)
         stored = None
-    if stored is not None:
-        return stored
-    values = compute()
-    cachefiles.write_cached_arrays(path, values)
-    return values
+    if stored is None:
+        stored = compute()
+        cachefiles.write_cached_arrays(path, stored)
+    _IN_PROCESS[path] = stored
+    return dict(stored)
 
 
 def reference_rows(size: int, n: int) -> np.ndarray:

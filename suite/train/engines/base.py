@@ -156,6 +156,24 @@ class Engine(ABC):
         """The engine's settings in effect (for the run's record); engines without any return {}."""
         return {}
 
+    def begin_run(self) -> None:
+        """A new run on the started engine (a launch that carries several runs): its own traffic count and timeline;
+        the communicators and groups made so far stay (creating them is start-up, not the run's)."""
+        self.comm = CommStats()
+        self.timeline = timeline_for(self.device)
+
+    @classmethod
+    def launch_traits(cls, run: Run) -> str:
+        """What of ``run`` besides its engine section the engine is started with (runs of a launch share them); ''
+        for engines started with nothing else."""
+        return ""
+
+    @classmethod
+    def shared_launch_refusal(cls, run: Run) -> str | None:
+        """Why ``run`` needs a launch of its own under this engine (one line), or None where its ranks may go on to
+        train other runs of the same settings (:mod:`suite.running.launchgroups`)."""
+        return None
+
     @classmethod
     def gpu_checks(cls, record: Record) -> list[tuple[str, bool, str]]:
         """What ``suite gpu-check`` checks of an ok record of this engine's runs beyond the checks every run gets:

@@ -109,6 +109,10 @@ class DeepSpeedEngine(TorchEngine):
     name = "deepspeed"
     exit_without_finalizing = False  # only the plain torch engine was seen to abort while finalizing
 
+    @classmethod
+    def shared_launch_refusal(cls, run: Run) -> str | None:
+        return "the deepspeed engine configures itself once per process, from one run's settings"
+
     def __init__(
         self,
         launch: LaunchInfo,

@@ -270,6 +270,9 @@ class HorovodEngine(Engine):
         self.sets_formed: list[dict[str, list]] = []
         """Each split, in order: its groups' sizes and the ids of the process sets Horovod registered for them (0 the
         global set; None for a group of one, which communicates with nobody)."""
+        self._formed: dict[tuple[tuple[int, ...], ...], dict[str, list]] = {}
+        """Every split of the launch and its entry of :attr:`sets_formed`: a later run of the launch reuses the process
+        sets (Horovod registers a set of ranks once) and records them as its own."""
 
     @classmethod
     def from_run(cls, run: Run, launch: LaunchInfo, run_dir: Path) -> HorovodEngine:
@@ -329,11 +332,30 @@ class HorovodEngine(Engine):
             ids[tuple(ranks)] = handle.process_set_id
             return handle
 
-        fresh = tuple(tuple(ranks) for ranks in groups) not in self._splits
+        key = tuple(tuple(ranks) for ranks in groups)
+        fresh = key not in self._splits
         group = self._split_with(groups, new_handle)
         if fresh:
-            self.sets_formed.append({"sizes": [len(r) for r in groups], "process_sets": [ids.get(tuple(r)) for r in groups]})
+            self._formed[key] = {"sizes": [len(r) for r in groups], "process_sets": [ids.get(tuple(r)) for r in groups]}
+        # this run's splits, each once, whichever run of the launch made it
+        if not any(f is self._formed[key] for f in self.sets_formed):
+            self.sets_formed.append(self._formed[key])
         return group
+
+    def begin_run(self) -> None:
+        super().begin_run()
+        self.reduced_on, self.sets_formed = set(), []
+
+    @classmethod
+    def launch_traits(cls, run: Run) -> str:
+        """Whether ``hvd.init()`` makes dynamic process sets: a strategy that splits its ranks into groups needs them."""
+        return "dynamic process sets" if STRATEGIES[run.strategy].splits else "global process set"
+
+    @classmethod
+    def shared_launch_refusal(cls, run: Run) -> str | None:
+        if run.horovod.autotune:
+            return "horovod.autotune: Horovod tunes itself over one run, whose log it writes"
+        return None
 
     def _replicate(self, network: nn.Module, optimizer: torch.optim.Optimizer, group: Group, name: str) -> Replica:
         return HorovodReplica(network, optimizer, self, group, name)
