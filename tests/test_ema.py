@@ -1,0 +1,122 @@
+"""The EMA generator (train.ema_half_life): its average, its setting refused out of range before any run, kept by
+every strategy without touching the trained model, carried through checkpoints and cellular genomes, scored on
+metrics.ema_samples, and read as the end-of-budget estimand."""
+
+import copy
+import math
+
+import pytest
+import torch
+from test_budgets import in_process
+
+from suite.analysis.estimand import end_fid
+from suite.config.expansion import expand, parse_scenario
+from suite.config.scenario import ScenarioError
+from suite.gan.models import build_pair
+from suite.measure.metrics import Reference
+from suite.records.record import Quality, Record
+from suite.running.scoring import EMA, samples_for
+from suite.train.ema import EmaGenerator, decay_for
+from suite.train.strategies.cellular.state import Layout
+
+BASE = {"name": "e", "dataset": {"name": "digits", "image_size": 20}, "runs": [{"strategy": "data_parallel", "engine": "mpi"}]}
+
+
+def _generator(seed: int = 0) -> torch.nn.Module:
+    return build_pair(20, 1, 8, seed=seed)[0]
+
+
+def _perturb(net: torch.nn.Module, by: float) -> None:
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(by)
+        for b in net.buffers():
+            if b.is_floating_point():
+                b.add_(by)
+
+
+def test_the_average_is_the_bias_corrected_weighted_mean_of_the_weights_after_each_step():
+    net, decay = _generator(), 0.6
+    ema = EmaGenerator(net, decay)
+    initial = copy.deepcopy(net.state_dict())
+    seen = []
+    for step in range(4):
+        _perturb(net, 0.1 * (step + 1))
+        ema.update(net)
+        seen.append(copy.deepcopy(net.state_dict()))
+    weights = [decay ** (len(seen) - 1 - i) for i in range(len(seen))]
+    names = {n for n, _ in net.named_parameters()}
+    for key, value in ema.state.items():
+        if key in names:  # parameters: the weighted mean of the four, the initial weights not among them
+            expected = sum(w * s[key] for w, s in zip(weights, seen)) / sum(weights)
+            assert torch.allclose(value, expected, atol=1e-6)
+            assert not torch.allclose(value, initial[key])
+        else:  # buffers: the generator's own
+            assert torch.equal(value, net.state_dict()[key])
+
+
+def test_the_decay_gives_the_half_life_as_a_share_of_the_steps():
+    assert decay_for(0.1, 120) ** 12 == pytest.approx(0.5)
+    assert decay_for(0.1, 12) ** 1.2 == pytest.approx(0.5)  # the same share of a system with ten times larger steps
+
+
+@pytest.mark.parametrize(
+    "value, message", [(1.5, "at most 1"), (0, "positive"), (-0.1, "positive"), (float("nan"), "a finite number")]
+)
+def test_an_ema_half_life_out_of_range_is_refused_naming_the_field(value, message):
+    with pytest.raises(ScenarioError, match=rf"train.ema_half_life: must be {message}"):
+        parse_scenario({**BASE, "train": {"ema_half_life": value}})
+
+
+def test_an_ema_with_a_time_budget_and_too_few_ema_samples_are_refused():
+    with pytest.raises(ScenarioError, match="train.ema_half_life: given with train.budget_s"):
+        parse_scenario({**BASE, "train": {"ema_half_life": 0.1, "budget_s": 10}})
+    with pytest.raises(ScenarioError, match="metrics.ema_samples: must be at least 1"):
+        parse_scenario({**BASE, "metrics": {"ema_samples": 0}})
+
+
+def test_the_ema_generator_is_scored_on_its_own_sample_count():
+    run = expand(parse_scenario({**BASE, "train": {"ema_half_life": 0.1}, "metrics": {"samples": 300, "ema_samples": 1500}}))[0]
+    ref = Reference.for_run(run, "cpu")
+    assert samples_for(run, EMA, ref).n == 1500 and samples_for(run, "final", ref).n == 300
+    assert samples_for(run, "curve0", ref) is ref
+
+
+def test_end_fid_reads_the_ema_generators_fid():
+    assert end_fid(Record(quality=Quality(fid=300.0, ema_fid=200.0, ema_n=5000))) == 200.0
+    assert end_fid(Record(quality=Quality(fid=300.0))) is None  # a run that kept no EMA generator
+    assert end_fid(Record(quality=Quality(ema_fid=math.nan))) is None
+    assert end_fid(Record()) is None
+
+
+def test_a_cellular_individual_carries_its_ema_through_a_genome():
+    net, other = _generator(1), _generator(2)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    ema = EmaGenerator(net, 0.5)
+    _perturb(net, 0.3)
+    ema.update(net)
+    ema.update(net)
+    layout = Layout(net, ema=True)
+    vector = layout.pack(net, opt, 0.01, ema)
+    assert vector.numel() == layout.size == Layout(net).size + layout.module_size + 1
+    received = EmaGenerator(other, 0.5)
+    lr = layout.load(vector, other, torch.optim.Adam(other.parameters(), lr=1.0), received)
+    assert lr == pytest.approx(0.01) and received.updates == 2
+    assert all(torch.equal(received.state[k], ema.state[k].float()) for k in ema.state if ema.state[k].is_floating_point())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["conditional", "label_partitioned"])
+def test_keeping_an_ema_leaves_the_trained_model_bit_identical(tmp_path, strategy):
+    _, plain = in_process(tmp_path, strategy, {"budget_images": 480, "steps": 3})
+    trained, kept = in_process(tmp_path, strategy, {"budget_images": 480, "steps": 3, "ema_half_life": 0.2})
+    assert plain.ema is None and kept.ema is not None
+    assert kept.bundle.digest() == plain.bundle.digest()  # never feeds back into training
+    assert kept.ema.digest() != kept.bundle.digest() and kept.ema.kind == kept.bundle.kind
+    assert set(kept.ema.generators) == set(kept.bundle.generators)  # every class generator has its average
+    if strategy == "conditional":  # its average resumes from a checkpoint
+        saved = trained.trainer.state_dict()["shared"]["ema"]
+        assert saved["updates"] == trained.trainer.result.steps
+        fresh = EmaGenerator(trained.trainer.generator.network, saved["decay"])
+        fresh.load_state_dict(saved)
+        assert all(torch.equal(fresh.state[k].cpu(), v) for k, v in saved["state"].items())
