@@ -242,8 +242,8 @@ def markdown(table: pd.DataFrame, alpha: float, command: str) -> str:
     chosen = choose(result)
     decided = decided_pairs(table, alpha)
     seeds = sorted(int(s) for s in table.seed.unique())
-    half_lives = sorted({float(h) for h in table.ema_half_life.dropna()})
-    ema_n = sorted({int(n) for n in table[table.candidate == EMA_LARGE].n.dropna()})
+    half_lives = sorted({float(h) for h in table.get("ema_half_life", pd.Series(dtype=float)).dropna()})
+    ema_n = sorted({int(n) for n in table[table.candidate == EMA_LARGE].get("n", pd.Series(dtype=float)).dropna()})
     noise = table.groupby(["system", "candidate"]).latent_variance.mean()
 
     def gm(v: np.ndarray, s: str, c: str) -> str:

@@ -120,3 +120,45 @@ def test_keeping_an_ema_leaves_the_trained_model_bit_identical(tmp_path, strateg
         fresh = EmaGenerator(trained.trainer.generator.network, saved["decay"])
         fresh.load_state_dict(saved)
         assert all(torch.equal(fresh.state[k].cpu(), v) for k, v in saved["state"].items())
+
+
+def _estimand_script():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("ci_estimand", Path(__file__).parents[1] / "ci" / "estimand.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pilot_table(values: dict[str, dict[str, list[float]]]):
+    import pandas as pd
+
+    rows = []
+    for candidate, by_system in values.items():
+        for system, fids in by_system.items():
+            for seed, fid in enumerate(fids, 10):
+                rows.append({"system": system, "seed": seed, "candidate": candidate, "value": fid, "latent_variance": 0.001})
+    return pd.DataFrame(rows)
+
+
+def test_the_estimand_is_chosen_by_validity_not_by_a_smaller_spread():
+    ci = _estimand_script()
+    final = {"a": [100.0, 104.0, 98.0], "b": [200.0, 190.0, 210.0], "c": [150.0, 400.0, 90.0]}
+    table = _pilot_table(
+        {
+            ci.FINAL_SMALL: final,
+            ci.FINAL_LARGE: final,
+            # the sharpest candidate, but it says b beats a, which the final models' FID decides the other way
+            ci.LATE: {"a": [300.0, 301.0, 299.0], "b": [250.0, 251.0, 249.0], "c": [280.0, 281.0, 279.0]},
+            ci.EMA_LARGE: {"a": [90.0, 95.0, 88.0], "b": [180.0, 170.0, 185.0], "c": [140.0, 300.0, 100.0]},
+        }
+    )
+    assert ci.decided_pairs(table, 0.05) == {("a", "b"): -1.0}  # a and c, b and c: the final FID does not decide
+    result = ci.summary(table, 0.05).set_index("candidate")
+    assert not result.loc[ci.LATE, "valid"] and result.loc[ci.LATE, "spread_rms"] < result.loc[ci.EMA_LARGE, "spread_rms"]
+    assert result.loc[ci.EMA_LARGE, "valid"] and result.loc[ci.EMA_LARGE, "same_direction_pairs"] == 3
+    assert ci.choose(result.reset_index()) in (ci.FINAL_LARGE, ci.EMA_LARGE, ci.FINAL_SMALL)
+    page = ci.markdown(table, 0.05, "ci/estimand.py x")
+    assert "tuning seeds 10, 11, 12" in page and "fixed before the main job's runs" in page and "**disagrees**" in page
