@@ -25,12 +25,13 @@ pairs, then the smallest sampling share; never the one that decides more. Writes
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import shlex
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -56,18 +57,27 @@ def _n(record: Record, candidate: str) -> int | None:
     return q.n if candidate == FINAL_SMALL else q.ema_n
 
 
+@functools.lru_cache(maxsize=8)
+def _ruler(dataset: str, image_size: int, classes: tuple[int, ...] | None, n: int) -> tuple[Any, Any]:
+    """The run's ruler at ``n`` samples, loaded once per sample count."""
+    from suite.measure.metrics import Reference
+
+    ref = Reference(
+        dataset=dataset, image_size=image_size, classes=list(classes) if classes else None, features="classifier", n=n
+    )
+    return ref, ref.networks()
+
+
 def rescore(record: Record, folder: Path, name: str, n: int, seeds: list[int]) -> list[float | None]:
     """FID of the run's model file ``name`` on ``n`` samples of each latent seed (``COMMON_LATENTS_SEED`` the common
     ones), with the run's ruler."""
     from suite.gan.sampling import Sampler, load_model
-    from suite.measure.metrics import Reference, evaluate_sampler
+    from suite.measure.metrics import evaluate_sampler
 
     assert record.dataset is not None, "a scored run names its dataset"
     bundle = load_model(folder, name)
-    ref = Reference(
-        dataset=record.dataset.name, image_size=bundle.image_size, classes=record.dataset.classes, features="classifier", n=n
-    )
-    networks = ref.networks()
+    classes = tuple(record.dataset.classes) if record.dataset.classes else None
+    ref, networks = _ruler(record.dataset.name, bundle.image_size, classes, n)
     sampler = Sampler(bundle)
     return [evaluate_sampler(sampler, ref, seed=s, networks=networks)["fid"] for s in seeds]
 
@@ -99,15 +109,19 @@ def run_values(record: Record, folder: Path, latents: int) -> dict[str, dict[str
     return {"value": values, "noise": noise}
 
 
-def measure(results: Path, latents: int) -> pd.DataFrame:
-    """One row per run and candidate: system, seed, value, and the variance of its log over fresh latents."""
+def measure(results: Path, latents: int, done: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per run and candidate: system, seed, value, and the variance of its log over fresh latents (the runs in
+    ``done``, an earlier measurement, kept as they are)."""
     records = [r for r in iter_records(results, skip_bad=True) if r.status == "ok"]
     by_system: dict[str, list[Record]] = {}
     for r in records:
         by_system.setdefault(system_name(r), []).append(r)
-    rows = []
+    kept = set() if done is None else set(zip(done.system, done.seed))
+    rows = [] if done is None else done.to_dict("records")
     for name, runs in sorted(by_system.items()):
         for r in sorted(main_runs(runs)[0], key=lambda r: r.seed or 0):
+            if (name, r.seed) in kept:
+                continue
             got = run_values(r, results / str(r.run_id), latents)
             for candidate in CANDIDATES:
                 rows.append(
@@ -320,12 +334,18 @@ def main() -> int:
     )
     parser.add_argument("--out", default="reports/verdicts", help="where estimand.md and .csv go")
     parser.add_argument("--collect-only", action="store_true", help="rewrite estimand.md from the estimand.csv in --out")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the runs the estimand.csv in --out measured; measure the others"
+    )
     args = parser.parse_args()
     out = Path(args.out)
-    table = pd.read_csv(out / "estimand.csv") if args.collect_only else measure(Path(args.results), args.latents)
+    earlier = (
+        pd.read_csv(out / "estimand.csv") if (args.collect_only or args.resume) and (out / "estimand.csv").is_file() else None
+    )
+    table = earlier if args.collect_only and earlier is not None else measure(Path(args.results), args.latents, earlier)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "estimand.csv", index=False)
-    command = ".venv/bin/python ci/estimand.py " + shlex.join(a for a in sys.argv[1:] if a != "--collect-only")
+    command = ".venv/bin/python ci/estimand.py " + shlex.join(a for a in sys.argv[1:] if a not in ("--collect-only", "--resume"))
     (out / "estimand.md").write_text(markdown(table, args.alpha, command))
     print((out / "estimand.md").read_text())
     return 0

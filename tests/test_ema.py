@@ -162,3 +162,10 @@ def test_the_estimand_is_chosen_by_validity_not_by_a_smaller_spread():
     assert ci.choose(result.reset_index()) in (ci.FINAL_LARGE, ci.EMA_LARGE, ci.FINAL_SMALL)
     page = ci.markdown(table, 0.05, "ci/estimand.py x")
     assert "tuning seeds 10, 11, 12" in page and "fixed before the main job's runs" in page and "**disagrees**" in page
+
+
+def test_the_tuning_ranks_by_the_end_fid_where_runs_kept_an_ema_generator():
+    from suite.analysis.tuning import _fid
+
+    assert _fid(Record(quality=Quality(fid=300.0, ema_fid=120.0))) == 120.0
+    assert _fid(Record(quality=Quality(fid=300.0))) == 300.0  # no EMA generator and no curve: the final FID
