@@ -70,16 +70,23 @@ def _ruler(dataset: str, image_size: int, classes: tuple[int, ...] | None, n: in
 
 def rescore(record: Record, folder: Path, name: str, n: int, seeds: list[int]) -> list[float | None]:
     """FID of the run's model file ``name`` on ``n`` samples of each latent seed (``COMMON_LATENTS_SEED`` the common
-    ones), with the run's ruler."""
+    ones), with the run's ruler: the FID alone (the full quality block's per-class scores and KID are not needed; the
+    run's-n final FID on the common latents checks that it equals the record's)."""
     from suite.gan.sampling import Sampler, load_model
-    from suite.measure.metrics import evaluate_sampler
+    from suite.measure.metrics.evaluate import protocol_images, real_statistics
+    from suite.measure.metrics.scores import frechet_distance, statistics
 
     assert record.dataset is not None, "a scored run names its dataset"
     bundle = load_model(folder, name)
     classes = tuple(record.dataset.classes) if record.dataset.classes else None
-    ref, networks = _ruler(record.dataset.name, bundle.image_size, classes, n)
-    sampler = Sampler(bundle)
-    return [evaluate_sampler(sampler, ref, seed=s, networks=networks)["fid"] for s in seeds]
+    ref, (net, _) = _ruler(record.dataset.name, bundle.image_size, classes, n)
+    real, sampler, fids = real_statistics(ref, net), Sampler(bundle), []
+    for seed in seeds:
+        images, _ = sampler.sample(n, seed=seed)
+        features, _ = net(protocol_images(images, ref.protocol))
+        fids.append(float(frechet_distance(*statistics(features), real["mu"], real["sigma"])))
+    print(f"  {folder.name}/{name}: n {n}, seeds {seeds}: {[round(f, 2) for f in fids]}", flush=True)
+    return fids
 
 
 def run_values(record: Record, folder: Path, latents: int) -> dict[str, dict[str, float | None]]:
@@ -96,22 +103,35 @@ def run_values(record: Record, folder: Path, latents: int) -> dict[str, dict[str
             values.setdefault(candidate, None)
             noise[candidate] = None
             continue
-        scores = rescore(record, folder, name, n, [COMMON_LATENTS_SEED, *range(1, latents + 1)])
-        common = scores[0]
+        # the common latents again where the record does not hold the score (the larger-n final FID), or where a
+        # rescoring is cheap (the run's n): the check that this is the run's ruler
+        recheck = candidate != EMA_LARGE
+        if not recheck and latents < 2:  # the record holds its value; no noise measured on this run
+            noise[candidate] = None
+            continue
+        draws = list(range(1, latents + 1)) if latents > 1 else []
+        scores = rescore(record, folder, name, n, [COMMON_LATENTS_SEED] * recheck + draws)
+        common = scores[0] if recheck else values[candidate]
+        fresh = [s for s in scores[int(recheck) :] if s is not None and s > 0]
         if candidate == FINAL_LARGE:
             values[candidate] = common
         elif common is None or values[candidate] is None or abs(common - values[candidate]) > 1e-6 * common:
             raise SystemExit(
                 f"{folder}: rescoring {name} on the common latents gives FID {common}, the record {values[candidate]}"
             )
-        fresh = [s for s in scores[1:] if s is not None and s > 0]
         noise[candidate] = float(np.var(np.log(fresh), ddof=1)) if len(fresh) > 1 else None
     return {"value": values, "noise": noise}
 
 
-def measure(results: Path, latents: int, done: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run and candidate: system, seed, value, and the variance of its log over fresh latents (the runs in
-    ``done``, an earlier measurement, kept as they are)."""
+def measure(
+    results: Path,
+    latents: int,
+    done: pd.DataFrame | None = None,
+    noise_seeds: set[int] | None = None,
+    progress: Path | None = None,
+) -> pd.DataFrame:
+    """One row per run and candidate: system, seed, value, and the variance of its log over fresh latents (on the runs
+    of ``noise_seeds``, default all; the runs in ``done``, an earlier measurement, kept as they are)."""
     records = [r for r in iter_records(results, skip_bad=True) if r.status == "ok"]
     by_system: dict[str, list[Record]] = {}
     for r in records:
@@ -122,7 +142,7 @@ def measure(results: Path, latents: int, done: pd.DataFrame | None = None) -> pd
         for r in sorted(main_runs(runs)[0], key=lambda r: r.seed or 0):
             if (name, r.seed) in kept:
                 continue
-            got = run_values(r, results / str(r.run_id), latents)
+            got = run_values(r, results / str(r.run_id), latents if noise_seeds is None or r.seed in noise_seeds else 0)
             for candidate in CANDIDATES:
                 rows.append(
                     {
@@ -136,6 +156,9 @@ def measure(results: Path, latents: int, done: pd.DataFrame | None = None) -> pd
                     }
                 )
             print(name, r.seed, {c: got["value"][c] for c in CANDIDATES}, flush=True)
+            if progress is not None:  # what is measured so far, for --resume after an interruption
+                progress.parent.mkdir(parents=True, exist_ok=True)
+                pd.DataFrame(rows).to_csv(progress, index=False)
     return pd.DataFrame(rows)
 
 
@@ -269,6 +292,7 @@ def markdown(table: pd.DataFrame, alpha: float, command: str) -> str:
     half_lives = sorted({float(h) for h in table.get("ema_half_life", pd.Series(dtype=float)).dropna()})
     ema_n = sorted({int(n) for n in table[table.candidate == EMA_LARGE].get("n", pd.Series(dtype=float)).dropna()})
     noise = table.groupby(["system", "candidate"]).latent_variance.mean()
+    noisy = sorted(int(x) for x in table[table.latent_variance.notna()].seed.unique())
 
     def gm(v: np.ndarray, s: str, c: str) -> str:
         return (
@@ -296,6 +320,10 @@ def markdown(table: pd.DataFrame, alpha: float, command: str) -> str:
         *_per_system(table, gm),
         "",
         "## Sampling noise: variance of log FID between fresh latent draws of one model, over the variance between seeds",
+        "",
+        f"Fresh draws on the runs of seed{'s' if len(noisy) > 1 else ''} {', '.join(map(str, noisy))} "
+        "(the variance between draws averaged over those runs); the late FID averages its points' draws and is not "
+        "rescored.",
         "",
         *_per_system(table, share),
         "",
@@ -344,6 +372,7 @@ def main() -> int:
     parser.add_argument(
         "--alpha", type=float, default=0.05, help="the level at which the final FID decides a pair (default 0.05)"
     )
+    parser.add_argument("--noise-seeds", type=int, nargs="*", help="measure sampling noise on these seeds' runs only")
     parser.add_argument("--out", default="reports/verdicts", help="where estimand.md and .csv go")
     parser.add_argument("--collect-only", action="store_true", help="rewrite estimand.md from the estimand.csv in --out")
     parser.add_argument(
@@ -354,7 +383,13 @@ def main() -> int:
     earlier = (
         pd.read_csv(out / "estimand.csv") if (args.collect_only or args.resume) and (out / "estimand.csv").is_file() else None
     )
-    table = earlier if args.collect_only and earlier is not None else measure(Path(args.results), args.latents, earlier)
+    table = (
+        earlier
+        if args.collect_only and earlier is not None
+        else measure(
+            Path(args.results), args.latents, earlier, set(args.noise_seeds) if args.noise_seeds else None, out / "estimand.csv"
+        )
+    )
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "estimand.csv", index=False)
     command = ".venv/bin/python ci/estimand.py " + shlex.join(a for a in sys.argv[1:] if a not in ("--collect-only", "--resume"))
