@@ -283,6 +283,37 @@ def _validity(table: pd.DataFrame, decided: dict[tuple[str, str], float]) -> lis
     return lines
 
 
+def _discordant(table: pd.DataFrame, chosen: str) -> list[str]:
+    """A line naming the pairs (none decided by the final FID) where ``chosen`` points the other way from the final
+    model's FID on as many samples: what the main job's verdicts on those pairs rest on."""
+    ours, final = ({k: v.mean() for k, v in logs(table, c).items()} for c in (chosen, FINAL_LARGE))
+    pairs = [
+        f"{a} vs {b} (final {math.exp(final[a] - final[b]):.2f}, {chosen} {math.exp(ours[a] - ours[b]):.2f})"
+        for a, b in itertools.combinations(sorted(final), 2)
+        if a in ours and b in ours and np.sign(ours[a] - ours[b]) != np.sign(final[a] - final[b])
+    ]
+    if not pairs:
+        return []
+    return [
+        f"- Where the final FID decides nothing, {chosen} points the other way on {len(pairs)} pair(s): "
+        + "; ".join(pairs)
+        + ". There the end-of-budget verdict rests on the averaged model, not the last one: the main job's first page "
+        "should not call such a pair decided by the final models."
+    ]
+
+
+def _notes(half_lives: list[float]) -> list[str]:
+    """The page's notes on what was not measured and on the late FID."""
+    return [
+        f"- Measured at one EMA setting (half-life {', '.join(f'{h:g}' for h in half_lives)}); the label-partitioned "
+        "GANs make 12 steps each, so a half-life of a tenth of them is about one step, and their averages lag a model "
+        "still improving. Another half-life is another pilot (`--set train.ema_half_life=...`), measured the same way "
+        "before any main-job run.",
+        "- The late FID measures how a system spent the last half of its budget, not the model it ends with: a system "
+        "still improving steeply is charged for where it was at half the budget. It stays a speed figure.",
+    ]
+
+
 def markdown(table: pd.DataFrame, alpha: float, command: str) -> str:
     """The page: values, spreads, sampling shares, the validity check on decided pairs, and the choice."""
     result = summary(table, alpha)
@@ -354,10 +385,10 @@ def markdown(table: pd.DataFrame, alpha: float, command: str) -> str:
         "on as many samples does) and whose sampling noise is at most "
         f"{100 * MAX_SAMPLING_SHARE:.0f} % of the seed variance ({_fmt(100 * pick.sampling_share_mean, '{:.0f} %')} on average "
         "over the systems). Pass-or-fail checks of a fixed order: never the candidate that would decide most.",
+        *_discordant(table, chosen),
         "- The suite reads it through `suite/analysis/estimand.py::end_fid` (one definition); `scenarios/digits.yaml` "
         "keeps the pilot's EMA half-life and sample count.",
-        "- The late FID measures how a system spent the last half of its budget, not the model it ends with: a system "
-        "still improving steeply is charged for where it was at half the budget. It stays a speed figure.",
+        *_notes(half_lives),
         "",
         f"Rerun: `{command}` (`--collect-only` rewrites this page from `estimand.csv`).",
         "",
