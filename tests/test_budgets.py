@@ -80,23 +80,44 @@ def test_an_images_budget_gives_the_same_model_on_a_slower_host(tmp_path, monkey
     # curve points at equal fractions of the budget, the same on both hosts
     expected = [s * step_images for s in budget_fraction_steps(budget, step_images, 3)]
     assert [images for _, _, images, _ in fast.curve] == [images for _, _, images, _ in slow.curve] == expected
-    assert expected == [3 * step_images, 7 * step_images, 10 * step_images]  # 3.5, 7 and 10.5 steps of the budget
+    assert expected == [4 * step_images, 7 * step_images, 10 * step_images]  # 3.5, 7 and 10.5 steps: nearest, within the budget
 
 
 @pytest.mark.slow
 def test_snapshots_inside_the_warm_up_count_toward_the_budget(tmp_path):
     strategy, outcome = in_process(tmp_path, "data_parallel", {"budget_images": 160, "warmup_steps": 4}, points=4)
-    # fractions of 10 steps: 2, 5, 7, 10; the first falls in the 4 warm-up steps, which are on the training clock
-    assert [(step, images) for _, step, images, _ in outcome.curve] == [(2, 32), (5, 80), (7, 112), (10, 160)]
+    # fractions of 10 steps: 2.5, 5, 7.5, 10, the nearest steps 3, 5, 8, 10; the first falls in the 4 warm-up steps,
+    # which are on the training clock
+    assert [(step, images) for _, step, images, _ in outcome.curve] == [(3, 48), (5, 80), (8, 128), (10, 160)]
     clocks = [clock for clock, *_ in outcome.curve]
     assert 0 < clocks[0] <= strategy.telemetry.warmup["seconds"] < clocks[1] < clocks[2] < clocks[3]
     assert strategy.trainer.warmup_steps == 4 and outcome.fields["warmup_images_consumed"] == 64
 
 
-def test_budget_fractions_are_the_last_whole_steps_within_each_fraction():
-    assert budget_fraction_steps(1000, 100, 4) == [2, 5, 7, 10]
-    assert budget_fraction_steps(1000, 300, 3) == [1, 2, 3]  # 333 and 666 images: steps 1 and 2
+def test_budget_fractions_are_the_nearest_whole_steps():
+    assert budget_fraction_steps(1000, 100, 4) == [3, 5, 8, 10]  # 250 and 750 images: a tie goes to the later step
+    assert budget_fraction_steps(1000, 300, 3) == [1, 2, 3]  # 333 and 666 images: steps 1 (300) and 2 (600)
+    assert budget_fraction_steps(1000, 400, 2) == [1, 2]  # 1000 images round to 3 steps, but the budget buys 2
     assert budget_fraction_steps(640, 640, 3) == [1]  # a budget of one step has one point
+
+
+@pytest.mark.parametrize("budget, points", [(3840, 8), (3840, 6), (5120, 8), (1000, 7), (960, 3), (4000, 12)])
+def test_every_system_is_scored_at_the_same_budget_fractions(budget, points):
+    # the step sizes of the main job's systems (DC-GAN and DC-CGAN 32 images, the label-partitioned 10 class GANs
+    # 320, the W-CGAN at n_critic 2 640, the 1x2 cellular grid 320) and odd ones
+    for step in (32, 320, 640, 96, 250):
+        if budget < step:
+            continue
+        steps = budget_fraction_steps(budget, step, points)
+        wanted = [budget * k / points for k in range(1, points + 1)]
+        at = [s * step for s in steps]
+        # each point is within half a step of its fraction (the first no earlier than one step, the last no later than
+        # the budget), the last point is the budget's end, and a fraction below one step shares the first point
+        nearest = [min(at, key=lambda x, w=w: abs(x - w)) for w in wanted]
+        assert all(abs(x - w) <= step / 2 or x == step or x == (budget // step) * step for x, w in zip(nearest, wanted))
+        assert at[-1] == (budget // step) * step
+    assert budget_fraction_steps(3840, 32, 6) == [20, 40, 60, 80, 100, 120]  # every 640 images
+    assert budget_fraction_steps(3840, 320, 6) == [2, 4, 6, 8, 10, 12]  # the same images
 
 
 # --- the time budget ------------------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_set_overrides_reach_the_runs_and_their_records(scenario, tmp_path, caps
         (
             ["train.lrr=1"],
             "--set train.lrr: train has no field 'lrr'; expected one of epochs, steps, batch_size, lr, betas, seed, seeds, "
-            "warmup_steps, threads, budget_s, budget_images, class_schedule, stop_at_target, checkpoint_every (did you mean lr?)",
+            "warmup_steps, threads, budget_s, budget_images, ema_half_life, class_schedule, stop_at_target, checkpoint_every (did you mean lr?)",
         ),
         (["train.lr.x=1"], "--set train.lr.x: train.lr is not a section"),
         (

@@ -127,7 +127,7 @@ def test_a_scenario_with_three_mistakes_reports_all_three(tmp_path):
         f"{path}: 3 problems:",
         "  train.budget_s: must be a finite number, got nan",
         "  train.lrr: unknown field; expected one of epochs, steps, batch_size, lr, betas, seed, seeds, warmup_steps, "
-        "threads, budget_s, budget_images, class_schedule, stop_at_target, checkpoint_every (did you mean lr?)",
+        "threads, budget_s, budget_images, ema_half_life, class_schedule, stop_at_target, checkpoint_every (did you mean lr?)",
         "  wgan_gp.gp_weight: must not be negative, got -1",
         "  runs[0]: not checked until train and wgan_gp are fixed",  # its rules read both: no default stands in
     ]
@@ -166,7 +166,7 @@ def test_unknown_names_suggest_the_closest_one():
 
 STRATEGY_NAMES = "'data_parallel', 'conditional', 'label_partitioned', 'cellular'"
 TRAIN_FIELDS = (
-    "epochs, steps, batch_size, lr, betas, seed, seeds, warmup_steps, threads, budget_s, budget_images, class_schedule, "
+    "epochs, steps, batch_size, lr, betas, seed, seeds, warmup_steps, threads, budget_s, budget_images, ema_half_life, class_schedule, "
     "stop_at_target, checkpoint_every"
 )
 

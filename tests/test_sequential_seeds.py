@@ -268,17 +268,6 @@ def test_a_final_model_that_collapsed_does_not_take_its_system_out_of_the_late_c
     assert claims.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
 
 
-def test_the_verdicts_use_the_estimand_the_committed_measurement_chose():
-    """reports/verdicts/estimand.csv (ci/estimand.py on the main job): the late FID over the last half, the one the
-    verdicts compare, has the smallest root mean square seed spread of the candidates."""
-    from suite.analysis.estimand import LATE_SHARE
-
-    table = pd.read_csv(REPO / "reports" / "verdicts" / "estimand.csv")
-    rms = table.groupby("candidate")["spread_log"].apply(lambda s: float(np.sqrt(np.mean(s**2))))
-    assert rms.idxmin().startswith("late FID (last half") and LATE_SHARE == 0.5
-    assert rms["final FID"] > rms.min()
-
-
 def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
     policy = {"initial": 3, "step": 3, "max": 6}
     records = [

@@ -171,13 +171,13 @@ def test_the_tuning_scenario_searches_the_main_jobs_systems_alike_on_other_seeds
     main_job, tuning = (yaml.safe_load((REPO / "scenarios" / name).read_text()) for name in ("digits.yaml", "tuning.yaml"))
     for section in ("dataset", "model"):
         assert tuning[section] == main_job[section], section
-    for name in ("batch_size", "threads", "betas", "warmup_steps"):
+    for name in ("batch_size", "threads", "betas", "warmup_steps", "ema_half_life", "budget_images"):
         assert tuning["train"][name] == main_job["train"][name], name
     main_seeds = main_job["train"]["seeds"]  # a list, or sequential seeds 0 to max - 1
     assert not set(tuning["train"]["seeds"]) & set(range(main_seeds["max"]) if isinstance(main_seeds, dict) else main_seeds)
-    assert {k: tuning["metrics"][k] for k in ("features", "samples")} == {
-        k: main_job["metrics"][k] for k in ("features", "samples")
-    }
+    assert {k: tuning["metrics"][k] for k in ("features", "samples", "ema_samples")} == {
+        k: main_job["metrics"][k] for k in ("features", "samples", "ema_samples")
+    }  # ranked by the same estimand, the end FID of the EMA generator
     systems = {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in main_job["runs"]}
     assert {(r["strategy"], r.get("loss", "bce"), r["engine"]) for r in tuning["runs"]} == systems
     runs = expand(load_scenario(REPO / "scenarios" / "tuning.yaml"))

@@ -106,6 +106,9 @@ class Columns:
     kid_std: str
     tvd: str
     label_acc: str
+    ema_fid: str
+    ema_kid_mean: str
+    ema_n: str
     contended: str
     outside_cores: str
     steal_share: str

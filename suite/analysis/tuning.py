@@ -5,7 +5,8 @@ A *system* is a strategy / loss / engine [label] at a process count, whatever it
 
 1. settings all of whose runs were scored before those with a run that failed, diverged, could not be
    scored or is missing (such a run counts as worst; the table names it and why);
-2. then by the mean late FID (the final FID where a run has too few curve points) over the tuning seeds (a seed's repeats averaged first), under the one
+2. then by the mean end FID (the EMA generator's, :func:`suite.analysis.estimand.end_fid`; the late FID where a run kept
+   no EMA generator, the final FID where it has too few curve points too) over the tuning seeds (a seed's repeats averaged first), under the one
    ruler all the system's runs were scored with (``quality.features``, its hash and n);
 3. equal ranks go to the setting listed first in the sweep (``sweep_order``).
 
@@ -30,7 +31,7 @@ from ..config.sweep import overrides_of, sweep_text
 from ..records.nofollow import output_folder
 from ..records.record import Record
 from ..records.results import atomic_write_text, read_records
-from .estimand import late_score
+from .estimand import end_fid, late_score
 from .findings import procs_of, ruler_text, system_name
 from .markdown import fmt, markdown_table
 
@@ -138,8 +139,12 @@ def _problem(record: Record) -> str | None:
 
 
 def _fid(record: Record) -> float | None:
-    """The FID a setting is ranked by: the record's late FID (:func:`suite.analysis.estimand.late_score`, the estimand the
-    main job's verdicts compare), its final FID where its curve has too few points for one; None where it has neither."""
+    """The FID a setting is ranked by: the record's end FID (:func:`suite.analysis.estimand.end_fid`, the estimand the
+    main job's verdicts compare), else its late FID (:func:`suite.analysis.estimand.late_score`; runs that kept no EMA
+    generator), else its final FID where its curve has too few points for one; None where it has none."""
+    end = end_fid(record)
+    if end is not None:
+        return end
     late = late_score(record)
     if late is not None:
         return late
@@ -248,7 +253,7 @@ def chosen_yaml(systems: list[SystemTuning], source: str) -> str:
         for s in systems
     ]
     header = (
-        f"# Chosen by `suite tune {source}`: each system's setting with the lowest mean late FID over the tuning seeds\n"
+        f"# Chosen by `suite tune {source}`: each system's setting with the lowest mean end FID over the tuning seeds\n"
         "# (docs/tuning.md). Paste a system's overrides into its run entry, e.g.\n"
         "#   - {strategy: conditional, engine: horovod, procs: [2], train: {lr: 0.001}}\n"
     )
@@ -261,7 +266,7 @@ def tuning_markdown(systems: list[SystemTuning], source: str, scenario: str, run
     lines = [
         f"# Tuning: {scenario}\n",
         f"From {code_span(source)} ({runs} runs) by `suite tune`. Each system (strategy / loss / engine [label] at P) ranks its "
-        f"swept settings by the mean late FID (the geometric mean of FID over the last half of the budget; the final FID where a run has too few curve points) over the tuning seeds ({', '.join(map(str, seeds))}), under the one ruler "
+        f"swept settings by the mean end FID (the FID of the run's EMA generator at the end of the budget; where a run kept none, the late FID, the geometric mean of FID over the last half of the budget; the final FID where a run has too few curve points) over the tuning seeds ({', '.join(map(str, seeds))}), under the one ruler "
         "its runs were scored with. A setting with a run that failed, diverged, could not be scored or is missing ranks "
         "below every fully scored one (it counts as worst, and is named); equal ranks go to the setting listed first "
         "in the sweep. The best is the chosen setting; `chosen.yaml` holds it as the overrides of a run entry.\n",

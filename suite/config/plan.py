@@ -247,10 +247,20 @@ def budget_steps(budget_images: int, step_images: int, system: str, warmup_steps
 
 
 def budget_fraction_steps(budget_images: int, step_images: int, points: int) -> list[int]:
-    """The steps at which a system has used ``1/points``, ``2/points``, ... of its images budget: the last
-    whole step within each fraction (at least step 1), so that every system has points at about the same images.
+    """The steps at which a system has used ``1/points``, ``2/points``, ... of its images budget: the whole step
+    nearest each fraction (a tie to the later step; at least step 1, at most the steps the budget buys).
+
+    A function of the budget and the points alone, for every strategy: every system's curve is scored at the same
+    budget fractions, each within half a step of the system's own size (exactly where ``budget_images / points`` is a
+    whole number of its steps, e.g. 3,840 images at 6 points for steps of 32 and 320 images).
 
     >>> budget_fraction_steps(1000, 100, 4)
-    [2, 5, 7, 10]
+    [3, 5, 8, 10]
     """
-    return sorted({max(1, budget_images * k // points // step_images) for k in range(1, points + 1)})
+    whole = budget_images // step_images
+    return sorted(
+        {
+            min(whole, max(1, (2 * budget_images * k + points * step_images) // (2 * points * step_images)))
+            for k in range(1, points + 1)
+        }
+    )

@@ -168,6 +168,13 @@ class TrainConfig:
     and ranks, warm-up included, instead of epochs, ``steps`` and ``cellular.iterations``:
     equal-compute comparisons that do not depend on the host's speed (docs/scenarios.md, "Equal budgets"; not with
     ``budget_s``)."""
+    ema_half_life: Annotated[float, Field(gt=0, le=1)] | None = None
+    """Keep an EMA generator: an exponential moving average of every generator's weights (BatchNorm buffers copied),
+    updated after each generator step, never feeding back into training, scored at the end as ``quality.ema_fid``
+    (docs/image-quality.md). Its half-life as a share of the GAN's generator steps (cellular: of a cell's), so that
+    every system averages over the same share of its budget; bias-corrected (the weights after steps 1..t, weighted
+    by the decay, the initial weights not among them). Off when omitted; not with ``budget_s`` (a time budget does
+    not fix the steps)."""
     class_schedule: Literal["interleaved", "sequential"] = "interleaved"
     """How a rank that trains several class GANs (label_partitioned) orders their steps: round-robin, one step of
     each in turn (every curve point has every class trained), or each GAN to its end before the next."""
@@ -218,6 +225,10 @@ class MetricsConfig:
     """Score the trained generators (off: timing-only runs)."""
     curve_points: Annotated[int, Field(ge=0), AtMost(1000, "every point samples and scores the generator")] = 3
     """Generator snapshots at evenly spaced steps (or times, with a budget), scored for quality over time."""
+    ema_samples: Annotated[int, Field(ge=1), AtMost(10**6, _IMAGES)] | None = None
+    """Generated images that score the EMA generator at the end (``train.ema_half_life``; default ``samples``), against
+    as many real ones (at most the split's): more than the curve's, so that sampling noise is a small share of the
+    spread between seeds (reports/verdicts/estimand.md)."""
     target: QualityTarget | None = None
     """Quality target for time-to-quality, e.g. ``{fid: 30}``; needs ``features`` other than ``auto``."""
     equivalence_margin: Annotated[float, Field(gt=1), AtMost(1000, "every pair would be equivalent")] = 1.5

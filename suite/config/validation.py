@@ -285,6 +285,11 @@ def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
             fail(f"{path}.budget_images", f"must be at least 1 image, got {shown(train.budget_images)}")
         if train.budget_s is not None:
             fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
+    if train.ema_half_life is not None and train.budget_s is not None:  # its range: the schema's bounds
+        fail(
+            f"{path}.ema_half_life",
+            f"given with {path}.budget_s: its half-life is a share of the steps, which a time budget does not fix",
+        )
     if train.seed < 0:
         fail(f"{path}.seed", f"must not be negative, got {shown(train.seed)}")
     _check_seeds(train, path, fail)

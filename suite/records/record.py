@@ -364,6 +364,13 @@ class Quality:
     per_class_predicted: dict[str, PerClassScore] | None = None
     untrained_fid: float | None = None
     untrained_kid: float | None = None
+    ema_fid: float | None = column()
+    """FID of the run's EMA generator (``train.ema_half_life``) at the end of its budget, on ``ema_n`` samples of the
+    common latents: the end-of-budget estimand (:func:`suite.analysis.estimand.end_fid`)."""
+    ema_kid_mean: float | None = column()
+    """KID (mean) of the EMA generator, on the same samples."""
+    ema_n: int | None = column()
+    """Generated samples that scored the EMA generator (``metrics.ema_samples``)."""
     latent_seed: int | None = None
     """The seed of the latent vectors and labels the model was scored on: the same for every system, seed and curve
     point (common random numbers); null in records written before (each run scored on its own seed's draws)."""

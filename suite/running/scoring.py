@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINAL = "final"
+EMA = "ema"
+"""The key of the EMA generator (``train.ema_half_life``), scored on ``metrics.ema_samples``."""
+EMA_FIELDS = {"ema_fid": "fid", "ema_kid_mean": "kid_mean", "ema_n": "n"}
+"""The quality fields of the EMA generator, each its scores' field."""
 SHARE_LIMIT_BYTES = 256 * 2**20
 """Models handed to other ranks together at most (every rank receives the whole hand-out)."""
 
@@ -78,7 +82,7 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
     """Which rank scores which model: ``{rank: [(key, bundle)]}``, the final model (key ``final``) on rank 0.
 
     The curve's snapshots are ``curve<i>`` (none where the strategy scored them while training, nor
-    the :func:`final_aliases`), the extra models ``extra:<name>``.
+    the :func:`final_aliases`), the extra models ``extra:<name>``, the EMA generator :data:`EMA`.
     """
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     skipped = set(final_aliases(outcome) if aliases is None else aliases)
@@ -87,6 +91,7 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
         curve = [(f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)]
         jobs += [(key, b) for key, b in curve if key not in skipped]
     jobs += [(f"extra:{name}", b) for name, b in outcome.extra_bundles.items()]
+    jobs += [(EMA, outcome.ema)] if outcome.ema is not None else []
     shared = size > 1 and sum(bundle_bytes(b) for _, b in jobs[1:]) <= SHARE_LIMIT_BYTES
     plan: dict[int, Jobs] = {}
     for i, job in enumerate(jobs):
@@ -120,7 +125,15 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...
     from ..measure.metrics import evaluate_sampler
 
     ref, networks = ruled or ruler(run, device)
-    return {key: evaluate_sampler(Sampler(b, device), ref, networks=networks) for key, b in jobs}
+    return {key: evaluate_sampler(Sampler(b, device), samples_for(run, key, ref), networks=networks) for key, b in jobs}
+
+
+def samples_for(run: Run, key: str, ref: Reference) -> Reference:
+    """The real side that scores model ``key``: the run's, at ``metrics.ema_samples`` for the EMA generator."""
+    import dataclasses
+
+    ema_n = run.metrics.ema_samples
+    return dataclasses.replace(ref, n=ema_n) if key == EMA and ema_n is not None else ref
 
 
 def ruler_identity(ruled: tuple[Any, ...]) -> tuple[str, str | None]:
@@ -192,6 +205,8 @@ def quality_fields(
     quality = scores[FINAL]
     untrained = untrained_baseline(ref, networks, run.model.latent_dim, run.model.architecture)
     quality["untrained_fid"], quality["untrained_kid"] = untrained["fid"], untrained["kid_mean"]
+    if EMA in scores:  # the EMA generator's scores, beside the final model's (suite.analysis.estimand.end_fid)
+        quality.update({field: scores[EMA].get(score) for field, score in EMA_FIELDS.items()})
     curve = outcome.fields.get("curve") or [
         curve_point(scores[f"curve{i}"], clock, step, at) for i, (clock, step, at, _) in enumerate(outcome.curve)
     ]

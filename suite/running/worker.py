@@ -281,6 +281,8 @@ def _saved(
     checkpoints = checkpointer.part(max(r.checkpoint_s or 0.0 for r in per_rank)) if checkpointer is not None else None
     digest = outcome.bundle.digest()
     bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
+    if outcome.ema is not None:
+        bundles["generator_ema.pt"] = outcome.ema
     return checkpoints, ModelPart(digest, {file: b.save(on.run_dir / file) for file, b in bundles.items()})
 
 

@@ -31,6 +31,7 @@ from ..gan.models import build_pair
 from ..gan.seeding import derive_seed, torch_generator
 from ..measure.telemetry import Telemetry
 from . import graphs, performance
+from .ema import EmaGenerator, ema_for
 from .engines.base import Engine, Group, Replica
 from .flat import cpu_state
 from .syncbn import convert_sync_batchnorm
@@ -240,6 +241,10 @@ class GanTrainer:
             graphs.check_capturable((self.generator, self.discriminator), self.loss, self.n_critic)
             self._graphed = graphs.GraphedStep(hooks.capture or graphs.CudaGraphs(engine.device))
         self.result = GanResult(key, self.generator.network)
+        # the EMA generator (train.ema_half_life), kept by the group's first rank, which keeps the model
+        self.ema: EmaGenerator | None = (
+            ema_for(self.generator.network, run.train.ema_half_life, self.max_steps) if group.rank == 0 else None
+        )
         self.snapshot_points, self.evaluate = gan.snapshot_points, hooks.evaluate
         self._fixed_snapshot_steps = set(gan.snapshot_steps) if gan.snapshot_steps is not None else None
         self.warmup_steps = 0
@@ -382,6 +387,11 @@ class GanTrainer:
         self._loss_steps[1] += 1
         if self.events is not None and self._epoch != self._told[2]:  # an epoch ended in this step
             self._tell_events()
+
+    def stepped(self) -> None:
+        """After a whole step (a subclass's :meth:`step` included): the EMA generator averages the new weights in."""
+        if self.ema is not None:
+            self.ema.update(self.generator.network)
 
     def _seed_dropout(self, name: tuple[int, int]) -> None:
         """Seed the global generators that dropout draws from by the batch's name.
@@ -573,6 +583,7 @@ class GanTrainer:
         count = min(steps, self.max_steps - self.result.steps)
         for i in range(count):
             self.step()
+            self.stepped()
             self.warmup_steps += 1
             self.result.warmup_images = self.result.images
             if (i + 1 == count or self.result.steps % CHECK_EVERY == 0) and self._check_divergence(final=i + 1 == count):
@@ -600,6 +611,7 @@ class GanTrainer:
             return True
         if self.result.steps < self.max_steps:
             self.step()
+            self.stepped()
             if not self._between_steps() and self.result.steps < self.max_steps:
                 return False
         self.finished = True
@@ -662,6 +674,8 @@ class GanTrainer:
                 "history": copy.deepcopy(self.result.history),
                 "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in self.result.snapshots],
             }
+            if self.ema is not None:
+                state["shared"]["ema"] = self.ema.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any], shared: dict[str, Any]) -> None:
@@ -685,6 +699,8 @@ class GanTrainer:
         if self._graphed is not None:  # the optimizers' states are new tensors, which an earlier capture would miss
             self._graphed.reset()
         if self.group.rank == 0:
+            if self.ema is not None:
+                self.ema.load_state_dict(shared["ema"])
             self.result.history = copy.deepcopy(shared["history"])
             self.result.snapshots = [
                 {**snap, "state": {k: v.to(device) for k, v in snap["state"].items()}} for snap in shared["snapshots"]

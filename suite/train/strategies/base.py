@@ -33,13 +33,16 @@ class Outcome:
     during training puts its scored points in ``fields["curve"]`` instead) and drawn as the sample grids
     over training (:mod:`suite.gan.grids`). ``fields`` are merged into the record;
     ``extra_bundles`` are further models worth saving and scoring (``generator_<name>.pt``,
-    ``quality_<name>`` in the record).
+    ``quality_<name>`` in the record). ``ema`` is the EMA generator of the model (``train.ema_half_life``,
+    :mod:`suite.train.ema`): the same kind of bundle with the averaged weights, saved as ``generator_ema.pt`` and
+    scored on ``metrics.ema_samples`` (``quality.ema_fid``); None without one.
     """
 
     bundle: GeneratorBundle | None
     curve: list[tuple[float, int, int, GeneratorBundle]] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     extra_bundles: dict[str, GeneratorBundle] = field(default_factory=dict)  # e.g. cellular's best cell
+    ema: GeneratorBundle | None = None
 
 
 class Strategy(ABC):

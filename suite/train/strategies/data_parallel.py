@@ -134,4 +134,5 @@ class DataParallel(Strategy):
         curve = [(snap["clock_s"], snap["step"], snap["images"], self._bundle(snap["state"])) for snap in result.snapshots]
         if self.scored_curve:  # scored while training (stop_at_target); the snapshots still give the sample grids
             fields["curve"] = self.scored_curve
-        return Outcome(self._bundle(result.generator), curve, fields)
+        ema = self.trainer.ema
+        return Outcome(self._bundle(result.generator), curve, fields, ema=self._bundle(ema.state) if ema is not None else None)

@@ -20,6 +20,7 @@ from ....gan.divergence import Divergence, check_values, loss_bound
 from ....gan.losses import Loss, get_loss, mustangs_draw
 from ....gan.models import build_pair
 from ....gan.seeding import derive_seed, torch_generator
+from ...ema import EmaGenerator, decay_for
 from ...engines.base import frozen
 from .grid import (
     Cell,
@@ -56,7 +57,7 @@ class Cellular:
         self.cfg, self.seed, self.grid = cellular_settings(run), run.train.seed, (rows, cols)
         self.device = engine.device
         self.exchange = Exchange(engine, self.grid, self.cfg.neighbourhood)
-        self.genomes = Genomes(self._pair, self.cfg.population)
+        self.genomes = Genomes(self._pair, self.cfg.population, ema=run.train.ema_half_life is not None)
         self.batch = run.train.batch_size
         if len(data) < self.batch:
             raise ValueError(f"train.batch_size {self.batch} is larger than the {len(data)} training images")
@@ -235,7 +236,8 @@ class Cellular:
             nets, opts, lrs = cell.side(kind)
             for s in range(p):
                 k, slot = divmod(tournament(fitness[kind], self.cfg.tournament_size, rng), p)
-                lrs[s] = self.genomes.layouts[kind].load(self.genomes.part(states[hood[k]], slot, kind), nets[s], opts[s])
+                part = self.genomes.part(states[hood[k]], slot, kind)
+                lrs[s] = self.genomes.layouts[kind].load(part, nets[s], opts[s], cell.emas(kind)[s])
 
     def _train(self, cell: CellState, it: int, rng: random.Random) -> None:
         mutation = np.random.default_rng(derive_seed(self.seed, "mutation", cell.coords, it))
@@ -280,19 +282,29 @@ class Cellular:
                 loss.discriminator(net(real), net(fake)).backward()
                 self.images += 2 * self.batch
             opt.step()
+            if kind == "g" and cell.ema_g is not None:  # never feeds back: the individual's average, beside it
+                cell.ema_g[s].update(net)
+
+    def keep_ema(self, half_life: float) -> None:
+        """Give every generator of this rank's cells its EMA generator, its half-life ``half_life`` of a cell's
+        generator steps (every generator of a cell steps on each of its batches); after the budget set the iterations."""
+        steps = self.iterations * self.batches
+        for cell in self.cells.values():
+            cell.ema_g = [EmaGenerator(g, decay_for(half_life, steps)) for g in cell.generators]
 
     def _replace(self, cell: CellState, previous: torch.Tensor, fitness: dict) -> None:
         """Lipizzaner's replacement (:func:`replacement`) of the cell's previous individuals by trained ones."""
         for kind, (old, new) in fitness.items():
             nets, opts, lrs = cell.side(kind)
+            emas = cell.emas(kind)
             layout = self.genomes.layouts[kind]
             # pack first: a trained individual may move to a slot that is about to be overwritten
             parts = [
-                self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i])
+                self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i], emas[i])
                 for source, i in replacement(old, new, self.cfg.n_replacements)
             ]
             for s, part in enumerate(parts):
-                lrs[s] = layout.load(part, nets[s], opts[s])
+                lrs[s] = layout.load(part, nets[s], opts[s], emas[s])
 
     def mixture_members(self, cell: CellState, hood: list[Cell], states: dict) -> list[tuple[str, nn.Module]]:
         """(key, generator) of the cell's mixture: the best generator of each neighbourhood cell, its own included."""

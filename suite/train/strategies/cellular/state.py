@@ -14,6 +14,7 @@ from torch import nn
 
 from ....config.plan import process_grid
 from ....gan.losses import Loss
+from ...ema import EmaGenerator
 from ...flat import flatten, unflatten_
 from .grid import Cell, cells, neighbourhood, owner
 
@@ -36,18 +37,23 @@ class Layout:
 
     In order: the network's parameters and buffers (:func:`module_vector`), Adam's ``exp_avg``
     and ``exp_avg_sq`` of every parameter, Adam's step count of every parameter, the learning
-    rate. float32 holds all of them exactly: Adam keeps its moments and step in float32, and
-    counters stay far below 2**24.
+    rate; with ``ema`` (a generator's, ``train.ema_half_life``) then its EMA generator's state and update count, so
+    that the average travels with its individual through tournaments and replacement. float32 holds all of them
+    exactly: Adam keeps its moments and step in float32, and counters stay far below 2**24.
     """
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, ema: bool = False):
         self.module_size = module_vector(module).numel()
         self.param_sizes = [p.numel() for p in module.parameters()]
         self.moments_size = sum(self.param_sizes)
-        self.size = self.module_size + 2 * self.moments_size + len(self.param_sizes) + 1
+        self.lr_at = self.module_size + 2 * self.moments_size + len(self.param_sizes)
+        self.ema = ema
+        self.size = self.lr_at + 1 + (self.module_size + 1 if ema else 0)
 
-    def pack(self, module: nn.Module, optimizer: torch.optim.Optimizer, lr: float) -> torch.Tensor:
-        """The individual: ``module``, the state of the Adam optimiser that trains it, and ``lr``."""
+    def pack(
+        self, module: nn.Module, optimizer: torch.optim.Optimizer, lr: float, ema: EmaGenerator | None = None
+    ) -> torch.Tensor:
+        """The individual: ``module``, the state of the Adam optimiser that trains it, ``lr`` (and its ``ema``)."""
         params = optimizer.param_groups[0]["params"]
         states = [optimizer.state.get(p) or {} for p in params]
 
@@ -55,19 +61,31 @@ class Layout:
             return [(s[name] if s else torch.zeros_like(p)).detach().reshape(-1).float().cpu() for p, s in zip(params, states)]
 
         steps = torch.tensor([float(s["step"]) if s else 0.0 for s in states], dtype=torch.float32)
+        averaged = []
+        if self.ema:
+            assert ema is not None, "a layout with an EMA packs its individual's"
+            averaged = [flatten(ema.state.values(), torch.float32), torch.tensor([float(ema.updates)], dtype=torch.float32)]
         return torch.cat(
             [module_vector(module), *moments("exp_avg"), *moments("exp_avg_sq"), steps, torch.tensor([lr], dtype=torch.float32)]
+            + averaged
         )
 
     def load_network(self, vector: torch.Tensor, module: nn.Module) -> None:
         """Load only the network of a packed individual (to evaluate it)."""
         load_module_vector(module, vector[: self.module_size])
 
-    def load(self, vector: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer) -> float:
-        """Load a packed individual into ``module`` and its ``optimizer``; return its learning rate."""
+    def load(
+        self, vector: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer, ema: EmaGenerator | None = None
+    ) -> float:
+        """Load a packed individual into ``module``, its ``optimizer`` (and its ``ema``); return its learning rate."""
         self.load_network(vector, module)
+        if self.ema:
+            assert ema is not None, "a layout with an EMA loads its individual's"
+            at = self.lr_at + 1
+            unflatten_(ema.state.values(), vector[at : at + self.module_size])
+            ema.updates = int(vector[at + self.module_size])
         avg_at, sq_at = self.module_size, self.module_size + self.moments_size
-        steps = vector[sq_at + self.moments_size : -1].tolist()
+        steps = vector[sq_at + self.moments_size : self.lr_at].tolist()
         for p, n, step in zip(optimizer.param_groups[0]["params"], self.param_sizes, steps):
             if step == 0:  # never trained: a fresh Adam state
                 optimizer.state.pop(p, None)
@@ -78,7 +96,7 @@ class Layout:
                     "exp_avg_sq": vector[sq_at : sq_at + n].view_as(p).to(p.device, copy=True),
                 }
             avg_at, sq_at = avg_at + n, sq_at + n
-        lr = float(vector[-1])
+        lr = float(vector[self.lr_at])
         optimizer.param_groups[0]["lr"] = lr
         return lr
 
@@ -128,6 +146,11 @@ class CellState:
     mixture_score: float = float("inf")
     fixed_loss: Loss | None = None  # Mustangs per cell: drawn once
     history: list[dict] = field(default_factory=list)
+    ema_g: list[EmaGenerator] | None = None  # the generators' EMA generators (train.ema_half_life), slot by slot
+
+    def emas(self, kind: str) -> list[EmaGenerator | None]:
+        """The EMA generator of each individual of a side (None for discriminators, or without EMA)."""
+        return list(self.ema_g) if kind == "g" and self.ema_g is not None else [None] * len(self.side(kind)[0])
 
     def side(self, kind: str) -> tuple[list[nn.Module], list[torch.optim.Optimizer], list[float]]:
         """(networks, optimisers, learning rates) of the generators (``"g"``) or discriminators (``"d"``)."""
@@ -141,10 +164,10 @@ class Genomes:
     individual (see :class:`Layout`).
     """
 
-    def __init__(self, make_pair: Callable[[int], tuple[nn.Module, nn.Module]], population: int):
+    def __init__(self, make_pair: Callable[[int], tuple[nn.Module, nn.Module]], population: int, ema: bool = False):
         g, d = make_pair(0)
         self.make_pair, self.population = make_pair, population
-        self.layouts = {"g": Layout(g), "d": Layout(d)}
+        self.layouts = {"g": Layout(g, ema), "d": Layout(d)}
         self.slot_size = self.layouts["g"].size + self.layouts["d"].size
         self.pool: list[tuple[nn.Module, nn.Module]] = []
 
@@ -163,7 +186,7 @@ class Genomes:
         for s in range(self.population):
             for kind in ("g", "d"):
                 nets, opts, lrs = cell.side(kind)
-                parts.append(self.layouts[kind].pack(nets[s], opts[s], lrs[s]))
+                parts.append(self.layouts[kind].pack(nets[s], opts[s], lrs[s], cell.emas(kind)[s]))
         return torch.cat(parts)
 
     def unpack(self, vector: torch.Tensor, cell: CellState) -> None:
@@ -171,7 +194,7 @@ class Genomes:
         for s in range(self.population):
             for kind in ("g", "d"):
                 nets, opts, lrs = cell.side(kind)
-                lrs[s] = self.layouts[kind].load(self.part(vector, s, kind), nets[s], opts[s])
+                lrs[s] = self.layouts[kind].load(self.part(vector, s, kind), nets[s], opts[s], cell.emas(kind)[s])
 
     def networks(self, index: int, vector: torch.Tensor, slot: int) -> tuple[nn.Module, nn.Module]:
         """Load the networks of ``slot`` of a cell vector into pool entry ``index``; return (G, D)."""

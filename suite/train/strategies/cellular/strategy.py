@@ -70,6 +70,8 @@ class CellularStrategy(Strategy):
             self.told: dict[Cell, int] = {}  # history points of each cell written as events
         if self.budget is not None:  # the iterations the budget buys, warm-up included
             self.cellular.iterations = self.budget.steps
+        if run.train.ema_half_life is not None:
+            self.cellular.keep_ema(run.train.ema_half_life)
         self.warmup_images = 0  # real images of this rank's warm-up iterations
         self.next_iteration = 0
         self.stopped = False  # a rank diverged: every rank stopped after the same iteration
@@ -240,6 +242,7 @@ class CellularStrategy(Strategy):
                 "history": cell.history,
                 "lr_g": cell.lr_g,
                 "lr_d": cell.lr_d,
+                "ema": [cpu_state(e.state) for e in cell.ema_g] if cell.ema_g is not None else None,
             }
             for c, cell in strategy.cells.items()
         }
@@ -335,6 +338,9 @@ def _results(
     weights = dict(zip([cell_key(n) for n in hood], all_cells[best_mix]["mixture"]))
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
     bundle = make_bundle(run, data, MIXTURE, generators, weights=weights)
+    # the EMA generator: the same mixture of the neighbourhood's best generators' averages (train.ema_half_life)
+    averaged = {cell_key(n): all_cells[n]["ema"][0] for n in hood if all_cells[n]["ema"] is not None}
+    ema = make_bundle(run, data, MIXTURE, averaged, weights=weights) if len(averaged) == len(hood) else None
     best_cell_bundle = make_bundle(run, data, SINGLE, {"all": all_cells[best_cell]["generators"][0]})
     fields.best_cell, fields.best_mixture_cell = list(best_cell), list(best_mix)
     fields.mixture_weights, fields.mixture_score = weights, scorer.record()
@@ -360,4 +366,4 @@ def _results(
             )
         )
     fields.mixture_curve = mixture_curve
-    return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle})
+    return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle}, ema=ema)

@@ -182,6 +182,7 @@ class LabelPartitioned(Strategy):
                         "images": r.images,
                         "warmup_images": r.warmup_images,
                         "history": r.history,
+                        "ema": cpu_state(t.ema.state) if t.ema is not None else None,
                         "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in r.snapshots],
                     },
                     scratch / f"class{label}.pt",
@@ -206,7 +207,10 @@ class LabelPartitioned(Strategy):
         fields.images_consumed = sum(e["images"] for e in per_class)
         fields.warmup_images_consumed = sum(e["warmup_images"] for e in per_class)
         fields.steps_per_gan, fields.generator_only_steps = min(e["steps"] for e in per_class), 0
-        return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields))
+        ema = None
+        if all(e.get("ema") is not None for e in per_class):  # the EMA generator: every class's averaged generator
+            ema = make_bundle(run, data, PER_CLASS, dict(zip(keys, (e["ema"] for e in per_class))), classes=keys)
+        return Outcome(bundle, _curve(run, data, per_class, keys), asdict(fields), ema=ema)
 
 
 def _curve(run: Run, data: ImageData, per_class: list[dict], keys: dict[str, int]) -> list:
