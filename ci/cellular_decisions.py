@@ -69,6 +69,8 @@ def compare_seed(native: Record, other: Record) -> dict:
         "late_fid_native": late_score(native),
         "late_fid_other": late_score(other),
     }
+    steps = [k for k in a if k[3] == "mixture"]
+    row["es_accepted_native"] = f"{sum(a[k][0] == 'proposal' for k in steps)}/{len(steps)}"
     for op in ("tournament", "replace", "mixture"):
         keys = [k for k in common if k[3] == op]
         row[f"{op}_flipped"] = f"{sum(a[k][0] != b[k][0] for k in keys)}/{len(keys)}"
@@ -114,10 +116,17 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
                 "flip_share": part["flipped"].sum() / part["decisions"].sum(),
                 "seeds_without_flip": int((part["flipped"] == 0).sum()),
                 "best_cell_same": f"{int(part['best_cell_same'].sum())}/{len(part)}",
+                "es_accepted_native": _sum_shares(part["es_accepted_native"]),
                 "log_shifts": ", ".join(f"{v:+.2f}" for v in part["log_shift"]),
             }
         )
     return pd.DataFrame(out)
+
+
+def _sum_shares(shares: pd.Series) -> str:
+    """``"a/b"`` strings summed: ``"sum a/sum b"``."""
+    pairs = [tuple(int(x) for x in str(v).split("/")) for v in shares]
+    return f"{sum(p[0] for p in pairs)}/{sum(p[1] for p in pairs)}"
 
 
 def main() -> None:
