@@ -88,6 +88,19 @@ def _best(record: Record) -> object:
     return getattr(part, "best_mixture_cell", None) if part is not None else None
 
 
+def finished(record: Record) -> bool:
+    """A run whose training and scoring finished: ok, or interrupted only after its record held its whole curve and
+    history (a launcher stopped at its end; the report names such runs)."""
+    if record.status == "ok":
+        return True
+    return (
+        record.status == "interrupted"
+        and bool(record.curve)
+        and isinstance(record.history, dict)
+        and all(record.history.values())
+    )
+
+
 def compare(folder: Path) -> pd.DataFrame:
     """Per margin and seed, the comparison of the two kernel sets' runs under ``folder/<set>-margin<m>``."""
     rows = []
@@ -96,10 +109,14 @@ def compare(folder: Path) -> pd.DataFrame:
         other_dir = folder / f"default-margin{margin}"
         if not other_dir.is_dir():
             continue
-        native = {r.seed: r for r in read_records(native_dir) if r.status == "ok" and r.seed is not None}
-        other = {r.seed: r for r in read_records(other_dir) if r.status == "ok" and r.seed is not None}
+        native = {r.seed: r for r in read_records(native_dir) if finished(r) and r.seed is not None}
+        other = {r.seed: r for r in read_records(other_dir) if finished(r) and r.seed is not None}
         for seed in sorted(set(native) & set(other)):
-            rows.append({"margin": float(margin), **compare_seed(native[seed], other[seed])})
+            row = compare_seed(native[seed], other[seed])
+            stopped = [k for k, r in (("native", native[seed]), ("other", other[seed])) if r.status != "ok"]
+            rows.append(
+                {"margin": float(margin), **row, "note": f"{', '.join(stopped)} run interrupted at its end" if stopped else ""}
+            )
     return pd.DataFrame(rows)
 
 
