@@ -17,17 +17,15 @@ from suite.config.scenario import ScenarioError, scenario_section
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
 from suite.measure.metrics.rulers import PACKAGED_RULERS
+from suite.train.strategies.cellular.decide import es_step, replacement, tournament
 from suite.train.strategies.cellular.grid import (
     cells,
     discriminator_trains,
-    es_step,
     mixture_assignment,
     mutate_learning_rates,
     neighbourhood,
     owner,
     propose_weights,
-    replacement,
-    tournament,
 )
 from suite.train.strategies.cellular.state import CellState, Genomes, Layout, module_vector
 
@@ -113,11 +111,11 @@ class Draws(random.Random):
 
 def test_tournament_picks_the_fittest_of_the_drawn():
     fitness = [5.0, 1.0, 3.0, 4.0]
-    assert tournament(fitness, 2, Draws([[0, 3]])) == 3
-    assert tournament(fitness, 2, Draws([[2, 1]])) == 1
-    assert tournament([2.0, 2.0, 9.0], 2, Draws([[1, 0]])) == 1  # tie: the first drawn wins
-    assert tournament(fitness, 4, random.Random(0)) == 1  # everyone drawn: the global best
-    assert tournament([7.0], 2, random.Random(0)) == 0  # fewer individuals than the tournament
+    assert tournament(fitness, 2, Draws([[0, 3]]))[0] == 3
+    assert tournament(fitness, 2, Draws([[2, 1]]))[0] == 1
+    assert tournament([2.0, 2.0, 9.0], 2, Draws([[1, 0]]))[0] == 1  # tie: the first drawn wins
+    assert tournament(fitness, 4, random.Random(0))[0] == 1  # everyone drawn: the global best
+    assert tournament([7.0], 2, random.Random(0))[0] == 0  # fewer individuals than the tournament
 
 
 def test_learning_rate_mutation_is_lipizzaners():
@@ -151,13 +149,13 @@ def test_discriminator_skip_is_lipizzaners():
 
 def test_replacement_is_lipizzaners():
     # the best new individual replaces the worst old one where strictly fitter; best first
-    assert replacement([3.0, 1.0], [0.5, 4.0], 1) == [("new", 0), ("old", 1)]
-    assert replacement([3.0, 1.0], [3.5, 0.5], 1) == [("new", 1), ("old", 1)]
-    assert replacement([1.0], [1.0], 1) == [("old", 0)]  # a tie keeps the old one
-    assert replacement([1.0], [0.9], 1) == [("new", 0)]
+    assert replacement([3.0, 1.0], [0.5, 4.0], 1)[0] == [("new", 0), ("old", 1)]
+    assert replacement([3.0, 1.0], [3.5, 0.5], 1)[0] == [("new", 1), ("old", 1)]
+    assert replacement([1.0], [1.0], 1)[0] == [("old", 0)]  # a tie keeps the old one
+    assert replacement([1.0], [0.9], 1)[0] == [("new", 0)]
     # n = 2, pairwise: the best new against the 2nd worst old (here the best), the 2nd best new
     # against the worst; keeping the best 2 of all 4 would keep old 0 instead of old 1
-    assert replacement([1.0, 2.0], [0.5, 2.5], 2) == [("new", 0), ("old", 1)]
+    assert replacement([1.0, 2.0], [0.5, 2.5], 2)[0] == [("new", 0), ("old", 1)]
 
 
 def test_mixture_assignment():
@@ -487,6 +485,16 @@ def test_cellular_record(placements):
     # learning rates mutate by alpha * N(-lr/10, lr) per step: they move, by about 1e-8 a step
     lrs = [lr for r in (one, two) for h in r["history"].values() for e in h for lr in e["lr_g"] + e["lr_d"]]
     assert len(set(lrs)) > 1 and all(abs(lr - 2e-4) < 1e-6 for lr in lrs)
+    # every decision is logged (tournament and replacement of both sides, the ES step) with its closest call in
+    # standard errors; the same decisions on 1 and 2 ranks
+    ops = [[(d["op"], d.get("side")) for d in e["decisions"]] for h in one["history"].values() for e in h]
+    assert all(
+        o == [("tournament", "g"), ("tournament", "d"), ("replace", "g"), ("replace", "d"), ("mixture", None)] for o in ops
+    )
+    assert [e["decisions"] for h in one["history"].values() for e in h] == [
+        e["decisions"] for h in two["history"].values() for e in h
+    ]
+    assert one["ranking"]["decision_margin"] == 2.0 and "best_mixture_z" in one["ranking"]
     bundle = torch.load(results / one["run_id"] / "generator.pt", weights_only=False)
     assert bundle["kind"] == "mixture" and len(bundle["generators"]) == 3  # a 2x2 torus: self + 2 distinct neighbours
     assert sum(bundle["weights"].values()) == pytest.approx(1.0)

@@ -260,6 +260,9 @@ class CellPoint:
     lr_g: float | list[float] | None = None
     mixture_fid: float | None = None
     accepted: bool | None = None
+    decisions: list[dict] | None = None
+    """The iteration's decisions (tournament, replace, mixture): what was chosen and the z value of the closest
+    call, the improvement in standard errors (:mod:`suite.train.strategies.cellular.decide`)."""
 
 
 History = list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]]

@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import torch
@@ -22,16 +22,14 @@ from ....gan.models import build_pair
 from ....gan.seeding import derive_seed, torch_generator
 from ...ema import EmaGenerator, decay_for
 from ...engines.base import frozen
+from .decide import bootstrap_fid_se, es_step, paired_se, replacement, tournament
 from .grid import (
     Cell,
     discriminator_trains,
-    es_step,
     mixture_assignment,
     mutate_learning_rates,
     neighbourhood,
     propose_weights,
-    replacement,
-    tournament,
 )
 from .rules import cellular_settings
 from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
@@ -149,28 +147,30 @@ class Cellular:
             return [[g(z[lo : lo + self.batch]) for lo in range(0, len(z), self.batch)] for g in gens]
 
     @torch.no_grad()
-    def _fitness(
-        self, fakes: list[list[torch.Tensor]], discs: list[nn.Module], real: torch.Tensor, loss: Loss
-    ) -> tuple[list[float], list[float]]:
-        """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs.
+    def _fitness(self, fakes: list[list[torch.Tensor]], discs: list[nn.Module], real: torch.Tensor, loss: Loss) -> Fitness:
+        """Mean generator loss of each G against all Ds, and mean D loss of each D against all Gs, with each
+        one's per-sample values (the noise that the decisions weigh, :mod:`.decide`).
 
         ``fakes`` holds each G's images (:meth:`_fakes`); over the whole sample, in batches of
         ``train.batch_size``, every pairing sees the same images and noise.
         """
         g_fit, d_fit = [0.0] * len(fakes), [0.0] * len(discs)
+        g_rows, d_rows = np.zeros((len(fakes), len(real))), np.zeros((len(discs), len(real)))
         with batchnorm_stats_kept(discs):
             for b, lo in enumerate(range(0, len(real), self.batch)):
                 images = real[lo : lo + self.batch]
-                share = len(images) / len(real)
+                share, hi = len(images) / len(real), lo + len(images)
                 for j, d in enumerate(discs):
                     real_scores = d(images)
                     for k, fake in enumerate(fakes):
                         fake_scores = d(fake[b])
                         g_fit[k] += share * float(loss.generator(fake_scores)) / len(discs)
                         d_fit[j] += share * float(loss.discriminator(real_scores, fake_scores)) / len(fakes)
+                        g_rows[k, lo:hi] += per_sample(loss.generator, fake_scores) / len(discs)
+                        d_rows[j, lo:hi] += per_sample(loss.discriminator, real_scores, fake_scores) / len(fakes)
                 self.images += len(images) * len(discs) * (1 + len(fakes))
                 self.eval_images += len(images) * len(discs) * (1 + len(fakes))
-        return g_fit, d_fit
+        return Fitness(g_fit, d_fit, g_rows, d_rows)
 
     # --- one iteration ---------------------------------------------------------------------------------------
     def iteration(self, it: int) -> None:
@@ -205,10 +205,11 @@ class Cellular:
         loss = self._loss(cell, rng)
         real, z = self._fitness_sample(cell.coords, it)
         pool_fakes = self._fakes(gens, z)
-        g_fit, d_fit = self._fitness(pool_fakes, discs, real, loss)
-        if self._diverged(cell, it, g_fit, d_fit):
+        pool_fit = self._fitness(pool_fakes, discs, real, loss)
+        if self._diverged(cell, it, pool_fit.g, pool_fit.d):
             return
-        self._select(cell, states, hood, {"g": g_fit, "d": d_fit}, rng)
+        cell.decisions = []
+        self._select(cell, states, hood, pool_fit, rng)
         self.phase_s["fitness"] += time.perf_counter() - t
 
         t = time.perf_counter()
@@ -218,24 +219,31 @@ class Cellular:
         t = time.perf_counter()
         # Trained individuals meet the same opponents on the same sample as the cell's previous
         # ones, which are the neighbourhood's first p (hood[0] is the cell).
-        new_g, _ = self._fitness(self._fakes(cell.generators, z), discs, real, loss)
-        _, new_d = self._fitness(pool_fakes, cell.discriminators, real, loss)
-        if self._diverged(cell, it, new_g, new_d):
+        new_g = self._fitness(self._fakes(cell.generators, z), discs, real, loss)
+        new_d = self._fitness(pool_fakes, cell.discriminators, real, loss)
+        if self._diverged(cell, it, new_g.g, new_d.d):
             return
-        self._replace(cell, states[cell.coords], {"g": (g_fit[:p], new_g), "d": (d_fit[:p], new_d)})
+        self._replace(
+            cell,
+            states[cell.coords],
+            {"g": (pool_fit.head("g", p), new_g.side("g")), "d": (pool_fit.head("d", p), new_d.side("d"))},
+        )
         self.phase_s["fitness"] += time.perf_counter() - t
 
         t = time.perf_counter()
         self._mixture_step(cell, hood, states, it)
         self.phase_s["mixture"] += time.perf_counter() - t
 
-    def _select(self, cell: CellState, states: dict, hood: list[Cell], fitness: dict, rng: random.Random) -> None:
+    def _select(self, cell: CellState, states: dict, hood: list[Cell], fitness: Fitness, rng: random.Random) -> None:
         """Tournaments copy neighbourhood individuals (weights, Adam state, learning rate) into the cell."""
-        p = self.cfg.population
+        p, margin = self.cfg.population, self.cfg.decision_margin
         for kind in ("g", "d"):  # all generators first, as Lipizzaner
             nets, opts, lrs = cell.side(kind)
+            values, rows = fitness.side(kind)
             for s in range(p):
-                k, slot = divmod(tournament(fitness[kind], self.cfg.tournament_size, rng), p)
+                winner, drawn, z = tournament(values, self.cfg.tournament_size, rng, paired_se(rows), margin)
+                cell.decisions.append({"op": "tournament", "side": kind, "slot": s, "chosen": winner, "drawn": drawn, "z": z})
+                k, slot = divmod(winner, p)
                 part = self.genomes.part(states[hood[k]], slot, kind)
                 lrs[s] = self.genomes.layouts[kind].load(part, nets[s], opts[s], cell.emas(kind)[s])
 
@@ -294,14 +302,16 @@ class Cellular:
 
     def _replace(self, cell: CellState, previous: torch.Tensor, fitness: dict) -> None:
         """Lipizzaner's replacement (:func:`replacement`) of the cell's previous individuals by trained ones."""
-        for kind, (old, new) in fitness.items():
+        for kind, ((old, old_rows), (new, new_rows)) in fitness.items():
             nets, opts, lrs = cell.side(kind)
             emas = cell.emas(kind)
             layout = self.genomes.layouts[kind]
+            slots, zs = replacement(old, new, self.cfg.n_replacements, paired_se(old_rows, new_rows), self.cfg.decision_margin)
+            cell.decisions.append({"op": "replace", "side": kind, "chosen": [f"{source}{i}" for source, i in slots], "z": zs})
             # pack first: a trained individual may move to a slot that is about to be overwritten
             parts = [
                 self.genomes.part(previous, i, kind) if source == "old" else layout.pack(nets[i], opts[i], lrs[i], emas[i])
-                for source, i in replacement(old, new, self.cfg.n_replacements)
+                for source, i in slots
             ]
             for s, part in enumerate(parts):
                 lrs[s] = layout.load(part, nets[s], opts[s], emas[s])
@@ -318,14 +328,24 @@ class Cellular:
         nets = [g for _, g in self.mixture_members(cell, hood, states)]
         # before and after the proposal the same noise and draws: only the weights differ
         sample_seed = derive_seed(self.seed, "mixture-samples", cell.coords, it)
-        score, accepted = self.scorer(nets, cell.mixture, sample_seed), False
+        score, features = self.scorer.scored(nets, cell.mixture, sample_seed)
+        accepted, z = False, None
         self.eval_images += self.scorer.n  # each scoring passes its samples through the feature network
+        proposed = None
         if len(nets) > 1:  # a one-cell mixture has nothing to evolve (Lipizzaner on a 1x1 grid)
             proposal = propose_weights(
                 cell.mixture, self.cfg.mixture_scale, np.random.default_rng(derive_seed(self.seed, "es", cell.coords, it))
             )
-            cell.mixture, score, accepted = es_step(cell.mixture, score, proposal, self.scorer(nets, proposal, sample_seed))
+            proposal_score, proposed = self.scorer.scored(nets, proposal, sample_seed)
             self.eval_images += self.scorer.n
+        seed = derive_seed(self.seed, "bootstrap", cell.coords, it)
+        cell.mixture_se, diff_se = bootstrap_fid_se(features, proposed, self.scorer.fid, self.cfg.bootstrap_draws, seed)
+        if proposed is not None:
+            z = (score - proposal_score) / diff_se if diff_se > 0 else None
+            cell.mixture, score, accepted = es_step(
+                cell.mixture, score, proposal, proposal_score, diff_se, self.cfg.decision_margin
+            )
+            cell.decisions.append({"op": "mixture", "chosen": "proposal" if accepted else "current", "z": z})
         cell.mixture_score = score
         cell.history.append(
             {
@@ -335,8 +355,34 @@ class Cellular:
                 "accepted": accepted,
                 "lr_g": list(cell.lr_g),
                 "lr_d": list(cell.lr_d),
+                "decisions": cell.decisions,
             }
         )
+
+
+def per_sample(loss: Callable[..., torch.Tensor], *scores: torch.Tensor) -> np.ndarray:
+    """A batch loss (a mean over its samples) of each sample alone: the values whose mean is the batch's loss."""
+    return torch.func.vmap(lambda *row: loss(*(r[None] for r in row)))(*scores).double().numpy()
+
+
+@dataclasses.dataclass
+class Fitness:
+    """One fitness evaluation: each generator's (``g``) and discriminator's (``d``) mean loss, and its per-sample values
+    (one row each, the columns the same images and noise for all)."""
+
+    g: list[float]
+    d: list[float]
+    g_rows: np.ndarray
+    d_rows: np.ndarray
+
+    def side(self, kind: str) -> tuple[list[float], np.ndarray]:
+        """(means, per-sample rows) of the generators (``"g"``) or discriminators (``"d"``)."""
+        return (self.g, self.g_rows) if kind == "g" else (self.d, self.d_rows)
+
+    def head(self, kind: str, n: int) -> tuple[list[float], np.ndarray]:
+        """:meth:`side` of the first ``n`` individuals (the cell's own, first in its neighbourhood)."""
+        values, rows = self.side(kind)
+        return values[:n], rows[:n]
 
 
 class ClassLogits:
@@ -392,13 +438,26 @@ class MixtureScorer:
         """What the record says about the mixture scores: network, dimension, sample counts, sampling."""
         return {"features": self.name, "dim": self.dim, "n": self.n, "n_real": int(self.real["n"]), "sampling": self.sampling}
 
-    @torch.no_grad()
     def __call__(self, generators: list[nn.Module], weights: np.ndarray, seed: int) -> float:
-        from ....measure.metrics.scores import frechet_distance, statistics
+        """The FID of the mixture of ``generators`` with ``weights`` on the samples that ``seed`` names."""
+        return self.scored(generators, weights, seed)[0]
 
+    @torch.no_grad()
+    def scored(self, generators: list[nn.Module], weights: np.ndarray, seed: int) -> tuple[float, np.ndarray]:
+        """:meth:`__call__` and the samples' features, row i made from latent vector i (the same for every mixture
+        scored with ``seed``, so two mixtures' rows pair up: :func:`.decide.bootstrap_fid_se`)."""
         members = mixture_assignment(weights, self.n, self.sampling, np.random.default_rng(seed))
         z = torch.randn(self.n, self.latent, generator=torch.Generator().manual_seed(seed))
+        drawing = [k for k in range(len(generators)) if (members == k).any()]
         with eval_mode(generators):
-            images = [g(z[members == k].to(self.device)).cpu() for k, g in enumerate(generators) if (members == k).any()]
+            images = [generators[k](z[members == k].to(self.device)).cpu() for k in drawing]
         features, _ = self.net(torch.cat(images))
+        in_latent_order = np.empty_like(features)
+        in_latent_order[np.concatenate([np.flatnonzero(members == k) for k in drawing])] = features
+        return self.fid(features), in_latent_order
+
+    def fid(self, features: np.ndarray) -> float:
+        """The FID of ``features`` (rows: samples in the scorer's space) against the real statistics."""
+        from ....measure.metrics.scores import frechet_distance, statistics
+
         return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])

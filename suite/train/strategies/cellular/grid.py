@@ -1,31 +1,19 @@
 """The toroidal grid of the cellular strategy and its evolutionary operators.
 
 Pure functions, no communication: neighbourhoods on a torus, which rank owns which cell (both in
-:mod:`suite.config.plan`, which the projection reads too), and Lipizzaner's operators (tournament, learning-rate mutation, replacement, the (1+1)-ES on
-mixture weights and the sampling of a mixture). Lipizzaner (paper 003) hard-codes its
+:mod:`suite.config.plan`, which the projection reads too), and Lipizzaner's operators (learning-rate mutation, the (1+1)-ES proposal on
+mixture weights and the sampling of a mixture; the decisions between scores are in :mod:`.decide`). Lipizzaner (paper 003) hard-codes its
 neighbourhood with a transposed index; here a cell is ``(row, col)`` everywhere and the
 tests compare every neighbourhood with brute-force torus arithmetic.
 """
 
 from __future__ import annotations
 
-import random
 from typing import Sequence
 
 import numpy as np
 
 from ....config.plan import OFFSETS, Cell, cells, neighbourhood, owner  # noqa: F401  (the grid's geometry, shared with the projection)
-
-
-def tournament(fitness: Sequence[float], size: int, rng: random.Random) -> int:
-    """Index of the fittest (lowest value) of ``size`` individuals drawn without replacement.
-
-    Draws with replacement only when there are fewer individuals than the tournament size.
-    Ties go to the individual drawn first.
-    """
-    n = len(fitness)
-    drawn = rng.sample(range(n), size) if size <= n else [rng.randrange(n) for _ in range(size)]
-    return min(drawn, key=lambda i: (fitness[i], drawn.index(i)))
 
 
 def mutate_learning_rates(
@@ -47,23 +35,6 @@ def discriminator_trains(batch: int, skip: int) -> bool:
     return skip == 0 or batch % (skip + 1) == 0
 
 
-def replacement(old: Sequence[float], new: Sequence[float], n: int) -> list[tuple[str, int]]:
-    """Lipizzaner's replacement: the cell's population after training, best first.
-
-    The ``n`` best new (trained) individuals each replace one of the ``n`` worst old ones, pairwise
-    (best new against the n-th worst old, ...), only where strictly fitter (lower). Returns
-    ``("old" | "new", index)`` per slot, sorted by fitness (``Population.replacement``).
-    """
-    slots = [("old", i, old[i]) for i in sorted(range(len(old)), key=lambda i: old[i])]
-    ranked_new = sorted(range(len(new)), key=lambda i: new[i])
-    for k in range(n):
-        j = k - n
-        if slots[j][2] > new[ranked_new[k]]:
-            slots[j] = ("new", ranked_new[k], new[ranked_new[k]])
-    slots.sort(key=lambda slot: slot[2])
-    return [(kind, i) for kind, i, _ in slots]
-
-
 def propose_weights(weights: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
     """(1+1)-ES proposal: Gaussian step on mixture weights, clipped at 0 and normalised."""
     proposal = np.clip(weights + rng.normal(0.0, scale, size=weights.shape), 0.0, None)
@@ -82,10 +53,3 @@ def mixture_assignment(weights: np.ndarray, n: int, mode: str, rng: np.random.Ge
     if mode == "independent_probability":
         return rng.choice(len(w), size=n, p=w)
     return rng.permutation(np.repeat(np.arange(len(w)), np.ceil(n * w).astype(int)))[:n]
-
-
-def es_step(weights: np.ndarray, score: float, proposal: np.ndarray, proposal_score: float) -> tuple[np.ndarray, float, bool]:
-    """Keep the proposal only when it scores strictly better (lower FID)."""
-    if proposal_score < score:
-        return proposal, proposal_score, True
-    return weights, score, False

@@ -42,6 +42,14 @@ def check_cellular(cellular: CellularConfig, path: str, fail: Fail) -> None:
             fail(f"{path}.{name}", "must not be negative")
     if not 0 <= cellular.mutation_probability <= 1:
         fail(f"{path}.mutation_probability", f"must be in [0, 1], got {shown(cellular.mutation_probability)}")
+    if not 0 <= cellular.decision_margin <= 10:
+        fail(f"{path}.decision_margin", f"must be in [0, 10] standard errors, got {shown(cellular.decision_margin)}")
+    if cellular.decision_margin > 0 and cellular.bootstrap_draws < 2:
+        fail(
+            f"{path}.bootstrap_draws",
+            f"{cellular.bootstrap_draws} draws cannot estimate a mixture score's noise for decision_margin "
+            f"{shown(cellular.decision_margin)}; use at least 2 (100 by default), or decision_margin 0",
+        )
     if cellular.n_replacements > cellular.population:
         fail(f"{path}.n_replacements", f"{cellular.n_replacements} is more than the population ({cellular.population})")
 

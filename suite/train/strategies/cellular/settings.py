@@ -14,6 +14,7 @@ from ....config.schema import AtMost
 _NEVER = "a run this long would never finish"
 _CELL = "every cell holds this many networks in memory"
 _IMAGES = "the images are held in memory while they are scored"
+_MARGIN = "a margin of more standard errors would almost never let a better candidate win"
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,10 @@ class CellularConfig:
     """How a mixture's samples pick their generator: exact shares of the weights, or each independently."""
     mustangs_choice: Literal["batch", "cell"] = "batch"
     """Mustangs draws its loss per batch or once per cell."""
+    decision_margin: Annotated[float, Field(ge=0), AtMost(10, _MARGIN)] = 2.0
+    """Standard errors by which a score must be lower to win a decision (tournament, replacement, mixture-weight step,
+    best mixture), estimated from the samples that made both scores; within it the incumbent stays (the first drawn,
+    the previous individual, the current weights, the first cell). 0: the papers' strictly-lower rule
+    (docs/deviations.md, reports/cellular-decisions)."""
+    bootstrap_draws: Annotated[int, Field(ge=0), AtMost(10**4, _NEVER)] = 100
+    """Bootstrap resamples that estimate a mixture FID difference's standard error (0: none, only with margin 0)."""

@@ -144,6 +144,8 @@ class CellState:
     lr_d: list[float]
     mixture: np.ndarray  # weights over the neighbourhood's cells
     mixture_score: float = float("inf")
+    mixture_se: float = 0.0  # the bootstrap standard error of mixture_score (:mod:`.decide`)
+    decisions: list[dict] = field(default_factory=list)  # this iteration's decisions, for its history point
     fixed_loss: Loss | None = None  # Mustangs per cell: drawn once
     history: list[dict] = field(default_factory=list)
     ema_g: list[EmaGenerator] | None = None  # the generators' EMA generators (train.ema_half_life), slot by slot

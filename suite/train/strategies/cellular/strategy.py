@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -25,9 +26,11 @@ from ...flat import cpu_state
 from ...training import UNLIMITED, evenly_spaced_steps
 from ..base import Outcome, Strategy, images_budget, make_bundle
 from .algorithm import PHASES, Cellular, MixtureScorer
+from .decide import bootstrap_fid_se, first_unless_displaced
 from .grid import Cell, cells, neighbourhood
 from .record import CellularFields
 from .rules import cellular_settings
+from .settings import CellularConfig
 from .state import cell_key
 
 if TYPE_CHECKING:
@@ -187,7 +190,12 @@ class CellularStrategy(Strategy):
                 "images": self.cellular.real_images,  # this rank's cells'
                 "clock_s": self.telemetry.clock(),
                 "cells": {
-                    c: {"generator": cpu_state(cell.generators[0]), "mixture": cell.mixture.tolist(), "score": cell.mixture_score}
+                    c: {
+                        "generator": cpu_state(cell.generators[0]),
+                        "mixture": cell.mixture.tolist(),
+                        "score": cell.mixture_score,
+                        "score_se": cell.mixture_se,
+                    }
                     for c, cell in self.cellular.cells.items()
                 },
             }
@@ -211,6 +219,7 @@ class CellularStrategy(Strategy):
                     "vector": strategy.genomes.pack(cell),
                     "mixture": torch.from_numpy(cell.mixture.copy()),  # a tensor: checkpoints hold no numpy arrays
                     "mixture_score": cell.mixture_score,
+                    "mixture_se": cell.mixture_se,
                     "history": copy.deepcopy(cell.history),
                 }
                 for c, cell in strategy.cells.items()
@@ -227,6 +236,7 @@ class CellularStrategy(Strategy):
                 saved["mixture_score"],
                 copy.deepcopy(saved["history"]),
             )
+            cell.mixture_se = saved.get("mixture_se", 0.0)
         self.next_iteration, self.window = state["next_iteration"], copy.deepcopy(state["window"])
         strategy.real_images, self.warmup_images = state["real_images"], state["warmup_images"]
         strategy.phase_s, self.snapshots = dict(state["phase_s"]), state["snapshots"]
@@ -288,8 +298,9 @@ class CellularStrategy(Strategy):
 def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: list[list[dict]]) -> list:
     """(clock, generator steps, bundle) of the best mixture at each snapshot, for scoring after training.
 
-    The best mixture of a snapshot is the one whose own score during training was lowest then,
-    as the final model is chosen at the end.
+    The best mixture of a snapshot is the one whose own score during training was lowest then (by more than
+    ``cellular.decision_margin`` standard errors, else the first cell in grid order: :mod:`.decide`), as the final
+    model is chosen at the end.
     """
     grid, kind, steps_per_iteration = (
         strategy.grid,
@@ -299,7 +310,9 @@ def _snapshot_curve(run: Run, data: ImageData, strategy: Cellular, per_rank: lis
     curve = []
     for snaps in zip(*per_rank):  # the i-th snapshot of every rank
         states = {c: v for snap in snaps for c, v in snap["cells"].items()}
-        best = min(states, key=lambda c: (states[c]["score"], c))
+        scores = {c: states[c]["score"] for c in states}
+        noise: dict[Cell, float] = {c: states[c].get("score_se", 0.0) for c in states}
+        best, _ = first_unless_displaced(sorted(states), scores, _independent_se(noise), cellular_settings(run).decision_margin)
         hood = neighbourhood(best, grid, kind)
         bundle = make_bundle(
             run,
@@ -327,13 +340,15 @@ def _results(
         return g.to(strategy.device)
 
     final_seed = derive_seed(run.train.seed, "final-ranking")
-    cell_scores = {c: scorer([best_generator(c)], np.ones(1), final_seed) for c in sorted(all_cells)}
-    mixture_scores = {}
+    cell_scored = {c: scorer.scored([best_generator(c)], np.ones(1), final_seed) for c in sorted(all_cells)}
+    mixture_scored = {}
     for c in sorted(all_cells):
         nets = [best_generator(n) for n in neighbourhood(c, grid, kind)]
-        mixture_scores[c] = scorer(nets, np.asarray(all_cells[c]["mixture"]), final_seed)
-    best_cell = min(cell_scores, key=lambda c: (cell_scores[c], c))
-    best_mix = min(mixture_scores, key=lambda c: (mixture_scores[c], c))
+        mixture_scored[c] = scorer.scored(nets, np.asarray(all_cells[c]["mixture"]), final_seed)
+    best_cell, cell_z = _best(cell_scored, scorer, cellular_settings(run), derive_seed(run.train.seed, "best-cell"))
+    best_mix, mixture_z = _best(mixture_scored, scorer, cellular_settings(run), derive_seed(run.train.seed, "best-mixture"))
+    cell_scores = {c: v[0] for c, v in cell_scored.items()}
+    mixture_scores = {c: v[0] for c, v in mixture_scored.items()}
     hood = neighbourhood(best_mix, grid, kind)
     weights = dict(zip([cell_key(n) for n in hood], all_cells[best_mix]["mixture"]))
     generators = {cell_key(n): all_cells[n]["generators"][0] for n in hood}
@@ -350,6 +365,9 @@ def _results(
         "n": scorer.n,
         "cell_fid": {f"{c[0]},{c[1]}": v for c, v in cell_scores.items()},
         "mixture_fid": {f"{c[0]},{c[1]}": v for c, v in mixture_scores.items()},
+        "decision_margin": cellular_settings(run).decision_margin,
+        "best_cell_z": cell_z,
+        "best_mixture_z": mixture_z,
     }
     fields.history = {f"{c[0]},{c[1]}": v["history"] for c, v in sorted(all_cells.items())}
     # what the (1+1)-ES saw: the best mixture score of each iteration, in the scorer's own space
@@ -367,3 +385,21 @@ def _results(
         )
     fields.mixture_curve = mixture_curve
     return Outcome(bundle, [], dataclasses.asdict(fields), extra_bundles={"best_cell": best_cell_bundle}, ema=ema)
+
+
+def _independent_se(noise: dict[Cell, float]) -> Callable[[Cell, Cell], float]:
+    """The standard error of the difference of two cells' scores made from their own samples (independent)."""
+    return lambda a, b: math.hypot(noise[a], noise[b])
+
+
+def _best(
+    scored: dict[Cell, tuple[float, np.ndarray]], scorer: MixtureScorer, cellular: CellularConfig, seed: int
+) -> tuple[Cell, float | None]:
+    """The cell whose score is lowest by more than ``cellular.decision_margin`` standard errors, else the first in
+    grid order (:func:`.decide.first_unless_displaced`), and the z value of its closest call. Every cell was scored on
+    the same latent vectors, so two cells' differences are paired (:func:`.decide.bootstrap_fid_se`)."""
+
+    def se(a: Cell, b: Cell) -> float:
+        return bootstrap_fid_se(scored[a][1], scored[b][1], scorer.fid, cellular.bootstrap_draws, seed)[1]
+
+    return first_unless_displaced(sorted(scored), {c: v[0] for c, v in scored.items()}, se, cellular.decision_margin)
