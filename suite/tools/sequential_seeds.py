@@ -2,9 +2,9 @@
 
 A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
 SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
-the entries with fixed seeds), then takes the late-FID verdicts exactly as the report will
-(:func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the systems that are still in
-an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
+the entries with fixed seeds), then takes the quality verdicts on the end-of-budget FID exactly as the report will
+(:func:`decide`, which is :func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the
+systems that are still in an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
 where it stopped. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s.
 """
@@ -16,7 +16,9 @@ from pathlib import Path
 
 from ..analysis.claims import sequential_quality
 from ..analysis.findings import config_name
+from ..analysis.stats.sequential import Sequential
 from ..config.scenario import Run, Scenario, SeedPolicy
+from ..records.record import Record
 from ..records.results import iter_records
 from ..running.sweep import RunOptions, run_scenario
 
@@ -36,6 +38,17 @@ def policy_of(runs: list[Run]) -> SeedPolicy | None:
 
 def _sequential(run: Run) -> bool:
     return isinstance(run.train.seeds, SeedPolicy)
+
+
+def family_records(out: Path, scenario: Scenario, names: set[str]) -> list[Record]:
+    """The records the next decision reads: the scenario's runs under ``out`` of the family's systems."""
+    return [r for r in iter_records(out, skip_bad=True) if r.scenario == scenario.name and config_name(r) in names]
+
+
+def decide(records: list[Record]) -> Sequential | None:
+    """The decision rule: the quality verdicts of ``records`` as the report takes them (None: the systems are not
+    compared on the end-of-budget FID); its ``continuing`` systems train the next block."""
+    return sequential_quality(records)
 
 
 def run_with_seeds(
@@ -68,10 +81,9 @@ def run_with_seeds(
                     "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
                 )
             return code
-        records = [r for r in iter_records(out, skip_bad=True) if r.scenario == scenario.name and config_name(r) in names]
-        procedure = sequential_quality(records)
+        procedure = decide(family_records(out, scenario, names))
         if procedure is None:
-            log.warning("sequential seeds: the systems are not compared on the late FID (see the report); no more seeds")
+            log.warning("sequential seeds: the systems are not compared on the end-of-budget FID (see the report); no more seeds")
             return code
         family = procedure.family
         log.info(
