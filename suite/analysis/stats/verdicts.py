@@ -14,7 +14,7 @@ and says so.
 
 **Ratios.** A speedup T(1)/T(P) is the difference of two mean logs; its variance is the sum of
 both ends' (the delta method, exact on the log scale); its interval takes the fewest degrees of
-freedom of either end (so adding the P=1 end's spread never narrows it), its test Welch-Satterthwaite's.
+freedom of either end (so adding the P=1 end's spread never narrows it), and so does its test (:data:`TEST`).
 Efficiency is the speedup over P. One draw at either end leaves the
 spread unknown: no interval and no test, never T(1) taken as exact.
 
