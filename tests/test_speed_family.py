@@ -9,7 +9,7 @@ import pytest
 
 from suite.analysis import claims
 from suite.analysis.claims import findings_table, verdicts
-from suite.analysis.estimand import SPEED_FRACTIONS, curve_area
+from suite.analysis.estimand import SPEED_FRACTIONS, curve_area, speed_fractions
 from suite.analysis.findings import headline
 from suite.records.results import new_record
 
@@ -75,3 +75,15 @@ def test_a_system_that_gets_there_first_learns_faster_without_being_better_at_th
     rows = frame[frame.family == claims.LEARNS_FASTER]
     assert len(rows) == 1 and rows.verdict.iloc[0] == "a better" and rows.ratio.iloc[0] < 0.5
     assert rows.margin.isna().all() and set(frame.family) >= {claims.END_FID, claims.LEARNS_FASTER}
+
+
+def test_the_grid_is_common_to_every_system_and_starts_where_every_curve_has_begun():
+    eighths = [_record("a", 0, [(480 * k, 100.0) for k in range(1, 9)])]
+    assert speed_fractions(eighths) == SPEED_FRACTIONS and SPEED_FRACTIONS[0] == 0.25
+    thirds = eighths + [_record("b", 0, [(1280, 300.0), (2560, 200.0), (3840, 100.0)])]
+    assert speed_fractions(thirds) == (0.375, 0.5, 0.625, 0.75, 0.875, 1.0)  # the first eighth both curves reach
+    assert curve_area(thirds[1], speed_fractions(thirds)) is not None
+    single = _record("c", 0, [(3840, 100.0)])
+    assert curve_area(single, speed_fractions([single])) is None  # one point: no curve to compare
+    late = [_record("d", 0, [(3840, 300.0), (4000, 100.0)])]  # a curve that begins at the end: no grid of two points
+    assert speed_fractions(late) == () and curve_area(late[0], ()) is None

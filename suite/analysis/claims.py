@@ -16,7 +16,7 @@ from scipy import special
 
 from ..measure.metrics.signals import UNTRAINED_MARGIN
 from ..records.record import Record
-from .estimand import END_DEFINITION, SPEED_DEFINITION, end_fid, equivalence_margin, seed_policy
+from .estimand import END_DEFINITION, end_fid, equivalence_margin, seed_policy, speed_definition, speed_fractions
 from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
@@ -244,20 +244,24 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         said = _ranked(at_time, family, what, EQUAL_BUDGET, records, scaling) if family else None
         if said:
             out.append(replace(said, scale=quality_scale(at_time)))
-    found = [speed_finding(scored, records, scaling) if len(rulers) == 1 else None, _speedup_finding(rows, records, scaling)]
+    speed = speed_finding(scored, records, scaling, speed_fractions(r for row in rows for r in row.main))
+    found = [speed if len(rulers) == 1 else None, _speedup_finding(rows, records, scaling)]
     return out + [f for f in found if f is not None]
 
 
-def speed_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
+def speed_finding(
+    rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame], grid: tuple[float, ...]
+) -> Finding | None:
     """The speed verdicts, a family of its own (not quality): every pair of systems on how fast they learn, the area
-    under the log FID curve over the common grid of budget fractions (:func:`suite.analysis.estimand.curve_area`),
-    over every seed each has; None where fewer than two rows have it."""
+    under the log FID curve over the common ``grid`` of budget fractions (:func:`suite.analysis.estimand.curve_area`,
+    the headline's, :func:`~suite.analysis.estimand.speed_fractions` of every headline row), over every seed each
+    has; None where fewer than two rows have it."""
     family = _family([row for row in rows if row.curve_area_summary is not None], lambda row: row.curve_area_summary)
     if family is None or len(family.order) < 2:
         return None
     ruler = next((row.quality for row in rows if row.quality), "")
     said = _ranked(rows, family, f"Learns faster (area under the FID curve, {ruler})", LEARNS_FASTER, records, scaling)
-    return replace(said, text=said.text + f" The estimand, {SPEED_DEFINITION}.", scale=Scale(budget_text(rows)))
+    return replace(said, text=said.text + f" The estimand, {speed_definition(grid)}.", scale=Scale(budget_text(rows)))
 
 
 def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:

@@ -5,7 +5,7 @@ of the budget; the quality family compares it. It was fixed in advance, chosen o
 the ones the verdicts test (``reports/verdicts/estimand.md``), never by how many pairs it decides.
 
 **Learning speed** (:func:`curve_area`): how fast a run learns, the area under its log FID curve over one common grid
-of budget fractions (:data:`SPEED_FRACTIONS`), as a geometric-mean FID over the budget: lower learns faster. It is a
+of budget fractions (:func:`speed_fractions`), as a geometric-mean FID over the budget: lower learns faster. It is a
 family of its own, never a quality verdict: a system still falling steeply at the end is slow, not worse.
 
 The late FID (:func:`late_score`, the geometric mean of the FID over the last half of the budget) is what the quality
@@ -39,14 +39,37 @@ def end_fid(record: Record) -> float | None:
     return float(fid) if fid is not None and math.isfinite(fid) and fid > 0 else None
 
 
-SPEED_FRACTIONS = tuple(k / 8 for k in range(2, 9))
-"""The common grid of budget fractions the speed family reads every curve at (a quarter of the budget to its end)."""
-SPEED_DEFINITION = (
-    "learning speed: the area under a run's log FID curve over the budget fractions "
-    + ", ".join(f"{f:g}" for f in SPEED_FRACTIONS)
-    + " (log FID interpolated linearly in images between curve points), as a geometric-mean FID; lower learns faster"
-)
-"""The speed estimand in words, as the first page states it."""
+SPEED_START = 0.25
+"""The earliest budget fraction the speed family reads (the first steps of every GAN are noise)."""
+SPEED_STEP = 1 / 8
+"""The spacing of the common grid of budget fractions."""
+SPEED_FRACTIONS = tuple(k * SPEED_STEP for k in range(round(SPEED_START / SPEED_STEP), round(1 / SPEED_STEP) + 1))
+"""The grid where every curve has a point at or before a quarter of its budget (the main job's)."""
+
+
+def speed_fractions(records: Iterable[Record]) -> tuple[float, ...]:
+    """The common grid of budget fractions for ``records``: every :data:`SPEED_STEP` from :data:`SPEED_START`, or from
+    the first step every curve reaches (its first point), to the end of the budget; empty with fewer than two."""
+    starts = []
+    for r in records:
+        images = [p.images for p in r.curve or [] if p.images is not None]
+        if len(images) > 1 and max(images) > 0:
+            starts.append(min(images) / max(images))
+    first = max([SPEED_START, *starts])
+    grid = tuple(k * SPEED_STEP for k in range(math.ceil(first / SPEED_STEP - 1e-9), round(1 / SPEED_STEP) + 1))
+    return grid if len(grid) > 1 else ()
+
+
+def speed_definition(fractions: tuple[float, ...]) -> str:
+    """The speed estimand in words, with the grid it was read on, as the first page states it."""
+    return (
+        "learning speed: the area under a run's log FID curve over the budget fractions "
+        + ", ".join(f"{f:g}" for f in fractions)
+        + ", the same for every system (log FID interpolated linearly in images between curve points), as a "
+        "geometric-mean FID; lower learns faster"
+    )
+
+
 END_DEFINITION = (
     "end-of-budget FID: the FID of the model each run ends with, every model scored on the same latent vectors and "
     "labels; fixed in advance, on pilot runs with other seeds (reports/verdicts/estimand.md)"
@@ -57,7 +80,9 @@ END_DEFINITION = (
 def curve_area(record: Record, fractions: tuple[float, ...] = SPEED_FRACTIONS) -> float | None:
     """``exp`` of the mean of log FID over ``fractions`` of the run's images budget (trapezoids between them; log FID
     interpolated linearly in images between curve points): None where the curve has no images axis, a score that is
-    not positive, or does not span the grid (nothing is extrapolated)."""
+    not positive, or does not span the grid (nothing is extrapolated), or the grid is empty."""
+    if not fractions:
+        return None
     points = [(p.images, p.fid) for p in record.curve or [] if p.images is not None]
     if len(points) < 2 or any(v is None or not math.isfinite(v) or v <= 0 for _, v in points):
         return None

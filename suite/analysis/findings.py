@@ -23,7 +23,7 @@ from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
 from .columns import COL
-from .estimand import curve_area, end_fid, in_seed_order
+from .estimand import curve_area, end_fid, in_seed_order, speed_fractions
 from .markdown import cell
 from .stats.speedup import speedup
 from .stats.verdicts import Summary, summarise
@@ -300,6 +300,7 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
         if r.status == "ok":
             by_config[config_name(r)].append(r)
     rows = []
+    grid = speed_fractions(r for runs in by_config.values() for r in main_runs(runs)[0])
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
         speedup = strong_speedup(runs, top)
@@ -310,7 +311,7 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
         fid, kid = (summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid"))
         label_acc = summarise(per_seed(main, _quality_reader("label_acc")), fraction=True)
         end_draws = in_seed_order(main, end_fid)
-        fid_end, area = summarise(end_draws), summarise(in_seed_order(main, curve_area))
+        fid_end, area = summarise(end_draws), summarise(in_seed_order(main, lambda r: curve_area(r, grid)))
         targets = _targets_per_seed(main)
         reached = summarise(t.clock_s for t in targets if t.reached)
         rows.append(

@@ -288,8 +288,10 @@ DEFINITIONS = """## Definitions
   undecided). It was fixed in advance, on pilot runs with other seeds (`reports/verdicts/estimand.md`). A system
   whose every seed ended no better than its untrained generator is named, not tested; one such seed among others
   is compared with its FID.
-- **learns faster** (`curve_area`, the speed family): the area under each run's log FID curve over the budget
-  fractions 0.25 to 1 in eighths (log FID interpolated linearly in images between curve points), given as a
+- **learns faster** (`curve_area`, the speed family): the area under each run's log FID curve over one grid of
+  budget fractions common to every system, every eighth from a quarter of the budget (or from the first point every
+  system's curve has, where that is later) to its end (log FID interpolated linearly in images between curve
+  points, never extrapolated), given as a
   geometric-mean FID over the budget; lower learns faster. Tested between systems as a family of its own, never as
   quality: a system still falling steeply at the end is slower, not worse.
 - **draws of a pair** (`findings.csv`): `seeds_a`/`seeds_b` the draws of each estimate (a speedup's P=1 runs),
