@@ -2,16 +2,16 @@
 
 PyTorch's CPU kernels depend on the instruction set it dispatches to (``ATEN_CPU_CAPABILITY``), so the
 same seed gives another model on another kernel set. This treats the kernel set as one more source of
-seed-like variation and measures it on the late FID the verdicts compare: the main job's five systems at P = 2
+seed-like variation and measures it on the end-of-budget FID the verdicts compare: the main job's five systems at P = 2
 over the seeds of its first block (``scenarios/kernel-sets.yaml``), on the machine's native kernel set (the main
 job's own runs, ``reports/digits``) and on another (``ATEN_CPU_CAPABILITY=default``: no vector kernels), then,
 per system, over the seeds both have,
 
-* the spread between seeds: the standard deviation of log late FID over the seeds, on each kernel set;
-* the spread between kernel sets: each seed's log late FID difference between the two sets, whose standard
+* the spread between seeds: the standard deviation of log end FID over the seeds, on each kernel set;
+* the spread between kernel sets: each seed's log end FID difference between the two sets, whose standard
   deviation over seeds divided by sqrt(2) is one draw's kernel-set part, to set beside the seeds' (a pure
   seed-like effect would give about the seeds' own spread);
-* whether the two sets' claims contradict: the report's own late-FID family (every pair better, equivalent or
+* whether the two sets' claims contradict: the report's own end-FID family (every pair better, equivalent or
   undecided, one look at the common seeds) on each set, and any pair claimed one way on one set and the other way
   on the other.
 
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import claims as found_in
-from suite.analysis.estimand import late_score
+from suite.analysis.estimand import end_fid
 from suite.analysis.findings import headline, system_name
 from suite.analysis.markdown import markdown_table
 from suite.records.record import Record
@@ -42,12 +42,12 @@ def _kernel_set(records: list[Record]) -> str:
 
 
 def _fids(records: list[Record]) -> dict[str, dict[int, float]]:
-    """Per system, per seed, the late FID of its P = 2 run."""
+    """Per system, per seed, the end-of-budget FID of its P = 2 run."""
     out: dict[str, dict[int, float]] = {}
     for r in records:
-        late = late_score(r) if r.status == "ok" and r.procs == 2 else None
-        if late is not None and r.seed is not None:
-            out.setdefault(system_name(r), {})[r.seed] = late
+        end = end_fid(r) if r.status == "ok" and r.procs == 2 else None
+        if end is not None and r.seed is not None:
+            out.setdefault(system_name(r), {})[r.seed] = end
     return out
 
 
@@ -63,7 +63,7 @@ def _common(records: list[Record], seeds: set[int]) -> list[Record]:
 def _claims(records: list[Record]) -> set[tuple[str, str]]:
     table = headline(records, {})
     for finding in found_in.tested_findings(table, records, {}):
-        if finding.quantity == found_in.LATE_FID and finding.family is not None:
+        if finding.quantity == found_in.END_FID and finding.family is not None:
             return {(p.first.split(" (")[0], p.second.split(" (")[0]) for p in finding.family.claims}
     return set()
 
@@ -120,9 +120,9 @@ def main() -> None:
     lines = [
         "# The same scenario on two CPU kernel sets\n",
         f"Made by `ci/kernel_sets.py` from `{args.native}` and `{args.other}` (`scenarios/kernel-sets.yaml`: the main "
-        "job's five systems at P = 2 over the seeds both have), on the late FID the verdicts compare. Native kernel set: "
+        "job's five systems at P = 2 over the seeds both have), on the end-of-budget FID the verdicts compare. Native kernel set: "
         f"{_kernel_set(native)}; other: {_kernel_set(other)}.\n",
-        "Per system, log late-FID spreads: `seed_sd_*` the standard deviation over seeds on each set, `seed_sd` their "
+        "Per system, log end-FID spreads: `seed_sd_*` the standard deviation over seeds on each set, `seed_sd` their "
         "root mean square; `kernel_sd` one draw's kernel-set part (the standard deviation over seeds of each seed's "
         "log FID difference between the sets, over sqrt(2)); `mean_shift` the mean of those differences (other minus "
         "native; a systematic shift would show here).\n",

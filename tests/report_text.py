@@ -18,7 +18,7 @@ ONE_DRAW = re.compile(rf"^({NUMBER}) \(n=1\)")
 PLUS_MINUS = re.compile(rf"^({NUMBER}) ± ({NUMBER})")
 PLAIN = re.compile(rf"^({NUMBER})$")
 
-ALIASES = {"step_mean": "step_s", "images/s": "images_per_s", "late fid": "fid_late"}
+ALIASES = {"step_mean": "step_s", "images/s": "images_per_s", "end fid": "fid_end"}
 """Columns that print the same quantity under another name."""
 KEY_COLUMNS = {"run_id", "class", "strategy", "config", "procs", "p", "scaling", "seed", "seeds"}
 """Columns that say which system a row is about, never a quantity."""
@@ -199,7 +199,8 @@ FINDING_TOPICS = {
     "Time to": "time_to_target",
     "Final quality (FID": "fid",
     "Final quality (KID": "kid",
-    "Quality (late FID": "fid_late",
+    "Quality (end-of-budget FID": "fid_end",
+    "Learns faster": "curve_area",
     "Quality at equal training time": "fid_at_equal_time",
     "Quality at an equal images budget": "fid_at_equal_time",
     "Strong-scaling speedup": "speedup",

@@ -65,7 +65,10 @@ def test_the_check_sees_quantities_printed_more_than_once(report, records):
 
 
 def test_every_quantity_printed_twice_is_printed_the_same(report):
-    assert disagreements(quantities(report), leave_out=SPEEDUP) == []
+    # an unfinished sequential procedure states its last look's estimates, on fewer seeds than the headline's (it
+    # says so); a finished one compares every seed the headline shows
+    unfinished = {"fid_end"} if "The sequential seeds are unfinished" in report else set()
+    assert disagreements(quantities(report), leave_out=SPEEDUP | unfinished) == []
 
 
 def test_speedup_and_efficiency_are_printed_the_same_everywhere(report):
@@ -151,10 +154,11 @@ def test_the_check_tells_a_rounding_from_another_number():
 
 
 FIRST_PAGE_LINES = 150
-FIRST_PAGE_ROW = 160
+FIRST_PAGE_ROW = 175
 """The first page's budget (issue 37): read in two minutes, its table rows readable without scrolling on a wide
-screen (the verdict column names up to three families: time to target, FID and speedup, each with its mark; the
-late FID beside the final one and the seeds where sequential seeds gave systems different counts: 160, was 150)."""
+screen (the verdict column names up to four families: time to target, end FID, learns faster and speedup, each with
+its mark; the end FID beside the final one and the seeds where sequential seeds gave systems different counts: 175,
+was 160 with three families)."""
 
 
 def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, records):
@@ -163,12 +167,12 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     assert len(lines) <= FIRST_PAGE_LINES
     assert [line for line in lines if line.startswith("## ")][0] == "## Headline"
     first = tables(text)[0]
-    # the seeds column where sequential seeds gave the systems different counts; the late FID the verdicts compare
+    # the seeds column where sequential seeds gave the systems different counts; the end FID the verdicts compare
     assert first.where == "Headline" and first.columns == [
         "strategy",
         "P",
         "seeds",
-        "late FID",
+        "end FID",
         "FID",
         "images/s",
         "speedup",
@@ -182,7 +186,7 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     verdicts = {row["strategy"]: row["verdict"] for row in first.rows}
     # each FID tag says what the final-quality sentence found: its wins and losses among the pairs it claims (the
     # FIDs themselves depend on the seeds, the budget and the CPU's kernel set, so no verdict is written down here)
-    (quality_line,) = [line for line in lines if line.startswith("- Quality (late FID")]
+    (quality_line,) = [line for line in lines if line.startswith("- Quality (end-of-budget FID")]
     names = sorted(verdicts, key=len, reverse=True)
     wins = {name: 0 for name in verdicts}
     losses = dict(wins)
@@ -203,15 +207,15 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
         tag = next((tag for tag in verdict.split("; ") if "FID" in tag), "no FID tag").rstrip("†")
         fid, _, near = tag.partition(", ≈ ")
         if wins[name] == others:
-            assert fid == "best late FID", name
+            assert fid == "best end FID", name
         elif losses[name] == others:
-            assert fid == "worst late FID", name
+            assert fid == "worst end FID", name
         elif wins[name]:
-            assert fid == f"late FID beats {wins[name]}", name
+            assert fid == f"end FID beats {wins[name]}", name
         elif losses[name]:
-            assert fid == f"late FID behind {losses[name]}", name
+            assert fid == f"end FID behind {losses[name]}", name
         elif same[name]:
-            assert fid.startswith("late FID ≈"), name
+            assert fid.startswith("end FID ≈"), name
         else:
             assert fid == "no FID tag", name
         if same[name] and (wins[name] or losses[name]):

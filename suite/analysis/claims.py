@@ -1,7 +1,8 @@
 """What the headline's numbers support: the tested findings on the headline rows
-(:func:`suite.analysis.findings.headline`), each one family of tests over every pair of systems on one quantity (the
-quality verdicts among them, on the late FID by the procedure of :func:`quality_procedure`), the verdict tags each
-system gets from them, and ``findings.csv``, every pair's verdict as a row.
+(:func:`suite.analysis.findings.headline`), each one family of tests over every pair of systems on one quantity: the
+quality verdicts on the end-of-budget FID by the procedure of :func:`quality_procedure`, the speed verdicts ("learns
+faster") on the area under the FID curve (:func:`speed_finding`), timings; the verdict tags each system gets from
+them, and ``findings.csv``, every pair's verdict as a row.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Callable, Iterable, cast
 import pandas as pd
 from scipy import special
 
+from ..measure.metrics.signals import UNTRAINED_MARGIN
 from ..records.record import Record
-from .estimand import DEFINITION, equivalence_margin, late_score, seed_policy
+from .estimand import END_DEFINITION, end_fid, equivalence_margin, seed_policy, speed_definition, speed_fractions
 from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
@@ -97,23 +99,26 @@ def _scored(rows: list[HeadlineRow]) -> list[HeadlineRow]:
     return [row for row in rows if row.fid_summary is not None or row.kid_summary is not None]
 
 
-def _late_unlearned(row: HeadlineRow) -> bool:
-    """Whether some draw of ``row`` has no late FID, or one no better than its untrained generator's FID."""
+def _end_unlearned(row: HeadlineRow) -> bool:
+    """Whether some draw of ``row`` has no end-of-budget FID, or every draw has one no better than its untrained
+    generator's FID (above :data:`~suite.measure.metrics.signals.UNTRAINED_MARGIN` of it, as *has not learned*)."""
+    unlearned = 0
     for r in row.main:
-        late, untrained = late_score(r), r.quality.untrained_fid if r.quality is not None else None
-        if late is None or (untrained is not None and late >= untrained):
+        end, untrained = end_fid(r), r.quality.untrained_fid if r.quality is not None else None
+        if end is None:
             return True
-    return False
+        unlearned += untrained is not None and end > UNTRAINED_MARGIN * untrained
+    return unlearned == len(row.main)
 
 
 def excluded_from_quality(rows: list[HeadlineRow]) -> set[str]:
-    """The headline rows the quality verdicts leave out as not learned in some draw. Where they compare the late FID
-    (every scored row has one), a draw is judged on it: a late FID no better than its untrained generator's; a final
-    model that collapsed after learning (one moment, said in the warnings) does not take its system out of a
-    comparison of the late half of training. Else on the final model's signals (:func:`unlearned_configs`)."""
+    """The headline rows the quality verdicts leave out. Where they compare the end-of-budget FID (every scored row
+    has one): a row with a draw without one, or whose every draw ended no better than its untrained generator (a
+    system that never learned is named, not tested); a draw that ended no better beside draws that learned is
+    compared as what it is, its FID, not left out. Else on the final model's signals (:func:`unlearned_configs`)."""
     scored = _scored(rows)
-    if scored and all(row.fid_late_summary is not None for row in scored):
-        return {row.strategy for row in scored if _late_unlearned(row)}
+    if scored and all(row.fid_end_summary is not None for row in scored):
+        return {row.strategy for row in scored if _end_unlearned(row)}
     return unlearned_configs(rows)
 
 
@@ -123,30 +128,32 @@ def scored_rows(rows: list[HeadlineRow]) -> list[HeadlineRow]:
     return [row for row in _scored(rows) if row.strategy not in excluded]
 
 
-def late_rows(scored: list[HeadlineRow]) -> bool:
-    """Whether the scored rows are compared on the late FID: one ruler, and a late FID for every row."""
-    return bool(scored) and len({row.quality for row in scored}) == 1 and all(row.fid_late_summary is not None for row in scored)
+def end_rows(scored: list[HeadlineRow]) -> bool:
+    """Whether the scored rows are compared on the end-of-budget FID: one ruler, and an end FID for every row."""
+    return bool(scored) and len({row.quality for row in scored}) == 1 and all(row.fid_end_summary is not None for row in scored)
 
 
 def sequential_quality(records: list[Record]) -> Sequential | None:
-    """The late-FID verdicts of ``records`` as the report takes them (:func:`quality_procedure`; None where the
-    systems are not compared on the late FID): ``suite run`` decides each next block of sequential seeds with it."""
+    """The quality verdicts of ``records`` as the report takes them (:func:`quality_procedure`; None where the
+    systems are not compared on the end-of-budget FID): ``suite run`` decides each next block of sequential seeds with it."""
     scored = scored_rows(headline_rows(records, {}))
-    return quality_procedure(scored, records) if late_rows(scored) else None
+    return quality_procedure(scored, records) if end_rows(scored) else None
 
 
-LATE_FID = "late FID"
-"""The quantity of the quality verdicts (:mod:`suite.analysis.estimand`), as the verdict column names it."""
+END_FID = "end FID"
+"""The quantity of the quality verdicts (:func:`suite.analysis.estimand.end_fid`), as the verdict column names it."""
+LEARNS_FASTER = "learns faster"
+"""The quantity of the speed verdicts (:func:`suite.analysis.estimand.curve_area`), as the verdict column names it."""
 
 
 def quality_procedure(rows: list[HeadlineRow], records: list[Record]) -> Sequential | None:
-    """The late-FID verdicts of ``rows`` as the run decided them: sequential seeds replayed where the runs had a
+    """The end-of-budget quality verdicts of ``rows`` as the run decided them: sequential seeds replayed where the runs had a
     policy (:mod:`suite.analysis.stats.sequential`), else one look at every seed; every pair better, equivalent
     within the runs' ``metrics.equivalence_margin`` or undecided. ``suite run`` decides its next block with it."""
     main = [r for row in rows for r in row.main]
     policy = seed_policy(main)
     if policy is None:
-        draws = {row.strategy: row.fid_late_draws for row in rows}
+        draws = {row.strategy: row.fid_end_draws for row in rows}
         plan = Plan.fixed(max(len(d) for d in draws.values()) if draws else 1)
     else:  # by seed position: a seed that ran but failed is None in its place, so later seeds keep theirs
         plan, draws = Plan(*policy), {row.strategy: _positions(row, records) for row in rows}
@@ -154,23 +161,25 @@ def quality_procedure(rows: list[HeadlineRow], records: list[Record]) -> Sequent
 
 
 def _positions(row: HeadlineRow, records: list[Record]) -> list[float | None]:
-    """A row's late FIDs by seed (0, 1, ...), None for a seed whose run at the row's P did not finish ok, up to the
-    last seed that ran at all."""
-    late = {r.seed: late_score(r) for r in row.main}
+    """A row's end-of-budget FIDs by seed (0, 1, ...), None for a seed whose run at the row's P did not finish ok, up
+    to the last seed that ran at all."""
+    end = {r.seed: end_fid(r) for r in row.main}
     tried = [r.seed for r in records if config_name(r) == row.strategy and r.procs == row.top and r.seed is not None]
-    return [late.get(seed) for seed in range(max(tried, default=-1) + 1)]
+    return [end.get(seed) for seed in range(max(tried, default=-1) + 1)]
 
 
-def _late_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
-    """The quality verdicts: every pair of systems on the late FID (:func:`quality_procedure`)."""
+def _end_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding:
+    """The quality verdicts: every pair of systems on the end-of-budget FID (:func:`quality_procedure`)."""
     procedure = quality_procedure(rows, records)
-    assert procedure is not None, "rows with late FIDs make a family"
-    what = f"Quality ({LATE_FID}, {ruler})"
-    said = _ranked(rows, procedure.family, what, LATE_FID, records, scaling)
-    definition = f" The estimand: {DEFINITION}; the final model's FID is the `fid` column."
+    assert procedure is not None, "rows with end FIDs make a family"
+    what = f"Quality (end-of-budget FID, {ruler})"
+    said = _ranked(rows, procedure.family, what, END_FID, records, scaling)
+    definition = f" The estimand, {END_DEFINITION}."
     unfinished = (
         f" The sequential seeds are unfinished: {', '.join(procedure.continuing)} would train another block (a run "
-        "stopped early: `suite run` again continues)."
+        "stopped early, or runs trained under another decision rule: `suite run` again continues); the verdicts and "
+        f"estimates above are those of look {procedure.look}, on the seeds each system had then (n above), which "
+        "may be fewer than the headline's."
         if procedure.continuing
         else ""
     )
@@ -198,8 +207,8 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     unlearned = excluded_from_quality(rows)
     scored = scored_rows(rows)
     rulers = {row.quality for row in scored}
-    if late_rows(scored):
-        out.append(replace(_late_quality(scored, str(next(iter(rulers))), records, scaling), scale=quality_scale(scored)))
+    if end_rows(scored):
+        out.append(replace(_end_quality(scored, str(next(iter(rulers))), records, scaling), scale=quality_scale(scored)))
     elif scored and len(rulers) == 1:
         fid = all(row.fid_summary is not None for row in scored)
         metric = "FID" if fid else "KID"
@@ -215,16 +224,16 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     if unlearned:
         out.append(
             Finding(
-                "Left out of the quality comparisons, not learned in some draw (the final model's signals in the "
-                "warnings; on the late FID: a draw whose late FID is no better than its untrained generator's, or that "
-                f"has fewer than two curve points in the last half): {', '.join(sorted(unlearned))}.",
+                "Left out of the quality comparisons, not learned (the final model's signals in the warnings; on the "
+                "end-of-budget FID: a draw without one, or every draw no better than its untrained generator's): "
+                f"{', '.join(sorted(unlearned))}.",
                 "quality",
             )
         )
     at_time = [row for row in rows if row.fid_at_equal_time_summary is not None and row.strategy not in unlearned]
-    # at an equal images budget the FID at its last point is the final model's, one moment of a GAN that may still
-    # oscillate: the late FID above is the verdict, the final FID a column beside it; equal time stays a family
-    moment = late_rows(scored) and bool(rows) and rows[0].equal_axis == "images"
+    # at an equal images budget the FID at its last point is the final model's: the end-of-budget family above is the
+    # verdict; equal time stays a family
+    moment = end_rows(scored) and bool(rows) and rows[0].equal_axis == "images"
     if len(at_time) > 1 and len(rulers) == 1 and not moment:
         if rows[0].equal_axis == "images":
             budget = f"an equal images budget (FID at the last curve point by {rows[0].equal_time:.0f} images"
@@ -235,8 +244,24 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         said = _ranked(at_time, family, what, EQUAL_BUDGET, records, scaling) if family else None
         if said:
             out.append(replace(said, scale=quality_scale(at_time)))
-    speedups = _speedup_finding(rows, records, scaling)
-    return out + ([speedups] if speedups is not None else [])
+    speed = speed_finding(scored, records, scaling, speed_fractions(r for row in rows for r in row.main))
+    found = [speed if len(rulers) == 1 else None, _speedup_finding(rows, records, scaling)]
+    return out + [f for f in found if f is not None]
+
+
+def speed_finding(
+    rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame], grid: tuple[float, ...]
+) -> Finding | None:
+    """The speed verdicts, a family of its own (not quality): every pair of systems on how fast they learn, the area
+    under the log FID curve over the common ``grid`` of budget fractions (:func:`suite.analysis.estimand.curve_area`,
+    the headline's, :func:`~suite.analysis.estimand.speed_fractions` of every headline row), over every seed each
+    has; None where fewer than two rows have it."""
+    family = _family([row for row in rows if row.curve_area_summary is not None], lambda row: row.curve_area_summary)
+    if family is None or len(family.order) < 2:
+        return None
+    ruler = next((row.quality for row in rows if row.quality), "")
+    said = _ranked(rows, family, f"Learns faster (area under the FID curve, {ruler})", LEARNS_FASTER, records, scaling)
+    return replace(said, text=said.text + f" The estimand, {speed_definition(grid)}.", scale=Scale(budget_text(rows)))
 
 
 def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
@@ -354,6 +379,8 @@ FINDINGS_COLUMNS = (
     "look",
     "seeds_a",
     "seeds_b",
+    "denominator_draws_a",
+    "denominator_draws_b",
     "budget_bound",
 )
 """The columns of ``findings.csv``: one row per pair of every tested family."""
@@ -366,7 +393,7 @@ def _ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None,
     d = location_difference(a, b)
     if d is None:
         return math.exp(a.location - b.location), None, None
-    half = float(special.stdtrit(d.df, 0.5 + CONFIDENCE / 2)) * d.se
+    half = float(special.stdtrit(d.df_conservative, 0.5 + CONFIDENCE / 2)) * d.se  # the test's df
     return math.exp(d.value), math.exp(d.value - half), math.exp(d.value + half)
 
 
@@ -376,7 +403,9 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
     ``system_a`` has the better estimate; ``verdict`` is ``a better``, ``equivalent`` (within ``margin``-fold),
     ``undecided`` or ``not testable``; ``ratio`` is a's estimate over b's with its 95 % interval; ``level`` the
     family-wise level the pair was decided at (a sequential look's share), ``look`` the look that decided it;
-    ``budget_bound``: a system of the pair was still improving at the end of the budget.
+    ``seeds_a``/``seeds_b`` the draws of each system's estimate (a ratio's numerator: a speedup's P=1 runs),
+    ``denominator_draws_a``/``_b`` a ratio's other end (a speedup's runs at P; empty for one quantity): the draws its
+    ratio and p-values come from; ``budget_bound``: a system of the pair was still improving at the end of the budget.
     """
     rows = []
     for finding, again in zip(found, repeats(found)):
@@ -407,8 +436,11 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
                     "look": pair.look,
                     "seeds_a": pair.seeds[0],
                     "seeds_b": pair.seeds[1],
+                    "denominator_draws_a": a.ns[1] if len(a.ns) > 1 else None,
+                    "denominator_draws_b": b.ns[1] if len(b.ns) > 1 else None,
                     "budget_bound": bool({pair.first, pair.second} & improving),
                 }
             )
     frame = pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
-    return frame.astype({"look": "Int64", "seeds_a": "Int64", "seeds_b": "Int64", "margin": "float64"})
+    counts = {c: "Int64" for c in ("look", "seeds_a", "seeds_b", "denominator_draws_a", "denominator_draws_b")}
+    return frame.astype({**counts, "margin": "float64"})

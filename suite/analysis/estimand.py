@@ -1,12 +1,15 @@
-"""The quality estimand the verdicts compare: a system's late-training FID, not one moment of an oscillating GAN.
+"""The quantities the quality and speed verdicts compare: what a run ends with, and how fast it got there.
 
-A GAN trained for a fixed budget still oscillates at its end: the final model's FID swings with the step the
-budget happens to stop at (the data-parallel DC-GAN of the main job went 243, 339, 438, 306 over its last
-points), so its spread over seeds hides the systems' differences. The verdicts therefore compare each run's
-**late FID**: the geometric mean of the FID at the curve points in the last half of its budget (the mean of
-log FID over them), scored on the common latents (:data:`suite.measure.metrics.evaluate.COMMON_LATENTS_SEED`).
-It measures the system over the late part of training; the final model's FID stays beside it as what a user
-gets. Measured against the candidates in ``reports/verdicts/estimand.md`` (``ci/estimand.py``).
+**End-of-budget quality** (:func:`end_fid`): the FID of the model a run ends with, the quality a user gets at the end
+of the budget; the quality family compares it. It was fixed in advance, chosen on pilot runs with other seeds than
+the ones the verdicts test (``reports/verdicts/estimand.md``), never by how many pairs it decides.
+
+**Learning speed** (:func:`curve_area`): how fast a run learns, the area under its log FID curve over one common grid
+of budget fractions (:func:`speed_fractions`), as a geometric-mean FID over the budget: lower learns faster. It is a
+family of its own, never a quality verdict: a system still falling steeply at the end is slow, not worse.
+
+The late FID (:func:`late_score`, the geometric mean of the FID over the last half of the budget) is what the quality
+verdicts compared before; it stays for the tuning ranks and the kernel-set check that read it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ LATE_SHARE = 0.5
 """The late-training stretch: curve points at or after this share of the run's last point."""
 LATE_POINTS = 2
 """The fewest curve points in the stretch for a late score (fewer: none)."""
-DEFINITION = (
+LATE_DEFINITION = (
     "late FID: the geometric mean of a run's FID at its curve points in the last half of the budget (the mean of "
     "log FID over them), every model scored on the same latent vectors and labels"
 )
@@ -29,7 +32,7 @@ DEFINITION = (
 
 END_DEFINITION = (
     "end FID: the FID of the run's EMA generator (an exponential moving average of its generator's weights over the "
-    "late budget) at the end of the budget, on more samples of the common latent vectors and labels than the curve's"
+    "late budget) at the end of the budget, on more samples of the common latent vectors and labels than the curve's; fixed in advance, on pilot runs with other seeds (reports/verdicts/estimand.md)"
 )
 """The end-of-budget estimand in words (:func:`end_fid`), as the first page states it."""
 
@@ -42,6 +45,68 @@ def end_fid(record: Record) -> float | None:
     q = record.quality
     value = q.ema_fid if q is not None else None
     return float(value) if value is not None and math.isfinite(value) and value > 0 else None
+
+
+SPEED_START = 0.25
+"""The earliest budget fraction the speed family reads (the first steps of every GAN are noise)."""
+SPEED_STEP = 1 / 8
+"""The spacing of the common grid of budget fractions."""
+SPEED_FRACTIONS = tuple(k * SPEED_STEP for k in range(round(SPEED_START / SPEED_STEP), round(1 / SPEED_STEP) + 1))
+"""The grid where every curve has a point at or before a quarter of its budget (the main job's)."""
+
+
+def speed_fractions(records: Iterable[Record]) -> tuple[float, ...]:
+    """The common grid of budget fractions for ``records``: every :data:`SPEED_STEP` from :data:`SPEED_START`, or from
+    the first step every curve reaches (its first point), to the end of the budget; empty with fewer than two."""
+    starts = []
+    for r in records:
+        images = [p.images for p in r.curve or [] if p.images is not None]
+        if len(images) > 1 and max(images) > 0:
+            starts.append(min(images) / max(images))
+    first = max([SPEED_START, *starts])
+    grid = tuple(k * SPEED_STEP for k in range(math.ceil(first / SPEED_STEP - 1e-9), round(1 / SPEED_STEP) + 1))
+    return grid if len(grid) > 1 else ()
+
+
+def speed_definition(fractions: tuple[float, ...]) -> str:
+    """The speed estimand in words, with the grid it was read on, as the first page states it."""
+    return (
+        "learning speed: the area under a run's log FID curve over the budget fractions "
+        + ", ".join(f"{f:g}" for f in fractions)
+        + ", the same for every system (log FID interpolated linearly in images between curve points), as a "
+        "geometric-mean FID; lower learns faster"
+    )
+
+
+def curve_area(record: Record, fractions: tuple[float, ...] = SPEED_FRACTIONS) -> float | None:
+    """``exp`` of the mean of log FID over ``fractions`` of the run's images budget (trapezoids between them; log FID
+    interpolated linearly in images between curve points): None where the curve has no images axis, a score that is
+    not positive, or does not span the grid (nothing is extrapolated), or the grid is empty."""
+    if not fractions:
+        return None
+    points = [(p.images, p.fid) for p in record.curve or [] if p.images is not None]
+    if len(points) < 2 or any(v is None or not math.isfinite(v) or v <= 0 for _, v in points):
+        return None
+    points.sort()
+    end = float(points[-1][0])
+    xs = [float(x) / end for x, _ in points]
+    logs = [math.log(float(v)) for _, v in points]  # type: ignore[arg-type]
+    if xs[0] > fractions[0] + 1e-9:
+        return None
+    at = [_interpolate(xs, logs, f) for f in fractions]
+    if len(at) == 1:
+        return math.exp(at[0])
+    area = sum((fractions[i + 1] - fractions[i]) * (at[i] + at[i + 1]) / 2 for i in range(len(at) - 1))
+    return math.exp(area / (fractions[-1] - fractions[0]))
+
+
+def _interpolate(xs: list[float], ys: list[float], x: float) -> float:
+    """``ys`` at ``x`` by straight lines between the points (``xs`` ascending, ``x`` within them)."""
+    for i in range(len(xs) - 1):
+        if xs[i] <= x <= xs[i + 1]:
+            share = (x - xs[i]) / (xs[i + 1] - xs[i]) if xs[i + 1] > xs[i] else 0.0
+            return ys[i] + share * (ys[i + 1] - ys[i])
+    return ys[-1]
 
 
 def late_score(record: Record, metric: str = "fid") -> float | None:

@@ -23,7 +23,7 @@ from ..config.sweep import sweep_text
 from ..measure.metrics.signals import not_learned
 from ..records.record import CurvePoint, Quality, Record, TimeToTarget
 from .columns import COL
-from .estimand import in_seed_order, late_score
+from .estimand import curve_area, end_fid, in_seed_order, speed_fractions
 from .markdown import cell
 from .stats.speedup import speedup
 from .stats.verdicts import Summary, summarise
@@ -209,7 +209,8 @@ class HeadlineRow:
     comm_share: float | None = _shown()
     images_per_s: str | None = _shown()
     time_to_target: str | None = _shown()
-    fid_late: str | None = _shown()
+    fid_end: str | None = _shown()
+    curve_area: str | None = _shown()
     fid: str | None = _shown()
     fid_at_equal_time: str | None = _shown()
     kid: str | None = _shown()
@@ -218,8 +219,8 @@ class HeadlineRow:
     """The rulers of its scores (:func:`ruler_text`), None where none was scored."""
     checks: str = _shown()
     weak_efficiency_summary: Summary | None = _kept("_weak_efficiency")
-    fid_late_draws: list[float | None] = _kept("_fid_late_draws")
-    """Its late FIDs in seed order (:func:`suite.analysis.estimand.in_seed_order`)."""
+    fid_end_draws: list[float | None] = _kept("_fid_end_draws")
+    """Its end-of-budget FIDs (:func:`suite.analysis.estimand.end_fid`) in seed order (:func:`~.estimand.in_seed_order`)."""
     top: int = _kept("_top")
     """Its largest process count: the P of ``main``."""
     procs: list[int] = _kept("_procs")
@@ -240,7 +241,9 @@ class HeadlineRow:
     fid_summary: Summary | None = _kept("_fid")
     kid_summary: Summary | None = _kept("_kid")
     label_acc_summary: Summary | None = _kept("_label_acc")
-    fid_late_summary: Summary | None = _kept("_fid_late")
+    fid_end_summary: Summary | None = _kept("_fid_end")
+    curve_area_summary: Summary | None = _kept("_curve_area")
+    """Its learning speed over seeds (:func:`suite.analysis.estimand.curve_area`)."""
     fid_at_equal_time_summary: Summary | None = _kept("_fid_at_equal_time")
     equal_time: float | None = _kept("_equal_time")
     """The equal budget every row's FID at equal time is read at (:func:`equal_time`), on ``equal_axis``."""
@@ -297,6 +300,7 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
         if r.status == "ok":
             by_config[config_name(r)].append(r)
     rows = []
+    grid = speed_fractions(r for runs in by_config.values() for r in main_runs(runs)[0])
     for name, runs in sorted(by_config.items()):
         main, top = main_runs(runs)
         speedup = strong_speedup(runs, top)
@@ -306,8 +310,8 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
         qualities = [r.quality for r in main if r.quality is not None]
         fid, kid = (summarise(per_seed(main, _quality_reader(metric))) for metric in ("fid", "kid"))
         label_acc = summarise(per_seed(main, _quality_reader("label_acc")), fraction=True)
-        late_draws = in_seed_order(main, late_score)
-        fid_late = summarise(late_draws)
+        end_draws = in_seed_order(main, end_fid)
+        fid_end, area = summarise(end_draws), summarise(in_seed_order(main, lambda r: curve_area(r, grid)))
         targets = _targets_per_seed(main)
         reached = summarise(t.clock_s for t in targets if t.reached)
         rows.append(
@@ -322,7 +326,8 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
                 comm_share=_mean(r.telemetry.comm_share if r.telemetry is not None else None for r in main),
                 images_per_s=_text(summarise(r.images_per_s for r in main)),
                 time_to_target=_target_text(targets, reached) if targets else None,
-                fid_late=_text(fid_late) if qualities else None,
+                fid_end=_text(fid_end) if qualities else None,
+                curve_area=_text(area) if qualities else None,
                 fid=_text(fid) if qualities else None,
                 fid_at_equal_time=None,
                 kid=_text(kid) if qualities else None,
@@ -330,7 +335,7 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
                 quality="; ".join(sorted({ruler_text(q) for q in qualities})) if qualities else None,
                 checks="; ".join(checks(runs, records)),
                 weak_efficiency_summary=weak,
-                fid_late_draws=late_draws,
+                fid_end_draws=end_draws,
                 top=top,
                 procs=sorted({procs_of(r) for r in runs}),
                 train_s_summary=train_s,
@@ -346,7 +351,8 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
                 fid_summary=fid,
                 kid_summary=kid,
                 label_acc_summary=label_acc,
-                fid_late_summary=fid_late,
+                fid_end_summary=fid_end,
+                curve_area_summary=area,
                 fid_at_equal_time_summary=None,
                 equal_time=None,
                 equal_axis="clock_s",

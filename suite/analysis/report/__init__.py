@@ -300,14 +300,30 @@ DEFINITIONS = """## Definitions
   (n/a). The scaling tables' `train_s` and `images_per_s` are the same estimate over the point's runs (their CSVs keep `_mean`
   and `_std` columns).
 - **significant**: on each quantity a finding tests every pair of configurations, one family: Welch's t on the log
-  values (unequal variances; a ratio's variance is both ends'), the p values Holm-corrected together at 5 %. It
-  lists every estimate, says "A is significantly better than B" for each pair the test found different (with the
-  adjusted p) and that the other pairs are not distinguishable; it never infers one pair from others, and a pair
-  with one draw (or no spread) on a side is not testable. The test was chosen by its measured error rates
-  (`reports/verdicts/error-rates.md`, 1,000 simulated reports of 5 candidates per cell): at most 5 % of
-  reports may make any false claim. What a test could have found depends on the run's own spread: under "At what
-  scale these verdicts hold" the first page gives, per pair not distinguishable, the smallest ratio this run would
-  have detected at 80 % power and the seeds a 1.5-fold difference would need.
+  values (unequal variances; a ratio's variance is both ends') at the fewest draws' degrees of freedom (the
+  intervals' own), the p values Holm-corrected together at 5 %. It lists every estimate, says "A is significantly
+  better than B" for each pair the test found different (with the adjusted p) and that the other pairs are not
+  distinguishable; it never infers one pair from others, and a pair with one draw (or no spread) on a side is not
+  testable. The test was chosen by its error rates measured on the main job's own per-seed residuals, resampled
+  through the suite's procedure (`reports/verdicts/resampled-error-rates.md`): at most 5 % of reports may make any
+  false claim, which Welch-Satterthwaite's degrees of freedom did not hold at four seeds. What a test could have
+  found depends on the run's own spread: under "At what scale these verdicts hold" the first page gives, per pair
+  not distinguishable, the smallest ratio this run would have detected at 80 % power and the seeds a 1.5-fold
+  difference would need.
+- **end-of-budget FID** (`end FID`, the quality family): the FID of the model each run ends with, every model scored
+  on the same latent vectors and labels; the quality verdicts compare it (better, equivalent within the margin, or
+  undecided). It was fixed in advance, on pilot runs with other seeds (`reports/verdicts/estimand.md`). A system
+  whose every seed ended no better than its untrained generator is named, not tested; one such seed among others
+  is compared with its FID.
+- **learns faster** (`curve_area`, the speed family): the area under each run's log FID curve over one grid of
+  budget fractions common to every system, every eighth from a quarter of the budget (or from the first point every
+  system's curve has, where that is later) to its end (log FID interpolated linearly in images between curve
+  points, never extrapolated), given as a
+  geometric-mean FID over the budget; lower learns faster. Tested between systems as a family of its own, never as
+  quality: a system still falling steeply at the end is slower, not worse.
+- **draws of a pair** (`findings.csv`): `seeds_a`/`seeds_b` the draws of each estimate (a speedup's P=1 runs),
+  `denominator_draws_a`/`_b` a ratio's other end (a speedup's runs at P); a pair's ratio and p-values come from the same draws (a pair decided at an
+  early look of sequential seeds keeps the estimates of that look).
 - **at what scale**: per family, the budget (training images per system, generator steps per GAN), whether the
   family's claims were the same at every curve point of the last half of the budget (the same tests run at each
   point), and which systems were still improving at the end: the slope of each seed's log score against log

@@ -53,6 +53,22 @@ def quality_metric(rows: list[HeadlineRow]) -> str:
     return "fid" if scored and all(row.fid_summary is not None for row in scored) else "kid"
 
 
+def levels_text(found: list[Finding]) -> str:
+    """The levels the families were tested at, as used: ``at 5 %`` where every family took it, else per family (a
+    sequential family's share per look)."""
+    levels = {}
+    for finding in found:
+        family = finding.family
+        if family is None or not family.pairs:
+            continue
+        level = min(p.alpha for p in family.pairs)
+        looks = f" at each of {family.looks} looks ({ALPHA * 100:g} % over all)" if family.looks > 1 else ""
+        levels[finding.quantity] = f"{level * 100:.3g} %{looks}"
+    if not levels or set(levels.values()) == {f"{ALPHA * 100:g} %"}:
+        return f"at {ALPHA * 100:g} %"
+    return "at " + ", ".join(f"{level} ({quantity})" for quantity, level in levels.items())
+
+
 def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[Record]) -> list[str]:
     """``## Headline``: the short table, its footnotes, the findings and what to distrust."""
     lines = ["## Headline\n"]
@@ -65,7 +81,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     rulers = sorted({row.quality for row in rows if isinstance(row.quality, str)})
     notes: list[str] = []
     shown = []
-    late = any(row.fid_late_summary is not None for row in rows)
+    end = any(row.fid_end_summary is not None for row in rows)
     for row in rows:
         quality = short(row.fid_summary if metric == "fid" else row.kid_summary)
         if len(rulers) > 1 and isinstance(row.quality, str):
@@ -75,7 +91,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
                 "strategy": row.strategy,
                 "P": row.top,
                 **({"seeds": row.seeds} if "seeds in" in _draws(rows) else {}),
-                **({"late FID": short(row.fid_late_summary)} if late else {}),
+                **({"end FID": short(row.fid_end_summary)} if end else {}),
                 metric.upper(): quality,
                 "images/s": short(row.images_per_s_summary),
                 "speedup": short(row.speedup_summary) if row.speedup_summary is not None else NA,
@@ -91,14 +107,16 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     lines.append(
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
         + (
-            f"late FID{ruler}: the mean of log FID over the last half of the budget, the estimand the quality verdicts compare; "
-            if late
+            f"end FID{ruler}: the FID of the model each run ends with, the end-of-budget estimand the quality verdicts "
+            "compare, fixed in advance on pilot seeds (reports/verdicts/estimand.md); "
+            if end
             else ""
         )
-        + f"{metric.upper()}{'' if late else ruler} of the final model (lower is better); images/s through the "
+        + f"{metric.upper()}{'' if end else ruler} of the final model (lower is better); images/s through the "
         "discriminators in the training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: "
-        f"what the tests below found ({TESTS[TEST].words}, every pair, Holm-corrected at 5 %"
-        + ("; quality: better, within the margin (≈) or undecided" if late else "")
+        f"what the tests below found ({TESTS[TEST].words} on log values, every pair of a family Holm-corrected "
+        + levels_text(found)
+        + ("; quality: better, within the margin (≈) or undecided" if end else "")
         + "). [Every column](details/headline.md)."
         + (f" {KID_UNITS}" if metric == "kid" else "")
         + "\n"

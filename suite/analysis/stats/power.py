@@ -1,8 +1,8 @@
 """What a run could have told: the power of its own tests, from its own spread.
 
 "Not distinguishable" is only informative next to what the run could have found. For a pair a family
-did not separate, :func:`detectable_ratio` is the smallest ratio of the two estimates that Welch's test
-would have found with :data:`POWER` probability, and :func:`seeds_needed` how many draws a side a given
+did not separate, :func:`detectable_ratio` is the smallest ratio of the two estimates that the report's test
+(:data:`~.verdicts.TEST`) would have found with :data:`POWER` probability, and :func:`seeds_needed` how many draws a side a given
 ratio (:data:`REFERENCE_RATIO`) would need. Both use the pair's own per-draw variances on the log scale and
 the family's strictest level, Holm's first step (``ALPHA`` over the tested pairs): a conservative reading,
 as a pair tested later in Holm's order meets a looser level.
@@ -38,15 +38,14 @@ def _reruns(per_draw: tuple[float, ...], ns: tuple[int, ...], level: float) -> t
     distance it must exceed (the rerun's critical t at ``level`` times its standard error).
 
     Each rerun draws the terms' means and sample variances (normal and chi-square), then the test as the report runs
-    it: Welch-Satterthwaite's degrees of freedom from the sample variances, which at three draws a side vary widely
-    and cost power a fixed-df formula would not show. Drawn once per spread and level (fixed seed), so every
-    difference tried meets the same reruns.
+    it (:data:`~.verdicts.TEST`, Welch's t at the fewest draws' degrees of freedom). Drawn once per spread and level
+    (fixed seed), so every difference tried meets the same reruns.
     """
     rng = np.random.default_rng(20261127)
     true_se = math.sqrt(sum(v / n for v, n in zip(per_draw, ns)))
     parts = [v * rng.chisquare(n - 1, SIMULATIONS) / (n - 1) / n for v, n in zip(per_draw, ns)]
     variance = np.sum(parts, axis=0)
-    df = variance**2 / np.sum([part**2 / (n - 1) for part, n in zip(parts, ns)], axis=0)
+    df = np.full(SIMULATIONS, float(min(ns) - 1))
     noise = true_se * rng.standard_normal(SIMULATIONS)
     # two-sided p < level  <=>  |t| > t_(1 - level/2, df)
     return noise, -special.stdtrit(df, level / 2) * np.sqrt(variance)

@@ -10,13 +10,12 @@ p-values, its seeds) to the end; a system none of whose pairs is undecided train
 :data:`~.verdicts.ALPHA` is spent equally over the procedure's looks (:attr:`Plan.looks`; a Bonferroni split,
 the simplest alpha-spending rule): each look runs Holm's step-down (with Shaffer's count, at most one true null
 per pair, :func:`~.verdicts.holm_shaffer`) at ``ALPHA / looks``, over every pair of the family with the seeds each
-system has at that look. By the union bound over looks, the chance of a false claim (a difference between equal
-systems, an equivalence between systems further apart than the margin) is at most :data:`~.verdicts.ALPHA` for the
-pairs still open at a look, whose two ends have that look's fixed number of seeds. Two things the bound does not
-cover are measured instead, by simulation (``ci/verdict_error_rates.py --sequential``,
-``reports/verdicts/sequential-error-rates.md``): a wrong direction, and that each look re-tests the pairs frozen
-before it, one of whose ends may have stopped early (their p-values then come from data-dependent sizes; testing
-only the open pairs while counting each frozen one as a slot of Shaffer's count would close this gap).
+system has at that look. The union bound over looks holds for a test that holds its own level; at four seeds a
+side Welch's t with Welch-Satterthwaite's degrees of freedom does not on the main job's real, skewed residuals, so
+the test is :data:`~.verdicts.TEST`, Welch's t at the fewest draws' degrees of freedom. What the bound does not
+cover (a test's level on real residuals, a wrong direction, a frozen pair re-tested at a later look with one end
+stopped early) is measured instead, by resampling the main job's per-seed residuals through this function
+(``ci/resampled_rates.py``, ``reports/verdicts/resampled-error-rates.md``).
 
 The same function replays the procedure from the records (the report) and decides the next block (``suite run``):
 both read the draws by seed position (a seed whose run failed is None in its place), so the report states what
@@ -28,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from .verdicts import ALPHA, Family, Pair, compare_all, summarise
+from .verdicts import ALPHA, TEST, Family, Pair, compare_all, summarise
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,14 @@ def sequential_family(
     plan: Plan,
     lower_is_better: bool,
     margin: float | None,
+    test: str = TEST,
 ) -> Sequential | None:
     """Replay the procedure on ``draws`` (per system, its values in seed order; None for a seed without a value).
 
     Each look takes the seeds every system still in the procedure has by then; the replay stops at the last look the
     draws hold (a system still in the procedure without the look's seeds: the run has not trained them yet, or
-    stopped), at the cap, or when no pair is undecided. None without systems.
+    stopped), at the cap, or when no pair is undecided. None without systems. ``test``: the two-sample test
+    (:data:`~.verdicts.TESTS`; the report's, :data:`~.verdicts.TEST`, unless the error rates compare another).
     """
     if not draws:
         return None
@@ -108,7 +109,7 @@ def sequential_family(
         for name in active:
             used[name] = min(n, len(draws[name]))
         summaries = {name: s for name in draws if (s := summarise(draws[name][: used[name]])) is not None}
-        family = compare_all(summaries, lower_is_better, margin=margin, alpha=plan.alpha)
+        family = compare_all(summaries, lower_is_better, test, margin=margin, alpha=plan.alpha)
         if family is None:
             return None
         for pair in family.pairs:
