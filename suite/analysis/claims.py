@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import special
 
 from ..records.record import Record
+from . import diversity
 from .estimand import DEFINITION, equivalence_margin, late_score, seed_policy
 from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
@@ -236,7 +237,18 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
         if said:
             out.append(replace(said, scale=quality_scale(at_time)))
     speedups = _speedup_finding(rows, records, scaling)
-    return out + ([speedups] if speedups is not None else [])
+    return out + _diversity_findings(rows, records, scaling) + ([speedups] if speedups is not None else [])
+
+
+def _diversity_findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The diversity family (:mod:`suite.analysis.diversity`: coverage, higher better), and the systems it leaves out
+    as collapsed in every seed."""
+    tested = diversity.tested_rows(rows)
+    family = _family(tested, diversity.summary, lower_is_better=False)
+    said = [_ranked(tested, family, diversity.DIVERSITY_WHAT, diversity.DIVERSITY, records, scaling)] if family else []
+    gone = diversity.always_collapsed(rows)
+    text = f"Collapsed in every seed, not tested: {', '.join(gone)}." if gone else ""
+    return [replace(f, scale=Scale(budget_text(tested))) for f in said] + ([Finding(text, "collapse")] if gone else [])
 
 
 def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
