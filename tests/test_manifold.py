@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy.spatial.distance import cdist
 
 from suite.measure.metrics import manifold
@@ -104,3 +105,45 @@ def test_manifold_scores_compare_with_as_many_real_rows_as_samples() -> None:
     first, again = manifold_scores(fake, real, 5), manifold_scores(fake, real, 5)
     assert first == again and first["prdc_n_real"] == 300 and first["prdc_k"] == 5
     assert manifold_scores(fake[:5], real, 5)["coverage"] is None  # too few for a 5th neighbour: null, FID untouched
+
+
+@pytest.mark.slow
+def test_the_scoring_function_gives_every_model_the_four_scores_and_a_collapse_reads_as_one():
+    """Through ``evaluate_images`` on the pinned digits ruler: held-out real digits cover the real ones, one digit
+    repeated with the collapsed seed's pixel noise covers next to none (``suite.analysis.collapse``), and samples
+    that cannot be scored carry null scores with their k."""
+    from suite.analysis.collapse import collapsed
+    from suite.gan.data import load_dataset
+    from suite.measure.metrics import Reference, evaluate_images
+    from suite.measure.metrics.evaluate import reference_rows
+    from suite.measure.metrics.features import ClassifierNet
+    from suite.records.record import Quality
+
+    real = load_dataset("digits", 20, "train")
+    n = 300
+    images, labels = real.fetch(np.setdiff1d(np.arange(len(real)), reference_rows(len(real), n))[:n])
+    ref = Reference("digits", 20, features="classifier", n=n, prdc_k=5)
+    networks = (ClassifierNet("digits"),) * 2
+    healthy = evaluate_images(images, labels, ref, networks)
+    assert healthy["coverage"] > 0.8 and healthy["precision"] > 0.8 and healthy["recall"] > 0.8
+    assert (healthy["prdc_k"], healthy["prdc_n_real"], healthy["n"]) == (5, n, n)
+    one_digit = (
+        images[:1].expand(n, -1, -1, -1) + 0.012 * torch.randn(n, 1, 20, 20, generator=torch.Generator().manual_seed(0))
+    ).clamp(-1, 1)
+    alike = evaluate_images(one_digit, np.full(n, -1), ref, networks)
+    assert alike["coverage"] < 0.05 and alike["recall"] == 0.0
+
+    def record(block: dict) -> object:
+        return type(
+            "R",
+            (),
+            {
+                "quality": Quality(
+                    **{k: v for k, v in block.items() if k in Quality.__dataclass_fields__ and not k.startswith("per_class")}
+                )
+            },
+        )()
+
+    assert collapsed(record(alike)) is True and collapsed(record(healthy)) is False
+    constant = evaluate_images(torch.zeros(n, 1, 20, 20), np.full(n, -1), ref, networks)
+    assert constant["coverage"] is None and constant["prdc_k"] is None and collapsed(record(constant)) is True

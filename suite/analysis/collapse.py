@@ -4,12 +4,12 @@ One definition, read through :func:`collapsed`: the model's **coverage** (Naeem 
 :mod:`suite.measure.metrics.manifold`: the share of real samples whose k-nearest-neighbour ball holds a generated
 sample) at or below :func:`threshold`, or samples too alike to score at all (all the same image). A collapsed
 generator draws (almost) one image, which lies in the balls of about k real samples (a real-like sample lies in k
-balls on average: density 1), so it covers about ``k / n_real``; a generator that learned one class of ten still
-covers about a tenth. The threshold, ``2 k / n_real`` and at least :data:`COLLAPSED_COVERAGE`, sits between the two,
-measured on the digits ruler at the main job's 500 samples and k = 5 (threshold 0.02) by ``ci/collapse_threshold.py``
-(``reports/collapse/threshold.md``): samples all alike (one real digit, the mean digit or a blank image, with the
-collapsed seed's 0.012 pixel noise) cover 0.000-0.012 of the real ones, the untrained generator 0.004, a generator of
-one digit class 0.098-0.130, held-out real digits 0.90-0.97. An untrained generator covers nothing either: it reads as
+balls on average: density 1; 0 to 3 k, by where it lands), so it covers about ``k / n_real``; a generator that learned
+one class of ten still covers about a tenth. The threshold, ``4 k / n_real`` and at least :data:`COLLAPSED_COVERAGE`,
+sits between the two, measured on the digits ruler at the main job's 500 samples and k = 5 (threshold 0.04) by
+``ci/collapse_threshold.py`` (``reports/collapse/threshold.md``): samples all alike (20 real digits, the mean digit or
+a blank image, each repeated with the collapsed seed's 0.012 pixel noise) cover 0.000-0.018 of the real ones, the
+untrained generator 0.004, a generator of one digit class 0.098-0.130, held-out real digits 0.90-0.97. An untrained generator covers nothing either: it reads as
 collapsed (in both a user gets nothing real).
 
 The report gives each system's collapse rate over its seeds with a Wilson interval (:func:`collapse_rate`) and names a
@@ -28,9 +28,9 @@ from ..records.record import Quality, Record
 
 COLLAPSED_COVERAGE = 0.02
 """Coverage at or below this is a collapse at any sample count (``reports/collapse/threshold.md``)."""
-COLLAPSED_BALLS = 2
+COLLAPSED_BALLS = 4
 """Coverage at or below this many k-NN balls' worth of real samples (``COLLAPSED_BALLS * k / n_real``) is a collapse:
-one image covers about one (k / n_real)."""
+one image covers about one (k / n_real), at most about three."""
 RATE_CONFIDENCE = 0.95
 """The collapse rate's interval (Wilson's score interval: sound at the few seeds a report has, unlike the normal one)."""
 
@@ -41,7 +41,7 @@ def end_quality(record: Record) -> Quality | None:
 
 
 def threshold(quality: Quality) -> float:
-    """The coverage at or below which ``quality``'s model collapsed: ``2 k / n_real``, at least :data:`COLLAPSED_COVERAGE`."""
+    """The coverage at or below which ``quality``'s model collapsed: ``4 k / n_real``, at least :data:`COLLAPSED_COVERAGE`."""
     if quality.prdc_k is None or not quality.prdc_n_real:
         return COLLAPSED_COVERAGE
     return max(COLLAPSED_COVERAGE, COLLAPSED_BALLS * quality.prdc_k / quality.prdc_n_real)
