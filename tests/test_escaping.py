@@ -182,7 +182,9 @@ def test_the_report_shows_every_hostile_string_as_data(hostile_results, capsys):
     first = (report / "report.md").read_text()
     assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http\\://evil\\x07link" in first  # the device, shown as data, no autolink
     runs = (report / "details" / "runs.md").read_text()
-    assert "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http\\://evil\\x07link\\x1b]8;;\\x07\\x1b[2J\\u202eexe.txt\\x00```" in runs
+    assert (
+        "&lt;iframe src=javascript:alert(1)>\\x1b]8;;http\\://evil\\x07link\\x1b]8;;\\x07\\x1b[2J\\u202eexe.txt\\x00```" in runs
+    )
     environment = (report / "details" / "environment.md").read_text()
     block = environment[environment.index("## Scenario") :]
     assert block.splitlines()[2].startswith("`````yaml") and "</code><script>x</script>" in block  # fenced past ````

@@ -385,6 +385,9 @@ def test_score_command_reports_kid_with_its_spread(tmp_path, capsys, digits_clas
     assert f"{real_q['kid_mean']:.3g} ± {real_q['kid_std']:.3g}" in kid_line and f"100 subsets of {n // 2}" in kid_line
     assert f"(10 splits of {n // 10})" in text and "per class  by generated label: mean KID" in text
     assert "FID sound for 0" in text  # ~70 samples per class in 128 dimensions
+    prdc_line = next(line for line in text.splitlines() if line.startswith("PRDC"))
+    assert f"coverage {real_q['coverage']:.3f}" in prdc_line and f"(k 5, {n} generated, {n} real)" in prdc_line
+    assert real_q["coverage"] > 0.8 and noise_q["coverage"] < 0.05  # noise covers no real digit
 
 
 def test_score_command_withholds_fid_below_the_feature_dimension(tmp_path, capsys, digits_classifier):

@@ -72,7 +72,32 @@ def combined(first: str) -> str:
 TEXT = st.lists(
     st.one_of(
         st.text(st.characters(codec="utf-8"), max_size=4),
-        st.sampled_from(["<", ">", "[", "]", "(", ")", "!", "#", "# ", "|", "`", "```", "\n", "\x1b", "://", "www.", "=", "-", "- ", "@", "1. ", " "]),
+        st.sampled_from(
+            [
+                "<",
+                ">",
+                "[",
+                "]",
+                "(",
+                ")",
+                "!",
+                "#",
+                "# ",
+                "|",
+                "`",
+                "```",
+                "\n",
+                "\x1b",
+                "://",
+                "www.",
+                "=",
+                "-",
+                "- ",
+                "@",
+                "1. ",
+                " ",
+            ]
+        ),
     ),
     max_size=24,
 ).map("".join)
@@ -312,7 +337,9 @@ def test_suite_scenarios_prints_a_description_as_one_line_of_data(tmp_path, monk
     from suite.config import builtin
 
     # YAML's escapes: ESC, an OSC-8 link, BEL, clear-screen, the right-to-left override, a line separator
-    (tmp_path / "planted.yaml").write_text('description: "\\e]8;;http://host.example\\aosc-link\\e]8;;\\a\\e[2J\\u202eexe \\L next"\n')
+    (tmp_path / "planted.yaml").write_text(
+        'description: "\\e]8;;http://host.example\\aosc-link\\e]8;;\\a\\e[2J\\u202eexe \\L next"\n'
+    )
     real = builtin.builtin_scenarios
     monkeypatch.setattr(builtin, "builtin_scenarios", lambda: real(tmp_path))
     assert main(["scenarios"]) == 0

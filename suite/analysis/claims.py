@@ -16,6 +16,7 @@ from scipy import special
 
 from ..measure.metrics.signals import UNTRAINED_MARGIN
 from ..records.record import Record
+from . import diversity
 from .estimand import END_DEFINITION, end_fid, equivalence_margin, seed_policy, speed_definition, speed_fractions
 from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
@@ -246,7 +247,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
             out.append(replace(said, scale=quality_scale(at_time)))
     speed = speed_finding(scored, records, scaling, speed_fractions(r for row in rows for r in row.main))
     found = [speed if len(rulers) == 1 else None, _speedup_finding(rows, records, scaling)]
-    return out + [f for f in found if f is not None]
+    return out + _diversity_findings(rows, records, scaling) + [f for f in found if f is not None]
 
 
 def speed_finding(
@@ -262,6 +263,17 @@ def speed_finding(
     ruler = next((row.quality for row in rows if row.quality), "")
     said = _ranked(rows, family, f"Learns faster (area under the FID curve, {ruler})", LEARNS_FASTER, records, scaling)
     return replace(said, text=said.text + f" The estimand, {speed_definition(grid)}.", scale=Scale(budget_text(rows)))
+
+
+def _diversity_findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
+    """The diversity family (:mod:`suite.analysis.diversity`: coverage, higher better), and the systems it leaves out
+    as collapsed in every seed."""
+    tested = diversity.tested_rows(rows)
+    family = _family(tested, diversity.summary, lower_is_better=False)
+    said = [_ranked(tested, family, diversity.DIVERSITY_WHAT, diversity.DIVERSITY, records, scaling)] if family else []
+    gone = diversity.always_collapsed(rows)
+    text = f"Collapsed in every seed, not tested: {', '.join(gone)}." if gone else ""
+    return [replace(f, scale=Scale(budget_text(tested))) for f in said] + ([Finding(text, "collapse")] if gone else [])
 
 
 def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:

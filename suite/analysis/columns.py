@@ -104,6 +104,10 @@ class Columns:
     fid: str
     kid_mean: str
     kid_std: str
+    precision: str
+    recall: str
+    density: str
+    coverage: str
     tvd: str
     label_acc: str
     ema_fid: str

@@ -85,6 +85,7 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 def cmd_score(args: argparse.Namespace) -> int:
     from ..gan.sampling import Sampler, load_model, samples_problem
     from ..measure.metrics import Reference, evaluate_images
+    from ..measure.metrics.manifold import PRDC_FIELDS
     from ..records.record import PerClassScore
     from ..records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
 
@@ -138,6 +139,9 @@ def cmd_score(args: argparse.Namespace) -> int:
             print(f"scores     n/a: {q['not_scorable']}")
         if q["kid_mean"] is not None:
             print(f"KID        {q['kid_mean']:.3g} ± {q['kid_std']:.3g}  ({q['kid_subsets']} subsets of {q['kid_subset_size']})")
+        if all(q.get(name) is not None for name in PRDC_FIELDS):
+            scores_text = "  ".join(f"{name} {q[name]:.3f}" for name in PRDC_FIELDS)
+            print(f"PRDC       {scores_text}  (k {q['prdc_k']}, {q['n']} generated, {q['prdc_n_real']} real)")
         for field, basis in PER_CLASS_BASES.items():
             scores = q[field]  # the evaluation's per-class entries, each the fields of a PerClassScore
             summary = per_class_summary({c: PerClassScore(**entry) for c, entry in scores.items()} if scores else None)

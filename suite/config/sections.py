@@ -234,6 +234,11 @@ class MetricsConfig:
     equivalence_margin: Annotated[float, Field(gt=1), AtMost(1000, "every pair would be equivalent")] = 1.5
     """Two systems whose quality ratio's interval lies inside [1/m, m] are "equivalent within m-fold" (two one-sided
     tests): a verdict of its own, beside "better" and "undecided"."""
+    prdc_k: Annotated[
+        int, Field(ge=1), AtMost(100, "a neighbourhood this wide covers every mode: the scores lose their meaning")
+    ] = 5
+    """Nearest neighbours of precision, recall, density and coverage (every scored model; 5 as Naeem et al. and their
+    ``prdc`` package use; must be below ``samples``; see docs/image-quality.md)."""
 
 
 @dataclass(frozen=True)

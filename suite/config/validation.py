@@ -181,11 +181,14 @@ def _check_entries(scenario: Scenario, i: int, spec: RunSpec) -> None:
 
 
 def _check_protocol(metrics: MetricsConfig, fail: Fail) -> None:
-    """A protocol that fixes the sample count (``standard``: 10000 or 50000) gets one of its counts."""
+    """A protocol that fixes the sample count (``standard``: 10000 or 50000) gets one of its counts; ``prdc_k`` is below
+    the sample count."""
     counts = PROTOCOLS[metrics.protocol].sample_counts
     if metrics.enabled and counts and metrics.samples not in counts:
         allowed = " or ".join(str(c) for c in counts)
         fail("metrics.samples", f"protocol {metrics.protocol} scores {allowed} samples, got {shown(metrics.samples)}")
+    if metrics.enabled and metrics.prdc_k >= metrics.samples:  # a k-th neighbour needs k other samples
+        fail("metrics.prdc_k", f"must be below metrics.samples ({shown(metrics.samples)}), got {shown(metrics.prdc_k)}")
 
 
 def _check_entry(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:

@@ -360,6 +360,18 @@ class Quality:
     kid_std: float | None = column()
     kid_subset_size: int | None = None
     kid_subsets: int | None = None
+    precision: float | None = column()
+    """Fidelity: the share of samples inside the real k-NN manifold (Kynkäänniemi et al. 2019; :mod:`suite.measure.metrics.manifold`)."""
+    recall: float | None = column()
+    """Diversity: the share of real samples inside the samples' k-NN manifold."""
+    density: float | None = column()
+    """Fidelity: real k-NN balls holding a sample, per sample and per k (Naeem et al. 2020); about 1 where samples are as the data."""
+    coverage: float | None = column()
+    """Diversity: the share of real samples whose k-NN ball holds a sample; near 0 for a collapse (:mod:`suite.analysis.collapse`)."""
+    prdc_k: int | None = None
+    """The k of the four scores above (``metrics.prdc_k``); null in records written before them."""
+    prdc_n_real: int | None = None
+    """Real samples of the four scores (``n`` generated beside them)."""
     tvd: float | None = column()
     label_acc: float | None = column()
     classifier_accuracy: float | None = None

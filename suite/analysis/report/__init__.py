@@ -34,6 +34,7 @@ from ..conditions import condition_warnings
 from ..findings import headline, not_learned_warnings
 from ..markdown import cell
 from ..outcomes import outcomes_section
+from .diversity_view import fidelity_diversity_section
 from .headline_view import first_page_headline, full_headline, headline_csv, warnings_section
 from .machine_line import machine_lines
 from .pages import Page, figures, figures_page, index_section, key_figures
@@ -132,13 +133,15 @@ def _write_report_files(
     lines += machine_lines(records)
     lines += [line for line in [training_share_line(frame)] if line is not None]
     lines += first_page_headline(table, found, records)
+    diverse = fidelity_diversity_section(table)
+    lines += diverse.lines
     lines += warnings_section(warnings, failed)
     key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
     if key:
         lines.append("## Key figures\n")
         lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
     lines += index_section(written)
-    tables = {"headline.csv": headline_file, "findings.csv": findings_table(found)}
+    tables = {"headline.csv": headline_file, "findings.csv": findings_table(found), **diverse.tables}
     return write_first_page(out_dir, Section(lines, tables), records, probe)
 
 

@@ -14,6 +14,10 @@
 * ``fid`` where ``n`` and ``n_real`` both exceed d, else null with ``fid_note`` saying why
   (with fewer samples than dimensions the covariances are singular and FID is biased);
 * ``kid_mean``/``kid_std`` over ``kid_subsets`` subsets of ``kid_subset_size`` (always);
+* ``precision``, ``recall`` (fidelity and diversity apart, Kynkäänniemi et al. 2019), ``density`` and ``coverage``
+  (Naeem et al. 2020) in the same features, with ``prdc_k`` nearest neighbours, the ``n`` samples against
+  ``prdc_n_real`` real ones (the reference draw; under a whole-split protocol ``n`` rows of it, drawn as
+  :func:`reference_rows` draws): :mod:`.manifold`;
 * per-class scores in two fields, never mixed: ``per_class_label`` groups the samples by the
   label they were generated for (conditional, label-partitioned and per-class models; null for
   unconditional ones), ``per_class_predicted`` by the class the suite classifier predicts
@@ -47,6 +51,7 @@ from ...gan.models import build_pair
 from ...records.results import KID_FIELDS, PER_CLASS_BASES
 from . import cachefiles
 from .features import ClassifierNet, FeatureNet, Features, cache_dir, feature_net
+from .manifold import PRDC_FIELDS, nearest_neighbour_radii, prdc
 from .protocol import comparability, protocol_images
 from .scores import KID_SUBSETS, fid, frechet_distance, inception_score, kernel_inception_distance, statistics, total_variation
 from .signals import pixel_std
@@ -79,6 +84,8 @@ class Reference:
     device: str = "cpu"
     protocol: str = "suite"
     """``metrics.protocol``: how samples and real images are prepared and how many real images are scored."""
+    prdc_k: int = 5
+    """``metrics.prdc_k``: the nearest neighbours of precision, recall, density and coverage (:mod:`.manifold`)."""
 
     @property
     def real_size(self) -> int:
@@ -99,6 +106,7 @@ class Reference:
             inception_weights=run.metrics.inception_weights,
             device=str(device),
             protocol=run.metrics.protocol,
+            prdc_k=run.metrics.prdc_k,
         )
 
     def networks(self) -> tuple[FeatureNet, ClassifierNet]:
@@ -273,6 +281,8 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
     return scores
 
 
+CONSTANT_SAMPLES = "the samples are constant"
+"""How ``not_scorable`` opens for samples all alike (a collapse: :mod:`suite.analysis.collapse`)."""
 SCORABLE_PIXEL_STD = 1e-4
 """Samples whose pixel standard deviation across samples is below this are constant: nothing to score."""
 
@@ -284,7 +294,7 @@ def unscorable_samples(images: torch.Tensor) -> str | None:
         return f"{int((~finite).sum())} of {len(images)} samples are not finite (NaN or inf)"
     std = pixel_std(images)
     if std < SCORABLE_PIXEL_STD:
-        return f"the samples are constant (pixel std {std:.2g} across samples)"
+        return f"{CONSTANT_SAMPLES} (pixel std {std:.2g} across samples)"
     return None
 
 
@@ -299,13 +309,34 @@ def not_scorable(net: FeatureNet, real: dict, reason: str) -> dict:
         "is_note": f"not scorable: {reason}",
         "fid_note": f"not scorable: {reason}",
         **dict.fromkeys(KID_FIELDS),
+        **dict.fromkeys((*PRDC_FIELDS, "prdc_k", "prdc_n_real")),
         **dict.fromkeys(PER_CLASS_BASES),
         "not_scorable": reason,
     }
 
 
-def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet) -> dict:
-    """IS (where the network predicts classes), FID (where sound) and KID of finite, varied samples' features."""
+_REAL_RADII: dict[tuple[str, int], np.ndarray] = {}
+"""The real rows' k-NN radii by (digest of the real features, k): the same for every model a process scores."""
+
+
+def manifold_scores(features: np.ndarray, real_features: np.ndarray, k: int) -> dict:
+    """``precision``, ``recall``, ``density``, ``coverage`` of ``features`` against at most as many real rows
+    (:func:`reference_rows` of ``real_features`` where it has more), with ``prdc_k`` and ``prdc_n_real``."""
+    if len(real_features) > len(features):  # a whole split: as many real rows as samples, as Naeem et al. compare
+        real_features = real_features[reference_rows(len(real_features), len(features))]
+    real_features = np.asarray(real_features, dtype=np.float64)
+    if min(len(real_features), len(features)) <= k:  # too few for a k-th neighbour (the scenario refuses it)
+        return {**dict.fromkeys(PRDC_FIELDS), "prdc_k": k, "prdc_n_real": int(len(real_features))}
+    key = (hashlib.sha1(np.ascontiguousarray(real_features).tobytes()).hexdigest(), k)
+    if key not in _REAL_RADII:
+        _REAL_RADII.clear()  # one ruler's real side at a time
+        _REAL_RADII[key] = nearest_neighbour_radii(real_features, k)
+    return {**prdc(real_features, features, k, _REAL_RADII[key]), "prdc_k": k, "prdc_n_real": int(len(real_features))}
+
+
+def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet, k: int = 5) -> dict:
+    """IS (where the network predicts classes), FID (where sound), KID and the k-NN manifold scores
+    (:func:`manifold_scores`) of finite, varied samples' features."""
     scores: dict = {}
     if probs is not None:
         scores["is_mean"], scores["is_std"] = inception_score(probs, IS_SPLITS)
@@ -317,7 +348,9 @@ def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: Fea
     if scores["fid"] is not None and not np.isfinite(scores["fid"]):
         raise ValueError(f"FID is {scores['fid']}")
     scores["fid_note"] = note
-    scores.update(_kid(features, real["features"]))
+    drawn = real["features"]  # the real reference draw (or whole split)
+    scores.update(_kid(features, drawn))
+    scores.update(manifold_scores(features, drawn, k))
     return scores
 
 
@@ -352,7 +385,7 @@ def evaluate_images(
         reason = f"the {net.name} features of the samples are not finite"
     if reason is None and features is not None:
         try:
-            scores = _scores(features, probs, real, net)
+            scores = _scores(features, probs, real, net, ref.prdc_k)
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a singular problem
             reason = f"the scores cannot be computed: {error}"
     if reason is not None:

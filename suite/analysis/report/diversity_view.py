@@ -1,0 +1,39 @@
+"""The first page's ``## Fidelity and diversity``: per system, precision and density (fidelity), recall and coverage
+(diversity) of the model each run ends with, over seeds with 95 % intervals, and its collapse rate with its Wilson
+interval (:mod:`suite.analysis.diversity`, :mod:`suite.analysis.collapse`); the CSV ``fidelity_diversity.csv``."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..collapse import COLLAPSED_BALLS, COLLAPSED_COVERAGE
+from ..diversity import fidelity_diversity_table
+from ..findings import rows_of
+from ..markdown import markdown_table
+from .section import Section
+
+CSV = "fidelity_diversity.csv"
+
+
+def fidelity_diversity_section(table: pd.DataFrame) -> Section:
+    """The section from the headline frame (empty where no run has these scores: records written before them)."""
+    if table.empty:
+        return Section([])
+    shown = fidelity_diversity_table(rows_of(table))
+    if shown.empty:
+        return Section([])
+    lines = [
+        "## Fidelity and diversity\n",
+        "The model each run ends with, over its seeds: estimate [95 % interval], in the ruler's features on the common "
+        "latents with k nearest neighbours (`prdc_k`, `quality_n` samples against as many real ones; "
+        "[Image quality](details/quality.md)). Fidelity: **precision** (share of samples inside the real k-NN "
+        "manifold) and **density** (about 1 for samples as the data). Diversity: **recall** (share of real samples "
+        "inside the samples' manifold) and **coverage** (share of real samples with a sample among their k nearest "
+        "neighbours); coverage is the diversity family tested above. **collapsed**: runs whose coverage is at most "
+        f"{COLLAPSED_BALLS} k / n_real (at least {COLLAPSED_COVERAGE}; one image covers about k / n_real) or whose "
+        "samples are all alike, of the seeds scored, with the rate's 95 % Wilson interval; a system collapsed in every "
+        "seed is named, not tested.\n",
+        markdown_table(shown),
+        "",
+    ]
+    return Section(lines, {CSV: shown})
