@@ -276,14 +276,14 @@ def _stopped(stop: BaseException, launched: list[PlannedRun] | None) -> str:
     from ..records.results import read_record
     from .rerun import stopped_line
 
-    records = [(one.run, read_record(one.run_dir)) for one in launched or []]
+    records = [(one, read_record(one.run_dir)) for one in launched or []]
     going = next((pair for pair in records if pair[1] is None or pair[1].status not in ("ok", "diverged")), None)
     if going is None:
         where = "no run was going"
     elif going[1] is not None and going[1].status == "interrupted":
-        where = f"{going[0].run_id}: {going[1].error}"
+        where = f"{going[0].run.run_id}: {going[1].error}"
     else:
-        where = f"{going[0].run_id} has no record (it could not be written)"
+        where = f"{going[0].run.run_id} has no record (it could not be written)"
     aside = stopped_line(going[0].run_dir) if going else None
     where += f"; {aside}" if aside else ""
     return f"stopped by {stop}; {where}\nfinished runs keep their results; `suite run ... --resume` continues"
