@@ -12,6 +12,7 @@ import pytest
 from suite import __version__
 from suite.cli import build_parser, main
 from suite.cli.exitcodes import EXIT_CODES, GATE_VERDICTS, ExitCode, exit_code_table
+from suite.config.escape import one_line
 from suite.config.scenario import Run, Scenario
 from suite.records.record import provenance
 
@@ -100,7 +101,7 @@ def test_bad_overrides_are_refused_naming_the_field(scenario, tmp_path, capsys, 
     for text in sets:
         argv += ["--set", text]
     assert main(argv) == ExitCode.BAD_INPUT
-    assert capsys.readouterr().err == f"error: {message.format(path=scenario)}\n"
+    assert capsys.readouterr().err == f"error: {one_line(message.format(path=scenario))}\n"  # one line: suite.config.escape
     assert not (tmp_path / "out").exists()
 
 

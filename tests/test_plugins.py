@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
+from suite.config.escape import one_line
 from suite.config.expansion import expand, parse_scenario
 from suite.config.registry import LOSSES, STRATEGIES, PluginError, StrategyEntry
 from suite.config.scenario import ScenarioError
@@ -236,13 +237,14 @@ def test_without_the_plugin_the_scenario_fails_naming_the_strategy_and_what_wait
     assert main(["run", str(path), "--out", str(tmp_path / "results"), "-q"]) == 2
     names = ", ".join(repr(name) for name in STRATEGIES.names())
     unknown = f"'local_sgd' is not one of {names} (a plugin's strategy needs its package installed)"
-    assert capsys.readouterr().err.splitlines() == [
+    expected = [
         f"error: {path}: 2 problems:",
         f"  runs[0].strategy: {unknown}",
         f"  runs[1].strategy: {unknown}",
         "  runs[0]: not checked until its strategy is known (nor its local_sgd)",  # the plugin's section, not lifted
         "  runs[1]: not checked until its strategy is known",
     ]
+    assert capsys.readouterr().err.splitlines() == [one_line("\n".join(expected))]  # one line: suite.config.escape
     assert not (tmp_path / "results").exists()
 
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from suite.config.escape import one_line
 from suite.config.expansion import expand, load_scenario, parse_scenario
 from suite.config.scenario import RunSpec, Scenario, ScenarioError, strategy_sections
 from suite.config.schema import json_schema, section_type, type_hints
@@ -177,13 +178,14 @@ def test_a_misspelt_strategy_hides_none_of_the_files_other_mistakes(tmp_path, ca
     path = tmp_path / "three.yaml"
     path.write_text("name: t\ntrain: {lrr: 0.1, batch_size: -4}\nruns: [{strategy: conditionl, procs: [1]}]\n")
     assert main(["run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.splitlines() == [
+    expected = [
         f"error: {path}: 3 problems:",
         f"  runs[0].strategy: 'conditionl' is not one of {STRATEGY_NAMES} (did you mean conditional?)",
         "  train.batch_size: must be at least 1, got -4",
         f"  train.lrr: unknown field; expected one of {TRAIN_FIELDS} (did you mean lr?)",
         "  runs[0]: not checked until its strategy is known",
     ]
+    assert capsys.readouterr().err.splitlines() == [one_line("\n".join(expected))]  # one line: suite.config.escape
     assert not (tmp_path / "out").exists()
 
 

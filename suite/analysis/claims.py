@@ -269,7 +269,7 @@ def _diversity_findings(rows: list[HeadlineRow], records: list[Record], scaling:
     """The diversity family (:mod:`suite.analysis.diversity`: coverage, higher better), and the systems it leaves out
     as collapsed in every seed."""
     tested = diversity.tested_rows(rows)
-    family = _family(tested, diversity.summary, lower_is_better=False)
+    family = _family(tested, diversity.score_summary, lower_is_better=False)
     said = [_ranked(tested, family, diversity.DIVERSITY_WHAT, diversity.DIVERSITY, records, scaling)] if family else []
     gone = diversity.always_collapsed(rows)
     text = f"Collapsed in every seed, not tested: {', '.join(gone)}." if gone else ""

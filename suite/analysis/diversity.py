@@ -40,7 +40,7 @@ def draws(row: HeadlineRow, score: str) -> list[float | None]:
     return in_seed_order(row.main, value)
 
 
-def summary(row: HeadlineRow, score: str = DIVERSITY) -> Summary | None:
+def score_summary(row: HeadlineRow, score: str = DIVERSITY) -> Summary | None:
     """``score`` over ``row``'s seeds (a share on the arithmetic scale, density on the log one); None where a seed has
     none (records written before these scores), so that a family never compares some seeds only."""
     values = draws(row, score)
@@ -62,14 +62,14 @@ def always_collapsed(rows: Sequence[HeadlineRow]) -> list[str]:
 def tested_rows(rows: Sequence[HeadlineRow]) -> list[HeadlineRow]:
     """The rows the diversity family compares: coverage in every seed, not collapsed in every seed."""
     gone = set(always_collapsed(rows))
-    return [row for row in rows if row.strategy not in gone and summary(row) is not None]
+    return [row for row in rows if row.strategy not in gone and score_summary(row) is not None]
 
 
 def fidelity_diversity_table(rows: Sequence[HeadlineRow]) -> pd.DataFrame:
     """Per system with these scores: its seeds, each score's mean with its 95 % interval, its collapse rate."""
     out = []
     for row in rows:
-        shown = {score: summary(row, score) for score in SCORES}
+        shown = {score: score_summary(row, score) for score in SCORES}
         if all(s is None for s in shown.values()):
             continue
         collapsed = rate(row)

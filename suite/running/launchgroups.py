@@ -58,7 +58,7 @@ def launch_key(planned: PlannedRun) -> str:
     engine: type[Engine] = ENGINES[run.engine].load()
     return json.dumps(
         [
-            [word if word != folder else "{RUN_DIR}" for word in planned.command[:-2]],
+            [word.replace(folder, "{RUN_DIR}") for word in planned.command[:-2]],  # torchrun's --log-dir is in it too
             run.engine,
             run.procs,
             run.train.threads,

@@ -68,7 +68,7 @@ def engine_section(records: list[Record], results_dir: Path, out_dir: Path) -> S
     lines.append("Settings each run's engine ran with (docs/engine-settings.md).\n")
     lines.append(markdown_table(settings))
     by_run = {r.run_id: r.engine_settings for r in records if r.status == "ok"}
-    settings = settings.assign(settings=[settings_json(by_run[run]) for run in settings["run_id"]])  # the CSV's: JSON
+    settings = settings.assign(settings=[settings_json(by_run[run]) for run in settings[COL.run_id]])  # the CSV's: JSON
     comparison = engine_comparison_table(records)
     if not comparison.empty:
         lines.append("### Engine comparison\n")
