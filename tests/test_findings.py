@@ -19,7 +19,7 @@ from suite.records.results import load_records, new_record, write_record
 
 
 def learned(fid=40.0, **extra):
-    return {**quality(fid=fid), "pixel_std": 0.4, "untrained_fid": 1200.0, **extra}
+    return {**quality(fid=fid), "ema_fid": fid, "ema_n": 500, "pixel_std": 0.4, "untrained_fid": 1200.0, **extra}
 
 
 def target(reached, clock=None, best=30.0):

@@ -91,7 +91,7 @@ def record_of(run, late: float) -> dict:
         "train_s": 10.0,
         "images_per_s": 100.0,
         "budget_images": 5000,
-        "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "is_mean": 3.0, "pixel_std": 0.3},
+        "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "ema_fid": curve[-1], "ema_n": 500, "is_mean": 3.0, "pixel_std": 0.3},
         "curve": [{"images": 1000 * (i + 1), "clock_s": 2.0 * (i + 1), "fid": v} for i, v in enumerate(curve)],
         "settings": as_recorded(run.to_dict()),
     }
@@ -261,7 +261,7 @@ def test_a_stopped_rerun_names_its_old_run_reports_it_and_the_next_command_puts_
     aside = rerun.set_aside(run_dir)  # what --rerun does first; then SIGTERM: the new run is interrupted
     write_record(run_dir, new_record({**records[0], "status": "interrupted", "error": "stopped by SIGTERM"}))
     stop = type("Stop", (Exception,), {"__str__": lambda self: "SIGTERM"})()
-    said = sweep._stopped(stop, (type("R", (), {"run_id": run_dir.name})(), run_dir))
+    said = sweep._stopped(stop, [type("P", (), {"run": type("R", (), {"run_id": run_dir.name})(), "run_dir": run_dir})()])
     assert f"kept in {aside}; the next `suite run` puts it back" in said
     chosen = trusted_records(root)  # the report: the finished run, from where it is, said so
     assert [r.status for r in chosen.records] == ["ok"]

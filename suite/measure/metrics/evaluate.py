@@ -142,9 +142,9 @@ SPOT_ROWS = 4
 """Rows of a cached set of real features recomputed from the images at each read and compared with the stored ones."""
 STORED_FEATURES = "features"
 """The key of a statistics cache file's feature rows (a cache file's, not a record's)."""
-_IN_PROCESS: dict[Path, dict] = {}
-"""The statistics this process read or computed and checked, by cache file: a launch that carries several runs reads
-each once."""
+_IN_PROCESS: dict[Path, tuple[tuple[int, int, int], dict]] = {}
+"""The statistics this process read or computed and checked, by cache file and its state: a launch that carries
+several runs reads each once, and a file changed since is read and checked again."""
 
 
 def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str | None] | None = None) -> dict:
@@ -152,8 +152,9 @@ def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str
     features (:mod:`.cachefiles`) and ``check`` finds nothing wrong (:func:`features_problem`), else ``compute()``'s,
     cached with their digest; read and checked once per process (:data:`_IN_PROCESS`: callers read the arrays, never
     change them)."""
-    if path in _IN_PROCESS:
-        return dict(_IN_PROCESS[path])
+    key = _file_state(path)
+    if key is not None and _IN_PROCESS.get(path, (None,))[0] == key:  # the same file as read and checked before
+        return dict(_IN_PROCESS[path][1])
     stored = cachefiles.read_cached_arrays(path)
     if stored is not None and check is not None and (problem := check(stored)) is not None:
         log.warning("%s: %s; not used, computed again", path, problem)
@@ -161,8 +162,18 @@ def _cached(path: Path, compute: Callable[[], dict], check: Callable[[dict], str
     if stored is None:
         stored = compute()
         cachefiles.write_cached_arrays(path, stored)
-    _IN_PROCESS[path] = stored
+    if (key := _file_state(path)) is not None:
+        _IN_PROCESS[path] = (key, stored)
     return dict(stored)
+
+
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    """What tells a cache file apart from the one read before (inode, size, modification time), None without one."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def reference_rows(size: int, n: int) -> np.ndarray:
