@@ -36,7 +36,15 @@ def _records(fids: dict[str, list[float]], numerics: str) -> list[Record]:
                 "seed": seed,
                 "train_s": 10.0,
                 "machine": {"cpu_capability": numerics.upper(), "numerics": numerics},
-                "quality": {"fid": fid, "ema_fid": fid, "ema_n": 500, "features": "classifier:digits", "n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+                "quality": {
+                    "fid": fid,
+                    "ema_fid": fid,
+                    "ema_n": 500,
+                    "features": "classifier:digits",
+                    "n": 500,
+                    "is_mean": 3.0,
+                    "pixel_std": 0.3,
+                },
                 # the end-of-budget FID is the value compared (the final model's, the curve's last point)
                 "curve": [{"images": 1000 * (i + 1), "clock_s": 1.0 + i, "fid": fid * (3 if i == 0 else 1)} for i in range(4)],
             }

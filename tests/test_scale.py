@@ -125,7 +125,15 @@ def _record(strategy, seed, curve, procs=2, numerics="aaaa"):
         "budget_images": 4000,
         "generator_steps": 125,
         "machine": {"numerics": numerics, "cpu_capability": "AVX2"},
-        "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "ema_fid": curve[-1], "ema_n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+        "quality": {
+            "features": "classifier:digits",
+            "n": 500,
+            "fid": curve[-1],
+            "ema_fid": curve[-1],
+            "ema_n": 500,
+            "is_mean": 3.0,
+            "pixel_std": 0.3,
+        },
         "curve": [{"images": 1000 * (i + 1), "clock_s": 2.0 * (i + 1), "fid": v} for i, v in enumerate(curve)],
     }
     return new_record(data)

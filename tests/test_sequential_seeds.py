@@ -162,7 +162,15 @@ def _record(strategy: str, seed: int, late: float, policy: dict | None = None, p
         "train_s": 10.0,
         "images_per_s": 100.0,
         "budget_images": 5000,
-        "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1], "ema_fid": curve[-1], "ema_n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+        "quality": {
+            "features": "classifier:digits",
+            "n": 500,
+            "fid": curve[-1],
+            "ema_fid": curve[-1],
+            "ema_n": 500,
+            "is_mean": 3.0,
+            "pixel_std": 0.3,
+        },
         "curve": [{"images": 1000 * (i + 1), "clock_s": 2.0 * (i + 1), "fid": v} for i, v in enumerate(curve)],
         "settings": {"train": {"seeds": policy}, "metrics": {"equivalence_margin": 1.5}},
     }

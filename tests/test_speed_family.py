@@ -28,7 +28,15 @@ def _record(strategy: str, seed: int, curve: list[tuple[int, float]]):
             "seed": seed,
             "train_s": 10.0,
             "budget_images": 4000,
-            "quality": {"features": "classifier:digits", "n": 500, "fid": curve[-1][1], "ema_fid": curve[-1][1], "ema_n": 500, "is_mean": 3.0, "pixel_std": 0.3},
+            "quality": {
+                "features": "classifier:digits",
+                "n": 500,
+                "fid": curve[-1][1],
+                "ema_fid": curve[-1][1],
+                "ema_n": 500,
+                "is_mean": 3.0,
+                "pixel_std": 0.3,
+            },
             "curve": [{"images": x, "clock_s": x / 100, "fid": v} for x, v in curve],
         }
     )
