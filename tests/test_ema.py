@@ -195,3 +195,33 @@ def test_the_committed_estimand_was_chosen_on_the_tuning_seeds_with_the_main_job
     assert set(table.ema_half_life.dropna()) == {main_job["train"]["ema_half_life"]} == {pilot["train"]["ema_half_life"]}
     assert set(table[table.candidate == ci.EMA_LARGE].n) == {main_job["metrics"]["ema_samples"]}
     assert f"**{ci.EMA_LARGE}**" in (repo / "reports" / "verdicts" / "estimand.md").read_text()
+
+
+def test_the_ema_generator_is_scored_on_its_estimand_only_and_agrees_with_the_full_block():
+    """The EMA model's block (evaluate_estimand) has the FID of evaluate_images on the same images, and a KID whose
+    value is the unbiased MMD^2 of all samples, which KID's subset mean estimates (close to it on many samples);
+    constant samples are named not scorable with both scores null."""
+    import numpy as np
+    import torch
+
+    from suite.measure.metrics.evaluate import Reference, evaluate_estimand, evaluate_images
+    from suite.measure.metrics.scores import mmd2_unbiased, mmd2_unbiased_all
+
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(60, 4)), rng.normal(0.3, 1.0, size=(40, 4))
+    # with equal sizes the all-pairs estimate is the subset estimate of the whole sets
+    assert mmd2_unbiased_all(a[:40], b) == pytest.approx(mmd2_unbiased(a[:40], b), rel=1e-12)
+    # the mean over every pair of subsets ... is the all-pairs value: checked on the exact average over many subsets
+    picks = [(rng.choice(60, 20, replace=False), rng.choice(40, 20, replace=False)) for _ in range(4000)]
+    subset_mean = np.mean([mmd2_unbiased(a[i], b[j]) for i, j in picks])
+    assert subset_mean == pytest.approx(mmd2_unbiased_all(a, b), abs=0.02)
+
+    ref = Reference(dataset="digits", image_size=8, features="classifier", n=300)
+    torch.manual_seed(0)
+    images = torch.rand(300, 1, 8, 8) * 2 - 1
+    full, only = evaluate_images(images, torch.full((300,), -1), ref), evaluate_estimand(images, ref)
+    assert only["fid"] == pytest.approx(full["fid"], rel=1e-9) and only["n"] == 300
+    assert only["kid_mean"] == pytest.approx(full["kid_mean"], abs=4 * full["kid_std"] + 1e-6)
+    assert not {"is_mean", "precision", "per_class_label"} & set(only)
+    constant = evaluate_estimand(torch.zeros(300, 1, 8, 8), ref)
+    assert constant["fid"] is None and constant["kid_mean"] is None and "constant" in constant["not_scorable"]

@@ -383,7 +383,8 @@ class Quality:
     """FID of the run's EMA generator (``train.ema_half_life``) at the end of its budget, on ``ema_n`` samples of the
     common latents: the end-of-budget estimand (:func:`suite.analysis.estimand.end_fid`)."""
     ema_kid_mean: float | None = column()
-    """KID (mean) of the EMA generator, on the same samples."""
+    """KID of the EMA generator on the same samples: the unbiased MMD^2 of all of them against the real draw, the
+    quantity KID's subset mean estimates (:func:`suite.measure.metrics.scores.mmd2_unbiased_all`)."""
     ema_n: int | None = column()
     """Generated samples that scored the EMA generator (``metrics.ema_samples``)."""
     latent_seed: int | None = None

@@ -122,10 +122,15 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...
     if not jobs:
         return {}
     from ..gan.sampling import Sampler
-    from ..measure.metrics import evaluate_sampler
+    from ..measure.metrics.evaluate import estimand_of_sampler, evaluate_sampler
 
     ref, networks = ruled or ruler(run, device)
-    return {key: evaluate_sampler(Sampler(b, device), samples_for(run, key, ref), networks=networks) for key, b in jobs}
+    return {
+        key: (estimand_of_sampler if key == EMA else evaluate_sampler)(
+            Sampler(b, device), samples_for(run, key, ref), networks=networks
+        )
+        for key, b in jobs
+    }
 
 
 def samples_for(run: Run, key: str, ref: Reference) -> Reference:
