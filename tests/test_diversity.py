@@ -82,14 +82,20 @@ def test_the_first_page_shows_fidelity_and_diversity_with_intervals_and_collapse
     page = (out / "report.md").read_text()
     section = page.split("## Fidelity and diversity", 1)[1].split("\n## ", 1)[0]
     table = pd.read_csv(out / "fidelity_diversity.csv").set_index("system")
-    assert set(table.columns) == {"precision", "density", "recall", "coverage", "collapsed"}
+    scores = ("precision", "density", "recall", "coverage")
+    assert {"seeds", *scores, "collapsed", "collapse_told", "collapse_rate"} <= set(table.columns)
+    assert all(pd.api.types.is_numeric_dtype(table[c]) for c in table.columns)  # numbers only, no text in the CSV
     dp = next(name for name in table.index if name.startswith("data_parallel"))
     lp = next(name for name in table.index if name.startswith("label_partitioned"))
     cel = next(name for name in table.index if name.startswith("cellular"))
-    assert table.loc[dp, "coverage"].startswith("0.803 [") and "(n=4)" in table.loc[dp, "coverage"]
-    assert table.loc[lp, "collapsed"].startswith("1 of 4 (0.25 [")
-    assert table.loc[cel, "collapsed"].startswith("4 of 4 (1.00 [")
+    assert round(table.loc[dp, "coverage"], 3) == 0.803 and table.loc[dp, "seeds"] == 4
+    assert table.loc[dp, "coverage_lo"] < table.loc[dp, "coverage"] < table.loc[dp, "coverage_hi"]
+    assert (table.loc[lp, "collapsed"], table.loc[lp, "collapse_told"], table.loc[lp, "collapse_rate"]) == (1, 4, 0.25)
+    assert (table.loc[cel, "collapsed"], table.loc[cel, "collapse_told"]) == (4, 4)
     assert dp in section and "Wilson" in section
+    page_row = next(line for line in section.splitlines() if line.startswith(f"| {dp} |"))
+    assert "| 4 | " in page_row and "0.803 [" in page_row and "(n=" not in page_row
+    assert next(line for line in section.splitlines() if line.startswith(f"| {lp} |")).endswith("| 1 of 4 (0.25 [0.05, 0.70]) |")
 
 
 def test_the_diversity_family_lands_in_findings_and_never_tests_a_system_collapsed_in_every_seed(report):

@@ -66,18 +66,38 @@ def tested_rows(rows: Sequence[HeadlineRow]) -> list[HeadlineRow]:
 
 
 def fidelity_diversity_table(rows: Sequence[HeadlineRow]) -> pd.DataFrame:
-    """Per system with these scores: its seeds, each score's mean with its 95 % interval, its collapse rate."""
+    """Per system with these scores, numbers only: its seeds, each score's mean with its 95 % interval
+    (``<score>``, ``<score>_lo``, ``<score>_hi``), and its collapsed runs of those told with the rate's interval."""
     out = []
     for row in rows:
         shown = {score: score_summary(row, score) for score in SCORES}
         if all(s is None for s in shown.values()):
             continue
+        entry: dict = {"system": row.strategy, "seeds": max((s.n for s in shown.values() if s is not None), default=None)}
+        for score, summary in shown.items():
+            interval = summary.interval if summary is not None else None
+            entry[score] = summary.center if summary is not None else None
+            entry[f"{score}_lo"], entry[f"{score}_hi"] = interval if interval is not None else (None, None)
         collapsed = rate(row)
-        out.append(
-            {
-                "system": row.strategy,
-                **{score: s.text() if s is not None else "" for score, s in shown.items()},
-                "collapsed": collapsed.text() if collapsed is not None else "",
-            }
+        entry.update(
+            collapsed=collapsed.collapsed if collapsed else None,
+            collapse_told=collapsed.told if collapsed else None,
+            collapse_rate=collapsed.collapsed / collapsed.told if collapsed and collapsed.told else None,
+            collapse_lo=collapsed.lo if collapsed else None,
+            collapse_hi=collapsed.hi if collapsed else None,
         )
-    return pd.DataFrame(out, columns=["system", *SCORES, "collapsed"])
+        out.append(entry)
+    return pd.DataFrame(out, columns=TABLE_COLUMNS)
+
+
+TABLE_COLUMNS = [
+    "system",
+    "seeds",
+    *(f"{score}{end}" for score in SCORES for end in ("", "_lo", "_hi")),
+    "collapsed",
+    "collapse_told",
+    "collapse_rate",
+    "collapse_lo",
+    "collapse_hi",
+]
+"""The columns of :func:`fidelity_diversity_table` (``fidelity_diversity.csv``)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..collapse import COLLAPSED_BALLS, COLLAPSED_COVERAGE
-from ..diversity import fidelity_diversity_table
+from ..diversity import SCORES, fidelity_diversity_table
 from ..findings import rows_of
 from ..markdown import markdown_table
 from .section import Section
@@ -33,7 +33,30 @@ def fidelity_diversity_section(table: pd.DataFrame) -> Section:
         f"{COLLAPSED_BALLS} k / n_real (at least {COLLAPSED_COVERAGE}; one image covers about k / n_real) or whose "
         "samples are all alike, of the seeds scored, with the rate's 95 % Wilson interval; a system collapsed in every "
         "seed is named, not tested.\n",
-        markdown_table(shown),
+        markdown_table(page_table(shown)),
         "",
     ]
     return Section(lines, {CSV: shown})
+
+
+def _number(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}"
+
+
+def page_table(shown: pd.DataFrame) -> pd.DataFrame:
+    """The page's view of :func:`fidelity_diversity_table`: ``mean [lo, hi]`` per score, the seeds once in their own
+    column, the collapsed runs as ``1 of 6 (0.17 [0.03, 0.56])``; an empty cell where a score is missing."""
+    out = []
+    for row in shown.to_dict("records"):
+        cells = {"system": row["system"], "seeds": "" if pd.isna(row["seeds"]) else str(int(row["seeds"]))}
+        for score in SCORES:
+            value, lo, hi = row[score], row[f"{score}_lo"], row[f"{score}_hi"]
+            cells[score] = "" if pd.isna(value) else _number(value) + ("" if pd.isna(lo) else f" [{_number(lo)}, {_number(hi)}]")
+        told = row["collapse_told"]
+        cells["collapsed"] = (
+            ""
+            if pd.isna(told)
+            else f"{int(row['collapsed'])} of {int(told)} ({row['collapse_rate']:.2f} [{row['collapse_lo']:.2f}, {row['collapse_hi']:.2f}])"
+        )
+        out.append(cells)
+    return pd.DataFrame(out, columns=["system", "seeds", *SCORES, "collapsed"])
