@@ -95,6 +95,13 @@ def test_lists_and_settings_are_json(report_dir):
     for path in report_dir.glob("quality_over_seeds_*.csv"):
         table = pd.read_csv(path)
         assert all(len(json.loads(text)) == n for text, n in zip(table["seed_list"], table["seeds"]))
+    # the classes a model was scored against: a JSON list and their count out of num_classes (was "0-9 of 10"); the
+    # page keeps its words
+    quality = pd.read_csv(next(report_dir.glob("quality_classifier-*.csv")))
+    assert pd.api.types.is_integer_dtype(quality["num_classes"]) and set(quality["num_classes"]) == {10}
+    assert all(json.loads(text) == list(range(10)) for text in quality["classes"])
+    page = (report_dir / "details" / "quality.md").read_text()
+    assert "| 0-9 of 10 |" in page and "[0,1,2" not in page
 
 
 def test_ranges_and_raised_ranks_are_numbers(report_dir):
