@@ -51,7 +51,7 @@ def _class_text(classes: list[int] | None, num_classes: object) -> str | None:
     contiguous = classes == list(range(classes[0], classes[-1] + 1))
     shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
     # read back from the table, a count is a float (NaN where not recorded)
-    total = None if not isinstance(num_classes, numbers.Real) or math.isnan(num_classes) else int(num_classes)
+    total = None if not isinstance(num_classes, numbers.Real) or math.isnan(num_classes) else int(float(num_classes))
     return f"{shown} of {total}"
 
 
