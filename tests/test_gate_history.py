@@ -17,7 +17,7 @@ from suite.records.results import new_record
 from suite.tools import gate
 from suite.tools.gate_history import append_step, env_name, record_history
 from suite.tools.gate_history_read import read_history
-from suite.tools.gate_series import bisect, build
+from suite.tools.gate_series import bisect, build_series
 
 NOISE = (0.01, -0.01, 0.005, -0.005, 0.0)
 """Each pair's log-ratio noise: it averages to zero, so a step's mean change is exactly the one scripted."""
@@ -168,7 +168,7 @@ def test_bisect_names_the_largest_step_and_the_first_commit_past_the_threshold(r
     history = tmp_path / "history"
     for i, change in enumerate((0.0, 0.0, 9.0, 0.0, 3.0), start=1):
         synthetic_step(repo, tmp_path, i, change, history)
-    series = build(read_history(history), repo, "main", None, (MACHINE, env_name()), (10.0, 0.05))
+    series = build_series(read_history(history), repo, "main", None, (MACHINE, env_name()), (10.0, 0.05))
     moved = {m.name: m for m in bisect(series)}["gate.r0.images_per_s"]
     assert moved.largest.commit == _commits(repo)[3] and moved.first_over.commit == _commits(repo)[5]
     assert main(["gate-history", "bisect", "--history", str(history), "--branch", "main", "--machine", MACHINE]) == 0

@@ -109,8 +109,8 @@ def cmd_gate_history(args: argparse.Namespace) -> int:
     from ..tools.gate_history import default_machine, env_name
     from ..tools.gate_history_read import read_history
     from ..tools.gate_history_text import bisect_lines, show_lines
-    from ..tools.gate_series import SeriesError, build
-    from ..tools.gate_settings import SAFE_NAME, GateError
+    from ..tools.gate_series import SeriesError, build_series
+    from ..tools.gate_settings import HISTORY_NAME, GateError
 
     try:
         if not 0 < args.threshold < 100:
@@ -118,11 +118,11 @@ def cmd_gate_history(args: argparse.Namespace) -> int:
         if not 0 < args.alpha < 0.5:
             raise GateError(f"--alpha: between 0 and 0.5, got {args.alpha}")
         for option in ("machine", "env"):
-            if getattr(args, option) is not None and not SAFE_NAME.fullmatch(getattr(args, option)):
+            if getattr(args, option) is not None and not HISTORY_NAME.fullmatch(getattr(args, option)):
                 raise GateError(f"--{option}: {getattr(args, option)[:100]!r} is not a safe name")
         history = read_history(Path(args.history))
         where = (args.machine or default_machine(), args.env or env_name())
-        series = build(history, Path.cwd(), args.branch, args.since, where, (args.threshold, args.alpha))
+        series = build_series(history, Path.cwd(), args.branch, args.since, where, (args.threshold, args.alpha))
     except FileNotFoundError:
         print(f"error: --history: no gate history at {one_line(args.history)}; suite gate appends one", file=sys.stderr)
         return ExitCode.BAD_INPUT

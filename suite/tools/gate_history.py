@@ -39,16 +39,16 @@ from typing import Any
 from .. import __version__
 from ..records.results import atomic_write_text
 from .gate_files import GateResult
-from .gate_settings import SAFE_NAME
-from .gate_steps import ASV_COLUMNS, FORMAT, KINDS, display, t_quantile
+from .gate_settings import HISTORY_NAME
+from .gate_steps import ASV_COLUMNS, HISTORY_FORMAT, QUANTITY_KINDS, display, t_quantile
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "gate-suite"
 """A step's asv environment name is this and the suite's version: another version is another environment."""
-SAFE = SAFE_NAME
+SAFE = HISTORY_NAME
 """A machine or environment name the history makes a folder or file name of (the suite's rule for safe names)."""
-BENCHMARK_VERSION = f"gate-{FORMAT}"
+BENCHMARK_VERSION = f"gate-{HISTORY_FORMAT}"
 MACHINE_FILE, BENCHMARKS_FILE = "machine.json", "benchmarks.json"
 MACHINE_API, RESULTS_API, BENCHMARKS_API = 1, 2, 2
 """asv's API versions of machine.json, of a results file and of benchmarks.json."""
@@ -132,7 +132,7 @@ def step_document(result: GateResult, machine: dict[str, str], commit_ms: int | 
         "results": {name: _row(v, started, result.minutes * 60) for name, v in values.items()},
         "durations": {},
         "gate": {
-            "format": FORMAT,
+            "format": HISTORY_FORMAT,
             "suite_version": __version__,
             "baseline_commit": result.sides["A"]["commit"],
             "verdict": result.verdict,
@@ -148,7 +148,7 @@ def step_document(result: GateResult, machine: dict[str, str], commit_ms: int | 
 def benchmark_entry(name: str) -> dict[str, Any]:
     """asv's description of one gated quantity (a ``track`` benchmark: asv graphs the value it is given)."""
     metric = name.rsplit(".", 1)[-1]
-    unit = "FID" if KINDS.get(metric) == "abs" else "%"
+    unit = "FID" if QUANTITY_KINDS.get(metric) == "abs" else "%"
     return {
         "name": name,
         "pretty_name": f"{name} (change B vs A, {unit}; positive is worse)",

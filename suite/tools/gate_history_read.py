@@ -23,10 +23,10 @@ from typing import Any
 from ..analysis.stats.paired import VERDICTS
 from ..config.jsonfile import JsonError
 from .gate_history import BENCHMARKS_FILE, MACHINE_FILE, RESULTS_API, SAFE
-from .gate_steps import FORMAT, KINDS, additive, read_json_at, t_quantile
+from .gate_steps import HISTORY_FORMAT, QUANTITY_KINDS, additive, read_json_at, t_quantile
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
-NAME = re.compile(r"gate\.([A-Za-z0-9][A-Za-z0-9._-]{0,99})\.(" + "|".join(KINDS) + ")")
+NAME = re.compile(r"gate\.([A-Za-z0-9][A-Za-z0-9._-]{0,99})\.(" + "|".join(QUANTITY_KINDS) + ")")
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -47,7 +47,7 @@ class Value:
 
 
 @dataclass(frozen=True)
-class Step:
+class GateStep:
     """One gate run: the candidate's commit measured against the baseline's, on one machine and environment."""
 
     commit: str
@@ -59,11 +59,11 @@ class Step:
 
 
 @dataclass
-class History:
+class GateHistory:
     """Every readable step of a history folder, and one line for each file left out."""
 
     folder: Path
-    steps: list[Step] = field(default_factory=list)
+    steps: list[GateStep] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -89,7 +89,7 @@ def _value(name: str, row: Any, columns: dict[str, int], gate: dict[str, Any]) -
     match = NAME.fullmatch(name)
     if match is None:
         raise Damaged(f"results: {name[:80]!r} is not a gated quantity (gate.<run id>.<metric>)")
-    kind = KINDS[match.group(2)]
+    kind = QUANTITY_KINDS[match.group(2)]
     if not isinstance(row, list):
         raise Damaged(f"results.{name}: not a list of asv's result columns")
     shown = _single(row, columns, "result", name)
@@ -118,8 +118,8 @@ def _gate_key(doc: dict[str, Any]) -> dict[str, Any]:
     gate = doc.get("gate")
     if not isinstance(gate, dict):
         raise Damaged("gate: missing; not a step of the gate's history")
-    if gate.get("format") != FORMAT:
-        raise Damaged(f"gate.format: {gate.get('format')!r}, not {FORMAT} (a history of another suite version)")
+    if gate.get("format") != HISTORY_FORMAT:
+        raise Damaged(f"gate.format: {gate.get('format')!r}, not {HISTORY_FORMAT} (a history of another suite version)")
     if not isinstance(gate.get("baseline_commit"), str) or not HEX40.fullmatch(gate["baseline_commit"]):
         raise Damaged("gate.baseline_commit: not a full commit hash")
     for key in ("verdicts", "margins"):
@@ -128,7 +128,7 @@ def _gate_key(doc: dict[str, Any]) -> dict[str, Any]:
     return gate
 
 
-def parse_step(doc: Any, machine: str, path: str) -> Step:
+def parse_step(doc: Any, machine: str, path: str) -> GateStep:
     """A step from the data of a results file found in ``machine``'s folder; :class:`Damaged` naming the field."""
     if not isinstance(doc, dict):
         raise Damaged("not a JSON object")
@@ -150,10 +150,10 @@ def parse_step(doc: Any, machine: str, path: str) -> Step:
         raise Damaged("results: not a mapping")
     at = {c: i for i, c in enumerate(columns) if isinstance(c, str)}
     values = {name: v for name, row in results.items() if (v := _value(name, row, at, gate)) is not None}
-    return Step(commit, gate["baseline_commit"], machine, env, path, values)
+    return GateStep(commit, gate["baseline_commit"], machine, env, path, values)
 
 
-def _read_machine(history_fd: int, machine: str, folder: Path, history: History) -> None:
+def _read_machine(history_fd: int, machine: str, folder: Path, history: GateHistory) -> None:
     """Add the steps of one machine's folder to ``history``; each file left out is one line of its problems."""
     fd = os.open(machine, _FOLDER, dir_fd=history_fd)
     try:
@@ -176,9 +176,9 @@ def _read_machine(history_fd: int, machine: str, folder: Path, history: History)
         os.close(fd)
 
 
-def read_history(folder: Path) -> History:
+def read_history(folder: Path) -> GateHistory:
     """Every step under ``folder`` (an asv results folder); :class:`FileNotFoundError` where there is none."""
-    history = History(folder)
+    history = GateHistory(folder)
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the folder itself: the user's choice
     try:
         with os.scandir(fd) as scanned:

@@ -4,12 +4,12 @@ bounds, one verdict line per quantity, and where each series moved (:mod:`.gate_
 from __future__ import annotations
 
 from ..analysis.stats.paired import FAIL, PASS
-from .gate_series import Point, Series, bisect, shown
+from .gate_series import Point, Series, bisect, change_text
 from .gate_steps import t_quantile
 
 
 def _bounds(point: Point, low: float, high: float) -> str:
-    return f"[{shown(point, low)}, {shown(point, high)}]".replace(" %,", ",")
+    return f"[{change_text(point, low)}, {change_text(point, high)}]".replace(" %,", ",")
 
 
 def _step_bounds(point: Point, alpha: float) -> str:
@@ -38,7 +38,7 @@ def verdict_line(series: Series, name: str) -> str:
     """The verdict on ``name``'s latest cumulative change, naming the change, its bounds and the steps' own verdicts."""
     point = series.points[name][-1]
     verdict, low, high = series.verdict(name, point)
-    change = f"{name} {shown(point, point.mean)} since {series.since[:10]} {_bounds(point, low, high)}"
+    change = f"{name} {change_text(point, point.mean)} since {series.since[:10]} {_bounds(point, low, high)}"
     steps = (
         f"though each of its {point.steps} steps passed the gate"
         if point.passed == point.steps
@@ -60,10 +60,10 @@ def show_lines(series: Series) -> list[str]:
         lines += ["", name, f"  {'commit':<10}  {'against':<10}  {'step':<28}  {'gate':<12}  since {series.since[:10]}"]
         for p in points:
             low, high = series.verdict(name, p)[1:]
-            step = f"{shown(p, p.step.mean)} {_step_bounds(p, series.alpha)}"
+            step = f"{change_text(p, p.step.mean)} {_step_bounds(p, series.alpha)}"
             lines.append(
                 f"  {p.commit[:10]}  {p.baseline[:10]}  {step:<28}  {p.step.verdict:<12}  "
-                f"{shown(p, p.mean)} {_bounds(p, low, high)}"
+                f"{change_text(p, p.mean)} {_bounds(p, low, high)}"
             )
     return lines + [""] + [verdict_line(series, name) for name in sorted(series.points)]
 
@@ -74,17 +74,17 @@ def bisect_lines(series: Series) -> list[str]:
     for moved in bisect(series):
         big = moved.largest
         if big.step.mean > 0:
-            text = f"{moved.name}: largest step at {big.commit[:10]} ({shown(big, big.step.mean)} against {big.baseline[:10]}); "
+            text = f"{moved.name}: largest step at {big.commit[:10]} ({change_text(big, big.step.mean)} against {big.baseline[:10]}); "
         else:
             text = f"{moved.name}: no step made it worse; "
         if moved.first_over is None:
             last = series.points[moved.name][-1]
-            text += f"the cumulative change never passes {_threshold_text(series, moved.name)} (now {shown(last, last.mean)})"
+            text += f"the cumulative change never passes {_threshold_text(series, moved.name)} (now {change_text(last, last.mean)})"
         else:
             first = moved.first_over
             text += (
                 f"the cumulative change since {series.since[:10]} first passes {_threshold_text(series, moved.name)} "
-                f"at {first.commit[:10]} ({shown(first, first.mean)})"
+                f"at {first.commit[:10]} ({change_text(first, first.mean)})"
             )
         lines.append(text)
     return lines

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.stats.paired import FAIL, INCONCLUSIVE, PASS, overall
-from .gate_history_read import History, Step, Value
+from .gate_history_read import GateHistory, GateStep, Value
 from .gate_steps import display, margin_of, t_quantile
 
 
@@ -99,7 +99,7 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def resolve(repo: Path, ref: str, option: str) -> str:
+def resolve_commit(repo: Path, ref: str, option: str) -> str:
     """The full hash of ``ref``; :class:`SeriesError` naming ``option`` where ``repo`` has no such revision."""
     try:
         return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
@@ -109,11 +109,11 @@ def resolve(repo: Path, ref: str, option: str) -> str:
 
 def branch_commits(repo: Path, branch: str) -> list[str]:
     """The branch's first-parent history, oldest first."""
-    resolve(repo, branch, "--branch")
+    resolve_commit(repo, branch, "--branch")
     return _git(repo, "rev-list", "--first-parent", "--reverse", branch).split()
 
 
-def _others(history: History, machine: str, env: str) -> list[str]:
+def _others(history: GateHistory, machine: str, env: str) -> list[str]:
     """One line per other machine or suite version in the history: named, not mixed."""
     counts = Counter((s.machine, s.env) for s in history.steps if (s.machine, s.env) != (machine, env))
     return [
@@ -123,7 +123,7 @@ def _others(history: History, machine: str, env: str) -> list[str]:
     ]
 
 
-def _add(prev: Point | None, commit: str, step: Step, value: Value) -> Point:
+def _add(prev: Point | None, commit: str, step: GateStep, value: Value) -> Point:
     """``prev``'s cumulative change (None: the start) with ``step``'s value of one quantity added."""
     mean, var, terms, steps, passed = (0.0, 0.0, 0.0, 0, 0) if prev is None else (
         prev.mean, prev.var, prev.df_terms, prev.steps, prev.passed)  # fmt: skip
@@ -139,7 +139,7 @@ def _add(prev: Point | None, commit: str, step: Step, value: Value) -> Point:
     )
 
 
-def chain(series: Series, steps: dict[str, Step], commits: list[str]) -> None:
+def chain(series: Series, steps: dict[str, GateStep], commits: list[str]) -> None:
     """Fill ``series.points``: each step after ``series.since`` on ``commits`` added to its baseline's cumulative
     changes; a step whose baseline is not in the series, or lacks a quantity, is named in ``series.notes``."""
     cumulative: dict[str, dict[str, Point] | None] = {series.since: None}
@@ -163,8 +163,8 @@ def chain(series: Series, steps: dict[str, Step], commits: list[str]) -> None:
         cumulative[commit] = here
 
 
-def build(
-    history: History, repo: Path, branch: str, since: str | None, where: tuple[str, str], rule: tuple[float, float]
+def build_series(
+    history: GateHistory, repo: Path, branch: str, since: str | None, where: tuple[str, str], rule: tuple[float, float]
 ) -> Series:
     """The series of the steps of ``where`` (machine, environment) along ``branch`` since ``since`` (default: the
     baseline of the branch's earliest step), judged by ``rule`` (threshold in percent, alpha)."""
@@ -181,7 +181,7 @@ def build(
             )
         start = first.baseline
     else:
-        start = resolve(repo, since, "--since")
+        start = resolve_commit(repo, since, "--since")
         if start not in commits:
             raise SeriesError(f"--since: {since} is not on {branch}'s first-parent history")
     series = Series(machine, env, branch, start, rule[0], rule[1], notes=_others(history, machine, env))
@@ -191,7 +191,7 @@ def build(
     return series
 
 
-def shown(value: Value | Point, amount: float) -> str:
+def change_text(value: Value | Point, amount: float) -> str:
     """A change as shown: ``+5.0 %`` or ``+1.2 FID``."""
     kind = value.kind if isinstance(value, Value) else value.step.kind
     return f"{display(kind, amount):+.1f} %" if kind != "abs" else f"{amount:+.3g} FID"

@@ -1,7 +1,7 @@
 """One gate run as a step of the history: each gated quantity's mean change and standard error, on a scale where the
 steps of a series add up (:mod:`.gate_history` writes them, :mod:`.gate_history_read` reads them back).
 
-Scales, per kind of quantity (:data:`KINDS`):
+Scales, per kind of quantity (:data:`QUANTITY_KINDS`):
 
 - ``log`` (images/s, step time): the log of B's time over A's, the gate's own difference; shown as percent slower,
   ``100 (e^x - 1)``: five steps of +5 % add up to ``5 log 1.05``, shown as +27.6 %;
@@ -28,9 +28,9 @@ from ..analysis.stats import paired
 from ..config.jsonfile import JsonError, json_from_bytes
 from .gate_files import GateResult
 
-FORMAT = 1
+HISTORY_FORMAT = 1
 """The version of what the gate adds to asv's results files (its ``gate`` key, the ``gate.<run>.<metric>`` names)."""
-KINDS = {"images_per_s": "log", "step_p50": "log", "comm_bytes": "rel", "fid": "abs"}
+QUANTITY_KINDS = {"images_per_s": "log", "step_p50": "log", "comm_bytes": "rel", "fid": "abs"}
 """Each gated quantity's scale (above)."""
 ASV_COLUMNS = (
     "result",
@@ -102,7 +102,7 @@ def _samples(result: GateResult, run_id: str, metric: str) -> list[float] | None
         a, b = pair["A"].get(run_id, {}).get(metric), pair["B"].get(run_id, {}).get(metric)
         if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b < 0:
             return None
-        shown.append(display(KINDS[metric], paired.difference(METRICS[metric], a, b)))
+        shown.append(display(QUANTITY_KINDS[metric], paired.difference(METRICS[metric], a, b)))
     return shown or None
 
 
@@ -112,7 +112,7 @@ def step_values(result: GateResult) -> dict[str, dict[str, Any]]:
     alpha, threshold = float(result.settings["alpha"]), float(result.settings["threshold"])
     values: dict[str, dict[str, Any]] = {}
     for v in result.verdicts:
-        kind = KINDS.get(v["metric"])
+        kind = QUANTITY_KINDS.get(v["metric"])
         got = None if kind is None else _mean_se(v, kind, alpha)
         if kind is None or got is None:
             continue
