@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from suite.analysis.stats import paired
 from suite.cli import main
@@ -281,3 +283,55 @@ def test_the_history_holds_the_gates_own_mean_and_bound(repo, tmp_path):
     assert value.n == row["pairs"] == 5 and value.verdict == row["verdict"] == "PASS"
     assert 100 * math.expm1(value.mean) == pytest.approx(row["change_pct"], rel=1e-9)
     assert 100 * math.expm1(value.mean + stats.t.ppf(0.95, 4) * value.se) == pytest.approx(row["upper_pct"], rel=1e-9)
+
+
+def _leaves(data, path=()):
+    """Every path to a value in nested dicts and lists."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        yield (*path, key)
+        yield from _leaves(value, (*path, key))
+
+
+HOSTILE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=4),
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+def test_a_mutated_step_is_read_or_named_never_a_crash(repo, tmp_path):
+    from suite.tools.gate_history_read import Damaged, parse_step
+
+    path = synthetic_step(repo, tmp_path, 1, 5.0, tmp_path / "h")
+    original = json.loads(path.read_text())
+    paths = sorted(_leaves(original), key=str)
+
+    @given(st.lists(st.tuples(st.sampled_from(paths), st.one_of(st.just("delete"), HOSTILE)), min_size=1, max_size=3))
+    @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    def check(mutations):
+        doc = json.loads(json.dumps(original))
+        for where, value in mutations:
+            target = doc
+            try:
+                for key in where[:-1]:
+                    target = target[key]
+                if value == "delete" and isinstance(target, dict):
+                    target.pop(where[-1], None)
+                elif value != "delete":
+                    target[where[-1]] = value
+            except (KeyError, IndexError, TypeError):
+                continue  # an earlier mutation removed the way there
+        try:
+            step = parse_step(doc, MACHINE, str(path))
+        except Damaged as error:
+            assert "\n" not in str(error) and str(error)
+            return
+        for value in step.values.values():
+            assert math.isfinite(value.mean) and math.isfinite(value.se) and value.se >= 0 and value.n >= 2
+
+    check()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..analysis.stats.paired import VERDICTS
 from ..records.results import atomic_write_text
 from .gate_files import GateResult
 from .gate_settings import HISTORY_NAME
@@ -165,7 +166,7 @@ def benchmark_entry(name: str) -> dict[str, Any]:
 def skip_reason(result: GateResult) -> str | None:
     """Why this gate run is not a step of the history (None: it is one)."""
     settings, sides = result.settings, result.sides
-    if not result.verdicts or result.verdict not in KINDS_VERDICTS:
+    if not result.verdicts or result.verdict not in VERDICTS:
         return f"the gate gave no verdicts ({result.verdict})"
     if "uncommitted" in sides["B"].get("label", ""):
         return "the candidate has uncommitted changes: not the commit's measurement"
@@ -174,9 +175,6 @@ def skip_reason(result: GateResult) -> str | None:
     if sides["A"]["commit"] == sides["B"]["commit"]:
         return "an A/A run (the baseline is the candidate's commit)"
     return None
-
-
-KINDS_VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE")
 
 
 def commit_time_ms(repo: Path, commit: str) -> int | None:
@@ -190,9 +188,10 @@ def append_step(history: Path, result: GateResult, machine: str, commit_ms: int 
     the quantities in benchmarks.json (kept with the others there). Returns the results file."""
     if not SAFE.fullmatch(machine):
         raise ValueError(f"--machine: {machine!r} is not a safe name (ASCII letters, digits, '.', '_', '-')")
-    document = step_document(result, machine_info(machine), commit_ms)
+    machine_fields = machine_info(machine)
+    document = step_document(result, machine_fields, commit_ms)
     folder = history / machine
-    atomic_write_text(folder / MACHINE_FILE, json.dumps({**machine_info(machine), "version": MACHINE_API}, indent=4))
+    atomic_write_text(folder / MACHINE_FILE, json.dumps({**machine_fields, "version": MACHINE_API}, indent=4))
     path = folder / f"{document['commit_hash'][:8]}-{document['env_name']}.json"
     atomic_write_text(path, json.dumps(document))
     from .gate_steps import read_benchmarks

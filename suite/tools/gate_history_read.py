@@ -67,9 +67,15 @@ class GateHistory:
     problems: list[str] = field(default_factory=list)
 
 
+LARGEST = 1e9
+"""A change (percent, FID points) or margin beyond this is no gate's measurement."""
+
+
 def _number(value: Any, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise Damaged(f"{where}: {value!r} is not a number")
+        raise Damaged(f"{where}: {str(value)[:40]!r} is not a number")
+    if abs(value) > LARGEST:
+        raise Damaged(f"{where}: {value:g} is out of range (at most {LARGEST:g} in size)")
     return float(value)
 
 
@@ -144,7 +150,8 @@ def parse_step(doc: Any, machine: str, path: str) -> GateStep:
         raise Damaged(f"params.machine: written on machine {str(said)[:100]!r}, found in machine {machine!r}'s folder; not mixed")
     gate = _gate_key(doc)
     columns, results = doc.get("result_columns"), doc.get("results")
-    if not isinstance(columns, list) or not {"result", "stats_ci_99_a", "stats_ci_99_b", "stats_repeat"} <= set(columns):
+    needed = {"result", "stats_ci_99_a", "stats_ci_99_b", "stats_repeat"}
+    if not isinstance(columns, list) or not needed <= {c for c in columns if isinstance(c, str)}:
         raise Damaged("result_columns: not asv's result columns")
     if not isinstance(results, dict):
         raise Damaged("results: not a mapping")
