@@ -3,6 +3,7 @@ passes every gate fails the history, the commit where a series moved is named, a
 machine, another suite version, a damaged file, a planted link) is named, never mixed or followed."""
 
 import json
+import logging
 import math
 import subprocess
 import time
@@ -110,8 +111,9 @@ def fake_workload(commits: list[str]):
     return run
 
 
-def test_five_commits_each_5pct_slower_pass_every_gate_and_fail_the_history(repo, tmp_path, monkeypatch, capsys):
+def test_five_commits_each_5pct_slower_pass_every_gate_and_fail_the_history(repo, tmp_path, monkeypatch, capsys, caplog):
     commits, history = _commits(repo), tmp_path / "history"
+    caplog.set_level(logging.INFO, logger="suite.tools.gate_history")
     monkeypatch.setattr(gate, "run_workload", fake_workload(commits))
     for i in range(1, 6):
         _git(repo, "checkout", "-q", commits[i])
@@ -120,6 +122,7 @@ def test_five_commits_each_5pct_slower_pass_every_gate_and_fail_the_history(repo
                      "--history", str(history), "--machine", MACHINE])  # fmt: skip
         speed = next(v for v in json.loads((out / "gate.json").read_text())["verdicts"] if v["metric"] == "images_per_s")
         assert code == 0 and speed["verdict"] == "PASS" and speed["change_pct"] == pytest.approx(5, abs=0.01)
+        assert f"gate history: appended {history / MACHINE / commits[i][:8]}-" in caplog.text
     _git(repo, "checkout", "-q", "main")
     capsys.readouterr()
     assert sorted(p.name for p in (history / MACHINE).iterdir()) == sorted(
@@ -161,6 +164,17 @@ def test_a_run_that_measured_no_commit_is_not_appended(repo, tmp_path):
         assert record_history(tmp_path / "other", gate.GateResult(**case), MACHINE, repo) is None
     assert not (tmp_path / "other").exists()
     assert record_history(tmp_path / "other", gate.GateResult(**written), MACHINE, repo) is not None
+
+
+def test_a_history_that_cannot_be_written_is_one_warning_and_the_verdict_stands(repo, tmp_path, caplog):
+    synthetic_step(repo, tmp_path, 1, 5.0, tmp_path / "h")
+    result = gate.GateResult(**json.loads((tmp_path / f"gate1-{MACHINE}" / "gate.json").read_text()))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with caplog.at_level(logging.WARNING, logger="suite.tools.gate_history"):
+        assert record_history(blocked, result, MACHINE, repo) is None
+    assert [r.getMessage().startswith(f"gate history: not appended to {blocked}: ") for r in caplog.records] == [True]
+    assert result.verdict == "PASS" and blocked.read_text() == "not a folder"
 
 
 # --- bisect ------------------------------------------------------------------------------------------------
