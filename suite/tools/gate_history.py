@@ -41,7 +41,7 @@ from ..analysis.stats.paired import VERDICTS
 from ..records.results import atomic_write_text
 from .gate_files import GateResult
 from .gate_settings import HISTORY_NAME
-from .gate_steps import ASV_COLUMNS, HISTORY_FORMAT, QUANTITY_KINDS, display, t_quantile
+from .gate_steps import ASV_COLUMNS, HISTORY_FORMAT, QUANTITY_KINDS, display, read_benchmarks, step_values, t_quantile
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +115,6 @@ def _row(value: dict[str, Any], started_ms: int, seconds: float) -> list[Any]:
 
 def step_document(result: GateResult, machine: dict[str, str], commit_ms: int | None) -> dict[str, Any]:
     """The asv results file of one gate run (:func:`.gate_steps.step_values` gives its quantities)."""
-    from .gate_steps import step_values
-
     values = step_values(result)
     now = datetime.datetime.now(datetime.timezone.utc)
     started = int(now.timestamp() * 1000)
@@ -194,8 +192,6 @@ def append_step(history: Path, result: GateResult, machine: str, commit_ms: int 
     atomic_write_text(folder / MACHINE_FILE, json.dumps({**machine_fields, "version": MACHINE_API}, indent=4))
     path = folder / f"{document['commit_hash'][:8]}-{document['env_name']}.json"
     atomic_write_text(path, json.dumps(document))
-    from .gate_steps import read_benchmarks
-
     known = read_benchmarks(history / BENCHMARKS_FILE)
     known.update({name: benchmark_entry(name) for name in document["results"]})
     atomic_write_text(history / BENCHMARKS_FILE, json.dumps({**known, "version": BENCHMARKS_API}, indent=4, sort_keys=True))

@@ -79,7 +79,9 @@ def bisect_lines(series: Series) -> list[str]:
             text = f"{moved.name}: no step made it worse; "
         if moved.first_over is None:
             last = series.points[moved.name][-1]
-            text += f"the cumulative change never passes {_threshold_text(series, moved.name)} (now {change_text(last, last.mean)})"
+            text += (
+                f"the cumulative change never passes {_threshold_text(series, moved.name)} (now {change_text(last, last.mean)})"
+            )
         else:
             first = moved.first_over
             text += (
