@@ -113,6 +113,37 @@ def test_more_nodes_than_the_queue_takes_are_refused(tmp_path):
         render(scenario(tmp_path, [16]), JobOptions(site="perlmutter", venv="v", queue="debug", ranks_per_node=1))
 
 
+def test_the_sites_other_queues_and_qoses_keep_their_limits(tmp_path):
+    """Frontier's debug QOS (2 h at any size, on top of the batch partition's bins) is a QOS, not a partition; Summit's
+    debug (2 h), batch-hm (54 nodes, 24 h) and killable (24 h, at most 91 nodes) queues, as OLCF's guides give them."""
+
+    def sized(procs: int) -> Path:  # a global batch every one of these process counts divides
+        path = tmp_path / f"wide{procs}.yaml"
+        runs = [{"strategy": "data_parallel", "engine": "torch", "procs": [procs]}]
+        path.write_text(yaml.safe_dump(tiny_scenario("wide", runs, train={"batch_size": 4800})))
+        return path
+
+    wide = sized(800)  # 100 Frontier nodes of 8 GCDs: the batch partition's bin 4 allows 6 h
+    frontier = JobOptions(site="frontier", account="p1", venv="v", walltime="6h")
+    assert "#SBATCH --time=06:00:00" in render(wide, frontier)
+    with pytest.raises(ValueError, match=r"^--walltime '6h': frontier's debug QOS allows at most 2 h for 1-9,472 nodes"):
+        render(wide, JobOptions(site="frontier", account="p1", venv="v", walltime="6h", qos="debug"))
+    # a partition named debug is not the debug QOS: its walltime is not that QOS's to check
+    assert "#SBATCH --time=06:00:00" in render(
+        wide, JobOptions(site="frontier", account="p1", venv="v", walltime="6h", queue="debug")
+    )
+    small = sized(6)
+    summit = {"site": "summit", "account": "p1", "conda": "env", "module": ("miniforge3/23.11.0",)}
+    with pytest.raises(ValueError, match=r"^--walltime '3h': summit's debug queue allows at most 2 h for 1-4,608 nodes"):
+        render(small, JobOptions(**summit, queue="debug", walltime="3h"))
+    assert "#BSUB -W 24:00" in render(small, JobOptions(**summit, queue="killable", walltime="24h"))
+    assert "#BSUB -W 24:00" in render(small, JobOptions(**summit, queue="batch-hm", walltime="24h"))
+    with pytest.raises(ValueError, match=r"summit's killable queue takes at most 91 nodes and this job needs 100"):
+        render(sized(600), JobOptions(**summit, queue="killable", walltime="1h"))
+    with pytest.raises(ValueError, match=r"summit's batch-hm queue takes at most 54 nodes and this job needs 100"):
+        render(sized(600), JobOptions(**summit, queue="batch-hm", walltime="1h"))
+
+
 def test_perlmutters_srun_steps_bind_no_gpu_so_every_rank_sees_the_nodes(tmp_path):
     text = render(scenario(tmp_path, [8]), JobOptions(site="perlmutter", venv="v"))
     assert "#SBATCH --gpu-bind=none" in text

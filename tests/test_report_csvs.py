@@ -24,10 +24,10 @@ TEXT = set(
     field value setting settings source phase host hosts device ruler ruler_sha256 protocol comparability classes
     class_set status reason note notes is_note fid_note files seed_list threads_per_rank peak_source
     peak_raised_ranks verdict verdicts finding claim direction better check checks network model fit cost_model
-    paper point grid cpu kernel_set item launcher role fitted_on quality equal_budget_unit family estimand budget
+    paper point grid cpu kernel_set item launcher role fitted_on quality equal_budget_unit family estimand budget_unit
     system_a system_b
     """.split()
-)  # the last five: findings.csv's family, estimand in words, budget and its two systems
+)  # the last five: findings.csv's family, estimand in words, the budget's unit and its two systems
 """Columns that hold words (or lists) by design; every other column must read as a number."""
 
 
@@ -95,6 +95,13 @@ def test_lists_and_settings_are_json(report_dir):
     for path in report_dir.glob("quality_over_seeds_*.csv"):
         table = pd.read_csv(path)
         assert all(len(json.loads(text)) == n for text, n in zip(table["seed_list"], table["seeds"]))
+    # the classes a model was scored against: a JSON list and their count out of num_classes (was "0-9 of 10"); the
+    # page keeps its words
+    quality = pd.read_csv(next(report_dir.glob("quality_classifier-*.csv")))
+    assert pd.api.types.is_integer_dtype(quality["num_classes"]) and set(quality["num_classes"]) == {10}
+    assert all(json.loads(text) == list(range(10)) for text in quality["classes"])
+    page = (report_dir / "details" / "quality.md").read_text()
+    assert "| 0-9 of 10 |" in page and "[0,1,2" not in page
 
 
 def test_ranges_and_raised_ranks_are_numbers(report_dir):
@@ -108,3 +115,17 @@ def test_ranges_and_raised_ranks_are_numbers(report_dir):
         lo, hi = scores[f"{field}_n_min"], scores[f"{field}_n_max"]
         assert pd.api.types.is_numeric_dtype(lo) and pd.api.types.is_numeric_dtype(hi)
         assert (lo.dropna() <= hi.dropna()).all()
+
+
+def test_the_findings_budget_is_a_number_with_its_unit(report_dir):
+    """findings.csv's budget was "3,840 training images per system" (issue 63): now the number, the largest where the
+    runs differ, and its unit, read from the records' ``budget_images``; the page keeps its words."""
+    findings = pd.read_csv(report_dir / "findings.csv")
+    assert {"budget", "budget_max", "budget_unit"} <= set(findings.columns)
+    assert pd.api.types.is_float_dtype(findings["budget"]) and pd.api.types.is_float_dtype(findings["budget_max"])
+    budgets = {r["budget_images"] for r in json.loads(COMMITTED.read_text())}
+    assert len(budgets) == 1  # the committed main job: one images budget for every run
+    (images,) = budgets
+    assert (findings["budget"] == images).all() and (findings["budget_max"] == images).all()
+    assert set(findings["budget_unit"]) == {"images"}
+    assert f"{images:,} training images per system" in (report_dir / "report.md").read_text()

@@ -220,3 +220,25 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
     quiet = [replace(r, host_load=HostLoad(contended=False)) for r in records]
     page = "\n".join(first_page_headline(headline(quiet, {}), claims.tested_findings(headline(quiet, {}), quiet, {}), quiet))
     assert "‡" not in page
+
+
+def test_the_budget_is_told_as_numbers_with_its_unit_and_as_words():
+    """The scale's budget as the findings table writes it (issue 63): images where every run had an images budget,
+    seconds where every run had a time budget, the smallest and largest where they differ, none without an equal one."""
+    from types import SimpleNamespace
+
+    from suite.analysis.stats.settling import BudgetAmount, budget_amount, budget_text
+
+    base = _record("a", 0, [100.0])
+
+    def rows(*changes):
+        runs = [replace(base, **change) for change in changes]
+        return [SimpleNamespace(strategy="a", main=runs, base=[])]
+
+    assert budget_amount(rows({}, {"budget_images": 8000})) == BudgetAmount(4000.0, 8000.0, "images")
+    assert budget_text(rows({}, {"budget_images": 8000})).startswith("4,000-8,000 training images per system;")
+    timed = rows({"budget_images": None, "budget_s": 60.0}, {"budget_images": None, "budget_s": 60.0})
+    assert budget_amount(timed) == BudgetAmount(60.0, 60.0, "seconds")
+    assert budget_text(timed).startswith("60 s of training per run;")
+    mixed = rows({}, {"budget_images": None})  # one run on its own steps: no equal budget to state as a number
+    assert budget_amount(mixed) is None and budget_text(mixed).startswith("each run's own steps or epochs")

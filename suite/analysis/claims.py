@@ -22,7 +22,7 @@ from .findings import HeadlineRow, caveats, config_name, contended, headline_row
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
-from .stats.settling import Scale, budget_text, quality_scale, speedup_scale
+from .stats.settling import Scale, budget_scale, quality_scale, speedup_scale
 from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, location_difference, sentence
 
 TIMING = ("time to target", "speedup")
@@ -262,7 +262,7 @@ def speed_finding(
         return None
     ruler = next((row.quality for row in rows if row.quality), "")
     said = _ranked(rows, family, f"Learns faster (area under the FID curve, {ruler})", LEARNS_FASTER, records, scaling)
-    return replace(said, text=said.text + f" The estimand, {speed_definition(grid)}.", scale=Scale(budget_text(rows)))
+    return replace(said, text=said.text + f" The estimand, {speed_definition(grid)}.", scale=budget_scale(rows))
 
 
 def _diversity_findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
@@ -273,7 +273,7 @@ def _diversity_findings(rows: list[HeadlineRow], records: list[Record], scaling:
     said = [_ranked(tested, family, diversity.DIVERSITY_WHAT, diversity.DIVERSITY, records, scaling)] if family else []
     gone = diversity.always_collapsed(rows)
     text = f"Collapsed in every seed, not tested: {', '.join(gone)}." if gone else ""
-    return [replace(f, scale=Scale(budget_text(tested))) for f in said] + ([Finding(text, "collapse")] if gone else [])
+    return [replace(f, scale=budget_scale(tested)) for f in said] + ([Finding(text, "collapse")] if gone else [])
 
 
 def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
@@ -293,7 +293,7 @@ def _time_to_target_finding(rows: list[HeadlineRow], records: list[Record], scal
             f"No strategy reached {cast(str, target.metric).upper()} <= {target.target:g} in every draw.", "time to target"
         )
     missing = f" Not in every draw: {', '.join(missed)}." if missed else ""
-    return Finding(said.text + missing, said.quantity, said.family, said.what, Scale(budget_text(rows)))
+    return Finding(said.text + missing, said.quantity, said.family, said.what, budget_scale(rows))
 
 
 def _speedup_finding(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> Finding | None:
@@ -378,6 +378,8 @@ FINDINGS_COLUMNS = (
     "family",
     "estimand",
     "budget",
+    "budget_max",
+    "budget_unit",
     "system_a",
     "system_b",
     "verdict",
@@ -417,7 +419,10 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
     family-wise level the pair was decided at (a sequential look's share), ``look`` the look that decided it;
     ``seeds_a``/``seeds_b`` the draws of each system's estimate (a ratio's numerator: a speedup's P=1 runs),
     ``denominator_draws_a``/``_b`` a ratio's other end (a speedup's runs at P; empty for one quantity): the draws its
-    ratio and p-values come from; ``budget_bound``: a system of the pair was still improving at the end of the budget.
+    ratio and p-values come from; ``budget_bound``: a system of the pair was still improving at the end of the budget;
+    ``budget``/``budget_max`` the equal budget of the family's runs as numbers (the smallest and largest: equal where
+    every run had the same) in ``budget_unit`` (``images``: real training images per system; ``seconds``: of training
+    per run), all three empty where the runs had no equal budget (:func:`~.stats.settling.budget_amount`).
     """
     rows = []
     for finding, again in zip(found, repeats(found)):
@@ -425,7 +430,7 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
         if family is None or again:
             continue
         improving = set(finding.scale.improving) if finding.scale is not None else set()
-        budget = finding.scale.budget.split(";")[0] if finding.scale is not None else None
+        amount = finding.scale.amount if finding.scale is not None else None
         for pair in family.pairs:
             a, b = pair.estimates or (family.summaries[pair.first], family.summaries[pair.second])
             ratio, lo, hi = _ratio_interval(a, b)
@@ -434,7 +439,9 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
                 {
                     "family": finding.quantity,
                     "estimand": finding.what,
-                    "budget": budget,
+                    "budget": amount.low if amount is not None else None,
+                    "budget_max": amount.high if amount is not None else None,
+                    "budget_unit": amount.unit if amount is not None else None,
                     "system_a": pair.first,
                     "system_b": pair.second,
                     "verdict": verdict,
@@ -455,4 +462,4 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
             )
     frame = pd.DataFrame(rows, columns=list(FINDINGS_COLUMNS))
     counts = {c: "Int64" for c in ("look", "seeds_a", "seeds_b", "denominator_draws_a", "denominator_draws_b")}
-    return frame.astype({**counts, "margin": "float64"})
+    return frame.astype({**counts, "margin": "float64", "budget": "float64", "budget_max": "float64"})

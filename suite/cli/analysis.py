@@ -1,5 +1,5 @@
-"""Sub-commands that read records: ``suite report``, ``suite tune``, ``suite compare``, ``suite gate``, ``suite project``
-and ``suite probe`` (the network the projection uses).
+"""Sub-commands that read records: ``suite report``, ``suite tune``, ``suite compare``, ``suite gate`` and
+``suite gate-history``, ``suite project`` and ``suite probe`` (the network the projection uses).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config.escape import code_span, terminal
+from ..config.escape import code_span, one_line, terminal
 from ..config.names import did_you_mean_path
 from .common import UsageError
-from .exitcodes import GATE_VERDICTS
+from .exitcodes import GATE_VERDICTS, ExitCode
 
 if TYPE_CHECKING:
     from ..measure.network import Network
@@ -88,6 +88,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
         allow_dirty=args.allow_dirty,
         inject_slowdown=args.inject_slowdown,
         max_foreign_cores=args.max_foreign_cores,
+        history=None if args.no_history else Path(args.history),
+        machine=args.machine,
     )
     try:
         result = run_gate(settings)
@@ -97,6 +99,43 @@ def cmd_gate(args: argparse.Namespace) -> int:
     print((settings.out / "gate.md").read_text())
     print(result.reason, file=sys.stderr)
     return GATE_VERDICTS[result.verdict]
+
+
+HISTORY = ".asv/results"
+"""Where ``suite gate`` appends its history and ``suite gate-history`` reads it: asv's default results folder."""
+
+
+def cmd_gate_history(args: argparse.Namespace) -> int:
+    from ..tools.gate_history import default_machine, env_name
+    from ..tools.gate_history_read import read_history
+    from ..tools.gate_history_text import bisect_lines, show_lines
+    from ..tools.gate_series import SeriesError, build_series
+    from ..tools.gate_settings import HISTORY_NAME, GateError
+
+    try:
+        if not 0 < args.threshold < 100:
+            raise GateError(f"--threshold: a percentage between 0 and 100, got {args.threshold}")
+        if not 0 < args.alpha < 0.5:
+            raise GateError(f"--alpha: between 0 and 0.5, got {args.alpha}")
+        for option in ("machine", "env"):
+            if getattr(args, option) is not None and not HISTORY_NAME.fullmatch(getattr(args, option)):
+                raise GateError(f"--{option}: {getattr(args, option)[:100]!r} is not a safe name")
+        history = read_history(Path(args.history))
+        where = (args.machine or default_machine(), args.env or env_name())
+        series = build_series(history, Path.cwd(), args.branch, args.since, where, (args.threshold, args.alpha))
+    except FileNotFoundError:
+        print(f"error: --history: no gate history at {one_line(args.history)}; suite gate appends one", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except (GateError, SeriesError, OSError) as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    for line in history.problems + series.notes:
+        print(f"warning: {one_line(line)}", file=sys.stderr)
+    if args.history_command == "bisect":
+        print("\n".join(one_line(line) for line in bisect_lines(series)))
+        return ExitCode.OK
+    print("\n".join(one_line(line) for line in show_lines(series)))
+    return GATE_VERDICTS[series.overall()]
 
 
 def _int_list(option: str, text: str) -> list[int]:

@@ -23,6 +23,7 @@ EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
         ExitCode.INTERRUPTED_SIGTERM,
     ),
     "gate": (ExitCode.FAILED, ExitCode.INCONCLUSIVE),
+    "gate-history show": (ExitCode.FAILED, ExitCode.INCONCLUSIVE),
     "compare": (ExitCode.FAILED,),
     "gpu-check": (ExitCode.FAILED, ExitCode.NO_GPU),
     "ruler list": (ExitCode.FAILED,),

@@ -13,7 +13,7 @@ from .. import __version__
 from ..config.names import did_you_mean
 from ..config.registry import FEATURES, PROTOCOLS
 from ..tools.gate_settings import Settings
-from .analysis import cmd_compare, cmd_gate, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
+from .analysis import HISTORY, cmd_compare, cmd_gate, cmd_gate_history, cmd_papers, cmd_probe, cmd_project, cmd_report, cmd_tune
 from .quality import cmd_env, cmd_ruler_list, cmd_ruler_train, cmd_sample, cmd_score
 from .running import cmd_gpu_check, cmd_jobscript, cmd_run
 from .scenarios import cmd_scenarios, cmd_schema
@@ -404,7 +404,42 @@ def _add_gate(sub: Any) -> None:
         help="measurement knob: slow the candidate's steps by the fraction F (sets SUITE_TEST_SLOWDOWN; "
         "used by ci/gate_error_rates.py to measure the detection rate)",
     )
+    p.add_argument(
+        "--history",
+        default=HISTORY,
+        help="asv results folder this run's paired changes are appended to (default %(default)s; see suite gate-history)",
+    )
+    p.add_argument("--no-history", action="store_true", help="append nothing to the history")
+    p.add_argument("--machine", help="this machine's name in the history (default: the host's name, as asv takes it)")
     p.set_defaults(func=cmd_gate)
+
+
+def _add_gate_history(sub: Any) -> None:
+    """``suite gate-history show`` and ``bisect``: the series of the gate's history on a branch."""
+    p = sub.add_parser(
+        "gate-history",
+        help="the gate's history: the cumulative change of a branch since a commit, and where it moved",
+        description="Read the asv results folder each suite gate run appends to, chain its steps along a branch's "
+        "first-parent history, and judge the cumulative change since a commit by the gate's rule. See "
+        "docs/benchmarks-and-ci.md.",
+    )
+    history = p.add_subparsers(dest="history_command", required=True)
+    show = history.add_parser(
+        "show",
+        help="each quantity's series and cumulative change; exit 1 when it passes the threshold though each step passed",
+    )
+    where = history.add_parser("bisect", help="name the commit where each series moved: its largest step, its first FAIL")
+    for q in (show, where):
+        q.add_argument("--history", default=HISTORY, help="the asv results folder (default %(default)s)")
+        q.add_argument("--branch", default="HEAD", help="the branch whose first-parent history is the series")
+        q.add_argument("--since", help="the commit the change is counted from (default: the baseline of its first step)")
+        q.add_argument("--machine", help="whose steps (default: this host's name, as the gate writes it)")
+        q.add_argument("--env", help="the asv environment, gate-suite<version> (default: this suite's)")
+        q.add_argument(
+            "--threshold", type=float, default=Settings.threshold, help="percent worse that fails (default %(default)g)"
+        )
+        q.add_argument("--alpha", type=float, default=Settings.alpha, help="one-sided level of the bounds (default %(default)g)")
+        q.set_defaults(func=cmd_gate_history)
 
 
 _PLAIN_COMMANDS = (
@@ -663,6 +698,7 @@ _COMMANDS = (
     _add_score,
     _add_ruler,
     _add_gate,
+    _add_gate_history,
     _add_plain,
     _add_gpu_check,
     _add_jobscript,

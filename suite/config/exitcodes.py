@@ -24,7 +24,7 @@ class ExitCode(enum.IntEnum):
 
 MEANINGS = {
     ExitCode.OK: "done: every run ok, the gate passed, every check passed",
-    ExitCode.FAILED: "what was measured or checked failed: a run failed, a regression (gate FAIL, compare), a broken ruler "
+    ExitCode.FAILED: "what was measured or checked failed: a run failed, a regression (gate FAIL, the gate history's cumulative change, compare), a broken ruler "
     "or GPU check",
     ExitCode.BAD_INPUT: "bad input or a file that cannot be written, told in one line; nothing was measured",
     ExitCode.DIVERGED: "no run failed, but a model diverged: the benchmark worked, a model did not",

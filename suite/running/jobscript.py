@@ -513,8 +513,11 @@ def _queue_limits(plan: _Plan, job: JobOptions) -> list[QueueLimits]:
     """The limits the job's partition and QOS (Slurm) or queue (LSF) have, as the site preset knows them."""
     if plan.site is None or not job.site_limits:
         return []
-    names = [job.queue or plan.site.default_queue] if plan.scheduler == "lsf" else [plan.partition, plan.qos]
-    return [limit for name in names if (limit := plan.site.limits_of(name)) is not None]
+    if plan.scheduler == "lsf":
+        named = [(job.queue or plan.site.default_queue, "queue")]
+    else:
+        named = [(plan.partition, "partition"), (plan.qos, "QOS")]
+    return [limit for name, kind in named if (limit := plan.site.limits_of(name, kind)) is not None]
 
 
 def _walltime(plan: _Plan, job: JobOptions) -> int:

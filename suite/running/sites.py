@@ -74,6 +74,17 @@ def _hours(hours: float) -> str:
     return f"{hours:g} h" if hours >= 1 else f"{hours * 60:g} min"
 
 
+# Where the numbers below come from, and how far they were checked (docs/clusters.md, "Queue limits", says the same):
+# - Frontier: OLCF's user guide, "Job Priority by Node Count" (bins 1-5), "extended Partition (queue) Policy" (24 h,
+#   64 nodes) and "debug Quality of Service Class" (at most 2 h), checked against the guide's source,
+#   https://github.com/olcf/olcf-user-docs/blob/master/systems/frontier_user_guide.rst (the 2 h debug line:
+#   https://github.com/olcf/olcf-user-docs/pull/1018).
+# - Summit: OLCF's user guide, "Job Priority by Processor Count" (batch), "batch-hm", "killable" and "debug Queue
+#   Policy", checked against https://github.com/olcf/olcf-user-docs/blob/master/systems/summit_user_guide.rst.
+# - Perlmutter: NERSC's QOS page. Its tables could not be read here; the walltimes (debug 30 min, regular and shared
+#   48 h) were checked against `sacctmgr show qos` on Perlmutter as quoted in
+#   https://github.com/doe-iri/iri-facility-api-python/issues/49 (gpu_debug 00:30:00, gpu_regular and gpu_shared
+#   2-00:00:00); the node counts and preempt's 48 h are the page's as this preset was first written, not re-checked.
 OLCF_FRONTIER = "OLCF's Frontier user guide, scheduling policy: https://docs.olcf.ornl.gov/systems/frontier_user_guide.html"
 OLCF_SUMMIT = "OLCF's Summit user guide, scheduling policy: https://docs.olcf.ornl.gov/systems/summit_user_guide.html"
 NERSC_QOS = "NERSC's QOS limits for Perlmutter GPU nodes: https://docs.nersc.gov/jobs/policy/"
@@ -106,9 +117,10 @@ class Site:
     limits: tuple[QueueLimits, ...] = ()  # its partitions', QOSes' or queues' walltime and node limits
     default_queue: str | None = None  # the LSF queue a job without -q lands in (its limits apply)
 
-    def limits_of(self, name: str | None) -> QueueLimits | None:
-        """The limits of the partition, QOS or queue ``name`` (None where this preset does not know them)."""
-        return next((limit for limit in self.limits if limit.name == name), None)
+    def limits_of(self, name: str | None, kind: str | None = None) -> QueueLimits | None:
+        """The limits of the partition, QOS or queue ``name`` (None where this preset does not know them); with ``kind``
+        only a partition, QOS or queue of that name (Frontier's ``debug`` is a QOS, not a partition)."""
+        return next((limit for limit in self.limits if limit.name == name and kind in (None, limit.kind)), None)
 
 
 SITES = {
@@ -136,6 +148,10 @@ SITES = {
                     ),
                     OLCF_SUMMIT,
                 ),
+                QueueLimits("batch-hm", "queue", (SizeBin(1, 54, 24),), OLCF_SUMMIT),  # the 54 high-memory nodes
+                # preemptable after bin 5's 2 h or bin 4's 6 h; only those bins (at most 91 nodes) are taken
+                QueueLimits("killable", "queue", (SizeBin(1, 45, 24), SizeBin(46, 91, 24)), OLCF_SUMMIT),
+                QueueLimits("debug", "queue", (SizeBin(1, 4608, 2),), OLCF_SUMMIT),  # any size, at most 2 h
             ),
             # OLCF's PyTorch-on-Summit guide (https://docs.olcf.ornl.gov/software/python/pytorch_summit.html): the modules
             # its POWER9 torch wheels were built with, and conda from miniforge3
@@ -192,6 +208,8 @@ SITES = {
                     OLCF_FRONTIER,
                 ),
                 QueueLimits("extended", "partition", (SizeBin(1, 64, 24),), OLCF_FRONTIER),
+                # -q debug: a QOS on top of the partition (its bins still apply), at most 2 h at any size
+                QueueLimits("debug", "QOS", (SizeBin(1, 9472, 2),), OLCF_FRONTIER),
             ),
             works=(
                 "a ROCm torch (torch.version.hip): the torch engine on RCCL (torch.distributed's nccl backend), "

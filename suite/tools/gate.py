@@ -54,6 +54,7 @@ from ..records.codec import IDENTITY, record_field
 from ..records.record import Record
 from ..records.results import RECORD_FILE, atomic_write_text, read_record
 from .gate_files import GateResult, markdown, summary_line, write_pairs_csv
+from .gate_history import default_machine, record_history
 from .gate_settings import GateError, Settings
 
 log = logging.getLogger(__name__)
@@ -361,6 +362,7 @@ def quality_verdicts(pairs: list[dict[str, Any]], settings: Settings, scorer: Si
                 "change": v.mean,
                 "upper": v.upper if math.isfinite(v.upper) else None,
                 "p_value": v.p_value,
+                "margin": spread,
                 "note": f"FID B - A against A's seed spread {spread:.3g}",
             }
         )
@@ -437,7 +439,9 @@ def run_gate(settings: Settings) -> GateResult:
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)
-        return finish(settings, verdict, VERDICT_EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
+        result = finish(settings, verdict, VERDICT_EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
+        record_history(settings.history, result, settings.machine or default_machine(), repo)
+        return result
     except GateError as error:
         finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start, discarded)
         raise

@@ -4,8 +4,12 @@ gate's defaults from here without loading the gate (:mod:`suite.tools.gate`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+HISTORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""A machine's name in the gate's history, which names a folder (the suite's rule for safe names)."""
 
 
 class GateError(Exception):
@@ -34,6 +38,11 @@ class Settings:
     """A pair during which other processes kept more than this many cores busy is discarded and run again. In the
     error-rate measurement (reports/gate) quiet runs saw at most 0.016 cores of others' work, and runs with 0.16 to
     0.25 cores were 20 to 35 % slower on a 2-core host."""
+    history: Path | None = None
+    """The asv results folder each run's paired changes are appended to (:mod:`suite.tools.gate_history`); None: none.
+    ``suite gate`` appends to ``.asv/results`` unless told ``--no-history``."""
+    machine: str | None = None
+    """The machine's name in the history (asv's ``--machine``); None: this host's name."""
 
     def check(self) -> None:
         """Refuse settings that cannot give a verdict: one line naming the option."""
@@ -53,5 +62,10 @@ class Settings:
             raise GateError("--max-minutes and --timeout must be positive")
         if self.max_foreign_cores < 0:
             raise GateError(f"--max-foreign-cores: zero or more, got {self.max_foreign_cores}")
+        if self.machine is not None and not HISTORY_NAME.fullmatch(self.machine):
+            raise GateError(
+                f"--machine: {self.machine[:100]!r} is not a safe name (ASCII letters, digits, '.', '_', '-', starting "
+                "with a letter or digit, at most 100 characters)"
+            )
         if not 0 <= self.inject_slowdown < 10:
             raise GateError(f"--inject-slowdown: a fraction of step time in [0, 10), got {self.inject_slowdown}")

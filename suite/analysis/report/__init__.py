@@ -327,7 +327,8 @@ DEFINITIONS = """## Definitions
 - **draws of a pair** (`findings.csv`): `seeds_a`/`seeds_b` the draws of each estimate (a speedup's P=1 runs),
   `denominator_draws_a`/`_b` a ratio's other end (a speedup's runs at P); a pair's ratio and p-values come from the same draws (a pair decided at an
   early look of sequential seeds keeps the estimates of that look).
-- **at what scale**: per family, the budget (training images per system, generator steps per GAN), whether the
+- **at what scale**: per family, the budget (training images per system, generator steps per GAN; in `findings.csv`
+  the number `budget`, up to `budget_max`, in `budget_unit`), whether the
   family's claims were the same at every curve point of the last half of the budget (the same tests run at each
   point), and which systems were still improving at the end: the slope of each seed's log score against log
   images over the last half of its curve, a one-sided t-test over the seeds at 5 % per system, with its power for

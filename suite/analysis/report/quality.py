@@ -5,6 +5,8 @@ the papers' numbers beside ours.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -39,12 +41,23 @@ def scored_models(records: list[Record]) -> Iterator[tuple[str, Record, Quality]
 
 def class_set(q: Quality) -> str | None:
     """The real classes a model was scored against, e.g. ``0-9 of 10`` or ``0,3 of 10``."""
-    classes = q.classes
+    return _class_text(q.classes, q.num_classes)
+
+
+def _class_text(classes: list[int] | None, num_classes: object) -> str | None:
+    """``0-9 of 10``, ``0,3 of 10``: the page's words for a list of classes out of ``num_classes``."""
     if not classes:
         return None
     contiguous = classes == list(range(classes[0], classes[-1] + 1))
     shown = f"{classes[0]}-{classes[-1]}" if contiguous and len(classes) > 2 else ",".join(map(str, classes))
-    return f"{shown} of {q.num_classes}"
+    # read back from the table, a count is a float (NaN where not recorded)
+    total = None if not isinstance(num_classes, numbers.Real) or math.isnan(num_classes) else int(float(num_classes))
+    return f"{shown} of {total}"
+
+
+def _classes_json(classes: list[int] | None) -> str | None:
+    """The scored classes as the CSV holds them: a JSON list (``[0,1,2]``), None where not recorded."""
+    return json.dumps([int(c) for c in classes], separators=(",", ":")) if classes else None
 
 
 def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +67,10 @@ def _quality_display(scores: pd.DataFrame) -> pd.DataFrame:
             "run_id": scores[COL.run_id],
             "procs": scores[COL.procs],
             "seed": scores[COL.seed],
-            "classes": scores[COL.classes],
+            "classes": [
+                _class_text(json.loads(c) if isinstance(c, str) else None, k)
+                for c, k in zip(scores[COL.classes], scores["num_classes"])
+            ],
             "n": scores["n"],
             "n_real": scores["n_real"],
         }
@@ -188,7 +204,8 @@ def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[
                 "protocol": protocol_of(q),
                 "papers_comparable": bool(q.papers_comparable),
                 "comparability": comparability_of(q),
-                "classes": class_set(q),
+                "classes": _classes_json(q.classes),  # a JSON list; the page says "0-9 of 10"
+                "num_classes": q.num_classes,
                 "n": q.n,
                 "n_real": q.n_real,
                 "feature_dim": q.feature_dim,

@@ -221,6 +221,17 @@ def below_p(values: Sequence[float | None], reference: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class BudgetAmount:
+    """The equal budget a family's verdicts are about, as numbers: the smallest and largest over its runs (equal where
+    every run had the same) and the unit, ``images`` (real training images per system) or ``seconds`` (of training per
+    run)."""
+
+    low: float
+    high: float
+    unit: str
+
+
+@dataclass(frozen=True)
 class Scale:
     """At what scale a family's verdict holds: the budget, the ranking over the budget, who was still improving."""
 
@@ -230,6 +241,8 @@ class Scale:
     """The same family at every curve point (None: the runs have no common curve points to rank at)."""
     trends: tuple[Trend, ...] = ()
     """Each system's last stretch (empty for timing families, where "still improving" does not apply)."""
+    amount: BudgetAmount | None = None
+    """The budget as numbers (:func:`budget_amount`; None: no equal budget, each run's own steps or epochs)."""
 
     @property
     def improving(self) -> list[str]:
@@ -252,15 +265,31 @@ def _span(values: Iterable[float]) -> str:
     return f"{kept[0]:,.0f}" if len(kept) == 1 else f"{kept[0]:,.0f}-{kept[-1]:,.0f}"
 
 
+def budget_amount(rows: Sequence[Ranked]) -> BudgetAmount | None:
+    """The equal budget of the rows' runs as numbers: every run's ``train.budget_images`` (unit ``images``), else every
+    run's ``train.budget_s`` (``seconds``); None where the runs had no equal budget (their own steps or epochs)."""
+    runs: list[Record] = [r for row in rows for r in row.main]
+    images = [float(r.budget_images) for r in runs if r.budget_images]
+    seconds = [float(r.budget_s) for r in runs if r.budget_s]
+    for values, unit in ((images, "images"), (seconds, "seconds")):
+        if values and len(values) == len(runs):
+            return BudgetAmount(min(values), max(values), unit)
+    return None
+
+
+def budget_scale(rows: Sequence[Ranked], anytime: Anytime | None = None, trends: tuple[Trend, ...] = ()) -> Scale:
+    """A family's :class:`Scale` over ``rows``: its budget in words (:func:`budget_text`) and as numbers."""
+    return Scale(budget_text(rows), anytime, trends, budget_amount(rows))
+
+
 def budget_text(rows: Sequence[Ranked]) -> str:
     """The budget the rows' verdicts are about: training images per system (or seconds, or steps), and steps per GAN."""
-    runs: list[Record] = [r for row in rows for r in row.main]
-    images = [r.budget_images for r in runs if r.budget_images]
-    seconds = [r.budget_s for r in runs if r.budget_s]
-    if images and len(images) == len(runs):
-        budget = f"{_span(images)} training images per system"
-    elif seconds and len(seconds) == len(runs):
-        budget = f"{_span(seconds)} s of training per run"
+    amount = budget_amount(rows)
+    span = _span((amount.low, amount.high)) if amount is not None else ""
+    if amount is not None and amount.unit == "images":
+        budget = f"{span} training images per system"
+    elif amount is not None:
+        budget = f"{span} s of training per run"
     else:
         budget = "each run's own steps or epochs (no equal budget)"
     steps = ", ".join(f"{row.strategy} {_span(s for r in row.main for s in _gan_steps(r))}" for row in rows)
@@ -293,7 +322,7 @@ def quality_scale(rows: Sequence[Ranked], metric: str = "fid") -> Scale:
     curves = quality_curves(rows, metric)
     ranked = curve_anytime(curves) if all(curves.values()) else None
     trends = tuple(t for name, draws in curves.items() if (t := last_stretch(name, draws)) is not None)
-    return Scale(budget_text(rows), ranked if ranked is not None and ranked.positions else None, trends)
+    return budget_scale(rows, ranked if ranked is not None and ranked.positions else None, trends)
 
 
 def _clock_at(record: Record, images: float) -> float | None:
@@ -321,4 +350,4 @@ def speedup_scale(rows: Sequence[Ranked], top: int) -> Scale:
         }
 
     ranked = anytime(positions, summaries_at, lower_is_better=False) if positions else None
-    return Scale(budget_text(rows), ranked)
+    return budget_scale(rows, ranked)
