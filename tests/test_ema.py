@@ -223,5 +223,11 @@ def test_the_ema_generator_is_scored_on_its_estimand_only_and_agrees_with_the_fu
     assert only["fid"] == pytest.approx(full["fid"], rel=1e-9) and only["n"] == 300
     assert only["kid_mean"] == pytest.approx(full["kid_mean"], abs=4 * full["kid_std"] + 1e-6)
     assert not {"is_mean", "precision", "per_class_label"} & set(only)
+    # a curve snapshot's block: the same numbers a curve point keeps, without the scores no curve point keeps
+    from suite.measure.metrics.curve import curve_point
+
+    snapshot = evaluate_images(images, torch.full((300,), -1), ref, curve=True)
+    assert curve_point(snapshot, 1.0, 1) == curve_point(full, 1.0, 1)
+    assert not {"precision", "coverage", "per_class_label", "per_class_predicted", "tvd"} & set(snapshot)
     constant = evaluate_estimand(torch.zeros(300, 1, 8, 8), ref)
     assert constant["fid"] is None and constant["kid_mean"] is None and "constant" in constant["not_scorable"]

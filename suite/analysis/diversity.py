@@ -73,7 +73,10 @@ def fidelity_diversity_table(rows: Sequence[HeadlineRow]) -> pd.DataFrame:
         shown = {score: score_summary(row, score) for score in SCORES}
         if all(s is None for s in shown.values()):
             continue
-        entry: dict[str, Any] = {"system": row.strategy, "seeds": max((s.n for s in shown.values() if s is not None), default=None)}
+        entry: dict[str, Any] = {
+            "system": row.strategy,
+            "seeds": max((s.n for s in shown.values() if s is not None), default=None),
+        }
         for score, summary in shown.items():
             interval = summary.interval if summary is not None else None
             entry[score] = summary.center if summary is not None else None

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 FINAL = "final"
 EMA = "ema"
+CURVE = "curve"
+"""The prefix of a curve snapshot's key (``curve0``, ``curve1``, ...)."""
 """The key of the EMA generator (``train.ema_half_life``), scored on ``metrics.ema_samples``."""
 EMA_FIELDS = {"ema_fid": "fid", "ema_kid_mean": "kid_mean", "ema_n": "n"}
 """The quality fields of the EMA generator, each its scores' field."""
@@ -74,7 +76,9 @@ def final_aliases(outcome: Outcome) -> list[str]:
         return []
     digest, kind = final.digest(), traits(final)
     return [
-        f"curve{i}" for i, (_, _, _, b) in enumerate(outcome.curve) if b is final or (traits(b) == kind and b.digest() == digest)
+        f"{CURVE}{i}"
+        for i, (_, _, _, b) in enumerate(outcome.curve)
+        if b is final or (traits(b) == kind and b.digest() == digest)
     ]
 
 
@@ -88,7 +92,7 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
     skipped = set(final_aliases(outcome) if aliases is None else aliases)
     jobs: Jobs = [(FINAL, outcome.bundle)]
     if not outcome.fields.get("curve"):  # a strategy that scored while training brings its curve in its fields
-        curve = [(f"curve{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)]
+        curve = [(f"{CURVE}{i}", b) for i, (_, _, _, b) in enumerate(outcome.curve)]
         jobs += [(key, b) for key, b in curve if key not in skipped]
     jobs += [(f"extra:{name}", b) for name, b in outcome.extra_bundles.items()]
     jobs += [(EMA, outcome.ema)] if outcome.ema is not None else []
@@ -122,15 +126,18 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...
     if not jobs:
         return {}
     from ..gan.sampling import Sampler
-    from ..measure.metrics.evaluate import estimand_of_sampler, evaluate_sampler
+    from ..measure.metrics import evaluate_sampler
+    from ..measure.metrics.evaluate import estimand_of_sampler
 
     ref, networks = ruled or ruler(run, device)
-    return {
-        key: (estimand_of_sampler if key == EMA else evaluate_sampler)(
-            Sampler(b, device), samples_for(run, key, ref), networks=networks
-        )
-        for key, b in jobs
-    }
+    scored = {}
+    for key, bundle in jobs:
+        sampler, real = Sampler(bundle, device), samples_for(run, key, ref)
+        if key == EMA:  # the end-of-budget estimand alone
+            scored[key] = estimand_of_sampler(sampler, real, networks=networks)
+        else:  # a curve snapshot's block holds what a curve point keeps
+            scored[key] = evaluate_sampler(sampler, real, networks=networks, curve=key.startswith(CURVE))
+    return scored
 
 
 def samples_for(run: Run, key: str, ref: Reference) -> Reference:
@@ -213,7 +220,7 @@ def quality_fields(
     if EMA in scores:  # the EMA generator's scores, beside the final model's (suite.analysis.estimand.end_fid)
         quality.update({field: scores[EMA].get(score) for field, score in EMA_FIELDS.items()})
     curve = outcome.fields.get("curve") or [
-        curve_point(scores[f"curve{i}"], clock, step, at) for i, (clock, step, at, _) in enumerate(outcome.curve)
+        curve_point(scores[f"{CURVE}{i}"], clock, step, at) for i, (clock, step, at, _) in enumerate(outcome.curve)
     ]
     if not curve or curve[-1]["step"] != steps:
         curve.append(curve_point(quality, train_s, steps, images))  # the final model, as the window ends

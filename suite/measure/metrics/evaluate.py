@@ -354,8 +354,10 @@ def manifold_scores(features: np.ndarray, real_features: np.ndarray, k: int) -> 
     return {**prdc(real_features, features, k, _REAL_RADII[key]), "prdc_k": k, "prdc_n_real": int(len(real_features))}
 
 
-def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet, k: int = 5) -> dict:
-    """IS (where the network predicts classes), FID (where sound), KID and the k-NN manifold scores
+def _scores(
+    features: np.ndarray, probs: np.ndarray | None, real: dict, net: FeatureNet, k: int = 5, manifold: bool = True
+) -> dict:
+    """IS (where the network predicts classes), FID (where sound), KID and (with ``manifold``) the k-NN manifold scores
     (:func:`manifold_scores`) of finite, varied samples' features."""
     scores: dict = {}
     if probs is not None:
@@ -370,7 +372,8 @@ def _scores(features: np.ndarray, probs: np.ndarray | None, real: dict, net: Fea
     scores["fid_note"] = note
     drawn = real["features"]  # the real reference draw (or whole split)
     scores.update(_kid(features, drawn))
-    scores.update(manifold_scores(features, drawn, k))
+    if manifold:
+        scores.update(manifold_scores(features, drawn, k))
     return scores
 
 
@@ -379,8 +382,13 @@ def evaluate_images(
     labels: torch.Tensor | np.ndarray,
     ref: Reference,
     networks: tuple[FeatureNet, ClassifierNet] | None = None,
+    curve: bool = False,
 ) -> dict:
-    """Quality of ``images`` (N, C, H, W) in [-1, 1]; ``labels`` are -1 where unknown."""
+    """Quality of ``images`` (N, C, H, W) in [-1, 1]; ``labels`` are -1 where unknown.
+
+    With ``curve``, a curve snapshot's block: the identity, IS, FID and KID that a curve point keeps
+    (:func:`suite.measure.metrics.curve.curve_point`), without the manifold, class and per-class scores (about half
+    of a block's time on the digits ruler, for fields no curve point keeps)."""
     labels = np.asarray(labels, dtype=np.int64)
     if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
         raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
@@ -405,7 +413,7 @@ def evaluate_images(
         reason = f"the {net.name} features of the samples are not finite"
     if reason is None and features is not None:
         try:
-            scores = _scores(features, probs, real, net, ref.prdc_k)
+            scores = _scores(features, probs, real, net, ref.prdc_k, manifold=not curve)
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a singular problem
             reason = f"the scores cannot be computed: {error}"
     if reason is not None:
@@ -414,6 +422,8 @@ def evaluate_images(
     assert features is not None
     quality = {"features": net.name, "features_detail": net.detail, "feature_dim": int(features.shape[1]), **identity}
     quality.update(pixel_std=pixel_std(images), **scores)
+    if curve:
+        return quality
     _, class_probs = classifier(images) if classifier is not net else (None, probs)
     assert class_probs is not None, "the classifier predicts classes"
     predicted = class_probs.argmax(axis=1)
@@ -473,12 +483,16 @@ The record names it (``quality.latent_seed``)."""
 
 
 def evaluate_sampler(
-    sampler: Sampler, ref: Reference, seed: int = COMMON_LATENTS_SEED, networks: tuple[FeatureNet, ClassifierNet] | None = None
+    sampler: Sampler,
+    ref: Reference,
+    seed: int = COMMON_LATENTS_SEED,
+    networks: tuple[FeatureNet, ClassifierNet] | None = None,
+    curve: bool = False,
 ) -> dict:
     """Draw ``ref.n`` samples from ``sampler`` (a :class:`suite.gan.sampling.Sampler`) with the latents of ``seed``
     (by default the common ones, :data:`COMMON_LATENTS_SEED`) and score them; the quality block names the seed."""
     images, labels = sampler.sample(ref.n, seed=seed)
-    return {**evaluate_images(images, labels, ref, networks), "latent_seed": seed}
+    return {**evaluate_images(images, labels, ref, networks, curve=curve), "latent_seed": seed}
 
 
 def estimand_of_sampler(
