@@ -212,7 +212,10 @@ def test_quality_from_another_feature_network_is_not_compared(results, tmp_path,
     fid = row(report, P1, "fid")
     assert code == 0 and fid["verdict"] == "n/a" and fid["change"] is None
     pinned = ClassifierNet("digits").sha256[:12]
-    assert fid["note"] == f"different ruler or sample count: classifier:digits {pinned}, n=150 vs inception {pinned}, n=150"
+    assert fid["note"] == (  # the shared small sweep learns digits 0, 1 and 2
+        f"different ruler or sample count: classifier:digits {pinned}, n=150, classes 0,1,2 vs inception {pinned}, n=150, "
+        "classes 0,1,2"
+    )
 
 
 @pytest.mark.multiproc
