@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import io
 import json
 import os
+import shutil
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -86,6 +91,123 @@ def run_scenario(tmp_path: Path, scenario: dict, *extra: str) -> tuple[int, dict
     # each record's data as its result.json holds it (a field that is None is left out)
     records = {r.run_id: record_data(r) for r in iter_records(out)} if out.is_dir() else {}
     return code, records
+
+
+SMALL_SWEEP_CLASSES = [0, 1, 2]
+"""The digits the shared small sweep learns (three: a label-partitioned step is one step of each of 3 class GANs)."""
+
+
+def small_sweep_scenario() -> dict:
+    """One small scenario whose runs serve the tests that check what real runs leave, each its own entries: the compare
+    tests' data-parallel runs at P = 1 and 2 (two repeats), the budget tests' systems under one images budget and one
+    time budget, and the tuning test's sweep. Its runs share launches (an engine, a process count, ranks per node: 3
+    launches, not one per test); every entry keeps the training settings of the test it serves."""
+    budget = {"budget_images": 960, "batch_size": 16}
+    runs = [
+        # compare (tests/test_compare.py), also the record tests/test_gpucheck.py, test_progress_and_json.py and
+        # test_hostile_names.py read: data-parallel MPI at P = 1 and 2, 40 steps
+        {"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2], "train": {"steps": 40}},
+        # budgets (tests/test_budgets.py): the three kinds of system under one images budget, and one time budget
+        {"strategy": "data_parallel", "engine": "mpi", "procs": [2], "label": "budgeted", "train": budget},
+        {"strategy": "label_partitioned", "engine": "mpi", "procs": [2], "train": budget},
+        {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [1], "train": budget},
+        {
+            "strategy": "data_parallel",
+            "engine": "mpi",
+            "procs": [1],
+            "label": "timed",
+            "train": {**budget, "budget_images": None, "budget_s": 2.0, "steps": None},
+        },
+        {  # one step, and it is the warm-up: no timed step
+            "strategy": "data_parallel",
+            "engine": "mpi",
+            "procs": [1],
+            "label": "warmonly",
+            "train": {**budget, "budget_images": None, "steps": 1},
+        },
+        # tuning (tests/test_tuning.py): a sweep of the W-CGAN's learning rate
+        {
+            "strategy": "label_partitioned",
+            "engine": "mpi",
+            "loss": "wgan-gp",
+            "procs": [1],
+            "sweep": {"wgan_gp.lr": [0.0001, 0.001]},
+            "train": {"steps": 2},
+        },
+    ]
+    scenario = tiny_scenario(
+        "small-sweep",
+        runs,
+        dataset={"classes": SMALL_SWEEP_CLASSES},
+        train={"warmup_steps": 1, "threads": 1},
+        cellular={"batches_per_iteration": 3, "fitness_samples": 32, "mixture_samples": 40},
+        wgan_gp={"n_critic": 1},
+        metrics={"enabled": True, "features": "classifier", "samples": 150, "curve_points": 2},
+    )
+    scenario["repeats"] = 2  # the compare tests' noise: two repeats of their configurations (SMALL_SWEEP_ONLY)
+    return scenario
+
+
+SMALL_SWEEP_ONLY = ["*-r0", "data_parallel-bce-mpi-p?-r1"]
+"""The runs of the shared small sweep that run: every entry's first repeat, and the compare runs' second."""
+
+
+@dataclass
+class SmallSweep:
+    """The shared small sweep's outcome: its folder, scenario (dict and file), exit code, records by run id, the JSON
+    document `suite run --json` printed, and the UTC times just before and after it ran."""
+
+    folder: Path
+    scenario: dict
+    path: Path
+    code: int
+    records: dict[str, dict]
+    document: dict
+    before: dt.datetime
+    after: dt.datetime
+    _subsets: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def results(self) -> Path:
+        return self.folder / "results"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.folder / "tb"
+
+    def subset(self, name: str, run_ids: list[str]) -> Path:
+        """A results folder of its own holding copies of the run folders ``run_ids`` (made once per name): what a test
+        reads as the whole output of a sweep of those runs alone. Tests that edit records edit copies of it."""
+        if name not in self._subsets:
+            folder = self.folder / "subsets" / name
+            for run_id in run_ids:
+                shutil.copytree(self.results / run_id, folder / run_id, symlinks=True)
+            self._subsets[name] = folder
+        return self._subsets[name]
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory) -> SmallSweep:
+    """The shared small sweep (:func:`small_sweep_scenario`), run once per session with `suite run --json
+    --tensorboard` (events change no training) and ``--only`` :data:`SMALL_SWEEP_ONLY`."""
+    from suite.cli import main
+    from suite.records.codec import record_data
+    from suite.records.results import iter_records
+
+    folder = tmp_path_factory.mktemp("small-sweep")
+    scenario = small_sweep_scenario()
+    path = folder / "small-sweep.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    printed = io.StringIO()
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    with contextlib.redirect_stdout(printed):
+        code = main(
+            ["run", str(path), "--out", str(folder / "results"), "-q", "--json", "--timeout", "600"]
+            + ["--tensorboard", str(folder / "tb"), "--only", *SMALL_SWEEP_ONLY]
+        )
+    after = dt.datetime.now(dt.timezone.utc)
+    records = {r.run_id: record_data(r) for r in iter_records(folder / "results")}
+    return SmallSweep(folder, scenario, path, code, records, json.loads(printed.getvalue()), before, after)
 
 
 def launched_runs(printed: str) -> list[str]:

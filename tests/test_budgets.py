@@ -203,46 +203,19 @@ def test_interleaved_class_gans_resume_from_a_checkpoint_to_the_same_generators(
 
 
 @pytest.fixture(scope="module")
-def budgeted(tmp_path_factory):
-    """The three kinds of system under one images budget, and one time budget, on 1 and 2 processes."""
-    runs = [
-        {"strategy": "data_parallel", "engine": "mpi", "procs": [2]},
-        {"strategy": "label_partitioned", "engine": "mpi", "procs": [2]},
-        {"strategy": "cellular", "engine": "mpi", "grid": [1, 2], "procs": [1]},
-        {
-            "strategy": "data_parallel",
-            "engine": "mpi",
-            "procs": [1],
-            "label": "timed",
-            "train": {"budget_images": None, "budget_s": 2.0, "steps": None},
-        },
-        {  # one step, and it is the warm-up: no timed step
-            "strategy": "data_parallel",
-            "engine": "mpi",
-            "procs": [1],
-            "label": "warmonly",
-            "train": {"budget_images": None, "steps": 1},
-        },
-    ]
-    scenario = tiny_scenario(
-        "budgeted",
-        runs,
-        dataset={"classes": CLASSES},
-        train={"budget_images": 960, "batch_size": 16, "warmup_steps": 1, "threads": 1},
-        cellular={"batches_per_iteration": 3, "fitness_samples": 32, "mixture_samples": 40},
-        metrics={"enabled": True, "samples": 100, "curve_points": 2, "features": "classifier"},
-    )
-    folder = tmp_path_factory.mktemp("budgeted")
-    code, records = run_scenario(folder, scenario, "--tensorboard", str(folder / "tb"))  # events change no training
-    assert code == 0, {k: r.get("error") for k, r in records.items()}
-    return records
+def budgeted(small_sweep):
+    """The three kinds of system under one images budget, and one time budget, on 1 and 2 processes: the shared small
+    sweep's (tests/conftest.py: small_sweep_scenario), run with --tensorboard (events change no training)."""
+    assert small_sweep.scenario["dataset"]["classes"] == CLASSES
+    assert small_sweep.code == 0, {k: r.get("error") for k, r in small_sweep.records.items()}
+    return small_sweep.records
 
 
 @pytest.mark.multiproc
 @pytest.mark.parametrize(
     "run_id, steps, step_images",
     [
-        ("data_parallel-bce-mpi-p2-r0", 60, 16),  # a global step: one batch of 16
+        ("budgeted-p2-r0", 60, 16),  # data-parallel: a global step, one batch of 16
         ("label_partitioned-bce-mpi-p2-r0", 20, 48),  # a step of each of the 3 class GANs
         # an iteration: 3 batches of 16 in each of 2 cells, the discriminators trained on 2 of them (skip 1)
         ("cellular-mustangs-mpi-p1-g1x2-r0", 15, 64),
@@ -271,7 +244,7 @@ def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgete
 @pytest.mark.parametrize(
     "run_id, step_images, writers",
     [
-        ("data_parallel-bce-mpi-p2-r0", 16, [0]),  # rank 0 keeps the one model's history
+        ("budgeted-p2-r0", 16, [0]),  # data-parallel: rank 0 keeps the one model's history
         ("label_partitioned-bce-mpi-p2-r0", 48, [0, 1]),  # each rank its own class GANs' (classes 0, 1 and 2)
         ("cellular-mustangs-mpi-p1-g1x2-r0", 64, [0]),  # each rank its own cells'
     ],

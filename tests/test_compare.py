@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_scenario, tiny_scenario
 from suite.analysis.compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Measure, judge
 from suite.cli import main
 from suite.measure.metrics.features import ClassifierNet
@@ -15,20 +14,16 @@ from suite.records.results import iter_records, new_record, write_record
 P1, P2 = "data_parallel / bce / mpi / P=1", "data_parallel / bce / mpi / P=2"
 
 
+COMPARED = [f"data_parallel-bce-mpi-p{p}-r{r}" for p in (1, 2) for r in (0, 1)]
+"""The shared small sweep's runs the compare tests read (tests/conftest.py: small_sweep_scenario)."""
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Path:
-    """Real records: data-parallel MPI at P = 1 and 2, two repeats each, scored with the classifier."""
-    tmp = tmp_path_factory.mktemp("compare")
-    scenario = tiny_scenario(
-        "compare",
-        [{"strategy": "data_parallel", "engine": "mpi", "procs": [1, 2]}],
-        train={"steps": 40},
-        metrics={"enabled": True, "features": "classifier", "samples": 150, "curve_points": 0},
-    )
-    scenario["repeats"] = 2
-    code, records = run_scenario(tmp, scenario)
-    assert code == 0 and len(records) == 4
-    return tmp / "results"
+def results(small_sweep) -> Path:
+    """Real records: data-parallel MPI at P = 1 and 2, two repeats each, scored with the classifier (the shared small
+    sweep's, in a folder of their own)."""
+    assert small_sweep.code == 0 and set(COMPARED) <= set(small_sweep.records)
+    return small_sweep.subset("compare", COMPARED)
 
 
 def edited_copy(results: Path, to: Path, edit, procs: int | None = None) -> Path:
@@ -217,7 +212,10 @@ def test_quality_from_another_feature_network_is_not_compared(results, tmp_path,
     fid = row(report, P1, "fid")
     assert code == 0 and fid["verdict"] == "n/a" and fid["change"] is None
     pinned = ClassifierNet("digits").sha256[:12]
-    assert fid["note"] == f"different ruler or sample count: classifier:digits {pinned}, n=150 vs inception {pinned}, n=150"
+    assert fid["note"] == (  # the shared small sweep learns digits 0, 1 and 2
+        f"different ruler or sample count: classifier:digits {pinned}, n=150, classes 0,1,2 vs inception {pinned}, n=150, "
+        "classes 0,1,2"
+    )
 
 
 @pytest.mark.multiproc

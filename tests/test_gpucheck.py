@@ -14,7 +14,6 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, load_scenario, parse_scenario
 from suite.records.codec import check_record as check_schema
@@ -210,21 +209,18 @@ def test_the_scenario_is_valid_for_any_gpu_count(gpus):
 
 
 @pytest.mark.multiproc
-def test_a_real_cpu_record_carries_what_the_check_reads(tmp_path):
-    """The worker writes the fields the checks read; on a CPU each GPU check fails, saying what it found."""
-    runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}]
-    scenario = tiny_scenario(
-        "cpu-record", runs, train={"steps": 2}, metrics={"enabled": True, "features": "classifier", "samples": 200}
-    )
-    code, records = run_scenario(tmp_path, scenario)
-    assert code == 0
+def test_a_real_cpu_record_carries_what_the_check_reads(small_sweep):
+    """The worker writes the fields the checks read; on a CPU each GPU check fails, saying what it found (a record of
+    the shared small sweep, tests/conftest.py: data-parallel MPI at P = 1, scored with the classifier on 150 samples)."""
+    records = small_sweep.records
+    assert small_sweep.code == 0 and small_sweep.scenario["metrics"]["samples"] == 150
     lines = [c.line() for c in checks_of(records["data_parallel-bce-mpi-p1-r0"])]
     assert lines[0].startswith("PASS data_parallel-bce-mpi-p1-r0 status: ok, training window ")
     assert lines[1:] == [
         "FAIL data_parallel-bce-mpi-p1-r0 devices: 1 ranks on cpu",
         "FAIL data_parallel-bce-mpi-p1-r0 nvml: no NVML samples on ranks [0]: CPU run: no GPU to measure",
         "FAIL data_parallel-bce-mpi-p1-r0 timeline: steps timed with host_clock (rank 0)",
-        "FAIL data_parallel-bce-mpi-p1-r0 scoring: quality scored on cpu (classifier:digits, n 200)",
+        "FAIL data_parallel-bce-mpi-p1-r0 scoring: quality scored on cpu (classifier:digits, n 150)",
     ]
 
 

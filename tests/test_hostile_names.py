@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_scenario, tiny_scenario
+from conftest import REPO, tiny_scenario
 from suite.cli import main
 from suite.config.shown import shown
 from suite.config.validation import SAFE_NAME_RULE
@@ -291,30 +291,28 @@ def test_provenance_an_unchanged_scenario_and_only_other_runs_pass(tmp_path, cap
 
 
 @pytest.mark.multiproc
-def test_provenance_a_trained_run_records_its_settings_version_commit_and_times(tmp_path, capsys):
+def test_provenance_a_trained_run_records_its_settings_version_commit_and_times(small_sweep, tmp_path, capsys):
     import suite
     from suite.config.scenario import Run
     from suite.measure.env import source_revision
 
-    scenario = tiny_scenario("provenance", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])
-    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    code, records = run_scenario(tmp_path, scenario)
-    after = dt.datetime.now(dt.timezone.utc)
-    assert code == 0
-    (record,) = records.values()
-    run_dir = tmp_path / "results" / record["run_id"]
+    # a run of the shared small sweep (tests/conftest.py), with its `suite run`'s times before and after
+    assert small_sweep.code == 0
+    record = small_sweep.records["data_parallel-bce-mpi-p1-r0"]
+    run_dir = small_sweep.results / record["run_id"]
     assert record["status"] == "ok"
     assert record["settings"] == json.loads((run_dir / "run.json").read_text())
     assert Run.from_dict(record["settings"]).train.lr == 0.0002  # the settings load back as the run
     assert record["suite_version"] == suite.__version__
     source = source_revision()
     assert {k: record.get(k) for k in source} == source  # a field that is None is left out of the file
-    assert before <= _utc(record["started_utc"]) <= _utc(record["ended_utc"]) <= after
-    # and an edited scenario cannot be dry-run over it
+    assert small_sweep.before <= _utc(record["started_utc"]) <= _utc(record["ended_utc"]) <= small_sweep.after
+    # and an edited scenario cannot be dry-run over it (a folder holding that run alone)
+    results = small_sweep.subset("provenance", [record["run_id"]])
     path = tmp_path / "provenance.yaml"
-    path.write_text(yaml.safe_dump({**scenario, "model": {"latent_dim": 64}}))
-    hashed = _tree(tmp_path / "results")
+    path.write_text(yaml.safe_dump({**small_sweep.scenario, "model": {"latent_dim": 64}}))
+    hashed = _tree(results)
     capsys.readouterr()
-    assert main(["run", str(path), "--out", str(tmp_path / "results"), "--dry-run"]) == 2
+    assert main(["run", str(path), "--out", str(results), "--dry-run"]) == 2
     assert f"{record['run_id']} (model.latent_dim 100 -> 64)" in capsys.readouterr().err
-    assert _tree(tmp_path / "results") == hashed
+    assert _tree(results) == hashed

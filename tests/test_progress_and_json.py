@@ -67,17 +67,13 @@ def test_run_json_is_one_document_on_stdout(tmp_path, capsys):
 
 
 @pytest.mark.multiproc
-def test_a_run_logs_images_per_second_and_its_json_names_it(tmp_path, capsys):
-    """A real run (mpi, P=1, a few steps): its log holds the training loop's progress lines with images/s, and
-    `suite run --json` gives its status, times and images/s."""
-    path = tmp_path / "p.yaml"
-    scenario = tiny_scenario("p", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"steps": 20})
-    path.write_text(yaml.safe_dump(scenario))
-    out = tmp_path / "results"
-    code = main(["run", str(path), "--out", str(out), "-q", "--json", "--timeout", "600"])
-    document = json.loads(capsys.readouterr().out)
-    assert code == 0 and document["exit_code"] == 0, document
-    (run,) = document["runs"]
+def test_a_run_logs_images_per_second_and_its_json_names_it(small_sweep):
+    """A real run (mpi, P=1, 40 steps, of the shared small sweep: tests/conftest.py): its log holds the training loop's
+    progress lines with images/s, and `suite run --json` gives its status, times and images/s."""
+    document, out = small_sweep.document, small_sweep.results
+    assert small_sweep.code == 0 and document["exit_code"] == 0, document
+    assert sorted(run["run_id"] for run in document["runs"]) == sorted(small_sweep.records)  # every run, each once
+    (run,) = [run for run in document["runs"] if run["run_id"] == "data_parallel-bce-mpi-p1-r0"]
     assert run["status"] == "ok" and run["images_per_s"] > 0 and run["train_s"] > 0
     log = (out / run["run_id"] / LOG_FILE).read_text()
     assert sweep.latest_progress(out / run["run_id"]) is not None, log[-2000:]

@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import run_scenario, tiny_scenario
 from suite.analysis.tuning import tune
 from suite.cli import main
 from suite.config.expansion import expand, load_scenario
@@ -197,29 +196,15 @@ def test_the_tuning_scenario_searches_the_main_jobs_systems_alike_on_other_seeds
 
 
 @pytest.mark.multiproc
-def test_a_real_sweep_records_its_values_and_is_tuned(tmp_path):
-    scenario = tiny_scenario(
-        "sweep",
-        [
-            {
-                "strategy": "label_partitioned",
-                "engine": "mpi",
-                "loss": "wgan-gp",
-                "procs": [1],
-                "sweep": {"wgan_gp.lr": [0.0001, 0.001]},
-            }
-        ],
-        dataset={"classes": [0, 1]},
-        train={"steps": 2},
-        wgan_gp={"n_critic": 1},
-        metrics={"enabled": True, "features": "classifier", "samples": 200, "curve_points": 1},
-    )
-    code, records = run_scenario(tmp_path, scenario)
-    assert code == 0 and set(records) == {
+def test_a_real_sweep_records_its_values_and_is_tuned(small_sweep):
+    # the shared small sweep's entry (tests/conftest.py: small_sweep_scenario): label-partitioned W-CGANs at P = 1, two
+    # learning rates, scored with the classifier; tuned and reported in a results folder of their own
+    records = {k: v for k, v in small_sweep.records.items() if k.startswith("label_partitioned-wgan-gp-")}
+    assert small_sweep.code == 0 and set(records) == {
         "label_partitioned-wgan-gp-mpi-lr0.0001-p1-r0",
         "label_partitioned-wgan-gp-mpi-lr0.001-p1-r0",
     }
-    results = tmp_path / "results"
+    results = small_sweep.subset("tuning", sorted(records))
     for run_id, record in records.items():
         lr = record["sweep"]["wgan_gp.lr"]
         assert record["status"] == "ok" and run_id.endswith(f"-lr{lr}-p1-r0")
