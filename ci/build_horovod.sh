@@ -41,7 +41,8 @@ wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$key"
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     echo "horovod: building $HOROVOD_VERSION for $key (once; about a minute on 2 cores for the CPU build)"
     work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+    # No build isolation: pip reads the sdist's metadata with the venv's setuptools instead of installing its own first.
+    "$PYTHON" -m pip download --quiet --no-deps --no-build-isolation --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
     echo "$HOROVOD_SHA256  $work/horovod-$HOROVOD_VERSION.tar.gz" | sha256sum -c --quiet
     tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
     src="$work/horovod-$HOROVOD_VERSION"
@@ -58,10 +59,12 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
         # C++ ABIs: most of the build time where a toolkit is installed). Without GPU operations the suite
         # runs it on host tensors only (a GPU takes the NCCL build, ci/build_horovod_nccl.sh), so torch is
         # taken as its CPU side here, as on a machine without a toolkit.
+        # Nor does its CMake look for a CUDA compiler (enabling CUDA costs CMake several nvcc test compiles).
         find_cuda='print(True if ((torch.version.cuda is not None) and (CUDA_HOME is not None)) else False)'
         sed -i "s/$find_cuda/print(False)/" "$src/cmake/Modules/FindPytorch.cmake"
-        if grep -q "CUDA_HOME is not None" "$src/cmake/Modules/FindPytorch.cmake"; then
-            echo "horovod: FindPytorch.cmake's CUDA test was not found; the CPU build would compile CUDA" >&2; exit 1
+        sed -i 's/^check_language(CUDA)$/# CPU build: no CUDA compiler/; s/^if(NOT CMAKE_CUDA_COMPILER)$/if(FALSE)/' "$src/CMakeLists.txt"
+        if grep -q "CUDA_HOME is not None" "$src/cmake/Modules/FindPytorch.cmake" || ! grep -q "^if(FALSE)$" "$src/CMakeLists.txt"; then
+            echo "horovod: Horovod's CMake files are not the ones patched here; the CPU build would compile CUDA" >&2; exit 1
         fi
     # A CUDA build of torch makes Horovod's CMake look for the CUDA toolkit.
     elif [ -z "${CUDA_HOME:-}" ] && "$PYTHON" -c "import torch, sys; sys.exit(torch.version.cuda is None)"; then
