@@ -39,7 +39,7 @@ key="$torch_tag-mpi$with_mpi-gpu$gpu_ops"
 wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$key"
 
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-    echo "horovod: building $HOROVOD_VERSION for $key (once; about a minute on 2 cores for the CPU build)"
+    echo "horovod: building $HOROVOD_VERSION for $key (once; the wheel is cached)"
     work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
     # No build isolation: pip reads the sdist's metadata with the venv's setuptools instead of installing its own first.
     "$PYTHON" -m pip download --quiet --no-deps --no-build-isolation --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
