@@ -4,6 +4,8 @@
 # Horovod's last release compiles as C++14, which torch >= 2.1 headers reject. We build the
 # PyPI sdist with CMAKE_CXX_STANDARD 17 and cache the wheel, keyed by the Python tag, the
 # torch version and the feature flags, so a second set-up installs it in seconds.
+# Only what the suite runs is compiled: the PyTorch framework with the MPI and Gloo controllers,
+# without debug information, on every core; the CPU build (no GPU operations) leaves out CUDA.
 #
 # Usage: ci/build_horovod.sh PYTHON      (PYTHON: the virtual environment's interpreter)
 # Honoured: SUITE_WHEEL_CACHE (default ~/.cache/suite/wheels), HOROVOD_GPU_OPERATIONS
@@ -37,17 +39,35 @@ key="$torch_tag-mpi$with_mpi-gpu$gpu_ops"
 wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$key"
 
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-    echo "horovod: building $HOROVOD_VERSION for $key (about 3-5 minutes, once)"
+    echo "horovod: building $HOROVOD_VERSION for $key (once; the wheel is cached)"
     work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+    # No build isolation: pip reads the sdist's metadata with the venv's setuptools instead of installing its own first.
+    "$PYTHON" -m pip download --quiet --no-deps --no-build-isolation --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
     echo "$HOROVOD_SHA256  $work/horovod-$HOROVOD_VERSION.tar.gz" | sha256sum -c --quiet
     tar xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
     src="$work/horovod-$HOROVOD_VERSION"
     sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
     grep -q "CMAKE_CXX_STANDARD 17" "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+    # Release, not setup.py's RelWithDebInfo: the same -O3 code (Horovod's CMake turns RelWithDebInfo's -O2
+    # into -O3) without -g, which made the compiles of torch's headers and the link most of the build.
+    sed -i "s/else 'RelWithDebInfo'/else 'Release'/" "$src/setup.py"
+    grep -q "else 'Release'" "$src/setup.py"
 
+    if [ "$gpu_ops" = none ]; then
+        # The CPU build: Horovod's CMake adds CUDA whenever torch is a CUDA build and a toolkit is found
+        # (its GPU host code, and its kernels compiled by nvcc for every architecture nvcc knows, for two
+        # C++ ABIs: most of the build time where a toolkit is installed). Without GPU operations the suite
+        # runs it on host tensors only (a GPU takes the NCCL build, ci/build_horovod_nccl.sh), so torch is
+        # taken as its CPU side here, as on a machine without a toolkit.
+        # Nor does its CMake look for a CUDA compiler (enabling CUDA costs CMake several nvcc test compiles).
+        find_cuda='print(True if ((torch.version.cuda is not None) and (CUDA_HOME is not None)) else False)'
+        sed -i "s/$find_cuda/print(False)/" "$src/cmake/Modules/FindPytorch.cmake"
+        sed -i 's/^check_language(CUDA)$/# CPU build: no CUDA compiler/; s/^if(NOT CMAKE_CUDA_COMPILER)$/if(FALSE)/' "$src/CMakeLists.txt"
+        if grep -q "CUDA_HOME is not None" "$src/cmake/Modules/FindPytorch.cmake" || ! grep -q "^if(FALSE)$" "$src/CMakeLists.txt"; then
+            echo "horovod: Horovod's CMake files are not the ones patched here; the CPU build would compile CUDA" >&2; exit 1
+        fi
     # A CUDA build of torch makes Horovod's CMake look for the CUDA toolkit.
-    if [ -z "${CUDA_HOME:-}" ] && "$PYTHON" -c "import torch, sys; sys.exit(torch.version.cuda is None)"; then
+    elif [ -z "${CUDA_HOME:-}" ] && "$PYTHON" -c "import torch, sys; sys.exit(torch.version.cuda is None)"; then
         for candidate in /usr/local/cuda "$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")")"; do
             [ -x "$candidate/bin/nvcc" ] && export CUDA_HOME=$candidate && break
         done

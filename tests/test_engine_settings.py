@@ -253,6 +253,30 @@ def test_horovod_that_cannot_be_imported_stops_the_engine_in_one_line(monkeypatc
     assert message.startswith(f"horovod engine: `import horovod.torch` failed ({type(error).__name__}: {error}){hint}")
 
 
+@pytest.mark.parametrize(
+    "gpu, cuda_built, refused",
+    [(True, False, True), (True, True, False), (False, False, False)],  # the CPU build on a GPU; the NCCL build; a CPU
+)
+def test_horovods_cpu_build_on_a_gpu_stops_the_engine_in_one_line(monkeypatch, tmp_path, gpu, cuda_built, refused):
+    """ci/build_horovod.sh's CPU build has no CUDA: a rank that would train on a GPU with it is refused before training
+    (Horovod itself would fail at the first allreduce, on a missing function of its library)."""
+    from suite.config.registry import HOROVOD_NCCL_BUILD
+    from suite.train.engines import base, horovod
+
+    monkeypatch.setattr(horovod, "uses_cuda", lambda: gpu)
+    monkeypatch.setattr(base, "uses_cuda", lambda: False)  # the base rule's own device choice: this machine's CPU
+    engine = horovod.HorovodEngine(HorovodConfig(), tmp_path)
+    engine.hvd = types.SimpleNamespace(cuda_built=lambda: cuda_built, rocm_built=lambda: False)
+    if not refused:
+        assert engine.pick_device() == torch.device("cpu")
+        return
+    with pytest.raises(RuntimeError) as raised:
+        engine.pick_device()
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1 and message.startswith("horovod engine: this Horovod is the CPU build")
+    assert HOROVOD_NCCL_BUILD in message and "SUITE_DEVICE=cpu" in message
+
+
 # --- DDP and DeepSpeed --------------------------------------------------------------------------------------
 
 

@@ -287,6 +287,16 @@ class HorovodEngine(Engine):
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
         self.device = self.pick_device()
 
+    def pick_device(self) -> torch.device:
+        """The base rule, refused in one line where this rank would train on a GPU with a Horovod built without GPU
+        support (ci/build_horovod.sh's CPU build has no CUDA), which would fail at the first allreduce."""
+        if uses_cuda() and not (self.hvd.cuda_built() or self.hvd.rocm_built()):
+            raise RuntimeError(
+                "horovod engine: this Horovod is the CPU build (no GPU support) and torch sees a GPU: install the NCCL "
+                f"build ({HOROVOD_NCCL_BUILD}), or train on the CPU with SUITE_DEVICE=cpu"
+            )
+        return super().pick_device()
+
     def settings(self) -> dict[str, Any]:
         """Horovod's settings in effect (:func:`horovod_settings`), the optimizer's groups, controller and process sets."""
         return {
