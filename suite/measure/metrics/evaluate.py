@@ -454,19 +454,19 @@ def evaluate_estimand(images: torch.Tensor, ref: Reference, networks: tuple[Feat
         raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
     net, _ = networks or ref.networks()
     real = real_statistics(ref, net)
-    block: dict = {"features": net.name, "n": int(len(images)), "n_real": int(real["n"]), "fid": None, "kid_mean": None}
-    reason = unscorable_samples(images)
+    n_real = int(real["n"])
+    reason, fid_value, kid_value, note = unscorable_samples(images), None, None, None
     features = net(protocol_images(images, ref.protocol))[0] if reason is None else None
     if features is not None and not np.isfinite(features).all():
         reason = f"the {net.name} features of the samples are not finite"
     if reason is None and features is not None:
-        note = fid_withheld(len(features), int(real["n"]), features.shape[1])
+        note = fid_withheld(len(features), n_real, features.shape[1])
         try:
-            block["fid"] = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
-            block["kid_mean"] = mmd2_unbiased_all(features, real["features"])
+            fid_value = None if note else frechet_distance(*statistics(features), real["mu"], real["sigma"])
+            kid_value = mmd2_unbiased_all(features, real["features"])
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as error:  # a singular problem
             reason = f"the scores cannot be computed: {error}"
-        block["fid_note"] = note
+    block = dict(features=net.name, n=int(len(images)), n_real=n_real, fid=fid_value, kid_mean=kid_value, fid_note=note)
     if reason is not None:
         log.warning("samples not scorable: %s", reason)
         return {**block, "fid": None, "kid_mean": None, "not_scorable": reason}
