@@ -398,9 +398,14 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
             records, rest = launch_runs(group, options.launch, timeout=sweep.timeout, tick=tick, grace=sweep.grace, guard=guard)
     except OSError as error:  # its log or record could not be written: the disk is full, read-only or gone
         progress and progress.close()
+        at = sorted(tally.positions[one.run.run_id] + 1 for one in group)
+        who = (
+            f"run {at[0]} of {tally.total}, {names}, has"
+            if len(group) == 1
+            else f"a run of the launch of runs {at[0]}-{at[-1]} of {tally.total} ({names}) has"
+        )
         print(
-            f"error: the launch of {names} left a run without a record: {error}; the sweep stops "
-            "here, and `suite run ... --resume` continues once that is fixed",
+            f"error: {who} no record: {error}; the sweep stops here, and `suite run ... --resume` continues once that is fixed",
             file=sys.stderr,
         )
         return None
