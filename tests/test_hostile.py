@@ -369,7 +369,7 @@ def test_a_run_folder_that_vanished_before_its_launch_stops_the_sweep_in_one_lin
     )
     assert main(["run", str(path), "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
-        f"error: the launch of {run_dir.name} left a run without a record: could not write {run_dir / 'log.txt'} (No such "
+        f"error: run 1 of 1, {run_dir.name}, has no record: could not write {run_dir / 'log.txt'} (No such "
         "file or directory); it needs its folder, which is gone; the sweep stops here, and `suite run ... --resume` "
         "continues once that is fixed\n"
     )
