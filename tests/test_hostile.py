@@ -375,6 +375,29 @@ def test_a_run_folder_that_vanished_before_its_launch_stops_the_sweep_in_one_lin
     )
 
 
+def test_a_shared_launch_whose_record_cannot_be_written_names_its_runs_and_places(tmp_path, capsys, monkeypatch):
+    """Runs of one launch (one engine, process count and launcher): a record that could not be written stops the sweep
+    in one line naming the launch's runs and their places in the sweep; nothing is launched after it."""
+    runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [1], "train": {"seeds": [0, 1]}}]
+    path, out = _scenario_file(tmp_path, runs), tmp_path / "results"
+    launched = []
+
+    def full_disk(group, *args, **kwargs):
+        launched.append([one.run.run_id for one in group])
+        raise OSError(f"could not write {group[1].run_dir / 'result.json'} (No space left on device)")
+
+    monkeypatch.setattr("suite.running.launch.check_tools", lambda runs, opts: None)
+    monkeypatch.setattr("suite.running.launch.launch_runs", full_disk)
+    assert main(["run", str(path), "--out", str(out)]) == 1
+    (group,) = launched
+    assert len(group) == 2
+    assert capsys.readouterr().err == (
+        f"error: a run of the launch of runs 1-2 of 2 ({', '.join(group)}) has no record: could not write "
+        f"{out / group[1] / 'result.json'} (No space left on device); the sweep stops here, and `suite run ... --resume` "
+        "continues once that is fixed\n"
+    )
+
+
 # --- stale library locks -------------------------------------------------------------------------------------------
 
 
