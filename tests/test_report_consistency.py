@@ -154,11 +154,11 @@ def test_the_check_tells_a_rounding_from_another_number():
 
 
 FIRST_PAGE_LINES = 150
-FIRST_PAGE_ROW = 175
+FIRST_PAGE_ROW = 190
 """The first page's budget (issue 37): read in two minutes, its table rows readable without scrolling on a wide
 screen (the verdict column names up to four families: time to target, end FID, learns faster and speedup, each with
 its mark; the end FID beside the final one and the seeds where sequential seeds gave systems different counts: 175,
-was 160 with three families)."""
+was 160 with three families; 190 with coverage the fifth family)."""
 
 
 def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, records):
@@ -168,10 +168,16 @@ def test_the_first_page_is_short_and_opens_with_the_short_headline(report_md, re
     assert [line for line in lines if line.startswith("## ")][0] == "## Headline"
     first = tables(text)[0]
     # the seeds column where sequential seeds gave the systems different counts; the end FID the verdicts compare
+    main = [r for r in records if r["procs"] == max(q["procs"] for q in records if q["strategy"] == r["strategy"])]
+    counts = {
+        (r["strategy"], r["loss"], r["engine"]): sum(q["strategy"] == r["strategy"] and q["loss"] == r["loss"] for q in main)
+        for r in main
+    }
+    seeds = ["seeds"] if len(set(counts.values())) > 1 else []
     assert first.where == "Headline" and first.columns == [
         "strategy",
         "P",
-        "seeds",
+        *seeds,
         "end FID",
         "FID",
         "images/s",

@@ -25,9 +25,9 @@ TEXT = set(
     class_set status reason note notes is_note fid_note files seed_list threads_per_rank peak_source
     peak_raised_ranks verdict verdicts finding claim direction better check checks network model fit cost_model
     paper point grid cpu kernel_set item launcher role fitted_on quality equal_budget_unit family estimand budget_unit
-    system_a system_b
+    system_a system_b git_commit
     """.split()
-)  # the last five: findings.csv's family, estimand in words, the budget's unit and its two systems
+)  # findings.csv's family, estimand in words, the budget's unit and its two systems; a commit hash (environment_per_run.csv where runs came from two commits)
 """Columns that hold words (or lists) by design; every other column must read as a number."""
 
 
