@@ -84,7 +84,10 @@ def test_a_huge_spread_in_any_baseline_field_fails_the_comparison_naming_the_fie
 
 @pytest.mark.parametrize("worse", [_twice_slower, _twice_worse])
 def test_honest_baselines_still_catch_a_twice_slower_or_worse_run(tmp_path, capsys, worse):
-    code, out = _compare(tmp_path, capsys, digits_records(), worse(digits_records()))
+    # the label-partitioned DC-CGAN's P = 1 runs: seeds whose FIDs spread a few per cent (the DC-CGAN's at lr 0.003
+    # spread so widely over 3 seeds that twice its FID is within their noise, as compare rightly says)
+    runs = [f"label_partitioned-bce-mpi-p1-s{seed}-r0" for seed in (0, 1, 2)]
+    code, out = _compare(tmp_path, capsys, digits_records(runs), worse(digits_records(runs)))
     assert code == 1 and "REGRESSION" in out and "INVALID" not in out
 
 
