@@ -377,6 +377,26 @@ def _scores(
     return scores
 
 
+def check_shape(images: torch.Tensor, ref: Reference) -> None:
+    """Raise ValueError unless ``images`` are (N, C, H, W) at ``ref``'s image size."""
+    if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
+        raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
+
+
+def sample_features(
+    images: torch.Tensor, ref: Reference, net: FeatureNet
+) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+    """``(features, probabilities, None)`` of scorable ``images`` under ``ref``'s protocol, or ``(.., .., reason)``
+    where they cannot be scored (:func:`unscorable_samples`, or features that are not finite)."""
+    reason = unscorable_samples(images)
+    if reason is not None:
+        return None, None, reason
+    features, probs = net(protocol_images(images, ref.protocol))
+    if not np.isfinite(features).all():
+        return features, probs, f"the {net.name} features of the samples are not finite"
+    return features, probs, None
+
+
 def evaluate_images(
     images: torch.Tensor,
     labels: torch.Tensor | np.ndarray,
@@ -390,8 +410,7 @@ def evaluate_images(
     (:func:`suite.measure.metrics.curve.curve_point`), without the manifold, class and per-class scores (about half
     of a block's time on the digits ruler, for fields no curve point keeps)."""
     labels = np.asarray(labels, dtype=np.int64)
-    if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
-        raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
+    check_shape(images, ref)
     net, classifier = networks or ref.networks()
     real = real_statistics(ref, net)
     every = real_class_features(ref, net)
@@ -407,10 +426,8 @@ def evaluate_images(
         "classes": sorted(int(c) for c in np.unique(every["labels"])),
         "num_classes": int(every["num_classes"]),
     }
-    reason, scores = unscorable_samples(images), {}
-    features, probs = net(protocol_images(images, ref.protocol)) if reason is None else (None, None)
-    if features is not None and not np.isfinite(features).all():
-        reason = f"the {net.name} features of the samples are not finite"
+    scores: dict = {}
+    features, probs, reason = sample_features(images, ref, net)
     if reason is None and features is not None:
         try:
             scores = _scores(features, probs, real, net, ref.prdc_k, manifold=not curve)
@@ -450,15 +467,12 @@ def evaluate_estimand(images: torch.Tensor, ref: Reference, networks: tuple[Feat
     subsets, the manifold and per-class scores of :func:`evaluate_images` would cost several times its FID there
     (about 25 s of 30 at 5,000 samples on one CPU core) for fields no record keeps.
     """
-    if images.ndim != 4 or images.shape[-1] != ref.image_size or images.shape[-2] != ref.image_size:
-        raise ValueError(f"images must be (N, C, {ref.image_size}, {ref.image_size}) for this dataset, got {tuple(images.shape)}")
+    check_shape(images, ref)
     net, _ = networks or ref.networks()
     real = real_statistics(ref, net)
     n_real = int(real["n"])
-    reason, fid_value, kid_value, note = unscorable_samples(images), None, None, None
-    features = net(protocol_images(images, ref.protocol))[0] if reason is None else None
-    if features is not None and not np.isfinite(features).all():
-        reason = f"the {net.name} features of the samples are not finite"
+    fid_value, kid_value, note = None, None, None
+    features, _, reason = sample_features(images, ref, net)
     if reason is None and features is not None:
         note = fid_withheld(len(features), n_real, features.shape[1])
         try:
