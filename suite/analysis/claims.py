@@ -7,23 +7,21 @@ them, and ``findings.csv``, every pair's verdict as a row.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, cast
 
 import pandas as pd
-from scipy import special
 
 from ..measure.metrics.signals import UNTRAINED_MARGIN
 from ..records.record import Record
 from . import diversity
 from .estimand import END_DEFINITION, end_fid, equivalence_margin, seed_policy, speed_definition, speed_fractions
-from .findings import HeadlineRow, caveats, config_name, contended, headline_rows, not_learned_reasons, rows_of
+from .findings import HeadlineRow, caveats, config_name, contended, end_ruler_text, headline_rows, not_learned_reasons, rows_of
 from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
 from .stats.settling import Scale, budget_scale, quality_scale, speedup_scale
-from .stats.verdicts import CONFIDENCE, Family, Summary, compare_all, location_difference, sentence
+from .stats.verdicts import Family, Summary, compare_all, ratio_interval, sentence
 
 TIMING = ("time to target", "speedup")
 """The quantities of the findings that are timings (a busy host weakens them)."""
@@ -209,7 +207,7 @@ def tested_findings(table: pd.DataFrame, records: list[Record], scaling: dict[st
     scored = scored_rows(rows)
     rulers = {row.quality for row in scored}
     if end_rows(scored):
-        out.append(replace(_end_quality(scored, str(next(iter(rulers))), records, scaling), scale=quality_scale(scored)))
+        out.append(replace(_end_quality(scored, end_ruler_text(scored), records, scaling), scale=quality_scale(scored)))
     elif scored and len(rulers) == 1:
         fid = all(row.fid_summary is not None for row in scored)
         metric = "FID" if fid else "KID"
@@ -352,7 +350,8 @@ def verdicts(
                 tag = ""
             same = sum(name in (p.first, p.second) for p in family.equivalences)
             if same and family.margin is not None:
-                tag += (", " if tag else f"{quantity} ") + f"≈ {same}"
+                # "within 1.5-fold", not "≈": two systems within the margin may still differ inside it
+                tag += (", " if tag else f"{quantity} ") + f"within {family.margin:g}x of {same}"
             if not tag:
                 continue
             busy = quantity in TIMING and any(contended(r) for r in timed.get(name, []))
@@ -400,17 +399,6 @@ FINDINGS_COLUMNS = (
 """The columns of ``findings.csv``: one row per pair of every tested family."""
 
 
-def _ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None, float | None]:
-    """``a / b`` of two log-scale estimates with its 95 % Welch interval (None where it cannot be told)."""
-    if not (a.log and b.log):
-        return None, None, None
-    d = location_difference(a, b)
-    if d is None:
-        return math.exp(a.location - b.location), None, None
-    half = float(special.stdtrit(d.df_conservative, 0.5 + CONFIDENCE / 2)) * d.se  # the test's df
-    return math.exp(d.value), math.exp(d.value - half), math.exp(d.value + half)
-
-
 def findings_table(found: list[Finding]) -> pd.DataFrame:
     """Every pair's verdict as a row (:data:`FINDINGS_COLUMNS`), so that tools read the verdicts without the prose.
 
@@ -433,7 +421,7 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
         amount = finding.scale.amount if finding.scale is not None else None
         for pair in family.pairs:
             a, b = pair.estimates or (family.summaries[pair.first], family.summaries[pair.second])
-            ratio, lo, hi = _ratio_interval(a, b)
+            ratio, lo, hi = ratio_interval(a, b)
             verdict = "not testable" if pair.p_value is None else "a better" if pair.significant else pair.verdict
             rows.append(
                 {

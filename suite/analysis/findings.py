@@ -147,15 +147,23 @@ def not_learned_reasons(quality: Quality) -> list[str]:
     return not_learned(quality)
 
 
-def ruler_text(q: Quality) -> str:
-    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count, the
-    classes scored against where they are not all of the dataset's, and the protocol where it is not the default."""
+def ruler_text(q: Quality, n: int | None = None) -> str:
+    """What a score is comparable under: network, the first 12 hex digits of its hash, sample count (``n``, else the
+    final model's), the classes scored against where they are not all of the dataset's, and the protocol where it is
+    not the default."""
     digest = (q.ruler_sha256 or "")[:12]
     classes = q.classes or []
     subset = f", classes {','.join(map(str, classes))}" if classes and len(classes) < (q.num_classes or 0) else ""
     protocol = q.protocol or MetricsConfig.protocol  # records from before protocols scored as the default does
     named = f", protocol {protocol}" if protocol != MetricsConfig.protocol else ""
-    return cell(f"{q.features}" + (f" {digest}" if digest else "") + f", n={q.n}{subset}{named}")  # a record's words
+    return cell(f"{q.features}" + (f" {digest}" if digest else "") + f", n={n or q.n}{subset}{named}")  # a record's words
+
+
+def end_ruler_text(rows: list[HeadlineRow]) -> str:
+    """The rulers of ``rows``' end-of-budget FIDs (:func:`suite.analysis.estimand.end_fid`): :func:`ruler_text` at the
+    EMA generator's sample count (``quality.ema_n``), which is not the final model's."""
+    qualities = [r.quality for row in rows for r in row.main if r.quality is not None and r.quality.ema_fid is not None]
+    return "; ".join(sorted({ruler_text(q, q.ema_n) for q in qualities}))
 
 
 def per_seed(runs: list[Record], value: Callable[[Record], Any]) -> list[float | None]:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...records.record import Record
 from ..claims import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
-from ..findings import HeadlineRow, contended, rows_of
+from ..findings import HeadlineRow, contended, end_ruler_text, rows_of
 from ..markdown import NA, cell, markdown_table
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
@@ -107,7 +107,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
     lines.append(
         f"One row per strategy at its largest process count `P`, over {_draws(rows)}: estimate [95 % interval]. "
         + (
-            f"end FID{ruler}: the FID of the model each run ends with, the end-of-budget estimand the quality verdicts "
+            f"end FID under {cell(end_ruler_text(rows))}: the FID of the model each run ends with, the end-of-budget estimand the quality verdicts "
             "compare, fixed in advance on pilot seeds (reports/verdicts/estimand.md); "
             if end
             else ""
@@ -116,7 +116,7 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         "discriminators in the training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: "
         f"what the tests below found ({TESTS[TEST].words} on log values, every pair of a family Holm-corrected "
         + levels_text(found)
-        + ("; quality: better, within the margin (≈) or undecided" if end else "")
+        + ("; quality: better, within the margin (their ratio inside it: not equal, they may differ inside it) or undecided" if end else "")
         + "). [Every column](details/headline.md)."
         + (f" {KID_UNITS}" if metric == "kid" else "")
         + "\n"

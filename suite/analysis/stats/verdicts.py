@@ -617,8 +617,13 @@ def _equivalence_sentences(family: Family) -> list[str]:
     if same:
         out.append(
             f"Equivalent within {margin}-fold: "
-            + _and([f"{p.first} and {p.second} (p = {p.p_equivalence_adjusted:.2g}{_early(family, p)})" for p in same])
-            + "."
+            + _and(
+                [
+                    f"{p.first} and {p.second} ({_ratio_text(family, p)}p = {p.p_equivalence_adjusted:.2g}{_early(family, p)})"
+                    for p in same
+                ]
+            )
+            + " (within the margin, not equal: the ratio's interval says how far apart they may be)."
         )
     undecided = family.undecided
     if undecided:
@@ -631,6 +636,27 @@ def _equivalence_sentences(family: Family) -> list[str]:
     elif family.tested:
         out.append("Every tested pair is decided.")
     return out
+
+
+def ratio_interval(a: Summary, b: Summary) -> tuple[float | None, float | None, float | None]:
+    """``a / b`` of two log-scale estimates with its 95 % Welch interval (None where it cannot be told)."""
+    if not (a.log and b.log):
+        return None, None, None
+    d = location_difference(a, b)
+    if d is None:
+        return math.exp(a.location - b.location), None, None
+    half = float(special.stdtrit(d.df_conservative, 0.5 + CONFIDENCE / 2)) * d.se  # the test's df
+    return math.exp(d.value), math.exp(d.value - half), math.exp(d.value + half)
+
+
+def _ratio_text(family: Family, pair: Pair) -> str:
+    """``ratio 0.94 [0.85, 1.04], `` of an equivalent pair (the estimates it was decided on), or nothing where the
+    family's quantity is not on the log scale."""
+    a, b = pair.estimates or (family.summaries[pair.first], family.summaries[pair.second])
+    value, lo, hi = ratio_interval(a, b)
+    if value is None:
+        return ""
+    return f"ratio {value:.3g} [{lo:.3g}, {hi:.3g}], " if lo is not None and hi is not None else f"ratio {value:.3g}, "
 
 
 def _early(family: Family, pair: Pair) -> str:
