@@ -171,3 +171,18 @@ def test_a_rank_without_rank_0s_ruler_hands_its_share_back_to_rank_0(scored_by, 
     shared = score_on_ranks(run, outcome, 2)[0]
     assert sorted(scored_by) == sorted([("rank0", identity(final)), ("rank0", identity(earlier))])
     assert shared[0] == alone[0] and "rank 0 scores its 1 models" in caplog.text
+
+
+def test_the_ema_generator_of_ten_times_the_samples_gets_a_rank_of_its_own():
+    """The longest-processing-time rule: handed out in turn, the EMA generator (scored on 10 times the samples) landed
+    beside the final model and a curve snapshot on rank 0 while rank 1 waited."""
+    final, a, b, c, ema = bundle(0), bundle(1), bundle(2), bundle(3), bundle(4)
+    outcome = Outcome(final, curve=[(1.0, 2, 64, a), (1.5, 3, 96, b), (2.0, 4, 128, c)], ema=ema)
+    keys = {r: [key for key, _ in jobs] for r, jobs in scoring.share_out(outcome, 2, ema_cost=10).items()}
+    assert keys == {0: ["final", "curve0", "curve1", "curve2"], 1: ["ema"]}
+    assert {r: [key for key, _ in jobs] for r, jobs in scoring.share_out(outcome, 2).items()} == {
+        0: ["final", "curve1", "ema"],
+        1: ["curve0", "curve2"],
+    }  # at equal costs, in turn (as before)
+    three = {r: [key for key, _ in jobs] for r, jobs in scoring.share_out(outcome, 3, ema_cost=2).items()}
+    assert three == {0: ["final", "curve1"], 1: ["ema"], 2: ["curve0", "curve2"]}  # the costliest first

@@ -82,11 +82,15 @@ def final_aliases(outcome: Outcome) -> list[str]:
     ]
 
 
-def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> dict[int, Jobs]:
+def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema_cost: float = 1.0) -> dict[int, Jobs]:
     """Which rank scores which model: ``{rank: [(key, bundle)]}``, the final model (key ``final``) on rank 0.
 
     The curve's snapshots are ``curve<i>`` (none where the strategy scored them while training, nor
-    the :func:`final_aliases`), the extra models ``extra:<name>``, the EMA generator :data:`EMA`.
+    the :func:`final_aliases`), the extra models ``extra:<name>``, the EMA generator :data:`EMA`, which costs
+    ``ema_cost`` times another model (it is scored on ``metrics.ema_samples``, the others on ``metrics.samples``).
+    Each model goes to the rank with the least cost so far, the costliest first (the longest-processing-time rule), so
+    that the ranks finish together: handed out in turn, the EMA generator of 10 times the samples landed beside the
+    final model on rank 0 while rank 1 waited.
     """
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     skipped = set(final_aliases(outcome) if aliases is None else aliases)
@@ -97,9 +101,16 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None) -> 
     jobs += [(f"extra:{name}", b) for name, b in outcome.extra_bundles.items()]
     jobs += [(EMA, outcome.ema)] if outcome.ema is not None else []
     shared = size > 1 and sum(bundle_bytes(b) for _, b in jobs[1:]) <= SHARE_LIMIT_BYTES
+    if not shared:
+        return {0: jobs}
+    cost = {key: ema_cost if key == EMA else 1.0 for key, _ in jobs}
+    load, owner = [cost[FINAL]] + [0.0] * (size - 1), {FINAL: 0}
+    for key, _ in sorted(jobs[1:], key=lambda job: -cost[job[0]]):  # stable: equal costs keep their order
+        rank = min(range(size), key=lambda r: (load[r], r))
+        owner[key], load[rank] = rank, load[rank] + cost[key]
     plan: dict[int, Jobs] = {}
-    for i, job in enumerate(jobs):
-        plan.setdefault(i % size if shared else 0, []).append(job)
+    for key, bundle in jobs:
+        plan.setdefault(owner[key], []).append((key, bundle))
     return plan
 
 
@@ -188,7 +199,8 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
         return None
     ruled = ruler(run, engine.device)
     aliases = final_aliases(outcome)
-    plan = share_out(outcome, engine.size, aliases)
+    samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
+    plan = share_out(outcome, engine.size, aliases, ema_samples / samples if ema_samples and samples else 1.0)
     jobs = {r: [(key, on_cpu(b)) for key, b in share] for r, share in plan.items() if r != 0}
     engine.allgather_object({"ruler": ruler_identity(ruled), "jobs": jobs})
     gathered = engine.gather_object(score_jobs(run, plan.get(0, []), engine.device, ruled))
