@@ -17,7 +17,7 @@ from suite.measure.metrics import Reference
 from suite.records.record import Quality, Record
 from suite.running.scoring import EMA, samples_for
 from suite.train.ema import EmaGenerator, decay_for
-from suite.train.strategies.cellular.state import Layout
+from suite.strategies.cellular.state import Layout
 
 BASE = {"name": "e", "dataset": {"name": "digits", "image_size": 20}, "runs": [{"strategy": "data_parallel", "engine": "mpi"}]}
 

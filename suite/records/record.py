@@ -262,7 +262,7 @@ class CellPoint:
     accepted: bool | None = None
     decisions: list[dict] | None = None
     """The iteration's decisions (tournament, replace, mixture): what was chosen and the z value of the closest
-    call, the improvement in standard errors (:mod:`suite.train.strategies.cellular.decide`)."""
+    call, the improvement in standard errors (:mod:`suite.strategies.cellular.decide`)."""
 
 
 History = list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]]
