@@ -61,10 +61,13 @@ def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
 
 
 def trait_modules(entry) -> set[str]:
-    """The modules of an entry's implementation and of the traits it names as ``"module:function"``
-    (:func:`suite.config.registry.lazy`; the settings class aside), as paths without ``.py``: where its own code lives."""
+    """The modules of an entry's implementation, of the traits it names as ``"module:function"``
+    (:func:`suite.config.registry.lazy`; the settings class aside) and of a built-in strategy's entry, as paths without
+    ``.py``: where its own code lives."""
     targets = [entry.target] if entry.target else []
     targets += [getattr(value, "target", None) for value in vars(entry).values()]
+    if isinstance(entry, StrategyEntry) and entry.name in STRATEGIES.sources:  # a built-in's entry module
+        targets.append(STRATEGIES.sources[entry.name] + ":ENTRIES")
     return {str(Path(*t.partition(":")[0].split("."))) for t in targets if isinstance(t, str)}
 
 
