@@ -393,7 +393,7 @@ def flat_columns() -> dict[str, str]:
 
 def joined_columns(table: str) -> list[str]:
     """The installed strategies' columns that join the report's ``table`` (one of
-    :data:`suite.records.record.TABLES`), in the order of :func:`flat_columns`: those whose :func:`column` mark names
+    :data:`suite.records.record.REPORT_TABLES`), in the order of :func:`flat_columns`: those whose :func:`column` mark names
     it. The table shows them after its own columns, so that a strategy's field reaches it from its package alone."""
     return [name for name, (_, f) in _strategy_columns().items() if table in f.metadata.get("tables", ())]
 

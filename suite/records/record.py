@@ -58,19 +58,19 @@ class RecordError(SchemaError):
 
 RUNS = "runs"
 """The report's per-run table (its Runs section and ``runs.csv``): a table a column may join (:func:`column`)."""
-TABLES = (RUNS,)
+REPORT_TABLES = (RUNS,)
 """The report's tables that a strategy's column may join besides the flat table, which every column is in."""
 
 
 def column(name: str | None = None, *, tables: tuple[str, ...] = (), text: Callable[[Any], Any] | None = None) -> Any:
     """A field (default None) that is a column of the flat table, named ``name`` or after the field.
 
-    ``tables``: the report's tables (:data:`TABLES`) that a strategy's column also joins, after the core's columns
+    ``tables``: the report's tables (:data:`REPORT_TABLES`) that a strategy's column also joins, after the core's columns
     (:func:`suite.records.codec.joined_columns`); ``text``: how the flat table shows its value (None: as it is).
     """
-    unknown = [t for t in tables if t not in TABLES]
+    unknown = [t for t in tables if t not in REPORT_TABLES]
     if unknown:
-        raise ValueError(f"column {name or ''!r}: no report table {unknown[0]!r} (one of {', '.join(TABLES)})")
+        raise ValueError(f"column {name or ''!r}: no report table {unknown[0]!r} (one of {', '.join(REPORT_TABLES)})")
     metadata: dict[str, Any] = {"column": name or True}
     if tables:
         metadata["tables"] = tuple(tables)
@@ -79,7 +79,7 @@ def column(name: str | None = None, *, tables: tuple[str, ...] = (), text: Calla
     return dataclasses.field(default=None, metadata=metadata)
 
 
-def listed(value: Any) -> str | None:
+def comma_list(value: Any) -> str | None:
     """A list of values as the flat table shows it: ``0,3,7`` (None where empty)."""
     return ",".join(map(str, value)) if value else None
 

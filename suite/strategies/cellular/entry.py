@@ -10,7 +10,7 @@ from typing import Any
 from ...config.registry import CARTESIAN, CELLS, StrategyEntry, lazy
 from .record import CellularRecord
 
-RULES = "suite.strategies.cellular.rules"
+_RULES = "suite.strategies.cellular.rules"
 """The module of its section's rules, its grids', its step's size and its checkpoints' footprint."""
 
 
@@ -38,16 +38,16 @@ ENTRIES = (
         requires=frozenset({CARTESIAN}),
         settings="cellular",
         settings_class="suite.strategies.cellular.settings:CellularConfig",
-        check_settings=lazy(f"{RULES}:check_cellular"),
-        scenario_rules=lazy(f"{RULES}:check_mixture_space"),
+        check_settings=lazy(f"{_RULES}:check_cellular"),
+        scenario_rules=lazy(f"{_RULES}:check_mixture_space"),
         scenario_reads=frozenset({"metrics", "dataset"}),
-        check_entry=lazy(f"{RULES}:check_cellular_spec"),
-        step_settings=lazy(f"{RULES}:step_settings"),
-        footprint=lazy(f"{RULES}:cellular_footprint"),
+        check_entry=lazy(f"{_RULES}:check_cellular_spec"),
+        step_settings=lazy(f"{_RULES}:step_settings"),
+        footprint=lazy(f"{_RULES}:cellular_footprint"),
         record_part=CellularRecord,
         cost_model=CELLS,
         performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
-        step_images=lazy(f"{RULES}:cellular_step_images"),
+        step_images=lazy(f"{_RULES}:cellular_step_images"),
         grid=True,
         placement_invariant=_always,  # every cell trains alone, on its own seeds
         critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator

@@ -8,7 +8,7 @@ from typing import Any
 from ...config.plan import one_model_step_images
 from ...config.registry import ONE_GROUP, StrategyEntry
 
-GAN_LOSSES = ("bce", "wgan-gp")
+_GAN_LOSSES = ("bce", "wgan-gp")
 """The losses a model of the papers' GAN trains with."""
 
 
@@ -21,7 +21,7 @@ def _one_model(name: str, conditional: bool, paper_model: str) -> StrategyEntry:
     return StrategyEntry(
         name,
         "suite.strategies.data_parallel.strategy:DataParallel",
-        GAN_LOSSES,
+        _GAN_LOSSES,
         data_parallel=True,
         conditional=conditional,
         cost_model=ONE_GROUP,
