@@ -272,7 +272,7 @@ def _part_data(part: Any) -> dict[str, Any]:
         return {}
     if not (dataclasses.is_dataclass(part) and not isinstance(part, type)):
         return dict(record_data(part))  # a plugin's that is not installed: the keys as they were read
-    read = getattr(part, READ_KEYS, frozenset())
+    read: frozenset[str] = getattr(part, READ_KEYS, frozenset())
     data = {
         f.name: record_data(getattr(part, f.name))
         for f in dataclasses.fields(part)
