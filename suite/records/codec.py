@@ -213,7 +213,7 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     built: Record = _built(Record, core)
     built.strategy_part = _built(part, keys or {}) if part is not None else keys
     if part is not None:
-        setattr(built.strategy_part, READ_KEYS, frozenset(keys or {}))
+        object.__setattr__(built.strategy_part, READ_KEYS, frozenset(keys or {}))  # a frozen part too
     built.schema = SCHEMA_VERSION  # in this schema's meaning now, whatever it was written in
     return built
 
