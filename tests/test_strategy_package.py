@@ -20,6 +20,7 @@ import pytest
 from conftest import REPO
 from suite.config import registry
 from suite.records.codec import flat_columns, joined_columns, parse_record, record_data
+from suite.records.parts import StrategyPart, assemble
 from suite.records.record import RUNS, column, part_of
 from suite.records.results import records_frame
 
@@ -66,9 +67,14 @@ def test_a_field_added_to_one_strategys_package_reaches_the_per_run_table(tmp_pa
     for record, data in zip(records, committed):  # no committed record gains "class_groups": null
         assert json.dumps(record_data(record)) == json.dumps(data), data["run_id"]
 
-    ran = next(d for d in committed if d["strategy"] == "label_partitioned" and d["status"] == "ok")
-    with_groups = parse_record({**ran, "class_groups": 2}, "a new record")
-    assert part_of(with_groups, part).class_groups == 2
+    # the strategy's other edit: it hands the value in its Outcome.fields, which the worker assembles into the record
+    ran = next(r for r in records if r.strategy == "label_partitioned" and r.status == "ok")
+    own = part_of(ran, part)
+    fields = sys.modules[part.__module__].LabelPartitionedFields(
+        classes=own.classes, class_schedule=own.class_schedule, groups=own.groups, class_groups=2
+    )
+    with_groups = assemble("a new record", replace(ran, strategy_part=None), StrategyPart(dataclasses.asdict(fields)))
+    assert isinstance(with_groups.strategy_part, part) and part_of(with_groups, part).class_groups == 2
     assert record_data(with_groups)["class_groups"] == 2  # written where the record has it
     section = runs_section(records_frame([with_groups, *records]))
     runs = section.tables["runs.csv"]
