@@ -17,8 +17,8 @@ from suite.config.scenario import ScenarioError, scenario_section
 from suite.gan.losses import MUSTANGS_CHOICES, get_loss
 from suite.gan.models import build_pair
 from suite.measure.metrics.rulers import PACKAGED_RULERS
-from suite.train.strategies.cellular.decide import es_step, replacement, tournament
-from suite.train.strategies.cellular.grid import (
+from suite.strategies.cellular.decide import es_step, replacement, tournament
+from suite.strategies.cellular.grid import (
     cells,
     discriminator_trains,
     mixture_assignment,
@@ -27,7 +27,7 @@ from suite.train.strategies.cellular.grid import (
     owner,
     propose_weights,
 )
-from suite.train.strategies.cellular.state import CellState, Genomes, Layout, module_vector
+from suite.strategies.cellular.state import CellState, Genomes, Layout, module_vector
 
 GRIDS = [(1, 1), (1, 3), (2, 2), (3, 3), (3, 4)]
 

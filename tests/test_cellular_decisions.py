@@ -10,7 +10,7 @@ from test_cellular import Draws, cellular_scenario
 from suite.config.expansion import parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.metrics.scores import fid
-from suite.train.strategies.cellular.decide import (
+from suite.strategies.cellular.decide import (
     bootstrap_fid_se,
     es_step,
     first_unless_displaced,

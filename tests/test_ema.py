@@ -16,8 +16,8 @@ from suite.gan.models import build_pair
 from suite.measure.metrics import Reference
 from suite.records.record import Quality, Record
 from suite.running.scoring import EMA, samples_for
+from suite.strategies.cellular.state import Layout
 from suite.train.ema import EmaGenerator, decay_for
-from suite.train.strategies.cellular.state import Layout
 
 BASE = {"name": "e", "dataset": {"name": "digits", "image_size": 20}, "runs": [{"strategy": "data_parallel", "engine": "mpi"}]}
 

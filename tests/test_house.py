@@ -6,8 +6,9 @@ from pathlib import Path
 
 from conftest import REPO
 
-SHARED = {"main", "log"}
-"""Names that mean the same everywhere: a module's entry point and its logger."""
+SHARED = {"main", "log", "ENTRIES"}
+"""Names that mean the same everywhere: a module's entry point, its logger and a strategy package's registry entries
+(its ``entry`` module's, which :mod:`suite.config.registry` loads)."""
 
 
 def top_level_names(path: Path) -> set[str]:

@@ -61,10 +61,13 @@ def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
 
 
 def trait_modules(entry) -> set[str]:
-    """The modules of an entry's implementation and of the traits it names as ``"module:function"``
-    (:func:`suite.config.registry.lazy`; the settings class aside), as paths without ``.py``: where its own code lives."""
+    """The modules of an entry's implementation, of the traits it names as ``"module:function"``
+    (:func:`suite.config.registry.lazy`; the settings class aside) and of a built-in strategy's entry, as paths without
+    ``.py``: where its own code lives."""
     targets = [entry.target] if entry.target else []
     targets += [getattr(value, "target", None) for value in vars(entry).values()]
+    if isinstance(entry, StrategyEntry) and entry.name in STRATEGIES.sources:  # a built-in's entry module
+        targets.append(STRATEGIES.sources[entry.name] + ":ENTRIES")
     return {str(Path(*t.partition(":")[0].split("."))) for t in targets if isinstance(t, str)}
 
 
@@ -100,7 +103,7 @@ def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
         if entry.settings is not None:
             sections.setdefault(entry.settings, set()).update(trait_modules(entry))
     assert {"cellular", "wgan_gp"} <= set(sections)
-    assert "suite/train/strategies/cellular/rules" in sections["cellular"]  # its rules are reached through its entry
+    assert "suite/strategies/cellular/rules" in sections["cellular"]  # its rules are reached through its entry
     offending = []
     for path in sorted((REPO / "suite").rglob("*.py")):
         relative = str(path.relative_to(REPO))
@@ -135,8 +138,8 @@ section = getattr(run, "cellular")
 
 # --- entry points -------------------------------------------------------------------------------------------
 
-ODD = StrategyEntry("gossip", "suite.train.strategies.data_parallel:DataParallel", ("bce",), cost_model="gossip_rounds")
-NO_COST = StrategyEntry("gossip", "suite.train.strategies.data_parallel:DataParallel", ("bce",))
+ODD = StrategyEntry("gossip", "suite.strategies.data_parallel.strategy:DataParallel", ("bce",), cost_model="gossip_rounds")
+NO_COST = StrategyEntry("gossip", "suite.strategies.data_parallel.strategy:DataParallel", ("bce",))
 NOT_A_STRATEGY = LOSSES["bce"]
 
 
@@ -519,8 +522,8 @@ def test_the_committed_records_read_into_their_strategies_parts_and_write_back_u
 
     from suite.records.codec import record_data
     from suite.records.record import part_of
-    from suite.train.strategies.cellular.record import CellularRecord
-    from suite.train.strategies.label_partitioned.record import LabelPartitionedRecord
+    from suite.strategies.cellular.record import CellularRecord
+    from suite.strategies.label_partitioned.record import LabelPartitionedRecord
 
     lists = sorted(REPO.glob("reports/*/records.json"))  # a report's records, as record_data wrote them
     files = sorted(REPO.glob("reports/**/result.json"))  # run folders' records, the schema's version first
@@ -546,8 +549,9 @@ def test_the_committed_records_read_into_their_strategies_parts_and_write_back_u
 
 
 def reaching(package: str) -> set[str]:
-    """The files of ``suite/`` outside ``package`` (``suite/train/strategies/cellular``) that reach its code: import
-    one of its modules, or name one in a ``"module:attribute"`` string (the registry's targets), docstrings aside."""
+    """The files of ``suite/`` outside ``package`` (``suite/strategies/cellular``) that reach its code: import
+    one of its modules, or name it or one of them in a string (the registry's built-in packages, the targets), docstrings
+    aside."""
     dotted = package.replace("/", ".")
     found = set()
     for path in sorted((REPO / "suite").rglob("*.py")):
@@ -565,7 +569,7 @@ def reaching(package: str) -> set[str]:
             elif isinstance(node, ast.Import) and any(a.name.startswith(dotted) for a in node.names):
                 found.add(relative)
             elif isinstance(node, ast.Constant) and id(node) not in docstrings and isinstance(node.value, str):
-                if node.value.startswith(dotted + ".") or node.value.startswith(dotted + ":"):
+                if node.value == dotted or node.value.startswith((dotted + ".", dotted + ":")):
                     found.add(relative)
     return found
 
@@ -574,11 +578,11 @@ def test_a_built_in_strategys_package_is_reached_from_its_registration_and_analy
     """A new record field or setting of a strategy touches its package: the rest of the suite reaches it through its
     registry entry (``suite/config/registry.py``) and analysis's one accessor of strategies' record parts."""
     allowed = {"suite/config/registry.py", "suite/analysis/strategy_fields.py"}
-    cellular = reaching("suite/train/strategies/cellular")
+    cellular = reaching("suite/strategies/cellular")
     assert "suite/config/registry.py" in cellular and cellular <= allowed
-    assert reaching("suite/train/strategies/label_partitioned") <= allowed | {"suite/running/mlperf_lines.py"}
+    assert reaching("suite/strategies/label_partitioned") <= allowed | {"suite/running/mlperf_lines.py"}
 
 
 def test_the_reach_check_resolves_relative_imports():
-    assert "suite/train/strategies/base.py" not in reaching("suite/train/strategies/cellular")
-    assert "suite/train/strategies/cellular/strategy.py" in reaching("suite/train/strategies/base")  # from ..base import
+    assert "suite/train/strategies/base.py" not in reaching("suite/strategies/cellular")
+    assert "suite/strategies/cellular/strategy.py" in reaching("suite/train/strategies/base")  # from ...train.strategies.base

@@ -214,7 +214,7 @@ def _cellular_run(**cellular):
 def test_cellular_mixtures_are_scored_by_the_steering_network_and_never_load_the_ruler(monkeypatch, space, dim):
     import suite.measure.metrics.features as features
     from suite.measure.metrics import Reference
-    from suite.train.strategies.cellular.algorithm import MixtureScorer
+    from suite.strategies.cellular.algorithm import MixtureScorer
 
     def no_ruler(dataset):
         raise AssertionError(f"the mixture scorer loaded the ruler of {dataset}")

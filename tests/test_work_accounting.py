@@ -15,9 +15,9 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.codec import check_record
 from suite.records.record import SCHEMA_VERSION, Record
 from suite.records.results import new_record
-from suite.train.strategies.cellular.algorithm import Cellular
-from suite.train.strategies.cellular.grid import discriminator_trains
-from suite.train.strategies.cellular.rules import cellular_step_images
+from suite.strategies.cellular.algorithm import Cellular
+from suite.strategies.cellular.grid import discriminator_trains
+from suite.strategies.cellular.rules import cellular_step_images
 
 
 @pytest.mark.parametrize("skip", [0, 1, 2, 5])

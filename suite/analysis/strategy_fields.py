@@ -5,8 +5,8 @@ label-partitioned's class groups): each strategy's record part, defined in its o
 from __future__ import annotations
 
 from ..records.record import Record, part_of
-from ..train.strategies.cellular.record import CellularRecord
-from ..train.strategies.label_partitioned.record import LabelPartitionedRecord
+from ..strategies.cellular.record import CellularRecord
+from ..strategies.label_partitioned.record import LabelPartitionedRecord
 
 
 def cellular_fields(record: Record) -> CellularRecord:

@@ -7,11 +7,15 @@ run builds it, so that validating a scenario or parsing the command line stays f
 MPI and the other heavy libraries.
 
 Every trait of a strategy, loss or engine lives on its entry (or its class); no other module compares their
-names. Adding one is one new module and one ``register`` call below, e.g.::
+names. Adding an engine or a loss is one new module and one ``register`` call below, e.g.::
 
     ENGINES.register(EngineEntry("gloo", "suite.train.engines.gloo:GlooEngine", local_launcher="torchrun", launchers=("torchrun",)))
 
-or, from a package outside the suite, an entry point whose value is the entry (:data:`ENTRY_POINT_GROUPS`)::
+A strategy is one package, its entry in its ``entry`` module: the suite's own under :mod:`suite.strategies`
+(:data:`BUILT_IN_STRATEGIES`, loaded when the registry is first read),
+
+a plugin's from a package outside the suite, through an entry point whose value is the entry
+(:data:`ENTRY_POINT_GROUPS`)::
 
     [project.entry-points."gan_scaling_suite.strategies"]
     local_sgd = "suite_local_sgd.entry:ENTRY"
@@ -32,13 +36,10 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 from .engine_configs import check_deepspeed_settings
 from .names import did_you_mean
 from .plan import (
-    DATASET_CLASSES,
     ModelBytes,
     SystemSize,
     check_flat_image_size,
     check_image_size,
-    one_model_step_images,
-    per_class_step_images,
 )
 
 
@@ -213,8 +214,9 @@ class StrategyEntry(Entry):
     None: none), or ``"module:Class"`` naming it in the strategy's own package (imported when first read;
     :func:`record_part_type`): as a record is read (:func:`suite.records.codec.parse_record`) they are checked
     against it, types and bounds, and held as an instance (``Record.strategy_part``); the fields it marks with
-    :func:`suite.records.record.column` are columns of the report's flat table. Every field has a default (a failed
-    run's record has none of them) and none is a field every record has."""
+    :func:`suite.records.record.column` are columns of the report's flat table, and of the report's tables their
+    mark names (``tables``: the per-run table). Every field has a default (a failed run's record has none of them)
+    and none is a field every record has."""
     steps_per_allreduce: Callable[[Any], int] | None = None
     """From its record part (``Record.strategy_part``, None where a record has none), the steps between two
     allreduces of its one group, which the projection's one-group cost model reads (None: every step)."""
@@ -369,13 +371,42 @@ class Registry(Generic[E]):
     """The entries of one axis, in registration order: the suite's own, then the installed plugins' (loaded on
     first read)."""
 
-    def __init__(self, axis: str, kind: type[E] = Entry):  # type: ignore[assignment]
+    def __init__(self, axis: str, kind: type[E] = Entry, built_in: tuple[str, ...] = ()):  # type: ignore[assignment]
         self.axis = axis
         self.kind = kind
-        self._entries: dict[str, E] = {}
+        self.built_in = built_in
+        """The suite's own packages whose ``entry`` module defines entries of this axis (``ENTRIES``), loaded on first
+        read before the plugins, in this order."""
+        self._own: dict[str, E] = {}
+        self._built_in_loaded = not built_in
         self._plugins_loaded = axis not in ENTRY_POINT_GROUPS
         self.plugins: dict[str, str] = {}
         """Name -> the distribution that brought it, for the entries that came from plugins."""
+        self.sources: dict[str, str] = {}
+        """Name -> the module that defines it, for the entries of the suite's own packages (:attr:`built_in`)."""
+
+    @property
+    def _entries(self) -> dict[str, E]:
+        """Every entry by name; the first read loads the suite's own packages' entries (:meth:`_load_built_in`)."""
+        if not self._built_in_loaded:
+            self._load_built_in()
+        return self._own
+
+    @_entries.setter
+    def _entries(self, entries: dict[str, E]) -> None:
+        self._own = entries
+
+    def _load_built_in(self) -> None:
+        """Register the entries of the suite's own packages (:attr:`built_in`), as plugins' are: each package's
+        ``entry`` module, which imports no torch and no training module, holds them as ``ENTRIES``."""
+        self._built_in_loaded = True
+        for package in self.built_in:
+            module = f"{package}.entry"
+            for entry in importlib.import_module(module).ENTRIES:
+                if not isinstance(entry, self.kind):
+                    raise TypeError(f"{module}: expected a {self.kind.__name__}, got {type(entry).__name__}")
+                self.register(entry)
+                self.sources[entry.name] = module
 
     def register(self, entry: E) -> E:
         """Add ``entry``; a name can be registered once."""
@@ -434,7 +465,16 @@ class Registry(Generic[E]):
         return iter(list(self._entries.values()))
 
 
-STRATEGIES: Registry[StrategyEntry] = Registry("strategy", StrategyEntry)
+BUILT_IN_STRATEGIES = (
+    "suite.strategies.data_parallel",
+    "suite.strategies.label_partitioned",
+    "suite.strategies.cellular",
+)
+"""The suite's own strategies: one package each (:mod:`suite.strategies`), whose ``entry`` module holds its entries,
+found by name as a plugin's entry point is (the registry's one reach above it, to modules that import no torch and no
+training module: ``tests/test_house.py``)."""
+
+STRATEGIES: Registry[StrategyEntry] = Registry("strategy", StrategyEntry, BUILT_IN_STRATEGIES)
 ENGINES: Registry[EngineEntry] = Registry("engine", EngineEntry)
 LOSSES: Registry[LossEntry] = Registry("loss", LossEntry)
 FEATURES: Registry[FeatureEntry] = Registry("feature network", FeatureEntry)
@@ -490,39 +530,9 @@ def _installed(library: str, key: str) -> Callable[[dict[str, Any]], str | None]
     return ready
 
 
-def _one_per_class(procs: int, classes: int) -> bool:
-    """One rank per class GAN: nothing is summed across ranks."""
-    return procs <= classes
-
-
-def _always(procs: int, classes: int) -> bool:
-    return True
-
-
 GPU_CHECK_DATASET = "digits"
 """The dataset ``suite gpu-check`` trains on (:func:`suite.running.gpucheck.scenario_for`): its class count says
 which process counts a label-partitioned run takes (P up to it, or a multiple of it)."""
-
-
-def _gpu_one_model(gpus: int) -> list[dict[str, Any]]:
-    return [{"loss": "bce", "procs": sorted({1, gpus})}]
-
-
-def _gpu_class_groups(gpus: int) -> list[dict[str, Any]]:
-    classes = DATASET_CLASSES[GPU_CHECK_DATASET] or 1
-    procs = [p for p in sorted({1, gpus}) if p <= classes or p % classes == 0]
-    return [{"loss": loss, "procs": procs} for loss in ("bce", "wgan-gp")]
-
-
-def _gpu_cells(gpus: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "loss": "mustangs",
-            "procs": sorted({1, gpus}),
-            "grid": [1, max(2, gpus)],
-            "cellular": {"batches_per_iteration": 1, "fitness_samples": 64, "mixture_samples": 64},
-        }
-    ]
 
 
 # --- the registrations --------------------------------------------------------------------------------
@@ -605,70 +615,6 @@ LOSSES.register(LossEntry("mse", "suite.gan.losses:MSELoss"))
 LOSSES.register(LossEntry("heuristic", "suite.gan.losses:HeuristicLoss"))
 LOSSES.register(
     LossEntry("mustangs", draws=("minimax", "mse", "heuristic"), uncapturable="it draws a loss per batch on the host")
-)
-
-_GAN_LOSSES = ("bce", "wgan-gp")
-
-
-def _one_model(name: str, conditional: bool, paper_model: str) -> StrategyEntry:
-    """``data_parallel`` and ``conditional``: one class training one model on every rank, conditional or not."""
-    return StrategyEntry(
-        name,
-        "suite.train.strategies.data_parallel:DataParallel",
-        _GAN_LOSSES,
-        data_parallel=True,
-        conditional=conditional,
-        cost_model=ONE_GROUP,
-        paper_models={"bce": paper_model},
-        step_images=one_model_step_images,
-        gpu_check=_gpu_one_model,
-    )
-
-
-STRATEGIES.register(_one_model("data_parallel", False, "DC-GAN"))
-STRATEGIES.register(_one_model("conditional", True, "DC-CGAN"))
-STRATEGIES.register(
-    StrategyEntry(
-        "label_partitioned",
-        "suite.train.strategies.label_partitioned.strategy:LabelPartitioned",
-        _GAN_LOSSES,
-        engines=("horovod", "torch", "mpi"),
-        splits=True,
-        cost_model=CLASS_GROUPS,
-        paper_models={"bce": "Distributed DC-CGAN", "wgan-gp": "W-CGAN"},
-        step_images=per_class_step_images,
-        partitions_classes=True,
-        placement_invariant=_one_per_class,
-        gpu_check=_gpu_class_groups,
-        record_part="suite.train.strategies.label_partitioned.record:LabelPartitionedRecord",
-    )
-)
-STRATEGIES.register(
-    StrategyEntry(
-        "cellular",
-        "suite.train.strategies.cellular.strategy:CellularStrategy",
-        ("bce", "minimax", "mse", "heuristic", "mustangs"),
-        default_loss="mustangs",
-        requires=frozenset({CARTESIAN}),
-        settings="cellular",
-        settings_class="suite.train.strategies.cellular.settings:CellularConfig",
-        check_settings=lazy("suite.train.strategies.cellular.rules:check_cellular"),
-        scenario_rules=lazy("suite.train.strategies.cellular.rules:check_mixture_space"),
-        scenario_reads=frozenset({"metrics", "dataset"}),
-        check_entry=lazy("suite.train.strategies.cellular.rules:check_cellular_spec"),
-        step_settings=lazy("suite.train.strategies.cellular.rules:step_settings"),
-        footprint=lazy("suite.train.strategies.cellular.rules:cellular_footprint"),
-        record_part="suite.train.strategies.cellular.record:CellularRecord",
-        cost_model=CELLS,
-        performance=False,  # populations of networks swapped every iteration: a compiled graph per genome
-        step_images=lazy("suite.train.strategies.cellular.rules:cellular_step_images"),
-        grid=True,
-        placement_invariant=_always,  # every cell trains alone, on its own seeds
-        critic_norms=("auto", "batch"),  # it keeps the tables' BatchNorm discriminator
-        steering="cellular.mixture_features",  # its mixture weights evolve under the steering network's FID
-        speedups_baseline="paper001_cellular_speedups.csv",
-        gpu_check=_gpu_cells,
-    )
 )
 
 FEATURES.register(FeatureEntry("auto", "suite.measure.metrics.features:auto_net", inception_weights=True))

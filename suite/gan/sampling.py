@@ -22,7 +22,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -174,21 +174,45 @@ def _parts_problem(data: dict[str, Any]) -> str | None:
         or not sum(prior.values()) > 0
     ):
         return f"class_prior: expected finite non-negative probabilities by class, not all 0, got {shown(prior)}"
-    weights, classes = data.get("weights"), data.get("classes")
-    if data["kind"] == MIXTURE and (
-        not isinstance(weights, dict) or set(weights) != set(generators) or not all(_is_number(w) for w in weights.values())
-    ):
-        return f"weights: expected a finite weight for each of the generators {', '.join(map(shown_name, generators))}, got {shown(weights)}"
-    if data["kind"] == PER_CLASS and (
+    return KIND_RULES[data["kind"]](data)
+
+
+def _single_problem(data: dict[str, Any]) -> str | None:
+    """A single conditional generator: the prior's classes are among its labels."""
+    prior = data["class_prior"]
+    if data["conditional"] and not all(c < data["num_classes"] for c in prior):
+        return f"class_prior: a class past num_classes {data['num_classes']}: {shown(sorted(prior))}"
+    return None
+
+
+def _per_class_problem(data: dict[str, Any]) -> str | None:
+    """One generator per class: each names its class, and they cover the prior's."""
+    classes, generators = data.get("classes"), data["generators"]
+    if (
         not isinstance(classes, dict)
         or set(classes) != set(generators)
         or not all(_is_int(c) for c in classes.values())
-        or not set(prior) <= set(classes.values())
+        or not set(data["class_prior"]) <= set(classes.values())
     ):
         return f"classes: expected the class of each generator, covering class_prior's classes, got {shown(classes)}"
-    if data["kind"] == SINGLE and data["conditional"] and not all(c < data["num_classes"] for c in prior):
-        return f"class_prior: a class past num_classes {data['num_classes']}: {shown(sorted(prior))}"
     return None
+
+
+def _mixture_problem(data: dict[str, Any]) -> str | None:
+    """Weighted generators: a finite weight for each."""
+    weights, generators = data.get("weights"), data["generators"]
+    if not isinstance(weights, dict) or set(weights) != set(generators) or not all(_is_number(w) for w in weights.values()):
+        return f"weights: expected a finite weight for each of the generators {', '.join(map(shown_name, generators))}, got {shown(weights)}"
+    return None
+
+
+KIND_RULES: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    SINGLE: _single_problem,
+    PER_CLASS: _per_class_problem,
+    MIXTURE: _mixture_problem,
+}
+"""Each bundle kind's own rule on how its generators pick among the classes (:func:`bundle_problem` runs its kind's),
+so that no check compares a kind: the kind a strategy's bundle has is the strategy's (its ``make_bundle``)."""
 
 
 def _shapes_problem(data: dict[str, Any]) -> str | None:

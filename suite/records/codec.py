@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from ..config.registry import STRATEGIES, PluginError, record_part_type
 from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
@@ -212,6 +212,8 @@ def parse_record(data: Any, source: str = "record", required: tuple[str, ...] = 
     core = {name: value for name, value in checked.items() if keys is None or name not in keys}
     built: Record = _built(Record, core)
     built.strategy_part = _built(part, keys or {}) if part is not None else keys
+    if part is not None:
+        object.__setattr__(built.strategy_part, READ_KEYS, frozenset(keys or {}))  # a frozen part too
     built.schema = SCHEMA_VERSION  # in this schema's meaning now, whatever it was written in
     return built
 
@@ -258,18 +260,40 @@ def build_part(tp: type[T], data: Mapping[str, Any]) -> T:
     return built
 
 
+READ_KEYS = "_read_keys"
+"""The attribute where a strategy's part built by :func:`parse_record` keeps the keys its record's data held."""
+
+
+def _part_data(part: Any) -> dict[str, Any]:
+    """A strategy's part (``Record.strategy_part``) as the top-level keys of its record's data: the fields it has, a
+    value or a key its record was read with (null where the file held null), never a field it lacks, so that a field
+    a part gains later leaves the records without it as they were."""
+    if part is None:
+        return {}
+    if not (dataclasses.is_dataclass(part) and not isinstance(part, type)):
+        return dict(record_data(part))  # a plugin's that is not installed: the keys as they were read
+    read: frozenset[str] = getattr(part, READ_KEYS, frozenset())
+    data = {
+        f.name: record_data(getattr(part, f.name))
+        for f in dataclasses.fields(part)
+        if getattr(part, f.name) is not None or f.name in read
+    }
+    return data | getattr(part, EXTRAS, {})
+
+
 def record_data(value: Any) -> Any:
-    """A :class:`Record` (or any of its parts) as the plain data of its JSON file: every field of the schema, null
+    """A :class:`Record` (or any of its parts) as the plain data of its JSON file: every field of the core schema, null
     where the run has no value (the same keys in every record, for any tool that reads them), the keys an ``OPEN``
     part did not declare written back, and the strategy's part (:data:`AT_TOP_LEVEL`) with its keys at the top level,
-    after :data:`STRATEGY_SLOT`, where they were read (:data:`LAYOUT_PART_KEYS`, null where its part has none, first)."""
+    after :data:`STRATEGY_SLOT`, where they were read: :data:`LAYOUT_PART_KEYS` (null where its part has none) first,
+    then only the fields the part has (:func:`_part_data`)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         data: dict[str, Any] = {}
         own: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
             if f.metadata.get(AT_TOP_LEVEL):
-                own = dict.fromkeys(LAYOUT_PART_KEYS) | (record_data(item) if item is not None else {})
+                own = dict.fromkeys(LAYOUT_PART_KEYS) | _part_data(item)
             else:
                 data[f.name] = record_data(item)
         data.update(getattr(value, EXTRAS, {}))
@@ -326,16 +350,21 @@ def record_field(record: Record, path: str) -> Any:
     return value
 
 
-def _columns(cls: type, prefix: str = "") -> dict[str, str]:
-    columns: dict[str, str] = {}
+def _marked(cls: type, prefix: str = "") -> dict[str, tuple[str, dataclasses.Field[Any]]]:
+    """Column -> (dotted path, field) of every field of ``cls`` (and the parts it holds) marked as a column."""
+    columns: dict[str, tuple[str, dataclasses.Field[Any]]] = {}
     for f in dataclasses.fields(cls):
         mark = f.metadata.get("column")
         if mark:
-            columns[mark if isinstance(mark, str) else f.name] = prefix + f.name
+            columns[mark if isinstance(mark, str) else f.name] = (prefix + f.name, f)
         tp = _field_type(cls, f.name)
         if isinstance(tp, type) and dataclasses.is_dataclass(tp) and f.name != "quality_best_cell":
-            columns.update(_columns(tp, f"{prefix}{f.name}."))
+            columns.update(_marked(tp, f"{prefix}{f.name}."))
     return columns
+
+
+def _columns(cls: type, prefix: str = "") -> dict[str, str]:
+    return {name: path for name, (path, _) in _marked(cls, prefix).items()}
 
 
 FLAT_COLUMNS: dict[str, str] = _columns(CoreRecord)
@@ -343,13 +372,34 @@ FLAT_COLUMNS: dict[str, str] = _columns(CoreRecord)
 :func:`suite.records.record.column` (:func:`flat_columns` adds the installed strategies' own)."""
 
 
+def _strategy_columns() -> dict[str, tuple[str, dataclasses.Field[Any]]]:
+    """The installed strategies' record parts' columns (at ``strategy_part.<field>``), with their fields."""
+    columns: dict[str, tuple[str, dataclasses.Field[Any]]] = {}
+    taken = dict(FLAT_COLUMNS)
+    for entry in STRATEGIES:
+        part = strategy_part_type(entry.name)
+        for name, (path, f) in (_marked(part, "strategy_part.") if part is not None else {}).items():
+            if taken.setdefault(name, path) != path:
+                raise PluginError(f"strategy {entry.name!r}: column {name!r} of its record part is already {taken[name]!r}")
+            columns[name] = (path, f)
+    return columns
+
+
 def flat_columns() -> dict[str, str]:
     """The report's flat table's columns: :data:`FLAT_COLUMNS`, then those the installed strategies' record parts mark
     (at ``strategy_part.<field>``); :class:`PluginError` naming the strategy whose column another one already is."""
-    columns = dict(FLAT_COLUMNS)
-    for entry in STRATEGIES:
-        part = strategy_part_type(entry.name)
-        for name, path in (_columns(part, "strategy_part.") if part is not None else {}).items():
-            if columns.setdefault(name, path) != path:
-                raise PluginError(f"strategy {entry.name!r}: column {name!r} of its record part is already {columns[name]!r}")
-    return columns
+    return FLAT_COLUMNS | {name: path for name, (path, _) in _strategy_columns().items()}
+
+
+def joined_columns(table: str) -> list[str]:
+    """The installed strategies' columns that join the report's ``table`` (one of
+    :data:`suite.records.record.REPORT_TABLES`), in the order of :func:`flat_columns`: those whose :func:`column` mark names
+    it. The table shows them after its own columns, so that a strategy's field reaches it from its package alone."""
+    return [name for name, (_, f) in _strategy_columns().items() if table in f.metadata.get("tables", ())]
+
+
+def column_texts() -> dict[str, Callable[[Any], Any]]:
+    """Column of the flat table -> how it shows its values, for the columns whose :func:`column` mark says (a grid as
+    ``2x3``, a strategy's list of classes as ``0,3,7``)."""
+    marked = _marked(CoreRecord) | _strategy_columns()
+    return {name: f.metadata["text"] for name, (_, f) in marked.items() if "text" in f.metadata}

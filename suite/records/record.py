@@ -23,11 +23,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
 from ..config.schema import SchemaError
+from ..config.sweep import sweep_text
 
 if TYPE_CHECKING:
     from ..config.scenario import Run
@@ -55,9 +56,47 @@ class RecordError(SchemaError):
     """A record does not fit the schema, or a path names no field of it."""
 
 
-def column(name: str | None = None) -> Any:
-    """A field (default None) that is a column of the flat table, named ``name`` or after the field."""
-    return dataclasses.field(default=None, metadata={"column": name or True})
+RUNS = "runs"
+"""The report's per-run table (its Runs section and ``runs.csv``): a table a column may join (:func:`column`)."""
+REPORT_TABLES = (RUNS,)
+"""The report's tables that a strategy's column may join besides the flat table, which every column is in."""
+
+
+def column(name: str | None = None, *, tables: tuple[str, ...] = (), text: Callable[[Any], Any] | None = None) -> Any:
+    """A field (default None) that is a column of the flat table, named ``name`` or after the field.
+
+    ``tables``: the report's tables (:data:`REPORT_TABLES`) that a strategy's column also joins, after the core's columns
+    (:func:`suite.records.codec.joined_columns`); ``text``: how the flat table shows its value (None: as it is).
+    """
+    unknown = [t for t in tables if t not in REPORT_TABLES]
+    if unknown:
+        raise ValueError(f"column {name or ''!r}: no report table {unknown[0]!r} (one of {', '.join(REPORT_TABLES)})")
+    metadata: dict[str, Any] = {"column": name or True}
+    if tables:
+        metadata["tables"] = tuple(tables)
+    if text is not None:
+        metadata["text"] = text
+    return dataclasses.field(default=None, metadata=metadata)
+
+
+def comma_list(value: Any) -> str | None:
+    """A list of values as the flat table shows it: ``0,3,7`` (None where empty)."""
+    return ",".join(map(str, value)) if value else None
+
+
+def grid_text(value: Any) -> str | None:
+    """A grid as the flat table shows it: ``2x3`` (None where there is none)."""
+    return "x".join(map(str, value)) if value else None
+
+
+def total_steps(value: Any) -> Any:
+    """Generator steps as the flat table shows them: their total where a run counts them per GAN (a mapping)."""
+    return sum(value.values()) if isinstance(value, dict) else value
+
+
+def sweep_cell(value: Any) -> str | None:
+    """A run's swept values as the flat table shows them: ``lr=0.001, n_critic=5`` (None where it has none)."""
+    return sweep_text(value) or None
 
 
 # --- nested parts ----------------------------------------------------------------------------------------
@@ -262,7 +301,7 @@ class CellPoint:
     accepted: bool | None = None
     decisions: list[dict] | None = None
     """The iteration's decisions (tournament, replace, mixture): what was chosen and the z value of the closest
-    call, the improvement in standard errors (:mod:`suite.train.strategies.cellular.decide`)."""
+    call, the improvement in standard errors (:mod:`suite.strategies.cellular.decide`)."""
 
 
 History = list[LossPoint] | dict[str, list[LossPoint]] | dict[str, list[CellPoint]]
@@ -458,9 +497,9 @@ class RunSettings:
     procs: Positive | None = column()
     scaling: str | None = column()
     repeat: Count | None = column()
-    grid: Grid | None = column()
+    grid: Grid | None = column(text=grid_text)
     label: str | None = column()
-    sweep: dict[str, Any] | None = column()
+    sweep: dict[str, Any] | None = column(text=sweep_cell)
     """The values its entry's ``sweep`` gave this run, by dotted field (:mod:`suite.config.sweep`); the flat
     table shows them as text (``lr=0.001, n_critic=5``)."""
     sweep_order: Count | None = None
@@ -554,7 +593,7 @@ class StrategyFields:
     ``record_part``, defined in its own package (a built-in's ``record.py``), as a plugin's."""
 
     global_batch: Positive | None = column()
-    generator_steps: Any = column("steps")
+    generator_steps: Any = column("steps", text=total_steps)
     """Generator steps: a number, or per class GAN (label_partitioned)."""
     history: History | None = None
     """Losses along training: a list, or per class (label_partitioned) or per cell (cellular)."""

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..config.jsonfile import JsonError, read_json
 from ..config.names import did_you_mean_path
-from ..config.sweep import sweep_text
-from .codec import IDENTITY, MAX_NUMBER, flat_columns, parse_record, record_data, record_field
+from .codec import IDENTITY, MAX_NUMBER, column_texts, flat_columns, parse_record, record_data, record_field
 from .nofollow import (
     FILE_MASK,
     UnsafeEntry,
@@ -501,9 +500,6 @@ def records_frame(records: Iterable[Record]) -> pd.DataFrame:
     columns = flat_columns()
     rows = [{column: record_field(record, path) for column, path in columns.items()} for record in records]
     frame = pd.DataFrame(rows, columns=list(columns))
-    frame["grid"] = frame["grid"].map(lambda v: "x".join(map(str, v)) if v else None)
-    frame["classes"] = frame["classes"].map(lambda v: ",".join(map(str, v)) if v else None)
-    frame["sweep"] = frame["sweep"].map(lambda v: sweep_text(v) or None)
-    # label-partitioned runs record steps per class GAN: report their total
-    frame["steps"] = frame["steps"].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
+    for name, text in column_texts().items():  # as each column's mark says: a grid as 2x3, steps per GAN as their total
+        frame[name] = frame[name].map(text)
     return frame

@@ -21,7 +21,7 @@ from ..config.registry import STRATEGIES
 from ..records.nofollow import open_regular
 from ..records.record import DatasetInfo, Machine, Record, part_of
 from ..records.results import RUN_FILE
-from ..train.strategies.label_partitioned.record import LabelPartitionedRecord
+from ..strategies.label_partitioned.record import LabelPartitionedRecord
 
 RULES = Path(__file__).with_name("mlperf_rules.yaml")
 """The compliance checker's config for these logs: ``python -m mlperf_logging.compliance_checker --usage training

@@ -20,8 +20,8 @@ from suite.gan.losses import get_loss, gradient_penalty
 from suite.gan.models import build_pair
 from suite.gan.sampling import GeneratorBundle, Sampler
 from suite.measure.metrics.scores import frechet_distance, statistics
+from suite.strategies.cellular.state import load_module_vector, module_vector
 from suite.train.engines.base import Replica
-from suite.train.strategies.cellular.state import load_module_vector, module_vector
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -16,10 +16,10 @@ import torch
 
 from suite.config.scenario import Run
 from suite.measure.telemetry import Telemetry
+from suite.strategies.data_parallel.strategy import DataParallel
 from suite.train.engines.base import Engine, Group
 from suite.train.flat import cpu_state, flatten, unflatten_
 from suite.train.strategies.base import Outcome
-from suite.train.strategies.data_parallel import DataParallel
 from suite.train.training import GanPlan, GanTrainer, TrainerHooks
 
 

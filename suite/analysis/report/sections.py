@@ -16,10 +16,11 @@ import pandas as pd
 
 from ...config.escape import code_fence, html_text
 from ...measure.network import PRESETS
+from ...records.codec import joined_columns
 from ...records.images import image_problem
 from ...records.nofollow import UnsafeEntry, check_entry
 from ...records.quoted import QuotedFileError, read_quoted
-from ...records.record import Record
+from ...records.record import RUNS, Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..columns import COL
 from ..findings import config_name, main_runs
@@ -342,6 +343,7 @@ def runs_section(frame: pd.DataFrame) -> Section:
             COL.train_images,
             COL.eval_images,
             COL.contended,
+            *joined_columns(RUNS),  # the strategies' own columns that join this table, as their record parts say
             COL.error,
         ]
     ]

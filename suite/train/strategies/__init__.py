@@ -1,11 +1,12 @@
-"""Training strategies: each turns (run, engine, data) into a trained model and record fields.
+"""What every training strategy is: :mod:`.base`'s :class:`~suite.train.strategies.base.Strategy`, which turns
+(run, engine, data) into a trained model and record fields, its :class:`~suite.train.strategies.base.Outcome`, and
+:func:`~suite.train.strategies.base.create`, which builds the strategy of a run from its registry entry.
 
 Every strategy is a :class:`Strategy` with four phases, called by the worker on every rank:
 ``setup`` (groups, networks, engine wrappers, feature networks), ``warm_up`` (the first
 ``train.warmup_steps`` steps of every GAN, before the training window), ``train`` (the rest,
 inside the window) and ``finalize`` (gathers, hand-offs and packaging, after the window).
-Each strategy registers its name and what it accepts in :mod:`suite.config.registry`, and keeps what the suite reads
-without torch (its scenario section, its rules, its record part) in torch-free modules of its own package, as a plugin
-does; :func:`suite.train.strategies.base.create` builds the strategy of a run. This package imports nothing, so that
-reading those modules loads no torch.
+The strategies themselves are packages of their own, the built-in ones under :mod:`suite.strategies`, a plugin's in
+its distribution: each with its registry entry and what the suite reads without torch (its record part, its scenario
+section and rules). This package imports nothing.
 """

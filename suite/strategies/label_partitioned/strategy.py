@@ -31,21 +31,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ....config.plan import SystemSize, TrainingError, class_plan
-from ....gan.sampling import PER_CLASS
-from ....gan.tensorfiles import load_tensors, save_tensors
-from ....records.nofollow import remove_tree
-from ....records.record import FileDigest, GroupPart
-from ...flat import cpu_state
-from ...training import GanPlan, GanTrainer, TrainerHooks, run_critic_steps
-from ..base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
+from ...config.plan import SystemSize, TrainingError, class_plan
+from ...gan.sampling import PER_CLASS
+from ...gan.tensorfiles import load_tensors, save_tensors
+from ...records.nofollow import remove_tree
+from ...records.record import FileDigest, GroupPart
+from ...train.flat import cpu_state
+from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
+from ...train.training import GanPlan, GanTrainer, TrainerHooks, run_critic_steps
 from .record import LabelPartitionedFields
 
 if TYPE_CHECKING:
-    from ....config.scenario import Run
-    from ....gan.data import ImageData
-    from ....gan.divergence import Divergence
-    from ...engines.base import Group
+    from ...config.scenario import Run
+    from ...gan.data import ImageData
+    from ...gan.divergence import Divergence
+    from ...train.engines.base import Group
 
 
 def _load_classes(scratch: Path, classes: list[int], written: dict[int, FileDigest]) -> list[dict]:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ....config.schema import AtMost
+from ...config.schema import AtMost
 
 _NEVER = "a run this long would never finish"
 _CELL = "every cell holds this many networks in memory"

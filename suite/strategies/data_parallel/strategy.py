@@ -18,9 +18,9 @@ from ...config.plan import SystemSize
 from ...config.registry import STRATEGIES
 from ...gan.sampling import SINGLE
 from ...records.record import StrategyFields
-from ..flat import cpu_state
-from ..training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
-from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
+from ...train.flat import cpu_state
+from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
+from ...train.training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
 
 if TYPE_CHECKING:
     import torch

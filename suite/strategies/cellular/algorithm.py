@@ -14,14 +14,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from ....config.registry import LOSSES
-from ....config.scenario import Run
-from ....gan.divergence import Divergence, check_values, loss_bound
-from ....gan.losses import Loss, get_loss, mustangs_draw
-from ....gan.models import build_pair
-from ....gan.seeding import derive_seed, torch_generator
-from ...ema import EmaGenerator, decay_for
-from ...engines.base import frozen
+from ...config.registry import LOSSES
+from ...config.scenario import Run
+from ...gan.divergence import Divergence, check_values, loss_bound
+from ...gan.losses import Loss, get_loss, mustangs_draw
+from ...gan.models import build_pair
+from ...gan.seeding import derive_seed, torch_generator
+from ...train.ema import EmaGenerator, decay_for
+from ...train.engines.base import frozen
 from .decide import bootstrap_fid_se, es_step, paired_se, replacement, tournament
 from .grid import (
     Cell,
@@ -35,11 +35,11 @@ from .rules import cellular_settings
 from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key, eval_mode
 
 if TYPE_CHECKING:
-    from ....gan.data import ImageData
-    from ....measure.metrics.evaluate import Reference
-    from ....measure.metrics.features import ClassifierNet, Features
-    from ....measure.telemetry import Telemetry
-    from ...engines.base import Engine
+    from ...gan.data import ImageData
+    from ...measure.metrics.evaluate import Reference
+    from ...measure.metrics.features import ClassifierNet, Features
+    from ...measure.telemetry import Telemetry
+    from ...train.engines.base import Engine
 
 log = logging.getLogger(__name__)
 PHASES = ("exchange", "fitness", "train", "mixture")
@@ -412,8 +412,8 @@ class MixtureScorer:
     """
 
     def __init__(self, run: Run, device: torch.device, reference: Reference):
-        from ....measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
-        from ....measure.metrics.features import steering_net, steering_record
+        from ...measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
+        from ...measure.metrics.features import steering_net, steering_record
 
         cfg = cellular_settings(run)
         self.n, self.sampling, self.device, self.latent = cfg.mixture_samples, cfg.mixture_sampling, device, run.model.latent_dim
@@ -458,6 +458,6 @@ class MixtureScorer:
 
     def fid(self, features: np.ndarray) -> float:
         """The FID of ``features`` (rows: samples in the scorer's space) against the real statistics."""
-        from ....measure.metrics.scores import frechet_distance, statistics
+        from ...measure.metrics.scores import frechet_distance, statistics
 
         return frechet_distance(*statistics(features), self.real["mu"], self.real["sigma"])

@@ -36,7 +36,8 @@ papers and from Lipizzaner's code.
 
 The package: :mod:`.grid` (the torus and Lipizzaner's operators, pure functions), :mod:`.state` (individuals,
 cells and the exchange), :mod:`.algorithm` (one iteration) and :mod:`.strategy` (the :class:`Strategy`); what the
-suite reads without torch, as it reads a plugin's: :mod:`.settings` (its scenario section), :mod:`.rules` (that
-section's rules, its grids', its step's size and its checkpoints' footprint) and :mod:`.record` (its record part).
-Its registry entry (:mod:`suite.config.registry`) names them; nothing else in the suite imports this package.
+suite reads without torch, as it reads a plugin's: :mod:`.entry` (its registry entry), :mod:`.settings` (its scenario
+section), :mod:`.rules` (that section's rules, its grids', its step's size and its checkpoints' footprint) and
+:mod:`.record` (its record part). The registry loads its entry by name (:data:`suite.config.registry.BUILT_IN_STRATEGIES`),
+which names the rest; outside it only analysis's accessor of record parts imports this package.
 """

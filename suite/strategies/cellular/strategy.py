@@ -14,17 +14,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from ....config.plan import SystemSize, discriminator_batches
-from ....config.registry import CARTESIAN, engines_for
-from ....config.scenario import Run
-from ....gan.divergence import Divergence
-from ....gan.models import build_pair
-from ....gan.sampling import MIXTURE, SINGLE
-from ....gan.seeding import derive_seed
-from ....records.record import CurvePoint
-from ...flat import cpu_state
-from ...training import UNLIMITED, evenly_spaced_steps
-from ..base import Outcome, Strategy, images_budget, make_bundle
+from ...config.plan import SystemSize, discriminator_batches
+from ...config.registry import CARTESIAN, engines_for
+from ...config.scenario import Run
+from ...gan.divergence import Divergence
+from ...gan.models import build_pair
+from ...gan.sampling import MIXTURE, SINGLE
+from ...gan.seeding import derive_seed
+from ...records.record import CurvePoint
+from ...train.flat import cpu_state
+from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle
+from ...train.training import UNLIMITED, evenly_spaced_steps
 from .algorithm import PHASES, Cellular, MixtureScorer
 from .decide import bootstrap_fid_se, first_unless_displaced
 from .grid import Cell, cells, neighbourhood
@@ -34,7 +34,7 @@ from .settings import CellularConfig
 from .state import cell_key
 
 if TYPE_CHECKING:
-    from ....gan.data import ImageData
+    from ...gan.data import ImageData
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CellularStrategy(Strategy):
     """The cellular strategy's phases on one rank; one telemetry step per coevolution iteration."""
 
     def setup(self) -> None:
-        from ....measure.metrics import Reference
+        from ...measure.metrics import Reference
 
         run, engine = self.run, self.engine
         if CARTESIAN not in engine.capabilities():

@@ -12,14 +12,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from ....config.plan import process_grid
-from ....gan.losses import Loss
-from ...ema import EmaGenerator
-from ...flat import flatten, unflatten_
+from ...config.plan import process_grid
+from ...gan.losses import Loss
+from ...train.ema import EmaGenerator
+from ...train.flat import flatten, unflatten_
 from .grid import Cell, cells, neighbourhood, owner
 
 if TYPE_CHECKING:
-    from ...engines.base import Engine
+    from ...train.engines.base import Engine
 
 
 def module_vector(module: nn.Module) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ....config.plan import OFFSETS, Cell, cells, neighbourhood, owner  # noqa: F401  (the grid's geometry, shared with the projection)
+from ...config.plan import OFFSETS, Cell, cells, neighbourhood, owner  # noqa: F401  (the grid's geometry, shared with the projection)
 
 
 def mutate_learning_rates(

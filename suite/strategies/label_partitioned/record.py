@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ....records.record import GroupPart, StrategyFields, column
+from ...records.record import GroupPart, StrategyFields, column, comma_list
 
 
 @dataclass
 class LabelPartitionedRecord:
     """label_partitioned: one GAN per class, trained by its group of ranks."""
 
-    classes: list[int] | None = column()
-    """The classes it trained, one GAN each."""
+    classes: list[int] | None = column(text=comma_list)
+    """The classes it trained, one GAN each (the flat table shows them as ``0,3,7``)."""
     class_schedule: str | None = column()
     """``train.class_schedule`` as the ranks applied it: ``interleaved`` or ``sequential``."""
     groups: list[GroupPart] | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ....records.record import CurvePoint, Grid, Positive, StrategyFields, column
+from ...records.record import CurvePoint, Grid, Positive, StrategyFields, column
 
 
 @dataclass
