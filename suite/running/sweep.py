@@ -32,7 +32,7 @@ from .commands import LaunchOptions
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
     from ..records.record import Record
-    from .launch import PlannedRun
+    from .planning import PlannedRun
 
 log = logging.getLogger("suite")
 
@@ -115,7 +115,7 @@ def run_scenario(
     """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
 
     Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s. Each run is
-    planned once (:func:`.launch.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
+    planned once (:func:`.planning.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
     folder's ``run.json`` and the launch.
     """
     from ..gan.data import DataError
@@ -123,7 +123,7 @@ def run_scenario(
     from ..records.nofollow import check_private_folder, check_tree, confine
     from .dataroots import check_data_roots
     from .finished import check_unchanged
-    from .launch import plan_run
+    from .planning import plan_run
     from .lock import ResultsLock
 
     sweep = options.sweep
@@ -178,11 +178,11 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     skipped (without ``--rerun``), by their status.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
-    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.launch.check_nvidia_only`).
+    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.preflight.check_nvidia_only`).
     """
     from .buildlocks import check_build_locks
     from .commands import local_procs_problem
-    from .launch import check_devices, check_nvidia_only, check_tools
+    from .preflight import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
     from .rerun import finished_status
 
@@ -302,7 +302,8 @@ def run_sweep(
     runs skipped, by status. With ``--rerun`` a finished run's folder is set aside until its new run is ok
     (:mod:`.rerun`)."""
     from ..records.results import atomic_write_text
-    from .launch import SignalGuard, Stop, prepare_run_folder
+    from .planning import prepare_run_folder
+    from .signals import SignalGuard, Stop
     from .launchgroups import dry_run_lines, group_command, plan_launches
     from .reaper import Reaper
     from .rerun import skipped_line
@@ -367,7 +368,8 @@ class _Tally:
 def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, guard: Any) -> list[PlannedRun] | None:
     """One launch of the runs of ``group``, each finished run's line shown; returns the runs it did not start (a run
     before them failed), or None where a record could not be written (the sweep stops)."""
-    from .launch import launch, launch_runs, prepare_run_folder
+    from .launch import launch, launch_runs
+    from .planning import prepare_run_folder
     from .rerun import finished_status, left_aside, set_aside, settle
 
     sweep, progress = options.sweep, tally.progress
