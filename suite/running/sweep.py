@@ -111,8 +111,12 @@ def run_scenario(
     others: list[Run],
     out: Path,
     options: RunOptions,
+    written: dict[str, Record] | None = None,
 ) -> int:
     """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
+
+    ``written``: the records this process already holds of ``out``'s runs, by run id (the sequential seeds' earlier
+    blocks: not read again), to which each run launched now adds its final record.
 
     Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s. Each run is
     planned once (:func:`.planning.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
@@ -143,7 +147,7 @@ def run_scenario(
         if not sweep.dry_run:
             raise
         log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
-    check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
+    check_unchanged(out, runs, others, written)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out) as lock, confine(out):  # below `out`, no link is followed (suite.records.nofollow)
         try:
             _put_back(out, runs, sweep)
@@ -151,7 +155,7 @@ def run_scenario(
         except BaseException:
             lock.discard()  # refused before the first write: the lock file and folder it made go too
             raise
-        return run_sweep(scenario_file, scenario, planned, out, options, kept)
+        return run_sweep(scenario_file, scenario, planned, out, options, kept, written)
 
 
 def _put_back(out: Path, runs: list[Run], sweep: SweepOptions) -> None:
@@ -296,11 +300,12 @@ def run_sweep(
     out: Path,
     options: RunOptions,
     kept: Mapping[str, str] | None = None,
+    written: dict[str, Record] | None = None,
 ) -> int:
     """Launch the ``planned`` runs inside the results folder's lock (held by the caller, who checked
     :func:`check_before_start`), runs that can share a launch in one (:mod:`.launchgroups`); ``kept``: the finished
     runs skipped, by status. With ``--rerun`` a finished run's folder is set aside until its new run is ok
-    (:mod:`.rerun`)."""
+    (:mod:`.rerun`). ``written`` (where given) gets each launched run's final record, by run id."""
     from ..records.results import atomic_write_text
     from .planning import prepare_run_folder
     from .signals import SignalGuard, Stop
@@ -318,7 +323,7 @@ def run_sweep(
         for planned_launch in launches:
             print("\n".join(dry_run_lines(planned_launch, alone, group_command(planned_launch))))
         return 0
-    tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned))
+    tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned), written=written)
     if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
 
@@ -360,6 +365,8 @@ class _Tally:
     progress: Any = None
     failures: int = 0
     diverged: int = 0
+    written: dict[str, Record] | None = None
+    """The final records of the runs launched, by run id, where the caller keeps them."""
 
     def position(self, one: PlannedRun) -> str:
         return f"[{self.positions[one.run.run_id] + 1}/{self.total}]"
@@ -416,6 +423,8 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
         tally.failures += not ok and not diverging
         tally.diverged += diverging
         _show(progress, result_lines(tally.position(one), one.run, record))
+        if tally.written is not None:
+            tally.written[one.run.run_id] = record
         if one.run.run_id in aside:
             log.info(settle(one.run.run_id, aside[one.run.run_id], record.status))
     return rest

@@ -3,8 +3,8 @@ rank's): put this folder first on ``PYTHONPATH`` and name a log file in ``RECORD
 itself) appends one JSON line: the function, the run it concerns and the process that made it (a rank, the
 launcher, the report).
 
-Counted: ``results.write_record`` / ``read_record`` (a record's file written / read), ``codec.parse_record`` (data to
-a record: the full check) and ``codec.record_data`` (a record to data), ``parts.assemble`` / ``parts.completed``
+Counted: ``results.write_record`` / ``read_record`` (a record's file written / read; ``found``: whether there was a
+file to read), ``codec.parse_record`` (data to a record: the full check) and ``codec.record_data`` (a record to data), ``parts.assemble`` / ``parts.completed``
 (a record made from parts / completed with more)."""
 
 import functools
@@ -48,6 +48,8 @@ def _counted(name, function):
         depth = getattr(_depth, name, 0)
         if depth == 0:
             line = {"fn": name, "run": _run_of(name, args), "process": _process()}
+            if name == "read_record":  # a look for a record that is not there reads nothing
+                line["found"] = os.path.lexists(Path(args[0]) / "result.json")
             with open(_LOG, "a") as log:
                 log.write(json.dumps(line) + "\n")
         setattr(_depth, name, depth + 1)
