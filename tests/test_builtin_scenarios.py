@@ -77,7 +77,7 @@ def _without(monkeypatch, tools=(), packages=()):
     monkeypatch.setattr(preflight, "_importable", lambda package: package not in packages and real_importable(package))
 
 
-def _planned(name: str, opts: LaunchOptions) -> list[launch.PlannedRun]:
+def _planned(name: str, opts: LaunchOptions) -> list[planning.PlannedRun]:
     return [planning.plan_run(run, Path("r"), opts) for run in expand(load_scenario(BUILTIN_DIR / f"{name}.yaml"))]
 
 

@@ -30,8 +30,8 @@ from suite.records.codec import record_data
 from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launched import LogWatch
-from suite.running.run_end import finalize_record
 from suite.running.lock import ResultsLock
+from suite.running.run_end import finalize_record
 from suite.train.checkpoint import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()

@@ -11,7 +11,7 @@ import socket
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
@@ -45,7 +45,7 @@ def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
         save_image_grid(sampler.sample(64, seed=seed)[0], path)
 
 
-def _write(on: RunOnRank, parts: list[object | None], checkpoint: dict[str, Any] | None = None) -> Record:
+def _write(on: RunOnRank, parts: Sequence[object | None], checkpoint: dict[str, Any] | None = None) -> Record:
     """Rank 0: the run's record, assembled once from ``parts``, its provenance and the launch's part where ``suite
     run`` handed one (``checkpoint``: where ``--resume`` continues), written once and handed to the logs."""
     launched: LaunchPart | None = on.handed.part(checkpoint) if on.handed is not None else None
@@ -124,7 +124,7 @@ def _saved(
     return checkpoints, ModelPart(digest, {file: b.save(on.run_dir / file) for file, b in bundles.items()})
 
 
-def _write_ok(on: RunOnRank, parts: list[object | None], checkpointer: Checkpointer | None) -> None:
+def _write_ok(on: RunOnRank, parts: Sequence[object | None], checkpointer: Checkpointer | None) -> None:
     """Rank 0's last word on an ok run: its record written once (:func:`_write`), its checkpoints no longer needed."""
     record = _write(on, parts)
     if checkpointer is not None:

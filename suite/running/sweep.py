@@ -127,8 +127,8 @@ def run_scenario(
     from ..records.nofollow import check_private_folder, check_tree, confine
     from .dataroots import check_data_roots
     from .finished import check_unchanged
-    from .planning import plan_run
     from .lock import ResultsLock
+    from .planning import plan_run
 
     sweep = options.sweep
     check_private_folder(out)  # first: nobody else may change what is in it while the runs go on (records.nofollow)
@@ -186,8 +186,8 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     """
     from .buildlocks import check_build_locks
     from .commands import local_procs_problem
-    from .preflight import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
+    from .preflight import check_devices, check_nvidia_only, check_tools
     from .rerun import finished_status
 
     runs = [one.run for one in planned]
@@ -307,11 +307,11 @@ def run_sweep(
     runs skipped, by status. With ``--rerun`` a finished run's folder is set aside until its new run is ok
     (:mod:`.rerun`). ``written`` (where given) gets each launched run's final record, by run id."""
     from ..records.results import atomic_write_text
-    from .planning import prepare_run_folder
-    from .signals import SignalGuard, Stop
     from .launchgroups import dry_run_lines, group_command, plan_launches
+    from .planning import prepare_run_folder
     from .reaper import Reaper
     from .rerun import skipped_line
+    from .signals import SignalGuard, Stop
 
     kept = kept or {}
     sweep = options.sweep

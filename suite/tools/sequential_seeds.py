@@ -80,7 +80,7 @@ def run_with_seeds(
     names = {config_name(r) for r in everything}  # the whole family decides, even when --only runs part of it
     block = [r for r in runs if not _sequential(r) or r.seed_order < policy.initial]
     # the records an earlier suite run left, read once; each block's are kept as the sweep returns them
-    known = {} if options.sweep.dry_run else {r.run_id: r for r in planned_records(out, everything)}
+    known = {} if options.sweep.dry_run else {r.run_id: r for r in planned_records(out, everything) if r.run_id}
     look = 1
     while True:
         chosen = {r.run_id for r in block}
