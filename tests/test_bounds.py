@@ -30,7 +30,8 @@ from suite.records.quoted import MAX_QUOTED_BYTES, QuotedFileError, read_quoted
 from suite.records.record import FileDigest
 from suite.running import commands
 from suite.running.commands import LOCAL_PROCS_PER_CORE, LaunchError, LaunchOptions, local_procs_problem
-from suite.running.launch import check_tools, plan_run
+from suite.running.planning import plan_run
+from suite.running.preflight import check_tools
 
 
 def _deepspeed_scenario(text: str, copies: int) -> str:

@@ -13,7 +13,7 @@ from conftest import REPO, launched_runs
 from suite.cli import main
 from suite.config.builtin import BUILTIN_DIR, UnknownScenario, builtin_scenarios, resolve_scenario
 from suite.config.expansion import expand, load_scenario
-from suite.running import launch
+from suite.running import planning, preflight
 from suite.running.commands import LaunchError, LaunchOptions
 
 # --- shipped with the package ------------------------------------------------------------------------------
@@ -72,13 +72,13 @@ def test_suite_run_of_an_unknown_name_is_one_line_exit_2(tmp_path, monkeypatch, 
 
 def _without(monkeypatch, tools=(), packages=()):
     """This machine without the launchers ``tools`` (by their file name) and the Python packages ``packages``."""
-    real_found, real_importable = launch._found, launch._importable
-    monkeypatch.setattr(launch, "_found", lambda tool: Path(tool).name not in tools and real_found(tool))
-    monkeypatch.setattr(launch, "_importable", lambda package: package not in packages and real_importable(package))
+    real_found, real_importable = preflight._found, preflight._importable
+    monkeypatch.setattr(preflight, "_found", lambda tool: Path(tool).name not in tools and real_found(tool))
+    monkeypatch.setattr(preflight, "_importable", lambda package: package not in packages and real_importable(package))
 
 
-def _planned(name: str, opts: LaunchOptions) -> list[launch.PlannedRun]:
-    return [launch.plan_run(run, Path("r"), opts) for run in expand(load_scenario(BUILTIN_DIR / f"{name}.yaml"))]
+def _planned(name: str, opts: LaunchOptions) -> list[planning.PlannedRun]:
+    return [planning.plan_run(run, Path("r"), opts) for run in expand(load_scenario(BUILTIN_DIR / f"{name}.yaml"))]
 
 
 def test_the_refusal_names_the_runs_that_could_run_the_flag_and_each_install_route(monkeypatch):
@@ -88,7 +88,7 @@ def test_the_refusal_names_the_runs_that_could_run_the_flag_and_each_install_rou
     opts = LaunchOptions(python=sys.executable)
     planned = _planned("engines", opts)
     with pytest.raises(LaunchError) as error:
-        launch.check_tools(planned, opts)
+        preflight.check_tools(planned, opts)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("launcher not found: ") and "horovodrun, " in message and "mpirun; " in message
@@ -127,7 +127,7 @@ def test_a_refusal_with_nothing_runnable_does_not_offer_the_flag(monkeypatch):
     opts = LaunchOptions(python=sys.executable)
     planned = [p for p in _planned("engines", opts) if p.run.engine == "horovod"]
     with pytest.raises(LaunchError) as error:
-        launch.check_tools(planned, opts)
+        preflight.check_tools(planned, opts)
     assert "--skip-missing" not in str(error.value) and "choose another engine or --launcher" in str(error.value)
 
 

@@ -149,7 +149,9 @@ def test_an_interrupted_run_is_recorded(tmp_path, monkeypatch):
     import subprocess
 
     from suite.config.expansion import expand, parse_scenario
-    from suite.running.launch import LaunchOptions, launch, plan_run, prepare_run_folder
+    from suite.running.commands import LaunchOptions
+    from suite.running.launch import launch
+    from suite.running.planning import plan_run, prepare_run_folder
 
     run = expand(parse_scenario(tiny_scenario("i", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))[0]
     planned = plan_run(run, tmp_path, LaunchOptions())

@@ -18,8 +18,8 @@ original moved aside, where there was one) a symbolic link to a canary outside t
 Commands and paths covered, both kinds (link, FIFO) each:
 
 - ``run``: the in-process part of ``suite run`` (no training): the results folder's lock, ``scenario.yaml``, each
-  run folder, ``run.json``, ``log.txt``, ``checkpoints/``, ``ranks/``, ``partial/`` and the launcher's
-  ``result.json``, with the launch command replaced by ``true`` (the launcher then writes a failed record: its
+  run folder, ``run.json``, ``log.txt``, ``checkpoints/``, ``ranks/`` (and the launch's part handed to the ranks in it),
+  ``partial/`` and the launcher's ``result.json``, with the launch command replaced by ``true`` (the launcher then writes a failed record: its
   usual exit code is 1). Every path. The ranks' own opens (the worker in another process) are not planted here;
   ``tests/test_races.py`` covers their run folder (its descriptor held) and ``run.json`` (its digest).
 - ``report`` (three records of ``reports/digits/records.json`` as a results folder, ``--out`` a new folder):
@@ -58,7 +58,7 @@ from suite.records import nofollow
 from suite.records.results import new_record, read_records, write_record
 
 DIGITS = REPO / "reports" / "digits" / "records.json"
-SLOTS = {"run": 9, "report": 10, "tune": 4, "papers": 9, "project": 9, "sample": 1, "jobscript": 2}
+SLOTS = {"run": 10, "report": 10, "tune": 4, "papers": 9, "project": 9, "sample": 1, "jobscript": 2}
 """Cases per command: one per path it opens, or for ``report`` its folders and as many of its files as the slots
 leave, evenly spaced; ``test_every_path_of_each_command_has_a_case`` fails when a command opens more paths than it
 has slots (a case past the paths a command opens is skipped)."""

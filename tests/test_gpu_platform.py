@@ -15,7 +15,8 @@ from conftest import tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.measure import gpu_platform
 from suite.measure.telemetry import ResourceSampler
-from suite.running.launch import LaunchError, check_devices
+from suite.running.commands import LaunchError
+from suite.running.preflight import check_devices
 from suite.train.engines import base
 from suite.train.engines.horovod import HorovodEngine
 from suite.train.engines.torch_dist import TorchEngine

@@ -363,7 +363,7 @@ def test_a_run_folder_that_vanished_before_its_launch_stops_the_sweep_in_one_lin
     from suite.running import launch
 
     environment = launch.child_environment
-    monkeypatch.setattr("suite.running.launch.check_tools", lambda runs, opts: None)
+    monkeypatch.setattr("suite.running.preflight.check_tools", lambda runs, opts: None)
     monkeypatch.setattr(
         "suite.running.launch.child_environment", lambda run, opts: (shutil.rmtree(run_dir), environment(run, opts))[1]
     )
@@ -386,7 +386,7 @@ def test_a_shared_launch_whose_record_cannot_be_written_names_its_runs_and_place
         launched.append([one.run.run_id for one in group])
         raise OSError(f"could not write {group[1].run_dir / 'result.json'} (No space left on device)")
 
-    monkeypatch.setattr("suite.running.launch.check_tools", lambda runs, opts: None)
+    monkeypatch.setattr("suite.running.preflight.check_tools", lambda runs, opts: None)
     monkeypatch.setattr("suite.running.launch.launch_runs", full_disk)
     assert main(["run", str(path), "--out", str(out)]) == 1
     (group,) = launched

@@ -25,7 +25,7 @@ from suite.gan.tensorfiles import UnreadableFileError, UnsafeFileError, save_ten
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, new_record, read_record, write_record
-from suite.running.launch import finalize_record
+from suite.running.run_end import finalize_record
 from suite.strategies.label_partitioned.strategy import _load_classes
 from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe_checkpoint, resume_plan
 

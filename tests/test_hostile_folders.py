@@ -32,7 +32,7 @@ from suite.cli import main
 from suite.records import nofollow
 from suite.records.codec import record_data
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, atomic_write_text, new_record, read_record, write_record
-from suite.running.launch import _remove_temporaries
+from suite.running.launched import remove_temporaries
 
 RUN_ID = "data_parallel-bce-torch-p1-r0"
 REFUSED = "where the suite keeps its own files; it follows no link and opens no FIFO, socket or device there: remove it"
@@ -229,7 +229,7 @@ def test_removing_temporaries_never_leaves_the_run_folder(tmp_path, folder):
     (run_dir / ".result.json.tmp1").write_text("{")  # a temporary a killed writer left: removed
     before = fingerprint(home)
     with nofollow.confine(tmp_path / "results"):
-        _remove_temporaries(run_dir)
+        remove_temporaries(run_dir)
     assert fingerprint(home) == before and sorted(p.name for p in home.iterdir()) == [".bashrc", ".netrc"]
     assert sorted(p.name for p in run_dir.iterdir()) == [folder]
 

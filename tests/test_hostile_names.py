@@ -210,7 +210,7 @@ def test_provenance_of_a_record_the_launcher_writes(tmp_path):
     from suite.config.expansion import expand, load_scenario
     from suite.measure.env import source_revision
     from suite.records.codec import record_data
-    from suite.running.launch import finalize_record
+    from suite.running.run_end import finalize_record
 
     (run,) = expand(load_scenario(_scenario(tmp_path)))
     run_dir = tmp_path / run.run_id

@@ -29,7 +29,7 @@ from suite.records.images import MAX_PIXELS, ImageError, read_pixels
 from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError
 from suite.records.results import iter_records, new_record, write_record
-from suite.running.launch import finalize_record
+from suite.running.run_end import finalize_record
 from suite.tools import gate
 from suite.tools.gate_files import summary_line
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import launched_runs, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.records.codec import record_data
-from suite.running.launch import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
+from suite.running.commands import LaunchError, LaunchOptions, command_for, deepspeed_env_file, forwarded_variables
 from suite.train.launchenv import GPU_RANK_THREADS, LaunchInfo, detect, threads_per_rank
 
 PY = "/env/bin/python"
@@ -31,14 +31,14 @@ def cmd(run, **options):
 
 
 def test_a_missing_launcher_is_one_line_naming_the_engine_that_needs_it(monkeypatch):
-    from suite.running import launch
+    from suite.running import planning, preflight
 
     # Horovod is optional (the pip route leaves it out): without it there is no horovodrun
-    monkeypatch.setattr(launch.shutil, "which", lambda tool: None if tool == "horovodrun" else f"/bin/{tool}")
+    monkeypatch.setattr(preflight.shutil, "which", lambda tool: None if tool == "horovodrun" else f"/bin/{tool}")
     opts = LaunchOptions(python=PY)
-    launch.check_tools([launch.plan_run(a_run("torch"), Path("r"), opts)], opts)  # torch's own launcher is there
+    preflight.check_tools([planning.plan_run(a_run("torch"), Path("r"), opts)], opts)  # torch's own launcher is there
     with pytest.raises(LaunchError) as error:
-        launch.check_tools([launch.plan_run(a_run(engine), Path("r"), opts) for engine in ("torch", "horovod")], opts)
+        preflight.check_tools([planning.plan_run(a_run(engine), Path("r"), opts) for engine in ("torch", "horovod")], opts)
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("launcher not found: horovodrun, for the runs of the horovod engine: install it ")

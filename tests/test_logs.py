@@ -277,7 +277,7 @@ def test_logs_settings_come_from_the_scenario_and_only_the_command_line_names_a_
 
 def test_a_missing_package_is_one_line_naming_it(monkeypatch):
     from suite.running import runlogs
-    from suite.running.launch import LaunchError
+    from suite.running.commands import LaunchError
 
     (run,) = expand(parse_scenario(tiny_scenario("logs", [{"strategy": "data_parallel", "procs": [1]}], logs={"mllog": True})))
     monkeypatch.setattr(runlogs.importlib.util, "find_spec", lambda name: None)

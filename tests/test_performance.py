@@ -12,7 +12,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import PerformanceConfig, ScenarioError
 from suite.config.validation import device_problem
 from suite.running.commands import LaunchError
-from suite.running.launch import check_devices
+from suite.running.preflight import check_devices
 from suite.train import performance
 
 

@@ -288,7 +288,7 @@ def test_a_run_json_changed_between_the_launchers_write_and_the_ranks_read_is_re
     the launch command gives it) is refused in one line naming the file, with its failed status written (which names
     that line in suite run's failed record), before anything is parsed or trained. The rewrite is made between the
     write (a dry run) and the read (the worker's entry, in-process), not by a timing loop."""
-    from suite.running import worker
+    from suite.running import run_file, worker
 
     out = tmp_path / "results"
     run_dir = out / RUN_ID
@@ -296,7 +296,7 @@ def test_a_run_json_changed_between_the_launchers_write_and_the_ranks_read_is_re
     written = hashlib.sha256((run_dir / "run.json").read_bytes()).hexdigest()
     assert _digest_of(capsys.readouterr().out.strip()) == written  # the dry run's command gives the rank the digest
     with confine(run_dir):
-        assert worker.read_run(run_dir, written).train.lr != 0.123  # the file as written: accepted
+        assert run_file.read_run(run_dir, written).train.lr != 0.123  # the file as written: accepted
     _rewritten(run_dir, 0.123)
     changed = hashlib.sha256((run_dir / "run.json").read_bytes()).hexdigest()
     line = (
@@ -304,8 +304,8 @@ def test_a_run_json_changed_between_the_launchers_write_and_the_ranks_read_is_re
         "run that was launched, so nothing was run; run `suite run` again to write it anew (a worker started by hand "
         "without --run-sha256 runs the file as it is)"
     )
-    with confine(run_dir), pytest.raises(worker.RunFileChanged) as refused:
-        worker.read_run(run_dir, written)
+    with confine(run_dir), pytest.raises(run_file.RunFileChanged) as refused:
+        run_file.read_run(run_dir, written)
     assert str(refused.value) == line
     assert worker.main([str(run_dir), "--run-sha256", written]) == 2
     assert refused_line(capsys) == f"error: {line}"
@@ -314,7 +314,7 @@ def test_a_run_json_changed_between_the_launchers_write_and_the_ranks_read_is_re
     assert sorted(p.name for p in run_dir.iterdir()) == ["ranks", "run.json"]  # nothing else: no record, no model
     # a hand launch (no --run-sha256) runs the run.json it finds: nothing to compare it with
     with confine(run_dir):
-        assert worker.read_run(run_dir).train.lr == 0.123
+        assert run_file.read_run(run_dir).train.lr == 0.123
     with pytest.raises(SystemExit) as usage:  # not a sha256: argparse's usage and one line
         worker.main([str(run_dir), "--run-sha256", "xyz"])
     assert usage.value.code == 2 and "expected a sha256 of 64 hexadecimal digits" in capsys.readouterr().err

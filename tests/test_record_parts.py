@@ -27,7 +27,7 @@ from suite.records.parts import (
 )
 from suite.records.record import Placement, RankTelemetry, RecordError, Timing
 from suite.records.results import RECORD_FILE, new_record, read_record, write_record
-from suite.running import launch
+from suite.running import run_end
 
 FROM_DATA = {"new_record", "parse_record", "check_record"}
 """The record layer's functions that make (or check) a record from its plain data: records/ and the tests only."""
@@ -139,7 +139,7 @@ def test_the_launcher_completes_the_workers_record_with_its_parts(tmp_path):
         FailurePart(None, "Traceback ..."),
     )
     write_record(tmp_path, worker)
-    record = launch.finalize_record(run, tmp_path, ["mpirun", "python"], 1, 3.0)  # a rank exited 1 after the record
+    record = run_end.finalize_record(run, tmp_path, ["mpirun", "python"], 1, 3.0)  # a rank exited 1 after the record
     assert record.status == "failed" and record.command == "mpirun python" and record.exit_code == 1 and record.wall_s == 3.0
     assert record.reason == worker.reason and record.diverged == diverged and record.traceback == "Traceback ..."
     assert record.train_s == 4.0 and record.suite_version is not None  # the worker's measurements, the launcher's provenance

@@ -8,8 +8,8 @@ from suite.config.expansion import expand, parse_scenario
 from suite.records.failures import status_path
 from suite.records.record import run_identity
 from suite.records.results import RECORD_FILE, new_record, read_record, write_record
-from suite.running.launch import finalize_record
-from suite.running.worker import _report_failure
+from suite.running.run_end import finalize_record
+from suite.running.run_record import report_failure
 
 
 def _run():
@@ -30,9 +30,9 @@ def test_a_failed_launch_keeps_the_workers_measurements_and_the_launchers_proven
 def test_a_failure_after_the_finished_record_keeps_it(tmp_path):
     run = _run()
     write_record(tmp_path, new_record({**run_identity(run), "status": "ok", "train_s": 12.5}))
-    _report_failure(run, tmp_path, 0, "2030-01-01T00:00:00Z", RuntimeError("shutdown failed"), recorded=True)
+    report_failure(run, tmp_path, 0, "2030-01-01T00:00:00Z", RuntimeError("shutdown failed"), recorded=True)
     assert read_record(tmp_path).status == "ok" and read_record(tmp_path).train_s == 12.5
     status = json.loads(status_path(tmp_path, 0).read_text())
     assert status["status"] == "failed" and "shutdown failed" in status["error"]
-    _report_failure(run, tmp_path, 0, "2030-01-01T00:00:00Z", RuntimeError("training failed"))  # before the record
+    report_failure(run, tmp_path, 0, "2030-01-01T00:00:00Z", RuntimeError("training failed"))  # before the record
     assert read_record(tmp_path).status == "failed" and (tmp_path / RECORD_FILE).is_file()

@@ -29,8 +29,9 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.codec import record_data
 from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
-from suite.running.launch import _LogWatch, finalize_record
+from suite.running.launched import LogWatch
 from suite.running.lock import ResultsLock
+from suite.running.run_end import finalize_record
 from suite.train.checkpoint import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()
@@ -268,7 +269,7 @@ def test_a_host_or_partition_a_launcher_cannot_use_is_named_in_one_line(tmp_path
 def test_the_launch_is_watched_for_an_unreachable_host_as_its_output_grows(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("$ deepspeed ...\nnode3: ssh: connect to host node3 port 22: No rou")
-    watch = _LogWatch(log)
+    watch = LogWatch(log)
     assert watch.problem() is None  # not a whole line yet
     with open(log, "a") as f:
         f.write("te to host\n")

@@ -16,6 +16,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import PLACEMENT_FIELDS, Run, RunPlacement
 from suite.records.record import Record
 from suite.running import launch as launching
+from suite.running import planning, preflight
 from suite.train.checkpoint import settings_fingerprint
 
 ENTRY = {"strategy": "data_parallel", "engine": "torch", "procs": [1, 2]}
@@ -45,15 +46,15 @@ def test_a_placement_makes_a_placed_copy_with_the_same_settings_and_fingerprint(
 
 
 def _counting_command_for(monkeypatch) -> list[list[str]]:
-    """Every command ``suite.running.launch`` builds, in order."""
+    """Every command ``suite.running.planning`` builds, in order."""
     built: list[list[str]] = []
-    real = launching.command_for
+    real = planning.command_for
 
     def command_for(*args, **kwargs):
         built.append(real(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(launching, "command_for", command_for)
+    monkeypatch.setattr(planning, "command_for", command_for)
     return built
 
 
@@ -72,7 +73,7 @@ def test_suite_run_builds_each_command_once_and_launches_that_command_with_the_p
         return Record(status="ok", wall_s=0.0)
 
     monkeypatch.setattr(launching, "launch", launch)
-    monkeypatch.setattr(launching, "check_devices", lambda runs: None)  # no torch device probe
+    monkeypatch.setattr(preflight, "check_devices", lambda runs: None)  # no torch device probe
     monkeypatch.setattr("suite.running.reaper.Reaper", contextlib.nullcontext)  # no watchdog process
     out = tmp_path / "out"
     code = main(["run", _write(tmp_path, "once"), "--out", str(out), "-q", "--trace", "--set", "train.lr=0.001"])

@@ -200,19 +200,25 @@ def test_the_runner_trains_the_next_block_only_for_systems_still_undecided(monke
         "data_parallel": [100.0, 130.0, 90.0, 120.0, 85.0, 110.0],
         "label_partitioned": [120.0, 85.0, 140.0, 95.0, 115.0, 100.0],
     }
-    written: list = []
     blocks: list[list[str]] = []
+    looks_into_the_folder = []
 
-    def fake_run(_file, _scenario, block, others, out, options):
+    def fake_run(_file, _scenario, block, others, out, options, written):  # the sweep hands back the records it wrote
         blocks.append(sorted(r.run_id for r in block))
+        assert all(run_id in written for earlier in blocks[:-1] for run_id in earlier)  # handed back in, not read
         for r in block:
-            written.append(_record(r.strategy, r.train.seed, late[r.strategy][r.train.seed], policy))
+            written[r.run_id] = _record(r.strategy, r.train.seed, late[r.strategy][r.train.seed], policy)
         return 0
 
+    def planned_records(out, runs):  # the folder's records, read before the first block: none yet
+        looks_into_the_folder.append(out)
+        return []
+
     monkeypatch.setattr(sequential_seeds, "run_scenario", fake_run)
-    monkeypatch.setattr(sequential_seeds, "planned_records", lambda out, runs: list(written))
+    monkeypatch.setattr(sequential_seeds, "planned_records", planned_records)
     options = type("O", (), {"sweep": type("S", (), {"dry_run": False})()})()
     assert sequential_seeds.run_with_seeds(scenario_file, scenario, runs, [], tmp_path, options) == 0
+    assert looks_into_the_folder == [tmp_path]  # read once; between blocks the runner keeps the records it wrote
     assert len(blocks) == 2 and len(blocks[0]) == 9
     assert all("conditional" not in run_id for run_id in blocks[1])  # decided against both: no more seeds
     assert sorted({run_id.rsplit("-s", 1)[1] for run_id in blocks[1]}) == ["3-r0", "4-r0", "5-r0"]

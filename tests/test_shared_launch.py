@@ -10,7 +10,7 @@ import pytest
 
 from conftest import launched_runs, run_scenario, tiny_scenario
 from suite.running.commands import RUN_MARK
-from suite.running.launchgroups import split_log, wall_shares
+from suite.running.launchgroups import split_log
 
 CELLULAR = {"iterations": 2, "batches_per_iteration": 1, "mixture_samples": 40, "fitness_samples": 40}
 """A tiny cellular run (tests/test_cellular.py's)."""
@@ -43,12 +43,6 @@ def test_a_launchs_output_is_cut_at_each_runs_mark():
         f"{RUN_MARK}b (run 2 of 3)\nb fails\n",
         "",
     ]
-
-
-def test_a_launchs_wall_time_is_each_runs_own_and_an_equal_share_of_the_rest():
-    shares = wall_shares(30.0, [10.0, 5.0, 3.0])  # 12 s of start-up, shutdown and gaps: 4 s each
-    assert shares == pytest.approx([14.0, 9.0, 7.0]) and sum(shares) == pytest.approx(30.0)
-    assert wall_shares(7.0, [0.0]) == [7.0]  # a launch of one run: its wall time, as before
 
 
 def test_a_dry_run_names_each_run_that_needs_a_launch_of_its_own_and_why(tmp_path, capsys):

@@ -129,10 +129,11 @@ def test_planted_records_neither_end_nor_skip_nor_extend_a_sequence(tmp_path, mo
     write_record(out / "s-stale", new_record({**stale, "run_id": "s-stale"}))
     blocks: list[list[str]] = []
 
-    def fake_run(_file, _scenario, block, others, folder, options):
+    def fake_run(_file, _scenario, block, others, folder, options, written):  # the sweep hands its records back
         blocks.append(sorted(r.run_id for r in block))
         for r in block:
-            write_record(folder / r.run_id, new_record(record_of(r, LATE[r.strategy][r.train.seed])))
+            written[r.run_id] = new_record(record_of(r, LATE[r.strategy][r.train.seed]))
+            write_record(folder / r.run_id, written[r.run_id])
         return 0
 
     monkeypatch.setattr(sequential_seeds, "run_scenario", fake_run)

@@ -69,7 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _skip_missing(runs: list[Run], others: list[Run], out: Path, options: RunOptions) -> tuple[list[Run], list[Run]]:
     """``--skip-missing``: the runs whose launcher or engine package is not installed here move from the runs to run
     to the others (as ``--only`` leaves them out), named in one warning; none left to run is a usage error."""
-    from ..running.launch import missing_engines, missing_refusal, plan_run, run_names
+    from ..running.planning import plan_run
+    from ..running.preflight import missing_engines, missing_refusal, run_names
 
     planned = [plan_run(run, out, options.launch, options.placement) for run in runs]
     missing = missing_engines(planned, options.launch)

@@ -325,7 +325,7 @@ class Run:
         return dataclasses.replace(run, sections=built)
 
     def to_json(self) -> str:
-        """The run as ``run.json`` holds it (written atomically by :func:`suite.running.launch.prepare_run_folder`)."""
+        """The run as ``run.json`` holds it (written atomically by :func:`suite.running.planning.prepare_run_folder`)."""
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod

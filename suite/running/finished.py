@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..config.jsonfile import read_json
 from ..config.scenario import PLACEMENT_FIELDS, Run
+from ..records.record import Record
 from ..records.results import RUN_FILE, path_under, read_record
 
 FINISHED = ("ok", "diverged")
@@ -30,9 +31,10 @@ class SettingsChanged(ValueError):
     """Finished runs of a results folder would get other settings; the message names them."""
 
 
-def finished_settings(run_dir: Path) -> dict[str, Any] | None:
-    """The settings a finished run was made with (placement aside), or None when ``run_dir`` holds no finished run."""
-    record = read_record(run_dir)
+def finished_settings(run_dir: Path, record: Record | None = None) -> dict[str, Any] | None:
+    """The settings a finished run was made with (placement aside), or None when ``run_dir`` holds no finished run;
+    ``record``: its record as the caller holds it (None: read from the folder)."""
+    record = record if record is not None else read_record(run_dir)
     if record is None or record.status not in FINISHED:
         return None
     settings = record.settings
@@ -66,16 +68,21 @@ def differences(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [f"{path} {json.dumps(old)} -> {json.dumps(new)}"]
 
 
-def check_unchanged(results_dir: Path, runs: Iterable[Run], others: Iterable[Run] = ()) -> None:
+def check_unchanged(
+    results_dir: Path, runs: Iterable[Run], others: Iterable[Run] = (), known: Mapping[str, Record] | None = None
+) -> None:
     """Raise :class:`SettingsChanged` when a finished run in ``results_dir`` would get other settings.
 
     ``runs`` are the runs about to be written; ``others`` the scenario's runs that this command does
     not select (``--only``), compared too because the folder's ``scenario.yaml`` is rewritten. Placement
     and order (:data:`~suite.config.scenario.PLACEMENT_FIELDS`, ``trace`` among them) are not compared.
+    ``known``: records the caller wrote in this folder and holds, by run id (the sequential seeds' earlier blocks),
+    not read again.
     """
     changed: list[str] = []
+    known = known or {}
     for run in [*runs, *others]:
-        old = finished_settings(path_under(results_dir, run.run_id))
+        old = finished_settings(path_under(results_dir, run.run_id), known.get(run.run_id))
         if old is None:
             continue
         fields = differences(old, as_recorded(run.settings()))

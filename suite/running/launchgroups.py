@@ -11,9 +11,9 @@ run), a run that compiles or captures its step, and what its engine refuses
 The launch's command is its first run's with a ``--next-run RUN_DIR SHA256`` for each further run
 (:data:`.commands.NEXT_RUN_OPTION`); the worker trains them in order. Its output goes to the first run's ``log.txt`` as
 it runs and is then cut into each run's ``log.txt`` where a rank logs :data:`.commands.RUN_MARK` (:func:`split_log`).
-A launch's wall time is divided among the runs it started (:func:`wall_shares`): each run gets its own worker time,
-from its start to its record, and an equal share of the rest (start-up, imports, the engine's start, shutdown and the
-gaps between runs), so that its runs' ``wall_s`` add up to the launch's wall time.
+Each run's ``wall_s`` runs from the record of the run before it (the first: from the launch's start, with its start-up)
+to its own record (:mod:`.launch_part`), so that its runs' ``wall_s`` add up to the launch's wall time up to its last
+record.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .commands import NEXT_RUN_OPTION, RUN_MARK
 
 if TYPE_CHECKING:
     from ..train.engines.base import Engine
-    from .launch import PlannedRun
+    from .planning import PlannedRun
 
 PERFORMANCE_ALONE = ("compile", "cuda_graphs")
 """``performance`` settings whose compiled code or captured graphs stay in the process: such a run launches alone."""
@@ -112,15 +112,6 @@ def split_log(text: str, run_ids: list[str]) -> list[str]:
     starts = [0, *cuts]
     ends = [*cuts, len(lines)]
     return ["".join(lines[start : max(start, end)]) for start, end in zip(starts, ends)]
-
-
-def wall_shares(wall_s: float, worker_s: list[float]) -> list[float]:
-    """Each started run's part of a launch's ``wall_s``: its own ``worker_s`` and an equal share of the rest (start-up,
-    shutdown, the gaps between runs); they add up to ``wall_s``."""
-    if not worker_s:
-        return []
-    rest = max(0.0, wall_s - sum(worker_s)) / len(worker_s)
-    return [own + rest for own in worker_s]
 
 
 def dry_run_lines(group: list[PlannedRun], alone: dict[str, str], command: list[str]) -> list[str]:

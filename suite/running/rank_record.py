@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ..measure.telemetry import Telemetry
     from ..train.engines.base import Engine
     from ..train.strategies.base import Strategy
+    from .launch_part import HandedLaunch
 
 T = TypeVar("T")
 
@@ -54,6 +55,8 @@ class RunOnRank:
     started_s: float
     """The worker's start on the ``time.perf_counter`` clock."""
     started_utc: str
+    handed: HandedLaunch | None = None
+    """Rank 0, launched by ``suite run``: the launch's part it completes the record with (:mod:`.launch_part`)."""
 
 
 def rank_part(engine: Engine, telemetry: Telemetry, strategy: Strategy, setup_s: float, peak: dict[str, Any]) -> RankTelemetry:

@@ -32,7 +32,7 @@ from .commands import LaunchOptions
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
     from ..records.record import Record
-    from .launch import PlannedRun
+    from .planning import PlannedRun
 
 log = logging.getLogger("suite")
 
@@ -111,11 +111,15 @@ def run_scenario(
     others: list[Run],
     out: Path,
     options: RunOptions,
+    written: dict[str, Record] | None = None,
 ) -> int:
     """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
 
+    ``written``: the records this process already holds of ``out``'s runs, by run id (the sequential seeds' earlier
+    blocks: not read again), to which each run launched now adds its final record.
+
     Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s. Each run is
-    planned once (:func:`.launch.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
+    planned once (:func:`.planning.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
     folder's ``run.json`` and the launch.
     """
     from ..gan.data import DataError
@@ -123,8 +127,8 @@ def run_scenario(
     from ..records.nofollow import check_private_folder, check_tree, confine
     from .dataroots import check_data_roots
     from .finished import check_unchanged
-    from .launch import plan_run
     from .lock import ResultsLock
+    from .planning import plan_run
 
     sweep = options.sweep
     check_private_folder(out)  # first: nobody else may change what is in it while the runs go on (records.nofollow)
@@ -143,7 +147,7 @@ def run_scenario(
         if not sweep.dry_run:
             raise
         log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
-    check_unchanged(out, runs, others)  # before the first write: a refusal leaves the folder as it was
+    check_unchanged(out, runs, others, written)  # before the first write: a refusal leaves the folder as it was
     with ResultsLock(out) as lock, confine(out):  # below `out`, no link is followed (suite.records.nofollow)
         try:
             _put_back(out, runs, sweep)
@@ -151,7 +155,7 @@ def run_scenario(
         except BaseException:
             lock.discard()  # refused before the first write: the lock file and folder it made go too
             raise
-        return run_sweep(scenario_file, scenario, planned, out, options, kept)
+        return run_sweep(scenario_file, scenario, planned, out, options, kept, written)
 
 
 def _put_back(out: Path, runs: list[Run], sweep: SweepOptions) -> None:
@@ -178,12 +182,12 @@ def check_before_start(planned: list[PlannedRun], out: Path, options: RunOptions
     skipped (without ``--rerun``), by their status.
 
     A real run needs its launchers and devices, room in the folder (:func:`.lock.check_room`) and no stale
-    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.launch.check_nvidia_only`).
+    build lock. A dry run on a ROCm torch refuses what its GPU nodes would (:func:`.preflight.check_nvidia_only`).
     """
     from .buildlocks import check_build_locks
     from .commands import local_procs_problem
-    from .launch import check_devices, check_nvidia_only, check_tools
     from .lock import check_room
+    from .preflight import check_devices, check_nvidia_only, check_tools
     from .rerun import finished_status
 
     runs = [one.run for one in planned]
@@ -296,16 +300,18 @@ def run_sweep(
     out: Path,
     options: RunOptions,
     kept: Mapping[str, str] | None = None,
+    written: dict[str, Record] | None = None,
 ) -> int:
     """Launch the ``planned`` runs inside the results folder's lock (held by the caller, who checked
     :func:`check_before_start`), runs that can share a launch in one (:mod:`.launchgroups`); ``kept``: the finished
     runs skipped, by status. With ``--rerun`` a finished run's folder is set aside until its new run is ok
-    (:mod:`.rerun`)."""
+    (:mod:`.rerun`). ``written`` (where given) gets each launched run's final record, by run id."""
     from ..records.results import atomic_write_text
-    from .launch import SignalGuard, Stop, prepare_run_folder
     from .launchgroups import dry_run_lines, group_command, plan_launches
+    from .planning import prepare_run_folder
     from .reaper import Reaper
     from .rerun import skipped_line
+    from .signals import SignalGuard, Stop
 
     kept = kept or {}
     sweep = options.sweep
@@ -317,7 +323,7 @@ def run_sweep(
         for planned_launch in launches:
             print("\n".join(dry_run_lines(planned_launch, alone, group_command(planned_launch))))
         return 0
-    tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned))
+    tally = _Tally({one.run.run_id: i for i, one in enumerate(planned)}, len(planned), written=written)
     if not sweep.quiet and sys.stderr.isatty():  # a progress bar in a terminal, plain lines in logs
         from tqdm import tqdm
 
@@ -359,6 +365,8 @@ class _Tally:
     progress: Any = None
     failures: int = 0
     diverged: int = 0
+    written: dict[str, Record] | None = None
+    """The final records of the runs launched, by run id, where the caller keeps them."""
 
     def position(self, one: PlannedRun) -> str:
         return f"[{self.positions[one.run.run_id] + 1}/{self.total}]"
@@ -367,7 +375,8 @@ class _Tally:
 def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, guard: Any) -> list[PlannedRun] | None:
     """One launch of the runs of ``group``, each finished run's line shown; returns the runs it did not start (a run
     before them failed), or None where a record could not be written (the sweep stops)."""
-    from .launch import launch, launch_runs, prepare_run_folder
+    from .launch import launch, launch_runs
+    from .planning import prepare_run_folder
     from .rerun import finished_status, left_aside, set_aside, settle
 
     sweep, progress = options.sweep, tally.progress
@@ -414,6 +423,8 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
         tally.failures += not ok and not diverging
         tally.diverged += diverging
         _show(progress, result_lines(tally.position(one), one.run, record))
+        if tally.written is not None:
+            tally.written[one.run.run_id] = record
         if one.run.run_id in aside:
             log.info(settle(one.run.run_id, aside[one.run.run_id], record.status))
     return rest

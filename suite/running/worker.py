@@ -35,43 +35,37 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import hashlib
 import logging
 import os
-import socket
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..config.envsettings import EnvironmentSettingError, check_environment
-from ..config.jsonfile import MAX_BYTES, json_from_bytes
 from ..config.scenario import Run
-from ..gan.divergence import Divergence, first_divergence
-from ..records.failures import Failure, read_statuses, write_status
-from ..records.nofollow import UnsafeEntry, check_private_folder, confine, open_regular
-from ..records.parts import Ending, FailurePart, ModelPart, Scored, StrategyPart, assemble, identity
-from ..records.record import CheckpointInfo, RankTelemetry, utc_now
-from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
+from ..records.failures import read_statuses, write_status
+from ..records.nofollow import UnsafeEntry, check_private_folder, confine
+from ..records.record import utc_now
+from ..records.results import RUN_FILE, SCRATCH_DIR
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from ..train.training import window_seconds
 from .commands import NEXT_RUN_OPTION, RUN_DIGEST_OPTION, RUN_MARK
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
-from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance
-from .runlogs import tensorboard_folder, write_run_logs
-from .scoring import quality_fields, score_models
+from .launch_part import HandedLaunch, handed_launch
+from .rank_record import RunOnRank
+from .run_file import RunFileChanged, read_run, sha256_hex
+from .run_record import conclude, report_failure
+from .runlogs import tensorboard_folder
 
 if TYPE_CHECKING:
     from ..gan.data import ImageData
-    from ..gan.sampling import GeneratorBundle
     from ..measure.telemetry import Telemetry
     from ..measure.tensorboard_writer import EventWriter
     from ..train.engines.base import Engine
-    from ..train.strategies.base import Outcome, Strategy
+    from ..train.strategies.base import Strategy
 
 
 log = logging.getLogger("suite.running.worker")
@@ -103,59 +97,6 @@ def _check_agreement(engine: Engine, launch: LaunchInfo, run: Run) -> None:
         )
 
 
-def _save_sample_grid(bundle: GeneratorBundle, path: Path, seed: int) -> None:
-    """64 samples, or 8 per class in rows of one class each for models that generate by class."""
-    from ..gan.sampling import Sampler, save_image_grid
-
-    sampler = Sampler(bundle)
-    if bundle.labelled:
-        save_image_grid(sampler.sample_by_class(8, seed=seed), path, columns=8)
-    else:
-        save_image_grid(sampler.sample(64, seed=seed)[0], path)
-
-
-def _end_diverged(on: RunOnRank, strategy: Strategy, mine: RankTelemetry, diverged: Divergence) -> None:
-    """Every rank, once a rank diverged: rank 0 records the run as ``diverged`` (times, losses up to
-    the divergence, which value at which step on which rank) without finalizing or scoring it."""
-    run, engine = on.run, on.engine
-    gathered = engine.gather_object((mine, strategy.history_so_far()))
-    if gathered is not None:  # rank 0
-        parts = [history for _, history in gathered if history is not None]
-        if parts and isinstance(parts[0], dict):  # per class or per cell, from the ranks that keep them
-            history: object = {k: v for part in parts for k, v in part.items()}
-        else:
-            history = parts[0] if parts else None
-        reason = diverged.line()
-        record = assemble(
-            f"{run.run_id}: the record",
-            identity(run),
-            Ending("diverged", reason=reason, diverged=diverged.as_dict()),
-            *trained_parts(on, [m for m, _ in gathered]),
-            StrategyPart({"history": history}),
-            worker_provenance(run, on.started_utc),
-        )
-        write_record(on.run_dir, record)
-        write_run_logs(run, on.run_dir, record)
-        log.warning("%s: %s", run.run_id, reason)
-    write_status(on.run_dir, engine.rank, "diverged", error=diverged.line())
-
-
-def _scores(on: RunOnRank, outcome: Outcome, scored: tuple[Any, ...] | None, train_s: float) -> Scored | None:
-    """Rank 0: the scores' part of the record (:func:`suite.running.scoring.quality_fields`; None unscored), once a
-    sample grid and the grids over training are saved."""
-    from ..gan.grids import save_training_grids
-
-    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    steps = outcome.fields["generator_steps"]
-    total = sum(steps.values()) if isinstance(steps, dict) else steps
-    part = (
-        None if scored is None else quality_fields(on.run, outcome, scored, train_s, total, outcome.fields.get("images_consumed"))
-    )
-    _save_sample_grid(outcome.bundle, on.run_dir / SAMPLES_FILE, on.run.train.seed)
-    save_training_grids(on.run_dir, outcome.curve, (total, outcome.bundle), on.data, on.run.train.seed)
-    return part
-
-
 def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
     """This rank's TensorBoard writer where the run asks for events (docs/logs.md), made during set-up, before the
     barriers that precede training: rank 0 removes an earlier attempt's events and writes the settings. None without,
@@ -173,27 +114,6 @@ def _event_writer(run: Run, run_dir: Path, rank: int) -> EventWriter | None:
     if rank == 0:
         events.start(run.to_dict())
     return events
-
-
-def _report_failure(run: Run, run_dir: Path, rank: int, started_utc: str, error: Exception, recorded: bool = False) -> None:
-    """Write a failed rank's status (and rank 0's failed record, unless its finished record is already ``recorded``:
-    a failure while the engine shuts down keeps the run's measurements); never raises (the disk may be full)."""
-    message = f"{type(error).__name__}: {error}"
-    log.error("%s (rank %d) failed: %s", run.run_id, rank, message)
-    failure = Failure(rank, socket.gethostname(), 1, message=message)
-    try:
-        write_status(run_dir, rank, "failed", error=message, traceback=traceback.format_exc())
-        if rank == 0 and not recorded:
-            record = assemble(
-                f"{run.run_id}: the failed record",
-                identity(run),
-                worker_provenance(run, started_utc),
-                Ending("failed", error=failure.line()),
-                FailurePart(failure.as_dict(), traceback.format_exc()),
-            )
-            write_record(run_dir, record)
-    except (OSError, ValueError) as write_error:  # a full disk; a record that is not one is a bug, named here
-        log.error("%s (rank %d): could not record the failure: %s", run.run_id, rank, write_error)
 
 
 def _wait_for_stopped(run_dir: Path, procs: int, timeout: float = 30.0) -> None:
@@ -273,71 +193,6 @@ def _train(
     telemetry.close_window()
 
 
-def _saved(
-    on: RunOnRank, per_rank: list[RankTelemetry], outcome: Outcome, checkpointer: Checkpointer | None
-) -> tuple[CheckpointInfo | None, ModelPart]:
-    """Rank 0's parts of an ok run's checkpoints and model, once its generators are saved in its folder."""
-    assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
-    checkpoints = checkpointer.part(max(r.checkpoint_s or 0.0 for r in per_rank)) if checkpointer is not None else None
-    digest = outcome.bundle.digest()
-    bundles = {GENERATOR_FILE: outcome.bundle, **{f"generator_{n}.pt": b for n, b in outcome.extra_bundles.items()}}
-    if outcome.ema is not None:
-        bundles["generator_ema.pt"] = outcome.ema
-    return checkpoints, ModelPart(digest, {file: b.save(on.run_dir / file) for file, b in bundles.items()})
-
-
-def _write_ok(on: RunOnRank, parts: Sequence[object | None], checkpointer: Checkpointer | None) -> None:
-    """Rank 0's last word on an ok run: its record assembled from ``parts`` and written once, its logs written, its
-    checkpoints no longer needed."""
-    record = assemble(f"{on.run.run_id}: the record", *parts, worker_provenance(on.run, on.started_utc))
-    write_record(on.run_dir, record)
-    write_run_logs(on.run, on.run_dir, record)
-    if checkpointer is not None:
-        checkpointer.clear()
-    log.info("%s: ok, training window %.1fs", on.run.run_id, record.train_s)
-
-
-def _conclude(on: RunOnRank, strategy: Strategy, telemetry: Telemetry, setup_s: float, peak: dict[str, Any]) -> bool:
-    """Every rank, after the training clock: a diverged run recorded as such (False), or the models finalized,
-    saved, scored over the ranks and the ok record written by rank 0 (True). Finalize (gathers, hand-offs, saving) and
-    scoring are timed apart."""
-    engine = on.engine
-    # every group's verdict, after the window (groups that train apart learn of each other here)
-    diverged = first_divergence(engine.allgather_object(strategy.divergence()))
-    finalize_start = time.perf_counter()
-    outcome = strategy.finalize() if diverged is None else None
-    mine = rank_part(engine, telemetry, strategy, setup_s, peak)
-    if diverged is not None:
-        _end_diverged(on, strategy, mine, diverged)
-        return False
-    assert outcome is not None
-    per_rank = engine.gather_object(mine)  # after training: not counted as communication
-    if per_rank is not None:  # rank 0
-        trained, timing, throughput, placed = trained_parts(on, per_rank)
-        saved = _saved(on, per_rank, outcome, strategy.checkpointer)
-        timing = dataclasses.replace(timing, finalize_s=time.perf_counter() - finalize_start)
-    score_start = time.perf_counter()
-    scored = score_models(on.run, engine, outcome) if on.run.metrics.enabled else None  # every rank scores a share
-    if per_rank is not None:  # rank 0
-        scores = _scores(on, outcome, scored, timing.train_s or 0.0)
-        timing = dataclasses.replace(
-            timing, score_s=time.perf_counter() - score_start, worker_s=time.perf_counter() - on.started_s
-        )
-        parts = [
-            identity(on.run),
-            Ending("ok"),
-            trained,
-            placed,
-            timing,
-            throughput,
-            StrategyPart(outcome.fields),
-            *saved,
-            scores,
-        ]
-        _write_ok(on, parts, strategy.checkpointer)
-    return True
-
-
 @dataclass
 class _Progress:
     """How far this rank got, for the error paths: its rank, its engine once made, its event writer, and whether rank
@@ -352,11 +207,13 @@ class _Progress:
 @dataclass
 class Launch:
     """What outlives one run on this rank: the launch environment, the engine once started (by the launch's first run,
-    with its settings: the runs a launch carries share them, :mod:`.launchgroups`) and the generators' state then."""
+    with its settings: the runs a launch carries share them, :mod:`.launchgroups`) and the generators' state then, and
+    on rank 0 the launch's part ``suite run`` handed it (:mod:`.launch_part`)."""
 
     info: LaunchInfo
     engine: Engine | None = None
     rng: Any = None
+    handed: HandedLaunch | None = None
 
     def engine_for(self, run: Run, run_dir: Path) -> Engine:
         """The started engine, ready for ``run``: started now for the first run; for a later one, its per-run state
@@ -428,8 +285,8 @@ def execute(run: Run, run_dir: Path, launch: Launch | None = None, last: bool = 
         peak = device_peak(engine.device)
         setup_s = time.perf_counter() - started
         _train(run, run_dir, engine, strategy, telemetry, strategy.checkpointer, warm_up=resumed is None)
-        on = RunOnRank(run, run_dir, launch.info, engine, data, threads, started, started_utc)
-        concluded = _conclude(on, strategy, telemetry, setup_s, peak)
+        on = RunOnRank(run, run_dir, launch.info, engine, data, threads, started, started_utc, launch.handed)
+        concluded = conclude(on, strategy, telemetry, setup_s, peak)
         progress.recorded = concluded and engine.rank == 0  # rank 0 wrote its record: a failure from here on keeps it
         if last:
             engine.shutdown()
@@ -444,7 +301,7 @@ def execute(run: Run, run_dir: Path, launch: Launch | None = None, last: bool = 
             progress.engine.abort(STOPPED_EXIT_CODE)
         return STOPPED_EXIT_CODE
     except Exception as error:
-        _report_failure(run, run_dir, progress.rank, started_utc, error, progress.recorded)
+        report_failure(run, run_dir, progress.rank, started_utc, error, progress.recorded)
         if progress.engine is not None and progress.engine.size > 1:  # the others may wait for this rank in a collective
             logging.shutdown()
             progress.engine.abort(1)
@@ -461,40 +318,6 @@ def _log_format() -> str:
     except ValueError:  # an incomplete launch environment: execute() says so in its record
         rank = ""
     return f"%(asctime)s {rank}%(name)s: %(message)s"
-
-
-class RunFileChanged(ValueError):
-    """``run.json`` is not the bytes ``suite run`` wrote (their sha256 is not the one its command gave); one line."""
-
-
-def _sha256_hex(text: str) -> str:
-    """``--run-sha256``'s value: 64 hexadecimal digits (lower case)."""
-    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
-        raise argparse.ArgumentTypeError(f"expected a sha256 of 64 hexadecimal digits, got {text[:80]!r}")
-    return text.lower()
-
-
-def read_run(run_dir: Path, expected_sha256: str | None = None) -> Run:
-    """The run of ``run_dir/run.json``, read once: its bytes through :func:`~suite.records.nofollow.open_regular`
-    (no link followed, no FIFO waited on; below the confined run folder), at most the JSON reader's cap, hashed, and
-    parsed from those same bytes.
-
-    ``expected_sha256`` is the sha256 of the bytes ``suite run`` wrote (the launch command's ``--run-sha256``): other
-    bytes are refused (:class:`RunFileChanged`, one line naming the file and both digests) before anything is parsed.
-    None (a hand launch from ``run.json``): nothing to compare; the file is the settings as it is. A file that is not
-    a run is a ``ValueError`` (``JsonError``, ``ScenarioError``) naming it; one that cannot be opened an ``OSError`` or
-    :class:`~suite.records.nofollow.UnsafeEntry`."""
-    path = run_dir / RUN_FILE
-    with open(open_regular(path, os.O_RDONLY), "rb") as handle:
-        data = handle.read(MAX_BYTES + 1)
-    digest = hashlib.sha256(data).hexdigest()
-    if expected_sha256 is not None and digest != expected_sha256.lower():
-        raise RunFileChanged(
-            f"{path} changed after suite run wrote it (sha256 {digest}, expected {expected_sha256.lower()}): it is not "
-            "the run that was launched, so nothing was run; run `suite run` again to write it anew (a worker started "
-            f"by hand without {RUN_DIGEST_OPTION} runs the file as it is)"
-        )
-    return Run.from_dict(json_from_bytes(data, str(path)))
 
 
 def _refused(run_dir: Path, message: str, launch: Launch | None = None) -> int:
@@ -539,6 +362,8 @@ def _run_one(run_dir: Path, run_sha256: str | None, launch: Launch, position: tu
             return _refused(
                 run_dir, f"{path} is not a valid run ({error}); recreate it with `suite run SCENARIO --dry-run`", launch
             )
+        if index == 0 and run_sha256 is not None and launch.info.rank == 0:  # launched by suite run: its launch's part
+            launch.handed = handed_launch(run_dir)
         if count > 1:  # where suite run cuts the launch's output into each run's log.txt
             log.info("%s%s (run %d of %d)", RUN_MARK, run.run_id, index + 1, count)
         return execute(run, run_dir, launch, last=index == count - 1)
@@ -550,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         RUN_DIGEST_OPTION,
         dest="run_sha256",
-        type=_sha256_hex,
+        type=sha256_hex,
         help="sha256 of the run.json suite run wrote (suite run gives it); another run.json is refused. Leave it out "
         "for a hand launch: the run.json there is run as it is",
     )
@@ -576,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
     os.umask(os.umask(0o022) | 0o022)  # what the libraries make in the run folder too: nobody else may change it
     try:
-        entries = [(args.run_dir, args.run_sha256), *((Path(d), _sha256_hex(sha)) for d, sha in args.next_runs)]
+        entries = [(args.run_dir, args.run_sha256), *((Path(d), sha256_hex(sha)) for d, sha in args.next_runs)]
     except argparse.ArgumentTypeError as error:
         parser.error(f"{NEXT_RUN_OPTION}: {error}")
     launch = Launch(detect())

@@ -9,7 +9,9 @@ systems that are still in an undecided pair, until every pair is decided or the 
 where it stopped; its runs are grouped by launch key (:func:`suite.running.launchgroups.plan_launches`), so a block
 takes one launch per engine, process count and launcher, whatever the order of its systems. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
 the records this user wrote for the scenario's planned runs and settings (:func:`planned_records`,
-:func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing.
+:func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing. The
+folder's records are read once, before the first block (those of an earlier, stopped ``suite run``); the records each
+block writes are kept as the sweep returns them, and read by no later look or block.
 """
 
 from __future__ import annotations
@@ -77,11 +79,13 @@ def run_with_seeds(
         )
     names = {config_name(r) for r in everything}  # the whole family decides, even when --only runs part of it
     block = [r for r in runs if not _sequential(r) or r.seed_order < policy.initial]
+    # the records an earlier suite run left, read once; each block's are kept as the sweep returns them
+    known = {} if options.sweep.dry_run else {r.run_id: r for r in planned_records(out, everything) if r.run_id}
     look = 1
     while True:
         chosen = {r.run_id for r in block}
         others_now = [r for r in everything if r.run_id not in chosen]
-        code = run_scenario(scenario_file, scenario, block, others_now, out, options) if block else 0  # --only: maybe none
+        code = run_scenario(scenario_file, scenario, block, others_now, out, options, known) if block else 0  # --only: maybe none
         if code != 0 or options.sweep.dry_run:
             if options.sweep.dry_run:
                 print(f"# sequential seeds: the first block; up to {policy.looks - 1} more block(s) where verdicts are undecided")
@@ -90,7 +94,7 @@ def run_with_seeds(
                     "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
                 )
             return code
-        procedure = decide([r for r in planned_records(out, everything) if config_name(r) in names])
+        procedure = decide([known[run_id] for run_id in sorted(known) if config_name(known[run_id]) in names])  # folder order
         if procedure is None:
             log.warning("sequential seeds: the systems are not compared on the end-of-budget FID (see the report); no more seeds")
             return code
