@@ -224,6 +224,19 @@ def test_the_runner_trains_the_next_block_only_for_systems_still_undecided(monke
     assert sorted({run_id.rsplit("-s", 1)[1] for run_id in blocks[1]}) == ["3-r0", "4-r0", "5-r0"]
 
 
+def test_a_results_folder_not_made_yet_holds_no_records(tmp_path):
+    """`suite run` with sequential seeds into a fresh --out (the main job from a fresh clone) reads the folder before
+    its first block: a folder not made yet holds no records (it failed with "No such file or directory")."""
+    scenario_file = tmp_path / "s.yaml"
+    scenario_file.write_text(
+        "name: s\ntrain: {seeds: {initial: 2, step: 2, max: 4}}\nruns:\n  - {strategy: conditional, engine: torch, procs: [1]}\n"
+    )
+    runs = expand(load_scenario(scenario_file))
+    fresh = tmp_path / "results" / "new"
+    assert sequential_seeds.planned_records(fresh, runs) == []
+    assert not fresh.exists()  # reading makes nothing: the sweep makes the folder, under its lock
+
+
 def test_findings_csv_has_one_row_per_pair_with_numbers():
     records = [
         _record(s, seed, c * (1 + 0.02 * seed), {"initial": 3, "step": 3, "max": 3})

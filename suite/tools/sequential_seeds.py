@@ -17,6 +17,7 @@ block writes are kept as the sweep returns them, and read by no later look or bl
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from ..analysis.claims import sequential_quality
@@ -49,7 +50,10 @@ def _sequential(run: Run) -> bool:
 def planned_records(out: Path, runs: list[Run]) -> list[Record]:
     """The records in ``out`` that the sequential procedure reads: those this user wrote for ``runs`` with their
     settings (:func:`suite.records.trusted.trusted_records`); every other record there is named in a warning line and
-    left out, so a planted record cannot end, skip or extend a sequence."""
+    left out, so a planted record cannot end, skip or extend a sequence. A folder not made yet holds none (a link, a
+    file or anything else there is the reader's to refuse)."""
+    if not os.path.lexists(out):
+        return []
     selection = trusted_records(out, plan={run.run_id: as_recorded(run.settings()) for run in runs})
     for line in selection.left_out:
         log.warning("sequential seeds: %s; its record is left out", line)
