@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from suite.analysis.claims import scored_rows
 from suite.analysis.estimand import end_fid, equivalence_margin, in_seed_order, seed_policy
-from suite.analysis.findings import headline_rows
+from suite.analysis.findings import scored_rows
+from suite.analysis.headline import headline_rows
 from suite.analysis.stats.sequential import Plan, sequential_family
 from suite.analysis.stats.verdicts import ALPHA, TEST, TESTS
 from suite.records.results import read_records
@@ -64,7 +64,7 @@ def residuals_of(records_path: Path, value: Callable = end_fid) -> tuple[Residua
     for row in rows:
         logs = np.log([v for v in in_seed_order(row.main, value) if v is not None and v > 0])
         if len(logs) > 1:
-            names.append(row.strategy)
+            names.append(row.config)
             residuals.append(logs - logs.mean())
             centres.append(float(logs.mean()))
     main = [r for row in rows for r in row.main]

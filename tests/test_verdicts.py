@@ -186,7 +186,7 @@ def test_the_test_in_use_is_welchs_t_at_the_fewest_draws_degrees_of_freedom_and_
         stats.t.cdf((lx.mean() - ly.mean() - np.log(margin)) / se, 3),
     )
     assert TESTS[TEST].equivalence(a, b, margin) == pytest.approx(tost)
-    from suite.analysis.claims import _ratio_interval
+    from suite.analysis.findings_csv import _ratio_interval
 
     _, lo, hi = _ratio_interval(a, b)  # findings.csv's interval: at the test's df, so it excludes 1 iff p < 5 %
     assert (lo > 1 or hi < 1) == (TESTS[TEST].p_value(a, b) < 0.05)

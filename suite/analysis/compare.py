@@ -35,11 +35,11 @@ from ..measure.env import fingerprint
 from ..records.record import Record
 from ..records.results import RECORD_FILE, read_record, read_records, records_frame
 from .columns import COL
-from .findings import ruler_text
 from .markdown import markdown_table
 from .metric_table import METRICS
 from .report.tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
 from .report.tables import scaling_table
+from .systems import ruler_text
 
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
 INVALID = "INVALID"
@@ -294,7 +294,7 @@ def measure(config: Config, metric: str) -> Measure | None:
 
 
 def _quality_basis(config: Config) -> str:
-    """What a configuration's scores are comparable under (:func:`suite.analysis.findings.ruler_text`: ruler, hash, n, classes).
+    """What a configuration's scores are comparable under (:func:`suite.analysis.systems.ruler_text`: ruler, hash, n, classes).
 
     Records from before rulers were pinned have no hash: their scores are never compared with pinned ones.
     """

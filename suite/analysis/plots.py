@@ -23,9 +23,9 @@ import pandas as pd
 from ..config.escape import file_part, plot_text
 from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
 from .columns import COL
-from .findings import config_name, main_runs
 from .palette import style_of
 from .stats.verdicts import Summary, critical_t, summarise
+from .systems import config_name, main_runs
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ def _ratio_plot(table: pd.DataFrame, scaling: str, column: str, out: Path) -> li
 
 
 def by_config(records: list[Record]) -> dict[str, list[Record]]:
-    """Ok runs by configuration, each at its headline's process count (:func:`suite.analysis.findings.main_runs`)."""
+    """Ok runs by configuration, each at its headline's process count (:func:`suite.analysis.systems.main_runs`)."""
     runs: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         if r.status == "ok":

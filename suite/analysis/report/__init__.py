@@ -28,10 +28,11 @@ from ...config.escape import code_span, markdown_cell
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
 from ...records.trusted import trusted_records
-from ..claims import findings_table, tested_findings
 from ..columns import COL
-from ..conditions import condition_warnings
-from ..findings import headline, not_learned_warnings
+from ..conditions import condition_warnings, not_learned_warnings
+from ..findings import tested_findings
+from ..findings_csv import findings_table
+from ..headline import HeadlineRow, headline_rows
 from ..markdown import cell
 from ..outcomes import outcomes_section
 from .diversity_view import fidelity_diversity_section
@@ -56,7 +57,7 @@ from .writer import write_first_page, write_pages
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..claims import Finding
+    from ..findings import Finding
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +113,10 @@ def _write_report_files(
     ok_count = int((frame[COL.status] == "ok").sum())
     failed = int((~frame[COL.status].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
-    table = headline(records, scaling)
-    headline_file = headline_csv(table)
-    found = tested_findings(table, records, scaling)
+    rows = headline_rows(records, scaling)
+    found = tested_findings(rows, records, scaling)
     warnings = left_out + not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
-    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, table, found, warnings))
+    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, rows, found, warnings))
     pictures = figures(pages)
     pages.insert(
         -1,
@@ -132,8 +132,8 @@ def _write_report_files(
     )
     lines += machine_lines(records)
     lines += [line for line in [training_share_line(frame)] if line is not None]
-    lines += first_page_headline(table, found, records)
-    diverse = fidelity_diversity_section(table)
+    lines += first_page_headline(rows, found, records)
+    diverse = fidelity_diversity_section(rows)
     lines += diverse.lines
     lines += warnings_section(warnings, failed)
     key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
@@ -141,7 +141,7 @@ def _write_report_files(
         lines.append("## Key figures\n")
         lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
     lines += index_section(written)
-    tables = {"headline.csv": headline_file, "findings.csv": findings_table(found), **diverse.tables}
+    tables = {"headline.csv": headline_csv(rows), "findings.csv": findings_table(found), **diverse.tables}
     return write_first_page(out_dir, Section(lines, tables), records, probe)
 
 
@@ -156,7 +156,7 @@ class Analysed:
     records: list[Record]
     frame: pd.DataFrame
     scaling: dict[str, pd.DataFrame]
-    headline: pd.DataFrame
+    headline: list[HeadlineRow]
     found: list[Finding]
     warnings: list[str]
 

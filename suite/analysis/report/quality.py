@@ -19,11 +19,11 @@ from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
 from ..baselines import PAPER000, PAPER001, read_baseline
 from ..columns import COL, column_names
-from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..stats.verdicts import summarise
+from ..systems import config_name
 from .section import Section
 from .tables import KID_UNITS
 

@@ -22,13 +22,13 @@ from ...records.quoted import QuotedFileError, read_quoted
 from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..columns import COL
-from ..findings import config_name, main_runs
 from ..markdown import NA, cell, details, markdown_table
 from ..plots import plot_scaling
 from ..projection.render import REPORT_RANKS, local_network, projection_lines, projection_tables, run_projection
 from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
 from ..stats.verdicts import summarise
+from ..systems import config_name, main_runs
 from .section import Section
 from .tables import (
     cellular_phase_table,
