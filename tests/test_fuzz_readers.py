@@ -149,7 +149,7 @@ RECORDS.append({**RECORDS[2], "run_id": "failed-r0", "status": "failed", "error"
 
 def report_tables(records: list[Record], out: Path) -> None:
     """What the report, suite compare, suite tune and suite project compute from records, short of drawing figures."""
-    from suite.analysis.compare import throughput_problem
+    from suite.analysis.comparable import throughput_problem
     from suite.analysis.conditions import not_learned_warnings
     from suite.analysis.findings import tested_findings
     from suite.analysis.headline import headline_rows

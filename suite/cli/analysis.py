@@ -62,7 +62,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..analysis.compare import compare, parse_tolerances, to_markdown
+    from ..analysis.compare import compare, parse_tolerances
+    from ..analysis.compare_text import to_markdown
 
     result = compare(
         Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device
