@@ -20,7 +20,7 @@ from ..baselines import PAPER001, POINTS, read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
-from ..plots import pyplot, readable_ticks, save
+from ..plot_parts import pyplot, readable_ticks, save
 from .fit import MIN_CORE_SHARE, Fitted, V, fit_all, model_name, model_table, project, scaled_model, validate
 from .model import CellularModel, predict
 
