@@ -12,7 +12,7 @@ from suite.analysis.findings import findings
 from suite.analysis.headline import SHOWN_COLUMNS, headline_rows, shown_table
 from suite.analysis.report import write_report
 from suite.analysis.report.tables import scaling_table
-from suite.analysis.stats.verdicts import TEST, TESTS
+from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.systems import ruler_text, strong_speedup
 from suite.measure.metrics.signals import not_learned
 from suite.records.record import Quality

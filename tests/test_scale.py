@@ -13,9 +13,11 @@ from suite.analysis import findings
 from suite.analysis.findings import verdicts
 from suite.analysis.headline import headline_rows
 from suite.analysis.report.headline_view import first_page_headline, kernel_line
+from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.stats.power import POWER, detectable_ratio, seeds_needed, undistinguished_power
 from suite.analysis.stats.settling import below_p, claims_of, curve_anytime, last_stretch
-from suite.analysis.stats.verdicts import TEST, TESTS, compare_all, summarise
+from suite.analysis.stats.summary import summarise
+from suite.analysis.stats.verdicts import compare_all
 from suite.records.record import HostLoad, Machine
 from suite.records.results import new_record
 

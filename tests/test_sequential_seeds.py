@@ -18,8 +18,10 @@ from suite.analysis import findings
 from suite.analysis.estimand import late_score
 from suite.analysis.findings_csv import findings_table
 from suite.analysis.headline import headline_rows
+from suite.analysis.stats.pair_tests import equivalence_p
 from suite.analysis.stats.sequential import Plan, sequential_family
-from suite.analysis.stats.verdicts import compare_all, equivalence_p, holm_shaffer, sentence, summarise
+from suite.analysis.stats.summary import summarise
+from suite.analysis.stats.verdicts import compare_all, holm_shaffer, sentence
 from suite.config.expansion import expand, load_scenario
 from suite.config.scenario import SeedPolicy
 from suite.records.results import new_record
@@ -258,7 +260,7 @@ def test_every_model_is_scored_on_the_common_latents(monkeypatch):
 def test_the_committed_resampled_error_rates_stay_within_alpha_for_the_test_in_use():
     """reports/verdicts/resampled-error-rates.csv (ci/resampled_rates.py on the main job's residuals): the test the
     report uses makes a false claim in at most 5 % of reports in every world, at the job's policy."""
-    from suite.analysis.stats.verdicts import TEST
+    from suite.analysis.stats.pair_tests import TEST
 
     table = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates.csv")
     used = table[(table.test == TEST) & (table.policy == table.policy.iloc[0])]  # the job's policy comes first

@@ -9,7 +9,7 @@ from scipy import stats
 from test_findings import learned, tables
 from test_report import record
 
-from suite.analysis.stats.verdicts import summarise
+from suite.analysis.stats.summary import summarise
 from suite.analysis.targets import SeedTarget, target_interval, target_text, targets_per_seed
 from suite.config.sections import QualityTarget
 from suite.measure.metrics.curve import crossing, time_to_target

@@ -6,19 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from suite.analysis.stats.verdicts import (
-    ALPHA,
-    TEST,
-    TESTS,
-    compare_all,
-    holm,
-    mann_whitney_p,
-    permutation_p,
-    ratio,
-    sentence,
-    summarise,
-    welch_p,
-)
+from suite.analysis.stats.pair_tests import TEST, TESTS, mann_whitney_p, permutation_p, welch_p
+from suite.analysis.stats.summary import ALPHA, ratio, summarise
+from suite.analysis.stats.verdicts import compare_all, holm, sentence
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from ..records.record import Record
 from .collapse import CollapseRate, collapse_rate, end_quality
 from .estimand import in_seed_order
 from .headline import HeadlineRow
-from .stats.verdicts import Summary, summarise
+from .stats.summary import Summary, summarise
 
 DIVERSITY = "coverage"
 """The quantity of the diversity family, as the verdict column and ``findings.csv`` name it."""

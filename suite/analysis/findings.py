@@ -22,7 +22,8 @@ from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
 from .stats.settling import Scale, budget_scale, quality_scale, speedup_scale
-from .stats.verdicts import Family, Summary, compare_all, sentence
+from .stats.summary import Summary
+from .stats.verdicts import Family, compare_all, sentence
 from .systems import config_name, contended
 
 TIMING = ("time to target", "speedup")

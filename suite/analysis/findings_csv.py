@@ -9,7 +9,7 @@ import pandas as pd
 from scipy import special
 
 from .findings import Finding, repeats
-from .stats.verdicts import CONFIDENCE, Summary, location_difference
+from .stats.summary import CONFIDENCE, Summary, location_difference
 
 FINDINGS_COLUMNS = (
     "family",

@@ -19,7 +19,7 @@ from ..records.record import CurvePoint, Record
 from .columns import COL
 from .equivalences import checks
 from .estimand import curve_area, end_fid, in_seed_order, speed_fractions
-from .stats.verdicts import Summary, summarise
+from .stats.summary import Summary, summarise
 from .systems import config_name, main_runs, mean_of, per_seed, procs_of, quality_reader, ruler_text, strong_speedup
 from .targets import missed_text, target_text, targets_per_seed
 
@@ -119,7 +119,7 @@ def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> li
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
     ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
-    Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.stats.verdicts.Summary.text`:
+    Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.stats.summary.Summary.text`:
     geometric means of positive quantities); the row keeps the summaries the findings test with.
     """
     by_config: dict[str, list[Record]] = defaultdict(list)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .stats.verdicts import Summary
+from .stats.summary import Summary
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ quality and losses over training, each system in its own look (:mod:`.palette`) 
 
 Every plot function writes its PNGs into ``out`` and returns their file names; where the records
 hold nothing to draw it logs one line saying why and returns no name (never a blank figure).
-Spread is always the suite's own: :func:`suite.analysis.stats.verdicts.summarise` (geometric means with
+Spread is always the suite's own: :func:`suite.analysis.stats.summary.summarise` (geometric means with
 log-scale Student-t intervals) over seeds or runs, and the scaling table's speedup intervals.
 """
 
@@ -37,7 +37,7 @@ from .plot_parts import (
     save,
     skipped,
 )
-from .stats.verdicts import Summary, critical_t, summarise
+from .stats.summary import Summary, critical_t, summarise
 from .systems import config_name, main_runs
 
 # --- ticks: every axis reads its interval ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ..config.sweep import sweep_text
 from ..records.record import Quality, Record
 from .markdown import cell
 from .stats.speedup import speedup
-from .stats.verdicts import Summary
+from .stats.summary import Summary
 
 
 class Named(Protocol):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..records.record import Record, TimeToTarget
-from .stats.verdicts import Summary, summarise
+from .stats.summary import Summary, summarise
 from .systems import mean_of
 
 

@@ -18,9 +18,10 @@ from ...records.record import Record
 from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
 from ..headline import HeadlineRow, shown_table
 from ..markdown import NA, cell, markdown_table
+from ..stats.pair_tests import TEST, TESTS
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
-from ..stats.verdicts import ALPHA, TEST, TESTS, Summary
+from ..stats.summary import ALPHA, Summary
 from ..systems import contended
 from .tables import KID_UNITS
 

@@ -9,7 +9,7 @@ too: :data:`suite.config.names.RENAMED_PREFIXES`). Each page has
 * one line per claim of the paper: ``holds``, ``does not hold`` or ``cannot be judged at this scale``.
 
 A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
-direction by Welch's test at 5 % (:func:`suite.analysis.stats.verdicts.welch_p`), does not hold when they differ
+direction by Welch's test at 5 % (:func:`suite.analysis.stats.pair_tests.welch_p`), does not hold when they differ
 the other way, and cannot be judged when they do not differ. A scaling claim is judged on the measured speedup
 or efficiency's 95 % interval (:mod:`suite.analysis.stats.speedup`). Only what can be judged is: a claim needs at least
 :data:`MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
@@ -34,9 +34,10 @@ from ...records.record import DatasetInfo, Quality, Record
 from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import PAPER000, PAPER001, PAPER003, read_baseline
 from ..markdown import cell, markdown_table
+from ..stats.pair_tests import welch_p  # ALPHA: the two-sided level behind a claim's verdict
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
-from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
+from ..stats.summary import ALPHA, Summary, summarise
 from ..strategy_fields import cellular_fields
 
 HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"

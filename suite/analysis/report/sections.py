@@ -27,7 +27,7 @@ from ..plots import plot_scaling
 from ..projection.render import REPORT_RANKS, local_network, projection_lines, projection_tables, run_projection
 from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
-from ..stats.verdicts import summarise
+from ..stats.summary import summarise
 from ..systems import config_name, main_runs
 from .section import Section
 from .tables import (

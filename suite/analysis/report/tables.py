@@ -22,7 +22,7 @@ from ...records.results import trace_files
 from ..columns import COL
 from ..markdown import NA, Markdown, cell, link
 from ..stats.speedup import budgeted, efficiency, speedup, work_efficiency
-from ..stats.verdicts import summarise
+from ..stats.summary import summarise
 from ..strategy_fields import cellular_fields
 
 KID_UNITS = (
@@ -95,7 +95,7 @@ def scaling_table(frame: pd.DataFrame, scaling: str) -> pd.DataFrame:
     T is ``train_s`` (the training window of the slowest rank). Speedup and efficiency come from
     :mod:`suite.analysis.stats.speedup`, as the headline's do: ratios of geometric means over the runs at
     both ends, their 95 % intervals in ``*_lo``/``*_hi`` (n/a where an end has one run) and the
-    :class:`suite.analysis.stats.verdicts.Summary` in the hidden ``_speedup``, ``_efficiency`` and
+    :class:`suite.analysis.stats.summary.Summary` in the hidden ``_speedup``, ``_efficiency`` and
     ``_efficiency_work`` (and the point's ``train_s`` over its runs in ``_train_s``, for the plots). Without an ok P=1 run, S and E are n/a and the ``note`` column says so.
 
     Where efficiency went: ``comm_share`` (the window's share blocked on communication) and

@@ -9,7 +9,7 @@ fractions of an images budget):
   claims as the last one.
 * **Still improving** (:func:`last_stretch`): per system, the slope of its log score against log images over
   the last half of the curve, seed by seed; a one-sided t-test over seeds at
-  :data:`~suite.analysis.stats.verdicts.ALPHA` per system says "still improving" (a flat curve is called improving
+  :data:`~suite.analysis.stats.summary.ALPHA` per system says "still improving" (a flat curve is called improving
   in at most 5 % of systems; not corrected over systems, so that a verdict is rather labelled as holding at
   this budget only than not), and its power for a 20 % fall over the last half at the seeds' own spread is
   stated. Not finding an improvement is not "settled" unless that power is high.
@@ -29,7 +29,8 @@ import numpy as np
 from scipy import stats
 
 from ...records.record import CurvePoint, Record
-from .verdicts import ALPHA, Family, Summary, compare_all, ratio, summarise
+from .summary import ALPHA, Summary, ratio, summarise
+from .verdicts import Family, compare_all
 
 Curve = Sequence[tuple[float, float]]
 """(position, value) points of one draw: images trained (or seconds), and the score there."""
