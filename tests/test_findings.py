@@ -11,7 +11,7 @@ from suite.analysis.conditions import not_learned_warnings
 from suite.analysis.findings import findings
 from suite.analysis.headline import SHOWN_COLUMNS, headline_rows, shown_table
 from suite.analysis.report import write_report
-from suite.analysis.report.tables import scaling_table
+from suite.analysis.report.scaling_tables import scaling_table
 from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.systems import ruler_text, strong_speedup
 from suite.measure.metrics.signals import not_learned

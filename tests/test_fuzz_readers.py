@@ -158,14 +158,8 @@ def report_tables(records: list[Record], out: Path) -> None:
     from suite.analysis.projection.render import run_projection
     from suite.analysis.report import DEFAULT_BASELINES
     from suite.analysis.report.quality import per_class_section, quality_section
-    from suite.analysis.report.tables import (
-        communication_table,
-        environment_tables,
-        scaling_table,
-        step_table,
-        time_table,
-        utilization_table,
-    )
+    from suite.analysis.report.scaling_tables import scaling_table
+    from suite.analysis.report.tables import communication_table, environment_tables, step_table, time_table, utilization_table
     from suite.measure.network import PRESETS
     from suite.records.results import records_frame
 

@@ -35,8 +35,8 @@ from .columns import COL
 from .comparable import finite_number, record_problem, throughput_problem
 from .compare_environment import device_kind, environment_differences, values_text
 from .metric_table import METRICS
-from .report.tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
-from .report.tables import scaling_table
+from .report.scaling_tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
+from .report.scaling_tables import scaling_table
 from .systems import ruler_text
 
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"

@@ -118,7 +118,7 @@ def _weak_efficiency(name: str, scaling: dict[str, pd.DataFrame]) -> Summary | N
 def headline_rows(records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[HeadlineRow]:
     """One row per configuration: the numbers a reader decides with, each over its seeds or repeats.
 
-    ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.tables.scaling_table`).
+    ``scaling`` holds the report's strong and weak scaling tables (:func:`suite.analysis.report.scaling_tables.scaling_table`).
     Every number is ``estimate [95 % interval] (n=draws)`` (:meth:`suite.analysis.stats.summary.Summary.text`:
     geometric means of positive quantities); the row keeps the summaries the findings test with.
     """

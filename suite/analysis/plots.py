@@ -49,7 +49,7 @@ from .systems import config_name, main_runs
 def plot_scaling(table: pd.DataFrame, scaling: str, out: Path) -> list[str]:
     """``{scaling}_time.png`` and ``{scaling}_efficiency.png`` (and ``speedup.png`` for strong scaling).
 
-    ``table`` is the report's scaling table (:func:`suite.analysis.report.tables.scaling_table`): time is the
+    ``table`` is the report's scaling table (:func:`suite.analysis.report.scaling_tables.scaling_table`): time is the
     geometric mean of each point's runs with its 95 % interval as error bars (``_train_s``), beside the ideal
     T(1)/P (strong) or T(1) (weak) in the system's colour; efficiency and speedup carry the table's intervals,
     the ideal 1 and P.

@@ -40,6 +40,7 @@ from .headline_view import first_page_headline, full_headline, headline_csv, war
 from .machine_line import machine_lines
 from .pages import Page, figures, figures_page, index_section, key_figures
 from .quality import baseline_section, per_class_section, quality_over_time_section, quality_section
+from .scaling_tables import scaling_table, sweep_warnings
 from .section import Section
 from .sections import (
     engine_section,
@@ -51,7 +52,7 @@ from .sections import (
     scenario_lines,
     time_section,
 )
-from .tables import scaling_table, sweep_warnings, training_share_line
+from .tables import training_share_line
 from .writer import write_first_page, write_pages
 
 if TYPE_CHECKING:

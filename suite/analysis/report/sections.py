@@ -29,11 +29,11 @@ from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
 from ..stats.summary import summarise
 from ..systems import config_name, main_runs
+from .scaling_tables import config_label
 from .section import Section
 from .tables import (
     cellular_phase_table,
     communication_table,
-    config_label,
     engine_comparison_table,
     environment_tables,
     machine_note,
