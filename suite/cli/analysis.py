@@ -37,7 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_papers(args: argparse.Namespace) -> int:
     from ..analysis.report import DEFAULT_BASELINES
-    from ..analysis.report.papers import write_papers
+    from ..analysis.report.paper_pages import write_papers
 
     folders = [Path(f) for f in args.results]
     for folder in folders:
