@@ -21,8 +21,9 @@ from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
 from ..plot_parts import pyplot, readable_ticks, save
-from .fit import MIN_CORE_SHARE, Fitted, V, fit_all, model_name, model_table, project, scaled_model, validate
+from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model
 from .model import CellularModel, predict
+from .validation import V, validate
 
 REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""
