@@ -211,11 +211,6 @@ def _end_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], sca
     return replace(said, text=said.text + unfinished + definition)
 
 
-def findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[str]:
-    """A few sentences stating what the headline numbers support, each with its caveats (:func:`tested_findings`)."""
-    return [finding.text for finding in tested_findings(rows, records, scaling)]
-
-
 def tested_findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
     """The headline's findings, each a sentence and the family of tests behind it.
 
