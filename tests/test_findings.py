@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
+from suite.analysis import findings as analysis_findings
 from suite.analysis.conditions import not_learned_warnings
-from suite.analysis.findings import tested_findings
 from suite.analysis.headline import SHOWN_COLUMNS, headline_rows, shown_table
 from suite.analysis.report import write_report
 from suite.analysis.report.scaling_tables import scaling_table
@@ -21,7 +21,7 @@ from suite.records.results import load_records, new_record, write_record
 
 def findings(rows, records, scaling):
     """The findings' sentences."""
-    return [finding.text for finding in tested_findings(rows, records, scaling)]
+    return [finding.text for finding in analysis_findings.tested_findings(rows, records, scaling)]
 
 
 def learned(fid=40.0, **extra):
