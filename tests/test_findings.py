@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 from test_report import quality, record
 
+from conftest import REPO
 from suite.analysis import findings as analysis_findings
 from suite.analysis.conditions import not_learned_warnings
 from suite.analysis.headline import SHOWN_COLUMNS, headline_rows, shown_table
@@ -370,3 +371,35 @@ def test_scores_of_another_protocol_are_under_another_ruler_text():
     }
     assert ruler_text(Quality(**q)) == ruler_text(Quality(**q, protocol="suite")) == "inception 6726825d0000, n=10000"
     assert ruler_text(Quality(**q, protocol="standard")) == "inception 6726825d0000, n=10000, protocol standard"
+
+
+def test_analysis_carries_one_typed_table_from_the_records_to_findings_csv():
+    """Issue 62: the records become one typed table once (:func:`headline_rows`, the one place a :class:`HeadlineRow`
+    is made), and every stage after it takes the rows, never a frame: the findings, the first page, the headline page,
+    ``headline.csv`` and the diversity section. So a record reaches ``findings.csv`` in three changes of form (record ->
+    HeadlineRow -> Finding -> frame), where it took nine before (a headline frame in between, read back into rows five
+    times)."""
+    import ast
+    import inspect
+
+    from suite.analysis.findings_csv import findings_table
+    from suite.analysis.report.diversity_view import fidelity_diversity_section
+    from suite.analysis.report.headline_view import first_page_headline, full_headline, headline_csv
+
+    made = []
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HeadlineRow":
+                made.append(str(path.relative_to(REPO)))
+    assert made == ["suite/analysis/headline.py"]
+    assert str(inspect.signature(headline_rows).return_annotation) == "list[HeadlineRow]"
+    for stage in (
+        analysis_findings.tested_findings,
+        first_page_headline,
+        full_headline,
+        headline_csv,
+        fidelity_diversity_section,
+    ):
+        assert str(next(iter(inspect.signature(stage).parameters.values())).annotation) == "list[HeadlineRow]", stage
+    assert str(inspect.signature(analysis_findings.tested_findings).return_annotation) == "list[Finding]"
+    assert str(next(iter(inspect.signature(findings_table).parameters.values())).annotation) == "list[Finding]"
