@@ -271,7 +271,7 @@ class Row:
             "metric": self.metric,
             "baseline": _interval_dict(self.baseline),
             "new": _interval_dict(self.new),
-            "change": _finite(self.change),
+            "change": finite_number(self.change),
             "unit": self.unit,
             "tolerance": self.tolerance,
             "verdict": self.verdict,
@@ -279,13 +279,8 @@ class Row:
         }
 
 
-def _finite(value: float | None) -> float | None:
-    """JSON has no infinity: an unbounded end or change is written as null."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _interval_dict(m: Measure | None) -> dict[str, float | None] | None:
-    return None if m is None else {"value": m.value, "lo": _finite(m.lo), "hi": _finite(m.hi)}
+    return None if m is None else {"value": m.value, "lo": finite_number(m.lo), "hi": finite_number(m.hi)}
 
 
 def outside_noise(base: Measure, new: Measure) -> bool:
