@@ -4,8 +4,8 @@ Every number in the report comes from the records it reads; where a number canno
 computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
 ``n/a`` and why, never a guess.
 
-``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline`), the
-findings with their tests, the key figures and an index of the detail pages in ``details/``: the
+``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline_view`, from the typed
+rows of :mod:`suite.analysis.headline`), the findings with their tests, the key figures and an index of the detail pages in ``details/``: the
 headline in full, image quality, per-class scores, scaling, the projection, where the time goes,
 engines, the papers' numbers, samples, the environment, the runs, the definitions and every figure.
 Every table is also a CSV beside report.md. The sections are built in :mod:`.sections` and
