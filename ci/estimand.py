@@ -38,7 +38,7 @@ import pandas as pd
 from scipy import stats
 
 from suite.analysis.estimand import end_fid, late_score
-from suite.analysis.findings import main_runs, system_name
+from suite.analysis.systems import main_runs, system_name
 from suite.records.record import Record
 from suite.records.results import iter_records
 

@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import claims as found_in
+from suite.analysis import findings as found_in
 from suite.analysis.estimand import end_fid
-from suite.analysis.findings import headline, system_name
+from suite.analysis.headline import headline_rows
 from suite.analysis.markdown import markdown_table
+from suite.analysis.systems import system_name
 from suite.records.record import Record
 from suite.records.results import atomic_write_text, read_records
 
@@ -61,8 +62,7 @@ def _common(records: list[Record], seeds: set[int]) -> list[Record]:
 
 
 def _claims(records: list[Record]) -> set[tuple[str, str]]:
-    table = headline(records, {})
-    for finding in found_in.tested_findings(table, records, {}):
+    for finding in found_in.tested_findings(headline_rows(records, {}), records, {}):
         if finding.quantity == found_in.END_FID and finding.family is not None:
             return {(p.first.split(" (")[0], p.second.split(" (")[0]) for p in finding.family.claims}
     return set()

@@ -33,11 +33,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from suite.analysis.claims import scored_rows
 from suite.analysis.estimand import end_fid, equivalence_margin, in_seed_order, seed_policy
-from suite.analysis.findings import headline_rows
+from suite.analysis.findings import scored_rows
+from suite.analysis.headline import headline_rows
+from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.stats.sequential import Plan, sequential_family
-from suite.analysis.stats.verdicts import ALPHA, TEST, TESTS
+from suite.analysis.stats.summary import ALPHA
 from suite.records.results import read_records
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +65,7 @@ def residuals_of(records_path: Path, value: Callable = end_fid) -> tuple[Residua
     for row in rows:
         logs = np.log([v for v in in_seed_order(row.main, value) if v is not None and v > 0])
         if len(logs) > 1:
-            names.append(row.strategy)
+            names.append(row.config)
             residuals.append(logs - logs.mean())
             centres.append(float(logs.mean()))
     main = [r for row in rows for r in row.main]
@@ -228,7 +229,7 @@ def main() -> int:
     parser.add_argument("--records", default="reports/digits/records.json", help="the main job's records")
     parser.add_argument("--reports", type=int, default=4000, help="simulated reports per cell (default 4000)")
     parser.add_argument("--seed", type=int, default=20261206, help="the simulation's seed")
-    parser.add_argument("--tests", default=f"welch,{TEST}", help="comma-separated tests (suite.analysis.stats.verdicts.TESTS)")
+    parser.add_argument("--tests", default=f"welch,{TEST}", help="comma-separated tests (suite.analysis.stats.pair_tests.TESTS)")
     parser.add_argument(
         "--policies", default="", help="extra seed policies as initial/step/max, comma-separated (the job's is always measured)"
     )

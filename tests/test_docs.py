@@ -127,7 +127,7 @@ def test_every_error_rate_the_docs_quote_is_the_committed_files():
     figure from an older run of ci/resampled_rates.py, or a power figure at a spread that is not this run's, fails."""
     import pandas as pd
 
-    from suite.analysis.stats.verdicts import TEST
+    from suite.analysis.stats.pair_tests import TEST
 
     rates = pd.read_csv(ROOT / "reports" / "verdicts" / "resampled-error-rates.csv")
     used = rates[(rates["test"] == TEST) & (rates["policy"] == rates["policy"].iloc[0])]

@@ -3,19 +3,26 @@
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 from test_report import quality, record
 
-from suite.analysis.claims import findings
-from suite.analysis.findings import headline, headline_rows, not_learned_warnings, rows_of, ruler_text, strong_speedup
+from conftest import REPO
+from suite.analysis import findings as analysis_findings
+from suite.analysis.conditions import not_learned_warnings
+from suite.analysis.headline import SHOWN_COLUMNS, headline_rows, shown_table
 from suite.analysis.report import write_report
-from suite.analysis.report.tables import scaling_table
-from suite.analysis.stats.verdicts import TEST, TESTS
+from suite.analysis.report.scaling_tables import scaling_table
+from suite.analysis.stats.pair_tests import TEST, TESTS
+from suite.analysis.systems import ruler_text, strong_speedup
 from suite.measure.metrics.signals import not_learned
 from suite.records.record import Quality
 from suite.records.results import load_records, new_record, write_record
+
+
+def findings(rows, records, scaling):
+    """The findings' sentences."""
+    return [finding.text for finding in analysis_findings.tested_findings(rows, records, scaling)]
 
 
 def learned(fid=40.0, **extra):
@@ -95,48 +102,52 @@ def tables(root):
     frame = load_records(root)
     records = [r for r in (__import__("suite.records.results", fromlist=["iter_records"]).iter_records(root))]
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
-    return records, scaling, headline(records, scaling)
+    return records, scaling, headline_rows(records, scaling)
 
 
-def test_the_headline_frame_reads_back_as_the_rows_it_was_made_of(scenario):
-    """The frame tools and tests read (:func:`headline`) holds every field of the typed rows analysis reads."""
-    records, scaling, table = tables(scenario)
-    rows, back = headline_rows(records, scaling), rows_of(table)
-    assert [r.strategy for r in back] == [r.strategy for r in rows] and len(rows) == 4
-    for row, read in zip(rows, back):
-        assert (read.top, read.procs, read.seeds, read.checks) == (row.top, row.procs, row.seeds, row.checks)
-        assert read.fid_summary == row.fid_summary and read.speedup_summary == row.speedup_summary
-        assert [r.run_id for r in read.main] == [r.run_id for r in row.main]
+def by_config(rows):
+    """The headline rows by their configuration's name."""
+    return {row.config: row for row in rows}
+
+
+def test_the_headline_table_shows_the_rows_shown_fields_and_nothing_else(scenario):
+    """The headline page's table (:func:`shown_table`) is made from the typed rows at the output: one row per row, the
+    shown fields under their columns (the configuration under ``strategy``), none of the summaries or runs."""
+    _, _, rows = tables(scenario)
+    shown = shown_table(rows)
+    assert list(shown.columns) == list(SHOWN_COLUMNS.values()) and list(shown.columns[:2]) == ["strategy", "P"]
+    assert list(shown["strategy"]) == [row.config for row in rows] and len(rows) == 4
+    assert not {"main", "fid_summary", "_fid", "_main"} & set(shown.columns)
 
 
 def test_one_headline_row_per_strategy_at_its_largest_p_over_its_seeds(scenario):
     records, scaling, table = tables(scenario)
-    rows = table.set_index("strategy")
-    assert list(rows.index) == [
+    rows = by_config(table)
+    assert list(rows) == [
         "cellular / bce / mpi",
         "data_parallel / bce / horovod",
         "data_parallel / bce / torch",
         "label_partitioned / bce / mpi",
     ]
-    dp = rows.loc["data_parallel / bce / horovod"]
-    assert dp["P"] == "1,2" and dp["seeds"] == 3
+    dp = rows["data_parallel / bce / horovod"]
+    assert dp.procs_text == "1,2" and dp.seeds == 3
     # speedup: geometric mean of the P=1 times over the P=2 times', with both ends' spread; efficiency S/2
-    assert dp["_speedup"].center == pytest.approx(stats.gmean([100, 101, 99]) / stats.gmean([55, 56, 54]))
-    assert dp["speedup"] == dp["_speedup"].text() and dp["speedup"].endswith("(n=3 at P=1, 3 at P=2)")
-    assert dp["efficiency"] == dp["_speedup"].scaled(1 / 2).text()
+    assert dp.speedup_summary.center == pytest.approx(stats.gmean([100, 101, 99]) / stats.gmean([55, 56, 54]))
+    assert dp.speedup == dp.speedup_summary.text() and dp.speedup.endswith("(n=3 at P=1, 3 at P=2)")
+    assert dp.efficiency == dp.speedup_summary.scaled(1 / 2).text()
     # geometric mean [95 % Student-t interval of the mean log, exponentiated] (n)
     logs = np.log([45.0, 46.0, 44.0])
     half = stats.t.ppf(0.975, 2) * stats.sem(logs)
     center = np.exp(logs.mean())
-    assert dp["fid"] == f"{center:.3g} [{np.exp(logs.mean() - half):.3g}, {np.exp(logs.mean() + half):.3g}] (n=3)"
-    assert dp["time_to_target"].endswith("(n=3) s") and dp["time_to_target"].startswith(f"{stats.gmean([36, 40, 34]):.3g} [")
-    assert dp["quality"] == "classifier:digits abababababab, n=500"
-    assert rows.loc["cellular / bce / mpi", "time_to_target"] == "reached by 0 of 3 draws (best 1190 [1190, 1190] (n=3))"
+    assert dp.fid == f"{center:.3g} [{np.exp(logs.mean() - half):.3g}, {np.exp(logs.mean() + half):.3g}] (n=3)"
+    assert dp.time_to_target.endswith("(n=3) s") and dp.time_to_target.startswith(f"{stats.gmean([36, 40, 34]):.3g} [")
+    assert dp.quality == "classifier:digits abababababab, n=500"
+    assert rows["cellular / bce / mpi"].time_to_target == "reached by 0 of 3 draws (best 1190 [1190, 1190] (n=3))"
 
 
 def test_checks_state_the_equivalences_verified_seed_by_seed(scenario):
     _, _, table = tables(scenario)
-    checks = table.set_index("strategy")["checks"]
+    checks = {name: row.checks for name, row in by_config(table).items()}
     # one model per seed, the same on P=1 and P=2 for each seed
     assert checks["label_partitioned / bce / mpi"] == "replicas identical; same model on P=1,2"
     assert "MODEL DIFFERS across P=1,2" in checks["cellular / bce / mpi"]  # a placement-invariant strategy that drifted
@@ -214,7 +225,7 @@ def test_a_report_in_which_every_candidate_has_the_same_distribution_claims_noth
     assert all("No pair differs significantly." in s for s in sentences)
     assert not any("significantly better" in s for s in sentences)
     assert all("Tested: all 6 pairs of the 4 candidates as one family" in s for s in sentences)
-    assert len({row["fid"] for _, row in table.iterrows()}) == 4  # the estimates differ; no test finds it
+    assert len({row.fid for row in table}) == 4  # the estimates differ; no test finds it
 
 
 def test_a_tie_with_both_never_becomes_b_beats_c(tmp_path):
@@ -240,9 +251,9 @@ def test_fid_intervals_in_the_headline_never_go_below_zero(tmp_path):
     for r in seeded("dp", [749.6, 327.2, 197.7], procs=2):  # reports/digits' widest per-seed FIDs
         write_record(root / r["run_id"], new_record(r))
     _, _, table = tables(root)
-    summary = table["_fid"].iloc[0]
-    assert summary.interval[0] > 0 and table["fid"].iloc[0] == summary.text()
-    assert not table["fid"].iloc[0].split("[")[1].startswith("-")
+    summary = table[0].fid_summary
+    assert summary.interval[0] > 0 and table[0].fid == summary.text()
+    assert not table[0].fid.split("[")[1].startswith("-")
 
 
 def test_the_speedup_interval_carries_the_p1_spread_and_the_scaling_table_prints_the_same(tmp_path):
@@ -251,12 +262,12 @@ def test_the_speedup_interval_carries_the_p1_spread_and_the_scaling_table_prints
     for r in [*seeded("dp-p1", [40.0] * 3, train_s=t1, procs=1), *seeded("dp-p2", [40.0] * 3, train_s=t2, procs=2)]:
         write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
-    speedup = table["_speedup"].iloc[0]
+    speedup = table[0].speedup_summary
     p2_alone = stats.t.interval(0.95, 2, loc=np.log(stats.gmean(t1) / np.array(t2)).mean(), scale=stats.sem(np.log(t2)))
     assert np.log(speedup.interval[0]) < p2_alone[0] and np.log(speedup.interval[1]) > p2_alone[1]
     strong = scaling["strong"].set_index("procs")
-    assert strong.loc[2, "_speedup"].text() == table["speedup"].iloc[0]
-    assert strong.loc[2, "_efficiency"].text() == table["efficiency"].iloc[0]
+    assert strong.loc[2, "_speedup"].text() == table[0].speedup
+    assert strong.loc[2, "_efficiency"].text() == table[0].efficiency
     assert (strong.loc[2, "speedup_lo"], strong.loc[2, "speedup_hi"]) == pytest.approx(speedup.interval)
 
 
@@ -306,9 +317,9 @@ def test_repeats_of_one_seed_count_once_and_never_make_a_verdict(tmp_path):
     ):
         write_record(root / r["run_id"], new_record(r))
     records, scaling, table = tables(root)
-    rows = table.set_index("strategy")
-    assert rows.loc["data_parallel / bce / horovod", "fid"] == "30 (n=1)"  # one seed, however often it ran
-    assert rows.loc["data_parallel / bce / horovod", "train_s"].endswith("(n=2)")  # timing varies by repeat
+    dp = by_config(table)["data_parallel / bce / horovod"]
+    assert dp.fid == "30 (n=1)"  # one seed, however often it ran
+    assert dp.train_s.endswith("(n=2)")  # timing varies by repeat
     text = " ".join(findings(table, records, scaling))
     assert "significantly" not in text and "No pair can be tested (one draw at an end, or no spread)." in text
 
@@ -340,14 +351,14 @@ def test_the_equal_budget_view_compares_at_equal_images_under_an_images_budget()
         *[new_record({**r, "curve": fast}) for r in seeded("dp", [50, 50, 50], train_s=[10, 10, 10], budget_images=960)],
         *[new_record({**r, "curve": slow}) for r in seeded("lp", [40, 40, 40], train_s=[40, 40, 40], budget_images=960, **lp)],
     ]
-    table = headline(runs, {}).set_index("strategy")
-    assert table["fid_at_equal_time"].str.endswith("at 960 images").all()  # both at their whole budget
-    assert table.loc["label_partitioned / bce / mpi", "_fid_at_equal_time"].center == pytest.approx(40.0)
-    assert table.loc["data_parallel / bce / horovod", "_fid_at_equal_time"].center == pytest.approx(50.0)
+    table = by_config(headline_rows(runs, {}))
+    assert all(row.fid_at_equal_time.endswith("at 960 images") for row in table.values())  # both at their whole budget
+    assert table["label_partitioned / bce / mpi"].fid_at_equal_time_summary.center == pytest.approx(40.0)
+    assert table["data_parallel / bce / horovod"].fid_at_equal_time_summary.center == pytest.approx(50.0)
     # without an images budget the view holds the window's seconds equal: the slow system has no point by 10 s
-    timed = headline([dataclasses.replace(r, budget_images=None) for r in runs], {}).set_index("strategy")
-    assert timed.loc["data_parallel / bce / horovod", "fid_at_equal_time"].endswith("at 10 s")
-    assert pd.isna(timed.loc["label_partitioned / bce / mpi", "fid_at_equal_time"])
+    timed = by_config(headline_rows([dataclasses.replace(r, budget_images=None) for r in runs], {}))
+    assert timed["data_parallel / bce / horovod"].fid_at_equal_time.endswith("at 10 s")
+    assert timed["label_partitioned / bce / mpi"].fid_at_equal_time is None
 
 
 def test_scores_of_another_protocol_are_under_another_ruler_text():
@@ -360,3 +371,35 @@ def test_scores_of_another_protocol_are_under_another_ruler_text():
     }
     assert ruler_text(Quality(**q)) == ruler_text(Quality(**q, protocol="suite")) == "inception 6726825d0000, n=10000"
     assert ruler_text(Quality(**q, protocol="standard")) == "inception 6726825d0000, n=10000, protocol standard"
+
+
+def test_analysis_carries_one_typed_table_from_the_records_to_findings_csv():
+    """Issue 62: the records become one typed table once (:func:`headline_rows`, the one place a :class:`HeadlineRow`
+    is made), and every stage after it takes the rows, never a frame: the findings, the first page, the headline page,
+    ``headline.csv`` and the diversity section. So a record reaches ``findings.csv`` in three changes of form (record ->
+    HeadlineRow -> Finding -> frame), where it took nine before (a headline frame in between, read back into rows five
+    times)."""
+    import ast
+    import inspect
+
+    from suite.analysis.findings_csv import findings_table
+    from suite.analysis.report.diversity_view import fidelity_diversity_section
+    from suite.analysis.report.headline_view import first_page_headline, full_headline, headline_csv
+
+    made = []
+    for path in sorted((REPO / "suite").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "HeadlineRow":
+                made.append(str(path.relative_to(REPO)))
+    assert made == ["suite/analysis/headline.py"]
+    assert str(inspect.signature(headline_rows).return_annotation) == "list[HeadlineRow]"
+    for stage in (
+        analysis_findings.tested_findings,
+        first_page_headline,
+        full_headline,
+        headline_csv,
+        fidelity_diversity_section,
+    ):
+        assert str(next(iter(inspect.signature(stage).parameters.values())).annotation) == "list[HeadlineRow]", stage
+    assert str(inspect.signature(analysis_findings.tested_findings).return_annotation) == "list[Finding]"
+    assert str(next(iter(inspect.signature(findings_table).parameters.values())).annotation) == "list[Finding]"

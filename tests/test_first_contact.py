@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from suite.analysis.report.papers import PAPERS, collect, paper_of
+from suite.analysis.report.paper_pages import collect, paper_of
+from suite.analysis.report.papers import PAPERS
 from suite.cli import main
 from suite.config import names
 from suite.config.builtin import resolve_scenario

@@ -149,30 +149,25 @@ RECORDS.append({**RECORDS[2], "run_id": "failed-r0", "status": "failed", "error"
 
 def report_tables(records: list[Record], out: Path) -> None:
     """What the report, suite compare, suite tune and suite project compute from records, short of drawing figures."""
-    from suite.analysis.claims import tested_findings
-    from suite.analysis.compare import throughput_problem
-    from suite.analysis.findings import headline, not_learned_warnings
+    from suite.analysis.comparable import throughput_problem
+    from suite.analysis.conditions import not_learned_warnings
+    from suite.analysis.findings import tested_findings
+    from suite.analysis.headline import headline_rows
     from suite.analysis.markdown import markdown_table
     from suite.analysis.outcomes import outcomes_section
     from suite.analysis.projection.render import run_projection
     from suite.analysis.report import DEFAULT_BASELINES
     from suite.analysis.report.quality import per_class_section, quality_section
-    from suite.analysis.report.tables import (
-        communication_table,
-        environment_tables,
-        scaling_table,
-        step_table,
-        time_table,
-        utilization_table,
-    )
+    from suite.analysis.report.scaling_tables import scaling_table
+    from suite.analysis.report.tables import communication_table, environment_tables, step_table, time_table, utilization_table
     from suite.measure.network import PRESETS
     from suite.records.results import records_frame
 
     frame = records_frame(records)
     assert "<script" not in markdown_table(frame)
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
-    table = headline(records, scaling)
-    tested_findings(table, records, scaling)
+    rows = headline_rows(records, scaling)
+    tested_findings(rows, records, scaling)
     not_learned_warnings(records)
     outcomes_section(records)
     for made in (step_table(records), time_table(frame), communication_table(frame), utilization_table(frame)):

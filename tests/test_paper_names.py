@@ -6,7 +6,8 @@ import re
 from conftest import REPO
 from suite.analysis.projection.render import paper_points
 from suite.analysis.report import DEFAULT_BASELINES
-from suite.analysis.report.papers import PAPERS, paper_page
+from suite.analysis.report.paper_pages import paper_page
+from suite.analysis.report.papers import PAPERS
 
 OLD_NAME = re.compile(r"\b[Ss]eeds? 00\d\b|\b[Ss]eed papers?\b|\bthe seed's text\b")
 """A paper called a seed: ``seed 001``, ``Seed 000's``, ``seeds 001 and 003``, ``the seed papers``."""

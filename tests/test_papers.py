@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 
 from suite.analysis.report import DEFAULT_BASELINES
-from suite.analysis.report.papers import (
-    FAILS,
-    HOLDS,
-    PAPERS,
-    UNJUDGED,
-    PaperSetting,
-    paper_page,
-    setting_differences,
-    write_papers,
-)
+from suite.analysis.report.paper_pages import paper_page, write_papers
+from suite.analysis.report.paper_verdicts import FAILS, HOLDS, UNJUDGED
+from suite.analysis.report.papers import PAPERS, PaperSetting, setting_differences
 from suite.cli import main
 from suite.records.record import SCHEMA_VERSION
 from suite.records.results import new_record
@@ -216,7 +209,7 @@ def test_pages_are_written_per_paper(tmp_path):
 
 
 def test_a_quality_claim_says_its_budget_and_which_arm_was_still_improving():
-    from suite.analysis.report.papers import scale_note
+    from suite.analysis.report.paper_verdicts import scale_note
 
     def runs(last_ratios):
         # three seeds, each with curve points at 1,000 and 2,000 images: the FID's ratio over that last stretch

@@ -16,18 +16,15 @@ from PIL import Image
 
 from conftest import run_scenario, tiny_scenario
 from suite.analysis.palette import OKABE_ITO, style, style_of
+from suite.analysis.plot_parts import MAX_TICKS, log_ticks, pyplot, tick_text
 from suite.analysis.plots import (
-    MAX_TICKS,
     by_config,
-    log_ticks,
     losses_figure,
     one_per_seed,
     plot_losses,
     plot_quality_curves,
     plot_scaling,
-    pyplot,
     quality_figure,
-    tick_text,
 )
 from suite.analysis.run_plots import plot_rank_timeline, plot_samples_over_time
 from suite.gan.data import load_dataset
@@ -132,7 +129,7 @@ def test_every_plot_says_why_and_draws_nothing_without_data(tmp_path, caplog):
     import pandas as pd
 
     no_history = [dataclasses.replace(r, history=None, curve=None) for r in records_for([0])]
-    caplog.set_level("INFO", logger="suite.analysis.plots")
+    caplog.set_level("INFO", logger="suite.analysis.plot_parts")
     assert plot_scaling(pd.DataFrame(columns=["config", "procs"]), "strong", tmp_path) == []
     assert plot_quality_curves(no_history, tmp_path) == []
     assert plot_losses(no_history, tmp_path) == []

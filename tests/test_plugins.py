@@ -255,7 +255,8 @@ def test_without_the_plugin_the_scenario_fails_naming_the_strategy_and_what_wait
 
 
 def test_a_strategy_without_a_cost_model_is_reported_as_not_projected_by_name(plugins, monkeypatch):
-    from suite.analysis.projection.fit import fit_all, not_projected, validate
+    from suite.analysis.projection.fit import fit_all, not_projected
+    from suite.analysis.projection.validation import validate
     from suite.measure.network import PRESETS
     from suite.records.codec import parse_record
     from suite.records.record import SCHEMA_VERSION

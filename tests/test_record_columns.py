@@ -17,7 +17,7 @@ fails :func:`test_the_names_are_the_records_columns`.
 
 Counts when this test was written (suite/analysis, suite/running): 294 and 34 before (by the narrower rule of the
 issue, subscripts and ``.get`` only: 202 and 34); then 85 in analysis; after the headline's rows became
-:class:`suite.analysis.findings.HeadlineRow` and the projection's and papers' tables got column-name dataclasses of
+:class:`suite.analysis.headline.HeadlineRow` and the projection's and papers' tables got column-name dataclasses of
 their own (:func:`suite.analysis.columns.column_names`), :data:`LIMITS`: 11 in analysis; then ``plots.py`` read ``COL.procs`` too, and analysis's one left reads the
 ``train`` section of a run's settings; the record born from typed parts (:mod:`suite.records.parts`) left 9 in
 running (from 34). The other packages are held at their counts, most of them keys of their own dicts.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from suite.analysis import baselines
 from suite.analysis.columns import COL, Columns, column_names, names_of
-from suite.analysis.findings import HEADLINE_COLUMNS, HeadlineRow
+from suite.analysis.headline import SHOWN_COLUMNS, HeadlineRow
 from suite.records.codec import FLAT_COLUMNS, flat_columns
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,10 +129,10 @@ def test_the_papers_tables_are_read_with_the_columns_their_dataclasses_name():
         assert set(names_of(table)) <= set(header), name
 
 
-def test_the_headline_frame_has_a_column_per_field_of_its_row():
-    """Every field of a headline row is a column of the headline frame: the shown ones under their names (``P`` the
-    process counts), the ones the findings test with hidden (``_fid``)."""
-    columns = list(HEADLINE_COLUMNS.values())
-    assert len(set(columns)) == len(dataclasses.fields(HeadlineRow))
-    assert HEADLINE_COLUMNS["procs_text"] == "P" and HEADLINE_COLUMNS["fid_summary"] == "_fid"
-    assert [c for c in columns if not c.startswith("_")][:3] == ["strategy", "P", "seeds"]
+def test_the_headline_table_has_a_column_per_shown_field_of_its_row():
+    """Every shown field of a headline row is one column of the headline page's table (``strategy`` the configuration,
+    ``P`` the process counts); the summaries and runs the findings test with are fields only, never columns."""
+    columns = list(SHOWN_COLUMNS.values())
+    assert len(set(columns)) == len(columns) < len(dataclasses.fields(HeadlineRow))
+    assert SHOWN_COLUMNS["config"] == "strategy" and SHOWN_COLUMNS["procs_text"] == "P" and "fid_summary" not in SHOWN_COLUMNS
+    assert columns[:3] == ["strategy", "P", "seeds"]

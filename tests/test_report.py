@@ -10,7 +10,7 @@ from scipy import stats
 
 from suite.analysis.markdown import markdown_table
 from suite.analysis.report import write_report
-from suite.analysis.report.tables import scaling_table
+from suite.analysis.report.scaling_tables import scaling_table
 from suite.records.results import load_records, new_record, write_record
 
 

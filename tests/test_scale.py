@@ -7,16 +7,17 @@ import math
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from suite.analysis import claims
-from suite.analysis.claims import verdicts
-from suite.analysis.findings import headline
+from suite.analysis import findings
+from suite.analysis.findings import verdicts
+from suite.analysis.headline import headline_rows
 from suite.analysis.report.headline_view import first_page_headline, kernel_line
+from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.stats.power import POWER, detectable_ratio, seeds_needed, undistinguished_power
 from suite.analysis.stats.settling import below_p, claims_of, curve_anytime, last_stretch
-from suite.analysis.stats.verdicts import TEST, TESTS, compare_all, summarise
+from suite.analysis.stats.summary import summarise
+from suite.analysis.stats.verdicts import compare_all
 from suite.records.record import HostLoad, Machine
 from suite.records.results import new_record
 
@@ -149,11 +150,11 @@ def _records():
 
 def test_the_first_page_names_the_budget_the_improving_systems_and_the_power():
     records = _records()
-    table = headline(records, {})
-    found = claims.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == claims.END_FID)
+    table = headline_rows(records, {})
+    found = findings.tested_findings(table, records, {})
+    fid = next(f for f in found if f.quantity == findings.END_FID)
     assert fid.scale.improving == ["label_partitioned / bce / mpi"]
-    said = verdicts(found, [row for row in table["strategy"]])
+    said = verdicts(found, [row.config for row in table])
     # at the end of the budget the still-falling system is better; the flat one got there first: it learns faster,
     # a family of its own
     assert said["label_partitioned / bce / mpi"] == "best end FID†; worst learns faster"
@@ -189,13 +190,12 @@ def test_power_is_stated_for_every_pair_not_distinguishable():
             for point in r.curve:
                 point.fid = 155.0 * spread[r.seed]
             r.quality.fid = r.quality.ema_fid = r.curve[-1].fid
-    table = headline(records, {})
-    found = claims.tested_findings(table, records, {})
-    fid = next(f for f in found if f.quantity == claims.END_FID)
+    table = headline_rows(records, {})
+    found = findings.tested_findings(table, records, {})
+    fid = next(f for f in found if f.quantity == findings.END_FID)
     assert not fid.family.claims and not fid.family.equivalences and len(fid.power) == 1
     page = "\n".join(first_page_headline(table, found, records))
     assert "smallest ratio this run could have detected at 80 % power" in page
-    assert isinstance(table, pd.DataFrame)
 
 
 def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
@@ -208,8 +208,8 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
                 records.append(replace(r, train_s=train_s, run_id=f"{r.run_id}-p{procs}"))
     busy = next(r for r in records if r.strategy == "label_partitioned" and r.procs == 2)
     busy.host_load = HostLoad(contended=True)
-    table = headline(records, {})
-    found = claims.tested_findings(table, records, {})
+    table = headline_rows(records, {})
+    found = findings.tested_findings(table, records, {})
     speedup = next(f for f in found if f.quantity == "speedup")
     assert speedup.family.claims  # label-partitioned scales 2x, the DC-CGAN 1.6x: found different
     page = "\n".join(first_page_headline(table, found, records))
@@ -218,7 +218,9 @@ def test_a_timing_verdict_of_runs_on_a_busy_host_is_flagged():
     assert "‡ Timed on a busy host: 1 of these runs were contended" in page
     assert "ran on a busy host (contended)" in speedup.text
     quiet = [replace(r, host_load=HostLoad(contended=False)) for r in records]
-    page = "\n".join(first_page_headline(headline(quiet, {}), claims.tested_findings(headline(quiet, {}), quiet, {}), quiet))
+    page = "\n".join(
+        first_page_headline(headline_rows(quiet, {}), findings.tested_findings(headline_rows(quiet, {}), quiet, {}), quiet)
+    )
     assert "‡" not in page
 
 
@@ -233,7 +235,7 @@ def test_the_budget_is_told_as_numbers_with_its_unit_and_as_words():
 
     def rows(*changes):
         runs = [replace(base, **change) for change in changes]
-        return [SimpleNamespace(strategy="a", main=runs, base=[])]
+        return [SimpleNamespace(config="a", main=runs, base=[])]
 
     assert budget_amount(rows({}, {"budget_images": 8000})) == BudgetAmount(4000.0, 8000.0, "images")
     assert budget_text(rows({}, {"budget_images": 8000})).startswith("4,000-8,000 training images per system;")

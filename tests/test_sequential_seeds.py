@@ -14,12 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis import claims
-from suite.analysis.claims import findings_table
+from suite.analysis import findings
 from suite.analysis.estimand import late_score
-from suite.analysis.findings import headline, headline_rows
+from suite.analysis.findings_csv import findings_table
+from suite.analysis.headline import headline_rows
+from suite.analysis.stats.pair_tests import equivalence_p
 from suite.analysis.stats.sequential import Plan, sequential_family
-from suite.analysis.stats.verdicts import compare_all, equivalence_p, holm_shaffer, sentence, summarise
+from suite.analysis.stats.summary import summarise
+from suite.analysis.stats.verdicts import compare_all, holm_shaffer, sentence
 from suite.config.expansion import expand, load_scenario
 from suite.config.scenario import SeedPolicy
 from suite.records.results import new_record
@@ -243,16 +245,16 @@ def test_findings_csv_has_one_row_per_pair_with_numbers():
         for s, c in (("conditional", 50.0), ("data_parallel", 100.0), ("label_partitioned", 104.0))
         for seed in range(3)
     ]
-    table = headline(records, {})
-    found = claims.tested_findings(table, records, {})
+    table = headline_rows(records, {})
+    found = findings.tested_findings(table, records, {})
     frame = findings_table(found)
-    quality = frame[frame.family == claims.END_FID]
+    quality = frame[frame.family == findings.END_FID]
     assert len(quality) == 3 and set(quality.verdict) <= {"a better", "equivalent", "undecided"}
     assert "equivalent" in set(quality.verdict) and "a better" in set(quality.verdict)
     back = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
     for column in ("ratio", "ratio_lo", "ratio_hi", "p_adjusted", "level", "seeds_a", "seeds_b", "look"):
         assert pd.api.types.is_numeric_dtype(back[column]), column
-    speed = frame[frame.family == claims.LEARNS_FASTER]  # the curve is a family of its own, not a quality verdict
+    speed = frame[frame.family == findings.LEARNS_FASTER]  # the curve is a family of its own, not a quality verdict
     assert len(speed) == 3 and set(speed.verdict) <= {"a better", "undecided"} and speed.margin.isna().all()
     assert quality.denominator_draws_a.isna().all()  # one quantity: no second arm
 
@@ -277,7 +279,7 @@ def test_every_model_is_scored_on_the_common_latents(monkeypatch):
 def test_the_committed_resampled_error_rates_stay_within_alpha_for_the_test_in_use():
     """reports/verdicts/resampled-error-rates.csv (ci/resampled_rates.py on the main job's residuals): the test the
     report uses makes a false claim in at most 5 % of reports in every world, at the job's policy."""
-    from suite.analysis.stats.verdicts import TEST
+    from suite.analysis.stats.pair_tests import TEST
 
     table = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates.csv")
     used = table[(table.test == TEST) & (table.policy == table.policy.iloc[0])]  # the job's policy comes first
@@ -295,15 +297,15 @@ def test_a_collapsed_seed_is_compared_as_what_it_is_and_a_system_that_never_lear
     collapsed = next(r for r in records if r.strategy == "data_parallel" and r.seed == 2)
     collapsed.quality.fid = collapsed.quality.ema_fid = 1190.0  # its final model: no better than untrained, a warning of its own
     rows = headline_rows(records, {})
-    assert claims.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
-    assert claims.excluded_from_quality(rows) == set()  # the other seeds learned: compared, with its 1190
-    dp = next(row for row in claims.scored_rows(rows) if row.strategy.startswith("data_parallel"))
+    assert findings.unlearned_configs(rows) == {"data_parallel / bce / torch"}  # the final model's signals
+    assert findings.excluded_from_quality(rows) == set()  # the other seeds learned: compared, with its 1190
+    dp = next(row for row in findings.scored_rows(rows) if row.config.startswith("data_parallel"))
     assert max(dp.fid_end_draws) == pytest.approx(1190.0)
     for r in records:
         if r.strategy == "data_parallel":
             r.quality.fid = r.quality.ema_fid = 1250.0  # every seed no better than untrained: named, not tested
     rows = headline_rows(records, {})
-    assert claims.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
+    assert findings.excluded_from_quality(rows) == {"data_parallel / bce / torch"}
 
 
 def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
@@ -316,11 +318,11 @@ def test_a_failed_seed_keeps_its_place_so_the_replay_is_what_the_run_decided():
     failed = next(r for r in records if r.strategy == "conditional" and r.seed == 1)
     failed.status = "failed"
     rows = headline_rows(records, {})
-    scored = claims.scored_rows(rows)
-    procedure = claims.quality_procedure(scored, records)
+    scored = findings.scored_rows(rows)
+    procedure = findings.quality_procedure(scored, records)
     # the look of 3 seeds took seeds 0 and 2 of the DC-CGAN (seed 1 failed in its place), not seed 3
     assert procedure.seeds["conditional / bce / torch"] == 6 and procedure.look == 2
-    late = claims._positions(next(row for row in scored if row.strategy.startswith("conditional")), records)
+    late = findings._positions(next(row for row in scored if row.config.startswith("conditional")), records)
     assert late[1] is None and len(late) == 6  # seed 1 in its place: seeds 2-5 keep theirs
 
 

@@ -363,7 +363,7 @@ def test_a_glyph_warning_quoting_a_record_reaches_the_terminal_escaped(tmp_path)
 def test_plot_text_leaves_matplotlib_no_glyph_to_miss():
     import warnings
 
-    from suite.analysis.plots import pyplot
+    from suite.analysis.plot_parts import pyplot
 
     fig, ax = pyplot().subplots()
     ax.set_title(plot_text(HOSTILE["terminal"] + " $\\frac{1}{$"))  # a control and a malformed mathtext

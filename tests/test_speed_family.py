@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from suite.analysis import claims
-from suite.analysis.claims import findings_table, verdicts
+from suite.analysis import findings
 from suite.analysis.estimand import SPEED_FRACTIONS, curve_area, speed_fractions
-from suite.analysis.findings import headline
+from suite.analysis.findings import verdicts
+from suite.analysis.findings_csv import findings_table
+from suite.analysis.headline import headline_rows
 from suite.records.results import new_record
 
 
@@ -69,20 +70,20 @@ def _family_records():
 
 def test_a_system_that_gets_there_first_learns_faster_without_being_better_at_the_end():
     records = _family_records()
-    table = headline(records, {})
-    found = claims.tested_findings(table, records, {})
-    quality = next(f for f in found if f.quantity == claims.END_FID)
-    speed = next(f for f in found if f.quantity == claims.LEARNS_FASTER)
+    table = headline_rows(records, {})
+    found = findings.tested_findings(table, records, {})
+    quality = next(f for f in found if f.quantity == findings.END_FID)
+    speed = next(f for f in found if f.quantity == findings.LEARNS_FASTER)
     assert not quality.family.claims  # the same FID at the end of the budget
     assert speed.family.better("conditional / bce / torch", "label_partitioned / bce / torch")
     assert speed.text.startswith("Learns faster (area under the FID curve") and "lower learns faster" in speed.text
-    said = verdicts(found, list(table["strategy"]))
+    said = verdicts(found, [row.config for row in table])
     assert "best learns faster" in said["conditional / bce / torch"]
     assert "worst learns faster" in said["label_partitioned / bce / torch"]
     frame = findings_table(found)
-    rows = frame[frame.family == claims.LEARNS_FASTER]
+    rows = frame[frame.family == findings.LEARNS_FASTER]
     assert len(rows) == 1 and rows.verdict.iloc[0] == "a better" and rows.ratio.iloc[0] < 0.5
-    assert rows.margin.isna().all() and set(frame.family) >= {claims.END_FID, claims.LEARNS_FASTER}
+    assert rows.margin.isna().all() and set(frame.family) >= {findings.END_FID, findings.LEARNS_FASTER}
 
 
 def test_the_grid_is_common_to_every_system_and_starts_where_every_curve_has_begun():

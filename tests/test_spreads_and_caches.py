@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from test_hostile_records import CONDITIONAL_P1, digits_records
 
-from suite.analysis.compare import MAX_INTERVAL_WIDTH, record_problem, spread_problem
+from suite.analysis.comparable import MAX_INTERVAL_WIDTH, record_problem, spread_problem
 from suite.cli import main
 from suite.measure.metrics import cachefiles, evaluate
 from suite.measure.metrics.scores import statistics

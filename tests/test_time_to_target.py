@@ -1,5 +1,5 @@
 """Time to target read honestly: interpolated between the curve points that bracket the crossing, and the report's
-interval carrying the points' spacing (``suite.measure.metrics.curve``, ``suite.analysis.findings``)."""
+interval carrying the points' spacing (``suite.measure.metrics.curve``, ``suite.analysis.targets``)."""
 
 import math
 
@@ -9,8 +9,8 @@ from scipy import stats
 from test_findings import learned, tables
 from test_report import record
 
-from suite.analysis.findings import SeedTarget, _target_text, _targets_per_seed, target_interval
-from suite.analysis.stats.verdicts import summarise
+from suite.analysis.stats.summary import summarise
+from suite.analysis.targets import SeedTarget, target_interval, target_text, targets_per_seed
 from suite.config.sections import QualityTarget
 from suite.measure.metrics.curve import crossing, time_to_target
 from suite.records.codec import parse_record, record_data
@@ -87,7 +87,7 @@ def test_the_interval_carries_the_curve_spacing_as_the_union_of_the_seed_interva
     interval = target_interval(targets, reached)
     assert interval == (pytest.approx(7.5), pytest.approx(10.0))  # the bracket: the seeds' own interval is inside it
     assert interval[0] < seeds_only[0] and seeds_only[1] < interval[1]
-    text = _target_text(targets, reached)
+    text = target_text(targets, reached)
     assert text == f"{stats.gmean(clocks):.3g} [7.5, 10] s (n=3; curve points at 7.5 and 10 s bracket it)"
     # brackets that differ by seed: each end is that end's seed interval (log scale), and the union holds the seeds'
     los, his = [6.0, 7.5, 7.0], [8.0, 10.0, 9.0]
@@ -106,7 +106,7 @@ def test_the_interval_carries_the_curve_spacing_as_the_union_of_the_seed_interva
     # records written before brackets: the seeds' interval alone, as before
     old = [SeedTarget(True, c, 120.0) for c in clocks]
     assert target_interval(old, summarise(clocks)) is None
-    assert _target_text(old, summarise(clocks)) == f"{summarise(clocks).text()} s"
+    assert target_text(old, summarise(clocks)) == f"{summarise(clocks).text()} s"
 
 
 def test_the_headline_reads_the_brackets_per_seed(tmp_path):
@@ -115,10 +115,8 @@ def test_the_headline_reads_the_brackets_per_seed(tmp_path):
         data = _timed(clock, lo, hi)
         write_record(root / f"r-s{seed}", new_record({**data, "run_id": f"r-s{seed}", "seed": seed}))
     records, _, table = tables(root)
-    targets = _targets_per_seed(records)
+    targets = targets_per_seed(records)
     assert [(t.clock_lo, t.clock_hi) for t in targets] == [(7.5, 10.0)] * 3
-    row = table.iloc[0]
-    assert (
-        row["time_to_target"] == f"{stats.gmean([9.4, 9.5, 9.6]):.3g} [7.5, 10] s (n=3; curve points at 7.5 and 10 s bracket it)"
-    )
-    assert row["_time_to_target"].center == pytest.approx(np.exp(np.mean(np.log([9.4, 9.5, 9.6]))))
+    row = table[0]
+    assert row.time_to_target == f"{stats.gmean([9.4, 9.5, 9.6]):.3g} [7.5, 10] s (n=3; curve points at 7.5 and 10 s bracket it)"
+    assert row.time_to_target_summary.center == pytest.approx(np.exp(np.mean(np.log([9.4, 9.5, 9.6]))))

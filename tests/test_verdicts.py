@@ -6,19 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from suite.analysis.stats.verdicts import (
-    ALPHA,
-    TEST,
-    TESTS,
-    compare_all,
-    holm,
-    mann_whitney_p,
-    permutation_p,
-    ratio,
-    sentence,
-    summarise,
-    welch_p,
-)
+from suite.analysis.stats.pair_tests import TEST, TESTS, mann_whitney_p, permutation_p, welch_p
+from suite.analysis.stats.summary import ALPHA, ratio, summarise
+from suite.analysis.stats.verdicts import compare_all, holm, sentence
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -186,9 +176,9 @@ def test_the_test_in_use_is_welchs_t_at_the_fewest_draws_degrees_of_freedom_and_
         stats.t.cdf((lx.mean() - ly.mean() - np.log(margin)) / se, 3),
     )
     assert TESTS[TEST].equivalence(a, b, margin) == pytest.approx(tost)
-    from suite.analysis.claims import _ratio_interval
+    from suite.analysis.stats.summary import ratio_interval
 
-    _, lo, hi = _ratio_interval(a, b)  # findings.csv's interval: at the test's df, so it excludes 1 iff p < 5 %
+    _, lo, hi = ratio_interval(a, b)  # findings.csv's and the equivalence sentence's interval: at the test's df, so it excludes 1 iff p < 5 %
     assert (lo > 1 or hi < 1) == (TESTS[TEST].p_value(a, b) < 0.05)
     assert lo == pytest.approx(np.exp(lx.mean() - ly.mean() - stats.t.ppf(0.975, 3) * se))
 

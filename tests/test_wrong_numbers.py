@@ -20,7 +20,7 @@ import pytest
 import torch
 from test_hostile_records import CONDITIONAL_P1, DIGITS, digits_records
 
-from suite.analysis.compare import MIN_IMAGES_PER_S, interval_problem, throughput_problem
+from suite.analysis.comparable import MIN_IMAGES_PER_S, interval_problem, throughput_problem
 from suite.cli import main
 from suite.gan.sampling import samples_problem
 from suite.measure.metrics import cachefiles, evaluate

@@ -12,7 +12,7 @@ metric has one, else the run's value), so the spread over repeats widens it.
 A failed run in NEW is a regression. An ok run on either side whose throughput (``images_per_s``) is missing, zero
 or negative is ``INVALID``, a failure too, and left out of the comparison: an ok run always measures one, so
 nothing can say such a run did not regress. So is an ok run whose spread or interval fields are out of range for
-the value they qualify (:func:`spread_problem`: a huge spread in any compared field would make any change "within
+the value they qualify (:func:`~.comparable.spread_problem`: a huge spread in any compared field would make any change "within
 noise"). The comparison refuses results from different devices
 unless asked (`allow_different_device`), and lists every other difference of environment
 (package versions, threads per rank, workload settings) above the table.
@@ -20,7 +20,6 @@ unless asked (`allow_different_device`), and lists every other difference of env
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -30,16 +29,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..config.escape import code_span, one_line
-from ..measure.env import fingerprint
 from ..records.record import Record
 from ..records.results import RECORD_FILE, read_record, read_records, records_frame
 from .columns import COL
-from .findings import ruler_text
-from .markdown import markdown_table
+from .comparable import finite_number, record_problem, throughput_problem
+from .compare_environment import device_kind, environment_differences, values_text
 from .metric_table import METRICS
-from .report.tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
-from .report.tables import scaling_table
+from .report.scaling_tables import config_label as sweep_label  # the configuration label the report's scaling tables group by
+from .report.scaling_tables import scaling_table
+from .systems import ruler_text
 
 REGRESSION, WITHIN_NOISE, OK, IMPROVED, NOT_COMPARED = "REGRESSION", "within noise", "ok", "improved", "n/a"
 INVALID = "INVALID"
@@ -107,87 +105,6 @@ class Config:
         return f"{self.label} / P={self.procs}" + (" (weak)" if self.scaling == "weak" else "")
 
 
-MAX_INTERVAL_WIDTH = 0.75
-"""The widest ``images_per_s_ci95`` (high end minus low end) over ``images_per_s`` a baseline may hold: 0.75, half
-again the widest any committed record holds (0.48). Wider, a twice-slower run would pass as "within noise"."""
-MAX_STEP_CI = 0.5
-"""The largest ``telemetry.step_ci95`` (the half-width of the mean step time's 95 % interval) over ``step_mean``: twice
-the largest of any committed record (0.23)."""
-MAX_KID_STD = 2.0
-"""The largest ``quality.kid_std`` (over KID's subsets) over ``|kid_mean|``, or over 1 % of ``untrained_kid`` where
-that is larger (a KID near zero may spread more than its own size): twice the largest committed (0.86)."""
-KID_STD_FLOOR = 0.01
-"""The share of the untrained generator's KID below which a KID's spread is measured against it, not the KID."""
-
-MIN_IMAGES_PER_S = 0.01
-"""The least throughput an ok run can have measured: one image every 100 s (the slowest real run, a CPU rank on
-ImageNet-sized images, trains several a second). Below it a record's ``images_per_s`` is not a measurement."""
-
-
-def throughput_problem(record: Record) -> str | None:
-    """Why an ok ``record`` has no throughput to compare, or None: ``images_per_s`` missing, not finite or below
-    :data:`MIN_IMAGES_PER_S`, or its interval ``images_per_s_ci95`` not one of it (:func:`interval_problem`)."""
-    value = record.images_per_s
-    if value is None:
-        return "images_per_s is missing"
-    if _number(value) is None or value <= 0:
-        return f"images_per_s is {value!r}, not a throughput"
-    if value < MIN_IMAGES_PER_S:
-        return f"images_per_s is {value:.3g}, below the floor of {MIN_IMAGES_PER_S:g} images/s of a measured run"
-    return interval_problem(value, record.images_per_s_ci95)
-
-
-def interval_problem(value: float, ci: list[float | None] | None) -> str | None:
-    """Why ``ci`` is not a noise interval of the throughput ``value``, or None (no interval is none to check): each end
-    finite (the suite writes null for an upper end it could not bound: the steps were too noisy to compare), low
-    not above high, the value inside, and no wider than the value itself (an interval of [-1e18, 1e18] would make
-    any change "within noise")."""
-    if not ci:
-        return None
-    lo, hi = (_number(end) for end in ci)
-    if lo is None or hi is None:
-        return f"images_per_s_ci95 {ci!r} has an end that is not a finite number: its throughput cannot be compared"
-    if lo > hi:
-        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is inverted (its low end above its high end)"
-    if not lo <= value <= hi:
-        return f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] does not hold images_per_s {value:.4g}"
-    if hi - lo > MAX_INTERVAL_WIDTH * value:
-        return (
-            f"images_per_s_ci95 [{lo:.4g}, {hi:.4g}] is wider than {MAX_INTERVAL_WIDTH:g} times its estimate {value:.4g}: "
-            "not a measurement to compare"
-        )
-    return None
-
-
-def spread_problem(record: Record) -> str | None:
-    """Why a spread field of an ok ``record`` that :func:`measure` reads is out of range for the value it qualifies,
-    or None: ``telemetry.step_ci95`` negative, not finite or over :data:`MAX_STEP_CI` of ``step_mean``;
-    ``quality.kid_std`` negative, not finite or over :data:`MAX_KID_STD` of ``|kid_mean|`` (or of
-    :data:`KID_STD_FLOOR` of ``untrained_kid``). A field not recorded is none to check."""
-    t, q = record.telemetry, record.quality
-    if t is not None and t.step_ci95 is not None:
-        half, mean = _number(t.step_ci95), _number(t.step_mean)
-        if half is None or half < 0 or mean is None or mean <= 0:
-            return f"telemetry.step_ci95 {t.step_ci95!r} (step_mean {t.step_mean!r}) is not a half-width of a mean step time"
-        if half > MAX_STEP_CI * mean:
-            return (
-                f"telemetry.step_ci95 {half:.4g} is over {MAX_STEP_CI:g} times step_mean {mean:.4g}: not a measurement to compare"
-            )
-    if q is not None and q.kid_std is not None:
-        std, kid = _number(q.kid_std), _number(q.kid_mean)
-        if std is None or std < 0 or kid is None:
-            return f"quality.kid_std {q.kid_std!r} (kid_mean {q.kid_mean!r}) is not a spread of a KID"
-        scale = max(abs(kid), KID_STD_FLOOR * (_number(q.untrained_kid) or 0.0))
-        if std > MAX_KID_STD * scale:
-            return f"quality.kid_std {std:.4g} is over {MAX_KID_STD:g} times its KID's size {scale:.4g}: not a measurement to compare"
-    return None
-
-
-def record_problem(record: Record) -> str | None:
-    """Why an ok ``record`` cannot be compared (:func:`throughput_problem`, then :func:`spread_problem`), or None."""
-    return throughput_problem(record) or spread_problem(record)
-
-
 def _invalid_rows(records: list[Record], side: str) -> list[Row]:
     """An :data:`INVALID` row for each ok record of ``side`` that cannot be compared (:func:`record_problem`), naming the
     record and the field."""
@@ -232,24 +149,24 @@ class Measure:
         return (self.hi - self.lo) / 2 / abs(self.value) if self.value else math.inf
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
-
-
 def _images_per_s(record: Record) -> tuple[float, float, float] | None:
-    value = _number(record.images_per_s)
+    value = finite_number(record.images_per_s)
     if value is None:
         return None
     ci = record.images_per_s_ci95
     if not ci:  # no interval recorded (a single timed step): the value alone
         return value, value, value
-    lo, hi = _number(ci[0]), _number(ci[1])  # hi is None when the step-time interval reaches zero
+    lo, hi = finite_number(ci[0]), finite_number(ci[1])  # hi is None when the step-time interval reaches zero
     return value, value if lo is None else lo, math.inf if hi is None else hi
 
 
 def _step_p50(record: Record) -> tuple[float, float, float] | None:
     t = record.telemetry
-    p50, mean, half = (_number(t.step_p50), _number(t.step_mean), _number(t.step_ci95)) if t is not None else (None, None, None)
+    p50, mean, half = (
+        (finite_number(t.step_p50), finite_number(t.step_mean), finite_number(t.step_ci95))
+        if t is not None
+        else (None, None, None)
+    )
     if p50 is None:
         return None
     relative = half / mean if half is not None and mean else 0.0
@@ -258,7 +175,7 @@ def _step_p50(record: Record) -> tuple[float, float, float] | None:
 
 def _point(field_of: Callable[[Record], Any]) -> Callable[[Record], tuple[float, float, float] | None]:
     def read(record: Record) -> tuple[float, float, float] | None:
-        value = _number(field_of(record))
+        value = finite_number(field_of(record))
         return None if value is None else (value, value, value)
 
     return read
@@ -266,7 +183,7 @@ def _point(field_of: Callable[[Record], Any]) -> Callable[[Record], tuple[float,
 
 def _kid(record: Record) -> tuple[float, float, float] | None:
     q = record.quality
-    mean, std = (_number(q.kid_mean), _number(q.kid_std)) if q is not None else (None, None)
+    mean, std = (finite_number(q.kid_mean), finite_number(q.kid_std)) if q is not None else (None, None)
     if mean is None:
         return None
     return mean, mean - (std or 0.0), mean + (std or 0.0)
@@ -294,7 +211,7 @@ def measure(config: Config, metric: str) -> Measure | None:
 
 
 def _quality_basis(config: Config) -> str:
-    """What a configuration's scores are comparable under (:func:`suite.analysis.findings.ruler_text`: ruler, hash, n, classes).
+    """What a configuration's scores are comparable under (:func:`suite.analysis.systems.ruler_text`: ruler, hash, n, classes).
 
     Records from before rulers were pinned have no hash: their scores are never compared with pinned ones.
     """
@@ -314,7 +231,7 @@ def scaling_measures(configs: dict[ComparedConfig, Config]) -> dict[tuple[Compar
             continue
         for row in scaling_table(records_frame(records), scaling).itertuples(index=False):
             key, base = (scaling, row.config, int(row.procs)), (scaling, row.config, 1)
-            value = _number(getattr(row, metric))
+            value = finite_number(getattr(row, metric))
             rates = [measure(configs[k], "images_per_s") for k in (key, base) if k in configs]
             known = [m for m in rates if m is not None]
             if row.procs == 1 or value is None or len(known) < 2:
@@ -354,7 +271,7 @@ class Row:
             "metric": self.metric,
             "baseline": _interval_dict(self.baseline),
             "new": _interval_dict(self.new),
-            "change": _finite(self.change),
+            "change": finite_number(self.change),
             "unit": self.unit,
             "tolerance": self.tolerance,
             "verdict": self.verdict,
@@ -362,13 +279,8 @@ class Row:
         }
 
 
-def _finite(value: float | None) -> float | None:
-    """JSON has no infinity: an unbounded end or change is written as null."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _interval_dict(m: Measure | None) -> dict[str, float | None] | None:
-    return None if m is None else {"value": m.value, "lo": _finite(m.lo), "hi": _finite(m.hi)}
+    return None if m is None else {"value": m.value, "lo": finite_number(m.lo), "hi": finite_number(m.hi)}
 
 
 def outside_noise(base: Measure, new: Measure) -> bool:
@@ -433,69 +345,6 @@ def _compare_config(
     return rows
 
 
-def _device_kind(record: Record) -> str:
-    device = str(record.device)
-    return f"{device} ({record.cores_per_node} cores)" if device == "cpu" else device
-
-
-Reader = Callable[[Record], Any]
-"""How to read an item of the environment differences from a record."""
-
-# (item, how to read it from a record) for the environment differences listed per configuration
-CONFIG_SETTINGS: tuple[tuple[str, Reader], ...] = (
-    ("threads per rank", lambda r: r.threads_per_rank),
-    ("dataset", lambda r: r.dataset.name if r.dataset is not None else None),
-    ("image size", lambda r: r.dataset.image_size if r.dataset is not None else None),
-    ("global batch", lambda r: r.global_batch),
-    ("generator steps", lambda r: json.dumps(r.generator_steps, sort_keys=True)),
-)
-
-
-def _values(records: list[Record], read: Reader) -> str:
-    """The values ``read`` gives for ``records``, sorted, each on one line with its controls escaped (records' words)."""
-    return ", ".join(sorted({one_line(read(r)) for r in records}))
-
-
-def _fingerprint(record: Record) -> str | None:
-    """The digest of the machine that ran ``record`` (:func:`suite.measure.env.fingerprint`), None where it has none."""
-    return fingerprint(record.machine) if record.machine is not None else None
-
-
-def _version(package: str) -> Reader:
-    return lambda r: (r.env or {}).get(package)
-
-
-def environment_differences(
-    base: list[Record], new: list[Record], matched: dict[ComparedConfig, tuple[Config, Config]]
-) -> list[dict[str, str]]:
-    """What differs between the two sides: device, package versions, and per configuration the settings."""
-    rows = []
-    packages = sorted({k for r in base + new for k in (r.env or {})})
-    items: list[tuple[str, Reader]] = [
-        ("device", _device_kind),
-        ("machine fingerprint", _fingerprint),
-        ("CPU kernel set", lambda r: r.machine.cpu_capability if r.machine is not None else None),
-        (
-            "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",
-            lambda r: r.machine.numerics if r.machine is not None else None,
-        ),
-        ("ruler sha256", lambda r: r.quality.ruler_sha256 if r.quality is not None else None),
-    ] + [(f"version of {p}", _version(p)) for p in packages]
-    for item, read in items:
-        b, n = _values(base, read), _values(new, read)
-        if b != n:
-            rows.append({"item": item, "baseline": b, "new": n})
-    for item, read in CONFIG_SETTINGS:
-        changed: dict[tuple[str, str], list[str]] = {}
-        for bc, nc in matched.values():
-            b, n = _values(bc.records, read), _values(nc.records, read)
-            if b != n:
-                changed.setdefault((b, n), []).append(nc.name)
-        for (b, n), names in changed.items():
-            rows.append({"item": f"{item} ({'; '.join(names)})", "baseline": b, "new": n})
-    return rows
-
-
 @dataclass
 class Comparison:
     """The result of :func:`compare`: environment differences, rows, and what was not compared."""
@@ -556,7 +405,7 @@ def compare(
         )
     base_ok = [r for r in base_records if r.status == "ok"]
     new_ok = [r for r in new_records if r.status == "ok"]
-    devices = _values(base_ok, _device_kind), _values(new_ok, _device_kind)
+    devices = values_text(base_ok, device_kind), values_text(new_ok, device_kind)
     if devices[0] != devices[1] and new_ok and not allow_different_device:
         raise CompareError(
             f"the baseline ran on {devices[0]} and the new results on {devices[1]}: timings of different "
@@ -582,76 +431,9 @@ def compare(
     return Comparison(
         new_path=str(new_path),
         baseline_path=str(baseline_path),
-        environment=environment_differences(base_ok, new_ok, matched),
+        environment=environment_differences(base_ok, new_ok, [(bc.records, nc.records, nc.name) for bc, nc in matched.values()]),
         rows=rows,
         baseline_only=[c.name for k, c in sorted(base_configs.items()) if k not in new_configs],
         new_only=[c.name for k, c in sorted(new_configs.items()) if k not in base_configs],
         ignored_baseline_failures=[str(r.run_id) for r in base_records if r.status != "ok"],
     )
-
-
-# --- markdown -----------------------------------------------------------------------------------------------
-
-
-def _show(m: Measure | None) -> str:
-    if m is None:
-        return "n/a"
-    if m.lo == m.hi:
-        return f"{m.value:.4g}"
-    return f"{m.value:.4g} [{m.lo:.4g}, {m.hi:.4g}]"
-
-
-def to_markdown(result: Comparison) -> str:
-    """The comparison as markdown: verdict, environment differences, the table, what was not compared."""
-    regressions, invalid = result.regressions, result.invalid
-    lines = [f"# Comparison: {code_span(result.new_path)} against {code_span(result.baseline_path)}\n"]
-    if regressions:
-        names = sorted({f"{r.config}: {r.metric}" for r in regressions})
-        lines.append(f"**{len(regressions)} regression{'s' if len(regressions) > 1 else ''}**: {'; '.join(names)}.\n")
-    if invalid:
-        lines.append(
-            f"**{len(invalid)} INVALID record{'s' if len(invalid) > 1 else ''}**: {'; '.join(r.note for r in invalid)}.\n"
-        )
-    if not regressions and not invalid:
-        lines.append(f"**No regression** ({sum(r.verdict != NOT_COMPARED for r in result.rows)} metrics compared).\n")
-    lines.append("## Environment\n")
-    if result.environment:
-        lines.append("These differ between the two sides:\n")
-        lines.append(markdown_table(pd.DataFrame(result.environment)))
-    else:
-        lines.append("Same device, package versions, threads per rank and workload settings.\n")
-    if result.ignored_baseline_failures:
-        lines.append(f"Failed baseline runs, ignored: {', '.join(result.ignored_baseline_failures)}.\n")
-    lines.append("## Metrics\n")
-    lines.append(
-        "Values are means over repeats with their noise interval in brackets: the envelope of the repeats' "
-        "95 % intervals. A regression is worse than its tolerance and than the combined noise of both sides, "
-        "√(h_baseline² + h_new²) with h the half-widths of the intervals; `within noise` is worse than the "
-        "tolerance but not than the noise.\n"
-    )
-    table = pd.DataFrame(
-        [
-            {
-                "config": r.config,
-                "metric": r.metric,
-                "baseline": _show(r.baseline),
-                "new": _show(r.new),
-                "change": "n/a" if r.change is None else f"{r.change:+.1f} {r.unit}",
-                "tolerance": f"{r.tolerance:g} {r.unit}" if r.unit else "",
-                "verdict": f"**{r.verdict}**" if r.verdict in (REGRESSION, INVALID) else r.verdict,
-                "note": r.note,
-            }
-            for r in result.rows
-        ]
-    )
-    lines.append(markdown_table(table))
-    shown = [m for m in METRICS.values() if any(r.metric == m.name for r in result.rows)]
-    lines.append("\n".join(f"- `{m.name}`: {m.doc}" for m in shown) + "\n")
-    if result.baseline_only or result.new_only:
-        lines.append("## Not compared\n")
-        if result.baseline_only:
-            lines.append(f"- only in the baseline: {'; '.join(result.baseline_only)}")
-        if result.new_only:
-            lines.append(f"- only in the new results: {'; '.join(result.new_only)}")
-        lines.append("")
-    return "\n".join(lines)

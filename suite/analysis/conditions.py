@@ -12,14 +12,17 @@
   its cores: its times, throughput and speedups measure the host too.
 * **A run's own warnings** (:func:`run_warnings`): what the worker found wrong with an ``ok`` run (e.g. no
   timed step after its warm-up).
+* **Models that have not learned** (:func:`not_learned_warnings`): each scored model whose signals say so
+  (:func:`suite.measure.metrics.signals.not_learned`), with the reasons.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from ..measure.metrics.signals import not_learned
 from ..records.record import Record
-from .findings import config_name, contended
+from .systems import config_name, contended
 
 MOST_NAMED = 3
 """Runs named in one warning line before the rest are counted."""
@@ -64,7 +67,7 @@ def unequal_work(records: list[Record]) -> list[str]:
 
 
 def contended_systems(records: list[Record]) -> dict[str, list[str]]:
-    """The configurations (:func:`suite.analysis.findings.config_name`) with runs timed on a busy host: their run ids.
+    """The configurations (:func:`suite.analysis.systems.config_name`) with runs timed on a busy host: their run ids.
 
     The timing verdicts of these systems (train_s, images/s, speedup) measure the host as well as the system.
     """
@@ -97,3 +100,16 @@ def run_warnings(records: list[Record]) -> list[str]:
 def condition_warnings(records: list[Record]) -> list[str]:
     """The report's warnings about the conditions of its runs: unequal work, busy hosts, the runs' own."""
     return unequal_work(records) + contention_warnings(records) + run_warnings(records)
+
+
+def not_learned_warnings(records: list[Record]) -> list[str]:
+    """One line per scored model that has not learned, with the reasons."""
+    out = []
+    for r in records:
+        if r.status != "ok":
+            continue
+        for name, quality in (("", r.quality), (" (best cell)", r.quality_best_cell)):
+            reasons = not_learned(quality) if quality is not None else []
+            if reasons:
+                out.append(f"{r.run_id}{name} has not learned: {'; '.join(reasons)}.")
+    return out

@@ -18,8 +18,8 @@ import pandas as pd
 from ..records.record import Record
 from .collapse import CollapseRate, collapse_rate, end_quality
 from .estimand import in_seed_order
-from .findings import HeadlineRow
-from .stats.verdicts import Summary, summarise
+from .headline import HeadlineRow
+from .stats.summary import Summary, summarise
 
 DIVERSITY = "coverage"
 """The quantity of the diversity family, as the verdict column and ``findings.csv`` name it."""
@@ -56,13 +56,13 @@ def rate(row: HeadlineRow) -> CollapseRate | None:
 
 def always_collapsed(rows: Sequence[HeadlineRow]) -> list[str]:
     """The systems whose runs collapsed in every seed: named as such, never tested."""
-    return [row.strategy for row in rows if (r := rate(row)) is not None and r.every]
+    return [row.config for row in rows if (r := rate(row)) is not None and r.every]
 
 
 def tested_rows(rows: Sequence[HeadlineRow]) -> list[HeadlineRow]:
     """The rows the diversity family compares: coverage in every seed, not collapsed in every seed."""
     gone = set(always_collapsed(rows))
-    return [row for row in rows if row.strategy not in gone and score_summary(row) is not None]
+    return [row for row in rows if row.config not in gone and score_summary(row) is not None]
 
 
 def fidelity_diversity_table(rows: Sequence[HeadlineRow]) -> pd.DataFrame:
@@ -74,7 +74,7 @@ def fidelity_diversity_table(rows: Sequence[HeadlineRow]) -> pd.DataFrame:
         if all(s is None for s in shown.values()):
             continue
         entry: dict[str, Any] = {
-            "system": row.strategy,
+            "system": row.config,
             "seeds": max((s.n for s in shown.values() if s is not None), default=None),
         }
         for score, summary in shown.items():

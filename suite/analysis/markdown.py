@@ -75,7 +75,7 @@ def std_over(std: Any, count: Any = None, size: Any = None) -> str:
     """``std (count×size)``: the standard deviation of a score over the splits or subsets of one sample.
 
     The spread of one estimate, printed in its own column beside the score; spread over training draws
-    is printed as an interval instead (:meth:`suite.analysis.stats.verdicts.Summary.text`).
+    is printed as an interval instead (:meth:`suite.analysis.stats.summary.Summary.text`).
     """
     if not given(std):
         return NA

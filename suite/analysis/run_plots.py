@@ -16,7 +16,8 @@ from ..records.images import ImageError, read_pixels
 from ..records.record import CurvePoint, RankTelemetry, Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
 from .palette import style_of
-from .plots import by_config, legend_outside, one_per_seed, pyplot, save, skipped
+from .plot_parts import legend_outside, pyplot, save, skipped
+from .plots import by_config, one_per_seed
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from ..records.nofollow import output_folder
 from ..records.record import Record
 from ..records.results import atomic_write_text, read_records
 from .estimand import end_fid, late_score
-from .findings import procs_of, ruler_text, system_name
 from .markdown import fmt, markdown_table
+from .systems import procs_of, ruler_text, system_name
 
 TUNING_MD, TUNING_CSV, CHOSEN_YAML = "tuning.md", "tuning.csv", "chosen.yaml"
 

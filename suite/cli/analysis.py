@@ -37,7 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_papers(args: argparse.Namespace) -> int:
     from ..analysis.report import DEFAULT_BASELINES
-    from ..analysis.report.papers import write_papers
+    from ..analysis.report.paper_pages import write_papers
 
     folders = [Path(f) for f in args.results]
     for folder in folders:
@@ -62,7 +62,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..analysis.compare import compare, parse_tolerances, to_markdown
+    from ..analysis.compare import compare, parse_tolerances
+    from ..analysis.compare_text import to_markdown
 
     result = compare(
         Path(args.new), Path(args.baseline), parse_tolerances(args.tolerance), allow_different_device=args.allow_different_device

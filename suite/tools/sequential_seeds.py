@@ -3,7 +3,7 @@
 A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
 SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
 the entries with fixed seeds), then takes the quality verdicts on the end-of-budget FID exactly as the report will
-(:func:`decide`, which is :func:`suite.analysis.claims.sequential_quality`) and runs the next ``step`` seeds of the
+(:func:`decide`, which is :func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the
 systems that are still in an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
 where it stopped; its runs are grouped by launch key (:func:`suite.running.launchgroups.plan_launches`), so a block
@@ -20,9 +20,9 @@ import logging
 import os
 from pathlib import Path
 
-from ..analysis.claims import sequential_quality
-from ..analysis.findings import config_name
+from ..analysis.findings import sequential_quality
 from ..analysis.stats.sequential import Sequential
+from ..analysis.systems import config_name
 from ..config.scenario import Run, Scenario, SeedPolicy
 from ..records.record import Record
 from ..records.trusted import trusted_records

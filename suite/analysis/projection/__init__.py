@@ -45,7 +45,7 @@ markdown and CSVs).
 """
 
 from ..projection_defaults import DEFAULT_RANKS
-from .fit import fit, fit_all, project, validate
+from .fit import fit, fit_all, project
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
 from .render import (
     REPORT_RANKS,
@@ -56,6 +56,7 @@ from .render import (
     run_projection,
     write_projection,
 )
+from .validation import validate
 
 __all__ = [
     "DEFAULT_RANKS",

@@ -5,7 +5,6 @@ on the runs they did not see, and projections of the fitted models.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence, TypeVar
 
@@ -16,7 +15,6 @@ from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
 from ...records.record import Record, TelemetrySummary
-from ..columns import column_names, names_of
 from ..strategy_fields import cellular_fields, class_group_fields
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 
@@ -33,7 +31,7 @@ PairKey = tuple[str, str | None, str | None, int | None]
 T = TypeVar("T")
 
 
-def _given(value: T | None) -> T:
+def given_value(value: T | None) -> T:
     """``value``, which the checks that chose the record (:func:`usable`, :func:`_counted`) found there."""
     assert value is not None, "a record the projection fits has its per-rank fields"
     return value
@@ -137,17 +135,17 @@ def _per_rank_lists(record: Record) -> bool:
 
 
 def _telemetry(record: Record) -> TelemetrySummary:
-    return _given(record.telemetry)
+    return given_value(record.telemetry)
 
 
 def _ranks(record: Record) -> Iterator[tuple[int, int, float, float]]:
     """(window steps, images, busy seconds, blocked seconds) of each rank."""
     t = _telemetry(record)
     return zip(
-        _given(t.work_steps_per_rank),
-        _given(t.work_images_per_rank),
-        _given(t.busy_s_per_rank),
-        _given(_given(record.comm).per_rank_seconds),
+        given_value(t.work_steps_per_rank),
+        given_value(t.work_images_per_rank),
+        given_value(t.busy_s_per_rank),
+        given_value(given_value(record.comm).per_rank_seconds),
     )
 
 
@@ -166,10 +164,10 @@ def _counted(record: Record) -> bool:
 
 def _class_steps(record: Record) -> dict[int, int]:
     """Window steps of each class GAN of a label-partitioned run (its steps minus its warm-up)."""
-    warmup = _given(_telemetry(record).warmup_steps_per_rank)
+    warmup = given_value(_telemetry(record).warmup_steps_per_rank)
     generator_steps = record.generator_steps
     steps: dict[int, int] = {}
-    for group in _given(class_group_fields(record).groups):
+    for group in given_value(class_group_fields(record).groups):
         per_gan = warmup[group.ranks[0]] / len(group.classes)
         for c in group.classes:
             steps[int(c)] = int(generator_steps[str(c)] - per_gan)
@@ -184,7 +182,7 @@ def _fit_step(records: list[Record], all_records: list[Record]) -> tuple[StepCos
         nbytes / steps * _every(r)
         for r in all_records
         if _counted(r) and _pair_key(r) == pair
-        for steps, nbytes in zip(_given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes))
+        for steps, nbytes in zip(given_value(_telemetry(r).work_steps_per_rank), given_value(given_value(r.comm).per_rank_bytes))
         if steps and nbytes
     ]
     return StepCost.fit(points), float(np.mean(per_step)) if per_step else None
@@ -196,8 +194,8 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
     rest: list[float] = []
     for r in records:
         cells = cellular_fields(r)
-        k, h, p = _given(cells.cells_per_rank), _given(cells.neighbourhood_size), _given(cells.population)
-        phases = _given(cells.phases_s)
+        k, h, p = given_value(cells.cells_per_rank), given_value(cells.neighbourhood_size), given_value(cells.population)
+        phases = given_value(cells.phases_s)
         for i, (steps, _, busy, blocked) in enumerate(_ranks(r)):
             units = steps * k
             f, m = phases["fitness"][i] / units, phases["mixture"][i] / units
@@ -206,12 +204,14 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
             rest.append((busy - blocked) / units - f - m)
     per_cell: list[float] = []
     for r in all_records:
-        if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and _given(r.procs) > 1:
-            grid, pgrid = _given(r.grid), _given(cellular_fields(r).process_grid)
-            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), _given(cellular_fields(r).neighbourhood))
-            work, nbytes = _given(_telemetry(r).work_steps_per_rank), _given(_given(r.comm).per_rank_bytes)
+        if _counted(r) and config_key(r)[:5] == config_key(records[0])[:5] and given_value(r.procs) > 1:
+            grid, pgrid = given_value(r.grid), given_value(cellular_fields(r).process_grid)
+            sent = exchange_plan(grid, (pgrid[0], pgrid[1]), given_value(cellular_fields(r).neighbourhood))
+            work, nbytes = given_value(_telemetry(r).work_steps_per_rank), given_value(given_value(r.comm).per_rank_bytes)
             per_cell += [
-                nbytes[i] / work[i] / sum(sent[i].values()) for i in range(_given(r.procs)) if work[i] and nbytes[i] and sent[i]
+                nbytes[i] / work[i] / sum(sent[i].values())
+                for i in range(given_value(r.procs))
+                if work[i] and nbytes[i] and sent[i]
             ]
 
     def through_origin(pairs: Sequence[tuple[float, float]]) -> float:
@@ -224,16 +224,16 @@ def _fit_cellular(records: list[Record], all_records: list[Record]) -> CellularM
         through_origin(fitness),
         through_origin(mixture),
         float(np.mean(per_cell)) if per_cell else None,
-        _given(first.population),
-        _given(first.neighbourhood),
+        given_value(first.population),
+        given_value(first.neighbourhood),
     )
 
 
 def _image_factor(record: Record, group: int) -> float:
     """Images a rank's step drew, against its share of the group's batch (the trainer's images per step)."""
     t = _telemetry(record)
-    steps, images = _given(t.work_steps_per_rank), _given(t.work_images_per_rank)
-    return images[0] / steps[0] / (_given(record.global_batch) / group)
+    steps, images = given_value(t.work_steps_per_rank), given_value(t.work_images_per_rank)
+    return images[0] / steps[0] / (given_value(record.global_batch) / group)
 
 
 class CostModelKind:
@@ -253,16 +253,20 @@ class CostModelKind:
     def problem(self, record: Record) -> Problem:
         """The problem ``record`` solved (at its own process count)."""
         t = _telemetry(record)
-        factor = _image_factor(record, _given(record.procs))
+        factor = _image_factor(record, given_value(record.procs))
         return Problem(
-            _given(record.strategy), _given(t.timed_steps), _given(record.global_batch), factor, allreduce_every=_every(record)
+            given_value(record.strategy),
+            given_value(t.timed_steps),
+            given_value(record.global_batch),
+            factor,
+            allreduce_every=_every(record),
         )
 
     def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
         """The configuration ``key``'s model, fitted on ``runs`` (the smallest first), with its strong problem (the
         smallest run's whole problem) and weak one (its per-rank share)."""
         base, problem = runs[0], self.problem(runs[0])
-        per_rank = dataclasses.replace(problem, batch=problem.batch // _given(base.procs))
+        per_rank = dataclasses.replace(problem, batch=problem.batch // given_value(base.procs))
         return Fitted(key, self.fit(runs, records), problem, per_rank, procs=_procs(runs))
 
 
@@ -286,9 +290,9 @@ class ClassGroups(CostModelKind):
         return ClassGroupsModel(*_fit_step(records, all_records), max(len(_class_steps(r)) for r in records))
 
     def problem(self, record: Record) -> Problem:
-        factor = _image_factor(record, len(_given(class_group_fields(record).groups)[0].ranks))
-        timed_steps = _given(_telemetry(record).timed_steps)
-        return Problem(_given(record.strategy), timed_steps, _given(record.global_batch), factor, _class_steps(record))
+        factor = _image_factor(record, len(given_value(class_group_fields(record).groups)[0].ranks))
+        timed_steps = given_value(_telemetry(record).timed_steps)
+        return Problem(given_value(record.strategy), timed_steps, given_value(record.global_batch), factor, _class_steps(record))
 
     def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
         """Strong and weak alike: the largest class set measured (a rank's share is its group's classes)."""
@@ -316,17 +320,17 @@ class Cells(CostModelKind):
         return _fit_cellular(records, all_records)
 
     def problem(self, record: Record) -> Problem:
-        grid = _given(record.grid)
-        return Problem(_given(record.strategy), _given(_telemetry(record).timed_steps), grid=(grid[0], grid[1]))
+        grid = given_value(record.grid)
+        return Problem(given_value(record.strategy), given_value(_telemetry(record).timed_steps), grid=(grid[0], grid[1]))
 
     def fitted(self, key: CostModelKey, runs: list[Record], records: list[Record]) -> Fitted:
         """Strong: a strong-scaling grid if one was run, else the largest; weak: the smallest run's block of cells per
         rank."""
         base = runs[0]
-        grids = [(g[0], g[1]) for g in (_given(r.grid) for r in runs)]
+        grids = [(g[0], g[1]) for g in (given_value(r.grid) for r in runs)]
         strong_grids = [g for r, g in zip(runs, grids) if r.scaling == "strong"]
         grid = strong_grids[0] if strong_grids else max(grids, key=lambda g: g[0] * g[1])
-        base_grid, base_pgrid = _given(base.grid), _given(cellular_fields(base).process_grid)
+        base_grid, base_pgrid = given_value(base.grid), given_value(cellular_fields(base).process_grid)
         block = (base_grid[0] // base_pgrid[0], base_grid[1] // base_pgrid[1])
         problem = self.problem(base)
         return Fitted(key, self.fit(runs, records), dataclasses.replace(problem, grid=grid), problem, block, _procs(runs))
@@ -337,136 +341,17 @@ COST_MODEL_KINDS: dict[str, CostModelKind] = {ONE_GROUP: OneGroup(), CLASS_GROUP
 
 
 def _procs(runs: list[Record]) -> tuple[int, ...]:
-    return tuple(sorted({_given(r.procs) for r in runs}))
+    return tuple(sorted({given_value(r.procs) for r in runs}))
 
 
 def fit(records: list[Record], all_records: list[Record]) -> GanModel | CellularModel:
     """The cost model of one configuration from its fit ``records`` (bytes from ``all_records``)."""
-    return _given(cost_model(records[0])).fit(records, all_records)
+    return given_value(cost_model(records[0])).fit(records, all_records)
 
 
 def problem_of(record: Record) -> Problem:
     """The problem a record solved (at its own process count)."""
-    return _given(cost_model(record)).problem(record)
-
-
-def _local(net: Network, record: Record) -> Network:
-    """``net`` with the record's own ranks per node (where its ranks really sat)."""
-    return dataclasses.replace(net, ranks_per_node=record.ranks_per_node or net.ranks_per_node)
-
-
-def _oversubscribed(record: Record) -> str:
-    threads = record.threads_per_rank
-    return (
-        f"oversubscribed ({record.ranks_per_node} ranks x {threads} thread{'s' if threads != 1 else ''} on "
-        f"{record.cores_per_node} cores): measures contention; not fitted, not validated"
-    )
-
-
-def cpu_share(record: Record) -> float | None:
-    """Of the cores its threads could use, the share a CPU run's ranks got (mean over ranks); None on GPUs.
-
-    Well below 1 outside oversubscription, other processes were using the machine: the run's time
-    measures them too, which no model of the strategy predicts.
-    """
-    util = record.telemetry.cpu_util_mean if record.telemetry else None
-    if record.device != "cpu" or util is None or not record.threads_per_rank:
-        return None
-    return util / 100 / record.threads_per_rank
-
-
-def timed_window(record: Record) -> float | None:
-    """The part of a run's training window that its timed steps took: ``train_s`` less its warm-up (``warmup_s``),
-    which is on the clock but not among the steps the model fits (:mod:`suite.measure.telemetry`)."""
-    train_s = record.train_s
-    return None if train_s is None else train_s - (record.warmup_s or 0.0)
-
-
-@dataclass(frozen=True)
-class ValidationColumns:
-    """The columns of the projection's validation table (:func:`validate`), one run a row."""
-
-    config: str
-    run_id: str
-    procs: str
-    scaling: str
-    measured_s: str
-    """The run's timed training window (:func:`timed_window`)."""
-    predicted_s: str
-    error: str
-    """``predicted_s / measured_s - 1`` (None where either is missing)."""
-    cpu_share: str
-    role: str
-    """Held out, fitted in-sample, or why the run is not fitted or validated."""
-    fitted_on: str
-
-
-V = column_names(ValidationColumns)
-"""The validation table's column names: ``V.error == "error"``."""
-
-
-def validate(records: list[Record], net: Network, fit_procs: list[int] | None = None, algorithm: str = "best") -> pd.DataFrame:
-    """Predicted against measured training windows, one row per ok run (:class:`ValidationColumns`).
-
-    Without ``fit_procs`` each process count is held out in turn: its runs are predicted by a
-    model fitted on the configuration's other process counts. With ``fit_procs`` the model is
-    fitted on those and predicts the rest. ``net`` is the network the runs were measured on.
-    """
-    rows: list[dict[str, Any]] = []
-    ok = [r for r in records if r.status == "ok" and r.telemetry is not None]
-    for key in sorted({config_key(r) for r in ok}, key=str):
-        runs = sorted((r for r in ok if config_key(r) == key), key=lambda r: (_given(r.procs), _given(r.run_id)))
-        fittable = [r for r in runs if usable(r)]
-        models: dict[tuple[int, ...], GanModel | CellularModel] = {}
-
-        def model_without(
-            procs: int | None,
-            fittable: list[Record] = fittable,
-            models: dict[tuple[int, ...], GanModel | CellularModel] = models,
-        ) -> tuple[tuple[int, ...], GanModel | CellularModel | None]:
-            chosen = tuple(
-                sorted({_given(r.procs) for r in fittable if (r.procs in fit_procs if fit_procs else r.procs != procs)})
-            )
-            if chosen and chosen not in models:
-                models[chosen] = fit([r for r in fittable if r.procs in chosen], records)
-            return chosen, models.get(chosen)
-
-        for r in runs:
-            row: dict[str, Any] = {
-                V.config: model_name(key),
-                V.run_id: r.run_id,
-                V.procs: r.procs,
-                V.scaling: r.scaling,
-                V.measured_s: timed_window(r),
-                V.predicted_s: None,
-                V.error: None,
-                V.cpu_share: cpu_share(r),
-                V.role: "",
-                V.fitted_on: "",
-            }
-            if not_projected(r):
-                rows.append({**row, V.role: not_projected(r)})
-                continue
-            if not usable(r):
-                chosen, model = model_without(None)
-                row[V.role] = _oversubscribed(r) if r.oversubscribed else "not fitted: no per-rank window times"
-            else:
-                chosen, model = model_without(r.procs)
-                in_fit = r.procs in (fit_procs or [])
-                row[V.role] = "fitted (in-sample)" if in_fit else "held out"
-            if model is None:
-                row[V.role] = (row[V.role] + "; " if not usable(r) else "") + "not validated: no other process count to fit on"
-            else:
-                outcome = predict(model, problem_of(r), _given(r.procs), _local(net, r), algorithm, weak=False)
-                row[V.predicted_s] = outcome.time
-                row[V.fitted_on] = json.dumps(list(chosen))  # the process counts fitted on, a JSON list: [1, 2]
-                measured = timed_window(r)
-                if usable(r) and outcome.time is not None and measured:
-                    row[V.error] = outcome.time / measured - 1
-                elif outcome.note:
-                    row[V.role] += f"; {outcome.note}"
-            rows.append(row)
-    return pd.DataFrame(rows, columns=names_of(ValidationColumns))
+    return given_value(cost_model(record)).problem(record)
 
 
 @dataclass
@@ -505,10 +390,10 @@ def fit_all(records: list[Record], fit_procs: list[int] | None = None) -> list[F
     for key in sorted({config_key(r) for r in records if usable(r)}, key=str):
         runs = sorted(
             (r for r in records if usable(r) and config_key(r) == key and (not fit_procs or r.procs in fit_procs)),
-            key=lambda r: (_given(r.procs), r.scaling != "strong"),
+            key=lambda r: (given_value(r.procs), r.scaling != "strong"),
         )
         if runs:
-            fitted.append(_given(cost_model(runs[0])).fitted(key, runs, records))
+            fitted.append(given_value(cost_model(runs[0])).fitted(key, runs, records))
     return fitted
 
 

@@ -20,9 +20,10 @@ from ..baselines import PAPER001, POINTS, read_baseline
 from ..columns import COL
 from ..markdown import cell, markdown_table
 from ..palette import style_of
-from ..plots import pyplot, readable_ticks, save
-from .fit import MIN_CORE_SHARE, Fitted, V, fit_all, model_name, model_table, project, scaled_model, validate
+from ..plot_parts import pyplot, readable_ticks, save
+from .fit import MIN_CORE_SHARE, Fitted, fit_all, model_name, model_table, project, scaled_model
 from .model import CellularModel, predict
+from .validation import V, validate
 
 REPORT_RANKS = [2**i for i in range(11)]
 """The report's projection: 1 to 1,024 ranks."""

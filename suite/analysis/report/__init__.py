@@ -4,8 +4,8 @@ Every number in the report comes from the records it reads; where a number canno
 computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
 ``n/a`` and why, never a guess.
 
-``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline`), the
-findings with their tests, the key figures and an index of the detail pages in ``details/``: the
+``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline_view`, from the typed
+rows of :mod:`suite.analysis.headline`), the findings with their tests, the key figures and an index of the detail pages in ``details/``: the
 headline in full, image quality, per-class scores, scaling, the projection, where the time goes,
 engines, the papers' numbers, samples, the environment, the runs, the definitions and every figure.
 Every table is also a CSV beside report.md. The sections are built in :mod:`.sections` and
@@ -28,10 +28,11 @@ from ...config.escape import code_span, markdown_cell
 from ...records.record import Record
 from ...records.results import PROBE_FILE, iter_records, records_frame, staged_folder
 from ...records.trusted import trusted_records
-from ..claims import findings_table, tested_findings
 from ..columns import COL
-from ..conditions import condition_warnings
-from ..findings import headline, not_learned_warnings
+from ..conditions import condition_warnings, not_learned_warnings
+from ..findings import tested_findings
+from ..findings_csv import findings_table
+from ..headline import HeadlineRow, headline_rows
 from ..markdown import cell
 from ..outcomes import outcomes_section
 from .diversity_view import fidelity_diversity_section
@@ -39,6 +40,7 @@ from .headline_view import first_page_headline, full_headline, headline_csv, war
 from .machine_line import machine_lines
 from .pages import Page, figures, figures_page, index_section, key_figures
 from .quality import baseline_section, per_class_section, quality_over_time_section, quality_section
+from .scaling_tables import scaling_table, sweep_warnings
 from .section import Section
 from .sections import (
     engine_section,
@@ -50,13 +52,13 @@ from .sections import (
     scenario_lines,
     time_section,
 )
-from .tables import scaling_table, sweep_warnings, training_share_line
+from .tables import training_share_line
 from .writer import write_first_page, write_pages
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..claims import Finding
+    from ..findings import Finding
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +114,10 @@ def _write_report_files(
     ok_count = int((frame[COL.status] == "ok").sum())
     failed = int((~frame[COL.status].isin(("ok", "diverged"))).sum())
     scaling = {kind: scaling_table(frame, kind) for kind in ("strong", "weak")}
-    table = headline(records, scaling)
-    headline_file = headline_csv(table)
-    found = tested_findings(table, records, scaling)
+    rows = headline_rows(records, scaling)
+    found = tested_findings(rows, records, scaling)
     warnings = left_out + not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
-    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, table, found, warnings))
+    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, rows, found, warnings))
     pictures = figures(pages)
     pages.insert(
         -1,
@@ -132,8 +133,8 @@ def _write_report_files(
     )
     lines += machine_lines(records)
     lines += [line for line in [training_share_line(frame)] if line is not None]
-    lines += first_page_headline(table, found, records)
-    diverse = fidelity_diversity_section(table)
+    lines += first_page_headline(rows, found, records)
+    diverse = fidelity_diversity_section(rows)
     lines += diverse.lines
     lines += warnings_section(warnings, failed)
     key = key_figures(pictures, KEY_FIGURES, MOST_KEY_FIGURES)
@@ -141,7 +142,7 @@ def _write_report_files(
         lines.append("## Key figures\n")
         lines += [f"![{alt}]({file})\n" for file, alt, _ in key]
     lines += index_section(written)
-    tables = {"headline.csv": headline_file, "findings.csv": findings_table(found), **diverse.tables}
+    tables = {"headline.csv": headline_csv(rows), "findings.csv": findings_table(found), **diverse.tables}
     return write_first_page(out_dir, Section(lines, tables), records, probe)
 
 
@@ -156,7 +157,7 @@ class Analysed:
     records: list[Record]
     frame: pd.DataFrame
     scaling: dict[str, pd.DataFrame]
-    headline: pd.DataFrame
+    headline: list[HeadlineRow]
     found: list[Finding]
     warnings: list[str]
 

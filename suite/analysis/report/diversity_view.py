@@ -8,18 +8,16 @@ import pandas as pd
 
 from ..collapse import COLLAPSED_BALLS, COLLAPSED_COVERAGE
 from ..diversity import SCORES, fidelity_diversity_table
-from ..findings import rows_of
+from ..headline import HeadlineRow
 from ..markdown import markdown_table
 from .section import Section
 
 CSV = "fidelity_diversity.csv"
 
 
-def fidelity_diversity_section(table: pd.DataFrame) -> Section:
-    """The section from the headline frame (empty where no run has these scores: records written before them)."""
-    if table.empty:
-        return Section([])
-    shown = fidelity_diversity_table(rows_of(table))
+def fidelity_diversity_section(rows: list[HeadlineRow]) -> Section:
+    """The section from the headline rows (empty where no run has these scores: records written before them)."""
+    shown = fidelity_diversity_table(rows)
     if shown.empty:
         return Section([])
     lines = [

@@ -2,7 +2,7 @@
 
 The short table has one row per strategy (and engine) at its largest process count: its final quality,
 its throughput and its strong-scaling speedup, each an estimate with its 95 % interval, and a ``verdict``
-that says in a few words what the tests of the findings below it found (:func:`suite.analysis.claims.verdicts`).
+that says in a few words what the tests of the findings below it found (:func:`suite.analysis.findings.verdicts`).
 What is the same on every row (the ruler that scored the models, the number of seeds) is said once above
 the table, and what needs a sentence (a target missed in some draws) is a footnote.
 """
@@ -10,17 +10,19 @@ the table, and what needs a sentence (a target missed in some draws) is a footno
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from ...records.record import Record
-from ..claims import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
-from ..findings import HeadlineRow, contended, end_ruler_text, rows_of
+from ..findings import BUDGET_BOUND, BUSY_HOST, Finding, excluded_from_quality, repeats, verdicts
+from ..headline import HeadlineRow, end_ruler_text, shown_table
 from ..markdown import NA, cell, markdown_table
+from ..stats.pair_tests import TEST, TESTS
 from ..stats.power import POWER, REFERENCE_RATIO, family_level
 from ..stats.settling import claims_of
-from ..stats.verdicts import ALPHA, TEST, TESTS, Summary
+from ..stats.summary import ALPHA, Summary
+from ..systems import contended
 from .tables import KID_UNITS
 
 DRAWS = re.compile(r" \(n=[^)]*\)$")
@@ -69,15 +71,14 @@ def levels_text(found: list[Finding]) -> str:
     return "at " + ", ".join(f"{level} ({quantity})" for quantity, level in levels.items())
 
 
-def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list[Record]) -> list[str]:
+def first_page_headline(rows: list[HeadlineRow], found: list[Finding], records: list[Record]) -> list[str]:
     """``## Headline``: the short table, its footnotes, the findings and what to distrust."""
     lines = ["## Headline\n"]
-    if table.empty:
+    if not rows:
         return lines + ["_No run finished: nothing to compare (see the runs on [Runs](details/runs.md))._\n"]
-    rows = rows_of(table)
     metric = quality_metric(rows)
-    timed = {row.strategy: row.main + row.base for row in rows}
-    said = verdicts(found, [row.strategy for row in rows], excluded_from_quality(rows), timed)
+    timed = {row.config: row.main + row.base for row in rows}
+    said = verdicts(found, [row.config for row in rows], excluded_from_quality(rows), timed)
     rulers = sorted({row.quality for row in rows if isinstance(row.quality, str)})
     notes: list[str] = []
     shown = []
@@ -88,14 +89,14 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
             quality += mark(rulers.index(row.quality) + 1)
         shown.append(
             {
-                "strategy": row.strategy,
+                "strategy": row.config,
                 "P": row.top,
                 **({"seeds": row.seeds} if "seeds in" in _draws(rows) else {}),
                 **({"end FID": short(row.fid_end_summary)} if end else {}),
                 metric.upper(): quality,
                 "images/s": short(row.images_per_s_summary),
                 "speedup": short(row.speedup_summary) if row.speedup_summary is not None else NA,
-                "verdict": said[row.strategy],
+                "verdict": said[row.config],
             }
         )
     if len(rulers) > 1:
@@ -116,7 +117,11 @@ def first_page_headline(table: pd.DataFrame, found: list[Finding], records: list
         "discriminators in the training window; speedup T(1)/T(P) of the strong sweep (n/a: no P = 1 run). `verdict`: "
         f"what the tests below found ({TESTS[TEST].words} on log values, every pair of a family Holm-corrected "
         + levels_text(found)
-        + ("; quality: better, within the margin (their ratio inside it: not equal, they may differ inside it) or undecided" if end else "")
+        + (
+            "; quality: better, within the margin (their ratio inside it: not equal, they may differ inside it) or undecided"
+            if end
+            else ""
+        )
         + "). [Every column](details/headline.md)."
         + (f" {KID_UNITS}" if metric == "kid" else "")
         + "\n"
@@ -243,12 +248,11 @@ def warnings_section(warnings: list[str], failed: int) -> list[str]:
     return ["**Warnings:**\n", *lines, ""] if lines else []
 
 
-def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Record], warnings: list[str]) -> list[str]:
+def full_headline(rows: list[HeadlineRow], found: list[Finding], records: list[Record], warnings: list[str]) -> list[str]:
     """The headline page: every column, one ruler said once, missed targets as footnotes, every warning."""
-    if table.empty:
+    if not rows:
         return []
-    rows = rows_of(table)
-    shown = table.drop(columns=[c for c in table.columns if c.startswith("_")])
+    shown = shown_table(rows)
     rulers = sorted({q for q in shown["quality"] if isinstance(q, str)})
     if len(rulers) == 1:
         shown = shown.drop(columns=["quality"])
@@ -257,7 +261,7 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
     for row in rows:
         missed = row.target_missed
         if isinstance(missed, str):
-            notes.append(f"{mark(len(notes) + 1)} {row.strategy}: {missed}.")
+            notes.append(f"{mark(len(notes) + 1)} {row.config}: {missed}.")
             targets.append(f"not reached{mark(len(notes))}")
         else:
             targets.append(row.time_to_target)
@@ -296,38 +300,29 @@ def full_headline(table: pd.DataFrame, found: list[Finding], records: list[Recor
     return lines
 
 
-CSV_SUMMARIES: dict[str, Callable[[HeadlineRow], Summary | None]] = {
-    "train_s": lambda row: row.train_s_summary,
-    "images_per_s": lambda row: row.images_per_s_summary,
-    "speedup": lambda row: row.speedup_summary,
-    "efficiency": lambda row: row.efficiency_summary,
-    "weak_efficiency": lambda row: row.weak_efficiency_summary,
-    "time_to_target": lambda row: row.time_to_target_summary,
-    "fid": lambda row: row.fid_summary,
-    "fid_at_equal_time": lambda row: row.fid_at_equal_time_summary,
-    "kid": lambda row: row.kid_summary,
-    "label_acc": lambda row: row.label_acc_summary,
-}
-"""Each estimate of ``headline.csv`` by its name, read from a headline row."""
-CSV_QUANTITIES = tuple(CSV_SUMMARIES)
-"""The headline's estimates, each written to ``headline.csv`` as ``NAME_estimate``, ``NAME_lo``, ``NAME_hi``, ``NAME_n``."""
+CSV_QUANTITIES = (
+    *("train_s", "images_per_s", "speedup", "efficiency", "weak_efficiency", "time_to_target"),
+    *("fid", "fid_at_equal_time", "kid", "label_acc"),
+)
+"""The headline's estimates, each a row's ``NAME_summary``, written to ``headline.csv`` as ``NAME_estimate``,
+``NAME_lo``, ``NAME_hi``, ``NAME_n``."""
 COUNTS = ("P", "P_smallest", "seeds", "time_to_target_draws", "time_to_target_reached")
 """The columns of ``headline.csv`` (besides each estimate's ``_n``) that count: written as integers."""
 CSV_TEXT = ("strategy", "quality", "checks", "equal_budget_unit")
 """The columns of ``headline.csv`` that hold words (names, the ruler, the checks); every other column is a number."""
 
 
-def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
+def headline_csv(rows: list[HeadlineRow]) -> pd.DataFrame:
     """The headline as numbers, one column per number: ``P`` (the largest process count, the row's) and
     ``P_smallest``, the seeds, then each estimate's centre, 95 % interval and draws (:data:`CSV_QUANTITIES`; a ratio's
     ``_n`` is the fewer draws of its two ends), ``comm_share``, the draws that reached the target, the equal budget;
     the ruler and the checks as words. The display strings (``24.7 [18.4, 33.1] (n=3)``) are the markdown's only."""
-    rows = []
-    for row in rows_of(table):
-        out: dict[str, Any] = {"strategy": row.strategy, "P": int(row.top), "P_smallest": int(min(row.procs or [row.top]))}
+    out_rows = []
+    for row in rows:
+        out: dict[str, Any] = {"strategy": row.config, "P": int(row.top), "P_smallest": int(min(row.procs or [row.top]))}
         out["seeds"] = int(row.seeds)
-        for name, value in CSV_SUMMARIES.items():
-            summary = value(row)
+        for name in CSV_QUANTITIES:
+            summary = getattr(row, f"{name}_summary")
             out[f"{name}_estimate"] = _center(summary)
             out[f"{name}_lo"] = _bound(summary, 0)
             out[f"{name}_hi"] = _bound(summary, 1)
@@ -344,8 +339,8 @@ def headline_csv(table: pd.DataFrame) -> pd.DataFrame:
                 "checks": row.checks or None,
             }
         )
-        rows.append(out)
-    frame = pd.DataFrame(rows)
+        out_rows.append(out)
+    frame = pd.DataFrame(out_rows)
     counts = [c for c in frame.columns if c.endswith("_n") or c in COUNTS]
     return frame.astype({c: "Int64" for c in counts})
 

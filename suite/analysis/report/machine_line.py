@@ -4,7 +4,7 @@ Images/s, times and speedups mean nothing without the machine: a 2-core CPU at o
 give other numbers from the same code. :func:`machine_lines` says it from the records alone: per kind of machine
 (``machine`` in the record), the GPU model and how many GPUs the runs used, or the CPU model, its cores and the
 threads per rank; then whether the host was quiet, by the contention rule of :mod:`suite.measure.hostload`
-(``host_load.contended`` in the record; :func:`suite.analysis.findings.contended`).
+(``host_load.contended`` in the record; :func:`suite.analysis.systems.contended`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from ...records.record import Machine, Record
-from ..findings import contended
 from ..markdown import cell
+from ..systems import contended
 
 TIMED = ("ok", "diverged")
 """The statuses of runs whose timings the report shows."""

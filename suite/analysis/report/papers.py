@@ -1,4 +1,5 @@
-"""The papers' numbers beside the suite's (``suite papers``): one page per paper, ``OUT/<paper>/papers.md``.
+"""The papers the suite reproduces (:data:`PAPERS`): each one's setting, its printed numbers beside the suite's and
+its claims, judged on the suite's runs (``suite papers`` writes one page per paper, :mod:`.paper_pages`).
 
 Runs belong to a paper by their scenario's name (``paper000-...`` to ``paper003-...``: the scenarios of
 ``scenarios/papers/`` and ``scenarios/papers/reduced/``; records made under the old names, ``seed000-...``, count
@@ -9,11 +10,11 @@ too: :data:`suite.config.names.RENAMED_PREFIXES`). Each page has
 * one line per claim of the paper: ``holds``, ``does not hold`` or ``cannot be judged at this scale``.
 
 A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
-direction by Welch's test at 5 % (:func:`suite.analysis.stats.verdicts.welch_p`), does not hold when they differ
+direction by Welch's test at 5 % (:func:`suite.analysis.stats.pair_tests.welch_p`), does not hold when they differ
 the other way, and cannot be judged when they do not differ. A scaling claim is judged on the measured speedup
 or efficiency's 95 % interval (:mod:`suite.analysis.stats.speedup`). Only what can be judged is: a claim needs at least
-:data:`MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
-significantly below its untrained generator's, :func:`learned`); otherwise it cannot be judged at this scale, and
+:data:`~.paper_verdicts.MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
+significantly below its untrained generator's, :func:`~.paper_verdicts.learned`); otherwise it cannot be judged at this scale, and
 the line says why.
 """
 
@@ -22,31 +23,36 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import pandas as pd
 
-from ...config.names import current_name
 from ...config.registry import STRATEGIES
-from ...measure.metrics.signals import UNTRAINED_MARGIN
-from ...records.nofollow import output_folder
 from ...records.record import DatasetInfo, Quality, Record
-from ...records.results import RECORD_FILE, RECORDS_FILE, atomic_write_text, read_records
 from ..baselines import PAPER000, PAPER001, PAPER003, read_baseline
-from ..markdown import cell, markdown_table
-from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.speedup import efficiency, speedup
-from ..stats.verdicts import ALPHA, Summary, summarise, welch_p  # ALPHA: the two-sided level behind a claim's verdict
+from ..stats.summary import Summary
 from ..strategy_fields import cellular_fields
+from .paper_verdicts import (
+    FAILS,
+    HOLDS,
+    MIN_DRAWS,
+    UNJUDGED,
+    Score,
+    Verdict,
+    better,
+    fid_score,
+    is_score,
+    judged_if_learned,
+    ok_runs,
+    runs_score_summary,
+    summary_words,
+    tvd_score,
+    untrained_fid_score,
+)
 
-HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
-MIN_DRAWS = 3
-"""Runs per arm below which a claim is not judged (two draws give a Welch test about 1.3 degrees of freedom)."""
 FLAT_EFFICIENCY = 0.9
 """Weak-scaling efficiency at or above which the time counts as "not affected" by the processes (paper 000, 3.7)."""
-
-Verdict = tuple[str, str]
-"""(verdict, the evidence in a few words)."""
 
 
 @dataclass(frozen=True)
@@ -98,119 +104,14 @@ class Paper:
         return PAPER_NAME.format(self.key.removeprefix(PAPER_KEY_PREFIX))
 
 
-# --- helpers -------------------------------------------------------------------------------------------------
-
-
-Score = Callable[[Quality], float | None]
-"""One score of a quality block (``lambda q: q.fid``)."""
-
-
-def _ok(records: list[Record]) -> list[Record]:
-    return [r for r in records if r.status == "ok"]
-
-
-def _score(r: Record, score: Score) -> float | None:
-    """A run's score (None where it has no quality block)."""
-    return score(r.quality) if r.quality is not None else None
-
-
-def _quality(records: Sequence[Record], score: Score) -> Summary | None:
-    return summarise(_score(r, score) for r in records)
-
-
-def _text(summary: Summary | None, digits: int = 3) -> str:
-    return summary.text(digits) if summary is not None else "not measured"
-
-
 def _model_runs(records: list[Record], model: str) -> list[Record]:
     """The scored runs of paper 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
-    return [r for r in _ok(records) if r.quality is not None and _paper_model(r) == model and _all_classes(r)]
+    return [r for r in ok_runs(records) if r.quality is not None and _paper_model(r) == model and _all_classes(r)]
 
 
 def _all_classes(r: Record) -> bool:
     q = r.quality or Quality()
     return not q.classes or len(q.classes) == (q.num_classes if q.num_classes is not None else len(q.classes))
-
-
-def _fid(q: Quality) -> float | None:
-    return q.fid
-
-
-def _is_mean(q: Quality) -> float | None:
-    return q.is_mean
-
-
-def _tvd(q: Quality) -> float | None:
-    return q.tvd
-
-
-def _untrained_fid(q: Quality) -> float | None:
-    return q.untrained_fid
-
-
-def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: str) -> Verdict:
-    """Whether ``a`` beats ``b`` on one quality (Welch at :data:`ALPHA`), with the two estimates as evidence."""
-    evidence = f"{what} {_text(a)} against {_text(b)}"
-    if a is None or b is None:
-        return UNJUDGED, f"{evidence}: a side has no scored run"
-    if min(a.ns + b.ns) < MIN_DRAWS:
-        return UNJUDGED, f"{evidence}: fewer than {MIN_DRAWS} runs per arm"
-    p = welch_p(a, b)
-    if p is None:
-        return UNJUDGED, f"{evidence}: a side has one draw (or none varies), no test"
-    ahead = (a.center < b.center) if lower_is_better else (a.center > b.center)
-    if p >= ALPHA:
-        return UNJUDGED, f"{evidence}: no difference beyond the seeds' spread (Welch p = {p:.2g})"
-    return (HOLDS if ahead else FAILS), f"{evidence} (Welch p = {p:.2g})"
-
-
-def learned(arms: dict[str, list[Record]]) -> str | None:
-    """None where every arm's model learned: its FIDs over seeds significantly below ``UNTRAINED_MARGIN`` times its
-    untrained generator's (the report's "has not learned" line; a one-sided t-test on log values at :data:`ALPHA`);
-    else why the claim cannot be judged."""
-    for name, runs in arms.items():
-        fids = [_score(r, _fid) for r in runs]
-        untrained = [_score(r, _untrained_fid) for r in runs]
-        known = [u for u in untrained if isinstance(u, (int, float)) and u > 0]
-        if not known:
-            return f"{name} has no untrained FID recorded: whether it learned is not known"
-        reference = UNTRAINED_MARGIN * min(known)  # the report's "has not learned" line, tested over the seeds
-        p = below_p(fids, reference)
-        if p is None or p >= ALPHA:
-            tested = f"one-sided t on log values, p = {p:.2g}" if p is not None else "not testable"
-            return (
-                f"{name} has not learned at this scale: FID {_text(summarise(fids))}, not below {UNTRAINED_MARGIN:g} times "
-                f"the untrained generator's {min(known):.0f} ({tested})"
-            )
-    return None
-
-
-def scale_note(arms: dict[str, list[Record]]) -> str:
-    """At what budget a quality claim was judged and whether each arm was still improving there: each arm's FID over
-    the last half of its curves (the slope of log FID against log images), a one-sided t over the seeds at :data:`ALPHA`
-    (:func:`..stats.settling.last_stretch`)."""
-    trends = []
-    for name, runs in arms.items():
-        draws = seed_curves(runs)
-        if draws and (trend := last_stretch(name, draws)) is not None:
-            trends.append(trend)
-    if not trends:
-        return "whether the arms were still improving is not known (fewer than two curve points)"
-    budget = f"at {max(t.end for t in trends):,.0f} training images"
-    still = [t for t in trends if t.improving]
-    if still:
-        return f"{budget}, still improving (FID over the last half): {'; '.join(t.text() for t in still)}"
-    tested = ", ".join(t.text() for t in trends)
-    return f"{budget}, no arm still improving (slope of log FID over the last half, one-sided t at {ALPHA:.0%}: {tested})"
-
-
-def _judged_if_learned(arms: dict[str, list[Record]], verdict: Verdict) -> Verdict:
-    """``verdict`` with the budget it was judged at and who was still improving there, unless an arm's model has not
-    learned (then it cannot be judged, and the evidence says why)."""
-    reason = learned(arms)
-    if reason is not None:
-        return UNJUDGED, f"{verdict[1]}; {reason}"
-    return verdict[0], f"{verdict[1]}; {scale_note(arms)}"
 
 
 def setting_differences(r: Record, setting: PaperSetting) -> str:
@@ -266,7 +167,7 @@ def _paper000_numbers(records: list[Record], baselines: Path, setting: PaperSett
             {
                 "model": model,
                 "dataset": dataset,
-                "IS (suite, over seeds)": _text(_quality(runs, _is_mean)),
+                "IS (suite, over seeds)": summary_words(runs_score_summary(runs, is_score)),
                 "IS (paper)": f"{row[PAPER000.is_mean]} ± {row[PAPER000.is_std]} ({row[PAPER000.dataset]})",
                 "where": row[PAPER000.table],
                 "setting": setting_differences(_first(runs), replace(setting, dataset=row[PAPER000.dataset])),
@@ -278,7 +179,9 @@ def _paper000_numbers(records: list[Record], baselines: Path, setting: PaperSett
 def _is_order(upper: str, lower: str) -> Callable[[list[Record]], Verdict]:
     def judge(records: list[Record]) -> Verdict:
         arms = {name: _model_runs(records, name) for name in (upper, lower)}
-        return _judged_if_learned(arms, better(_quality(arms[upper], _is_mean), _quality(arms[lower], _is_mean), False, "IS"))
+        return judged_if_learned(
+            arms, better(runs_score_summary(arms[upper], is_score), runs_score_summary(arms[lower], is_score), False, "IS")
+        )
 
     return judge
 
@@ -302,7 +205,7 @@ def _grid(r: Record) -> tuple[int, ...]:
 
 
 def _weak_flat(records: list[Record]) -> Verdict:
-    weak = [r for r in _ok(records) if r.scaling == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
+    weak = [r for r in ok_runs(records) if r.scaling == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
     procs = sorted({_procs(r) for r in weak})
     if len(procs) < 2 or procs[0] != 1:
         return UNJUDGED, "no weak sweep from one process here (run the timing scenario, `make papers-timing`)"
@@ -334,7 +237,7 @@ def _at_least(value: Summary | None, floor: float, what: str) -> Verdict:
 
 def _grid_speedups(records: list[Record]) -> dict[str, tuple[int, Summary | None]]:
     """Each grid's speedup of its most processes over one process: grid -> (processes, speedup)."""
-    cellular = [r for r in _ok(records) if r.grid and r.scaling == "strong"]
+    cellular = [r for r in ok_runs(records) if r.grid and r.scaling == "strong"]
     out = {}
     for grid in sorted({_grid(r) for r in cellular}, key=lambda g: (g[0] * g[1], g)):
         runs = [r for r in cellular if _grid(r) == grid]
@@ -353,7 +256,7 @@ def _paper001_numbers(records: list[Record], baselines: Path, setting: PaperSett
     rows = []
     for grid, (procs, s) in _grid_speedups(records).items():
         cells = math.prod(int(v) for v in grid.split("x"))
-        run = _first([r for r in _ok(records) if r.grid and "x".join(map(str, r.grid)) == grid])
+        run = _first([r for r in ok_runs(records) if r.grid and "x".join(map(str, r.grid)) == grid])
         what = setting_differences(run, setting)
         if procs != cells:
             what = ("" if what == "same setting" else what + "; ") + f"{procs} processes for {cells} cells"
@@ -363,7 +266,7 @@ def _paper001_numbers(records: list[Record], baselines: Path, setting: PaperSett
             {
                 "grid": grid,
                 "processes": procs,
-                "speedup (suite)": _text(s),
+                "speedup (suite)": summary_words(s),
                 "speedup (paper)": paper.loc[grid, PAPER001.speedup] if grid in paper.index else "none printed (2x2 to 4x4 only)",
                 "where": paper.loc[grid, PAPER001.table] if grid in paper.index else "",
                 "setting": what,
@@ -374,7 +277,7 @@ def _paper001_numbers(records: list[Record], baselines: Path, setting: PaperSett
 
 def r_oversubscribed(records: list[Record], grid: str) -> bool:
     """Whether a run of ``grid`` had more processes than cores."""
-    return any(r.oversubscribed for r in _ok(records) if r.grid and "x".join(map(str, r.grid)) == grid)
+    return any(r.oversubscribed for r in ok_runs(records) if r.grid and "x".join(map(str, r.grid)) == grid)
 
 
 def _speedup_grows(records: list[Record]) -> Verdict:
@@ -419,8 +322,8 @@ def _paper002_numbers(records: list[Record], baselines: Path, setting: PaperSett
             rows.append(
                 {
                     "model": name,
-                    "FID (suite)": _text(_quality(runs, _fid)),
-                    "IS (suite)": _text(_quality(runs, _is_mean)),
+                    "FID (suite)": summary_words(runs_score_summary(runs, fid_score)),
+                    "IS (suite)": summary_words(runs_score_summary(runs, is_score)),
                     "paper": "none: the paper's text (the abstract) prints no IS or FID",
                     "setting": setting_differences(_first(runs), setting),
                 }
@@ -430,11 +333,11 @@ def _paper002_numbers(records: list[Record], baselines: Path, setting: PaperSett
 
 def _wcgan_better(records: list[Record]) -> Verdict:
     w, d = (_model_runs(records, name) for name in SEED002_MODELS)
-    fid = better(_quality(w, _fid), _quality(d, _fid), True, "FID")
-    inception = better(_quality(w, _is_mean), _quality(d, _is_mean), False, "IS")
+    fid = better(runs_score_summary(w, fid_score), runs_score_summary(d, fid_score), True, "FID")
+    inception = better(runs_score_summary(w, is_score), runs_score_summary(d, is_score), False, "IS")
     verdicts = {fid[0], inception[0]}
     verdict = HOLDS if verdicts == {HOLDS} else FAILS if FAILS in verdicts else UNJUDGED
-    return _judged_if_learned(dict(zip(SEED002_MODELS, (w, d))), (verdict, f"{fid[1]}; {inception[1]}"))
+    return judged_if_learned(dict(zip(SEED002_MODELS, (w, d))), (verdict, f"{fid[1]}; {inception[1]}"))
 
 
 # --- paper 003 ------------------------------------------------------------------------------------------------
@@ -442,7 +345,7 @@ def _wcgan_better(records: list[Record]) -> Verdict:
 
 def _grid_runs(records: list[Record]) -> dict[str, list[Record]]:
     runs: dict[str, list[Record]] = {}
-    for r in _ok(records):
+    for r in ok_runs(records):
         if r.grid and r.quality is not None:
             runs.setdefault("x".join(map(str, r.grid)), []).append(r)
     return dict(sorted(runs.items(), key=lambda kv: math.prod(int(v) for v in kv[0].split("x"))))
@@ -457,9 +360,9 @@ def _paper003_numbers(records: list[Record], baselines: Path, setting: PaperSett
         rows.append(
             {
                 "grid": grid,
-                "FID of the mixture (suite)": _text(_quality(runs, _fid)),
-                "TVD (suite)": _text(_quality(runs, _tvd)),
-                "untrained FID (suite)": _text(_quality(runs, _untrained_fid)),
+                "FID of the mixture (suite)": summary_words(runs_score_summary(runs, fid_score)),
+                "TVD (suite)": summary_words(runs_score_summary(runs, tvd_score)),
+                "untrained FID (suite)": summary_words(runs_score_summary(runs, untrained_fid_score)),
                 "FID (paper, MNIST)": f"{printed[PAPER003.statistic]} {printed[PAPER003.fid]}"
                 if printed is not None
                 else "none printed",
@@ -476,8 +379,8 @@ def _larger_grid(score: Score, what: str) -> Callable[[list[Record]], Verdict]:
         if len(grids) < 2:
             return UNJUDGED, "fewer than two grids scored"
         (small, a), (large, b) = list(grids.items())[0], list(grids.items())[-1]
-        verdict = better(_quality(b, score), _quality(a, score), True, f"{what} {large} against {small}:")
-        return _judged_if_learned({large: b, small: a}, verdict)
+        verdict = better(runs_score_summary(b, score), runs_score_summary(a, score), True, f"{what} {large} against {small}:")
+        return judged_if_learned({large: b, small: a}, verdict)
 
     return judge
 
@@ -534,86 +437,13 @@ PAPERS = {
             PaperSetting(dataset="mnist", iterations=200, features="Lipizzaner's MNIST classifier"),
             _paper003_numbers,
             (
-                Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(_fid, "FID")),
-                Claim("Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)", _larger_grid(_tvd, "TVD")),
+                Claim("Larger grids give a lower FID on MNIST (section 4.1, Figure 3)", _larger_grid(fid_score, "FID")),
+                Claim(
+                    "Larger grids give a lower TVD, a more even class mix (section 4.1, Figure 4a)",
+                    _larger_grid(tvd_score, "TVD"),
+                ),
             ),
             printed="paper003_fid.csv",
         ),
     )
 }
-
-
-def paper_of(scenario: str | None) -> Paper | None:
-    """The paper a scenario's runs belong to, by its name's first part (``paper000-mnist`` -> paper 000; an old name,
-    ``seed000-mnist``, as its new one)."""
-    return PAPERS.get(current_name(scenario or "").split("-")[0])
-
-
-def _roots(folder: Path, depth: int = 2) -> list[Path]:
-    """The results folders (run folders with a ``result.json``) and report folders (a ``records.json``) at or under
-    ``folder``, ``depth`` levels down at most; links are not followed."""
-    if folder.is_symlink() or not folder.is_dir():
-        return []
-    children = sorted(d for d in folder.iterdir() if d.is_dir() and not d.is_symlink())
-    if (folder / RECORDS_FILE).is_file() or any((d / RECORD_FILE).is_file() for d in children):
-        return [folder]
-    return [root for d in children for root in _roots(d, depth - 1)] if depth > 0 else []
-
-
-def collect(folders: Sequence[Path]) -> dict[str, list[Record]]:
-    """The records under ``folders`` by paper key: results folders, report folders (their ``records.json``, so that
-    ``suite papers reports/papers`` judges the committed reports again), or folders of either; other runs are left out."""
-    by_paper: dict[str, list[Record]] = {}
-    for folder in folders:
-        for root in _roots(folder):
-            for record in read_records(root):
-                paper = paper_of(record.scenario)
-                if paper is not None:
-                    by_paper.setdefault(paper.key, []).append(record)
-    return by_paper
-
-
-def paper_page(paper: Paper, records: list[Record], baselines: Path) -> str:
-    """The markdown page of one paper: its numbers beside the suite's, then one line per claim."""
-    scenarios = sorted({current_name(r.scenario) if r.scenario is not None else "" for r in records})
-    ran = (
-        f"Runs of {cell(', '.join(scenarios))}: {len(_ok(records))} finished of {len(records)}."
-        if records
-        else f"No run of this paper's scenarios yet: `{paper.run_with}` runs the reduced ones (scenarios/papers/reduced/)."
-    )
-    lines = [
-        f"# {paper.name.capitalize()}, {paper.title}: its numbers beside the suite's\n",
-        f"{ran} The paper's rows come from `baselines/`; a row's `setting` says where the run differs from the paper "
-        "(docs/deviations.md lists every difference and assumption).\n",
-        "## What the paper prints\n",
-    ]
-    if paper.printed is not None:
-        lines.append(f"From `baselines/{paper.printed}`:\n")
-        lines.append(markdown_table(read_baseline(baselines / paper.printed)))
-    else:
-        lines.append("No number the suite measures: the paper's text is the abstract.\n")
-    lines.append("## The suite's runs beside it\n")
-    table = paper.numbers(records, baselines, paper.setting) if records else pd.DataFrame()
-    lines.append(markdown_table(table) if not table.empty else "No scored run of this paper's systems here.\n")
-    lines.append("## Claims\n")
-    for claim in paper.claims:
-        verdict, evidence = claim.judge(records)
-        lines.append(f"- **{verdict}**: {claim.text}. {cell(evidence)}.")  # evidence quotes records
-    lines.append("")
-    return "\n".join(lines)
-
-
-def write_papers(folders: Sequence[Path], out: Path, baselines: Path) -> list[Path]:
-    """Write ``out/<paper>/papers.md`` for every paper (the runs under ``folders`` beside its numbers); return the pages."""
-    by_paper = collect(folders)
-    if not by_paper:
-        raise FileNotFoundError(
-            f"no run of a paper scenario (scenarios/papers/, names paper000-... to paper003-...) under {', '.join(map(str, folders))}"
-        )
-    written = []
-    with output_folder(out):  # never a link at out or in it (out/paper000); nobody else may write there (records.nofollow)
-        for key, paper in PAPERS.items():  # a page for every paper: one without runs says how to make them
-            path = out / key / "papers.md"
-            atomic_write_text(path, paper_page(paper, by_paper.get(key, []), baselines))
-            written.append(path)
-    return written

@@ -19,11 +19,11 @@ from ...records.record import PerClassScore, Quality, Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
 from ..baselines import PAPER000, PAPER001, read_baseline
 from ..columns import COL, column_names
-from ..findings import config_name
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
-from ..stats.verdicts import summarise
+from ..stats.summary import summarise
+from ..systems import config_name
 from .section import Section
 from .tables import KID_UNITS
 
@@ -249,7 +249,7 @@ def seeds_csv(summary: pd.DataFrame) -> pd.DataFrame:
 def quality_over_seeds(scores: pd.DataFrame) -> pd.DataFrame:
     """Per configuration, scaling and process count: n seeds, and each score's estimate over them with its 95 % interval.
 
-    The estimate is :class:`suite.analysis.stats.verdicts.Summary`'s, as in the headline: the geometric
+    The estimate is :class:`suite.analysis.stats.summary.Summary`'s, as in the headline: the geometric
     mean of positive scores, the arithmetic mean of ``label_acc``. A seed's repeats are averaged
     first: they retrain the same model, so they are not independent draws.
     """

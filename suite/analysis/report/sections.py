@@ -23,18 +23,18 @@ from ...records.quoted import QuotedFileError, read_quoted
 from ...records.record import RUNS, Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..columns import COL
-from ..findings import config_name, main_runs
 from ..markdown import NA, cell, details, markdown_table
 from ..plots import plot_scaling
 from ..projection.render import REPORT_RANKS, local_network, projection_lines, projection_tables, run_projection
 from ..projection_defaults import DEFAULT_NETWORK
 from ..run_plots import plot_rank_timeline
-from ..stats.verdicts import summarise
+from ..stats.summary import summarise
+from ..systems import config_name, main_runs
+from .scaling_tables import config_label
 from .section import Section
 from .tables import (
     cellular_phase_table,
     communication_table,
-    config_label,
     engine_comparison_table,
     environment_tables,
     machine_note,
@@ -195,9 +195,10 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
         totals = phase_totals(times)
         tables["phases.csv"] = totals
         lines.append(
-            "Each phase's total over these runs (`phases.csv`). Runs that shared a launch each count their own worker "
-            "time and an equal share of the rest of the launch (its start-up, the engine's start, shutdown), so the "
-            "runs' wall times add up to the launches'.\n"
+            "Each phase's total over these runs (`phases.csv`). A run's wall time is its part of its launch: from the "
+            "launch's start (the first run) or the run before it's record to its own record, so the runs' wall times add "
+            "up to the launches' up to their last record (records before the one writer: each run's worker time and an "
+            "equal share of the rest; docs/results.md).\n"
         )
         shown = totals.assign(seconds=totals["seconds"].round(1), share=[f"{v:.0%}" for v in totals["share"]])
         lines.append(markdown_table(shown))

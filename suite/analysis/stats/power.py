@@ -2,7 +2,7 @@
 
 "Not distinguishable" is only informative next to what the run could have found. For a pair a family
 did not separate, :func:`detectable_ratio` is the smallest ratio of the two estimates that the report's test
-(:data:`~.verdicts.TEST`) would have found with :data:`POWER` probability, and :func:`seeds_needed` how many draws a side a given
+(:data:`~.pair_tests.TEST`) would have found with :data:`POWER` probability, and :func:`seeds_needed` how many draws a side a given
 ratio (:data:`REFERENCE_RATIO`) would need. Both use the pair's own per-draw variances on the log scale and
 the family's strictest level, Holm's first step (``ALPHA`` over the tested pairs): a conservative reading,
 as a pair tested later in Holm's order meets a looser level.
@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 from scipy import special
 
-from .verdicts import ALPHA, Family, Pair, Summary
+from .summary import ALPHA, Summary
+from .verdicts import Family, Pair
 
 POWER = 0.8
 """The power the detectable ratio is stated at."""
@@ -38,7 +39,7 @@ def _reruns(per_draw: tuple[float, ...], ns: tuple[int, ...], level: float) -> t
     distance it must exceed (the rerun's critical t at ``level`` times its standard error).
 
     Each rerun draws the terms' means and sample variances (normal and chi-square), then the test as the report runs
-    it (:data:`~.verdicts.TEST`, Welch's t at the fewest draws' degrees of freedom). Drawn once per spread and level
+    it (:data:`~.pair_tests.TEST`, Welch's t at the fewest draws' degrees of freedom). Drawn once per spread and level
     (fixed seed), so every difference tried meets the same reruns.
     """
     rng = np.random.default_rng(20261127)

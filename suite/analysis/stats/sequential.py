@@ -7,12 +7,12 @@ every pair is decided or a system reaches ``max`` seeds. A pair decided at a loo
 p-values, its seeds) to the end; a system none of whose pairs is undecided trains no more seeds.
 
 **Error.** Looking several times would inflate the error of a test run once. The family-wise level
-:data:`~.verdicts.ALPHA` is spent equally over the procedure's looks (:attr:`Plan.looks`; a Bonferroni split,
+:data:`~.summary.ALPHA` is spent equally over the procedure's looks (:attr:`Plan.looks`; a Bonferroni split,
 the simplest alpha-spending rule): each look runs Holm's step-down (with Shaffer's count, at most one true null
 per pair, :func:`~.verdicts.holm_shaffer`) at ``ALPHA / looks``, over every pair of the family with the seeds each
 system has at that look. The union bound over looks holds for a test that holds its own level; at four seeds a
 side Welch's t with Welch-Satterthwaite's degrees of freedom does not on the main job's real, skewed residuals, so
-the test is :data:`~.verdicts.TEST`, Welch's t at the fewest draws' degrees of freedom. What the bound does not
+the test is :data:`~.pair_tests.TEST`, Welch's t at the fewest draws' degrees of freedom. What the bound does not
 cover (a test's level on real residuals, a wrong direction, a frozen pair re-tested at a later look with one end
 stopped early) is measured instead, by resampling the main job's per-seed residuals through this function
 (``ci/resampled_rates.py``, ``reports/verdicts/resampled-error-rates.md``).
@@ -27,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from .verdicts import ALPHA, TEST, Family, Pair, compare_all, summarise
+from .pair_tests import TEST
+from .summary import ALPHA, summarise
+from .verdicts import Family, Pair, compare_all
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class Plan:
 
     @property
     def alpha(self) -> float:
-        """The level of each look: :data:`~.verdicts.ALPHA` spent equally over the looks."""
+        """The level of each look: :data:`~.summary.ALPHA` spent equally over the looks."""
         return ALPHA / self.looks
 
     def seeds_at(self, look: int) -> int:
@@ -92,7 +94,7 @@ def sequential_family(
     Each look takes the seeds every system still in the procedure has by then; the replay stops at the last look the
     draws hold (a system still in the procedure without the look's seeds: the run has not trained them yet, or
     stopped), at the cap, or when no pair is undecided. None without systems. ``test``: the two-sample test
-    (:data:`~.verdicts.TESTS`; the report's, :data:`~.verdicts.TEST`, unless the error rates compare another).
+    (:data:`~.pair_tests.TESTS`; the report's, :data:`~.pair_tests.TEST`, unless the error rates compare another).
     """
     if not draws:
         return None

@@ -9,7 +9,7 @@ fractions of an images budget):
   claims as the last one.
 * **Still improving** (:func:`last_stretch`): per system, the slope of its log score against log images over
   the last half of the curve, seed by seed; a one-sided t-test over seeds at
-  :data:`~suite.analysis.stats.verdicts.ALPHA` per system says "still improving" (a flat curve is called improving
+  :data:`~suite.analysis.stats.summary.ALPHA` per system says "still improving" (a flat curve is called improving
   in at most 5 % of systems; not corrected over systems, so that a verdict is rather labelled as holding at
   this budget only than not), and its power for a 20 % fall over the last half at the seeds' own spread is
   stated. Not finding an improvement is not "settled" unless that power is high.
@@ -29,7 +29,8 @@ import numpy as np
 from scipy import stats
 
 from ...records.record import CurvePoint, Record
-from .verdicts import ALPHA, Family, Summary, compare_all, ratio, summarise
+from .summary import ALPHA, Summary, ratio, summarise
+from .verdicts import Family, compare_all
 
 Curve = Sequence[tuple[float, float]]
 """(position, value) points of one draw: images trained (or seconds), and the score there."""
@@ -40,11 +41,11 @@ LAST_HALF = 0.5
 
 
 class Ranked(Protocol):
-    """What the scale reads of a headline row (:class:`suite.analysis.findings.HeadlineRow`): its system's name,
+    """What the scale reads of a headline row (:class:`suite.analysis.headline.HeadlineRow`): its configuration's name,
     the runs it reports and its strong sweep's P = 1 runs."""
 
     @property
-    def strategy(self) -> str: ...
+    def config(self) -> str: ...
     @property
     def main(self) -> list[Record]: ...
     @property
@@ -292,7 +293,7 @@ def budget_text(rows: Sequence[Ranked]) -> str:
         budget = f"{span} s of training per run"
     else:
         budget = "each run's own steps or epochs (no equal budget)"
-    steps = ", ".join(f"{row.strategy} {_span(s for r in row.main for s in _gan_steps(r))}" for row in rows)
+    steps = ", ".join(f"{row.config} {_span(s for r in row.main for s in _gan_steps(r))}" for row in rows)
     return f"{budget}; generator steps per GAN: {steps}"
 
 
@@ -314,7 +315,7 @@ def seed_curves(records: Iterable[Record], metric: str = "fid") -> dict[object, 
 
 def quality_curves(rows: Sequence[Ranked], metric: str = "fid") -> Curves:
     """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
-    return {row.strategy: seed_curves(row.main, metric) for row in rows}
+    return {row.config: seed_curves(row.main, metric) for row in rows}
 
 
 def quality_scale(rows: Sequence[Ranked], metric: str = "fid") -> Scale:
@@ -336,7 +337,7 @@ def speedup_scale(rows: Sequence[Ranked], top: int) -> Scale:
     for row in rows:
         runs: list[Record] = row.main + row.base
         strong = [r for r in runs if r.scaling == "strong"]
-        ends[row.strategy] = ([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top])
+        ends[row.config] = ([r for r in strong if r.procs == 1], [r for r in strong if r.procs == top])
     curves: dict[str, dict[object, list[tuple[float, float]]]] = {
         name: {i: [(float(p.images), 1.0) for p in r.curve or [] if p.images is not None] for i, r in enumerate(base + at_top)}
         for name, (base, at_top) in ends.items()

@@ -2,7 +2,7 @@
 the scaling tables both read, so that a quantity is printed with one number everywhere.
 
 Both ends are draws (runs; over seeds where the sweep ran several), so the estimate is a ratio of
-geometric means with both ends' spread (:func:`suite.analysis.stats.verdicts.ratio`); a P = 1 point of
+geometric means with both ends' spread (:func:`suite.analysis.stats.summary.ratio`); a P = 1 point of
 one run leaves the interval unknown, and the text says so.
 """
 
@@ -12,7 +12,7 @@ import math
 from typing import Any, Sequence
 
 from ...records.record import Record
-from .verdicts import Summary, ratio
+from .summary import Summary, ratio
 
 
 def _given(value: Any) -> bool:
