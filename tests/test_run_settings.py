@@ -102,7 +102,7 @@ def test_each_options_field_is_read_from_the_option_of_its_name():
     default: here every field but the converted ones has its option, so renaming one cannot drop it unnoticed."""
     from suite.cli import build_parser
     from suite.cli.running import options_from
-    from suite.running.jobscript import JobOptions
+    from suite.running.jobplan import JobOptions
     from suite.running.launch import LaunchOptions
     from suite.running.sweep import SweepOptions
 

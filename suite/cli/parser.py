@@ -612,7 +612,7 @@ def _add_job_environment(p: argparse.ArgumentParser) -> None:
 
 def _add_job_placement(p: argparse.ArgumentParser) -> None:
     """``suite jobscript``'s placement of the ranks inside the allocation."""
-    from ..running.jobscript import SCRIPT_LAUNCHERS
+    from ..running.jobplan import SCRIPT_LAUNCHERS
 
     g = p.add_argument_group("placement (inside the allocation; ranks fill a node before the next)")
     g.add_argument(
