@@ -18,7 +18,8 @@ from suite.measure.metrics.evaluate import Reference, evaluate_images
 from suite.measure.metrics.signals import not_learned
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.results import new_record, write_record
-from suite.train.training import GanPlan, GanTrainer
+from suite.train.gan_plan import GanPlan
+from suite.train.training import GanTrainer
 
 # --- the check itself ---------------------------------------------------------------------------------------
 

@@ -57,8 +57,8 @@ from ..records.parts import Ending, FailurePart, ModelPart, Scored, StrategyPart
 from ..records.record import CheckpointInfo, RankTelemetry, utc_now
 from ..records.results import GENERATOR_FILE, RUN_FILE, SAMPLES_FILE, SCRATCH_DIR, write_record
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from ..train.gan_plan import window_seconds
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
-from ..train.training import window_seconds
 from .commands import NEXT_RUN_OPTION, RUN_DIGEST_OPTION, RUN_MARK
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
 from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance

@@ -18,9 +18,10 @@ from suite.config.scenario import Run
 from suite.measure.telemetry import Telemetry
 from suite.train.engines.base import Engine, Group
 from suite.train.flat import cpu_state, flatten, unflatten_
+from suite.train.gan_plan import GanPlan, TrainerHooks
 from suite.train.strategies.base import Outcome
 from suite.train.strategies.data_parallel import DataParallel
-from suite.train.training import GanPlan, GanTrainer, TrainerHooks
+from suite.train.training import GanTrainer
 
 
 class LocalSGDTrainer(GanTrainer):

@@ -19,7 +19,8 @@ from ...config.registry import STRATEGIES
 from ...gan.sampling import SINGLE
 from ...records.record import StrategyFields
 from ..flat import cpu_state
-from ..training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
+from ..gan_plan import GanPlan, TrainerHooks, generator_steps, run_critic_steps
+from ..training import GanTrainer
 from .base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from ....gan.sampling import MIXTURE, SINGLE
 from ....gan.seeding import derive_seed
 from ....records.record import CurvePoint
 from ...flat import cpu_state
-from ...training import UNLIMITED, evenly_spaced_steps
+from ...gan_plan import UNLIMITED, evenly_spaced_steps
 from ..base import Outcome, Strategy, images_budget, make_bundle
 from .algorithm import PHASES, Cellular, MixtureScorer
 from .decide import bootstrap_fid_se, first_unless_displaced

@@ -37,7 +37,8 @@ from ....gan.tensorfiles import load_tensors, save_tensors
 from ....records.nofollow import remove_tree
 from ....records.record import FileDigest, GroupPart
 from ...flat import cpu_state
-from ...training import GanPlan, GanTrainer, TrainerHooks, run_critic_steps
+from ...gan_plan import GanPlan, TrainerHooks, run_critic_steps
+from ...training import GanTrainer
 from ..base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 from .record import LabelPartitionedFields
 
