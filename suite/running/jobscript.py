@@ -58,7 +58,7 @@ from ..records.nofollow import output_folder
 from ..records.results import atomic_write_text, path_under
 from .jobchecks import check_strings
 from .jobplan import JobOptions, JobPlan, check_runs, job_walltime, plan_job
-from .jobshell import environment_lines, gpu_check, import_check, setup_lines
+from .jobshell import environment_lines, gpu_check_lines, import_check_lines, setup_lines
 from .walltime import WARNING_S, lsf_time, parse_walltime, slurm_time
 
 _ALLOCATION_HOSTS = {
@@ -123,8 +123,8 @@ def render(scenario_path: str | Path, job: JobOptions) -> str:
         "set -euo pipefail",
         f"cd {shlex.quote(job.workdir)}" if job.workdir else f'cd "${{{_SUBMIT_DIR[plan.scheduler]}:-$PWD}}"',
         *environment_lines(plan, job),
-        *import_check(job),
-        *gpu_check(plan, job),
+        *import_check_lines(job),
+        *gpu_check_lines(plan, job),
         master,
         f"export MASTER_PORT=${{MASTER_PORT:-{job.master_port}}}",
     ]

@@ -38,7 +38,7 @@ def setup_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     return lines
 
 
-def fail(message: str, *words: str) -> str:
+def failed_line(message: str, *words: str) -> str:
     """Shell that prints ``error: MESSAGE`` (a printf format of our own text; ``words``: shell words, quoted values or
     ``"$(hostname)"``, for its ``%s``) on one line to stderr and ends the job with exit code 2."""
     line = shlex.quote("error: " + message + "\\n")  # printf's \\n, inside the quoted format
@@ -57,11 +57,11 @@ def environment_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     ]
     for name in job.module:
         word = shlex.quote(name)
-        failed = fail("module load %s failed on %s (--module): see module avail", word, '"$(hostname)"')
+        failed = failed_line("module load %s failed on %s (--module): see module avail", word, '"$(hostname)"')
         lines.append(f"module load {word} || {failed}")
     if job.venv:
         venv = shlex.quote(job.venv)
-        missing = fail(
+        missing = failed_line(
             "no virtual environment at %s on %s (--venv, read from %s): make it there (python3 -m venv DIR; "
             "DIR/bin/pip install the suite) or write this script again with --venv DIR",
             venv,
@@ -72,8 +72,8 @@ def environment_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     if job.conda:
         conda = shlex.quote(job.conda)
         hint = f" (--module {plan.site.conda_module} on {plan.site.name})" if plan.site and plan.site.conda_module else ""
-        no_conda = fail(f"conda is not on PATH on %s (--conda): load the module that gives it first{hint}", '"$(hostname)"')
-        failed = fail("conda activate %s failed on %s (--conda): see conda env list", conda, '"$(hostname)"')
+        no_conda = failed_line(f"conda is not on PATH on %s (--conda): load the module that gives it first{hint}", '"$(hostname)"')
+        failed = failed_line("conda activate %s failed on %s (--conda): see conda env list", conda, '"$(hostname)"')
         lines += [
             f"command -v conda >/dev/null || {no_conda}",
             'eval "$(conda shell.bash hook)"',
@@ -82,12 +82,12 @@ def environment_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     return [*lines, "set -u"]
 
 
-def import_check(job: JobOptions) -> list[str]:
+def import_check_lines(job: JobOptions) -> list[str]:
     """Before anything is launched: the interpreter imports the suite, or the job ends in one line naming the fix."""
     python = shlex.quote(job.python)
     given = [option for option, value in (("--module", job.module), ("--venv", job.venv), ("--conda", job.conda)) if value]
     set_up = f"the environment of {' and '.join(given)}" if given else "the environment the job was given"
-    failed = fail(
+    failed = failed_line(
         f"%s on %s cannot import the suite (%s): install it into {set_up} (pip install the suite there), or write "
         "this script again with --venv DIR, --conda ENV or --module NAME of an environment that holds it",
         python,
@@ -100,7 +100,7 @@ def import_check(job: JobOptions) -> list[str]:
     ]
 
 
-def gpu_check(plan: JobPlan, job: JobOptions) -> list[str]:
+def gpu_check_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     """Before anything is launched: torch on a compute node sees the GPUs the job asked for, of the site's vendor, or
     the job ends in one line saying what torch sees (:mod:`suite.running.visible_gpus`). A Slurm script checks the
     node it runs on (its GPUs: every rank's there); an LSF script runs on a launch node, so it asks jsrun for one rank's.
@@ -114,7 +114,7 @@ def gpu_check(plan: JobPlan, job: JobOptions) -> list[str]:
     else:
         want, start = plan.gpus_per_rank * plan.per_node, []
     check = shlex.join([*start, job.python, "-m", "suite.running.visible_gpus", str(want), vendor])
-    failed = fail(
+    failed = failed_line(
         "on %s, %s: install the torch build for these GPUs into the suite's environment (the script's header says what "
         "runs on this site), or run on the CPUs (--gpus-per-rank 0, or SUITE_DEVICE=cpu)",
         '"$(hostname)"',
