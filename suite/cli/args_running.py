@@ -11,7 +11,7 @@ from .running import cmd_gpu_check, cmd_run
 
 def safe_name(value: str) -> str:
     """An argument that goes into a job script as it is (an account, a queue): a safe name or refused."""
-    from ..config.validation import name_problem
+    from ..config.safe_text import name_problem
 
     if (problem := name_problem(value)) is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -82,7 +82,7 @@ def add_placement(p: argparse.ArgumentParser) -> None:
 
 def container_image(value: str) -> str:
     """``--container``'s words: a runtime among the choices, then an image that can be written into a job script."""
-    from ..config.validation import script_text_problem
+    from ..config.safe_text import script_text_problem
 
     if (problem := script_text_problem(value)) is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -103,7 +103,7 @@ def add_container(g: Any, what: str) -> None:
 
 def directive_value(value: str) -> str:
     """An argument that goes into a job script's directive as it is (a constraint, a GPU binding), or refused."""
-    from ..config.validation import directive_problem
+    from ..config.safe_text import directive_problem
 
     if (problem := directive_problem(value)) is not None:
         raise argparse.ArgumentTypeError(problem)

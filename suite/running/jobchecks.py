@@ -1,11 +1,11 @@
 """Nothing in the script is free text but the preamble, the user's own shell file: the scenario's
-name (the job's name, its output files) is a safe name (:func:`suite.config.validation.name_problem`,
+name (the job's name, its output files) is a safe name (:func:`suite.config.safe_text.name_problem`,
 checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
-``--gpu-bind`` are directive values (:func:`suite.config.validation.directive_problem`), ``--mpi``,
+``--gpu-bind`` are directive values (:func:`suite.config.safe_text.directive_problem`), ``--mpi``,
 ``--site``, ``--scheduler`` and ``--launcher`` are among their choices, ``--module`` is a module name
 (:data:`MODULE_NAME`), and every other string (the scenario's path, ``--results``, ``--python``, ``--workdir``,
 ``--master-addr``, ``--venv``, ``--conda``, ``--preamble``'s path) holds no control
-character or line break (:func:`suite.config.validation.script_text_problem`) and is quoted with
+character or line break (:func:`suite.config.safe_text.script_text_problem`) and is quoted with
 :func:`shlex.quote` wherever it is written, comments included. :func:`suite.running.jobscript.render` checks them all, whether the
 options came from the command line or from Python, and an error names the option.
 """
@@ -16,8 +16,8 @@ import json
 import re
 from pathlib import Path
 
+from ..config.safe_text import directive_problem, name_problem, script_text_problem
 from ..config.shown import shown
-from ..config.validation import directive_problem, name_problem, script_text_problem
 from .commands import CONTAINER_RUNTIMES
 from .jobplan import JobOptions
 from .sites import SLURM_MPI_TYPES
