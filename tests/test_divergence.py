@@ -164,7 +164,8 @@ def test_the_report_shows_diverged_and_not_learned_runs_in_their_own_rows(tmp_pa
 def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
     from test_training import SoloEngine
 
-    from suite.train.checkpoint import Checkpointer, last_checkpoint
+    from suite.train.checkpoint import Checkpointer
+    from suite.train.resume import last_checkpoint
 
     scenario = tiny_scenario(
         "s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"checkpoint_every": {"steps": 1}}

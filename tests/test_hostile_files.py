@@ -26,7 +26,8 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, new_record, read_record, write_record
 from suite.running.launch import finalize_record
-from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe_checkpoint, resume_plan
+from suite.train.checkpoint import Checkpointer
+from suite.train.resume import CheckpointError, Mark, describe_checkpoint, resume_plan
 from suite.train.strategies.label_partitioned.strategy import _load_classes
 
 HOST = socket.gethostname()

@@ -31,7 +31,7 @@ from suite.records.failures import Failure, first_failure, launch_problem, launc
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launch import _LogWatch, finalize_record
 from suite.running.lock import ResultsLock
-from suite.train.checkpoint import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
+from suite.train.resume import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()
 

@@ -16,7 +16,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import PLACEMENT_FIELDS, Run, RunPlacement
 from suite.records.record import Record
 from suite.running import launch as launching
-from suite.train.checkpoint import settings_fingerprint
+from suite.train.resume import settings_fingerprint
 
 ENTRY = {"strategy": "data_parallel", "engine": "torch", "procs": [1, 2]}
 

@@ -77,8 +77,8 @@ from ..records.results import (
     write_failed,
     write_record,
 )
-from ..train.checkpoint import CheckpointError, describe_checkpoint, resume_plan
 from ..train.launchenv import node_cores, threads_per_rank
+from ..train.resume import CheckpointError, describe_checkpoint, resume_plan
 from .commands import (  # noqa: F401  (re-exported: the launch API is imported from here)
     ENV_FILE_LAUNCHERS,
     FORWARDED,
