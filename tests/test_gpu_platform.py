@@ -14,7 +14,7 @@ import torch
 from conftest import tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.measure import gpu_platform
-from suite.measure.telemetry import ResourceSampler
+from suite.measure.sampler import ResourceSampler
 from suite.running.launch import LaunchError, check_devices
 from suite.train.engines import base
 from suite.train.engines.horovod import HorovodEngine
