@@ -18,7 +18,7 @@ and an unfinished one continues from its last checkpoint.
 Before the walltime the scheduler warns the job with SIGTERM (Slurm ``--signal=B:TERM@120``,
 LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current run checkpoints
 (``--grace``), its ranks stop, and it is recorded as interrupted; the report is skipped. The
-walltime is given in Slurm's ``--time`` forms (:func:`parse_walltime`) and written in each
+walltime is given in Slurm's ``--time`` forms (:func:`suite.running.walltime.parse_walltime`) and written in each
 scheduler's own.
 
 A site preset also writes what the site's guide asks of every job (:mod:`suite.running.sites`): Frontier refuses a
