@@ -21,27 +21,10 @@ LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current r
 walltime is given in Slurm's ``--time`` forms (:func:`suite.running.walltime.parse_walltime`) and written in each
 scheduler's own.
 
-A site preset also writes what the site's guide asks of every job (:mod:`suite.running.sites`): Frontier refuses a
-job without ``--account`` (so does this command) and takes ``-p batch``; Perlmutter takes ``-C gpu``, a QOS
-(``-q regular``; ``--queue`` there names the QOS, as NERSC's queues are QOSes), ``--gpus-per-node`` and
-``--cpu-bind=cores``; each starts with the ``module load`` lines of its guide (``--no-site-setup`` leaves them out),
-before the user's preamble (Frontier's also put MIOpen's kernel cache on node-local ``/tmp``, as OLCF's PyTorch guide
-does). Summit refuses a job without ``--account`` too (``-P``). The script is written to
-``jobs/NAME.SITE.SCHEDULER.sh`` (``jobs/NAME.SCHEDULER.sh`` without a site), so presets do not overwrite each other's;
-a file already there is replaced only with ``--force``.
-
-No site's modules hold the suite, so a site preset is refused without the suite's Python environment: ``--venv DIR``,
-``--conda ENV``, ``--module NAME`` (repeatable) or a ``--preamble``. Their lines come after ``cd`` (a relative venv is
-read from the working folder), each ending the job in one line naming its option when it fails; then every script
-checks that ``--python`` imports the suite before anything is launched, and ends in one line naming the fix when it
-cannot. A run whose engine needs an NVIDIA GPU (Horovod's) is refused for an AMD site's GPUs (Frontier's).
-
-``--array`` (Slurm) writes the sweep as a job array: task ``i`` runs the scenario's run ``i`` alone
-(``suite run --only RUN_ID``) in its own allocation, sized for the largest run, then updates the report. The tasks
-run one at a time (``%1``): one ``suite run`` holds a results folder at a time (:mod:`suite.running.lock`).
-
-``--container RUNTIME IMAGE`` starts each rank inside a container (apptainer or NERSC's podman-hpc;
-:func:`suite.running.commands.container_words`); the image is a quoted word like every other string.
+What a site preset writes (the site guide's directives and ``module load`` lines; ``--no-site-setup`` leaves the
+latter out), the suite's Python environment on the nodes (``--venv``, ``--conda``, ``--module``: a site preset is refused
+without one), job arrays (``--array``) and containers (``--container``) are told in docs/clusters.md. The script goes to
+``jobs/NAME[.SITE][.array].SCHEDULER.sh`` (:func:`default_name`), replaced only with ``--force``.
 """
 
 from __future__ import annotations

@@ -89,9 +89,8 @@ def candidate_side(repo: Path, settings: Settings) -> Side:
 def baseline_side(repo: Path, label: str, commit: str, out: Path) -> Side:
     """A worktree of ``commit`` under ``out``, with the candidate's venv or, if the lock differs, its own."""
     src = out / "baseline-src"
-    if src.exists():
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(src)], capture_output=True)
-        shutil.rmtree(src, ignore_errors=True)
+    remove_worktree(repo, src)
+    shutil.rmtree(src, ignore_errors=True)
     git(repo, "worktree", "prune")
     git(repo, "worktree", "add", "--detach", str(src), commit)
     same_lock = (
