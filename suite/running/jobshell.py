@@ -72,7 +72,9 @@ def environment_lines(plan: JobPlan, job: JobOptions) -> list[str]:
     if job.conda:
         conda = shlex.quote(job.conda)
         hint = f" (--module {plan.site.conda_module} on {plan.site.name})" if plan.site and plan.site.conda_module else ""
-        no_conda = failed_line(f"conda is not on PATH on %s (--conda): load the module that gives it first{hint}", '"$(hostname)"')
+        no_conda = failed_line(
+            f"conda is not on PATH on %s (--conda): load the module that gives it first{hint}", '"$(hostname)"'
+        )
         failed = failed_line("conda activate %s failed on %s (--conda): see conda env list", conda, '"$(hostname)"')
         lines += [
             f"command -v conda >/dev/null || {no_conda}",
