@@ -60,9 +60,12 @@ from suite.config.expansion import expand, parse_scenario  # noqa: E402
 from suite.gan.data import load_dataset  # noqa: E402
 from suite.gan.losses import get_loss  # noqa: E402
 from suite.gan.models import build_pair  # noqa: E402
-from suite.measure.telemetry import CommStats, ResourceSampler, Telemetry, timeline_for  # noqa: E402
+from suite.measure.sampler import ResourceSampler  # noqa: E402
+from suite.measure.telemetry import CommStats, Telemetry  # noqa: E402
+from suite.measure.timelines import timeline_for  # noqa: E402
 from suite.train.engines.base import Engine, Group  # noqa: E402
-from suite.train.training import GanPlan, GanTrainer  # noqa: E402
+from suite.train.gan_plan import GanPlan  # noqa: E402
+from suite.train.training import GanTrainer  # noqa: E402
 
 
 class OneRank(Engine):

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from suite.measure.metrics.features import SMALL_CNN, ClassifierNet  # noqa: E402
+from suite.measure.metrics.classifier import SMALL_CNN, ClassifierNet  # noqa: E402
 from suite.measure.metrics.rulers import PACKAGED_RULERS, STEERING, Ruler, read_manifest, sha256_file  # noqa: E402
 from suite.measure.metrics.steering import (  # noqa: E402
     Agreement,

@@ -12,8 +12,8 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.plan import budget_fraction_steps
 from suite.gan.data import load_dataset
 from suite.measure.telemetry import CommStats, Telemetry
+from suite.train.gan_plan import window_seconds
 from suite.train.strategies.base import create
-from suite.train.training import window_seconds
 
 CLASSES = [0, 1, 2]
 

@@ -18,7 +18,8 @@ from suite.measure.metrics.evaluate import Reference, evaluate_images
 from suite.measure.metrics.signals import not_learned
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.results import new_record, write_record
-from suite.train.training import GanPlan, GanTrainer
+from suite.train.gan_plan import GanPlan
+from suite.train.training import GanTrainer
 
 # --- the check itself ---------------------------------------------------------------------------------------
 
@@ -163,7 +164,8 @@ def test_the_report_shows_diverged_and_not_learned_runs_in_their_own_rows(tmp_pa
 def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
     from test_training import SoloEngine
 
-    from suite.train.checkpoint import Checkpointer, last_checkpoint
+    from suite.train.checkpoint import Checkpointer
+    from suite.train.resume import last_checkpoint
 
     scenario = tiny_scenario(
         "s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"checkpoint_every": {"steps": 1}}

@@ -9,7 +9,7 @@ and which interval is recorded as the wait.
 import torch
 from torch import nn
 
-from suite.measure.telemetry import HostTimeline
+from suite.measure.timelines import HostTimeline
 from suite.train.engines.base import Group
 from suite.train.launchenv import LaunchInfo
 

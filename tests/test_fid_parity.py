@@ -95,7 +95,7 @@ def test_the_suites_inception_fid_is_pytorch_fids(tmp_path, monkeypatch):
             [str(tmp_path / "grey"), str(tmp_path / "rgb")], batch_size=50, device="cpu", dims=2048, num_workers=0
         )
 
-    monkeypatch.setattr("suite.measure.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(weights))
+    monkeypatch.setattr("suite.measure.metrics.inception.PYTORCH_FID_HASH_PREFIX", sha256_file(weights))
     net = feature_net("inception", "mnist", 28, inception_weights=str(weights))
     features = [net(protocol_images(images, "standard"))[0] for images in (grey, rgb)]
     for mine, pytorch_fids in zip(features, activations, strict=True):

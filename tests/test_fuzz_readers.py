@@ -272,7 +272,7 @@ def checkpoint_files(tmp_path_factory) -> Path:
 @FUZZ
 @given(data=st.data())
 def test_fuzzed_checkpoint_descriptions_are_read_or_refused_in_one_line(tmp_path, checkpoint_files, data):
-    from suite.train.checkpoint import CheckpointError, Mark, read_mark
+    from suite.train.resume import CheckpointError, Mark, read_mark
 
     description = tmp_path / "000001-rank0.json"
     description.write_bytes(data.draw(mutated_text(json.loads((checkpoint_files / "000001-rank0.json").read_text()))))
@@ -292,7 +292,7 @@ TENSORS = st.sampled_from([torch.zeros(0), torch.full((4,), math.nan), torch.zer
 @FUZZ
 @given(where=st.sampled_from(STATE_FIELDS), value=st.one_of(VALUES, TENSORS))
 def test_fuzzed_checkpoint_states_resume_or_end_in_one_line_naming_the_file(tmp_path, checkpoint_files, where, value):
-    from suite.train.checkpoint import CheckpointError
+    from suite.train.resume import CheckpointError
 
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)

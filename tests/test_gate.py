@@ -16,7 +16,7 @@ from suite.analysis.stats import paired
 from suite.cli import main
 from suite.records.results import new_record
 from suite.running import fault_hooks
-from suite.tools import gate
+from suite.tools import gate, gate_sides
 
 LOG_10PCT = math.log(1.1)
 
@@ -195,7 +195,7 @@ def test_bad_input_is_one_line_and_exit_2(repo, tmp_path, capsys, change, args, 
 
 def test_the_default_baseline_is_the_merge_base_with_main(repo):
     subprocess.run(["git", "-C", str(repo), "checkout", "-qb", "topic"], check=True)
-    label, commit = gate.baseline_commit(repo, None)
+    label, commit = gate_sides.baseline_commit(repo, None)
     main_head = subprocess.run(["git", "-C", str(repo), "rev-parse", "main"], capture_output=True, text=True).stdout.strip()
     assert label == "merge-base(HEAD, main)" and commit == main_head
 
@@ -206,10 +206,10 @@ def test_the_baseline_gets_its_own_environment_when_the_lock_differs(repo, tmp_p
     (repo / "ci" / "requirements.lock").write_text("torch==3\n")
     git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
     subprocess.run([*git, "commit", "-qam", "lock"], check=True)
-    side = gate.baseline_side(repo, "HEAD~1", gate.git(repo, "rev-parse", "HEAD~1"), tmp_path)
+    side = gate_sides.baseline_side(repo, "HEAD~1", gate_sides.git(repo, "rev-parse", "HEAD~1"), tmp_path)
     assert side.venv == "own" and side.python == tmp_path / "baseline-venv" / "bin" / "python"
     assert any(c[:2] == ["bash", "ci/setup.sh"] for c in calls)
-    same = gate.baseline_side(repo, "HEAD", gate.git(repo, "rev-parse", "HEAD"), tmp_path)
+    same = gate_sides.baseline_side(repo, "HEAD", gate_sides.git(repo, "rev-parse", "HEAD"), tmp_path)
     assert same.venv == "shared" and same.python == Path(sys.executable)
 
 
@@ -233,7 +233,7 @@ def test_a_real_workload_that_fails_names_its_side(tmp_path):
     repo = gate.repository()
     scenario = tmp_path / "w.yaml"
     scenario.write_text(yaml.safe_dump(tiny_scenario("w", [{"strategy": "data_parallel", "engine": "torch", "procs": [1]}])))
-    side = gate.Side(
+    side = gate_sides.Side(
         "candidate", "HEAD", "x", repo, Path(sys.executable), {"SUITE_TEST_FAIL_AT_STEP": "2", "SUITE_TEST_FAIL_RANK": "0"}
     )
     gate.check_side_imports(side)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from suite.analysis.stats import paired
 from suite.cli import main
 from suite.records.results import new_record
-from suite.tools import gate
+from suite.tools import gate, gate_sides
 from suite.tools.gate_history import append_step, env_name, record_history
 from suite.tools.gate_history_read import read_history
 from suite.tools.gate_series import bisect, build_series
@@ -78,8 +78,8 @@ def synthetic_step(repo: Path, tmp_path: Path, i: int, change_pct: float, histor
     verdicts = gate.speed_verdicts(pairs, settings) + gate.quality_verdicts(pairs, settings, None)
     verdict = paired.overall([v["verdict"] for v in verdicts])
     sides = {
-        "A": gate.Side("baseline", f"c{i - 1}", commits[i - 1], repo, Path("python")),
-        "B": gate.Side("candidate", "HEAD", commits[i], repo, Path("python")),
+        "A": gate_sides.Side("baseline", f"c{i - 1}", commits[i - 1], repo, Path("python")),
+        "B": gate_sides.Side("candidate", "HEAD", commits[i], repo, Path("python")),
     }
     code = int(gate.VERDICT_EXIT_CODES[verdict])
     result = gate.finish(settings, verdict, code, "", sides, pairs, verdicts, time.monotonic())

@@ -14,7 +14,7 @@ import torch
 from conftest import tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.measure import gpu_platform
-from suite.measure.telemetry import ResourceSampler
+from suite.measure.sampler import ResourceSampler
 from suite.running.commands import LaunchError
 from suite.running.preflight import check_devices
 from suite.train.engines import base

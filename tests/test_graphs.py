@@ -25,7 +25,8 @@ from suite.gan.losses import get_loss
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.train import graphs, performance
 from suite.train.engines.base import Replica
-from suite.train.training import PROGRESS_POINTS, GanPlan, GanTrainer, TrainerHooks, evenly_spaced_steps
+from suite.train.gan_plan import GanPlan, TrainerHooks, evenly_spaced_steps
+from suite.train.training import PROGRESS_POINTS, GanTrainer
 
 
 class NoHostReads(TorchDispatchMode):

@@ -27,7 +27,8 @@ from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, new_record, read_record, write_record
 from suite.running.run_end import finalize_record
 from suite.strategies.label_partitioned.strategy import _load_classes
-from suite.train.checkpoint import Checkpointer, CheckpointError, Mark, describe_checkpoint, resume_plan
+from suite.train.checkpoint import Checkpointer
+from suite.train.resume import CheckpointError, Mark, describe_checkpoint, resume_plan
 
 HOST = socket.gethostname()
 MARK_FIELDS = [

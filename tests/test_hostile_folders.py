@@ -250,7 +250,7 @@ def test_an_atomic_write_below_a_confined_folder_is_refused_through_a_link(tmp_p
 
 
 def test_a_stale_checkpoint_sweep_never_leaves_its_folder(tmp_path):
-    from suite.train.checkpoint import remove_stale
+    from suite.train.resume import remove_stale
 
     home, run_dir = victim(tmp_path), tmp_path / "results" / RUN_ID
     run_dir.mkdir(parents=True)

@@ -16,8 +16,8 @@ import yaml
 
 from conftest import REPO, tiny_scenario
 from suite.cli import main
+from suite.config.safe_text import SAFE_NAME_RULE
 from suite.config.shown import shown
-from suite.config.validation import SAFE_NAME_RULE
 from suite.records.record import SCHEMA_VERSION
 
 HOSTILE = ["../../x", "/ABSOLUTE/x", "nl\ntouch TOUCHED", "a;touch TOUCHED", "$(touch TOUCHED)", ""]

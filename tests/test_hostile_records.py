@@ -30,7 +30,7 @@ from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError
 from suite.records.results import iter_records, new_record, write_record
 from suite.running.run_end import finalize_record
-from suite.tools import gate
+from suite.tools import gate, gate_sides
 from suite.tools.gate_files import summary_line
 
 DIGITS = REPO / "reports" / "digits" / "records.json"
@@ -447,7 +447,7 @@ def test_a_crafted_record_in_a_gate_workload_is_one_line_naming_the_side_and_fil
         return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
 
     monkeypatch.setattr(gate.subprocess, "run", fake_run)
-    side = gate.Side("baseline", "HEAD~1", "abc", tmp_path, Path("python"))
+    side = gate_sides.Side("baseline", "HEAD~1", "abc", tmp_path, Path("python"))
     with pytest.raises(gate.GateError) as error:
         gate.run_workload(side, tmp_path / "s.yaml", out, 60)
     bad = out / CONDITIONAL_P1[0] / "result.json"

@@ -497,7 +497,8 @@ def test_a_hostile_image_is_one_quoted_word(tmp_path, image):
 def test_a_container_option_is_checked(tmp_path, capsys):
     """An unknown runtime, an image with a control character or one read as an option: one line naming --container,
     from the command line or from Python (render checks its options itself)."""
-    from suite.running.jobscript import JobOptions, render
+    from suite.running.jobplan import JobOptions
+    from suite.running.jobscript import render
 
     path = scenario(tmp_path, [2])
     assert (

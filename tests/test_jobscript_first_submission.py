@@ -16,7 +16,8 @@ from conftest import tiny_scenario
 from suite.cli import main
 from suite.config.builtin import BUILTIN_DIR
 from suite.running import visible_gpus
-from suite.running.jobscript import JobOptions, render
+from suite.running.jobplan import JobOptions
+from suite.running.jobscript import render
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,8 @@ import yaml
 
 from conftest import tiny_scenario
 from suite.cli import main
-from suite.running.jobscript import JobOptions, render
+from suite.running.jobplan import JobOptions
+from suite.running.jobscript import render
 from suite.running.sites import SITES
 
 RUNS_DATA = [

@@ -348,7 +348,7 @@ def test_jobscript(tmp_path, scheduler):
 )
 def test_walltime_takes_slurms_forms_and_is_written_for_each_scheduler(tmp_path, walltime, seconds, slurm, lsf):
     from suite.cli import main
-    from suite.running.jobscript import parse_walltime
+    from suite.running.walltime import parse_walltime
 
     assert parse_walltime(walltime) == seconds
     scenario = Path(__file__).resolve().parent.parent / "scenarios" / "mnist-weak.yaml"

@@ -332,7 +332,7 @@ def test_inception_loads_pytorch_fid_weights_from_a_local_file(tmp_path, monkeyp
     monkeypatch.setenv("SUITE_INCEPTION_WEIGHTS", str(path))
     with pytest.raises(RulerError, match=f"has sha256 {sha256_file(path)}, but 6726825d is pinned"):
         feature_net("auto", "digits", 16)  # random weights are not pytorch-fid's published file
-    monkeypatch.setattr("suite.measure.metrics.features.PYTORCH_FID_HASH_PREFIX", sha256_file(path)[:8])
+    monkeypatch.setattr("suite.measure.metrics.inception.PYTORCH_FID_HASH_PREFIX", sha256_file(path)[:8])
     net = feature_net("auto", "digits", 16)
     assert net.sha256 == sha256_file(path)
     assert isinstance(net, InceptionNet) and net.name == "inception"

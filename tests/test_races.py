@@ -26,7 +26,7 @@ from test_hostile_folders import _one_record, fingerprint, outside, scenario_fil
 from conftest import tiny_scenario
 from suite.cli import main
 from suite.records import nofollow, results
-from suite.records.nofollow import SharedFolder, UnsafeEntry, confine, open_regular, output_folder
+from suite.records.nofollow import UnsafeEntry, confine, open_regular, output_folder
 from suite.records.results import (
     LOCK_FILE,
     StagingReplaced,
@@ -36,6 +36,7 @@ from suite.records.results import (
     write_record,
 )
 from suite.records.trusted import trusted_records
+from suite.records.unsafe import SharedFolder
 from suite.running.commands import RUN_DIGEST_OPTION
 
 RUN_ID = "data_parallel-bce-torch-p1-r0"

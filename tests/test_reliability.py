@@ -32,7 +32,7 @@ from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_rec
 from suite.running.launched import LogWatch
 from suite.running.lock import ResultsLock
 from suite.running.run_end import finalize_record
-from suite.train.checkpoint import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
+from suite.train.resume import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()
 

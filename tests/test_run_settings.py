@@ -17,7 +17,7 @@ from suite.config.scenario import PLACEMENT_FIELDS, Run, RunPlacement
 from suite.records.record import Record
 from suite.running import launch as launching
 from suite.running import planning, preflight
-from suite.train.checkpoint import settings_fingerprint
+from suite.train.resume import settings_fingerprint
 
 ENTRY = {"strategy": "data_parallel", "engine": "torch", "procs": [1, 2]}
 
@@ -103,7 +103,7 @@ def test_each_options_field_is_read_from_the_option_of_its_name():
     default: here every field but the converted ones has its option, so renaming one cannot drop it unnoticed."""
     from suite.cli import build_parser
     from suite.cli.running import options_from
-    from suite.running.jobscript import JobOptions
+    from suite.running.jobplan import JobOptions
     from suite.running.launch import LaunchOptions
     from suite.running.sweep import SweepOptions
 

@@ -212,14 +212,14 @@ def _cellular_run(**cellular):
 
 @pytest.mark.parametrize("space, dim", [("logits", 10), ("features", 128)])
 def test_cellular_mixtures_are_scored_by_the_steering_network_and_never_load_the_ruler(monkeypatch, space, dim):
-    import suite.measure.metrics.features as features
+    import suite.measure.metrics.classifier as classifier
     from suite.measure.metrics import Reference
     from suite.strategies.cellular.algorithm import MixtureScorer
 
     def no_ruler(dataset):
         raise AssertionError(f"the mixture scorer loaded the ruler of {dataset}")
 
-    monkeypatch.setattr(features, "find_classifier", no_ruler)
+    monkeypatch.setattr(classifier, "find_classifier", no_ruler)
     run = _cellular_run(mixture_features=space)
     scorer = MixtureScorer(run, torch.device("cpu"), Reference.for_run(run, "cpu"))
     steering = json.loads((PACKAGED_RULERS / "rulers.json").read_text())["steering:digits"]

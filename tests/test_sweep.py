@@ -140,7 +140,7 @@ def test_records_carry_the_sweep_and_the_runs_table_shows_it(tmp_path):
 
 
 def test_each_loss_trains_with_the_optimizer_settings_its_registry_entry_names():
-    from suite.train.training import optimizer_settings
+    from suite.train.gan_plan import optimizer_settings
 
     data = scenario({**WCGAN, "wgan_gp": {"lr": 0.002}}, {**CGAN, "train": {"lr": 0.0005}}, train={"betas": [0.4, 0.99]})
     wcgan, cgan = expand(parse_scenario(data))[:2]

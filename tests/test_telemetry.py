@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from suite.measure.flops import peak_use
-from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, HostTimeline, StepTimes, Telemetry, spread, summary
+from suite.measure.sampler import summary
+from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, StepTimes, Telemetry, spread
+from suite.measure.timelines import HostTimeline
 from suite.records.codec import build_part
 from suite.records.record import RankTelemetry
 from suite.running.rank_record import summaries

@@ -14,7 +14,8 @@ from suite.gan.data import load_dataset
 from suite.gan.divergence import CHECK_EVERY
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.train.engines.base import Engine, Group
-from suite.train.training import PROGRESS_POINTS, GanPlan, GanTrainer, TrainerHooks, evenly_spaced_steps, generator_steps
+from suite.train.gan_plan import GanPlan, TrainerHooks, evenly_spaced_steps, generator_steps
+from suite.train.training import PROGRESS_POINTS, GanTrainer
 
 
 class SoloEngine(Engine):

@@ -178,7 +178,7 @@ def test_the_test_in_use_is_welchs_t_at_the_fewest_draws_degrees_of_freedom_and_
     assert TESTS[TEST].equivalence(a, b, margin) == pytest.approx(tost)
     from suite.analysis.stats.summary import ratio_interval
 
-    _, lo, hi = ratio_interval(a, b)  # findings.csv's and the equivalence sentence's interval: at the test's df, so it excludes 1 iff p < 5 %
+    _, lo, hi = ratio_interval(a, b)  # findings.csv and the equivalence sentence: at the test df, 1 out iff p < 5 %
     assert (lo > 1 or hi < 1) == (TESTS[TEST].p_value(a, b) < 0.05)
     assert lo == pytest.approx(np.exp(lx.mean() - ly.mean() - stats.t.ppf(0.975, 3) * se))
 

@@ -159,7 +159,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_ruler_train(args: argparse.Namespace) -> int:
-    from ..measure.metrics.features import ClassifierSpec, make_classifier_ruler
+    from ..measure.metrics.classifier import ClassifierSpec, make_classifier_ruler
     from ..measure.metrics.rulers import PACKAGED_RULERS, RULER, STEERING, user_rulers
 
     folder = Path(args.out) if args.out else (PACKAGED_RULERS if args.packaged else user_rulers())

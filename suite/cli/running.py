@@ -184,7 +184,8 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 def cmd_jobscript(args: argparse.Namespace) -> int:
     from ..config.builtin import resolve_scenario
-    from ..running.jobscript import JobOptions, write_jobscript
+    from ..running.jobplan import JobOptions
+    from ..running.jobscript import write_jobscript
 
     job = options_from(
         JobOptions,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import operator
 import types
 import typing
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ class OneOf:
         names = self.registry.names()
         if value not in names:
             hint = did_you_mean(value, names)
-            raise PydanticCustomError("registry_name", "{text}", {"text": f"{shown(value)} is not one of {_quoted(names)}{hint}"})
+            raise PydanticCustomError(
+                "registry_name", "{text}", {"text": f"{shown(value)} is not one of {', '.join(map(shown, names))}{hint}"}
+            )
         return value
 
 
@@ -84,7 +87,7 @@ class AtMost:
 
     def _check(self, value: Any) -> Any:
         if value > self.limit:
-            text = f"must be at most {_number(self.limit)}, got {_number(value)}: {self.reason}"
+            text = f"{_broken_bound('le', self.limit, value)}: {self.reason}"
             raise PydanticCustomError("at_most", "{text}", {"text": text})
         return value
 
@@ -207,15 +210,17 @@ def _one_branch(tp: Any, errors: list[Any]) -> list[Any]:
     return [err for err, u in branches if not (u is not None and u[0] in meant and u[2] == 0 and err["type"] in _MISMATCH)]
 
 
-def _validate(tp: Any, data: Any, path: str) -> tuple[Any, list[str]]:
-    """``(value, [])`` where ``data`` fits ``tp``, else ``(None, one line per problem)``."""
+def _fitted(tp: Any, data: Any, path: str, error: type[SchemaError]) -> Any:
+    """``data`` as type ``tp``; raises ``error`` naming every field that does not fit."""
     value, found = _located(tp, data, path)
-    return value, [text for _, text in found]
+    if found:
+        raise error(listed(text for _, text in found))
+    return value
 
 
 def problems(cls: type, data: Any, path: str = "") -> list[str]:
     """Every way ``data`` does not fit dataclass ``cls``, one line each naming the field (empty: it fits)."""
-    return _validate(cls, data, path)[1]
+    return [text for _, text in _located(cls, data, path)[1]]
 
 
 def located_problems(cls: type, data: Any, path: str = "") -> list[Located]:
@@ -225,25 +230,15 @@ def located_problems(cls: type, data: Any, path: str = "") -> list[Located]:
 
 def build(cls: type[T], data: dict[str, Any], path: str, error: type[SchemaError] = SchemaError) -> T:
     """An instance of dataclass ``cls`` from ``data``; raises ``error`` naming every field that does not fit."""
-    value, found = _validate(cls, data, path)
-    if found:
-        raise error(listed(found))
-    return typing.cast(T, value)
+    return typing.cast(T, _fitted(cls, data, path, error))
 
 
 def convert_field(cls: type, name: str, value: Any, path: str, error: type[SchemaError] = SchemaError) -> Any:
     """``value`` checked as field ``name`` of dataclass ``cls`` (its type and bounds); raises ``error`` naming ``path``."""
-    converted, found = _validate(type_hints(cls)[name], value, path)
-    if found:
-        raise error(listed(found))
-    return converted
+    return _fitted(type_hints(cls)[name], value, path, error)
 
 
 # --- one line per problem -------------------------------------------------------------------------------
-
-
-def _quoted(names: Any) -> str:
-    return ", ".join(shown(n) for n in names)
 
 
 def strip_type(tp: Any) -> Any:
@@ -308,6 +303,17 @@ _EXPECTED = {
 }
 
 
+_BOUNDS = {"greater_than_equal": "ge", "greater_than": "gt", "less_than_equal": "le", "less_than": "lt"}
+"""pydantic's errors of a broken bound, each with the name of its bound."""
+
+
+def _broken_bound(name: str, bound: Any, value: Any) -> str:
+    """``value`` breaks bound ``name`` (ge, gt, le or lt) of ``bound``, worded once for pydantic's errors and records'."""
+    zero = {"ge": "not be negative", "gt": "be positive"}
+    said = {"ge": "be at least", "gt": "be greater than", "le": "be at most", "lt": "be less than"}[name]
+    return f"must {zero[name] if bound == 0 and name in zero else f'{said} {_number(bound)}'}, got {_number(value)}"
+
+
 def _problem(tp: Any, err: Any, path: str) -> str:
     """One pydantic error as ``field.path: what is wrong, got what``."""
     loc, kind, ctx, value = tuple(err["loc"]), err["type"], err.get("ctx") or {}, err.get("input")
@@ -321,7 +327,7 @@ def _problem(tp: Any, err: Any, path: str) -> str:
     if kind == "literal_error":
         choices = get_args(strip_type(_type_at(tp, loc)))
         hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        return f"{where}: {shown(value)} is not one of {_quoted(choices) if choices else ctx.get('expected')}{hint}"
+        return f"{where}: {shown(value)} is not one of {', '.join(map(shown, choices)) if choices else ctx.get('expected')}{hint}"
     if kind in ("dataclass_type", "dataclass_args_type"):
         cls = strip_type(_type_at(tp, loc))
         fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else "its fields"
@@ -330,16 +336,8 @@ def _problem(tp: Any, err: Any, path: str) -> str:
         return f"{where}: expected {_EXPECTED[kind]}, got {shown(value)}"
     if kind == "finite_number":
         return f"{where}: must be a finite number, got {shown(value)}"
-    if kind == "greater_than_equal":
-        bound = "not be negative" if ctx["ge"] == 0 else f"be at least {_number(ctx['ge'])}"
-        return f"{where}: must {bound}, got {_number(value)}"
-    if kind == "greater_than":
-        bound = "positive" if ctx["gt"] == 0 else f"greater than {_number(ctx['gt'])}"
-        return f"{where}: must be {bound}, got {_number(value)}"
-    if kind == "less_than_equal":
-        return f"{where}: must be at most {_number(ctx['le'])}, got {_number(value)}"
-    if kind == "less_than":
-        return f"{where}: must be less than {_number(ctx['lt'])}, got {_number(value)}"
+    if kind in _BOUNDS:
+        return f"{where}: {_broken_bound(_BOUNDS[kind], ctx[_BOUNDS[kind]], value)}"
     if kind in ("too_short", "too_long"):
         return f"{where}: expected {ctx.get('min_length', ctx.get('max_length'))} items, got {shown(value)}"
     message = str(err["msg"])
@@ -449,14 +447,11 @@ def _bounds_problem(tp: Any, value: Any) -> str | None:
         return None
     for mark in tp.__metadata__:
         if isinstance(mark, AtMost) and value > mark.limit:
-            return f"must be at most {_number(mark.limit)}, got {_number(value)}: {mark.reason}"
+            return f"{_broken_bound('le', mark.limit, value)}: {mark.reason}"
         for bound in getattr(mark, "metadata", ()):  # a pydantic Field's annotated_types bounds
-            if (ge := getattr(bound, "ge", None)) is not None and not value >= ge:
-                return f"must {'not be negative' if ge == 0 else f'be at least {_number(ge)}'}, got {_number(value)}"
-            if (gt := getattr(bound, "gt", None)) is not None and not value > gt:
-                return f"must be {'positive' if gt == 0 else f'greater than {_number(gt)}'}, got {_number(value)}"
-            if (le := getattr(bound, "le", None)) is not None and not value <= le:
-                return f"must be at most {_number(le)}, got {_number(value)}"
+            for name, keeps in (("ge", operator.ge), ("gt", operator.gt), ("le", operator.le)):
+                if (limit := getattr(bound, name, None)) is not None and not keeps(value, limit):
+                    return _broken_bound(name, limit, value)
     return None
 
 

@@ -8,21 +8,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
-import unicodedata
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from .graph_rules import check_cuda_graphs
 from .loss_rules import check_betas
 from .plan import (
     NATIVE_IMAGE_SIZES,
-    SystemSize,
-    TrainingError,
-    budget_steps,
-    class_plan,
-    local_batch,
 )
 from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
+from .safe_text import name_problem
 from .scenario import (
     CheckpointEvery,
     DDPConfig,
@@ -35,7 +29,6 @@ from .scenario import (
     ScenarioError,
     SeedPolicy,
     TrainConfig,
-    critic_steps,
     default_loss,
     entry_own,
     entry_section,
@@ -45,65 +38,13 @@ from .scenario import (
     strategy_sections,
 )
 from .shown import itemised, shown
+from .split_rules import check_batch_split, check_images_budget
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point
 
 
 def fail(path: str, message: str) -> NoReturn:
     """Report a broken rule (:data:`Fail`)."""
     raise ScenarioError(f"{path}: {message}")
-
-
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-"""A name that may become a file name or a word of a job script: ASCII letters, digits, ``.``, ``_`` and ``-``,
-starting with a letter or digit, at most 100 characters (so no ``/``, ``..``, space, newline, ``;`` or ``$``)."""
-SAFE_NAME_RULE = "use ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters"
-
-
-def name_problem(value: str) -> str | None:
-    """Why ``value`` is not a :data:`SAFE_NAME` (one line, the value quoted), or None when it is one."""
-    if SAFE_NAME.fullmatch(value):
-        return None
-    return f"{shown(value)} is not a safe name: {SAFE_NAME_RULE}"
-
-
-DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9(\[][A-Za-z0-9._:,&|*()\[\]+-]{0,199}")
-"""A value written into a ``#SBATCH`` line as it is (``--constraint``, ``--gpu-bind``): a safe name's characters
-and Slurm's operators ``: , & | * ( ) [ ] +``, starting with a letter, a digit, ``(`` or ``[``, at most 200 characters (no space, newline, quote or ``$``)."""
-DIRECTIVE_VALUE_RULE = "use ASCII letters, digits and . _ - : , & | * ( ) [ ] + (no space, quote or $), at most 200 characters"
-
-
-def directive_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a :data:`DIRECTIVE_VALUE` (one line, the value quoted), or None when it can."""
-    if DIRECTIVE_VALUE.fullmatch(value):
-        return None
-    return f"{shown(value)} cannot go into a job script directive: {DIRECTIVE_VALUE_RULE}"
-
-
-_NOT_IN_SCRIPTS = {
-    "Cc": "a control character",
-    "Cf": "a format character",
-    "Cs": "a lone surrogate (bytes that are not UTF-8)",
-    "Zl": "a line separator",
-    "Zp": "a paragraph separator",
-}
-"""The Unicode categories a string written into a job script may not hold: C0 and C1 controls (newline, CR, NUL,
-NEL), invisible format characters (bidirectional overrides), undecodable bytes, and line or paragraph separators."""
-
-
-def script_text_problem(value: str) -> str | None:
-    """Why ``value`` cannot be written into a job script, even quoted (one line, the value shortened), or None.
-
-    A quoted word keeps ``$``, quotes, ``;`` and spaces inert, but not a line break in a comment, and a control
-    character is never what a path or a host name means.
-    """
-    for position, char in enumerate(value, 1):
-        what = _NOT_IN_SCRIPTS.get(unicodedata.category(char))
-        if what is not None:
-            return (
-                f"{shown(value)} holds U+{ord(char):04X}, {what}, at character {position}: a job script takes no "
-                "control characters, line or paragraph separators"
-            )
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -471,94 +412,5 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
             "model.critic_norm",
             f"'{scenario.model.critic_norm}' is not available to the {spec.strategy} strategy ({path}); use {' or '.join(norms)}",
         )
-    _check_batch_split(spec, path, scaling, scenario, fail)
-    _check_images_budget(spec, path, scaling, scenario, fail)
-
-
-def _check_batch_split(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
-    """The global batch must split over the ranks that share it; label-partitioned ranks must map onto classes.
-
-    The rules are the runtime's own (:func:`suite.config.plan.local_batch`,
-    :func:`suite.config.plan.class_plan`); their errors are re-raised under the entry's field.
-    """
-    batch = run_train(scenario, spec, f"{path}.train").batch_size
-    if STRATEGIES[spec.strategy].data_parallel and scaling == "strong":
-        for p in spec.procs:
-            try:
-                local_batch(batch, p)
-            except TrainingError as error:
-                fail(f"{path}.procs", f"{error}; use process counts that divide it, or weak scaling")
-    classes = scenario.dataset.class_labels  # the dataset's own classes where dataset.classes is not given
-    if STRATEGIES[spec.strategy].partitions_classes and classes:
-        selected = "selected" if scenario.dataset.classes else f"in {scenario.dataset.name}"
-        for p in spec.procs:
-            if scaling == "weak" and p > len(classes):
-                fail(
-                    f"{path}.procs",
-                    f"weak scaling trains one class per rank, but only {len(classes)} classes are {selected} ({p} processes)",
-                )
-            try:
-                for ranks, _ in class_plan(classes, p):
-                    local_batch(batch, len(ranks))
-            except TrainingError as error:  # the class plan names its field (procs); the batch split does not
-                fail(
-                    f"{path}.procs",
-                    f"{p} processes for {len(classes)} classes: {error.reason}"
-                    if error.field
-                    else f"{error} (each class group at {p} processes)",
-                )
-
-
-def _system_size(spec: RunSpec, procs: int, grid: list[int] | None, scaling: str, scenario: Scenario) -> SystemSize:
-    """What the settings say about one step of an entry's system at ``procs`` processes (see :class:`SystemSize`)."""
-    train, dataset = run_train(scenario, spec, "train"), scenario.dataset
-    classes = dataset.class_count
-    if scaling == "weak" and classes is not None:  # weak label-partitioned runs train one class per rank
-        classes = min(classes, procs)
-    loss = spec.loss or default_loss(spec.strategy)
-    settings = LOSSES[loss].settings
-    own = entry_section(scenario, spec, settings, settings) if settings else None  # the entry's over the scenario's
-    strategy = STRATEGIES[spec.strategy]
-    step = {}  # what the strategy's own section says of its step (its step_settings trait)
-    if strategy.step_settings is not None and strategy.settings is not None:
-        step = strategy.step_settings(entry_section(scenario, spec, strategy.settings, strategy.settings))
-    return SystemSize(
-        batch_size=train.batch_size,
-        procs=procs,
-        weak=scaling == "weak",
-        critic_steps=critic_steps(loss, own),
-        classes=classes,
-        cells=grid[0] * grid[1] if grid else None,
-        **step,
-    )
-
-
-def _check_images_budget(spec: RunSpec, path: str, scaling: str, scenario: Scenario, fail: Fail) -> None:
-    """An entry's ``train.budget_images``: a system that can honour it, and at least one step of it after the warm-up
-    steps (``train.warmup_steps``) at every process count, so that every run has a timed step.
-
-    Where only the data tells the size of a step (a cellular full pass, ImageNet's classes) the
-    strategy checks it when it sets up, before training.
-    """
-    train = run_train(scenario, spec, f"{path}.train")
-    budget = train.budget_images
-    if budget is None:
-        return
-    where = f"{path}.train.budget_images" if "budget_images" in (spec.train or {}) else "train.budget_images"
-    if scaling == "weak":  # a weak sweep holds each rank's work fixed; an images budget is the whole system's
-        fail(
-            where,
-            f"an images budget is the whole system's work, so it cannot hold a weak sweep's work per rank ({path} is weak); give train.budget_s or epochs instead",
-        )
-    rule = STRATEGIES[spec.strategy].step_images
-    if rule is None:
-        fail(where, f"{spec.strategy} ({path}) cannot stop at an images budget; give it train.budget_s or epochs instead")
-    grids = spec.grids if scaling == "weak" and spec.grids else [spec.grid] * len(spec.procs)
-    for procs, grid in zip(spec.procs, grids):
-        step = rule(_system_size(spec, procs, grid, scaling, scenario))
-        if step is None:
-            continue
-        try:
-            budget_steps(budget, step, f"{spec.strategy} at P = {procs} ({path})", train.warmup_steps)
-        except TrainingError as error:
-            fail(where, error.reason)
+    check_batch_split(spec, path, scaling, scenario, fail)
+    check_images_budget(spec, path, scaling, scenario, fail)

@@ -48,81 +48,22 @@ import math
 import random
 import resource
 import socket
-import threading
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
-import psutil
 import torch
 
-from .gpu_platform import monitor_unavailable
 from .hostload import HostLoadMeter
+from .sampler import ResourceSampler, summary
+from .timelines import CudaTimeline, HostTimeline, timeline_for
 
 RESERVOIR_SIZE = 4096
 """Step times kept per rank for percentiles (a uniform sample once a window has more steps)."""
 MAX_PENDING_STEPS = 256
 """Steps whose device timings may wait unread; reading them then costs one device sync."""
-
-
-# --- timelines: where a phase starts and ends ----------------------------------------------------
-
-
-class HostTimeline:
-    """Marks are readings of the host clock (CPU runs; every operation is synchronous there)."""
-
-    on_device = False
-    kind = "host_clock"
-    """What times the steps, as the per-rank telemetry records it."""
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def seconds(self, start: float, end: float) -> float:
-        return end - start
-
-    def wait(self, mark: float) -> None:
-        """Block the host until the device has reached ``mark`` (nothing to wait for on a CPU)."""
-
-    def synchronize(self) -> None:
-        """Wait for all work queued on the device (nothing on a CPU)."""
-
-
-class CudaTimeline:
-    """Marks are CUDA events recorded on the current stream; elapsed times come from the device.
-
-    An event completes when the stream reaches it, so the time between two marks is what the
-    stream spent between them, including waiting for a collective on another stream. Reading
-    an elapsed time needs the later event to have completed (:meth:`wait`).
-    """
-
-    on_device = True
-    kind = "cuda_events"
-    """What times the steps, as the per-rank telemetry records it."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-
-    def mark(self) -> Any:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def seconds(self, start: Any, end: Any) -> float:
-        return start.elapsed_time(end) / 1000.0
-
-    def wait(self, mark: Any) -> None:
-        mark.synchronize()
-
-    def synchronize(self) -> None:
-        torch.cuda.synchronize(self.device)
-
-
-def timeline_for(device: torch.device) -> HostTimeline | CudaTimeline:
-    """The timeline that times work on ``device``."""
-    return CudaTimeline(device) if device.type == "cuda" else HostTimeline()
 
 
 # --- step-time statistics ------------------------------------------------------------------------
@@ -186,55 +127,6 @@ def spread(step_dicts: list[dict[str, Any]]) -> dict[str, float | None]:
     half = float(stdtrit(n - 1, 0.975) * math.sqrt(ss / (n - 1)) / math.sqrt(n)) if n > 1 else None
     pooled = np.concatenate([np.asarray(d["sample"], dtype=float) for d in parts])
     return {"p50": float(np.percentile(pooled, 50)), "p95": float(np.percentile(pooled, 95)), "mean": mean, "ci95": half, "n": n}
-
-
-# --- resource sampling ------------------------------------------------------------------------------
-
-
-class ResourceSampler:
-    """Samples GPU utilisation/memory (NVML, or AMD SMI on a ROCm torch: :mod:`suite.measure.gpu_platform`) and
-    process CPU utilisation in a thread."""
-
-    def __init__(self, device: torch.device, interval: float = 0.2):
-        self.device, self.interval = device, interval
-        self.gpu_util: list[float] = []  # % of time a kernel was running (NVML utilization.gpu; AMD SMI gfx_activity)
-        self.gpu_mem: list[float] = []  # device memory in use, bytes (NVML as nvidia-smi shows; AMD SMI as amd-smi shows)
-        self.cpu_util: list[float] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._process = psutil.Process()
-        self.gpu_error: str | None = None
-
-    def _sample_gpu(self) -> None:
-        try:
-            self.gpu_util.append(float(torch.cuda.utilization(self.device)))
-            self.gpu_mem.append(float(torch.cuda.device_memory_used(self.device)))
-        except Exception as error:  # no NVML / AMD SMI library, or no permission: report n/a, say why
-            self.gpu_error = monitor_unavailable(error)
-            self.device = torch.device("cpu")
-
-    def _run(self) -> None:
-        self._process.cpu_percent(None)
-        while not self._stop.wait(self.interval):
-            self.cpu_util.append(self._process.cpu_percent(None))
-            if self.device.type == "cuda":
-                self._sample_gpu()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="suite-telemetry", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def summary(values: list[float]) -> dict[str, float] | None:
-    """Mean and 95th percentile, or None when nothing was sampled."""
-    if not values:
-        return None
-    return {"mean": float(np.mean(values)), "p95": float(np.percentile(values, 95))}
 
 
 # --- the telemetry of one rank --------------------------------------------------------------------

@@ -141,7 +141,7 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
     ``folder``, at the same depth, so paths written relative to it are right in ``folder`` too.
     Neither ``folder`` nor anything in it is reached through a link: a link, FIFO, socket or device
     at or below it is refused before the block runs (:func:`.nofollow.check_tree`). Its parent must be
-    writable by nobody but its owner (or have the sticky bit; :class:`.nofollow.SharedFolder` otherwise);
+    writable by nobody but its owner (or have the sticky bit; :class:`.unsafe.SharedFolder` otherwise);
     the staging folder is made there ``0700`` with a unique name, opened once, and confined
     (:func:`.nofollow.confine`: the suite's writes into it go through that descriptor); the moves list it through
     that descriptor and rename each file through folder descriptors walked without following a link, so a link

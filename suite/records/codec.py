@@ -11,9 +11,9 @@ import typing
 from typing import Any, Callable, Mapping, TypeVar
 
 from ..config.registry import STRATEGIES, PluginError, record_part_type
+from ..config.safe_text import name_problem
 from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
 from ..config.shown import shown, shown_name
-from ..config.validation import name_problem
 from .record import AT_TOP_LEVEL, SCHEMA_VERSION, CoreRecord, Record, RecordError
 from .upgrade import upgraded
 
@@ -22,7 +22,7 @@ STATUSES = ("ok", "failed", "interrupted", "diverged")
 IDENTITY = ("run_id", "status", "strategy", "engine", "loss", "procs", "scaling")
 """The fields without which a record names no run: the report, ``suite compare`` and ``suite tune`` group by them."""
 NAMES = ("run_id", "scenario", "strategy", "engine", "loss", "scaling", "label")
-"""The fields that are safe names (:data:`suite.config.validation.SAFE_NAME`) wherever a record has them: they become
+"""The fields that are safe names (:data:`suite.config.safe_text.SAFE_NAME`) wherever a record has them: they become
 file names, markdown and words of the report."""
 T = TypeVar("T")
 MAX_NUMBER = 1e18

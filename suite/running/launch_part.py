@@ -26,7 +26,7 @@ from ..config.scenario import Run
 from ..records.nofollow import UnsafeEntry
 from ..records.parts import LaunchPart
 from ..records.results import RANKS_DIR, atomic_write_text
-from ..train.checkpoint import CheckpointError, describe_checkpoint, resume_plan
+from ..train.resume import CheckpointError, describe_checkpoint, resume_plan
 from .processes import OWNER_VARIABLE
 
 log = logging.getLogger(__name__)

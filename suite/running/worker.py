@@ -50,8 +50,8 @@ from ..records.nofollow import UnsafeEntry, check_private_folder, confine
 from ..records.record import utc_now
 from ..records.results import RUN_FILE, SCRATCH_DIR
 from ..train.checkpoint import STOPPED_EXIT_CODE, Checkpointer, StopRequested
+from ..train.gan_plan import window_seconds
 from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
-from ..train.training import window_seconds
 from .commands import NEXT_RUN_OPTION, RUN_DIGEST_OPTION, RUN_MARK
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
 from .launch_part import HandedLaunch, handed_launch

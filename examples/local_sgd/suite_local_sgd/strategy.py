@@ -19,8 +19,9 @@ from suite.measure.telemetry import Telemetry
 from suite.strategies.data_parallel.strategy import DataParallel
 from suite.train.engines.base import Engine, Group
 from suite.train.flat import cpu_state, flatten, unflatten_
+from suite.train.gan_plan import GanPlan, TrainerHooks
 from suite.train.strategies.base import Outcome
-from suite.train.training import GanPlan, GanTrainer, TrainerHooks
+from suite.train.training import GanTrainer
 
 
 class LocalSGDTrainer(GanTrainer):

@@ -38,7 +38,7 @@ from torch.nn import functional as F
 
 from ...gan.data import ImageData, load_dataset, native_size
 from ...records.integrity import sha256_file
-from .features import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy, save_weights
+from .classifier import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy, save_weights
 from .rulers import STEERING, Ruler, enter_in_manifest, steering_name, weights_path
 from .scores import frechet_distance, statistics
 

@@ -23,8 +23,8 @@ from ...gan.sampling import MIXTURE, SINGLE
 from ...gan.seeding import derive_seed
 from ...records.record import CurvePoint
 from ...train.flat import cpu_state
+from ...train.gan_plan import UNLIMITED, evenly_spaced_steps
 from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle
-from ...train.training import UNLIMITED, evenly_spaced_steps
 from .algorithm import PHASES, Cellular, MixtureScorer
 from .decide import bootstrap_fid_se, first_unless_displaced
 from .grid import Cell, cells, neighbourhood

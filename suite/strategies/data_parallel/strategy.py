@@ -19,8 +19,9 @@ from ...config.registry import STRATEGIES
 from ...gan.sampling import SINGLE
 from ...records.record import StrategyFields
 from ...train.flat import cpu_state
+from ...train.gan_plan import GanPlan, TrainerHooks, generator_steps, run_critic_steps
 from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
-from ...train.training import GanPlan, GanTrainer, TrainerHooks, generator_steps, run_critic_steps
+from ...train.training import GanTrainer
 
 if TYPE_CHECKING:
     import torch

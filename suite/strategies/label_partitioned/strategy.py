@@ -37,8 +37,9 @@ from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.nofollow import remove_tree
 from ...records.record import FileDigest, GroupPart
 from ...train.flat import cpu_state
+from ...train.gan_plan import GanPlan, TrainerHooks, run_critic_steps
 from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
-from ...train.training import GanPlan, GanTrainer, TrainerHooks, run_critic_steps
+from ...train.training import GanTrainer
 from .record import LabelPartitionedFields
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from ...measure.gpu_platform import nvidia_only_problem
-from ...measure.telemetry import CommStats, CudaTimeline, HostTimeline, timeline_for
+from ...measure.telemetry import CommStats
+from ...measure.timelines import CudaTimeline, HostTimeline, timeline_for
 
 if TYPE_CHECKING:
     from ...config.scenario import Run

@@ -29,7 +29,7 @@ from ..launchenv import LaunchInfo
 from .base import Engine, Group, Replica, tensor_bytes
 
 if TYPE_CHECKING:
-    from ...measure.telemetry import CudaTimeline, HostTimeline
+    from ...measure.timelines import CudaTimeline, HostTimeline
 
 
 DDP_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": True, "static_graph": False}
