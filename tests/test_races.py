@@ -366,15 +366,15 @@ def test_a_link_at_the_tuning_folder_is_refused(tmp_path):
 
 
 def test_suite_papers_never_writes_through_a_link_at_a_papers_folder(tmp_path, capsys, monkeypatch):
-    from suite.analysis.report import DEFAULT_BASELINES, papers
+    from suite.analysis.report import DEFAULT_BASELINES, paper_pages
 
     home, pp = victim(tmp_path), tmp_path / "pp"
     pp.mkdir()
     (pp / "paper000").symlink_to(home)
-    monkeypatch.setattr(papers, "collect", lambda folders: {"paper000": []})
+    monkeypatch.setattr(paper_pages, "collect", lambda folders: {"paper000": []})
     before = fingerprint(home)
     with pytest.raises(UnsafeEntry, match="paper000: a symbolic link"):
-        papers.write_papers([tmp_path], pp, DEFAULT_BASELINES)
+        paper_pages.write_papers([tmp_path], pp, DEFAULT_BASELINES)
     assert fingerprint(home) == before and sorted(p.name for p in home.iterdir()) == [".bashrc", ".netrc"]
 
 
