@@ -11,8 +11,8 @@ from test_report import quality
 
 from suite.analysis.collapse import collapse_rate, collapsed, threshold
 from suite.analysis.report import write_report
-from suite.records.record import Quality
 from suite.records.results import iter_records, new_record, write_record
+from suite.records.scored import Quality
 
 
 def prdc(coverage: float, precision: float = 0.9, k: int = 5, n: int = 500) -> dict:

@@ -14,7 +14,8 @@ from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.gan.models import build_pair
 from suite.measure.metrics import Reference
-from suite.records.record import Quality, Record
+from suite.records.record import Record
+from suite.records.scored import Quality
 from suite.running.scoring import EMA, samples_for
 from suite.strategies.cellular.state import Layout
 from suite.train.ema import EmaGenerator, decay_for

@@ -16,8 +16,8 @@ from suite.analysis.report.scaling_tables import scaling_table
 from suite.analysis.stats.pair_tests import TEST, TESTS
 from suite.analysis.systems import ruler_text, strong_speedup
 from suite.measure.metrics.signals import not_learned
-from suite.records.record import Quality
 from suite.records.results import load_records, new_record, write_record
+from suite.records.scored import Quality
 
 
 def findings(rows, records, scaling):

@@ -117,7 +117,7 @@ def test_the_scoring_function_gives_every_model_the_four_scores_and_a_collapse_r
     from suite.measure.metrics import Reference, evaluate_images
     from suite.measure.metrics.evaluate import reference_rows
     from suite.measure.metrics.features import ClassifierNet
-    from suite.records.record import Quality
+    from suite.records.scored import Quality
 
     real = load_dataset("digits", 20, "train")
     n = 300

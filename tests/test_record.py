@@ -7,8 +7,10 @@ import pytest
 
 from suite.config.expansion import expand, parse_scenario
 from suite.records.codec import FLAT_COLUMNS, LAYOUT_PART_KEYS, check_record, parse_record, record_data, record_field
-from suite.records.record import SCHEMA_VERSION, CoreRecord, CurvePoint, RankTelemetry, Record, RecordError, run_identity
+from suite.records.measured import RankTelemetry
+from suite.records.record import SCHEMA_VERSION, CoreRecord, Record, RecordError, run_identity
 from suite.records.results import RECORD_FILE, iter_records, new_record, read_record, write_record
+from suite.records.scored import CurvePoint
 
 
 def test_a_written_record_reads_back_with_the_current_schema(tmp_path):

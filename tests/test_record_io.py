@@ -17,8 +17,8 @@ import yaml
 
 from conftest import REPO, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
+from suite.records.measured import Timing
 from suite.records.parts import Ending, LaunchPart, assemble, completed, identity
-from suite.records.record import Timing
 from suite.records.results import RANKS_DIR, RECORD_FILE, read_record, write_record
 from suite.running import run_end
 from suite.running.launch_part import HANDED_FILE, LaunchStart, hand_launch, handed_launch

@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.records import codec
+from suite.records.measured import RankTelemetry, Timing
 from suite.records.parts import (
     Ending,
     FailurePart,
@@ -25,7 +26,7 @@ from suite.records.parts import (
     made_now,
     provenance_kept,
 )
-from suite.records.record import Placement, RankTelemetry, RecordError, Timing
+from suite.records.record import Placement, RecordError
 from suite.records.results import RECORD_FILE, new_record, read_record, write_record
 from suite.running import run_end
 

@@ -18,7 +18,7 @@ from suite.analysis.stats.power import POWER, detectable_ratio, seeds_needed, un
 from suite.analysis.stats.settling import below_p, claims_of, curve_anytime, last_stretch
 from suite.analysis.stats.summary import summarise
 from suite.analysis.stats.verdicts import compare_all
-from suite.records.record import HostLoad, Machine
+from suite.records.measured import HostLoad, Machine
 from suite.records.results import new_record
 
 

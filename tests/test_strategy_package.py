@@ -20,8 +20,9 @@ import pytest
 from conftest import REPO
 from suite.config import registry
 from suite.records.codec import flat_columns, joined_columns, parse_record, record_data
+from suite.records.fields import RUNS, column
 from suite.records.parts import StrategyPart, assemble
-from suite.records.record import RUNS, column, part_of
+from suite.records.record import part_of
 from suite.records.results import records_frame
 
 COMMITTED = REPO / "reports" / "digits" / "records.json"
@@ -37,9 +38,9 @@ def _with_class_groups(tmp_path, monkeypatch) -> type:
     source = source.replace(
         anchor, anchor + '    class_groups: Positive | None = column(tables=(RUNS,))\n    """Communicator groups trained."""\n'
     )
-    source = source.replace(
-        "from ...records.record import GroupPart,", "from ...records.record import RUNS, GroupPart, Positive,"
-    )
+    imports = "from ...records.fields import Count,"
+    assert imports in source  # where the new field's names are imported from
+    source = source.replace(imports, "from ...records.fields import RUNS, Count, Positive,")
     path = tmp_path / "record.py"
     path.write_text(source)
     name = "suite.strategies.label_partitioned.record_with_class_groups"

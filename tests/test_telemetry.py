@@ -13,7 +13,7 @@ from suite.measure.sampler import summary
 from suite.measure.telemetry import MAX_PENDING_STEPS, CommStats, StepTimes, Telemetry, spread
 from suite.measure.timelines import HostTimeline
 from suite.records.codec import build_part
-from suite.records.record import RankTelemetry
+from suite.records.measured import RankTelemetry
 from suite.running.rank_record import summaries
 
 

@@ -24,7 +24,8 @@ from typing import Iterable
 from scipy import stats
 
 from ..measure.metrics.evaluate import CONSTANT_SAMPLES
-from ..records.record import Quality, Record
+from ..records.record import Record
+from ..records.scored import Quality
 
 COLLAPSED_COVERAGE = 0.02
 """Coverage at or below this is a collapse at any sample count (``reports/collapse/threshold.md``)."""

@@ -1,7 +1,7 @@
 """The names of the report's flat table's columns as attributes that mypy checks: ``frame[COL.train_s]``.
 
 The flat table (:func:`suite.records.results.records_frame`) is built in one place, its columns named after the
-record's fields marked :func:`suite.records.record.column` (:data:`suite.records.codec.FLAT_COLUMNS`). Analysis names
+record's fields marked :func:`suite.records.fields.column` (:data:`suite.records.codec.FLAT_COLUMNS`). Analysis names
 a column through :data:`COL`, never by a string, so that a misspelt column is a mypy error and a renamed or removed
 field fails ``tests/test_record_columns.py`` (which holds :class:`Columns` to the record's marked fields) instead of a
 report at run time.

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..records.record import CurvePoint, Record
+from ..records.record import Record
+from ..records.scored import CurvePoint
 from .columns import COL
 from .equivalences import checks
 from .estimand import curve_area, end_fid, in_seed_order, speed_fractions

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..config.escape import file_part, plot_text
-from ..records.record import CellPoint, CurvePoint, LossPoint, Record, TimeToTarget
+from ..records.record import Record
+from ..records.scored import CellPoint, CurvePoint, LossPoint, TimeToTarget
 from .columns import COL
 from .palette import style_of
 from .plot_parts import (

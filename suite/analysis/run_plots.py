@@ -13,8 +13,10 @@ from typing import Any
 
 from ..config.escape import plot_text
 from ..records.images import ImageError, read_pixels
-from ..records.record import CurvePoint, RankTelemetry, Record
+from ..records.measured import RankTelemetry
+from ..records.record import Record
 from ..records.results import REAL_GRID_FILE, SAMPLE_GRIDS_DIR, grid_rows, path_under
+from ..records.scored import CurvePoint
 from .palette import style_of
 from .plot_parts import legend_outside, pyplot, save, skipped
 from .plots import by_config, one_per_seed

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..config.sections import MetricsConfig
 from ..config.sweep import sweep_text
-from ..records.record import Quality, Record
+from ..records.record import Record
+from ..records.scored import Quality
 from .markdown import cell
 from .stats.speedup import speedup
 from .stats.summary import Summary

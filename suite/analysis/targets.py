@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..records.record import Record, TimeToTarget
+from ..records.record import Record
+from ..records.scored import TimeToTarget
 from .stats.summary import Summary, summarise
 from .systems import mean_of
 

@@ -86,8 +86,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from ..gan.sampling import Sampler, load_model, samples_problem
     from ..measure.metrics import Reference, evaluate_images
     from ..measure.metrics.manifold import PRDC_FIELDS
-    from ..records.record import PerClassScore
     from ..records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
+    from ..records.scored import PerClassScore
 
     if args.run:
         bundle = load_model(args.run)

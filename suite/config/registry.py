@@ -214,7 +214,7 @@ class StrategyEntry(Entry):
     None: none), or ``"module:Class"`` naming it in the strategy's own package (imported when first read;
     :func:`record_part_type`): as a record is read (:func:`suite.records.codec.parse_record`) they are checked
     against it, types and bounds, and held as an instance (``Record.strategy_part``); the fields it marks with
-    :func:`suite.records.record.column` are columns of the report's flat table, and of the report's tables their
+    :func:`suite.records.fields.column` are columns of the report's flat table, and of the report's tables their
     mark names (``tables``: the per-run table). Every field has a default (a failed run's record has none of them)
     and none is a field every record has."""
     steps_per_allreduce: Callable[[Any], int] | None = None

@@ -12,7 +12,7 @@ import subprocess
 from importlib import metadata
 from typing import Any, Callable
 
-from ..records.record import Machine
+from ..records.measured import Machine
 from .gpu_platform import current, driver_version
 
 PACKAGES = (

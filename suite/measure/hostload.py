@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..records.record import HostLoad
+from ..records.measured import HostLoad
 
 BUSY_SHARE = 0.05
 """Of the host's cores: how many more than the run left free other processes may keep busy before the run is contended."""
@@ -154,7 +154,7 @@ def contention(
 
 
 def host_load(ranks: Iterable[tuple[str, dict[str, Any] | None, int]]) -> dict[str, Any]:
-    """The run's :class:`suite.records.record.HostLoad` (as a dict) from each rank's ``(host, HostLoadMeter.as_dict(), threads)``."""
+    """The run's :class:`suite.records.measured.HostLoad` (as a dict) from each rank's ``(host, HostLoadMeter.as_dict(), threads)``."""
     hosts: dict[str, dict[str, Any]] = {}
     for name, reading, threads in ranks:
         if reading is None:

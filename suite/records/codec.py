@@ -369,7 +369,7 @@ def _columns(cls: type, prefix: str = "") -> dict[str, str]:
 
 FLAT_COLUMNS: dict[str, str] = _columns(CoreRecord)
 """Column of the report's flat table -> dotted path in the record, from the :class:`CoreRecord` fields marked
-:func:`suite.records.record.column` (:func:`flat_columns` adds the installed strategies' own)."""
+:func:`suite.records.fields.column` (:func:`flat_columns` adds the installed strategies' own)."""
 
 
 def _strategy_columns() -> dict[str, tuple[str, dataclasses.Field[Any]]]:
@@ -393,7 +393,7 @@ def flat_columns() -> dict[str, str]:
 
 def joined_columns(table: str) -> list[str]:
     """The installed strategies' columns that join the report's ``table`` (one of
-    :data:`suite.records.record.REPORT_TABLES`), in the order of :func:`flat_columns`: those whose :func:`column` mark names
+    :data:`suite.records.fields.REPORT_TABLES`), in the order of :func:`flat_columns`: those whose :func:`column` mark names
     it. The table shows them after its own columns, so that a strategy's field reaches it from its package alone."""
     return [name for name, (_, f) in _strategy_columns().items() if table in f.metadata.get("tables", ())]
 

@@ -3,9 +3,9 @@ makes from what it measured) and :func:`completed` (a record with some of its fi
 
 Every part is a dataclass whose fields are fields of :class:`suite.records.record.Record`, named the same: the
 record's own parts where they fit (:class:`~suite.records.record.RunSettings`, :class:`~suite.records.record.Placement`,
-:class:`~suite.records.record.Timing`, :class:`~suite.records.record.Throughput`,
+:class:`~suite.records.measured.Timing`, :class:`~suite.records.measured.Throughput`,
 :class:`~suite.records.record.CheckpointInfo`, :class:`~suite.records.record.Provenance`, the per-rank
-:class:`~suite.records.record.RankTelemetry` that every rank hands rank 0), and the frozen parts below for what a
+:class:`~suite.records.measured.RankTelemetry` that every rank hands rank 0), and the frozen parts below for what a
 stage adds that no record part groups: how the run ended (:class:`Ending`), a rank's failure (:class:`FailurePart`),
 what rank 0 measured of a run that trained (:class:`Trained`), its saved model (:class:`ModelPart`), its scores
 (:class:`Scored`), its strategy's own fields (:class:`StrategyPart`) and the launch (:class:`LaunchPart`).
@@ -23,7 +23,8 @@ from .results import new_record
 
 if TYPE_CHECKING:
     from ..config.scenario import Run
-    from .record import Communication, DatasetInfo, TelemetrySummary
+    from .measured import Communication, TelemetrySummary
+    from .record import DatasetInfo
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ class FailurePart:
 
 @dataclass(frozen=True)
 class Trained:
-    """Rank 0's measurements of a run that trained, besides its :class:`~suite.records.record.Timing`,
-    :class:`~suite.records.record.Throughput` and :class:`~suite.records.record.Placement`: what it trained on, where,
+    """Rank 0's measurements of a run that trained, besides its :class:`~suite.records.measured.Timing`,
+    :class:`~suite.records.measured.Throughput` and :class:`~suite.records.record.Placement`: what it trained on, where,
     its traffic and every rank's telemetry summarised."""
 
     dataset: DatasetInfo

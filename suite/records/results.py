@@ -28,7 +28,8 @@ from .atomic import (  # noqa: F401  (the writers of the run folder's files take
     write_failed,
 )
 from .codec import IDENTITY, MAX_NUMBER, column_texts, flat_columns, parse_record, record_data, record_field
-from .record import SCHEMA_VERSION, PerClassScore, Record
+from .record import SCHEMA_VERSION, Record
+from .scored import PerClassScore
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from typing import Any, Sequence
 
 from ..config.exitcodes import ExitCode
 from ..measure.gpu_platform import current as current_platform
-from ..records.record import RankTelemetry, Record, SampledPart
+from ..records.measured import RankTelemetry, SampledPart
+from ..records.record import Record
 
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU
 RUN_SECONDS = 4.0

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config.registry import STRATEGIES
+from ..records.measured import Machine
 from ..records.nofollow import open_regular
-from ..records.record import DatasetInfo, Machine, Record, part_of
+from ..records.record import DatasetInfo, Record, part_of
 from ..records.results import RUN_FILE
 from ..strategies.label_partitioned.record import LabelPartitionedRecord
 

@@ -1,5 +1,5 @@
 """Rank 0's parts of the record of a run that trained, from what every rank hands it (:func:`rank_part`, each rank's
-:class:`~suite.records.record.RankTelemetry`): the telemetry summarised, the measurements, times and throughput of the
+:class:`~suite.records.measured.RankTelemetry`): the telemetry summarised, the measurements, times and throughput of the
 run, its placement and its provenance (:mod:`suite.records.parts` assembles the record from them)."""
 
 from __future__ import annotations
@@ -16,19 +16,9 @@ from ..measure.flops import achieved_flops, peak_use
 from ..measure.hostload import host_load
 from ..measure.telemetry import spread as telemetry_spread
 from ..records.codec import build_part
+from ..records.measured import Communication, RankTelemetry, SampledPart, TelemetrySummary, Throughput, Timing, WindowPart
 from ..records.parts import Trained, made_now
-from ..records.record import (
-    Communication,
-    DatasetInfo,
-    Placement,
-    Provenance,
-    RankTelemetry,
-    SampledPart,
-    TelemetrySummary,
-    Throughput,
-    Timing,
-    WindowPart,
-)
+from ..records.record import DatasetInfo, Placement, Provenance
 from ..train.launchenv import LaunchInfo, node_cores
 
 if TYPE_CHECKING:

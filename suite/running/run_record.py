@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..config.scenario import Run
 from ..gan.divergence import Divergence, first_divergence
 from ..records.failures import Failure, write_status
+from ..records.measured import RankTelemetry
 from ..records.parts import Ending, FailurePart, ModelPart, Scored, StrategyPart, assemble, identity
-from ..records.record import CheckpointInfo, RankTelemetry, Record
+from ..records.record import CheckpointInfo, Record
 from ..records.results import GENERATOR_FILE, SAMPLES_FILE, write_record
 from .launch_part import resume_point
 from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from suite.config.plan import one_model_step_images
 from suite.config.registry import ONE_GROUP, StrategyEntry
-from suite.records.record import Positive, column
+from suite.records.fields import Positive, column
 
 
 @dataclass(frozen=True)

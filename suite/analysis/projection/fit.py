@@ -14,7 +14,8 @@ import pandas as pd
 from ...config.escape import one_line
 from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
 from ...measure.network import Network
-from ...records.record import Record, TelemetrySummary
+from ...records.measured import TelemetrySummary
+from ...records.record import Record
 from ..strategy_fields import cellular_fields, class_group_fields
 from .model import CellularModel, ClassGroupsModel, GanModel, Problem, StepCost, exchange_plan, predict
 

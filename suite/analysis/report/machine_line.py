@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ...records.record import Machine, Record
+from ...records.measured import Machine
+from ...records.record import Record
 from ..markdown import cell
 from ..systems import contended
 

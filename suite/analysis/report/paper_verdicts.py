@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ...measure.metrics.signals import UNTRAINED_MARGIN
-from ...records.record import Quality, Record
+from ...records.record import Record
+from ...records.scored import Quality
 from ..stats.pair_tests import welch_p
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.summary import ALPHA, Summary, summarise  # ALPHA: the two-sided level behind a claim's verdict

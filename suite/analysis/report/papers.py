@@ -28,7 +28,8 @@ from typing import Callable
 import pandas as pd
 
 from ...config.registry import STRATEGIES
-from ...records.record import DatasetInfo, Quality, Record
+from ...records.record import DatasetInfo, Record
+from ...records.scored import Quality
 from ..baselines import PAPER000, PAPER001, PAPER003, read_baseline
 from ..stats.speedup import efficiency, speedup
 from ..stats.summary import Summary

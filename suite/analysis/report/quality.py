@@ -15,8 +15,9 @@ import pandas as pd
 
 from ...config.escape import code_span, file_part
 from ...config.registry import STRATEGIES
-from ...records.record import PerClassScore, Quality, Record
+from ...records.record import Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
+from ...records.scored import PerClassScore, Quality
 from ..baselines import PAPER000, PAPER001, read_baseline
 from ..columns import COL, column_names
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
@@ -110,7 +111,7 @@ def _score(value: Any) -> str:
 @dataclass(frozen=True)
 class PerClassColumns:
     """The columns of a per-class table (``per_class_label_*.csv``, ``per_class_predicted_*.csv``): one class of one
-    run's scores a row, as :class:`suite.records.record.PerClassScore` holds them."""
+    run's scores a row, as :class:`suite.records.scored.PerClassScore` holds them."""
 
     run_id: str
     class_: str

@@ -17,10 +17,11 @@ import pandas as pd
 from ...config.escape import code_fence, html_text
 from ...measure.network import PRESETS
 from ...records.codec import joined_columns
+from ...records.fields import RUNS
 from ...records.images import image_problem
 from ...records.nofollow import UnsafeEntry, check_entry
 from ...records.quoted import QuotedFileError, read_quoted
-from ...records.record import RUNS, Record
+from ...records.record import Record
 from ...records.results import SAMPLES_FILE, path_under
 from ..columns import COL
 from ..markdown import NA, cell, details, markdown_table

@@ -17,7 +17,8 @@ from ...config.registry import ENGINES
 from ...measure.env import fingerprint
 from ...measure.flops import PeakUse, achieved_flops, peak_use
 from ...records.codec import record_data
-from ...records.record import Machine, RankTelemetry, Record, RecordError, TelemetrySummary
+from ...records.measured import Machine, RankTelemetry, TelemetrySummary
+from ...records.record import Record, RecordError
 from ...records.results import trace_files
 from ..columns import COL
 from ..markdown import NA, Markdown, cell, link

@@ -28,7 +28,8 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 from scipy import stats
 
-from ...records.record import CurvePoint, Record
+from ...records.record import Record
+from ...records.scored import CurvePoint
 from .summary import ALPHA, Summary, ratio, summarise
 from .verdicts import Family, compare_all
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ...records.record import Quality
+from ...records.scored import Quality
 
 IS_FLOOR = 1.05
 """IS below this (within 5 % of 1) means the feature network sees no variety of classes."""

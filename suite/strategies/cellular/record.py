@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...records.record import CurvePoint, Grid, Positive, StrategyFields, column
+from ...records.fields import Grid, Positive, column
+from ...records.record import StrategyFields
+from ...records.scored import CurvePoint
 
 
 @dataclass

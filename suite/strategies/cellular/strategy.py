@@ -21,7 +21,7 @@ from ...gan.divergence import Divergence
 from ...gan.models import build_pair
 from ...gan.sampling import MIXTURE, SINGLE
 from ...gan.seeding import derive_seed
-from ...records.record import CurvePoint
+from ...records.scored import CurvePoint
 from ...train.flat import cpu_state
 from ...train.gan_plan import UNLIMITED, evenly_spaced_steps
 from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle

@@ -5,8 +5,21 @@ named by its registry entry as its ``record_part``, as a plugin's: checked as a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from ...records.record import GroupPart, StrategyFields, column, comma_list
+from ...records.fields import Count, column, comma_list
+from ...records.record import StrategyFields
+
+
+@dataclass
+class GroupPart:
+    """One entry of ``groups`` (label_partitioned): a communicator group's ranks, the classes it trains and their
+    replicas' digests."""
+
+    OPEN: ClassVar[bool] = True
+    ranks: list[Count]
+    classes: list[Count]
+    digests: list[str] | None = None
 
 
 @dataclass

@@ -35,12 +35,12 @@ from ...config.plan import SystemSize, TrainingError, class_plan
 from ...gan.sampling import PER_CLASS
 from ...gan.tensorfiles import load_tensors, save_tensors
 from ...records.nofollow import remove_tree
-from ...records.record import FileDigest, GroupPart
+from ...records.record import FileDigest
 from ...train.flat import cpu_state
 from ...train.gan_plan import GanPlan, TrainerHooks, run_critic_steps
 from ...train.strategies.base import Outcome, Strategy, images_budget, make_bundle, parameter_digest
 from ...train.training import GanTrainer
-from .record import LabelPartitionedFields
+from .record import GroupPart, LabelPartitionedFields
 
 if TYPE_CHECKING:
     from ...config.scenario import Run
