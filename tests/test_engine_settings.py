@@ -260,7 +260,7 @@ def test_horovod_that_cannot_be_imported_stops_the_engine_in_one_line(monkeypatc
 def test_horovods_cpu_build_on_a_gpu_stops_the_engine_in_one_line(monkeypatch, tmp_path, gpu, cuda_built, refused):
     """ci/build_horovod.sh's CPU build has no CUDA: a rank that would train on a GPU with it is refused before training
     (Horovod itself would fail at the first allreduce, on a missing function of its library)."""
-    from suite.config.registry import HOROVOD_NCCL_BUILD
+    from suite.config.own_entries import HOROVOD_NCCL_BUILD
     from suite.train.engines import base, horovod
 
     monkeypatch.setattr(horovod, "uses_cuda", lambda: gpu)

@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from conftest import REPO, run_scenario, tiny_scenario
+from suite.config.entries import StrategyEntry
 from suite.config.escape import one_line
 from suite.config.expansion import expand, parse_scenario
-from suite.config.registry import LOSSES, STRATEGIES, PluginError, StrategyEntry
+from suite.config.registry import LOSSES, STRATEGIES, PluginError
 from suite.config.scenario import ScenarioError
 from suite.records.codec import parse_record
 
@@ -32,6 +33,10 @@ def compared_names(source: str, names: set[str]) -> list[tuple[int, str]]:
         for part in parts:
             found += [(n.lineno, n.value) for n in ast.walk(part) if isinstance(n, ast.Constant) and n.value in names]
     return found
+
+
+REGISTRY = ("suite/config/registry.py", "suite/config/own_entries.py")
+"""The registry's tables and the suite's own engines', losses' and the other axes' entries, which name them all."""
 
 
 def own_modules(*registries) -> dict[str, set[str]]:
@@ -53,7 +58,7 @@ def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
     offending = []
     for path in sorted((REPO / "suite").rglob("*.py")):
         relative = str(path.relative_to(REPO))
-        if relative == "suite/config/registry.py":
+        if relative in REGISTRY:
             continue
         allowed = names - owned.get(relative, set())
         offending += [f"{relative}:{line}: {name!r}" for line, name in compared_names(path.read_text(), allowed)]
@@ -62,7 +67,7 @@ def test_no_strategy_loss_or_engine_name_is_compared_outside_its_own_module():
 
 def trait_modules(entry) -> set[str]:
     """The modules of an entry's implementation, of the traits it names as ``"module:function"``
-    (:func:`suite.config.registry.lazy`; the settings class aside) and of a built-in strategy's entry, as paths without
+    (:func:`suite.config.entries.lazy`; the settings class aside) and of a built-in strategy's entry, as paths without
     ``.py``: where its own code lives."""
     targets = [entry.target] if entry.target else []
     targets += [getattr(value, "target", None) for value in vars(entry).values()]
@@ -96,7 +101,7 @@ def named_constants(source: str, names: set[str]) -> list[tuple[int, str]]:
 
 def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
     """A strategy's or loss's settings section (``cellular``, ``wgan_gp``) is found, checked and read through its
-    registry entry: only the registry, the entry's implementation and its trait modules (its rules) write its name,
+    registry entry: only the registry (and its own entries' module), the entry's implementation and its trait modules (its rules) write its name,
     and the records layer, which reads older records' settings."""
     sections: dict[str, set[str]] = {}
     for entry in (*STRATEGIES, *LOSSES):
@@ -107,7 +112,7 @@ def test_no_module_but_its_owners_names_a_strategy_or_loss_section():
     offending = []
     for path in sorted((REPO / "suite").rglob("*.py")):
         relative = str(path.relative_to(REPO))
-        if relative == "suite/config/registry.py" or relative.startswith("suite/records/"):
+        if relative in REGISTRY or relative.startswith("suite/records/"):
             continue
         named = {name for name, owners in sections.items() if not owned(relative, owners)}
         offending += [f"{relative}:{line}: {name!r}" for line, name in named_constants(path.read_text(), named)]
@@ -466,7 +471,7 @@ def test_the_built_in_strategies_and_losses_bring_their_sections_and_record_part
     field of the core record: each lives in the entry's own package (its implementation's), named by the entry."""
     import dataclasses
 
-    from suite.config.registry import record_part_type, settings_type
+    from suite.config.entries import record_part_type, settings_type
     from suite.config.scenario import Run, RunSpec, Scenario, strategy_sections
     from suite.records.record import CoreRecord
 

@@ -27,7 +27,8 @@ from suite.analysis.projection import (
 )
 from suite.analysis.report import DEFAULT_BASELINES, write_report
 from suite.cli import main
-from suite.config.registry import ONE_GROUP, STRATEGIES
+from suite.config.entries import ONE_GROUP
+from suite.config.registry import STRATEGIES
 from suite.measure.network import PRESETS, Link, Network, allreduce_seconds, fit_link
 from suite.records.results import new_record, write_record
 from suite.running.probe import resolve
@@ -263,7 +264,7 @@ def test_the_strategys_cost_model_picks_the_model_and_the_traffic_it_states(monk
 
 def test_every_cost_model_an_entry_may_name_has_its_kind_in_the_projection():
     from suite.analysis.projection.fit import COST_MODEL_KINDS
-    from suite.config.registry import COST_MODELS
+    from suite.config.entries import COST_MODELS
 
     assert sorted(COST_MODEL_KINDS) == sorted(COST_MODELS)
     assert all(entry.cost_model in COST_MODEL_KINDS for entry in STRATEGIES if entry.cost_model is not None)

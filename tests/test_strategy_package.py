@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO
 from suite.config import registry
+from suite.config.entries import record_part_type
 from suite.records.codec import flat_columns, joined_columns, parse_record, record_data
 from suite.records.fields import RUNS, column
 from suite.records.parts import StrategyPart, assemble
@@ -128,5 +129,5 @@ def test_the_built_in_strategies_are_entries_of_their_own_packages():
         package = registry.STRATEGIES.sources[entry.name].rpartition(".")[0]
         assert package in registry.BUILT_IN_STRATEGIES, entry.name
         assert entry.target.startswith(package + "."), entry.name
-        part = registry.record_part_type(entry)
+        part = record_part_type(entry)
         assert part is None or part.__module__.startswith(package + "."), entry.name

@@ -4,7 +4,7 @@ before any rank starts. Part of :mod:`suite.config.validation`, which runs them 
 The captured step (:mod:`suite.train.graphs`) holds the whole training step of one rank: the discriminator's and
 the generator's forward, loss, backward and optimizer step. It is refused where something in that step runs
 outside the device's stream or cannot be repeated by a replay: an engine whose step or reduction does (its
-traits :data:`~suite.config.registry.CUDA_GRAPHS` and :data:`~suite.config.registry.CUDA_GRAPHS_REDUCTION`), a
+traits :data:`~suite.config.entries.CUDA_GRAPHS` and :data:`~suite.config.entries.CUDA_GRAPHS_REDUCTION`), a
 loss whose step does (its ``uncapturable`` trait), several critic steps per generator step (each reseeds dropout
 on the host), synchronised BatchNorm (collectives in the forward pass) and ``performance.compile`` beside it. A
 machine that trains on the CPU is refused as the runs launch (:func:`suite.config.validation.device_problem`).
@@ -12,7 +12,8 @@ machine that trains on the CPU is refused as the runs launch (:func:`suite.confi
 
 from __future__ import annotations
 
-from .registry import CUDA_GRAPHS, CUDA_GRAPHS_REDUCTION, ENGINES, LOSSES
+from .entries import CUDA_GRAPHS, CUDA_GRAPHS_REDUCTION
+from .registry import ENGINES, LOSSES
 from .scenario import Fail, PerformanceConfig, RunSpec, Scenario, critic_steps, default_loss, entry_section
 
 GRAPH_WARMUP_CALLS = 2

@@ -21,9 +21,10 @@ from typing import Annotated, Any, Callable, Literal, NoReturn, TypeVar
 
 from pydantic import Field
 
+from .entries import settings_type
 from .jsonfile import read_json
 from .names import did_you_mean
-from .registry import ARCHITECTURES, LOSSES, STRATEGIES, settings_type
+from .registry import ARCHITECTURES, LOSSES, STRATEGIES
 from .schema import AtMost, Located, SchemaError, build
 from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
     DATASET_CLASSES,
@@ -335,7 +336,7 @@ class Run:
 
 def strategy_sections() -> dict[str, type]:
     """The settings sections the strategies and losses bring, built-in and plugins' alike (an entry's ``settings``
-    with its ``settings_class``, :func:`suite.config.registry.settings_type`): the losses' first, then the strategies'."""
+    with its ``settings_class``, :func:`suite.config.entries.settings_type`): the losses' first, then the strategies'."""
     found: dict[str, type] = {}
     for entry in (*LOSSES, *STRATEGIES):
         if entry.settings is not None and entry.settings_class is not None:

@@ -38,13 +38,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
-from ..config.registry import LOSSES, LossEntry
+from ..config.entries import LossEntry
+from ..config.registry import LOSSES
 
 CHECK_EVERY = 10
 """Generator steps between two divergence checks of a trainer (its progress points check too)."""
 LOSS_BOUND = LossEntry.loss_bound
 """Largest loss magnitude of the bounded-score losses (bce, minimax, heuristic, mse): the default of a loss's
-``loss_bound`` trait (:class:`suite.config.registry.LossEntry`); ``wgan-gp``'s is 1e6 (Wasserstein scores are
+``loss_bound`` trait (:class:`suite.config.entries.LossEntry`); ``wgan-gp``'s is 1e6 (Wasserstein scores are
 unbounded)."""
 PARAMETER_NORM_BOUND = 1e5
 """Largest L2 norm of all parameters of one network (G or D)."""

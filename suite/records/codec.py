@@ -10,7 +10,8 @@ import types
 import typing
 from typing import Any, Callable, Mapping, TypeVar
 
-from ..config.registry import STRATEGIES, PluginError, record_part_type
+from ..config.entries import record_part_type
+from ..config.registry import STRATEGIES, PluginError
 from ..config.safe_text import name_problem
 from ..config.schema import SchemaError, check, convert, section_type, strip_type, type_hints
 from ..config.shown import shown, shown_name

@@ -265,7 +265,7 @@ class CoreRecord(
 ):
     """The fields a run's record may have whatever its strategy: the union of the parts above (every field may be
     missing: a failed run has few). A strategy's own fields are its entry's ``record_part``
-    (:class:`suite.config.registry.StrategyEntry`), a plugin's among them."""
+    (:class:`suite.config.entries.StrategyEntry`), a plugin's among them."""
 
 
 AT_TOP_LEVEL = "at_top_level"

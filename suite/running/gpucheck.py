@@ -105,7 +105,8 @@ def gpu_engines(caps: dict[str, Any], asked: Sequence[str] | None = None) -> tup
 def scenario_for(gpus: int, engines: Sequence[str]) -> dict[str, Any]:
     """The scenario the check runs: what each strategy's ``gpu_check`` trait names, on each of ``engines`` that runs
     it, at P = 1 and ``gpus``, for :data:`RUN_SECONDS` each on 20x20 digits."""
-    from ..config.registry import GPU_CHECK_DATASET, LOSSES, STRATEGIES, engines_for
+    from ..config.entries import GPU_CHECK_DATASET
+    from ..config.registry import LOSSES, STRATEGIES, engines_for
 
     runs: list[dict[str, Any]] = []
     for strategy in STRATEGIES:

@@ -31,7 +31,7 @@ def check_tools(planned: list[PlannedRun], opts: LaunchOptions) -> None:
 def missing_engines(planned: list[PlannedRun], opts: LaunchOptions) -> dict[str, str]:
     """The planned runs that cannot start here, by run id, each with why: ``launcher not found: NAME`` (its command's
     first word is neither on PATH nor a file) or ``package not installed: NAME`` (its engine's
-    :attr:`~suite.config.registry.EngineEntry.package`, looked for only where the ranks run this very interpreter, not
+    :attr:`~suite.config.entries.EngineEntry.package`, looked for only where the ranks run this very interpreter, not
     in a container)."""
     from ..config.registry import ENGINES
 
@@ -72,7 +72,7 @@ def run_names(run_ids: list[str], at_most: int = 12) -> str:
 
 def missing_refusal(planned: list[PlannedRun], missing: dict[str, str]) -> str:
     """One line: what is missing, for the runs of which engines, how to install each (its registry entry's
-    :attr:`~suite.config.registry.EngineEntry.install`), and the runs that could run here with ``--skip-missing``."""
+    :attr:`~suite.config.entries.EngineEntry.install`), and the runs that could run here with ``--skip-missing``."""
     from ..config.registry import ENGINES
 
     whys: dict[str, list[str]] = {}  # "launcher not found" -> its names

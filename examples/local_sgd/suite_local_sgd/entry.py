@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from suite.config.entries import ONE_GROUP, StrategyEntry
 from suite.config.plan import one_model_step_images
-from suite.config.registry import ONE_GROUP, StrategyEntry
 from suite.records.fields import Positive, column
 
 

@@ -11,8 +11,9 @@ from typing import Any, Iterator, Sequence, TypeVar
 import numpy as np
 import pandas as pd
 
+from ...config.entries import CELLS, CLASS_GROUPS, ONE_GROUP, StrategyEntry
 from ...config.escape import one_line
-from ...config.registry import CELLS, CLASS_GROUPS, ONE_GROUP, STRATEGIES, StrategyEntry
+from ...config.registry import STRATEGIES
 from ...measure.network import Network
 from ...records.measured import TelemetrySummary
 from ...records.record import Record
@@ -69,7 +70,7 @@ def _entry(record: Record) -> StrategyEntry | None:
 
 def cost_model(record: Record) -> CostModelKind | None:
     """The cost model of a record's strategy: the kind its entry's ``cost_model`` trait names
-    (:class:`suite.config.registry.StrategyEntry`, :data:`COST_MODEL_KINDS`); None when it names none or is not
+    (:class:`suite.config.entries.StrategyEntry`, :data:`COST_MODEL_KINDS`); None when it names none or is not
     installed."""
     entry = _entry(record)
     return COST_MODEL_KINDS[entry.cost_model] if entry is not None and entry.cost_model is not None else None
@@ -241,7 +242,7 @@ class CostModelKind:
     """How one kind of strategy's window time and traffic grow with the ranks, as the projection reads it from records:
     what a record must hold, the model fitted on records, the problem a record solved, and the strong and weak problems
     a configuration is projected on. A strategy names its kind by its entry's ``cost_model`` trait
-    (:data:`suite.config.registry.COST_MODELS`); :data:`COST_MODEL_KINDS` maps each name to its kind."""
+    (:data:`suite.config.entries.COST_MODELS`); :data:`COST_MODEL_KINDS` maps each name to its kind."""
 
     def complete(self, record: Record, ranks: int) -> bool:
         """Whether ``record`` (whose common per-rank lists hold ``ranks`` entries) has what this kind reads."""
@@ -272,11 +273,11 @@ class CostModelKind:
 
 
 class OneGroup(CostModelKind):
-    """One GAN trained by all ranks (:data:`suite.config.registry.ONE_GROUP`): the base kind."""
+    """One GAN trained by all ranks (:data:`suite.config.entries.ONE_GROUP`): the base kind."""
 
 
 class ClassGroups(CostModelKind):
-    """One GAN per class, the ranks split into class groups (:data:`suite.config.registry.CLASS_GROUPS`)."""
+    """One GAN per class, the ranks split into class groups (:data:`suite.config.entries.CLASS_GROUPS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
         groups, generator_steps = class_group_fields(record).groups or [], record.generator_steps
@@ -305,7 +306,7 @@ class ClassGroups(CostModelKind):
 
 
 class Cells(CostModelKind):
-    """Cellular coevolution on a grid of cells (:data:`suite.config.registry.CELLS`)."""
+    """Cellular coevolution on a grid of cells (:data:`suite.config.entries.CELLS`)."""
 
     def complete(self, record: Record, ranks: int) -> bool:
         cells = cellular_fields(record)
@@ -338,7 +339,7 @@ class Cells(CostModelKind):
 
 
 COST_MODEL_KINDS: dict[str, CostModelKind] = {ONE_GROUP: OneGroup(), CLASS_GROUPS: ClassGroups(), CELLS: Cells()}
-"""The projection's kind of each cost model a strategy's entry may name (:data:`suite.config.registry.COST_MODELS`)."""
+"""The projection's kind of each cost model a strategy's entry may name (:data:`suite.config.entries.COST_MODELS`)."""
 
 
 def _procs(runs: list[Record]) -> tuple[int, ...]:

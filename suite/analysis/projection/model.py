@@ -87,7 +87,7 @@ def _mib(nbytes: float) -> str:
 
 @dataclass
 class GanModel:
-    """One GAN trained by all ranks (the :data:`suite.config.registry.ONE_GROUP` cost model): a step cost and the
+    """One GAN trained by all ranks (the :data:`suite.config.entries.ONE_GROUP` cost model): a step cost and the
     bytes of one allreduce (of the gradients every step, or of the model every ``allreduce_every`` steps)."""
 
     step: StepCost
@@ -117,7 +117,7 @@ class GanModel:
 
 @dataclass
 class ClassGroupsModel(GanModel):
-    """One GAN per class (the :data:`suite.config.registry.CLASS_GROUPS` cost model): up to ``classes`` ranks, a rank
+    """One GAN per class (the :data:`suite.config.entries.CLASS_GROUPS` cost model): up to ``classes`` ranks, a rank
     trains its class GANs alone and moves nothing; above, each class group allreduces ``grad_bytes`` per step."""
 
     classes: int = 0
@@ -136,7 +136,7 @@ class ClassGroupsModel(GanModel):
 
 @dataclass
 class CellularModel:
-    """Per cell and iteration (the :data:`suite.config.registry.CELLS` cost model): ``rest`` + ``fitness`` x p(2h+1) +
+    """Per cell and iteration (the :data:`suite.config.entries.CELLS` cost model): ``rest`` + ``fitness`` x p(2h+1) +
     ``mixture`` x n(h); the genome bytes."""
 
     rest: float

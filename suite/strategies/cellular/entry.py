@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config.registry import CARTESIAN, CELLS, StrategyEntry, lazy
+from ...config.entries import CARTESIAN, CELLS, StrategyEntry, lazy
 from .record import CellularRecord
 
 _RULES = "suite.strategies.cellular.rules"

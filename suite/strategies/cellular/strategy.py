@@ -14,8 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...config.entries import CARTESIAN
 from ...config.plan import SystemSize, discriminator_batches
-from ...config.registry import CARTESIAN, engines_for
+from ...config.registry import engines_for
 from ...config.scenario import Run
 from ...gan.divergence import Divergence
 from ...gan.models import build_pair

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.entries import ONE_GROUP, StrategyEntry
 from ...config.plan import one_model_step_images
-from ...config.registry import ONE_GROUP, StrategyEntry
 
 _GAN_LOSSES = ("bce", "wgan-gp")
 """The losses a model of the papers' GAN trains with."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config.entries import CLASS_GROUPS, GPU_CHECK_DATASET, StrategyEntry
 from ...config.plan import DATASET_CLASSES, per_class_step_images
-from ...config.registry import CLASS_GROUPS, GPU_CHECK_DATASET, StrategyEntry
 from .record import LabelPartitionedRecord
 
 

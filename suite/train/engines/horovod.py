@@ -27,8 +27,9 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
+from ...config.own_entries import HOROVOD_NCCL_BUILD
 from ...config.plan import TrainingError, class_plan
-from ...config.registry import HOROVOD_NCCL_BUILD, STRATEGIES
+from ...config.registry import STRATEGIES
 from ...config.scenario import Run
 from ...config.sections import HorovodConfig
 from ...records.nofollow import check_entry
