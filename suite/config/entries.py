@@ -12,13 +12,18 @@ from typing import Any, Callable
 from .plan import ModelBytes, SystemSize, check_image_size
 
 
+def named(target: str) -> Any:
+    """What ``"module:attribute"`` names, imported now."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 def lazy(target: str) -> Callable[..., Any]:
     """The function ``"module:attribute"``, imported on its first call: a built-in trait whose module reads the scenario's
     sections, which read this registry (a plugin's module imports the registry instead, and gives the function)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        module, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module), attribute)(*args, **kwargs)
+        return named(target)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = target.partition(":")[2]
     call.__doc__ = f"{target}, imported on first call."
@@ -39,8 +44,7 @@ class Entry:
         """The implementation (imported now)."""
         if self.target is None:
             raise LookupError(f"{self.name} has no implementation of its own")
-        module, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return named(self.target)
 
     def problems(self) -> list[str]:
         """What the suite needs of an entry of this axis that this one lacks (empty: nothing); plugins are checked."""
@@ -252,18 +256,11 @@ class LossEntry(SectionEntry):
         return found
 
 
-def _named_class(target: str) -> type:
-    """The class ``"module:Class"`` names, imported."""
-    module, _, attribute = target.partition(":")
-    loaded: type = getattr(importlib.import_module(module), attribute)
-    return loaded
-
-
 def record_part_type(entry: StrategyEntry) -> type | None:
     """The dataclass of a strategy's own record fields: its ``record_part``, imported where it names one as
     ``"module:Class"`` (a built-in strategy's, in its own package); None where it brings none."""
     part = entry.record_part
-    return _named_class(part) if isinstance(part, str) else part
+    return named(part) if isinstance(part, str) else part
 
 
 def settings_type(entry: SectionEntry) -> type:
@@ -271,7 +268,7 @@ def settings_type(entry: SectionEntry) -> type:
     ``"module:Class"`` (a built-in one, in its strategy's or loss's own package)."""
     cls = entry.settings_class
     if isinstance(cls, str):
-        return _named_class(cls)
+        return named(cls)
     if cls is None:
         raise LookupError(f"{entry.name} has no settings section")
     return cls
