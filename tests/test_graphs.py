@@ -330,7 +330,7 @@ def states(trainer) -> dict[str, torch.Tensor]:
         found.update({f"{name}.{k}": v for k, v in replica.network.state_dict().items()})
         for i, state in enumerate(replica.optimizer.state.values()):
             found.update({f"{name}.adam{i}.{k}": torch.as_tensor(v) for k, v in state.items()})
-    found["loss_sums"] = trainer._loss_sums
+    found["loss_sums"] = trainer._losses.sums
     return found
 
 
