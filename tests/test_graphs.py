@@ -26,7 +26,8 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.train import graphs, performance
 from suite.train.engines.base import Replica
 from suite.train.gan_plan import GanPlan, TrainerHooks, evenly_spaced_steps
-from suite.train.training import PROGRESS_POINTS, GanTrainer
+from suite.train.progress import PROGRESS_POINTS
+from suite.train.training import GanTrainer
 
 
 class NoHostReads(TorchDispatchMode):
