@@ -91,7 +91,7 @@ def test_snapshots_inside_the_warm_up_count_toward_the_budget(tmp_path):
     assert [(step, images) for _, step, images, _ in outcome.curve] == [(3, 48), (5, 80), (8, 128), (10, 160)]
     clocks = [clock for clock, *_ in outcome.curve]
     assert 0 < clocks[0] <= strategy.telemetry.warmup["seconds"] < clocks[1] < clocks[2] < clocks[3]
-    assert strategy.trainer.warmup_steps == 4 and outcome.fields["warmup_images_consumed"] == 64
+    assert strategy.trainer.position.warmup_steps == 4 and outcome.fields["warmup_images_consumed"] == 64
 
 
 def test_budget_fractions_are_the_nearest_whole_steps():

@@ -26,7 +26,8 @@ from suite.measure.telemetry import CommStats, Telemetry
 from suite.train import graphs, performance
 from suite.train.engines.base import Replica
 from suite.train.gan_plan import GanPlan, TrainerHooks, evenly_spaced_steps
-from suite.train.training import PROGRESS_POINTS, GanTrainer
+from suite.train.progress import PROGRESS_POINTS
+from suite.train.training import GanTrainer
 
 
 class NoHostReads(TorchDispatchMode):
@@ -330,7 +331,7 @@ def states(trainer) -> dict[str, torch.Tensor]:
         found.update({f"{name}.{k}": v for k, v in replica.network.state_dict().items()})
         for i, state in enumerate(replica.optimizer.state.values()):
             found.update({f"{name}.adam{i}.{k}": torch.as_tensor(v) for k, v in state.items()})
-    found["loss_sums"] = trainer._loss_sums
+    found["loss_sums"] = trainer._losses.sums
     return found
 
 

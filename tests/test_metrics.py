@@ -22,7 +22,7 @@ from suite.measure.metrics import (
     total_variation,
 )
 from suite.measure.metrics import scores as scores_module
-from suite.measure.metrics.evaluate import MIN_PER_CLASS, per_class_scores, reference_rows
+from suite.measure.metrics.evaluate import MIN_PER_CLASS, per_class_scores
 from suite.measure.metrics.features import (
     ClassifierNet,
     FeatureUnavailable,
@@ -31,6 +31,7 @@ from suite.measure.metrics.features import (
     feature_net,
     find_fid_trunk,
 )
+from suite.measure.metrics.reference import reference_rows
 from suite.measure.metrics.rulers import PACKAGED_RULERS, RulerError, sha256_file
 
 # --- closed forms -----------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_a_trainer_resumed_from_its_state_makes_the_same_steps():
     assert all(torch.equal(a[k], b[k]) for k in a)  # bitwise
     assert [h["g_loss"] for h in whole.result.history] == [h["g_loss"] for h in resumed.result.history]
     assert [s["step"] for s in whole.result.snapshots] == [s["step"] for s in resumed.result.snapshots] == [3, 5, 7]
-    assert telemetry.steps == 7 and resumed.finished
+    assert telemetry.steps == 7 and resumed.position.finished
 
 
 def test_telemetry_continues_its_window_and_traffic():

@@ -20,7 +20,7 @@ from test_hostile_records import CONDITIONAL_P1, digits_records
 
 from suite.analysis.comparable import MAX_INTERVAL_WIDTH, record_problem, spread_problem
 from suite.cli import main
-from suite.measure.metrics import cachefiles, evaluate
+from suite.measure.metrics import cachefiles, reference
 from suite.measure.metrics.scores import statistics
 from suite.records.codec import parse_record
 
@@ -149,10 +149,10 @@ def test_stored_features_that_are_not_the_networks_are_found_by_recomputing_a_fe
         return images[positions]
 
     features = images @ weights
-    assert evaluate.features_problem(features, fetch, net) is None
+    assert reference.features_problem(features, fetch, net) is None
     forged = features.copy()
     forged[:, 0] += 5.0  # every row moved: any row recomputed shows it
-    assert "are not the network's features of those images" in evaluate.features_problem(forged, fetch, net)
+    assert "are not the network's features of those images" in reference.features_problem(forged, fetch, net)
 
 
 def _samples(tmp_path):
@@ -167,7 +167,7 @@ def test_suite_score_is_not_moved_by_a_forged_sigma_with_its_digest(tmp_path, ca
     command = ["score", "--samples", str(samples), "--dataset", "digits", "--n", "200", "--json"]
     assert main(command) == 0
     honest = json.loads(capsys.readouterr().out)
-    stats = sorted((evaluate.cache_dir() / "stats").glob("digits-train-*.npz"))
+    stats = sorted((reference.cache_dir() / "stats").glob("digits-train-*.npz"))
     assert stats, "the real statistics were cached"
     for path in stats:
         with np.load(path) as stored:

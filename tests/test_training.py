@@ -15,7 +15,8 @@ from suite.gan.divergence import CHECK_EVERY
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.train.engines.base import Engine, Group
 from suite.train.gan_plan import GanPlan, TrainerHooks, evenly_spaced_steps, generator_steps
-from suite.train.training import PROGRESS_POINTS, GanTrainer
+from suite.train.progress import PROGRESS_POINTS
+from suite.train.training import GanTrainer
 
 
 class SoloEngine(Engine):
@@ -116,7 +117,7 @@ def test_the_warmup_split_does_not_change_the_model(loss):
     b.warm_up(3)
     tb.open_window()
     b.train()
-    assert a.result.steps == b.result.steps == 5 and b.warmup_steps == 3
+    assert a.result.steps == b.result.steps == 5 and b.position.warmup_steps == 3
     for (name, x), y in zip(a.generator.network.state_dict().items(), b.generator.network.state_dict().values()):
         assert torch.equal(x, y), name
 

@@ -23,7 +23,7 @@ from test_hostile_records import CONDITIONAL_P1, DIGITS, digits_records
 from suite.analysis.comparable import MIN_IMAGES_PER_S, interval_problem, throughput_problem
 from suite.cli import main
 from suite.gan.sampling import samples_problem
-from suite.measure.metrics import cachefiles, evaluate
+from suite.measure.metrics import cachefiles, reference
 from suite.records.codec import parse_record
 from suite.records.record import RecordError
 
@@ -128,7 +128,7 @@ def test_forged_cache_statistics_are_not_used(tmp_path, caplog):
     # forged finite statistics, the digest beside them left as it was
     np.savez(path, mu=honest["mu"] + 300.0, sigma=honest["sigma"] * 1e4, features=features)
     with caplog.at_level(logging.WARNING):
-        values = evaluate._cached(path, compute)
+        values = reference._cached(path, compute)
     assert computed and np.allclose(values["mu"], honest["mu"])
     assert f"{path}: has sha256" in caplog.text and "not used, computed again" in caplog.text
     assert cachefiles.read_cached_arrays(path) is not None  # written again, with its digest

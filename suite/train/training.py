@@ -31,11 +31,11 @@ from . import graphs, performance
 from .ema import EmaGenerator, ema_for
 from .engines.base import Engine, Replica
 from .flat import cpu_state
-from .gan_plan import GanPlan, GanResult, TrainerHooks, evenly_spaced_steps, optimizer_settings, step_counts
+from .gan_plan import GanPlan, GanResult, TrainerHooks, optimizer_settings, step_counts
+from .progress import LossSums, Position
 from .syncbn import convert_sync_batchnorm
 
 log = logging.getLogger(__name__)
-PROGRESS_POINTS = 10
 
 
 class GanTrainer:
@@ -87,20 +87,10 @@ class GanTrainer:
             ema_for(self.generator.network, run.train.ema_half_life, self.max_steps) if group.rank == 0 else None
         )
         self.snapshot_points, self.evaluate = gan.snapshot_points, hooks.evaluate
-        self._fixed_snapshot_steps = set(gan.snapshot_steps) if gan.snapshot_steps is not None else None
-        self.warmup_steps = 0
-        self.deadline: float | None = None  # window-clock seconds at which a budgeted GAN stops
-        self._times: dict[str, list[float]] = {}  # budgeted: window-clock times of snapshots and progress lines
-        self._window_clock0 = 0.0
-        self._window_first_step: int | None = None  # the step at which this GAN's window opened
-        self.finished = False  # train() is over for this GAN
-        self._epoch, self._batch = 0, 0  # the next batch
-        self._snapshot_steps: set[int] = set()
-        self._progress_steps: set[int] = set()
+        fixed = set(gan.snapshot_steps) if gan.snapshot_steps is not None else None
+        self.position = Position(snapshot_points=gan.snapshot_points, fixed_steps=fixed)  # the next batch, the window
         self._batches: Any = None
-        # losses summed on the device since the last progress point, and how many were summed
-        self._loss_sums = torch.zeros(2, device=engine.device)
-        self._loss_steps = [0, 0]
+        self._losses = LossSums(engine.device)  # since the last progress point
         # every step's losses, checked for divergence at check points (see suite.gan.divergence)
         columns = ["discriminator loss"] * self.n_critic + ["generator loss"]
         where = None if key == "all" else key
@@ -109,7 +99,7 @@ class GanTrainer:
         self.halted = False  # its group stopped training because a rank of it diverged
         self.events = hooks.events if group.rank == 0 else None  # the group's first rank keeps the history: it writes it
         self.rank_times = hooks.rank_times
-        self._told = (0, -1, self._epoch)  # history points written, the step and the epoch of the last events
+        self._told = (0, -1, self.position.epoch)  # history points written, the step and the epoch of the last events
 
     def _build(self) -> tuple[Replica, Replica]:
         run, device = self.run, self.engine.device
@@ -150,18 +140,19 @@ class GanTrainer:
 
     def _next_batch(self) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor | None]:
         """The name (epoch, batch) and the data of the next batch of this rank."""
+        p = self.position
         if self._batches is None:
             # in-memory datasets slice their tensor; folder datasets prefetch with dataset.workers
             # from the next batch of the epoch (not the first where a checkpoint resumed it)
-            self._batches = self.data.batches(self._epoch_batches(self._epoch)[self._batch :], self.run.dataset.workers)
-        name = (self._epoch, self._batch)
+            self._batches = self.data.batches(self._epoch_batches(p.epoch)[p.batch :], self.run.dataset.workers)
+        name = (p.epoch, p.batch)
         with self.telemetry.data():
             real, labels = next(self._batches)
             real = performance.images(real.to(self.engine.device, non_blocking=True), self.run.performance)
             labels = labels.to(self.engine.device, non_blocking=True) if self.conditional else None
-        self._batch += 1
-        if self._batch == self.batches_per_epoch:
-            self._epoch, self._batch, self._batches = self._epoch + 1, 0, None
+        p.batch += 1
+        if p.batch == self.batches_per_epoch:
+            p.epoch, p.batch, self._batches = p.epoch + 1, 0, None
         return name, real, labels
 
     def _my_slice(self, draws: torch.Tensor) -> torch.Tensor:
@@ -224,9 +215,8 @@ class GanTrainer:
             self._watch.done(self.result.steps)
             # real and generated images through D; the real ones of the critic steps are training images
             telemetry.end_step(images=self.local_batch * (2 * self.n_critic + 1), train_images=self.local_batch * self.n_critic)
-        self._loss_steps[0] += self.n_critic
-        self._loss_steps[1] += 1
-        if self.events is not None and self._epoch != self._told[2]:  # an epoch ended in this step
+        self._losses.counted(self.n_critic)
+        if self.events is not None and self.position.epoch != self._told[2]:  # an epoch ended in this step
             self._tell_events()
 
     def stepped(self) -> None:
@@ -250,10 +240,10 @@ class GanTrainer:
             name, real, labels = self._next_batch()
             self._seed_dropout(name)  # dropout masks come from the global generator: seeded by the batch's name
             losses[critic] = d_loss = self._discriminator_step(real, labels, self._noise(*name, "d"), name)
-            self._loss_sums[0] += d_loss
+            self._losses.sums[0] += d_loss
             self.result.images += self.global_batch
         losses[self.n_critic] = g_loss = self._generator_step(labels, self._noise(*name, "g"))
-        self._loss_sums[1] += g_loss
+        self._losses.sums[1] += g_loss
 
     def _captured_step(self) -> torch.Tensor:
         """The step of the static inputs (one critic step, then G's), as a graph captures it: [D's loss, G's loss].
@@ -274,8 +264,8 @@ class GanTrainer:
         self.result.images += self.global_batch
         out = graphed(self._captured_step, eager=eager)  # once captured, the same tensor each step
         losses.copy_(out)
-        self._loss_sums[0] += out[0]
-        self._loss_sums[1] += out[1]
+        self._losses.sums[0] += out[0]
+        self._losses.sums[1] += out[1]
 
     # --- what happens between steps ----------------------------------------------------------------
     def take_snapshot(self, scheduled: bool = False) -> None:
@@ -296,23 +286,15 @@ class GanTrainer:
         if scheduled and self.events is not None:  # a curve point
             self._tell_events()
 
-    def _due(self, name: str, clock: float) -> bool:
-        """Whether a budgeted GAN passed its next time for ``name`` (dropping every time passed)."""
-        times = self._times[name]
-        passed = bool(times) and clock >= times[0]
-        while times and clock >= times[0]:
-            times.pop(0)
-        return passed
-
     def _between_steps(self) -> bool:
         """Divergence checks, snapshots, evaluation and progress after a window step; True when training should stop.
 
         Steps decide by their count; a budgeted GAN decides by the window clock, agreed over
         its group so that every rank stops after the same step.
         """
-        steps, clock = self.result.steps, self.telemetry.clock()
-        if self.deadline is None:
-            snapshot, progress = steps in self._snapshot_steps, steps in self._progress_steps
+        steps, clock, pos = self.result.steps, self.telemetry.clock(), self.position
+        if pos.deadline is None:
+            snapshot, progress = steps in pos.snapshot_steps, steps in pos.progress_steps
             stop = steps >= self.max_steps
             if stop or snapshot or progress or steps % CHECK_EVERY == 0:
                 self.halted = self._check_divergence(final=stop)
@@ -320,7 +302,7 @@ class GanTrainer:
             if steps % CHECK_EVERY == 0:
                 self._look_for_divergence()
             snapshot, progress, out_of_time, self.halted = self.engine.any_rank(
-                [self._due("snapshot", clock), self._due("progress", clock), clock >= self.deadline, self.diverged is not None],
+                [pos.due("snapshot", clock), pos.due("progress", clock), clock >= pos.deadline, self.diverged is not None],
                 self.group,
             )
             stop = out_of_time or steps >= self.max_steps
@@ -359,31 +341,29 @@ class GanTrainer:
 
     def _progress(self) -> None:
         """Mean losses since the last progress point (with the divergence checks, the only device reads of the loop) and a log line."""
-        d_sum, g_sum = self._loss_sums.tolist()
-        steps, clock = self.result.steps, self.telemetry.clock()
+        d_loss, g_loss = self._losses.means()
+        steps, clock, pos = self.result.steps, self.telemetry.clock(), self.position
         self.result.history.append(
             {
                 "step": steps,
-                "epoch": self._epoch,
+                "epoch": pos.epoch,
                 "clock_s": clock,
-                "d_loss": d_sum / max(1, self._loss_steps[0]),
-                "g_loss": g_sum / max(1, self._loss_steps[1]),
+                "d_loss": d_loss,
+                "g_loss": g_loss,
             }
         )
-        self._loss_sums.zero_()
-        self._loss_steps = [0, 0]
         if self.events is not None:
             self._tell_events(synced=True)  # the loss read above waited for the device
-        mine = clock - self._window_clock0  # this GAN's part of the window (a rank may train several)
+        mine = clock - pos.clock0  # this GAN's part of the window (a rank may train several)
         # real images reaching its discriminator per second of that part (all its ranks: global batches), as it trains
-        rate = (steps - (self._window_first_step or 0)) * self.n_critic * self.global_batch / mine if mine > 0 else 0.0
-        if self.deadline is not None:
+        rate = (steps - (pos.first_step or 0)) * self.n_critic * self.global_batch / mine if mine > 0 else 0.0
+        if pos.deadline is not None:
             log.info(
                 "%s: step %d, %.0f images/s, %.0fs in the training window, %.0fs left",
-                *(self.key, steps, rate, clock, max(0.0, self.deadline - clock)),
+                *(self.key, steps, rate, clock, max(0.0, pos.deadline - clock)),
             )
         elif steps < self.max_steps:
-            eta = mine / max(1, steps - self.warmup_steps) * (self.max_steps - steps)
+            eta = mine / max(1, steps - pos.warmup_steps) * (self.max_steps - steps)
             log.info(
                 "%s: step %d/%d, %.0f images/s, %.0fs in the training window, ETA %.0fs",
                 *(self.key, steps, self.max_steps, rate, clock, eta),
@@ -409,11 +389,11 @@ class GanTrainer:
             events.scalars(events.images(point["step"], own), values)
         if self.result.steps != last_step:
             images = events.images(self.result.steps, own)
-            events.scalars(images, {f"train/epoch{suffix}": self._epoch + self._batch / self.batches_per_epoch})
+            events.scalars(images, {f"train/epoch{suffix}": self.position.epoch + self.position.batch / self.batches_per_epoch})
             if self.rank_times:
                 events.step_times(images, self.telemetry.step_times)
         events.flush()
-        self._told = (len(self.result.history), self.result.steps, self._epoch)
+        self._told = (len(self.result.history), self.result.steps, self.position.epoch)
 
     # --- the phases ----------------------------------------------------------------------------------
     def warm_up(self, steps: int) -> None:
@@ -425,14 +405,14 @@ class GanTrainer:
         for i in range(count):
             self.step()
             self.stepped()
-            self.warmup_steps += 1
+            self.position.warmup_steps += 1
             self.result.warmup_images = self.result.images
             if (i + 1 == count or self.result.steps % CHECK_EVERY == 0) and self._check_divergence(final=i + 1 == count):
                 self.halted = True
                 if self.group.rank == 0:
                     self._progress()  # the losses up to the step where training stopped
                 return
-            if self.snapshot_points and self._fixed_snapshot_steps and self.result.steps in self._fixed_snapshot_steps:
+            if self.snapshot_points and (fixed := self.position.fixed_steps) and self.result.steps in fixed:
                 self.take_snapshot(scheduled=True)
 
     def train(self, deadline: float | None = None) -> GanResult:
@@ -448,36 +428,21 @@ class GanTrainer:
 
     def advance(self) -> bool:
         """One window step and what follows it (:meth:`open_window` first); whether this GAN's training is over."""
-        if self.finished or self.halted:  # resumed after this GAN's training was over, or diverged in warm-up
+        if self.position.finished or self.halted:  # resumed after this GAN's training was over, or diverged in warm-up
             return True
         if self.result.steps < self.max_steps:
             self.step()
             self.stepped()
             if not self._between_steps() and self.result.steps < self.max_steps:
                 return False
-        self.finished = True
+        self.position.finished = True
         return True
 
     def open_window(self, deadline: float | None = None) -> None:
         """The window opens for this GAN: its step or time schedule of snapshots and progress lines
         (a resumed GAN keeps the schedule it had); it then trains step by step with :meth:`advance`."""
-        if self.finished or self.halted:
-            return
-        self.deadline = deadline
-        if self._window_first_step is None:  # the window opens (a resumed GAN keeps the schedule it had)
-            self._window_first_step, self._window_clock0 = self.result.steps, self.telemetry.clock()
-            if deadline is not None:
-                start, span = self._window_clock0, deadline - self._window_clock0
-                self._times = {
-                    "snapshot": [start + span * (k + 1) / max(1, self.snapshot_points) for k in range(self.snapshot_points)],
-                    "progress": [start + span * (k + 1) / PROGRESS_POINTS for k in range(PROGRESS_POINTS)],
-                }
-        first = self._window_first_step
-        window_steps = self.max_steps - first
-        self._snapshot_steps = self._fixed_snapshot_steps or {
-            first + k for k in evenly_spaced_steps(window_steps, self.snapshot_points)
-        }
-        self._progress_steps = {first + k for k in evenly_spaced_steps(window_steps, PROGRESS_POINTS)}
+        if not (self.position.finished or self.halted):
+            self.position.open(self.result.steps, self.telemetry.clock, deadline, self.max_steps)
 
     # --- checkpoints -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -491,20 +456,8 @@ class GanTrainer:
         """
         g, d = self.generator, self.discriminator
         state: dict[str, Any] = {
-            "position": {
-                "epoch": self._epoch,
-                "batch": self._batch,
-                "steps": self.result.steps,
-                "images": self.result.images,
-                "warmup_images": self.result.warmup_images,
-                "warmup_steps": self.warmup_steps,
-                "window_first_step": self._window_first_step,
-                "window_clock0": self._window_clock0,
-                "times": copy.deepcopy(self._times),
-                "finished": self.finished,
-            },
-            "loss_sums": self._loss_sums.cpu().clone(),
-            "loss_steps": list(self._loss_steps),
+            "position": self.position.state_dict(self.result),
+            **self._losses.state_dict(),
             "buffers": {name: cpu_state(dict(r.network.named_buffers())) for name, r in (("G", g), ("D", d))},
             "optimizers": {name: r.optimizer_state() for name, r in (("G", g), ("D", d)) if not r.shared_optimizer},
         }
@@ -529,14 +482,9 @@ class GanTrainer:
                     buffer.copy_(state["buffers"][name][key])
             opt = shared["optimizers"][name] if replica.shared_optimizer else state["optimizers"][name]
             replica.load_optimizer_state(opt)
-        position = state["position"]
-        self._epoch, self._batch, self._batches = position["epoch"], position["batch"], None
-        self.result.steps, self.warmup_steps = position["steps"], position["warmup_steps"]
-        self.result.images, self.result.warmup_images = position["images"], position["warmup_images"]
-        self._window_first_step, self._window_clock0 = position["window_first_step"], position["window_clock0"]
-        self._times, self.finished = copy.deepcopy(position["times"]), position["finished"]
-        self._loss_sums = state["loss_sums"].to(device)
-        self._loss_steps = list(state["loss_steps"])
+        self.position.load_state_dict(state["position"], self.result)
+        self._batches = None
+        self._losses.load_state_dict(state, device)
         if self._graphed is not None:  # the optimizers' states are new tensors, which an earlier capture would miss
             self._graphed.reset()
         if self.group.rank == 0:

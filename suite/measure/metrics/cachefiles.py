@@ -14,7 +14,7 @@ for :data:`SIGMA_PROBES` random directions v drawn afresh at each read, ``sigma 
 ``Xc.T @ (Xc @ v) / (N - 1)`` (``Xc`` the centred features), O(N d) each rather than the O(N d²) of the covariance.
 A ``sigma`` that differs from the covariance by any nonzero matrix D passes a probe only when D v = 0, which a random
 Gaussian v avoids with probability 1; the forger cannot know the directions in advance. What remains is forging the
-features themselves, consistently: :func:`suite.measure.metrics.evaluate.real_statistics` recomputes a few rows of
+features themselves, consistently: :func:`suite.measure.metrics.reference.real_statistics` recomputes a few rows of
 the real reference draw and compares them with the stored ones.
 """
 
