@@ -9,7 +9,7 @@ from ...config.entries import CLASS_GROUPS, GPU_CHECK_DATASET, StrategyEntry
 from ...config.plan import DATASET_CLASSES, per_class_step_images
 from .record import LabelPartitionedRecord
 
-LOSSES = ("bce", "wgan-gp")
+CLASS_GAN_LOSSES = ("bce", "wgan-gp")
 """The losses it trains with; the GPU check runs each."""
 
 
@@ -21,14 +21,14 @@ def _one_per_class(procs: int, classes: int) -> bool:
 def _gpu_check(gpus: int) -> list[dict[str, Any]]:
     classes = DATASET_CLASSES[GPU_CHECK_DATASET] or 1
     procs = [p for p in sorted({1, gpus}) if p <= classes or p % classes == 0]
-    return [{"loss": loss, "procs": procs} for loss in LOSSES]
+    return [{"loss": loss, "procs": procs} for loss in CLASS_GAN_LOSSES]
 
 
 ENTRIES = (
     StrategyEntry(
         "label_partitioned",
         "suite.strategies.label_partitioned.strategy:LabelPartitioned",
-        LOSSES,
+        CLASS_GAN_LOSSES,
         engines=("horovod", "torch", "mpi"),
         splits=True,
         cost_model=CLASS_GROUPS,
