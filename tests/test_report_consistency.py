@@ -6,6 +6,7 @@ as one machine; and its first page is short and opens with the headline."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -263,3 +264,29 @@ def test_a_note_every_row_shares_is_one_sentence(report, report_md):
     assert re.search(
         r"^¹ cellular / mustangs / mpi: reached by \d of (\d+) draws; best [\d.]+ \[[\d.]+, [\d.]+\] \(n=\1\)\.$", headline, re.M
     )
+
+
+def test_each_equivalence_says_whether_the_final_models_differ_inside_the_margin(report_md, records):
+    """ "Within 1.5-fold" is not "equal": for each pair found equivalent the sentence gives the final models' FID ratio
+    (the geometric means over the seeds at the system's top P), and says they differ where its interval excludes 1."""
+    text = report_md.read_text()
+    (quality_line,) = [line for line in text.splitlines() if line.startswith("- Quality (end-of-budget FID")]
+    equivalent = re.search(r"Equivalent within [\d.]+-fold: (.+?) \(ratio", quality_line)
+    said = re.search(r"the pairs found equivalent: (.+?)\.(?: |$)", quality_line)
+    assert (equivalent is None) == (said is None)
+    if said is None:
+        return
+
+    def final_fids(name: str) -> list[float]:
+        runs = [r for r in records if f"{r['strategy']} / {r['loss']} / {r['engine']}" == name and r["status"] == "ok"]
+        top = max(r["procs"] for r in runs)
+        return [r["quality"]["fid"] for r in runs if r["procs"] == top]
+
+    for first, second, ratio, lo, hi, verdict in re.findall(
+        r"(.+?) over (.+?) ([\d.]+) \[([\d.]+), ([\d.]+)\]: ([a-z ,]+)(?:; |$)", said[1]
+    ):
+        log_mean = lambda values: sum(map(math.log, values)) / len(values)  # noqa: E731
+        expected = math.exp(log_mean(final_fids(first)) - log_mean(final_fids(second)))
+        assert float(ratio) == pytest.approx(expected, rel=5e-3)
+        assert float(lo) <= float(ratio) <= float(hi)
+        assert verdict == ("they differ, inside the margin" if float(lo) > 1 or float(hi) < 1 else "not distinguishable")

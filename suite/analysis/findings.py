@@ -22,7 +22,7 @@ from .markdown import cell
 from .stats.power import PairPower, undistinguished_power
 from .stats.sequential import Plan, Sequential, sequential_family
 from .stats.settling import Scale, budget_scale, quality_scale, speedup_scale
-from .stats.summary import Summary
+from .stats.summary import Summary, ratio_interval
 from .stats.verdicts import Family, compare_all, sentence
 from .systems import config_name, contended
 
@@ -200,6 +200,7 @@ def _end_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], sca
     what = f"Quality (end-of-budget FID, {ruler})"
     said = _ranked(rows, procedure.family, what, END_FID, records, scaling)
     definition = f" The estimand, {END_DEFINITION}."
+    final = _equivalences_on_the_final_models(rows, procedure.family)
     unfinished = (
         f" The sequential seeds are unfinished: {', '.join(procedure.continuing)} would train another block (a run "
         "stopped early, or runs trained under another decision rule: `suite run` again continues); the verdicts and "
@@ -208,7 +209,30 @@ def _end_quality(rows: list[HeadlineRow], ruler: str, records: list[Record], sca
         if procedure.continuing
         else ""
     )
-    return replace(said, text=said.text + unfinished + definition)
+    return replace(said, text=said.text + final + unfinished + definition)
+
+
+def _equivalences_on_the_final_models(rows: list[HeadlineRow], family: Family) -> str:
+    """For each pair the family found equivalent, the final models' FID ratio with its 95 % interval, and where that
+    interval excludes 1, that the final models differ inside the margin: "within 1.5-fold" is not "equal"."""
+    by_config = {row.config: row for row in rows}
+    said = []
+    for pair in family.equivalences:
+        a, b = by_config[pair.first].fid_summary, by_config[pair.second].fid_summary
+        value, lo, hi = ratio_interval(a, b) if a is not None and b is not None else (None, None, None)
+        if value is None or lo is None or hi is None:
+            continue
+        differ = lo > 1 or hi < 1
+        said.append(
+            f"{pair.first} over {pair.second} {value:.3g} [{lo:.3g}, {hi:.3g}]"
+            + (": they differ, inside the margin" if differ else ": not distinguishable")
+        )
+    if not said:
+        return ""
+    return (
+        " On the final models' FID (not the estimand; each a 95 % interval, not corrected with the family), the pairs "
+        "found equivalent: " + "; ".join(said) + "."
+    )
 
 
 def tested_findings(rows: list[HeadlineRow], records: list[Record], scaling: dict[str, pd.DataFrame]) -> list[Finding]:
