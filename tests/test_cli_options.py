@@ -117,12 +117,11 @@ def test_exit_codes_are_distinct_and_every_listed_sub_command_exists():
 
 def test_the_lower_layers_record_the_tables_codes():
     from suite.analysis.stats import paired
-    from suite.cli.common import DIVERGED_EXIT_CODE
     from suite.running import gpucheck
     from suite.tools import gate
 
     assert {v: int(GATE_VERDICTS[v]) for v in (paired.PASS, paired.FAIL, paired.INCONCLUSIVE)} == gate.VERDICT_EXIT_CODES
-    assert gate.EXIT_BAD_INPUT == ExitCode.BAD_INPUT and DIVERGED_EXIT_CODE == ExitCode.DIVERGED == 3
+    assert gate.EXIT_BAD_INPUT == ExitCode.BAD_INPUT and ExitCode.DIVERGED == 3
     assert (gpucheck.EXIT_PASS, gpucheck.EXIT_FAIL, gpucheck.EXIT_NO_GPU) == (ExitCode.OK, ExitCode.FAILED, ExitCode.NO_GPU)
 
 

@@ -20,7 +20,8 @@ import sys
 
 from ..config.envsettings import check_environment
 from ..config.escape import one_line, terminal
-from .common import TIMESTAMP_FORMAT, TIMESTAMPED_FORMAT, UsageError, log
+from ..running.sweep import TIMESTAMP_FORMAT
+from .common import TIMESTAMPED_FORMAT, UsageError, log
 from .exitcodes import ExitCode
 from .parser import build_parser
 

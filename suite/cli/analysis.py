@@ -75,22 +75,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     from ..tools.gate import run_gate
     from ..tools.gate_settings import GateError, Settings
+    from .running import options_from
 
-    settings = Settings(
+    settings = options_from(
+        Settings,
+        args,
         scenario=Path(args.scenario),
         out=Path(args.out),
-        baseline=args.baseline,
-        threshold=args.threshold,
-        alpha=args.alpha,
-        min_pairs=args.min_pairs,
-        max_pairs=args.max_pairs,
-        max_minutes=args.max_minutes,
-        timeout=args.timeout,
-        allow_dirty=args.allow_dirty,
-        inject_slowdown=args.inject_slowdown,
-        max_foreign_cores=args.max_foreign_cores,
         history=None if args.no_history else Path(args.history),
-        machine=args.machine,
     )
     try:
         result = run_gate(settings)

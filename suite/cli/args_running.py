@@ -4,18 +4,29 @@ scenario, ``--container``, the values a job script holds as they are)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
+from ..config.safe_text import directive_problem, name_problem, script_text_problem
 from .running import cmd_gpu_check, cmd_run
 
 
-def safe_name(value: str) -> str:
-    """An argument that goes into a job script as it is (an account, a queue): a safe name or refused."""
-    from ..config.safe_text import name_problem
+def _refused_by(problem_of: Callable[[str], str | None]) -> Callable[[str], str]:
+    """An argument type that refuses, in one line, a value in which ``problem_of`` finds a problem."""
 
-    if (problem := name_problem(value)) is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return value
+    def checked(value: str) -> str:
+        if (problem := problem_of(value)) is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return checked
+
+
+safe_name = _refused_by(name_problem)
+"""An argument that goes into a job script as it is (an account, a queue): a safe name or refused."""
+directive_value = _refused_by(directive_problem)
+"""An argument that goes into a job script's directive as it is (a constraint, a GPU binding), or refused."""
+container_image = _refused_by(script_text_problem)
+"""``--container``'s words: a runtime among the choices, then an image that can be written into a job script."""
 
 
 def positive_int(text: str) -> int:
@@ -80,15 +91,6 @@ def add_placement(p: argparse.ArgumentParser) -> None:
     )
 
 
-def container_image(value: str) -> str:
-    """``--container``'s words: a runtime among the choices, then an image that can be written into a job script."""
-    from ..config.safe_text import script_text_problem
-
-    if (problem := script_text_problem(value)) is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return value
-
-
 def add_container(g: Any, what: str) -> None:
     from ..running.commands import CONTAINER_RUNTIMES
 
@@ -99,15 +101,6 @@ def add_container(g: Any, what: str) -> None:
         metavar=("RUNTIME", "IMAGE"),
         help=f"{what}: RUNTIME one of {', '.join(CONTAINER_RUNTIMES)}; IMAGE an image file (.sif) or registry name",
     )
-
-
-def directive_value(value: str) -> str:
-    """An argument that goes into a job script's directive as it is (a constraint, a GPU binding), or refused."""
-    from ..config.safe_text import directive_problem
-
-    if (problem := directive_problem(value)) is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return value
 
 
 def add_run(sub: Any) -> None:

@@ -1,11 +1,9 @@
-"""What every sub-command shares: the command's logger, the bad-input error, ``--set`` overrides and the exit codes."""
+"""What every sub-command shares: the command's logger, the bad-input error and ``--set`` overrides."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
-
-from ..running.sweep import DIVERGED_EXIT_CODE, TIMESTAMP_FORMAT  # noqa: F401  (re-exported for the sub-commands)
 
 log = logging.getLogger("suite")
 

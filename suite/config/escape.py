@@ -5,26 +5,7 @@ record and reads every page, CSV and terminal line).
 
 A record's error, host or device name, a scenario file and a rank's status come from folders others can write.
 Each is data wherever the suite shows it, never markup or a terminal command:
-
-- :func:`terminal`: C0 and C1 control characters (ESC, which starts ANSI and OSC sequences, BEL, NUL, DEL), the
-  bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) and the line and
-  paragraph separators are written as ``\\xNN`` or ``\\uNNNN``; line breaks and tabs are kept only where asked.
-- :func:`markdown_cell`: one line of markdown (a table's cell, a sentence): :func:`terminal` on one line, a ``<``
-  that could open HTML as ``&lt;``, ``|`` escaped, ``](`` broken so that no link or image is made, a bare URL's
-  ``://`` and a ``www.`` written ``\\://`` and ``www\\.`` (no autolink), and a first character that would start a
-  block (``#``, ``>``, a list marker, a rule) escaped, so that a cell at the start of a line is never a heading.
-- :func:`html_text`: text inside HTML that markdown does not read (``<summary>``, an attribute): one line, ``&<>"'``
-  as entities.
-- :func:`plot_text`: a label, legend or title of a matplotlib figure: one line, controls escaped (no glyph warning
-  carries an ESC to the terminal), ``$`` escaped (never mathtext), at most :data:`PLOT_TEXT_CHARS` characters.
-- :func:`file_part`: a part of a file name the report writes: ASCII letters and digits only, at most
-  :data:`FILE_PART_CHARS` characters (a longer one ends with a digest of the whole, so two names stay two files).
-- :func:`shell_word`: a path or word printed beside a command to copy: :func:`shlex.quote` d, then
-  :func:`one_line`.
-- :func:`code_fence`: a block fenced by more backticks than the longest run of backticks inside, so nothing in
-  it closes the fence; :func:`code_span` the same for an inline span on one line (a path, a ruler's name).
-- :func:`csv_cell`: a text cell that a spreadsheet would take for a formula (``=``, ``+``, ``-``, ``@`` first)
-  is prefixed with ``'``; controls escaped as above.
+one function per kind of sink (each says what it escapes).
 
 Plain text with no control or bidirectional character and no markup comes out as it went in.
 """

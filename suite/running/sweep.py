@@ -6,7 +6,7 @@ or device: :func:`suite.records.nofollow.check_tree`), takes the results folder'
 what else must hold (:func:`check_before_start`: the launchers, devices and room are there; a refusal
 leaves the folder as it was) and runs
 :func:`run_sweep`: each run is launched in turn, its outcome printed in one line, and the exit code
-says whether any failed (1) or diverged (:data:`DIVERGED_EXIT_CODE`). Below the results folder nothing
+says whether any failed (1) or diverged (``ExitCode.DIVERGED``). Below the results folder nothing
 is reached through a link (:func:`suite.records.nofollow.confine`).
 """
 
@@ -43,10 +43,6 @@ TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 def stamped(text: str) -> str:
     """``text`` as a timestamped log line reads (for lines printed past the logger, above a progress bar)."""
     return f"{time.strftime(TIMESTAMP_FORMAT)} {text}"
-
-
-DIVERGED_EXIT_CODE = ExitCode.DIVERGED
-"""``suite run``'s exit code when no run failed but at least one diverged: the benchmark worked, a model did not."""
 
 
 @dataclass
@@ -353,7 +349,7 @@ def run_sweep(
         f"results in {one_line(out)}; {len(planned) - failures - diverged} ok, {failures} failed, {diverged} diverged. "
         f"Next: suite report {shell_word(out)}"
     )
-    return 1 if failures else DIVERGED_EXIT_CODE if diverged else 0
+    return 1 if failures else ExitCode.DIVERGED if diverged else 0
 
 
 @dataclass
