@@ -26,28 +26,19 @@ from .jsonfile import read_json
 from .names import did_you_mean
 from .registry import ARCHITECTURES, LOSSES, STRATEGIES
 from .schema import AtMost, Located, SchemaError, build
-from .sections import (  # noqa: F401  (the sections, also read from here by the rest of the suite)
-    DATASET_CLASSES,
-    ArchitectureName,
-    Beta,
-    CheckpointEvery,
+from .sections import (
     DatasetConfig,
     DDPConfig,
     DeepSpeedConfig,
     EngineName,
-    FeatureName,
     GridSide,
     HorovodConfig,
-    LearningRate,
     LogsConfig,
     LossName,
     MetricsConfig,
     ModelConfig,
     PerformanceConfig,
     Procs,
-    ProtocolName,
-    QualityTarget,
-    Seed,
     SeedPolicy,
     StrategyName,
     TrainConfig,

@@ -12,13 +12,10 @@ from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from .graph_rules import check_cuda_graphs
 from .loss_rules import check_betas
-from .plan import (
-    NATIVE_IMAGE_SIZES,
-)
+from .plan import NATIVE_IMAGE_SIZES
 from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .safe_text import name_problem
 from .scenario import (
-    CheckpointEvery,
     DDPConfig,
     Fail,
     HorovodConfig,
@@ -37,6 +34,7 @@ from .scenario import (
     scenario_section,
     strategy_sections,
 )
+from .sections import CheckpointEvery
 from .shown import itemised, shown
 from .split_rules import check_batch_split, check_images_budget
 from .sweep import SweepPoint, sweep_points, sweep_text, with_point

@@ -318,17 +318,15 @@ def run_gate(settings: Settings) -> GateResult:
                 f"{len(discarded)} discarded because other processes kept more than {settings.max_foreign_cores:g} "
                 "cores busy; rerun on a quiet machine"
             )
-            return finish(
-                settings, paired.INCONCLUSIVE, VERDICT_EXIT_CODES[paired.INCONCLUSIVE], reason, sides, pairs, [], start, discarded
-            )
+            return finish(settings, paired.INCONCLUSIVE, reason, sides, pairs, [], start, discarded)
         verdicts = speed_verdicts(pairs, settings) + quality_verdicts(pairs, settings, candidate)
         verdict = paired.overall([v["verdict"] for v in verdicts])
         reason = summary_line(verdict, verdicts, settings.threshold)
-        result = finish(settings, verdict, VERDICT_EXIT_CODES[verdict], reason, sides, pairs, verdicts, start, discarded)
+        result = finish(settings, verdict, reason, sides, pairs, verdicts, start, discarded)
         record_history(settings.history, result, settings.machine or default_machine(), repo)
         return result
     except GateError as error:
-        finish(settings, "ERROR", EXIT_BAD_INPUT, str(error), sides, pairs, verdicts, start, discarded)
+        finish(settings, "ERROR", str(error), sides, pairs, verdicts, start, discarded)
         raise
     finally:
         remove_worktree(repo, settings.out / "baseline-src")
@@ -404,24 +402,23 @@ def host_info() -> dict[str, Any]:
 def finish(
     settings: Settings,
     verdict: str,
-    code: int,
     reason: str,
     sides: dict[str, Side],
     pairs: list[dict[str, Any]],
     verdicts: list[dict[str, Any]],
     start: float,
-    discarded: list[dict[str, Any]] | None = None,
+    discarded: list[dict[str, Any]],
 ) -> GateResult:
-    """Write the gate's files and return its result."""
+    """Write the gate's files and return its result (its exit code the verdict's; ERROR: bad input)."""
     result = GateResult(
         verdict=verdict,
-        exit_code=code,
+        exit_code=VERDICT_EXIT_CODES.get(verdict, EXIT_BAD_INPUT),
         reason=reason,
         sides={k: s.describe() for k, s in sides.items()},
         settings={k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         host=host_info(),
         pairs=[{k: v for k, v in p.items() if k != "dirs"} for p in pairs],
-        discarded=[{k: v for k, v in p.items() if k not in ("dirs", "A", "B")} for p in discarded or []],
+        discarded=[{k: v for k, v in p.items() if k not in ("dirs", "A", "B")} for p in discarded],
         verdicts=verdicts,
         minutes=(time.monotonic() - start) / 60,
     )

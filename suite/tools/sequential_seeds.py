@@ -3,7 +3,7 @@
 A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
 SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
 the entries with fixed seeds), then takes the quality verdicts on the end-of-budget FID exactly as the report will
-(:func:`decide`, which is :func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the
+(:func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the
 systems that are still in an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
 (:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
 where it stopped; its runs are grouped by launch key (:func:`suite.running.launchgroups.plan_launches`), so a block
@@ -21,7 +21,6 @@ import os
 from pathlib import Path
 
 from ..analysis.findings import sequential_quality
-from ..analysis.stats.sequential import Sequential
 from ..analysis.systems import config_name
 from ..config.scenario import Run, Scenario, SeedPolicy
 from ..records.record import Record
@@ -60,12 +59,6 @@ def planned_records(out: Path, runs: list[Run]) -> list[Record]:
     return selection.records
 
 
-def decide(records: list[Record]) -> Sequential | None:
-    """The decision rule: the quality verdicts of ``records`` as the report takes them (None: the systems are not
-    compared on the end-of-budget FID); its ``continuing`` systems train the next block."""
-    return sequential_quality(records)
-
-
 def run_with_seeds(
     scenario_file: Path, scenario: Scenario, runs: list[Run], others: list[Run], out: Path, options: RunOptions
 ) -> int:
@@ -98,7 +91,9 @@ def run_with_seeds(
                     "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
                 )
             return code
-        procedure = decide([known[run_id] for run_id in sorted(known) if config_name(known[run_id]) in names])  # folder order
+        procedure = sequential_quality(
+            [known[run_id] for run_id in sorted(known) if config_name(known[run_id]) in names]
+        )  # folder order
         if procedure is None:
             log.warning("sequential seeds: the systems are not compared on the end-of-budget FID (see the report); no more seeds")
             return code

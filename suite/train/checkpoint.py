@@ -63,7 +63,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..config.plan import ModelBytes
 from ..config.registry import STRATEGIES
-from ..config.scenario import CheckpointEvery, Run
+from ..config.scenario import Run
+from ..config.sections import CheckpointEvery
 from ..config.shown import shown
 from ..gan.divergence import all_finite
 from ..gan.tensorfiles import load_tensors, save_tensors

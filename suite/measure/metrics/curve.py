@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...config.scenario import QualityTarget
+    from ...config.sections import QualityTarget
 
 
 METRIC_FIELDS = {"fid": "fid", "kid": "kid_mean"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config.plan import CLASSIFIER_FEATURE_DIM, ModelBytes, SystemSize, discriminator_batches, process_grid
-from ...config.scenario import DATASET_CLASSES, DatasetConfig, Fail, Run, RunSpec, Scenario
+from ...config.plan import CLASSIFIER_FEATURE_DIM, DATASET_CLASSES, ModelBytes, SystemSize, discriminator_batches, process_grid
+from ...config.scenario import DatasetConfig, Fail, Run, RunSpec, Scenario
 from ...config.shown import shown
 from .settings import CellularConfig
 
