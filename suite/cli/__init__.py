@@ -25,8 +25,6 @@ from .common import TIMESTAMPED_FORMAT, UsageError, log
 from .exitcodes import ExitCode
 from .parser import build_parser
 
-__all__ = ["build_parser", "main"]
-
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean bad input (exit 2, one line).

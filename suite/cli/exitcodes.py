@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from ..config.exitcodes import MEANINGS, ExitCode
 
-__all__ = ["EXIT_CODES", "EVERY", "GATE_VERDICTS", "MEANINGS", "ExitCode", "exit_code_table", "users"]
-
 EVERY = "every sub-command"
 
 EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {

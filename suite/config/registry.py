@@ -33,15 +33,7 @@ import importlib.metadata
 import os
 from typing import Any, Generic, Iterator, TypeVar
 
-# what a plugin's entry module imports from here, as it did before the entries had a module of their own (the
-# suite's own modules import them from :mod:`suite.config.entries`)
-from .entries import CARTESIAN as CARTESIAN
-from .entries import CELLS as CELLS
-from .entries import CLASS_GROUPS as CLASS_GROUPS
-from .entries import CUDA_GRAPHS as CUDA_GRAPHS
-from .entries import ONE_GROUP as ONE_GROUP
 from .entries import ArchitectureEntry, EngineEntry, Entry, FeatureEntry, LossEntry, ProtocolEntry, StrategyEntry
-from .entries import lazy as lazy
 from .names import did_you_mean
 from .own_entries import OWN_ARCHITECTURES, OWN_ENGINES, OWN_FEATURES, OWN_LOSSES, OWN_PROTOCOLS
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 from .graph_rules import check_cuda_graphs
@@ -16,9 +15,7 @@ from .plan import NATIVE_IMAGE_SIZES
 from .registry import ARCHITECTURES, ENGINES, LOSSES, PROTOCOLS, STRATEGIES, engines_for
 from .safe_text import name_problem
 from .scenario import (
-    DDPConfig,
     Fail,
-    HorovodConfig,
     MetricsConfig,
     PerformanceConfig,
     RunSpec,
@@ -78,7 +75,6 @@ def scenario_problems(scenario: Scenario, unchecked: Unchecked = Unchecked()) ->
         ({"metrics", "train"}, lambda: _check_budget_and_target(scenario, positions, fail)),
         ({"train"}, lambda: _check_checkpoints(scenario.train.checkpoint_every, fail)),
         *_section_groups(scenario, STRATEGIES, LOSSES),  # each strategy's section, by its entry's traits
-        ({"horovod", "ddp"}, lambda: _check_engine_settings(scenario.horovod, scenario.ddp, "", fail)),
     ]
     groups += [(entries, functools.partial(_check_entries, scenario, i, spec)) for i, spec in zip(positions, scenario.runs)]
     found = []
@@ -95,18 +91,8 @@ def _check_top_level(scenario: Scenario) -> None:
     if (problem := name_problem(scenario.name)) is not None:  # the results folder, the job's name
         fail("name", problem)
     _check_model(scenario, fail)
-    positive = {
-        "model.latent_dim": scenario.model.latent_dim,
-        "repeats": scenario.repeats,
-        "metrics.samples": scenario.metrics.samples,
-    }
-    for path, value in positive.items():
-        if value < 1:
-            fail(path, f"must be at least 1, got {shown(value)}")
-    if not 0 <= scenario.model.dropout < 1:
-        fail("model.dropout", f"must be in [0, 1), got {shown(scenario.model.dropout)}")
-    classes = scenario.dataset.classes
-    if classes is not None and (not classes or len(set(classes)) != len(classes) or min(classes) < 0):
+    classes = scenario.dataset.classes  # each label's range is the schema's
+    if classes is not None and (not classes or len(set(classes)) != len(classes)):
         fail("dataset.classes", f"expected distinct non-negative labels, got {shown(classes)}")
 
 
@@ -210,30 +196,14 @@ def _check_entry_sections(spec: RunSpec, path: str, fail: Fail) -> None:
 
 def _check_train(train: TrainConfig, path: str, fail: Fail) -> None:
     """The rules of a ``train`` section (the scenario's, or one entry's with its own fields on top)."""
-    for name in ("epochs", "batch_size"):
-        if getattr(train, name) < 1:
-            fail(f"{path}.{name}", f"must be at least 1, got {shown(getattr(train, name))}")
-    if train.steps is not None and train.steps < 1:
-        fail(f"{path}.steps", f"must be at least 1, got {shown(train.steps)}")
-    if train.warmup_steps < 0:
-        fail(f"{path}.warmup_steps", "must not be negative")
-    if train.lr <= 0:
-        fail(f"{path}.lr", "must be positive")
     check_betas(train.betas, f"{path}.betas", fail)
-    if train.budget_s is not None and not (math.isfinite(train.budget_s) and train.budget_s > 0):
-        fail(f"{path}.budget_s", f"must be a positive number of seconds, got {shown(train.budget_s)}")
-    if train.budget_images is not None:
-        if train.budget_images < 1:
-            fail(f"{path}.budget_images", f"must be at least 1 image, got {shown(train.budget_images)}")
-        if train.budget_s is not None:
-            fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
+    if train.budget_images is not None and train.budget_s is not None:
+        fail(f"{path}.budget_images", f"given alongside {path}.budget_s: give one budget, in seconds or in images")
     if train.ema_half_life is not None and train.budget_s is not None:  # its range: the schema's bounds
         fail(
             f"{path}.ema_half_life",
             f"given with {path}.budget_s: its half-life is a share of the steps, which a time budget does not fix",
         )
-    if train.seed < 0:
-        fail(f"{path}.seed", f"must not be negative, got {shown(train.seed)}")
     _check_seeds(train, path, fail)
 
 
@@ -251,8 +221,6 @@ def _check_seeds(train: TrainConfig, path: str, fail: Fail) -> None:
         repeated = sorted({s for s in train.seeds if train.seeds.count(s) > 1})
         if repeated:
             fail(f"{path}.seeds", f"seeds repeat: {shown(repeated)} (a seed is one training draw; timing repeats are `repeats`)")
-        if min(train.seeds) < 0:
-            fail(f"{path}.seeds", f"seeds must not be negative, got {shown(train.seeds)}")
 
 
 def resolve_resolution(scenario: Scenario, data: dict[str, Any]) -> None:
@@ -298,8 +266,6 @@ def _check_budget_and_target(scenario: Scenario, positions: Sequence[int], fail:
     if target is not None:
         if (target.fid is None) == (target.kid is None):
             fail("metrics.target", "give exactly one of fid or kid, e.g. {fid: 30}")
-        if target.value < 0:
-            fail(f"metrics.target.{target.metric}", f"must not be negative, got {shown(target.value)}")
         if scenario.metrics.features == "auto":
             fail(
                 "metrics.target",
@@ -330,21 +296,6 @@ def _check_checkpoints(every: CheckpointEvery | None, fail: Fail) -> None:
         return
     if (every.steps is None) == (every.minutes is None):
         fail("train.checkpoint_every", "give exactly one of steps or minutes, e.g. {minutes: 30} or {steps: 500}")
-    if every.steps is not None and every.steps < 1:
-        fail("train.checkpoint_every.steps", f"must be at least 1, got {shown(every.steps)}")
-    if every.minutes is not None and every.minutes <= 0:
-        fail("train.checkpoint_every.minutes", f"must be positive, got {shown(every.minutes)}")
-
-
-def _check_engine_settings(horovod: HorovodConfig, ddp: DDPConfig, prefix: str, fail: Fail) -> None:
-    for name in ("cycle_time_ms", "fusion_threshold_mb", "cache_capacity"):
-        value = getattr(horovod, name)
-        if value is not None and value < 0:
-            fail(f"{prefix}horovod.{name}", f"must not be negative, got {shown(value)}")
-    if horovod.groups is not None and horovod.groups < 1:
-        fail(f"{prefix}horovod.groups", f"must be at least 1, got {shown(horovod.groups)}")
-    if ddp.bucket_cap_mb is not None and ddp.bucket_cap_mb <= 0:
-        fail(f"{prefix}ddp.bucket_cap_mb", f"must be positive, got {shown(ddp.bucket_cap_mb)}")
 
 
 def _check_performance(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
@@ -378,7 +329,6 @@ def device_problem(settings: PerformanceConfig, on_gpu: bool, compiler: str | No
 def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) -> None:
     if spec.label is not None and (problem := name_problem(spec.label)) is not None:  # the run folders' names
         fail(f"{path}.label", problem)
-    _check_engine_settings(spec.horovod, spec.ddp, f"{path}.", fail)
     own = ENGINES[spec.engine]
     if own.settings is not None and own.check_settings is not None:
         own.check_settings(getattr(spec, own.settings), f"{path}.{own.settings}", fail)
@@ -392,7 +342,7 @@ def _check_run_spec(spec: RunSpec, path: str, scenario: Scenario, fail: Fail) ->
         fail(f"{path}.loss", f"'{loss}' is not available for {spec.strategy}; choose one of {', '.join(losses)}")
     if spec.engine not in engines:
         fail(f"{path}.engine", f"'{spec.engine}' does not run {spec.strategy}; choose one of {', '.join(engines)}")
-    if not spec.procs or any(p < 1 for p in spec.procs):
+    if not spec.procs:  # each count's bound is the schema's
         fail(f"{path}.procs", f"expected process counts of at least 1, got {shown(spec.procs)}")
     if len(set(spec.procs)) != len(spec.procs):
         fail(f"{path}.procs", f"process counts repeat: {shown(spec.procs)}")
