@@ -1,23 +1,11 @@
 """Free-form settings handed to an engine's own library, confined: ``runs[].deepspeed.config``.
 
-A scenario may add entries to the config the deepspeed engine hands ``deepspeed.initialize``. DeepSpeed's config
-has keys that write files where they say (its CSV and TensorBoard monitors, the FLOPs profiler, autotuning
-results, NVMe swap files, Nebula checkpoints), send the run to a service (Weights & Biases, Comet), crash this
-engine (the FLOPs profiler: ``AssertionError: bwd_microstep timer``), or take over what the suite sets itself
-(batch sizes, the optimizer, the ZeRO stage, precision). Results folders are shared, so a scenario from someone
-else must not write anywhere but its run folders.
-
-So the config is an allowlist (:data:`DEEPSPEED_KEYS`), checked when the scenario is validated (the engine entry's
-``check_settings`` trait: :func:`check_deepspeed_settings`) and again when a rank builds its config from
-``run.json`` (:func:`confined_deepspeed_config`): every other key is refused in one line naming it and why, and
-a value of the wrong type is refused before DeepSpeed sees it. The one key that writes files, ``csv_monitor``,
-writes inside the run folder: the suite sets its ``output_path`` and ``job_name`` (a scenario that gives either
-is refused), so the CSV files land in ``RUN_DIR/deepspeed-monitor/<network>/``, and the record's engine settings
-(the config as handed on) say where.
-
-The other engines have no free-form settings: ``horovod`` and ``ddp`` are typed sections
-(:mod:`suite.config.sections`) with no path among them, and the files Horovod writes (its timeline and autotune
-log) are named by the suite inside the run folder.
+DeepSpeed's config has keys that write files where they say, send the run to a service, crash this engine, or take
+over what the suite sets itself; results folders are shared, so a scenario from someone else must not write anywhere
+but its run folders. So the config is an allowlist (:data:`DEEPSPEED_KEYS`; docs/engine-settings.md), checked when
+the scenario is validated (:func:`check_deepspeed_settings`) and again when a rank builds its config from ``run.json``
+(:func:`confined_deepspeed_config`), every other key refused in one line naming it and why. The one key that writes
+files, ``csv_monitor``, writes inside the run folder. The other engines have no free-form settings.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """JSON in: the one reader of the JSON files the suite reads back (run records, rank status files, probes,
 checkpoint descriptions, run settings).
 
-A results folder is shared, so any of its files may come from someone else. Reading one is bounded:
-
-- its size: a file larger than ``max_bytes`` (:data:`MAX_BYTES` unless the reader says) is refused unread;
-- its nesting: arrays and objects more than :data:`MAX_JSON_DEPTH` deep are refused, counted on the text before it is
-  parsed (Python's parser and every reader of the data recurse: 100,000 ``[`` would be a ``RecursionError``);
-- its numbers: ``NaN``, ``Infinity`` and a number too large for a float (``1e400``) are not JSON, though Python's
-  parser takes them (the suite writes ``null`` for a number it has not got); an integer must fit in 64 bits;
-- its text: UTF-8.
-
-Every problem is a :class:`JsonError` (a :class:`ValueError`, so the command ends with exit code 2) of one line
-naming the file.
+A results folder is shared, so any of its files may come from someone else. Reading one is bounded: its size
+(``max_bytes``, :data:`MAX_BYTES` unless the reader says), its nesting (:data:`MAX_JSON_DEPTH`, counted on the text
+before it is parsed: Python's parser recurses), its numbers (no ``NaN``, ``Infinity`` or ``1e400``, though Python's
+parser takes them; integers within 64 bits) and its text (UTF-8). Every problem is a :class:`JsonError` (a
+:class:`ValueError`: exit code 2) of one line naming the file.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""How a run's work splits over its ranks, and the sizes the networks accept: the arithmetic that
-scenario validation checks before anything starts and the runtime uses when it does.
-
-Plain functions of plain numbers (no torch): :func:`local_batch` (a global batch over a group),
-:func:`class_plan` (classes over ranks, label-partitioned), :func:`process_grid` (a cellular grid
-over ranks), :func:`check_image_size` (what the generator and the discriminator can work at) and
-what one step of a system draws from the data (:class:`SystemSize`, :func:`budget_steps`; each
-strategy's rule is a trait of its registry entry, :mod:`suite.config.registry`).
-Their errors name the rule; validation re-raises them under the scenario field at fault.
+"""How a run's work splits over its ranks, and the sizes the networks accept: the arithmetic that scenario validation
+checks before anything starts and the runtime uses when it does (plain functions of plain numbers, no torch; their
+errors name the rule, and validation re-raises them under the scenario field at fault).
 
 **The images budget** (``train.budget_images``) charges *training images*: the real images that reach a
-discriminator (critic) update, summed over all the system's GANs (or cells) and all its ranks, a batch of B
-real images counting B once per GAN (cell) that trains on it, warm-up steps included. (A cellular cell
-makes ``batches_per_iteration`` generator steps an iteration; its discriminators train on every
-``discriminator_skip + 1``-th of those batches only, :func:`discriminator_batches`: the others are
-generator-only steps, which draw no real images and are not charged.) Generated images, and the
-*evaluation images* that networks score without an update (cellular fitness and mixture evaluation),
-do not count. One *step* of a system is the smallest unit it stops at (:func:`one_model_step_images`,
-:func:`per_class_step_images`, a cellular grid's in its package's rules); a budget buys ``budget_images // step``
-whole steps (:func:`budget_steps`), of which the first ``train.warmup_steps`` are warm-up: a budget must
-buy at least one step more.
+discriminator (critic) update, summed over the system's GANs (cells) and ranks, warm-up included; generated images and
+the evaluation images networks score without an update do not count (docs/scenarios.md, "Equal budgets"). A budget
+buys ``budget_images // step`` whole steps of the system (:func:`budget_steps`; a step is each strategy's
+``step_images`` trait), of which the first ``train.warmup_steps`` are warm-up: it must buy at least one more.
 """
 
 from __future__ import annotations

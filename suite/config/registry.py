@@ -1,29 +1,14 @@
 """One registry per axis of a run: strategies, engines, losses, feature networks, metrics protocols and
 architectures, and the loading of their entries: the suite's own and the installed plugins'.
 
-Each entry registers its name and what it accepts; the scenario's validation, the CLI's
-choices, the launcher and the report read these registries instead of keeping lists of their
-own. An entry names its implementation as ``"module:attribute"`` and imports it only when a
-run builds it, so that validating a scenario or parsing the command line stays free of torch,
-MPI and the other heavy libraries.
-
-Every trait of a strategy, loss or engine lives on its entry (or its class); no other module compares their
-names (the entries' dataclasses are :mod:`suite.config.entries`). Adding an engine or a loss is one new module and
-one entry in :mod:`suite.config.own_entries`, e.g.::
-
-    EngineEntry("gloo", "suite.train.engines.gloo:GlooEngine", local_launcher="torchrun", launchers=("torchrun",))
-
-A strategy is one package, its entry in its ``entry`` module: the suite's own under :mod:`suite.strategies`
-(:data:`BUILT_IN_STRATEGIES`, loaded when the registry is first read),
-
-a plugin's from a package outside the suite, through an entry point whose value is the entry
-(:data:`ENTRY_POINT_GROUPS`)::
-
-    [project.entry-points."gan_scaling_suite.strategies"]
-    local_sgd = "suite_local_sgd.entry:ENTRY"
-
-Installed plugins are loaded when a registry is first read (``SUITE_NO_PLUGINS=1`` leaves them out); one that is
-not an entry of its axis, repeats a name or lacks a trait the suite needs is refused with one line naming it.
+The scenario's validation, the CLI's choices, the launcher and the report read these registries instead of keeping
+lists of their own, and no other module compares a strategy's, loss's or engine's name: every trait lives on its entry
+(:mod:`suite.config.entries`). An entry names its implementation as ``"module:attribute"``, imported only when a run
+builds it, so that validating a scenario or parsing the command line stays free of torch and MPI. The suite's own
+engines, losses and the rest are :mod:`suite.config.own_entries`; a strategy is one package
+(:data:`BUILT_IN_STRATEGIES`), a plugin's is found through an entry point (:data:`ENTRY_POINT_GROUPS`;
+docs/adding-a-strategy.md). A plugin that is not an entry of its axis, repeats a name or lacks a trait the suite needs
+is refused with one line naming it.
 """
 
 from __future__ import annotations

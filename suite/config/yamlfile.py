@@ -1,19 +1,11 @@
 """YAML in: the one reader of the suite's YAML files (scenarios, the gate's workload) and ``--set`` values.
 
-PyYAML's safe loader with two changes, so that a file means what it says:
-
-- numbers as YAML 1.2 reads them: ``1e-3`` is a float (YAML 1.1 needs a dot, ``1.0e-3``, and reads ``1e-3`` as text);
-- a key given twice in one mapping is an error naming the key and both lines (YAML 1.1 keeps the last one silently).
-
-Parsing is bounded, so that a small hostile file cannot take the machine: collections nest at most
-:data:`MAX_YAML_DEPTH` deep, aliases may add at most :data:`MAX_ALIAS_NODES` nodes to what the file spells out (a
-"billion laughs" of 1 KB would add 387 million) and at most as many characters of text as the file may hold
-(:data:`MAX_ALIAS_CHARS`, or the caller's size cap: a 270 KB string repeated 680 times by aliases is 181 MB), an
-alias may not contain itself, and a file is read up to a size its caller gives (:class:`YamlTooLarge`). So a file's
-data, aliases followed, is at most twice its cap wherever it goes (``run.json``, ``deepspeed.config``). These are checked on the composed node graph, before any value is
-built, so a refused file never becomes a huge value that an error message would format.
-
-Every problem is a :class:`YamlError` of one line naming the file: a file that is not UTF-8 text, or not YAML.
+PyYAML's safe loader, with numbers as YAML 1.2 reads them (``1e-3`` is a float) and a key given twice in one mapping
+an error naming the key and both lines. Parsing is bounded so that a small hostile file cannot take the machine:
+nesting (:data:`MAX_YAML_DEPTH`), what aliases add (:data:`MAX_ALIAS_NODES` nodes, :data:`MAX_ALIAS_CHARS` or the
+caller's size cap in characters), no alias inside itself, and the file's size (:class:`YamlTooLarge`), all checked on
+the composed node graph before any value is built (docs/scenarios.md gives the limits). Every problem is a
+:class:`YamlError` of one line naming the file.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Build locks that libraries the suite starts leave behind: torch's C++ extension lock.
 
-DeepSpeed builds its CPU ops (the shared-memory allreduce) as torch C++ extensions the first time
-a run needs them, one folder per extension under ``TORCH_EXTENSIONS_DIR`` (default
-``~/.cache/torch_extensions/py<version>_<device>/``). The builder holds the folder's ``lock``
-(torch's ``FileBaton``: a file created when the build starts and removed when it ends); every
-other process that needs the extension waits, without a timeout, for the file to go. A builder
-killed meanwhile (a run stopped with SIGKILL, a lost node) leaves it, and every later run waits
-forever. The file names no process, so a lock is stale when no process works in its folder (its
-working folder or command line is there: ninja, the compiler) and it is older than
-:data:`STALE_AFTER_S`: the only moments of a build without such a process, before ninja starts
-and while the built library loads, take a second or two. A younger lock that no process works
-on is watched until it is that old.
-
-:func:`check_build_locks` runs before a sweep's first run when one of its engines builds
-extensions (``builds_extensions`` on its registry entry), and refuses in one line naming the
-locks and the command that clears them.
+DeepSpeed builds its CPU ops as torch C++ extensions on first use, under ``TORCH_EXTENSIONS_DIR``; the builder holds
+the folder's ``lock`` file (torch's ``FileBaton``) and every other process waits for it to go, without a timeout. A
+builder killed meanwhile leaves it, and every later run waits forever. The file names no process, so a lock is stale
+when no process works in its folder and it is older than :data:`STALE_AFTER_S` (a build is without such a process for
+a second or two only). :func:`check_build_locks` refuses a sweep that would wait on one, naming the command that
+clears it.
 """
 
 from __future__ import annotations

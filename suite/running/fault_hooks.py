@@ -1,13 +1,8 @@
 """Test hooks of the worker (:mod:`suite.running.worker`): fail, slow down or diverge a rank at a known step.
 
-Test hooks: ``SUITE_TEST_FAIL_AT_STEP=N`` makes rank ``SUITE_TEST_FAIL_RANK`` (default 1) fail
-after its N-th step (warm-up included): it raises, or with ``SUITE_TEST_FAIL_HOW=kill`` sends
-itself SIGKILL; with ``SUITE_TEST_FAIL_RUN=RUN_ID`` only in that run of a launch that carries several. ``SUITE_TEST_DIVERGE_AT_STEP=N`` makes that rank's divergence check see an
-infinite discriminator loss at its N-th generator step (the model itself stays as it is). The
-tests use them to fail or diverge a rank at a known step; nothing else sets them.
-``SUITE_TEST_SLOWDOWN=F`` makes every rank sleep F times each step's own (host) duration inside
-the step, a slowdown of F of the step time; ``suite gate --inject-slowdown`` sets it to measure
-the gate's detection rate.
+``SUITE_TEST_FAIL_AT_STEP``, ``SUITE_TEST_FAIL_RANK``, ``SUITE_TEST_FAIL_HOW``, ``SUITE_TEST_FAIL_RUN``,
+``SUITE_TEST_DIVERGE_AT_STEP`` (the tests') and ``SUITE_TEST_SLOWDOWN`` (``suite gate --inject-slowdown``, to measure
+the gate's detection rate): :data:`suite.config.envsettings.SETTINGS` and docs/reliability.md say what each does.
 """
 
 from __future__ import annotations
@@ -22,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def fail_at_step(telemetry: Telemetry, rank: int, run_id: str) -> None:
-    """The test hook of the module docstring: make this rank fail after a given step (of the run it names, if any)."""
+    """Rank ``SUITE_TEST_FAIL_RANK`` (default 1) raises, or with ``SUITE_TEST_FAIL_HOW=kill`` SIGKILLs itself, after its
+    ``SUITE_TEST_FAIL_AT_STEP``-th step, warm-up included (only in run ``SUITE_TEST_FAIL_RUN`` where that is set)."""
     at = os.environ.get("SUITE_TEST_FAIL_AT_STEP")
     if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
         return
@@ -41,7 +37,7 @@ def fail_at_step(telemetry: Telemetry, rank: int, run_id: str) -> None:
 
 
 def slow_down_steps(telemetry: Telemetry) -> None:
-    """The slowdown hook of the module docstring: every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long."""
+    """Every step takes ``1 + SUITE_TEST_SLOWDOWN`` times as long: the rank sleeps inside it."""
     factor = float(os.environ.get("SUITE_TEST_SLOWDOWN") or 0)
     if factor <= 0:
         return
@@ -62,7 +58,8 @@ def slow_down_steps(telemetry: Telemetry) -> None:
 
 
 def diverge_at_step(rank: int) -> None:
-    """The divergence test hook of the module docstring (this process's :class:`LossWatch` only)."""
+    """That rank's divergence check sees an infinite discriminator loss at its ``SUITE_TEST_DIVERGE_AT_STEP``-th generator
+    step, the model itself unchanged (this process's :class:`LossWatch` only)."""
     at = os.environ.get("SUITE_TEST_DIVERGE_AT_STEP")
     if not at or rank != int(os.environ.get("SUITE_TEST_FAIL_RANK", "1")):
         return

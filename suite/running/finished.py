@@ -1,13 +1,10 @@
 """The runs a results folder has finished keep their settings: ``suite run`` refuses to write others over them.
 
-A run folder whose ``result.json`` says ``ok`` or ``diverged`` holds a result of the settings it
-was trained with: the record's ``settings`` (for records older than that field, the folder's
-``run.json``). Before ``suite run`` writes anything (a dry run, ``--resume`` and a plain run
-alike) every run of the scenario that has such a folder is compared with what would be written:
-if any differs, the command stops with one line naming the runs and the fields, and nothing in
-the folder changes. Where the ranks sat and the order of the sweep are not compared
-(:data:`suite.config.scenario.PLACEMENT_FIELDS`), nor fields that one side does not have (they
-were added to the suite after the run was made).
+Before ``suite run`` writes anything, every run with a finished (``ok`` or ``diverged``) folder is compared with what
+would be written (the record's ``settings``; for older records, the folder's ``run.json``); a difference stops the
+command in one line naming the runs and fields, the folder unchanged. Placement and sweep order
+(:data:`suite.config.scenario.PLACEMENT_FIELDS`) are not compared, nor fields one side lacks (added to the suite after
+the run was made).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""``suite gpu-check``: the self-check to run first on a GPU node.
+"""``suite gpu-check``: the self-check to run first on a GPU node (docs/clusters.md, "Checking a GPU node").
 
-It trains each strategy on each installed engine that runs it on GPUs (torch.distributed with
-NCCL; Horovod built with NCCL, DeepSpeed and mpi4py where present) for a few seconds, at P = 1
-and P = the visible GPUs, through ``suite run``; then checks every record: the run is ok, its
-ranks sat on distinct CUDA devices, NVML (AMD SMI on a ROCm torch) utilisation and memory were sampled and are plausible,
-steps were timed with CUDA events, and quality was scored on the GPU; and what the run's engine checks of its own
-(Horovod: built with NCCL GPU operations, allreduces over NCCL, the per-class process sets formed). It writes
-``gpu-check.md`` and ``gpu-check.json`` (one line per check, PASS or FAIL with its evidence),
-the scenario it ran and the runs' results into the ``--out`` folder.
+It trains each strategy on each installed engine that runs it on GPUs for a few seconds, at P = 1 and P = the
+visible GPUs, through ``suite run``; then checks every record (ok, ranks on distinct CUDA devices, plausible NVML or
+AMD SMI samples, CUDA-event timings, quality scored on the GPU, and what the run's engine checks of its own) and writes
+``gpu-check.md`` and ``gpu-check.json``, one line per check with its evidence.
 
-Exit codes: :data:`EXIT_PASS` 0, every check passed; :data:`EXIT_FAIL` 1, a check failed;
-2, bad input (as every sub-command); :data:`EXIT_NO_GPU` 4, skipped: no CUDA GPU is visible,
-said in one line on stderr (no traceback), so that CI on machines without a GPU can tell a
-skip from a failure.
+Exit codes: :data:`EXIT_PASS` 0, :data:`EXIT_FAIL` 1, 2 bad input, :data:`EXIT_NO_GPU` 4: no CUDA GPU visible, one
+line on stderr, so that CI on machines without a GPU can tell a skip from a failure.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Nothing in the script is free text but the preamble, the user's own shell file: the scenario's
-name (the job's name, its output files) is a safe name (:func:`suite.config.safe_text.name_problem`,
-checked with the scenario), so are ``--account``, ``--queue`` and ``--qos``, ``--constraint`` and
-``--gpu-bind`` are directive values (:func:`suite.config.safe_text.directive_problem`), ``--mpi``,
-``--site``, ``--scheduler`` and ``--launcher`` are among their choices, ``--module`` is a module name
-(:data:`MODULE_NAME`), and every other string (the scenario's path, ``--results``, ``--python``, ``--workdir``,
-``--master-addr``, ``--venv``, ``--conda``, ``--preamble``'s path) holds no control
-character or line break (:func:`suite.config.safe_text.script_text_problem`) and is quoted with
-:func:`shlex.quote` wherever it is written, comments included. :func:`suite.running.jobscript.render` checks them all, whether the
-options came from the command line or from Python, and an error names the option.
+"""Nothing in a job script is free text but the preamble, the user's own shell file: every other value is a safe name,
+a directive value, one of its choices or a module name, or else holds no control character or line break and is
+quoted with :func:`shlex.quote` wherever it is written, comments included (:mod:`suite.config.safe_text`).
+:func:`suite.running.jobscript.render` checks them all, whether the options came from the command line or from Python,
+and an error names the option.
 """
 
 from __future__ import annotations

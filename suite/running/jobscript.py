@@ -1,30 +1,12 @@
 """``suite jobscript``: an LSF or Slurm batch script that runs a whole scenario in one allocation.
 
-The script asks for enough nodes for the largest run, runs the user's preamble (``--preamble``:
-``module load`` and environment activation lines, copied as they are), then calls ``suite run``
-with ``--launcher jsrun`` (LSF, as on Summit) or ``--launcher srun`` (Slurm), or ``mpirun`` or
-``horovodrun`` inside the allocation when asked, so every run of the sweep is started inside the
-same allocation, and finishes with ``suite report``. A site preset (``--site``,
-:mod:`suite.running.sites`) chooses the ranks per node, CPUs and GPUs per rank and GPU binding.
-
-Placement is one rule under every launcher (:func:`suite.running.commands.placement`): ranks fill
-a node (the site's ranks per node, ``--ranks-per-node``) before the next one is used, so a run of
-P ranks uses ceil(P / R) nodes; the allocation asks for R tasks per node, R never more than the
-largest run.
-
-``--resume`` makes a resubmitted job continue where the last one stopped: finished runs are kept
-and an unfinished one continues from its last checkpoint.
-
-Before the walltime the scheduler warns the job with SIGTERM (Slurm ``--signal=B:TERM@120``,
-LSF ``-wa TERM -wt 2``), which the script passes to ``suite run``: the current run checkpoints
-(``--grace``), its ranks stop, and it is recorded as interrupted; the report is skipped. The
-walltime is given in Slurm's ``--time`` forms (:func:`suite.running.walltime.parse_walltime`) and written in each
-scheduler's own.
-
-What a site preset writes (the site guide's directives and ``module load`` lines; ``--no-site-setup`` leaves the
-latter out), the suite's Python environment on the nodes (``--venv``, ``--conda``, ``--module``: a site preset is refused
-without one), job arrays (``--array``) and containers (``--container``) are told in docs/clusters.md. The script goes to
-``jobs/NAME[.SITE][.array].SCHEDULER.sh`` (:func:`default_name`), replaced only with ``--force``.
+The script asks for enough nodes for the largest run, runs the user's preamble, then ``suite run`` with the
+scheduler's launcher (``jsrun``, ``srun``; or ``mpirun``, ``horovodrun`` inside the allocation) and ``--resume``, so a
+resubmitted job continues, and ends with ``suite report``. Ranks fill a node before the next under every launcher
+(:func:`suite.running.commands.placement`). Before the walltime the scheduler's warning signal reaches ``suite run``,
+which checkpoints and records the run as interrupted. Site presets, the nodes' Python environment, job arrays and
+containers: docs/clusters.md. The script goes to ``jobs/NAME[.SITE][.array].SCHEDULER.sh`` (:func:`default_name`),
+replaced only with ``--force``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """A launch: the runs of one group (:mod:`.launchgroups`; one run: its own command) started with one command, its
 processes watched until it ends, and each run's final record.
 
-``suite run`` runs the launch's command (the planned run's, :mod:`.planning`, with ``--next-run`` for each further
-run) under a time limit per run, with its output in the first run's ``RUN_DIR/log.txt``, cut into each run's when the
-launch ends. Before the ranks start, it hands them what it knows of the launch (:mod:`.launch_part`), so that rank 0
-writes each run's record once, whole; the launcher reads each record once, as it appears, and writes a record only
-for a run that did not end as its worker recorded it (:mod:`.run_end`: a ``failed`` record whose error starts with
-one line naming the rank that failed first, its host and its exit code or signal, or an ``interrupted`` one when
-``suite run`` was stopped; either names the checkpoint ``--resume`` continues from).
-
-When a launch ends (finished, failed, timed out or stopped) no process of it is left (:mod:`.launched`): the runner
-keeps a list of every process the launcher started (and of the ranks' own status files), and terminates, then kills,
-whatever outlives the launcher; it then removes the temporaries of writes that a killed rank left unfinished. Should
-``suite run`` itself die unawares (SIGKILL), the kernel sends its launcher SIGTERM (:func:`.processes.die_with_parent`)
-and its reaper (:mod:`.reaper`) ends every process marked with ``suite run``'s :data:`~.processes.OWNER_VARIABLE`,
-which the launch's environment carries to every process the launcher starts on this host. Told to stop (a signal to
-``suite run``, :mod:`.signals`), it first asks a run that checkpoints to save a checkpoint (``checkpoints/STOP``) and
-waits up to ``grace`` seconds for its ranks to exit. The launchers' command lines are :mod:`.commands`'.
+Rank 0 writes each run's record once, whole, with the launch's part handed to it (:mod:`.launch_part`); the launcher
+writes a record only for a run that did not end as its worker recorded it (:mod:`.run_end`). When a launch ends no
+process of it is left (:mod:`.launched`, and :mod:`.reaper` should ``suite run`` itself die: docs/reliability.md,
+"No orphans"); told to stop, it first lets a run that checkpoints save one within ``grace`` seconds.
 """
 
 from __future__ import annotations

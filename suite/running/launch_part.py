@@ -2,14 +2,10 @@
 record once, whole: the worker's parts and the launch's (its command, exit code, wall time, and the checkpoint
 ``--resume`` continues from).
 
-``suite run`` writes what it knows of the launch before its ranks start (:func:`hand_launch`: the command, when it
-started, its own mark) into the first run's ``ranks/`` folder; rank 0 reads it as the run starts (:func:`handed_launch`)
-and completes each run's record with it as it writes it (:meth:`HandedLaunch.part`): exit code 0 (the launcher rewrites the
-record of a run whose launch then exits otherwise as failed), the wall time from the end of the run before it in the
-launch (the first: from the launch's start) to its record, so that the wall times of a launch's runs add up to the
-launch's up to its last record, and for a diverged run the checkpoint ``--resume`` continues from. A worker started
-by hand (no ``--run-sha256``) or by another ``suite run`` than the one that wrote the file takes no launch part: its
-record has none, as before."""
+``suite run`` writes what it knows of the launch into the first run's ``ranks/`` folder before its ranks start
+(:func:`hand_launch`); rank 0 reads it (:func:`handed_launch`) and completes each run's record with it
+(:meth:`HandedLaunch.part`). A worker started by hand, or by another ``suite run``, takes no launch part.
+"""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """Runs that share a launch: the ranks start once (imports, ``MPI_Init``, ``hvd.init()``, process groups) and train
-run after run, each with its own seed, settings, training window, record and folder.
+run after run, each with its own seed, settings, training window, record and folder (docs/architecture.md, "Runs that
+share a launch").
 
-Runs share a launch where their launch commands are the same but for the run (the launcher, its placement, the
-engine, the process count: :func:`launch_key`), and so are what the process keeps from its first run: the engine's
-settings section and start-up traits, the threads per rank and the ``performance`` settings. A run that needs a
-process of its own says why (:func:`alone_reason`): a traced run, a run that checkpoints (a stop request saves one
-run), a run that compiles or captures its step, and what its engine refuses
-(:meth:`suite.train.engines.base.Engine.shared_launch_refusal`). A dry run prints that reason beside its command.
-
-The launch's command is its first run's with a ``--next-run RUN_DIR SHA256`` for each further run
-(:data:`.commands.NEXT_RUN_OPTION`); the worker trains them in order. Its output goes to the first run's ``log.txt`` as
-it runs and is then cut into each run's ``log.txt`` where a rank logs :data:`.commands.RUN_MARK` (:func:`split_log`).
-Each run's ``wall_s`` runs from the record of the run before it (the first: from the launch's start, with its start-up)
-to its own record (:mod:`.launch_part`), so that its runs' ``wall_s`` add up to the launch's wall time up to its last
-record.
+Runs share a launch where their commands are the same but for the run (:func:`launch_key`); a run that needs a
+process of its own says why (:func:`alone_reason`). The launch's command is its first run's with a
+``--next-run RUN_DIR SHA256`` for each further run, and its output is cut into each run's ``log.txt`` where a rank logs
+:data:`.commands.RUN_MARK` (:func:`split_log`).
 """
 
 from __future__ import annotations

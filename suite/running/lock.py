@@ -1,20 +1,9 @@
 """The results folder: one ``suite run`` at a time, and room for what a sweep writes.
 
-:class:`ResultsLock` holds ``RESULTS/.suite.lock`` (``fcntl.flock``) for as long as ``suite
-run`` works in the folder; the file names the holder (host, pid and start time, command, and the
-mark of the processes it starts, :mod:`suite.running.processes`), and a second ``suite run`` on
-the folder refuses with that name. The kernel releases the lock however its holder ends, so a
-lock file that names a holder but is not locked was left by one that died; it is taken over,
-with a warning, once every process of that holder is gone: the launchers and ranks it marked
-(its reaper ends them within seconds; :data:`TAKEOVER_WAIT_S` are waited for, then the folder is
-refused, naming their pids). Where the file system has no ``flock`` (some NFS and Lustre mounts)
-the file alone decides: a holder on this host that no longer runs (by pid and start time, so a
-reused pid is not mistaken for it) is stale; one on another host is trusted (remove the file by
-hand if that job is gone).
-
-:func:`check_room` runs before the first run: the folder must be writable and have room for
-the sweep's finished files, plus three checkpoints of its largest checkpointing run (the two a
-run keeps and the one being written), plus a 100 MB margin.
+:class:`ResultsLock` holds ``RESULTS/.suite.lock`` (``fcntl.flock``, released by the kernel however its holder ends)
+and names its holder; a stale lock is taken over once every process its holder marked is gone, and without ``flock``
+(some NFS and Lustre mounts) the file alone decides (docs/reliability.md, "Stopping and the lock"). :func:`check_room`
+runs before the first run.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """``:::MLLOG`` lines from a run's record, written with the ``mlperf-logging`` package's logger, that pass its
-compliance checker under this suite's benchmark rules (:data:`RULES`; docs/logs.md).
-
-One JSON line per event, as MLPerf training logs have them: ``cache_clear``, ``init_start`` at the worker's start,
-the ``submission_*`` lines (which say that the suite wrote the log, no MLPerf submission), the run's hyperparameters
-and disclosures, ``init_stop`` and ``run_start`` as the training clock starts (warm-up included, as it trains), a
-block (``block_start`` .. ``block_stop``) from one quality curve point to the next, each ending with
-``eval_start``, one ``eval_accuracy`` per score of the point (metadata ``metric`` FID, KID or IS and
-``lower_is_better``, as MLPerf's stable diffusion logs its FID), ``eval_stop``, and ``run_stop`` as the window
-closes (status ``success``, or ``aborted`` for a diverged run). Every value is the record's.
+compliance checker under this suite's benchmark rules (:data:`RULES`; docs/logs.md lists the events). Every value is
+the record's; a block runs from one quality curve point to the next, each ending with its scores as ``eval_accuracy``
+(FID, KID or IS, as MLPerf's stable diffusion logs its FID).
 """
 
 from __future__ import annotations

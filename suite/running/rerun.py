@@ -1,17 +1,10 @@
 """Finished runs are never replaced unasked: ``suite run`` skips them, and ``--rerun`` keeps the old one until the new
 one is ok.
 
-A run whose record says ``ok`` or ``diverged`` is finished (:data:`suite.running.finished.FINISHED`). ``suite run``
-skips it, saying so in one line (``RUN_ID finished (ok); skipped: --rerun trains it again``), with or without
-``--resume``. With ``--rerun`` it trains it again from step 0: the old run folder is first renamed, in the results
-folder and through its descriptor, to ``RUN_ID.replaced-YYYYmmdd-HHMMSS`` (:func:`set_aside`), which reports and
-the other readers of a results folder pass over (:func:`suite.records.results.is_set_aside`); once the new run is
-``ok`` the old folder is removed, otherwise it is kept and named (:func:`settle`).
-
-A ``--rerun`` stopped midway (SIGTERM) leaves the old run set aside: the stop message names its folder, reports read
-the run from it while the new one has no finished record (:func:`suite.records.trusted.trusted_records`), and the next
-``suite run`` of the folder puts it back (:func:`put_back`), unless that command is ``--rerun --resume``, which
-continues the new run and settles the old one as the first would have.
+With ``--rerun`` the old run folder is set aside as ``RUN_ID.replaced-YYYYmmdd-HHMMSS`` (:func:`set_aside`), removed
+once the new run is ok and otherwise kept and named (:func:`settle`); a ``--rerun`` stopped midway leaves it aside
+until the next ``suite run`` puts it back (:func:`put_back`), unless that one is ``--rerun --resume``
+(docs/results.md, docs/reliability.md).
 """
 
 from __future__ import annotations

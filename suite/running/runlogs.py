@@ -1,13 +1,9 @@
 """A run's logs in other tools' formats, written by rank 0 from the run's record as the run ends (docs/logs.md).
 
-``logs.tensorboard`` (or ``suite run --tensorboard DIR``) writes TensorBoard event files: training writes its own
-while it runs (:mod:`suite.measure.tensorboard_writer`, set up by the worker), and this adds the end of them
-(:mod:`.tensorboard_events`: the quality curve, the totals); ``logs.mllog`` (or ``suite run --mllog``) writes
-MLPerf-style ``:::MLLOG`` lines (:mod:`.mlperf_lines`). Both read the record as ``result.json`` holds it, so their
-numbers are the record's; their times are the record's too: the worker's start, its set-up and warm-up seconds and
-the training clock at each progress and curve point.
-
-Neither can fail a run: the record is written first, and a log that cannot be written is one warning line.
+TensorBoard events (``logs.tensorboard``, ``suite run --tensorboard DIR``: the end of those training wrote,
+:mod:`.tensorboard_events`) and MLPerf-style ``:::MLLOG`` lines (``logs.mllog``, ``suite run --mllog``:
+:mod:`.mlperf_lines`), their numbers and times the record's. Neither can fail a run: the record is written first, and
+a log that cannot be written is one warning line.
 """
 
 from __future__ import annotations

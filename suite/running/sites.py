@@ -1,16 +1,10 @@
 """Site presets of ``suite jobscript --site``: how a known cluster places ranks, CPUs and GPUs, as its user guide writes it.
 
-A preset names the scheduler and its launcher, the ranks per node (one per GPU, or per GCD on
-Frontier), the CPU cores of each rank, the GPUs of each rank and how Slurm binds them, what the
-site asks every job to say (Frontier: an account and ``-p batch``; Perlmutter: ``-C gpu`` and a QOS,
-``-q``), the ``module load`` lines its guide starts a PyTorch job with (Frontier's also put MIOpen's kernel cache on
-node-local storage), the module that gives conda, its GPUs' vendor, and the
-network preset (:data:`suite.measure.network.PRESETS`) that ``suite project`` models the site with.
-Every value can be overridden on the command line. The figures follow NERSC's Perlmutter and OLCF's
-Frontier user guides for one rank per GPU (GCD); Summit (retired) is kept as an LSF example.
-
-Each preset also knows the walltime and node limits of its partitions or QOSes (:class:`QueueLimits`, from the page
-each names), so that ``suite jobscript`` refuses a job the scheduler would refuse, in one line naming the limit.
+A preset names the scheduler, ranks per node (one per GPU, or per GCD on Frontier), each rank's CPUs and GPUs and how
+Slurm binds them, what the site asks every job to say, its guide's ``module load`` lines, its conda module, its GPUs'
+vendor and the network preset ``suite project`` models it with (:data:`suite.measure.network.PRESETS`); the command
+line overrides every value. It also knows its queues' walltime and node limits (:class:`QueueLimits`), so that
+``suite jobscript`` refuses, in one line, a job the scheduler would refuse (docs/clusters.md).
 """
 
 from __future__ import annotations

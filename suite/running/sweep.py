@@ -1,13 +1,9 @@
 """Running a scenario's runs one after another: the loop behind ``suite run`` (and ``suite gpu-check``).
 
-:func:`run_scenario` checks what must hold before anything is written (every launch command builds, the
-rulers are there, finished runs keep their settings, the run folders hold no symbolic link, FIFO, socket
-or device: :func:`suite.records.nofollow.check_tree`), takes the results folder's lock, checks inside it
-what else must hold (:func:`check_before_start`: the launchers, devices and room are there; a refusal
-leaves the folder as it was) and runs
-:func:`run_sweep`: each run is launched in turn, its outcome printed in one line, and the exit code
-says whether any failed (1) or diverged (``ExitCode.DIVERGED``). Below the results folder nothing
-is reached through a link (:func:`suite.records.nofollow.confine`).
+:func:`run_scenario` refuses what it can before anything is written, then takes the results folder's lock and runs
+:func:`run_sweep`: each run launched in turn, its outcome in one line; the exit code says whether any failed (1) or
+diverged (``ExitCode.DIVERGED``). Below the results folder nothing is reached through a link
+(:func:`suite.records.nofollow.confine`).
 """
 
 from __future__ import annotations

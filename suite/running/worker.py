@@ -1,34 +1,16 @@
 """The per-rank entry point: ``python -m suite.running.worker RUN_DIR`` (or its short name, ``python -m suite.worker``).
 
-Every rank reads ``RUN_DIR/run.json`` (written by ``suite run``, also with ``--dry-run`` for
-hand launches), starts the engine, sets up the run's strategy, warms it up and trains on the
-training clock (between two barriers, the warm-up inside), and hands its measurements to rank 0, which
-packages the trained model; every rank then scores a share of its models and snapshots
-(:mod:`suite.running.scoring`), and rank 0 writes ``RUN_DIR/result.json``.
+Every rank reads ``RUN_DIR/run.json`` (checked against the sha256 ``suite run`` gives it, ``--run-sha256``:
+:func:`read_run`), starts the engine, sets up the run's strategy, warms it up and trains on the training clock
+(between two barriers, the warm-up inside), and hands its measurements to rank 0, which packages the trained model;
+every rank then scores a share of its models and snapshots (:mod:`suite.running.scoring`), and rank 0 writes
+``RUN_DIR/result.json``. ``--next-run RUN_DIR SHA256`` (repeatable) hands the launch further runs, trained one after
+another by the same ranks (:mod:`.launchgroups`). Launch it under any launcher (``mpirun -np 4 python -m
+suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``).
 
-``suite run`` also gives every rank the sha256 of the ``run.json`` bytes it wrote (``--run-sha256``): the rank reads
-the file once, hashes those bytes and refuses others in one line naming the file (:func:`read_run`), so the settings
-cannot change between the launcher's write and the rank's read. A hand launch leaves the option out and runs the
-``run.json`` it finds.
-
-``--next-run RUN_DIR SHA256`` (repeatable) hands the launch further runs: the ranks start the engine once and
-train run after run, each from its own folder and ``run.json`` with its own record (:mod:`.launchgroups`); a run that
-fails ends the launch (``suite run`` launches the runs after it anew).
-
-Launch it under any launcher, e.g. ``horovodrun -np 8 python -m suite.running.worker results/x/RUN``,
-``mpirun -np 4 python -m suite.running.worker ...``, ``torchrun --nproc_per_node 4 -m suite.running.worker ...``,
-``jsrun -n 6 -a 1 -g 1 python -m suite.running.worker ...``.
-
-Every rank keeps its status in ``RUN_DIR/ranks/rank<N>.json`` (host, pid; see
-:mod:`suite.records.failures`). A rank that raises writes its error and traceback there (rank 0 also
-into a ``failed`` record) and then aborts (:meth:`Engine.abort`: MPI_Abort on the MPI engine,
-an immediate exit elsewhere), so that the launcher stops the other ranks at once instead of
-leaving them blocked in a collective. A run that diverges (:mod:`suite.gan.divergence`) is neither
-finalized nor scored: rank 0 records it as ``diverged`` and every rank exits normally. With
-``train.checkpoint_every`` the worker resumes from the run's latest checkpoint after set-up and
-saves checkpoints while training (see :mod:`suite.train.checkpoint`).
-
-Test hooks (:mod:`suite.running.fault_hooks`) fail, slow down or diverge a rank at a known step.
+A rank that raises writes its error to ``RUN_DIR/ranks/rank<N>.json`` (rank 0 also a ``failed`` record) and aborts
+(:meth:`Engine.abort`), so that the launcher stops the others at once instead of leaving them blocked in a
+collective. A diverged run is neither finalized nor scored: rank 0 records it and every rank exits normally.
 """
 
 from __future__ import annotations

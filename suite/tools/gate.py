@@ -1,29 +1,12 @@
-"""``suite gate``: a paired, interleaved A/B regression gate on one host.
+"""``suite gate``: a paired, interleaved A/B regression gate on one host (docs/benchmarks-and-ci.md).
 
-The baseline revision (A: ``--baseline REF``, default the merge base with the main branch) is
-checked out in a git worktree beside the candidate (B: this checkout, which must be clean). It
-shares the candidate's virtual environment when ``ci/requirements.lock`` is the same on both
-sides, and gets its own (``ci/setup.sh``) when it differs. The gate then runs the regression
-workload (``scenarios/gate.yaml``) on both sides alternately, ``A B B A A B ...``, after one
-warm-up run of each side that is not counted: same host, same threads, pair ``i`` on seed
-``seeds[i % len(seeds)]`` on both sides. Each pair gives one ratio per metric, and
-:func:`suite.analysis.stats.paired.paired_verdict` turns the ratios into PASS, FAIL or INCONCLUSIVE. From
-``--min-pairs`` on, the gate stops as soon as every metric is decided, at ``--max-pairs`` or
-when the next pair would pass ``--max-minutes``.
-
-Metrics, per run of the workload: images/s in the training window, the median step time, bytes
-moved by collectives (a count: decided on its value), and quality. Quality is ``identical`` when
-every pair's two models have the same digest; otherwise both sides' models are scored with the
-candidate's pinned ruler and B's FID minus A's, pair by pair on the same seeds, is tested
-against the seed spread of A's FID (never one draw).
-
-Exit codes: 0 PASS, 1 FAIL, 5 INCONCLUSIVE, 2 bad input or a workload that failed on one side
-(one line naming the side; the other side's results are kept in the output folder).
-
-Measurement knob: ``--inject-slowdown F`` sets ``SUITE_TEST_SLOWDOWN=F`` for the candidate's
-runs, which makes every rank sleep ``F`` times each step's own duration inside the step (see
-:mod:`suite.running.fault_hooks`). It exists to measure the gate's detection rate (``ci/gate_error_rates.py``);
-nothing else sets it.
+The baseline revision (A) is checked out in a git worktree beside the candidate (B: this clean checkout), with the
+candidate's environment or, where ``ci/requirements.lock`` differs, its own. After one uncounted warm-up run of each
+side the regression workload runs on both alternately, ``A B B A ...``, pair ``i`` on seed ``seeds[i % len(seeds)]``;
+:func:`suite.analysis.stats.paired.paired_verdict` turns each metric's per-pair ratios into PASS, FAIL or
+INCONCLUSIVE, and the gate stops once every metric is decided (from ``--min-pairs``), at ``--max-pairs`` or before
+``--max-minutes``. Quality is ``identical`` where every pair's models have the same digest; otherwise B's FID minus A's,
+pair by pair, is tested against the seed spread of A's FID (never one draw).
 """
 
 from __future__ import annotations

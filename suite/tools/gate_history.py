@@ -1,22 +1,7 @@
-"""The gate's history: each ``suite gate`` run appends its paired changes to an asv results folder.
-
-asv (airspeed velocity) keeps a project's benchmark results as a folder of JSON files, and ``asv publish`` renders
-that folder as a website of per-commit graphs. The gate writes the same layout (asv's results format, API version 2,
-as asv's developer documentation describes it), with :mod:`json` only:
-
-- ``HISTORY/benchmarks.json``: one entry per gated quantity, ``gate.<run id>.<metric>``, of asv's ``track`` type;
-- ``HISTORY/<machine>/machine.json``: the machine (asv's fields: ``machine``, ``os``, ``arch``, ``cpu``, ``num_cpu``,
-  ``ram``);
-- ``HISTORY/<machine>/<commit[:8]>-<env>.json``: one gate run, keyed by the candidate's commit. ``env`` is
-  ``gate-suite<version>`` (:data:`ENV_PREFIX`): steps of another suite version are another environment, as asv keeps
-  them. Per quantity, asv's result columns: ``result`` the mean change B vs A (percent for times and counts, FID
-  points for quality), ``stats_ci_99_a``/``stats_ci_99_b`` its two-sided 99 % interval, ``stats_repeat`` the pairs,
-  ``samples`` the pairs' own changes where the gate kept them. asv reads the keys it knows and ignores the others;
-  the gate adds one, ``gate``: the baseline commit, each quantity's step verdict and margin, the threshold and alpha.
-
-The changes are the gate's own (its verdict rows: the mean and the one-sided upper bound it decided on), so a reader
-recovers each step's mean and standard error on the additive scale (:mod:`.gate_steps`): the log of the time ratio,
-the relative change of a count, the FID difference. :mod:`.gate_series` chains them per commit.
+"""The gate's history: each ``suite gate`` run appends its paired changes to an asv results folder, in asv's layout
+(results format, API version 2), with :mod:`json` only; docs/benchmarks-and-ci.md, "The gate's history", gives the
+files and columns. The changes are the gate's own verdict rows, from which a reader recovers each step's mean and
+standard error on the additive scale (:mod:`.gate_steps`; :mod:`.gate_series` chains them per commit).
 
 A run is appended only where it measured a commit against another one: not with uncommitted changes, an injected
 slowdown, an A/A run or without verdicts. A history that cannot be written is one warning line; the gate's verdict

@@ -1,17 +1,11 @@
 """The gate's history as a series per commit of a branch: the cumulative change since a chosen commit, its interval,
 a verdict on it, and the commit where the series moved (``suite gate-history show`` and ``bisect``).
 
-Each step of the history measured a candidate commit against a baseline commit. Along a branch's first-parent
-history, a commit's cumulative change since ``since`` is its baseline's cumulative change plus its own step (on the
-additive scale, :mod:`.gate_steps`), and its variance the sum of the steps' squared standard errors (the gate runs
-are independent). The interval uses Student's t with Welch-Satterthwaite's degrees of freedom. The verdict follows
-the gate's rule on the sum: **FAIL** when the cumulative change is beyond the threshold and its one-sided ``1 - alpha``
-lower bound above zero, **PASS** when its one-sided upper bound is below the threshold, **INCONCLUSIVE** otherwise.
-So five steps of +5 % that each PASS add up to +27.6 %, a FAIL.
-
-A step whose baseline is not in the series (measured against a commit of another branch, or before ``since``) is
-named and left out, never chained across the gap. Only one machine's steps of one suite version are chained; the
-others are named.
+Along a branch's first-parent history, a commit's cumulative change is its baseline's plus its own step (on the
+additive scale, :mod:`.gate_steps`), its variance the sum of the steps' squared standard errors (the gate runs are
+independent); the interval uses Student's t with Welch-Satterthwaite's degrees of freedom, and the verdict the gate's
+rule on the sum (docs/benchmarks-and-ci.md). A step whose baseline is not in the series is named and left out, never
+chained across the gap; only one machine's steps of one suite version are chained.
 """
 
 from __future__ import annotations

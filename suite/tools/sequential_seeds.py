@@ -1,17 +1,12 @@
 """``suite run`` with sequential seeds: a block of seeds, the quality verdicts, another block where they are undecided.
 
-A scenario whose ``train.seeds`` is a policy (``{initial: 3, step: 3, max: 12}``, :class:`suite.config.sections.
-SeedPolicy`) expands into every seed up to ``max``; this runs the first ``initial`` of each entry (and every run of
-the entries with fixed seeds), then takes the quality verdicts on the end-of-budget FID exactly as the report will
-(:func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the
-systems that are still in an undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
-(:func:`suite.running.sweep.run_scenario`: its checks, its lock, ``--resume``), so a stopped procedure resumes
-where it stopped; its runs are grouped by launch key (:func:`suite.running.launchgroups.plan_launches`), so a block
-takes one launch per engine, process count and launcher, whatever the order of its systems. The error of the whole procedure is :mod:`suite.analysis.stats.sequential`'s. The verdicts read only
-the records this user wrote for the scenario's planned runs and settings (:func:`planned_records`,
-:func:`suite.records.trusted.trusted_records`): a record someone planted in a shared folder steers nothing. The
-folder's records are read once, before the first block (those of an earlier, stopped ``suite run``); the records each
-block writes are kept as the sweep returns them, and read by no later look or block.
+A scenario whose ``train.seeds`` is a policy (:class:`suite.config.sections.SeedPolicy`) runs the first ``initial``
+seeds of each entry (and every run of the entries with fixed seeds), takes the quality verdicts as the report will
+(:func:`suite.analysis.findings.sequential_quality`) and runs the next ``step`` seeds of the systems still in an
+undecided pair, until every pair is decided or the cap is reached. Each block is one ordinary sweep
+(:func:`suite.running.sweep.run_scenario`), so a stopped procedure resumes where it stopped. The verdicts read only
+the records this user wrote for the planned runs (:func:`planned_records`): a record planted in a shared folder
+steers nothing; the folder's records are read once, before the first block.
 """
 
 from __future__ import annotations
