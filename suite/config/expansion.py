@@ -118,14 +118,12 @@ def with_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict[st
 
 def parse_scenario(data: Any, source: str = "<scenario>", caps: ScenarioCaps | None = None) -> Scenario:
     """Validate already-parsed scenario data; raise :class:`ScenarioError` naming the source and every field at fault
-    (one problem: one line; several: a line that counts them, then one line each, :func:`suite.config.shown.itemised`).
+    (one problem: one line; several: a line that counts them, then one line each).
 
-    The schema's problems are found in one pass: the file's own sections, each run entry's own section fields
-    (``runs[0].train.lr``) and the strategies' and losses' sections (:func:`suite.config.scenario.strategy_sections`), at
-    the top level and in run entries. The rules across fields (:func:`suite.config.validation.scenario_problems`) are
-    checked after the run count is found within ``caps.runs`` (:func:`run_count`; default
-    :data:`suite.config.scenario.MAX_RUNS`), so a huge sweep is refused before it is planned; where the schema found
-    problems, on the parts that fit it only (:func:`_problems_beside`).
+    The schema's problems are found in one pass (the file's sections, the entries' own section fields and the
+    strategies' and losses' sections); the rules across fields run once the run count is within ``caps.runs``, so a huge
+    sweep is refused before it is planned, and where the schema found problems on the parts that fit it only
+    (:func:`_problems_beside`).
     """
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping with name, dataset, train, ... and runs")

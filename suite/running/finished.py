@@ -70,11 +70,9 @@ def check_unchanged(
 ) -> None:
     """Raise :class:`SettingsChanged` when a finished run in ``results_dir`` would get other settings.
 
-    ``runs`` are the runs about to be written; ``others`` the scenario's runs that this command does
-    not select (``--only``), compared too because the folder's ``scenario.yaml`` is rewritten. Placement
-    and order (:data:`~suite.config.scenario.PLACEMENT_FIELDS`, ``trace`` among them) are not compared.
-    ``known``: records the caller wrote in this folder and holds, by run id (the sequential seeds' earlier blocks),
-    not read again.
+    ``runs`` are the runs about to be written; ``others`` the scenario's runs not selected (``--only``), compared too as
+    the folder's ``scenario.yaml`` is rewritten. ``known``: records the caller wrote in this folder and holds, by run id
+    (the sequential seeds' earlier blocks), not read again.
     """
     changed: list[str] = []
     known = known or {}

@@ -196,10 +196,7 @@ def _lsf_header(name: str, nodes: int, seconds: int, job: JobOptions) -> list[st
         f"#BSUB -e {name}.%J.err",
         f"#BSUB -wa TERM -wt {WARNING_S // 60}  # SIGTERM {WARNING_S // 60} minutes before the walltime",
     ]
-    if job.account:
-        header.append(f"#BSUB -P {job.account}")
-    if job.queue:
-        header.append(f"#BSUB -q {job.queue}")
+    header += [f"#BSUB -{option} {value}" for option, value in (("P", job.account), ("q", job.queue)) if value]
     return header
 
 
@@ -219,11 +216,9 @@ def _slurm_header(name: str, plan: JobPlan, seconds: int, job: JobOptions, array
         header.append(f"#SBATCH --gpus-per-node={plan.gpus_per_rank * plan.per_node}")
     elif plan.gpus_per_rank:
         header.append(f"#SBATCH --gpus-per-task={plan.gpus_per_rank}")
-    if plan.gpu_bind:
-        header.append(f"#SBATCH --gpu-bind={plan.gpu_bind}")
-    if plan.cpus_per_rank:
-        header.append(f"#SBATCH --cpus-per-task={plan.cpus_per_rank}")
     for option, value in (
+        ("gpu-bind", plan.gpu_bind),
+        ("cpus-per-task", plan.cpus_per_rank),
         ("account", job.account),
         ("partition", plan.partition),
         ("qos", plan.qos),

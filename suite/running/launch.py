@@ -135,14 +135,12 @@ def launch_runs(
     grace: float = 0.0,
     guard: SignalGuard | None = None,
 ) -> tuple[list[Record], list[PlannedRun]]:
-    """Run the runs of ``group`` in one launch (:mod:`.launchgroups`; one run: its own command) and return the final
-    records of the runs it started, and the runs it did not start (a run before them failed: launch them anew).
+    """Run the runs of ``group`` in one launch and return the final records of the runs it started, and the runs it did not
+    start (a run before them failed: launch them anew).
 
-    ``timeout`` limits each run, from the end of the run before it (the first: from the launch's start);
-    ``tick(elapsed_seconds)`` is called about once a second while a run is going. When the wait is interrupted
-    (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace`` seconds to checkpoint and exit; then every
-    process of the launch is stopped, the run going on is recorded as ``interrupted`` (those finished before it as
-    they ended), and the exception goes on.
+    ``timeout`` limits each run, from the end of the one before it; ``tick(elapsed_seconds)`` is called about once a
+    second. Interrupted (:class:`Stop`, Ctrl-C), a run that checkpoints gets up to ``grace`` seconds to checkpoint and exit,
+    then every process of the launch is stopped, the run going on recorded as ``interrupted``, and the exception goes on.
     """
     first = group[0]
     for one in group:

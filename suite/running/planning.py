@@ -40,13 +40,10 @@ def _sha256(text: str) -> str:
 def plan_run(
     run: Run, results_dir: Path, opts: LaunchOptions, placement: RunPlacement | None = None, shown: bool = False
 ) -> PlannedRun:
-    """``run`` as ``suite run`` launches it into ``results_dir/RUN_ID``: with ``placement`` (what the command line
-    adds) and its sweep's placement (ranks per node of its largest run, so that a worker started by hand from
-    ``run.json`` picks the same threads per rank as ``suite run``), and its launch command, built here and only here.
-
-    ``shown``: the command names the folder by its absolute path, as a dry run prints it. The folder must lie inside
-    ``results_dir`` (:func:`suite.records.results.path_under`). Writes nothing; a launcher or placement problem is a
-    :class:`LaunchError`.
+    """``run`` as ``suite run`` launches it into ``results_dir/RUN_ID``, its launch command built here and only here: with
+    ``placement`` and its sweep's ranks per node (so that a worker started by hand from ``run.json`` picks the same threads
+    per rank). ``shown``: the folder by its absolute path, as a dry run prints it. Writes nothing; a launcher or placement
+    problem is a :class:`LaunchError`.
     """
     run_dir = path_under(results_dir, run.run_id)
     where = dataclasses.replace(placement or RunPlacement(), sweep_ranks_per_node=sweep_ranks_per_node(run, opts))

@@ -61,13 +61,9 @@ def finalize_record(
 def end_record(record: Record | None, run: Run, run_dir: Path, end: RunEnd) -> Record:
     """The final record of a launched run, from the worker's ``record`` as the launcher read it (None: it wrote none).
 
-    A run that ended as its worker recorded it (ok or diverged, exit code 0) keeps the record rank 0 wrote with the
-    launch's part (:mod:`.launch_part`), not written again; a worker's record without that part (a worker that was not
-    handed it) is completed with the launcher's and written. Otherwise a failed (or interrupted) record is written: the
-    error's first line says what ended the run (``rank 1 on node3 was killed by SIGKILL``, ``interrupted by SIGTERM
-    after 12 s``, ...); the next say where the launcher's output is and where ``--resume`` continues; ``checkpoint``
-    names that checkpoint (None: from step 0). A record the launcher writes carries the run's provenance (settings, the
-    code's revision, the launch's start and now) unless the worker's record already does. Returns the final record.
+    A run that ended as its worker recorded it (exit code 0) keeps the record rank 0 wrote, completed with the launch's
+    part where it lacks it; any other becomes a failed or interrupted record (:func:`_failed_record`) whose error's first
+    line says what ended the run, the next where the launcher's output is and where ``--resume`` continues.
     """
     if record is not None and record.status in ("ok", "diverged") and end.exit_code == 0:  # the worker's own end
         remove_tree(run_dir / RANKS_DIR)

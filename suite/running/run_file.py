@@ -28,15 +28,10 @@ def sha256_hex(text: str) -> str:
 
 
 def read_run(run_dir: Path, expected_sha256: str | None = None) -> Run:
-    """The run of ``run_dir/run.json``, read once: its bytes through :func:`~suite.records.nofollow.open_regular`
-    (no link followed, no FIFO waited on; below the confined run folder), at most the JSON reader's cap, hashed, and
-    parsed from those same bytes.
-
-    ``expected_sha256`` is the sha256 of the bytes ``suite run`` wrote (the launch command's ``--run-sha256``): other
-    bytes are refused (:class:`RunFileChanged`, one line naming the file and both digests) before anything is parsed.
-    None (a hand launch from ``run.json``): nothing to compare; the file is the settings as it is. A file that is not
-    a run is a ``ValueError`` (``JsonError``, ``ScenarioError``) naming it; one that cannot be opened an ``OSError`` or
-    :class:`~suite.records.nofollow.UnsafeEntry`."""
+    """The run of ``run_dir/run.json``, read once (no link followed, no FIFO waited on, at most the JSON reader's cap),
+    hashed and parsed from those same bytes. With ``expected_sha256`` (``--run-sha256``) other bytes are refused
+    (:class:`RunFileChanged`, naming both digests) before anything is parsed; without (a hand launch) the file is taken as
+    it is. A file that is not a run is a ``ValueError`` naming it."""
     path = run_dir / RUN_FILE
     with open(open_regular(path, os.O_RDONLY), "rb") as handle:
         data = handle.read(MAX_BYTES + 1)

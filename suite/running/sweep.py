@@ -108,11 +108,8 @@ def run_scenario(
     """Run ``runs`` of ``scenario`` (read from ``scenario_file``) into ``out``; ``others`` are its runs not selected.
 
     ``written``: the records this process already holds of ``out``'s runs, by run id (the sequential seeds' earlier
-    blocks: not read again), to which each run launched now adds its final record.
-
-    Everything that can refuse does so before the first write; the exit code is :func:`run_sweep`'s. Each run is
-    planned once (:func:`.planning.plan_run`: placed, its launch command built), and the plan goes on to the checks, the
-    folder's ``run.json`` and the launch.
+    blocks), to which each run launched now adds its final record. Everything that can refuse does so before the first
+    write; each run is planned once (:func:`.planning.plan_run`) for the checks, its ``run.json`` and its launch.
     """
     from ..gan.data import DataError
     from ..measure.metrics.features import FeatureUnavailable

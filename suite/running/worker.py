@@ -247,11 +247,9 @@ def _set_up(
 def execute(run: Run, run_dir: Path, launch: Launch | None = None, last: bool = True) -> int:
     """Run the worker for ``run`` in ``run_dir`` on this rank; returns the exit code.
 
-    ``launch``: what the runs before it in this launch left (the started engine); ``last``: no run follows, so the
-    engine shuts down after this one. The phases are timed apart: set-up (data, strategy set-up, the device's peak;
-    the engine's start, once per launch, is the launch's start-up), the training clock (:func:`_train`), finalize
-    (gathers, hand-offs, saving) and scoring (:func:`_conclude`). Only the training clock goes into speedup and
-    efficiency.
+    ``launch``: what the runs before it in this launch left (the started engine); ``last``: no run follows, so the engine
+    shuts down after this one. Set-up, the training clock (:func:`_train`), finalize and scoring are timed apart; only the
+    training clock goes into speedup and efficiency.
     """
     launch = launch or Launch(detect())
     started_utc = utc_now()

@@ -390,7 +390,7 @@ def finish(
     pairs: list[dict[str, Any]],
     verdicts: list[dict[str, Any]],
     start: float,
-    discarded: list[dict[str, Any]],
+    discarded: list[dict[str, Any]] | None = None,
 ) -> GateResult:
     """Write the gate's files and return its result (its exit code the verdict's; ERROR: bad input)."""
     result = GateResult(
@@ -401,7 +401,7 @@ def finish(
         settings={k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
         host=host_info(),
         pairs=[{k: v for k, v in p.items() if k != "dirs"} for p in pairs],
-        discarded=[{k: v for k, v in p.items() if k not in ("dirs", "A", "B")} for p in discarded],
+        discarded=[{k: v for k, v in p.items() if k not in ("dirs", "A", "B")} for p in discarded or []],
         verdicts=verdicts,
         minutes=(time.monotonic() - start) / 60,
     )

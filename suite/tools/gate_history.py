@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 
 ENV_PREFIX = "gate-suite"
 """A step's asv environment name is this and the suite's version: another version is another environment."""
-SAFE = HISTORY_NAME
-"""A machine or environment name the history makes a folder or file name of (the suite's rule for safe names)."""
 BENCHMARK_VERSION = f"gate-{HISTORY_FORMAT}"
 MACHINE_FILE, BENCHMARKS_FILE = "machine.json", "benchmarks.json"
 MACHINE_API, RESULTS_API, BENCHMARKS_API = 1, 2, 2
@@ -169,7 +167,7 @@ def commit_time_ms(repo: Path, commit: str) -> int | None:
 def append_step(history: Path, result: GateResult, machine: str, commit_ms: int | None = None) -> Path:
     """Write ``result`` as one step of ``history`` on ``machine``: its results file, the machine's machine.json and
     the quantities in benchmarks.json (kept with the others there). Returns the results file."""
-    if not SAFE.fullmatch(machine):
+    if not HISTORY_NAME.fullmatch(machine):
         raise ValueError(f"--machine: {machine!r} is not a safe name (ASCII letters, digits, '.', '_', '-')")
     machine_fields = machine_info(machine)
     document = step_document(result, machine_fields, commit_ms)
