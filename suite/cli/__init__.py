@@ -1,15 +1,8 @@
 """The ``suite`` command: run | report | tune | compare | score | sample | ruler | schema | env | gpu-check | jobscript | project | probe.
 
-Exit codes are defined once, in :mod:`.exitcodes`. Every sub-command turns bad input, and a file it cannot write
-(a full, read-only or vanished disk: :class:`suite.records.results.WriteFailed`), into one clear line on stderr
-and exit code 2; a failed run is recorded in its ``result.json`` and makes ``suite run`` exit with code 1; a run
-that diverged (:mod:`suite.gan.divergence`), when none failed, with code 3. ``suite run``
-holds its results folder's lock (:mod:`suite.running.lock`) while it works there; SIGTERM, SIGINT or
-SIGHUP stops it after stopping the current run's ranks and recording the run as interrupted, with
-exit code 143, 130 or 129.
-
-The sub-commands live in :mod:`.running`, :mod:`.analysis` and :mod:`.quality`, their arguments in
-:mod:`.parser`; :func:`main` is the console script.
+Exit codes are defined once, in :mod:`.exitcodes`. Bad input, and a file the command cannot write (a full,
+read-only or vanished disk), is one clear line on stderr and exit code 2. The sub-commands live in :mod:`.running`,
+:mod:`.analysis` and :mod:`.quality`, their arguments in :mod:`.parser`; :func:`main` is the console script.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Where ``performance.cuda_graphs`` can work: the rules that refuse it, each in one line naming the field and why,
-before any rank starts. Part of :mod:`suite.config.validation`, which runs them with the other rules.
-
-The captured step (:mod:`suite.train.graphs`) holds the whole training step of one rank: the discriminator's and
-the generator's forward, loss, backward and optimizer step. It is refused where something in that step runs
-outside the device's stream or cannot be repeated by a replay: an engine whose step or reduction does (its
-traits :data:`~suite.config.entries.CUDA_GRAPHS` and :data:`~suite.config.entries.CUDA_GRAPHS_REDUCTION`), a
-loss whose step does (its ``uncapturable`` trait), several critic steps per generator step (each reseeds dropout
-on the host), synchronised BatchNorm (collectives in the forward pass) and ``performance.compile`` beside it. A
-machine that trains on the CPU is refused as the runs launch (:func:`suite.config.validation.device_problem`).
+before any rank starts (run by :mod:`suite.config.validation`). The captured step (:mod:`suite.train.graphs`) holds
+one rank's whole training step; it is refused where something in that step runs outside the device's stream or cannot
+be repeated by a replay. A machine that trains on the CPU is refused as the runs launch
+(:func:`suite.config.validation.device_problem`).
 """
 
 from __future__ import annotations

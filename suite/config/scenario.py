@@ -1,14 +1,10 @@
-"""Scenario files: the schema, its validation, and the expansion into runs.
+"""Scenario files: the scenario and its run entries (:class:`Scenario`, :class:`RunSpec`), the concrete :class:`Run`,
+the sections strategies and losses bring, and the scenario's JSON Schema.
 
-A scenario is a YAML file with a handful of sections (each a small dataclass in :mod:`suite.config.sections`, one
-docstring line per field) and a list of ``runs``. Validation happens in this package and only here (the types here, the rules across fields in
-:mod:`suite.config.validation`):
-unknown fields, wrong types and impossible combinations are rejected with a
-:class:`ScenarioError` that names the field, e.g. ``smoke.yaml: train.epoch: unknown field``.
-
-:func:`suite.config.expansion.expand` turns a scenario into concrete :class:`Run` objects, one per process count,
-grid and repeat. A run is self-contained: it is written to ``RUN_DIR/run.json`` and is all
-that a worker needs.
+The sections are :mod:`suite.config.sections`; the rules across fields :mod:`suite.config.validation`; reading,
+validating and expanding a file into runs :mod:`suite.config.expansion`. Every problem is a :class:`ScenarioError`
+naming the field (``smoke.yaml: train.epoch: unknown field``). A run is self-contained: ``RUN_DIR/run.json`` is all a
+worker needs.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Sweeps of a run entry: ``sweep: {train.lr: [0.0001, 0.001], wgan_gp.n_critic: [5, 1]}`` tries every combination.
 
-A sweep names fields of the sections a run entry may override (:func:`entry_sections`: ``train`` and the
-strategies' and losses' sections, ``wgan_gp``, ``cellular`` and an installed plugin's) by their dotted path and gives each a list of values. The entry stands
-for one run per combination (the cartesian product, the first-listed values first), each as if
-the entry had given those values in its own sections (:func:`with_point`). Every run records its
-values (``sweep``) and the position of its combination (``sweep_order``), which
-:mod:`suite.analysis.tuning` ranks. Each value is converted like the field itself, and an error
-names it: ``runs[3].sweep.train.lr[1]: expected a number, got 'fast'`` (its bounds too: ``must be positive``).
+A sweep names fields of the sections a run entry may override (:func:`entry_sections`) by their dotted path, each with
+a list of values; the entry stands for one run per combination (the first-listed values first), each as if the entry
+had given those values itself (:func:`with_point`). Each value is converted like the field itself, errors naming it
+(``runs[3].sweep.train.lr[1]: ...``); each run records its values and its combination's position, which
+:mod:`suite.analysis.tuning` ranks (docs/tuning.md).
 """
 
 from __future__ import annotations

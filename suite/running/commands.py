@@ -1,18 +1,6 @@
 """The launch command of each launcher: one run's ranks as ``mpirun``, ``horovodrun``, ``torchrun``,
-``deepspeed``, ``jsrun`` or ``srun`` starts them.
-
-==========  =========================================================  ===================
-launcher    command                                                    engines
-==========  =========================================================  ===================
-local       per engine: horovodrun (horovod), torchrun (torch,          all
-            deepspeed), mpirun (mpi), on this machine
-mpirun      ``mpirun -np P [-H hosts] [--map-by ppr:K:node] ...``       all
-horovodrun  ``horovodrun -np P [-H hosts] ...``                         horovod
-torchrun    ``torchrun --nnodes N --nproc_per_node K ...``              torch, deepspeed
-deepspeed   ``deepspeed --num_nodes N --num_gpus K ...``                deepspeed, torch
-jsrun       ``jsrun -n P -a 1 -c C -g G ...`` (one rank per resource set) all
-srun        ``srun -n P --ntasks-per-node K --gpus-per-task G ...``     all
-==========  =========================================================  ===================
+``deepspeed``, ``jsrun`` or ``srun`` starts them (docs/clusters.md tabulates each command); ``local`` picks one per
+engine, on this machine.
 """
 
 from __future__ import annotations

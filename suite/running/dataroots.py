@@ -1,11 +1,9 @@
 """Where a run may download its data: a scenario names no folder outside the results folder for the suite to make.
 
-A scenario's ``dataset: {root: ELSEWHERE, download: true}`` would have torchvision make folders and write files at
-ELSEWHERE, wherever the scenario's author chose, when someone else runs it. :func:`check_data_roots` refuses such a
-run before anything is written, in one line naming the run, the folder and what is allowed: a downloading root must lie
-inside ``--out``, inside the suite's data folder (:func:`suite.gan.data.default_root`, ``$SUITE_DATA``) or its cache
-(``$SUITE_CACHE``), or be given on the command line (``--set dataset.root=...``: the user's own choice). A root without
-``download`` is only read (a missing file is named before any rank starts).
+A scenario's ``dataset: {root: ELSEWHERE, download: true}`` would have torchvision write wherever its author chose
+when someone else runs it. :func:`check_data_roots` refuses such a run before anything is written, in one line: a
+downloading root lies inside ``--out``, the suite's data folder or its cache, or is given on the command line
+(``--set dataset.root=...``: the user's own choice); docs/reliability.md.
 """
 
 from __future__ import annotations

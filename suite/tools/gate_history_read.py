@@ -1,14 +1,9 @@
 """Reading the gate's history (:mod:`.gate_history` writes it): every step of every machine, checked as it is read.
 
-A history folder may hold files from elsewhere: another machine's folder, another suite version's steps, a file cut
-short by a full disk, a planted link. So the reader
-
-- follows no link: folders and files are opened through the history folder's descriptor with ``O_NOFOLLOW``, a link
-  is named and left out, and no name read from a file becomes a path;
-- executes nothing: JSON only, bounded as the suite reads JSON (size, nesting, numbers);
-- names each damaged file in one line (``PATH: FIELD: reason; left out``) and reads the others;
-- keeps each step's machine (its folder, and the machine its file says it was written on: a file that says another
-  machine is named and left out) and its asv environment (the suite version), so that a series mixes neither.
+A history folder may hold files from elsewhere, so the reader follows no link (every file is opened through the
+folder's descriptor with ``O_NOFOLLOW``; no name read from a file becomes a path), reads JSON only, bounded as the
+suite reads JSON, names each damaged file in one line and reads the others, and keeps each step's machine and asv
+environment (suite version) so that a series mixes neither.
 """
 
 from __future__ import annotations
