@@ -42,11 +42,6 @@ def _fail(path: str, message: str) -> ScenarioError:
     return ScenarioError(f"{path}: {message}")
 
 
-def _section_fields(section: str) -> dict[str, Any]:
-    """The fields of scenario section ``section`` and their types."""
-    return type_hints(section_class(section))
-
-
 def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
     """The combinations of ``spec``'s sweep (one empty point without one); :class:`ScenarioError` naming a bad field.
 
@@ -63,7 +58,7 @@ def sweep_points(spec: RunSpec, path: str) -> list[SweepPoint]:
         sections = entry_sections()
         if section not in sections or not name:
             raise _fail(where, f"not sweepable: a sweep varies fields of {', '.join(sections)} (e.g. train.lr)")
-        types = _section_fields(section)
+        types = type_hints(section_class(section))
         if name not in types:
             raise _fail(where, f"unknown field; {section} has {', '.join(types)}")
         if key in NOT_SWEPT:
