@@ -91,46 +91,42 @@ def add_gate(sub: Any) -> None:
     p.add_argument("--baseline", help="baseline revision (default: the merge base of HEAD with the main branch)")
     p.add_argument("--scenario", default="scenarios/gate.yaml", help="the workload (default scenarios/gate.yaml)")
     p.add_argument("--out", default="results/gate", help="folder for the runs and gate.md (default results/gate)")
+    gate = Settings  # the defaults are the gate's own: one definition
     p.add_argument(
-        "--threshold",
-        type=float,
-        default=Settings.threshold,
-        help="percent worse that counts as a regression (default %(default)g)",
+        "--threshold", type=float, default=gate.threshold, help="percent worse that counts as a regression (default %(default)g)"
     )
-    p.add_argument("--alpha", type=float, default=Settings.alpha, help="significance level (default %(default)g)")
+    p.add_argument("--alpha", type=float, default=gate.alpha, help="significance level (default %(default)g)")
     p.add_argument(
         "--min-pairs",
         type=int,
-        default=Settings.min_pairs,
+        default=gate.min_pairs,
         help="pairs before the first verdict (default %(default)d, the fewest that can fail)",
     )
-    p.add_argument(
-        "--max-pairs", type=int, default=Settings.max_pairs, help="pairs at most while undecided (default %(default)d)"
-    )
+    p.add_argument("--max-pairs", type=int, default=gate.max_pairs, help="pairs at most while undecided (default %(default)d)")
     p.add_argument(
         "--max-minutes",
         type=float,
-        default=Settings.max_minutes,
+        default=gate.max_minutes,
         help="no new pair once this would be exceeded (default %(default)g)",
     )
     p.add_argument(
         "--timeout",
         type=float,
-        default=Settings.timeout,
+        default=gate.timeout,
         help="seconds per workload run before it counts as failed (default %(default)g)",
     )
     p.add_argument("--allow-dirty", action="store_true", help="measure the working tree with its uncommitted changes")
     p.add_argument(
         "--max-foreign-cores",
         type=float,
-        default=Settings.max_foreign_cores,
+        default=gate.max_foreign_cores,
         help="discard and rerun a pair during which other processes kept more than this many cores busy "
         "(default %(default)g; raise it on a runner whose own agent keeps a steady load)",
     )
     p.add_argument(
         "--inject-slowdown",
         type=float,
-        default=Settings.inject_slowdown,
+        default=gate.inject_slowdown,
         metavar="F",
         help="measurement knob: slow the candidate's steps by the fraction F (sets SUITE_TEST_SLOWDOWN; "
         "used by ci/gate_error_rates.py to measure the detection rate)",
