@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..config.escape import code_span, one_line, terminal
 from ..config.names import did_you_mean_path
-from .common import UsageError
+from .common import UsageError, options_from
 from .exitcodes import GATE_VERDICTS, ExitCode
 
 if TYPE_CHECKING:
@@ -75,7 +75,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     from ..tools.gate import run_gate
     from ..tools.gate_settings import GateError, Settings
-    from .running import options_from
 
     settings = options_from(
         Settings,

@@ -1,9 +1,15 @@
-"""What every sub-command shares: the command's logger, the bad-input error and ``--set`` overrides."""
+"""What every sub-command shares: the command's logger, the bad-input error, ``--set`` overrides and the options
+dataclasses built from the command line."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger("suite")
 
@@ -40,3 +46,14 @@ def parse_overrides(texts: list[str] | None) -> dict[str, Any]:
         except YamlError as error:
             raise UsageError(str(error)) from None
     return overrides
+
+
+Options = TypeVar("Options", bound="DataclassInstance")
+
+
+def options_from(cls: type[Options], args: argparse.Namespace, **given: Any) -> Options:
+    """Options dataclass ``cls`` from the command line, built once: each field from the option of its name
+    (``--ranks-per-node`` for ``ranks_per_node``), ``given`` (values the command converts) over them; a field that no
+    option names keeps its default."""
+    named = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.init and hasattr(args, f.name)}
+    return cls(**{**named, **given})

@@ -8,26 +8,14 @@ import dataclasses
 import fnmatch
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from .common import UsageError, log, parse_overrides
+from .common import UsageError, log, options_from, parse_overrides
 
 if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
     from ..config.scenario import Run, Scenario, ScenarioCaps
     from ..running.commands import LaunchOptions
     from ..running.sweep import RunOptions
-
-Options = TypeVar("Options", bound="DataclassInstance")
-
-
-def options_from(cls: type[Options], args: argparse.Namespace, **given: Any) -> Options:
-    """Options dataclass ``cls`` from the command line, built once: each field from the option of its name
-    (``--ranks-per-node`` for ``ranks_per_node``), ``given`` (values the command converts) over them; a field that no
-    option names keeps its default."""
-    named = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.init and hasattr(args, f.name)}
-    return cls(**{**named, **given})
 
 
 def _launch_options(args: argparse.Namespace) -> LaunchOptions:
