@@ -1,13 +1,8 @@
 """``SUITE_*`` environment variables are settings: each is checked at start-up, all together, before anything runs.
 
-The ``suite`` command and every rank (``python -m suite.worker``) call :func:`check_environment` first. A variable
-set to a value it does not take (``SUITE_LOG=xyz``, ``SUITE_DEVICE=gpu``) is refused in one line naming it and its
-allowed values (:class:`EnvironmentSettingError`, exit code 2), instead of a rank's traceback or a value silently
-ignored; every wrong one is named at once. A ``SUITE_*`` name the suite does not know (a misspelt
-``SUITE_DEVCE``) is named in a warning line with the closest known name, and changes nothing.
-
-:data:`SETTINGS` lists every variable: what it is for and what it takes. The tests' hooks (``SUITE_TEST_*``)
-and the variables of ``ci/`` scripts are among them.
+The ``suite`` command and every rank call :func:`check_environment` first, so that a wrong value is one line naming the
+variable and its values (exit code 2), not a rank's traceback or a value silently ignored. :data:`SETTINGS` lists
+every variable, the tests' hooks and the ``ci/`` scripts' among them.
 """
 
 from __future__ import annotations

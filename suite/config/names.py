@@ -1,10 +1,6 @@
-"""Names a user types: the near-miss hint every refusal of a name gives, and the scenario names that were renamed.
-
-:func:`did_you_mean` is the one "did you mean" of the suite (scenario fields and values, built-in scenario names,
-``--only`` patterns, ``suite papers`` and ``suite report`` folders, sub-commands, ``SUITE_*`` variables).
-:data:`RENAMED_PREFIXES` is the one alias table of renamed scenarios: the papers' scenarios were ``seed000-...`` to
-``seed003-...`` and are ``paper000-...`` to ``paper003-...``; records made under an old name keep it, and
-:func:`current_name` reads it as the new one (``suite papers``, ``suite run --resume``, ``suite run OLD-NAME``).
+"""Names a user types: the one "did you mean" of the suite (:func:`did_you_mean`), and the one table of renamed
+scenarios (:data:`RENAMED_PREFIXES`: the papers' ``seed000-...`` to ``seed003-...`` are ``paper000-...`` to
+``paper003-...``; records made under an old name keep it, and :func:`current_name` reads it as the new one).
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Plain data (parsed YAML or JSON) checked against dataclasses, on pydantic v2.
 
-**Scenarios and runs** (:func:`build`, :func:`problems`): a dataclass is validated with a
-``pydantic.TypeAdapter`` under one configuration (:data:`CONFIG`): strict types (no ``"3"`` for an
-integer, no ``1`` for ``true``), NaN and infinities refused for every float, unknown fields refused,
-and the bounds each field carries as ``Annotated[int, Field(ge=1), AtMost(10_000, "why")]``. Every
-problem is found in one pass, and each is one line naming its field's path
-(``train.lr: must be a finite number, got nan``; ``train.epoch: unknown field; expected one of
-epochs, ... (did you mean epochs?)``); :func:`build` raises them joined by ``; `` in one
-:class:`SchemaError`. A field whose value is a registry's name is ``Annotated[str, OneOf(REGISTRY)]``:
-checked against the names registered when it is read, and listed as the JSON Schema's ``enum``.
-:func:`json_schema` is the same definitions as a JSON Schema (field docs from the attribute docstrings).
+**Scenarios and runs** (:func:`build`, :func:`problems`): a dataclass is validated under one configuration
+(:data:`CONFIG`: strict types, finite floats, no unknown field) with the bounds each field carries
+(``Annotated[int, Field(ge=1), AtMost(10_000, "why")]``); every problem is found in one pass, each one line naming its
+field's path (``train.lr: must be a finite number, got nan``). A registry's name is ``Annotated[str, OneOf(REGISTRY)]``,
+checked against the names registered when it is read. :func:`json_schema` gives the same definitions as a JSON Schema.
 
-**Records** (:func:`check`, :func:`convert`): a run record may lack any field (a failed run has few),
-so records keep the partial checker below, the suite's first: it checks the fields a record has and
-stops at the first that does not fit. Nothing else uses it.
+**Records** (:func:`check`, :func:`convert`): a run record may lack any field (a failed run has few), so records keep
+the partial checker below, the suite's first: it checks the fields a record has and stops at the first that does not
+fit. Nothing else uses it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The end of a run's TensorBoard events, from its record: the quality curve, the whole-window numbers, sample grids.
-
-Training writes its own events while it runs (:mod:`suite.measure.tensorboard_writer`: losses, epochs, step times);
-rank 0 adds these once the record is written, into a second event file of the same folder, on the same step axis
-(:data:`~suite.measure.tensorboard_writer.AXIS`): a curve point at the training images it was taken at (the record's
-``curve[].images``), the whole-window numbers at the run's ``train_images``. Each point's wall time is when it happened:
-the training clock's start (the worker's start plus the record's ``setup_s``) plus the clock's reading.
+"""The end of a run's TensorBoard events, from its record: the quality curve, the whole-window numbers, sample grids
+(:func:`write_events`), in a second event file beside the one training wrote (:mod:`suite.measure.tensorboard_writer`),
+on the same step axis (:data:`~suite.measure.tensorboard_writer.AXIS`) and each point at the wall time it happened.
 """
 
 from __future__ import annotations
