@@ -204,23 +204,16 @@ def quality_verdicts(pairs: list[dict[str, Any]], settings: Settings, scorer: Si
             by_seed.setdefault(p["seed"], []).append(a)
         seed_means = [sum(v) / len(v) for v in by_seed.values()]
         row: dict[str, Any] = {"run_id": rid, "metric": GATED_QUALITY, "pairs": len(pairs)}
-        if len(seed_means) < 2:
-            rows.append(
-                {
-                    **row,
-                    "verdict": paired.INCONCLUSIVE,
-                    "note": "models differ and the workload has one seed: no seed spread to judge by",
-                }
+        spread = float(statistics.stdev(seed_means)) if len(seed_means) > 1 else 0.0
+        if spread == 0:  # nothing to judge the models' difference by
+            note = (
+                "models differ and the workload has one seed: no seed spread to judge by"
+                if len(seed_means) < 2
+                else "models differ but A's seeds score alike: no seed spread"
             )
+            rows.append({**row, "verdict": paired.INCONCLUSIVE, "note": note})
             continue
-        spread = float(statistics.stdev(seed_means))
-        diffs = [b - a for a, b in fids]
-        if spread == 0:
-            rows.append(
-                {**row, "verdict": paired.INCONCLUSIVE, "note": "models differ but A's seeds score alike: no seed spread"}
-            )
-            continue
-        v = paired.paired_verdict(diffs, spread, settings.alpha)
+        v = paired.paired_verdict([b - a for a, b in fids], spread, settings.alpha)
         rows.append(
             {
                 **row,
