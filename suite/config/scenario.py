@@ -357,7 +357,6 @@ def lift_sections(data: dict[str, Any]) -> dict[str, Any]:
             raise ScenarioError(f"{where}sections: unknown field; give a strategy's or loss's section under its own name")
     lifted = {k: v for k, v in data.items() if k not in named}
     lifted["sections"] = {name: data[name] for name in named if name in data}
-    runs = data.get("runs")
     if isinstance(runs, list):
         lifted["runs"] = [
             {**{k: v for k, v in e.items() if k not in named}, "sections": {n: e[n] for n in named if n in e}}
@@ -405,8 +404,7 @@ def scenario_section(scenario: Scenario, name: str) -> Any:
 
 def entry_own(spec: RunSpec, name: str) -> dict[str, Any] | None:
     """The fields a run entry gives of section ``name`` itself."""
-    own: dict[str, Any] | None = spec.train if name == "train" else spec.sections.get(name)
-    return own
+    return spec.train if name == "train" else spec.sections.get(name)
 
 
 def with_own(spec: RunSpec, own: dict[str, dict[str, Any]]) -> RunSpec:
