@@ -321,12 +321,6 @@ def output_folder(folder: str | os.PathLike) -> Iterator[Path]:
         os.close(fd)
 
 
-def make_folders(root: str | os.PathLike, *parts: str) -> Path:
-    """Make ``root/parts``: ``root`` as named (made if missing), each part below it without following a link."""
-    os.close(_walk(Path(root), parts, create=True))
-    return Path(root).joinpath(*parts)
-
-
 _WRITING = os.O_WRONLY | os.O_RDWR
 
 
