@@ -25,6 +25,7 @@ from ..plots import plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..stats.summary import summarise
 from ..systems import config_name
+from .papers import paper_model
 from .section import Section
 from .tables import KID_UNITS
 
@@ -335,11 +336,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         )
         ours = []
         for name, r, q in scored_models(records):
-            model = (
-                STRATEGIES[r.strategy].paper_models.get(r.loss or "")
-                if r.strategy is not None and r.strategy in STRATEGIES
-                else None
-            )
+            model = paper_model(r)
             dataset = r.dataset.name if r.dataset is not None else None
             row = paper[(paper[PAPER000.dataset] == dataset) & (paper[PAPER000.model] == model)]
             if model is None or row.empty:
