@@ -59,7 +59,8 @@ def _position(names: tuple[str, ...], name: str) -> int | None:
 
 def _shade(color: str, amount: float) -> str:
     """``color`` mixed with black by ``amount`` (:data:`SHADES`: never with white)."""
-    return to_hex(tuple(c - c * abs(amount) for c in to_rgb(color)))
+    r, g, b = to_rgb(color)
+    return to_hex((r - r * abs(amount), g - g * abs(amount), b - b * abs(amount)))
 
 
 def style(strategy: str, loss: str, engine: str, variant: str = "") -> Style:
