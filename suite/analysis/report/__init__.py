@@ -59,7 +59,6 @@ DEFAULT_BASELINES = (Path(__file__).resolve().parents[2] / "baselines_data").res
 """The papers' numbers shipped with the package: ``suite/baselines_data``, in the checkout a link to ``baselines/`` (the
 source of truth), in a wheel a copy of its CSVs (``pyproject.toml``'s package data), so that a pip install's report
 shows them too."""
-"""The papers' numbers beside the checkout's package (``baselines/``)."""
 
 KEY_FIGURES = ("quality_vs_time", "speedup", "strong_time")
 """The figures the first page shows (by the start of their file name, in this order); every other is on a detail page."""
