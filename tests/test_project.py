@@ -10,21 +10,10 @@ import pytest
 from report_text import whole_report
 
 from conftest import REPO
-from suite.analysis.projection import (
-    REPORT_RANKS,
-    CellularModel,
-    ClassGroupsModel,
-    GanModel,
-    Problem,
-    compare_papers,
-    exchange_plan,
-    fit,
-    fit_all,
-    paper_points,
-    predict,
-    project,
-    validate,
-)
+from suite.analysis.projection.fit import fit, fit_all, project
+from suite.analysis.projection.model import CellularModel, ClassGroupsModel, GanModel, Problem, exchange_plan, predict
+from suite.analysis.projection.render import REPORT_RANKS, compare_papers, paper_points
+from suite.analysis.projection.validation import validate
 from suite.analysis.report import DEFAULT_BASELINES, write_report
 from suite.cli import main
 from suite.config.entries import ONE_GROUP

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 from test_project import NET, gan_record, synthetic_records
 
-from suite.analysis.projection import fit_all, project, validate
+from suite.analysis.projection.fit import fit_all, project
 from suite.analysis.projection.render import heldout_errors, run_projection, write_projection
+from suite.analysis.projection.validation import validate
 from suite.analysis.projection_defaults import DEFAULT_NETWORK
 from suite.analysis.report import DEFAULT_BASELINES
 from suite.measure.network import PRESETS

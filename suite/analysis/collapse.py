@@ -1,19 +1,12 @@
 """Collapse as a named outcome: a run whose end-of-budget model covers (next to) none of the real data.
 
-One definition, read through :func:`collapsed`: the model's **coverage** (Naeem et al. 2020,
-:mod:`suite.measure.metrics.manifold`: the share of real samples whose k-nearest-neighbour ball holds a generated
-sample) at or below :func:`threshold`, or samples too alike to score at all (all the same image). A collapsed
-generator draws (almost) one image, which lies in the balls of about k real samples (a real-like sample lies in k
-balls on average: density 1; 0 to 3 k, by where it lands), so it covers about ``k / n_real``; a generator that learned
-one class of ten still covers about a tenth. The threshold, ``4 k / n_real`` and at least :data:`COLLAPSED_COVERAGE`,
-sits between the two, measured on the digits ruler at the main job's 500 samples and k = 5 (threshold 0.04) by
-``ci/collapse_threshold.py`` (``reports/collapse/threshold.md``): samples all alike (20 real digits, the mean digit or
-a blank image, each repeated with the collapsed seed's 0.012 pixel noise) cover 0.000-0.018 of the real ones, the
-untrained generator 0.004, a generator of one digit class 0.098-0.130, held-out real digits 0.90-0.97. An untrained generator covers nothing either: it reads as
-collapsed (in both a user gets nothing real).
-
-The report gives each system's collapse rate over its seeds with a Wilson interval (:func:`collapse_rate`) and names a
-system collapsed in every seed instead of testing it.
+One definition, read through :func:`collapsed`: the model's coverage (:mod:`suite.measure.metrics.manifold`) at or
+below :func:`threshold`, ``4 k / n_real`` and at least :data:`COLLAPSED_COVERAGE`, or samples too alike to score at
+all. A collapsed generator covers about ``k / n_real``, one that learned one class of ten about a tenth; the threshold
+sits between the two, as ``ci/collapse_threshold.py`` measured (``reports/collapse/threshold.md``; the reasoning and
+numbers: docs/image-quality.md, Collapse). An untrained generator covers nothing either: it reads as collapsed (in
+both a user gets nothing real). The report gives each system's collapse rate over its seeds with a Wilson interval
+(:func:`collapse_rate`) and names a system collapsed in every seed instead of testing it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """``suite compare NEW BASELINE``: a regression gate between two sets of run records.
 
-Runs are matched by configuration, as the report groups them: scaling, strategy / loss /
-engine [label] / grid (or cells per rank), and process count; the repeats of a configuration
-are pooled. For every matched configuration the gate compares the metrics of :data:`METRICS`
-and calls a change a **regression** only when it is worse than its tolerance *and* outside
-the noise of both measurements: larger than √(h_b² + h_n²), the 95 % half-width of a
-difference of two measurements with half-widths h_b and h_n. A configuration's interval is the
-envelope of its repeats' intervals (each run's from its step-time confidence interval where the
-metric has one, else the run's value), so the spread over repeats widens it.
-
-A failed run in NEW is a regression. An ok run on either side whose throughput (``images_per_s``) is missing, zero
-or negative is ``INVALID``, a failure too, and left out of the comparison: an ok run always measures one, so
-nothing can say such a run did not regress. So is an ok run whose spread or interval fields are out of range for
-the value they qualify (:func:`~.comparable.spread_problem`: a huge spread in any compared field would make any change "within
-noise"). The comparison refuses results from different devices
-unless asked (`allow_different_device`), and lists every other difference of environment
-(package versions, threads per rank, workload settings) above the table.
+Runs are matched by configuration as the report groups them (scaling, its label, process count), repeats pooled.
+A change is a **regression** only when it is worse than its tolerance *and* outside the noise of both measurements:
+larger than √(h_b² + h_n²), h the 95 % half-widths; a configuration's interval is the envelope of its repeats'. A
+failed run in NEW is a regression; an ok run that cannot be compared (no positive throughput, a spread out of range:
+:func:`~.comparable.record_problem`) is ``INVALID``, a failure too, since nothing can say it did not regress. The
+metrics, tolerances and rules as users read them: docs/benchmarks-and-ci.md (Comparing two saved runs).
 """
 
 from __future__ import annotations

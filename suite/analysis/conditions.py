@@ -1,19 +1,10 @@
-"""What a run's conditions say about comparing it, from the records alone: equal work, a quiet host, a timed step.
+"""What a run's conditions say about comparing it, from the records alone: equal work (:func:`unequal_work`), a quiet
+host (:func:`contention_warnings`, after :func:`suite.measure.hostload.contention`), a run's own warnings
+(:func:`run_warnings`) and models that have not learned (:func:`not_learned_warnings`).
 
-* **Equal work** (:func:`unequal_work`): a scenario that stops its systems by ``train.steps`` or ``train.epochs``
-  (no ``train.budget_images``, nor ``train.budget_s``, which compares at equal time by design) gives them the
-  work their own step makes: a label-partitioned system trains
-  one GAN per class for as many steps as the one DC-GAN, a cellular grid a population per cell. Where the
-  systems of one scenario and process count trained different numbers of training images (real images that
-  reach a discriminator update, ``train_images``), their quality is compared at unequal work: one line names
-  them and their images.
-* **A busy host** (:func:`contended_systems`, :func:`contention_warnings`): a run whose record marks it
-  ``host_load.contended`` (:func:`suite.measure.hostload.contention`) was timed while other processes used
-  its cores: its times, throughput and speedups measure the host too.
-* **A run's own warnings** (:func:`run_warnings`): what the worker found wrong with an ``ok`` run (e.g. no
-  timed step after its warm-up).
-* **Models that have not learned** (:func:`not_learned_warnings`): each scored model whose signals say so
-  (:func:`suite.measure.metrics.signals.not_learned`), with the reasons.
+Systems stopped by ``train.steps`` or ``train.epochs`` (no images or time budget) get the work their own step makes,
+so where the systems of one scenario and process count trained different numbers of training images their quality is
+compared at unequal work; a run timed on a busy host measures the host too.
 """
 
 from __future__ import annotations

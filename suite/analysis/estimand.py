@@ -23,13 +23,6 @@ LATE_SHARE = 0.5
 """The late-training stretch: curve points at or after this share of the run's last point."""
 LATE_POINTS = 2
 """The fewest curve points in the stretch for a late score (fewer: none)."""
-LATE_DEFINITION = (
-    "late FID: the geometric mean of a run's FID at its curve points in the last half of the budget (the mean of "
-    "log FID over them), every model scored on the same latent vectors and labels"
-)
-"""The estimand in words, as the first page states it."""
-
-
 END_DEFINITION = (
     "end FID: the FID of the run's EMA generator (an exponential moving average of its generator's weights over the "
     "late budget) at the end of the budget, on more samples of the common latent vectors and labels than the curve's; fixed in advance, on pilot runs with other seeds (reports/verdicts/estimand.md)"

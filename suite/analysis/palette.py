@@ -1,21 +1,10 @@
 """One look per system in every figure: a strategy's colour, a loss's marker and line, an engine's shade.
 
-The look is a function of the system alone, taken from the registries' order, never from the
-order in which a figure happens to draw its lines: the same system has the same colour and
-marker in every chart of every report.
-
-* **colour**: the system's (its strategy and loss), from the Okabe-Ito palette (distinguishable with the common colour
-  vision deficiencies; its yellow left out, too pale on white): the strategy's slot in
-  :data:`suite.config.registry.STRATEGIES` order, moved :data:`LOSS_STEP` slots per loss in
-  :data:`suite.config.registry.LOSSES` order, so that two losses of one strategy (the label-partitioned DC-CGAN and
-  W-CGAN) differ in colour as well as marker;
-* **marker**: the system's, found as its colour is (so the suite's five systems have five markers, for print in grey);
-* **line style**: the loss's, in :data:`suite.config.registry.LOSSES` order;
-* **shade**: the engine's, in :data:`suite.config.registry.ENGINES` order (the first engine keeps
-  the strategy's colour, the others darken it);
-* **fill**: where a caller names a variant of the same system (a label, swept settings), its marker
-  fill comes from a stable digest of that text. Names read back from a label (:func:`style_of`) keep
-  the system's look whatever follows it, so one system looks the same in every figure.
+The look is a function of the system alone, taken from the registries' order (:data:`suite.config.registry.STRATEGIES`,
+``LOSSES``, ``ENGINES``), never from the order in which a figure happens to draw its lines, so the same system looks
+the same in every chart of every report. Colours are Okabe-Ito (distinguishable with the common colour vision
+deficiencies; its yellow left out, too pale on white), moved :data:`LOSS_STEP` slots per loss so that two losses of
+one strategy differ in colour as well as marker. The looks as users read them: docs/reports.md (Figures).
 """
 
 from __future__ import annotations
@@ -69,9 +58,9 @@ def _position(names: tuple[str, ...], name: str) -> int | None:
 
 
 def _shade(color: str, amount: float) -> str:
+    """``color`` mixed with black by ``amount`` (:data:`SHADES`: never with white)."""
     r, g, b = to_rgb(color)
-    target = 1.0 if amount > 0 else 0.0
-    return to_hex((r + (target - r) * abs(amount), g + (target - g) * abs(amount), b + (target - b) * abs(amount)))
+    return to_hex((r - r * abs(amount), g - g * abs(amount), b - b * abs(amount)))
 
 
 def style(strategy: str, loss: str, engine: str, variant: str = "") -> Style:

@@ -41,9 +41,6 @@ from .plot_parts import (
 from .stats.summary import Summary, critical_t, summarise
 from .systems import config_name, main_runs
 
-# --- ticks: every axis reads its interval ---------------------------------------------------------------------------
-
-
 # --- scaling ------------------------------------------------------------------------------------------------------
 
 
@@ -340,9 +337,8 @@ def mean_band(values: list[float]) -> tuple[float, tuple[float, float] | None]:
     mean = float(np.mean(values))
     if len(values) < 2:
         return mean, None
-    half = critical_t([(float(np.var(values, ddof=1)) / len(values), len(values))]) * math.sqrt(
-        np.var(values, ddof=1) / len(values)
-    )
+    variance = float(np.var(values, ddof=1)) / len(values)
+    half = critical_t([(variance, len(values))]) * math.sqrt(variance)
     return mean, (mean - half, mean + half)
 
 

@@ -1,5 +1,5 @@
 """The defaults of ``suite project`` that its ``--help`` shows: light (no numpy, pandas or matplotlib), so that the
-parser reads them without loading :mod:`suite.analysis.projection`, whose package imports its rendering.
+parser reads them without loading :mod:`suite.analysis.projection`'s modules.
 """
 
 DEFAULT_RANKS = [2**i for i in range(13)]

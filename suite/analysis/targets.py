@@ -11,6 +11,7 @@ import numpy as np
 
 from ..records.record import Record
 from ..records.scored import TimeToTarget
+from .markdown import significant
 from .stats.summary import Summary, summarise
 from .systems import mean_of
 
@@ -97,14 +98,10 @@ def target_text(targets: list[SeedTarget], reached: Summary | None) -> str:
         interval = target_interval(targets, reached)
         if interval is None:  # no brackets recorded: the seeds' spread alone
             return f"{reached.text()} s"
-
-        def rounded(value: float | None) -> str:  # as Summary.text rounds
-            return str(np.format_float_positional(float(value or 0.0), precision=3, fractional=False, trim="-"))
-
-        lo, hi = mean_of(t.clock_lo for t in targets), mean_of(t.clock_hi for t in targets)
-        return (
-            f"{rounded(reached.center)} [{rounded(interval[0])}, {rounded(interval[1])}] s (n={reached.n}; "
-            f"curve points at {rounded(lo)} and {rounded(hi)} s bracket it)"
+        lo, hi = mean_of(t.clock_lo for t in targets) or 0.0, mean_of(t.clock_hi for t in targets) or 0.0
+        return (  # rounded as Summary.text rounds
+            f"{significant(reached.center)} [{significant(interval[0])}, {significant(interval[1])}] s (n={reached.n}; "
+            f"curve points at {significant(lo)} and {significant(hi)} s bracket it)"
         )
     best = summarise(t.best for t in targets)
     got = f"reached by {reached.n if reached else 0} of {len(targets)} draws"

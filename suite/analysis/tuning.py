@@ -1,17 +1,10 @@
 """``suite tune RESULTS``: the one tuning protocol of every system, from the runs of a sweep (docs/tuning.md).
 
-A *system* is a strategy / loss / engine [label] at a process count, whatever its swept settings
-(the records' ``sweep``, :mod:`suite.config.sweep`). Each system's settings are ranked:
-
-1. settings all of whose runs were scored before those with a run that failed, diverged, could not be
-   scored or is missing (such a run counts as worst; the table names it and why);
-2. then by the mean end FID (the EMA generator's, :func:`suite.analysis.estimand.end_fid`; the late FID where a run kept
-   no EMA generator, the final FID where it has too few curve points too) over the tuning seeds (a seed's repeats averaged first), under the one
-   ruler all the system's runs were scored with (``quality.features``, its hash and n);
-3. equal ranks go to the setting listed first in the sweep (``sweep_order``).
-
-The first is the system's chosen setting, written as the overrides to paste into its run entry
-(``chosen.yaml``), beside ``tuning.md`` and ``tuning.csv`` (every setting with its per-seed FIDs).
+A *system* is a strategy / loss / engine [label] at a process count, whatever its swept settings (the records'
+``sweep``). Each system's settings are ranked as docs/tuning.md says: settings with every run scored first, then by
+mean end FID over the tuning seeds under one ruler, ties to the setting listed first. The first is the system's
+chosen setting, written as the overrides to paste into its run entry (``chosen.yaml``), beside ``tuning.md`` and
+``tuning.csv`` (every setting with its per-seed FIDs).
 """
 
 from __future__ import annotations

@@ -161,18 +161,6 @@ def _exit_status(code: int, shell: bool) -> tuple[int | None, int | None]:
     return code, None
 
 
-def _openmpi_signal(m: re.Match) -> Failure:
-    return Failure(int(m["rank"]), m["host"], None, int(m["signal"]))
-
-
-def _openmpi_exit(m: re.Match) -> Failure:
-    return Failure(int(m["rank"]), m["host"], int(m["code"]))
-
-
-def _openmpi_abort(m: re.Match) -> Failure:
-    return Failure(int(m["rank"]), None, int(m["code"]))
-
-
 def _horovodrun(m: re.Match) -> Failure:
     return Failure(int(m["rank"]), None, *_exit_status(int(m["code"]), shell=True))
 
@@ -198,7 +186,7 @@ _TORCHRUN_ENTRY = (
 _LAUNCHER_MESSAGES = [
     (
         re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited on\s+signal (?P<signal>\d+)"),
-        _openmpi_signal,
+        lambda m: Failure(int(m["rank"]), m["host"], None, int(m["signal"])),
     ),
     (
         re.compile(r"Process name: \[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)"),
@@ -206,13 +194,13 @@ _LAUNCHER_MESSAGES = [
     ),
     (
         re.compile(r"process rank (?P<rank>\d+) with PID \d+ on\s+node (?P<host>\S+) exited with\s+status (?P<code>\d+)"),
-        _openmpi_exit,
+        lambda m: Failure(int(m["rank"]), m["host"], int(m["code"])),
     ),
     (
         re.compile(
             r"MPI_ABORT was invoked on rank (?P<rank>\d+) in communicator \S+\s+(?:with errorcode|Proc:[^\n]*\n\s*Errorcode:)\s*(?P<code>-?\d+)"
         ),
-        _openmpi_abort,
+        lambda m: Failure(int(m["rank"]), None, int(m["code"])),
     ),
     (re.compile(r"Process (?P<rank>\d+) exit with status code (?P<code>\d+)\."), _horovodrun),
     (re.compile(r"Root Cause \(first observed failure\):\s+" + _TORCHRUN_ENTRY), _torchrun),

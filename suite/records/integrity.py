@@ -1,15 +1,10 @@
 """File digests: a file's size and sha256, taken when the suite writes it and checked before it is read back.
 
-A run's model files (``generator.pt``, the class generators handed between ranks) and checkpoints
-are recorded with their :class:`~suite.records.record.FileDigest` (in the run record, or in the
-checkpoint's description). A file that is missing, shorter or longer, or of other bytes than the
-ones written is damaged (a full disk, a copy cut short) or was replaced: :func:`damage` says which
-in a few words and :func:`verify_file` refuses it in one line naming the file. The size is checked
-first, so a truncated file is told apart without reading it.
-
-Hashing is bounded, since a record's declared size may be forged (a 30 GB sparse file and a record saying 30 GB):
-a declared size above :data:`MAX_HASHED_BYTES` is refused without reading, at most the declared size is read, and
-hashing stops at its time budget (:data:`HASH_BUDGET_S`), each in one line naming the file.
+A run's model files and checkpoints are recorded with their :class:`~suite.records.record.FileDigest`; a file that
+is missing, of another size or of other bytes was damaged (a full disk, a copy cut short) or replaced
+(:func:`damage`, :func:`verify_file`). The size is checked first, so a truncated file is told apart without reading
+it. Hashing is bounded (:data:`MAX_HASHED_BYTES`, :data:`HASH_BUDGET_S`), since a record's declared size may be
+forged (a 30 GB sparse file and a record saying 30 GB).
 """
 
 from __future__ import annotations

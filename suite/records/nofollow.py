@@ -5,40 +5,12 @@ is about to write, before its owner runs it or at any moment while it works ther
 renamed away and a link put in its place mid-run, a report's staging folder swapped for a link): a
 link at ``RUN/checkpoints`` to someone's home would have the suite write there, and remove files
 there; a FIFO at ``RUN/log.txt`` would block ``suite run`` forever. So the suite works only in folders
-that nobody but their owner can change, and below them it follows no link:
-
-- every folder it makes is made without group or other write (:data:`FOLDER_MODE`, whatever the
-  umask), and every file without it (:data:`FILE_MASK`);
-- a folder it works in that it did not make, and every folder it walks below one, must be owned by
-  the user or root and writable by nobody else, unless it has the sticky bit (where others cannot
-  rename or remove what is not theirs): checked on the opened descriptor (``fstat``), never the path,
-  and refused otherwise in one line naming the folder and the fix (:class:`SharedFolder`);
-
-- :func:`check_tree` refuses a folder that holds a link, FIFO, socket or device anywhere in it,
-  naming the first it meets (``suite run`` checks every run folder it will write into before it
-  writes anything);
-- :func:`confine` names, for a block of this process, a folder below which every folder the suite
-  makes (:func:`make_folder`, and so every atomic write, :func:`suite.records.results.atomic_write`)
-  is walked to from that folder with directory descriptors, each step opened with ``O_NOFOLLOW``
-  and missing ones created on the way: a link anywhere below the folder is refused, never followed;
-- :func:`confine` opens its folder once and holds the descriptor: a swap of the folder itself after
-  that (a link put in its place) changes nothing the process writes;
-- :func:`open_regular` opens a file with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO cannot block it)
-  and refuses anything but a regular file; one opened to be written must also be the user's and have
-  one link (a hard link to someone's file is never truncated or appended to), and is truncated only
-  after that check;
-- :func:`copy_regular` copies a file opened once, checked on its descriptor (a regular file of one link),
-  never a name looked at before;
-- :func:`remove_files`, :func:`remove_entry` and :func:`remove_tree` remove through the folder's
-  descriptor, so they never leave the folder they were meant for.
-
-The confining folder itself (``--out``) is the user's choice and may be a link; nothing below it is
-followed. A refusal is :class:`UnsafeEntry`: one line naming the entry and what it is.
-
-Test hooks: :data:`OPENED` (called with each folder descriptor as it is opened) lets a test swap a folder at the
-exact moment the suite has opened it; :data:`OPENING` (called with each path just before the suite opens or makes it by
-name) lets a test plant a link or FIFO at every path the suite opens, at the moment it opens it
-(``tests/test_every_open.py``).
+that nobody but their owner can change (:data:`FOLDER_MODE`, :data:`FILE_MASK`, checked on the opened
+descriptor, never the path: :class:`SharedFolder`), and below them it follows no link: :func:`confine` holds a
+folder's descriptor and every folder below it is walked to with ``O_NOFOLLOW``; files are opened by
+:func:`open_regular` and removed through their folder's descriptor. The confining folder itself (``--out``) is the
+user's choice and may be a link. A refusal is :class:`UnsafeEntry`: one line naming the entry and what it is.
+What the user sees is in docs/reliability.md (Folders and links).
 """
 
 from __future__ import annotations
@@ -319,12 +291,6 @@ def output_folder(folder: str | os.PathLike) -> Iterator[Path]:
             yield root
     finally:
         os.close(fd)
-
-
-def make_folders(root: str | os.PathLike, *parts: str) -> Path:
-    """Make ``root/parts``: ``root`` as named (made if missing), each part below it without following a link."""
-    os.close(_walk(Path(root), parts, create=True))
-    return Path(root).joinpath(*parts)
 
 
 _WRITING = os.O_WRONLY | os.O_RDWR

@@ -2,13 +2,8 @@
 makes from what it measured) and :func:`completed` (a record with some of its fields given anew, the launcher's).
 
 Every part is a dataclass whose fields are fields of :class:`suite.records.record.Record`, named the same: the
-record's own parts where they fit (:class:`~suite.records.record.RunSettings`, :class:`~suite.records.record.Placement`,
-:class:`~suite.records.measured.Timing`, :class:`~suite.records.measured.Throughput`,
-:class:`~suite.records.record.CheckpointInfo`, :class:`~suite.records.record.Provenance`, the per-rank
-:class:`~suite.records.measured.RankTelemetry` that every rank hands rank 0), and the frozen parts below for what a
-stage adds that no record part groups: how the run ended (:class:`Ending`), a rank's failure (:class:`FailurePart`),
-what rank 0 measured of a run that trained (:class:`Trained`), its saved model (:class:`ModelPart`), its scores
-(:class:`Scored`), its strategy's own fields (:class:`StrategyPart`) and the launch (:class:`LaunchPart`).
+record's own parts where they fit (:class:`~suite.records.record.RunSettings`, :class:`~suite.records.measured.Timing`,
+...), and the frozen parts below for what a stage adds that no record part groups.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The schema of a run record (``RESULTS/<run_id>/result.json``): its parts as dataclasses.
 
-A record is one JSON object. Most of its parts lie at its top level (the run's settings, where
-it ran, its times, its throughput, a strategy's own fields, the checkpoints, the launch); the
-dataset, the communication, the telemetry and each quality block are nested objects. The
-worker writes the parts it builds whole with :func:`dataclasses.asdict`; every record of this
-schema version is checked against :class:`CoreRecord` when it is read (:func:`suite.records.codec.check_record`), so
-that a key no part declares is an error, not a silently empty column. A strategy's own top-level
-fields (a plugin's) are its registry entry's ``record_part``, a dataclass checked, built and written
-back the same way (``Record.strategy_part``). :func:`suite.records.codec.record_field` reads a dotted path and fails on
-one the schema does not have.
-
-Its parts are in three modules besides this one: what the run measured (:mod:`suite.records.measured`), what it
-scored (:mod:`suite.records.scored`) and how a field is declared (:mod:`suite.records.fields`). Fields marked with
-:func:`suite.records.fields.column` are the columns of the report's flat table
-(:data:`suite.records.codec.FLAT_COLUMNS`, and the installed strategies' parts' :func:`suite.records.codec.flat_columns`): the column is named
-after the field unless the mark names it.
-
-Records of every schema version are checked when read (:func:`suite.records.codec.check_record`); those of schema 1 and 2 (before this
-module) have the same layout less the later fields, and fields renamed since are passed over.
+A record is one JSON object; most parts lie at its top level, the dataset, communication, telemetry and quality
+blocks are nested. Every record is checked against :class:`CoreRecord` when read
+(:func:`suite.records.codec.check_record`), so that a key no part declares is an error, not a silently empty column;
+records of schema 1 and 2 may hold fields renamed since, which are passed over. A strategy's own top-level fields
+are its registry entry's ``record_part``, checked, built and written back the same way (``Record.strategy_part``).
+The parts live in :mod:`suite.records.measured` (what the run measured), :mod:`suite.records.scored` (what it scored)
+and this module; :func:`suite.records.fields.column` marks the columns of the report's flat table.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The records of a results folder that decisions may rest on: those its trusted owner wrote, for the planned runs.
 
-A results folder may be shared: a group folder with the sticky bit (``1775``) lets every member add
-folders, though not change anyone else's. So a folder's records are not all the user's. Decisions (the
-sequential seeds' next block, the report's verdicts, headline and ``findings.csv``) rest only on the
-records :func:`trusted_records` selects; everything else in the folder is named in one line and left
-out, never merged. A record is trusted when
-
-- its run folder is a folder, not a symbolic link (a link is never followed: it could carry a record the
-  planter cannot read, or one of another scenario, into this one), and its ``result.json`` a regular file;
-- both are owned by a trusted owner (:func:`trusted_owners`): the user running the command, and the results
-  folder's owner where nobody else can write that folder. Ownership is the kernel's word: in a sticky
-  folder a member can add folders of their own, but cannot make a file or folder that is the user's,
-  nor rename, replace or write into the user's (the suite makes its folders ``0755`` and files without
-  group write), so a record owned by the user in a folder owned by the user was written by the user;
-- its ``run_id`` is its folder's name (one record per run: no second record of a seed);
-- with a plan (``suite run``), its run is one the scenario plans, made with the planned settings
-  (placement aside): a stale record of other settings does not count for this scenario.
-
-This is the equivalent of a manifest of digests: the manifest's own trust would rest on the same
-ownership check, which already covers every record the user's folders hold.
+A results folder may be shared (a group folder with the sticky bit lets every member add folders), so a folder's
+records are not all the user's. Decisions (the sequential seeds' next block, the report's verdicts, headline and
+``findings.csv``) rest only on the records :func:`trusted_records` selects; everything else is named in one line
+and left out, never merged. Ownership is the kernel's word: a member cannot make a file that is the user's, nor
+rename, replace or write into the user's, so a record owned by the user in a folder owned by the user was written by
+the user; this does the work of a manifest of digests, whose own trust would rest on the same ownership. The rules
+a record meets: docs/reliability.md (Shared results folders).
 """
 
 from __future__ import annotations
@@ -120,7 +108,7 @@ def _one(run_dir: Path, owners: frozenset[int], plan: Mapping[str, Mapping[str, 
 
 
 def trusted_records(results_dir: str | os.PathLike, plan: Mapping[str, Mapping[str, Any]] | None = None) -> Selection:
-    """The records of ``results_dir`` that decisions rest on (see the module's rules), and a line for each left out.
+    """The records of ``results_dir`` that decisions rest on (the rules: docs/reliability.md), and a line for each left out.
 
     ``plan``: the planned runs' settings by run id (``Run.settings()`` as a record holds them); without it any
     run the trusted owners wrote counts (``suite report``). A finished run that a stopped ``--rerun`` set aside

@@ -1,17 +1,9 @@
 """Records of older schema versions, brought to the meaning of this one as they are read (:func:`upgraded`).
 
-Schema 5 changed what two quantities mean, the same way for every strategy:
-
-* ``train_s`` is the training clock, which starts with the warm-up (before, the window after it): an older
-  record's ``train_s`` gains its ``warmup_s``, and its curve's and time to target's clock readings after the
-  warm-up move by as much (points taken inside the warm-up stay at 0, where they were put);
-* ``images_per_s`` counts training images, the real images that reach a discriminator update, per second of
-  that clock (before: every image through a discriminator, real and generated, cellular's fitness passes too,
-  per second of the window): an older record's is its ``images_consumed`` over the new ``train_s``, where a
-  cellular grid's discriminators skipped batches (``discriminator_skip``) only the batches they trained on,
-  and ``train_images`` is that count. Where the record lacks them, the rate is unknown (null).
-
-The interval ``images_per_s_ci95`` keeps its relative width. Nothing else changed meaning.
+Schema 5 changed what ``train_s`` (now the training clock, warm-up included) and ``images_per_s`` (now training
+images over that clock) mean, the same way for every strategy; how an older record's values move is in
+docs/results.md and in :func:`upgraded`. Where the record lacks what the new rate needs, it is unknown (null). The
+interval ``images_per_s_ci95`` keeps its relative width. Nothing else changed meaning.
 """
 
 from __future__ import annotations
@@ -44,7 +36,7 @@ def _training_images(data: dict[str, Any]) -> int | None:
 def upgraded(data: dict[str, Any], current: int) -> dict[str, Any]:
     """``data`` (a checked record) in the meaning of the ``current`` schema (the record module's version, passed in so
     that this module does not import it back): as it is where it is of schema 5 or later, else a copy with ``train_s``,
-    the clock readings, ``images_per_s`` and ``train_images`` rewritten (module docstring)."""
+    the clock readings, ``images_per_s`` and ``train_images`` rewritten (docs/results.md)."""
     version = data.get("schema", 1)
     if not isinstance(version, int) or version > UPGRADED_FROM:
         return data

@@ -112,7 +112,18 @@ class GanModel:
         return f"c0 {self.step.per_step:.4g} s/step, c1 {self.step.per_image:.4g} s/image; {self.traffic()}"
 
     def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
-        return _gan_time(self, problem, procs, net, algorithm, weak)
+        """The training window of ``problem`` on ``procs`` ranks (:func:`predict`), or why it is not predicted."""
+        if weak:
+            local = problem.batch
+        elif problem.batch % procs:
+            return ProjectedStep(note=f"the global batch of {problem.batch} does not split over the ranks")
+        else:
+            local = problem.batch // procs
+        cost = self.step_seconds(local * problem.factor, procs, net, algorithm, problem.allreduce_every)
+        if isinstance(cost, str):
+            return ProjectedStep(note=cost)
+        compute, comm = cost
+        return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm)
 
 
 @dataclass
@@ -131,7 +142,25 @@ class ClassGroupsModel(GanModel):
         return f"0 bytes at P <= {self.classes} (a rank trains its class GANs alone); above, {above}"
 
     def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
-        return _classes_time(self, problem, procs, net, algorithm, weak)
+        from ...config.plan import class_plan
+
+        labels = sorted(problem.class_steps)
+        steps = problem.class_steps
+        if weak:  # one class per rank: the first P classes, sizes repeating beyond the measured ones
+            steps = {i: problem.class_steps[labels[i % len(labels)]] for i in range(procs)}
+            labels = list(range(procs))
+        n = len(labels)
+        if procs > n and procs % n:
+            return ProjectedStep(note=f"above the {n} classes, the ranks must be a multiple of the class count")
+        group = max(1, procs // n)
+        if problem.batch % group:
+            return ProjectedStep(note=f"a class batch of {problem.batch} does not split over the ranks of a class group")
+        cost = self.step_seconds(problem.batch // group * problem.factor, group, net, algorithm)
+        if isinstance(cost, str):
+            return ProjectedStep(note=cost)
+        compute, comm = cost
+        slowest = max(sum(steps[c] for c in classes) for _, classes in class_plan(labels, procs))
+        return ProjectedStep(slowest * (compute + comm), slowest * compute, slowest * comm)
 
 
 @dataclass
@@ -155,7 +184,34 @@ class CellularModel:
         return costs + (f"; genome {_mib(self.cell_bytes)} per cell" if self.cell_bytes else "; genome bytes not counted")
 
     def window(self, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool, block: Any = None) -> ProjectedStep:
-        return _cellular_time(self, problem, procs, net, weak, block)
+        from ...config.plan import neighbourhood, process_grid
+
+        grid = problem.grid
+        if weak:
+            assert block is not None, "weak scaling keeps a block of cells per rank"
+            rows, cols = _square_split(procs)
+            grid = (rows * block[0], cols * block[1])
+        assert grid is not None, "a cellular problem has a grid"
+        try:
+            pgrid = process_grid(grid, procs)
+        except ValueError:
+            return ProjectedStep(note=f"the {grid[0]}x{grid[1]} grid's cells do not split into equal blocks over the ranks")
+        plan = exchange_plan(grid, pgrid, self.kind)
+        if any(plan) and self.cell_bytes is None:
+            return ProjectedStep(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
+        cell_bytes = self.cell_bytes or 0
+        k = grid[0] * grid[1] // procs
+        compute = k * self.cell_seconds(len(neighbourhood((0, 0), grid, self.kind)))
+
+        def exchange(rank: int) -> float:
+            def same_node(dest: int) -> bool:
+                return dest // net.ranks_per_node == rank // net.ranks_per_node
+
+            return sum((net.intra if same_node(dest) else net.inter).seconds(n * cell_bytes) for dest, n in plan[rank].items())
+
+        comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
+        note = f"grid {grid[0]}x{grid[1]}" if weak else ""
+        return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
 
 
 @dataclass
@@ -187,75 +243,6 @@ class ProjectedStep:
     compute: float | None = None
     comm: float | None = None
     note: str = ""
-
-
-def _gan_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> ProjectedStep:
-    if weak:
-        local = problem.batch
-    elif problem.batch % procs:
-        return ProjectedStep(note=f"the global batch of {problem.batch} does not split over the ranks")
-    else:
-        local = problem.batch // procs
-    cost = model.step_seconds(local * problem.factor, procs, net, algorithm, problem.allreduce_every)
-    if isinstance(cost, str):
-        return ProjectedStep(note=cost)
-    compute, comm = cost
-    return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm)
-
-
-def _classes_time(model: GanModel, problem: Problem, procs: int, net: Network, algorithm: str, weak: bool) -> ProjectedStep:
-    from ...config.plan import class_plan
-
-    labels = sorted(problem.class_steps)
-    steps = problem.class_steps
-    if weak:  # one class per rank: the first P classes, sizes repeating beyond the measured ones
-        steps = {i: problem.class_steps[labels[i % len(labels)]] for i in range(procs)}
-        labels = list(range(procs))
-    n = len(labels)
-    if procs > n and procs % n:
-        return ProjectedStep(note=f"above the {n} classes, the ranks must be a multiple of the class count")
-    group = max(1, procs // n)
-    if problem.batch % group:
-        return ProjectedStep(note=f"a class batch of {problem.batch} does not split over the ranks of a class group")
-    cost = model.step_seconds(problem.batch // group * problem.factor, group, net, algorithm)
-    if isinstance(cost, str):
-        return ProjectedStep(note=cost)
-    compute, comm = cost
-    slowest = max(sum(steps[c] for c in classes) for _, classes in class_plan(labels, procs))
-    return ProjectedStep(slowest * (compute + comm), slowest * compute, slowest * comm)
-
-
-def _cellular_time(
-    model: CellularModel, problem: Problem, procs: int, net: Network, weak: bool, block: tuple[int, int] | None = None
-) -> ProjectedStep:
-    from ...config.plan import neighbourhood, process_grid
-
-    grid = problem.grid
-    if weak:
-        assert block is not None, "weak scaling keeps a block of cells per rank"
-        rows, cols = _square_split(procs)
-        grid = (rows * block[0], cols * block[1])
-    assert grid is not None, "a cellular problem has a grid"
-    try:
-        pgrid = process_grid(grid, procs)
-    except ValueError:
-        return ProjectedStep(note=f"the {grid[0]}x{grid[1]} grid's cells do not split into equal blocks over the ranks")
-    plan = exchange_plan(grid, pgrid, model.kind)
-    if any(plan) and model.cell_bytes is None:
-        return ProjectedStep(note="no multi-rank cellular run: the genome bytes were never counted (run one at P=2)")
-    cell_bytes = model.cell_bytes or 0
-    k = grid[0] * grid[1] // procs
-    compute = k * model.cell_seconds(len(neighbourhood((0, 0), grid, model.kind)))
-
-    def exchange(rank: int) -> float:
-        def same_node(dest: int) -> bool:
-            return dest // net.ranks_per_node == rank // net.ranks_per_node
-
-        return sum((net.intra if same_node(dest) else net.inter).seconds(n * cell_bytes) for dest, n in plan[rank].items())
-
-    comm = max(exchange(r) for r in range(procs)) if any(plan) else 0.0
-    note = f"grid {grid[0]}x{grid[1]}" if weak else ""
-    return ProjectedStep(problem.steps * (compute + comm), problem.steps * compute, problem.steps * comm, note)
 
 
 def predict(

@@ -1,17 +1,10 @@
 """``suite report RESULTS``: markdown, CSV and PNG from the run records of a results folder.
 
-Every number in the report comes from the records it reads; where a number cannot be
-computed (no P=1 run for a speedup, no GPU for utilisation, no logits for IS) the report says
-``n/a`` and why, never a guess.
-
-``report.md`` is the first page, read in two minutes: the short headline (:mod:`.headline_view`, from the typed
-rows of :mod:`suite.analysis.headline`), the findings with their tests, the key figures and an index of the detail pages in ``details/``: the
-headline in full, image quality, per-class scores, scaling, the projection, where the time goes,
-engines, the papers' numbers, samples, the environment, the runs, the definitions and every figure.
-Every table is also a CSV beside report.md. The sections are built in :mod:`.sections` and
-:mod:`.quality` from the tables of :mod:`.tables`, the projection's in :mod:`suite.analysis.projection`;
-each returns what it shows (:class:`.section.Section`), laid out on pages by :mod:`.pages` and put on disk
-by :mod:`.writer`.
+Every number in the report comes from the records it reads; where a number cannot be computed (no P=1 run for a
+speedup, no GPU for utilisation, no logits for IS) the report says ``n/a`` and why, never a guess. What its pages
+hold: docs/reports.md. The sections are built in :mod:`.sections` and :mod:`.quality` from the tables of
+:mod:`.tables`; each returns what it shows (:class:`.section.Section`), laid out on pages by :mod:`.pages` and put
+on disk by :mod:`.writer`.
 """
 
 from __future__ import annotations
@@ -66,7 +59,6 @@ DEFAULT_BASELINES = (Path(__file__).resolve().parents[2] / "baselines_data").res
 """The papers' numbers shipped with the package: ``suite/baselines_data``, in the checkout a link to ``baselines/`` (the
 source of truth), in a wheel a copy of its CSVs (``pyproject.toml``'s package data), so that a pip install's report
 shows them too."""
-"""The papers' numbers beside the checkout's package (``baselines/``)."""
 
 KEY_FIGURES = ("quality_vs_time", "speedup", "strong_time")
 """The figures the first page shows (by the start of their file name, in this order); every other is on a detail page."""

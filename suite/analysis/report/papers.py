@@ -1,21 +1,11 @@
 """The papers the suite reproduces (:data:`PAPERS`): each one's setting, its printed numbers beside the suite's and
 its claims, judged on the suite's runs (``suite papers`` writes one page per paper, :mod:`.paper_pages`).
 
-Runs belong to a paper by their scenario's name (``paper000-...`` to ``paper003-...``: the scenarios of
-``scenarios/papers/`` and ``scenarios/papers/reduced/``; records made under the old names, ``seed000-...``, count
-too: :data:`suite.config.names.RENAMED_PREFIXES`). Each page has
-
-* the paper's printed numbers (``baselines/``, each row naming its section or table) beside the suite's
-  estimate of the same quantity, each row saying ``same setting`` or what differs;
-* one line per claim of the paper: ``holds``, ``does not hold`` or ``cannot be judged at this scale``.
-
-A claim that one system beats another holds when the suite's estimates (over seeds) differ in the paper's
-direction by Welch's test at 5 % (:func:`suite.analysis.stats.pair_tests.welch_p`), does not hold when they differ
-the other way, and cannot be judged when they do not differ. A scaling claim is judged on the measured speedup
-or efficiency's 95 % interval (:mod:`suite.analysis.stats.speedup`). Only what can be judged is: a claim needs at least
-:data:`~.paper_verdicts.MIN_DRAWS` runs per arm, and a quality claim needs every system in it to have learned (its FID
-significantly below its untrained generator's, :func:`~.paper_verdicts.learned`); otherwise it cannot be judged at this scale, and
-the line says why.
+Runs belong to a paper by their scenario's name (``paper000-...`` to ``paper003-...``; records made under the old
+names, ``seed000-...``, count too: :data:`suite.config.names.RENAMED_PREFIXES`). A claim is ``holds``, ``does not
+hold`` or ``cannot be judged at this scale`` (:mod:`.paper_verdicts`: Welch's test over seeds for "A beats B", the
+95 % interval for a scaling claim, at least :data:`~.paper_verdicts.MIN_DRAWS` runs per arm and every system of a
+quality claim learned). What users read: docs/reports.md (The papers' numbers beside the suite's).
 """
 
 from __future__ import annotations
@@ -107,7 +97,7 @@ class Paper:
 
 def _model_runs(records: list[Record], model: str) -> list[Record]:
     """The scored runs of paper 000's ``model`` (the strategy entry's ``paper_models`` trait) over all the classes."""
-    return [r for r in ok_runs(records) if r.quality is not None and _paper_model(r) == model and _all_classes(r)]
+    return [r for r in ok_runs(records) if r.quality is not None and paper_model(r) == model and _all_classes(r)]
 
 
 def _all_classes(r: Record) -> bool:
@@ -187,7 +177,7 @@ def _is_order(upper: str, lower: str) -> Callable[[list[Record]], Verdict]:
     return judge
 
 
-def _paper_model(r: Record) -> str | None:
+def paper_model(r: Record) -> str | None:
     """The papers' model a run reproduces (its strategy entry's ``paper_models`` trait), if any."""
     entry = STRATEGIES[r.strategy] if r.strategy is not None and r.strategy in STRATEGIES else None
     return entry.paper_models.get(r.loss if r.loss is not None else "") if entry is not None else None
@@ -206,7 +196,7 @@ def _grid(r: Record) -> tuple[int, ...]:
 
 
 def _weak_flat(records: list[Record]) -> Verdict:
-    weak = [r for r in ok_runs(records) if r.scaling == "weak" and _paper_model(r) == "Distributed DC-CGAN"]
+    weak = [r for r in ok_runs(records) if r.scaling == "weak" and paper_model(r) == "Distributed DC-CGAN"]
     procs = sorted({_procs(r) for r in weak})
     if len(procs) < 2 or procs[0] != 1:
         return UNJUDGED, "no weak sweep from one process here (run the timing scenario, `make papers-timing`)"

@@ -19,12 +19,13 @@ from ...records.record import Record
 from ...records.results import PER_CLASS_BASES, per_class_summary
 from ...records.scored import PerClassScore, Quality
 from ..baselines import PAPER000, PAPER001, read_baseline
-from ..columns import COL, column_names
+from ..columns import COL, column_names, names_of
 from ..markdown import NA, cell, details, given, markdown_table, significant, std_over
 from ..plots import plot_losses, plot_quality_curves
 from ..run_plots import plot_samples_over_time
 from ..stats.summary import summarise
 from ..systems import config_name
+from .papers import paper_model
 from .section import Section
 from .tables import KID_UNITS
 
@@ -131,22 +132,8 @@ PC = column_names(PerClassColumns)
 
 
 def _per_class_rows(name: str, scores: dict[str, PerClassScore]) -> list[dict[str, Any]]:
-    return [
-        {
-            PC.run_id: name,
-            PC.class_: c,
-            PC.n: e.n,
-            PC.n_real: e.n_real,
-            PC.metric: e.metric,
-            PC.fid: e.fid,
-            PC.kid_mean: e.kid_mean,
-            PC.kid_std: e.kid_std,
-            PC.kid_subset_size: e.kid_subset_size,
-            PC.kid_subsets: e.kid_subsets,
-            PC.note: e.note,
-        }
-        for c, e in scores.items()
-    ]
+    own = names_of(PerClassColumns)[2:]  # after the run and the class: the score's own fields, named alike
+    return [{PC.run_id: name, PC.class_: c, **{column: getattr(e, column) for column in own}} for c, e in scores.items()]
 
 
 def _per_class(q: Quality, field: str) -> dict[str, PerClassScore] | None:
@@ -335,11 +322,7 @@ def baseline_section(baselines: Path, records: list[Record]) -> list[str]:
         )
         ours = []
         for name, r, q in scored_models(records):
-            model = (
-                STRATEGIES[r.strategy].paper_models.get(r.loss or "")
-                if r.strategy is not None and r.strategy in STRATEGIES
-                else None
-            )
+            model = paper_model(r)
             dataset = r.dataset.name if r.dataset is not None else None
             row = paper[(paper[PAPER000.dataset] == dataset) & (paper[PAPER000.model] == model)]
             if model is None or row.empty:

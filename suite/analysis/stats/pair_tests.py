@@ -22,18 +22,16 @@ RESAMPLES = 1999
 """Resamples of the permutation and bootstrap tests (the permutation test is exact below this many splits)."""
 
 
-def welch_p(a: Summary, b: Summary) -> float | None:
+def welch_p(a: Summary, b: Summary, conservative: bool = False) -> float | None:
     """Two-sided p of Welch's t-test of two estimates on their scale (the log scale for positive quantities).
 
-    Ratios carry every end's variance, with Welch-Satterthwaite's degrees of freedom. None where
-    a term has one draw, or where neither side has any spread: draws that do not vary (one seed,
+    Ratios carry every end's variance, with Welch-Satterthwaite's degrees of freedom (``conservative``: the fewest
+    draws'). None where a term has one draw, or where neither side has any spread: draws that do not vary (one seed,
     repeated) are not a test, and a p of 0 would be a false verdict.
     """
     scaled = common_scale(a, b)
-    if scaled is None:
-        return None
-    d = location_difference(*scaled)
-    return None if d is None else float(2 * special.stdtr(d.df, -abs(d.value / d.se)))
+    d = location_difference(*scaled) if scaled is not None else None
+    return None if d is None else float(2 * special.stdtr(d.df_conservative if conservative else d.df, -abs(d.value / d.se)))
 
 
 def welch_fewest_p(a: Summary, b: Summary) -> float | None:
@@ -44,11 +42,7 @@ def welch_fewest_p(a: Summary, b: Summary) -> float | None:
     its false claims 6-7 % of reports (``reports/verdicts/resampled-error-rates.md``). At the fewest draws' df the
     test agrees with the intervals the report prints (:func:`critical_t`) and holds the level there.
     """
-    scaled = common_scale(a, b)
-    if scaled is None:
-        return None
-    d = location_difference(*scaled)
-    return None if d is None else float(2 * special.stdtr(d.df_conservative, -abs(d.value / d.se)))
+    return welch_p(a, b, conservative=True)
 
 
 def equivalence_fewest_p(a: Summary, b: Summary, margin: float) -> float | None:

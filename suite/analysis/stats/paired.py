@@ -1,24 +1,12 @@
 """Paired A/B verdicts for the regression gate (:mod:`suite.tools.gate`): a test on per-pair differences.
 
-The gate runs the baseline (A) and the candidate (B) alternately on one host, so each pair of
-runs saw nearly the same machine; the host's speed that day cancels in the pair's ratio. Each
-metric gives one difference per pair, oriented so that a positive value is worse for B: the log
-of B's time over A's for speed (``log(images/s A / images/s B)``), B minus A for FID. On those
-differences, with ``m`` their mean (for speed: the log of the geometric-mean ratio):
-
-- **FAIL**: Wilcoxon's signed-rank test (one-sided, B worse; scipy.stats) is significant at
-  ``alpha`` *and* ``m`` is beyond the practical margin (by default 10 % slower). Wilcoxon's test
-  needs no normal noise; with 5 pairs its smallest p-value is 1/32, so 5 is the fewest pairs
-  that can FAIL.
-- **PASS**: the one-sided ``1 - alpha`` Student-t upper bound of ``m`` is below the margin:
-  whatever B changed, it is not a regression of the margin's size. (The distribution-free bound
-  from the order statistics was tried first: below 8 pairs it is the largest difference, so one
-  noisy pair kept an unchanged revision undecided.)
-- **INCONCLUSIVE**: neither; :attr:`PairedVerdict.more_pairs` estimates how many more pairs
-  would decide, from the spread of the differences.
-
-A metric whose differences are all equal (bytes moved, a deterministic count) is decided on that
-value alone: FAIL beyond the margin, PASS otherwise.
+The gate runs the baseline (A) and the candidate (B) alternately on one host, so the host's speed that day cancels
+in each pair; each metric gives one difference per pair, positive when B is worse. FAIL: Wilcoxon's signed-rank
+test significant *and* the mean beyond the margin; PASS: the one-sided Student-t upper bound below the margin;
+INCONCLUSIVE otherwise (:attr:`PairedVerdict.more_pairs`); a metric that does not vary is decided on its value.
+The rules as users read them: docs/benchmarks-and-ci.md (The test). The distribution-free bound from the order
+statistics was tried for PASS first: below 8 pairs it is the largest difference, so one noisy pair kept an
+unchanged revision undecided.
 """
 
 from __future__ import annotations

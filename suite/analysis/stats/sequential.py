@@ -1,25 +1,20 @@
 """Sequential seeds: verdicts taken after each block of seeds, more seeds only where a pair is undecided.
 
-A scenario's ``train.seeds: {initial, step, max}`` trains every system on ``initial`` seeds, then takes the
-quality verdicts (:func:`~.verdicts.compare_all` with an equivalence margin: every pair better, equivalent or
-undecided). The systems of the undecided pairs train ``step`` more seeds and the verdicts are taken again, until
-every pair is decided or a system reaches ``max`` seeds. A pair decided at a look keeps that verdict (its
-p-values, its seeds) to the end; a system none of whose pairs is undecided trains no more seeds.
+A scenario's ``train.seeds: {initial, step, max}`` trains every system on ``initial`` seeds and takes the quality
+verdicts (:func:`~.verdicts.compare_all` with an equivalence margin); the systems of undecided pairs train ``step``
+more seeds, until every pair is decided or a system reaches ``max``. A pair decided at a look keeps that verdict.
 
-**Error.** Looking several times would inflate the error of a test run once. The family-wise level
-:data:`~.summary.ALPHA` is spent equally over the procedure's looks (:attr:`Plan.looks`; a Bonferroni split,
-the simplest alpha-spending rule): each look runs Holm's step-down (with Shaffer's count, at most one true null
-per pair, :func:`~.verdicts.holm_shaffer`) at ``ALPHA / looks``, over every pair of the family with the seeds each
-system has at that look. The union bound over looks holds for a test that holds its own level; at four seeds a
-side Welch's t with Welch-Satterthwaite's degrees of freedom does not on the main job's real, skewed residuals, so
-the test is :data:`~.pair_tests.TEST`, Welch's t at the fewest draws' degrees of freedom. What the bound does not
-cover (a test's level on real residuals, a wrong direction, a frozen pair re-tested at a later look with one end
-stopped early) is measured instead, by resampling the main job's per-seed residuals through this function
-(``ci/resampled_rates.py``, ``reports/verdicts/resampled-error-rates.md``).
+**Error.** The family-wise level :data:`~.summary.ALPHA` is spent equally over the looks (:attr:`Plan.looks`, a
+Bonferroni split): each look runs Holm's step-down with Shaffer's count (:func:`~.verdicts.holm_shaffer`) at
+``ALPHA / looks``. The union bound holds for a test that holds its own level, which Welch's t at
+Welch-Satterthwaite's df does not at four seeds a side on the main job's skewed residuals, hence
+:data:`~.pair_tests.TEST`. What the bound does not cover (a test's level on real residuals, a wrong direction, a
+frozen pair re-tested at a later look) is measured instead by resampling the main job's per-seed residuals through
+this function (``ci/resampled_rates.py``, ``reports/verdicts/resampled-error-rates.md``).
 
-The same function replays the procedure from the records (the report) and decides the next block (``suite run``):
-both read the draws by seed position (a seed whose run failed is None in its place), so the report states what
-the run decided.
+The same function replays the procedure from the records (the report) and decides the next block (``suite run``),
+both reading the draws by seed position (a failed seed is None in its place), so the report states what the run
+decided.
 """
 
 from __future__ import annotations

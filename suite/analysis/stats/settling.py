@@ -1,18 +1,11 @@
 """At what scale a verdict holds: the ranking at every point of the budget, and who was still improving at its end.
 
-A verdict about a budget at which nothing has settled is a verdict about that budget. Two checks say
-which it is, both from the curves the runs already record (quality, or the training clock, at equal
-fractions of an images budget):
-
-* **Anytime ranking** (:func:`anytime`): the same family of tests as the final verdict, run at every curve
-  point; the ranking *held over the last half* when every point from half the budget on makes the same
-  claims as the last one.
-* **Still improving** (:func:`last_stretch`): per system, the slope of its log score against log images over
-  the last half of the curve, seed by seed; a one-sided t-test over seeds at
-  :data:`~suite.analysis.stats.summary.ALPHA` per system says "still improving" (a flat curve is called improving
-  in at most 5 % of systems; not corrected over systems, so that a verdict is rather labelled as holding at
-  this budget only than not), and its power for a 20 % fall over the last half at the seeds' own spread is
-  stated. Not finding an improvement is not "settled" unless that power is high.
+A verdict about a budget at which nothing has settled is a verdict about that budget. :func:`anytime` runs the final
+verdict's family of tests at every curve point; :func:`last_stretch` tests, per system, whether its log score still
+falls against log images over the last half of the curve (one-sided, at :data:`~suite.analysis.stats.summary.ALPHA`
+per system, not corrected over systems, so that a verdict is rather labelled as holding at this budget only than
+not), with its power for a 20 % fall: not finding an improvement is not "settled" unless that power is high. What
+users read: docs/reports.md (At what scale a verdict holds).
 
 Pure functions on curves: ``{system: {draw: [(position, value), ...]}}``; :func:`quality_scale` and
 :func:`speedup_scale` build them from the headline's rows (their runs' records) for the findings.

@@ -1,18 +1,12 @@
 """Estimates over draws: every number the report compares is a :class:`Summary` over draws (seeds or runs), with its
 interval.
 
-**Scale.** Positive quantities (FID, KID, IS, times, images/s, speedup) are summarised on the
-log scale: the geometric mean, with the Student-t interval of the mean log exponentiated, so
-no bound is ever below zero, and they are tested on the same scale (:mod:`.pair_tests`), so interval and verdict
-agree. Fractions (label accuracy) keep the arithmetic mean, its interval clipped to [0, 1]; a
-positive quantity with a draw at or below zero (an unbiased KID can be) falls back to the same
-and says so.
-
-**Ratios.** A speedup T(1)/T(P) is the difference of two mean logs; its variance is the sum of
-both ends' (the delta method, exact on the log scale); its interval takes the fewest degrees of
-freedom of either end (so adding the P=1 end's spread never narrows it), and so does its test.
-Efficiency is the speedup over P. One draw at either end leaves the
-spread unknown: no interval and no test, never T(1) taken as exact.
+Positive quantities are summarised and tested on the log scale (geometric mean, Student-t interval of the mean log),
+so no bound is below zero and interval and verdict agree; fractions, and a positive quantity with a draw at or
+below zero, keep the arithmetic mean. A ratio (speedup) is a difference of mean logs whose variance sums both ends'
+(the delta method, exact on the log scale) at the fewest degrees of freedom of either end, so adding the P=1 end's
+spread never narrows it; one draw at either end leaves the spread unknown: no interval and no test. What users
+read: docs/reports.md (Statistics).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ together at :data:`ALPHA`; a pair whose adjusted p is below it is a claim, every
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Sequence
@@ -22,32 +23,24 @@ from .summary import ALPHA, Summary, ratio_interval
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment over the tested p-values (None: not tested, stays None and is not in the family)."""
-    tested = [i for i, p in enumerate(p_values) if p is not None]
-    order = sorted(tested, key=lambda i: p_values[i] or 0.0)
-    adjusted: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(tested) - rank) * (p_values[i] or 0.0)))
-        adjusted[i] = running
-    return adjusted
+    """Holm's step-down adjustment over the tested p-values (None: not tested, stays None and is not in the family):
+    :func:`holm_shaffer` with every hypothesis its own pair."""
+    return holm_shaffer(list(enumerate(p_values)))
 
 
-def holm_shaffer(hypotheses: Sequence[tuple[int, float | None]], alpha: float = ALPHA) -> list[float | None]:
+def holm_shaffer(hypotheses: Sequence[tuple[int, float | None]]) -> list[float | None]:
     """Holm's step-down over hypotheses grouped by pair, of which at most one per pair can be true (Shaffer's count).
 
     ``hypotheses``: ``(pair index, p)`` each. A pair's "equal" and "not within the margin" are disjoint nulls, so at
     step ``i`` at most as many nulls can be true as there are pairs with a hypothesis not yet rejected: the p of
     step ``i`` is multiplied by that count instead of Holm's count of the hypotheses left. Returns the adjusted p
-    (step-down monotone; None where the p is None), each compared with ``alpha`` by the caller. The family-wise
-    error stays at most ``alpha``: the first true null rejected meets a level of at most ``alpha`` over the number
-    of true nulls (Shaffer 1986, S1).
+    (step-down monotone; None where the p is None), each compared with the family's level ``alpha`` by the caller. The
+    family-wise error stays at most ``alpha``: the first true null rejected meets a level of at most ``alpha`` over
+    the number of true nulls (Shaffer 1986, S1).
     """
     tested = [i for i, (_, p) in enumerate(hypotheses) if p is not None]
     order = sorted(tested, key=lambda i: hypotheses[i][1] or 0.0)
-    remaining: dict[int, int] = {}
-    for i in tested:
-        remaining[hypotheses[i][0]] = remaining.get(hypotheses[i][0], 0) + 1
+    remaining = Counter(hypotheses[i][0] for i in tested)
     adjusted: list[float | None] = [None] * len(hypotheses)
     running = 0.0
     for i in order:
