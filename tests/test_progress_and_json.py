@@ -89,3 +89,27 @@ def test_report_json_says_what_the_first_page_says(tmp_path, capsys):
     systems = {row["strategy"] for row in document["systems"]}
     assert len(systems) >= 5 and all(isinstance(row["images_per_s_estimate"], float) for row in document["systems"])
     assert document["findings"] and {"system_a", "system_b", "verdict"} <= set(document["findings"][0])
+
+
+def test_suite_run_without_a_terminal_logs_the_launchs_progress_every_interval(tmp_path, monkeypatch, caplog):
+    """`suite run -q` hands each launch the ticker: while the launch runs, its log's last step line is logged every
+    interval (the fake launch writes the line a rank would and ticks as the launcher's wait loop does)."""
+    import contextlib
+
+    from suite.records.record import Record
+    from suite.running import launch as launching
+    from suite.running import preflight
+
+    def launch(planned, opts, tick=None, **kwargs):
+        (planned.run_dir / LOG_FILE).write_text("x INFO: gan: step 12/40, 333 images/s, 2s in the training window\n")
+        tick(31.0)
+        return Record(status="ok", wall_s=31.0)
+
+    monkeypatch.setattr(launching, "launch", launch)
+    monkeypatch.setattr(preflight, "check_devices", lambda runs: None)  # no torch device probe
+    monkeypatch.setattr("suite.running.reaper.Reaper", contextlib.nullcontext)  # no watchdog process
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario("t", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}])))
+    with caplog.at_level(logging.INFO, logger=sweep.log.name):
+        assert main(["run", str(path), "--out", str(tmp_path / "r"), "-q"]) == 0
+    assert "data_parallel-bce-mpi-p1-r0: 31s, step 12/40, 333 images/s" in caplog.text

@@ -241,7 +241,7 @@ JOBS_DIR = "jobs"
 
 def write_jobscript(scenario_path: str | Path, out: Path | None, job: JobOptions, force: bool = False) -> Path:
     """Render and write the batch script; returns its path (default :func:`default_name` under ``jobs/``; a link, FIFO
-    or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.make_folders`). A file
+    or other non-folder at ``jobs`` is refused, never followed: :func:`suite.records.nofollow.output_folder`). A file
     already there is replaced only with ``force`` (``--force``): it may be a script already submitted, or edited."""
     text = render(scenario_path, job)
     name = load_scenario(resolve_scenario(scenario_path), job.overrides or None, caps=job.caps).name

@@ -379,12 +379,12 @@ def _launch_group(group: list[PlannedRun], options: RunOptions, tally: _Tally, g
     names = ", ".join(one.run.run_id for one in group)
     if progress:
         progress.set_postfix_str(f"{group[0].run.run_id} 0s")
-        tick = lambda elapsed, rid=group[0].run.run_id: progress.set_postfix_str(f"{rid} {elapsed:.0f}s")  # noqa: E731
     else:
         log.info(
             "%s %s: started%s", tally.position(group[0]), names, f" (one launch, {len(group)} runs)" if len(group) > 1 else ""
         )
-        tick = None
+    # the launch's output goes to its first run's log until it is cut per run: its last step line is the current run's
+    tick = progress_ticker(progress, group[0].run.run_id, group[0].run_dir)
     rest: list[PlannedRun]
     try:
         if len(group) == 1:  # a launch of its own
