@@ -240,3 +240,31 @@ def test_inception_weights_of_another_hash_stop_the_run_in_one_line_with_both_ha
         f"error: ruler inception: {weights} has sha256 {sha256_file(weights)}, but {PYTORCH_FID_HASH_PREFIX} is pinned"
     )
     assert not (tmp_path / "r").exists()  # no rank started, nothing written
+
+
+def test_a_refused_scenario_is_said_without_importing_torch(tmp_path):
+    """`suite run` checks a scenario before it needs torch: on a login node's shared file system importing torch takes
+    tens of seconds, which a typo should not cost. Nor does the report's code load it (`suite report` reads records)."""
+    bad = tiny_scenario("bad", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}], train={"steps": -1})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    code = (
+        "import sys\n"
+        "from suite.cli import main\n"
+        f"code = main(['run', {str(path)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        "import suite.analysis.report\n"
+        "print(code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "train.steps: must be at least 1, got -1" in done.stderr
+    assert done.stdout.split() == ["2", "False"], done.stderr
+
+
+def test_the_metrics_package_still_gives_its_names():
+    from suite.measure import metrics
+    from suite.measure.metrics.reference import Reference
+
+    assert metrics.Reference is Reference
+    assert sorted(metrics.__all__) == sorted(metrics._HOME)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        metrics.nothing  # noqa: B018

@@ -16,7 +16,7 @@ from typing import Iterable
 
 from scipy import stats
 
-from ..measure.metrics.evaluate import CONSTANT_SAMPLES
+from ..measure.metrics.signals import CONSTANT_SAMPLES
 from ..records.record import Record
 from ..records.scored import Quality
 

@@ -25,9 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
-import torch
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the report reads peak_use and achieved_flops without torch
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
 
@@ -91,6 +90,8 @@ def measured_ceiling(device: torch.device, size: int = CEILING_SIZE) -> float:
     At least :data:`CEILING_REPEATS` products over at least :data:`CEILING_SECONDS`: the best of
     them is the ceiling, so a product slowed by another process does not lower it.
     """
+    import torch
+
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     best, spent, repeats = float("inf"), 0.0, 0
@@ -148,6 +149,8 @@ def rank_peak_use(per_rank: Sequence[dict]) -> PeakUse:
 
 def device_peak(device: torch.device) -> dict:
     """``{"flops": peak FLOP/s, "source": where it comes from}`` for this rank's device."""
+    import torch
+
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         known = datasheet_peak(name)

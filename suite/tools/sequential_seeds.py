@@ -15,7 +15,6 @@ import logging
 import os
 from pathlib import Path
 
-from ..analysis.findings import sequential_quality
 from ..analysis.systems import config_name
 from ..config.scenario import Run, Scenario, SeedPolicy
 from ..records.record import Record
@@ -86,6 +85,8 @@ def run_with_seeds(
                     "sequential seeds: a block did not finish cleanly; `suite run` again takes the verdicts and continues"
                 )
             return code
+        from ..analysis.findings import sequential_quality  # its statistics: only once a block has finished
+
         procedure = sequential_quality(
             [known[run_id] for run_id in sorted(known) if config_name(known[run_id]) in names]
         )  # folder order

@@ -62,7 +62,7 @@ from .scores import (
     statistics,
     total_variation,
 )
-from .signals import pixel_std
+from .signals import CONSTANT_SAMPLES, pixel_std
 
 if TYPE_CHECKING:
     from ...gan.sampling import Sampler
@@ -115,8 +115,6 @@ def per_class_scores(features: np.ndarray, groups: np.ndarray, real_features: np
     return scores
 
 
-CONSTANT_SAMPLES = "the samples are constant"
-"""How ``not_scorable`` opens for samples all alike (a collapse: :mod:`suite.analysis.collapse`)."""
 SCORABLE_PIXEL_STD = 1e-4
 """Samples whose pixel standard deviation across samples is below this are constant: nothing to score."""
 

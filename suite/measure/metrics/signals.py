@@ -13,9 +13,12 @@ Three checks, each cheap and each with a reason a reader can verify:
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from ...records.scored import Quality
+
+if TYPE_CHECKING:  # the report reads the checks without torch; only pixel_std is handed tensors
+    import torch
 
 IS_FLOOR = 1.05
 """IS below this (within 5 % of 1) means the feature network sees no variety of classes."""
@@ -23,6 +26,8 @@ PIXEL_STD_FLOOR = 0.05
 """Mean per-pixel standard deviation across samples below which samples are all alike."""
 UNTRAINED_MARGIN = 0.9
 """A FID above this fraction of the untrained generator's is no real improvement on it."""
+CONSTANT_SAMPLES = "the samples are constant"
+"""How ``not_scorable`` opens for samples all alike (a collapse: :mod:`suite.analysis.collapse`)."""
 
 
 def pixel_std(images: torch.Tensor) -> float:
