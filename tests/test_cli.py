@@ -13,6 +13,7 @@ from report_text import whole_report
 from conftest import REPO, launched_runs, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.scenario import TrainConfig
+from suite.records.results import LOCK_FILE
 
 HEAVY_LIBRARIES = ("torch", "matplotlib", "scipy", "pandas")
 
@@ -244,20 +245,27 @@ def test_inception_weights_of_another_hash_stop_the_run_in_one_line_with_both_ha
 
 def test_a_refused_scenario_is_said_without_importing_torch(tmp_path):
     """`suite run` checks a scenario before it needs torch: on a login node's shared file system importing torch takes
-    tens of seconds, which a typo should not cost. Nor does the report's code load it (`suite report` reads records)."""
+    tens of seconds, which a typo should not cost; nor does a results folder it refuses (a link planted at its lock
+    file). Nor does the report's code load it (`suite report` reads records)."""
     bad = tiny_scenario("bad", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}], train={"steps": -1})
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
+    good, planted = tmp_path / "good.yaml", tmp_path / "planted"  # and a results folder with a link at its lock file
+    good.write_text(yaml.safe_dump(tiny_scenario("good", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}])))
+    planted.mkdir()
+    (planted / LOCK_FILE).symlink_to(tmp_path / "elsewhere")
     code = (
         "import sys\n"
         "from suite.cli import main\n"
         f"code = main(['run', {str(path)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        f"linked = main(['run', {str(good)!r}, '--out', {str(planted)!r}])\n"
         "import suite.analysis.report\n"
-        "print(code, 'torch' in sys.modules)\n"
+        "print(code, linked, 'torch' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert "train.steps: must be at least 1, got -1" in done.stderr
-    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert f"{planted / LOCK_FILE}: a symbolic link where the suite keeps its own files" in done.stderr
+    assert done.stdout.split() == ["2", "2", "False"], done.stderr
 
 
 def test_the_metrics_package_still_gives_its_names():

@@ -14,11 +14,12 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
 
 import numpy as np
-import torch
-from torch.nn import functional as F
+
+if TYPE_CHECKING:  # torch is imported where tensors are made: `suite run` checks a scenario's data without it
+    import torch
 
 DATASETS = ("digits", "mnist", "cifar10", "cifar100", "imagenet")
 CHANNELS = {"digits": 1, "mnist": 1, "cifar10": 3, "cifar100": 3, "imagenet": 3}
@@ -85,6 +86,8 @@ class ImageData:
 
     def fetch(self, indices: Sequence[int] | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Return ``(images, labels)`` for the given row indices."""
+        import torch
+
         idx = np.asarray(indices, dtype=np.int64)
         labels = torch.from_numpy(self.labels[idx])
         if self.images is not None:
@@ -98,13 +101,19 @@ class ImageData:
             for idx in index_batches:
                 yield self.fetch(idx)
             return
+        import torch
+
         loader = torch.utils.data.DataLoader(
-            _Rows(self), batch_sampler=[list(map(int, b)) for b in index_batches], num_workers=workers
+            cast("torch.utils.data.Dataset", _Rows(self)),
+            batch_sampler=[list(map(int, b)) for b in index_batches],
+            num_workers=workers,
         )
         yield from loader
 
     def subset(self, rows: np.ndarray) -> "ImageData":
         """A view restricted to ``rows`` (used for class selection and per-class data)."""
+        import torch
+
         rows = np.asarray(rows, dtype=np.int64)
         return ImageData(
             name=self.name,
@@ -132,7 +141,10 @@ class ImageData:
         return self.subset(np.flatnonzero(self.labels == label))
 
 
-class _Rows(torch.utils.data.Dataset):
+class _Rows:
+    """An :class:`ImageData` as a map-style dataset of single rows for a loader's worker processes (torch's loader
+    reads a map-style dataset through ``__getitem__`` and ``__len__`` alone)."""
+
     def __init__(self, data: ImageData):
         self.data = data
 
@@ -146,6 +158,8 @@ class _Rows(torch.utils.data.Dataset):
 
 def _to_model_range(images_uint8_or_float: torch.Tensor, max_value: float, image_size: int) -> torch.Tensor:
     """(N, C, H, W) pixel values in [0, max_value] -> float32 in [-1, 1] at ``image_size``."""
+    from torch.nn import functional as F
+
     x = images_uint8_or_float.float() / max_value
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True)
@@ -196,6 +210,8 @@ def _digits_split_rows(labels: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _load_digits(split: str, image_size: int) -> ImageData:
+    import torch
+
     table = np.loadtxt(_digits_file(), delimiter=",")  # 64 pixels (0..16) and the label per row
     labels = table[:, -1].astype(np.int64)
     rows = _digits_split_rows(labels)[split]
@@ -256,6 +272,7 @@ def _missing(name: str, root: Path, error: Exception) -> DataError:
 
 
 def _load_torchvision(name: str, root: Path, split: str, image_size: int, download: bool) -> ImageData:
+    import torch
     import torchvision
 
     cls = {

@@ -25,7 +25,6 @@ from typing import Any, TextIO
 from ..config.scenario import Run
 from ..records.nofollow import make_folder, open_regular
 from ..records.results import LOCK_FILE, write_failed
-from ..train.checkpoint import footprint
 from .processes import ProcessId, wait_until_gone
 
 log = logging.getLogger(__name__)
@@ -212,6 +211,8 @@ def check_room(folder: Path, runs: list[Run]) -> None:
                 f"{folder} is not writable ({error.strerror}); choose another --out or fix its permissions"
             ) from None
         raise ResultsFolderError(f"{write_failed(folder, error)}; choose another --out") from None  # a full disk, ...
+    from ..train.checkpoint import footprint  # torch: once the folder's own checks passed
+
     sizes = [footprint(run) for run in runs]
     outputs = sum(files for _, files in sizes)
     checkpoints = 3 * max((ckpt for run, (ckpt, _) in zip(runs, sizes) if run.train.checkpoint_every), default=0)

@@ -84,7 +84,6 @@ def check_rulers(runs: list[Run]) -> None:
     """Every ruler the runs will score with, and every steering network their strategies use inside training
     (never a ruler's file), is there and is the pinned file, before anything trains."""
     from ..config.registry import FEATURES
-    from ..measure.metrics.features import check_inception_weights
     from ..measure.metrics.rulers import find_classifier, find_steering
 
     scoring = [r for r in runs if r.metrics.enabled]
@@ -93,6 +92,8 @@ def check_rulers(runs: list[Run]) -> None:
     for dataset, field in sorted({(r.dataset.name, f) for r in runs if (f := STRATEGIES[r.strategy].steering) is not None}):
         find_steering(dataset, field)  # cellular ranks mixtures with it
     for weights in sorted({r.metrics.inception_weights or "" for r in scoring if FEATURES[r.metrics.features].inception_weights}):
+        from ..measure.metrics.inception import check_inception_weights  # torch: only where Inception scores
+
         check_inception_weights(weights or None)  # a file of another hash: one line with both hashes, no rank started
 
 
@@ -112,7 +113,7 @@ def run_scenario(
     write; each run is planned once (:func:`.planning.plan_run`) for the checks, its ``run.json`` and its launch.
     """
     from ..gan.data import DataError
-    from ..measure.metrics.features import FeatureUnavailable
+    from ..measure.metrics.rulers import RulerError
     from ..records.nofollow import check_private_folder, check_tree, confine
     from .dataroots import check_data_roots
     from .finished import check_unchanged
@@ -132,7 +133,7 @@ def run_scenario(
         log.warning("warning: %s", problem)  # a dry run shows the commands; the real run stops here
     try:
         check_rulers(runs)
-    except FeatureUnavailable as error:
+    except RulerError as error:  # a ruler missing or not the pinned file
         if not sweep.dry_run:
             raise
         log.warning("warning: %s", error)  # a dry run shows the commands; the real run stops here
