@@ -26,8 +26,8 @@ import torch
 from suite.analysis.markdown import markdown_table
 from suite.gan.data import CHANNELS, load_dataset
 from suite.gan.models import build_pair
-from suite.measure.metrics import Reference, evaluate_images
-from suite.measure.metrics.evaluate import reference_rows
+from suite.measure.metrics.evaluate import evaluate_images, reference_rows
+from suite.measure.metrics.reference import Reference
 
 N, SIZE, K = 500, 20, 5
 DIGITS = 20

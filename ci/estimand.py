@@ -60,7 +60,7 @@ def _n(record: Record, candidate: str) -> int | None:
 @functools.lru_cache(maxsize=8)
 def _ruler(dataset: str, image_size: int, classes: tuple[int, ...] | None, n: int) -> tuple[Any, Any]:
     """The run's ruler at ``n`` samples, loaded once per sample count."""
-    from suite.measure.metrics import Reference
+    from suite.measure.metrics.reference import Reference
 
     ref = Reference(
         dataset=dataset, image_size=image_size, classes=list(classes) if classes else None, features="classifier", n=n

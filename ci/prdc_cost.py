@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from suite.gan.data import load_dataset
-from suite.measure.metrics import Reference, evaluate_images
 from suite.measure.metrics import evaluate as evaluate_module
+from suite.measure.metrics.evaluate import evaluate_images
+from suite.measure.metrics.reference import Reference
 
 
 def main() -> int:

@@ -266,13 +266,3 @@ def test_a_refused_scenario_is_said_without_importing_torch(tmp_path):
     assert "train.steps: must be at least 1, got -1" in done.stderr
     assert f"{planted / LOCK_FILE}: a symbolic link where the suite keeps its own files" in done.stderr
     assert done.stdout.split() == ["2", "2", "False"], done.stderr
-
-
-def test_the_metrics_package_still_gives_its_names():
-    from suite.measure import metrics
-    from suite.measure.metrics.reference import Reference
-
-    assert metrics.Reference is Reference
-    assert sorted(metrics.__all__) == sorted(metrics._HOME)
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        metrics.nothing  # noqa: B018

@@ -13,7 +13,7 @@ from suite.analysis.estimand import end_fid
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.gan.models import build_pair
-from suite.measure.metrics import Reference
+from suite.measure.metrics.reference import Reference
 from suite.records.record import Record
 from suite.records.scored import Quality
 from suite.running.scoring import EMA, samples_for

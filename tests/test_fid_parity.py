@@ -16,8 +16,9 @@ import pytest
 import torch
 from PIL import Image
 
-from suite.measure.metrics import feature_net, frechet_distance, statistics
+from suite.measure.metrics.features import feature_net
 from suite.measure.metrics.protocol import protocol_images, quantise_8bit
+from suite.measure.metrics.scores import frechet_distance, statistics
 from suite.records.integrity import sha256_file
 
 

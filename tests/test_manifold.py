@@ -114,9 +114,9 @@ def test_the_scoring_function_gives_every_model_the_four_scores_and_a_collapse_r
     that cannot be scored carry null scores with their k."""
     from suite.analysis.collapse import collapsed
     from suite.gan.data import load_dataset
-    from suite.measure.metrics import Reference, evaluate_images
+    from suite.measure.metrics.evaluate import evaluate_images
     from suite.measure.metrics.features import ClassifierNet
-    from suite.measure.metrics.reference import reference_rows
+    from suite.measure.metrics.reference import Reference, reference_rows
     from suite.records.scored import Quality
 
     real = load_dataset("digits", 20, "train")

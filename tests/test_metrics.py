@@ -11,18 +11,8 @@ import pytest
 import torch
 
 from suite.gan.data import load_dataset
-from suite.measure.metrics import (
-    Reference,
-    evaluate_images,
-    frechet_distance,
-    inception_score,
-    kernel_inception_distance,
-    mmd2_unbiased,
-    statistics,
-    total_variation,
-)
 from suite.measure.metrics import scores as scores_module
-from suite.measure.metrics.evaluate import MIN_PER_CLASS, per_class_scores
+from suite.measure.metrics.evaluate import MIN_PER_CLASS, evaluate_images, per_class_scores
 from suite.measure.metrics.features import (
     ClassifierNet,
     FeatureUnavailable,
@@ -31,8 +21,16 @@ from suite.measure.metrics.features import (
     feature_net,
     find_fid_trunk,
 )
-from suite.measure.metrics.reference import reference_rows
+from suite.measure.metrics.reference import Reference, reference_rows
 from suite.measure.metrics.rulers import PACKAGED_RULERS, RulerError, sha256_file
+from suite.measure.metrics.scores import (
+    frechet_distance,
+    inception_score,
+    kernel_inception_distance,
+    mmd2_unbiased,
+    statistics,
+    total_variation,
+)
 
 # --- closed forms -----------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from suite.config.expansion import expand, parse_scenario
 from suite.gan.models import build_pair
 from suite.gan.sampling import GeneratorBundle, Sampler
 from suite.gan.seeding import torch_generator
-from suite.measure import metrics
+from suite.measure.metrics import evaluate as evaluation
 from suite.running import scoring
 from suite.train.strategies.base import Outcome
 
@@ -98,13 +98,13 @@ def identity(model: GeneratorBundle) -> tuple:
 def scored_by(monkeypatch):
     """Which thread scored each bundle (by :func:`identity`), in order."""
     seen = []
-    evaluate = metrics.evaluate_sampler
+    evaluate = evaluation.evaluate_sampler
 
     def counted(sampler, *args, **kwargs):
         seen.append((threading.current_thread().name, identity(sampler.bundle)))
         return evaluate(sampler, *args, **kwargs)
 
-    monkeypatch.setattr(metrics, "evaluate_sampler", counted)
+    monkeypatch.setattr(evaluation, "evaluate_sampler", counted)
     return seen
 
 

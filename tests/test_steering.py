@@ -213,7 +213,7 @@ def _cellular_run(**cellular):
 @pytest.mark.parametrize("space, dim", [("logits", 10), ("features", 128)])
 def test_cellular_mixtures_are_scored_by_the_steering_network_and_never_load_the_ruler(monkeypatch, space, dim):
     import suite.measure.metrics.classifier as classifier
-    from suite.measure.metrics import Reference
+    from suite.measure.metrics.reference import Reference
     from suite.strategies.cellular.algorithm import MixtureScorer
 
     def no_ruler(dataset):

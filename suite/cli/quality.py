@@ -84,8 +84,9 @@ def _load_samples(path: Path) -> tuple[torch.Tensor, np.ndarray]:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from ..gan.sampling import Sampler, load_model, samples_problem
-    from ..measure.metrics import Reference, evaluate_images
+    from ..measure.metrics.evaluate import evaluate_images
     from ..measure.metrics.manifold import PRDC_FIELDS
+    from ..measure.metrics.reference import Reference
     from ..records.results import GENERATOR_FILE, PER_CLASS_BASES, per_class_summary, read_record
     from ..records.scored import PerClassScore
 

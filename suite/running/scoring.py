@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import torch
 
     from ..gan.sampling import GeneratorBundle
-    from ..measure.metrics import Reference
     from ..measure.metrics.features import ClassifierNet, FeatureNet
+    from ..measure.metrics.reference import Reference
     from ..train.engines.base import Engine
     from ..train.strategies.base import Outcome
 
@@ -115,14 +115,14 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema
 
 
 _LOADED: dict[str, tuple[Reference, tuple[FeatureNet, ClassifierNet]]] = {}
-"""The rulers this process loaded, by their real side (:class:`~suite.measure.metrics.Reference`, which names the
+"""The rulers this process loaded, by their real side (:class:`~suite.measure.metrics.reference.Reference`, which names the
 data, the networks, their weights, the sample count, the protocol and the device)."""
 
 
 def ruler(run: Run, device: torch.device) -> tuple[Reference, tuple[FeatureNet, ClassifierNet]]:
     """The run's real side and its networks (the pinned ruler), on ``device``: loaded once per process, so that a
     launch that carries several runs loads each ruler once (the networks are only read: scoring never trains them)."""
-    from ..measure.metrics import Reference
+    from ..measure.metrics.reference import Reference
 
     ref = Reference.for_run(run, device)
     key = repr(ref)
@@ -137,8 +137,7 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...
     if not jobs:
         return {}
     from ..gan.sampling import Sampler
-    from ..measure.metrics import evaluate_sampler
-    from ..measure.metrics.evaluate import estimand_of_sampler
+    from ..measure.metrics.evaluate import estimand_of_sampler, evaluate_sampler
 
     ref, networks = ruled or ruler(run, device)
     scored = {}

@@ -44,7 +44,7 @@ class CellularStrategy(Strategy):
     """The cellular strategy's phases on one rank; one telemetry step per coevolution iteration."""
 
     def setup(self) -> None:
-        from ...measure.metrics import Reference
+        from ...measure.metrics.reference import Reference
 
         run, engine = self.run, self.engine
         if CARTESIAN not in engine.capabilities():

@@ -49,7 +49,7 @@ class DataParallel(Strategy):
         if run.train.stop_at_target:
             evaluate = self._reaches_target
             if self.engine.rank == 0:
-                from ...measure.metrics import Reference
+                from ...measure.metrics.reference import Reference
 
                 self.reference = Reference.for_run(run, self.engine.device)
                 self.networks = self.reference.networks()  # built (and cached) before the window opens
@@ -75,8 +75,8 @@ class DataParallel(Strategy):
     def _reaches_target(self, trainer: GanTrainer) -> bool:
         """Rank 0: score the latest snapshot; whether it meets ``metrics.target``."""
         from ...gan.sampling import Sampler
-        from ...measure.metrics import evaluate_sampler
         from ...measure.metrics.curve import curve_point, meets
+        from ...measure.metrics.evaluate import evaluate_sampler
 
         snap = trainer.result.snapshots[-1]
         quality = evaluate_sampler(
