@@ -26,7 +26,7 @@ FEATURE_CHANNELS = (16, 32, 64, 128)
 """Output channels of the four stride-2 convolutions of the discriminator."""
 
 CRITIC_NORMS = ("batch", "layer", "none")
-"""Normalisation after the last three discriminator convolutions (see the module docstring)."""
+"""Normalisation after the last three discriminator convolutions (docs/strategies.md says why ``layer``)."""
 
 
 class Generator(nn.Module):
@@ -95,7 +95,7 @@ def _discriminator_block(in_channels: int, out_channels: int, dropout: float, no
 class Discriminator(nn.Module):
     """DC-GAN discriminator of Table 2, or the DC-CGAN discriminator of Table 4 when conditional.
 
-    Returns one raw score per image (see the module docstring for why the sigmoid lives in the
+    Returns one raw score per image (docs/strategies.md says why the sigmoid lives in the
     loss). Used as a Wasserstein critic, the same network's raw score is the critic value.
 
     Parameters

@@ -141,12 +141,6 @@ def peak_use(achieved: Sequence[float | None], peaks: Sequence[float]) -> PeakUs
     return PeakUse(mean_achieved, sum(peaks) / len(peaks), fraction, raised)
 
 
-def rank_peak_use(per_rank: Sequence[dict]) -> PeakUse:
-    """:func:`peak_use` of the ranks' own telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict` with its ``peak``)."""
-    achieved = [achieved_flops(r["flops_per_step"], r["window"]["steps"], r["window"]["step_seconds"]) for r in per_rank]
-    return peak_use(achieved, [r["peak"]["flops"] for r in per_rank])
-
-
 def device_peak(device: torch.device) -> dict:
     """``{"flops": peak FLOP/s, "source": where it comes from}`` for this rank's device."""
     import torch
