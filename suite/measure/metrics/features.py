@@ -20,16 +20,13 @@ from ...config.registry import FEATURES
 from ...gan.data import cache_dir
 from .classifier import (
     ClassifierNet,
-    ClassifierSpec,
     PixelMLP,
     SmallCNN,
-    build_network,
-    load_classifier,
     steering_net,
     steering_record,
 )
-from .featurenet import FeatureNet, Features, FeatureUnavailable, signed_range
-from .inception import InceptionNet, InceptionTrunkNet, check_inception_weights, find_fid_trunk, find_inception_weights
+from .featurenet import FeatureNet, Features, FeatureUnavailable
+from .inception import InceptionNet, InceptionTrunkNet, find_fid_trunk, find_inception_weights
 from .rulers import PYTORCH_FID_WEIGHTS
 
 
@@ -92,17 +89,12 @@ __all__ = [
     "InceptionNet",
     "InceptionTrunkNet",
     "ClassifierNet",
-    "ClassifierSpec",
     "SmallCNN",
     "PixelMLP",
-    "build_network",
     "feature_net",
-    "load_classifier",
     "steering_net",
     "steering_record",
     "find_inception_weights",
-    "check_inception_weights",
-    "signed_range",
     "find_fid_trunk",
     "cache_dir",
 ]
