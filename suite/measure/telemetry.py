@@ -5,9 +5,11 @@ The training clock runs from a barrier before the warm-up steps to one after the
 ``train_s`` and ``images_per_s`` count the warm-up; the timed steps (step times, their split and
 spread, traffic, FLOP/s) are those after it, so that a first step's one-off costs do not enter them.
 Times come from a :class:`HostTimeline` on CPUs and a :class:`CudaTimeline` on GPUs, whose events are read
-lazily so that the training loop never waits on the device. Checkpoint time is counted apart
-(``checkpoint_s``) and a resumed run continues the clock and statistics. docs/results.md defines each
-measure (images, train and evaluation images, comm, GPU utilisation, the host's load).
+lazily so that the training loop never waits on the device. Step times go into a bounded reservoir (a
+uniform sample) for the median and p95; the mean and its confidence interval come from exact running
+sums. Checkpoint time is counted apart (``checkpoint_s``) and a resumed run continues the clock and
+statistics. docs/results.md defines each measure (images, train and evaluation images, comm, GPU
+utilisation, the host's load).
 """
 
 from __future__ import annotations

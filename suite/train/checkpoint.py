@@ -5,8 +5,13 @@ state is saved and a resumed run ends with the same generator as an uninterrupte
 checkpoint of rank N is ``<k>-rankN.pt`` (the strategy's state, its telemetry and segments, read back with
 ``weights_only``: loading never runs code) and its description ``<k>-rankN.json`` (:class:`Mark`), written
 after it; a checkpoint exists once its JSON does. docs/reliability.md ("Checkpoints") gives the rules:
-when they fall, what a data-parallel group saves, which checkpoint a resume continues from, and stopping
-on request (``checkpoints/STOP``, :data:`STOPPED_EXIT_CODE`).
+when they fall, what a data-parallel group saves, which checkpoint a resume continues from.
+
+Saving stops the window's clock (``checkpoint_s``); a state that is not finite is not saved; after
+writing, a group's ranks agree (a one-integer collective), so none is more than one checkpoint ahead.
+Stopping on request: ``suite run``, when signalled, writes ``checkpoints/STOP``; each group's first rank
+looks for it every :data:`STOP_POLL_S` seconds, and at the next step its group checkpoints and every rank
+exits with :data:`STOPPED_EXIT_CODE`.
 """
 
 from __future__ import annotations
