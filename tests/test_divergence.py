@@ -165,7 +165,7 @@ def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
     from test_training import SoloEngine
 
     from suite.train.checkpoint import Checkpointer
-    from suite.train.resume import last_checkpoint
+    from suite.train.resume import resume_plan
 
     scenario = tiny_scenario(
         "s", [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}], train={"checkpoint_every": {"steps": 1}}
@@ -185,7 +185,7 @@ def test_a_state_that_is_not_finite_is_never_checkpointed(tmp_path):
     checkpointer.at_boundary(1)
     weights[1] = math.nan  # the run diverged between two checks
     checkpointer.at_boundary(2)
-    assert checkpointer.written == 1 and last_checkpoint(tmp_path, run)["index"] == 1
+    assert checkpointer.written == 1 and resume_plan(tmp_path, run).checkpoint()["index"] == 1
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["000001-rank0.json", "000001-rank0.pt"]
 
 

@@ -1,33 +1,12 @@
 """Divergence: when training stops being a measurement of anything, and how a run notices.
 
-A run **diverges** when, on any rank,
-
-* a loss (cellular: a fitness, which is a mean loss) is not finite (NaN or ±inf), or its magnitude
-  exceeds :func:`loss_bound` of its loss: :data:`LOSS_BOUND` (1e4) for the bounded-score losses
-  (``bce``, ``minimax``, ``heuristic``, ``mse``; a healthy GAN's stay below 10), and
-  the loss's ``loss_bound`` trait (1e6) for ``wgan-gp``, whose critic scores are unbounded in
-  principle (healthy runs stay within a few hundred);
-* the norm of a network's parameters (all of G's, all of D's) is not finite or exceeds
-  :data:`PARAMETER_NORM_BOUND` (1e5; the suite's networks start near 20 and Adam moves a weight by
-  about the learning rate per step).
-
-A non-finite gradient shows up one step later: Adam turns it into non-finite weights, hence a
-non-finite parameter norm and loss.
-
-Where it is checked. The trainer (:class:`suite.train.training.GanTrainer`) keeps each step's losses on
-the device in a small buffer (:class:`LossWatch`; no read per step) and reads it at *check points*:
-every :data:`CHECK_EVERY` generator steps, at its progress and snapshot points and when training
-ends. On a GPU the read is deferred: a check point copies the buffer to the host without waiting and
-looks at the copy made by the previous one, so no check point makes the device synchronise; a
-divergence is then seen within ``2 * CHECK_EVERY`` steps (``CHECK_EVERY`` on a CPU), and the last
-check (training's end) reads everything. The ranks that train one model together agree at each
-check point with :meth:`suite.train.engines.base.Engine.any_rank` (a one-integer host-side vote, folded
-into the per-step vote that time budgets already make), so they stop after the same step. Cellular
-runs look at their fitness values, host numbers already, every iteration and vote once per
-iteration over all ranks. Independent groups (label-partitioned class groups) stop on their own;
-the worker learns of every group's verdict after the training window and records the run as
-``diverged`` with the first divergence (:meth:`Divergence.line`), its losses up to there and its
-timings, and scores nothing.
+A run diverges when, on any rank, a loss is not finite or exceeds :func:`loss_bound`, or a network's
+parameter norm is not finite or exceeds :data:`PARAMETER_NORM_BOUND` (a non-finite gradient shows up
+one step later, through Adam, as both). The trainer keeps each step's losses on the device
+(:class:`LossWatch`) and reads them only at check points (every :data:`CHECK_EVERY` generator steps,
+deferred by one on a GPU), so no step makes the device synchronise; the ranks that train one model
+vote there and stop after the same step. The run is recorded as ``diverged`` with its first
+divergence and scores nothing (docs/results.md, "Diverged runs").
 """
 
 from __future__ import annotations

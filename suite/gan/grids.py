@@ -1,16 +1,9 @@
 """Sample grids over training: the generator's samples at every point of its quality curve, and the real data's.
 
-Rank 0 writes them into the run folder once training has finished (from the snapshots the
-curve is scored on, so nothing is added to the training window), as small PNGs:
-
-* ``samples/step_<step:08d>.png``: :data:`PER_ROW` samples of each class in class order, one
-  row per class, for models that generate by class (conditional, per-class); a
-  :data:`PER_ROW` x :data:`PER_ROW` grid for the others;
-* ``samples/real.png``: :data:`PER_ROW` real training images of each class, one row per class.
-
-Each PNG names its rows in the text chunk ``rows`` (the classes, comma-separated; empty where
-rows are not classes), so a reader labels them without knowing the model. The report's
-``samples_over_time.png`` and the TensorBoard logs read these files.
+Rank 0 writes them once training has finished, from the snapshots the curve is scored on, so nothing
+is added to the training window: ``samples/step_<step:08d>.png`` (one row of :data:`PER_ROW` per class
+for models that generate by class, else a square grid) and ``samples/real.png``. Each PNG names its
+rows in its text chunk ``rows``, so a reader labels them without knowing the model (docs/logs.md).
 """
 
 from __future__ import annotations

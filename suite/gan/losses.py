@@ -3,23 +3,11 @@
 Each loss is a small object with two methods taking raw discriminator scores (see
 :mod:`suite.gan.models`): ``discriminator(real_scores, fake_scores)`` and ``generator(fake_scores)``.
 Losses that need more than scores (the gradient penalty) say so with ``needs_penalty``.
-Every generator loss is written with ``D(G(z)) = sigmoid(score)``.
-
-* ``bce``: the non-saturating GAN loss of paper 000, eqs. (3) and (4): the generator minimises
-  ``-E log D(G(z))``; the sigmoid of the tables is applied here, stably, through
-  ``binary_cross_entropy_with_logits``. It is also Lipizzaner's ``bceloss`` (its generator
-  computes ``BCELoss(D(G(z)), 1)``).
-* ``wgan-gp``: Wasserstein loss with gradient penalty (paper 002's W-CGAN; Gulrajani et al.).
-* ``minimax``: Goodfellow's original objective, the generator minimising ``1/2 E log(1 - D(G(z)))``
-  (E-GAN's minimax mutation: the BCE loss of the Mustangs paper); BCE discriminator loss.
-* ``mse``: least-squares GAN loss on the sigmoid output, as Lipizzaner implements it: the
-  generator minimises ``E (D(G(z)) - 1)^2``.
-* ``heuristic``: Goodfellow's heuristic (non-saturating) generator loss ``-1/2 E log D(G(z))``
-  (E-GAN's heuristic mutation), with the BCE discriminator loss. It is ``bce`` scaled by 1/2,
-  which Adam's update ignores; that is why Mustangs' set here has ``minimax`` and not ``bce``
-  (Lipizzaner's code draws ``BCELoss(D(G(z)), 1)``, i.e. ``bce``: see docs/deviations.md).
-* ``mustangs``: one of ``minimax``, ``mse``, ``heuristic`` drawn at random (Mustangs: "from among
-  the three E-GAN uses"), per batch or per cell (``cellular.mustangs_choice``).
+Every generator loss is written with ``D(G(z)) = sigmoid(score)``: ``bce`` (paper 000's non-saturating
+loss, also Lipizzaner's), ``wgan-gp`` (paper 002; Gulrajani et al.), ``minimax`` and ``heuristic``
+(E-GAN's mutations, with the BCE discriminator loss), ``mse`` (least squares on the sigmoid, as
+Lipizzaner), ``mustangs`` (one of the last three drawn per batch or per cell). docs/deviations.md says
+why Mustangs' set has ``minimax`` and not ``bce``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Lipizzaner's perceptrons (paper 003, Table 1, MNIST column): the ``mlp`` architecture.
 
-Generator::
-
-    z (latent_dim [+ num_classes one-hot]) -> Linear 256 -> tanh -> Linear 256 -> tanh -> Linear C*S*S -> tanh
-
-Discriminator::
-
-    image (C*S*S, flattened) -> Linear 256 -> tanh -> Linear 256 -> tanh -> Linear 1
-
-Table 1 prints 64 input neurons, 2 hidden layers of 256, 784 outputs (28 x 28 MNIST) and tanh as the
-activation; the outputs follow the image size here (64 on the 8 x 8 digits). As with the DC-GAN
-pair (:mod:`suite.gan.models`) the discriminator returns the raw score and the loss applies the
-sigmoid. A conditional pair (which Table 1 does not have) takes the one-hot label as extra generator
-inputs and conditions the discriminator by projection onto its last hidden layer, as the DC-CGAN does.
-The networks keep PyTorch's default initialisation, drawn from the seed alone.
+Two hidden layers of 256 with tanh on each side; the generator's outputs follow the image size (784
+for 28 x 28 MNIST, 64 on the 8 x 8 digits). As with the DC-GAN pair (:mod:`suite.gan.models`) the
+discriminator returns the raw score; a conditional pair (which Table 1 does not have) conditions as
+the DC-CGAN does (docs/strategies.md). The networks keep PyTorch's default initialisation, drawn
+from the seed alone.
 """
 
 from __future__ import annotations

@@ -1,45 +1,11 @@
 """The one generator and discriminator of the suite (paper 000, section 3.2, Tables 1-4).
 
 Every strategy builds its networks here, so a comparison between strategies is a comparison
-between training methods, never between architectures.
-
-Generator (Tables 1 and 3)::
-
-    z (latent_dim [+ num_classes one-hot])  -> Linear -> 128 x s/4 x s/4, ReLU
-    BatchNorm(eps=1e-5, momentum=0.1)
-    Upsample x2 -> Conv 128->128 3x3 -> BatchNorm(eps=0.8, momentum=0.1) -> LeakyReLU(0.2)
-    Upsample x2 -> Conv 128->64  3x3 -> BatchNorm(eps=0.8, momentum=0.1) -> LeakyReLU(0.2)
-    Conv 64->channels 3x3 -> Tanh
-
-For 32x32 images the first layer is 100 -> 8192 (Table 1) or 110 -> 8192 (Table 3).
-
-Discriminator (Tables 2 and 4)::
-
-    Conv channels->16 3x3 stride 2 -> LeakyReLU(0.2) -> Dropout(0.25)
-    Conv 16->32  stride 2 -> LeakyReLU(0.2) -> Dropout(0.25) -> BatchNorm(eps=0.8, momentum=0.1)
-    Conv 32->64  stride 2 -> LeakyReLU(0.2) -> Dropout(0.25) -> BatchNorm(eps=0.8, momentum=0.1)
-    Conv 64->128 stride 2 -> LeakyReLU(0.2) -> Dropout(0.25) -> BatchNorm(eps=0.8, momentum=0.1)
-    Linear 128 x ceil(s/16)^2 -> 1
-
-The tables print the head as 2048 -> 1, which is 128 x 4 x 4, the size for 64x64 inputs; the
-head here is sized from the image size so that the same code serves 28, 32 and 64 pixels.
-
-Two choices the tables leave open, made once here:
-
-* The discriminator returns the raw score. Table 2's final Sigmoid is applied inside the
-  ``bce`` loss (``BCEWithLogitsLoss``, the same function, computed stably); Table 4 and the
-  Wasserstein critic use the raw score as it is ("None" activation).
-* The conditional discriminator (Table 4) is conditioned by projection (Miyato & Koyama,
-  paper 000 reference [24]): ``D(x, y) = w.h(x) + b + <embed(y), h(x)>``. This keeps every
-  layer of the table at its printed size, which concatenating label maps to the input would not.
-
-One option the tables do not have: the discriminator's normalisation (``critic_norm``, one of
-:data:`CRITIC_NORMS`). ``batch`` is the tables' BatchNorm. A Wasserstein critic trained with a
-gradient penalty needs ``||grad_x D(x)||`` of each sample, which is only defined when ``D(x)``
-depends on ``x`` alone; under batch statistics it depends on the whole batch, so Gulrajani et
-al. (sec. 4) drop BatchNorm from the critic and suggest layer normalisation instead: ``layer``
-is GroupNorm(1, C), a LayerNorm over each sample's C x H x W with a per-channel scale and
-shift, in the same places; ``none`` leaves the three layers out. The layer sizes stay.
+between training methods, never between architectures. The discriminator's head is sized from the
+image size (the tables print 2048 -> 1, the size for 64x64), so the same code serves 28, 32 and 64
+pixels. The choices the tables leave open (raw scores, conditioning by projection) and the
+``critic_norm`` option (:data:`CRITIC_NORMS`, for the gradient penalty) are explained in
+docs/strategies.md and docs/deviations.md.
 """
 
 from __future__ import annotations
@@ -60,7 +26,7 @@ FEATURE_CHANNELS = (16, 32, 64, 128)
 """Output channels of the four stride-2 convolutions of the discriminator."""
 
 CRITIC_NORMS = ("batch", "layer", "none")
-"""Normalisation after the last three discriminator convolutions (see the module docstring)."""
+"""Normalisation after the last three discriminator convolutions (docs/strategies.md says why ``layer``)."""
 
 
 class Generator(nn.Module):
@@ -129,7 +95,7 @@ def _discriminator_block(in_channels: int, out_channels: int, dropout: float, no
 class Discriminator(nn.Module):
     """DC-GAN discriminator of Table 2, or the DC-CGAN discriminator of Table 4 when conditional.
 
-    Returns one raw score per image (see the module docstring for why the sigmoid lives in the
+    Returns one raw score per image (docs/strategies.md says why the sigmoid lives in the
     loss). Used as a Wasserstein critic, the same network's raw score is the critic value.
 
     Parameters

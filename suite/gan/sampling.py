@@ -1,17 +1,10 @@
 """The trained model of a run, whatever the strategy, and how to sample it.
 
-A run saves a *generator bundle* (``generator.pt``): the generators' weights plus what is
-needed to rebuild and sample them, as tensors and plain data (read back without running any
-code, see :mod:`suite.gan.tensorfiles`); its record keeps the file's sha256 and size
-(``model_files``), which :func:`load_model` checks. Three kinds cover the four strategies:
-
-* ``single``: one generator (``data_parallel``: unconditional; ``conditional``: labels are
-  drawn from the class prior and fed to it).
-* ``per_class``: one generator per class (``label_partitioned``); a sample draws a class ``y``
-  from the class prior p(y), then an image from that class's generator: paper 000's
-  factorisation p(x) = sum_y p(x|y) p(y).
-* ``mixture``: weighted generators (``cellular``); a sample draws a component by its mixture
-  weight, then an image from it. Labels are unknown (-1).
+A run saves a *generator bundle* (``generator.pt``): the generators' weights plus what is needed to
+rebuild and sample them, as tensors and plain data (:mod:`suite.gan.tensorfiles`); its record keeps
+the file's sha256 and size, which :func:`load_model` checks. Three kinds cover the strategies:
+``single`` (one generator, conditional ones fed labels drawn from the class prior), ``per_class``
+(paper 000's p(x) = sum_y p(x|y) p(y)) and ``mixture`` (cellular's weighted generators; labels -1).
 """
 
 from __future__ import annotations

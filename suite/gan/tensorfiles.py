@@ -1,15 +1,11 @@
 """Files of tensors the suite writes and reads back (checkpoints, generators): reading one never runs code.
 
-Files are written with :func:`torch.save` (a zip archive) and read with ``torch.load(...,
-weights_only=True)``: torch's restricted unpickler builds tensors, numbers, strings and their
-containers and nothing else, unless the reader names a few more classes (``allowed``: DeepSpeed's
-ZeRO optimizer state holds its loss scaler and records of its own, see
-:meth:`suite.train.engines.base.Engine.checkpoint_types`). A file that asks for anything else, as
-a crafted pickle does (``os.system`` in its reduce), is refused before any of it runs, and so is a
-file that is not a zip archive (torch's legacy format). Errors are one line naming the file:
-:class:`UnsafeFileError` for a refused file, :class:`UnreadableFileError` for a damaged one. A
-file recorded with its :class:`~suite.records.record.FileDigest` is checked against it first
-(:func:`suite.records.integrity.verify_file`).
+Files are written with :func:`torch.save` and read with ``torch.load(..., weights_only=True)``, which
+builds tensors, numbers, strings and their containers and nothing else, unless the reader names a few
+more classes (``allowed``, :meth:`suite.train.engines.base.Engine.checkpoint_types`); docs/reliability.md
+("Files read back") says what is refused. Errors are one line naming the file: :class:`UnsafeFileError`
+for a refused file, :class:`UnreadableFileError` for a damaged one. A file recorded with its
+:class:`~suite.records.record.FileDigest` is checked against it first.
 """
 
 from __future__ import annotations

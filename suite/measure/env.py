@@ -82,9 +82,10 @@ NCCL_WITHOUT_GPU = "NCCL build without a visible GPU: runs on the CPU with its G
 def _horovod() -> dict:
     import horovod
     import horovod.torch as hvd
+    import torch
 
     nccl = hvd.nccl_built() != 0
-    gpu = bool(nccl and hvd.cuda_built() and _cuda_present())
+    gpu = bool(nccl and hvd.cuda_built() and torch.cuda.is_available())
     return {
         "version": horovod.__version__,
         "build": "NCCL (GPU)" if nccl else "CPU-only",
@@ -98,7 +99,7 @@ def _horovod() -> dict:
         },
         "controllers": {"mpi": hvd.mpi_built(), "gloo": hvd.gloo_built()},
         "tensor_ops": {
-            "nccl": hvd.nccl_built() != 0,
+            "nccl": nccl,
             "ddl": hvd.ddl_built(),
             "ccl": hvd.ccl_built(),
             "cuda": hvd.cuda_built(),
@@ -114,12 +115,6 @@ def horovod_line(info: dict[str, Any]) -> str:
         return f"horovod: not importable ({info.get('error')})"
     note = f"; {info['note']}" if info.get("note") else ""
     return f"horovod {info['version']}: {info['build']} build{note}"
-
-
-def _cuda_present() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _importable(module: str) -> bool:
@@ -242,7 +237,6 @@ def source_revision() -> dict[str, Any]:
     are None where git is not installed or the package is not a tracked part of a git checkout
     (an installed wheel); ``git_note`` then says which. Asked once per process.
     """
-    import subprocess
     from pathlib import Path
 
     from .. import __version__
@@ -312,7 +306,6 @@ def fingerprint(machine: dict[str, Any] | Machine) -> str:
     """A digest of the :data:`MACHINE_IDENTITY` fields of a ``machine`` (as measured, or a record's part): equal for
     every run on one kind of machine."""
     import hashlib
-    import json
 
     if isinstance(machine, Machine):
         identity = {name: getattr(machine, name) for name in MACHINE_IDENTITY}
@@ -362,7 +355,6 @@ def numerics_digest(device: Any = "cpu") -> str:
     """
     import hashlib
     import inspect
-    import json
     from pathlib import Path
 
     import torch

@@ -1,21 +1,11 @@
 """The device's peak: what achieved FLOP/s is compared with.
 
-Achieved FLOP/s is the FLOPs of a step (counted once, by ``torch.utils.flop_counter``, which
-counts matrix multiplications and convolutions, forward and backward, as MFU calculations do)
-times the steps of the window, over the window. Its *fraction of peak* needs a peak, named
-with where it came from:
-
-* known GPUs: the datasheet's dense FP32 peak (non-tensor-core), since the suite trains in
-  float32. cuDNN may run convolutions in TF32 on Ampere and later, which can exceed it.
-* CPUs and unknown GPUs: a measured ceiling: the best of float32 matrix multiplications of
-  :data:`CEILING_SIZE` squared matrices with this rank's threads (at least
-  :data:`CEILING_REPEATS` of them over at least :data:`CEILING_SECONDS`), while the other ranks
-  of the run measure theirs (so each rank's ceiling is its share of the machine).
-
-A peak is what the rank can do at most, so a rank that computed faster than its peak (a
-ceiling measured while another process held the core, or TF32 past the FP32 datasheet) proves
-the peak too low: :func:`peak_use` raises that rank's peak to its achieved rate and names the
-rank (``peak_raised_ranks``), and the fraction of peak is never above 1.
+Achieved FLOP/s is the FLOPs of a step (counted once, by ``torch.utils.flop_counter``) times the
+steps of the window, over the window. Its fraction of peak needs a peak, named with where it came
+from: the datasheet's dense FP32 peak for known GPUs (the suite trains in float32), else a ceiling
+measured with this rank's threads while the other ranks measure theirs (:data:`CEILING_SIZE`).
+A rank that computed faster than its peak proves the peak too low: :func:`peak_use` raises it
+(``peak_raised_ranks``), so the fraction is never above 1 (docs/results.md).
 """
 
 from __future__ import annotations
@@ -139,12 +129,6 @@ def peak_use(achieved: Sequence[float | None], peaks: Sequence[float]) -> PeakUs
     mean_achieved = sum(a for a, _ in measured) / len(measured) if measured else None
     fraction = sum(a for a, _ in measured) / sum(p for _, p in measured) if measured and all(p for _, p in measured) else None
     return PeakUse(mean_achieved, sum(peaks) / len(peaks), fraction, raised)
-
-
-def rank_peak_use(per_rank: Sequence[dict]) -> PeakUse:
-    """:func:`peak_use` of the ranks' own telemetry (:meth:`suite.measure.telemetry.Telemetry.as_dict` with its ``peak``)."""
-    achieved = [achieved_flops(r["flops_per_step"], r["window"]["steps"], r["window"]["step_seconds"]) for r in per_rank]
-    return peak_use(achieved, [r["peak"]["flops"] for r in per_rank])
 
 
 def device_peak(device: torch.device) -> dict:

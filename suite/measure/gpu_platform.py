@@ -1,15 +1,10 @@
 """The GPU platform this torch drives, NVIDIA (CUDA) or AMD (ROCm), and what differs between the two: one place.
 
-torch's ROCm build keeps the ``cuda`` device API (``torch.cuda``, ``torch.device("cuda")``, CUDA events and streams
-are HIP's underneath) and runs RCCL behind torch.distributed's ``nccl`` backend, so the engines choose their device
-and backend alike on both (:func:`suite.train.engines.base.uses_cuda`, ``backend="nccl"``). What differs is named
-here: the toolkit and its version (``torch.version.hip`` is set on a ROCm build), the collective library, and the
-library the GPU busy share and memory in use come from: ``torch.cuda.utilization`` and ``device_memory_used`` read
-NVML (the ``pynvml`` package) on NVIDIA and AMD SMI (the ``amdsmi`` package) on ROCm; where that package is missing
-the samples are recorded as unavailable, naming it (:func:`monitor_unavailable`).
-
-A feature this suite runs on NVIDIA only is refused on a ROCm torch in one line (:func:`nvidia_only_problem`):
-an engine says so with its ``needs_nvidia`` reason (:class:`suite.train.engines.base.Engine`).
+torch's ROCm build keeps the ``cuda`` device API and runs RCCL behind the ``nccl`` backend, so the engines
+choose their device and backend alike on both. What differs is named here: the toolkit and its version, the
+collective library, and the monitor library the GPU samples come from (NVML or AMD SMI; where it is missing
+the samples are recorded as unavailable, :func:`monitor_unavailable`). A feature this suite runs on NVIDIA
+only is refused on a ROCm torch in one line (:func:`nvidia_only_problem`; docs/gpu.md, "AMD GPUs").
 """
 
 from __future__ import annotations

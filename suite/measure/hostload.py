@@ -1,26 +1,10 @@
 """The host's load while a run trains, and the one rule that calls a timing *contended*.
 
-A run's timings measure the strategy only if nothing else used the cores it ran on. Over its training
-clock (warm-up included) every rank reads (:class:`HostLoadMeter`):
-
-* the **load average** (the 1-minute one, at the start and at the end),
-* the host's CPU times from ``/proc/stat``: busy (user, nice, system, irq, softirq, guest), **steal**
-  (time the hypervisor gave this machine's CPUs to another guest) and the total,
-* its own CPU time: this process and its children (data-loading workers).
-
-Rank 0 sums them per host (:func:`host_load`): the CPU time of processes *outside the run* is the
-host's busy time less its ranks' own, over the window's seconds the number of cores they kept busy
-(``outside_cores``). The launcher and ``suite run`` itself are outside the ranks: they poll, about 0.04
-cores over a short launch on a 2-core host, start and end included.
-
-**The rule** (:func:`contention`, also the regression gate's, :mod:`suite.tools.gate`): a run is
-*contended* where processes outside it kept busy more cores than it left free on its host (the host's
-cores less its ranks' threads) by more than :data:`BUSY_SHARE` of the host's cores (0.1 cores on 2
-cores: room for the launcher's polling, and below the 0.16 to 0.25 cores that made the gate's runs 20
-to 35 % slower on 2 cores), or where steal took more than :data:`STEAL_SHARE` of the host's CPU time.
-The gate applies the same rule with its own limit (``--max-foreign-cores``, 0.05 cores), since its
-workloads' launchers are its own children. Without ``/proc/stat`` (not Linux) nothing is known and
-nothing is marked.
+A run's timings measure the strategy only if nothing else used the cores it ran on. Every rank reads
+the load average, the host's CPU times (busy, steal) and its own over its training clock
+(:class:`HostLoadMeter`); rank 0 sums them per host (:func:`host_load`). The rule (:func:`contention`,
+also the regression gate's) and the reasons for its limits, :data:`BUSY_SHARE` and :data:`STEAL_SHARE`,
+are in docs/results.md ("A busy host is named"). Without ``/proc/stat`` (not Linux) nothing is known and nothing is marked.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """The network in the projection model: alpha-beta links, named presets, collective costs.
 
-A message of n bytes over a link costs ``alpha + n * beta`` seconds (the alpha-beta, or
-Hockney, model): ``alpha`` is the latency, ``beta`` the seconds per byte (1 / bandwidth). A
-:class:`Network` has two links, inside a node and between nodes, and a number of ranks per
-node; ranks fill nodes in order, as the launchers place them.
-
-Allreduce of n bytes over p ranks on one link (Thakur, Rabenseifner and Gropp, "Optimization
-of collective communication operations in MPICH", IJHPCA 2005; reduction arithmetic left out):
-
-* ``ring``: reduce-scatter then allgather around a ring, 2(p-1) alpha + 2 (p-1)/p n beta
-  (NCCL's ring, Horovod's default);
-* ``tree``: binomial-tree reduce then broadcast, 2 ceil(log2 p) (alpha + n beta);
-* ``rhd``: Rabenseifner's recursive halving and doubling, 2 ceil(log2 p) alpha + 2 (p-1)/p n beta;
-* ``best``: the cheapest of the three, as MPI libraries and NCCL choose by size and scale.
-
-Across nodes the allreduce is hierarchical (Horovod's hierarchical allreduce, NCCL's rings
-across nodes to first order): an allreduce among the k ranks of a node on the intra-node link,
-plus one among the N nodes on the inter-node link, whose bandwidth is the node's (its k ranks
-share the node's network interfaces): T = T_A(k, n, intra) + T_A(N, n, inter).
-
-The presets are nominal datasheet numbers (bandwidths) and typical MPI/NCCL latencies, not
-measurements; ``suite probe`` measures this machine instead.
+A message of n bytes over a link costs ``alpha + n * beta`` seconds (the Hockney model). A
+:class:`Network` has a link inside a node and one between nodes; ranks fill nodes in order. The
+allreduce algorithms (``ring``, ``tree``, ``rhd``, ``best``) follow Thakur, Rabenseifner and Gropp
+(IJHPCA 2005); across nodes the allreduce is hierarchical, one within the node plus one among the
+nodes. The presets are nominal datasheet numbers, not measurements; ``suite probe`` measures this
+machine instead (docs/reports.md).
 """
 
 from __future__ import annotations

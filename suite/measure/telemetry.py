@@ -1,45 +1,15 @@
 """Per-rank measurements: the training window, step times split into data, compute and
 communication wait, their spread, throughput, FLOPs, CPU and host memory, GPU utilisation.
 
-What is measured, precisely:
-
-* The **training clock** starts at a barrier after set-up, as the warm-up steps begin
-  (:meth:`Telemetry.start_warmup`), and stops at a barrier after the last training step
-  (:meth:`Telemetry.close_window`): the warm-up is inside it for every system, so the run's
-  training seconds (``train_s``) and its throughput count the warm-up steps. The **timed steps**
-  are those after the warm-up (from :meth:`Telemetry.open_window`, at the barrier that ends it):
-  the step times, their spread and split, the window's traffic and FLOP/s come from them alone, so
-  that a first step's one-off costs (allocation, kernel selection) do not enter them.
-* A **step** is one generator update and the discriminator updates before it (a cellular
-  iteration for the cellular strategy).
-* **data** is time spent fetching a batch and handing it to the device; **comm** is time the
-  rank was blocked on communication that computation did not hide (each engine marks where);
-  **compute** is the rest of the step.
-* Times are read from a :class:`HostTimeline` (the host clock) on CPUs and from a
-  :class:`CudaTimeline` (CUDA events on the current stream) on GPUs. CUDA events are read
-  lazily, at progress points and when the window closes, so the training loop never waits for
-  the device to report a step; and because they time the device's own stream, a collective
-  that NCCL completes asynchronously is timed where the stream actually waits for it.
-* **images** counts images that went through a discriminator: real plus generated (the work of a
-  step, which the projection fits). **train_images** counts *training images*, the real images that
-  reach a discriminator (critic) update (what ``train.budget_images`` charges, :mod:`suite.config.plan`),
-  and **eval_images** the *evaluation images*, those a network scores without an update during
-  training (cellular's fitness and mixture evaluation). Throughput (``images_per_s``) is training
-  images per second of the training clock, warm-up included.
-* The **host's load** over the training clock (load average, CPU steal, CPU time of processes
-  outside the run) is read by :class:`suite.measure.hostload.HostLoadMeter`.
-* Time spent saving checkpoints is not training: the window's clock stops meanwhile and it is
-  counted apart (``checkpoint_s``). A run resumed from a checkpoint continues the clock, the
-  window's totals and the step-time statistics where the checkpoint left them, so its window is
-  the sum of the windows of its segments (time after the last checkpoint of an interrupted
-  segment is lost and not counted).
-* Step-time spread: every step's seconds go into a bounded reservoir (a uniform sample of the
-  window's steps) for the median and 95th percentile; the mean and its 95 % confidence
-  interval come from exact running sums (steps treated as independent draws).
-* **GPU utilisation** is NVML's busy percentage of this rank's own device, and GPU memory
-  NVML's memory in use on it, sampled every ``interval`` seconds in a background thread (mean
-  and p95); the peak of this rank's tensors comes from PyTorch's allocator. On a CPU they are
-  ``None``: never estimated.
+The training clock runs from a barrier before the warm-up steps to one after the last step, so
+``train_s`` and ``images_per_s`` count the warm-up; the timed steps (step times, their split and
+spread, traffic, FLOP/s) are those after it, so that a first step's one-off costs do not enter them.
+Times come from a :class:`HostTimeline` on CPUs and a :class:`CudaTimeline` on GPUs, whose events are read
+lazily so that the training loop never waits on the device. Step times go into a bounded reservoir (a
+uniform sample) for the median and p95; the mean and its confidence interval come from exact running
+sums. Checkpoint time is counted apart (``checkpoint_s``) and a resumed run continues the clock and
+statistics. docs/results.md defines each measure (images, train and evaluation images, comm, GPU
+utilisation, the host's load).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """TensorBoard events written while a run trains (``logs.tensorboard``, ``suite run --tensorboard DIR``; docs/logs.md).
 
-Every event of a run sits on one step axis, :data:`AXIS`: the training images the whole system has seen (the record's
-``train_images``: real images that reached a discriminator update, summed over the ranks, warm-up included). A point
-made after ``s`` steps of the system sits at ``s`` times the images of one step of it (the strategy's registered step
-size, the one ``train.budget_images`` charges: :mod:`suite.config.plan`), so the losses of every GAN, the quality
-curve and the whole-window numbers line up whatever the strategy.
-
-The rank that keeps a point writes it (data-parallel: rank 0; label-partitioned: the first rank of each class
-group, each class GAN under tags of its own, the rank's step times with its last class GAN's points; cellular: every
-rank, its own cells), so that no tag has two points at one step. It writes between steps, never inside a timed
-one, flushing at every progress point, curve point and epoch end, so a run killed midway keeps what it had written. A write that fails (a full disk)
-is one warning line and the writer stops: events are an extra, training goes on.
+Every event sits on one step axis, :data:`AXIS`, the training images the whole system has seen, so
+the losses, the quality curve and the window's numbers of every strategy line up. The rank that
+keeps a point writes it, so no tag has two points at one step, between steps and never inside a
+timed one. A write that fails (a full disk) is one warning line and the writer stops: events are
+an extra, training goes on.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Traces on demand (``suite run --trace``, ``runs[].trace: true``): what a traced run writes.
 
-Into its run folder:
-
-* ``trace-rank<N>.json`` (every engine): a ``torch.profiler`` trace of rank N over a few
-  steady steps of the training window, in the Chrome trace format (``{"traceEvents": [...]}``,
-  with ``distributedInfo`` naming the rank), which Perfetto, ``chrome://tracing`` and
-  Holistic Trace Analysis open. The profiler warms up on the window's first step and records
-  the next :data:`PROFILED_STEPS` (fewer when the window is shorter; none with one step).
-* ``horovod-timeline.json`` (horovod): Horovod's timeline, written by rank 0 from ``hvd.init()``
-  to shutdown (:mod:`suite.train.engines.horovod`).
-* ``deepspeed-comms.json`` and ``.txt`` (deepspeed): DeepSpeed's communication log
-  (:mod:`suite.train.engines.deepspeed`).
-
-and, traced or not, ``horovod-autotune.csv`` when Horovod's autotuner runs.
-
-The profiler is wrapped around the strategy's ``train()`` (the training window, after the
-warm-up steps) and advanced after every step by a hook on the telemetry's ``end_step``, the
-one call every strategy makes once per step; training code is untouched. Tracing costs time:
-the record marks traced runs (``traced``) and the report says that their timings include it.
+Every rank writes ``trace-rank<N>.json``, a ``torch.profiler`` trace of :data:`PROFILED_STEPS` steady steps
+of the training window in the Chrome trace format; Horovod and DeepSpeed add their own logs (docs/engine-settings.md).
+The profiler wraps the strategy's ``train()`` and is advanced by a hook on the telemetry's ``end_step``,
+so training code is untouched. Tracing costs time: the record marks traced runs (``traced``).
 """
 
 from __future__ import annotations

@@ -1,54 +1,17 @@
 """Checkpoints inside a run: every rank's training state on a schedule, and the way back to it.
 
-With ``train.checkpoint_every: {steps: N}`` or ``{minutes: M}`` every rank saves its training
-state in ``RUN_DIR/checkpoints/``, and ``suite run --resume`` (or a worker started again by
-hand) continues an unfinished run from the latest one. Every random draw of training is named
-by the seed and the step (see :mod:`suite.gan.seeding`), so a resumed run makes the same steps as an
-uninterrupted one and ends with the same generator (bitwise on a CPU).
+Every random draw of training is named by the seed and the step (:mod:`suite.gan.seeding`), so no random
+state is saved and a resumed run ends with the same generator as an uninterrupted one. The k-th
+checkpoint of rank N is ``<k>-rankN.pt`` (the strategy's state, its telemetry and segments, read back with
+``weights_only``: loading never runs code) and its description ``<k>-rankN.json`` (:class:`Mark`), written
+after it; a checkpoint exists once its JSON does. docs/reliability.md ("Checkpoints") gives the rules:
+when they fall, what a data-parallel group saves, which checkpoint a resume continues from.
 
-Files of the k-th checkpoint of rank N:
-
-* ``<k>-rankN.pt``: the strategy's state (:meth:`suite.train.strategies.Strategy.checkpoint`): the
-  networks with this rank's BatchNorm statistics, the optimizer states, the position in the
-  data, the loss sums, history and snapshots; for cellular runs every cell's individuals with
-  their Adam states and learning rates, mixture weights and scores. Then this rank's telemetry
-  (:meth:`suite.measure.telemetry.Telemetry.state_dict`) and the run's segments so far.
-* ``<k>-rankN.json``, written after the ``.pt`` (its *description*, :class:`Mark`): index, rank,
-  the ranks it trains with, steps, window clock, whether training was over, the settings'
-  fingerprint, and the ``.pt``'s size and sha256. A checkpoint exists once its JSON does; both
-  are written atomically.
-
-Loading never runs code: a ``.pt`` holds tensors and plain data (and the few classes of its own
-the engine names, :meth:`suite.train.engines.base.Engine.checkpoint_types`) and is read with
-``weights_only`` (:mod:`suite.gan.tensorfiles`); anything else is refused in one line naming the file.
-
-Rules:
-
-* Checkpoints fall between two steps of the training window. ``steps: N``: whenever the GAN
-  being trained reaches a multiple of N generator steps (cellular: iterations; interleaved class
-  GANs: between rounds, when the round reaches a multiple of N). ``minutes: M``:
-  by the window's clock, agreed over the ranks that train together (as ``train.budget_s``).
-  Set-up and warm-up are never checkpointed: a run that stops before its first checkpoint starts
-  again from step 0. When a rank's training is over it saves once more (``done``), so a run that
-  stops in finalize or scoring resumes there without training again.
-* Saving stops the window's clock; its time is recorded as ``checkpoint_s``.
-* A training state that is not finite (a run diverging, see :mod:`suite.gan.divergence`) is not
-  saved: the run's last checkpoint is always its last finite one.
-* The ranks of a data-parallel group hold the same weights: its first rank saves them, every
-  rank saves its own BatchNorm statistics, loss sums and partitioned optimizer state (ZeRO).
-* After writing, the ranks of a group agree (a one-integer collective), so none is more than one
-  checkpoint ahead of another; each rank keeps its last two checkpoints.
-* Resuming: the ranks of each group (a class group of ``label_partitioned``, else all ranks)
-  continue from the latest checkpoint that all of them wrote for the same run settings and whose
-  ``.pt`` files still have the size and sha256 their descriptions recorded; a newer one that does
-  not (truncated, damaged) is skipped, and the record and the log say which and why
-  (``checkpoints_skipped``). Later files, files of other settings and temporaries of interrupted
-  writes are removed. A description that is not one (emptied, edited) ends the run with
-  :class:`CheckpointError`, one line naming the file. A resumed segment makes no warm-up steps.
-  After an ``ok`` record the run's checkpoints are removed.
-* Stopping on request: ``suite run``, when signalled, writes ``checkpoints/STOP``. The first rank
-  of each group looks for it every 2 seconds; at the next step its group checkpoints and every
-  rank exits with :data:`STOPPED_EXIT_CODE`.
+Saving stops the window's clock (``checkpoint_s``); a state that is not finite is not saved; after
+writing, a group's ranks agree (a one-integer collective), so none is more than one checkpoint ahead.
+Stopping on request: ``suite run``, when signalled, writes ``checkpoints/STOP``; each group's first rank
+looks for it every :data:`STOP_POLL_S` seconds, and at the next step its group checkpoints and every rank
+exits with :data:`STOPPED_EXIT_CODE`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The whole training step as one CUDA graph (``performance.cuda_graphs``, docs/gpu.md).
 
-The shared trainer (:class:`suite.train.training.GanTrainer`) writes its step as a function of *static inputs*:
-tensors at fixed addresses (:class:`StaticInputs`) into which each step's real batch, labels and latent noise
-are copied before the step runs. :class:`GraphedStep` runs that function eagerly for its first calls (a
-warm-up, so that Adam's moments and step counters, cuDNN's algorithm choices and autograd's streams exist),
-then captures it once and replays the capture for every later step: the discriminator's forward, loss,
-backward and optimizer step, then the generator's, in one launch. Its output, the step's losses, is a static
-tensor too, which the trainer copies on the device into the rows its divergence check reads at check points.
-
-What the capture is is injected (:class:`Capture`): :class:`CudaGraphs` uses ``torch.cuda.graphs``
-(``torch.cuda.CUDAGraph`` and ``torch.cuda.graph``, warm-up on a side stream); the tests drive the same
-trainer on the CPU with a capture that replays by calling the function again.
-
-The noise is drawn as eager draws it (on the host, from generators seeded by the batch's name, for the whole
-global batch, then sliced), so that a graphed run trains on the same noise as an eager one and as a run on any
-number of ranks; dropout draws inside the graph from the default CUDA generator, whose state the graph reads at
-each replay (``torch.cuda.manual_seed`` before a replay seeds it as eager seeds it).
+The shared trainer (:class:`suite.train.training.GanTrainer`) writes its step as a function of static
+inputs (:class:`StaticInputs`), into which each step's batch, labels and noise are copied.
+:class:`GraphedStep` runs it eagerly for its first calls (so that Adam's state, cuDNN's choices and
+autograd's streams exist), then captures it once and replays it. What the capture is is injected
+(:class:`Capture`): :class:`CudaGraphs` on a GPU, a replay that calls the function again in the tests.
+The noise is drawn as eager draws it, and dropout's generator is seeded before each replay as eager
+seeds it, so a graphed run trains on the same draws as an eager one.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The step's ``performance`` settings: compile, CUDA graphs, channels-last, bf16 autocast.
 
-What each changes in the trained model (docs/gpu.md, "Engine settings that keep a GPU busy"):
-
-- ``compile``: Inductor generates fused kernels for the forward and backward passes. Fusion
-  may reorder float32 sums, so the model is identical to eager's only up to rounding; on the
-  CPU the test suite checks the digest after a few steps (``tests/test_performance.py``).
-- ``cuda_graphs``: the whole training step (D's forward, loss, backward and Adam step, then G's)
-  captured once as one CUDA graph and replayed (:mod:`suite.train.graphs`); the kernels are
-  eager's, on the same batches, noise and dropout seeds, with Adam's step counters on the
-  device (``capturable``), so the model equals eager's up to the rounding of Adam's bias
-  correction in float32 on the device (docs/gpu.md states the tolerance).
-- ``channels_last``: the same convolutions on a different memory layout; cuDNN and oneDNN
-  pick other algorithms, so equal up to rounding.
-- ``bf16``: forward passes and losses in bfloat16 (8 bits of mantissa); the model differs from
-  float32's. Runs compared with each other must share it (the record states it).
-
-The gradient penalty of WGAN-GP takes a double backward, which compiled graphs do not support:
-it stays eager (it calls the plain network, never the compiled one).
+What each changes in the trained model, and within which tolerance, is in docs/gpu.md ("Steps that
+keep a GPU busy"). The gradient penalty of WGAN-GP takes a double backward, which
+compiled graphs do not support: it stays eager (it calls the plain network, never the compiled one).
 """
 
 from __future__ import annotations

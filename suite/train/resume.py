@@ -171,11 +171,6 @@ def resume_plan(run_dir: Path, run: Run) -> ResumePlan:
     return ResumePlan(ranks, skipped, marks, folder)
 
 
-def last_checkpoint(run_dir: Path, run: Run) -> dict | None:
-    """The checkpoint a resumed run starts from, as its record names it (:meth:`ResumePlan.checkpoint`), or None."""
-    return resume_plan(run_dir, run).checkpoint()
-
-
 def describe_checkpoint(checkpoint: dict | None, skipped: list[str] | None = None) -> str:
     """Where ``--resume`` continues: ``--resume continues from checkpoint 3 (step 40, 12 s of training)``,
     and the damaged checkpoints it skips."""

@@ -1,21 +1,11 @@
 """The scores' cache files (``$SUITE_CACHE/stats``): written with a digest beside them, checked before they are used.
 
-A cache may be shared (``SUITE_CACHE`` on a group's file system), and real-data statistics forged there change
-every FID scored against them: finite ``mu`` and ``sigma`` of someone's choosing turned an FID of 1,010 into
-310,269 with exit code 0. So every cache file is written with ``NAME.sha256`` beside it (its size and sha256,
-:mod:`suite.records.integrity`); a file whose digest is missing or does not match, or whose ``mu`` is not the
-mean of the features stored with it, is not used: a warning names it and the statistics are computed again.
-
-The digest beside a file proves only that the file is the one written with that digest, and anyone who can write the
-cache can write both (``sigma`` times 100 and its ``.sha256`` rewritten turned an FID of 979 into 48,489). So the
-statistics are also checked against the features stored with them, with nothing secret: ``mu`` must be their mean,
-``n`` their count, and ``sigma`` their covariance. The covariance is checked as Freivalds checks a matrix product:
-for :data:`SIGMA_PROBES` random directions v drawn afresh at each read, ``sigma @ v`` must equal
-``Xc.T @ (Xc @ v) / (N - 1)`` (``Xc`` the centred features), O(N d) each rather than the O(N d²) of the covariance.
-A ``sigma`` that differs from the covariance by any nonzero matrix D passes a probe only when D v = 0, which a random
-Gaussian v avoids with probability 1; the forger cannot know the directions in advance. What remains is forging the
-features themselves, consistently: :func:`suite.measure.metrics.reference.real_statistics` recomputes a few rows of
-the real reference draw and compares them with the stored ones.
+A cache may be shared, and forged real-data statistics change every FID scored against them. So every
+cache file is written with ``NAME.sha256`` beside it (:mod:`suite.records.integrity`), and since anyone
+who can write the cache can write both, the statistics are also checked against the features stored
+with them: ``mu`` their mean, ``n`` their count, ``sigma`` their covariance, the last by Freivalds'
+check with :data:`SIGMA_PROBES` fresh random directions. A file that fails is not used: a warning names
+it and the statistics are computed again. docs/reliability.md gives the forgeries this stops.
 """
 
 from __future__ import annotations

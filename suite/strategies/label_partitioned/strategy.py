@@ -1,28 +1,14 @@
 """``label_partitioned``: one GAN per class, trained concurrently (papers 000 and 002).
 
-With C classes on P ranks:
+With C classes on P ranks: P <= C, each rank trains its contiguous share of the classes with no
+communication (``train.class_schedule``: interleaved or sequential, the same generators either way);
+P > C (a multiple of C), each group of P/C ranks trains its class data-parallel in its own
+communicator. docs/strategies.md gives the budgets' split over the class GANs.
 
-* P <= C: each rank owns a contiguous, balanced share of the classes (sizes differ by at most
-  one) and trains one G/D pair per owned class (after warming each up), with no communication.
-  ``train.class_schedule: interleaved`` (the default) steps them round-robin, one step of each in
-  turn, so that every class GAN is at the same step when a snapshot is taken and every point of
-  the quality curve has every class trained; ``sequential`` trains each to its end before the
-  next. The class GANs share nothing, so both give the same generators.
-* P > C (P a multiple of C): ranks form C groups of P/C consecutive ranks; each group trains
-  its class's pair data-parallel inside its own communicator (Horovod process set, torch
-  ``new_group`` or MPI ``Comm.Split``). Nothing crosses a class boundary while training.
-
-Budgets: under ``train.budget_images`` the budget is split equally over the class GANs (a step of
-the system is one generator step of every class GAN); under ``train.budget_s`` interleaved GANs
-share the rank's window, sequential ones get equal consecutive shares of it.
-
-Loss ``bce`` gives paper 000's distributed DC-CGAN (the DC-GAN networks per class), ``wgan-gp``
-paper 002's W-CGAN. After training, the first rank of each group writes its class generators
-into the run folder, all at once, and rank 0 assembles the model from those files (each checked
-against the sha256 its writer sends, and read as tensors only): with a thousand classes the
-generators weigh gigabytes, which a collective would copy to every rank.
-The run folder must therefore be on a file system all ranks share (as results folders on
-clusters are). The model is sampled by class prior, see :mod:`suite.gan.sampling`.
+After training, each group's first rank writes its class generators into the run folder and rank 0
+assembles the model from those files (each checked against its writer's sha256): with a thousand
+classes they weigh gigabytes, which a collective would copy to every rank. The run folder must
+therefore be on a file system all ranks share.
 """
 
 from __future__ import annotations

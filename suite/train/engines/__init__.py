@@ -10,7 +10,7 @@ from pathlib import Path
 from ...config.registry import ENGINES
 from ...config.scenario import Run
 from ..launchenv import LaunchInfo
-from .base import CommStats, Engine, Group, Replica
+from .base import Engine
 
 
 def create_engine(run: Run, launch: LaunchInfo, run_dir: Path) -> Engine:
@@ -21,6 +21,3 @@ def create_engine(run: Run, launch: LaunchInfo, run_dir: Path) -> Engine:
     """
     engine_class: type[Engine] = ENGINES[run.engine].load()
     return engine_class.from_run(run, launch, run_dir)
-
-
-__all__ = ["CommStats", "Engine", "Group", "Replica", "create_engine"]

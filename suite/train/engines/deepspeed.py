@@ -1,21 +1,11 @@
 """DeepSpeed engine: one ``deepspeed.initialize`` engine per network, ZeRO stage 0 or 1.
 
-The generator and the discriminator each get their own DeepSpeed engine with the run's Adam
-as client optimizer and a config generated from the scenario (``deepspeed.config`` entries are
-merged on top, ``zero_optimization`` key by key; only the keys :mod:`suite.config.engine_configs`
-allows, checked again here, and DeepSpeed's CSV monitor writes into the run folder,
-``RUN_DIR/deepspeed-monitor/<network>``). DeepSpeed reduces gradients inside ``backward``; its collectives go through
-``torch.distributed``, whose functions are wrapped while the engine runs so that payload bytes
-and waits are counted like every other engine's (object gathering after training is not
-counted). A synchronous collective's wait is marked around the call: on a GPU those marks are
-CUDA events on the current stream, which NCCL makes wait for the collective, so the interval
-is the stream's real wait. Collectives started with ``async_op=True`` are counted in bytes
-only; their waits fall into compute. Gloo on CPUs (DeepSpeed's CPU accelerator), NCCL on GPUs.
-
-A traced run turns on DeepSpeed's communication logger (``comms_logger``: every collective
-timed, after a device synchronisation) and, at shutdown, writes its summary into the run
-folder: :data:`suite.records.results.COMMS_LOG` (``deepspeed.comm.log_summary``'s dictionary) and its
-printed table.
+The generator and the discriminator each get their own DeepSpeed engine with the run's Adam as
+client optimizer and a config generated from the scenario (the ``deepspeed.config`` keys
+:mod:`suite.config.engine_configs` allows, checked again here). DeepSpeed's collectives go through
+``torch.distributed``, whose functions are wrapped while the engine runs so that payload bytes and
+waits are counted like every other engine's; collectives started with ``async_op=True`` are counted
+in bytes only. A traced run also writes DeepSpeed's communication log (docs/engine-settings.md).
 """
 
 from __future__ import annotations

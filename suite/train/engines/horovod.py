@@ -1,18 +1,11 @@
 """Horovod engine: ``DistributedOptimizer`` over process sets (the suite's baseline engine).
 
-Gradients are allreduced by Horovod's background thread as they become ready during the
-backward pass; the time a rank then spends in ``optimizer.synchronize()`` is the
-communication it waits for. On a GPU the host first waits for the backward pass to finish on
-the device (Horovod's ``synchronize()`` blocks the host anyway), so the wait timed is
-communication only, not backward kernels still running. Groups are dynamic process sets, registered by every rank in the
-same order; runs without groups start Horovod without them, since dynamic process sets add an
-allgather to every cycle of the background thread. Every rank calls ``hvd.join()`` before
-shutting down, so a group that finishes early does not shut Horovod down under a group still
-training.
-
-Horovod's settings are environment variables that ``hvd.init()`` reads once
-(:func:`horovod_environment` sets them from the run's ``horovod`` section before init, so a
-hand launch gets them too); :func:`horovod_settings` reads back what Horovod runs with.
+The time a rank spends in ``optimizer.synchronize()`` is the communication it waits for (on a GPU
+after the backward pass has finished on the device, so no backward kernel is counted). Groups are
+dynamic process sets, used only by runs that have groups (they add an allgather to every cycle of the
+background thread); every rank calls ``hvd.join()`` before shutting down, so a group that finishes
+early does not shut Horovod down under one still training. :func:`horovod_environment` sets
+Horovod's variables before ``hvd.init()``; :func:`horovod_settings` reads back what it runs with.
 """
 
 from __future__ import annotations

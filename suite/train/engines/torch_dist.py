@@ -1,14 +1,9 @@
 """torch.distributed engine: DistributedDataParallel, ``new_group`` for sub-communicators.
 
-Backend: NCCL on GPUs, Gloo on CPUs. DDP overlaps its gradient allreduce with the backward
-pass; a communication hook counts the bucket bytes and marks the time between the last bucket
-being handed to the network and the last allreduce completing, which is the wait that
-computation did not hide. On a GPU both marks are CUDA events: the first on the stream that
-ran the backward pass, the second on the stream that DDP's completion callback runs on, which
-waits for NCCL, so the interval is read on the device's clock (host timestamps around an
-asynchronous NCCL call would read near zero).
-
-DDP's settings come from the run's ``ddp`` section (:func:`ddp_arguments`); a null field
+Backend: NCCL on GPUs, Gloo on CPUs. DDP overlaps its gradient allreduce with the backward pass; a
+communication hook counts the bucket bytes and marks the wait that computation did not hide, on a GPU
+with CUDA events on the device's clock (host timestamps around an asynchronous NCCL call would read
+near zero). DDP's settings come from the run's ``ddp`` section (:func:`ddp_arguments`); a null field
 takes the suite's default, :data:`DDP_DEFAULTS`.
 """
 
