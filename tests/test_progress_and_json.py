@@ -42,6 +42,24 @@ def test_without_a_terminal_a_line_every_interval_when_the_run_moved(tmp_path, m
     assert said == ["run-a: 11s, step 5, 100 images/s", "run-a: 33s, step 9, 120 images/s"]
 
 
+def test_in_a_shared_launch_the_line_names_the_run_training_now(tmp_path, caplog):
+    """A launch's output goes to its first run's log until it is cut per run: the progress names the run whose mark the
+    ranks logged last, with that run's step (not the first run's, nor a step of the run before)."""
+    from suite.running.commands import RUN_MARK
+
+    log = tmp_path / LOG_FILE
+    log.write_text("x INFO: gan: step 12/12, 40 images/s, 9s in the training window\n")
+    tick = sweep.progress_ticker(None, "run-a", tmp_path)
+    with caplog.at_level(logging.INFO, logger=sweep.log.name):
+        tick(30.0)
+        log.write_text(log.read_text() + f"rank 0 suite.running.worker: {RUN_MARK}run-b (run 2 of 2)\n")
+        tick(60.0)  # run b began but logged no step yet: nothing
+        log.write_text(log.read_text() + "x INFO: gan: step 3/12, 38 images/s, 1s in the training window\n")
+        tick(90.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["run-a: 30s, step 12/12, 40 images/s", "run-b: 90s, step 3/12, 38 images/s"]
+
+
 class _Bar:
     note = ""
 

@@ -23,7 +23,7 @@ from ..config.exitcodes import ExitCode
 from ..config.registry import STRATEGIES
 from ..config.scenario import RunPlacement
 from ..records.results import LOG_FILE
-from .commands import LaunchOptions
+from .commands import RUN_MARK, LaunchOptions
 
 if TYPE_CHECKING:
     from ..config.scenario import Run, Scenario
@@ -234,22 +234,57 @@ def latest_progress(run_dir: Path, tail: int = 8192) -> str | None:
     return found[-1] if found else None
 
 
+_RUN_MARK_LINE = re.compile(re.escape(RUN_MARK) + r"(\S+) \(run \d+ of \d+\)")
+"""The line each rank logs as a run of a shared launch begins (:mod:`.worker`)."""
+
+
+class LogFollower:
+    """A launch's log read as it grows (whole lines, never through a link): the run whose mark it showed last (the
+    launch's first run until a later one begins) and that run's last ``step N/M, X images/s``."""
+
+    def __init__(self, run_dir: Path, run_id: str) -> None:
+        self.path, self.run_id, self.offset = run_dir / LOG_FILE, run_id, 0
+        self.step: str | None = None
+
+    def read(self) -> None:
+        """Take in what the ranks logged since the last read."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return
+        whole = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self.offset += whole
+        for line in data[:whole].decode("utf-8", errors="replace").splitlines():
+            if (mark := _RUN_MARK_LINE.search(line)) is not None:
+                self.run_id, self.step = mark.group(1), None
+            elif (found := _STEP_LINE.search(line)) is not None:
+                self.step = found.group(1)
+
+
 def progress_ticker(progress: Any, run_id: str, run_dir: Path) -> Callable[[float], None]:
-    """What a launch calls about once a second: the bar's note (the run, its seconds, its last step and images/s), or,
-    without a terminal, a log line every :data:`PROGRESS_LINE_S` seconds when the run has logged a new step."""
+    """What a launch calls about once a second: the bar's note (the run training now, the launch's seconds, the run's
+    last step and images/s), or, without a terminal, a log line every :data:`PROGRESS_LINE_S` seconds when a run has
+    logged a new step. ``run_id`` and ``run_dir``: the launch's first run, whose log holds the launch's output."""
+    follower = LogFollower(run_dir, run_id)
     at = [0.0]  # when the log was last read
-    said: list[str | None] = [None]  # the progress read then
+    said: list[tuple[str, str] | None] = [None]  # the run and progress last logged
 
     def tick(elapsed: float) -> None:
         if progress is not None:
             if elapsed - at[0] >= 1.0:
-                at[0], said[0] = elapsed, latest_progress(run_dir)
-            progress.set_postfix_str(f"{run_id} {elapsed:.0f}s" + (f", {said[0]}" if said[0] else ""))
+                at[0] = elapsed
+                follower.read()
+            step = f", {follower.step}" if follower.step else ""
+            progress.set_postfix_str(f"{follower.run_id} {elapsed:.0f}s{step}")
         elif elapsed - at[0] >= PROGRESS_LINE_S:
             at[0] = elapsed
-            if (step := latest_progress(run_dir)) is not None and step != said[0]:
-                said[0] = step
-                log.info("%s: %.0fs, %s", run_id, elapsed, step)
+            follower.read()
+            if follower.step is not None and (follower.run_id, follower.step) != said[0]:
+                said[0] = (follower.run_id, follower.step)
+                log.info("%s: %.0fs, %s", follower.run_id, elapsed, follower.step)
 
     return tick
 
