@@ -224,6 +224,25 @@ def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_pa
     assert "conditional-bce-torch-p1-r0" in capsys.readouterr().out
 
 
+def test_a_missing_ruler_is_one_line_in_a_fresh_process(tmp_path):
+    """The same refusal from the command itself: in a process that has loaded no feature network, the ruler's error
+    is still bad input (exit 2, one line), not a traceback."""
+    raw = tmp_path / "data" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / name).write_bytes(b"")
+    data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [1]}])
+    data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}
+    data["metrics"] = {"features": "classifier", "samples": 200}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "SUITE_RULERS": str(tmp_path / "no-rulers"), "SUITE_DATA": str(tmp_path / "data")}
+    command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(tmp_path / "r")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [done.stderr.strip()] and "no pinned ruler classifier:mnist" in done.stderr
+
+
 def test_inception_weights_of_another_hash_stop_the_run_in_one_line_with_both_hashes(tmp_path, capsys):
     from suite.measure.metrics.rulers import PYTORCH_FID_HASH_PREFIX
     from suite.records.integrity import sha256_file

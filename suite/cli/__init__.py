@@ -20,18 +20,15 @@ from .parser import build_parser
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
-    """The errors that mean bad input (exit 2, one line).
-
-    Those of modules that load torch (the data, the feature networks) are taken only from modules already imported:
-    a module never imported cannot have raised its error, and importing it here would cost every command seconds.
-    """
+    """The errors that mean bad input (exit 2, one line): a scenario, a file, a launcher, a dataset not on disk, a ruler
+    missing or not the pinned file. Their modules import no torch (evaluated only once an error is raised)."""
     from ..config.scenario import ScenarioError
     from ..config.yamlfile import YamlError
+    from ..gan.data import DataError
+    from ..measure.metrics.rulers import RulerError
     from ..running.commands import LaunchError
 
-    light = (UsageError, ScenarioError, YamlError, LaunchError, FileNotFoundError, ValueError)
-    heavy = (("suite.gan.data", "DataError"), ("suite.measure.metrics.features", "FeatureUnavailable"))
-    return light + tuple(getattr(sys.modules[module], name) for module, name in heavy if module in sys.modules)
+    return (UsageError, ScenarioError, YamlError, LaunchError, DataError, RulerError, FileNotFoundError, ValueError)
 
 
 class _Escaping(logging.Formatter):
