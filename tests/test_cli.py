@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -203,18 +204,25 @@ def test_suite_ruler_train_pins_a_new_ruler_and_list_checks_it(tmp_path, capsys,
     assert "BROKEN: ruler classifier:digits" in capsys.readouterr().out
 
 
-def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "no-rulers"))
-    raw = tmp_path / "data" / "MNIST" / "raw"  # the data is there (its names: nothing reads them before the ruler check)
+def mnist_without_its_ruler(tmp_path) -> Path:
+    """A scenario scored on MNIST's classifier ruler, whose data is there (empty files named as torchvision's: nothing
+    reads them before the ruler check) in ``tmp_path / "data"`` and whose ruler is not pinned anywhere."""
+    raw = tmp_path / "data" / "MNIST" / "raw"
     raw.mkdir(parents=True)
     for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         (raw / name).write_bytes(b"")
-    monkeypatch.setenv("SUITE_DATA", str(tmp_path / "data"))
-    path = tmp_path / "s.yaml"
     data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [1]}])
     data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}
     data["metrics"] = {"features": "classifier", "samples": 200}
+    path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUITE_RULERS", str(tmp_path / "no-rulers"))
+    monkeypatch.setenv("SUITE_DATA", str(tmp_path / "data"))
+    path = mnist_without_its_ruler(tmp_path)
     assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: metrics.features: no pinned ruler classifier:mnist")
@@ -227,15 +235,7 @@ def test_a_run_without_its_pinned_ruler_stops_before_training_in_one_line(tmp_pa
 def test_a_missing_ruler_is_one_line_in_a_fresh_process(tmp_path):
     """The same refusal from the command itself: in a process that has loaded no feature network, the ruler's error
     is still bad input (exit 2, one line), not a traceback."""
-    raw = tmp_path / "data" / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-        (raw / name).write_bytes(b"")
-    data = tiny_scenario("s", [{"strategy": "conditional", "engine": "torch", "procs": [1]}])
-    data["dataset"] = {**data.get("dataset", {}), "name": "mnist", "image_size": 20}
-    data["metrics"] = {"features": "classifier", "samples": 200}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = mnist_without_its_ruler(tmp_path)
     env = {**os.environ, "SUITE_RULERS": str(tmp_path / "no-rulers"), "SUITE_DATA": str(tmp_path / "data")}
     command = [sys.executable, "-m", "suite", "run", str(path), "--out", str(tmp_path / "r")]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)

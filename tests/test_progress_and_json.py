@@ -17,14 +17,21 @@ from suite.records.results import LOG_FILE, new_record, write_record
 from suite.running import sweep
 
 
+def last_step(run_dir: Path) -> str | None:
+    """The last ``step N/M, X images/s`` in the log of ``run_dir``, as the launch's ticker reads it."""
+    follower = sweep.LogFollower(run_dir, run_dir.name)
+    follower.read()
+    return follower.step
+
+
 def test_the_last_progress_line_is_found_in_the_runs_log(tmp_path):
     (tmp_path / LOG_FILE).write_text(
         "$ mpirun ...\n"
         "12:00:01 rank0 INFO: data_parallel: step 40/400, 812 images/s, 3s in the training window, ETA 30s\n"
         "12:00:04 rank0 INFO: data_parallel: step 80/400, 790 images/s, 6s in the training window, ETA 27s\n"
     )
-    assert sweep.latest_progress(tmp_path) == "step 80/400, 790 images/s"
-    assert sweep.latest_progress(tmp_path / "absent") is None
+    assert last_step(tmp_path) == "step 80/400, 790 images/s"
+    assert last_step(tmp_path / "absent") is None
 
 
 def test_without_a_terminal_a_line_every_interval_when_the_run_moved(tmp_path, monkeypatch, caplog):
@@ -94,7 +101,7 @@ def test_a_run_logs_images_per_second_and_its_json_names_it(small_sweep):
     (run,) = [run for run in document["runs"] if run["run_id"] == "data_parallel-bce-mpi-p1-r0"]
     assert run["status"] == "ok" and run["images_per_s"] > 0 and run["train_s"] > 0
     log = (out / run["run_id"] / LOG_FILE).read_text()
-    assert sweep.latest_progress(out / run["run_id"]) is not None, log[-2000:]
+    assert last_step(out / run["run_id"]) is not None, log[-2000:]
 
 
 def test_report_json_says_what_the_first_page_says(tmp_path, capsys):

@@ -221,19 +221,6 @@ _STEP_LINE = re.compile(r": (step \d+(?:/\d+)?, \d+ images/s)")
 """The training loop's progress line, in a run's log (:meth:`suite.train.training.GanTrainer._progress`)."""
 
 
-def latest_progress(run_dir: Path, tail: int = 8192) -> str | None:
-    """The last ``step N/M, X images/s`` the run's ranks logged (``log.txt``'s last ``tail`` bytes), or None."""
-    try:  # the launch's own log, never through a link put in its place
-        fd = os.open(run_dir / LOG_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - tail))
-            text = handle.read(tail).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    found = _STEP_LINE.findall(text)
-    return found[-1] if found else None
-
-
 _RUN_MARK_LINE = re.compile(re.escape(RUN_MARK) + r"(\S+) \(run \d+ of \d+\)")
 """The line each rank logs as a run of a shared launch begins (:mod:`.worker`)."""
 
