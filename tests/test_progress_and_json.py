@@ -67,6 +67,22 @@ def test_in_a_shared_launch_the_line_names_the_run_training_now(tmp_path, caplog
     assert said == ["run-a: 30s, step 12/12, 40 images/s", "run-b: 90s, step 3/12, 38 images/s"]
 
 
+def test_a_long_log_is_followed_in_bounded_reads_that_miss_no_run_mark(tmp_path, monkeypatch):
+    from suite.running.commands import RUN_MARK
+
+    monkeypatch.setattr(sweep, "FOLLOW_READ_BYTES", 80)  # longer than each line but the one of 200 bytes
+    lines = [f"x INFO: gan: step {i}/9, 50 images/s, 1s in the training window\n" for i in range(1, 4)]
+    lines.insert(1, "x" * 200 + "\n")  # a line longer than a read: passed over, not waited on
+    lines += [f"rank 0 w: {RUN_MARK}run-b (run 2 of 2)\n", "x INFO: gan: step 1/9, 60 images/s, 0s in the training window\n"]
+    (tmp_path / LOG_FILE).write_text("".join(lines))
+    follower = sweep.LogFollower(tmp_path, "run-a")
+    seen = []
+    for _ in range(20):
+        follower.read()
+        seen.append((follower.run_id, follower.step))
+    assert ("run-a", "step 3/9, 50 images/s") in seen and seen[-1] == ("run-b", "step 1/9, 60 images/s")
+
+
 class _Bar:
     note = ""
 

@@ -225,6 +225,10 @@ _RUN_MARK_LINE = re.compile(re.escape(RUN_MARK) + r"(\S+) \(run \d+ of \d+\)")
 """The line each rank logs as a run of a shared launch begins (:mod:`.worker`)."""
 
 
+FOLLOW_READ_BYTES = 2**20
+"""The most a tick reads of a launch's log: a verbose launch is caught up with over several ticks, never in one read."""
+
+
 class LogFollower:
     """A launch's log read as it grows (whole lines, never through a link): the run whose mark it showed last (the
     launch's first run until a later one begins) and that run's last ``step N/M, X images/s``."""
@@ -239,10 +243,13 @@ class LogFollower:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             with os.fdopen(fd, "rb") as handle:
                 handle.seek(self.offset)
-                data = handle.read()
+                data = handle.read(FOLLOW_READ_BYTES)
         except OSError:
             return
         whole = data.rfind(b"\n") + 1  # a line still being written is read next time
+        if whole == 0 and len(data) == FOLLOW_READ_BYTES:  # a line longer than a read is no mark or step: passed over
+            self.offset += len(data)
+            return
         self.offset += whole
         for line in data[:whole].decode("utf-8", errors="replace").splitlines():
             if (mark := _RUN_MARK_LINE.search(line)) is not None:
