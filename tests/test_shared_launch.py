@@ -197,7 +197,11 @@ def test_an_interrupted_launch_keeps_its_finished_runs_and_resume_trains_the_res
         return done
 
     monkeypatch.setattr(launching, "_finished", ctrl_c_once_the_first_run_is_recorded)
+    # each step sleeps ten times its length: a run lasts seconds, longer than the launcher's second between two looks,
+    # so the second run is still going on when the first's record is seen (an unslowed 2-step run can end before)
+    monkeypatch.setenv("SUITE_TEST_SLOWDOWN", "10")
     code, records = run_scenario(tmp_path, scenario)
+    monkeypatch.delenv("SUITE_TEST_SLOWDOWN")
     first, second, third = (f"data_parallel-bce-mpi-p2-s{s}-r0" for s in (0, 1, 2))
     assert code != 0 and stopped == [first]
     assert records[first]["status"] == "ok" and "--next-run" in records[first]["command"]  # finished: kept whole

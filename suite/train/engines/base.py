@@ -113,9 +113,6 @@ class Engine(ABC):
     """A communication engine: Horovod, torch.distributed, MPI or DeepSpeed."""
 
     name: str = "base"
-    exit_without_finalizing: bool = False
-    """Whether a rank that has written everything leaves without finalizing the interpreter
-    (:data:`suite.running.worker._exit_without_finalizing`: torch.distributed's Gloo threads may abort it)."""
     needs_nvidia: str | None = None
     """What in its GPU path needs an NVIDIA GPU, refused in one line on a ROCm torch (:func:`gpu_refusal`); None: its
     GPU path runs on AMD GPUs too (torch's ``cuda`` API, RCCL behind ``nccl``)."""

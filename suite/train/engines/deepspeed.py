@@ -97,8 +97,6 @@ class DeepSpeedEngine(TorchEngine):
     """DeepSpeed over torch.distributed (started by torchrun, deepspeed, mpirun, srun or jsrun)."""
 
     name = "deepspeed"
-    exit_without_finalizing = False  # only the plain torch engine was seen to abort while finalizing
-
     @classmethod
     def shared_launch_refusal(cls, run: Run) -> str | None:
         return "the deepspeed engine configures itself once per process, from one run's settings"
