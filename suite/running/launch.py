@@ -60,6 +60,11 @@ def child_environment(run: Run, opts: LaunchOptions) -> dict[str, str]:
         env["PATH"] = f"{Path(opts.python).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
     env[OWNER_VARIABLE] = ProcessId.current().mark()  # every process of the launch: ended with this one (.reaper)
+    if opts.launcher == "local":
+        # One node: Open MPI moves the ranks' messages through shared memory; its libfabric transport (btl ofi) is for
+        # other nodes, and probing for a fabric took 1.0 of MPI_Init's 1.1 s on a host without one. A site's choice
+        # (OMPI_MCA_btl set) stands; other MPIs ignore the variable.
+        env.setdefault("OMPI_MCA_btl", "^ofi")
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # Open MPI refuses root unless told
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
