@@ -104,11 +104,11 @@ def outside_cores_now(seconds: float = 2.0) -> float | None:
     return max(0.0, r["host"]["busy_s"] - r["own_cpu_s"]) / r["wall_s"]
 
 
-def timed_run(tmp_path, name: str) -> Record:
+def timed_run(tmp_path, name: str, steps: int) -> Record:
     """A small run holding every core of the host (one rank, a thread per core)."""
     cores = os.cpu_count() or 1
     runs = [{"strategy": "data_parallel", "engine": "mpi", "procs": [1]}]
-    scenario = tiny_scenario(name, runs, train={"steps": 8, "batch_size": 32, "warmup_steps": 1, "threads": cores})
+    scenario = tiny_scenario(name, runs, train={"steps": steps, "batch_size": 32, "warmup_steps": 1, "threads": cores})
     (tmp_path / name).mkdir()
     code, records = run_scenario(tmp_path / name, scenario)
     assert code == 0, {k: r.get("error") for k, r in records.items()}
@@ -121,7 +121,7 @@ def test_a_run_beside_a_busy_loop_is_marked_contended_and_a_quiet_one_is_not(tmp
     cores = os.cpu_count() or 1
     loop = busy_loop()
     try:
-        busy = timed_run(tmp_path, "busy")
+        busy = timed_run(tmp_path, "busy", steps=2)  # its threads wait on the loop's core: seconds a step
     finally:
         stop(loop)
     load = busy.host_load
@@ -134,7 +134,7 @@ def test_a_run_beside_a_busy_loop_is_marked_contended_and_a_quiet_one_is_not(tmp
     before = outside_cores_now()
     if before is None or before > BUSY_SHARE * cores:
         pytest.skip(f"the host is busy with others' work ({before:.2f} cores before the quiet run): quiet is not testable now")
-    quiet = timed_run(tmp_path, "quiet")
+    quiet = timed_run(tmp_path, "quiet", steps=8)
     load = quiet.host_load
     if load.contended:
         after = outside_cores_now()

@@ -278,6 +278,17 @@ def test_launcher_priority_and_bad_values():
         detect({"RANK": "4", "WORLD_SIZE": "2"})
 
 
+def test_a_launch_on_this_node_leaves_the_fabric_transport_out_unless_the_site_chose(monkeypatch):
+    from suite.running.launch import child_environment
+
+    run = expand(parse_scenario(tiny_scenario("env", [{"strategy": "data_parallel", "engine": "mpi", "procs": [2]}])))[0]
+    monkeypatch.delenv("OMPI_MCA_btl", raising=False)
+    assert child_environment(run, LaunchOptions())["OMPI_MCA_btl"] == "^ofi"  # shared memory on one node
+    assert "OMPI_MCA_btl" not in child_environment(run, LaunchOptions(launcher="mpirun"))  # other nodes: the fabric too
+    monkeypatch.setenv("OMPI_MCA_btl", "self,vader,tcp")
+    assert child_environment(run, LaunchOptions())["OMPI_MCA_btl"] == "self,vader,tcp"
+
+
 def test_threads_per_rank_on_cpu_and_on_a_gpu():
     # CPU ranks share the node's cores by the sweep's ranks per node; a binding or train.threads wins
     assert threads_per_rank(None, 2, cores=16) == 8
