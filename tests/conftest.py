@@ -97,12 +97,17 @@ SMALL_SWEEP_CLASSES = [0, 1, 2]
 """The digits the shared small sweep learns (three: a label-partitioned step is one step of each of 3 class GANs)."""
 
 
+SMALL_SWEEP_BUDGET = 576
+"""The images budget of the small sweep's budgeted runs: whole steps of every kind of system (36 data-parallel steps of
+16 images, 12 label-partitioned ones of 48, 9 cellular iterations of 64)."""
+
+
 def small_sweep_scenario() -> dict:
     """One small scenario whose runs serve the tests that check what real runs leave, each its own entries: the compare
     tests' data-parallel runs at P = 1 and 2 (two repeats), the budget tests' systems under one images budget and one
     time budget, and the tuning test's sweep. Its runs share launches (an engine, a process count, ranks per node: 3
     launches, not one per test); every entry keeps the training settings of the test it serves."""
-    budget = {"budget_images": 960, "batch_size": 16}
+    budget = {"budget_images": SMALL_SWEEP_BUDGET, "batch_size": 16}
     runs = [
         # compare (tests/test_compare.py), also the record tests/test_gpucheck.py, test_progress_and_json.py and
         # test_hostile_names.py read: data-parallel MPI at P = 1 and 2, 40 steps

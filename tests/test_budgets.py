@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_training import SoloEngine
 
-from conftest import run_scenario, tiny_scenario
+from conftest import SMALL_SWEEP_BUDGET, run_scenario, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.config.plan import budget_fraction_steps
 from suite.gan.data import load_dataset
@@ -215,29 +215,33 @@ def budgeted(small_sweep):
 @pytest.mark.parametrize(
     "run_id, steps, step_images",
     [
-        ("budgeted-p2-r0", 60, 16),  # data-parallel: a global step, one batch of 16
-        ("label_partitioned-bce-mpi-p2-r0", 20, 48),  # a step of each of the 3 class GANs
+        ("budgeted-p2-r0", 36, 16),  # data-parallel: a global step, one batch of 16
+        ("label_partitioned-bce-mpi-p2-r0", 12, 48),  # a step of each of the 3 class GANs
         # an iteration: 3 batches of 16 in each of 2 cells, the discriminators trained on 2 of them (skip 1)
-        ("cellular-mustangs-mpi-p1-g1x2-r0", 15, 64),
+        ("cellular-mustangs-mpi-p1-g1x2-r0", 9, 64),
     ],
 )
 def test_every_system_stops_at_the_images_budget_and_records_what_it_got(budgeted, run_id, steps, step_images):
     r = budgeted[run_id]
     assert r["status"] == "ok", r.get("error")
-    assert r["budget_images"] == 960 and r["budget_s"] is None and r["budget_window_s"] is None
-    assert r["budget_steps"] == steps and r["images_consumed"] == steps * step_images == 960
+    assert r["budget_images"] == SMALL_SWEEP_BUDGET and r["budget_s"] is None and r["budget_window_s"] is None
+    assert r["budget_steps"] == steps and r["images_consumed"] == steps * step_images == SMALL_SWEEP_BUDGET
     assert r["warmup_images_consumed"] == step_images  # one warm-up step of the system
     # the warm-up is on the training clock, and the throughput counts its training images
     assert r["train_s"] > r["warmup_s"] > 0 and r["telemetry"]["timed_steps"] == steps - 1 and not r["warnings"]
-    assert r["train_images"] == r["images_consumed"] and r["images_per_s"] == pytest.approx(960 / r["train_s"], rel=0.05)
+    assert r["train_images"] == r["images_consumed"] and r["images_per_s"] == pytest.approx(
+        SMALL_SWEEP_BUDGET / r["train_s"], rel=0.05
+    )
     # work as a trait of the strategy: a cellular generator steps on every batch, its discriminators on 2 of 3 (skip
     # 1); only cellular scores images while it trains (fitness and mixtures)
     cellular = run_id.startswith("cellular")
     assert (r["steps_per_gan"], r["generator_only_steps"]) == ((steps * 3, steps) if cellular else (steps, 0))
     assert (r["eval_images"] > 0) == cellular
-    # the curve: at the whole step nearest half the budget, a tie to the later (cellular: 8 of 15 iterations), and at its end
-    assert [p["images"] for p in r["curve"]] == [s * step_images for s in budget_fraction_steps(960, step_images, 2)]
-    assert r["curve"][-1]["images"] == 960 and r["curve"][0]["images"] == (512 if cellular else 480)
+    # the curve: at the whole step nearest half the budget, a tie to the later (cellular: 5 of 9 iterations), and at its end
+    assert [p["images"] for p in r["curve"]] == [
+        s * step_images for s in budget_fraction_steps(SMALL_SWEEP_BUDGET, step_images, 2)
+    ]
+    assert r["curve"][-1]["images"] == SMALL_SWEEP_BUDGET and r["curve"][0]["images"] == (320 if cellular else 288)
 
 
 @pytest.mark.multiproc
@@ -258,7 +262,9 @@ def test_every_system_writes_its_tensorboard_events_on_one_axis_of_training_imag
     steps = {tag: [e.step for e in events.Scalars(tag)] for tag in tags}
     trained = [tag for tag in tags if tag.startswith(("loss/", "train/mixture_fid"))]
     assert trained and all(s % step_images == 0 for tag in trained for s in steps[tag])  # whole steps of the system
-    assert max(s for points in steps.values() for s in points) == r["train_images"] == 960  # nothing beyond the run
+    assert (
+        max(s for points in steps.values() for s in points) == r["train_images"] == SMALL_SWEEP_BUDGET
+    )  # nothing beyond the run
     assert _series(events, "quality/kid_mean") == [(p["images"], pytest.approx(p["kid_mean"], rel=1e-6)) for p in r["curve"]]
     assert sorted(t for t in tags if t.startswith("time/step_mean_s/rank")) == [f"time/step_mean_s/rank{w}" for w in writers]
     # rank 0's step times as training ended are the record's own (its last point comes after its last step)
