@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from ..config.envsettings import check_environment
 from ..config.escape import one_line, terminal
+from ..running.processes import leave_now
 from ..running.sweep import TIMESTAMP_FORMAT
 from .common import TIMESTAMPED_FORMAT, UsageError, log
 from .exitcodes import ExitCode
@@ -71,3 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         text = str(error) if isinstance(error, WriteFailed) or not error.filename else f"{error.filename}: {error.strerror}"
         print(f"error: {one_line(text)}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+
+
+def console() -> NoReturn:
+    """The ``suite`` command: :func:`main`, then the process ends at once (:func:`suite.running.processes.leave_now`;
+    a command that imported torch would otherwise spend a second finalizing the interpreter)."""
+    leave_now(main())

@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import psutil
 
@@ -129,3 +129,23 @@ def wait_until_gone(mark: str, timeout: float, poll: float = 0.5) -> list[psutil
     while (left := marked(mark)) and time.monotonic() < deadline:
         time.sleep(poll)
     return left
+
+
+def leave_now(code: int) -> NoReturn:
+    """End this process with ``code`` at once, its work done: logs and streams flushed, MPI finalized where mpi4py
+    started it (mpirun counts a rank that ends without ``MPI_Finalize`` as failed), the interpreter not finalized.
+
+    Finalizing an interpreter that imported torch took 0.95 s from the last atexit handler to the process's end on 2
+    cores: a second of every rank of every launch, and of every ``suite`` command that trained or scored, after
+    everything was written. The suite registers no atexit handler of its own.
+    """
+    import logging
+
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            stream.flush()
+    os._exit(int(code))

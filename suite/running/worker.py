@@ -37,6 +37,7 @@ from ..train.launchenv import LaunchInfo, detect, node_cores, threads_per_rank
 from .commands import NEXT_RUN_OPTION, RUN_DIGEST_OPTION, RUN_MARK
 from .fault_hooks import diverge_at_step, fail_at_step, slow_down_steps
 from .launch_part import HandedLaunch, handed_launch
+from .processes import leave_now
 from .rank_record import RunOnRank
 from .run_file import RunFileChanged, read_run, sha256_hex
 from .run_record import conclude, report_failure
@@ -53,14 +54,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("suite.running.worker")
 
 _exit_without_finalizing = False
-"""Set once the rank has written everything and shut its engine down: it then leaves with ``os._exit``.
-
-Finalizing an interpreter that imported torch takes about a second (measured: 0.95 s from the last atexit handler to
-the process's end on 2 cores), paid by every rank of every launch after the work is done. A torch.distributed rank
-could also abort while finalizing ("terminate called without an active exception", SIGABRT, from a Gloo thread
-destroyed with DDP's last references): 1 run in about 50 of the regression gate's workload on 2 cores, turning a
-finished run into a failed one. Nothing is left to write by then; MPI, where mpi4py started it, is finalized first
-(:func:`_leave`), as the launcher expects of every rank.
+"""Set once the rank has written everything and shut its engine down: it then ends at once
+(:func:`.processes.leave_now`), skipping the second an interpreter that imported torch spends finalizing. A
+torch.distributed rank could also abort while finalizing ("terminate called without an active exception", SIGABRT, from
+a Gloo thread destroyed with DDP's last references): 1 run in about 50 of the regression gate's workload on 2 cores,
+turning a finished run into a failed one.
 """
 
 
@@ -394,23 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _leave(code: int) -> NoReturn:
-    """Leave the process at once (:data:`_exit_without_finalizing`): logs and streams flushed, MPI finalized where
-    mpi4py started it (mpirun counts a rank that ends without ``MPI_Finalize`` as failed)."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def run_and_exit() -> NoReturn:
     """``main``, then leave the process: without finalizing where :data:`_exit_without_finalizing` says so."""
     code = main()
     if _exit_without_finalizing:
-        _leave(code)
+        leave_now(code)
     sys.exit(code)
 
 

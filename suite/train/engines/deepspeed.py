@@ -97,6 +97,7 @@ class DeepSpeedEngine(TorchEngine):
     """DeepSpeed over torch.distributed (started by torchrun, deepspeed, mpirun, srun or jsrun)."""
 
     name = "deepspeed"
+
     @classmethod
     def shared_launch_refusal(cls, run: Run) -> str | None:
         return "the deepspeed engine configures itself once per process, from one run's settings"

@@ -97,6 +97,7 @@ class TorchEngine(Engine):
     """torch.distributed with DDP; started by torchrun (or any launcher, see suite.train.launchenv)."""
 
     name = "torch"
+
     def __init__(self, launch: LaunchInfo, ddp: DDPConfig | None = None) -> None:
         super().__init__()
         self.launch, self.ddp = launch, ddp or DDPConfig()
