@@ -39,11 +39,13 @@ gpu-check: setup
 
 # The test suite (unit tests and real 1-4 process runs on CPU): every behaviour once, on the engine and launcher
 # users meet first. `make test-matrix` checks the same behaviours on the other engines and launchers; CI runs both.
-# The in-process tests run on two workers (pytest-xdist); the real runs one at a time after them, as their timings
-# and the cores they count are theirs alone.
+# The in-process tests run on two workers (pytest-xdist); then the real runs: two tests at a time (a test's module on
+# one worker, so its fixtures run once), those whose timings, contention or noise are checked (marked quiet) one at a
+# time after them, with the cores to themselves.
 test: setup
 	$(BIN)/python -m pytest -m "not matrix and not multiproc" -n 2
-	$(BIN)/python -m pytest -m "not matrix and multiproc"
+	$(BIN)/python -m pytest -m "not matrix and multiproc and not quiet" -n 2 --dist loadscope
+	$(BIN)/python -m pytest -m "not matrix and multiproc and quiet"
 
 test-matrix: setup
 	$(BIN)/python -m pytest -m matrix

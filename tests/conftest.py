@@ -31,6 +31,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # names it in SUITE_CLUSTER_STATE); elsewhere, `make test` included, they are not collected.
 collect_ignore_glob = [] if os.environ.get("SUITE_CLUSTER_STATE") else ["cluster/*"]
 
+
+def pytest_collection_modifyitems(items):
+    """A test that reads the shared small sweep is ``quiet``: the compare tests judge images/s against the noise between
+    its repeats, so its runs must not share the cores with another test's launch."""
+    for item in items:
+        if "small_sweep" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.quiet)
+
+
 # The tests see the suite's own strategies, losses and engines, whatever plugins the environment has installed;
 # the `plugins` fixture brings the installed ones in (tests/test_plugins.py).
 os.environ["SUITE_NO_PLUGINS"] = "1"

@@ -116,6 +116,7 @@ def timed_run(tmp_path, name: str, steps: int) -> Record:
 
 
 @pytest.mark.multiproc
+@pytest.mark.quiet
 @pytest.mark.skipif(read_cpu_times() is None, reason="no /proc/stat: the host's CPU times are unknown here")
 def test_a_run_beside_a_busy_loop_is_marked_contended_and_a_quiet_one_is_not(tmp_path):
     cores = os.cpu_count() or 1
