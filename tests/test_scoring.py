@@ -170,7 +170,7 @@ def test_a_rank_without_rank_0s_ruler_hands_its_share_back_to_rank_0(scored_by, 
     caplog.set_level("WARNING", logger="suite.running.scoring")
     shared = score_on_ranks(run, outcome, 2)[0]
     assert sorted(scored_by) == sorted([("rank0", identity(final)), ("rank0", identity(earlier))])
-    assert shared[0] == alone[0] and "rank 0 scores its 1 models" in caplog.text
+    assert shared[0] == alone[0] and "rank 0 scores its share" in caplog.text
 
 
 def test_the_ema_generator_of_ten_times_the_samples_gets_a_rank_of_its_own():
@@ -186,3 +186,68 @@ def test_the_ema_generator_of_ten_times_the_samples_gets_a_rank_of_its_own():
     }  # at equal costs, in turn (as before)
     three = {r: [key for key, _ in jobs] for r, jobs in scoring.share_out(outcome, 3, ema_cost=2).items()}
     assert three == {0: ["final", "curve1"], 1: ["ema"], 2: ["curve0", "curve2"]}  # the costliest first
+
+
+def test_water_fill_evens_the_ranks_out_and_parts_cut_consecutive_batches():
+    assert scoring.water_fill([6.0, 0.0], 10) == pytest.approx([0.2, 0.8])  # both finish at 8
+    assert scoring.water_fill([4.0, 2.0, 9.0], 3) == pytest.approx([0.5 / 3, 2.5 / 3, 0.0])  # the busiest rank takes none
+    assert scoring.water_fill([1.0, 5.0], 2) == [1.0, 0.0]
+    assert scoring.parts(50, [0.2, 0.8]) == [slice(0, 10), slice(10, 50)]
+    assert scoring.parts(3, [0.5, 0.0, 0.5]) == [slice(0, 2), slice(2, 2), slice(2, 3)]
+
+
+def ema_bundles() -> dict[str, GeneratorBundle]:
+    """An EMA generator of each kind: one (conditional) network, one network per class, a mixture of two cells."""
+    nets = [build_pair(20, 1, 100, seed=seed)[0].state_dict() for seed in (5, 6, 7)]
+    prior = {0: 0.5, 1: 0.3, 2: 0.2}
+    per_class = GeneratorBundle(
+        "per_class", 20, 1, 100, 10, False, {f"c{c}": nets[c] for c in prior}, prior, classes={f"c{c}": c for c in prior}
+    )
+    mixture = GeneratorBundle(
+        "mixture", 20, 1, 100, 10, False, {"a": nets[0], "b": nets[1]}, dict(PRIOR), weights={"a": 0.7, "b": 0.3}
+    )
+    return {"single": bundle(8), "per_class": per_class, "mixture": mixture}
+
+
+@pytest.mark.parametrize("kind", ["single", "per_class", "mixture"])
+def test_a_draw_generated_in_parts_is_the_whole_draw_to_the_bit(kind):
+    sampler = Sampler(ema_bundles()[kind])
+    whole, labels = sampler.sample(730, seed=2)
+    cuts = scoring.parts(len(sampler.batches(730, seed=2)), [0.3, 0.0, 0.7])
+    pieces = [sampler.sample(730, seed=2, part=cut)[0] for cut in cuts]
+    assert torch.equal(sum(pieces), whole) and torch.equal(sampler.sample(730, seed=2)[1], labels)
+    assert all(cut.stop - cut.start < len(sampler.batches(730, seed=2)) for cut in cuts)  # no part is the whole draw
+
+
+@pytest.mark.parametrize("kind", ["single", "per_class", "mixture"])
+def test_the_ema_generators_draw_split_over_the_ranks_scores_as_on_one_rank(kind, monkeypatch):
+    """Its batches and feature batches over 2 and 3 ranks (the busier rank 0 taking fewer), its scores one rank's to
+    the bit; a rank without rank 0's ruler leaves its feature batches to rank 0, with the same scores."""
+    metrics_settings = {"enabled": True, "features": "classifier", "samples": 150, "ema_samples": 730, "curve_points": 3}
+    scenario = tiny_scenario(
+        "s", [{"strategy": "conditional", "procs": [2]}], metrics=metrics_settings, train={"ema_half_life": 0.1}
+    )
+    run = expand(parse_scenario(scenario))[0]
+    outcome = Outcome(bundle(0), curve=[(1.0, 2, 64, bundle(1)), (2.0, 4, 128, bundle(2))], ema=ema_bundles()[kind])
+    drawn = []
+    sample = Sampler.sample
+    monkeypatch.setattr(Sampler, "sample", lambda self, n, *a, **k: drawn.append((n, k.get("part"))) or sample(self, n, *a, **k))
+    alone = score_on_ranks(run, outcome, 1)[0][0]
+    assert alone["ema"]["n"] == 730 and alone["ema"]["fid"] > 0
+    for size in (2, 3):
+        drawn.clear()
+        shared = score_on_ranks(run, outcome, size)[0][0]
+        assert shared == alone  # every score, the EMA generator's included, bit for bit
+        ema_parts = [part for n, part in drawn if n == 730]
+        assert len(ema_parts) == size and all(part is not None for part in ema_parts)  # split: no rank drew it whole
+    load = scoring.ruler
+
+    def rank_1_differs(run, device):
+        ref, (net, classifier) = load(run, device)
+        if threading.current_thread().name == "rank1":
+            net = copy.copy(net)
+            net.sha256 = "0" * 64
+        return ref, (net, classifier)
+
+    monkeypatch.setattr(scoring, "ruler", rank_1_differs)
+    assert score_on_ranks(run, outcome, 2)[0][0] == alone

@@ -335,22 +335,34 @@ class Sampler:
                 images[rows] = self.networks["all"](z[rows].to(self.device), y).float().cpu()
         return images
 
+    def batches(self, n: int, seed: int = 0, batch_size: int = SAMPLE_BATCH) -> list[tuple[str, np.ndarray]]:
+        """The batches :meth:`sample` generates ``n`` samples of ``seed`` in: ``(generator key, rows)``, in order."""
+        keys = np.array(self._components(n, np.random.default_rng(derive_seed(seed, "sample-components")))[0])
+        return [
+            (key, rows[lo : lo + batch_size])
+            for key in sorted(set(keys.tolist()))
+            for rows in [np.flatnonzero(keys == key)]
+            for lo in range(0, len(rows), batch_size)
+        ]
+
     @torch.no_grad()
-    def sample(self, n: int, seed: int = 0, batch_size: int = SAMPLE_BATCH) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` images (float32, (N, C, H, W), [-1, 1]) and their labels (int64; -1 unconditional)."""
+    def sample(
+        self, n: int, seed: int = 0, batch_size: int = SAMPLE_BATCH, part: slice | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` images (float32, (N, C, H, W), [-1, 1]) and their labels (int64; -1 unconditional).
+
+        ``part``: only those of the draw's :meth:`batches` (the rows of the others stay zero), each generated as the
+        whole draw generates it: the ranks that share a draw out make the images one rank would, to the bit."""
         rng = np.random.default_rng(derive_seed(seed, "sample-components"))
         keys, labels = self._components(n, rng)
         z = torch.randn(n, self.bundle.latent_dim, generator=torch_generator(seed, "sample-noise"))
-        images = torch.empty(n, self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
+        images = torch.zeros(n, self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
         label_tensor = torch.from_numpy(np.asarray(labels, dtype=np.int64))
-        keys_array = np.array(keys)
-        for key in sorted(set(keys)):
-            rows = np.flatnonzero(keys_array == key)
-            for lo in range(0, len(rows), batch_size):
-                chunk = torch.from_numpy(rows[lo : lo + batch_size])
-                zz = z[chunk].to(self.device)
-                yy = label_tensor[chunk].to(self.device) if self.bundle.conditional else None
-                images[chunk] = self.networks[key](zz, yy).float().cpu()
+        for key, rows in self.batches(n, seed, batch_size)[part or slice(None)]:
+            chunk = torch.from_numpy(rows)
+            zz = z[chunk].to(self.device)
+            yy = label_tensor[chunk].to(self.device) if self.bundle.conditional else None
+            images[chunk] = self.networks[key](zz, yy).float().cpu()
         return images, label_tensor
 
 

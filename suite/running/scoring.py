@@ -11,12 +11,20 @@ training the other ranks would only wait, so a run at P = 2 scores in about half
 whose node gives another ruler (``features: auto`` picks by what a node has) or none hands its share
 back, and rank 0 scores it: every score of a record comes from rank 0's ruler.
 
+The EMA generator, scored on many more samples than the others (``metrics.ema_samples``), is not handed to one rank
+but split: every rank generates its share of the draw's batches, the ranks exchange the images, each computes the
+ruler's features of its share of the feature batches, and rank 0 scores the whole draw from them. Each batch is made as
+one rank would make it, so the scores are one rank's to the bit; the shares fill the ranks up to one level after the
+other models (at P = 2 the EMA generator's rank finished 4 models' time after the other).
+
 Models that are large to hand out (more than :data:`SHARE_LIMIT_BYTES` together, e.g. the class
-generators of a label-partitioned run over many classes) stay on rank 0, which then scores them all.
+generators of a label-partitioned run over many classes) stay on rank 0, which then scores them all, the EMA
+generator's draw whole; so does a draw whose images are larger than that to exchange.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +63,6 @@ def traits(bundle: GeneratorBundle) -> dict[str, Any]:
 def on_cpu(bundle: GeneratorBundle) -> GeneratorBundle:
     """The bundle as it crosses processes: host copies of its tensors (a GPU tensor handed over would land on the
     sender's device)."""
-    import dataclasses
-
     from ..train.flat import cpu_state
 
     return dataclasses.replace(bundle, generators={key: cpu_state(state) for key, state in bundle.generators.items()})
@@ -82,7 +88,9 @@ def final_aliases(outcome: Outcome) -> list[str]:
     ]
 
 
-def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema_cost: float = 1.0) -> dict[int, Jobs]:
+def share_out(
+    outcome: Outcome, size: int, aliases: list[str] | None = None, ema_cost: float = 1.0, split_ema: bool = False
+) -> dict[int, Jobs]:
     """Which rank scores which model: ``{rank: [(key, bundle)]}``, the final model (key ``final``) on rank 0.
 
     The curve's snapshots are ``curve<i>`` (none where the strategy scored them while training, nor
@@ -90,7 +98,8 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema
     ``ema_cost`` times another model (it is scored on ``metrics.ema_samples``, the others on ``metrics.samples``).
     Each model goes to the rank with the least cost so far, the costliest first (the longest-processing-time rule), so
     that the ranks finish together: handed out in turn, the EMA generator of 10 times the samples landed beside the
-    final model on rank 0 while rank 1 waited.
+    final model on rank 0 while rank 1 waited. With ``split_ema``, where the models are handed out, the EMA generator
+    is no one rank's: its draw is split over the ranks (:func:`water_fill`).
     """
     assert outcome.bundle is not None, "a strategy's bundle is complete on rank 0"
     skipped = set(final_aliases(outcome) if aliases is None else aliases)
@@ -103,6 +112,7 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema
     shared = size > 1 and sum(bundle_bytes(b) for _, b in jobs[1:]) <= SHARE_LIMIT_BYTES
     if not shared:
         return {0: jobs}
+    jobs = [job for job in jobs if not (split_ema and job[0] == EMA)]
     cost = {key: ema_cost if key == EMA else 1.0 for key, _ in jobs}
     load, owner = [cost[FINAL]] + [0.0] * (size - 1), {FINAL: 0}
     for key, _ in sorted(jobs[1:], key=lambda job: -cost[job[0]]):  # stable: equal costs keep their order
@@ -112,6 +122,25 @@ def share_out(outcome: Outcome, size: int, aliases: list[str] | None = None, ema
     for key, bundle in jobs:
         plan.setdefault(owner[key], []).append((key, bundle))
     return plan
+
+
+def water_fill(loads: list[float], amount: float) -> list[float]:
+    """Each rank's share (they sum to 1) of work of cost ``amount`` that raises the lowest ``loads`` to one level, so
+    that the ranks finish together."""
+    order = sorted(range(len(loads)), key=lambda r: loads[r])
+    level = loads[order[0]] + amount
+    for k in range(1, len(loads) + 1):
+        level = (sum(loads[r] for r in order[:k]) + amount) / k
+        if k == len(loads) or level <= loads[order[k]]:
+            break
+    return [max(0.0, level - load) / amount for load in loads]
+
+
+def parts(count: int, shares: list[float]) -> list[slice]:
+    """``count`` batches cut into consecutive parts, rank by rank, of about ``shares`` of them each."""
+    bounds = [0, *(round(count * sum(shares[: r + 1])) for r in range(len(shares)))]
+    bounds[-1] = count
+    return [slice(bounds[r], bounds[r + 1]) for r in range(len(shares))]
 
 
 _LOADED: dict[str, tuple[Reference, tuple[FeatureNet, ClassifierNet]]] = {}
@@ -152,8 +181,6 @@ def score_jobs(run: Run, jobs: Jobs, device: torch.device, ruled: tuple[Any, ...
 
 def samples_for(run: Run, key: str, ref: Reference) -> Reference:
     """The real side that scores model ``key``: the run's, at ``metrics.ema_samples`` for the EMA generator."""
-    import dataclasses
-
     ema_n = run.metrics.ema_samples
     return dataclasses.replace(ref, n=ema_n) if key == EMA and ema_n is not None else ref
 
@@ -164,28 +191,83 @@ def ruler_identity(ruled: tuple[Any, ...]) -> tuple[str, str | None]:
     return net.name, net.sha256
 
 
-def _score_share(run: Run, engine: Engine, handed: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
-    """A rank other than 0: the scores of its share, or None where its ruler is not rank 0's (rank 0 then scores it)."""
+def _own_ruler(run: Run, engine: Engine, handed: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A rank other than 0: its ruler, or None where it cannot load one or it is not rank 0's (rank 0 then does its
+    share)."""
     from ..measure.metrics.features import FeatureUnavailable
 
-    jobs = handed["jobs"].get(engine.rank, [])
-    if not jobs:
-        return {}
     try:
         ruled = ruler(run, engine.device)
     except (FeatureUnavailable, OSError) as error:
-        log.warning("rank %d cannot load the ruler (%s): rank 0 scores its %d models", engine.rank, error, len(jobs))
+        log.warning("rank %d cannot load the ruler (%s): rank 0 scores its share", engine.rank, error)
         return None
     if ruler_identity(ruled) != tuple(handed["ruler"]):
         log.warning(
-            "rank %d's ruler is %s, rank 0's %s: rank 0 scores its %d models",
+            "rank %d's ruler is %s, rank 0's %s: rank 0 scores its share",
             engine.rank,
             ruler_identity(ruled),
             tuple(handed["ruler"]),
-            len(jobs),
         )
         return None
-    return score_jobs(run, jobs, engine.device, ruled)
+    return ruled
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitDraw:
+    """A rank's view of the EMA generator's draw split over the ranks: the whole draw's images, its real side, each rank's
+    share, and this rank's share of its features (None where its ruler is not rank 0's)."""
+
+    images: torch.Tensor
+    ref: Reference
+    shares: list[float]
+    features: Any
+
+
+def _split_draw(run: Run, engine: Engine, handed: dict[str, Any], ruled: tuple[Any, ...] | None) -> SplitDraw | None:
+    """Every rank, where the EMA generator's draw is split (a collective): its share of the draw's batches generated,
+    the shares exchanged (every rank then holds the whole draw), then its share of the ruler's feature batches (None
+    where its ruler is not rank 0's). None where the draw is not split."""
+    if handed["ema"] is None:
+        return None
+    import numpy as np
+    import torch
+
+    from ..gan.sampling import Sampler
+    from ..measure.metrics.evaluate import COMMON_LATENTS_SEED, draw_features
+    from ..measure.metrics.reference import Reference
+
+    bundle, shares = handed["ema"]
+    ref = samples_for(run, EMA, Reference.for_run(run, engine.device))
+    sampler = Sampler(bundle, engine.device)
+    batches = sampler.batches(ref.n, COMMON_LATENTS_SEED)
+    mine = parts(len(batches), shares)[engine.rank]
+    images, _ = sampler.sample(ref.n, COMMON_LATENTS_SEED, part=mine)
+    rows = torch.from_numpy(np.concatenate([np.empty(0, dtype=np.int64), *(r for _, r in batches[mine])]))
+    for their_rows, theirs in engine.allgather_object((rows, images[rows])):
+        images[their_rows] = theirs
+    features = None
+    if ruled is not None:
+        net = ruled[1][0]
+        own = parts(-(-ref.n // net.batch_size), shares)[engine.rank]
+        features = draw_features(images, ref, net, own) if own.stop > own.start else np.empty((0, 0))
+    return SplitDraw(images, ref, shares, features)
+
+
+def _score_split_draw(draw: SplitDraw, parts_gathered: list[Any], ruled: tuple[Any, ...]) -> dict[str, Any]:
+    """Rank 0: the EMA generator's estimand from the ranks' feature shares (those a rank could not compute, its own)."""
+    import numpy as np
+
+    from ..measure.metrics.evaluate import COMMON_LATENTS_SEED, draw_features, evaluate_estimand
+
+    images, ref, networks = draw.images, draw.ref, ruled[1]
+    cuts = parts(-(-ref.n // networks[0].batch_size), draw.shares)
+    shares = [
+        part if part is not None else draw_features(images, ref, networks[0], cut)
+        for part, cut in zip(parts_gathered, cuts, strict=True)
+        if cut.stop > cut.start
+    ]
+    features = np.concatenate(shares)
+    return {**evaluate_estimand(images, ref, networks, features=features), "latent_seed": COMMON_LATENTS_SEED}
 
 
 def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, dict[str, Any]], tuple[Any, ...]] | None:
@@ -194,21 +276,41 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
     :func:`quality_fields`); the others None."""
     if engine.rank != 0:
         handed = engine.allgather_object(None)[0]
-        engine.gather_object(_score_share(run, engine, handed))
+        jobs = handed["jobs"].get(engine.rank, [])
+        ruled = _own_ruler(run, engine, handed) if jobs or handed["ema"] is not None else None
+        draw = _split_draw(run, engine, handed, ruled)
+        share = None if ruled is None and jobs else score_jobs(run, jobs, engine.device, ruled)
+        engine.gather_object((share, draw and draw.features))
         return None
     ruled = ruler(run, engine.device)
     aliases = final_aliases(outcome)
     samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
-    plan = share_out(outcome, engine.size, aliases, ema_samples / samples if ema_samples and samples else 1.0)
+    ema_cost = ema_samples / samples if ema_samples and samples else 1.0
+    plan = share_out(outcome, engine.size, aliases, ema_cost, split_ema=_draw_fits(outcome, ema_samples))
+    split = outcome.ema is not None and all(key != EMA for share in plan.values() for key, _ in share)
+    loads = [float(len(plan.get(r, []))) for r in range(engine.size)]
+    ema = (on_cpu(outcome.ema), water_fill(loads, ema_cost)) if split and outcome.ema is not None else None
     jobs = {r: [(key, on_cpu(b)) for key, b in share] for r, share in plan.items() if r != 0}
-    engine.allgather_object({"ruler": ruler_identity(ruled), "jobs": jobs})
-    gathered = engine.gather_object(score_jobs(run, plan.get(0, []), engine.device, ruled))
+    handed = {"ruler": ruler_identity(ruled), "jobs": jobs, "ema": ema}
+    engine.allgather_object(handed)
+    draw = _split_draw(run, engine, handed, ruled)
+    gathered = engine.gather_object((score_jobs(run, plan.get(0, []), engine.device, ruled), draw and draw.features))
     assert gathered is not None, "rank 0 gathers"
     scores: dict[str, dict[str, Any]] = {}
-    for rank, part in enumerate(gathered):
-        scores.update(score_jobs(run, plan.get(rank, []), engine.device, ruled) if part is None else part)
+    for rank, (share, _) in enumerate(gathered):  # a share of None: that rank's ruler was not rank 0's
+        scores.update(score_jobs(run, plan.get(rank, []), engine.device, ruled) if share is None else share)
+    if draw is not None:
+        scores[EMA] = _score_split_draw(draw, [features for _, features in gathered], ruled)
     scores.update({key: scores[FINAL] for key in aliases})
     return scores, ruled
+
+
+def _draw_fits(outcome: Outcome, ema_samples: int | None) -> bool:
+    """Whether the EMA generator's draw is small enough to exchange between the ranks (:data:`SHARE_LIMIT_BYTES`)."""
+    ema = outcome.ema
+    if ema is None or not ema_samples:
+        return False
+    return ema_samples * ema.channels * ema.image_size**2 * 4 <= SHARE_LIMIT_BYTES
 
 
 def quality_fields(

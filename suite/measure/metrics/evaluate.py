@@ -196,14 +196,17 @@ def check_shape(images: torch.Tensor, ref: Reference) -> None:
 
 
 def sample_features(
-    images: torch.Tensor, ref: Reference, net: FeatureNet
+    images: torch.Tensor, ref: Reference, net: FeatureNet, features: np.ndarray | None = None
 ) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
     """``(features, probabilities, None)`` of scorable ``images`` under ``ref``'s protocol, or ``(.., .., reason)``
-    where they cannot be scored (:func:`unscorable_samples`, or features that are not finite)."""
+    where they cannot be scored (:func:`unscorable_samples`, or features that are not finite); ``features``, where
+    already computed (:func:`draw_features`), are taken as they are, without probabilities."""
     reason = unscorable_samples(images)
     if reason is not None:
         return None, None, reason
-    features, probs = net(protocol_images(images, ref.protocol))
+    probs = None
+    if features is None:
+        features, probs = net(protocol_images(images, ref.protocol))
     if not np.isfinite(features).all():
         return features, probs, f"the {net.name} features of the samples are not finite"
     return features, probs, None
@@ -270,21 +273,27 @@ def evaluate_images(
     return quality
 
 
-def evaluate_estimand(images: torch.Tensor, ref: Reference, networks: tuple[FeatureNet, ClassifierNet] | None = None) -> dict:
+def evaluate_estimand(
+    images: torch.Tensor,
+    ref: Reference,
+    networks: tuple[FeatureNet, ClassifierNet] | None = None,
+    features: np.ndarray | None = None,
+) -> dict:
     """The end-of-budget estimand of ``images`` and nothing else: ``fid`` (where sound, else null with ``fid_note``)
     and ``kid_mean``, the unbiased MMD^2 of all ``n`` samples against the real draw (:func:`.scores.mmd2_unbiased_all`,
     the quantity KID's subset mean estimates), or ``not_scorable`` with both null.
 
     The EMA generator's record keeps these two (``quality.ema_fid``, ``ema_kid_mean``) from many samples; IS, KID's
     subsets, the manifold and per-class scores of :func:`evaluate_images` would cost several times its FID there
-    (about 25 s of 30 at 5,000 samples on one CPU core) for fields no record keeps.
+    (about 25 s of 30 at 5,000 samples on one CPU core) for fields no record keeps. ``features``: the ruler's
+    features of ``images`` where the ranks computed them (:func:`draw_features`).
     """
     check_shape(images, ref)
     net, _ = networks or ref.networks()
     real = real_statistics(ref, net)
     n_real = int(real["n"])
     fid_value, kid_value, note = None, None, None
-    features, _, reason = sample_features(images, ref, net)
+    features, _, reason = sample_features(images, ref, net, features)
     if reason is None and features is not None:
         note = fid_withheld(len(features), n_real, features.shape[1])
         try:
@@ -297,6 +306,14 @@ def evaluate_estimand(images: torch.Tensor, ref: Reference, networks: tuple[Feat
         log.warning("samples not scorable: %s", reason)
         return {**block, "fid": None, "kid_mean": None, "not_scorable": reason}
     return block
+
+
+def draw_features(images: torch.Tensor, ref: Reference, net: FeatureNet, part: slice) -> np.ndarray:
+    """The ruler's features of the rows of ``images`` in ``net``'s batches ``part`` (a share of one draw's feature
+    batches), each batch as :func:`sample_features` of the whole draw computes it: concatenated in order, the shares
+    are the whole draw's features to the bit."""
+    lo, hi, _ = slice(part.start * net.batch_size, part.stop * net.batch_size).indices(len(images))
+    return net(protocol_images(images[lo:hi], ref.protocol))[0]
 
 
 COMMON_LATENTS_SEED = 0
