@@ -337,13 +337,8 @@ class Sampler:
 
     def batches(self, n: int, seed: int = 0, batch_size: int = SAMPLE_BATCH) -> list[tuple[str, np.ndarray]]:
         """The batches :meth:`sample` generates ``n`` samples of ``seed`` in: ``(generator key, rows)``, in order."""
-        keys = np.array(self._components(n, np.random.default_rng(derive_seed(seed, "sample-components")))[0])
-        return [
-            (key, rows[lo : lo + batch_size])
-            for key in sorted(set(keys.tolist()))
-            for rows in [np.flatnonzero(keys == key)]
-            for lo in range(0, len(rows), batch_size)
-        ]
+        keys, _ = self._components(n, np.random.default_rng(derive_seed(seed, "sample-components")))
+        return _batches_of(keys, batch_size)
 
     @torch.no_grad()
     def sample(
@@ -358,12 +353,23 @@ class Sampler:
         z = torch.randn(n, self.bundle.latent_dim, generator=torch_generator(seed, "sample-noise"))
         images = torch.zeros(n, self.bundle.channels, self.bundle.image_size, self.bundle.image_size)
         label_tensor = torch.from_numpy(np.asarray(labels, dtype=np.int64))
-        for key, rows in self.batches(n, seed, batch_size)[part or slice(None)]:
+        for key, rows in _batches_of(keys, batch_size)[part or slice(None)]:
             chunk = torch.from_numpy(rows)
             zz = z[chunk].to(self.device)
             yy = label_tensor[chunk].to(self.device) if self.bundle.conditional else None
             images[chunk] = self.networks[key](zz, yy).float().cpu()
         return images, label_tensor
+
+
+def _batches_of(keys: list[str], batch_size: int) -> list[tuple[str, np.ndarray]]:
+    """The rows of each generator key (keys in sorted order), in batches of at most ``batch_size``."""
+    keys_array = np.array(keys)
+    return [
+        (key, rows[lo : lo + batch_size])
+        for key in sorted(set(keys))
+        for rows in [np.flatnonzero(keys_array == key)]
+        for lo in range(0, len(rows), batch_size)
+    ]
 
 
 def save_image_grid(

@@ -128,7 +128,6 @@ def water_fill(loads: list[float], amount: float) -> list[float]:
     """Each rank's share (they sum to 1) of work of cost ``amount`` that raises the lowest ``loads`` to one level, so
     that the ranks finish together."""
     order = sorted(range(len(loads)), key=lambda r: loads[r])
-    level = loads[order[0]] + amount
     for k in range(1, len(loads) + 1):
         level = (sum(loads[r] for r in order[:k]) + amount) / k
         if k == len(loads) or level <= loads[order[k]]:
@@ -141,6 +140,11 @@ def parts(count: int, shares: list[float]) -> list[slice]:
     bounds = [0, *(round(count * sum(shares[: r + 1])) for r in range(len(shares)))]
     bounds[-1] = count
     return [slice(bounds[r], bounds[r + 1]) for r in range(len(shares))]
+
+
+def feature_parts(n: int, net: FeatureNet, shares: list[float]) -> list[slice]:
+    """Each rank's :func:`parts` of the ruler's batches over a draw of ``n`` images."""
+    return parts(-(-n // net.batch_size), shares)
 
 
 _LOADED: dict[str, tuple[Reference, tuple[FeatureNet, ClassifierNet]]] = {}
@@ -248,7 +252,7 @@ def _split_draw(run: Run, engine: Engine, handed: dict[str, Any], ruled: tuple[A
     features = None
     if ruled is not None:
         net = ruled[1][0]
-        own = parts(-(-ref.n // net.batch_size), shares)[engine.rank]
+        own = feature_parts(ref.n, net, shares)[engine.rank]
         features = draw_features(images, ref, net, own) if own.stop > own.start else np.empty((0, 0))
     return SplitDraw(images, ref, shares, features)
 
@@ -260,7 +264,7 @@ def _score_split_draw(draw: SplitDraw, parts_gathered: list[Any], ruled: tuple[A
     from ..measure.metrics.evaluate import COMMON_LATENTS_SEED, draw_features, evaluate_estimand
 
     images, ref, networks = draw.images, draw.ref, ruled[1]
-    cuts = parts(-(-ref.n // networks[0].batch_size), draw.shares)
+    cuts = feature_parts(ref.n, networks[0], draw.shares)
     shares = [
         part if part is not None else draw_features(images, ref, networks[0], cut)
         for part, cut in zip(parts_gathered, cuts, strict=True)
@@ -287,9 +291,9 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
     samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
     ema_cost = ema_samples / samples if ema_samples and samples else 1.0
     plan = share_out(outcome, engine.size, aliases, ema_cost, split_ema=_draw_fits(outcome, ema_samples))
-    split = outcome.ema is not None and all(key != EMA for share in plan.values() for key, _ in share)
+    placed = {key for share in plan.values() for key, _ in share}
     loads = [float(len(plan.get(r, []))) for r in range(engine.size)]
-    ema = (on_cpu(outcome.ema), water_fill(loads, ema_cost)) if split and outcome.ema is not None else None
+    ema = (on_cpu(outcome.ema), water_fill(loads, ema_cost)) if outcome.ema is not None and EMA not in placed else None
     jobs = {r: [(key, on_cpu(b)) for key, b in share] for r, share in plan.items() if r != 0}
     handed = {"ruler": ruler_identity(ruled), "jobs": jobs, "ema": ema}
     engine.allgather_object(handed)
