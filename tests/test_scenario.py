@@ -38,8 +38,9 @@ def test_the_gpu_main_job_trains_as_the_main_job_does():
     assert gpu["train"] == {k: v for k, v in main["train"].items() if k != "threads"}  # a GPU rank's threads: its own rule
 
     def own_settings(runs: list[dict]) -> dict:  # each system's own (tuned) settings
-        def own(r: dict, k: str) -> dict | None:  # which seeds an entry trains (a timing sweep's) is not a setting
-            return {n: v for n, v in r[k].items() if n != "seeds"} if isinstance(r.get(k), dict) else r.get(k)
+        def own(r: dict, k: str) -> dict | None:  # which seeds a timing sweep's entry trains and whether it keeps an EMA
+            measured = ("seeds", "ema_half_life")  # generator to score are not settings of its training
+            return {n: v for n, v in r[k].items() if n not in measured} if isinstance(r.get(k), dict) else r.get(k)
 
         return {(r["strategy"], r.get("loss", "bce")): {k: own(r, k) for k in ("train", "wgan_gp", "cellular")} for r in runs}
 

@@ -230,9 +230,20 @@ def test_the_main_job_trains_each_system_with_the_settings_its_committed_tuning_
     for entry in main_job["runs"]:
         system = (entry["strategy"], entry.get("loss", "bce"), entry["engine"])
         own = {section: dict(entry[section]) for section in ("train", "wgan_gp", "cellular") if section in entry}
-        own.get("train", {}).pop("seeds", None)  # which seeds an entry trains (the timing sweep's two) is not a setting
+        # which seeds an entry trains (the timing sweep's) is not a setting, nor whether it keeps an EMA generator to score
+        # (keeping one leaves the trained model bit-identical: tests/test_ema.py)
+        for measured in ("seeds", "ema_half_life"):
+            own.get("train", {}).pop(measured, None)
         expected = {s: {**fixed[system].get(s, {}), **tuned[system].get(s, {})} for s in {*fixed[system], *tuned[system]}}
         assert own == expected, system  # its tuned settings, what its tuning held fixed, and nothing else of its own
+    largest = {}
+    for entry in main_job["runs"]:
+        system = (entry["strategy"], entry.get("loss", "bce"), entry["engine"])
+        largest[system] = max(largest.get(system, 0), *entry["procs"])
+    for entry in main_job["runs"]:  # the entries the quality verdicts compare (the largest P) keep the EMA generator
+        system = (entry["strategy"], entry.get("loss", "bce"), entry["engine"])
+        if largest[system] in entry["procs"]:
+            assert "ema_half_life" not in entry.get("train", {}), system
     for section in ("train", "wgan_gp"):  # no system keeps a scenario-wide setting that the search tuned for others
         assert not {"lr", "n_critic"} & set(main_job.get(section) or {}), section
 
