@@ -251,3 +251,22 @@ def test_the_ema_generators_draw_split_over_the_ranks_scores_as_on_one_rank(kind
 
     monkeypatch.setattr(scoring, "ruler", rank_1_differs)
     assert score_on_ranks(run, outcome, 2)[0][0] == alone
+
+
+def test_a_rank_asks_numpy_for_no_huge_pages_unless_the_site_says_otherwise(monkeypatch):
+    """The worker turns NumPy's huge-page advice off (the scores' kernel matrices stalled on the kernel's defragmenting),
+    unless ``NUMPY_MADVISE_HUGEPAGE`` is set, which is NumPy's own switch and stands."""
+    from numpy._core import multiarray
+
+    from suite.running.worker import _no_huge_page_advice
+
+    before = multiarray._set_madvise_hugepage(True)
+    try:
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
+        _no_huge_page_advice()
+        assert multiarray._get_madvise_hugepage()
+        monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE")
+        _no_huge_page_advice()
+        assert not multiarray._get_madvise_hugepage()
+    finally:
+        multiarray._set_madvise_hugepage(before)

@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(os.environ.get("SUITE_LOG") or "INFO")
     logging.captureWarnings(True)  # a library's warning is a timestamped line of its rank too
     os.umask(os.umask(0o022) | 0o022)  # what the libraries make in the run folder too: nobody else may change it
+    _no_huge_page_advice()
     try:
         entries = [(args.run_dir, args.run_sha256), *((Path(d), sha256_hex(sha)) for d, sha in args.next_runs)]
     except argparse.ArgumentTypeError as error:
@@ -390,6 +391,24 @@ def main(argv: list[str] | None = None) -> int:
         if code != 0:  # this run's record says why; suite run launches the runs after it anew
             return code
     return 0
+
+
+def _no_huge_page_advice() -> None:
+    """Ask NumPy not to advise transparent huge pages for its large arrays, unless ``NUMPY_MADVISE_HUGEPAGE`` says
+    otherwise (NumPy's own switch, read at its import, which the worker's imports have passed).
+
+    A rank allocates the scores' kernel matrices (5,000 x 5,000 doubles for the EMA generator's estimand) after training
+    has churned its memory; where the kernel defragments synchronously for huge pages (``defrag`` ``madvise``, a common
+    default), those pages cost a stall each run: the estimand's math took 2.5-2.9 s on rank 0 with the advice and 0.5 s
+    without, every score equal, while the other ranks waited.
+    """
+    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+        return
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
+    except ImportError:  # another NumPy than the pinned one: its default stands
+        return
+    _set_madvise_hugepage(False)
 
 
 def run_and_exit() -> NoReturn:
