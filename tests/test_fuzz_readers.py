@@ -460,8 +460,9 @@ def test_fuzzed_scenarios_are_read_or_refused_in_one_line_naming_the_file(tmp_pa
 # --- the papers' numbers (baselines/) ------------------------------------------------------------------------------
 
 BASELINES = REPO / "baselines"
+NUL = ["\x00"] if sys.version_info >= (3, 11) else []  # 3.10's csv cannot write a NUL
 CELLS = st.sampled_from(["", "nan", "inf", "-inf", "1e400", "abc", "<script>alert(1)</script>", "-5", "2x", "0x0", "99999x1",
-                         "1,2", '"', "\x00", "3.5", "1e308", "x" * 3000])  # fmt: skip
+                         "1,2", '"', *NUL, "3.5", "1e308", "x" * 3000])  # fmt: skip
 
 
 @FUZZ

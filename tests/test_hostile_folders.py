@@ -234,6 +234,19 @@ def test_removing_temporaries_never_leaves_the_run_folder(tmp_path, folder):
     assert sorted(p.name for p in run_dir.iterdir()) == [folder]
 
 
+@pytest.mark.parametrize("python", [(3, 10), sys.version_info], ids=["python-3.10-walk", "rmtree-dir_fd"])
+def test_removing_a_tree_never_follows_a_link_inside_it(tmp_path, monkeypatch, python):
+    home, ranks = victim(tmp_path), tmp_path / "results" / RUN_ID / "ranks"
+    (ranks / "rank0" / "deep").mkdir(parents=True)
+    (ranks / "rank0" / "deep" / "result.json").write_text("{}")
+    (ranks / "rank0" / "home").symlink_to(home)
+    (ranks / "netrc").symlink_to(home / ".netrc")
+    before = fingerprint(home)
+    monkeypatch.setattr(nofollow.sys, "version_info", python)  # Python 3.10's rmtree has no dir_fd: walked by hand
+    nofollow.remove_tree(ranks)
+    assert not ranks.exists() and (tmp_path / "results" / RUN_ID).is_dir() and fingerprint(home) == before
+
+
 def test_an_atomic_write_below_a_confined_folder_is_refused_through_a_link(tmp_path):
     home, run_dir = victim(tmp_path), tmp_path / "results" / RUN_ID
     run_dir.mkdir(parents=True)

@@ -21,6 +21,8 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED_SIGINT = 128 + signal.SIGINT
     INTERRUPTED_SIGTERM = 128 + signal.SIGTERM
 
+    __str__ = int.__repr__  # the number, as Python 3.11 prints an IntEnum (3.10 printed its name)
+
 
 MEANINGS = {
     ExitCode.OK: "done: every run ok, the gate passed, every check passed",

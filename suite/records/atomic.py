@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import Callable, Iterator
@@ -23,6 +22,7 @@ from .nofollow import (
     open_below,
     open_folder,
     printable_path,
+    remove_tree_at,
     temporary_name,
 )
 
@@ -187,7 +187,7 @@ def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
             if name is not None:  # the staging folder made: removed if it is still a folder (a FIFO or link put in
                 with contextlib.suppress(OSError):  # its place is left: rmtree would open a FIFO and wait on it)
                     if stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
-                        shutil.rmtree(name, dir_fd=parent_fd)  # type: ignore[call-arg]  # never follows a link
+                        remove_tree_at(parent_fd, name)  # never follows a link
             os.close(parent_fd)
 
 

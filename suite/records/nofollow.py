@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
@@ -409,6 +410,25 @@ def remove_tree(path: str | os.PathLike) -> None:
         if fd is None:
             return
         if stat.S_ISDIR(os.stat(path.name, dir_fd=fd, follow_symlinks=False).st_mode):
-            shutil.rmtree(path.name, dir_fd=fd)  # type: ignore[call-arg]  # 3.11 has dir_fd; it does not follow links inside
+            remove_tree_at(fd, path.name)
         else:
             os.unlink(path.name, dir_fd=fd)
+
+
+def remove_tree_at(dir_fd: int, name: str) -> None:
+    """Remove the folder ``name`` of the folder open as ``dir_fd`` and everything in it, never following a link:
+    ``shutil.rmtree(name, dir_fd=dir_fd)``, walked here on Python 3.10, whose ``rmtree`` has no ``dir_fd``."""
+    if sys.version_info >= (3, 11):
+        shutil.rmtree(name, dir_fd=dir_fd)
+        return
+    fd = os.open(name, _FOLDER_FLAGS, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    remove_tree_at(fd, entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
