@@ -141,10 +141,8 @@ def scaling_section(frame: pd.DataFrame, scaling: dict[str, pd.DataFrame], out_d
         )
         lines.append(markdown_table(shown[columns]))
         lines += [f"![{name}]({name})\n" for name in plot_scaling(table, kind, out_dir)]
-    both = pd.concat(
-        [table.drop(columns=hidden(table)).assign(scaling=kind) for kind, table in scaling.items()], ignore_index=True
-    )
-    tables["speedup_efficiency.csv"] = both
+    kinds = [table.drop(columns=hidden(table)).assign(scaling=kind) for kind, table in scaling.items() if not table.empty]
+    tables["speedup_efficiency.csv"] = pd.concat(kinds, ignore_index=True) if kinds else pd.DataFrame()
     return Section(lines, tables)
 
 
