@@ -35,11 +35,6 @@ def values_text(records: list[Record], read: Reader) -> str:
     return ", ".join(sorted({one_line(read(r)) for r in records}))
 
 
-def _fingerprint(record: Record) -> str | None:
-    """The digest of the machine that ran ``record`` (:func:`suite.measure.env.fingerprint`), None where it has none."""
-    return fingerprint(record.machine) if record.machine is not None else None
-
-
 def _version(package: str) -> Reader:
     return lambda r: (r.env or {}).get(package)
 
@@ -53,7 +48,7 @@ def environment_differences(
     packages = sorted({k for r in base + new for k in (r.env or {})})
     items: list[tuple[str, Reader]] = [
         ("device", device_kind),
-        ("machine fingerprint", _fingerprint),
+        ("machine fingerprint", lambda r: fingerprint(r.machine) if r.machine is not None else None),
         ("CPU kernel set", lambda r: r.machine.cpu_capability if r.machine is not None else None),
         (
             "numerics digest (equal: the same seed gives the same model bit for bit; different: it need not)",

@@ -68,14 +68,10 @@ def contended(record: Record) -> bool:
     return record.host_load is not None and bool(record.host_load.contended)
 
 
-def _quality_value(q: Quality, metric: str) -> float | None:
-    value: float | None = q.kid_mean if metric == "kid" else getattr(q, metric, None)
-    return value
-
-
 def quality_reader(metric: str) -> Callable[[Record], float | None]:
     """A record's ``metric`` (fid, kid or label_acc) of its quality block."""
-    return lambda record: _quality_value(record.quality, metric) if record.quality is not None else None
+    field = "kid_mean" if metric == "kid" else metric
+    return lambda record: getattr(record.quality, field, None) if record.quality is not None else None
 
 
 def ruler_text(q: Quality, n: int | None = None) -> str:

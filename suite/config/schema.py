@@ -1,6 +1,6 @@
 """Plain data (parsed YAML or JSON) checked against dataclasses, on pydantic v2.
 
-**Scenarios and runs** (:func:`build`, :func:`problems`): a dataclass is validated under one configuration
+**Scenarios and runs** (:func:`build`, :func:`located_problems`): a dataclass is validated under one configuration
 (:data:`CONFIG`: strict types, finite floats, no unknown field) with the bounds each field carries
 (``Annotated[int, Field(ge=1), AtMost(10_000, "why")]``); every problem is found in one pass, each one line naming its
 field's path (``train.lr: must be a finite number, got nan``). A registry's name is ``Annotated[str, OneOf(REGISTRY)]``,
@@ -213,13 +213,9 @@ def _fitted(tp: Any, data: Any, path: str, error: type[SchemaError]) -> Any:
     return value
 
 
-def problems(cls: type, data: Any, path: str = "") -> list[str]:
-    """Every way ``data`` does not fit dataclass ``cls``, one line each naming the field (empty: it fits)."""
-    return [text for _, text in _located(cls, data, path)[1]]
-
-
 def located_problems(cls: type, data: Any, path: str = "") -> list[Located]:
-    """:func:`problems`, each with its location in ``data`` (:data:`Located`)."""
+    """Every way ``data`` does not fit dataclass ``cls``, one line each naming the field, with its location in ``data``
+    (:data:`Located`; empty: it fits)."""
     return _located(cls, data, path)[1]
 
 
@@ -391,36 +387,36 @@ _SCALARS: dict[Any, Any] = {
 """The plain types a record field may have, and what a value must be to be one."""
 
 
-def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaError, partial: bool = False) -> Any:
-    """``value`` as type ``tp`` for a record (nested dataclasses built; with ``partial``, checked and left as mappings)."""
+def convert(tp: Any, value: Any, path: str, error: type[SchemaError] = SchemaError) -> Any:
+    """``value`` as type ``tp`` for a record, checked (nested dataclasses checked and left as mappings: :func:`check`)."""
     if tp is Any:
         return value
     if _is_optional(tp):
-        return None if value is None else convert(_strip_optional(tp), value, path, error, partial)
+        return None if value is None else convert(_strip_optional(tp), value, path, error)
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return _convert_union(tp, value, path, error, partial)
+        return _convert_union(tp, value, path, error)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise error(f"{path}: expected a mapping of {', '.join(f.name for f in dataclasses.fields(tp))}")
-        return check(tp, value, path, error) if partial else build(tp, value, path, error)
+        return check(tp, value, path, error)
     choices = _choices(tp)
     if choices is not None:
         if value not in choices:
             raise error(f"{path}: {shown(value)} is not {type_name(tp)}")
         return value
     if origin is Annotated:
-        return _convert_bounded(tp, value, path, error, partial)
+        return _convert_bounded(tp, value, path, error)
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         (item,) = get_args(tp)
-        return [convert(item, v, f"{path}[{i}]", error, partial) for i, v in enumerate(value)]
+        return [convert(item, v, f"{path}[{i}]", error) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
         _, item = get_args(tp)
-        return {k: convert(item, v, f"{path}.{shown_name(k)}", error, partial) for k, v in value.items()}
+        return {k: convert(item, v, f"{path}.{shown_name(k)}", error) for k, v in value.items()}
     if tp in _SCALARS:
         if not _SCALARS[tp](value):
             raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
@@ -450,20 +446,20 @@ def _bounds_problem(tp: Any, value: Any) -> str | None:
     return None
 
 
-def _convert_bounded(tp: Any, value: Any, path: str, error: type[SchemaError], partial: bool) -> Any:
+def _convert_bounded(tp: Any, value: Any, path: str, error: type[SchemaError]) -> Any:
     """``value`` as ``Annotated`` type ``tp``: its base type, then its bounds (:func:`_bounds_problem`)."""
-    converted = convert(get_args(tp)[0], value, path, error, partial)
+    converted = convert(get_args(tp)[0], value, path, error)
     if (problem := _bounds_problem(tp, converted)) is not None:
         raise error(f"{path}: {problem}")
     return converted
 
 
-def _convert_union(tp: Any, value: Any, path: str, error: type[SchemaError], partial: bool) -> Any:
+def _convert_union(tp: Any, value: Any, path: str, error: type[SchemaError]) -> Any:
     """``value`` as the first of ``tp``'s alternatives it fits (one of several shapes: a list of points, or a list per
     class GAN); ``error`` naming them all where it fits none."""
     for alternative in get_args(tp):
         try:
-            return convert(alternative, value, path, error, partial)
+            return convert(alternative, value, path, error)
         except SchemaError:
             continue
     raise error(f"{path}: expected {type_name(tp)}, got {shown(value)}")
@@ -490,4 +486,4 @@ def check(cls: type, data: dict[str, Any], path: str, error: type[SchemaError] =
     required = [f.name for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING]
     if missing := [name for name in required if name not in data]:  # a field without a default: every writer sets it
         raise error(f"{prefix}{missing[0]}: required field is missing")
-    return {name: convert(hints[name], data[name], f"{prefix}{name}", error, partial=True) for name in names if name in data}
+    return {name: convert(hints[name], data[name], f"{prefix}{name}", error) for name in names if name in data}

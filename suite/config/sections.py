@@ -27,7 +27,6 @@ ArchitectureName = Annotated[str, OneOf(ARCHITECTURES)]
 # Why an upper bound is where it is (the error gives the reason).
 _NEVER = "a run this long would never finish"
 _MONTH = "longer than a month"
-_CELL = "every cell holds this many networks in memory"
 _IMAGES = "the images are held in memory while they are scored"
 _BUFFER = "a buffer this large does not fit a device's memory"
 

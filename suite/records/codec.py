@@ -240,7 +240,7 @@ def _built(tp: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):  # the first alternative it fits, as the check chose it
         for alternative in typing.get_args(tp):
             try:
-                convert(alternative, value, "", RecordError, partial=True)
+                convert(alternative, value, "", RecordError)
             except SchemaError:
                 continue
             return _built(alternative, value)

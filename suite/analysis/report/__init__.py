@@ -109,7 +109,8 @@ def _write_report_files(
     rows = headline_rows(records, scaling)
     found = tested_findings(rows, records, scaling)
     warnings = left_out + not_learned_warnings(records) + sweep_warnings(frame) + condition_warnings(records)
-    pages = _detail_pages(Analysed(results_dir, out_dir, baselines, records, frame, scaling, rows, found, warnings))
+    analysed = Analysed(results_dir, out_dir, baselines, records, frame, scaling, rows, found, warnings)
+    pages = [Page(name, title, about, build(analysed)) for name, title, about, build in DETAIL_PAGES]
     pictures = figures(pages)
     pages.insert(
         -1,
@@ -227,11 +228,6 @@ DETAIL_PAGES: tuple[DetailPage, ...] = (
     ("definitions", "Definitions", "what every column and word of the report means", lambda a: Section([DEFINITIONS])),
 )
 """The report's detail pages, in their order (their sections draw their figures into the report's folder)."""
-
-
-def _detail_pages(analysed: Analysed) -> list[Page]:
-    """The report's detail pages (:data:`DETAIL_PAGES`), each with its section built from ``analysed``."""
-    return [Page(name, title, about, build(analysed)) for name, title, about, build in DETAIL_PAGES]
 
 
 DEFINITIONS = """## Definitions

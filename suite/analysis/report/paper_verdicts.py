@@ -4,6 +4,7 @@ still improving there (:func:`scale_note`); a claim needs :data:`MIN_DRAWS` runs
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from ...measure.metrics.signals import UNTRAINED_MARGIN
@@ -13,15 +14,7 @@ from ..stats.pair_tests import welch_p
 from ..stats.settling import below_p, last_stretch, seed_curves
 from ..stats.summary import ALPHA, Summary, summarise  # ALPHA: the two-sided level behind a claim's verdict
 
-HOLDS = "holds"
-
-
-FAILS = "does not hold"
-
-
-UNJUDGED = "cannot be judged at this scale"
-
-
+HOLDS, FAILS, UNJUDGED = "holds", "does not hold", "cannot be judged at this scale"
 MIN_DRAWS = 3
 """Runs per arm below which a claim is not judged (two draws give a Welch test about 1.3 degrees of freedom)."""
 
@@ -51,20 +44,10 @@ def summary_words(summary: Summary | None, digits: int = 3) -> str:
     return summary.text(digits) if summary is not None else "not measured"
 
 
-def fid_score(q: Quality) -> float | None:
-    return q.fid
-
-
-def is_score(q: Quality) -> float | None:
-    return q.is_mean
-
-
-def tvd_score(q: Quality) -> float | None:
-    return q.tvd
-
-
-def untrained_fid_score(q: Quality) -> float | None:
-    return q.untrained_fid
+fid_score: Score = attrgetter("fid")
+is_score: Score = attrgetter("is_mean")
+tvd_score: Score = attrgetter("tvd")
+untrained_fid_score: Score = attrgetter("untrained_fid")
 
 
 def better(a: Summary | None, b: Summary | None, lower_is_better: bool, what: str) -> Verdict:

@@ -155,6 +155,13 @@ def comparability_of(q: Quality) -> str:
     return q.comparability or "not comparable with the papers' numbers: scored before protocols (the suite protocol)"
 
 
+QUALITY_COLUMNS = (
+    *("num_classes", "n", "n_real", "feature_dim", "is_mean", "is_std", "is_splits", "is_split_n", "fid", "fid_note"),
+    *("kid_mean", "kid_std", "kid_subset_size", "kid_subsets"),
+)
+"""The fields of a quality block the scores table holds as they are, under their own names."""
+
+
 def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
     """Per ruler and protocol: (scores table, {per-class field: per-class table}). Rulers and protocols are never mixed.
 
@@ -193,29 +200,13 @@ def quality_tables(records: list[Record]) -> dict[str, tuple[pd.DataFrame, dict[
                 "papers_comparable": bool(q.papers_comparable),
                 "comparability": comparability_of(q),
                 "classes": _classes_json(q.classes),  # a JSON list; the page says "0-9 of 10"
-                "num_classes": q.num_classes,
-                "n": q.n,
-                "n_real": q.n_real,
-                "feature_dim": q.feature_dim,
-                "is_mean": q.is_mean,
-                "is_std": q.is_std,
-                "is_splits": q.is_splits,
-                "is_split_n": q.is_split_n,
-                "fid": q.fid,
-                "fid_note": q.fid_note,
-                "kid_mean": q.kid_mean,
-                "kid_std": q.kid_std,
-                "kid_subset_size": q.kid_subset_size,
-                "kid_subsets": q.kid_subsets,
+                **{name: getattr(q, name) for name in QUALITY_COLUMNS},
             }
             for field in PER_CLASS_BASES:
                 summary = per_class_summary(_per_class(q, field))
-                row[f"{field}_kid_mean"] = summary.kid_mean if summary else None
                 # numbers, each in its column (the CSV reads as numbers): scored of classes, samples per class min to max
-                row[f"{field}_scored"] = summary.scored if summary else None
-                row[f"{field}_classes"] = summary.classes if summary else None
-                row[f"{field}_n_min"] = summary.n_min if summary else None
-                row[f"{field}_n_max"] = summary.n_max if summary else None
+                for part in ("kid_mean", "scored", "classes", "n_min", "n_max"):
+                    row[f"{field}_{part}"] = getattr(summary, part) if summary else None
                 per_class[field] += _per_class_rows(name, _per_class(q, field) or {})
             scores.append({**row, "tvd": q.tvd, "label_acc": q.label_acc, "is_note": q.is_note})
         tables[net] = (pd.DataFrame(scores), {field: pd.DataFrame(rows) for field, rows in per_class.items()})

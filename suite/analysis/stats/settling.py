@@ -307,14 +307,9 @@ def seed_curves(records: Iterable[Record], metric: str = "fid") -> dict[object, 
     return dict(draws)
 
 
-def quality_curves(rows: Sequence[Ranked], metric: str = "fid") -> Curves:
-    """Per configuration, per seed, its (real training images, score) curve points: the curves the scale is read on."""
-    return {row.config: seed_curves(row.main, metric) for row in rows}
-
-
 def quality_scale(rows: Sequence[Ranked], metric: str = "fid") -> Scale:
     """The scale of a quality family: the budget, the family at every curve point, each system's last stretch."""
-    curves = quality_curves(rows, metric)
+    curves: Curves = {row.config: seed_curves(row.main, metric) for row in rows}
     ranked = curve_anytime(curves) if all(curves.values()) else None
     trends = tuple(t for name, draws in curves.items() if (t := last_stretch(name, draws)) is not None)
     return budget_scale(rows, ranked if ranked is not None and ranked.positions else None, trends)
