@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..config.escape import code_span, one_line, terminal
 from ..config.names import did_you_mean_path
 from .common import UsageError, options_from
-from .exitcodes import GATE_VERDICTS, ExitCode
+from .exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from ..measure.network import Network
@@ -90,7 +90,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return 2
     print((settings.out / "gate.md").read_text())
     print(result.reason, file=sys.stderr)
-    return GATE_VERDICTS[result.verdict]
+    return ExitCode(result.exit_code)
 
 
 HISTORY = ".asv/results"
@@ -98,6 +98,7 @@ HISTORY = ".asv/results"
 
 
 def cmd_gate_history(args: argparse.Namespace) -> int:
+    from ..tools.gate import VERDICT_EXIT_CODES
     from ..tools.gate_history import default_machine, env_name
     from ..tools.gate_history_read import read_history
     from ..tools.gate_history_text import bisect_lines, show_lines
@@ -127,7 +128,7 @@ def cmd_gate_history(args: argparse.Namespace) -> int:
         print("\n".join(one_line(line) for line in bisect_lines(series)))
         return ExitCode.OK
     print("\n".join(one_line(line) for line in show_lines(series)))
-    return GATE_VERDICTS[series.overall()]
+    return VERDICT_EXIT_CODES[series.overall()]
 
 
 def _int_list(option: str, text: str) -> list[int]:

@@ -28,10 +28,6 @@ EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
 }
 """The codes each sub-command can end with besides OK and BAD_INPUT, which every sub-command can."""
 
-GATE_VERDICTS = {"PASS": ExitCode.OK, "FAIL": ExitCode.FAILED, "INCONCLUSIVE": ExitCode.INCONCLUSIVE}
-"""``suite gate``'s verdict -> its exit code (:mod:`suite.analysis.stats.paired`'s verdicts)."""
-
-
 def users(code: ExitCode) -> list[str]:
     """The sub-commands that can end with ``code`` (``[EVERY]`` for OK and BAD_INPUT)."""
     if code in (ExitCode.OK, ExitCode.BAD_INPUT):
