@@ -98,12 +98,13 @@ HISTORY = ".asv/results"
 
 
 def cmd_gate_history(args: argparse.Namespace) -> int:
+    from ..config.safe_text import SAFE_NAME
     from ..tools.gate import VERDICT_EXIT_CODES
     from ..tools.gate_history import default_machine, env_name
     from ..tools.gate_history_read import read_history
     from ..tools.gate_history_text import bisect_lines, show_lines
     from ..tools.gate_series import SeriesError, build_series
-    from ..tools.gate_settings import HISTORY_NAME, GateError
+    from ..tools.gate_settings import GateError
 
     try:
         if not 0 < args.threshold < 100:
@@ -111,7 +112,7 @@ def cmd_gate_history(args: argparse.Namespace) -> int:
         if not 0 < args.alpha < 0.5:
             raise GateError(f"--alpha: between 0 and 0.5, got {args.alpha}")
         for option in ("machine", "env"):
-            if getattr(args, option) is not None and not HISTORY_NAME.fullmatch(getattr(args, option)):
+            if getattr(args, option) is not None and not SAFE_NAME.fullmatch(getattr(args, option)):
                 raise GateError(f"--{option}: {getattr(args, option)[:100]!r} is not a safe name")
         history = read_history(Path(args.history))
         where = (args.machine or default_machine(), args.env or env_name())

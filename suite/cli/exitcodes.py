@@ -28,6 +28,7 @@ EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
 }
 """The codes each sub-command can end with besides OK and BAD_INPUT, which every sub-command can."""
 
+
 def users(code: ExitCode) -> list[str]:
     """The sub-commands that can end with ``code`` (``[EVERY]`` for OK and BAD_INPUT)."""
     if code in (ExitCode.OK, ExitCode.BAD_INPUT):

@@ -23,9 +23,9 @@ from typing import Any
 
 from .. import __version__
 from ..analysis.stats.paired import VERDICTS
+from ..config.safe_text import SAFE_NAME
 from ..records.results import atomic_write_text
 from .gate_files import GateResult
-from .gate_settings import HISTORY_NAME
 from .gate_steps import ASV_COLUMNS, HISTORY_FORMAT, QUANTITY_KINDS, display, read_benchmarks, step_values, t_quantile
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def commit_time_ms(repo: Path, commit: str) -> int | None:
 def append_step(history: Path, result: GateResult, machine: str, commit_ms: int | None = None) -> Path:
     """Write ``result`` as one step of ``history`` on ``machine``: its results file, the machine's machine.json and
     the quantities in benchmarks.json (kept with the others there). Returns the results file."""
-    if not HISTORY_NAME.fullmatch(machine):
+    if not SAFE_NAME.fullmatch(machine):
         raise ValueError(f"--machine: {machine!r} is not a safe name (ASCII letters, digits, '.', '_', '-')")
     machine_fields = machine_info(machine)
     document = step_document(result, machine_fields, commit_ms)

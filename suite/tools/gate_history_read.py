@@ -17,8 +17,8 @@ from typing import Any
 
 from ..analysis.stats.paired import VERDICTS
 from ..config.jsonfile import JsonError
+from ..config.safe_text import SAFE_NAME
 from .gate_history import BENCHMARKS_FILE, MACHINE_FILE, RESULTS_API
-from .gate_settings import HISTORY_NAME
 from .gate_steps import HISTORY_FORMAT, QUANTITY_KINDS, additive, read_json_at, t_quantile
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -139,7 +139,7 @@ def parse_step(doc: Any, machine: str, path: str) -> GateStep:
     commit, env, params = doc.get("commit_hash"), doc.get("env_name"), doc.get("params")
     if not isinstance(commit, str) or not HEX40.fullmatch(commit):
         raise Damaged("commit_hash: not a full commit hash")
-    if not isinstance(env, str) or not HISTORY_NAME.fullmatch(env):
+    if not isinstance(env, str) or not SAFE_NAME.fullmatch(env):
         raise Damaged("env_name: not a safe name")
     if not isinstance(params, dict) or params.get("machine") != machine:
         said = params.get("machine") if isinstance(params, dict) else None
@@ -190,7 +190,7 @@ def read_history(folder: Path) -> GateHistory:
             if entry.is_symlink():
                 history.problems.append(f"{folder / entry.name}: a symbolic link; not followed, left out")
             elif entry.is_dir(follow_symlinks=False):
-                if not HISTORY_NAME.fullmatch(entry.name):
+                if not SAFE_NAME.fullmatch(entry.name):
                     history.problems.append(f"{str(folder / entry.name)!r}: not a machine's name; left out")
                     continue
                 try:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import statistics
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.stats.paired import FAIL, INCONCLUSIVE, PASS, overall
 from .gate_history_read import GateHistory, GateStep, Value
+from .gate_settings import GateError
+from .gate_sides import git
 from .gate_steps import display, margin_of, t_quantile
 
 
@@ -86,25 +87,18 @@ class Series:
         return overall([self.verdict(name, points[-1])[0] for name, points in self.points.items()])
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SeriesError(f"git {' '.join(args)}: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
-    return done.stdout.strip()
-
-
 def resolve_commit(repo: Path, ref: str, option: str) -> str:
     """The full hash of ``ref``; :class:`SeriesError` naming ``option`` where ``repo`` has no such revision."""
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    except SeriesError:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except GateError:
         raise SeriesError(f"{option}: no revision named {ref!r} in {repo}") from None
 
 
 def branch_commits(repo: Path, branch: str) -> list[str]:
     """The branch's first-parent history, oldest first."""
     resolve_commit(repo, branch, "--branch")
-    return _git(repo, "rev-list", "--first-parent", "--reverse", branch).split()
+    return git(repo, "rev-list", "--first-parent", "--reverse", branch).split()
 
 
 def _others(history: GateHistory, machine: str, env: str) -> list[str]:

@@ -4,12 +4,10 @@ gate's defaults from here without loading the gate (:mod:`suite.tools.gate`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-HISTORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-"""A machine's name in the gate's history, which names a folder (the suite's rule for safe names)."""
+from ..config.safe_text import SAFE_NAME
 
 
 class GateError(Exception):
@@ -62,7 +60,7 @@ class Settings:
             raise GateError("--max-minutes and --timeout must be positive")
         if self.max_foreign_cores < 0:
             raise GateError(f"--max-foreign-cores: zero or more, got {self.max_foreign_cores}")
-        if self.machine is not None and not HISTORY_NAME.fullmatch(self.machine):
+        if self.machine is not None and not SAFE_NAME.fullmatch(self.machine):
             raise GateError(
                 f"--machine: {self.machine[:100]!r} is not a safe name (ASCII letters, digits, '.', '_', '-', starting "
                 "with a letter or digit, at most 100 characters)"
