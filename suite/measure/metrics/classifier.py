@@ -296,6 +296,23 @@ class ClassifierNet(FeatureNet):
         return self.net(self._input(images))[1]
 
 
+class ClassLogits:
+    """A classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs): the steering network's."""
+
+    def __init__(self, classifier: ClassifierNet):
+        self.classifier = classifier
+        self.name = f"{classifier.name}/logits"
+        self.sha256 = classifier.sha256
+        self.detail = f"class logits of the {classifier.detail}"
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
+        """``(logits (N, classes) float64, None)``, as a feature network returns ``(features, probabilities)``."""
+        step, device = self.classifier.batch_size, self.classifier.device
+        logits = [self.classifier.logits(images[lo : lo + step].to(device)).cpu() for lo in range(0, len(images), step)]
+        return torch.cat(logits).numpy(), None
+
+
 def _rows(ruler: Ruler) -> str:
     return "" if ruler.train_rows == "all" else f" ({ruler.train_rows} rows)"
 

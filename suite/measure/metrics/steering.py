@@ -23,7 +23,7 @@ from torch.nn import functional as F
 
 from ...gan.data import ImageData, load_dataset, native_size
 from ...records.integrity import sha256_file
-from .classifier import PIXEL_MLP, ClassifierNet, PixelMLP, evaluate_accuracy, save_weights
+from .classifier import PIXEL_MLP, ClassifierNet, ClassLogits, PixelMLP, evaluate_accuracy, save_weights
 from .rulers import STEERING, Ruler, enter_in_manifest, steering_name, weights_path
 from .scores import frechet_distance, statistics
 
@@ -203,14 +203,6 @@ def _fid(net: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray | None]], re
     return frechet_distance(*statistics(net(images)[0]), *reference)
 
 
-class _Logits:
-    def __init__(self, net: ClassifierNet):
-        self.net = net
-
-    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
-        return torch.cat([self.net.logits(images[lo : lo + 500]) for lo in range(0, len(images), 500)]).numpy(), None
-
-
 def measure_agreement(
     ruler: ClassifierNet, steering: ClassifierNet, dataset: str, image_size: int, root: str | None = None, half: str = "odd"
 ) -> Agreement:
@@ -226,7 +218,7 @@ def measure_agreement(
     real = reference.fetch(np.arange(len(reference)))[0]
     spaces: dict[str, Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray | None]]] = {
         "ruler": ruler,
-        "logits": _Logits(steering),
+        "logits": ClassLogits(steering),
         "features": steering,
     }
     refs = {name: statistics(net(real)[0]) for name, net in spaces.items()}

@@ -37,7 +37,7 @@ from .state import CellState, Exchange, Genomes, batchnorm_stats_kept, cell_key,
 if TYPE_CHECKING:
     from ...gan.data import ImageData
     from ...measure.metrics.evaluate import Reference
-    from ...measure.metrics.features import ClassifierNet, Features
+    from ...measure.metrics.features import Features
     from ...measure.telemetry import Telemetry
     from ...train.engines.base import Engine
 
@@ -385,23 +385,6 @@ class Fitness:
         return values[:n], rows[:n]
 
 
-class ClassLogits:
-    """A classifier's class logits as FID features (Lipizzaner's MNIST CNN gives it 10 outputs): the steering network's."""
-
-    def __init__(self, classifier: ClassifierNet):
-        self.classifier = classifier
-        self.name = f"{classifier.name}/logits"
-        self.sha256 = classifier.sha256
-        self.detail = f"class logits of the {classifier.detail}"
-
-    @torch.no_grad()
-    def __call__(self, images: torch.Tensor) -> tuple[np.ndarray, None]:
-        """``(logits (N, classes) float64, None)``, as a feature network returns ``(features, probabilities)``."""
-        step, device = self.classifier.batch_size, self.classifier.device
-        logits = [self.classifier.logits(images[lo : lo + step].to(device)).cpu() for lo in range(0, len(images), step)]
-        return torch.cat(logits).numpy(), None
-
-
 class MixtureScorer:
     """FID of a weighted mixture of generators: Lipizzaner's ``FIDCalculator`` on a ``MixedGeneratorDataset``.
 
@@ -412,6 +395,7 @@ class MixtureScorer:
     """
 
     def __init__(self, run: Run, device: torch.device, reference: Reference):
+        from ...measure.metrics.classifier import ClassLogits
         from ...measure.metrics.evaluate import STEERING_PROTOCOL, real_statistics
         from ...measure.metrics.features import steering_net, steering_record
 
