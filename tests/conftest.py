@@ -247,3 +247,11 @@ def solo_gloo_group():
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     yield Group(0, [0], 0, dist.group.WORLD)
     dist.destroy_process_group()
+
+
+def finalize_record(run, run_dir: Path, command: list[str], exit_code: int | None, wall_s: float, **end):
+    """What ``suite run`` does once a launch of ``run`` ended: the worker's record in ``run_dir``, ended (end_record)."""
+    from suite.records.results import read_record
+    from suite.running.run_end import RunEnd, end_record
+
+    return end_record(read_record(run_dir), run, run_dir, RunEnd(command, exit_code, wall_s, **end))

@@ -18,14 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_scenario, tiny_scenario
+from conftest import finalize_record, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.gan.tensorfiles import UnreadableFileError, UnsafeFileError, save_tensors
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.integrity import IntegrityError, digest_file
 from suite.records.results import CHECKPOINT_DIR, new_record, read_record, write_record
-from suite.running.run_end import finalize_record
 from suite.strategies.label_partitioned.strategy import _load_classes
 from suite.train.checkpoint import Checkpointer
 from suite.train.resume import CheckpointError, Mark, describe_checkpoint, resume_plan

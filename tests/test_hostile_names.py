@@ -207,10 +207,10 @@ def test_provenance_names_the_commit_and_whether_tracked_files_changed(tmp_path)
 
 def test_provenance_of_a_record_the_launcher_writes(tmp_path):
     """A run that left no record gets a failed one from `suite run`, with the same provenance a worker writes."""
+    from conftest import finalize_record
     from suite.config.expansion import expand, load_scenario
     from suite.measure.env import source_revision
     from suite.records.codec import record_data
-    from suite.running.run_end import finalize_record
 
     (run,) = expand(load_scenario(_scenario(tmp_path)))
     run_dir = tmp_path / run.run_id

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, tiny_scenario
+from conftest import REPO, finalize_record, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.jsonfile import MAX_JSON_DEPTH, JsonError, parse_json
@@ -29,7 +29,6 @@ from suite.records.images import MAX_PIXELS, ImageError, read_pixels
 from suite.records.integrity import digest_file
 from suite.records.record import SCHEMA_VERSION, RecordError
 from suite.records.results import iter_records, new_record, write_record
-from suite.running.run_end import finalize_record
 from suite.tools import gate, gate_sides
 from suite.tools.gate_files import summary_line
 

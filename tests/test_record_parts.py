@@ -10,7 +10,7 @@ import pickle
 
 import pytest
 
-from conftest import REPO, tiny_scenario
+from conftest import REPO, finalize_record, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.records import codec
 from suite.records.measured import RankTelemetry, Timing
@@ -28,7 +28,6 @@ from suite.records.parts import (
 )
 from suite.records.record import Placement, RecordError
 from suite.records.results import RECORD_FILE, new_record, read_record, write_record
-from suite.running import run_end
 
 FROM_DATA = {"new_record", "parse_record", "check_record"}
 """The record layer's functions that make (or check) a record from its plain data: records/ and the tests only."""
@@ -140,7 +139,7 @@ def test_the_launcher_completes_the_workers_record_with_its_parts(tmp_path):
         FailurePart(None, "Traceback ..."),
     )
     write_record(tmp_path, worker)
-    record = run_end.finalize_record(run, tmp_path, ["mpirun", "python"], 1, 3.0)  # a rank exited 1 after the record
+    record = finalize_record(run, tmp_path, ["mpirun", "python"], 1, 3.0)  # a rank exited 1 after the record
     assert record.status == "failed" and record.command == "mpirun python" and record.exit_code == 1 and record.wall_s == 3.0
     assert record.reason == worker.reason and record.diverged == diverged and record.traceback == "Traceback ..."
     assert record.train_s == 4.0 and record.suite_version is not None  # the worker's measurements, the launcher's provenance

@@ -3,12 +3,11 @@ failure after rank 0 wrote a finished record does not overwrite it."""
 
 import json
 
-from conftest import tiny_scenario
+from conftest import finalize_record, tiny_scenario
 from suite.config.expansion import expand, parse_scenario
 from suite.records.failures import status_path
 from suite.records.record import run_identity
 from suite.records.results import RECORD_FILE, new_record, read_record, write_record
-from suite.running.run_end import finalize_record
 from suite.running.run_record import report_failure
 
 

@@ -21,17 +21,16 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, run_scenario, tiny_scenario
+from conftest import REPO, finalize_record, run_scenario, tiny_scenario
 from suite.cli import main
 from suite.config.expansion import expand, parse_scenario
 from suite.config.scenario import ScenarioError
 from suite.measure.telemetry import CommStats, Telemetry
 from suite.records.codec import record_data
-from suite.records.failures import Failure, first_failure, launch_problem, launcher_failure, write_status
+from suite.records.failures import Failure, first_failure, launch_problem, launcher_failures, write_status
 from suite.records.results import CHECKPOINT_DIR, LOCK_FILE, STOP_FILE, read_record
 from suite.running.launched import LogWatch
 from suite.running.lock import ResultsLock
-from suite.running.run_end import finalize_record
 from suite.train.resume import describe_checkpoint, remove_stale, resume_plan, settings_fingerprint
 
 HOST = socket.gethostname()
@@ -233,7 +232,7 @@ LAUNCHER_OUTPUT = {
 @pytest.mark.parametrize("launcher", LAUNCHER_OUTPUT)
 def test_the_first_failed_rank_is_read_from_each_launchers_output(launcher):
     text, line = LAUNCHER_OUTPUT[launcher]
-    assert launcher_failure(text).line() == line
+    assert launcher_failures(text)[0].line() == line
 
 
 LAUNCH_PROBLEMS = {

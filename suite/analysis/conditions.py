@@ -57,18 +57,6 @@ def unequal_work(records: list[Record]) -> list[str]:
     return lines
 
 
-def contended_systems(records: list[Record]) -> dict[str, list[str]]:
-    """The configurations (:func:`suite.analysis.systems.config_name`) with runs timed on a busy host: their run ids.
-
-    The timing verdicts of these systems (train_s, images/s, speedup) measure the host as well as the system.
-    """
-    found: dict[str, list[str]] = defaultdict(list)
-    for r in records:
-        if r.status in ("ok", "diverged") and contended(r):
-            found[config_name(r)].append(str(r.run_id))
-    return dict(found)
-
-
 def contention_warnings(records: list[Record]) -> list[str]:
     """One line naming the runs timed on a busy host and why (the first :data:`MOST_NAMED`), or none."""
     busy = [r for r in records if r.status in ("ok", "diverged") and contended(r)]

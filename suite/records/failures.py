@@ -267,12 +267,6 @@ def launcher_failures(log_text: str) -> list[Failure]:
     return [failure for *_, failure in sorted(found, key=lambda f: f[:3])]
 
 
-def launcher_failure(log_text: str) -> Failure | None:
-    """The first failed rank that the launcher's output names, or None."""
-    failures = launcher_failures(log_text)
-    return failures[0] if failures else None
-
-
 def _vanished(statuses: dict[int, dict], log_text: str) -> Failure | None:
     """The rank that Open MPI says disconnected, when it left no status of its own: the survivors abort at once
     and mpirun ends before the peer's node reports how it died (a SIGKILL, the OOM killer, a lost node)."""

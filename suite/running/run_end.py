@@ -14,7 +14,7 @@ from ..records.failures import first_failure, launch_problem, read_statuses
 from ..records.nofollow import UnsafeEntry, read_text, remove_tree
 from ..records.parts import Ending, FailurePart, LaunchPart, assemble, completed, identity, made_now, provenance_kept
 from ..records.record import Record, utc_now
-from ..records.results import CHECKPOINT_DIR, LOG_FILE, RANKS_DIR, RECORD_FILE, STOP_FILE, read_record, write_record
+from ..records.results import CHECKPOINT_DIR, LOG_FILE, RANKS_DIR, RECORD_FILE, STOP_FILE, write_record
 from .launch_part import resume_point
 
 
@@ -41,21 +41,6 @@ class RunEnd:
     timed_out: bool = False
     interrupted: str | None = None
     started_utc: str | None = None
-
-
-def finalize_record(
-    run: Run,
-    run_dir: Path,
-    command: list[str],
-    exit_code: int | None,
-    wall_s: float,
-    timed_out: bool = False,
-    interrupted: str | None = None,
-    started_utc: str | None = None,
-) -> Record:
-    """:func:`end_record` of the worker's record as it is in ``run_dir`` now."""
-    end = RunEnd(command, exit_code, wall_s, timed_out, interrupted, started_utc)
-    return end_record(read_record(run_dir), run, run_dir, end)
 
 
 def end_record(record: Record | None, run: Run, run_dir: Path, end: RunEnd) -> Record:
