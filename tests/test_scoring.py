@@ -145,6 +145,28 @@ def test_scores_shared_over_ranks_are_those_of_one_rank_and_a_snapshot_of_the_fi
     assert scores.curve[0]["fid"] != last["fid"] and scores.quality["untrained_fid"] > 0
 
 
+def test_a_lone_ranks_models_scored_in_threads_score_as_on_one_thread(scored_by):
+    run = scoring_run()
+    final, earlier, later, best = bundle(0), bundle(1), bundle(2), bundle(3)
+    outcome = Outcome(final, curve=[(1.0, 2, 64, earlier), (1.5, 3, 96, later)], extra_bundles={"best_cell": best})
+    alone = score_on_ranks(run, outcome, 1)[0]
+    scored_by.clear()
+    engine = ThreadRank(0, [None], threading.Barrier(1))
+    threaded = scoring.score_models(run, engine, outcome, workers=2)
+    assert threaded[0] == alone[0]  # every score, bit for bit
+    threads = {name for name, _ in scored_by}
+    assert len(scored_by) == 4 and len(threads) == 2 and not threads & {"rank0", "MainThread"}  # two scoring threads
+
+
+def test_a_lone_rank_scores_on_the_cores_its_training_left_idle(monkeypatch):
+    monkeypatch.setattr("suite.train.launchenv.node_cores", lambda: (2, 2))
+    cpu = torch.device("cpu")
+    assert scoring.scoring_workers(cpu, 1, 1) == 2 and scoring.scoring_workers(cpu, 1, 2) == 1
+    assert scoring.scoring_workers(cpu, 2, 1) == 1 and scoring.scoring_workers(torch.device("cuda"), 1, 1) == 1
+    monkeypatch.setattr("suite.train.launchenv.node_cores", lambda: (16, 8))  # this process may use 8 of 16
+    assert scoring.scoring_workers(cpu, 1, 4) == 2
+
+
 @pytest.mark.parametrize("how", ["no ruler", "another ruler"])
 def test_a_rank_without_rank_0s_ruler_hands_its_share_back_to_rank_0(scored_by, monkeypatch, caplog, how):
     from suite.measure.metrics.features import FeatureUnavailable

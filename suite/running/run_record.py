@@ -23,7 +23,7 @@ from ..records.results import GENERATOR_FILE, SAMPLES_FILE, write_record
 from .launch_part import resume_point
 from .rank_record import RunOnRank, rank_part, trained_parts, worker_provenance
 from .runlogs import write_run_logs
-from .scoring import quality_fields, score_models
+from .scoring import quality_fields, score_models, scoring_workers
 
 if TYPE_CHECKING:
     from ..gan.sampling import GeneratorBundle
@@ -153,7 +153,8 @@ def conclude(on: RunOnRank, strategy: Strategy, telemetry: Telemetry, setup_s: f
         saved = _saved(on, per_rank, outcome, strategy.checkpointer)
         timing = dataclasses.replace(timing, finalize_s=time.perf_counter() - finalize_start)
     score_start = time.perf_counter()
-    scored = score_models(on.run, engine, outcome) if on.run.metrics.enabled else None  # every rank scores a share
+    workers = scoring_workers(engine.device, on.launch.local_size, on.threads) if engine.size == 1 else 1
+    scored = score_models(on.run, engine, outcome, workers) if on.run.metrics.enabled else None  # every rank a share
     if per_rank is not None:  # rank 0
         scores = _scores(on, outcome, scored, timing.train_s or 0.0)
         timing = dataclasses.replace(

@@ -17,6 +17,10 @@ ruler's features of its share of the feature batches, and rank 0 scores the whol
 one rank would make it, so the scores are one rank's to the bit; the shares fill the ranks up to one level after the
 other models (at P = 2 the EMA generator's rank finished 4 models' time after the other).
 
+A run of one rank shares its models out the same way over threads, as many as the node's cores its training left idle
+(:func:`scoring_workers`: a P = 1 timing run on 2 cores scores on both); each thread scores whole models, so the scores
+are the lone thread's to the bit.
+
 Models that are large to hand out (more than :data:`SHARE_LIMIT_BYTES` together, e.g. the class
 generators of a label-partitioned run over many classes) stay on rank 0, which then scores them all, the EMA
 generator's draw whole; so does a draw whose images are larger than that to exchange.
@@ -274,10 +278,15 @@ def _score_split_draw(draw: SplitDraw, parts_gathered: list[Any], ruled: tuple[A
     return {**evaluate_estimand(images, ref, networks, features=features), "latent_seed": COMMON_LATENTS_SEED}
 
 
-def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, dict[str, Any]], tuple[Any, ...]] | None:
+def score_models(
+    run: Run, engine: Engine, outcome: Outcome, workers: int = 1
+) -> tuple[dict[str, dict[str, Any]], tuple[Any, ...]] | None:
     """Every rank (a collective): score the run's models over the ranks. Rank 0 (whose ``outcome`` holds them)
     gets the score of every key of :func:`share_out` and :func:`final_aliases`, and the ruler it loaded (for
-    :func:`quality_fields`); the others None."""
+    :func:`quality_fields`); the others None. A run of one rank shares its models out over ``workers`` threads
+    instead (:func:`scoring_workers`)."""
+    if engine.size == 1 and workers > 1:
+        return _score_in_threads(run, engine, outcome, workers)
     if engine.rank != 0:
         handed = engine.allgather_object(None)[0]
         jobs = handed["jobs"].get(engine.rank, [])
@@ -305,6 +314,42 @@ def score_models(run: Run, engine: Engine, outcome: Outcome) -> tuple[dict[str, 
         scores.update(score_jobs(run, plan.get(rank, []), engine.device, ruled) if share is None else share)
     if draw is not None:
         scores[EMA] = _score_split_draw(draw, [features for _, features in gathered], ruled)
+    scores.update({key: scores[FINAL] for key in aliases})
+    return scores, ruled
+
+
+def scoring_workers(device: torch.device, ranks_here: int, threads: int) -> int:
+    """Threads that score a lone rank's models side by side: the node's cores that its training leaves idle (one rank
+    of one thread on 2 cores: 2), each as many torch threads as training had; 1 on a GPU, or where no core is spare."""
+    from ..train.launchenv import node_cores
+
+    if device.type != "cpu":
+        return 1
+    return max(1, node_cores()[1] // max(1, ranks_here * threads))
+
+
+def _score_in_threads(
+    run: Run, engine: Engine, outcome: Outcome, workers: int
+) -> tuple[dict[str, dict[str, Any]], tuple[Any, ...]]:
+    """One rank's models shared out over ``workers`` threads as over ranks (:func:`share_out`, the EMA generator
+    whole), every score as the rank alone computes it: each model is sampled and scored by one thread, whose torch
+    kernels release the interpreter's lock."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    ruled = ruler(run, engine.device)
+    aliases = final_aliases(outcome)
+    samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
+    plan = share_out(outcome, workers, aliases, ema_samples / samples if ema_samples and samples else 1.0)
+
+    def share(jobs: Jobs) -> dict[str, dict[str, Any]]:
+        with torch.no_grad():  # grad mode is a thread's own
+            return score_jobs(run, jobs, engine.device, ruled)
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="scoring") as pool:
+        shares = list(pool.map(share, [plan.get(worker, []) for worker in range(workers)]))
+    scores = {key: value for part in shares for key, value in part.items()}
     scores.update({key: scores[FINAL] for key in aliases})
     return scores, ruled
 
