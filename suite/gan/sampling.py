@@ -37,7 +37,7 @@ MAX_GENERATORS = 10_000
 UNCONDITIONAL_LABEL = -1
 SAMPLE_BATCH = 100
 """Samples generated at a time: on a CPU, 500 samples in batches of 100 take two thirds of the time of one batch
-of 500 (the activations stay in cache); on the CPU here the images are bitwise the same either way."""
+of 500 (the activations stay in cache)."""
 
 
 @dataclass
@@ -290,7 +290,10 @@ class Sampler:
                     architecture=bundle.architecture,
                 )
             net.load_state_dict({name: t.contiguous() for name, t in state.items()}, assign=True)  # the usual layout
-            self.networks[key] = net.to(self.device).eval()
+            # on a CPU, convolutions in channels-last layout take about two thirds of the time (oneDNN's layout): the
+            # same images up to rounding (2e-6 of [-1, 1] measured); training keeps torch's default layout
+            layout = torch.channels_last if self.device.type == "cpu" else torch.preserve_format
+            self.networks[key] = net.to(self.device, memory_format=layout).eval()
         self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
         self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)
         self.prior_probs /= self.prior_probs.sum()

@@ -55,7 +55,12 @@ def feature_net(features: str, dataset: str, image_size: int, **options: Any) ->
 
 def classifier_net(request: FeatureRequest) -> FeatureNet:
     """``classifier``: the suite's pinned classifier ruler of the run's dataset."""
-    return ClassifierNet(request.dataset, request.device)
+    return ClassifierNet(request.dataset, request.device, batch_size=RULER_BATCH)
+
+
+RULER_BATCH = 100
+"""Images the classifier ruler takes at a time: on a CPU, 500 in batches of 100 took 0.27 s against 0.38 s in one
+batch (the activations stay in cache), and the features were bitwise the same (the steering network keeps 500)."""
 
 
 def inception_net(request: FeatureRequest) -> FeatureNet:
