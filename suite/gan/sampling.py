@@ -293,7 +293,7 @@ class Sampler:
             # on a CPU, convolutions in channels-last layout take about two thirds of the time (oneDNN's layout): the
             # same images up to rounding (2e-6 of [-1, 1] measured); training keeps torch's default layout
             layout = torch.channels_last if self.device.type == "cpu" else torch.preserve_format
-            self.networks[key] = net.to(self.device, memory_format=layout).eval()
+            self.networks[key] = net.to(self.device, memory_format=layout).eval()  # type: ignore[call-overload]  # torch accepts it
         self.prior_labels = np.array(sorted(bundle.class_prior), dtype=np.int64)
         self.prior_probs = np.array([bundle.class_prior[c] for c in self.prior_labels], dtype=np.float64)
         self.prior_probs /= self.prior_probs.sum()
