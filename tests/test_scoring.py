@@ -156,6 +156,9 @@ def test_a_lone_ranks_models_scored_in_threads_score_as_on_one_thread(scored_by)
     assert threaded[0] == alone[0]  # every score, bit for bit
     threads = {name for name, _ in scored_by}
     assert len(scored_by) == 4 and len(threads) == 2 and not threads & {"rank0", "MainThread"}  # two scoring threads
+    scored_by.clear()
+    assert scoring.score_models(run, engine, outcome, workers=64)[0] == alone[0]  # a big node: a thread a model at most
+    assert len({name for name, _ in scored_by}) == 4
 
 
 def test_a_lone_rank_scores_on_the_cores_its_training_left_idle(monkeypatch):

@@ -347,8 +347,8 @@ def _score_in_threads(
         with torch.no_grad():  # grad mode is a thread's own
             return score_jobs(run, jobs, engine.device, ruled)
 
-    with ThreadPoolExecutor(workers, thread_name_prefix="scoring") as pool:
-        shares = list(pool.map(share, [plan.get(worker, []) for worker in range(workers)]))
+    with ThreadPoolExecutor(len(plan), thread_name_prefix="scoring") as pool:  # no more threads than models' shares
+        shares = list(pool.map(share, [plan[worker] for worker in sorted(plan)]))
     scores = {key: value for part in shares for key, value in part.items()}
     scores.update({key: scores[FINAL] for key in aliases})
     return scores, ruled
