@@ -297,9 +297,8 @@ def score_models(
         return None
     ruled = ruler(run, engine.device)
     aliases = final_aliases(outcome)
-    samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
-    ema_cost = ema_samples / samples if ema_samples and samples else 1.0
-    plan = share_out(outcome, engine.size, aliases, ema_cost, split_ema=_draw_fits(outcome, ema_samples))
+    ema_cost = _ema_cost(run)
+    plan = share_out(outcome, engine.size, aliases, ema_cost, split_ema=_draw_fits(outcome, run.metrics.ema_samples))
     placed = {key for share in plan.values() for key, _ in share}
     loads = [float(len(plan.get(r, []))) for r in range(engine.size)]
     ema = (on_cpu(outcome.ema), water_fill(loads, ema_cost)) if outcome.ema is not None and EMA not in placed else None
@@ -316,6 +315,12 @@ def score_models(
         scores[EMA] = _score_split_draw(draw, [features for _, features in gathered], ruled)
     scores.update({key: scores[FINAL] for key in aliases})
     return scores, ruled
+
+
+def _ema_cost(run: Run) -> float:
+    """The EMA generator's scoring cost in models scored on ``metrics.samples``: its sample count over theirs."""
+    samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
+    return ema_samples / samples if ema_samples and samples else 1.0
 
 
 def scoring_workers(device: torch.device, ranks_here: int, threads: int) -> int:
@@ -340,8 +345,7 @@ def _score_in_threads(
 
     ruled = ruler(run, engine.device)
     aliases = final_aliases(outcome)
-    samples, ema_samples = run.metrics.samples, run.metrics.ema_samples
-    plan = share_out(outcome, workers, aliases, ema_samples / samples if ema_samples and samples else 1.0)
+    plan = share_out(outcome, workers, aliases, _ema_cost(run))
 
     def share(jobs: Jobs) -> dict[str, dict[str, Any]]:
         with torch.no_grad():  # grad mode is a thread's own
