@@ -28,6 +28,7 @@ from suite.measure.metrics.scores import (
     inception_score,
     kernel_inception_distance,
     mmd2_unbiased,
+    mmd2_unbiased_all,
     statistics,
     total_variation,
 )
@@ -108,6 +109,31 @@ def test_mmd2_estimator_matches_a_direct_computation():
     assert mmd2_unbiased(a, a[::-1]) == pytest.approx(brute_force_mmd2(a, a[::-1]), abs=1e-12)
     with pytest.raises(ValueError, match="m >= 2"):
         mmd2_unbiased(a[:1], b[:1])
+
+
+def brute_force_mmd2_all(a, b):
+    """The all-pairs unbiased MMD^2 of m and n rows, one kernel evaluation at a time."""
+
+    def k(x, y):
+        return (np.dot(x, y) / len(x) + 1) ** 3
+
+    m, n = len(a), len(b)
+    within_a = sum(k(a[i], a[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    within_b = sum(k(b[i], b[j]) for i in range(n) for j in range(n) if i != j) / (n * (n - 1))
+    return within_a + within_b - 2 * sum(k(x, y) for x in a for y in b) / (m * n)
+
+
+@pytest.mark.parametrize("block_rows", [3, 4, 512])
+def test_the_all_pairs_mmd2_in_blocks_is_the_direct_computation(monkeypatch, block_rows):
+    """Blocks of rows, the diagonal block's pairs and the mirrored blocks right of it, sum to every pair once:
+    whether the blocks divide the rows (4 of 12), leave a remainder (3 of 13, 4 of 13) or hold them all (512)."""
+    from suite.measure.metrics import scores
+
+    monkeypatch.setattr(scores, "KERNEL_BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(4)
+    for m, n in ((12, 9), (13, 7)):
+        a, b = rng.normal(size=(m, 5)), rng.normal(0.5, 1.5, size=(n, 5))
+        assert mmd2_unbiased_all(a, b) == pytest.approx(brute_force_mmd2_all(a, b), rel=1e-12)
 
 
 def test_kid_subsets_are_the_unbiased_estimator_on_random_halves(monkeypatch):

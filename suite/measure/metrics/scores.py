@@ -107,6 +107,28 @@ def mmd2_unbiased(a: np.ndarray, b: np.ndarray) -> float:
     return float(within - 2 * polynomial_kernel(a, b).sum() / m**2)
 
 
+KERNEL_BLOCK_ROWS = 512
+"""Rows of a kernel matrix :func:`mmd2_unbiased_all` forms at a time (20 MB against 5,000 rows). The whole matrix of
+5,000 samples is 200 MB of fresh memory, whose pages cost more to fault in than the products on a virtual machine:
+1.5 s against 0.2 s for the EMA generator's 5,000 samples, measured on the development host."""
+
+
+def _kernel_sum(a: np.ndarray, b: np.ndarray | None = None) -> float:
+    """``sum_{i,j} k(a_i, b_j)`` under :func:`polynomial_kernel`, or without ``b``, ``sum_{i != j} k(a_i, a_j)`` from
+    the blocks on and right of the diagonal (the matrix is symmetric: half the products), :data:`KERNEL_BLOCK_ROWS` rows
+    of the matrix at a time."""
+    total = 0.0
+    for lo in range(0, len(a), KERNEL_BLOCK_ROWS):
+        hi = min(lo + KERNEL_BLOCK_ROWS, len(a))
+        block = polynomial_kernel(a[lo:hi], a[lo:] if b is None else b)
+        if b is None:  # the diagonal block counts its pairs both ways already; the blocks right of it stand for their mirror too
+            square = block[:, : hi - lo]
+            total += float(square.sum() - np.trace(square) + 2.0 * block[:, hi - lo :].sum())
+        else:
+            total += float(block.sum())
+    return total
+
+
 def mmd2_unbiased_all(a: np.ndarray, b: np.ndarray) -> float:
     """Unbiased MMD^2 of all ``m`` rows of ``a`` against all ``n`` rows of ``b`` (``m`` and ``n`` may differ) under
     :func:`polynomial_kernel`: the quantity KID's subset mean estimates (each subset's :func:`mmd2_unbiased` is unbiased
@@ -118,10 +140,7 @@ def mmd2_unbiased_all(a: np.ndarray, b: np.ndarray) -> float:
     m, n = len(a), len(b)
     if m < 2 or n < 2 or a.shape[1:] != b.shape[1:]:
         raise ValueError(f"MMD^2 needs two (m, d) and (n, d) feature sets with m, n >= 2, got {a.shape} and {b.shape}")
-    k_aa, k_bb = polynomial_kernel(a, a), polynomial_kernel(b, b)
-    within_a = (k_aa.sum() - np.trace(k_aa)) / (m * (m - 1))
-    within_b = (k_bb.sum() - np.trace(k_bb)) / (n * (n - 1))
-    return float(within_a + within_b - 2 * polynomial_kernel(a, b).sum() / (m * n))
+    return _kernel_sum(a) / (m * (m - 1)) + _kernel_sum(b) / (n * (n - 1)) - 2 * _kernel_sum(a, b) / (m * n)
 
 
 def kid_subset_size(n_a: int, n_b: int) -> int:
