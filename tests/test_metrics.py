@@ -264,6 +264,28 @@ def test_same_samples_score_the_same_on_fresh_caches_and_other_cpu_kernels(tmp_p
     assert second["kid_mean"] == pytest.approx(first["kid_mean"], rel=1e-4)
 
 
+def test_the_rulers_inference_pooling_gives_torchs_pooling_to_the_bit():
+    """The loaded ruler pools with PairMax; its features and logits of real and noisy digits (ties among ReLU zeros
+    included) equal those of the same weights with torch's MaxPool2d, and PairMax equals it on odd sizes too."""
+    from torch import nn
+
+    from suite.measure.metrics.classifier import PairMax, SmallCNN
+
+    ruler = ClassifierNet("digits")
+    assert sum(isinstance(layer, PairMax) for layer in ruler.net.body) == 2
+    reference = SmallCNN(1, 10).double().eval()
+    reference.load_state_dict(ruler.net.state_dict())
+    assert not any(isinstance(layer, PairMax) for layer in reference.body)
+    real = load_dataset("digits", 20, "train").images[:200].double()
+    noisy = (real + torch.randn(real.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)).clamp(-1, 1)
+    with torch.no_grad():
+        for images in (real, noisy):
+            for ours, theirs in zip(ruler.net(images), reference(images), strict=True):
+                assert torch.equal(ours, theirs)
+        odd = torch.randn(3, 4, 7, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        assert torch.equal(PairMax()(odd), nn.MaxPool2d(2)(odd))
+
+
 def disjoint_real_half(real, n):
     """``n`` real images that are not among the ``n`` of the reference draw (the other half)."""
     rest = np.setdiff1d(np.arange(len(real)), reference_rows(len(real), n))

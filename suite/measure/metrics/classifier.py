@@ -66,6 +66,17 @@ class SmallCNN(nn.Module):
         return features, self.head(features)
 
 
+class PairMax(nn.Module):
+    """``nn.MaxPool2d(2)`` for inference: each 2x2 window's maximum from four strided views, the same values (a maximum
+    is exact) in about a seventh of the time on float64 CPU tensors, where torch's pooling kernel is slow (the ruler's
+    two poolings were a fifth of its time). Training keeps torch's pooling and its gradient."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2  # an odd row or column is left out, as the pooling does
+        top = torch.maximum(x[..., 0:h:2, 0:w:2], x[..., 0:h:2, 1:w:2])
+        return torch.maximum(top, torch.maximum(x[..., 1:h:2, 0:w:2], x[..., 1:h:2, 1:w:2]))
+
+
 class PixelMLP(nn.Module):
     """A perceptron on the raw pixels: the steering network's architecture, not the ruler's twin.
 
@@ -233,7 +244,8 @@ def load_classifier(
     field: str = "steering",
     pinned: tuple[Ruler, Path] | None = None,
 ) -> tuple[nn.Module, Ruler]:
-    """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode.
+    """The pinned classifier ruler of ``dataset`` (verified against its sha256), in float64 and eval mode, its
+    poolings as :class:`PairMax`.
 
     ``role`` :data:`STEERING`: the dataset's steering network instead (never a ruler; ``field`` names what
     asked for it in the error line); ``pinned``: this entry and its file instead of the one looked up (a network
@@ -249,6 +261,8 @@ def load_classifier(
         net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     except Exception as error:  # a file of the pinned hash always loads; anything else is a broken pin
         raise RulerError(f"ruler {ruler.name}: {path} does not load as its network ({error})") from None
+    if isinstance(net, SmallCNN):
+        net.body = nn.Sequential(*(PairMax() if isinstance(layer, nn.MaxPool2d) else layer for layer in net.body))
     return net.double().to(device).eval(), ruler
 
 
