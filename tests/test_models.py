@@ -158,3 +158,44 @@ def test_the_gradient_penalty_of_a_per_sample_critic_ignores_the_rest_of_the_bat
     same = torch.allclose(before[[0, 2, 3]], after[[0, 2, 3]], rtol=1e-5, atol=1e-7)
     assert same is independent  # under BatchNorm, sample 0's gradient moves with sample 1
     assert not torch.isclose(before[1], after[1])
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("bias", [True, False])
+def test_an_upsampled_convolution_is_the_upsampling_then_the_convolution(layout, bias):
+    """UpsampledConv gives nearest x2 upsampling then the 3x3 convolution, to float rounding, on square and oblong
+    inputs (every border phase), in either layout."""
+    from suite.gan.upsampling import UpsampledConv
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(6, 5, 3, padding=1, bias=bias)
+    plain = nn.Sequential(nn.Upsample(scale_factor=2), conv).to(memory_format=layout)
+    cheap = UpsampledConv(conv).to(memory_format=layout)
+    with torch.no_grad():
+        for shape in ((3, 6, 4, 4), (2, 6, 3, 7), (1, 6, 1, 1)):
+            x = torch.randn(shape).contiguous(memory_format=layout)
+            expected, got = plain(x), cheap(x)
+            assert got.shape == expected.shape
+            assert torch.allclose(got, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("num_classes", [0, 10])
+def test_a_generator_for_sampling_draws_the_trained_generators_images(num_classes):
+    """for_sampling turns both upsampling steps of the DC-GAN generator (and the DC-CGAN's) into UpsampledConv and its
+    images stay those of the generator as built to a few 1e-6; the MLP generator has no such step and is left whole."""
+    import copy
+
+    from suite.gan.upsampling import UpsampledConv, for_sampling
+
+    generator, _ = build_pair(20, 1, 100, num_classes, seed=3)
+    generator.eval()
+    cheap = for_sampling(copy.deepcopy(generator)).to(memory_format=torch.channels_last)
+    assert sum(isinstance(m, UpsampledConv) for m in cheap.blocks) == 2
+    assert sum(isinstance(m, nn.Upsample) for m in cheap.modules()) == 0
+    z = torch.randn(64, 100, generator=torch.Generator().manual_seed(1))
+    labels = torch.arange(64) % 10 if num_classes else None
+    with torch.no_grad():
+        assert (cheap(z, labels) - generator(z, labels)).abs().max() < 2e-5
+    mlp, _ = build_pair(20, 1, 100, seed=3, architecture="mlp")
+    before = [type(m) for m in mlp.modules()]
+    assert [type(m) for m in for_sampling(mlp).modules()] == before
