@@ -199,3 +199,79 @@ def test_a_generator_for_sampling_draws_the_trained_generators_images(num_classe
     mlp, _ = build_pair(20, 1, 100, seed=3, architecture="mlp")
     before = [type(m) for m in mlp.modules()]
     assert [type(m) for m in for_sampling(mlp).modules()] == before
+
+
+def test_only_plain_upsampling_pairs_are_rewritten_for_sampling():
+    """A pair whose convolution is a subclass, carries a hook or a hook-computed weight (spectral norm), or that sits in a
+    Sequential subclass with a forward of its own, is left whole (and the network's output with it); a plain
+    Sequential network is rewritten itself, and another kernel or upsampling is no pair."""
+    import copy
+
+    from suite.gan.upsampling import UpsampledConv, for_sampling
+
+    class ScaledConv(nn.Conv2d):
+        def forward(self, x):
+            return super().forward(2 * x)
+
+    class Residual(nn.Sequential):
+        def forward(self, x):
+            return super().forward(x) + nn.functional.interpolate(x, scale_factor=2)
+
+    def hooked():
+        conv = nn.Conv2d(3, 3, 3, padding=1)
+        conv.register_forward_hook(lambda module, args, out: out * 3)
+        return conv
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 4)
+    kept = [
+        nn.Sequential(nn.Upsample(scale_factor=2), ScaledConv(3, 3, 3, padding=1)),
+        nn.Sequential(nn.Upsample(scale_factor=2), hooked()),
+        nn.Sequential(nn.Upsample(scale_factor=2), nn.utils.spectral_norm(nn.Conv2d(3, 3, 3, padding=1))),
+        Residual(nn.Upsample(scale_factor=2), nn.Conv2d(3, 3, 3, padding=1)),
+        nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(3, 3, 5, padding=2)),
+        nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear"), nn.Conv2d(3, 3, 3, padding=1)),
+    ]
+    for network in kept:
+        network.eval()
+        with torch.no_grad():
+            before = network(x)
+            after = for_sampling(network)(x)
+        assert not any(isinstance(m, UpsampledConv) for m in network.modules())
+        assert torch.equal(after, before)
+    plain = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+    with torch.no_grad():
+        expected = plain(x)
+        rewritten = for_sampling(copy.deepcopy(plain))
+        assert [type(m) for m in rewritten] == [UpsampledConv, nn.Tanh]
+        assert torch.allclose(rewritten(x), expected, atol=1e-5)
+
+
+def test_the_sampler_samples_with_the_rewritten_generators_of_each_shape():
+    """The Sampler's networks carry UpsampledConv (copied from one storage-less skeleton per shape): bundles of two
+    shapes in one process each get their own, with the bundle's weights."""
+    from suite.gan.sampling import GeneratorBundle, Sampler
+    from suite.gan.seeding import torch_generator
+    from suite.gan.upsampling import UpsampledConv
+
+    for size, classes in ((20, 0), (32, 10)):
+        generator, _ = build_pair(size, 1, 100, classes, seed=5)
+        state = {name: t.detach().clone() for name, t in generator.state_dict().items()}
+        bundle = GeneratorBundle(
+            kind="single",
+            image_size=size,
+            channels=1,
+            latent_dim=100,
+            num_classes=classes or 10,
+            conditional=bool(classes),
+            generators={"all": state},
+            class_prior={c: 0.1 for c in range(10)},
+        )
+        sampler = Sampler(bundle)
+        assert sum(isinstance(m, UpsampledConv) for m in sampler.networks["all"].modules()) == 2
+        images, labels = sampler.sample(8, seed=1)
+        assert images.shape == (8, 1, size, size)
+        z = torch.randn(8, 100, generator=torch_generator(1, "sample-noise"))  # the noise Sampler.sample draws
+        with torch.no_grad():
+            expected = generator.eval()(z, labels if classes else None)
+        assert (images - expected).abs().max() < 2e-5

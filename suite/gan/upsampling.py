@@ -35,9 +35,10 @@ class UpsampledConv(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape
-        # the layout of the weights (channels-last where the sampler chose it): convolution inputs and outputs in
-        # another layout cost a copy each, about a third of the time
-        cl = self.weights[0].dim() == 4 and self.weights[0].is_contiguous(memory_format=torch.channels_last)
+        # the layout of the weights (channels-last where the sampler chose it; a weight of one input channel is both,
+        # read as the default): convolution inputs and outputs in another layout cost a copy each, about a third of the time
+        weight = self.weights[0]
+        cl = weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
         layout = torch.channels_last if cl else torch.contiguous_format
         padded = F.pad(x, (1, 1, 1, 1)).contiguous(memory_format=layout)
         out = torch.empty(n, self.out_channels, 2 * h, 2 * w, dtype=x.dtype, device=x.device, memory_format=layout)
@@ -48,10 +49,17 @@ class UpsampledConv(nn.Module):
         return out
 
 
-def _replaceable(upsample: nn.Module, conv: nn.Conv2d) -> bool:
+def _plain(module: nn.Module, *kinds: type) -> bool:
+    """Whether ``module`` is exactly one of ``kinds`` (no subclass with a forward of its own) and has no forward hooks
+    (a hook, or a weight a hook computes, as spectral norm's, would be lost)."""
+    return type(module) in kinds and not (module._forward_hooks or module._forward_pre_hooks)
+
+
+def _replaceable(upsample: nn.Module, conv: nn.Module) -> bool:
     """Whether ``upsample`` then ``conv`` is the pair :class:`UpsampledConv` computes."""
     return (
-        isinstance(upsample, nn.Upsample)
+        _plain(upsample, nn.Upsample, nn.UpsamplingNearest2d)
+        and _plain(conv, nn.Conv2d)
         and upsample.mode == "nearest"
         and upsample.size is None
         and upsample.scale_factor in (2, 2.0, (2, 2), (2.0, 2.0))
@@ -65,21 +73,20 @@ def _replaceable(upsample: nn.Module, conv: nn.Conv2d) -> bool:
 
 
 def for_sampling(network: nn.Module) -> nn.Module:
-    """``network`` (a generator, changed in place and returned) with every upsampling-then-convolution pair of its
-    ``nn.Sequential`` parts as one :class:`UpsampledConv`; a network without such a pair is returned as it is."""
-    for name, child in list(network.named_children()):
-        if not isinstance(child, nn.Sequential):
-            for_sampling(child)
-            continue
-        layers, kept = list(child), []
-        while layers:
-            layer, conv = layers.pop(0), layers[0] if layers else None
-            if isinstance(conv, nn.Conv2d) and _replaceable(layer, conv):
-                layer = UpsampledConv(conv)
-                layers.pop(0)
-            else:
-                for_sampling(layer)
-            kept.append(layer)
-        if len(kept) != len(child):
-            setattr(network, name, nn.Sequential(*kept))
+    """``network`` (a generator, changed in place and returned) with every upsampling-then-convolution pair of a plain
+    ``nn.Sequential`` in it (itself included) as one :class:`UpsampledConv`; anything else is left as it is, so a
+    network without such a pair is returned whole."""
+    for child in network.children():
+        for_sampling(child)
+    if type(network) is not nn.Sequential:  # a subclass may have a forward of its own, which reads its layers
+        return network
+    layers, kept = list(network), []
+    while layers:
+        layer = layers.pop(0)
+        if layers and _replaceable(layer, layers[0]):
+            layer = UpsampledConv(layers.pop(0))  # type: ignore[arg-type]  # _replaceable checked it is a Conv2d
+        kept.append(layer)
+    if len(kept) != len(network):
+        del network[:]
+        network.extend(kept)
     return network

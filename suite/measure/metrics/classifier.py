@@ -68,13 +68,26 @@ class SmallCNN(nn.Module):
 
 class PairMax(nn.Module):
     """``nn.MaxPool2d(2)`` for inference: each 2x2 window's maximum from four strided views, the same values (a maximum
-    is exact) in about a seventh of the time on float64 CPU tensors, where torch's pooling kernel is slow (the ruler's
+    is exact; where a window ties +0 with -0 the zero's sign may differ, which no later layer of the ruler tells apart) in
+    about a seventh of the time on float64 CPU tensors, where torch's pooling kernel is slow (the ruler's
     two poolings were a fifth of its time). Training keeps torch's pooling and its gradient."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2  # an odd row or column is left out, as the pooling does
         top = torch.maximum(x[..., 0:h:2, 0:w:2], x[..., 0:h:2, 1:w:2])
         return torch.maximum(top, torch.maximum(x[..., 1:h:2, 0:w:2], x[..., 1:h:2, 1:w:2]))
+
+
+def _pools_pairs(layer: nn.Module) -> bool:
+    """Whether ``layer`` is the pooling :class:`PairMax` computes: torch's 2x2 max pooling of stride 2, no padding."""
+    return (
+        type(layer) is nn.MaxPool2d
+        and layer.kernel_size in (2, (2, 2))
+        and layer.stride in (2, (2, 2))
+        and layer.padding in (0, (0, 0))
+        and layer.dilation in (1, (1, 1))
+        and not layer.ceil_mode
+    )
 
 
 class PixelMLP(nn.Module):
@@ -262,7 +275,7 @@ def load_classifier(
     except Exception as error:  # a file of the pinned hash always loads; anything else is a broken pin
         raise RulerError(f"ruler {ruler.name}: {path} does not load as its network ({error})") from None
     if isinstance(net, SmallCNN):
-        net.body = nn.Sequential(*(PairMax() if isinstance(layer, nn.MaxPool2d) else layer for layer in net.body))
+        net.body = nn.Sequential(*(PairMax() if _pools_pairs(layer) else layer for layer in net.body))
     return net.double().to(device).eval(), ruler
 
 

@@ -132,7 +132,7 @@ def _kernel_sum(a: np.ndarray, b: np.ndarray | None = None) -> float:
 def mmd2_unbiased_all(a: np.ndarray, b: np.ndarray) -> float:
     """Unbiased MMD^2 of all ``m`` rows of ``a`` against all ``n`` rows of ``b`` (``m`` and ``n`` may differ) under
     :func:`polynomial_kernel`: the quantity KID's subset mean estimates (each subset's :func:`mmd2_unbiased` is unbiased
-    for it), from every pair at once, one kernel product per side instead of three per subset.
+    for it), from every pair at once (:func:`_kernel_sum`, in blocks of rows) instead of three kernel products per subset.
 
     ``1/(m(m-1)) sum_{i!=j} k(a_i, a_j) + 1/(n(n-1)) sum_{i!=j} k(b_i, b_j) - 2/(mn) sum_{i,j} k(a_i, b_j)``.
     """
