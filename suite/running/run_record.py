@@ -153,7 +153,7 @@ def conclude(on: RunOnRank, strategy: Strategy, telemetry: Telemetry, setup_s: f
         saved = _saved(on, per_rank, outcome, strategy.checkpointer)
         timing = dataclasses.replace(timing, finalize_s=time.perf_counter() - finalize_start)
     score_start = time.perf_counter()
-    workers = scoring_workers(engine.device, on.launch.local_size, on.threads) if engine.size == 1 else 1
+    workers = scoring_workers(engine.device, on.launch.local_size, on.threads)  # threads only where the run has one rank
     scored = score_models(on.run, engine, outcome, workers) if on.run.metrics.enabled else None  # every rank a share
     if per_rank is not None:  # rank 0
         scores = _scores(on, outcome, scored, timing.train_s or 0.0)

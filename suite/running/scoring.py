@@ -284,7 +284,7 @@ def score_models(
     """Every rank (a collective): score the run's models over the ranks. Rank 0 (whose ``outcome`` holds them)
     gets the score of every key of :func:`share_out` and :func:`final_aliases`, and the ruler it loaded (for
     :func:`quality_fields`); the others None. A run of one rank shares its models out over ``workers`` threads
-    instead (:func:`scoring_workers`)."""
+    instead (:func:`scoring_workers`); a run of several ranks ignores ``workers``."""
     if engine.size == 1 and workers > 1:
         return _score_in_threads(run, engine, outcome, workers)
     if engine.rank != 0:
