@@ -295,3 +295,45 @@ def test_a_rank_asks_numpy_for_no_huge_pages_unless_the_site_says_otherwise(monk
         assert not multiarray._get_madvise_hugepage()
     finally:
         multiarray._set_madvise_hugepage(before)
+
+
+class _ThreadedHorovod:
+    """Horovod's ``allgather`` for one of ``size`` ranks that are threads of this process: each rank's tensor,
+    concatenated in rank order, once every rank has handed one under the same name."""
+
+    def __init__(self, rank: int, world: dict, barrier: threading.Barrier):
+        self.rank, self.world, self.barrier = rank, world, barrier
+
+    def allgather(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
+        self.world[self.rank] = (name, tensor.clone())
+        self.barrier.wait()
+        names, tensors = zip(*(self.world[r] for r in sorted(self.world)))
+        self.barrier.wait()  # every rank has read the world before the next collective writes it
+        assert len(set(names)) == 1, f"the ranks named one collective differently: {names}"
+        return torch.cat(tensors)
+
+
+def test_horovods_object_gather_hands_every_ranks_object_in_rank_order_whatever_its_type_and_size():
+    from suite.train.engines.horovod import HorovodEngine
+
+    # the scoring hand-out: a plan with models on rank 0, None on rank 1, a large payload on rank 2
+    handed = [{"jobs": {1: [("curve0", bundle(1))]}, "ruler": ("classifier", "ab")}, None, torch.arange(750_000.0)]
+    world: dict = {}
+    barrier = threading.Barrier(len(handed))
+    results: list = [None] * len(handed)
+
+    def rank(r: int) -> None:
+        engine = HorovodEngine.__new__(HorovodEngine)  # its collective alone: no hvd.init()
+        engine.hvd = _ThreadedHorovod(r, world, barrier)
+        results[r] = engine.allgather_object(handed[r])
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(handed))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for gathered in results:
+        plan, nothing, payload = gathered
+        assert nothing is None and torch.equal(payload, handed[2])
+        assert plan["ruler"] == ("classifier", "ab") and plan["jobs"][1][0][0] == "curve0"
+        assert plan["jobs"][1][0][1].digest() == handed[0]["jobs"][1][0][1].digest()

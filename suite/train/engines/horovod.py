@@ -11,7 +11,9 @@ Horovod's variables before ``hvd.init()``; :func:`horovod_settings` reads back w
 from __future__ import annotations
 
 import csv
+import itertools
 import os
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -373,6 +375,14 @@ class HorovodEngine(Engine):
         self.hvd.allreduce_(votes, op=self.hvd.Max, process_set=group.handle)
 
     def allgather_object(self, obj: Any) -> list[Any]:
-        # one name on every rank: Horovod names it by the object's type otherwise, and ranks handing
-        # different types (a plan on rank 0, None elsewhere) would wait for each other for ever
-        return self.hvd.allgather_object(obj, name="suite.object")
+        """Every rank's ``obj``, pickled, in rank order: Horovod's ``allgather_object`` with its bytes read in place.
+
+        Horovod's own builds its tensor as ``torch.ByteTensor(bytearray(...))``, one Python int per byte: 0.6 s for the
+        10 MB of models a P = 2 run hands out for scoring, on each side. One name on every rank: Horovod names an
+        object by its type otherwise, and ranks handing different types (a plan on rank 0, None elsewhere) would wait
+        for each other for ever."""
+        data = bytearray(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))  # never empty
+        sizes = self.hvd.allgather(torch.tensor([len(data)], dtype=torch.int64), name="suite.object.size").tolist()
+        gathered = self.hvd.allgather(torch.frombuffer(data, dtype=torch.uint8), name="suite.object").numpy()
+        bounds = [0, *itertools.accumulate(sizes)]
+        return [pickle.loads(gathered[lo:hi].tobytes()) for lo, hi in itertools.pairwise(bounds)]
