@@ -122,6 +122,10 @@ def test_a_run_trains_the_same_model_in_a_shared_launch_as_in_its_own(tmp_path, 
         assert shared["status"] == record["status"] == "ok"
         assert shared["comm"]["bytes"] == record["comm"]["bytes"]  # its own traffic, counted from zero
         assert shared.get("engine_settings") == record.get("engine_settings")  # Horovod: its own process sets listed
+        # its phases lie inside its part of the launch: a rank that began it while rank 0 wrote the record before
+        # did not count that wait as this run's set-up
+        phases = sum(shared[f] or 0.0 for f in ("setup_s", "train_s", "eval_s", "finalize_s", "score_s"))
+        assert phases <= shared["wall_s"] + 0.05, run_id
     digests = {r["model_digest"] for r in together.values()}
     assert len(digests) == len(together)  # every seed and strategy its own model
 
