@@ -188,7 +188,7 @@ def time_section(frame: pd.DataFrame, records: list[Record], out_dir: Path) -> S
             f"Of {total:.0f} s of wall time over {len(times)} runs, {sums[COL.train_s]:.0f} s "
             f"({sums[COL.train_s] / total:.0%}) were inside training windows (their warm-up {sums[COL.warmup_s]:.0f} s "
             f"included); set-up {sums[COL.setup_s]:.0f} s, evaluation during training {sums[COL.eval_s]:.0f} s, finalize "
-            f"{sums[COL.finalize_s]:.0f} s, scoring {sums[COL.score_s]:.0f} s, process start-up and launchers "
+            f"{sums[COL.finalize_s]:.0f} s, scoring {sums[COL.score_s]:.0f} s, process start-up, launchers and writing records "
             f"{sums['other_s']:.0f} s.\n"
         )
         totals = phase_totals(times)

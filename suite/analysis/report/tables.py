@@ -224,7 +224,7 @@ def time_table(frame: pd.DataFrame) -> pd.DataFrame:
     parts = (
         table[[COL.setup_s, COL.train_s, COL.eval_s, COL.finalize_s, COL.score_s]].fillna(0).sum(axis=1)
     )  # warm-up: in train_s
-    table["other_s"] = (table[COL.wall_s] - parts).clip(lower=0)  # process start-up, imports, launcher
+    table["other_s"] = (table[COL.wall_s] - parts).clip(lower=0)  # process start-up, imports, launcher, records written
     table["train_share"] = table[COL.train_s] / table[COL.wall_s]
     table[COL.contended] = ok[COL.contended]
     table[COL.outside_cores] = ok[COL.outside_cores]
@@ -245,7 +245,7 @@ RUN_PHASES = {
     COL.eval_s: "evaluation during training",
     COL.finalize_s: "finalize",
     COL.score_s: "scoring",
-    "other_s": "start-up and launchers (a shared launch's divided equally among its runs)",
+    "other_s": "start-up, launchers and writing records (a shared launch's divided equally among its runs)",
 }
 """The phases of a run's wall time, as :func:`time_table` has them, and what the report calls each."""
 
