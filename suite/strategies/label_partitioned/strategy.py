@@ -46,6 +46,21 @@ def _load_classes(scratch: Path, classes: list[int], written: dict[int, FileDige
     return [load_tensors(scratch / f"class{c}.pt", "class generator", written[c]) for c in classes]
 
 
+def _class_entry(label: int, trainer: GanTrainer) -> dict:
+    """What a class GAN hands to rank 0 once trained: its generator, counts, history, EMA generator and snapshots."""
+    r = trainer.result
+    return {
+        "label": label,
+        "state": cpu_state(r.generator),
+        "steps": r.steps,
+        "images": r.images,
+        "warmup_images": r.warmup_images,
+        "history": r.history,
+        "ema": cpu_state(trainer.ema.state) if trainer.ema is not None else None,
+        "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in r.snapshots],
+    }
+
+
 class LabelPartitioned(Strategy):
     """Every rank builds the GANs of its classes, warms each up, then trains them round-robin (or one by one)."""
 
@@ -155,25 +170,13 @@ class LabelPartitioned(Strategy):
         run, engine, data, scratch, plan = self.run, self.engine, self.data, self.scratch, self.plan
         networks = [net for t in self.trainers for net in (t.generator.network, t.discriminator.network)]
         digests = engine.allgather_object(parameter_digest(*networks))  # after training: not counted
-        # The first rank of each group writes its classes' generators; rank 0 reads them all, each
-        # checked against the digest its writer sends with the agreement that all are written.
+        # The first rank of each group other than rank 0's writes its classes' generators; rank 0 keeps its own and
+        # reads the others, each checked against the digest its writer sends with the agreement that all are written.
+        leader = self.group.rank == 0
+        own = {label: _class_entry(label, t) for label, t in zip(plan[self.group.index][1], self.trainers)} if leader else {}
         mine: dict[int, FileDigest] = {}
-        if self.group.rank == 0:
-            for label, t in zip(plan[self.group.index][1], self.trainers):
-                r = t.result
-                mine[label] = save_tensors(
-                    {
-                        "label": label,
-                        "state": cpu_state(r.generator),
-                        "steps": r.steps,
-                        "images": r.images,
-                        "warmup_images": r.warmup_images,
-                        "history": r.history,
-                        "ema": cpu_state(t.ema.state) if t.ema is not None else None,
-                        "snapshots": [{**snap, "state": cpu_state(snap["state"])} for snap in r.snapshots],
-                    },
-                    scratch / f"class{label}.pt",
-                )
+        if leader and engine.rank != 0:
+            mine = {label: save_tensors(entry, scratch / f"class{label}.pt") for label, entry in own.items()}
         written = {label: digest for files in engine.allgather_object(mine) for label, digest in files.items()}
         fields = LabelPartitionedFields(
             classes=[int(c) for c in data.classes],
@@ -185,8 +188,10 @@ class LabelPartitioned(Strategy):
         )
         if engine.rank != 0:
             return Outcome(None, fields=asdict(fields))
-        per_class = _load_classes(scratch, data.classes, written)
+        theirs = _load_classes(scratch, [c for c in data.classes if c not in own], written)
         remove_tree(scratch)  # the bundle below holds them all
+        order = data.classes
+        per_class = sorted([*own.values(), *theirs], key=lambda e: order.index(e["label"]))
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, PER_CLASS, {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
         fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}
