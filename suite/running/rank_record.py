@@ -187,7 +187,7 @@ def trained_parts(on: RunOnRank, per_rank: list[RankTelemetry]) -> tuple[Trained
     timing = Timing(
         # rank 0's: the run's part of its launch begins as rank 0 begins it, once it wrote the record of the run before;
         # a rank that began earlier waited for that record inside the run before's part (the slowest rank's set-up
-        # counted that wait twice: 30 of the main job's 50 s of set-up)
+        # counted that wait twice: the main job's set-up went from 50 to 26 s)
         setup_s=_got(per_rank[0].setup_s),
         warmup_s=max(_got(_got(r.warmup).seconds) for r in per_rank),
         budget_window_s=per_rank[0].budget_window_s,
