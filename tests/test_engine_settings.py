@@ -157,10 +157,11 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     """HorovodReplica hands ``horovod.groups`` to DistributedOptimizer (Horovod itself replaced by a recorder)."""
     from suite.train.engines.horovod import HorovodEngine, HorovodReplica
 
-    made = {}
+    made, enqueued, events = {}, [], []
     fake = types.SimpleNamespace(
         Average="average",
-        broadcast_=lambda *a, **k: None,
+        broadcast_async_=lambda tensor, **kwargs: enqueued.append(kwargs) or events.append("enqueue") or len(enqueued),
+        synchronize=lambda handle: events.append(f"wait {handle}"),
         DistributedOptimizer=lambda optimizer, **kwargs: made.update(kwargs) or optimizer,
     )
     import horovod
@@ -172,6 +173,12 @@ def test_horovods_optimizer_gets_the_runs_groups(monkeypatch, tmp_path):
     HorovodReplica(net, torch.optim.SGD(net.parameters(), lr=0.1), engine, Group(0, [0, 1], 0, "world"), "G")
     assert made["groups"] == 1 and made["op"] == "average" and made["process_set"] == "world"
     assert [name for name, _ in made["named_parameters"]] == ["G.weight", "G.bias"]
+    # every tensor starts from the group's first rank, all broadcasts enqueued before any is waited for
+    assert [(k["name"], k["root_rank"], k["process_set"]) for k in enqueued] == [
+        ("init.G.weight", 0, "world"),
+        ("init.G.bias", 0, "world"),
+    ]
+    assert events == ["enqueue", "enqueue", "wait 1", "wait 2"]
 
 
 def fake_horovod(nccl: int) -> types.SimpleNamespace:
