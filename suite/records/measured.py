@@ -163,8 +163,8 @@ class TelemetrySummary:
 
 @dataclass
 class Timing:
-    """Seconds of each phase (the slowest rank's); ``train_s`` is the training clock: the warm-up (``warmup_s``)
-    and the timed steps after it, the same for every system."""
+    """Seconds of each phase (the slowest rank's; set-up, finalize and scoring rank 0's); ``train_s`` is the training
+    clock: the warm-up (``warmup_s``) and the timed steps after it, the same for every system."""
 
     setup_s: Seconds | None = column()
     warmup_s: Seconds | None = column()

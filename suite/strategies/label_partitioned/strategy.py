@@ -5,8 +5,8 @@ communication (``train.class_schedule``: interleaved or sequential, the same gen
 P > C (a multiple of C), each group of P/C ranks trains its class data-parallel in its own
 communicator. docs/strategies.md gives the budgets' split over the class GANs.
 
-After training, each group's first rank writes its class generators into the run folder and rank 0
-assembles the model from those files (each checked against its writer's sha256): with a thousand
+After training, the first rank of each group but rank 0's writes its class generators into the run folder and
+rank 0 assembles the model from its own and those files (each checked against its writer's sha256): with a thousand
 classes they weigh gigabytes, which a collective would copy to every rank. The run folder must
 therefore be on a file system all ranks share.
 """
@@ -190,8 +190,8 @@ class LabelPartitioned(Strategy):
             return Outcome(None, fields=asdict(fields))
         theirs = _load_classes(scratch, [c for c in data.classes if c not in own], written)
         remove_tree(scratch)  # the bundle below holds them all
-        order = data.classes
-        per_class = sorted([*own.values(), *theirs], key=lambda e: order.index(e["label"]))
+        by_label = {e["label"]: e for e in [*own.values(), *theirs]}
+        per_class = [by_label[c] for c in data.classes]
         keys = {f"class{e['label']}": e["label"] for e in per_class}
         bundle = make_bundle(run, data, PER_CLASS, {f"class{e['label']}": e["state"] for e in per_class}, classes=keys)
         fields.generator_steps = {str(e["label"]): e["steps"] for e in per_class}

@@ -391,4 +391,4 @@ class HorovodEngine(Engine):
         sizes = self.hvd.allgather(torch.tensor([len(data)], dtype=torch.int64), name="suite.object.size").tolist()
         gathered = self.hvd.allgather(torch.frombuffer(data, dtype=torch.uint8), name="suite.object").numpy()
         bounds = [0, *itertools.accumulate(sizes)]
-        return [pickle.loads(gathered[lo:hi].tobytes()) for lo, hi in itertools.pairwise(bounds)]
+        return [pickle.loads(memoryview(gathered[lo:hi])) for lo, hi in itertools.pairwise(bounds)]
