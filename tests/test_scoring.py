@@ -298,8 +298,8 @@ def test_a_rank_asks_numpy_for_no_huge_pages_unless_the_site_says_otherwise(monk
 
 
 class _ThreadedHorovod:
-    """Horovod's ``allgather`` for one of ``size`` ranks that are threads of this process: each rank's tensor,
-    concatenated in rank order, once every rank has handed one under the same name."""
+    """Horovod's ``allgather`` for one of several ranks that are threads of this process (as many as ``barrier``
+    waits for): each rank's tensor, concatenated in rank order, once every rank has handed one under the same name."""
 
     def __init__(self, rank: int, world: dict, barrier: threading.Barrier):
         self.rank, self.world, self.barrier = rank, world, barrier
