@@ -276,16 +276,32 @@ def test_every_model_is_scored_on_the_common_latents(monkeypatch):
     assert "seed=run.train.seed" not in source  # the run's own seed no longer picks the latents
 
 
-def test_the_committed_resampled_error_rates_stay_within_alpha_for_the_test_in_use():
-    """reports/verdicts/resampled-error-rates.csv (ci/resampled_rates.py on the main job's residuals): the test the
-    report uses makes a false claim in at most 5 % of reports in every world, at the job's policy."""
+def test_the_committed_resampled_error_rates_are_the_committed_records_and_an_excess_is_diagnosed_and_said():
+    """reports/verdicts/resampled-error-rates.csv (ci/resampled_rates.py): measured on the committed main job's residuals
+    (every system's spread on the page is its records'), for the test the report uses in every world at the job's
+    policy; where that test is above 5 % in a cell, the page reruns the cell with each system left out, and the README
+    says the goal is not met (tests/test_docs.py checks the figure it quotes)."""
     from suite.analysis.stats.pair_tests import TEST
+
+    sys.path.insert(0, str(REPO / "ci"))
+    import resampled_rates
 
     table = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates.csv")
     used = table[(table.test == TEST) & (table.policy == table.policy.iloc[0])]  # the job's policy comes first
     assert len(used) == 6 and (used.reports >= 1000).all()
     assert {"equal", "1.5x apart", "observed"} == set(used.world) and {"naive", "smoothed, pooled"} == set(used.resampling)
-    assert (used.any_false / used.reports).max() <= 0.05
+    res, plan, _ = resampled_rates.residuals_of(REPO / "reports/digits/records.json")
+    page = (REPO / "reports/verdicts/resampled-error-rates.md").read_text()
+    assert table.policy.iloc[0] == f"{plan.initial}, {plan.step}, {plan.cap}"
+    for name, spread, residuals in zip(res.names, res.spreads, res.residuals):
+        assert f"{name} (spread {spread:.3f}, n={len(residuals)})" in page
+    above = used[used.any_false / used.reports > 0.05]
+    diagnosis = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates-left-out.csv")
+    assert len(diagnosis) == len(above) * len(res.names)
+    assert set(zip(diagnosis.resampling, diagnosis.world)) == set(zip(above.resampling, above.world))
+    readme = (REPO / "README.md").read_text()
+    assert ("above the 5 % goal" in readme) == (not above.empty)
+    assert ("## Where the excess comes from" in page) == (not above.empty)
 
 
 def test_a_collapsed_seed_is_compared_as_what_it_is_and_a_system_that_never_learned_is_left_out():
