@@ -68,3 +68,21 @@ def test_spreads_and_claims_across_kernel_sets(kernel_sets):
     flipped = _records({"conditional": [300, 330, 315], "data_parallel": [60, 66, 63]}, "avx2")
     _, claims = kernel_sets.compare(native, flipped)
     assert claims["contradictions"] == [("conditional / bce / mpi", "data_parallel / bce / mpi")]
+
+
+def test_the_kernel_set_scenario_is_the_main_jobs_first_block_at_p2():
+    """scenarios/kernel-sets.yaml's runs are the main job's P = 2 runs of its first block, each with the main job's
+    settings (learning rate, EMA generator, curve, budget) apart from the scenario's name and seed policy: the native
+    side of the comparison is the committed main job, so the other side must train what it trained."""
+    from suite.config.expansion import expand, load_scenario
+
+    def settings(run):
+        data = run.settings()
+        return {**data, "scenario": None, "train": {**data["train"], "seeds": None}}
+
+    main_job = {run.run_id: run for run in expand(load_scenario(ROOT / "scenarios" / "digits.yaml"))}
+    first_block = {rid for rid, run in main_job.items() if run.procs == 2 and run.train.seed < 4}
+    kernel_sets = expand(load_scenario(ROOT / "scenarios" / "kernel-sets.yaml"))
+    assert {run.run_id for run in kernel_sets} == first_block
+    for run in kernel_sets:
+        assert settings(run) == settings(main_job[run.run_id]), run.run_id
