@@ -153,7 +153,8 @@ def simulate(res: Residuals, cell: Cell, margin: float, reports: int, seed: int)
 
 def grid(plans: list[Plan], res: Residuals, margin: float, seed: int):
     """Every (policy, resampling, world) with its reports' seed: the seed names the policy, resampling and world only,
-    so that every test, and every system left out, meets the same resampled reports."""
+    so that every test meets the same resampled reports (with a system left out, the same seed draws other ones: the
+    systems are drawn in turn from one generator)."""
     for k, plan in enumerate(plans):
         for i, how in enumerate(RESAMPLING):
             for j, name in enumerate(worlds(res, margin)):

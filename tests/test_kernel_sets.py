@@ -80,8 +80,10 @@ def test_the_kernel_set_scenario_is_the_main_jobs_first_block_at_p2():
         data = run.settings()
         return {**data, "scenario": None, "train": {**data["train"], "seeds": None}}
 
-    main_job = {run.run_id: run for run in expand(load_scenario(ROOT / "scenarios" / "digits.yaml"))}
-    first_block = {rid for rid, run in main_job.items() if run.procs == 2 and run.train.seed < 4}
+    scenario = load_scenario(ROOT / "scenarios" / "digits.yaml")
+    main_job = {run.run_id: run for run in expand(scenario)}
+    initial = scenario.train.seeds.initial
+    first_block = {rid for rid, run in main_job.items() if run.procs == 2 and run.train.seed < initial}
     kernel_sets = expand(load_scenario(ROOT / "scenarios" / "kernel-sets.yaml"))
     assert {run.run_id for run in kernel_sets} == first_block
     for run in kernel_sets:
