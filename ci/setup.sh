@@ -15,6 +15,20 @@ stamp="$VENV/.suite-setup-$(cat ci/requirements.lock pyproject.toml examples/loc
 if [ -f "$stamp" ]; then
     exit 0
 fi
+# A fresh environment is 5.5 GB (torch's CUDA build and its NVIDIA libraries) and uv unpacks the wheels into its
+# cache first: refuse in one line, before anything is written, where the disk cannot hold it.
+NEED_GB=7
+if ! compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null; then
+    for dir in "$(dirname "$VENV")" "${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}"; do
+        probe=$dir
+        while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
+        free_kb=$(df -Pk "$probe" | awk 'NR == 2 {print $4}')
+        if [ "$free_kb" -lt $((NEED_GB * 1024 * 1024)) ]; then
+            echo "ci/setup.sh: $probe has $((free_kb / 1024 / 1024)) GB free; a fresh set-up needs about $NEED_GB GB there (a 5.5 GB environment in $VENV and uv's cache): free some space, or set SUITE_VENV and UV_CACHE_DIR to a larger disk" >&2
+            exit 1
+        fi
+    done
+fi
 echo "setting up $VENV (pinned packages from ci/requirements.lock)"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet "uv==$UV_VERSION"
