@@ -16,10 +16,12 @@ if [ -f "$stamp" ]; then
     exit 0
 fi
 # A fresh environment is 5.5 GB (torch's CUDA build and its NVIDIA libraries) and uv unpacks the wheels into its
-# cache first: refuse in one line, before anything is written, where the disk cannot hold it.
+# cache first: with neither there yet, refuse in one line, before anything is written, where a disk cannot hold
+# them. (With torch already unpacked in uv's cache, uv links the environment's files from it: no check.)
 NEED_GB=7
-if ! compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null; then
-    for dir in "$(dirname "$VENV")" "${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}"; do
+UV_CACHE=${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/uv}
+if ! compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null && ! compgen -G "$UV_CACHE/archive-v0/*/torch" >/dev/null; then
+    for dir in "$(dirname "$VENV")" "$UV_CACHE"; do
         probe=$dir
         while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
         free_kb=$(df -Pk "$probe" | awk 'NR == 2 {print $4}')

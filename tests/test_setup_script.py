@@ -44,3 +44,13 @@ def test_the_cache_disk_is_checked_too(small_disk, tmp_path):
     env = {**os.environ, "SUITE_VENV": str(tmp_path / "venv"), "UV_CACHE_DIR": str(small_disk / "uv")}
     done = subprocess.run(["bash", "ci/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith(f"ci/setup.sh: {small_disk} has 0 GB free") and not (tmp_path / "venv").exists()
+
+
+def test_a_warm_uv_cache_is_not_refused_for_the_space_a_cold_one_needs(small_disk):
+    """With torch already unpacked in uv's cache, uv links the environment's files from it: no 7 GB check (here the
+    set-up then fails later, on the 16 MB disk, in its own words)."""
+    (small_disk / "uv" / "archive-v0" / "a1" / "torch").mkdir(parents=True)
+    env = {**os.environ, "SUITE_VENV": str(small_disk / "venv"), "UV_CACHE_DIR": str(small_disk / "uv")}
+    done = subprocess.run(["bash", "ci/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert "GB free; a fresh set-up needs" not in done.stderr
+    assert "setting up" in done.stdout
