@@ -43,7 +43,11 @@ def test_the_cache_disk_is_checked_too(small_disk, tmp_path):
         pytest.skip("the environment's own disk is too small here to isolate the cache's check")
     env = {**os.environ, "SUITE_VENV": str(tmp_path / "venv"), "UV_CACHE_DIR": str(small_disk / "uv")}
     done = subprocess.run(["bash", "ci/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stderr.startswith(f"ci/setup.sh: {small_disk} has 0 GB free") and not (tmp_path / "venv").exists()
+    assert (
+        done.returncode == 1
+        and done.stderr.startswith(f"ci/setup.sh: {small_disk} has 0 GB free")
+        and not (tmp_path / "venv").exists()
+    )
 
 
 def test_a_warm_uv_cache_is_not_refused_for_the_space_a_cold_one_needs(small_disk):
