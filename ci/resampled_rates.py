@@ -108,17 +108,23 @@ def worlds(res: Residuals, margin: float) -> dict[str, Callable[[int], np.ndarra
     return {"equal": lambda i: np.zeros(k), apart: boundary, "observed": lambda i: np.asarray(res.centres)}
 
 
-def false_claims(names: tuple[str, ...], centres: np.ndarray, family, margin: float) -> int:
-    """How many of the family's claims are false when the systems' true mean logs are ``centres``."""
+def wrong_claims(names: tuple[str, ...], centres: np.ndarray, family, margin: float) -> list[str | None]:
+    """The family's false claims when the systems' true mean logs are ``centres``: for a false "better", the system it
+    names better; None for a false equivalence."""
     true_log = dict(zip(names, centres))
-    wrong = 0
+    wrong: list[str | None] = []
     for pair in family.pairs:
         gap = true_log[pair.first] - true_log[pair.second]  # below zero: first is truly better (lower)
         if pair.significant and gap >= -1e-12:
-            wrong += 1
+            wrong.append(pair.first)
         elif pair.equivalent and abs(gap) >= math.log(margin) - 1e-9:
-            wrong += 1
+            wrong.append(None)
     return wrong
+
+
+def false_claims(names: tuple[str, ...], centres: np.ndarray, family, margin: float) -> int:
+    """How many of the family's claims are false when the systems' true mean logs are ``centres``."""
+    return len(wrong_claims(names, centres, family, margin))
 
 
 @dataclass(frozen=True)
@@ -132,10 +138,13 @@ class Cell:
 
 
 def simulate(res: Residuals, cell: Cell, margin: float, reports: int, seed: int) -> dict:
-    """``reports`` resampled reports of one cell through the procedure: false claims (all, and at look 1), decisions."""
+    """``reports`` resampled reports of one cell through the procedure: false claims (all, and at look 1), decisions;
+    ``favoured``: per system, the reports with a false claim that it is better than another; ``false_equivalent``: the
+    reports with a false equivalence."""
     plan, world, resample = cell.plan, worlds(res, margin)[cell.world], RESAMPLING[cell.resampling]
     rng = np.random.default_rng(seed)
-    any_false = look1_false = decided = seeds = 0
+    any_false = look1_false = decided = seeds = false_equivalent = 0
+    favoured = dict.fromkeys(res.names, 0)
     for i in range(reports):
         centres = world(i)
         noise = resample(res, plan.cap, rng)
@@ -143,12 +152,23 @@ def simulate(res: Residuals, cell: Cell, margin: float, reports: int, seed: int)
         procedure = sequential_family(draws, plan, True, margin, cell.test)
         assert procedure is not None
         family = procedure.family
-        any_false += false_claims(res.names, centres, family, margin) > 0
+        wrong = wrong_claims(res.names, centres, family, margin)
+        any_false += bool(wrong)
+        false_equivalent += None in wrong
+        for name in {w for w in wrong if w is not None}:
+            favoured[name] += 1
         first = type(family)(family.summaries, family.order, [p for p in family.pairs if p.look == 1], family.test, margin)
         look1_false += false_claims(res.names, centres, first, margin) > 0
         decided += sum(p.decided for p in family.pairs)
         seeds += sum(procedure.seeds.values())
-    return {"any_false": any_false, "look1_false": look1_false, "mean_decided": decided / reports, "mean_seeds": seeds / reports}
+    return {
+        "any_false": any_false,
+        "look1_false": look1_false,
+        "mean_decided": decided / reports,
+        "mean_seeds": seeds / reports,
+        "false_equivalent": false_equivalent,
+        "favoured": favoured,
+    }
 
 
 def grid(plans: list[Plan], res: Residuals, margin: float, seed: int):
@@ -161,15 +181,20 @@ def grid(plans: list[Plan], res: Residuals, margin: float, seed: int):
                 yield plan, f"{plan.initial}, {plan.step}, {plan.cap}", how, name, seed + 1000 * k + 100 * i + j
 
 
-def measure(res: Residuals, tests: list[str], plans: list[Plan], margin: float, reports: int, seed: int) -> pd.DataFrame:
-    """Every cell: test x policy x resampling x world."""
-    rows = []
+def measure(
+    res: Residuals, tests: list[str], plans: list[Plan], margin: float, reports: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every cell: test x policy x resampling x world; and per cell and system, the reports with a false claim that
+    the system is better than another (``favoured``)."""
+    rows, favoured = [], []
     for test in tests:
         for plan, policy, how, name, cell_seed in grid(plans, res, margin, seed):
             counts = simulate(res, Cell(test, plan, how, name), margin, reports, cell_seed)
-            rows.append({"test": test, "policy": policy, "resampling": how, "world": name, "reports": reports, **counts})
+            cell = {"test": test, "policy": policy, "resampling": how, "world": name, "reports": reports}
+            favoured += [{**cell, "system": system, "false_better": n} for system, n in counts.pop("favoured").items()]
+            rows.append({**cell, **counts})
             print(f"{test} / {policy} / {how} / {name}: {counts}", flush=True)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), pd.DataFrame(favoured)
 
 
 def without(res: Residuals, i: int) -> Residuals:
@@ -201,6 +226,7 @@ def left_out(res: Residuals, table: pd.DataFrame, plans: list[Plan], margin: flo
             continue
         for out, system in enumerate(res.names):
             counts = simulate(without(res, out), Cell(TEST, plan, how, name), margin, reports, cell_seed)
+            del counts["favoured"]
             rows.append({"policy": policy, "resampling": how, "world": name, "left_out": system, "reports": reports, **counts})
             print(f"{TEST} / {policy} / {how} / {name} / without {system}: {counts}", flush=True)
     return pd.DataFrame(rows, columns=LEFT_OUT_COLUMNS)
@@ -213,7 +239,14 @@ def rate_text(hits: float, n: int) -> str:
 
 
 def markdown(
-    table: pd.DataFrame, diagnosis: pd.DataFrame, res: Residuals, job: Plan, margin: float, records: str, command: str
+    table: pd.DataFrame,
+    favoured: pd.DataFrame,
+    diagnosis: pd.DataFrame,
+    res: Residuals,
+    job: Plan,
+    margin: float,
+    records: str,
+    command: str,
 ) -> str:
     """The committed page: what was resampled, through what, and the rates."""
     systems = ", ".join(f"{n} (spread {s:.3f}, n={len(r)})" for n, s, r in zip(res.names, res.spreads, res.residuals))
@@ -244,8 +277,40 @@ def markdown(
             f"{row.reports} | {rate_text(row.any_false, row.reports)} | {rate_text(row.look1_false, row.reports)} | "
             f"{row.mean_decided:.1f} | {row.mean_seeds:.1f} |"
         )
-    lines += ["", "## Result", ""] + reading(table) + excess(diagnosis) + ["", f"Rerun: `{command}`.", ""]
+    lines += ["", "## Result", ""] + reading(table) + whom(table, favoured, res) + excess(diagnosis)
+    lines += ["", f"Rerun: `{command}`.", ""]
     return "\n".join(lines)
+
+
+def whom(table: pd.DataFrame, favoured: pd.DataFrame, res: Residuals) -> list[str]:
+    """For the test in use: in each cell, the share of reports with a false claim that each system is better than
+    another, and with a false equivalence (a report can hold several)."""
+    used = table[table.test == TEST]
+    if used.empty:
+        return []
+    lines = [
+        "",
+        "## Whom the false claims favour",
+        "",
+        f"`{TEST}`: per cell, the share of reports with a false claim that a system is better than another, by that "
+        "system, and with a false equivalence (a report can hold several false claims).",
+        "",
+        "| seeds (initial, step, max) | resampling | world | " + " | ".join(res.names) + " | false equivalence |",
+        "|" + "---|" * (len(res.names) + 4),
+    ]
+    for row in used.itertuples():
+        mine = favoured[
+            (favoured.test == TEST)
+            & (favoured.policy == row.policy)
+            & (favoured.resampling == row.resampling)
+            & (favoured.world == row.world)
+        ].set_index("system")
+        shares = [f"{100 * mine.false_better[name] / row.reports:.1f} %" for name in res.names]
+        lines.append(
+            f"| {row.policy} | {row.resampling} | {row.world} | {' | '.join(shares)} | "
+            f"{100 * row.false_equivalent / row.reports:.1f} % |"
+        )
+    return lines
 
 
 def excess(diagnosis: pd.DataFrame) -> list[str]:
@@ -309,14 +374,15 @@ def main() -> int:
         parser.error(f"--tests: unknown {', '.join(unknown)}; one of {', '.join(TESTS)}")
     res, job, margin = residuals_of(REPO / args.records)
     plans = [job] + [Plan(*(int(x) for x in p.split("/"))) for p in args.policies.split(",") if p]
-    table = measure(res, tests, plans, margin, args.reports, args.seed)
+    table, favoured = measure(res, tests, plans, margin, args.reports, args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "resampled-error-rates.csv", index=False)
+    favoured.to_csv(out / "resampled-error-rates-favoured.csv", index=False)
     diagnosis = left_out(res, table, plans, margin, args.reports, args.seed)
     diagnosis.to_csv(out / "resampled-error-rates-left-out.csv", index=False)
     command = ".venv/bin/python ci/resampled_rates.py " + shlex.join(sys.argv[1:])
-    (out / "resampled-error-rates.md").write_text(markdown(table, diagnosis, res, job, margin, args.records, command))
+    (out / "resampled-error-rates.md").write_text(markdown(table, favoured, diagnosis, res, job, margin, args.records, command))
     print((out / "resampled-error-rates.md").read_text())
     used = table[table.test == TEST]
     return 0 if (used.any_false / used.reports).max() <= ALPHA else 1

@@ -299,6 +299,12 @@ def test_the_committed_resampled_error_rates_are_the_committed_records_and_an_ex
     diagnosis = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates-left-out.csv")
     assert len(diagnosis) == len(above) * len(res.names)
     assert set(zip(diagnosis.resampling, diagnosis.world)) == set(zip(above.resampling, above.world))
+    favoured = pd.read_csv(REPO / "reports/verdicts/resampled-error-rates-favoured.csv")
+    assert len(favoured) == len(table) * len(res.names) and set(favoured.system) == set(res.names)
+    cells = ["test", "policy", "resampling", "world"]
+    most = favoured.groupby(cells).false_better.max()
+    # a report with a false claim favouring a system is a report with a false claim
+    assert (most <= table.set_index(cells).any_false.reindex(most.index)).all()
     readme = (REPO / "README.md").read_text()
     assert ("above the 5 % goal" in readme) == (not above.empty)
     assert ("## Where the excess comes from" in page) == (not above.empty)

@@ -232,3 +232,21 @@ def test_a_cell_above_the_level_is_rerun_with_each_system_left_out_and_the_page_
     assert "- seeds (4, 2, 6), naive, equal: within 5 % with A left out." in rr.excess(diagnosis)
     within = above.assign(any_false=0)  # no cell above the level: nothing rerun, no section
     assert rr.left_out(res, within, [plan], 1.5, 200, 3).empty and rr.excess(rr.left_out(res, within, [plan], 1.5, 200, 3)) == []
+
+
+def test_the_false_claims_are_counted_by_the_system_they_call_better():
+    """ci/resampled_rates.py's "whom the false claims favour": with one system's residuals holding a collapsed seed,
+    the false claims in a world of equal systems call that system better (its resamples that miss the seed), and the
+    page's row says so per system."""
+    rr = _resampled_rates()
+    logs = [np.log(v) for v in ([190, 1270, 160, 200, 240, 240], [48, 41, 51, 46, 60, 44], [120, 118, 126, 122, 117, 124])]
+    res = rr.Residuals(tuple("ABC"), tuple(v - v.mean() for v in logs), tuple(float(v.mean()) for v in logs))
+    counts = rr.simulate(res, rr.Cell(TEST, rr.Plan(4, 2, 6), "naive", "equal"), 1.5, 200, 3)
+    assert counts["favoured"]["A"] == counts["any_false"] > 10 * ALPHA  # every false report calls A better
+    assert (
+        counts["favoured"]["B"] == counts["favoured"]["C"] == counts["false_equivalent"] == 0
+    )  # equal: no false equivalence is possible
+    table, favoured = rr.measure(res, [TEST], [rr.Plan(4, 2, 6)], 1.5, 200, 3)
+    assert set(favoured.system) == {"A", "B", "C"} and len(favoured) == 3 * len(table)
+    row = next(line for line in rr.whom(table, favoured, res) if line.startswith("| 4, 2, 6 | naive | equal |"))
+    assert row == f"| 4, 2, 6 | naive | equal | {100 * counts['any_false'] / 200:.1f} % | 0.0 % | 0.0 % | 0.0 % |"
