@@ -197,6 +197,11 @@ def measure(
     return pd.DataFrame(rows), pd.DataFrame(favoured)
 
 
+def in_cell(frame: pd.DataFrame, test: str, policy: str, resampling: str, world: str) -> pd.DataFrame:
+    """The rows of ``frame`` (the rates, or what the false claims favour) of one measured cell."""
+    return frame[(frame.test == test) & (frame.policy == policy) & (frame.resampling == resampling) & (frame.world == world)]
+
+
 def without(res: Residuals, i: int) -> Residuals:
     """The residuals with system ``i`` left out."""
     keep = [j for j in range(len(res.names)) if j != i]
@@ -221,7 +226,7 @@ def left_out(res: Residuals, table: pd.DataFrame, plans: list[Plan], margin: flo
     the system whose residuals carry the excess. A diagnosis, not another procedure: the verdicts keep every system."""
     rows = []
     for plan, policy, how, name, cell_seed in grid(plans, res, margin, seed):
-        cell = table[(table.test == TEST) & (table.policy == policy) & (table.resampling == how) & (table.world == name)]
+        cell = in_cell(table, TEST, policy, how, name)
         if cell.empty or (cell.any_false / cell.reports).max() <= ALPHA:
             continue
         for out, system in enumerate(res.names):
@@ -299,12 +304,7 @@ def whom(table: pd.DataFrame, favoured: pd.DataFrame, res: Residuals) -> list[st
         "|" + "---|" * (len(res.names) + 4),
     ]
     for row in used.itertuples():
-        mine = favoured[
-            (favoured.test == TEST)
-            & (favoured.policy == row.policy)
-            & (favoured.resampling == row.resampling)
-            & (favoured.world == row.world)
-        ].set_index("system")
+        mine = in_cell(favoured, TEST, row.policy, row.resampling, row.world).set_index("system")
         shares = [f"{100 * mine.false_better[name] / row.reports:.1f} %" for name in res.names]
         lines.append(
             f"| {row.policy} | {row.resampling} | {row.world} | {' | '.join(shares)} | "

@@ -212,14 +212,20 @@ def test_the_test_in_use_holds_its_level_on_a_fixed_resampled_world_where_welch_
     assert rates[TEST] <= ALPHA and rates[TEST] < rates["welch"]
 
 
+def _one_collapsed_seed(rr):
+    """Three systems' residuals; A's hold one collapsed seed (a log residual far beyond its others')."""
+    logs = [np.log(v) for v in ([190, 1270, 160, 200, 240, 240], [48, 41, 51, 46, 60, 44], [120, 118, 126, 122, 117, 124])]
+    return rr.Residuals(tuple("ABC"), tuple(v - v.mean() for v in logs), tuple(float(v.mean()) for v in logs))
+
+
 def test_a_cell_above_the_level_is_rerun_with_each_system_left_out_and_the_page_names_the_one_that_carries_it():
     """ci/resampled_rates.py's diagnosis: a system whose residuals hold one collapsed seed (a log residual far beyond
-    the others) makes false claims when its resamples miss that seed; left out, the same reports come back within 5 %."""
+    the others) makes false claims when its resamples miss that seed; left out, the reports of the same seed come back
+    within 5 %."""
     import pandas as pd
 
     rr = _resampled_rates()
-    logs = [np.log(v) for v in ([190, 1270, 160, 200, 240, 240], [48, 41, 51, 46, 60, 44], [120, 118, 126, 122, 117, 124])]
-    res = rr.Residuals(tuple("ABC"), tuple(v - v.mean() for v in logs), tuple(float(v.mean()) for v in logs))
+    res = _one_collapsed_seed(rr)
     assert rr.without(res, 0).names == ("B", "C") and rr.without(res, 0).centres == res.centres[1:]
     plan = rr.Plan(4, 2, 6)
     above = pd.DataFrame(
@@ -231,7 +237,8 @@ def test_a_cell_above_the_level_is_rerun_with_each_system_left_out_and_the_page_
     assert rates["A"] <= ALPHA < min(rates["B"], rates["C"])
     assert "- seeds (4, 2, 6), naive, equal: within 5 % with A left out." in rr.excess(diagnosis)
     within = above.assign(any_false=0)  # no cell above the level: nothing rerun, no section
-    assert rr.left_out(res, within, [plan], 1.5, 200, 3).empty and rr.excess(rr.left_out(res, within, [plan], 1.5, 200, 3)) == []
+    nothing = rr.left_out(res, within, [plan], 1.5, 200, 3)
+    assert nothing.empty and rr.excess(nothing) == []
 
 
 def test_the_false_claims_are_counted_by_the_system_they_call_better():
@@ -239,8 +246,7 @@ def test_the_false_claims_are_counted_by_the_system_they_call_better():
     the false claims in a world of equal systems call that system better (its resamples that miss the seed), and the
     page's row says so per system."""
     rr = _resampled_rates()
-    logs = [np.log(v) for v in ([190, 1270, 160, 200, 240, 240], [48, 41, 51, 46, 60, 44], [120, 118, 126, 122, 117, 124])]
-    res = rr.Residuals(tuple("ABC"), tuple(v - v.mean() for v in logs), tuple(float(v.mean()) for v in logs))
+    res = _one_collapsed_seed(rr)
     counts = rr.simulate(res, rr.Cell(TEST, rr.Plan(4, 2, 6), "naive", "equal"), 1.5, 200, 3)
     assert counts["favoured"]["A"] == counts["any_false"] > 10 * ALPHA  # every false report calls A better
     assert (
